@@ -1,0 +1,143 @@
+"""The ``holon`` command: a lazy click group and the one place exceptions
+become exit codes.
+
+Subcommands are loaded from an explicit name -> module map on first use, so
+``holon enqueue`` never imports httpx, rich or yaml.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any
+
+import click
+
+from holon_cli import __version__
+
+# name -> "module:attribute"; order is the order of `holon --help`
+COMMANDS: dict[str, str] = {
+    "enqueue": "holon_cli.cli.cmd_enqueue:enqueue",
+    "turn": "holon_cli.cli.cmd_turn:turn",
+    "tick": "holon_cli.cli.cmd_tick:tick",
+    "run": "holon_cli.cli.cmd_run:run",
+    "status": "holon_cli.cli.cmd_inspect:status",
+    "tail": "holon_cli.cli.cmd_inspect:tail",
+    "transcript": "holon_cli.cli.cmd_inspect:transcript",
+    "agent": "holon_cli.cli.cmd_agent:agent",
+    "workitem": "holon_cli.cli.cmd_workitem:workitem",
+    "home": "holon_cli.cli.cmd_home:home",
+    "debug": "holon_cli.cli.cmd_debug:debug",
+    "completion": "holon_cli.cli.cmd_completion:completion",
+}
+
+SHORT_HELP: dict[str, str] = {}
+
+
+def _available() -> dict[str, str]:
+    """Commands whose module is present in this build."""
+    out = {}
+    for name, target in COMMANDS.items():
+        mod = target.split(":")[0]
+        if importlib.util.find_spec(mod) is not None:
+            out[name] = target
+    return out
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(_available())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        mod_name, attr = target.split(":")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == mod_name:
+                return None
+            raise
+        cmd: click.Command = getattr(mod, attr)
+        return cmd
+
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", "-V", prog_name="holon", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Holon: a headless, event-driven runtime for long-lived LLM agents.
+
+    State lives as files under $HOLON_HOME (default ~/.holon). Every command
+    performs one runtime step and works with no daemon running.
+
+    \b
+    Example:
+      holon enqueue "summarize today's CI failures"
+      holon turn
+      holon tail --limit 20
+    """
+
+
+def _json_requested(argv: list[str]) -> bool:
+    return "--json" in argv
+
+
+def _command_name(argv: list[str]) -> str:
+    words = [a for a in argv if not a.startswith("-")]
+    if not words:
+        return "holon"
+    first = words[0]
+    if first in ("agent", "home", "workitem", "debug", "task", "timer", "trigger", "daemon") and len(words) > 1:
+        return f"{first} {words[1]}"
+    return first
+
+
+def main(argv: list[str] | None = None) -> None:
+    from holon_cli.cli import output
+    from holon_cli.errors import EXIT_INTERRUPTED, HolonError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    code = 0
+    try:
+        rv: Any = cli.main(args=args, prog_name="holon", standalone_mode=False)
+        if isinstance(rv, int):
+            code = rv
+    except HolonError as err:
+        output.render_error(err)
+        code = err.exit_code
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        code = EXIT_INTERRUPTED
+    except click.ClickException as e:
+        if _json_requested(args):
+            output.emit_json_error(_command_name(args), "usage_error", e.format_message(), "see --help for usage")
+        else:
+            e.show()
+        code = e.exit_code
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (e.g. `holon tail | head`): exit quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        code = 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+    sys.exit(code)

@@ -1,0 +1,142 @@
+"""``holon agent``: create, list, inspect, stop and start agents."""
+
+from __future__ import annotations
+
+import click
+
+from holon_cli.cli import output
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def agent() -> None:
+    """Create, list, inspect, stop and start agents.
+
+    \b
+    Example:
+      holon agent create reviewer --template /path/to/template
+      holon agent list
+    """
+
+
+@agent.command("create")
+@click.argument("agent_id", metavar="ID")
+@click.option("--template", "-t", metavar="T", help="Template id (~/.agents/templates/<id>/), absolute directory, or holon-default.")
+@click.option("--model", "-m", metavar="MODEL", help="Agent model override, e.g. openai/gpt-4.1 or scripted:demo.yaml.")
+@output.json_option
+def agent_create(agent_id: str, template: str | None, model: str | None, as_json: bool) -> None:
+    """Create a public named agent and materialize its agent home.
+
+    Fails closed: a bad template leaves nothing behind.
+
+    \b
+    Example:
+      holon agent create reviewer --model anthropic/claude-sonnet-4-5
+    """
+    output.begin("agent create", as_json)
+    from holon_cli.runtime.agents import create_agent
+
+    store = create_agent(agent_id, template=template, model=model)
+    rec = store.read_record()
+    data = {"agent_id": store.agent_id, "agent_home": str(store.layout.home), "identity": rec["identity"], "model_override": rec["state"]["model_override"]}
+    if as_json:
+        output.emit_json(data)
+    else:
+        click.echo(f"created agent {store.agent_id} at {store.layout.home}")
+
+
+@agent.command("list")
+@click.option("--all", "include_private", is_flag=True, help="Include private child agents.")
+@output.json_option
+def agent_list(include_private: bool, as_json: bool) -> None:
+    """List agents.
+
+    \b
+    Example:
+      holon agent list --json | jq -r '.data.agents[].agent_id'
+    """
+    output.begin("agent list", as_json)
+    from holon_cli.runtime.agents import list_agents
+
+    agents = list_agents(include_private=include_private)
+    if as_json:
+        output.emit_json({"agents": [a.to_dict() for a in agents]})
+        return
+    if not agents:
+        click.echo("no agents yet (the default agent is created on first use)", err=True)
+        return
+    output.print_table(["agent", "kind", "visibility", "status", "home"], [[a.agent_id, a.kind, a.visibility, a.status, a.agent_home] for a in agents])
+
+
+@agent.command("status")
+@click.argument("agent_id", metavar="[ID]", required=False)
+@output.json_option
+@click.pass_context
+def agent_status(ctx: click.Context, agent_id: str | None, as_json: bool) -> None:
+    """Show one agent's summary (same as `holon status --agent ID`).
+
+    \b
+    Example:
+      holon agent status reviewer
+    """
+    from holon_cli.cli.cmd_inspect import status
+
+    ctx.invoke(status, agent_id=agent_id, as_json=as_json)
+
+
+def _lifecycle(action: str, agent_id: str, as_json: bool) -> None:
+    output.begin(f"agent {action}", as_json)
+    from holon_cli.runtime.agents import set_lifecycle
+
+    res = set_lifecycle(agent_id, action)
+    if as_json:
+        output.emit_json(res)
+    elif res["changed"]:
+        click.echo(f"{res['agent_id']}: {res['previous']} -> {res['status']}")
+    else:
+        click.echo(f"{res['agent_id']}: already {res['status']}")
+
+
+@agent.command("stop")
+@click.argument("agent_id", metavar="ID")
+@output.json_option
+def agent_stop(agent_id: str, as_json: bool) -> None:
+    """Stop an agent: new messages are rejected (exit 4) until it is started.
+
+    \b
+    Example:
+      holon agent stop reviewer
+    """
+    _lifecycle("stop", agent_id, as_json)
+
+
+@agent.command("start")
+@click.argument("agent_id", metavar="ID")
+@output.json_option
+def agent_start(agent_id: str, as_json: bool) -> None:
+    """Start (resume) a stopped or paused agent.
+
+    \b
+    Example:
+      holon agent start reviewer
+    """
+    _lifecycle("start", agent_id, as_json)
+
+
+@agent.command("path")
+@click.argument("agent_id", metavar="[ID]", required=False)
+@output.json_option
+def agent_path(agent_id: str | None, as_json: bool) -> None:
+    """Print an agent's home directory.
+
+    \b
+    Example:
+      $EDITOR "$(holon agent path)/AGENTS.md"
+    """
+    output.begin("agent path", as_json)
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(agent_id, create_default=True)
+    if as_json:
+        output.emit_json({"agent_id": store.agent_id, "agent_home": str(store.layout.home)})
+    else:
+        click.echo(str(store.layout.home))

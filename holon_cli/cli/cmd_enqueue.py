@@ -1,0 +1,73 @@
+"""``holon enqueue``: admit one message into an agent's queue."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from holon_cli.cli import output
+from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("text", required=False, metavar="[TEXT|-]")
+@output.agent_option
+@click.option("--kind", "-k", metavar="KIND", help=f"Message kind: {', '.join(MESSAGE_KINDS)} (default from the origin).")
+@click.option("--origin", "-o", metavar="ORIGIN", help="operator[:ACTOR], channel:ID, webhook:SOURCE, callback:DESCRIPTOR, timer:ID, system:SUBSYSTEM or task:ID (default: operator).")
+@click.option("--priority", "-p", metavar="PRIORITY", default="normal", show_default=True, help=f"One of: {', '.join(PRIORITIES)}.")
+@click.option("--json-body", is_flag=True, help="TEXT is a JSON document; the body becomes {type: json, value}.")
+@click.option("--work-item", "work_item_id", metavar="ID", help="Bind the message to this work item.")
+@click.option("--correlation-id", metavar="ID", help="Ties related messages together across a workflow.")
+@click.option("--causation-id", metavar="ID", help="The message or task that caused this one.")
+@output.json_option
+def enqueue(
+    text: str | None,
+    agent_id: str | None,
+    kind: str | None,
+    origin: str | None,
+    priority: str,
+    json_body: bool,
+    work_item_id: str | None,
+    correlation_id: str | None,
+    causation_id: str | None,
+    as_json: bool,
+) -> None:
+    """Admit a message into an agent's queue and print its id.
+
+    TEXT is the message; `-` (or no TEXT with piped input) reads it from
+    stdin. The message is durable when the id is printed. Trust and authority
+    are derived from the origin, never taken from the caller.
+
+    \b
+    Examples:
+      holon enqueue "review the open PRs"
+      echo '{"ref": "main"}' | holon enqueue - --json-body --origin webhook:github
+      holon enqueue "stop what you are doing" --priority interject
+    """
+    output.begin("enqueue", as_json)
+    from holon_cli.errors import UsageError
+    from holon_cli.runtime.enqueue import admit
+
+    if text is None or text == "-":
+        if text is None and sys.stdin.isatty():
+            raise UsageError("no message given", hint="pass TEXT, or `-` to read the message from stdin")
+        try:
+            text = sys.stdin.read()
+        except UnicodeDecodeError:
+            raise UsageError("stdin is not valid UTF-8 text") from None
+    env = admit(
+        text,
+        agent_id=agent_id,
+        json_body=json_body,
+        kind=kind,
+        origin=origin,
+        priority=priority,
+        work_item_id=work_item_id,
+        correlation_id=correlation_id,
+        causation_id=causation_id,
+    )
+    if as_json:
+        output.emit_json(env)
+    else:
+        click.echo(env["id"])

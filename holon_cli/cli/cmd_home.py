@@ -1,0 +1,94 @@
+"""``holon home``: create, locate and check the state home."""
+
+from __future__ import annotations
+
+import click
+
+from holon_cli.cli import output
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def home() -> None:
+    """Manage the state home ($HOLON_HOME, default ~/.holon).
+
+    \b
+    Example:
+      holon home init && holon home check
+    """
+
+
+@home.command("init")
+@output.json_option
+def home_init(as_json: bool) -> None:
+    """Create the home and the default agent (idempotent).
+
+    \b
+    Example:
+      HOLON_HOME=/srv/holon holon home init
+    """
+    output.begin("home init", as_json)
+    from holon_cli.runtime.agents import ensure_home, open_agent
+
+    layout = ensure_home()
+    store = open_agent(None)
+    data = {"home": str(layout.root), "default_agent": store.agent_id, "agent_home": str(store.layout.home)}
+    if as_json:
+        output.emit_json(data)
+    else:
+        click.echo(f"home: {layout.root}")
+        click.echo(f"default agent: {store.agent_id} ({store.layout.home})")
+
+
+@home.command("path")
+@output.json_option
+def home_path(as_json: bool) -> None:
+    """Print the home directory path.
+
+    \b
+    Example:
+      ls "$(holon home path)/agents"
+    """
+    output.begin("home path", as_json)
+    from holon_cli.store.layout import home_root
+
+    root = home_root()
+    if as_json:
+        output.emit_json({"home": str(root), "exists": root.exists()})
+    else:
+        click.echo(str(root))
+
+
+@home.command("check")
+@output.json_option
+def home_check(as_json: bool) -> None:
+    """Validate every ledger and snapshot; report problems with file and line.
+
+    Exits 1 when a problem is found. A torn last line (an interrupted write)
+    is a note, not a problem: it is ignored and repaired on the next append.
+
+    \b
+    Example:
+      holon home check || echo "home needs attention"
+    """
+    output.begin("home check", as_json)
+    from holon_cli.errors import CorruptStateError
+    from holon_cli.runtime.inspect import home_check as check
+
+    report = check()
+    if as_json:
+        if report["ok"]:
+            output.emit_json(report)
+        else:
+            output.emit_json_error("home check", "corrupt_state", f"{len(report['problems'])} problem(s) found under {report['home']}", "see error.details.problems", {"problems": report["problems"], "checked": report["checked"]})
+            raise click.exceptions.Exit(1)
+        return
+    for p in report["problems"]:
+        where = f"{p['path']}:{p['line']}" if p["line"] else p["path"]
+        click.echo(f"PROBLEM {where}: {p['message']}")
+    for n in report["notes"]:
+        click.echo(f"note    {n['path']}: {n['message']}", err=True)
+    c = report["checked"]
+    summary = f"checked {c['agents']} agent(s), {c['ledgers']} ledger(s), {c['records']} record(s), {c['inbox_messages']} inbox message(s) under {report['home']}"
+    if not report["ok"]:
+        raise CorruptStateError(f"{len(report['problems'])} problem(s) found; {summary}", hint="move damaged lines aside (keep a backup), then re-run `holon home check`")
+    click.echo(f"ok: {summary}")

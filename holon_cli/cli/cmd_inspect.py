@@ -1,0 +1,153 @@
+"""``holon status``, ``holon tail`` and ``holon transcript``: read-only views."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from holon_cli.cli import output
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@output.agent_option
+@output.json_option
+def status(agent_id: str | None, as_json: bool) -> None:
+    """Show an agent's summary: status, pending messages, focus, tokens.
+
+    \b
+    Example:
+      holon status --json | jq .data.pending
+    """
+    output.begin("status", as_json)
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.inspect import agent_summary
+
+    s = agent_summary(open_agent(agent_id))
+    if as_json:
+        output.emit_json(s)
+        return
+    tu = s["token_usage"]
+    rows: list[tuple[str, Any]] = [
+        ("agent", s["agent_id"]),
+        ("status", s["status"]),
+    ]
+    if s.get("lifecycle_hint"):
+        rows.append(("hint", s["lifecycle_hint"]))
+    rows += [
+        ("kind", f"{s['identity']['kind']} / {s['identity']['visibility']} / {s['identity']['ownership']}"),
+        ("home", s["agent_home"]),
+        ("pending", s["pending"]),
+        ("in flight", s["in_flight"]),
+        ("processed", s["processed"]),
+        ("work item", s["current_work_item_id"] or "-"),
+        ("last wake", s["last_wake_reason"] or "-"),
+        ("tokens", f"{tu['total']['total_tokens']} total ({tu['total']['input_tokens']} in / {tu['total']['output_tokens']} out) over {tu['total_model_rounds']} round(s)"),
+        ("last event", s["last_event_seq"]),
+    ]
+    if "model" in s:
+        m = s["model"]
+        rows.append(("model", f"{m.get('effective_model') or '-'} ({m.get('source')})"))
+        if m.get("effective_fallback_models"):
+            rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
+    if "work_items" in s:
+        rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
+    output.print_kv(rows)
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    data = e.get("data") or {}
+    bits = []
+    for k in ("message_id", "work_item_id", "task_id"):
+        if e.get(k):
+            bits.append(f"{k}={e[k]}")
+    detail = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(detail) > 160:
+        detail = detail[:157] + "..."
+    return f"{e['event_seq']:>6}  {e['at']}  {e['kind']:<28} {' '.join(bits)} {detail if data else ''}".rstrip()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@output.agent_option
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they are appended (Ctrl-C to stop).")
+@click.option("--jsonl", is_flag=True, help="One JSON object per line, flushed per line.")
+@click.option("--since", type=click.IntRange(min=0), metavar="SEQ", help="Only events with event_seq greater than SEQ.")
+@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N events (the newest N without --since).")
+@click.option("--poll", type=click.FloatRange(min=0.01), default=0.2, show_default=True, hidden=True)
+def tail(agent_id: str | None, follow: bool, jsonl: bool, since: int | None, limit: int | None, poll: float) -> None:
+    """Print an agent's event ledger; every event has an increasing event_seq.
+
+    \b
+    Examples:
+      holon tail --limit 20
+      holon tail --follow --jsonl | jq -c 'select(.kind == "turn_terminal")'
+      holon tail --since 120
+    """
+    output.begin("tail", False)
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.inspect import follow_events, tail_events
+
+    store = open_agent(agent_id)
+
+    def show(e: dict[str, Any]) -> None:
+        line = json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str) if jsonl else _event_line(e)
+        click.echo(line)
+
+    if not follow:
+        for e in tail_events(store, since=since, limit=limit):
+            show(e)
+        return
+    start = since
+    if start is None:
+        recent = tail_events(store, limit=limit if limit is not None else 10)
+        for e in recent:
+            show(e)
+        last = store.events.last()
+        start = int(last["event_seq"]) if last else 0
+    try:
+        for e in follow_events(store, since=start, poll=poll):
+            show(e)
+            import sys
+
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@output.agent_option
+@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="Only the newest N entries.")
+@output.json_option
+def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
+    """Print an agent's transcript: messages, assistant rounds, tool results.
+
+    \b
+    Example:
+      holon transcript --limit 10
+    """
+    output.begin("transcript", as_json)
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.inspect import transcript as read
+
+    entries = read(open_agent(agent_id), limit=limit)
+    if as_json:
+        output.emit_json({"entries": entries, "path": str(open_agent(agent_id).ledger("transcript").path)})
+        return
+    for t in entries:
+        kind = t.get("kind", "?")
+        text = t.get("text") or ""
+        if kind == "assistant_round":
+            calls = ", ".join(c.get("name", "?") for c in t.get("tool_calls", []))
+            head = f"[{t.get('at')}] assistant" + (f" -> {calls}" if calls else "")
+        elif kind == "tool_result":
+            head = f"[{t.get('at')}] tool {t.get('tool_name')} ({'ok' if t.get('ok', True) else 'error'})"
+            text = t.get("output", "")
+        elif kind == "message":
+            head = f"[{t.get('at')}] {t.get('origin_label', 'message')} ({t.get('authority_class', '')})"
+        else:
+            head = f"[{t.get('at')}] {kind}"
+        click.echo(head)
+        if text:
+            for line in str(text).splitlines()[:40]:
+                click.echo(f"    {line}")

@@ -1,0 +1,113 @@
+"""Rendering: the ``--json`` envelope, plain text, and rich on a terminal.
+
+rich is imported only when stdout is a terminal and NO_COLOR is unset, so
+scripts and pipes never pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from holon_cli.errors import HolonError
+
+SCHEMA_VERSION = 1
+
+# set by each command so errors raised anywhere render the way it asked
+_current: dict[str, Any] = {"command": "holon", "json": False}
+
+
+def begin(command: str, as_json: bool) -> None:
+    _current["command"] = command
+    _current["json"] = as_json
+
+
+def json_mode() -> bool:
+    return bool(_current["json"])
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=None, default=str)
+
+
+def emit_json(data: Any, command: str | None = None) -> None:
+    click.echo(_dump({"schema_version": SCHEMA_VERSION, "ok": True, "command": command or _current["command"], "data": data}))
+
+
+def emit_json_error(command: str, kind: str, message: str, hint: str | None = None, details: dict[str, Any] | None = None) -> None:
+    err: dict[str, Any] = {"kind": kind, "message": message, "hint": hint or ""}
+    if details:
+        err["details"] = details
+    click.echo(_dump({"schema_version": SCHEMA_VERSION, "ok": False, "command": command, "error": err}))
+
+
+def render_error(err: HolonError) -> None:
+    if _current["json"]:
+        emit_json_error(_current["command"], err.kind, err.message, err.hint, err.details or None)
+        return
+    click.echo(f"Error: {err.message}", err=True)
+    if err.hint:
+        click.echo(f"Hint: {err.hint}", err=True)
+
+
+def plain() -> bool:
+    return bool(os.environ.get("NO_COLOR")) or not sys.stdout.isatty()
+
+
+def console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def print_kv(rows: list[tuple[str, Any]]) -> None:
+    """A two-column key/value listing."""
+    width = max((len(k) for k, _ in rows), default=0)
+    if plain():
+        for k, v in rows:
+            click.echo(f"{k.ljust(width)}  {'' if v is None else v}")
+        return
+    from rich.table import Table
+
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold cyan")
+    t.add_column()
+    for k, v in rows:
+        t.add_row(k, "" if v is None else str(v))
+    console().print(t)
+
+
+def print_table(headers: list[str], rows: list[list[Any]]) -> None:
+    if plain():
+        widths = [len(h) for h in headers]
+        for r in rows:
+            for i, c in enumerate(r):
+                widths[i] = max(widths[i], len(str(c)))
+        click.echo("  ".join(h.upper().ljust(widths[i]) for i, h in enumerate(headers)).rstrip())
+        for r in rows:
+            click.echo("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+        return
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold")
+    for h in headers:
+        t.add_column(h.upper())
+    for r in rows:
+        t.add_row(*[str(c) for c in r])
+    console().print(t)
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the contract's envelope) on stdout.")(fn)
+
+
+def agent_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--agent", "-a", "agent_id", metavar="ID", default=None,
+        help="Agent id (default: $HOLON_AGENT_ID or 'main').",
+    )(fn)

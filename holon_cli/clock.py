@@ -1,0 +1,92 @@
+"""The one source of time and ids.
+
+Tests freeze time with :func:`set_clock`. Ids are sortable: a fixed-width
+millisecond timestamp followed by a per-process monotonic counter and random
+bits, so names sort in creation order within a process and (to the
+millisecond) across processes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+_clock: Callable[[], float] = time.time
+_lock = threading.Lock()
+_last_ms = 0
+_counter = 0
+
+
+def set_clock(fn: Callable[[], float] | None) -> None:
+    """Replace the wall clock (seconds since the epoch); ``None`` restores it."""
+    global _clock
+    _clock = fn or time.time
+
+
+def now() -> float:
+    return _clock()
+
+
+def iso(ts: float | None = None) -> str:
+    """ISO-8601 UTC with milliseconds and a ``Z`` suffix."""
+    t = now() if ts is None else ts
+    dt = datetime.fromtimestamp(t, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def now_iso() -> str:
+    return iso(now())
+
+
+def parse_iso(text: str) -> float:
+    """Inverse of :func:`iso` (accepts any ISO-8601 with offset or ``Z``)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+_B32 = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def _b32(n: int, width: int) -> str:
+    out = []
+    for _ in range(width):
+        out.append(_B32[n & 31])
+        n >>= 5
+    return "".join(reversed(out))
+
+
+def new_id(prefix: str) -> str:
+    """``<prefix>_<10 chars ms><4 chars counter><6 chars random>``, sortable."""
+    global _last_ms, _counter
+    ms = int(now() * 1000)
+    with _lock:
+        if ms <= _last_ms:
+            ms = _last_ms
+            _counter += 1
+        else:
+            _last_ms = ms
+            _counter = 0
+        c = _counter
+    rnd = int.from_bytes(os.urandom(4), "big")
+    return f"{prefix}_{_b32(ms, 10)}{_b32(c, 4)}{_b32(rnd, 6)}"
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``90s``, ``15m``, ``2h``, ``1d``, ``500ms`` or bare seconds into seconds."""
+    s = text.strip().lower()
+    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0), ("w", 604800.0))
+    for suffix, mult in units:
+        if s.endswith(suffix):
+            num = s[: -len(suffix)].strip()
+            break
+    else:
+        num, mult = s, 1.0
+    try:
+        value = float(num)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 15m, 2h, 1d)") from None
+    if value <= 0:
+        raise ValueError(f"duration must be positive: {text!r}")
+    return value * mult

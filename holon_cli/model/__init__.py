@@ -1,0 +1,1 @@
+"""Pure values: envelopes, agents, work items, turn records. No I/O here."""

@@ -1,0 +1,2 @@
+"""Model transports behind one small interface (see ``base``), plus the
+scripted replay provider and the retry/fallback chain."""

@@ -1,0 +1,274 @@
+"""Home and agent lifecycle: init, create (from a template, fail-closed),
+resolve, list, stop/start.
+
+Agent creation materializes the whole agent home in a hidden staging folder
+next to its final place and renames it in one step: a failed template (no
+``AGENTS.md``, a missing skill ref) leaves nothing half-made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from holon_cli import __version__, clock
+from holon_cli.errors import NotFoundError, RejectedError, UsageError
+from holon_cli.model.agent import lifecycle_hint, new_agent_record
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, validate_agent_id
+
+HOME_VERSION = 1
+
+AGENTS_GUIDANCE = """
+<!-- holon: agent-home guidance (runtime-managed section) -->
+## Your agent home
+
+- `memory/self.md` and `memory/operator.md` hold durable notes about yourself
+  and your operator; keep them short and current.
+- `notes/` is for working notes, `work/` for scratch output, `skills/` for
+  skills (each a folder with a `SKILL.md`).
+- `work-items/<id>/plan.md` is the plan of each work item; edit it directly.
+- `.holon/` belongs to the runtime; never edit it.
+"""
+
+
+def bundled_template_dir() -> Path:
+    import holon_cli
+
+    pkg = Path(holon_cli.__file__).resolve().parent
+    for cand in (pkg / "agent_home_template", pkg.parent / "agent_home_template"):
+        if (cand / "AGENTS.md").is_file():
+            return cand
+    raise RejectedError(
+        "the bundled agent home template is missing from this installation",
+        hint="reinstall holon-cli (`pip install --force-reinstall holon-cli`)",
+    )
+
+
+def user_templates_dir() -> Path:
+    return Path(os.environ.get("HOLON_TEMPLATES_DIR") or (Path.home() / ".agents" / "templates"))
+
+
+BUILTIN_TEMPLATES = ("holon-default",)
+
+
+def resolve_template(selector: str | None) -> tuple[Path, dict[str, Any]]:
+    """Return the template directory and its provenance record."""
+    if selector is None or selector in BUILTIN_TEMPLATES:
+        path = bundled_template_dir()
+        return path, {"kind": "builtin", "selector": selector or "holon-default", "path": str(path)}
+    if selector.startswith(("http://", "https://")):
+        raise RejectedError(
+            f"remote template {selector!r} cannot be used: this build installs templates from local directories only",
+            hint="clone the repository yourself and pass the template directory as an absolute path",
+        )
+    p = Path(selector).expanduser()
+    if p.is_absolute():
+        kind = "path"
+    elif "/" in selector or selector in (".", ".."):
+        raise UsageError(
+            f"template {selector!r} is neither a template id nor an absolute path",
+            hint="pass a template id (a folder under ~/.agents/templates/) or an absolute directory path",
+        )
+    else:
+        p = user_templates_dir() / selector
+        kind = "template_id"
+    if not p.is_dir():
+        raise NotFoundError(f"template not found: {p}", hint="check the template id or path")
+    if not (p / "AGENTS.md").is_file():
+        raise RejectedError(f"template {p} has no AGENTS.md", hint="a template directory must contain AGENTS.md")
+    return p, {"kind": kind, "selector": selector, "path": str(p)}
+
+
+def ensure_home(layout: HomeLayout | None = None) -> HomeLayout:
+    layout = layout or HomeLayout.current()
+    if not layout.marker.exists():
+        for d in (layout.root, layout.agents_dir, layout.run_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        if not layout.marker.exists():
+            write_snapshot(layout.marker, {"v": HOME_VERSION, "created_at": clock.now_iso(), "created_by": f"holon-cli {__version__}"})
+    return layout
+
+
+def _skill_refs(template: Path) -> list[Path]:
+    sj = template / "skills.json"
+    if not sj.exists():
+        return []
+    try:
+        data = json.loads(sj.read_text())
+        refs = data.get("skill_refs", [])
+        assert isinstance(refs, list)
+    except (ValueError, AssertionError, AttributeError):
+        raise RejectedError(f"{sj}: expected {{\"skill_refs\": [...]}}", hint="fix skills.json in the template") from None
+    out: list[Path] = []
+    for ref in refs:
+        if not isinstance(ref, str):
+            raise RejectedError(f"{sj}: skill ref {ref!r} is not a string")
+        p = Path(ref).expanduser()
+        if ref.startswith(("http://", "https://")):
+            raise RejectedError(f"{sj}: remote skill ref {ref!r} cannot be installed by this build", hint="use an absolute local path")
+        if not p.is_absolute():
+            p = template / "skills" / ref
+        if not (p / "SKILL.md").is_file():
+            raise RejectedError(f"{sj}: skill ref {ref!r} has no SKILL.md at {p}", hint="fix the ref or remove it")
+        out.append(p)
+    return out
+
+
+def _materialize(dest: Path, template: Path, provenance: dict[str, Any], record: dict[str, Any]) -> None:
+    ignore = shutil.ignore_patterns(".holon", "__pycache__", "*.pyc", "skills.json")
+    shutil.copytree(template, dest, ignore=ignore, symlinks=False)
+    skills = _skill_refs(template)
+    for d in ("memory", "notes", "work", "skills", "work-items"):
+        (dest / d).mkdir(exist_ok=True)
+    for name, text in (("self.md", "# Self\n"), ("operator.md", "# Operator\n")):
+        f = dest / "memory" / name
+        if not f.exists():
+            f.write_text(text)
+    agents_md = dest / "AGENTS.md"
+    body = agents_md.read_text()
+    if "holon: agent-home guidance" not in body:
+        agents_md.write_text(body.rstrip() + "\n" + AGENTS_GUIDANCE)
+    for skill in skills:
+        target = dest / "skills" / skill.name
+        if not target.exists():
+            shutil.copytree(skill, target)
+    layout = AgentLayout(dest, record["identity"]["agent_id"])
+    for d in (layout.state_dir, layout.ledger_dir, layout.locks_dir, layout.inbox_dir / "tmp", layout.inbox_dir / "new", layout.inbox_dir / "cur", layout.tasks_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    write_snapshot(layout.template_file, {"v": 1, **provenance, "applied_at": clock.now_iso(), "skills": [str(s) for s in skills]})
+    write_snapshot(layout.agent_file, record)
+
+
+def create_agent(
+    agent_id: str,
+    *,
+    template: str | None = None,
+    model: str | None = None,
+    kind: str = "named",
+    visibility: str = "public",
+    ownership: str = "self_owned",
+    profile_preset: str = "public_named",
+    lineage_parent_agent_id: str | None = None,
+    exist_ok: bool = False,
+) -> AgentStore:
+    validate_agent_id(agent_id)
+    home = ensure_home()
+    layout = home.agent(agent_id)
+    if layout.home.exists():
+        if exist_ok and layout.exists:
+            return AgentStore(layout)
+        raise RejectedError(
+            f"agent {agent_id!r} already exists at {layout.home}",
+            hint=f"pick another id, or inspect it with `holon agent status {agent_id}`",
+        )
+    if model is not None:
+        from holon_cli.model.modelref import check_model_ref
+
+        check_model_ref(model)
+    tpl, provenance = resolve_template(template)
+    record = new_agent_record(
+        agent_id=agent_id,
+        kind=kind,
+        created_at=clock.now_iso(),
+        visibility=visibility,
+        ownership=ownership,
+        profile_preset=profile_preset,
+        lineage_parent_agent_id=lineage_parent_agent_id,
+        model_override=model,
+        template=provenance,
+    )
+    staging = home.agents_dir / f".creating-{agent_id}-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        _materialize(staging, tpl, provenance, record)
+        try:
+            os.rename(staging, layout.home)
+        except OSError:
+            if layout.exists and exist_ok:  # lost a creation race: fine
+                shutil.rmtree(staging, ignore_errors=True)
+                return AgentStore(layout)
+            raise RejectedError(f"agent {agent_id!r} already exists at {layout.home}") from None
+        fsync_dir(home.agents_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    store = AgentStore(layout)
+    store.emit("agent_created", {"kind": kind, "visibility": visibility, "ownership": ownership, "profile_preset": profile_preset, "template": provenance, "model_override": model})
+    return store
+
+
+def open_agent(agent_id: str | None = None, *, create_default: bool = True) -> AgentStore:
+    """Resolve an agent; the default agent is created on first use, others are not."""
+    aid = agent_id or default_agent_id()
+    validate_agent_id(aid)
+    home = HomeLayout.current()
+    layout = home.agent(aid)
+    if layout.exists:
+        return AgentStore(layout)
+    if create_default and aid == default_agent_id():
+        return create_agent(aid, kind="default", exist_ok=True)
+    raise NotFoundError(
+        f"unknown agent {aid!r}",
+        hint=f"create it with `holon agent create {aid}`, or list agents with `holon agent list`",
+    )
+
+
+@dataclass
+class AgentListEntry:
+    agent_id: str
+    kind: str
+    visibility: str
+    status: str
+    agent_home: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
+    home = HomeLayout.current()
+    out: list[AgentListEntry] = []
+    try:
+        names = sorted(os.listdir(home.agents_dir))
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if name.startswith("."):
+            continue
+        layout = home.agent(name)
+        rec = read_snapshot(layout.agent_file)
+        if rec is None:
+            continue
+        ident = rec["identity"]
+        if ident.get("visibility") == "private" and not include_private:
+            continue
+        out.append(AgentListEntry(name, ident["kind"], ident["visibility"], rec["state"]["status"], str(layout.home)))
+    return out
+
+
+def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
+    """``stop`` or ``start`` an agent. Returns ``{agent_id, previous, status, changed}``."""
+    store = open_agent(agent_id)
+    out: dict[str, Any] = {}
+
+    def mutate(state: dict[str, Any]) -> None:
+        prev = state["status"]
+        new = "stopped" if action == "stop" else ("awake_idle" if prev in ("stopped", "paused") else prev)
+        out.update(previous=prev, status=new, changed=new != prev)
+        if new != prev:
+            state["status"] = new
+            state["status_changed_at"] = clock.now_iso()
+
+    store.update_state(mutate)
+    if out["changed"]:
+        store.emit("agent_state_changed", {"from": out["previous"], "to": out["status"], "reason": f"operator_{action}"})
+    out["agent_id"] = store.agent_id
+    out["lifecycle_hint"] = lifecycle_hint(out["status"])
+    return out

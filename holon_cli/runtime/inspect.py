@@ -1,0 +1,196 @@
+"""Read-only inspection: agent summary (``status``), event tail, transcript,
+and the home check. Nothing here takes a lock or writes a file."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from holon_cli.errors import UsageError
+from holon_cli.model.agent import lifecycle_hint
+from holon_cli.runtime import queue as q
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import read_snapshot
+from holon_cli.store.layout import LEDGERS, HomeLayout
+from holon_cli.store.ledger import Ledger, Problem
+
+
+def _usage(total_in: int, total_out: int) -> dict[str, int]:
+    return {"input_tokens": total_in, "output_tokens": total_out, "total_tokens": total_in + total_out}
+
+
+def agent_summary(store: AgentStore) -> dict[str, Any]:
+    """The spec's ``AgentSummary`` for ``holon status`` and ``AgentGet``."""
+    rec = store.read_record()
+    ident, state = rec["identity"], rec["state"]
+    st = q.load(store)
+    last = store.events.last()
+    summary: dict[str, Any] = {
+        "agent_id": store.agent_id,
+        "status": state["status"],
+        "lifecycle_hint": lifecycle_hint(state["status"]),
+        "identity": {
+            "kind": ident["kind"],
+            "visibility": ident["visibility"],
+            "ownership": ident["ownership"],
+            "profile_preset": ident["profile_preset"],
+            "lineage_parent_agent_id": ident.get("lineage_parent_agent_id"),
+        },
+        "agent_home": str(store.layout.home),
+        "pending": q.pending_count(store, st),
+        "in_flight": len(st.in_flight()),
+        "processed": st.processed,
+        "current_work_item_id": state.get("current_work_item_id"),
+        "last_wake_reason": state.get("last_wake_reason"),
+        "sleeping_until": state.get("sleeping_until"),
+        "last_turn_at": state.get("last_turn_at"),
+        "last_closure": state.get("last_closure"),
+        "token_usage": {
+            "total": _usage(int(state.get("total_input_tokens", 0)), int(state.get("total_output_tokens", 0))),
+            "total_model_rounds": int(state.get("total_model_rounds", 0)),
+            "last_turn": state.get("last_turn_token_usage"),
+        },
+        "last_event_seq": last["event_seq"] if last else 0,
+    }
+    try:
+        from holon_cli.runtime.models import model_state
+
+        summary["model"] = model_state(state)
+    except ImportError:
+        pass
+    try:
+        from holon_cli.runtime.workitems import readiness_counts
+
+        summary["work_items"] = readiness_counts(store)
+    except ImportError:
+        pass
+    return summary
+
+
+def tail_events(store: AgentStore, *, since: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    if limit is not None and limit < 0:
+        raise UsageError("--limit must be zero or positive")
+    led = store.events
+    if since is None:
+        return led.tail(limit) if limit is not None else led.records()
+    out: list[dict[str, Any]] = []
+    # event_seq is dense and strictly increasing from 1, so a tail window of
+    # (last - since) records covers everything after ``since`` without a full scan
+    last = led.last()
+    if last is None or last["event_seq"] <= since:
+        return []
+    want = int(last["event_seq"]) - since
+    for rec in led.tail(want):
+        if rec["event_seq"] > since:
+            out.append(rec)
+    if limit is not None:
+        out = out[:limit]
+    return out
+
+
+def follow_events(store: AgentStore, *, since: int, poll: float = 0.2) -> Iterator[dict[str, Any]]:
+    """Yield events with ``event_seq > since`` forever, as they are appended."""
+    led = store.events
+    offset = 0
+    # find the offset after ``since`` once, then follow by byte offset
+    for _, end, rec in led.scan(0):
+        if rec["event_seq"] > since:
+            yield rec
+            since = rec["event_seq"]
+        offset = end
+    while True:
+        recs, new_off = led.read_from(offset)
+        if new_off < offset:  # file replaced: start over by seq
+            offset = 0
+            continue
+        for rec in recs:
+            if rec["event_seq"] > since:
+                since = rec["event_seq"]
+                yield rec
+        offset = new_off
+        if not recs:
+            time.sleep(poll)
+
+
+def transcript(store: AgentStore, *, limit: int | None = None) -> list[dict[str, Any]]:
+    led = store.ledger("transcript")
+    return led.tail(limit) if limit is not None else led.records()
+
+
+def home_check() -> dict[str, Any]:
+    """Validate every snapshot, ledger and inbox file under the home."""
+    home = HomeLayout.current()
+    problems: list[Problem] = []
+    notes: list[dict[str, Any]] = []
+    checked = {"agents": 0, "ledgers": 0, "records": 0, "inbox_messages": 0}
+    if not home.root.exists():
+        return {"home": str(home.root), "ok": True, "exists": False, "problems": [], "notes": [], "checked": checked}
+    for snap in (home.marker,):
+        try:
+            read_snapshot(snap)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            problems.append(Problem(str(snap), None, str(getattr(exc, "message", exc))))
+    try:
+        names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        layout = home.agent(name)
+        checked["agents"] += 1
+        for snap in (layout.agent_file, layout.queue_file, layout.template_file):
+            try:
+                obj = read_snapshot(snap)
+                if obj is None and snap == layout.agent_file:
+                    problems.append(Problem(str(snap), None, "agent record missing"))
+            except Exception as exc:  # noqa: BLE001
+                problems.append(Problem(str(snap), None, str(getattr(exc, "message", exc))))
+        ledger_names = set(LEDGERS)
+        if layout.ledger_dir.exists():
+            ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.jsonl")}
+        for lname in sorted(ledger_names):
+            led = Ledger(layout.ledger_path(lname), layout.ledger_lock(lname))
+            if not led.path.exists():
+                continue
+            checked["ledgers"] += 1
+            found = led.check()
+            problems.extend(found)
+            if led.has_torn_tail():
+                notes.append({"path": str(led.path), "message": "torn last line (an interrupted write); it is ignored and repaired on the next append"})
+            if not found:
+                checked["records"] += sum(1 for _ in led.scan(0))
+        if lname_seq_problem := _event_seq_problem(layout.ledger_path("events")):
+            problems.append(lname_seq_problem)
+        inbox_new = layout.inbox_dir / "new"
+        if inbox_new.exists():
+            for p in sorted(inbox_new.iterdir()):
+                checked["inbox_messages"] += 1
+                try:
+                    from holon_cli.store.inbox import Inbox
+
+                    Inbox.read(p)
+                except Exception as exc:  # noqa: BLE001
+                    problems.append(Problem(str(p), None, f"unreadable inbox message: {exc}"))
+    return {
+        "home": str(home.root),
+        "ok": not problems,
+        "exists": True,
+        "problems": [p.to_dict() for p in problems],
+        "notes": notes,
+        "checked": checked,
+    }
+
+
+def _event_seq_problem(path: Any) -> Problem | None:
+    led = Ledger(path, path.with_suffix(".lock"))
+    prev = 0
+    try:
+        for line, _, rec in led.scan(0):
+            seq = rec.get("event_seq")
+            if not isinstance(seq, int) or seq <= prev:
+                return Problem(str(path), line, f"event_seq {seq!r} does not increase (previous {prev})")
+            prev = seq
+    except Exception:  # noqa: BLE001 - already reported by the line check
+        return None
+    return None

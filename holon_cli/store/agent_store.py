@@ -1,0 +1,120 @@
+"""One agent's files: its record snapshot, ledgers, inbox and locks.
+
+``AgentStore`` is a thin handle; every method does its own locking so callers
+in ``runtime/`` can compose them. The agent lock guards snapshot
+read-modify-write cycles; each ledger additionally has its own append lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.errors import CorruptStateError
+from holon_cli.model.agent import AGENT_RECORD_VERSION
+from holon_cli.store.fsio import read_snapshot, write_snapshot
+from holon_cli.store.inbox import Inbox
+from holon_cli.store.layout import AgentLayout
+from holon_cli.store.ledger import Ledger
+from holon_cli.store.locks import HeldLock, locked
+
+EVENT_VERSION = 1
+
+# provenance keys copied from an envelope onto every event it causes
+_PROVENANCE = (
+    ("origin", "origin"),
+    ("trust", "trust"),
+    ("authorityClass", "authority_class"),
+    ("deliverySurface", "delivery_surface"),
+    ("admissionContext", "admission_context"),
+    ("id", "message_id"),
+    ("taskId", "task_id"),
+    ("workItemId", "work_item_id"),
+    ("correlationId", "correlation_id"),
+    ("causationId", "causation_id"),
+    ("priority", "priority"),
+)
+
+
+class AgentStore:
+    def __init__(self, layout: AgentLayout) -> None:
+        self.layout = layout
+        self.agent_id = layout.agent_id
+        self._ledgers: dict[str, Ledger] = {}
+        self.inbox = Inbox(layout.inbox_dir)
+
+    # -- ledgers -----------------------------------------------------------
+    def ledger(self, name: str) -> Ledger:
+        led = self._ledgers.get(name)
+        if led is None:
+            led = Ledger(self.layout.ledger_path(name), self.layout.ledger_lock(name))
+            self._ledgers[name] = led
+        return led
+
+    @property
+    def events(self) -> Ledger:
+        return self.ledger("events")
+
+    def emit(
+        self,
+        kind: str,
+        data: dict[str, Any] | None = None,
+        *,
+        message: dict[str, Any] | None = None,
+        **provenance: Any,
+    ) -> dict[str, Any]:
+        """Append one audit event with the next ``event_seq`` (strictly increasing)."""
+        at = clock.now_iso()
+        base: dict[str, Any] = {
+            "v": EVENT_VERSION,
+            "event_seq": 0,
+            "id": clock.new_id("evt"),
+            "at": at,
+            "kind": kind,
+            "agent_id": self.agent_id,
+        }
+        if message is not None:
+            for src, dst in _PROVENANCE:
+                if src in message and message[src] is not None:
+                    base[dst] = message[src]
+        for k, v in provenance.items():
+            if v is not None:
+                base[k] = v
+        base["data"] = data or {}
+
+        def with_seq(last: dict[str, Any] | None) -> dict[str, Any]:
+            base["event_seq"] = int(last["event_seq"]) + 1 if last else 1
+            return base
+
+        return self.events.append(with_seq)
+
+    # -- record snapshot ---------------------------------------------------
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        with locked(self.layout.agent_lock, what=f"agent {self.agent_id!r}"):
+            yield
+
+    def turn_lock(self) -> HeldLock:
+        return HeldLock(self.layout.turn_lock, f"a turn for agent {self.agent_id!r}")
+
+    def read_record(self) -> dict[str, Any]:
+        rec = read_snapshot(self.layout.agent_file, max_version=AGENT_RECORD_VERSION)
+        if rec is None:
+            raise CorruptStateError(
+                f"agent record missing: {self.layout.agent_file}",
+                hint="the agent home is incomplete; recreate it with `holon agent create`",
+            )
+        return rec
+
+    def write_record(self, rec: dict[str, Any]) -> None:
+        write_snapshot(self.layout.agent_file, rec)
+
+    def update_state(self, fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Read-modify-write the agent record under the agent lock."""
+        with self.lock():
+            rec = self.read_record()
+            fn(rec["state"])
+            self.write_record(rec)
+            return rec

@@ -1,0 +1,85 @@
+"""Maildir-style inbox: many writers, no lock.
+
+``deliver`` writes the message to ``tmp/``, fsyncs it, renames it into
+``new/`` and fsyncs the folder: once it returns, the message survives any
+crash. Names sort in id order. Ingestion (under the agent lock, elsewhere)
+records a message in the queue ledger first and only then moves the file to
+``cur/``; a crash between the two is detected by id and never duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from holon_cli.store.fsio import dumps, fsync_dir
+
+
+class Inbox:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tmp = root / "tmp"
+        self.new = root / "new"
+        self.cur = root / "cur"
+
+    def ensure(self) -> None:
+        for d in (self.tmp, self.new, self.cur):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def deliver(self, message_id: str, envelope: dict[str, Any]) -> Path:
+        data = (dumps(envelope) + "\n").encode("utf-8")
+        name = f"{message_id}.json"
+        tmp = self.tmp / f"{name}.{os.getpid()}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:
+            self.ensure()
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        dest = self.new / name
+        os.rename(tmp, dest)
+        fsync_dir(self.new)
+        return dest
+
+    def pending(self) -> list[Path]:
+        """Delivered, not yet ingested, in id order."""
+        try:
+            names = [n for n in os.listdir(self.new) if n.endswith(".json")]
+        except FileNotFoundError:
+            return []
+        names.sort()
+        return [self.new / n for n in names]
+
+    def pending_count(self) -> int:
+        try:
+            return sum(1 for n in os.listdir(self.new) if n.endswith(".json"))
+        except FileNotFoundError:
+            return 0
+
+    @staticmethod
+    def read(path: Path) -> dict[str, Any]:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read())
+        if not isinstance(obj, dict):
+            raise ValueError("inbox message is not a JSON object")
+        return obj
+
+    def archive(self, path: Path) -> None:
+        """Move an ingested message from ``new/`` to ``cur/``."""
+        self.cur.mkdir(parents=True, exist_ok=True)
+        os.replace(path, self.cur / path.name)
+
+    def quarantine(self, path: Path) -> Path:
+        bad = self.root / "bad"
+        bad.mkdir(parents=True, exist_ok=True)
+        dest = bad / path.name
+        os.replace(path, dest)
+        return dest

@@ -1,0 +1,133 @@
+"""Where everything lives under ``HOLON_HOME`` and each ``agent_home``.
+
+Pure path arithmetic plus environment lookup; nothing here creates files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from holon_cli.errors import UsageError
+
+AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+LEDGERS = ("events", "queue", "transcript", "briefs", "work_items", "delivery_summaries")
+
+
+def home_root() -> Path:
+    env = os.environ.get("HOLON_HOME")
+    if env:
+        return Path(env).expanduser().absolute()
+    return Path.home() / ".holon"
+
+
+def default_agent_id() -> str:
+    return os.environ.get("HOLON_AGENT_ID") or "main"
+
+
+def validate_agent_id(agent_id: str) -> str:
+    if not AGENT_ID_RE.match(agent_id) or agent_id in (".", ".."):
+        raise UsageError(
+            f"invalid agent id {agent_id!r}",
+            hint="use 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return agent_id
+
+
+@dataclass(frozen=True)
+class HomeLayout:
+    root: Path
+
+    @classmethod
+    def current(cls) -> HomeLayout:
+        return cls(home_root())
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.root / "agents"
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "home.json"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "run" / "locks"
+
+    def agent(self, agent_id: str) -> AgentLayout:
+        return AgentLayout(self.agents_dir / agent_id, agent_id)
+
+
+@dataclass(frozen=True)
+class AgentLayout:
+    home: Path
+    agent_id: str
+
+    @property
+    def runtime(self) -> Path:
+        return self.home / ".holon"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.runtime / "state"
+
+    @property
+    def ledger_dir(self) -> Path:
+        return self.runtime / "ledger"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.runtime / "locks"
+
+    @property
+    def inbox_dir(self) -> Path:
+        return self.runtime / "inbox"
+
+    @property
+    def agent_file(self) -> Path:
+        return self.state_dir / "agent.json"
+
+    @property
+    def queue_file(self) -> Path:
+        return self.state_dir / "queue.json"
+
+    @property
+    def template_file(self) -> Path:
+        return self.state_dir / "template.json"
+
+    @property
+    def agent_lock(self) -> Path:
+        return self.locks_dir / "agent.lock"
+
+    @property
+    def turn_lock(self) -> Path:
+        return self.locks_dir / "turn.lock"
+
+    def ledger_path(self, name: str) -> Path:
+        return self.ledger_dir / f"{name}.jsonl"
+
+    def ledger_lock(self, name: str) -> Path:
+        return self.locks_dir / f"{name}.lock"
+
+    @property
+    def work_items_dir(self) -> Path:
+        return self.home / "work-items"
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.runtime / "tasks"
+
+    @property
+    def exists(self) -> bool:
+        return self.agent_file.exists()

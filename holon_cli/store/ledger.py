@@ -1,0 +1,275 @@
+"""Append-only JSONL ledgers.
+
+Each record is one line of UTF-8 JSON carrying ``v`` (format version). An
+append serializes the whole record, takes the ledger's lock, cuts off a torn
+tail left by a killed writer, issues exactly one ``os.write``, checks the
+count and fsyncs before returning: when ``append`` returns, the record is
+durable. Readers never lock: a last line without its newline is a write in
+progress (or a torn tail) and is ignored; any other unreadable line is
+corruption, reported with the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from holon_cli.errors import CorruptStateError
+from holon_cli.store.fsio import dumps, fsync_dir
+from holon_cli.store.locks import locked
+
+LEDGER_VERSION = 1
+
+
+@dataclass
+class Problem:
+    path: str
+    line: int | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "message": self.message}
+
+
+def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStateError:
+    where = f"{path}:{line}" if line is not None else f"{path} (byte {offset})"
+    return CorruptStateError(
+        f"corrupt ledger record at {where}: {why}",
+        hint="run `holon home check` for a full report; move the damaged line aside to a backup, then retry",
+        details={"path": str(path), "line": line, "offset": offset},
+    )
+
+
+def _parse(path: Path, raw: bytes, line: int | None, offset: int, max_version: int) -> dict[str, Any]:
+    try:
+        rec = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _corrupt(path, line, offset, f"not valid JSON ({exc.__class__.__name__})") from None
+    if not isinstance(rec, dict):
+        raise _corrupt(path, line, offset, "record is not a JSON object")
+    v = rec.get("v")
+    if not isinstance(v, int):
+        raise _corrupt(path, line, offset, "record has no integer format version `v`")
+    if v > max_version:
+        raise CorruptStateError(
+            f"{path}:{line}: record format v{v} is newer than this holon understands (max v{max_version})",
+            hint="upgrade holon-cli to read this home",
+            details={"path": str(path), "line": line},
+        )
+    return rec
+
+
+class Ledger:
+    def __init__(self, path: Path, lock_path: Path, *, max_version: int = LEDGER_VERSION) -> None:
+        self.path = path
+        self.lock_path = lock_path
+        self.max_version = max_version
+        self._cached_size = -1
+        self._cached_last: dict[str, Any] | None = None
+
+    # -- writing ---------------------------------------------------------
+    def _repair_tail(self, fd: int) -> int:
+        """Cut a torn last line off; return the (new) size."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0
+        if os.pread(fd, 1, size - 1) == b"\n":
+            return size
+        # Find the end of the last complete line.
+        pos = size
+        keep = 0
+        while pos > 0:
+            start = max(0, pos - 65536)
+            chunk = os.pread(fd, pos - start, start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            pos = start
+        fragment = os.pread(fd, size - keep, keep)
+        try:  # keep the fragment for forensics; never needed for correctness
+            with open(str(self.path) + ".torn", "ab") as f:
+                f.write(fragment + b"\n")
+        except OSError:
+            pass
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+        return keep
+
+    def append(self, record: dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]) -> dict[str, Any]:
+        """Durably append one record. ``record`` may be a function of the last record
+        (called under the lock), which is how sequence numbers are assigned."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with locked(self.lock_path, what=f"ledger {self.path.name}"):
+            created = not self.path.exists()
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = self._repair_tail(fd)
+                if callable(record):
+                    last = self._last_from_fd(fd, size)
+                    rec = record(last)
+                else:
+                    rec = record
+                rec.setdefault("v", LEDGER_VERSION)
+                data = (dumps(rec) + "\n").encode("utf-8")
+                n = os.write(fd, data)
+                if n != len(data):
+                    raise CorruptStateError(
+                        f"short write to {self.path} ({n} of {len(data)} bytes)",
+                        hint="check free disk space; the partial line is repaired on the next append",
+                    )
+                os.fsync(fd)
+                self._cached_size = size + n
+                self._cached_last = rec
+            finally:
+                os.close(fd)
+            if created:
+                fsync_dir(self.path.parent)
+        return rec
+
+    # -- reading ---------------------------------------------------------
+    def _last_from_fd(self, fd: int, size: int) -> dict[str, Any] | None:
+        if size == self._cached_size:
+            return self._cached_last
+        if size == 0:
+            return None
+        end = size
+        # file ends with "\n" here (tail repaired); find the previous newline
+        pos = end - 1
+        buf = b""
+        while pos > 0:
+            start = max(0, pos - 65536)
+            chunk = os.pread(fd, pos - start, start)
+            buf = chunk + buf
+            idx = buf.rfind(b"\n", 0, len(buf))
+            if idx >= 0:
+                line = buf[idx + 1 :]
+                return _parse(self.path, line, None, start + idx + 1, self.max_version)
+            pos = start
+        return _parse(self.path, buf, 1, 0, self.max_version)
+
+    def last(self) -> dict[str, Any] | None:
+        """The last complete record (a torn tail is ignored)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                # ignore the torn fragment
+                pos = size
+                while pos > 0:
+                    start = max(0, pos - 65536)
+                    chunk = os.pread(fd, pos - start, start)
+                    idx = chunk.rfind(b"\n")
+                    if idx >= 0:
+                        size = start + idx + 1
+                        break
+                    pos = start
+                else:
+                    size = 0
+            self._cached_size = -1
+            return self._last_from_fd(fd, size)
+        finally:
+            os.close(fd)
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def scan(self, offset: int = 0) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """Yield ``(line_no_or_0, end_offset, record)`` for complete lines from ``offset``.
+
+        Line numbers are exact only when scanning from offset 0 (else 0).
+        """
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return
+        with f:
+            f.seek(offset)
+            pos = offset
+            line_no = 0
+            for raw in f:
+                line_no += 1
+                if not raw.endswith(b"\n"):
+                    return  # torn tail or a write in progress: not a record yet
+                start = pos
+                pos += len(raw)
+                if raw.strip() == b"":
+                    raise _corrupt(self.path, line_no if offset == 0 else None, start, "empty line")
+                rec = _parse(self.path, raw, line_no if offset == 0 else None, start, self.max_version)
+                yield (line_no if offset == 0 else 0), pos, rec
+
+    def read_from(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """All complete records after ``offset`` and the offset after the last one."""
+        out: list[dict[str, Any]] = []
+        end = offset
+        for _, end, rec in self.scan(offset):
+            out.append(rec)
+        return out, end
+
+    def records(self) -> list[dict[str, Any]]:
+        return self.read_from(0)[0]
+
+    def tail(self, n: int) -> list[dict[str, Any]]:
+        """The last ``n`` complete records, reading backwards from the end."""
+        if n <= 0:
+            return []
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        try:
+            size = os.fstat(fd).st_size
+            buf = b""
+            pos = size
+            while pos > 0 and buf.count(b"\n") <= n:
+                start = max(0, pos - 65536)
+                buf = os.pread(fd, pos - start, start) + buf
+                pos = start
+        finally:
+            os.close(fd)
+        lines = buf.split(b"\n")
+        lines.pop()  # after the final newline: "" or a torn fragment
+        if pos > 0:
+            lines = lines[1:]  # first may be partial
+        lines = lines[-n:]
+        return [_parse(self.path, ln, None, 0, self.max_version) for ln in lines if ln.strip()]
+
+    def check(self) -> list[Problem]:
+        """Validate every line; a torn tail is reported as a note, not a problem."""
+        problems: list[Problem] = []
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return problems
+        with f:
+            for line_no, raw in enumerate(f, 1):
+                if not raw.endswith(b"\n"):
+                    break  # torn tail: normal, repaired on next append
+                try:
+                    if raw.strip() == b"":
+                        raise _corrupt(self.path, line_no, 0, "empty line")
+                    _parse(self.path, raw, line_no, 0, self.max_version)
+                except CorruptStateError as exc:
+                    problems.append(Problem(str(self.path), line_no, exc.message))
+        return problems
+
+    def has_torn_tail(self) -> bool:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                if f.tell() == 0:
+                    return False
+                f.seek(-1, os.SEEK_END)
+                return f.read(1) != b"\n"
+        except FileNotFoundError:
+            return False
