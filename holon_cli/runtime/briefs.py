@@ -1,0 +1,62 @@
+"""Briefs (the operator-facing output layer) and transcript entries.
+
+A brief is an explicit record, never inferred from model text:
+``kind`` is ``ack``, ``result`` or ``failure``; ``visibility`` is
+``action_required``, ``work_done`` or ``turn_result`` (spec: Brief Output
+Contract). Both land in their own ledgers and as events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.store.agent_store import AgentStore
+
+BRIEF_KINDS = ("ack", "result", "failure")
+VISIBILITIES = ("action_required", "work_done", "turn_result")
+
+
+def write_brief(
+    store: AgentStore,
+    *,
+    kind: str,
+    text: str,
+    visibility: str = "turn_result",
+    work_item_id: str | None = None,
+    related_message_id: str | None = None,
+    related_task_id: str | None = None,
+    title: str | None = None,
+    attachments: list[dict[str, Any]] | None = None,
+    turn_id: str | None = None,
+) -> dict[str, Any]:
+    assert kind in BRIEF_KINDS and visibility in VISIBILITIES
+    rec: dict[str, Any] = {
+        "v": 1,
+        "id": clock.new_id("brf"),
+        "agentId": store.agent_id,
+        "at": clock.now_iso(),
+        "kind": kind,
+        "visibility": visibility,
+        "text": text,
+    }
+    for k, v in (("title", title), ("workItemId", work_item_id), ("relatedMessageId", related_message_id), ("relatedTaskId", related_task_id), ("attachments", attachments), ("turn_id", turn_id)):
+        if v:
+            rec[k] = v
+    store.ledger("briefs").append(rec)
+    store.emit(
+        "brief_recorded",
+        {"brief_id": rec["id"], "kind": kind, "visibility": visibility, "text_preview": text[:280]},
+        work_item_id=work_item_id,
+        message_id=related_message_id,
+        turn_id=turn_id,
+    )
+    return rec
+
+
+def write_transcript(store: AgentStore, kind: str, **fields: Any) -> dict[str, Any]:
+    """Append one transcript entry (``message``, ``assistant_round``, ``tool_result``,
+    ``runtime_failure``, ``turn_terminal``, ...)."""
+    rec: dict[str, Any] = {"v": 1, "id": clock.new_id("trn"), "at": clock.now_iso(), "kind": kind}
+    rec.update({k: v for k, v in fields.items() if v is not None})
+    return store.ledger("transcript").append(rec)
