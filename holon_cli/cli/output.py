@@ -46,6 +46,11 @@ def emit_json_error(command: str, kind: str, message: str, hint: str | None = No
     click.echo(_dump({"schema_version": SCHEMA_VERSION, "ok": False, "command": command, "error": err}))
 
 
+def emit_json_failure_with_data(kind: str, message: str, hint: str, data: Any) -> None:
+    """A failure envelope that still carries the command's data (``run``)."""
+    click.echo(_dump({"schema_version": SCHEMA_VERSION, "ok": False, "command": _current["command"], "error": {"kind": kind, "message": message, "hint": hint}, "data": data}))
+
+
 def render_error(err: HolonError) -> None:
     if _current["json"]:
         emit_json_error(_current["command"], err.kind, err.message, err.hint, err.details or None)

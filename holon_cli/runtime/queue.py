@@ -250,3 +250,20 @@ def pending_count(store: AgentStore, st: QueueState | None = None) -> int:
         if mid not in st.entries and mid not in st.recent_final:
             queued.add(mid)
     return len(queued)
+
+
+def take_interjects(store: AgentStore, turn_id: str) -> list[dict[str, Any]]:
+    """At a provider/tool safe point: dequeue trusted operator prompts queued with
+    ``interject`` priority so the running turn can see them now."""
+    with store.lock():
+        st = load(store)
+        ingest(store, st)
+        out = []
+        for e in st.pending():
+            env = e["envelope"]
+            if e["priority"] == "interject" and env.get("authorityClass") == "operator_instruction":
+                set_status(store, st, e["message_id"], "dequeued", turn_id=turn_id, reason="interject", save=False)
+                out.append(st.entries[e["message_id"]])
+        if out:
+            _save(store, st)
+        return out

@@ -1,0 +1,87 @@
+"""``holon debug``: prompt frame and latency inspection."""
+
+from __future__ import annotations
+
+import click
+
+from holon_cli.cli import output
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def debug() -> None:
+    """Inspect what the runtime would send and where time went.
+
+    \b
+    Example:
+      holon debug prompt --json | jq .data.instructions
+    """
+
+
+@debug.command("prompt")
+@output.agent_option
+@click.option("--message", "text", metavar="TEXT", help="Preview the frame as if TEXT were the current operator message.")
+@click.option("--full", is_flag=True, help="Print the full text of every block.")
+@output.json_option
+def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json: bool) -> None:
+    """Show the prompt frame and where each instruction came from.
+
+    \b
+    Example:
+      holon debug prompt --agent reviewer --full
+    """
+    output.begin("debug prompt", as_json)
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.debug import debug_prompt
+
+    d = debug_prompt(open_agent(agent_id), text=text)
+    if as_json:
+        output.emit_json(d)
+        return
+    rows = [(k, d[k]) for k in ("agent_id", "agent_home", "workspace_id", "workspace_anchor", "execution_root", "cwd", "prompt_cache_key", "context_fingerprint")]
+    rows.append(("execution policy", ", ".join(f"{k}={v}" for k, v in d["execution_policy"].items())))
+    for s in d["instructions"]:
+        rows.append((f"{s['scope']} instructions", f"{s['path']} ({s['kind']}, {s['bytes']} bytes)"))
+    if not any(s["scope"] == "workspace" for s in d["instructions"]):
+        rows.append(("workspace instructions", "(none: no AGENTS.md or CLAUDE.md at the workspace anchor)"))
+    rows.append(("skills", ", ".join(s["name"] for s in d["skills"]) or "(none)"))
+    rows.append(("tools", ", ".join(d["tools"])))
+    output.print_kv(rows)
+    click.echo("")
+    click.echo("sections (in prompt order):")
+    for i, s in enumerate(d["sections"], 1):
+        click.echo(f"  {i:>2}. [{s['scope']}] {s['title']} <- {s['source']} ({s['chars']} chars)")
+    if full:
+        click.echo("\n=== system prompt ===\n" + d["system_prompt"])
+        for b in d["system_blocks"]:
+            click.echo("\n=== system block ===\n" + b)
+        for b in d["context_blocks"]:
+            click.echo("\n=== context block ===\n" + b)
+
+
+@debug.command("latency")
+@output.agent_option
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=10, show_default=True, help="Newest N turns.")
+@output.json_option
+def debug_latency_cmd(agent_id: str | None, limit: int, as_json: bool) -> None:
+    """Per-turn latency: queue wait, context build, provider rounds, tools, cleanup.
+
+    \b
+    Example:
+      holon debug latency --limit 5
+    """
+    output.begin("debug latency", as_json)
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.debug import debug_latency
+
+    turns = debug_latency(open_agent(agent_id), limit=limit)
+    if as_json:
+        output.emit_json({"turns": turns})
+        return
+    if not turns:
+        click.echo("no turns recorded yet", err=True)
+        return
+    rows = []
+    for t in turns:
+        rounds = " + ".join(f"{r['provider_round_ms']:.0f}" for r in t["provider_rounds"]) or "-"
+        rows.append([t["turn_id"], t.get("status") or "?", t.get("queue_wait_ms") if t.get("queue_wait_ms") is not None else "-", f"{t.get('context_build_total_ms', 0) or 0:.1f}", rounds, f"{t['tools_ms']:.0f}", f"{t.get('cleanup_ms') or 0:.1f}", t.get("total_ms") if t.get("total_ms") is not None else "-", t.get("runtime_overhead_ms", "-")])
+    output.print_table(["turn", "status", "queue wait ms", "context ms", "provider rounds ms", "tools ms", "cleanup ms", "total ms", "overhead ms"], rows)

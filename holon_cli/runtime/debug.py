@@ -1,0 +1,89 @@
+"""``holon debug``: the prompt frame with instruction provenance, and the
+per-turn latency breakdown derived from the event ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holon_cli.runtime.prompt import build_frame, workspace_for
+from holon_cli.runtime.turn import _call, _tools, recent_conversation
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.layout import default_agent_id
+
+
+def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any]:
+    rec = store.read_record()
+    state = rec["state"]
+    ws = workspace_for(store.layout.home, state)
+    _, specs, guidance = _tools()
+    message = None
+    if text is not None:
+        from holon_cli.model.envelope import build_envelope
+        from holon_cli import clock
+
+        message = build_envelope(message_id="msg_preview", agent_id=store.agent_id, created_at=clock.now_iso(), body={"type": "text", "text": text})
+    built = build_frame(
+        agent_id=store.agent_id, agent_home=store.layout.home,
+        is_default_agent=rec["identity"]["kind"] == "default" or store.agent_id == default_agent_id(),
+        ws=ws, message=message, tools=specs, guidance=guidance,
+        work_queue=_call("project_work_queue", store, bound_work_item_id=state.get("current_work_item_id")),
+        recent=recent_conversation(store, None),
+    )
+    f = built.frame
+    return {
+        "agent_id": store.agent_id,
+        **built.sources,
+        "prompt_cache_key": f.prompt_cache_key,
+        "context_fingerprint": f.context_fingerprint,
+        "sections": built.sections,
+        "system_prompt": f.system_prompt,
+        "system_blocks": f.system_blocks,
+        "context_blocks": f.context_blocks,
+        "tools": [t.name for t in specs],
+    }
+
+
+def debug_latency(store: AgentStore, *, limit: int = 10, window: int = 5000) -> list[dict[str, Any]]:
+    """Per-turn breakdown for the newest ``limit`` turns (reads only the ledger tail)."""
+    events = store.events.tail(window)
+    admitted_at: dict[str, str] = {}
+    turns: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for e in events:
+        kind = e["kind"]
+        d = e.get("data") or {}
+        if kind == "message_admitted" and e.get("message_id"):
+            admitted_at[e["message_id"]] = d.get("created_at") or e["at"]
+        tid = d.get("turn_id") or e.get("turn_id")
+        if not tid:
+            continue
+        t = turns.get(tid)
+        if t is None:
+            t = turns[tid] = {"turn_id": tid, "message_id": e.get("message_id"), "queue_wait_ms": None, "context_build_ms": None, "provider_rounds": [], "tools": [], "cleanup_ms": None, "total_ms": None, "status": None}
+            order.append(tid)
+        if kind == "message_processing_started":
+            t["queue_wait_ms"] = d.get("queue_wait_ms")
+            t["started_at"] = e["at"]
+        elif kind == "turn_context_built":
+            t["context_build_ms"] = d.get("context_build_ms")
+        elif kind == "provider_round_completed":
+            t["provider_rounds"].append({"round": d.get("round"), "provider_round_ms": d.get("provider_round_ms"), "context_build_ms": d.get("context_build_ms"), "model_ref": d.get("model_ref"), "tokens": (d.get("token_usage") or {}).get("total_tokens")})
+        elif kind == "tool_executed":
+            t["tools"].append({"tool_name": d.get("tool_name"), "duration_ms": d.get("duration_ms"), "ok": d.get("ok")})
+        elif kind == "turn_terminal":
+            t["cleanup_ms"] = d.get("cleanup_ms")
+            t["total_ms"] = d.get("duration_ms")
+            t["status"] = d.get("status")
+    out = []
+    for tid in order[-limit:]:
+        t = turns[tid]
+        prov = sum(r["provider_round_ms"] or 0 for r in t["provider_rounds"])
+        tools = sum(x["duration_ms"] or 0 for x in t["tools"])
+        ctx = sum(r["context_build_ms"] or 0 for r in t["provider_rounds"])
+        t["provider_ms"] = round(prov, 3)
+        t["tools_ms"] = round(tools, 3)
+        if t["total_ms"] is not None:
+            t["runtime_overhead_ms"] = round(t["total_ms"] - prov - tools, 3)
+            t["context_build_total_ms"] = round(ctx, 3)
+        out.append(t)
+    return out

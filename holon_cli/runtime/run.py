@@ -1,0 +1,137 @@
+"""``holon run``: one-shot execution on a temporary private agent (or a
+named one), looping turns until the closure settles or ``max_turns``.
+
+``final_text`` prefers the newest completion report produced during the run
+(spec: run_once.final_text); ``raw_final_text`` keeps the terminal
+assistant text.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.errors import NotFoundError, UsageError
+from holon_cli.runtime import turn as turn_mod
+from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.enqueue import admit
+from holon_cli.store.agent_store import AgentStore
+
+
+def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
+    from holon_cli.runtime.prompt import _workspace_id
+
+    def bind(st: dict[str, Any]) -> None:
+        st["workspace_anchor"] = str(root)
+        st["active_workspace_id"] = _workspace_id(root)
+        st["cwd"] = str(cwd)
+        if str(root) not in st.setdefault("attached_workspaces", []):
+            st["attached_workspaces"].append(str(root))
+
+    store.update_state(bind)
+    store.emit("workspace_bound", {"workspace_anchor": str(root), "cwd": str(cwd)})
+
+
+def run_once(
+    text: str,
+    *,
+    agent_id: str | None = None,
+    create: bool = False,
+    model: str | None = None,
+    max_turns: int = 8,
+    workspace_root: str | None = None,
+    cwd: str | None = None,
+    sleep: Any = None,
+) -> dict[str, Any]:
+    if max_turns < 1:
+        raise UsageError("--max-turns must be at least 1")
+    if model is not None:
+        from holon_cli.model.modelref import check_model_ref
+
+        check_model_ref(model)
+    if agent_id:
+        try:
+            store = open_agent(agent_id, create_default=False)
+        except NotFoundError:
+            if not create:
+                raise NotFoundError(f"unknown agent {agent_id!r}", hint=f"add --create-agent to create it, or `holon agent create {agent_id}`") from None
+            store = create_agent(agent_id, exist_ok=True)
+    else:
+        store = create_agent(clock.new_id("run").replace("_", "-"), kind="named", visibility="private", profile_preset="private_child")
+    state = store.read_record()["state"]
+    if workspace_root or cwd or not agent_id or not state.get("workspace_anchor"):
+        root = Path(workspace_root or os.getcwd()).resolve()
+        if not root.is_dir():
+            raise UsageError(f"workspace root {root} is not a directory")
+        c = Path(cwd).resolve() if cwd else root
+        if not c.is_dir():
+            raise UsageError(f"--cwd {c} is not a directory")
+        try:
+            c.relative_to(root)
+        except ValueError:
+            raise UsageError(f"--cwd {c} is outside the workspace root {root}", hint="cwd must stay inside the execution root") from None
+        _bind_workspace(store, root, c)
+    started_at = clock.now_iso()
+    env = admit(text, store=store, delivery_surface="run_once")
+    turns: list[turn_mod.TurnResult] = []
+    kw: dict[str, Any] = {"cli_model": model}
+    if sleep is not None:
+        kw["sleep"] = sleep
+    final_status = "max_turns_exceeded"
+    last: turn_mod.TurnResult | None = None
+    for _ in range(max_turns):
+        res = turn_mod.run_turn(store=store, **kw)
+        if not res.ran:
+            final_status = "completed" if last else "completed"
+            break
+        turns.append(res)
+        last = res
+        outcome = (res.closure or {}).get("outcome")
+        if res.status == "aborted" or outcome == "failed":
+            final_status = "failed"
+            break
+        if outcome == "waiting":
+            final_status = "waiting"
+            break
+        if outcome == "continuable":
+            from holon_cli.runtime.tick import enqueue_continuation
+
+            enqueue_continuation(store, (res.closure or {}).get("work_signal") or {})
+            continue
+        # completed: keep going only while messages remain queued (e.g. self follow-ups)
+        from holon_cli.runtime import queue as q
+
+        if q.pending_count(store) == 0:
+            final_status = "completed"
+            break
+    raw = last.final_text if last else ""
+    report = None
+    try:
+        from holon_cli.runtime.workitems import newest_completion_report_since
+
+        report = newest_completion_report_since(store, started_at)
+    except ImportError:
+        pass
+    usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    timeline: list[dict[str, Any]] = []
+    for t in turns:
+        for k in usage:
+            usage[k] += t.token_usage.get(k, 0)
+        timeline.extend(t.provider_attempt_timeline)
+    data: dict[str, Any] = {
+        "final_status": final_status,
+        "final_text": report if report else raw,
+        "raw_final_text": raw,
+        "agent_id": store.agent_id,
+        "agent_home": str(store.layout.home),
+        "message_id": env["id"],
+        "turns": len(turns),
+        "model_rounds": sum(t.model_rounds for t in turns),
+        "token_usage": usage,
+        "provider_attempt_timeline": timeline,
+    }
+    if final_status == "failed" and last is not None:
+        data["failure_artifact"] = last.failure_artifact
+    return data

@@ -1,0 +1,98 @@
+"""One scheduling pass (``holon tick``): ingest the inbox, wake agents whose
+sleep has expired, deliver due work-item recheck reminders, and activate
+persisted work (spec: Work-Queue Activation And Tick, SystemTick).
+
+Ticks are runtime-owned ``system_tick`` messages, never external ingress.
+A tick never enqueues a second activation while one is still queued.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.runtime import queue as q
+from holon_cli.runtime.enqueue import admit
+from holon_cli.store.agent_store import AgentStore
+
+
+def _has_pending_tick(st: q.QueueState, reason: str) -> bool:
+    for e in st.entries.values():
+        env = e["envelope"]
+        if env.get("kind") == "system_tick" and (env.get("metadata") or {}).get("tick_reason") == reason:
+            return True
+    return False
+
+
+def _system_tick(store: AgentStore, text: str, reason: str, *, work_item_id: str | None = None, priority: str = "normal") -> dict[str, Any]:
+    return admit(
+        text, store=store, kind="system_tick", origin="system:scheduler", priority=priority,
+        work_item_id=work_item_id, delivery_surface="runtime_system", admission_context="runtime_owned",
+        metadata={"tick_reason": reason},
+    )
+
+
+def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str, Any] | None:
+    wid = signal.get("work_item_id")
+    if signal.get("reactivation_mode") == "activate_queued":
+        text = "Runtime continuation: no current work item is runnable, but queued runnable work exists. Review the work queue and pick one with PickWorkItem."
+        reason = "activate_queued"
+        wid = None
+    else:
+        text = f"Runtime continuation: continue the current work item {wid}."
+        reason = f"continue_active:{wid}"
+    with store.lock():
+        st = q.load(store)
+        q.ingest(store, st)
+        if _has_pending_tick(st, reason):
+            return None
+    return _system_tick(store, text, reason, work_item_id=wid)
+
+
+def tick_agent(store: AgentStore) -> dict[str, Any]:
+    actions: list[dict[str, Any]] = []
+    rec = store.read_record()
+    state = rec["state"]
+    if state["status"] in ("stopped", "paused"):
+        return {"agent_id": store.agent_id, "skipped": state["status"], "actions": []}
+    with store.lock():
+        st = q.load(store)
+        admitted = q.ingest(store, st)
+    if admitted:
+        actions.append({"action": "ingested", "count": len(admitted)})
+    now = clock.now()
+    if state["status"] == "asleep" and state.get("sleeping_until"):
+        if clock.parse_iso(state["sleeping_until"]) <= now:
+            store.update_state(lambda s: s.update(status="awake_idle", sleeping_until=None, last_wake_reason="sleep_expired"))
+            store.emit("agent_state_changed", {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"})
+            if not _has_pending_tick(st, "sleep_expired"):
+                _system_tick(store, "Runtime wake: the sleep you requested has ended. Continue where you left off.", "sleep_expired")
+                actions.append({"action": "woke", "reason": "sleep_expired"})
+    try:
+        from holon_cli.runtime import workitems as wi
+    except ImportError:  # pragma: no cover
+        wi = None  # type: ignore[assignment]
+    if wi is not None and hasattr(wi, "recheck_due"):
+        for item in wi.recheck_due(store, now) or []:
+            wid = item["id"] if isinstance(item, dict) else str(item)
+            reason = f"recheck:{wid}"
+            if not _has_pending_tick(st, reason):
+                blocker = item.get("blocked_by") if isinstance(item, dict) else None
+                _system_tick(store, f"Runtime reminder: work item {wid} is blocked by {blocker!r}; its recheck time has come. Inspect the blocker and update or clear it.", reason, work_item_id=wid, priority="background")
+                actions.append({"action": "recheck_reminder", "work_item_id": wid})
+    # idle activation: only when nothing else is queued
+    if q.pending_count(store) == 0 and wi is not None and hasattr(wi, "activation_signal"):
+        signal = wi.activation_signal(store)
+        if signal:
+            msg = enqueue_continuation(store, signal)
+            if msg:
+                actions.append({"action": "activated", "work_signal": signal, "message_id": msg["id"]})
+    if actions:
+        store.emit("tick_completed", {"actions": actions})
+    return {"agent_id": store.agent_id, "actions": actions}
+
+
+def tick_all() -> list[dict[str, Any]]:
+    from holon_cli.runtime.agents import list_agents, open_agent
+
+    return [tick_agent(open_agent(a.agent_id, create_default=False)) for a in list_agents(include_private=True)]
