@@ -343,6 +343,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         journal.save()
 
     round_no = journal.rounds
+    context_reported = False
     while not done:
         t_ctx = time.monotonic()
         work_queue = _call("project_work_queue", store, bound_work_item_id=bound_wi)
@@ -351,7 +352,8 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             tools=specs, guidance=guidance, work_queue=work_queue, recent=recent,
         )
         context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
-        if round_no == journal.rounds:
+        if not context_reported:
+            context_reported = True
             store.emit(
                 "turn_context_built",
                 {"turn_id": turn_id, "context_build_ms": context_build_ms, "prompt_cache_key": built.frame.prompt_cache_key, "context_fingerprint": built.frame.context_fingerprint, "sections": built.sections, "tool_count": len(specs), "bound_work_item_id": bound_wi},

@@ -1,0 +1,197 @@
+"""Agent-plane tools: ``Sleep``, ``Enqueue`` and ``AgentGet``.
+
+Owns the model-facing shapes only; the work happens in ``runtime/``
+(admission, inspection) or in the turn engine, which reads the turn-local
+effects these tools leave in ``ctx.effects``:
+
+- ``ctx.effects["sleep"] = {"duration_ms": int | None, "reason": str | None}``:
+  the model asked to rest. The engine ends the turn after the current round;
+  ``duration_ms`` is a short session-local wake delay (``None``: rest until
+  the next wake signal). The last ``Sleep`` of a turn wins.
+- ``ctx.effects["enqueued"] = [message_id, ...]``: follow-ups this turn
+  admitted for the same agent (bounded by ``MAX_FOLLOWUPS_PER_TURN``).
+
+``AgentGet`` never reveals private agents other than the caller's own
+supervised children: an unknown or private id is ``not_found`` alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from holon_cli.errors import HolonError, UsageError
+from holon_cli.runtime.enqueue import admit
+from holon_cli.runtime.inspect import agent_summary
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import read_snapshot
+from holon_cli.store.layout import AGENT_ID_RE, HomeLayout
+from holon_cli.tools.base import ToolContext, ToolError, field_doc, tool
+
+MAX_FOLLOWUPS_PER_TURN = 8
+SELF_FOLLOWUP_ORIGIN = "system:self_followup"
+
+
+def _tool_error(err: HolonError, *, field: str | None = None) -> ToolError:
+    """Map a runtime error onto the tool error envelope (kinds stay stable)."""
+    kind = "invalid_arguments" if isinstance(err, UsageError) else err.kind
+    return ToolError(
+        kind, err.message, details=dict(err.details) or None, recovery_hint=err.hint, field=field
+    )
+
+
+# ------------------------------------------------------------------- Sleep
+
+
+@dataclass(frozen=True)
+class SleepArgs:
+    duration_ms: int | None = field_doc(
+        "Omit to rest until the next message or event. Only for a short, bounded wake-up delay in milliseconds.",
+        default=None,
+    )
+    reason: str | None = field_doc("Why you are resting (recorded for the operator).", default=None)
+
+
+@tool(
+    "Sleep",
+    SleepArgs,
+    description=(
+        "Rest: end this turn after the current tool round. Omit `duration_ms` to sleep until the next "
+        "message, event or task result arrives; pass a positive `duration_ms` only to be woken after a short delay."
+    ),
+)
+def sleep(ctx: ToolContext, args: SleepArgs) -> dict[str, Any]:
+    duration = args.duration_ms
+    if duration is not None and duration < 0:
+        raise ToolError(
+            "invalid_arguments",
+            "`duration_ms` must not be negative",
+            field="duration_ms",
+            recovery_hint="omit `duration_ms` to rest until the next wake signal, or pass a positive delay",
+        )
+    if duration == 0:
+        duration = None  # tolerated model output: same as omitting it
+    reason = (args.reason or "").strip() or None
+    ctx.effects["sleep"] = {"duration_ms": duration, "reason": reason}
+    wake = (
+        f"after {duration} ms or on the next wake signal"
+        if duration
+        else "on the next message, event or task result"
+    )
+    return {
+        "sleeping": True,
+        "duration_ms": duration,
+        "reason": reason,
+        "wake": wake,
+        "summary": f"The turn ends after this round; you will wake {wake}.",
+    }
+
+
+# ----------------------------------------------------------------- Enqueue
+
+
+@dataclass(frozen=True)
+class EnqueueArgs:
+    text: str = field_doc("The follow-up instruction to deliver to yourself as a new message.")
+    priority: Literal["interject", "next", "normal", "background"] | None = field_doc(
+        "Queue priority (default normal): interject and next run before other queued messages, background after.",
+        default=None,
+    )
+
+
+@tool(
+    "Enqueue",
+    EnqueueArgs,
+    description=(
+        "Queue a follow-up message to yourself (an internal follow-up). It is handled in a later turn, "
+        "after this one ends, in priority order with other queued messages. Returns the message id."
+    ),
+)
+def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, Any]:
+    sent: list[str] = ctx.effects.setdefault("enqueued", [])
+    if len(sent) >= MAX_FOLLOWUPS_PER_TURN:
+        raise ToolError(
+            "limit_exceeded",
+            f"this turn already queued {len(sent)} follow-ups (the limit is {MAX_FOLLOWUPS_PER_TURN})",
+            details={"enqueued": list(sent)},
+            recovery_hint="combine the remaining follow-ups into one message",
+        )
+    message = ctx.message or {}
+    metadata: dict[str, Any] = {"enqueued_by": "Enqueue", "turn_id": ctx.turn_id}
+    try:
+        env = admit(
+            args.text,
+            store=ctx.store,
+            kind="internal_followup",
+            origin=SELF_FOLLOWUP_ORIGIN,
+            priority=args.priority or "normal",
+            causation_id=message.get("id"),
+            correlation_id=message.get("correlationId"),
+            delivery_surface="runtime_system",
+            admission_context="runtime_owned",
+            metadata=metadata,
+        )
+    except HolonError as err:
+        raise _tool_error(err, field="text" if isinstance(err, UsageError) else None) from None
+    sent.append(env["id"])
+    return {
+        "message_id": env["id"],
+        "agent_id": env["agentId"],
+        "kind": env["kind"],
+        "priority": env["priority"],
+        "causation_id": env.get("causationId"),
+        "summary": f"Queued follow-up {env['id']} ({env['priority']}); it is handled after this turn ends.",
+    }
+
+
+# ---------------------------------------------------------------- AgentGet
+
+
+@dataclass(frozen=True)
+class AgentGetArgs:
+    agent_id: str | None = field_doc("The agent to inspect; omit for yourself.", default=None)
+
+
+def _visible_store(ctx: ToolContext, agent_id: str) -> AgentStore:
+    not_found = ToolError(
+        "not_found",
+        f"no visible agent named {agent_id!r}",
+        field="agent_id",
+        recovery_hint="omit `agent_id` to inspect yourself; other agents are visible only when public",
+    )
+    if not AGENT_ID_RE.match(agent_id) or agent_id in (".", ".."):
+        raise not_found
+    layout = HomeLayout.current().agent(agent_id)
+    try:
+        rec = read_snapshot(layout.agent_file)
+    except HolonError:
+        rec = None
+    if rec is None:
+        raise not_found
+    ident = rec.get("identity") or {}
+    own_child = (
+        ident.get("lineage_parent_agent_id") == ctx.agent_id
+        and ident.get("ownership") == "parent_supervised"
+    )
+    if ident.get("visibility") != "public" and not own_child:
+        raise not_found
+    return AgentStore(layout)
+
+
+@tool(
+    "AgentGet",
+    AgentGetArgs,
+    description=(
+        "Inspect an agent's current state: status, identity (visibility, ownership, profile preset, lineage), "
+        "queue counts, current work item and token usage. Omit `agent_id` for yourself."
+    ),
+)
+def agent_get(ctx: ToolContext, args: AgentGetArgs) -> dict[str, Any]:
+    aid = (args.agent_id or "").strip()
+    store: AgentStore = ctx.store if not aid or aid == ctx.agent_id else _visible_store(ctx, aid)
+    try:
+        summary = agent_summary(store)
+    except HolonError as err:
+        raise _tool_error(err) from None
+    summary["is_self"] = store.agent_id == ctx.agent_id
+    return {"agent": summary}
