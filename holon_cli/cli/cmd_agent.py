@@ -140,3 +140,40 @@ def agent_path(agent_id: str | None, as_json: bool) -> None:
         output.emit_json({"agent_id": store.agent_id, "agent_home": str(store.layout.home)})
     else:
         click.echo(str(store.layout.home))
+
+
+@agent.command("model")
+@click.argument("agent_id", metavar="[ID]", required=False)
+@click.argument("model", metavar="[MODEL]", required=False)
+@click.option("--clear", is_flag=True, help="Remove the override: back to the runtime default and fallbacks.")
+@output.json_option
+def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: bool) -> None:
+    """Show, set or clear an agent's model override (future turns only).
+
+    \b
+    Examples:
+      holon agent model reviewer                       # show
+      holon agent model reviewer anthropic/claude-sonnet-4-5
+      holon agent model reviewer --clear
+    """
+    output.begin("agent model", as_json)
+    from holon_cli.errors import UsageError
+    from holon_cli.runtime.agents import open_agent, set_model_override
+    from holon_cli.runtime.models import model_state
+
+    if clear and model:
+        raise UsageError("pass either MODEL or --clear, not both")
+    if model is None and not clear:
+        store = open_agent(agent_id)
+        data = {"agent_id": store.agent_id, "model": model_state(store.read_record()["state"])}
+    else:
+        data = set_model_override(agent_id, None if clear else model)
+    if as_json:
+        output.emit_json(data)
+        return
+    m = data["model"]
+    click.echo(f"{data['agent_id']}: {m.get('effective_model') or '(no model configured)'} ({m.get('source')})")
+    if m.get("effective_fallback_models"):
+        click.echo(f"fallbacks: {', '.join(m['effective_fallback_models'])}")
+    if m.get("error"):
+        click.echo(f"config error: {m['error']}", err=True)

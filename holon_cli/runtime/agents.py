@@ -206,7 +206,7 @@ def create_agent(
 
 def open_agent(agent_id: str | None = None, *, create_default: bool = True) -> AgentStore:
     """Resolve an agent; the default agent is created on first use, others are not."""
-    aid = agent_id or default_agent_id()
+    aid = default_agent_id() if agent_id is None else agent_id
     validate_agent_id(aid)
     home = HomeLayout.current()
     layout = home.agent(aid)
@@ -272,3 +272,24 @@ def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
     out["agent_id"] = store.agent_id
     out["lifecycle_hint"] = lifecycle_hint(out["status"])
     return out
+
+
+def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any]:
+    """Set (or, with ``None``, clear) an agent's model override. Future turns only;
+    an in-flight turn keeps the model it started with."""
+    if model is not None:
+        from holon_cli.model.modelref import check_model_ref
+
+        model = str(check_model_ref(model))
+    store = open_agent(agent_id)
+    out: dict[str, Any] = {}
+
+    def mutate(state: dict[str, Any]) -> None:
+        out["previous"] = state.get("model_override")
+        state["model_override"] = model
+
+    store.update_state(mutate)
+    store.emit("agent_model_changed", {"from": out["previous"], "to": model})
+    from holon_cli.runtime.models import model_state
+
+    return {"agent_id": store.agent_id, "previous_override": out["previous"], "model": model_state(store.read_record()["state"])}

@@ -1,0 +1,154 @@
+"""CLI surface of the turn engine: turn, tick, run, debug, agent model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+
+def script(tmp_path: Path, steps: list[dict], name: str = "s.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump({"steps": steps}))
+    return f"scripted:{p}"
+
+
+def j(res) -> dict:  # type: ignore[no-untyped-def]
+    return json.loads(res.stdout)
+
+
+def test_turn_nothing_queued_exit_0(script_runner, tmp_path: Path) -> None:
+    res = script_runner.run(["holon", "turn", "--model", script(tmp_path, [{"text": "x"}]), "--json"])
+    assert res.returncode == 0 and j(res)["data"]["ran"] is False
+
+
+def test_turn_json_and_status_tokens(script_runner, tmp_path: Path) -> None:
+    model = script(tmp_path, [{"text": "hello", "usage": {"input_tokens": 7, "output_tokens": 2}}])
+    script_runner.run(["holon", "enqueue", "hi"], check=True)
+    res = script_runner.run(["holon", "turn", "--model", model, "--json"])
+    assert res.returncode == 0, res.stderr
+    d = j(res)["data"]
+    assert d["final_text"] == "hello" and d["token_usage"]["total_tokens"] == 9
+    st = j(script_runner.run(["holon", "status", "--json"]))["data"]
+    assert st["token_usage"]["total"] == {"input_tokens": 7, "output_tokens": 2, "total_tokens": 9}
+    assert st["token_usage"]["last_turn"]["total_tokens"] == 9
+    assert st["token_usage"]["total_model_rounds"] == 1
+    assert st["last_wake_reason"] == "operator_input"
+
+
+def test_turn_plain_prints_final_text(script_runner, tmp_path: Path) -> None:
+    script_runner.run(["holon", "enqueue", "hi"], check=True)
+    res = script_runner.run(["holon", "turn", "--model", script(tmp_path, [{"text": "the answer"}])])
+    assert res.returncode == 0 and res.stdout.strip() == "the answer"
+
+
+def test_turn_provider_failure_exit_5(script_runner, tmp_path: Path) -> None:
+    script_runner.run(["holon", "enqueue", "hi"], check=True)
+    res = script_runner.run(["holon", "turn", "--model", script(tmp_path, [{"fail": {"kind": "server_error", "status": 500}}])])
+    assert res.returncode == 5
+    assert "Traceback" not in res.stderr
+
+
+def test_turn_all_and_agent_conflict(script_runner) -> None:
+    res = script_runner.run(["holon", "turn", "--all", "--agent", "main"])
+    assert res.returncode == 2 and "either --agent or --all" in res.stderr
+
+
+def test_turn_all_runs_each_agent_with_work(script_runner, tmp_path: Path) -> None:
+    model = script(tmp_path, [{"text": "a", "usage": {"input_tokens": 1, "output_tokens": 1}}, {"text": "b"}], name="shared.yaml")
+    script_runner.run(["holon", "agent", "create", "other"], check=True)
+    script_runner.run(["holon", "enqueue", "for main"], check=True)
+    script_runner.run(["holon", "enqueue", "for other", "--agent", "other"], check=True)
+    script_runner.run(["holon", "agent", "create", "idle"], check=True)
+    res = script_runner.run(["holon", "turn", "--all", "--model", model, "--json"])
+    assert res.returncode == 0, res.stderr
+    turns = j(res)["data"]["turns"]
+    assert sorted(t["agent_id"] for t in turns) == ["main", "other"]
+
+
+def test_bad_model_ref_is_usage_error_and_nothing_dequeued(script_runner) -> None:
+    script_runner.run(["holon", "enqueue", "hi"], check=True)
+    res = script_runner.run(["holon", "turn", "--model", "nonsense"])
+    assert res.returncode == 2 and "invalid model ref" in res.stderr
+    assert j(script_runner.run(["holon", "status", "--json"]))["data"]["pending"] == 1
+
+
+def test_run_unknown_agent_without_create(script_runner, tmp_path: Path) -> None:
+    res = script_runner.run(["holon", "run", "--agent", "ghost", "--model", script(tmp_path, [{"text": "x"}]), "hi"])
+    assert res.returncode == 3 and "--create-agent" in res.stderr
+
+
+def test_run_create_agent_then_reuse(script_runner, tmp_path: Path) -> None:
+    model = script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    res = script_runner.run(["holon", "run", "--agent", "helper", "--create-agent", "--model", model, "hi"])
+    assert res.returncode == 0 and res.stdout.strip() == "one"
+    res = script_runner.run(["holon", "run", "--agent", "helper", "--model", model, "again"])
+    assert res.returncode == 0 and res.stdout.strip() == "two"
+    listed = j(script_runner.run(["holon", "agent", "list", "--json"]))["data"]["agents"]
+    assert "helper" in [a["agent_id"] for a in listed]
+
+
+def test_run_max_turns_and_cwd_validation(script_runner, tmp_path: Path) -> None:
+    model = script(tmp_path, [{"text": "x"}])
+    assert script_runner.run(["holon", "run", "--max-turns", "0", "--model", model, "hi"]).returncode == 2
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = script_runner.run(["holon", "run", "--workspace-root", str(ws), "--cwd", str(outside), "--model", model, "hi"])
+    assert res.returncode == 2 and "outside the workspace root" in res.stderr
+
+
+def test_debug_prompt_shows_sources(script_runner, tmp_path: Path) -> None:
+    res = script_runner.run(["holon", "debug", "prompt", "--json"])
+    assert res.returncode == 0, res.stderr
+    d = j(res)["data"]
+    for k in ("agent_home", "workspace_id", "workspace_anchor", "execution_root", "cwd", "execution_policy", "instructions", "prompt_cache_key", "sections"):
+        assert k in d
+    assert d["instructions"][0]["scope"] == "agent" and d["instructions"][0]["path"].endswith("AGENTS.md")
+    assert "content" not in d["instructions"][0]  # metadata only
+    assert d["execution_policy"]["path_confinement"] == "not_enforced"
+    plain = script_runner.run(["holon", "debug", "prompt", "--full"])
+    assert "sections (in prompt order)" in plain.stdout and "=== system prompt ===" in plain.stdout
+
+
+def test_debug_latency_breakdown(script_runner, tmp_path: Path) -> None:
+    model = script(tmp_path, [{"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "true"}}]}, {"text": "ok"}])
+    script_runner.run(["holon", "enqueue", "hi"], check=True)
+    script_runner.run(["holon", "turn", "--model", model], check=True)
+    res = script_runner.run(["holon", "debug", "latency", "--json"])
+    turns = j(res)["data"]["turns"]
+    assert len(turns) == 1
+    t = turns[0]
+    assert t["queue_wait_ms"] is not None and t["context_build_ms"] is not None
+    assert len(t["provider_rounds"]) == 2 and len(t["tools"]) == 1 and t["tools"][0]["tool_name"] == "ExecCommand"
+    assert t["cleanup_ms"] is not None and t["total_ms"] >= t["provider_ms"]
+    plain = script_runner.run(["holon", "debug", "latency"])
+    assert "QUEUE WAIT MS" in plain.stdout
+
+
+def test_agent_model_override_visible_in_status(script_runner, monkeypatch) -> None:
+    monkeypatch.setenv("HOLON_MODEL", "openai/gpt-4.1")
+    monkeypatch.setenv("HOLON_FALLBACK_MODELS", "anthropic/claude-x, openai/gpt-4.1-mini")
+    script_runner.run(["holon", "agent", "create", "r", "--model", "anthropic/claude-y"], check=True)
+    m = j(script_runner.run(["holon", "status", "--agent", "r", "--json"]))["data"]["model"]
+    assert m["source"] == "agent_override" and m["effective_model"] == "anthropic/claude-y"
+    assert m["runtime_default_model"] == "openai/gpt-4.1"
+    assert m["effective_fallback_models"] == ["anthropic/claude-x", "openai/gpt-4.1-mini"]
+    script_runner.run(["holon", "agent", "model", "r", "--clear"], check=True)
+    m = j(script_runner.run(["holon", "status", "--agent", "r", "--json"]))["data"]["model"]
+    assert m["source"] == "runtime_default" and m["effective_model"] == "openai/gpt-4.1"
+    bad = script_runner.run(["holon", "agent", "create", "s", "--model", "nope"])
+    assert bad.returncode == 2
+    assert script_runner.run(["holon", "agent", "status", "s"]).returncode == 3  # nothing half-made
+
+
+def test_tick_ingests_and_reports(script_runner) -> None:
+    script_runner.run(["holon", "enqueue", "a"], check=True)
+    res = script_runner.run(["holon", "tick", "--json"])
+    assert res.returncode == 0
+    acts = j(res)["data"]["agents"][0]["actions"]
+    assert acts[0] == {"action": "ingested", "count": 1}
+    res = script_runner.run(["holon", "tick"])
+    assert "nothing to do" in res.stdout
