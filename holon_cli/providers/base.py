@@ -144,6 +144,7 @@ FAIL_FAST_KINDS = {
     "script_exhausted",
     "incomplete",
     "provider_error",
+    "script_error",
 }
 
 
@@ -169,6 +170,7 @@ class ProviderFailure(Exception):
         usage: TokenUsage | None = None,
         source_chain: list[str] | None = None,
         body_preview: str | None = None,
+        hint: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -182,6 +184,8 @@ class ProviderFailure(Exception):
         self.usage = usage
         self.source_chain = source_chain or []
         self.body_preview = body_preview
+        # what the operator can do about it (shown by the CLI next to the message)
+        self.hint = hint
 
     @property
     def retryable(self) -> bool:

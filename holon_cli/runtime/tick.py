@@ -33,14 +33,13 @@ def _system_tick(store: AgentStore, text: str, reason: str, *, work_item_id: str
 
 
 def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str, Any] | None:
+    """Admit the runtime-owned system tick for a work signal (continue the current
+    item, review a triggered blocked item, or pick a queued one), unless the same
+    signal is already queued."""
     wid = signal.get("work_item_id")
-    if signal.get("reactivation_mode") == "activate_queued":
-        text = "Runtime continuation: no current work item is runnable, but queued runnable work exists. Review the work queue and pick one with PickWorkItem."
-        reason = "activate_queued"
-        wid = None
-    else:
-        text = f"Runtime continuation: continue the current work item {wid}."
-        reason = f"continue_active:{wid}"
+    mode = signal.get("reactivation_mode") or "continue_active"
+    text = "Runtime continuation: " + (signal.get("text") or (f"continue the current work item {wid}." if wid else "review the work queue."))
+    reason = f"{mode}:{signal.get('fingerprint') or wid}"
     with store.lock():
         st = q.load(store)
         q.ingest(store, st)

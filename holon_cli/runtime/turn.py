@@ -168,7 +168,14 @@ def derive_closure(store: AgentStore, *, failed: bool, sleep_req: dict[str, Any]
         return {"outcome": "completed", "runtime_posture": posture}
     signal = _call("activation_signal", store)
     if signal:
-        return {"outcome": "continuable", "work_signal": signal, "runtime_posture": posture}
+        work_signal = {
+            "work_item_id": signal.get("work_item_id"),
+            "status": "active" if signal.get("reactivation_mode") == "continue_active" else "queued",
+            "reactivation_mode": signal.get("reactivation_mode"),
+            "text": signal.get("text"),
+            "fingerprint": signal.get("fingerprint"),
+        }
+        return {"outcome": "continuable", "work_signal": work_signal, "runtime_posture": posture}
     return {"outcome": "completed", "runtime_posture": posture}
 
 
@@ -315,6 +322,8 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     ws: WorkspaceBinding = workspace_for(store.layout.home, state)
     is_default = agent_rec["identity"]["kind"] == "default" or store.agent_id == default_agent_id()
     bound_wi = state.get("current_work_item_id")
+    focus = bound_wi  # the current work item as it changes during the turn
+    completion_briefs: list[str] = []  # work_done briefs written in the final round
     defs, specs, guidance = _tools()
     recent = recent_conversation(store, mid)
 
@@ -346,7 +355,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     context_reported = False
     while not done:
         t_ctx = time.monotonic()
-        work_queue = _call("project_work_queue", store, bound_work_item_id=bound_wi)
+        work_queue = _call("project_work_queue", store, bound_work_item_id=focus)
         built = build_frame(
             agent_id=store.agent_id, agent_home=store.layout.home, is_default_agent=is_default, ws=ws, message=msg,
             tools=specs, guidance=guidance, work_queue=work_queue, recent=recent,
@@ -410,6 +419,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             store, "assistant_round", turn_id=turn_id, message_id=mid, round=round_no, text=resp.text,
             tool_calls=[c.to_dict() for c in calls], input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
             data={"token_usage": usage}, provider_attempt_timeline=tl, stop_reason=resp.stop_reason, model_ref=tl.get("winning_model_ref"),
+            work_item_id=focus,
         )
 
         def add_usage(st: dict[str, Any], u: dict[str, int] = usage) -> None:
@@ -429,25 +439,27 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             turn_id=turn_id, message=msg, round_text=resp.text, round_calls=list(calls), config=cfg, effects=effects,
         )
         mutated = False
+        completion_briefs = []
         for call in calls:
             t_tool = time.monotonic()
             res = execute(defs.get(call.name), ctx, call)
             tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
             if res.ok and call.name in WORK_MUTATIONS:
                 mutated = True
+                if call.name == "CompleteWorkItem" and (res.data or {}).get("brief_id"):
+                    completion_briefs.append(res.data["brief_id"])
+            call_wi = (res.data or {}).get("work_item_id") or focus
             store.emit(
                 "tool_executed",
                 {"turn_id": turn_id, "round": round_no, "tool_name": call.name, "call_id": call.id, "ok": res.ok, "duration_ms": tool_ms, "error": None if res.ok else res.content[:500], "tool_error": res.error, "warnings": res.warnings or None},
-                message=msg, turn_id=turn_id, work_item_id=(res.data or {}).get("work_item_id"),
+                message=msg, turn_id=turn_id, work_item_id=call_wi,
             )
-            write_transcript(store, "tool_result", turn_id=turn_id, message_id=mid, round=round_no, call_id=call.id, tool_name=call.name, ok=res.ok, output=res.content, error=res.error, warnings=res.warnings or None, duration_ms=tool_ms)
+            write_transcript(store, "tool_result", turn_id=turn_id, message_id=mid, round=round_no, call_id=call.id, tool_name=call.name, ok=res.ok, output=res.content, error=res.error, warnings=res.warnings or None, duration_ms=tool_ms, work_item_id=call_wi)
             journal.items.append(ConversationItem("tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok))
             journal.save()
         rounds_since_mutation = 0 if mutated else rounds_since_mutation + 1
         if mutated:
-            bound_now = store.read_record()["state"].get("current_work_item_id")
-            if bound_now != bound_wi and bound_wi is None:
-                bound_wi = bound_now
+            focus = store.read_record()["state"].get("current_work_item_id")
         # safe point: trusted operator interjections join the running turn
         for ie in q.take_interjects(store, turn_id):
             env = ie["envelope"]
@@ -475,7 +487,9 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     t_cleanup = time.monotonic()
     _call("refresh_all", store)
     if bound_wi:
-        _call("turn_end_commit", store, bound_wi, {"failed": failed, "sleep": sleep_req})
+        # runtime facts of blocking waits come from the task plane; none is
+        # known at this layer yet, so the commit only refreshes the bound item
+        _call("turn_end_commit", store, bound_wi, {})
     closure = derive_closure(store, failed=failed, sleep_req=sleep_req, round_limit_hit=round_limit_hit)
     result.closure = closure
     result.final_text = final_text
@@ -487,9 +501,11 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     if failed:
         fa = result.failure_artifact or {}
         write_brief(store, kind="failure", text=f"Turn failed: {fa.get('summary', 'provider failure')}", related_message_id=mid, turn_id=turn_id, work_item_id=bound_wi)
-    else:
+    elif not completion_briefs:
+        # a final round that completed a work item already wrote its work_done
+        # brief with this same text; a turn_result brief would repeat it
         vis = "action_required" if closure.get("waiting_reason") == "awaiting_operator_input" else "turn_result"
-        write_brief(store, kind="result", text=final_text, visibility=vis, related_message_id=mid, turn_id=turn_id, work_item_id=bound_wi)
+        write_brief(store, kind="result", text=final_text, visibility=vis, related_message_id=mid, turn_id=turn_id, work_item_id=focus)
     cleanup_ms = round((time.monotonic() - t_cleanup) * 1000, 3)
     duration_ms = int((time.monotonic() - t_start) * 1000)
     result.duration_ms = duration_ms

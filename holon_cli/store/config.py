@@ -12,7 +12,7 @@ from holon_cli.errors import ConfigError
 from holon_cli.store.layout import HomeLayout
 
 TOP_KEYS = {"model", "fallback_models", "providers", "runtime", "http_addr", "control_token"}
-PROVIDER_KEYS = {"transport", "base_url", "api_key_env", "headers", "timeout_s", "max_output_tokens"}
+PROVIDER_KEYS = {"transport", "base_url", "api_key_env", "headers", "timeout_s", "max_output_tokens", "stream"}
 TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
 RUNTIME_KEYS = {
     "default_tool_output_tokens",

@@ -14,7 +14,7 @@ from holon_cli.errors import UsageError
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
-LEDGERS = ("events", "queue", "transcript", "briefs", "work_items", "delivery_summaries")
+LEDGERS = ("events", "queue", "transcript", "briefs", "work_items", "delivery_summaries", "waiting_intents")
 
 
 def home_root() -> Path:
@@ -29,7 +29,7 @@ def default_agent_id() -> str:
 
 
 def validate_agent_id(agent_id: str) -> str:
-    if not AGENT_ID_RE.match(agent_id) or agent_id in (".", ".."):
+    if not AGENT_ID_RE.fullmatch(agent_id) or agent_id in (".", ".."):
         raise UsageError(
             f"invalid agent id {agent_id!r}",
             hint="use 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit",

@@ -103,7 +103,16 @@ def _todos(items: list[TodoItemArg] | None) -> list[dict[str, str]] | None:
     return None if items is None else [{"text": t.text, "state": t.state} for t in items]
 
 
+def _bind(result: dict[str, Any]) -> dict[str, Any]:
+    """Lift the item id to the top so the engine can bind the call's events."""
+    item = result.get("work_item")
+    if isinstance(item, dict):
+        result["work_item_id"] = item.get("id")
+    return result
+
+
 def _mutated(ctx: ToolContext, result: dict[str, Any], *, focus_changed: bool) -> dict[str, Any]:
+    _bind(result)
     ctx.effects["work_item_mutated"] = True
     if focus_changed:
         ctx.effects["current_work_item_id"] = result.get("current_work_item_id")
@@ -196,7 +205,7 @@ def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str
 )
 def get_work_item(ctx: ToolContext, args: GetWorkItemArgs) -> dict[str, Any]:
     include = True if args.include_todo_list is None else args.include_todo_list
-    return _run(rt.get_work_item, ctx.store, args.work_item_id, include_todo_list=include)
+    return _bind(_run(rt.get_work_item, ctx.store, args.work_item_id, include_todo_list=include))
 
 
 @tool(

@@ -1,0 +1,505 @@
+"""Work-item records and the views derived from them (pure values, no I/O).
+
+A ``WorkItemRecord`` is the durable unit of agent-owned work (RFC: Work Item
+Runtime Model). Its stored shape is small on purpose:
+
+- lifecycle ``state``: ``open`` | ``completed`` (nothing else is stored);
+- ``plan_status``: ``draft`` | ``ready`` | ``needs_input``;
+- ``todo_list``: a full snapshot of ``{text, state}`` items, ``state`` one of
+  ``pending`` | ``in_progress`` | ``completed``;
+- ``blocked_by``: agent-authored natural language, never parsed;
+- ``plan_artifact``: a *descriptor* of ``<agent_home>/work-items/<id>/plan.md``
+  (the file is the source of truth; the body is never stored here).
+
+Everything else -- runnable, queued, blocked, triggered, the candidate
+classes and their ranking -- is derived here from a record, the agent's focus
+pointer (``current_work_item_id``) and the item's waiting intents. Nothing in
+this module mutates or stores a derived value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from holon_cli.errors import CorruptStateError, UsageError
+
+WORK_ITEM_RECORD_VERSION = 1
+DELIVERY_SUMMARY_VERSION = 1
+
+STATES = ("open", "completed")
+PLAN_STATUSES = ("draft", "ready", "needs_input")
+TODO_STATES = ("pending", "in_progress", "completed")
+
+# the spec's WorkItemSchedulingState and the readiness labels projected from it
+SCHEDULING_STATES = ("runnable", "waiting_operator", "waiting_task", "waiting_external", "blocked", "completed")
+READINESS = ("runnable", "waiting_for_operator", "blocked", "completed")
+_READINESS_OF = {
+    "runnable": "runnable",
+    "waiting_operator": "waiting_for_operator",
+    "waiting_task": "blocked",
+    "waiting_external": "blocked",
+    "blocked": "blocked",
+    "completed": "completed",
+}
+
+# candidate classes, in prompt-budget priority order (RFC: Decisions)
+CANDIDATE_CLASSES = (
+    "current_runnable",
+    "triggered_blocked",
+    "queued_runnable",
+    "waiting_for_operator",
+    "blocked",
+    "completed_recent",
+)
+PROMPT_LIMITS: dict[str, int] = {
+    "triggered_blocked": 3,
+    "queued_runnable": 5,
+    "waiting_for_operator": 3,
+    "blocked": 3,
+    "completed_recent": 3,
+}
+
+LIST_FILTERS = ("all", "current", "open", "queued", "blocked", "completed")
+
+PREVIEW_CHARS = 2000
+MAX_OBJECTIVE_CHARS = 1000
+MAX_BLOCKER_CHARS = 4000
+MAX_TODO_ITEMS = 100
+MAX_TODO_TEXT_CHARS = 1000
+
+# record keys that are ledger bookkeeping, not part of the public record
+_LEDGER_KEYS = ("v", "rev", "change", "recorded_at")
+
+
+class Unset:
+    """The "argument not given" marker, distinct from an explicit ``None``.
+
+    ``UpdateWorkItem.blocked_by`` is nullable: omitting it keeps the blocker,
+    ``null`` clears it. Python's ``None`` cannot say both, so callers pass
+    :data:`UNSET` (the default) for "leave unchanged".
+    """
+
+    _instance: Unset | None = None
+
+    def __new__(cls) -> Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET = Unset()
+
+
+# ------------------------------------------------------------- validation
+
+
+def _bad(message: str, field_name: str, hint: str) -> UsageError:
+    return UsageError(message, hint=hint, kind="invalid_arguments", details={"field": field_name})
+
+
+def validate_objective(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise _bad("objective must be non-empty text", "objective", "state the short current-work target, e.g. 'Split provider fixtures into a support module'")
+    text = text.strip()
+    if len(text) > MAX_OBJECTIVE_CHARS:
+        raise _bad(
+            f"objective is {len(text)} characters; the limit is {MAX_OBJECTIVE_CHARS}",
+            "objective",
+            "keep the objective short and put the detailed interpretation in the plan file",
+        )
+    return str(text)
+
+
+def validate_plan_status(value: Any) -> str:
+    if value not in PLAN_STATUSES:
+        raise _bad(f"plan_status must be one of {', '.join(PLAN_STATUSES)} (got {value!r})", "plan_status", f"use one of: {', '.join(PLAN_STATUSES)}")
+    return str(value)
+
+
+def validate_blocked_by(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise _bad(
+            "blocked_by must be non-empty text (an empty blocker says nothing)",
+            "blocked_by",
+            "describe what the work item is waiting for, or pass null (--clear-blocker) to clear the blocker",
+        )
+    text = text.strip()
+    if len(text) > MAX_BLOCKER_CHARS:
+        raise _bad(f"blocked_by is {len(text)} characters; the limit is {MAX_BLOCKER_CHARS}", "blocked_by", "summarize the blocker; put details in the plan file")
+    return str(text)
+
+
+def validate_recheck_after_ms(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _bad(f"recheck_after must be a positive number of milliseconds (got {value!r})", "recheck_after", "e.g. 1800000 for 30 minutes")
+    return int(value)
+
+
+def normalize_todo_list(items: Any) -> list[dict[str, str]]:
+    """Validate a full todo-list snapshot; accepts dicts (or objects with
+    ``text``/``state`` attributes). Returns fresh ``{text, state}`` dicts."""
+    if not isinstance(items, list | tuple):
+        raise _bad("todo_list must be an array of {text, state} items", "todo_list", "send the complete current checklist")
+    if len(items) > MAX_TODO_ITEMS:
+        raise _bad(f"todo_list has {len(items)} items; the limit is {MAX_TODO_ITEMS}", "todo_list", "keep todos as short progress markers; scope belongs in the plan file")
+    out: list[dict[str, str]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping):
+            text, state = item.get("text"), item.get("state", "pending")
+        else:
+            text, state = getattr(item, "text", None), getattr(item, "state", "pending")
+        if not isinstance(text, str) or not text.strip():
+            raise _bad(f"todo_list[{i}].text must be non-empty text", f"todo_list[{i}].text", "give every todo a short description")
+        if len(text.strip()) > MAX_TODO_TEXT_CHARS:
+            raise _bad(f"todo_list[{i}].text is too long (limit {MAX_TODO_TEXT_CHARS})", f"todo_list[{i}].text", "keep todos short")
+        if state is None:
+            state = "pending"
+        if state not in TODO_STATES:
+            raise _bad(f"todo_list[{i}].state must be one of {', '.join(TODO_STATES)} (got {state!r})", f"todo_list[{i}].state", f"use one of: {', '.join(TODO_STATES)}")
+        out.append({"text": text.strip(), "state": str(state)})
+    return out
+
+
+# ---------------------------------------------------------------- records
+
+
+def new_work_item_record(
+    *,
+    work_item_id: str,
+    agent_id: str,
+    workspace_id: str | None,
+    objective: str,
+    plan_status: str,
+    todo_list: list[dict[str, str]],
+    plan_artifact: dict[str, Any],
+    created_at: str,
+) -> dict[str, Any]:
+    return {
+        "v": WORK_ITEM_RECORD_VERSION,
+        "id": work_item_id,
+        "agent_id": agent_id,
+        "workspace_id": workspace_id,
+        "objective": objective,
+        "state": "open",
+        "plan_status": plan_status,
+        "plan_artifact": plan_artifact,
+        "todo_list": todo_list,
+        "blocked_by": None,
+        "recheck_at": None,
+        "recheck_consumed_at": None,
+        "result_summary": None,
+        "completed_at": None,
+        "created_at": created_at,
+        "updated_at": created_at,
+    }
+
+
+def upgrade_record(rec: dict[str, Any], *, where: str = "work_items ledger") -> dict[str, Any]:
+    """Accept current and older record versions; reject newer ones clearly."""
+    v = rec.get("v", 1)
+    if not isinstance(v, int) or v > WORK_ITEM_RECORD_VERSION:
+        raise CorruptStateError(
+            f"{where}: work item record format v{v!r} is newer than this holon understands (max v{WORK_ITEM_RECORD_VERSION})",
+            hint="upgrade holon-cli",
+        )
+    out = dict(rec)
+    out.setdefault("todo_list", [])
+    for k in ("blocked_by", "recheck_at", "recheck_consumed_at", "result_summary", "completed_at", "workspace_id"):
+        out.setdefault(k, None)
+    out.setdefault("plan_status", "draft")
+    return out
+
+
+def public_record(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The record without ledger bookkeeping keys."""
+    return {k: v for k, v in rec.items() if k not in _LEDGER_KEYS}
+
+
+def new_delivery_summary(
+    *,
+    summary_id: str,
+    agent_id: str,
+    work_item_id: str,
+    text: str,
+    source: str,
+    created_at: str,
+    turn_id: str | None = None,
+    warnings: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "v": DELIVERY_SUMMARY_VERSION,
+        "id": summary_id,
+        "agent_id": agent_id,
+        "work_item_id": work_item_id,
+        "text": text,
+        "source": source,
+        "created_at": created_at,
+    }
+    if turn_id:
+        rec["turn_id"] = turn_id
+    if warnings:
+        rec["warnings"] = warnings
+    return rec
+
+
+# ---------------------------------------------------------- plan artifact
+
+
+def describe_plan(path: str, data: bytes | None, updated_at: str | None, *, preview_chars: int = PREVIEW_CHARS) -> dict[str, Any]:
+    """The plan artifact descriptor for file bytes (``None``: the file is missing)."""
+    if data is None:
+        return {"path": path, "exists": False, "hash": None, "bytes": 0, "updated_at": updated_at, "preview": "", "preview_complete": False}
+    text = data.decode("utf-8", errors="replace")
+    return {
+        "path": path,
+        "exists": True,
+        "hash": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "updated_at": updated_at,
+        "preview": text[:preview_chars],
+        "preview_complete": len(text) <= preview_chars,
+    }
+
+
+def plan_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    if not old:
+        return True
+    return bool(old.get("exists", True)) != bool(new.get("exists")) or old.get("hash") != new.get("hash") or old.get("path") != new.get("path")
+
+
+def default_plan_text(objective: str, work_item_id: str) -> str:
+    return (
+        f"# {objective}\n\n"
+        f"<!-- Plan for work item {work_item_id}. This file is the durable source of truth for how the\n"
+        "     work is interpreted: task interpretation, scope and non-goals, approach, verification,\n"
+        "     risks. Edit it directly; the runtime only keeps a descriptor and a preview. -->\n"
+    )
+
+
+# ---------------------------------------------------------------- todos
+
+
+def current_todo(todo_list: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """First ``in_progress`` item, otherwise first ``pending`` item."""
+    for want in ("in_progress", "pending"):
+        for item in todo_list:
+            if item.get("state") == want:
+                return {"text": item.get("text"), "state": want}
+    return None
+
+
+def todo_counts(todo_list: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    counts = {s: 0 for s in TODO_STATES}
+    for item in todo_list:
+        st = item.get("state")
+        if st in counts:
+            counts[str(st)] += 1
+    counts["total"] = len(todo_list)
+    return counts
+
+
+def unfinished_todos_warning(todo_list: Sequence[Mapping[str, Any]], *, sample: int = 5) -> dict[str, Any] | None:
+    """The RFC's structured ``unfinished_todos`` warning, or ``None``."""
+    unfinished = [t for t in todo_list if t.get("state") in ("pending", "in_progress")]
+    if not unfinished:
+        return None
+    return {
+        "kind": "unfinished_todos",
+        "message": "Work item completed with unfinished todo items.",
+        "pending_count": sum(1 for t in unfinished if t.get("state") == "pending"),
+        "in_progress_count": sum(1 for t in unfinished if t.get("state") == "in_progress"),
+        "sample": [{"text": t.get("text"), "state": t.get("state")} for t in unfinished[:sample]],
+    }
+
+
+def todo_warnings(todo_list: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Soft checks on a submitted snapshot (never a rejection)."""
+    n = sum(1 for t in todo_list if t.get("state") == "in_progress")
+    if n > 1:
+        return [{"kind": "multiple_in_progress", "message": f"{n} todo items are in_progress; normally at most one is.", "in_progress_count": n}]
+    return []
+
+
+# ------------------------------------------------------------------ waits
+
+
+@dataclass(frozen=True)
+class WaitSummary:
+    """A work item's waiting intents as the work plane sees them.
+
+    ``triggered`` means an active wait received an external event *after* the
+    item was last updated: something changed and the agent has not reviewed
+    it yet. It never means the blocker is resolved.
+    """
+
+    active: tuple[dict[str, Any], ...] = ()
+    active_task: int = 0
+    active_external: int = 0
+    triggered: bool = False
+    last_triggered_at: str | None = None
+
+    @property
+    def has_active(self) -> bool:
+        return bool(self.active)
+
+
+NO_WAITS = WaitSummary()
+
+
+def summarize_waits(rec: Mapping[str, Any], intents: Iterable[Mapping[str, Any]]) -> WaitSummary:
+    """Fold a work item's waiting intents (``status`` active|cancelled,
+    ``kind`` task|external|..., ``trigger_count``, ``last_triggered_at``)."""
+    active = [dict(i) for i in intents if i.get("status", "active") == "active"]
+    if not active:
+        return NO_WAITS
+    task = sum(1 for i in active if i.get("kind") == "task")
+    last: str | None = None
+    for i in active:
+        at = i.get("last_triggered_at")
+        if int(i.get("trigger_count") or 0) > 0 and isinstance(at, str) and (last is None or at > last):
+            last = at
+    updated = str(rec.get("updated_at") or "")
+    triggered = last is not None and last > updated
+    return WaitSummary(tuple(active), task, len(active) - task, triggered, last)
+
+
+# -------------------------------------------------------------- readiness
+
+
+def scheduling_state(rec: Mapping[str, Any], waits: WaitSummary = NO_WAITS) -> str:
+    if rec.get("state") == "completed":
+        return "completed"
+    if rec.get("blocked_by"):
+        return "blocked"
+    if rec.get("plan_status") == "needs_input":
+        return "waiting_operator"
+    if waits.active_task:
+        return "waiting_task"
+    if waits.active_external:
+        return "waiting_external"
+    return "runnable"
+
+
+def readiness(rec: Mapping[str, Any], waits: WaitSummary = NO_WAITS) -> str:
+    return _READINESS_OF[scheduling_state(rec, waits)]
+
+
+def is_runnable(rec: Mapping[str, Any], waits: WaitSummary = NO_WAITS) -> bool:
+    return scheduling_state(rec, waits) == "runnable"
+
+
+def readiness_projection(rec: Mapping[str, Any], *, current_id: str | None, waits: WaitSummary = NO_WAITS) -> dict[str, Any]:
+    """The RFC's ``WorkItemReadinessProjection``."""
+    sched = scheduling_state(rec, waits)
+    is_current = rec.get("id") == current_id and rec.get("state") == "open"
+    return {
+        "lifecycle": rec.get("state"),
+        "scheduling_state": sched,
+        "readiness": _READINESS_OF[sched],
+        "focus": "current" if is_current else ("none" if rec.get("state") == "completed" else "queued"),
+        "has_active_waits": waits.has_active,
+        "has_triggered_waits": waits.triggered,
+        "current_todo": current_todo(rec.get("todo_list") or []),
+    }
+
+
+# ------------------------------------------------------- candidate classes
+
+
+@dataclass
+class Candidates:
+    """Work items split into the RFC's candidate classes, each ranked.
+
+    ``current`` is the focused open item whatever its readiness (a blocked
+    item may be picked for review); ``current_runnable`` holds it only when
+    it is runnable. Every other class excludes the current item. Lists are
+    complete and ranked; apply :data:`PROMPT_LIMITS` when projecting.
+    """
+
+    current: dict[str, Any] | None = None
+    classes: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CANDIDATE_CLASSES})
+    completed_total: int = 0
+
+    def top(self, cls: str) -> list[dict[str, Any]]:
+        return self.classes[cls][: PROMPT_LIMITS.get(cls, 1)]
+
+
+def _desc(s: Any) -> tuple[bool, tuple[int, ...]]:
+    """Sort key component: ISO strings newest first, missing values last."""
+    return (not s, tuple(-ord(c) for c in str(s or "")))
+
+
+def rank(cls: str, items: list[dict[str, Any]], waits: Mapping[str, WaitSummary]) -> list[dict[str, Any]]:
+    """Phase-one ranking: simple, stable, explainable."""
+    if cls == "triggered_blocked":
+        return sorted(items, key=lambda r: (_desc(waits.get(r["id"], NO_WAITS).last_triggered_at), _desc(r.get("updated_at")), r["id"]))
+    if cls == "queued_runnable":
+        return sorted(items, key=lambda r: (str(r.get("updated_at") or ""), str(r.get("created_at") or ""), r["id"]))
+    return sorted(items, key=lambda r: (_desc(r.get("updated_at")), r["id"]))
+
+
+def classify(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    current_id: str | None,
+    waits: Mapping[str, WaitSummary] | None = None,
+    has_report: Mapping[str, bool] | None = None,
+) -> Candidates:
+    """Split records into candidate classes. Completed items count towards
+    ``completed_recent`` only when they have a promoted completion report."""
+    waits = waits or {}
+    has_report = has_report or {}
+    out = Candidates()
+    buckets: dict[str, list[dict[str, Any]]] = {c: [] for c in CANDIDATE_CLASSES}
+    for r in records:
+        rec = dict(r)
+        w = waits.get(rec["id"], NO_WAITS)
+        if rec.get("state") == "completed":
+            out.completed_total += 1
+            if has_report.get(rec["id"]):
+                buckets["completed_recent"].append(rec)
+            continue
+        if rec["id"] == current_id:
+            out.current = rec
+            if is_runnable(rec, w):
+                buckets["current_runnable"].append(rec)
+            continue
+        rd = readiness(rec, w)
+        if rd == "runnable":
+            buckets["queued_runnable"].append(rec)
+        elif rd == "waiting_for_operator":
+            buckets["waiting_for_operator"].append(rec)
+        elif w.triggered:
+            buckets["triggered_blocked"].append(rec)
+        else:
+            buckets["blocked"].append(rec)
+    out.classes = {c: rank(c, items, waits) for c, items in buckets.items()}
+    return out
+
+
+def matches_filter(rec: Mapping[str, Any], filter_name: str, *, current_id: str | None, waits: WaitSummary = NO_WAITS) -> bool:
+    """The read tools' filters: current, open, queued (open, not current, no
+    ``blocked_by``), blocked (readiness blocked), completed, all."""
+    state = rec.get("state")
+    if filter_name == "all":
+        return True
+    if filter_name == "current":
+        return state == "open" and rec.get("id") == current_id
+    if filter_name == "open":
+        return state == "open"
+    if filter_name == "queued":
+        return state == "open" and rec.get("id") != current_id and not rec.get("blocked_by")
+    if filter_name == "blocked":
+        return state == "open" and readiness(rec, waits) == "blocked"
+    if filter_name == "completed":
+        return state == "completed"
+    raise _bad(f"unknown filter {filter_name!r}", "filter", f"use one of: {', '.join(LIST_FILTERS)}")

@@ -1,0 +1,427 @@
+"""Anthropic Messages transport (``anthropic/<model>``, and config providers with
+``transport: anthropic_messages``): ``POST {base}/v1/messages``.
+
+Owns the Messages lowering: ``system`` as text blocks (the last one marked
+``cache_control: ephemeral``, plus one rolling marker on the newest
+conversation block), context blocks leading the first user message,
+assistant ``tool_use`` blocks, tool results as ``tool_result`` blocks grouped
+into one user message (``tool_use_id``, ``is_error``), consecutive same-role
+messages merged, ``max_tokens`` always set. Parses the JSON ``message`` and
+the SSE feed (``message_start``, ``content_block_*`` with ``text_delta`` and
+``input_json_delta``, ``message_delta``, ``ping``, mid-stream ``error``).
+
+A ``tool_use`` block cut off by ``max_tokens`` (its input never finished) is
+dropped: it cannot be executed safely, and the stop reason tells the runtime
+why the turn ended.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from holon_cli.providers.base import (
+    STOP_CONTENT_FILTER,
+    STOP_END_TURN,
+    STOP_MAX_TOKENS,
+    STOP_STOP_SEQUENCE,
+    STOP_TOOL_USE,
+    ModelResponse,
+    ProviderFailure,
+    ProviderRequest,
+    TokenUsage,
+    ToolCall,
+)
+from holon_cli.providers.http_common import (
+    DEFAULT_TIMEOUT_S,
+    HttpTarget,
+    SSEEvent,
+    join_url,
+    post_json,
+    post_stream,
+)
+from holon_cli.providers.wire import (
+    as_int,
+    call_block,
+    context_text,
+    dedupe_call_ids,
+    error_fields,
+    is_context_overflow,
+    make_tool_call,
+    merge_text,
+    synth_call_id,
+    text_block,
+    tool_schema,
+)
+
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 8192
+
+_STOP = {
+    "end_turn": STOP_END_TURN,
+    "tool_use": STOP_TOOL_USE,
+    "max_tokens": STOP_MAX_TOKENS,
+    "stop_sequence": STOP_STOP_SEQUENCE,
+    "pause_turn": STOP_END_TURN,
+    "refusal": STOP_CONTENT_FILTER,
+    "model_context_window_exceeded": STOP_MAX_TOKENS,
+}
+_EPHEMERAL = {"type": "ephemeral"}
+
+# ------------------------------------------------------------------ lowering
+
+
+def lower_system(request: ProviderRequest) -> list[dict[str, Any]]:
+    parts = [request.frame.system_prompt, *request.frame.system_blocks]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": p} for p in parts if p and p.strip()]
+    if blocks:
+        blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+    return blocks
+
+
+def lower_messages(request: ProviderRequest, *, cache_marker: bool = True) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+
+    def add(role: str, content: list[dict[str, Any]]) -> None:
+        if not content:
+            return
+        if msgs and msgs[-1]["role"] == role:
+            msgs[-1]["content"].extend(content)
+        else:
+            msgs.append({"role": role, "content": list(content)})
+
+    ctx = context_text(request.frame)
+    if ctx:
+        add("user", [{"type": "text", "text": ctx}])
+    for item in request.conversation:
+        if item.role == "user":
+            if item.text.strip():
+                add("user", [{"type": "text", "text": item.text}])
+        elif item.role == "assistant":
+            content: list[dict[str, Any]] = []
+            if item.text.strip():
+                content.append({"type": "text", "text": item.text})
+            for c in item.tool_calls:
+                content.append(
+                    {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments or {}}
+                )
+            add("assistant", content)
+        elif item.role == "tool":
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id or ""}
+            if item.text:
+                block["content"] = item.text
+            if item.is_error:
+                block["is_error"] = True
+            add("user", [block])
+        else:
+            raise ValueError(f"unknown conversation role {item.role!r}")
+    for m in msgs:
+        if m["role"] == "user":
+            # tool results must lead the user message that answers the tool calls
+            m["content"].sort(key=lambda b: 0 if b.get("type") == "tool_result" else 1)
+    if msgs and msgs[0]["role"] != "user":
+        msgs.insert(
+            0, {"role": "user", "content": [{"type": "text", "text": "(conversation continues)"}]}
+        )
+    if cache_marker and msgs and msgs[-1]["content"]:
+        msgs[-1]["content"][-1] = {**msgs[-1]["content"][-1], "cache_control": dict(_EPHEMERAL)}
+    return msgs
+
+
+def build_body(
+    request: ProviderRequest,
+    model: str,
+    *,
+    stream: bool = False,
+    max_output_tokens: int | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_output_tokens or max_output_tokens or DEFAULT_MAX_TOKENS,
+    }
+    system = lower_system(request)
+    if system:
+        body["system"] = system
+    body["messages"] = lower_messages(request)
+    if request.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": tool_schema(t)}
+            for t in request.tools
+        ]
+        body["tool_choice"] = {"type": "auto"}
+    if stream:
+        body["stream"] = True
+    return body
+
+
+# ------------------------------------------------------------------- parsing
+
+
+def classify_error_object(body: Any, *, stage: str) -> ProviderFailure:
+    """An Anthropic error object (a mid-stream ``error`` event, or a 200 ``type: error``)."""
+    _code, type_, msg = error_fields(body)
+    message = f"anthropic error: {msg or 'no message'}" + (f" [{type_}]" if type_ else "")
+    if type_ in ("overloaded_error", "api_error"):
+        return ProviderFailure("server_error", message, stage=stage)
+    if type_ == "rate_limit_error":
+        return ProviderFailure("rate_limited", message, stage=stage)
+    if type_ in ("authentication_error", "permission_error"):
+        return ProviderFailure("auth", message, stage=stage)
+    if type_ == "billing_error":
+        return ProviderFailure("quota_exceeded", message, stage=stage)
+    if is_context_overflow(None, msg):
+        return ProviderFailure("context_length_exceeded", message, stage=stage)
+    if type_ in ("invalid_request_error", "not_found_error", "request_too_large"):
+        return ProviderFailure("client_error", message, stage=stage)
+    return ProviderFailure("provider_error", message, stage=stage)
+
+
+def _usage(u: dict[str, Any]) -> TokenUsage:
+    inp = (
+        as_int(u.get("input_tokens"))
+        + as_int(u.get("cache_creation_input_tokens"))
+        + as_int(u.get("cache_read_input_tokens"))
+    )
+    out = as_int(u.get("output_tokens"))
+    return TokenUsage(inp, out, inp + out)
+
+
+def _stop(raw: Any, has_calls: bool) -> str:
+    if raw is None:
+        return STOP_TOOL_USE if has_calls else STOP_END_TURN
+    return _STOP.get(str(raw), STOP_TOOL_USE if has_calls else STOP_END_TURN)
+
+
+def parse_message(obj: Any) -> ModelResponse:
+    if not isinstance(obj, dict):
+        raise ProviderFailure(
+            "invalid_response",
+            f"expected a Messages object, got {type(obj).__name__}",
+            stage="body",
+        )
+    if obj.get("type") == "error" or (obj.get("error") and "content" not in obj):
+        raise classify_error_object(obj, stage="body")
+    content = obj.get("content")
+    if not isinstance(content, list):
+        keys = ", ".join(sorted(obj)[:8])
+        raise ProviderFailure(
+            "invalid_response",
+            f"body is not a Messages object (no 'content' list; keys: {keys})",
+            stage="body",
+        )
+    seed = str(obj.get("id") or "")
+    blocks: list[dict[str, Any]] = []
+    calls = []
+    for i, b in enumerate(content):
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            blocks.append(text_block(b["text"]))
+        elif b.get("type") == "tool_use":
+            name = b.get("name")
+            if not isinstance(name, str) or not name:
+                raise ProviderFailure(
+                    "invalid_response", f"tool_use block {i} has no name", stage="body"
+                )
+            call = make_tool_call(
+                str(b.get("id") or synth_call_id(seed, i, name)), name, b.get("input")
+            )
+            calls.append(call)
+            blocks.append(call_block(call))
+        # thinking, redacted_thinking, server tool blocks: not replayed by the runtime
+    dedupe_call_ids(calls)
+    raw_stop = obj.get("stop_reason")
+    stop = _stop(raw_stop, bool(calls))
+    if stop == STOP_MAX_TOKENS:
+        blocks = [b for b in blocks if not (b["type"] == "tool_call" and b["call"].arguments_error)]
+    usage = _usage(obj["usage"]) if isinstance(obj.get("usage"), dict) else None
+    return ModelResponse(
+        blocks=merge_text(blocks),
+        stop_reason=stop,
+        usage=usage,
+        raw_stop_reason=str(raw_stop) if raw_stop is not None else None,
+        response_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
+        model=obj.get("model") if isinstance(obj.get("model"), str) else None,
+    )
+
+
+def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
+    blocks: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] = {}
+    msg_id: str | None = None
+    model: str | None = None
+    raw_stop: Any = None
+    got_delta = False
+    stopped = False
+    seen = 0
+    for ev in events:
+        data = ev.data.strip()
+        if not data:
+            continue
+        try:
+            obj = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ProviderFailure(
+                "invalid_response",
+                f"event {seen + 1} ({ev.event or 'unnamed'}) is not JSON: {exc.msg}; data starts: {data[:120]!r}",
+                stage="stream",
+            ) from None
+        seen += 1
+        if not isinstance(obj, dict):
+            continue
+        typ = obj.get("type") if isinstance(obj.get("type"), str) else ev.event
+        if typ == "message_start":
+            m = obj.get("message") or {}
+            msg_id = m.get("id") if isinstance(m.get("id"), str) else None
+            model = m.get("model") if isinstance(m.get("model"), str) else None
+            if isinstance(m.get("usage"), dict):
+                usage.update({k: v for k, v in m["usage"].items() if v is not None})
+        elif typ == "content_block_start":
+            idx = obj.get("index", len(blocks))
+            cb = obj.get("content_block") or {}
+            if isinstance(cb, dict):
+                blocks[idx] = {
+                    "start": cb,
+                    "text": [cb.get("text") or ""] if cb.get("type") == "text" else [],
+                    "json": [],
+                    "done": False,
+                }
+        elif typ == "content_block_delta":
+            idx = obj.get("index")
+            delta = obj.get("delta") or {}
+            slot = blocks.get(idx) if idx is not None else None
+            if slot is None or not isinstance(delta, dict):
+                continue
+            if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+                slot["text"].append(delta["text"])
+            elif delta.get("type") == "input_json_delta" and isinstance(
+                delta.get("partial_json"), str
+            ):
+                slot["json"].append(delta["partial_json"])
+        elif typ == "content_block_stop":
+            idx = obj.get("index")
+            slot = blocks.get(idx) if isinstance(idx, int) else None
+            if slot is not None:
+                slot["done"] = True
+        elif typ == "message_delta":
+            got_delta = True
+            d = obj.get("delta") or {}
+            if isinstance(d, dict) and d.get("stop_reason") is not None:
+                raw_stop = d["stop_reason"]
+            if isinstance(obj.get("usage"), dict):
+                usage.update({k: v for k, v in obj["usage"].items() if v is not None})
+        elif typ == "message_stop":
+            stopped = True
+            break
+        elif typ == "error":
+            raise classify_error_object(obj, stage="stream")
+        # ping and unknown events: nothing to keep
+    if not stopped and not (got_delta and raw_stop is not None):
+        where = f"after {seen} events" if seen else "before any event"
+        raise ProviderFailure(
+            "stream_interrupted",
+            f"message stream ended {where} without message_stop",
+            stage="stream",
+        )
+    seed = msg_id or ""
+    out: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
+    truncated = raw_stop == "max_tokens"
+    for idx in sorted(blocks, key=lambda k: k if isinstance(k, int) else 1 << 30):
+        slot = blocks[idx]
+        start = slot["start"]
+        if start.get("type") == "text":
+            out.append(text_block("".join(slot["text"])))
+        elif start.get("type") == "tool_use":
+            if truncated and not slot["done"]:
+                continue
+            name = start.get("name")
+            if not isinstance(name, str) or not name:
+                raise ProviderFailure(
+                    "invalid_response", f"tool_use block {idx} has no name", stage="stream"
+                )
+            partial = "".join(slot["json"])
+            raw: Any = partial if partial.strip() else (start.get("input") or {})
+            call = make_tool_call(
+                str(start.get("id") or synth_call_id(seed, len(calls), name)), name, raw
+            )
+            if truncated and call.arguments_error:
+                continue
+            calls.append(call)
+            out.append(call_block(call))
+    dedupe_call_ids(calls)
+    return ModelResponse(
+        blocks=merge_text(out),
+        stop_reason=_stop(raw_stop, bool(calls)),
+        usage=_usage(usage) if usage else None,
+        raw_stop_reason=str(raw_stop) if raw_stop is not None else None,
+        response_id=msg_id,
+        model=model,
+    )
+
+
+# ----------------------------------------------------------------- transport
+
+
+class AnthropicTransport:
+    """``POST {base_url}/v1/messages``; JSON by default, SSE when ``stream``."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        provider: str = "anthropic",
+        base_url: str = DEFAULT_ANTHROPIC_BASE_URL,
+        api_key: str | None = None,
+        key_env: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+        stream: bool = False,
+        max_output_tokens: int | None = None,
+        http_transport: Any = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.model_ref = f"{provider}/{model}"
+        self.base_url = base_url
+        self._api_key = api_key
+        self.key_env = key_env
+        self.timeout_s = timeout_s
+        self.extra_headers = dict(headers or {})
+        self.stream = stream
+        self.max_output_tokens = max_output_tokens
+        self.http_transport = http_transport
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
+
+    def target(self) -> HttpTarget:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        headers.update(self.extra_headers)
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        base = self.base_url.rstrip("/")
+        url = join_url(base, "messages") if base.endswith("/v1") else join_url(base, "v1/messages")
+        return HttpTarget(
+            provider=self.provider,
+            model_ref=self.model_ref,
+            url=url,
+            headers=headers,
+            timeout_s=self.timeout_s,
+            secrets=(self._api_key,) if self._api_key else (),
+            key_env=self.key_env,
+            http_transport=self.http_transport,
+        )
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        return build_body(
+            request, self.model, stream=self.stream, max_output_tokens=self.max_output_tokens
+        )
+
+    def complete(self, request: ProviderRequest) -> ModelResponse:
+        body = self.build_body(request)
+        if self.stream:
+            return post_stream(self.target(), body, parse_message_stream, parse_message)
+        return post_json(self.target(), body, parse_message)

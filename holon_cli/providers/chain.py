@@ -1,0 +1,441 @@
+"""Retry, backoff and fallback across model candidates: the spec's phase-1
+provider retry contract, and the provider-attempt timeline it produces.
+
+Rules (spec "Provider Transport Contract"):
+- each candidate gets up to ``1 + max_retries`` attempts for retryable kinds
+  (timeout, connection, 429, eligible 5xx, interrupted streams), waiting
+  ``retry_after_s`` when the server gave one (capped), else exponential
+  backoff;
+- a fail-fast kind (auth, client error, invalid response, unsupported
+  transport, missing credentials, ...) aborts only the current candidate;
+  the next candidate is tried;
+- ``context_length_exceeded`` stops the whole chain: a turn-level terminal
+  failure, no fallback;
+- every attempt, including a candidate that could not even be resolved, is a
+  ``ProviderAttemptRecord`` in the timeline; timings measure the attempt
+  itself and backoff is recorded separately as ``backoff_ms``.
+
+Transports stay single-attempt; this module never talks HTTP itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from holon_cli import clock as holon_clock
+from holon_cli.errors import ConfigError, HolonError, ProviderError
+from holon_cli.providers.base import (
+    FAIL_FAST_KINDS,
+    RETRYABLE_KINDS,
+    ModelResponse,
+    ProviderFailure,
+    ProviderRequest,
+    TokenUsage,
+    Transport,
+)
+
+MAX_RETRIES = 2
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 8.0
+RETRY_AFTER_CAP_S = 30.0
+TERMINAL_KINDS = {"context_length_exceeded"}
+
+_CATEGORY = {
+    "invalid_response": "protocol",
+    "unsupported_transport": "protocol",
+    "incomplete": "protocol",
+    "script_exhausted": "runtime",
+    "script_error": "runtime",
+    "missing_credentials": "runtime",
+}
+
+_DEFAULT_HINTS = {
+    "rate_limited": "the provider is rate limiting; wait and retry, or configure HOLON_FALLBACK_MODELS",
+    "server_error": "the provider is having trouble; retry later or configure HOLON_FALLBACK_MODELS",
+    "timeout": "the provider did not answer in time; retry, or raise runtime.provider_timeout_s in config.yaml",
+    "connection": "check the network and the provider base URL",
+    "stream_interrupted": "the response stream was cut off; retry the turn",
+    "context_length_exceeded": "the conversation no longer fits the model's context window; start a fresh work item or use a model with a larger window",
+    "invalid_response": "the endpoint did not answer in the expected API shape; check the base URL and transport in config.yaml",
+    "script_exhausted": "add steps to the script, set `loop: true`, or delete the agent's scripted cursor file",
+}
+
+
+def retry_policy() -> dict[str, Any]:
+    """The active retry policy, for ``provider_doctor``-style surfaces."""
+    return {
+        "max_retries": MAX_RETRIES,
+        "max_attempts_per_candidate": 1 + MAX_RETRIES,
+        "retryable": sorted(RETRYABLE_KINDS),
+        "fail_fast": sorted(FAIL_FAST_KINDS - TERMINAL_KINDS),
+        "turn_terminal": sorted(TERMINAL_KINDS),
+        "backoff": {
+            "base_s": BACKOFF_BASE_S,
+            "cap_s": BACKOFF_CAP_S,
+            "retry_after_cap_s": RETRY_AFTER_CAP_S,
+        },
+    }
+
+
+def failure_category(kind: str) -> str:
+    return _CATEGORY.get(kind, "transport")
+
+
+def _sum_usage(usages: list[TokenUsage]) -> TokenUsage | None:
+    if not usages:
+        return None
+    total = TokenUsage()
+    for u in usages:
+        total = total + u
+    return total
+
+
+@dataclass
+class ChainResult:
+    """A successful provider round: the response and the attempt timeline."""
+
+    response: ModelResponse
+    timeline: dict[str, Any]
+    model_ref: str
+    provider: str
+    # usage aggregated over every attempt that reported it (failed ones included)
+    usage: TokenUsage | None
+
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        return list(self.timeline["attempts"])
+
+
+class ChainFailure(ProviderError):
+    """Every candidate failed, or a turn-terminal failure stopped the chain.
+
+    A :class:`holon_cli.errors.ProviderError` (CLI exit code 5) that carries
+    the last :class:`ProviderFailure`, the attempt timeline and the
+    aggregated token usage.
+    """
+
+    def __init__(
+        self,
+        failure: ProviderFailure,
+        timeline: dict[str, Any],
+        usage: TokenUsage | None,
+        candidates: list[str],
+        *,
+        terminal: bool = False,
+    ) -> None:
+        self.failure = failure
+        self.timeline = timeline
+        self.usage = usage
+        self.candidates = list(candidates)
+        self.terminal = terminal
+        super().__init__(
+            self._summary(),
+            hint=failure.hint or _DEFAULT_HINTS.get(failure.kind),
+            details={
+                "failure_kind": failure.kind,
+                "model_ref": failure.model_ref or "",
+                "terminal": terminal,
+            },
+        )
+
+    @property
+    def failure_kind(self) -> str:
+        return self.failure.kind
+
+    @property
+    def last(self) -> ProviderFailure:
+        """Alias of :attr:`failure` (the last attempt's failure)."""
+        return self.failure
+
+    def _outcomes(self) -> list[str]:
+        """``ref: kind (HTTP n), retries exhausted after 3 attempts`` per candidate tried."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for rec in self.timeline.get("attempts", []):
+            out.setdefault(rec["model_ref"], []).append(rec)
+        parts = []
+        for ref, recs in out.items():
+            last = recs[-1]
+            status = (last.get("transport_diagnostics") or {}).get("status")
+            piece = f"{ref}: {last.get('failure_kind', 'failed')}" + (
+                f" (HTTP {status})" if status and status >= 300 else ""
+            )
+            if last["outcome"] == "retries_exhausted":
+                piece += f", retries exhausted after {len(recs)} attempts"
+            parts.append(piece)
+        return parts
+
+    def _summary(self) -> str:
+        f = self.failure
+        where = f.model_ref or f.provider or "model"
+        shown = f.status and f.status >= 300 and f"HTTP {f.status}" not in f.message
+        status = f" (HTTP {f.status})" if shown else ""
+        head = f"{where}: {f.kind}{status}: {f.message}"
+        if self.terminal:
+            return f"model call stopped the turn: {head}"
+        outcomes = self._outcomes()
+        if len(outcomes) > 1:
+            return (
+                f"all {len(outcomes)} model candidates failed ({'; '.join(outcomes)}); last: {head}"
+            )
+        if outcomes and "retries exhausted" in outcomes[0]:
+            return f"model call failed, {outcomes[0].split(', ', 1)[1]}: {head}"
+        return f"model call failed: {head}"
+
+    def failure_artifact(self) -> dict[str, Any]:
+        """The spec's ``FailureArtifact`` for operator surfaces."""
+        f = self.failure
+        meta: dict[str, str] = {
+            "failure_kind": f.kind,
+            "stage": f.stage,
+            "attempts": str(len(self.timeline.get("attempts", []))),
+            "candidates": ",".join(self.candidates),
+            "retryable": "true" if f.retryable else "false",
+            "turn_terminal": "true" if self.terminal else "false",
+        }
+        if f.url:
+            meta["url"] = f.url
+        if f.retry_after_s is not None:
+            meta["retry_after_s"] = f"{f.retry_after_s:g}"
+        if self.hint:
+            meta["hint"] = self.hint
+        art: dict[str, Any] = {
+            "summary": self.message,
+            "category": failure_category(f.kind),
+        }
+        if f.provider:
+            art["provider"] = f.provider
+        if f.model_ref:
+            art["model_ref"] = f.model_ref
+        if f.status is not None:
+            art["status"] = f.status
+        if f.source_chain:
+            art["source_chain"] = list(f.source_chain)
+        art["metadata"] = {k: v[:500] for k, v in meta.items()}
+        return art
+
+
+def _provider_of(ref: str) -> str:
+    if ref.startswith("scripted:"):
+        return "scripted"
+    return ref.partition("/")[0] or ref
+
+
+def _record(
+    *,
+    ref: str,
+    provider: str,
+    attempt: int,
+    max_attempts: int,
+    started_at: str,
+    completed_at: str,
+    duration_ms: int,
+    outcome: str,
+    advanced: bool,
+    failure: ProviderFailure | None = None,
+    disposition: str | None = None,
+    backoff_ms: int | None = None,
+    usage: TokenUsage | None = None,
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "provider": provider,
+        "model_ref": ref,
+        "attempt": attempt,
+        "max_attempts": max_attempts,
+        "started_at": started_at,
+        "completed_at": completed_at,
+        "duration_ms": duration_ms,
+    }
+    if failure is not None:
+        rec["failure_kind"] = failure.kind
+        rec["disposition"] = disposition
+    rec["outcome"] = outcome
+    rec["advanced_to_fallback"] = advanced
+    if backoff_ms is not None:
+        rec["backoff_ms"] = backoff_ms
+    if usage is not None:
+        rec["token_usage"] = usage.to_dict()
+    if failure is not None:
+        diag = failure.diagnostics()
+        diag.setdefault("provider", provider)
+        diag.setdefault("model_ref", ref)
+        rec["transport_diagnostics"] = diag
+    return rec
+
+
+def _as_failure(exc: Exception, ref: str, provider: str) -> ProviderFailure:
+    """A transport bug must not take the daemon down: treat it as a fail-fast provider error."""
+    return ProviderFailure(
+        "provider_error",
+        f"unexpected error in the {provider} transport: {type(exc).__name__}: {exc}",
+        stage="decode",
+        provider=provider,
+        model_ref=ref,
+        source_chain=[f"{type(exc).__name__}: {exc}"],
+    )
+
+
+def call_with_fallback(
+    candidates: list[str],
+    request: ProviderRequest,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    max_retries: int = MAX_RETRIES,
+    backoff_base_s: float = BACKOFF_BASE_S,
+    backoff_cap_s: float = BACKOFF_CAP_S,
+    retry_after_cap_s: float = RETRY_AFTER_CAP_S,
+    resolve: Callable[[str], Transport] | None = None,
+    config: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ChainResult:
+    """One provider round over ``candidates`` (primary first). Raises :class:`ChainFailure`."""
+    if not candidates:
+        from holon_cli.providers.registry import NO_MODEL_HINT
+
+        raise ConfigError("no model configured", hint=NO_MODEL_HINT)
+
+    def default_resolve(ref: str) -> Transport:
+        from holon_cli.providers.registry import resolve_transport
+
+        return resolve_transport(ref, config=config, env=env)
+
+    resolver = resolve or default_resolve
+
+    attempts: list[dict[str, Any]] = []
+    usages: list[TokenUsage] = []
+    timeline: dict[str, Any] = {"attempts": attempts, "requested_model_ref": candidates[0]}
+    max_attempts = 1 + max(max_retries, 0)
+    last: ProviderFailure | None = None
+
+    def finish_timeline(winner: str | None) -> None:
+        if winner:
+            timeline["winning_model_ref"] = winner
+        agg = _sum_usage(usages)
+        if agg is not None:
+            timeline["aggregated_token_usage"] = agg.to_dict()
+
+    for ci, ref in enumerate(candidates):
+        has_next = ci < len(candidates) - 1
+        provider = _provider_of(ref)
+        timeline["active_model_ref"] = ref
+        t0 = clock()
+        started_at = holon_clock.now_iso()
+        try:
+            transport = resolver(ref)
+        except ProviderFailure as f:
+            f.provider = f.provider or provider
+            f.model_ref = f.model_ref or ref
+            last = f
+            attempts.append(
+                _record(
+                    ref=ref,
+                    provider=provider,
+                    attempt=1,
+                    max_attempts=max_attempts,
+                    started_at=started_at,
+                    completed_at=holon_clock.now_iso(),
+                    duration_ms=int(round((clock() - t0) * 1000)),
+                    outcome="fail_fast_aborted",
+                    advanced=has_next,
+                    failure=f,
+                    disposition="fail_fast",
+                )
+            )
+            continue
+        provider = getattr(transport, "provider", provider) or provider
+        for attempt in range(1, max_attempts + 1):
+            t0 = clock()
+            started_at = holon_clock.now_iso()
+            try:
+                response = transport.complete(request)
+            except ProviderFailure as f:
+                failure = f
+            except HolonError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - see _as_failure
+                failure = _as_failure(exc, ref, provider)
+            else:
+                if response.usage is not None:
+                    usages.append(response.usage)
+                attempts.append(
+                    _record(
+                        ref=ref,
+                        provider=provider,
+                        attempt=attempt,
+                        max_attempts=max_attempts,
+                        started_at=started_at,
+                        completed_at=holon_clock.now_iso(),
+                        duration_ms=int(round((clock() - t0) * 1000)),
+                        outcome="succeeded",
+                        advanced=False,
+                        usage=response.usage,
+                    )
+                )
+                finish_timeline(ref)
+                return ChainResult(response, timeline, ref, provider, _sum_usage(usages))
+
+            duration_ms = int(round((clock() - t0) * 1000))
+            completed_at = holon_clock.now_iso()
+            failure.provider = failure.provider or provider
+            failure.model_ref = failure.model_ref or ref
+            if failure.usage is not None:
+                usages.append(failure.usage)
+            last = failure
+            failed_record = functools.partial(
+                _record,
+                ref=ref,
+                provider=provider,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                started_at=started_at,
+                completed_at=completed_at,
+                duration_ms=duration_ms,
+                failure=failure,
+                usage=failure.usage,
+            )
+            if failure.kind in TERMINAL_KINDS:
+                attempts.append(
+                    failed_record(
+                        outcome="fail_fast_aborted", advanced=False, disposition="turn_terminal"
+                    )
+                )
+                finish_timeline(None)
+                raise ChainFailure(failure, timeline, _sum_usage(usages), candidates, terminal=True)
+            if failure.retryable and attempt < max_attempts:
+                if failure.retry_after_s is not None:
+                    delay = min(max(failure.retry_after_s, 0.0), retry_after_cap_s)
+                else:
+                    delay = min(backoff_cap_s, backoff_base_s * (2 ** (attempt - 1)))
+                backoff_ms = int(round(delay * 1000))
+                attempts.append(
+                    failed_record(
+                        outcome="retrying",
+                        advanced=False,
+                        disposition="retryable",
+                        backoff_ms=backoff_ms,
+                    )
+                )
+                if delay > 0:
+                    sleep(delay)
+                continue
+            if failure.retryable:
+                attempts.append(
+                    failed_record(
+                        outcome="retries_exhausted", advanced=has_next, disposition="retryable"
+                    )
+                )
+            else:
+                attempts.append(
+                    failed_record(
+                        outcome="fail_fast_aborted", advanced=has_next, disposition="fail_fast"
+                    )
+                )
+            break
+
+    assert last is not None
+    finish_timeline(None)
+    raise ChainFailure(last, timeline, _sum_usage(usages), candidates)

@@ -1,0 +1,510 @@
+"""Shared httpx plumbing for the HTTP transports.
+
+Owns: sending one request (one attempt; no retries here), mapping every
+transport-level failure and every HTTP error status to a classified
+:class:`ProviderFailure` (kind, stage, status, ``retry_after_s``), decoding
+JSON bodies, and reading ``text/event-stream`` bodies into :class:`SSEEvent`
+values. Transports supply the wire lowering and a parse callback.
+
+Invariants:
+- credentials are sent in headers only and never appear in a failure
+  message, a body preview, a diagnostic URL or a log line (values listed in
+  ``HttpTarget.secrets`` are redacted from anything echoed back);
+- httpx is imported lazily, inside the functions that send requests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from holon_cli import __version__, clock
+from holon_cli.providers.base import ModelResponse, ProviderFailure
+from holon_cli.providers.wire import (
+    error_fields,
+    is_context_overflow,
+    redact,
+    retry_hint_from_message,
+)
+
+DEFAULT_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_CAP_S = 30.0
+BODY_PREVIEW_CHARS = 500
+
+# HTTP statuses that are server trouble but not worth retrying: the answer will not change
+_DETERMINISTIC_5XX = {501, 505}
+_QUOTA_CODES = {
+    "insufficient_quota",
+    "billing_hard_limit_reached",
+    "billing_not_active",
+    "billing_error",
+}
+
+
+@dataclass
+class HttpTarget:
+    """Everything needed to send one request; built fresh per attempt by a transport."""
+
+    provider: str
+    model_ref: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    # credential values to scrub from anything echoed back
+    secrets: tuple[str, ...] = ()
+    # the environment variable the credential came from (for hints only)
+    key_env: str | None = None
+    # an ``httpx.BaseTransport`` to use instead of the network (tests)
+    http_transport: Any = None
+
+    @property
+    def safe_url(self) -> str:
+        return safe_url(self.url)
+
+
+def safe_url(url: str) -> str:
+    """The URL without user-info or query string (either may carry a credential)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def join_url(base: str, path: str) -> str:
+    return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+# ---------------------------------------------------------------- failures
+
+
+def stamp(
+    failure: ProviderFailure, target: HttpTarget, status: int | None = None
+) -> ProviderFailure:
+    """Fill the transport diagnostics a parser could not know, and scrub secrets."""
+    failure.provider = failure.provider or target.provider
+    failure.model_ref = failure.model_ref or target.model_ref
+    failure.url = failure.url or target.safe_url
+    if failure.status is None and status is not None:
+        failure.status = status
+    if target.secrets:
+        failure.message = redact(failure.message, target.secrets)
+        failure.args = (failure.message,)
+        if failure.body_preview:
+            failure.body_preview = redact(failure.body_preview, target.secrets)
+        failure.source_chain = [redact(s, target.secrets) for s in failure.source_chain]
+    return failure
+
+
+def exception_chain(exc: BaseException) -> list[str]:
+    out: list[str] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(out) < 8:
+        text = str(cur)
+        out.append(f"{type(cur).__name__}: {text}" if text else type(cur).__name__)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``retry-after`` (seconds or an HTTP date)."""
+    get = headers.get
+    ms = get("retry-after-ms")
+    if ms:
+        try:
+            return max(float(ms) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    ra = get("retry-after")
+    if not ra:
+        return None
+    ra = ra.strip()
+    try:
+        return max(float(ra), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(ra)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    base = clock.now() if now is None else now
+    return max(when.timestamp() - base, 0.0)
+
+
+def classify_http_error(
+    status: int,
+    headers: Any,
+    raw: bytes,
+    target: HttpTarget,
+) -> ProviderFailure:
+    """Turn an HTTP error response into a classified failure (message includes the provider's own)."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        body: Any = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        body = None
+    code, type_, msg = error_fields(body)
+    detail = msg or " ".join(text.split())[:300] or "(empty body)"
+    label = f"{target.provider} returned HTTP {status}"
+    tag = code or type_
+    message = f"{label}: {detail}" + (f" [{tag}]" if tag else "")
+    preview = text[:BODY_PREVIEW_CHARS]
+    kind: str
+    hint: str | None = None
+    retry_after: float | None = None
+    quota = (code in _QUOTA_CODES) or (type_ in _QUOTA_CODES)
+
+    if status == 429:
+        if quota:
+            kind = "quota_exceeded"
+            hint = "the account is out of quota or credits; add credits or switch model (fallback models are tried automatically)"
+        else:
+            kind = "rate_limited"
+            retry_after = parse_retry_after(headers) or retry_hint_from_message(msg)
+    elif status in (401, 403):
+        kind = "auth"
+        env = target.key_env
+        hint = (
+            f"check the API key in ${env} (it was rejected by {target.provider})"
+            if env
+            else f"check the credentials configured for {target.provider}"
+        )
+    elif status == 408:
+        kind = "timeout"
+    elif quota:
+        kind = "quota_exceeded"
+    elif 400 <= status < 500 and is_context_overflow(code, msg):
+        kind = "context_length_exceeded"
+        hint = "the conversation no longer fits the model's context window; start a fresh work item or use a model with a larger window"
+    elif 400 <= status < 500:
+        kind = "client_error"
+        if status == 404:
+            hint = f"check the model name in {target.model_ref} and the endpoint {target.safe_url}"
+    elif status >= 500 and status not in _DETERMINISTIC_5XX:
+        kind = "server_error"
+        retry_after = parse_retry_after(headers)
+    else:
+        kind = "client_error"
+        message = f"{label} (unexpected status): {detail}"
+    return stamp(
+        ProviderFailure(
+            kind,
+            message,
+            status=status,
+            retry_after_s=retry_after,
+            stage="status",
+            body_preview=preview,
+            hint=hint,
+        ),
+        target,
+    )
+
+
+def map_httpx_error(exc: BaseException, target: HttpTarget, stage: str) -> ProviderFailure:
+    """Classify an httpx exception raised while sending (``request``), reading a
+    body (``body``) or reading an event stream (``stream``)."""
+    import httpx
+
+    where = target.safe_url
+    kind: str
+    if isinstance(exc, httpx.ConnectTimeout):
+        kind, stage, what = "timeout", "connect", f"timed out connecting to {where}"
+    elif isinstance(exc, httpx.TimeoutException):
+        kind, what = "timeout", f"timed out after {target.timeout_s:g}s waiting for {where}"
+    elif isinstance(exc, httpx.ConnectError):
+        kind, stage, what = "connection", "connect", f"could not connect to {where}"
+    elif isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+        kind, what = "client_error", f"invalid provider URL {where!r}"
+    elif isinstance(exc, httpx.TooManyRedirects):
+        kind, what = "client_error", f"too many redirects from {where}"
+    elif stage == "stream":
+        kind, what = "stream_interrupted", f"event stream from {where} was cut off"
+    else:
+        kind, what = (
+            "connection",
+            f"connection to {where} failed while reading the {'response body' if stage == 'body' else 'response'}",
+        )
+    return stamp(
+        ProviderFailure(
+            kind,
+            f"{what}: {exc or type(exc).__name__}",
+            stage=stage,
+            source_chain=exception_chain(exc),
+        ),
+        target,
+    )
+
+
+def decode_json(raw: bytes, target: HttpTarget, status: int | None = None) -> Any:
+    """Parse a 2xx body as JSON or fail with ``invalid_response`` at stage ``decode``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise stamp(
+            ProviderFailure(
+                "invalid_response",
+                f"{target.provider} sent a body that is not UTF-8 ({exc.reason})",
+                stage="decode",
+            ),
+            target,
+            status,
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(text.rstrip()) - 1 and text.lstrip().startswith(("{", "["))
+        what = "a truncated JSON body" if truncated else "a body that is not JSON"
+        preview = text[:BODY_PREVIEW_CHARS]
+        raise stamp(
+            ProviderFailure(
+                "invalid_response",
+                f"{target.provider} sent {what} ({exc.msg} at char {exc.pos} of {len(text)}); body starts: {preview[:120]!r}",
+                stage="decode",
+                body_preview=preview,
+            ),
+            target,
+            status,
+        ) from None
+
+
+# --------------------------------------------------------------------- SSE
+
+
+@dataclass
+class SSEEvent:
+    """One server-sent event: ``event`` name (may be absent) and joined ``data``."""
+
+    event: str | None
+    data: str
+    id: str | None = None
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+def iter_sse(lines: Iterable[str]) -> Iterator[SSEEvent]:
+    """Parse event-stream lines (without line terminators) into events.
+
+    Comments (``:``-lines, used as keep-alive pings) and unknown fields are
+    ignored. An event still pending at end of input is dispatched only if its
+    data is complete JSON or ``[DONE]`` (a server that omits the final blank
+    line); a half-written event is dropped, so the caller sees that its
+    terminal event never arrived.
+    """
+    event: str | None = None
+    data: list[str] = []
+    ev_id: str | None = None
+    for line in lines:
+        line = line.rstrip("\r\n")
+        if not line:
+            if data:
+                yield SSEEvent(event, "\n".join(data), ev_id)
+            event, data, ev_id = None, [], None
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id":
+            ev_id = value
+    if data:
+        joined = "\n".join(data)
+        if joined.strip() == "[DONE]":
+            yield SSEEvent(event, joined, ev_id)
+            return
+        try:
+            json.loads(joined)
+        except json.JSONDecodeError:
+            return
+        yield SSEEvent(event, joined, ev_id)
+
+
+class _Counted:
+    """Wraps an event iterator and counts what it yielded."""
+
+    def __init__(self, events: Iterator[SSEEvent]) -> None:
+        self._events = events
+        self.count = 0
+
+    def __iter__(self) -> Iterator[SSEEvent]:
+        for ev in self._events:
+            self.count += 1
+            yield ev
+
+
+# -------------------------------------------------------------------- send
+
+
+_CLIENTS: dict[tuple[float, int], Any] = {}
+
+
+@contextmanager
+def _client(target: HttpTarget) -> Iterator[Any]:
+    """A pooled ``httpx.Client`` per (timeout, transport) for this process.
+
+    Building a client loads the system CA bundle (~20 ms); a long-lived agent
+    or ``holon serve`` makes many requests, so clients and their keep-alive
+    connections are reused. A client that raised mid-request is dropped.
+    """
+    import httpx
+
+    key = (target.timeout_s, id(target.http_transport))
+    client = _CLIENTS.get(key)
+    if client is None or client.is_closed:
+        timeout = httpx.Timeout(target.timeout_s, connect=min(target.timeout_s, CONNECT_TIMEOUT_CAP_S))
+        kwargs: dict[str, Any] = {"timeout": timeout, "follow_redirects": False}
+        if target.http_transport is not None:
+            kwargs["transport"] = target.http_transport
+        client = httpx.Client(**kwargs)
+        if target.http_transport is None:
+            _CLIENTS[key] = client
+    try:
+        yield client
+    except BaseException:
+        _CLIENTS.pop(key, None)
+        client.close()
+        raise
+    else:
+        if target.http_transport is not None:
+            client.close()
+
+
+def _headers(target: HttpTarget, accept: str) -> dict[str, str]:
+    h = {
+        "content-type": "application/json",
+        "accept": accept,
+        "user-agent": f"holon-cli/{__version__}",
+    }
+    h.update(target.headers)
+    return h
+
+
+def _read(resp: Any, target: HttpTarget) -> bytes:
+    import httpx
+
+    try:
+        data: bytes = resp.read()
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise map_httpx_error(exc, target, "body") from None
+    return data
+
+
+def _check_status(resp: Any, target: HttpTarget) -> None:
+    status = resp.status_code
+    if 200 <= status < 300:
+        return
+    raw = _read(resp, target)
+    if 300 <= status < 400:
+        loc = safe_url(resp.headers.get("location", "")) or "?"
+        raise stamp(
+            ProviderFailure(
+                "client_error",
+                f"{target.provider} answered HTTP {status} redirecting to {loc}; set the base URL to the final endpoint",
+                status=status,
+                stage="status",
+            ),
+            target,
+        )
+    raise classify_http_error(status, resp.headers, raw, target)
+
+
+def _parse(
+    parse: Callable[[Any], ModelResponse], obj: Any, target: HttpTarget, status: int
+) -> ModelResponse:
+    try:
+        return parse(obj)
+    except ProviderFailure as f:
+        raise stamp(f, target, status) from None
+
+
+def post_json(
+    target: HttpTarget, body: dict[str, Any], parse: Callable[[Any], ModelResponse]
+) -> ModelResponse:
+    """POST ``body`` as JSON, expect a JSON response, hand it to ``parse``. One attempt."""
+    import httpx
+
+    payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    with _client(target) as client:
+        try:
+            with client.stream(
+                "POST", target.url, headers=_headers(target, "application/json"), content=payload
+            ) as resp:
+                _check_status(resp, target)
+                raw = _read(resp, target)
+                status = resp.status_code
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise map_httpx_error(exc, target, "request") from None
+    obj = decode_json(raw, target, status)
+    return _parse(parse, obj, target, status)
+
+
+def post_stream(
+    target: HttpTarget,
+    body: dict[str, Any],
+    on_events: Callable[[Iterable[SSEEvent]], ModelResponse],
+    on_json: Callable[[Any], ModelResponse] | None = None,
+) -> ModelResponse:
+    """POST ``body`` and consume a ``text/event-stream`` response through ``on_events``.
+
+    Errors before the stream starts arrive as ordinary JSON error responses
+    and are classified like any other. A server that ignores ``stream: true``
+    and answers with plain JSON is handed to ``on_json``. Read errors while
+    streaming become ``stream_interrupted`` (or ``timeout``).
+    """
+    import httpx
+
+    payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    with _client(target) as client:
+        try:
+            with client.stream(
+                "POST", target.url, headers=_headers(target, "text/event-stream"), content=payload
+            ) as resp:
+                _check_status(resp, target)
+                status = resp.status_code
+                ctype = resp.headers.get("content-type", "").lower()
+                if "json" in ctype and "event-stream" not in ctype and on_json is not None:
+                    raw = _read(resp, target)
+                    return _parse(on_json, decode_json(raw, target, status), target, status)
+
+                def lines() -> Iterator[str]:
+                    try:
+                        yield from resp.iter_lines()
+                    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                        raise map_httpx_error(exc, target, "stream") from None
+
+                counted = _Counted(iter_sse(lines()))
+                try:
+                    return on_events(counted)
+                except ProviderFailure as f:
+                    if (
+                        f.kind == "stream_interrupted"
+                        and counted.count == 0
+                        and f.source_chain == []
+                    ):
+                        raise stamp(
+                            ProviderFailure(
+                                "invalid_response",
+                                f"{target.provider} answered {status} ({ctype or 'no content-type'}) without any server-sent events",
+                                stage="stream",
+                            ),
+                            target,
+                            status,
+                        ) from None
+                    raise stamp(f, target, status) from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise map_httpx_error(exc, target, "request") from None

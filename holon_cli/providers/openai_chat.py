@@ -1,0 +1,454 @@
+"""OpenAI Chat Completions transport, for config-declared compatible providers
+(``transport: openai_chat_completions``): ``POST {base_url}/chat/completions``.
+
+Owns the Chat Completions lowering (one ``system`` message from the frame,
+context blocks as a leading user message, assistant ``tool_calls``, ``tool``
+messages with ``tool_call_id``) and two parsers: the JSON completion and the
+``data: ... [DONE]`` chunk stream. Both are deliberately liberal because
+compatible servers vary: tool-call ids of any shape or none at all (stable
+ids are synthesized), arguments sent as an object instead of a string, a
+duplicated legacy ``function_call`` field, content as a list of parts,
+tool-call deltas keyed by index with repeated ids, a missing ``[DONE]`` after
+a final ``finish_reason``. A stream cut before its finish is
+``stream_interrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from holon_cli.providers.base import (
+    STOP_CONTENT_FILTER,
+    STOP_END_TURN,
+    STOP_MAX_TOKENS,
+    STOP_TOOL_USE,
+    ModelResponse,
+    ProviderFailure,
+    ProviderRequest,
+    ToolCall,
+)
+from holon_cli.providers.http_common import (
+    DEFAULT_TIMEOUT_S,
+    HttpTarget,
+    SSEEvent,
+    join_url,
+    post_json,
+    post_stream,
+)
+from holon_cli.providers.wire import (
+    arguments_json,
+    call_block,
+    context_text,
+    dedupe_call_ids,
+    error_fields,
+    is_context_overflow,
+    make_tool_call,
+    merge_text,
+    retry_hint_from_message,
+    synth_call_id,
+    system_text,
+    text_block,
+    tool_schema,
+    usage_from,
+)
+
+_FINISH = {
+    "stop": STOP_END_TURN,
+    "end_turn": STOP_END_TURN,
+    "eos": STOP_END_TURN,
+    "length": STOP_MAX_TOKENS,
+    "max_tokens": STOP_MAX_TOKENS,
+    "tool_calls": STOP_TOOL_USE,
+    "function_call": STOP_TOOL_USE,
+    "content_filter": STOP_CONTENT_FILTER,
+}
+
+# ------------------------------------------------------------------ lowering
+
+
+def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    system = system_text(request.frame)
+    if system:
+        msgs.append({"role": "system", "content": system})
+    ctx = context_text(request.frame)
+    if ctx:
+        msgs.append({"role": "user", "content": ctx})
+    for item in request.conversation:
+        if item.role == "user":
+            msgs.append({"role": "user", "content": item.text})
+        elif item.role == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": item.text or None}
+            if item.tool_calls:
+                msg["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": arguments_json(c)},
+                    }
+                    for c in item.tool_calls
+                ]
+            elif not item.text:
+                msg["content"] = ""
+            msgs.append(msg)
+        elif item.role == "tool":
+            msgs.append({"role": "tool", "tool_call_id": item.call_id or "", "content": item.text})
+        else:
+            raise ValueError(f"unknown conversation role {item.role!r}")
+    return msgs
+
+
+def build_body(
+    request: ProviderRequest,
+    model: str,
+    *,
+    stream: bool = False,
+    max_output_tokens: int | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": lower_messages(request)}
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": tool_schema(t),
+                },
+            }
+            for t in request.tools
+        ]
+        body["tool_choice"] = "auto"
+    limit = request.max_output_tokens or max_output_tokens
+    if limit:
+        body["max_tokens"] = limit
+    body["stream"] = stream
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# ------------------------------------------------------------------- parsing
+
+
+def _error_in_body(obj: dict[str, Any]) -> ProviderFailure:
+    """Some compatible servers answer 200 with ``{"error": ...}``."""
+    code, _type, msg = error_fields(obj)
+    message = f"provider error in a 200 response: {msg or 'no message'}" + (
+        f" [{code}]" if code else ""
+    )
+    if code == "rate_limit_exceeded":
+        return ProviderFailure(
+            "rate_limited", message, stage="body", retry_after_s=retry_hint_from_message(msg)
+        )
+    if code == "insufficient_quota":
+        return ProviderFailure("quota_exceeded", message, stage="body")
+    if is_context_overflow(code, msg):
+        return ProviderFailure("context_length_exceeded", message, stage="body")
+    return ProviderFailure("provider_error", message, stage="body")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                out.append(part["text"])
+        return "".join(out)
+    return ""
+
+
+def _stop(finish: Any, has_calls: bool) -> str:
+    stop = _FINISH.get(str(finish), STOP_END_TURN) if finish else STOP_END_TURN
+    if has_calls and stop == STOP_END_TURN:
+        # several servers report "stop" even when they return tool calls
+        return STOP_TOOL_USE
+    return stop
+
+
+def _usage(obj: dict[str, Any]) -> Any:
+    u = obj.get("usage")
+    if not isinstance(u, dict):
+        return None
+    return usage_from(
+        u.get("prompt_tokens", u.get("input_tokens")),
+        u.get("completion_tokens", u.get("output_tokens")),
+        u.get("total_tokens"),
+    )
+
+
+def _calls_from_message(message: dict[str, Any], seed: str) -> list[ToolCall]:
+    calls: list[ToolCall] = []
+    raw_calls = message.get("tool_calls")
+    if isinstance(raw_calls, list):
+        for i, tc in enumerate(raw_calls):
+            if not isinstance(tc, dict):
+                continue
+            fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
+            name = fn.get("name")
+            if not isinstance(name, str) or not name:
+                raise ProviderFailure(
+                    "invalid_response", f"tool_calls[{i}] has no function name", stage="body"
+                )
+            args = fn.get("arguments", fn.get("parameters"))
+            raw_id = tc.get("id")
+            call_id = str(raw_id) if raw_id not in (None, "") else synth_call_id(seed, i, name)
+            calls.append(make_tool_call(call_id, name, args))
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict) and isinstance(legacy.get("name"), str):
+        call = make_tool_call(
+            synth_call_id(seed, len(calls), legacy["name"]), legacy["name"], legacy.get("arguments")
+        )
+        duplicate = any(c.name == call.name and c.arguments == call.arguments for c in calls)
+        if not duplicate:
+            calls.append(call)
+    dedupe_call_ids(calls)
+    return calls
+
+
+def parse_completion(obj: Any) -> ModelResponse:
+    if not isinstance(obj, dict):
+        raise ProviderFailure(
+            "invalid_response",
+            f"expected a chat.completion object, got {type(obj).__name__}",
+            stage="body",
+        )
+    if "choices" not in obj and obj.get("error"):
+        raise _error_in_body(obj)
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        keys = ", ".join(sorted(obj)[:8])
+        raise ProviderFailure(
+            "invalid_response",
+            f"body is not a chat.completion (no 'choices'; keys: {keys})",
+            stage="body",
+        )
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {"content": choice.get("text")} if isinstance(choice.get("text"), str) else None
+    if message is None:
+        raise ProviderFailure("invalid_response", "choices[0] has no 'message'", stage="body")
+    seed = str(obj.get("id") or "")
+    blocks: list[dict[str, Any]] = []
+    text = _content_text(message.get("content"))
+    if text:
+        blocks.append(text_block(text))
+    elif isinstance(message.get("refusal"), str) and message["refusal"]:
+        blocks.append(text_block(message["refusal"]))
+    calls = _calls_from_message(message, seed)
+    blocks.extend(call_block(c) for c in calls)
+    finish = choice.get("finish_reason")
+    return ModelResponse(
+        blocks=merge_text(blocks),
+        stop_reason=_stop(finish, bool(calls)),
+        usage=_usage(obj),
+        raw_stop_reason=str(finish) if finish is not None else None,
+        response_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
+        model=obj.get("model") if isinstance(obj.get("model"), str) else None,
+    )
+
+
+class _StreamCall:
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name = ""
+        self.args: list[str] = []
+        self.args_obj: dict[str, Any] | None = None
+
+
+def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
+    text: list[str] = []
+    calls: dict[Any, _StreamCall] = {}
+    order: list[Any] = []
+    finish: Any = None
+    usage = None
+    resp_id: str | None = None
+    model: str | None = None
+    done = False
+    last_key: Any = None
+    seen = 0
+    for ev in events:
+        data = ev.data.strip()
+        if not data:
+            continue
+        if data == "[DONE]":
+            done = True
+            break
+        try:
+            obj = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ProviderFailure(
+                "invalid_response",
+                f"chunk {seen + 1} is not JSON: {exc.msg}; data starts: {data[:120]!r}",
+                stage="stream",
+            ) from None
+        seen += 1
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("error") and not obj.get("choices"):
+            raise _error_in_body(obj)
+        resp_id = resp_id or (obj.get("id") if isinstance(obj.get("id"), str) else None)
+        model = model or (obj.get("model") if isinstance(obj.get("model"), str) else None)
+        u = _usage(obj)
+        if u is not None:
+            usage = u
+        for choice in obj.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
+                continue
+            delta = choice.get("delta") or choice.get("message") or {}
+            if isinstance(delta, dict):
+                piece = _content_text(delta.get("content"))
+                if piece:
+                    text.append(piece)
+                for pos, tc in enumerate(delta.get("tool_calls") or []):
+                    if not isinstance(tc, dict):
+                        continue
+                    fn: dict[str, Any] = (
+                        tc["function"] if isinstance(tc.get("function"), dict) else {}
+                    )
+                    tc_id = tc.get("id") or None
+                    idx = tc.get("index")
+                    if isinstance(idx, int):
+                        key: Any = ("i", idx)
+                    elif tc_id is not None:
+                        key = ("id", tc_id)
+                    elif last_key is not None and not fn.get("name"):
+                        key = last_key  # a continuation delta that names nothing
+                    else:
+                        key = ("p", len(order) + pos)
+                    call = calls.get(key)
+                    if call is None:
+                        call = calls[key] = _StreamCall()
+                        order.append(key)
+                    last_key = key
+                    if tc_id and not call.id:
+                        call.id = str(tc_id)
+                    name = fn.get("name")
+                    if isinstance(name, str) and name and name != call.name:
+                        call.name = (
+                            call.name + name
+                            if call.name and not name.startswith(call.name)
+                            else name
+                        )
+                    args = fn.get("arguments")
+                    if isinstance(args, str):
+                        call.args.append(args)
+                    elif isinstance(args, dict):
+                        call.args_obj = args
+                legacy = delta.get("function_call")
+                if isinstance(legacy, dict) and not delta.get("tool_calls"):
+                    key = ("legacy", 0)
+                    call = calls.get(key)
+                    if call is None:
+                        call = calls[key] = _StreamCall()
+                        order.append(key)
+                    if isinstance(legacy.get("name"), str) and legacy["name"] != call.name:
+                        call.name += legacy["name"]
+                    if isinstance(legacy.get("arguments"), str):
+                        call.args.append(legacy["arguments"])
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    if not done and finish is None:
+        where = f"after {seen} chunks" if seen else "before any chunk"
+        raise ProviderFailure(
+            "stream_interrupted",
+            f"chat completion stream ended {where} without a finish_reason or [DONE]",
+            stage="stream",
+        )
+    seed = resp_id or ""
+    tool_calls: list[ToolCall] = []
+    for i, key in enumerate(order):
+        sc = calls[key]
+        if not sc.name:
+            raise ProviderFailure(
+                "invalid_response", f"streamed tool call {i} has no function name", stage="stream"
+            )
+        raw_args: Any = sc.args_obj if sc.args_obj is not None else "".join(sc.args)
+        tool_calls.append(
+            make_tool_call(sc.id or synth_call_id(seed, i, sc.name), sc.name, raw_args)
+        )
+    dedupe_call_ids(tool_calls)
+    blocks: list[dict[str, Any]] = []
+    if text:
+        blocks.append(text_block("".join(text)))
+    blocks.extend(call_block(c) for c in tool_calls)
+    stop = _stop(finish, bool(tool_calls))
+    if stop == STOP_MAX_TOKENS:
+        blocks = [b for b in blocks if not (b["type"] == "tool_call" and b["call"].arguments_error)]
+    return ModelResponse(
+        blocks=merge_text(blocks),
+        stop_reason=stop,
+        usage=usage,
+        raw_stop_reason=str(finish) if finish is not None else None,
+        response_id=resp_id,
+        model=model,
+    )
+
+
+# ----------------------------------------------------------------- transport
+
+
+class OpenAIChatTransport:
+    """``POST {base_url}/chat/completions``; JSON by default, SSE when ``stream``."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        key_env: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+        stream: bool = False,
+        max_output_tokens: int | None = None,
+        http_transport: Any = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.model_ref = f"{provider}/{model}"
+        self.base_url = base_url
+        self._api_key = api_key
+        self.key_env = key_env
+        self.timeout_s = timeout_s
+        self.extra_headers = dict(headers or {})
+        self.stream = stream
+        self.max_output_tokens = max_output_tokens
+        self.http_transport = http_transport
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
+
+    def target(self) -> HttpTarget:
+        headers = dict(self.extra_headers)
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return HttpTarget(
+            provider=self.provider,
+            model_ref=self.model_ref,
+            url=join_url(self.base_url, "chat/completions"),
+            headers=headers,
+            timeout_s=self.timeout_s,
+            secrets=(self._api_key,) if self._api_key else (),
+            key_env=self.key_env,
+            http_transport=self.http_transport,
+        )
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        return build_body(
+            request, self.model, stream=self.stream, max_output_tokens=self.max_output_tokens
+        )
+
+    def complete(self, request: ProviderRequest) -> ModelResponse:
+        body = self.build_body(request)
+        if self.stream:
+            return post_stream(self.target(), body, parse_chat_stream, parse_completion)
+        return post_json(self.target(), body, parse_completion)

@@ -1,0 +1,334 @@
+"""OpenAI Responses API transport (``openai/<model>``, and config providers with
+``transport: openai_responses``): non-streaming ``POST {base}/responses``.
+
+Owns the Responses wire lowering of a :class:`ProviderRequest` (also used by
+the codex streaming transport) and the parsing of a Responses object into the
+runtime block model. Lowering: ``instructions`` = the frame's system prompt and
+system blocks; context blocks lead the ``input`` as one user message; user
+turns are ``input_text`` messages; assistant text is an output ``message``
+item; tool calls are ``function_call`` items (arguments as a JSON string);
+tool results are ``function_call_output`` items correlated by ``call_id``.
+Requests are sent with ``store: false``: the runtime always sends the full
+replayable conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holon_cli.providers.base import (
+    STOP_CONTENT_FILTER,
+    STOP_END_TURN,
+    STOP_MAX_TOKENS,
+    STOP_TOOL_USE,
+    ModelResponse,
+    ProviderFailure,
+    ProviderRequest,
+)
+from holon_cli.providers.http_common import DEFAULT_TIMEOUT_S, HttpTarget, join_url, post_json
+from holon_cli.providers.wire import (
+    arguments_json,
+    call_block,
+    context_text,
+    dedupe_call_ids,
+    is_context_overflow,
+    make_tool_call,
+    merge_text,
+    retry_hint_from_message,
+    synth_call_id,
+    system_text,
+    text_block,
+    tool_schema,
+    usage_from,
+)
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+# ------------------------------------------------------------------ lowering
+
+
+def lower_input(request: ProviderRequest) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    ctx = context_text(request.frame)
+    if ctx:
+        items.append({"role": "user", "content": [{"type": "input_text", "text": ctx}]})
+    for item in request.conversation:
+        if item.role == "user":
+            items.append({"role": "user", "content": [{"type": "input_text", "text": item.text}]})
+        elif item.role == "assistant":
+            if item.text:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": item.text, "annotations": []}],
+                    }
+                )
+            for call in item.tool_calls:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": arguments_json(call),
+                    }
+                )
+        elif item.role == "tool":
+            items.append(
+                {"type": "function_call_output", "call_id": item.call_id or "", "output": item.text}
+            )
+        else:
+            raise ValueError(f"unknown conversation role {item.role!r}")
+    return items
+
+
+def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": tool_schema(t),
+            "strict": False,
+        }
+        for t in request.tools
+    ]
+
+
+def build_body(
+    request: ProviderRequest, model: str, *, max_output_tokens: int | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model}
+    instructions = system_text(request.frame)
+    if instructions:
+        body["instructions"] = instructions
+    body["input"] = lower_input(request)
+    tools = lower_tools(request)
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = "auto"
+    if request.frame.prompt_cache_key:
+        body["prompt_cache_key"] = request.frame.prompt_cache_key
+    limit = request.max_output_tokens or max_output_tokens
+    if limit:
+        body["max_output_tokens"] = limit
+    body["store"] = False
+    body["stream"] = False
+    return body
+
+
+# ------------------------------------------------------------------- parsing
+
+
+def classify_response_error(error: Any, *, stage: str = "body") -> ProviderFailure:
+    """A ``response.failed`` / ``error`` payload by its code (codex semantics)."""
+    if isinstance(error, dict) and isinstance(error.get("error"), dict):
+        error = error["error"]  # {"type": "error", "error": {...}}
+    err = error if isinstance(error, dict) else {}
+    code = str(err["code"]) if err.get("code") is not None else None
+    type_ = err.get("type") if isinstance(err.get("type"), str) else None
+    msg = (
+        err.get("message")
+        if isinstance(err.get("message"), str)
+        else (error if isinstance(error, str) else None)
+    )
+    message = f"response failed: {msg or 'no message'}" + (f" [{code}]" if code else "")
+    if code == "rate_limit_exceeded":
+        return ProviderFailure(
+            "rate_limited", message, stage=stage, retry_after_s=retry_hint_from_message(msg)
+        )
+    if code in ("insufficient_quota", "billing_hard_limit_reached"):
+        return ProviderFailure(
+            "quota_exceeded",
+            message,
+            stage=stage,
+            hint="the account is out of quota or credits; add credits or switch model",
+        )
+    if is_context_overflow(code, msg):
+        return ProviderFailure(
+            "context_length_exceeded",
+            message,
+            stage=stage,
+            hint="the conversation no longer fits the model's context window; start a fresh work item or use a model with a larger window",
+        )
+    if code in ("server_error", "server_is_overloaded", "slow_down") or type_ == "server_error":
+        return ProviderFailure("server_error", message, stage=stage)
+    return ProviderFailure("provider_error", message, stage=stage)
+
+
+def parse_output_items(items: list[Any], seed: str) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    calls = []
+    for idx, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        typ = item.get("type")
+        if typ == "message" or (typ is None and item.get("role") == "assistant"):
+            content = item.get("content")
+            if isinstance(content, str):
+                blocks.append(text_block(content))
+                continue
+            for part in content or []:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") in ("output_text", "text") and isinstance(
+                    part.get("text"), str
+                ):
+                    blocks.append(text_block(part["text"]))
+                elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                    blocks.append(text_block(part["refusal"]))
+        elif typ == "function_call":
+            name = item.get("name")
+            if not isinstance(name, str) or not name:
+                raise ProviderFailure(
+                    "invalid_response", f"function_call output item {idx} has no name", stage="body"
+                )
+            call_id = item.get("call_id") or item.get("id") or synth_call_id(seed, idx, name)
+            call = make_tool_call(str(call_id), name, item.get("arguments"))
+            calls.append(call)
+            blocks.append(call_block(call))
+        # reasoning, web_search_call, etc. carry nothing the runtime replays
+    dedupe_call_ids(calls)
+    return merge_text(blocks)
+
+
+def parse_response_object(obj: Any, *, reconstructed: list[Any] | None = None) -> ModelResponse:
+    """Parse a Responses object (the JSON body, or a streamed terminal ``response``)."""
+    if not isinstance(obj, dict):
+        raise ProviderFailure(
+            "invalid_response",
+            f"expected a Responses object, got {type(obj).__name__}",
+            stage="body",
+        )
+    status = obj.get("status")
+    if status == "failed" or (
+        isinstance(obj.get("error"), dict) and status not in ("completed", "incomplete")
+    ):
+        raise classify_response_error(obj.get("error") or {})
+    output = obj.get("output")
+    # a streamed terminal event may omit ``output``: the items came as events
+    if output is None and reconstructed is None:
+        raise ProviderFailure(
+            "invalid_response",
+            f"body is not a Responses object (no 'output'; keys: {', '.join(sorted(obj)[:8])})",
+            stage="body",
+        )
+    if output is not None and not isinstance(output, list):
+        raise ProviderFailure("invalid_response", "'output' is not a list", stage="body")
+    items = output or []
+    if not items and reconstructed:
+        items = reconstructed
+    seed = str(obj.get("id") or "")
+    blocks = parse_output_items(items, seed)
+    usage_obj = obj.get("usage")
+    usage = (
+        usage_from(
+            usage_obj.get("input_tokens"),
+            usage_obj.get("output_tokens"),
+            usage_obj.get("total_tokens"),
+        )
+        if isinstance(usage_obj, dict)
+        else None
+    )
+    has_calls = any(b["type"] == "tool_call" for b in blocks)
+    raw_stop = str(status) if status is not None else None
+    if status == "incomplete":
+        details = obj.get("incomplete_details") or {}
+        reason = details.get("reason") if isinstance(details, dict) else None
+        raw_stop = f"incomplete:{reason}" if reason else "incomplete"
+        if not blocks:
+            raise ProviderFailure(
+                "incomplete",
+                f"response incomplete ({reason or 'no reason given'}) before any output",
+                stage="body",
+                usage=usage,
+            )
+        stop = STOP_CONTENT_FILTER if reason == "content_filter" else STOP_MAX_TOKENS
+        # a call whose arguments were cut off cannot be executed safely
+        if stop == STOP_MAX_TOKENS:
+            blocks = [
+                b for b in blocks if not (b["type"] == "tool_call" and b["call"].arguments_error)
+            ]
+    elif status in (None, "completed"):
+        stop = STOP_TOOL_USE if has_calls else STOP_END_TURN
+    else:
+        raise ProviderFailure(
+            "invalid_response",
+            f"response status {status!r} is not terminal (background responses are not supported)",
+            stage="body",
+        )
+    return ModelResponse(
+        blocks=blocks,
+        stop_reason=stop,
+        usage=usage,
+        raw_stop_reason=raw_stop,
+        response_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
+        model=obj.get("model") if isinstance(obj.get("model"), str) else None,
+    )
+
+
+# ----------------------------------------------------------------- transport
+
+
+class OpenAIResponsesTransport:
+    """``POST {base_url}/responses``: non-streaming JSON, or SSE when ``stream``
+    (a config-declared provider with ``stream: true``)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        provider: str = "openai",
+        base_url: str = DEFAULT_OPENAI_BASE_URL,
+        api_key: str | None = None,
+        key_env: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+        max_output_tokens: int | None = None,
+        stream: bool = False,
+        http_transport: Any = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.model_ref = f"{provider}/{model}"
+        self.base_url = base_url
+        self._api_key = api_key
+        self.key_env = key_env
+        self.timeout_s = timeout_s
+        self.extra_headers = dict(headers or {})
+        self.max_output_tokens = max_output_tokens
+        self.stream = stream
+        self.http_transport = http_transport
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
+
+    def target(self) -> HttpTarget:
+        headers = dict(self.extra_headers)
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return HttpTarget(
+            provider=self.provider,
+            model_ref=self.model_ref,
+            url=join_url(self.base_url, "responses"),
+            headers=headers,
+            timeout_s=self.timeout_s,
+            secrets=(self._api_key,) if self._api_key else (),
+            key_env=self.key_env,
+            http_transport=self.http_transport,
+        )
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        body = build_body(request, self.model, max_output_tokens=self.max_output_tokens)
+        if self.stream:
+            body["stream"] = True
+        return body
+
+    def complete(self, request: ProviderRequest) -> ModelResponse:
+        body = self.build_body(request)
+        if self.stream:
+            from holon_cli.providers.http_common import post_stream
+            from holon_cli.providers.openai_codex import parse_responses_stream
+
+            return post_stream(self.target(), body, parse_responses_stream, parse_response_object)
+        return post_json(self.target(), body, parse_response_object)

@@ -1,0 +1,299 @@
+"""Model refs to transports, and the model candidate chain.
+
+Owns: which transport serves a model ref (``openai/``, ``anthropic/``,
+``openai-codex/``, ``scripted:``, or a provider declared under ``providers:``
+in ``$HOLON_HOME/config.yaml``, which wins over a built-in of the same name),
+where its endpoint and credential come from, and the precedence rules of
+model selection. Resolution fails closed with a classified
+:class:`ProviderFailure` (``unsupported_transport``, ``missing_credentials``)
+so the fallback chain can record it and move on. Transport modules (and so
+httpx) are imported only when a ref of that kind is resolved.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from holon_cli.errors import ConfigError
+from holon_cli.providers.base import ProviderFailure, Transport
+from holon_cli.providers.http_common import DEFAULT_TIMEOUT_S
+
+BUILTIN = {
+    # provider: (transport kind, base-url env, default base url, key env)
+    "openai": (
+        "openai_responses",
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+    ),
+    "openai-codex": (
+        "openai_codex",
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+    ),
+    "anthropic": (
+        "anthropic_messages",
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+    ),
+}
+CONFIG_TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
+
+NO_MODEL_HINT = (
+    "set HOLON_MODEL, pass --model, or add `model:` to config.yaml; "
+    "try scripted:examples/hello.yaml offline"
+)
+
+
+def _load_config() -> dict[str, Any]:
+    from holon_cli.store.config import load_config
+
+    return load_config()
+
+
+def known_providers(config: Mapping[str, Any] | None = None) -> list[str]:
+    names = set(BUILTIN) | set((config or {}).get("providers") or {})
+    return sorted(names) + ["scripted:<path>"]
+
+
+def _timeout(spec: Mapping[str, Any], config: Mapping[str, Any]) -> float:
+    for v in (spec.get("timeout_s"), (config.get("runtime") or {}).get("provider_timeout_s")):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            return float(v)
+    return DEFAULT_TIMEOUT_S
+
+
+def _max_output(spec: Mapping[str, Any], config: Mapping[str, Any]) -> int | None:
+    for v in (
+        spec.get("max_output_tokens"),
+        (config.get("runtime") or {}).get("max_output_tokens"),
+    ):
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def _missing_key(ref: str, env_name: str) -> ProviderFailure:
+    return ProviderFailure(
+        "missing_credentials",
+        f"{ref} needs an API key but ${env_name} is not set",
+        stage="request",
+        provider=ref.partition("/")[0],
+        model_ref=ref,
+        hint=f"export {env_name}=... (or choose another model with --model / HOLON_MODEL)",
+    )
+
+
+def resolve_transport(
+    model_ref: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    http_transport: Any = None,
+) -> Transport:
+    """The transport serving ``model_ref``. Raises ``ProviderFailure`` (fail-fast
+    kinds) when the ref cannot be served; never touches the network."""
+    env = os.environ if env is None else env
+    ref = model_ref.strip()
+    if ref.startswith("scripted:"):
+        path = ref[len("scripted:") :]
+        if not path:
+            raise ProviderFailure(
+                "unsupported_transport",
+                "model ref 'scripted:' needs a script path",
+                provider="scripted",
+                model_ref=ref,
+                hint="e.g. scripted:examples/hello.yaml",
+            )
+        from holon_cli.providers.scripted import ScriptedTransport
+
+        return ScriptedTransport(path, cwd=cwd)
+
+    if config is None:
+        config = _load_config()
+    provider, sep, model = ref.partition("/")
+    if not sep or not provider or not model:
+        raise ProviderFailure(
+            "unsupported_transport",
+            f"invalid model ref {model_ref!r}",
+            model_ref=ref,
+            hint="use <provider>/<model> (e.g. openai/gpt-4.1, anthropic/claude-sonnet-4-5) or scripted:<path>",
+        )
+    declared = (config.get("providers") or {}).get(provider)
+    if isinstance(declared, Mapping):
+        return _from_config(ref, provider, model, declared, config, env, http_transport)
+    if provider not in BUILTIN:
+        raise ProviderFailure(
+            "unsupported_transport",
+            f"unknown model provider {provider!r} in {ref!r}",
+            provider=provider,
+            model_ref=ref,
+            hint=f"known providers: {', '.join(known_providers(config))}; declare others under `providers:` in config.yaml",
+        )
+    kind, url_env, default_url, key_env = BUILTIN[provider]
+    api_key = env.get(key_env) or None
+    if not api_key:
+        raise _missing_key(ref, key_env)
+    common: dict[str, Any] = {
+        "model": model,
+        "provider": provider,
+        "base_url": env.get(url_env) or default_url,
+        "api_key": api_key,
+        "key_env": key_env,
+        "timeout_s": _timeout({}, config),
+        "http_transport": http_transport,
+    }
+    if kind == "openai_responses":
+        from holon_cli.providers.openai_responses import OpenAIResponsesTransport
+
+        return OpenAIResponsesTransport(max_output_tokens=_max_output({}, config), **common)
+    if kind == "openai_codex":
+        from holon_cli.providers.openai_codex import OpenAICodexTransport
+
+        return OpenAICodexTransport(**common)
+    from holon_cli.providers.anthropic import AnthropicTransport
+
+    return AnthropicTransport(max_output_tokens=_max_output({}, config), **common)
+
+
+def _from_config(
+    ref: str,
+    provider: str,
+    model: str,
+    spec: Mapping[str, Any],
+    config: Mapping[str, Any],
+    env: Mapping[str, str],
+    http_transport: Any,
+) -> Transport:
+    kind = spec.get("transport")
+    if kind not in CONFIG_TRANSPORTS:
+        raise ProviderFailure(
+            "unsupported_transport",
+            f"provider {provider!r} declares transport {kind!r}, which holon does not implement",
+            provider=provider,
+            model_ref=ref,
+            hint=f"use one of: {', '.join(CONFIG_TRANSPORTS)}",
+        )
+    base_url = spec.get("base_url")
+    if not isinstance(base_url, str) or not base_url:
+        raise ProviderFailure(
+            "unsupported_transport",
+            f"provider {provider!r} has no base_url in config.yaml",
+            provider=provider,
+            model_ref=ref,
+            hint=f"add providers.{provider}.base_url",
+        )
+    key_env = spec.get("api_key_env")
+    api_key: str | None = None
+    if key_env:
+        api_key = env.get(str(key_env)) or None
+        if not api_key:
+            raise _missing_key(ref, str(key_env))
+    headers = spec.get("headers") or {}
+    common: dict[str, Any] = {
+        "model": model,
+        "provider": provider,
+        "base_url": base_url,
+        "api_key": api_key,
+        "key_env": str(key_env) if key_env else None,
+        "timeout_s": _timeout(spec, config),
+        "headers": {str(k): str(v) for k, v in headers.items()}
+        if isinstance(headers, Mapping)
+        else None,
+        "max_output_tokens": _max_output(spec, config),
+        "http_transport": http_transport,
+    }
+    stream = bool(spec.get("stream", False))
+    if kind == "openai_chat_completions":
+        from holon_cli.providers.openai_chat import OpenAIChatTransport
+
+        return OpenAIChatTransport(stream=stream, **common)
+    if kind == "openai_responses":
+        from holon_cli.providers.openai_responses import OpenAIResponsesTransport
+
+        return OpenAIResponsesTransport(stream=stream, **common)
+    from holon_cli.providers.anthropic import AnthropicTransport
+
+    return AnthropicTransport(stream=stream, **common)
+
+
+# ---------------------------------------------------------- model selection
+
+
+def _split_refs(text: str) -> list[str]:
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
+def model_chain(
+    agent_override: str | None,
+    cli_model: str | None = None,
+    env: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    *,
+    cli_fallbacks: list[str] | None = None,
+) -> tuple[str, list[str]]:
+    """``(primary, fallbacks)`` for a turn.
+
+    Primary: ``--model`` > the agent's override > ``$HOLON_MODEL`` > config
+    ``model``. Fallbacks: ``cli_fallbacks`` > ``$HOLON_FALLBACK_MODELS``
+    (comma-separated; set but empty means none) > config ``fallback_models``.
+    Duplicates and the primary itself are removed from the fallbacks.
+    """
+    env = os.environ if env is None else env
+    if config is None:
+        config = _load_config()
+    primary = (
+        (cli_model or "").strip()
+        or (agent_override or "").strip()
+        or (env.get("HOLON_MODEL") or "").strip()
+        or str(config.get("model") or "").strip()
+    )
+    if not primary:
+        raise ConfigError("no model configured", hint=NO_MODEL_HINT)
+    if cli_fallbacks is not None:
+        fallbacks = [m.strip() for m in cli_fallbacks if m and m.strip()]
+    elif env.get("HOLON_FALLBACK_MODELS") is not None:
+        fallbacks = _split_refs(env["HOLON_FALLBACK_MODELS"])
+    else:
+        fallbacks = [
+            str(m).strip() for m in (config.get("fallback_models") or []) if str(m).strip()
+        ]
+    out: list[str] = []
+    for ref in fallbacks:
+        if ref != primary and ref not in out:
+            out.append(ref)
+    return primary, out
+
+
+def model_state(
+    agent_override: str | None,
+    env: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The spec's ``AgentModelState`` (runtime default vs. agent override)."""
+    env = os.environ if env is None else env
+    if config is None:
+        config = _load_config()
+    default = (
+        (env.get("HOLON_MODEL") or "").strip() or str(config.get("model") or "").strip() or None
+    )
+    effective, fallbacks = (
+        (None, [])
+        if not (agent_override or default)
+        else model_chain(agent_override, None, env, config)
+    )
+    out: dict[str, Any] = {
+        "source": "agent_override" if agent_override else "runtime_default",
+        "runtime_default_model": default,
+        "effective_model": effective,
+        "effective_fallback_models": fallbacks,
+    }
+    if agent_override:
+        out["override_model"] = agent_override
+    return out

@@ -1,0 +1,401 @@
+"""The ``scripted:<path>`` model: replays a YAML script of model steps, offline.
+
+Script format::
+
+    loop: false            # optional; true restarts from the first step when exhausted
+    steps:
+      - text: "Looking at the repo first."
+        tool_calls:
+          - name: ExecCommand
+            arguments: {cmd: "ls"}
+            id: call_ls      # optional; default is unique per replayed step
+        usage: {input_tokens: 120, output_tokens: 12}   # optional
+      - expect_tool_result_contains: "README"   # optional check on the latest tool results
+        text: "Done."
+        stop_reason: end_turn                  # optional; default tool_use/end_turn
+      - fail: {kind: rate_limited, message: "simulated", status: 429, retry_after_s: 1}
+      - sleep_ms: 200                          # simulated latency, combinable with anything
+        text: "slow answer"
+      - "a bare string is a text-only step"
+
+Steps replay in order *across processes*: the position is kept in a cursor
+file in ``request.state_dir`` (``scripted-<sha of the absolute path>.json``,
+replaced atomically), so consecutive ``holon turn`` runs continue the script.
+Every call consumes one step, failing steps included, so a ``fail`` step
+followed by a normal step exercises retry-then-success. An exhausted script
+raises ``script_exhausted``; a missing or malformed script raises
+``script_error`` naming the file and the step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from holon_cli.providers.base import (
+    FAIL_FAST_KINDS,
+    RETRYABLE_KINDS,
+    STOP_CONTENT_FILTER,
+    STOP_END_TURN,
+    STOP_MAX_TOKENS,
+    STOP_STOP_SEQUENCE,
+    STOP_TOOL_USE,
+    ModelResponse,
+    ProviderFailure,
+    ProviderRequest,
+    TokenUsage,
+    ToolCall,
+)
+
+SCRIPT_KEYS = {"steps", "loop", "description", "name"}
+STEP_KEYS = {
+    "text",
+    "tool_calls",
+    "usage",
+    "stop_reason",
+    "fail",
+    "sleep_ms",
+    "expect_tool_result_contains",
+    "note",
+}
+CALL_KEYS = {"name", "arguments", "id"}
+FAIL_KEYS = {"kind", "message", "status", "retry_after_s"}
+STOP_REASONS = {
+    STOP_END_TURN,
+    STOP_TOOL_USE,
+    STOP_MAX_TOKENS,
+    STOP_STOP_SEQUENCE,
+    STOP_CONTENT_FILTER,
+}
+CURSOR_VERSION = 1
+
+
+@dataclass
+class ScriptStep:
+    number: int  # 1-based, as shown to people
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: TokenUsage | None = None
+    stop_reason: str | None = None
+    fail: dict[str, Any] | None = None
+    sleep_ms: float = 0
+    expect_tool_result_contains: str | None = None
+
+
+@dataclass
+class Script:
+    path: Path
+    steps: list[ScriptStep]
+    loop: bool = False
+
+
+def _err(path: Path, message: str, *, hint: str | None = None) -> ProviderFailure:
+    return ProviderFailure(
+        "script_error",
+        f"{path}: {message}",
+        stage="request",
+        provider="scripted",
+        hint=hint
+        or "fix the script; the format is described in `holon_cli/providers/scripted.py` and examples/",
+    )
+
+
+def _step(path: Path, number: int, raw: Any) -> ScriptStep:
+    where = f"step {number}"
+    if isinstance(raw, str):
+        return ScriptStep(number, text=raw)
+    if not isinstance(raw, dict):
+        raise _err(path, f"{where}: expected a mapping or a string, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - STEP_KEYS)
+    if unknown:
+        raise _err(
+            path, f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(STEP_KEYS))})"
+        )
+    step = ScriptStep(number)
+    text = raw.get("text", "")
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise _err(path, f"{where}: 'text' must be a string")
+    step.text = text
+    calls = raw.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise _err(path, f"{where}: 'tool_calls' must be a list")
+    for i, c in enumerate(calls, 1):
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
+            raise _err(path, f"{where}: tool_calls[{i}] needs a 'name'")
+        bad = sorted(set(c) - CALL_KEYS)
+        if bad:
+            raise _err(
+                path,
+                f"{where}: tool_calls[{i}]: unknown key {bad[0]!r} (known: name, arguments, id)",
+            )
+        args = c.get("arguments", {})
+        if args is None:
+            args = {}
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                raise _err(
+                    path, f"{where}: tool_calls[{i}].arguments is a string but not JSON"
+                ) from None
+        if not isinstance(args, dict):
+            raise _err(path, f"{where}: tool_calls[{i}].arguments must be a mapping")
+        if "id" in c and not isinstance(c["id"], str):
+            raise _err(path, f"{where}: tool_calls[{i}].id must be a string")
+        step.tool_calls.append({"name": c["name"], "arguments": args, "id": c.get("id")})
+    usage = raw.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict) or not all(
+            isinstance(usage.get(k, 0), int) and usage.get(k, 0) >= 0
+            for k in ("input_tokens", "output_tokens", "total_tokens")
+        ):
+            raise _err(
+                path,
+                f"{where}: 'usage' must map input_tokens/output_tokens to non-negative integers",
+            )
+        i_t, o_t = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+        step.usage = TokenUsage(i_t, o_t, usage.get("total_tokens") or i_t + o_t)
+    stop = raw.get("stop_reason")
+    if stop is not None and stop not in STOP_REASONS:
+        raise _err(path, f"{where}: stop_reason must be one of {', '.join(sorted(STOP_REASONS))}")
+    step.stop_reason = stop
+    fail = raw.get("fail")
+    if fail is not None:
+        if isinstance(fail, str):
+            fail = {"kind": fail}
+        if not isinstance(fail, dict):
+            raise _err(path, f"{where}: 'fail' must be a mapping with at least 'kind'")
+        bad = sorted(set(fail) - FAIL_KEYS)
+        if bad:
+            raise _err(
+                path,
+                f"{where}: fail: unknown key {bad[0]!r} (known: {', '.join(sorted(FAIL_KEYS))})",
+            )
+        kind = fail.get("kind")
+        known = RETRYABLE_KINDS | FAIL_FAST_KINDS
+        if kind not in known:
+            raise _err(
+                path,
+                f"{where}: fail.kind {kind!r} is not a failure kind (one of: {', '.join(sorted(known))})",
+            )
+        if "status" in fail and not isinstance(fail["status"], int):
+            raise _err(path, f"{where}: fail.status must be an integer")
+        ra = fail.get("retry_after_s")
+        if ra is not None and (not isinstance(ra, (int, float)) or ra < 0):
+            raise _err(path, f"{where}: fail.retry_after_s must be a non-negative number")
+        step.fail = dict(fail)
+    sleep_ms = raw.get("sleep_ms", 0) or 0
+    if not isinstance(sleep_ms, (int, float)) or sleep_ms < 0:
+        raise _err(path, f"{where}: sleep_ms must be a non-negative number")
+    step.sleep_ms = float(sleep_ms)
+    expect = raw.get("expect_tool_result_contains")
+    if expect is not None and not isinstance(expect, str):
+        raise _err(path, f"{where}: expect_tool_result_contains must be a string")
+    step.expect_tool_result_contains = expect
+    if not (step.text or step.tool_calls or step.fail):
+        raise _err(path, f"{where}: needs 'text', 'tool_calls' or 'fail'")
+    return step
+
+
+def load_script(path: Path) -> Script:
+    """Read and validate a script; every problem is a ``script_error`` naming file and step."""
+    import yaml
+
+    try:
+        raw_text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _err(
+            path,
+            "script file not found",
+            hint="check the path after `scripted:` (relative paths are resolved against the current directory)",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _err(path, f"cannot read script ({exc})") from None
+    try:
+        data = yaml.safe_load(raw_text)
+    except yaml.YAMLError as exc:
+        raise _err(path, f"invalid YAML ({' '.join(str(exc).split())})") from None
+    if isinstance(data, list):
+        data = {"steps": data}
+    if not isinstance(data, dict):
+        raise _err(path, "expected a mapping with a 'steps' list")
+    unknown = sorted(set(data) - SCRIPT_KEYS)
+    if unknown:
+        raise _err(
+            path, f"unknown top-level key {unknown[0]!r} (known: {', '.join(sorted(SCRIPT_KEYS))})"
+        )
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise _err(path, "'steps' must be a non-empty list")
+    loop = data.get("loop", False)
+    if not isinstance(loop, bool):
+        raise _err(path, "'loop' must be true or false")
+    return Script(path, [_step(path, i, s) for i, s in enumerate(steps, 1)], loop)
+
+
+def _latest_tool_results(request: ProviderRequest) -> list[str]:
+    out: list[str] = []
+    for item in reversed(request.conversation):
+        if item.role == "tool":
+            out.append(item.text)
+        elif item.role == "assistant":
+            break
+    return list(reversed(out))
+
+
+class ScriptedTransport:
+    """Replays a script; one step per ``complete`` call."""
+
+    provider = "scripted"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        cwd: Path | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        p = Path(path).expanduser()
+        if not p.is_absolute():
+            p = (cwd or Path.cwd()) / p
+        self.path = Path(os.path.abspath(p))
+        self.model_ref = f"scripted:{path}"
+        self._sleep = sleep
+        self._memory: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"ScriptedTransport({str(self.path)!r})"
+
+    def cursor_path(self, state_dir: Path) -> Path:
+        digest = hashlib.sha256(str(self.path).encode("utf-8")).hexdigest()[:16]
+        return Path(state_dir) / f"scripted-{digest}.json"
+
+    def _read_cursor(self, state_dir: Path | None) -> dict[str, Any]:
+        if state_dir is None:
+            return dict(self._memory)
+        cp = self.cursor_path(state_dir)
+        try:
+            data = json.loads(cp.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise ProviderFailure(
+                "script_error",
+                f"{cp}: unreadable script cursor ({exc})",
+                provider="scripted",
+                model_ref=self.model_ref,
+                hint=f"delete {cp} to replay {self.path} from the first step",
+            ) from None
+        return data if isinstance(data, dict) else {}
+
+    def _write_cursor(self, state_dir: Path | None, cursor: dict[str, Any]) -> None:
+        if state_dir is None:
+            self._memory = dict(cursor)
+            return
+        from holon_cli.store.fsio import atomic_write_text
+
+        atomic_write_text(self.cursor_path(state_dir), json.dumps(cursor, indent=2) + "\n")
+
+    def complete(self, request: ProviderRequest) -> ModelResponse:
+        try:
+            script = load_script(self.path)
+        except ProviderFailure as f:
+            f.model_ref = self.model_ref
+            raise
+        cursor = self._read_cursor(request.state_dir)
+        pos = cursor.get("next", 0)
+        consumed = cursor.get("consumed", 0)
+        if not isinstance(pos, int) or pos < 0:
+            pos = 0
+        if not isinstance(consumed, int) or consumed < 0:
+            consumed = 0
+        n = len(script.steps)
+        if pos >= n:
+            if not script.loop:
+                where = (
+                    self.cursor_path(request.state_dir) if request.state_dir is not None else None
+                )
+                raise ProviderFailure(
+                    "script_exhausted",
+                    f"{self.path}: script exhausted: all {n} step{'s' if n != 1 else ''} were replayed",
+                    stage="request",
+                    provider="scripted",
+                    model_ref=self.model_ref,
+                    hint="add steps, set `loop: true`, or "
+                    + (
+                        f"delete {where} to replay from the first step"
+                        if where
+                        else "start a new run"
+                    ),
+                )
+            pos = 0
+        step = script.steps[pos]
+        self._write_cursor(
+            request.state_dir,
+            {
+                "v": CURSOR_VERSION,
+                "script": str(self.path),
+                "next": pos + 1,
+                "consumed": consumed + 1,
+            },
+        )
+        if step.sleep_ms:
+            self._sleep(step.sleep_ms / 1000.0)
+        if step.expect_tool_result_contains is not None:
+            results = _latest_tool_results(request)
+            if not any(step.expect_tool_result_contains in r for r in results):
+                got = (
+                    "; ".join(r[:160] for r in results)
+                    or "no tool results since the last model step"
+                )
+                raise ProviderFailure(
+                    "script_error",
+                    f"{self.path}: step {step.number} expected a tool result containing "
+                    f"{step.expect_tool_result_contains!r}; got: {got}",
+                    stage="request",
+                    provider="scripted",
+                    model_ref=self.model_ref,
+                    hint="the workflow under test did not produce the expected tool output",
+                )
+        if step.fail is not None:
+            spec = step.fail
+            retry_after = spec.get("retry_after_s")
+            raise ProviderFailure(
+                spec["kind"],
+                str(
+                    spec.get("message") or f"scripted failure at step {step.number} of {self.path}"
+                ),
+                status=spec.get("status"),
+                retry_after_s=float(retry_after) if retry_after is not None else None,
+                stage="request",
+                provider="scripted",
+                model_ref=self.model_ref,
+            )
+        blocks: list[dict[str, Any]] = []
+        if step.text:
+            blocks.append({"type": "text", "text": step.text})
+        for i, c in enumerate(step.tool_calls, 1):
+            call_id = c["id"] or f"call_s{consumed + 1}_{i}"
+            blocks.append(
+                {
+                    "type": "tool_call",
+                    "call": ToolCall(id=call_id, name=c["name"], arguments=dict(c["arguments"])),
+                }
+            )
+        stop = step.stop_reason or (STOP_TOOL_USE if step.tool_calls else STOP_END_TURN)
+        return ModelResponse(
+            blocks=blocks,
+            stop_reason=stop,
+            usage=step.usage,
+            raw_stop_reason=step.stop_reason,
+            response_id=f"scripted-{consumed + 1}",
+            model=f"scripted:{self.path.name}",
+        )

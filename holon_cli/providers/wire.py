@@ -1,0 +1,235 @@
+"""Pure helpers shared by the wire lowerings and parsers of every transport.
+
+This module owns the provider-neutral pieces of request lowering (system
+text from a :class:`PromptFrame`, tool schemas as emitted to providers) and
+of response parsing (tool-call argument decoding, stable synthesized call
+ids, text-block merging, usage coercion, retry hints in error messages,
+context-overflow detection). No I/O and no httpx here.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+from holon_cli.providers.base import PromptFrame, TokenUsage, ToolCall, ToolSpec
+
+# ------------------------------------------------------------------ frames
+
+
+def system_text(frame: PromptFrame) -> str:
+    """The frame's system prompt and system blocks as one string (empty parts skipped)."""
+    parts = [frame.system_prompt, *frame.system_blocks]
+    return "\n\n".join(p for p in parts if p and p.strip())
+
+
+def context_text(frame: PromptFrame) -> str:
+    return "\n\n".join(b for b in frame.context_blocks if b and b.strip())
+
+
+# ------------------------------------------------------------------ tools
+
+
+def tool_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The tool's input schema as sent to providers (``Relaxed`` mode).
+
+    The tool layer already emits normalized schemas; this only guarantees the
+    top level is an object schema, which every provider requires.
+    """
+    schema = copy.deepcopy(spec.input_schema) if spec.input_schema else {}
+    if not isinstance(schema, dict):
+        schema = {}
+    schema.setdefault("type", "object")
+    if schema.get("type") == "object":
+        schema.setdefault("properties", {})
+    return schema
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None, str | None]:
+    """Decode tool-call arguments: ``(arguments, raw_arguments, arguments_error)``.
+
+    Providers send a JSON string (OpenAI), an object (Anthropic, some
+    compatible servers), or nothing. Invalid JSON or a non-object keeps the
+    raw text and an error so the tool layer can report it to the model.
+    """
+    if raw is None:
+        return {}, None, None
+    if isinstance(raw, dict):
+        return raw, None, None
+    if not isinstance(raw, str):
+        text = json.dumps(raw, ensure_ascii=False)
+        return {}, text, f"tool arguments must be a JSON object, got {type(raw).__name__}"
+    if not raw.strip():
+        return {}, raw, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, raw, f"tool arguments are not valid JSON: {exc.msg} at position {exc.pos}"
+    if not isinstance(value, dict):
+        return {}, raw, f"tool arguments must be a JSON object, got {type(value).__name__}"
+    return value, raw, None
+
+
+def make_tool_call(call_id: str, name: str, raw_arguments: Any) -> ToolCall:
+    args, raw, err = parse_arguments(raw_arguments)
+    return ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw, arguments_error=err)
+
+
+def arguments_json(call: ToolCall) -> str:
+    """Arguments as the JSON string OpenAI-style APIs expect when echoing a call back.
+
+    The model's own text is echoed verbatim when it still matches the parsed
+    arguments (byte-identical history keeps provider prompt caches warm) or
+    when it was invalid (the model should see its own mistake).
+    """
+    raw = call.raw_arguments
+    if raw is not None:
+        if call.arguments_error is not None:
+            return raw
+        try:
+            if json.loads(raw) == call.arguments:
+                return raw
+        except json.JSONDecodeError:
+            pass
+    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def synth_call_id(seed: str, index: int, name: str) -> str:
+    """A stable id for a tool call the provider sent without one."""
+    digest = hashlib.sha256(f"{seed}\x00{index}\x00{name}".encode()).hexdigest()[:16]
+    return f"call_{digest}"
+
+
+def dedupe_call_ids(calls: list[ToolCall]) -> None:
+    """Make ids unique within one response (some servers repeat ``call_0``)."""
+    seen: set[str] = set()
+    for i, call in enumerate(calls):
+        if call.id in seen:
+            call.id = f"{call.id}_{i}"
+        seen.add(call.id)
+
+
+# ----------------------------------------------------------------- blocks
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def call_block(call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_call", "call": call}
+
+
+def merge_text(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join adjacent text blocks and drop empty ones; order is kept."""
+    out: list[dict[str, Any]] = []
+    for b in blocks:
+        if b["type"] == "text":
+            if not b["text"]:
+                continue
+            if out and out[-1]["type"] == "text":
+                out[-1] = text_block(out[-1]["text"] + b["text"])
+                continue
+        out.append(b)
+    return out
+
+
+def as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float):
+        return max(int(value), 0)
+    return 0
+
+
+def usage_from(input_tokens: Any, output_tokens: Any, total_tokens: Any = None) -> TokenUsage:
+    i, o = as_int(input_tokens), as_int(output_tokens)
+    t = as_int(total_tokens) if total_tokens is not None else 0
+    return TokenUsage(i, o, t or i + o)
+
+
+# ----------------------------------------------------------------- errors
+
+_RETRY_IN = re.compile(
+    r"try again in\s+(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)(ms|s))?", re.I
+)
+
+_CONTEXT_PATTERNS = re.compile(
+    r"prompt is too long"
+    r"|exceeds? (?:the )?context (?:limit|window|length)"
+    r"|maximum context length"
+    r"|context[ _]length[ _]exceeded"
+    r"|context window (?:of this model )?(?:is )?exceeded"
+    r"|input is too long for requested model"
+    r"|too many tokens in (?:the )?(?:prompt|input)",
+    re.I,
+)
+
+CONTEXT_CODES = {"context_length_exceeded", "model_context_window_exceeded"}
+
+
+def retry_hint_from_message(message: str | None) -> float | None:
+    """OpenAI puts the delay in the text: ``Please try again in 11.054s`` / ``in 120ms`` / ``in 1m30s``."""
+    if not message:
+        return None
+    m = _RETRY_IN.search(message)
+    if not m or not (m.group(1) or m.group(2)):
+        return None
+    total = float(m.group(1) or 0) * 60.0
+    if m.group(2):
+        v = float(m.group(2))
+        total += v / 1000.0 if m.group(3).lower() == "ms" else v
+    return total
+
+
+def is_context_overflow(code: str | None, message: str | None) -> bool:
+    if code and code in CONTEXT_CODES:
+        return True
+    return bool(message and _CONTEXT_PATTERNS.search(message))
+
+
+def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
+    """``(code, type, message)`` from an OpenAI ``{"error": {...}}``, an Anthropic
+    ``{"type": "error", "error": {...}}``, a flat stream error event, or a
+    compatible server's ``{"error": "text"}`` / ``{"detail": ...}`` / ``{"message": ...}``."""
+    if not isinstance(body, dict):
+        return None, None, None
+    err = body.get("error")
+    code = type_ = message = None
+    if isinstance(err, dict):
+        code, type_, message = err.get("code"), err.get("type"), err.get("message")
+    elif isinstance(err, str):
+        message = err
+    if message is None:
+        for key in ("message", "detail", "error_message"):
+            v = body.get(key)
+            if isinstance(v, str):
+                message = v
+                break
+            if isinstance(v, (dict, list)):
+                message = json.dumps(v, ensure_ascii=False)[:500]
+                break
+    if code is None and isinstance(body.get("code"), str):
+        code = body.get("code")
+    if type_ is None and not isinstance(err, dict):
+        t = body.get("type")
+        if isinstance(t, str) and t != "error":
+            type_ = t
+    return (
+        str(code) if code is not None else None,
+        str(type_) if type_ is not None else None,
+        str(message) if message is not None else None,
+    )
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """Remove credential values from text that may reach logs or the operator."""
+    for s in secrets:
+        if s and len(s) >= 4 and s in text:
+            text = text.replace(s, "[REDACTED]")
+    return text
