@@ -56,7 +56,10 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
             raise click.exceptions.Exit(EXIT_PROVIDER)
         return
     res = run_turn(agent_id, cli_model=model).to_dict()
-    if as_json:
+    if as_json and res["status"] == "aborted":
+        fa = res.get("failure_artifact") or {}
+        output.emit_json_failure_with_data("provider_failure", fa.get("summary", "the turn failed"), "see data.failure_artifact and data.provider_attempt_timeline", res)
+    elif as_json:
         output.emit_json(res)
     else:
         _print_turn(res)

@@ -17,6 +17,15 @@ Script format::
       - sleep_ms: 200                          # simulated latency, combinable with anything
         text: "slow answer"
       - "a bare string is a text-only step"
+      - tool_calls:                            # refer to an earlier tool result by call id
+          - name: PickWorkItem
+            arguments: {work_item_id: "{{c_a.work_item_id}}"}
+
+``{{<call_id>.<path>}}`` in step text or (string) tool arguments is replaced
+by the value at ``<path>`` in the JSON result of the tool call with that id,
+from this or an earlier turn (results are remembered in the cursor file).
+Work item ids, output paths and other runtime-chosen values can be threaded
+through a script this way; an unresolvable reference is a ``script_error``.
 
 Steps replay in order *across processes*: the position is kept in a cursor
 file in ``request.state_dir`` (``scripted-<sha of the absolute path>.json``,
@@ -32,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -241,6 +251,53 @@ def load_script(path: Path) -> Script:
     return Script(path, [_step(path, i, s) for i, s in enumerate(steps, 1)], loop)
 
 
+_REF = re.compile(r"\{\{\s*([A-Za-z0-9_.:-]+?)\s*\}\}")
+MAX_REMEMBERED_RESULTS = 200
+
+
+def _remember_results(request: ProviderRequest, known: dict[str, Any]) -> dict[str, Any]:
+    """Tool results (parsed JSON) by call id, newest last, bounded."""
+    out = dict(known)
+    for item in request.conversation:
+        if item.role == "tool" and item.call_id:
+            try:
+                out[item.call_id] = json.loads(item.text)
+            except (ValueError, TypeError):
+                out[item.call_id] = item.text
+            out[item.call_id] = out.pop(item.call_id)  # move to the end
+    while len(out) > MAX_REMEMBERED_RESULTS:
+        out.pop(next(iter(out)))
+    return out
+
+
+def _lookup(results: dict[str, Any], ref: str) -> Any:
+    call_id, _, path = ref.partition(".")
+    if call_id not in results:
+        raise KeyError(f"no tool result with call id {call_id!r}")
+    value = results[call_id]
+    for part in path.split(".") if path else []:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise KeyError(f"{ref!r}: no {part!r} in the result of {call_id!r}")
+    return value
+
+
+def _substitute(value: Any, results: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        whole = _REF.fullmatch(value.strip())
+        if whole:  # a lone reference keeps the referenced value's type
+            return _lookup(results, whole.group(1))
+        return _REF.sub(lambda m: str(_lookup(results, m.group(1))), value)
+    if isinstance(value, list):
+        return [_substitute(v, results) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, results) for k, v in value.items()}
+    return value
+
+
 def _latest_tool_results(request: ProviderRequest) -> list[str]:
     out: list[str] = []
     for item in reversed(request.conversation):
@@ -338,6 +395,7 @@ class ScriptedTransport:
                 )
             pos = 0
         step = script.steps[pos]
+        remembered = _remember_results(request, cursor.get("results") or {})
         self._write_cursor(
             request.state_dir,
             {
@@ -345,6 +403,7 @@ class ScriptedTransport:
                 "script": str(self.path),
                 "next": pos + 1,
                 "consumed": consumed + 1,
+                "results": remembered,
             },
         )
         if step.sleep_ms:
@@ -379,15 +438,27 @@ class ScriptedTransport:
                 provider="scripted",
                 model_ref=self.model_ref,
             )
+        try:
+            text = _substitute(step.text, remembered) if step.text else step.text
+            calls = [(c, _substitute(dict(c["arguments"]), remembered)) for c in step.tool_calls]
+        except KeyError as exc:
+            raise ProviderFailure(
+                "script_error",
+                f"{self.path}: step {step.number}: unresolved reference {exc.args[0]}",
+                stage="request",
+                provider="scripted",
+                model_ref=self.model_ref,
+                hint="give the earlier tool call an `id:` and refer to it as {{id.field}}",
+            ) from None
         blocks: list[dict[str, Any]] = []
-        if step.text:
-            blocks.append({"type": "text", "text": step.text})
-        for i, c in enumerate(step.tool_calls, 1):
+        if text:
+            blocks.append({"type": "text", "text": str(text)})
+        for i, (c, arguments) in enumerate(calls, 1):
             call_id = c["id"] or f"call_s{consumed + 1}_{i}"
             blocks.append(
                 {
                     "type": "tool_call",
-                    "call": ToolCall(id=call_id, name=c["name"], arguments=dict(c["arguments"])),
+                    "call": ToolCall(id=call_id, name=c["name"], arguments=arguments),
                 }
             )
         stop = step.stop_reason or (STOP_TOOL_USE if step.tool_calls else STOP_END_TURN)
