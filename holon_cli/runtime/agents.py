@@ -139,8 +139,8 @@ def _materialize(dest: Path, template: Path, provenance: dict[str, Any], record:
         if not target.exists():
             shutil.copytree(skill, target)
     layout = AgentLayout(dest, record["identity"]["agent_id"])
-    for d in (layout.state_dir, layout.ledger_dir, layout.locks_dir, layout.inbox_dir / "tmp", layout.inbox_dir / "new", layout.inbox_dir / "cur", layout.tasks_dir):
-        d.mkdir(parents=True, exist_ok=True)
+    for runtime_dir in (layout.state_dir, layout.ledger_dir, layout.locks_dir, layout.inbox_dir / "tmp", layout.inbox_dir / "new", layout.inbox_dir / "cur", layout.tasks_dir):
+        runtime_dir.mkdir(parents=True, exist_ok=True)
     write_snapshot(layout.template_file, {"v": 1, **provenance, "applied_at": clock.now_iso(), "skills": [str(s) for s in skills]})
     write_snapshot(layout.agent_file, record)
 
@@ -168,9 +168,9 @@ def create_agent(
             hint=f"pick another id, or inspect it with `holon agent status {agent_id}`",
         )
     if model is not None:
-        from holon_cli.model.modelref import check_model_ref
+        from holon_cli.runtime.models import normalize_model_ref
 
-        check_model_ref(model)
+        model = normalize_model_ref(model)
     tpl, provenance = resolve_template(template)
     record = new_agent_record(
         agent_id=agent_id,
@@ -240,8 +240,8 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
     except FileNotFoundError:
         return out
     for name in names:
-        if name.startswith("."):
-            continue
+        if name.startswith(".") or not (home.agents_dir / name).is_dir():
+            continue  # staging folders of a crashed creation, stray files
         layout = home.agent(name)
         rec = read_snapshot(layout.agent_file)
         if rec is None:
@@ -278,9 +278,9 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
     """Set (or, with ``None``, clear) an agent's model override. Future turns only;
     an in-flight turn keeps the model it started with."""
     if model is not None:
-        from holon_cli.model.modelref import check_model_ref
+        from holon_cli.runtime.models import normalize_model_ref
 
-        model = str(check_model_ref(model))
+        model = normalize_model_ref(model)
     store = open_agent(agent_id)
     out: dict[str, Any] = {}
 

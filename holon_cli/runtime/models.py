@@ -32,3 +32,17 @@ def candidates(state: dict[str, Any], *, cli_model: str | None = None, cli_fallb
     for ref in chain:
         check_model_ref(ref)
     return chain
+
+
+def normalize_model_ref(text: str) -> str:
+    """Validate a ref; a relative ``scripted:`` path becomes absolute (against
+    the caller's cwd) so a stored override still works from ``holon serve`` or
+    cron, whose working directory differs."""
+    import os
+
+    from holon_cli.model.modelref import check_model_ref
+
+    ref = check_model_ref(text)
+    if ref.provider == "scripted" and not os.path.isabs(os.path.expanduser(ref.model)):
+        return f"scripted:{os.path.abspath(os.path.expanduser(ref.model))}"
+    return str(ref)

@@ -152,3 +152,16 @@ def test_tick_ingests_and_reports(script_runner) -> None:
     assert acts[0] == {"action": "ingested", "count": 1}
     res = script_runner.run(["holon", "tick"])
     assert "nothing to do" in res.stdout
+
+
+def test_relative_scripted_override_is_stored_absolute(script_runner, tmp_path: Path) -> None:
+    (tmp_path / "rel.yaml").write_text("steps:\n  - text: from relative\n")
+    res = script_runner.run(["holon", "agent", "create", "rel", "--model", "scripted:rel.yaml"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    m = j(script_runner.run(["holon", "agent", "model", "rel", "--json"]))["data"]["model"]
+    assert m["override_model"] == f"scripted:{tmp_path / 'rel.yaml'}"
+    script_runner.run(["holon", "enqueue", "--agent", "rel", "hi"], check=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = script_runner.run(["holon", "turn", "--agent", "rel"], cwd=elsewhere)
+    assert out.returncode == 0 and out.stdout.strip() == "from relative"
