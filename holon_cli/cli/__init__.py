@@ -64,6 +64,25 @@ class LazyGroup(click.Group):
         cmd: click.Command = getattr(mod, attr)
         return cmd
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader went away (`holon tail -f | head -1`): not an error.
+            # click would turn EPIPE into exit 1; stop quietly with 0 instead.
+            _silence_stdout()
+            raise click.exceptions.Exit(0) from None
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so flushing what is still buffered cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -126,18 +145,20 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (e.g. `holon tail | head`): exit quietly
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        _silence_stdout()
         code = 0
+    except OSError as exc:
+        # e.g. HOLON_HOME on a read-only or full disk: a clear message, no traceback
+        output.render_error(
+            HolonError(
+                f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
+                kind="io_error",
+                hint="check that $HOLON_HOME is writable and the disk has space",
+            )
+        )
+        code = 1
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        _silence_stdout()
     sys.exit(code)

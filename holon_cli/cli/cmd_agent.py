@@ -70,17 +70,16 @@ def agent_list(include_private: bool, as_json: bool) -> None:
 @agent.command("status")
 @click.argument("agent_id", metavar="[ID]", required=False)
 @output.json_option
-@click.pass_context
-def agent_status(ctx: click.Context, agent_id: str | None, as_json: bool) -> None:
+def agent_status(agent_id: str | None, as_json: bool) -> None:
     """Show one agent's summary (same as `holon status --agent ID`).
 
     \b
     Example:
       holon agent status reviewer
     """
-    from holon_cli.cli.cmd_inspect import status
+    from holon_cli.cli.cmd_inspect import show_status
 
-    ctx.invoke(status, agent_id=agent_id, as_json=as_json)
+    show_status(agent_id, as_json, "agent status")
 
 
 def _lifecycle(action: str, agent_id: str, as_json: bool) -> None:

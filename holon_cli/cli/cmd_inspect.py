@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -20,7 +21,12 @@ def status(agent_id: str | None, as_json: bool) -> None:
     Example:
       holon status --json | jq .data.pending
     """
-    output.begin("status", as_json)
+    show_status(agent_id, as_json)
+
+
+def show_status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
+    """Render one agent's summary (`holon status` and `holon agent status`)."""
+    output.begin(command, as_json)
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.inspect import agent_summary
 
@@ -93,26 +99,41 @@ def tail(agent_id: str | None, follow: bool, jsonl: bool, since: int | None, lim
     def show(e: dict[str, Any]) -> None:
         line = json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str) if jsonl else _event_line(e)
         click.echo(line)
+        if follow:  # a live stream: every line reaches the reader now
+            sys.stdout.flush()
 
     if not follow:
         for e in tail_events(store, since=since, limit=limit):
             show(e)
         return
-    start = since
-    if start is None:
-        recent = tail_events(store, limit=limit if limit is not None else 10)
-        for e in recent:
-            show(e)
-        last = store.events.last()
-        start = int(last["event_seq"]) if last else 0
     try:
-        for e in follow_events(store, since=start, poll=poll):
+        start = since
+        if start is None:
+            recent = tail_events(store, limit=limit if limit is not None else 10)
+            for e in recent:
+                show(e)
+            last = store.events.last()
+            start = int(last["event_seq"]) if last else 0
+        for e in follow_events(store, since=start, poll=poll, stop=_stdout_closed):
             show(e)
-            import sys
-
-            sys.stdout.flush()
     except KeyboardInterrupt:
         return
+
+
+def _stdout_closed() -> bool:
+    """True when stdout is a pipe whose reader has gone (`holon tail -f | head -1`).
+
+    Without this an idle follower would only notice on its next write, which
+    may never come.
+    """
+    import select
+
+    try:
+        p = select.poll()
+        p.register(sys.stdout.fileno(), 0)  # POLLERR/POLLHUP are always reported
+        return any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, ev in p.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

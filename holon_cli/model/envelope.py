@@ -171,6 +171,17 @@ def parse_origin(text: str) -> dict[str, str]:
     return origin
 
 
+def check_origin(origin: dict[str, Any]) -> dict[str, Any]:
+    """Validate an origin object built by runtime code (a copy is returned)."""
+    kind = origin.get("kind")
+    if kind not in ORIGIN_KINDS:
+        raise UsageError(f"unknown origin kind {kind!r}", hint=f"use one of: {_choices(ORIGIN_KINDS)}")
+    field = ORIGIN_KINDS[kind]
+    if kind in ORIGIN_REQUIRES_ID and not origin.get(field or ""):
+        raise UsageError(f"origin {kind!r} needs {field!r}", hint=f"set origin.{field}")
+    return dict(origin)
+
+
 def origin_label(origin: dict[str, Any]) -> str:
     kind = str(origin.get("kind", "?"))
     field = ORIGIN_KINDS.get(kind)
@@ -201,21 +212,20 @@ def build_envelope(
         check_kind(kind)
     if origin is None:
         origin = DEFAULT_ORIGIN_BY_KIND[kind] if kind else "operator"
-    origin_obj = parse_origin(origin) if isinstance(origin, str) else dict(origin)
+    origin_obj = parse_origin(origin) if isinstance(origin, str) else check_origin(origin)
     if kind is None:
         kind = DEFAULT_KIND_BY_ORIGIN[origin_obj["kind"]]
     check_priority(priority)
     if delivery_surface not in DELIVERY_SURFACES:
-        raise UsageError(f"unknown delivery surface {delivery_surface!r}")
+        raise UsageError(f"unknown delivery surface {delivery_surface!r}", hint=f"use one of: {_choices(DELIVERY_SURFACES)}")
     if admission_context not in ADMISSION_CONTEXTS:
-        raise UsageError(f"unknown admission context {admission_context!r}")
+        raise UsageError(f"unknown admission context {admission_context!r}", hint=f"use one of: {_choices(ADMISSION_CONTEXTS)}")
     okind = origin_obj["kind"]
-    refs: dict[str, str] = {}
+    # caller refs first: the origin's own ids are stable provenance and win
+    refs: dict[str, str] = {str(k): str(v) for k, v in (source_refs or {}).items()}
     for field, value in origin_obj.items():
         if field != "kind" and field in _SOURCE_REF_KEY:
             refs[_SOURCE_REF_KEY[field]] = str(value)
-    if source_refs:
-        refs.update(source_refs)
     if okind == "task" and task_id is None:
         task_id = origin_obj.get("taskId")
     env: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from holon_cli.errors import UsageError
@@ -90,8 +90,17 @@ def tail_events(store: AgentStore, *, since: int | None = None, limit: int | Non
     return out
 
 
-def follow_events(store: AgentStore, *, since: int, poll: float = 0.2) -> Iterator[dict[str, Any]]:
-    """Yield events with ``event_seq > since`` forever, as they are appended."""
+def follow_events(
+    store: AgentStore,
+    *,
+    since: int,
+    poll: float = 0.2,
+    stop: Callable[[], bool] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield events with ``event_seq > since`` as they are appended.
+
+    Runs until the consumer stops iterating or, when idle, ``stop()`` returns
+    true (the CLI uses it to notice that its reader went away)."""
     led = store.events
     offset = 0
     # find the offset after ``since`` once, then follow by byte offset
@@ -111,6 +120,8 @@ def follow_events(store: AgentStore, *, since: int, poll: float = 0.2) -> Iterat
                 yield rec
         offset = new_off
         if not recs:
+            if stop is not None and stop():
+                return
             time.sleep(poll)
 
 

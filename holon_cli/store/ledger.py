@@ -40,7 +40,7 @@ def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStat
     return CorruptStateError(
         f"corrupt ledger record at {where}: {why}",
         hint="run `holon home check` for a full report; move the damaged line aside to a backup, then retry",
-        details={"path": str(path), "line": line, "offset": offset},
+        details={"path": str(path), "line": line, "offset": offset, "reason": why},
     )
 
 
@@ -55,10 +55,11 @@ def _parse(path: Path, raw: bytes, line: int | None, offset: int, max_version: i
     if not isinstance(v, int):
         raise _corrupt(path, line, offset, "record has no integer format version `v`")
     if v > max_version:
+        where = f"{path}:{line}" if line is not None else f"{path} (byte {offset})"
         raise CorruptStateError(
-            f"{path}:{line}: record format v{v} is newer than this holon understands (max v{max_version})",
+            f"{where}: record format v{v} is newer than this holon understands (max v{max_version})",
             hint="upgrade holon-cli to read this home",
-            details={"path": str(path), "line": line},
+            details={"path": str(path), "line": line, "reason": f"record format v{v} is newer than this holon understands (max v{max_version})"},
         )
     return rec
 
@@ -239,10 +240,19 @@ class Ledger:
             os.close(fd)
         lines = buf.split(b"\n")
         lines.pop()  # after the final newline: "" or a torn fragment
+        offset = pos
         if pos > 0:
+            offset += len(lines[0]) + 1
             lines = lines[1:]  # first may be partial
-        lines = lines[-n:]
-        return [_parse(self.path, ln, None, 0, self.max_version) for ln in lines if ln.strip()]
+        for ln in lines[:-n]:
+            offset += len(ln) + 1
+        out: list[dict[str, Any]] = []
+        for ln in lines[-n:]:
+            if not ln.strip():
+                raise _corrupt(self.path, None, offset, "empty line")
+            out.append(_parse(self.path, ln, None, offset, self.max_version))
+            offset += len(ln) + 1
+        return out
 
     def check(self) -> list[Problem]:
         """Validate every line; a torn tail is reported as a note, not a problem."""
@@ -260,7 +270,8 @@ class Ledger:
                         raise _corrupt(self.path, line_no, 0, "empty line")
                     _parse(self.path, raw, line_no, 0, self.max_version)
                 except CorruptStateError as exc:
-                    problems.append(Problem(str(self.path), line_no, exc.message))
+                    # path and line are in the Problem itself; keep the message short
+                    problems.append(Problem(str(self.path), line_no, str(exc.details.get("reason") or exc.message)))
         return problems
 
     def has_torn_tail(self) -> bool:

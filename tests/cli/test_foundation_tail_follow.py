@@ -1,0 +1,188 @@
+"""`holon tail --follow`: live streaming from another process, SIGINT and SIGPIPE."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+HOLON = str(Path(sys.executable).parent / "holon")
+
+
+@pytest.fixture(scope="session")
+def _pycache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("pycache"))
+
+
+@pytest.fixture(autouse=True)
+def _fast_subprocesses(monkeypatch: pytest.MonkeyPatch, _pycache: str) -> None:
+    # Hundreds of short-lived `holon` processes: let them cache bytecode (in a
+    # temp dir, never in the repo) instead of recompiling holon_cli each time.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", _pycache)
+
+
+def holon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [HOLON, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30
+    )
+
+
+def read_line(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> bytes:
+    """One line from the child's stdout, or fail after ``timeout`` seconds."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buf = b""
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    try:
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                pytest.fail(f"no line from `holon tail -f` within {timeout}s (got {buf!r})")
+            chunk = os.read(fd, 1)
+            if not chunk:
+                pytest.fail(f"`holon tail -f` closed stdout early (got {buf!r})")
+            buf += chunk
+    finally:
+        sel.close()
+    return buf
+
+
+@pytest.fixture
+def follower():  # type: ignore[no-untyped-def]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(
+            [HOLON, "tail", "--follow", "--jsonl", "--poll", "0.05", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        for s in (p.stdout, p.stderr):
+            if s:
+                s.close()
+
+
+def test_follow_streams_events_from_another_process_and_stops_on_sigint(follower) -> None:  # type: ignore[no-untyped-def]
+    assert holon("home", "init").returncode == 0
+    proc = follower()
+    first = json.loads(read_line(proc))
+    assert first["event_seq"] == 1 and first["kind"] == "agent_created"
+    # another process appends events; each arrives as its own flushed line
+    assert holon("agent", "stop", "main").returncode == 0
+    ev = json.loads(read_line(proc))
+    assert ev["event_seq"] == 2 and ev["data"]["to"] == "stopped"
+    assert holon("agent", "start", "main").returncode == 0
+    assert json.loads(read_line(proc))["event_seq"] == 3
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=10) in (0, 130)
+    assert proc.stderr is not None
+    assert b"Traceback" not in proc.stderr.read()
+
+
+def test_follow_since_replays_then_streams(follower) -> None:  # type: ignore[no-untyped-def]
+    holon("agent", "stop", "main")  # creates main: events 1, 2
+    proc = follower("--since", "0")
+    assert [json.loads(read_line(proc))["event_seq"] for _ in range(2)] == [1, 2]
+    holon("agent", "start", "main")
+    assert json.loads(read_line(proc))["event_seq"] == 3
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=10) in (0, 130)
+
+
+def run_pipeline(
+    script: str, timeout: float, during: Callable[[], None] | None = None
+) -> tuple[str, str]:
+    """Run a shell pipeline in its own process group; never leave a `holon` behind."""
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        if during is not None:
+            during()
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"pipeline did not finish within {timeout}s: {script}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def test_follow_into_a_closed_pipe_exits_promptly() -> None:
+    """`holon tail -f --jsonl | head -1` must not hang waiting for the next event."""
+    assert holon("home", "init").returncode == 0
+    script = (
+        f'"{HOLON}" tail -f --jsonl --poll 0.05 | head -1; echo "holon_rc=${{PIPESTATUS[0]}}" >&2'
+    )
+    out, err = run_pipeline(script, timeout=10)
+    assert json.loads(out)["event_seq"] == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert "holon_rc=0" in err
+
+
+def test_follow_into_a_closed_pipe_while_events_arrive() -> None:
+    holon("home", "init")
+    script = f'"{HOLON}" tail -f --jsonl --poll 0.05 --since 1 | head -1; echo "holon_rc=${{PIPESTATUS[0]}}" >&2'
+
+    def make_events() -> None:
+        time.sleep(0.5)
+        for _ in range(3):
+            holon("agent", "stop", "main")
+            holon("agent", "start", "main")
+
+    out, err = run_pipeline(script, timeout=20, during=make_events)
+    assert json.loads(out)["event_seq"] == 2
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert "holon_rc=0" in err
+
+
+def test_plain_tail_into_a_closed_pipe_exits_0_quietly() -> None:
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(None)  # event 1
+    filler = (
+        json.dumps(
+            {
+                "v": 1,
+                "event_seq": seq,
+                "kind": "filler",
+                "agent_id": "main",
+                "data": {"pad": "x" * 100},
+            }
+        )
+        + "\n"
+        for seq in range(2, 2002)
+    )
+    with open(store.events.path, "a") as f:  # far more than a pipe buffer holds
+        f.writelines(filler)
+    script = f'"{HOLON}" tail --jsonl | head -1; echo "holon_rc=${{PIPESTATUS[0]}}" >&2'
+    out, err = run_pipeline(script, timeout=30)
+    assert json.loads(out)["event_seq"] == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert "holon_rc=0" in err
