@@ -149,6 +149,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[dict[str, Any]]:
     Returns the newly admitted envelopes (each also gets a ``message_admitted`` event).
     """
     admitted: list[dict[str, Any]] = []
+    store.inbox.sweep_tmp()
     for path in store.inbox.pending():
         try:
             env = store.inbox.read(path)

@@ -3,8 +3,10 @@
 ``deliver`` writes the message to ``tmp/``, fsyncs it, renames it into
 ``new/`` and fsyncs the folder: once it returns, the message survives any
 crash. Names sort in id order. Ingestion (under the agent lock, elsewhere)
-records a message in the queue ledger first and only then moves the file to
-``cur/``; a crash between the two is detected by id and never duplicates.
+records a message in the queue ledger first (fsync'd, carrying the whole
+envelope) and only then removes the inbox file; a crash between the two is
+detected by id and never duplicates. Files a killed writer left in ``tmp/``
+were never acknowledged; ingestion sweeps them after an hour.
 """
 
 from __future__ import annotations
@@ -73,9 +75,32 @@ class Inbox:
         return obj
 
     def archive(self, path: Path) -> None:
-        """Move an ingested message from ``new/`` to ``cur/``."""
-        self.cur.mkdir(parents=True, exist_ok=True)
-        os.replace(path, self.cur / path.name)
+        """Retire an ingested message. The queue ledger already holds its
+        envelope durably, so the file is removed rather than kept in ``cur/``:
+        a long-lived agent's inbox must not grow without bound."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def sweep_tmp(self, max_age_s: float = 3600.0) -> int:
+        """Remove unacknowledged ``tmp/`` leftovers older than ``max_age_s``."""
+        import time
+
+        removed = 0
+        cutoff = time.time() - max_age_s
+        try:
+            entries = list(os.scandir(self.tmp))
+        except FileNotFoundError:
+            return 0
+        for e in entries:
+            try:
+                if e.is_file() and e.stat().st_mtime < cutoff:
+                    os.unlink(e.path)
+                    removed += 1
+            except FileNotFoundError:
+                pass
+        return removed
 
     def quarantine(self, path: Path) -> Path:
         bad = self.root / "bad"

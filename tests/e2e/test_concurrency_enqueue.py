@@ -121,14 +121,20 @@ def test_concurrent_enqueue_admits_every_message_once(holon_home: Path, tmp_path
         f"default agent created more than once or staging left behind: {agents}"
     )
 
-    # the inbox: every message present once (new/ or already ingested into cur/), none torn
+    # every message present once: still in the inbox (new/) or already ingested
+    # into the queue ledger (whose files are retired), none torn
     inbox = holon_home / "agents" / "main" / ".holon" / "inbox"
-    files = list((inbox / "new").glob("*.json")) + list((inbox / "cur").glob("*.json"))
-    assert sorted(f.name[:-5] for f in files) == sorted(printed)
+    files = list((inbox / "new").glob("*.json"))
+    envs = [json.loads(f.read_text()) for f in files]
+    for f, env_ in zip(files, envs, strict=True):
+        assert f.name == f"{env_['id']}.json"
+    qled = holon_home / "agents" / "main" / ".holon" / "ledger" / "queue.jsonl"
+    if qled.exists():
+        envs += [json.loads(line)["message"] for line in qled.read_bytes().splitlines() if json.loads(line)["op"] == "admitted"]
+    assert sorted(e["id"] for e in envs) == sorted(printed)
     texts = set()
-    for f in files:
-        env_ = json.loads(f.read_text())
-        assert f.name == f"{env_['id']}.json" and env_["agentId"] == "main"
+    for env_ in envs:
+        assert env_["agentId"] == "main"
         texts.add(env_["body"]["text"])
     assert texts == {
         f"writer-{w} message-{i}" for w in range(WRITERS) for i in range(1, PER_WRITER + 1)

@@ -49,7 +49,7 @@ def test_ingest_moves_inbox_into_the_ledger_once(store: AgentStore) -> None:
     admitted = ingest_all(store)
     assert [e["id"] for e in admitted] == [e["id"] for e in envs]
     assert store.inbox.pending() == []
-    assert len(list(store.inbox.cur.iterdir())) == 3
+    assert list(store.inbox.cur.iterdir()) == []  # retired: the ledger holds the envelopes
     ops = queue_ops(store)
     assert [(o["op"], o["seq"]) for o in ops] == [("admitted", 1), ("admitted", 2), ("admitted", 3)]
     assert ops[0]["message"] == envs[0]  # provenance preserved verbatim
@@ -95,7 +95,7 @@ def test_later_interject_jumps_ahead_of_queued_work(store: AgentStore) -> None:
 
 
 def test_ingest_is_idempotent_after_a_crash_before_archive(store: AgentStore) -> None:
-    """Crash between the ledger append and moving the file to cur/."""
+    """Crash between the ledger append and retiring the inbox file."""
     env = admit("once", store=store)
     with store.lock():
         st = q.load(store)

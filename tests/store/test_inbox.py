@@ -44,12 +44,28 @@ def test_pending_is_in_id_order_and_ignores_foreign_files(inbox: Inbox) -> None:
     assert inbox.pending_count() == 3
 
 
-def test_archive_moves_to_cur(inbox: Inbox) -> None:
+def test_archive_retires_the_file(inbox: Inbox) -> None:
     p = inbox.deliver("msg_a", {"id": "msg_a"})
     inbox.archive(p)
     assert not p.exists()
-    assert (inbox.cur / "msg_a.json").is_file()
+    assert list(inbox.cur.iterdir()) == []  # the ledger keeps the envelope; no copy piles up
     assert inbox.pending() == []
+    inbox.archive(p)  # idempotent: a second retire is harmless
+
+
+def test_sweep_tmp_removes_only_old_leftovers(inbox: Inbox) -> None:
+    import os
+    import time
+
+    inbox.ensure()
+    old = inbox.tmp / "msg_old.json.123"
+    old.write_text("{")
+    past = time.time() - 7200
+    os.utime(old, (past, past))
+    fresh = inbox.tmp / "msg_new.json.456"
+    fresh.write_text("{")
+    assert inbox.sweep_tmp(3600) == 1
+    assert not old.exists() and fresh.exists()
 
 
 def test_quarantine_moves_to_bad(inbox: Inbox) -> None:
