@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from holon_cli.cli import output
@@ -162,6 +164,7 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
 
     if clear and model:
         raise UsageError("pass either MODEL or --clear, not both")
+    data: dict[str, Any]
     if model is None and not clear:
         store = open_agent(agent_id)
         data = {"agent_id": store.agent_id, "model": model_state(store.read_record()["state"])}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from holon_cli.cli import output
 
 
-def _print_turn(res: dict) -> None:  # type: ignore[type-arg]
+def _print_turn(res: dict[str, Any]) -> None:
     if not res["ran"]:
         click.echo(f"{res['agent_id']}: nothing queued", err=True)
         return
@@ -43,7 +45,7 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
         raise UsageError("use either --agent or --all, not both")
     if all_agents:
         results = run_turns_all(cli_model=model)
-        data = [r.to_dict() if not isinstance(r, HolonError) else {"ok": False, "error": r.to_dict()} for r in results]
+        data: list[dict[str, Any]] = [r.to_dict() if not isinstance(r, HolonError) else {"ok": False, "error": r.to_dict()} for r in results]
         if as_json:
             output.emit_json({"turns": data})
         else:
@@ -52,7 +54,7 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
                     click.echo(f"error: {d['error']['message']}", err=True)
                 else:
                     _print_turn(d)
-        if any(isinstance(r, HolonError) is False and r.status == "aborted" for r in results):  # type: ignore[union-attr]
+        if any(not isinstance(r, HolonError) and r.status == "aborted" for r in results):
             raise click.exceptions.Exit(EXIT_PROVIDER)
         return
     res = run_turn(agent_id, cli_model=model).to_dict()

@@ -18,8 +18,8 @@ def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any
     _, specs, guidance = _tools()
     message = None
     if text is not None:
-        from holon_cli.model.envelope import build_envelope
         from holon_cli import clock
+        from holon_cli.model.envelope import build_envelope
 
         message = build_envelope(message_id="msg_preview", agent_id=store.agent_id, created_at=clock.now_iso(), body={"type": "text", "text": text})
     built = build_frame(

@@ -29,7 +29,13 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.briefs import write_brief, write_transcript
 from holon_cli.runtime.models import candidates
-from holon_cli.runtime.prompt import WorkspaceBinding, build_frame, first_user_item, render_message, workspace_for
+from holon_cli.runtime.prompt import (
+    WorkspaceBinding,
+    build_frame,
+    first_user_item,
+    render_message,
+    workspace_for,
+)
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import default_agent_id
@@ -383,7 +389,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             result.failure_kind = getattr(failure.last, "kind", None)
             tl = failure.timeline
             journal.timeline.extend(tl.get("attempts", []))
-            usage = failure.usage.to_dict() if getattr(failure, "usage", None) else None
+            usage = failure.usage.to_dict() if failure.usage is not None else None
             if usage:
                 for k in journal.usage:
                     journal.usage[k] += int(usage.get(k, 0))

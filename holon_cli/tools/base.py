@@ -161,7 +161,7 @@ def _type_schema(tp: Any) -> dict[str, Any]:
         return {"type": "array", "items": _type_schema(item)}
     if origin in (dict, typing.Dict):  # noqa: UP006
         return {"type": "object"}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return source_schema(tp)
     if tp is Any:
         return {}
@@ -173,7 +173,7 @@ def source_schema(args_type: type) -> dict[str, Any]:
     hints = get_type_hints(args_type, include_extras=True)
     props: dict[str, Any] = {}
     required: list[str] = []
-    for f in dataclasses.fields(args_type):  # type: ignore[arg-type]
+    for f in dataclasses.fields(args_type):
         tp = hints[f.name]
         sch = dict(_type_schema(tp))
         doc = f.metadata.get("doc")
@@ -262,7 +262,7 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise ToolError("invalid_arguments", f"`{path}` must be an object", field=path)
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return parse_args(tp, value, prefix=f"{path}.")
     return value
 
@@ -276,7 +276,7 @@ def parse_args(args_type: type, raw: Any, *, prefix: str = "") -> Any:
     if not isinstance(raw, dict):
         raise ToolError("invalid_arguments", "tool arguments must be a JSON object", recovery_hint="send an object matching the tool's schema")
     hints = get_type_hints(args_type)
-    names = {f.name for f in dataclasses.fields(args_type)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(args_type)}
     unknown = sorted(set(raw) - names)
     if unknown:
         raise ToolError(
@@ -286,7 +286,7 @@ def parse_args(args_type: type, raw: Any, *, prefix: str = "") -> Any:
             recovery_hint=f"allowed arguments: {', '.join(sorted(names))}",
         )
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(args_type):  # type: ignore[arg-type]
+    for f in dataclasses.fields(args_type):
         path = prefix + f.name
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         if f.name not in raw:
