@@ -53,6 +53,8 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
             "last_turn": state.get("last_turn_token_usage"),
         },
         "last_event_seq": last["event_seq"] if last else 0,
+        "loaded_agents_md": _loaded_agents_md(store, state),
+        "active_skills": [a.get("skill") for a in state.get("active_skills") or []],
     }
     try:
         from holon_cli.runtime.models import model_state
@@ -67,6 +69,14 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     except ImportError:
         pass
     return summary
+
+
+def _loaded_agents_md(store: AgentStore, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Source metadata of the instruction files a turn would load (never content)."""
+    from holon_cli.runtime.prompt import load_instructions, workspace_for
+
+    ws = workspace_for(store.layout.home, state)
+    return [src.to_dict() for _, src in load_instructions(store.layout.home, ws)]
 
 
 def tail_events(store: AgentStore, *, since: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:

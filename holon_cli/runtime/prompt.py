@@ -233,6 +233,7 @@ def build_frame(
     guidance: dict[str, str],
     work_queue: str | None,
     recent: str | None,
+    active_skills: list[dict[str, Any]] | None = None,
 ) -> BuiltPrompt:
     sections: list[dict[str, Any]] = []
 
@@ -265,6 +266,9 @@ def build_frame(
     context_blocks: list[str] = [add("turn", "turn mode", mode, f"trigger {trigger}")]
     if work_queue:
         context_blocks.append(add("turn", "work queue", work_queue, "work items"))
+    if active_skills:
+        lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
+        context_blocks.append(add("turn", "active skills", "# Active skills\n" + "\n".join(lines), "skill activation"))
     if recent:
         context_blocks.append(add("turn", "recent conversation", recent, "transcript tail"))
 
@@ -286,6 +290,34 @@ def build_frame(
         "skills": skills,
     }
     return BuiltPrompt(frame, sources, sections)
+
+
+def skill_activations(cmd: str, cwd: Path, skills: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Skills a successful command activated (spec: Skill Discovery And Activation):
+    referencing a skill's SKILL.md is ``read_skill_md``; referencing a file under
+    its ``scripts/`` is ``run_skill_script``."""
+    import os
+    import re
+
+    out: list[dict[str, str]] = []
+    for sk in skills:
+        entry = Path(sk["path"])
+        root = entry.parent
+        forms = {str(root)}
+        try:
+            forms.add(os.path.relpath(root, cwd))
+        except ValueError:
+            pass
+        for form in sorted(forms, key=len, reverse=True):
+            if form in (".", ""):
+                continue
+            m = re.search(re.escape(form.rstrip("/")) + r"/(SKILL\.md|scripts/[^\s'\";|&)]+)", cmd)
+            if m:
+                rel = m.group(1)
+                reason = "read_skill_md" if rel == "SKILL.md" else "run_skill_script"
+                out.append({"skill": sk["name"], "scope": sk["scope"], "load_reason": reason, "path": str(root / rel), "entrypoint_path": str(entry)})
+                break
+    return out
 
 
 def first_user_item(message: dict[str, Any]) -> ConversationItem:

@@ -331,6 +331,8 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     focus = bound_wi  # the current work item as it changes during the turn
     completion_briefs: list[str] = []  # work_done briefs written in the final round
     defs, specs, guidance = _tools()
+    session_skills: list[dict[str, Any]] = list(state.get("active_skills") or [])
+    turn_skills: dict[str, dict[str, Any]] = {}
     recent = recent_conversation(store, mid)
 
     failed = False
@@ -365,6 +367,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         built = build_frame(
             agent_id=store.agent_id, agent_home=store.layout.home, is_default_agent=is_default, ws=ws, message=msg,
             tools=specs, guidance=guidance, work_queue=work_queue, recent=recent,
+            active_skills=[*({**a, "state": "session_active"} for a in session_skills if a["skill"] not in turn_skills), *turn_skills.values()],
         )
         context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not context_reported:
@@ -455,6 +458,14 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
                 if call.name == "CompleteWorkItem" and (res.data or {}).get("brief_id"):
                     completion_briefs.append(res.data["brief_id"])
             call_wi = (res.data or {}).get("work_item_id") or focus
+            if res.ok and call.name in ("ExecCommand", "ExecCommandBatch") and built.sources.get("skills"):
+                from holon_cli.runtime.prompt import skill_activations
+
+                cmds = [str(call.arguments.get("cmd", ""))] + [str(c.get("cmd", "")) for c in call.arguments.get("commands") or [] if isinstance(c, dict)]
+                for act in (a for c in cmds if c for a in skill_activations(c, ws.cwd, built.sources["skills"])):
+                    if act["skill"] not in turn_skills:
+                        turn_skills[act["skill"]] = {**act, "state": "turn_active"}
+                        store.emit("skill_activated", act, message=msg, turn_id=turn_id)
             store.emit(
                 "tool_executed",
                 {"turn_id": turn_id, "round": round_no, "tool_name": call.name, "call_id": call.id, "ok": res.ok, "duration_ms": tool_ms, "error": None if res.ok else res.content[:500], "tool_error": res.error, "warnings": res.warnings or None},
@@ -534,6 +545,12 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         st["last_turn_at"] = completed_at
         st["last_closure"] = closure
         st["last_turn_token_usage"] = dict(journal.usage)
+        if turn_skills and not failed:
+            # successful turn completion promotes turn-active skills to session-active
+            merged = {a["skill"]: a for a in st.get("active_skills") or []}
+            for name, a in turn_skills.items():
+                merged[name] = {k: v for k, v in a.items() if k != "state"}
+            st["active_skills"] = list(merged.values())
         if sleep_req:
             st["sleep_reason"] = sleep_req.get("reason") or "model_sleep"
             if sleep_req.get("duration_ms"):

@@ -165,3 +165,10 @@ def test_relative_scripted_override_is_stored_absolute(script_runner, tmp_path: 
     elsewhere.mkdir()
     out = script_runner.run(["holon", "turn", "--agent", "rel"], cwd=elsewhere)
     assert out.returncode == 0 and out.stdout.strip() == "from relative"
+
+
+def test_status_reports_loaded_agents_md_metadata_only(script_runner) -> None:
+    d = j(script_runner.run(["holon", "status", "--json"]))["data"]
+    (src,) = d["loaded_agents_md"]
+    assert src["scope"] == "agent" and src["kind"] == "AGENTS.md" and src["bytes"] > 0
+    assert set(src) == {"scope", "kind", "path", "bytes", "sha256"}

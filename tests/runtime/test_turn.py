@@ -206,3 +206,38 @@ def test_interject_joins_running_turn(tmp_path: Path) -> None:
     assert len(msgs) == 2 and msgs[1].get("interject") is True
     st = q.load(store)
     assert st.entries == {} and st.processed == 2
+
+
+def test_skill_activation_by_reading_skill_md_and_running_a_script(tmp_path: Path) -> None:
+    store = open_agent(None)
+    skill = store.layout.home / "skills" / "release"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: release\ndescription: Cut a release\n---\nSteps...\n")
+    (skill / "scripts" / "tag.sh").write_text("echo tagged\n")
+    model = script(tmp_path, [
+        {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "sed -n 1,20p skills/release/SKILL.md"}}]},
+        {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"sh {skill}/scripts/tag.sh"}}]},
+        {"text": "released"},
+        {"text": "next turn"},
+    ])
+    admit("cut a release")
+    run_turn(None, cli_model=model)
+    acts = [e["data"] for e in store.events.records() if e["kind"] == "skill_activated"]
+    assert [a["load_reason"] for a in acts] == ["read_skill_md"]  # once per skill per turn
+    assert acts[0]["skill"] == "release" and acts[0]["entrypoint_path"] == str(skill / "SKILL.md")
+    active = store.read_record()["state"]["active_skills"]
+    assert [a["skill"] for a in active] == ["release"]  # promoted to session-active
+    admit("again")
+    run_turn(None, cli_model=model)
+    built = [e for e in store.events.records() if e["kind"] == "turn_context_built"][-1]["data"]
+    assert any(s["title"] == "active skills" for s in built["sections"])
+
+
+def test_skill_activations_detects_script_paths(tmp_path: Path) -> None:
+    from holon_cli.runtime.prompt import skill_activations
+
+    root = tmp_path / "skills" / "deploy"
+    skills = [{"name": "deploy", "scope": "agent", "path": str(root / "SKILL.md")}]
+    acts = skill_activations(f"bash {root}/scripts/run.sh --prod", tmp_path, skills)
+    assert acts == [{"skill": "deploy", "scope": "agent", "load_reason": "run_skill_script", "path": str(root / "scripts/run.sh"), "entrypoint_path": str(root / "SKILL.md")}]
+    assert skill_activations("ls skills", tmp_path, skills) == []
