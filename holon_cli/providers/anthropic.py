@@ -34,8 +34,7 @@ from holon_cli.providers.base import (
     ToolCall,
 )
 from holon_cli.providers.http_common import (
-    DEFAULT_TIMEOUT_S,
-    HttpTarget,
+    HttpTransport,
     SSEEvent,
     join_url,
     post_json,
@@ -365,55 +364,19 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
 # ----------------------------------------------------------------- transport
 
 
-class AnthropicTransport:
+class AnthropicTransport(HttpTransport):
     """``POST {base_url}/v1/messages``; JSON by default, SSE when ``stream``."""
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        provider: str = "anthropic",
-        base_url: str = DEFAULT_ANTHROPIC_BASE_URL,
-        api_key: str | None = None,
-        key_env: str | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        headers: dict[str, str] | None = None,
-        stream: bool = False,
-        max_output_tokens: int | None = None,
-        http_transport: Any = None,
-    ) -> None:
-        self.provider = provider
-        self.model = model
-        self.model_ref = f"{provider}/{model}"
-        self.base_url = base_url
-        self._api_key = api_key
-        self.key_env = key_env
-        self.timeout_s = timeout_s
-        self.extra_headers = dict(headers or {})
-        self.stream = stream
-        self.max_output_tokens = max_output_tokens
-        self.http_transport = http_transport
+    def __init__(self, *, model: str, provider: str = "anthropic", base_url: str = DEFAULT_ANTHROPIC_BASE_URL, **kwargs: Any) -> None:
+        super().__init__(model=model, provider=provider, base_url=base_url, **kwargs)
+        self.extra_headers = {"anthropic-version": ANTHROPIC_VERSION, **self.extra_headers}
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"x-api-key": api_key}
 
-    def target(self) -> HttpTarget:
-        headers = {"anthropic-version": ANTHROPIC_VERSION}
-        headers.update(self.extra_headers)
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
+    def url(self) -> str:
         base = self.base_url.rstrip("/")
-        url = join_url(base, "messages") if base.endswith("/v1") else join_url(base, "v1/messages")
-        return HttpTarget(
-            provider=self.provider,
-            model_ref=self.model_ref,
-            url=url,
-            headers=headers,
-            timeout_s=self.timeout_s,
-            secrets=(self._api_key,) if self._api_key else (),
-            key_env=self.key_env,
-            http_transport=self.http_transport,
-        )
+        return join_url(base, "messages") if base.endswith("/v1") else join_url(base, "v1/messages")
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         return build_body(

@@ -508,3 +508,64 @@ def post_stream(
                     raise stamp(f, target, status) from None
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise map_httpx_error(exc, target, "request") from None
+
+
+class HttpTransport:
+    """Shared state of the HTTP transports: model, endpoint, credential, limits.
+
+    Subclasses name their endpoint path (``endpoint``) and credential header
+    (``auth_headers``), and implement ``build_body`` and ``complete``.
+    """
+
+    endpoint = ""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        provider: str,
+        base_url: str,
+        api_key: str | None = None,
+        key_env: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+        max_output_tokens: int | None = None,
+        stream: bool = False,
+        http_transport: Any = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.model_ref = f"{provider}/{model}"
+        self.base_url = base_url
+        self._api_key = api_key
+        self.key_env = key_env
+        self.timeout_s = timeout_s
+        self.extra_headers = dict(headers or {})
+        self.max_output_tokens = max_output_tokens
+        self.stream = stream
+        self.http_transport = http_transport
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"}
+
+    def url(self) -> str:
+        return join_url(self.base_url, self.endpoint)
+
+    def target(self) -> HttpTarget:
+        headers = dict(self.extra_headers)
+        if self._api_key:
+            headers.update(self.auth_headers(self._api_key))
+        return HttpTarget(
+            provider=self.provider,
+            model_ref=self.model_ref,
+            url=self.url(),
+            headers=headers,
+            timeout_s=self.timeout_s,
+            secrets=(self._api_key,) if self._api_key else (),
+            key_env=self.key_env,
+            http_transport=self.http_transport,
+        )
+

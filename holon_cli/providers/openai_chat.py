@@ -30,10 +30,8 @@ from holon_cli.providers.base import (
     ToolCall,
 )
 from holon_cli.providers.http_common import (
-    DEFAULT_TIMEOUT_S,
-    HttpTarget,
+    HttpTransport,
     SSEEvent,
-    join_url,
     post_json,
     post_stream,
 )
@@ -395,52 +393,10 @@ def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
 # ----------------------------------------------------------------- transport
 
 
-class OpenAIChatTransport:
+class OpenAIChatTransport(HttpTransport):
     """``POST {base_url}/chat/completions``; JSON by default, SSE when ``stream``."""
 
-    def __init__(
-        self,
-        *,
-        provider: str,
-        model: str,
-        base_url: str,
-        api_key: str | None = None,
-        key_env: str | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        headers: dict[str, str] | None = None,
-        stream: bool = False,
-        max_output_tokens: int | None = None,
-        http_transport: Any = None,
-    ) -> None:
-        self.provider = provider
-        self.model = model
-        self.model_ref = f"{provider}/{model}"
-        self.base_url = base_url
-        self._api_key = api_key
-        self.key_env = key_env
-        self.timeout_s = timeout_s
-        self.extra_headers = dict(headers or {})
-        self.stream = stream
-        self.max_output_tokens = max_output_tokens
-        self.http_transport = http_transport
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
-
-    def target(self) -> HttpTarget:
-        headers = dict(self.extra_headers)
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return HttpTarget(
-            provider=self.provider,
-            model_ref=self.model_ref,
-            url=join_url(self.base_url, "chat/completions"),
-            headers=headers,
-            timeout_s=self.timeout_s,
-            secrets=(self._api_key,) if self._api_key else (),
-            key_env=self.key_env,
-            http_transport=self.http_transport,
-        )
+    endpoint = "chat/completions"
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         return build_body(

@@ -25,7 +25,7 @@ from holon_cli.providers.base import (
     ProviderFailure,
     ProviderRequest,
 )
-from holon_cli.providers.http_common import DEFAULT_TIMEOUT_S, HttpTarget, join_url, post_json
+from holon_cli.providers.http_common import HttpTransport, post_json
 from holon_cli.providers.wire import (
     arguments_json,
     call_block,
@@ -270,53 +270,14 @@ def parse_response_object(obj: Any, *, reconstructed: list[Any] | None = None) -
 # ----------------------------------------------------------------- transport
 
 
-class OpenAIResponsesTransport:
+class OpenAIResponsesTransport(HttpTransport):
     """``POST {base_url}/responses``: non-streaming JSON, or SSE when ``stream``
     (a config-declared provider with ``stream: true``)."""
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        provider: str = "openai",
-        base_url: str = DEFAULT_OPENAI_BASE_URL,
-        api_key: str | None = None,
-        key_env: str | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        headers: dict[str, str] | None = None,
-        max_output_tokens: int | None = None,
-        stream: bool = False,
-        http_transport: Any = None,
-    ) -> None:
-        self.provider = provider
-        self.model = model
-        self.model_ref = f"{provider}/{model}"
-        self.base_url = base_url
-        self._api_key = api_key
-        self.key_env = key_env
-        self.timeout_s = timeout_s
-        self.extra_headers = dict(headers or {})
-        self.max_output_tokens = max_output_tokens
-        self.stream = stream
-        self.http_transport = http_transport
+    endpoint = "responses"
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
-
-    def target(self) -> HttpTarget:
-        headers = dict(self.extra_headers)
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return HttpTarget(
-            provider=self.provider,
-            model_ref=self.model_ref,
-            url=join_url(self.base_url, "responses"),
-            headers=headers,
-            timeout_s=self.timeout_s,
-            secrets=(self._api_key,) if self._api_key else (),
-            key_env=self.key_env,
-            http_transport=self.http_transport,
-        )
+    def __init__(self, *, model: str, provider: str = "openai", base_url: str = DEFAULT_OPENAI_BASE_URL, **kwargs: Any) -> None:
+        super().__init__(model=model, provider=provider, base_url=base_url, **kwargs)
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         body = build_body(request, self.model, max_output_tokens=self.max_output_tokens)
