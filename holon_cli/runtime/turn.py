@@ -260,6 +260,12 @@ def run_turn(
             return TurnResult(store.agent_id, ran=False)
         try:
             return _execute(store, entry, turn_id, models, sleep=sleep, max_rounds=max_rounds)
+        except KeyboardInterrupt:
+            # Ctrl-C: the message stays dequeued and the next turn replays it
+            # from the journal; the agent must not look busy meanwhile
+            store.emit("turn_interrupted", {"turn_id": turn_id, "reason": "keyboard_interrupt"}, message=entry["envelope"], turn_id=turn_id)
+            store.update_state(lambda st: st.update(status="awake_idle", current_run_id=None))
+            raise
         except Exception as exc:
             # an internal failure: record it and leave the message dequeued, so
             # the next turn replays it (bounded by queue.MAX_ATTEMPTS)

@@ -313,19 +313,24 @@ def run_process(argv: list[str], cwd: Path, out_path: Path, timeout_ms: int) -> 
     deadline = start + timeout_ms / 1000
     timed_out = capture_hit = False
     interval = 0.002
-    while proc.poll() is None:
-        now = time.monotonic()
-        if now >= deadline:
-            timed_out = True
-            break
-        try:
-            if out_path.stat().st_size > MAX_CAPTURE_BYTES:
-                capture_hit = True
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
                 break
-        except FileNotFoundError:
-            pass
-        time.sleep(min(interval, max(0.0, deadline - now)))
-        interval = min(interval * 2, 0.05)
+            try:
+                if out_path.stat().st_size > MAX_CAPTURE_BYTES:
+                    capture_hit = True
+                    break
+            except FileNotFoundError:
+                pass
+            time.sleep(min(interval, max(0.0, deadline - now)))
+            interval = min(interval * 2, 0.05)
+    except BaseException:
+        # interrupted (Ctrl-C, SIGTERM-as-exception): never orphan the group
+        terminate_group(proc, pgid)
+        raise
     killed = terminate_group(proc, pgid)
     rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     return RunOutcome(

@@ -104,3 +104,39 @@ def test_turn_without_model_is_a_clear_error() -> None:
     assert res.returncode == 2 and "no model configured" in res.stderr and "Traceback" not in res.stderr
     st = json.loads(sh("status", "--json").stdout)["data"]
     assert st["pending"] == 1  # nothing was dequeued
+
+
+def test_ctrl_c_mid_turn_leaves_message_for_replay(tmp_path: Path) -> None:
+    import signal
+    import time as _time
+
+    model = write_script(tmp_path / "slow.yaml", [
+        {"text": "working", "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"echo $$ > {tmp_path / 'pid'}; sleep 20"}}]},
+        {"text": "done after replay"},
+    ])
+    sh("enqueue", "long job", check=True)
+    p = subprocess.Popen([*HOLON, "turn", "--model", model], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = _time.time() + 20
+    while _time.time() < deadline and not any(e["kind"] == "assistant_round_recorded" for e in events()):
+        _time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "Traceback" not in err
+    import os as _os
+
+    child = int((tmp_path / "pid").read_text())
+    gone = False
+    for _ in range(50):  # the tool's process group is terminated, not orphaned
+        try:
+            _os.kill(child, 0)
+        except ProcessLookupError:
+            gone = True
+            break
+        _time.sleep(0.1)
+    assert gone
+    st = json.loads(sh("status", "--json").stdout)["data"]
+    assert st["status"] == "awake_idle" and st["in_flight"] == 1
+    assert "turn_interrupted" in [e["kind"] for e in events()]
+    res = sh("turn", "--model", model, "--json")
+    d = json.loads(res.stdout)["data"]
+    assert res.returncode == 0 and d["replayed"] and d["final_text"] == "done after replay"
