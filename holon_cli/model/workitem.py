@@ -433,18 +433,23 @@ class Candidates:
         return self.classes[cls][: PROMPT_LIMITS.get(cls, 1)]
 
 
-def _desc(s: Any) -> tuple[bool, tuple[int, ...]]:
-    """Sort key component: ISO strings newest first, missing values last."""
-    return (not s, tuple(-ord(c) for c in str(s or "")))
+def _newest_first(items: list[dict[str, Any]], key: Any) -> list[dict[str, Any]]:
+    """Stable sort: ISO timestamps newest first, missing values last."""
+    return sorted(items, key=lambda r: (bool(key(r)), str(key(r) or "")), reverse=True)
 
 
 def rank(cls: str, items: list[dict[str, Any]], waits: Mapping[str, WaitSummary]) -> list[dict[str, Any]]:
-    """Phase-one ranking: simple, stable, explainable."""
+    """Phase-one ranking: simple, stable, explainable.
+
+    Multi-key orders are built from stable sorts, least significant key first
+    (ties always end in id order)."""
+    by_id = sorted(items, key=lambda r: r["id"])
     if cls == "triggered_blocked":
-        return sorted(items, key=lambda r: (_desc(waits.get(r["id"], NO_WAITS).last_triggered_at), _desc(r.get("updated_at")), r["id"]))
+        by_update = _newest_first(by_id, lambda r: r.get("updated_at"))
+        return _newest_first(by_update, lambda r: waits.get(r["id"], NO_WAITS).last_triggered_at)
     if cls == "queued_runnable":
-        return sorted(items, key=lambda r: (str(r.get("updated_at") or ""), str(r.get("created_at") or ""), r["id"]))
-    return sorted(items, key=lambda r: (_desc(r.get("updated_at")), r["id"]))
+        return sorted(by_id, key=lambda r: (str(r.get("updated_at") or ""), str(r.get("created_at") or "")))
+    return _newest_first(by_id, lambda r: r.get("updated_at"))
 
 
 def classify(

@@ -81,11 +81,46 @@ class WorkItemIndex:
     # work_item_id -> newest delivery summary (id, text, created_at, source)
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     waits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # derived views, recomputed after any change: the hot paths of a turn
+    # (projection, activation, closure) touch open items and a few recent
+    # completions only, so their cost does not grow with completed history
+    # ledger offsets recorded in the snapshot file (what a checkpoint covers)
+    saved_offset: int = 0
+    saved_ds_offset: int = 0
+    saved_wait_offset: int = 0
+    _open: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    _done: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    def _invalidate(self) -> None:
+        self._open = self._done = None
+
+    def open_records(self) -> list[dict[str, Any]]:
+        if self._open is None:
+            self._open = [r for r in self.items.values() if r.get("state") == "open"]
+        return self._open
+
+    def completed_records(self) -> list[dict[str, Any]]:
+        """Completed items, newest update first."""
+        if self._done is None:
+            done = [r for r in self.items.values() if r.get("state") == "completed"]
+            done.sort(key=lambda r: (str(r.get("updated_at") or ""), r["id"]), reverse=True)
+            self._done = done
+        return self._done
+
+    def recent_completed_with_report(self, n: int) -> list[dict[str, Any]]:
+        out = []
+        for r in self.completed_records():
+            if self.has_report(r["id"]):
+                out.append(r)
+                if len(out) >= n:
+                    break
+        return out
 
     def apply_item(self, rec: dict[str, Any]) -> None:
         wid = rec.get("id")
         if isinstance(wid, str):
             self.items[wid] = wm.upgrade_record(rec)
+            self._invalidate()
 
     def apply_report(self, rec: dict[str, Any]) -> None:
         wid = rec.get("work_item_id")
@@ -93,6 +128,7 @@ class WorkItemIndex:
             prev = self.reports.get(wid)
             if prev is None or str(rec.get("created_at", "")) >= str(prev.get("created_at", "")):
                 self.reports[wid] = {k: rec.get(k) for k in ("id", "text", "created_at", "source", "turn_id")}
+                self._invalidate()
 
     def apply_wait(self, rec: dict[str, Any]) -> None:
         if isinstance(rec.get("id"), str) and isinstance(rec.get("work_item_id"), str):
@@ -122,6 +158,23 @@ class WorkItemIndex:
             "waits": self.waits,
         }
 
+    def copy(self) -> WorkItemIndex:
+        """A copy safe to mutate: records are never changed in place (every
+        change appends a new record), so copying the maps is enough."""
+        return WorkItemIndex(
+            offset=self.offset,
+            ds_offset=self.ds_offset,
+            wait_offset=self.wait_offset,
+            items=dict(self.items),
+            reports=dict(self.reports),
+            waits=dict(self.waits),
+            saved_offset=self.saved_offset,
+            saved_ds_offset=self.saved_ds_offset,
+            saved_wait_offset=self.saved_wait_offset,
+            _open=self.open_records(),
+            _done=self.completed_records(),
+        )
+
     @classmethod
     def from_snapshot(cls, snap: Mapping[str, Any]) -> WorkItemIndex:
         return cls(
@@ -131,6 +184,9 @@ class WorkItemIndex:
             items=dict(snap.get("items") or {}),
             reports=dict(snap.get("reports") or {}),
             waits=dict(snap.get("waits") or {}),
+            saved_offset=int(snap.get("offset", 0)),
+            saved_ds_offset=int(snap.get("ds_offset", 0)),
+            saved_wait_offset=int(snap.get("wait_offset", 0)),
         )
 
 
@@ -138,9 +194,38 @@ def index_path(store: AgentStore) -> Path:
     return store.layout.state_dir / "work_items.json"
 
 
+# path of the index -> (file signature, parsed index): a turn reads the work
+# queue several times per provider round; re-parsing an unchanged index each
+# time made the cost grow with the number of work items
+_LOADED: dict[str, tuple[tuple[Any, ...], WorkItemIndex]] = {}
+
+
+def _stat_sig(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def load(store: AgentStore) -> WorkItemIndex:
-    """Index snapshot plus ledger tails. Read-only; safe without the agent lock."""
+    """Index snapshot plus ledger tails. Read-only; safe without the agent lock.
+
+    Ledgers only grow and the snapshot is replaced (new inode) on every save,
+    so an unchanged (inode, size, mtime) signature of all four files means the
+    previously parsed index is still exact; it is returned as a copy."""
     items_led, ds_led, wait_led = store.ledger(WORK_ITEMS_LEDGER), store.ledger(DELIVERY_LEDGER), store.ledger(WAITS_LEDGER)
+    key = str(index_path(store))
+    sig = (_stat_sig(index_path(store)), _stat_sig(items_led.path), _stat_sig(ds_led.path), _stat_sig(wait_led.path))
+    hit = _LOADED.get(key)
+    if hit is not None and hit[0] == sig:
+        return hit[1].copy()
+    idx = _load_uncached(store, items_led, ds_led, wait_led)
+    _LOADED[key] = (sig, idx.copy())
+    return idx
+
+
+def _load_uncached(store: AgentStore, items_led: Any, ds_led: Any, wait_led: Any) -> WorkItemIndex:
     try:
         snap = read_snapshot(index_path(store), max_version=INDEX_VERSION)
     except CorruptStateError:
@@ -148,6 +233,9 @@ def load(store: AgentStore) -> WorkItemIndex:
     idx = WorkItemIndex.from_snapshot(snap) if snap else WorkItemIndex()
     if idx.offset > items_led.size() or idx.ds_offset > ds_led.size() or idx.wait_offset > wait_led.size():
         idx = WorkItemIndex()  # the index describes other ledgers: rebuild
+    if snap is None or idx.offset == 0:
+        # missing, unreadable or foreign snapshot: the next save rewrites it
+        idx.saved_offset = idx.saved_ds_offset = idx.saved_wait_offset = -(1 << 60)
     for _, end, rec in items_led.scan(idx.offset):
         idx.apply_item(rec)
         idx.offset = end
@@ -165,8 +253,19 @@ def load(store: AgentStore) -> WorkItemIndex:
     return idx
 
 
-def _save(store: AgentStore, idx: WorkItemIndex) -> None:
+SNAPSHOT_EVERY_BYTES = 128 * 1024
+
+
+def _save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
+    """Checkpoint the index. The ledgers are the truth and ``load`` replays
+    their tails after the snapshot's offsets, so the (whole-index) snapshot is
+    rewritten only once enough has been appended since the last one: a
+    mutation costs one ledger append, not a rewrite of every work item."""
+    behind = (idx.offset - idx.saved_offset) + (idx.ds_offset - idx.saved_ds_offset) + (idx.wait_offset - idx.saved_wait_offset)
+    if not force and 0 <= behind < SNAPSHOT_EVERY_BYTES:
+        return
     write_snapshot(index_path(store), idx.to_snapshot())
+    idx.saved_offset, idx.saved_ds_offset, idx.saved_wait_offset = idx.offset, idx.ds_offset, idx.wait_offset
 
 
 def _append_item(store: AgentStore, idx: WorkItemIndex, rec: dict[str, Any], change: str) -> dict[str, Any]:
@@ -232,6 +331,17 @@ def plan_path(store: AgentStore, work_item_id: str) -> Path:
     return (store.layout.work_items_dir / work_item_id / "plan.md").absolute()
 
 
+def _unchanged_on_disk(path: Path, desc: Mapping[str, Any] | None) -> bool:
+    """Cheap pre-check: same size and modification time as the descriptor says."""
+    if not desc or not desc.get("exists", True) or desc.get("bytes") is None:
+        return False
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return st.st_size == desc.get("bytes") and clock.iso(st.st_mtime) == desc.get("updated_at")
+
+
 def _describe_file(path: Path) -> dict[str, Any]:
     try:
         data = path.read_bytes()
@@ -269,6 +379,8 @@ def _refresh(store: AgentStore, ids: Iterable[str], *, turn_id: str | None = Non
         rec = idx.items.get(wid)
         if rec is None:
             continue
+        if _unchanged_on_disk(Path(rec["plan_artifact"]["path"]), rec.get("plan_artifact")):
+            continue  # no need to read and hash the file
         fresh = _describe_file(Path(rec["plan_artifact"]["path"]))
         if wm.plan_changed(rec.get("plan_artifact"), fresh):
             stale.append(wid)
@@ -924,7 +1036,7 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
     if not idx.items:
         return None
     current_id = _current_id(store)
-    cand = wm.classify(idx.items.values(), current_id=current_id, waits=idx.wait_summaries())
+    cand = wm.classify(idx.open_records(), current_id=current_id, waits=idx.wait_summaries())
     if cand.classes["current_runnable"]:
         rec = cand.classes["current_runnable"][0]
         todo = wm.current_todo(rec.get("todo_list") or [])
@@ -967,10 +1079,10 @@ def closure_waiting_reason(store: AgentStore) -> str | None:
     idx = load(store)
     if not idx.items:
         return None
-    cand = wm.classify(idx.items.values(), current_id=_current_id(store), waits=idx.wait_summaries())
+    cand = wm.classify(idx.open_records(), current_id=_current_id(store), waits=idx.wait_summaries())
     if any(cand.classes[c] for c in ("current_runnable", "triggered_blocked", "queued_runnable")):
         return None
-    open_items = [r for r in idx.items.values() if r.get("state") == "open"]
+    open_items = idx.open_records()
     states = {wm.scheduling_state(r, idx.waits_for(r)) for r in open_items}
     if "waiting_operator" in states:
         return "awaiting_operator_input"
@@ -1225,7 +1337,11 @@ def project_work_queue(
         current_id = bound_work_item_id
     if current_id is not None and idx.items.get(current_id, {}).get("state") != "open":
         current_id = None
-    cand = wm.classify(idx.items.values(), current_id=current_id, waits=idx.wait_summaries(), has_report={w: idx.has_report(w) for w in idx.items})
+    # open items plus just enough recent completions to fill the completed class
+    recent_done = idx.recent_completed_with_report(wm.PROMPT_LIMITS.get("completed_recent", 3) + 1)
+    records = idx.open_records() + recent_done
+    cand = wm.classify(records, current_id=current_id, waits=idx.wait_summaries(), has_report={r["id"]: True for r in recent_done})
+    cand.completed_total = len(idx.completed_records())
     header = "## Work queue"
     cur = _current_section(store, idx, cand.current, focused=current_id == focus_id, preview_chars=wm.PREVIEW_CHARS, trace_limit=trace_limit)
     if len(header) + len(cur) + 1 > max_chars:

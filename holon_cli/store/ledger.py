@@ -23,6 +23,7 @@ from holon_cli.store.fsio import dumps, fsync_dir
 from holon_cli.store.locks import locked
 
 LEDGER_VERSION = 1
+TAIL_CACHE_RECORDS = 256
 
 
 @dataclass
@@ -71,6 +72,8 @@ class Ledger:
         self.max_version = max_version
         self._cached_size = -1
         self._cached_last: dict[str, Any] | None = None
+        # (end offset, records, capacity, inode) of the last tail window
+        self._tail_cache: tuple[int, list[dict[str, Any]], int, int | None] | None = None
 
     # -- writing ---------------------------------------------------------
     def _repair_tail(self, fd: int) -> int:
@@ -221,13 +224,42 @@ class Ledger:
         return self.read_from(0)[0]
 
     def tail(self, n: int) -> list[dict[str, Any]]:
-        """The last ``n`` complete records, reading backwards from the end."""
+        """The last ``n`` complete records (treat them as read-only).
+
+        The first call reads backwards from the end; later calls on the same
+        ``Ledger`` only parse what was appended since (ledgers only grow), so
+        a turn that looks at recent history every round pays for new records,
+        not for the window again."""
         if n <= 0:
             return []
+        size = self.size()
+        cache = self._tail_cache
+        if cache is not None and n <= cache[2] and cache[0] <= size and cache[3] == self._file_id():
+            end, recs, cap, fid = cache
+            if size > end:
+                new, end = self.read_from(end)
+                recs.extend(new)
+                if len(recs) > cap:
+                    del recs[: len(recs) - cap]
+                self._tail_cache = (end, recs, cap, fid)
+            return recs[-n:]
+        cap = max(n, TAIL_CACHE_RECORDS)
+        recs, end = self._tail_read(cap)
+        self._tail_cache = (end, recs, cap, self._file_id())
+        return recs[-n:]
+
+    def _file_id(self) -> int | None:
+        try:
+            return os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return None
+
+    def _tail_read(self, n: int) -> tuple[list[dict[str, Any]], int]:
+        """The last ``n`` complete records and the offset just after them."""
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return []
+            return [], 0
         try:
             size = os.fstat(fd).st_size
             buf = b""
@@ -252,7 +284,7 @@ class Ledger:
                 raise _corrupt(self.path, None, offset, "empty line")
             out.append(_parse(self.path, ln, None, offset, self.max_version))
             offset += len(ln) + 1
-        return out
+        return out, offset
 
     def check(self) -> list[Problem]:
         """Validate every line; a torn tail is reported as a note, not a problem."""

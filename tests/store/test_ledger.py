@@ -233,3 +233,20 @@ def test_append_after_corrupt_middle_does_not_hide_it(led: Ledger) -> None:
     _write_lines(led, b'{"v":1,"seq":1}', b"garbage", b'{"v":1,"seq":3}')
     led.append({"seq": 4})
     assert led.check()[0].line == 2
+
+
+def test_tail_window_follows_appends_incrementally(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.jsonl", tmp_path / "l.lock")
+    for i in range(5):
+        led.append({"i": i})
+    assert [r["i"] for r in led.tail(3)] == [2, 3, 4]
+    led.append({"i": 5})
+    other = Ledger(led.path, led.lock_path)  # another process appends too
+    other.append({"i": 6})
+    assert [r["i"] for r in led.tail(3)] == [4, 5, 6]
+    with open(led.path, "ab") as f:  # a writer killed mid-append
+        f.write(b'{"v":1,"i":')
+    assert [r["i"] for r in led.tail(2)] == [5, 6]
+    other.append({"i": 7})  # repairs the torn tail first
+    assert [r["i"] for r in led.tail(2)] == [6, 7]
+    assert [r["i"] for r in led.tail(1000)] == list(range(8))  # larger than the window: full read
