@@ -27,10 +27,15 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     ident, state = rec["identity"], rec["state"]
     st = q.load(store)
     last = store.events.last()
+    hint = lifecycle_hint(state["status"])
+    stale_run = state["status"] == "awake_running" and not _pid_alive(state.get("current_run_pid"))
+    if stale_run:
+        hint = "the process running this agent's last turn is gone; the next `holon turn` replays its message"
     summary: dict[str, Any] = {
         "agent_id": store.agent_id,
         "status": state["status"],
-        "lifecycle_hint": lifecycle_hint(state["status"]),
+        "stale_run": stale_run,
+        "lifecycle_hint": hint,
         "identity": {
             "kind": ident["kind"],
             "visibility": ident["visibility"],
@@ -69,6 +74,18 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     except ImportError:
         pass
     return summary
+
+
+def _pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _loaded_agents_md(store: AgentStore, state: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,6 +297,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         state["status"] = "awake_running"
         state["status_changed_at"] = clock.now_iso()
         state["current_run_id"] = turn_id
+        state["current_run_pid"] = os.getpid()
         state["last_wake_reason"] = msg.get("triggerKind") or msg.get("kind")
         state["sleeping_until"] = None
         state["turn_index"] = int(state.get("turn_index", 0)) + 1
@@ -548,6 +550,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         st["status"] = "asleep" if sleep_req else "awake_idle"
         st["status_changed_at"] = completed_at
         st["current_run_id"] = None
+        st["current_run_pid"] = None
         st["last_turn_at"] = completed_at
         st["last_closure"] = closure
         st["last_turn_token_usage"] = dict(journal.usage)

@@ -55,6 +55,7 @@ def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path)
     assert first.returncode == -9 or first.returncode == 137, (first.returncode, first.stderr)
     st = json.loads(sh("status", "--json").stdout)["data"]
     assert st["in_flight"] == 1
+    assert st["status"] == "awake_running" and st["stale_run"] is True and "replays" in st["lifecycle_hint"]
     second = sh("turn", "--model", model, "--json")
     assert second.returncode == 0, second.stderr
     res = json.loads(second.stdout)["data"]
