@@ -9,7 +9,8 @@ in this build):
 
 - ``man/holon.1``: the roff manual page;
 - ``completions/holon.bash``, ``completions/_holon`` (zsh),
-  ``completions/holon.fish``: click's completion scripts;
+  ``completions/holon.fish``: static completion scripts from
+  ``holon_cli/cli/completion_gen.py`` (the same text ``holon completion`` prints);
 - the command reference in ``README.md`` between
   ``<!-- BEGIN COMMAND REFERENCE -->`` and ``<!-- END COMMAND REFERENCE -->``
   (appended at the end when the markers are missing).
@@ -153,7 +154,9 @@ def _doc(cmd: click.Command, ctx: click.Context, path: tuple[str, ...]) -> Doc:
         paragraphs = paragraphs[1:] if paragraphs[0] == summary else paragraphs
     options: list[tuple[str, str]] = []
     for param in cmd.get_params(ctx):
-        if getattr(param, "hidden", False) or param.name == "help":
+        # options only, and not --help: newer clicks also give arguments and the
+        # help option (under another name) a help record, older ones do not
+        if not isinstance(param, click.Option) or param.hidden or "--help" in param.opts:
             continue
         rec = param.get_help_record(ctx)
         if rec is not None:
@@ -314,13 +317,14 @@ def splice_readme(readme: str, reference: str) -> str:
 
 
 def generate(root: Path) -> dict[Path, str]:
-    from holon_cli.cli.cmd_completion import completion_source
+    from holon_cli.cli.completion_gen import command_tree
+    from holon_cli.cli.completion_gen import render as render_completion
 
     docs = command_docs()
     out: dict[Path, str] = {root / "man" / "holon.1": render_man(docs)}
+    tree = command_tree()
     for shell, rel in SHELL_FILES.items():
-        src = completion_source(shell)
-        out[root / rel] = src if src.endswith("\n") else src + "\n"
+        out[root / rel] = render_completion(shell, tree)
     readme = root / "README.md"
     current = readme.read_text(encoding="utf-8") if readme.exists() else ""
     out[readme] = splice_readme(current, render_reference(docs))

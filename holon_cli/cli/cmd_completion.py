@@ -1,4 +1,9 @@
-"""``holon completion``: print the shell completion script."""
+"""``holon completion``: print the static shell completion script.
+
+The scripts come from :mod:`holon_cli.cli.completion_gen` (the same generator
+writes the committed ``completions/``): plain shell that completes from the
+command tree without starting Python on TAB.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,10 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 def completion_source(shell: str) -> str:
-    from click.shell_completion import get_completion_class
+    """The completion script for ``shell``, exactly as ``completions/`` holds it."""
+    from holon_cli.cli.completion_gen import render
 
-    from holon_cli.cli import cli
-
-    cls = get_completion_class(shell)
-    assert cls is not None
-    return cls(cli, {}, "holon", "_HOLON_COMPLETE").source()
+    return render(shell)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,9 +24,13 @@ def completion_source(shell: str) -> str:
 def completion(shell: str) -> None:
     """Print the completion script for SHELL.
 
+    The script is static: completing a word never starts Python. Re-run this
+    (or reinstall the file) after upgrading holon.
+
     \b
     Examples:
       eval "$(holon completion bash)"            # in ~/.bashrc
+      eval "$(holon completion zsh)"             # in ~/.zshrc, after compinit
       holon completion fish > ~/.config/fish/completions/holon.fish
     """
     click.echo(completion_source(shell), nl=False)

@@ -145,22 +145,6 @@ def test_splice_keeps_surrounding_text() -> None:
     )
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
-def test_generated_bash_completion_completes_commands() -> None:
-    script = f"""
-source {REPO / "completions" / "holon.bash"}
-COMP_WORDS=(holon agent st); COMP_CWORD=2
-_holon_completion holon
-printf '%s\\n' "${{COMPREPLY[@]}}"
-"""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    res = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert res.returncode == 0, res.stderr
-    assert sorted(res.stdout.split()) == ["start", "status", "stop"]
-
-
 def test_completion_command_prints_the_committed_scripts() -> None:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     for shell, rel in (
@@ -176,5 +160,7 @@ def test_completion_command_prints_the_committed_scripts() -> None:
             timeout=60,
         )
         assert res.returncode == 0
-        assert res.stdout.rstrip("\n") == (REPO / rel).read_text().rstrip("\n")
-        assert "_HOLON_COMPLETE" in res.stdout
+        assert res.stdout == (REPO / rel).read_text()
+        # static scripts (tests/cli/test_completion.py runs them in real shells),
+        # not click's, whose text and callback protocol change between versions
+        assert "_HOLON_COMPLETE" not in res.stdout
