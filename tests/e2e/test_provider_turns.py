@@ -150,3 +150,36 @@ def test_context_length_exceeded_fails_turn_without_continuation(srv: LoopbackSe
     assert store.ledger("briefs").records()[-1]["kind"] == "failure"
     err = next(e for e in store.events.records() if e["kind"] == "runtime_error")
     assert err["data"]["failure_kind"] == "context_length_exceeded"
+
+
+def test_stale_work_item_reminder_is_provider_only(srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from holon_cli.runtime import workitems as wi
+
+    monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS", "2")
+    monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_COOLDOWN_ROUNDS", "0")
+    store = open_agent(None)
+    w = wi.create_work_item(store, "Refactor the parser", plan_status="ready", todo_list=[{"text": "split lexer", "state": "in_progress"}])
+    wi.pick_work_item(store, w["work_item"]["id"], source="operator")
+    srv.queue(
+        Reply.json_body(responses_call("c1", "true")),
+        Reply.json_body(responses_call("c2", "true")),
+        Reply.json_body(responses_call("c3", "true")),
+        Reply.json_body(responses_text("done for now")),
+    )
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.runtime.turn import run_turn
+
+    admit("keep going", store=store)
+    res = run_turn(store=store, cli_model="openai/gpt-test", sleep=no_sleep)
+    assert res.final_text == "done for now"
+    bodies = [json.dumps(r.json()["input"]) for r in srv.requests]
+    hits = [i for i, b in enumerate(bodies) if "Work-item progress reminder" in b]
+    # the threshold is reached after round 2, so round 3 is the first request to
+    # carry it; later requests keep it in the conversation (append-only, so the
+    # provider's prompt cache holds) and, with no cooldown, it is injected once
+    assert hits == [2, 3]
+    assert bodies[3].count("Work-item progress reminder") == 1
+    assert "split lexer" in bodies[2]
+    transcript = json.dumps(store.ledger("transcript").records())
+    assert "Work-item progress reminder" not in transcript
+    assert [e["kind"] for e in store.events.records()].count("work_item_stale_reminder") == 1
