@@ -17,7 +17,6 @@ why the turn ended.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,6 +34,7 @@ from holon_cli.providers.base import (
 )
 from holon_cli.providers.http_common import (
     HttpTransport,
+    JsonEventStream,
     SSEEvent,
     join_url,
     post_json,
@@ -254,20 +254,8 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
     raw_stop: Any = None
     got_delta = False
     stopped = False
-    seen = 0
-    for ev in events:
-        data = ev.data.strip()
-        if not data:
-            continue
-        try:
-            obj = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ProviderFailure(
-                "invalid_response",
-                f"event {seen + 1} ({ev.event or 'unnamed'}) is not JSON: {exc.msg}; data starts: {data[:120]!r}",
-                stage="stream",
-            ) from None
-        seen += 1
+    stream = JsonEventStream(events, "event")
+    for ev, obj in stream:
         if not isinstance(obj, dict):
             continue
         typ = obj.get("type") if isinstance(obj.get("type"), str) else ev.event
@@ -318,7 +306,7 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
             raise classify_error_object(obj, stage="stream")
         # ping and unknown events: nothing to keep
     if not stopped and not (got_delta and raw_stop is not None):
-        where = f"after {seen} events" if seen else "before any event"
+        where = f"after {stream.count} events" if stream.count else "before any event"
         raise ProviderFailure(
             "stream_interrupted",
             f"message stream ended {where} without message_stop",

@@ -334,6 +334,41 @@ def iter_sse(lines: Iterable[str]) -> Iterator[SSEEvent]:
         yield SSEEvent(event, joined, ev_id)
 
 
+class JsonEventStream:
+    """The JSON payloads of an event stream, for the streaming parsers.
+
+    Skips events with empty data, ends at ``[DONE]`` (then ``done`` is true),
+    and rejects a payload that is not JSON as ``invalid_response``; ``count``
+    is how many payloads were parsed, for "stream ended after N" messages.
+    """
+
+    def __init__(self, events: Iterable[SSEEvent], label: str = "event") -> None:
+        self._events = events
+        self.label = label
+        self.count = 0
+        self.done = False
+
+    def __iter__(self) -> Iterator[tuple[SSEEvent, Any]]:
+        for ev in self._events:
+            data = ev.data.strip()
+            if not data:
+                continue
+            if data == "[DONE]":
+                self.done = True
+                return
+            try:
+                obj = json.loads(data)
+            except json.JSONDecodeError as exc:
+                name = f" ({ev.event or 'unnamed'})" if self.label == "event" else ""
+                raise ProviderFailure(
+                    "invalid_response",
+                    f"{self.label} {self.count + 1}{name} is not JSON: {exc.msg}; data starts: {data[:120]!r}",
+                    stage="stream",
+                ) from None
+            self.count += 1
+            yield ev, obj
+
+
 class _Counted:
     """Wraps an event iterator and counts what it yielded."""
 

@@ -15,7 +15,6 @@ a final ``finish_reason``. A stream cut before its finish is
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +30,7 @@ from holon_cli.providers.base import (
 )
 from holon_cli.providers.http_common import (
     HttpTransport,
+    JsonEventStream,
     SSEEvent,
     post_json,
     post_stream,
@@ -269,25 +269,9 @@ def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
     usage = None
     resp_id: str | None = None
     model: str | None = None
-    done = False
     last_key: Any = None
-    seen = 0
-    for ev in events:
-        data = ev.data.strip()
-        if not data:
-            continue
-        if data == "[DONE]":
-            done = True
-            break
-        try:
-            obj = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ProviderFailure(
-                "invalid_response",
-                f"chunk {seen + 1} is not JSON: {exc.msg}; data starts: {data[:120]!r}",
-                stage="stream",
-            ) from None
-        seen += 1
+    stream = JsonEventStream(events, "chunk")
+    for ev, obj in stream:
         if not isinstance(obj, dict):
             continue
         if obj.get("error") and not obj.get("choices"):
@@ -353,8 +337,8 @@ def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
                         call.args.append(legacy["arguments"])
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
-    if not done and finish is None:
-        where = f"after {seen} chunks" if seen else "before any chunk"
+    if not stream.done and finish is None:
+        where = f"after {stream.count} chunks" if stream.count else "before any chunk"
         raise ProviderFailure(
             "stream_interrupted",
             f"chat completion stream ended {where} without a finish_reason or [DONE]",

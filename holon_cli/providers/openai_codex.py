@@ -21,12 +21,11 @@ Owns the codex request shape (the Responses lowering without
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from holon_cli.providers.base import ModelResponse, ProviderFailure, ProviderRequest
-from holon_cli.providers.http_common import SSEEvent
+from holon_cli.providers.http_common import JsonEventStream, SSEEvent
 from holon_cli.providers.openai_responses import (
     OpenAIResponsesTransport,
     build_body,
@@ -99,23 +98,9 @@ class _ItemCollector:
 
 def parse_responses_stream(events: Iterable[SSEEvent]) -> ModelResponse:
     collector = _ItemCollector()
-    seen = 0
+    stream = JsonEventStream(events, "event")
     last_type: str | None = None
-    for ev in events:
-        data = ev.data.strip()
-        if not data:
-            continue
-        if data == "[DONE]":
-            break
-        try:
-            obj = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ProviderFailure(
-                "invalid_response",
-                f"event {seen + 1} ({ev.event or 'unnamed'}) is not JSON: {exc.msg}; data starts: {data[:120]!r}",
-                stage="stream",
-            ) from None
-        seen += 1
+    for ev, obj in stream:
         if not isinstance(obj, dict):
             continue
         typ = obj.get("type") if isinstance(obj.get("type"), str) else ev.event
@@ -144,7 +129,7 @@ def parse_responses_stream(events: Iterable[SSEEvent]) -> ModelResponse:
         elif typ == "error":
             raise classify_response_error(obj, stage="stream")
         # response.created / in_progress / content_part.* / *.done deltas / unknown: nothing to keep
-    where = f"after {seen} events (last: {last_type})" if seen else "before any event"
+    where = f"after {stream.count} events (last: {last_type})" if stream.count else "before any event"
     raise ProviderFailure(
         "stream_interrupted",
         f"event stream ended {where} without response.completed",
