@@ -92,6 +92,28 @@ def throughput(holon: str, env: dict[str, str], writers: int, per_writer: int) -
     return writers * per_writer, wall
 
 
+ADMIT_LOOP = """
+import sys
+from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.enqueue import admit
+store = open_agent(None)
+for i in range(int(sys.argv[2])):
+    admit(f"bench {sys.argv[1]}-{i}", store=store)
+"""
+
+
+def admission_throughput(env: dict[str, str], writers: int, per_writer: int) -> tuple[int, float]:
+    """Concurrent writers admitting through the library (no process start per
+    message): what the Maildir inbox itself sustains, fsyncs included."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", ADMIT_LOOP, str(w), str(per_writer)], env=env) for w in range(writers)]
+    codes = [p.wait() for p in procs]
+    wall = time.perf_counter() - t0
+    if any(codes):
+        sys.exit("cli_startup: in-process admission failed")
+    return writers * per_writer, wall
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="holon CLI startup benchmark")
     ap.add_argument("--runs", type=int, default=30, help="runs per command (default 30)")
@@ -133,6 +155,9 @@ def main() -> int:
         tp_env = {**env, "HOLON_HOME": str(Path(tmp) / "home-throughput")}
         timed([holon, "home", "init"], tp_env)
         n, wall = throughput(holon, tp_env, args.writers, args.per_writer)
+        lib_env = {**env, "HOLON_HOME": str(Path(tmp) / "home-admit")}
+        timed([holon, "home", "init"], lib_env)
+        n2, wall2 = admission_throughput(lib_env, args.writers, 500)
 
     bare = statistics.median(samples["python3 -c pass"])
     print(f"holon CLI startup: {args.runs} runs each, interpreter {sys.executable}, script {holon}")
@@ -150,6 +175,9 @@ def main() -> int:
     )
     print(
         f"enqueue throughput: {n} messages from {args.writers} concurrent writers in {wall:.2f}s = {n / wall:.0f} messages/s ({os.cpu_count()} CPUs)"
+    )
+    print(
+        f"admission throughput (library, no process start per message): {n2} messages from {args.writers} concurrent writers in {wall2:.2f}s = {n2 / wall2:.0f} messages/s"
     )
     return 0 if verdict == "PASS" else 1
 
