@@ -81,7 +81,7 @@ _holon_command() {
         opts='--json --help -h'
         ;;
     'run')
-        opts='--agent -a --create-agent --model -m --max-turns --no-wait-for-tasks --workspace-root --cwd --json --help -h'
+        opts='--agent -a --create-agent --model -m --max-turns --no-wait-for-tasks --workspace-root --cwd --keep-agent --json --help -h'
         vopts='--agent -a --model -m --max-turns --workspace-root --cwd'
         nargs='1'
         ;;

@@ -226,6 +226,7 @@ complete -c holon -n "__holon_is 'run'" -l max-turns -r -d 'Stop after this many
 complete -c holon -n "__holon_is 'run'" -l no-wait-for-tasks -d 'Do not wait for background tasks before returning'
 complete -c holon -n "__holon_is 'run'" -l workspace-root -r -f -a '(__fish_complete_directories)' -d 'Workspace (execution root); default: the current directory'
 complete -c holon -n "__holon_is 'run'" -l cwd -r -f -a '(__fish_complete_directories)' -d 'Working directory inside the workspace'
+complete -c holon -n "__holon_is 'run'" -l keep-agent -d 'Keep the temporary agent\'s home after a completed run (failed and waiting runs always keep it)'
 complete -c holon -n "__holon_is 'run'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'run'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'run' 1+" -f

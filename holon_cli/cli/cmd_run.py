@@ -18,8 +18,9 @@ from holon_cli.cli import output
 @click.option("--no-wait-for-tasks", is_flag=True, help="Do not wait for background tasks before returning.")
 @click.option("--workspace-root", type=click.Path(file_okay=False), help="Workspace (execution root); default: the current directory.")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory inside the workspace.")
+@click.option("--keep-agent", is_flag=True, help="Keep the temporary agent's home after a completed run (failed and waiting runs always keep it).")
 @output.json_option
-def run(text: str, agent_id: str | None, create_agent: bool, model: str | None, max_turns: int, no_wait_for_tasks: bool, workspace_root: str | None, cwd: str | None, as_json: bool) -> None:
+def run(text: str, agent_id: str | None, create_agent: bool, model: str | None, max_turns: int, no_wait_for_tasks: bool, workspace_root: str | None, cwd: str | None, keep_agent: bool, as_json: bool) -> None:
     """Run TEXT to completion on a temporary private agent and print the answer.
 
     Loops turns until the closure settles (completed, waiting, failed) or
@@ -36,7 +37,7 @@ def run(text: str, agent_id: str | None, create_agent: bool, model: str | None, 
 
     if text == "-":
         text = sys.stdin.read()
-    data = run_once(text, agent_id=agent_id, create=create_agent, model=model, max_turns=max_turns, workspace_root=workspace_root, cwd=cwd)
+    data = run_once(text, agent_id=agent_id, create=create_agent, model=model, max_turns=max_turns, workspace_root=workspace_root, cwd=cwd, keep_agent=keep_agent)
     if as_json:
         if data["final_status"] == "failed":
             fa = data.get("failure_artifact") or {}

@@ -1,4 +1,5 @@
-"""``holon run``: one-shot execution on a temporary private agent (or a
+"""``holon run``: one-shot execution on a temporary private agent (removed
+after a completed run unless kept; kept for inspection otherwise) or a
 named one), looping turns until the closure settles or ``max_turns``.
 
 ``final_text`` prefers the newest completion report produced during the run
@@ -44,6 +45,7 @@ def run_once(
     workspace_root: str | None = None,
     cwd: str | None = None,
     sleep: Any = None,
+    keep_agent: bool = False,
 ) -> dict[str, Any]:
     if max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
@@ -60,6 +62,7 @@ def run_once(
             store = create_agent(agent_id, exist_ok=True)
     else:
         store = create_agent(clock.new_id("run").replace("_", "-"), kind="named", visibility="private", profile_preset="private_child")
+    temporary = not agent_id
     state = store.read_record()["state"]
     if workspace_root or cwd or not agent_id or not state.get("workspace_anchor"):
         root = Path(workspace_root or os.getcwd()).resolve()
@@ -134,4 +137,11 @@ def run_once(
     }
     if final_status == "failed" and last is not None:
         data["failure_artifact"] = last.failure_artifact
+    # a temporary agent that completed has nothing left to inspect or resume;
+    # failed, waiting and unfinished runs keep it (its home is in the result)
+    data["agent_kept"] = not (temporary and final_status == "completed" and not keep_agent)
+    if not data["agent_kept"]:
+        import shutil
+
+        shutil.rmtree(store.layout.home, ignore_errors=True)
     return data

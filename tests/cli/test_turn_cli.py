@@ -172,3 +172,17 @@ def test_status_reports_loaded_agents_md_metadata_only(script_runner) -> None:
     (src,) = d["loaded_agents_md"]
     assert src["scope"] == "agent" and src["kind"] == "AGENTS.md" and src["bytes"] > 0
     assert set(src) == {"scope", "kind", "path", "bytes", "sha256"}
+
+
+def test_run_removes_a_completed_temporary_agent_unless_kept(script_runner, tmp_path: Path, holon_home: Path) -> None:
+    model = script(tmp_path, [{"text": "ok"}])
+    d = j(script_runner.run(["holon", "run", "--json", "--model", model, "hi"]))["data"]
+    assert d["final_status"] == "completed" and d["agent_kept"] is False
+    assert not Path(d["agent_home"]).exists()
+    d = j(script_runner.run(["holon", "run", "--json", "--keep-agent", "--model", script(tmp_path, [{"text": "ok"}], "k.yaml"), "hi"]))["data"]
+    assert d["agent_kept"] is True and Path(d["agent_home"]).is_dir()
+    failed = script_runner.run(["holon", "run", "--json", "--model", script(tmp_path, [{"fail": {"kind": "auth"}}], "f.yaml"), "hi"])
+    fd = json.loads(failed.stdout)["data"]
+    assert failed.returncode == 5 and fd["agent_kept"] is True and Path(fd["agent_home"]).is_dir()  # kept to inspect
+    named = j(script_runner.run(["holon", "run", "--json", "--agent", "keepme", "--create-agent", "--model", script(tmp_path, [{"text": "ok"}], "n.yaml"), "hi"]))["data"]
+    assert named["agent_kept"] is True  # a named agent is never removed

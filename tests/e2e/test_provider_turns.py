@@ -116,7 +116,7 @@ def test_500s_exhaust_retries_then_fallback(srv: LoopbackServer, tmp_path: Path,
     monkeypatch.setenv("HOLON_FALLBACK_MODELS", "anthropic/claude-test")
     err = Reply.json_body({"error": {"message": "The server had an error", "type": "server_error"}}, status=500)
     srv.queue(err, err, err, Reply.json_body(anthropic_msg([{"type": "text", "text": "from fallback"}], "end_turn")))
-    data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
+    data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep, keep_agent=True)
     assert data["final_status"] == "completed" and data["final_text"] == "from fallback"
     tl = data["provider_attempt_timeline"]
     assert [a["outcome"] for a in tl] == ["retrying", "retrying", "retries_exhausted", "succeeded"]
