@@ -15,7 +15,7 @@ from holon_cli.cli import output
 @click.option("--create-agent", is_flag=True, help="Create the --agent on first use.")
 @click.option("--model", "-m", metavar="MODEL", help="Model ref, e.g. openai/gpt-4.1 or scripted:examples/hello.yaml.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=8, show_default=True, help="Stop after this many turns.")
-@click.option("--no-wait-for-tasks", is_flag=True, help="Do not wait for background tasks before returning.")
+@click.option("--no-wait-for-tasks", is_flag=True, help="Do not wait for background tasks before returning (accepted now; this build has no background task plane yet, so there is never anything to wait for).")
 @click.option("--workspace-root", type=click.Path(file_okay=False), help="Workspace (execution root); default: the current directory.")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory inside the workspace.")
 @click.option("--keep-agent", is_flag=True, help="Keep the temporary agent's home after a completed run (failed and waiting runs always keep it).")
