@@ -129,13 +129,18 @@ def follow_events(
     Runs until the consumer stops iterating or, when idle, ``stop()`` returns
     true (the CLI uses it to notice that its reader went away)."""
     led = store.events
-    offset = 0
-    # find the offset after ``since`` once, then follow by byte offset
-    for _, end, rec in led.scan(0):
+    # event_seq is dense from 1, so the events after ``since`` are the last
+    # (last_seq - since) records: read that window from the end instead of
+    # scanning the whole history; fall back to a scan if a gap shows up
+    last = led.last()
+    want = max(0, int(last["event_seq"]) - since) if last else 0
+    window, offset = led.tail_with_offset(want + 1) if last else ([], 0)
+    if window and window[0]["event_seq"] > since + 1:
+        window, offset = led.read_from(0)
+    for rec in window:
         if rec["event_seq"] > since:
             yield rec
             since = rec["event_seq"]
-        offset = end
     while True:
         recs, new_off = led.read_from(offset)
         if new_off < offset:  # file replaced: start over by seq

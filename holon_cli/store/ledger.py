@@ -248,6 +248,11 @@ class Ledger:
         self._tail_cache = (end, recs, cap, self._file_id())
         return recs[-n:]
 
+    def tail_with_offset(self, n: int) -> tuple[list[dict[str, Any]], int]:
+        """The last ``n`` complete records and the byte offset just after them
+        (where a follower continues with :meth:`read_from`)."""
+        return self._tail_read(max(1, n))
+
     def _file_id(self) -> int | None:
         try:
             return os.stat(self.path).st_ino
