@@ -319,6 +319,18 @@ def _require(store: AgentStore, idx: WorkItemIndex, work_item_id: Any) -> dict[s
     return rec
 
 
+def _require_open(rec: Mapping[str, Any], what: str, hint: str) -> None:
+    """Reject a mutation of a completed item (exit 4, kind ``work_item_completed``)."""
+    if rec["state"] == "completed":
+        wid = rec["id"]
+        raise RejectedError(
+            f"work item {wid} {what}",
+            hint=hint,
+            kind="work_item_completed",
+            details={"field": "work_item_id", "work_item_id": wid},
+        )
+
+
 def require_work_item(store: AgentStore, work_item_id: str) -> dict[str, Any]:
     """The newest record of ``work_item_id`` (``NotFoundError`` when unknown)."""
     return wm.public_record(_require(store, load(store), work_item_id))
@@ -633,13 +645,7 @@ def pick_work_item(
     with _mutation(store) as (idx, agent):
         rec = _require(store, idx, work_item_id)
         wid = rec["id"]
-        if rec["state"] == "completed":
-            raise RejectedError(
-                f"work item {wid} is completed and cannot be picked",
-                hint="pick an open work item (ListWorkItems filter=open), or create a new one for follow-up work",
-                kind="work_item_completed",
-                details={"field": "work_item_id", "work_item_id": wid},
-            )
+        _require_open(rec, "is completed and cannot be picked", "pick an open work item (ListWorkItems filter=open), or create a new one for follow-up work")
         state = agent["state"]
         prev_id = state.get("current_work_item_id")
         prev = idx.items.get(prev_id) if isinstance(prev_id, str) else None
@@ -742,13 +748,7 @@ def update_work_item(
     with _mutation(store) as (idx, agent):
         rec = _require(store, idx, work_item_id)
         wid = rec["id"]
-        if rec["state"] == "completed":
-            raise RejectedError(
-                f"work item {wid} is completed; completed work items cannot be updated",
-                hint="create a new work item for follow-up work",
-                kind="work_item_completed",
-                details={"field": "work_item_id", "work_item_id": wid},
-            )
+        _require_open(rec, "is completed; completed work items cannot be updated", "create a new work item for follow-up work")
         new = dict(rec)
         changed: list[str] = []
         if new_objective is not None:
@@ -845,13 +845,7 @@ def complete_work_item(
     with _mutation(store) as (idx, agent):
         rec = _require(store, idx, work_item_id)
         wid = rec["id"]
-        if rec["state"] == "completed":
-            raise RejectedError(
-                f"work item {wid} is already completed",
-                hint="nothing to do; create a new work item for follow-up work",
-                kind="work_item_completed",
-                details={"field": "work_item_id", "work_item_id": wid},
-            )
+        _require_open(rec, "is already completed", "nothing to do; create a new work item for follow-up work")
         state = agent["state"]
         focused = state.get("current_work_item_id") == wid
         unfinished = wm.unfinished_todos_warning(rec.get("todo_list") or [])
