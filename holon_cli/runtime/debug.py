@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.prompt import build_frame, workspace_for
-from holon_cli.runtime.turn import _call, _tools, recent_conversation
+from holon_cli.runtime.turn import _tools, recent_conversation
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
 
@@ -26,7 +27,7 @@ def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any
         agent_id=store.agent_id, agent_home=store.layout.home,
         is_default_agent=rec["identity"]["kind"] == "default" or store.agent_id == default_agent_id(),
         ws=ws, message=message, tools=specs, guidance=guidance,
-        work_queue=_call("project_work_queue", store, bound_work_item_id=state.get("current_work_item_id")),
+        work_queue=wi.project_work_queue(store, bound_work_item_id=state.get("current_work_item_id")),
         recent=recent_conversation(store, None),
     )
     f = built.frame

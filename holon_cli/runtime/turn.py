@@ -27,6 +27,7 @@ from holon_cli.model.agent import lifecycle_hint
 from holon_cli.model.envelope import body_text
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
+from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.briefs import write_brief, write_transcript
 from holon_cli.runtime.models import candidates
@@ -42,7 +43,6 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import default_agent_id
 
 DEFAULT_MAX_ROUNDS = 50
-WORK_MUTATIONS = {"CreateWorkItem", "PickWorkItem", "UpdateWorkItem", "CompleteWorkItem"}
 RECENT_CHARS = 4000
 
 
@@ -146,34 +146,19 @@ class Journal:
 # ------------------------------------------------------------- work plane
 
 
-def _workitems() -> Any:
-    try:
-        from holon_cli.runtime import workitems
-
-        return workitems
-    except ImportError:  # pragma: no cover - the module is part of the package
-        return None
-
-
-def _call(fn_name: str, *args: Any, **kw: Any) -> Any:
-    wi = _workitems()
-    fn = getattr(wi, fn_name, None) if wi else None
-    return fn(*args, **kw) if fn else None
-
-
-def derive_closure(store: AgentStore, *, failed: bool, sleep_req: dict[str, Any] | None, round_limit_hit: bool) -> dict[str, Any]:
+def derive_closure(store: AgentStore, *, failed: bool, sleep_req: dict[str, Any] | None) -> dict[str, Any]:
     """The spec's ClosureDecision for the settled turn."""
     posture = "asleep" if sleep_req else "awake"
     if failed:
         return {"outcome": "failed", "runtime_posture": "awake"}
-    waiting = _call("closure_waiting_reason", store)
+    waiting = wi.closure_waiting_reason(store)
     if waiting:
         return {"outcome": "waiting", "waiting_reason": waiting, "runtime_posture": posture}
     if sleep_req:
         if sleep_req.get("duration_ms"):
             return {"outcome": "waiting", "waiting_reason": "awaiting_timer", "runtime_posture": posture}
         return {"outcome": "completed", "runtime_posture": posture}
-    signal = _call("activation_signal", store)
+    signal = wi.activation_signal(store)
     if signal:
         work_signal = {
             "work_item_id": signal.get("work_item_id"),
@@ -345,7 +330,6 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
 
     failed = False
     sleep_req: dict[str, Any] | None = None
-    round_limit_hit = False
     rounds_since_mutation = 0
     final_text = ""
     effects: dict[str, Any] = {}
@@ -371,7 +355,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     context_reported = False
     while not done:
         t_ctx = time.monotonic()
-        work_queue = _call("project_work_queue", store, bound_work_item_id=focus)
+        work_queue = wi.project_work_queue(store, bound_work_item_id=focus)
         built = build_frame(
             agent_id=store.agent_id, agent_home=store.layout.home, is_default_agent=is_default, ws=ws, message=msg,
             tools=specs, guidance=guidance, work_queue=work_queue, recent=recent,
@@ -461,7 +445,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             t_tool = time.monotonic()
             res = execute(defs.get(call.name), ctx, call)
             tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
-            if res.ok and call.name in WORK_MUTATIONS:
+            if res.ok and wi.is_work_item_mutation(call.name):
                 mutated = True
                 if call.name == "CompleteWorkItem" and (res.data or {}).get("brief_id"):
                     completion_briefs.append(res.data["brief_id"])
@@ -498,11 +482,10 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             final_text = resp.text
             break
         if round_no >= max_rounds:
-            round_limit_hit = True
             final_text = resp.text
             store.emit("turn_round_limit_reached", {"turn_id": turn_id, "rounds": round_no, "max_rounds": max_rounds}, message=msg, turn_id=turn_id)
             break
-        reminder = _call("stale_reminder", store, rounds_since_mutation)
+        reminder = wi.stale_reminder(store, rounds_since_mutation)
         if reminder:
             journal.provider_only.add(len(journal.items))
             journal.items.append(ConversationItem("user", reminder))
@@ -510,12 +493,12 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
 
     # ---------------------------------------------------------- settle
     t_cleanup = time.monotonic()
-    _call("refresh_all", store)
+    wi.refresh_all(store)
     if bound_wi:
         # runtime facts of blocking waits come from the task plane; none is
         # known at this layer yet, so the commit only refreshes the bound item
-        _call("turn_end_commit", store, bound_wi, {})
-    closure = derive_closure(store, failed=failed, sleep_req=sleep_req, round_limit_hit=round_limit_hit)
+        wi.turn_end_commit(store, bound_wi, {})
+    closure = derive_closure(store, failed=failed, sleep_req=sleep_req)
     result.closure = closure
     result.final_text = final_text
     result.model_rounds = journal.rounds
