@@ -24,7 +24,7 @@ from typing import Any
 from holon_cli import clock
 from holon_cli.errors import HolonError, RejectedError
 from holon_cli.model.agent import lifecycle_hint
-from holon_cli.model.envelope import body_text
+from holon_cli.model.envelope import body_text, origin_label
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
@@ -205,6 +205,15 @@ def recent_conversation(store: AgentStore, exclude_message_id: str | None) -> st
 # -------------------------------------------------------------------- turn
 
 
+def _transcript_message(store: AgentStore, env: dict[str, Any], turn_id: str, **extra: Any) -> None:
+    """An admitted message as a transcript entry, provenance preserved."""
+    write_transcript(
+        store, "message", message_id=env["id"], turn_id=turn_id, message_kind=env.get("kind"), origin=env.get("origin"),
+        origin_label=origin_label(env.get("origin", {})), authority_class=env.get("authorityClass"), trust=env.get("trust"),
+        priority=env.get("priority"), work_item_id=env.get("workItemId"), text=body_text(env.get("body", {})), **extra,
+    )
+
+
 def _tools() -> tuple[dict[str, Any], list[Any], dict[str, str]]:
     from holon_cli.tools.base import registry
 
@@ -264,7 +273,7 @@ def run_turn(
 
 def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: list[str], *, sleep: Any, max_rounds: int | None) -> TurnResult:
     from holon_cli.providers.chain import ChainFailure, call_with_fallback
-    from holon_cli.tools.base import ToolContext, execute
+    from holon_cli.tools.base import ToolContext, execute, render_error
 
     t_start = time.monotonic()
     msg = entry["envelope"]
@@ -276,7 +285,6 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
 
     journal = Journal.resume(store, turn_id, mid)
     result.replayed = journal is not None or int(entry.get("interrupted", 0)) > 0
-    state_box: dict[str, Any] = {}
 
     def start(state: dict[str, Any]) -> None:
         state["status"] = "awake_running"
@@ -287,10 +295,10 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         state["sleeping_until"] = None
         state["turn_index"] = int(state.get("turn_index", 0)) + 1
         state["total_message_count"] = int(state.get("total_message_count", 0)) + (0 if result.replayed else 1)
-        state_box.update(state)
 
-    store.update_state(start)
-    turn_index = state_box["turn_index"]
+    agent_rec = store.update_state(start)
+    state = agent_rec["state"]
+    turn_index = state["turn_index"]
     queue_wait_ms = None
     try:
         queue_wait_ms = max(0, int((clock.now() - clock.parse_iso(msg["createdAt"])) * 1000))
@@ -302,22 +310,14 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         message=msg,
         turn_id=turn_id,
     )
-    from holon_cli.model.envelope import origin_label
-
     if journal is None:
         journal = Journal(store, turn_id, mid)
         journal.items.append(first_user_item(msg))
-        write_transcript(
-            store, "message", message_id=mid, turn_id=turn_id, message_kind=msg.get("kind"), origin=msg.get("origin"),
-            origin_label=origin_label(msg.get("origin", {})), authority_class=msg.get("authorityClass"), trust=msg.get("trust"),
-            priority=msg.get("priority"), work_item_id=msg.get("workItemId"), text=body_text(msg.get("body", {})),
-        )
+        _transcript_message(store, msg, turn_id)
         journal.save()
     else:
         journal.turn_id = turn_id
 
-    agent_rec = store.read_record()
-    state = agent_rec["state"]
     ws: WorkspaceBinding = workspace_for(store.layout.home, state)
     is_default = agent_rec["identity"]["kind"] == "default" or store.agent_id == default_agent_id()
     bound_wi = state.get("current_work_item_id")
@@ -344,8 +344,6 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         recorded = journal.recorded_results()
         for call in last.tool_calls:
             if call.id not in recorded:
-                from holon_cli.tools.base import render_error
-
                 content = render_error(call.name, {"kind": "interrupted", "message": "this call was in flight when the runtime stopped; it was not re-run", "recovery_hint": "check its effects (e.g. with ExecCommand) before running it again", "retryable": True, "details": None})
                 journal.items.append(ConversationItem("tool", content, call_id=call.id, name=call.name, is_error=True))
                 write_transcript(store, "tool_result", turn_id=turn_id, message_id=mid, call_id=call.id, tool_name=call.name, ok=False, output=content, error={"kind": "interrupted"})
@@ -474,7 +472,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             env = ie["envelope"]
             journal.interject_ids.append(env["id"])
             journal.items.append(ConversationItem("user", render_message(env)))
-            write_transcript(store, "message", message_id=env["id"], turn_id=turn_id, message_kind=env.get("kind"), origin=env.get("origin"), origin_label=origin_label(env.get("origin", {})), authority_class=env.get("authorityClass"), trust=env.get("trust"), priority=env.get("priority"), text=body_text(env.get("body", {})), interject=True)
+            _transcript_message(store, env, turn_id, interject=True)
             store.emit("message_interjected", {"turn_id": turn_id, "into_message_id": mid}, message=env, turn_id=turn_id)
             journal.save()
         if "sleep" in effects:
