@@ -369,7 +369,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             )
         request = ProviderRequest(
             frame=built.frame, conversation=list(journal.items), tools=specs,
-            max_output_tokens=rt_cfg.get("max_output_tokens"), state_dir=store.layout.state_dir, agent_id=store.agent_id,
+            state_dir=store.layout.state_dir, agent_id=store.agent_id,
         )
         started_at = clock.now_iso()
         t0 = time.monotonic()

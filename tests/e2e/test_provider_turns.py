@@ -183,3 +183,17 @@ def test_stale_work_item_reminder_is_provider_only(srv: LoopbackServer, tmp_path
     transcript = json.dumps(store.ledger("transcript").records())
     assert "Work-item progress reminder" not in transcript
     assert [e["kind"] for e in store.events.records()].count("work_item_stale_reminder") == 1
+
+
+def test_provider_max_output_tokens_beats_the_runtime_default(srv: LoopbackServer, tmp_path: Path, holon_home: Path) -> None:
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_text(
+        "runtime:\n  max_output_tokens: 1000\n"
+        f"providers:\n  local:\n    transport: openai_chat_completions\n    base_url: {srv.url}/v1\n    max_output_tokens: 200\n"
+    )
+    srv.queue(Reply.json_body({"id": "c", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]}),
+              Reply.json_body(responses_text("ok")))
+    run_once("x", model="local/m", workspace_root=str(tmp_path), sleep=no_sleep)
+    assert srv.requests[0].json()["max_tokens"] == 200
+    run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
+    assert srv.requests[1].json()["max_output_tokens"] == 1000  # no provider setting: the runtime default
