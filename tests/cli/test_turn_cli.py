@@ -186,3 +186,21 @@ def test_run_removes_a_completed_temporary_agent_unless_kept(script_runner, tmp_
     assert failed.returncode == 5 and fd["agent_kept"] is True and Path(fd["agent_home"]).is_dir()  # kept to inspect
     named = j(script_runner.run(["holon", "run", "--json", "--agent", "keepme", "--create-agent", "--model", script(tmp_path, [{"text": "ok"}], "n.yaml"), "hi"]))["data"]
     assert named["agent_kept"] is True  # a named agent is never removed
+
+
+def test_bad_inputs_of_turn_engine_commands(script_runner, tmp_path: Path) -> None:
+    cases = [
+        (["holon", "tick", "--all", "--agent", "main"], 2, "either --agent or --all"),
+        (["holon", "agent", "model", "main", "openai/x", "--clear"], 2, "either MODEL or --clear"),
+        (["holon", "debug", "prompt", "--agent", "ghost"], 3, "unknown agent"),
+        (["holon", "debug", "latency", "--limit", "0"], 2, "--limit"),
+        (["holon", "run", "--cwd", str(tmp_path / "missing"), "--model", "scripted:x.yaml", "hi"], 2, "not a directory"),
+        (["holon", "turn", "--agent", "ghost", "--model", "scripted:x.yaml"], 3, "unknown agent"),
+    ]
+    for argv, code, text in cases:
+        res = script_runner.run(argv)
+        assert res.returncode == code, (argv, res.returncode, res.stderr)
+        assert text in res.stderr and "Traceback" not in res.stderr, (argv, res.stderr)
+    # nothing was created for the unknown agent
+    listed = j(script_runner.run(["holon", "agent", "list", "--json"]))["data"]["agents"]
+    assert "ghost" not in [a["agent_id"] for a in listed]
