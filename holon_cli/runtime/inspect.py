@@ -61,18 +61,11 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "loaded_agents_md": _loaded_agents_md(store, state),
         "active_skills": [a.get("skill") for a in state.get("active_skills") or []],
     }
-    try:
-        from holon_cli.runtime.models import model_state
+    from holon_cli.runtime.models import model_state
+    from holon_cli.runtime.workitems import readiness_counts
 
-        summary["model"] = model_state(state)
-    except ImportError:
-        pass
-    try:
-        from holon_cli.runtime.workitems import readiness_counts
-
-        summary["work_items"] = readiness_counts(store)
-    except ImportError:
-        pass
+    summary["model"] = model_state(state)
+    summary["work_items"] = readiness_counts(store)
     return summary
 
 

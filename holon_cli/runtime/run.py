@@ -18,6 +18,7 @@ from holon_cli.errors import NotFoundError, UsageError
 from holon_cli.runtime import turn as turn_mod
 from holon_cli.runtime.agents import create_agent, open_agent
 from holon_cli.runtime.enqueue import admit
+from holon_cli.runtime.workitems import newest_completion_report_since
 from holon_cli.store.agent_store import AgentStore
 
 
@@ -110,13 +111,7 @@ def run_once(
             final_status = "completed"
             break
     raw = last.final_text if last else ""
-    report = None
-    try:
-        from holon_cli.runtime.workitems import newest_completion_report_since
-
-        report = newest_completion_report_since(store, started_at)
-    except ImportError:
-        pass
+    report = newest_completion_report_since(store, started_at)
     usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     timeline: list[dict[str, Any]] = []
     for t in turns:

@@ -12,6 +12,7 @@ from typing import Any
 
 from holon_cli import clock
 from holon_cli.runtime import queue as q
+from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.enqueue import admit
 from holon_cli.store.agent_store import AgentStore
 
@@ -67,20 +68,15 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
             if not _has_pending_tick(st, "sleep_expired"):
                 _system_tick(store, "Runtime wake: the sleep you requested has ended. Continue where you left off.", "sleep_expired")
                 actions.append({"action": "woke", "reason": "sleep_expired"})
-    try:
-        from holon_cli.runtime import workitems as wi
-    except ImportError:  # pragma: no cover
-        wi = None  # type: ignore[assignment]
-    if wi is not None and hasattr(wi, "recheck_due"):
-        for item in wi.recheck_due(store, now) or []:
-            wid = item["id"] if isinstance(item, dict) else str(item)
-            reason = f"recheck:{wid}"
-            if not _has_pending_tick(st, reason):
-                blocker = item.get("blocked_by") if isinstance(item, dict) else None
-                _system_tick(store, f"Runtime reminder: work item {wid} is blocked by {blocker!r}; its recheck time has come. Inspect the blocker and update or clear it.", reason, work_item_id=wid, priority="background")
-                actions.append({"action": "recheck_reminder", "work_item_id": wid})
+    for item in wi.recheck_due(store, now):
+        wid = item["id"]
+        reason = f"recheck:{wid}"
+        if not _has_pending_tick(st, reason):
+            blocker = item.get("blocked_by")
+            _system_tick(store, f"Runtime reminder: work item {wid} is blocked by {blocker!r}; its recheck time has come. Inspect the blocker and update or clear it.", reason, work_item_id=wid, priority="background")
+            actions.append({"action": "recheck_reminder", "work_item_id": wid})
     # idle activation: only when nothing else is queued
-    if q.pending_count(store) == 0 and wi is not None and hasattr(wi, "activation_signal"):
+    if q.pending_count(store) == 0:
         signal = wi.activation_signal(store)
         if signal:
             msg = enqueue_continuation(store, signal)
