@@ -22,9 +22,5 @@ def load_all() -> None:
     if _loaded:
         return
     for mod in MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
+        importlib.import_module(mod)
     _loaded = True
