@@ -7,7 +7,7 @@ from typing import Any
 
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.prompt import build_frame, workspace_for
-from holon_cli.runtime.turn import _tools, recent_conversation
+from holon_cli.runtime.turn import recent_conversation, tool_catalog
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
 
@@ -16,7 +16,7 @@ def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any
     rec = store.read_record()
     state = rec["state"]
     ws = workspace_for(store.layout.home, state)
-    _, specs, guidance = _tools()
+    _, specs, guidance = tool_catalog()
     message = None
     if text is not None:
         from holon_cli import clock

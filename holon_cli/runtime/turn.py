@@ -214,7 +214,7 @@ def _transcript_message(store: AgentStore, env: dict[str, Any], turn_id: str, **
     )
 
 
-def _tools() -> tuple[dict[str, Any], list[Any], dict[str, str]]:
+def tool_catalog() -> tuple[dict[str, Any], list[Any], dict[str, str]]:
     from holon_cli.tools.base import registry
 
     defs = registry()
@@ -323,7 +323,7 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     bound_wi = state.get("current_work_item_id")
     focus = bound_wi  # the current work item as it changes during the turn
     completion_briefs: list[str] = []  # work_done briefs written in the final round
-    defs, specs, guidance = _tools()
+    defs, specs, guidance = tool_catalog()
     session_skills: list[dict[str, Any]] = list(state.get("active_skills") or [])
     turn_skills: dict[str, dict[str, Any]] = {}
     recent = recent_conversation(store, mid)
