@@ -29,7 +29,11 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 
 QUEUE_SNAPSHOT_VERSION = 1
 MAX_ATTEMPTS = 3
-RECENT_IDS = 2000
+# ids of recently settled messages, a second guard against re-admitting a
+# message whose inbox file survived a crash (ingestion always runs before a
+# dequeue under the same lock, so the unfinished entries are the first guard);
+# small, because the snapshot is rewritten on every queue change
+RECENT_IDS = 256
 FINAL = ("processed", "aborted")
 
 
