@@ -106,7 +106,10 @@ def admission_throughput(env: dict[str, str], writers: int, per_writer: int) -> 
     """Concurrent writers admitting through the library (no process start per
     message): what the Maildir inbox itself sustains, fsyncs included."""
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", ADMIT_LOOP, str(w), str(per_writer)], env=env) for w in range(writers)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", ADMIT_LOOP, str(w), str(per_writer)], env=env)
+        for w in range(writers)
+    ]
     codes = [p.wait() for p in procs]
     wall = time.perf_counter() - t0
     if any(codes):

@@ -45,10 +45,34 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         outputs = sum(1 for it in body.get("input", []) if it.get("type") == "function_call_output")
         if outputs < ROUNDS - 1:
-            output = [{"type": "function_call", "id": f"fc_{outputs}", "call_id": f"call_{outputs}", "name": "ExecCommand", "arguments": json.dumps({"cmd": "true"}), "status": "completed"}]
+            output = [
+                {
+                    "type": "function_call",
+                    "id": f"fc_{outputs}",
+                    "call_id": f"call_{outputs}",
+                    "name": "ExecCommand",
+                    "arguments": json.dumps({"cmd": "true"}),
+                    "status": "completed",
+                }
+            ]
         else:
-            output = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "done", "annotations": []}]}]
-        resp = {"id": "resp_bench", "object": "response", "status": "completed", "model": "bench", "output": output, "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}}
+            output = [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "done", "annotations": []}],
+                }
+            ]
+        resp = {
+            "id": "resp_bench",
+            "object": "response",
+            "status": "completed",
+            "model": "bench",
+            "output": output,
+            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+        }
         data = json.dumps(resp).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -68,17 +92,99 @@ def seed_history(agent_home: Path, n: int, work_items: int) -> None:
     led = store.layout.ledger_dir
     last = store.events.last()
     seq = int(last["event_seq"]) if last else 0
-    with open(led / "events.jsonl", "a") as ev, open(led / "transcript.jsonl", "a") as tr, open(led / "briefs.jsonl", "a") as br, open(led / "queue.jsonl", "a") as qu:
+    with (
+        open(led / "events.jsonl", "a") as ev,
+        open(led / "transcript.jsonl", "a") as tr,
+        open(led / "briefs.jsonl", "a") as br,
+        open(led / "queue.jsonl", "a") as qu,
+    ):
         for i in range(n):
             seq += 1
             mid = f"msg_hist{i:08d}"
-            ev.write(json.dumps({"v": 1, "event_seq": seq, "id": f"evt_h{i}", "at": "2026-01-01T00:00:00.000Z", "kind": "tool_executed", "agent_id": store.agent_id, "message_id": mid, "data": {"turn_id": f"turn_h{i // 10}", "tool_name": "ExecCommand", "ok": True, "duration_ms": 3.0}}) + "\n")
-            tr.write(json.dumps({"v": 1, "id": f"trn_h{i}", "at": "2026-01-01T00:00:00.000Z", "kind": "assistant_round" if i % 2 else "message", "message_id": mid, "text": f"historical entry {i} " + "x" * 80}) + "\n")
+            ev.write(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "event_seq": seq,
+                        "id": f"evt_h{i}",
+                        "at": "2026-01-01T00:00:00.000Z",
+                        "kind": "tool_executed",
+                        "agent_id": store.agent_id,
+                        "message_id": mid,
+                        "data": {
+                            "turn_id": f"turn_h{i // 10}",
+                            "tool_name": "ExecCommand",
+                            "ok": True,
+                            "duration_ms": 3.0,
+                        },
+                    }
+                )
+                + "\n"
+            )
+            tr.write(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "id": f"trn_h{i}",
+                        "at": "2026-01-01T00:00:00.000Z",
+                        "kind": "assistant_round" if i % 2 else "message",
+                        "message_id": mid,
+                        "text": f"historical entry {i} " + "x" * 80,
+                    }
+                )
+                + "\n"
+            )
             if i % 10 == 0:
-                br.write(json.dumps({"v": 1, "id": f"brf_h{i}", "agentId": store.agent_id, "at": "2026-01-01T00:00:00.000Z", "kind": "result", "visibility": "turn_result", "text": f"result {i}"}) + "\n")
-                env = {"id": mid, "agentId": store.agent_id, "createdAt": "2026-01-01T00:00:00.000Z", "kind": "operator_prompt", "origin": {"kind": "operator"}, "trust": "trusted_operator", "authorityClass": "operator_instruction", "priority": "normal", "triggerKind": "operator_input", "body": {"type": "text", "text": "old"}}
-                qu.write(json.dumps({"v": 1, "op": "admitted", "seq": 10_000_000 + i, "at": env["createdAt"], "message": env}) + "\n")
-                qu.write(json.dumps({"v": 1, "op": "status", "message_id": mid, "status": "processed", "at": env["createdAt"]}) + "\n")
+                br.write(
+                    json.dumps(
+                        {
+                            "v": 1,
+                            "id": f"brf_h{i}",
+                            "agentId": store.agent_id,
+                            "at": "2026-01-01T00:00:00.000Z",
+                            "kind": "result",
+                            "visibility": "turn_result",
+                            "text": f"result {i}",
+                        }
+                    )
+                    + "\n"
+                )
+                env = {
+                    "id": mid,
+                    "agentId": store.agent_id,
+                    "createdAt": "2026-01-01T00:00:00.000Z",
+                    "kind": "operator_prompt",
+                    "origin": {"kind": "operator"},
+                    "trust": "trusted_operator",
+                    "authorityClass": "operator_instruction",
+                    "priority": "normal",
+                    "triggerKind": "operator_input",
+                    "body": {"type": "text", "text": "old"},
+                }
+                qu.write(
+                    json.dumps(
+                        {
+                            "v": 1,
+                            "op": "admitted",
+                            "seq": 10_000_000 + i,
+                            "at": env["createdAt"],
+                            "message": env,
+                        }
+                    )
+                    + "\n"
+                )
+                qu.write(
+                    json.dumps(
+                        {
+                            "v": 1,
+                            "op": "status",
+                            "message_id": mid,
+                            "status": "processed",
+                            "at": env["createdAt"],
+                        }
+                    )
+                    + "\n"
+                )
     with store.lock():  # fold the seeded queue records into the snapshot once
         st = q.load(store)
         q._save(store, st)
@@ -87,7 +193,12 @@ def seed_history(agent_home: Path, n: int, work_items: int) -> None:
     from holon_cli.runtime import workitems as wi
 
     for i in range(work_items):  # the past: completed work with reports
-        w = wi.create_work_item(store, f"historical objective {i}", plan=f"plan {i}\n" * 20, todo_list=[{"text": "step", "state": "completed"}])
+        w = wi.create_work_item(
+            store,
+            f"historical objective {i}",
+            plan=f"plan {i}\n" * 20,
+            todo_list=[{"text": "step", "state": "completed"}],
+        )
         wi.complete_work_item(store, w["work_item"]["id"], report=f"report {i}", source="operator")
     seed_present(store)
 
@@ -101,7 +212,12 @@ def seed_present(store: Any) -> None:
         w = wi.create_work_item(store, f"open objective {i}", plan=f"plan {i}\n" * 20)
         if i % 2:
             wi.update_work_item(store, w["work_item"]["id"], blocked_by=f"waiting on thing {i}")
-    cur = wi.create_work_item(store, "the current objective", plan_status="ready", todo_list=[{"text": "keep going", "state": "in_progress"}])
+    cur = wi.create_work_item(
+        store,
+        "the current objective",
+        plan_status="ready",
+        todo_list=[{"text": "keep going", "state": "in_progress"}],
+    )
     wi.pick_work_item(store, cur["work_item"]["id"], source="operator")
 
 
@@ -121,7 +237,9 @@ def measure(agent_id: str, turns: int) -> dict[str, float]:
         wall = (time.perf_counter() - t0) * 1000
         assert res.status == "completed" and res.model_rounds == ROUNDS, res
         evs = [e for e in store.events.tail(200) if e["event_seq"] > before]
-        provider = sum(e["data"]["provider_round_ms"] for e in evs if e["kind"] == "provider_round_completed")
+        provider = sum(
+            e["data"]["provider_round_ms"] for e in evs if e["kind"] == "provider_round_completed"
+        )
         tools = sum(e["data"]["duration_ms"] for e in evs if e["kind"] == "tool_executed")
         if i == 0:
             continue  # warm-up: first-use imports
@@ -135,10 +253,17 @@ def measure(agent_id: str, turns: int) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--history", type=int, default=100_000)
-    ap.add_argument("--work-items", type=int, default=500, help="completed work items seeded into the history agent")
+    ap.add_argument(
+        "--work-items",
+        type=int,
+        default=500,
+        help="completed work items seeded into the history agent",
+    )
     args = ap.parse_args()
 
     home = tempfile.mkdtemp(prefix="holon-bench-")
@@ -165,11 +290,17 @@ def main() -> int:
     server.shutdown()
     ratio = hist["overhead_per_round_ms_median"] / fresh["overhead_per_round_ms_median"]
     ev_lines = sum(1 for _ in open(big.layout.ledger_path("events")))
-    print(f"turn overhead benchmark: {args.turns} turns x {ROUNDS} provider rounds (ExecCommand, ExecCommand, answer), loopback OpenAI Responses")
+    print(
+        f"turn overhead benchmark: {args.turns} turns x {ROUNDS} provider rounds (ExecCommand, ExecCommand, answer), loopback OpenAI Responses"
+    )
     print(f"loopback server time per request: median {statistics.median(Handler.server_ms):.2f} ms")
     print(f"{'agent':<28} {'turn wall ms':>14} {'overhead/round ms':>18} {'p90':>8}")
-    print(f"{'fresh':<28} {fresh['turn_wall_ms_median']:>14.1f} {fresh['overhead_per_round_ms_median']:>18.2f} {fresh['overhead_per_round_ms_p90']:>8.2f}")
-    print(f"{f'history ({ev_lines:,} events, {args.work_items} done items)':<28} {hist['turn_wall_ms_median']:>14.1f} {hist['overhead_per_round_ms_median']:>18.2f} {hist['overhead_per_round_ms_p90']:>8.2f}")
+    print(
+        f"{'fresh':<28} {fresh['turn_wall_ms_median']:>14.1f} {fresh['overhead_per_round_ms_median']:>18.2f} {fresh['overhead_per_round_ms_p90']:>8.2f}"
+    )
+    print(
+        f"{f'history ({ev_lines:,} events, {args.work_items} done items)':<28} {hist['turn_wall_ms_median']:>14.1f} {hist['overhead_per_round_ms_median']:>18.2f} {hist['overhead_per_round_ms_p90']:>8.2f}"
+    )
     print(f"(history seeded in {seed_s:.1f} s)")
     ok1 = fresh["overhead_per_round_ms_median"] < 30 and hist["overhead_per_round_ms_median"] < 30
     ok2 = ratio <= 1.2

@@ -88,7 +88,9 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
-@click.version_option(__version__, "--version", "-V", prog_name="holon", message="%(prog)s %(version)s")
+@click.version_option(
+    __version__, "--version", "-V", prog_name="holon", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """Holon: a headless, event-driven runtime for long-lived LLM agents.
 
@@ -112,7 +114,10 @@ def _command_name(argv: list[str]) -> str:
     if not words:
         return "holon"
     first = words[0]
-    if first in ("agent", "home", "workitem", "debug", "task", "timer", "trigger", "daemon") and len(words) > 1:
+    if (
+        first in ("agent", "home", "workitem", "debug", "task", "timer", "trigger", "daemon")
+        and len(words) > 1
+    ):
         return f"{first} {words[1]}"
     return first
 
@@ -137,7 +142,9 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_INTERRUPTED
     except click.ClickException as e:
         if _json_requested(args):
-            output.emit_json_error(_command_name(args), "usage_error", e.format_message(), "see --help for usage")
+            output.emit_json_error(
+                _command_name(args), "usage_error", e.format_message(), "see --help for usage"
+            )
         else:
             e.show()
         code = e.exit_code

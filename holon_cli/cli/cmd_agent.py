@@ -22,8 +22,18 @@ def agent() -> None:
 
 @agent.command("create")
 @click.argument("agent_id", metavar="ID")
-@click.option("--template", "-t", metavar="T", help="Template id (~/.agents/templates/<id>/), absolute directory, or holon-default.")
-@click.option("--model", "-m", metavar="MODEL", help="Agent model override, e.g. openai/gpt-4.1 or scripted:demo.yaml.")
+@click.option(
+    "--template",
+    "-t",
+    metavar="T",
+    help="Template id (~/.agents/templates/<id>/), absolute directory, or holon-default.",
+)
+@click.option(
+    "--model",
+    "-m",
+    metavar="MODEL",
+    help="Agent model override, e.g. openai/gpt-4.1 or scripted:demo.yaml.",
+)
 @output.json_option
 def agent_create(agent_id: str, template: str | None, model: str | None, as_json: bool) -> None:
     """Create a public named agent and materialize its agent home.
@@ -39,7 +49,12 @@ def agent_create(agent_id: str, template: str | None, model: str | None, as_json
 
     store = create_agent(agent_id, template=template, model=model)
     rec = store.read_record()
-    data = {"agent_id": store.agent_id, "agent_home": str(store.layout.home), "identity": rec["identity"], "model_override": rec["state"]["model_override"]}
+    data = {
+        "agent_id": store.agent_id,
+        "agent_home": str(store.layout.home),
+        "identity": rec["identity"],
+        "model_override": rec["state"]["model_override"],
+    }
     if as_json:
         output.emit_json(data)
     else:
@@ -66,7 +81,10 @@ def agent_list(include_private: bool, as_json: bool) -> None:
     if not agents:
         click.echo("no agents yet (the default agent is created on first use)", err=True)
         return
-    output.print_table(["agent", "kind", "visibility", "status", "home"], [[a.agent_id, a.kind, a.visibility, a.status, a.agent_home] for a in agents])
+    output.print_table(
+        ["agent", "kind", "visibility", "status", "home"],
+        [[a.agent_id, a.kind, a.visibility, a.status, a.agent_home] for a in agents],
+    )
 
 
 @agent.command("status")
@@ -146,7 +164,9 @@ def agent_path(agent_id: str | None, as_json: bool) -> None:
 @agent.command("model")
 @click.argument("agent_id", metavar="[ID]", required=False)
 @click.argument("model", metavar="[MODEL]", required=False)
-@click.option("--clear", is_flag=True, help="Remove the override: back to the runtime default and fallbacks.")
+@click.option(
+    "--clear", is_flag=True, help="Remove the override: back to the runtime default and fallbacks."
+)
 @output.json_option
 def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: bool) -> None:
     """Show, set or clear an agent's model override (future turns only).
@@ -174,7 +194,9 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
         output.emit_json(data)
         return
     m = data["model"]
-    click.echo(f"{data['agent_id']}: {m.get('effective_model') or '(no model configured)'} ({m.get('source')})")
+    click.echo(
+        f"{data['agent_id']}: {m.get('effective_model') or '(no model configured)'} ({m.get('source')})"
+    )
     if m.get("effective_fallback_models"):
         click.echo(f"fallbacks: {', '.join(m['effective_fallback_models'])}")
     if m.get("error"):

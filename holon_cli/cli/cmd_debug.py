@@ -19,7 +19,12 @@ def debug() -> None:
 
 @debug.command("prompt")
 @output.agent_option
-@click.option("--message", "text", metavar="TEXT", help="Preview the frame as if TEXT were the current operator message.")
+@click.option(
+    "--message",
+    "text",
+    metavar="TEXT",
+    help="Preview the frame as if TEXT were the current operator message.",
+)
 @click.option("--full", is_flag=True, help="Print the full text of every block.")
 @output.json_option
 def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json: bool) -> None:
@@ -37,12 +42,30 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
     if as_json:
         output.emit_json(d)
         return
-    rows = [(k, d[k]) for k in ("agent_id", "agent_home", "workspace_id", "workspace_anchor", "execution_root", "cwd", "prompt_cache_key", "context_fingerprint")]
-    rows.append(("execution policy", ", ".join(f"{k}={v}" for k, v in d["execution_policy"].items())))
+    rows = [
+        (k, d[k])
+        for k in (
+            "agent_id",
+            "agent_home",
+            "workspace_id",
+            "workspace_anchor",
+            "execution_root",
+            "cwd",
+            "prompt_cache_key",
+            "context_fingerprint",
+        )
+    ]
+    rows.append(
+        ("execution policy", ", ".join(f"{k}={v}" for k, v in d["execution_policy"].items()))
+    )
     for s in d["instructions"]:
-        rows.append((f"{s['scope']} instructions", f"{s['path']} ({s['kind']}, {s['bytes']} bytes)"))
+        rows.append(
+            (f"{s['scope']} instructions", f"{s['path']} ({s['kind']}, {s['bytes']} bytes)")
+        )
     if not any(s["scope"] == "workspace" for s in d["instructions"]):
-        rows.append(("workspace instructions", "(none: no AGENTS.md or CLAUDE.md at the workspace anchor)"))
+        rows.append(
+            ("workspace instructions", "(none: no AGENTS.md or CLAUDE.md at the workspace anchor)")
+        )
     rows.append(("skills", ", ".join(s["name"] for s in d["skills"]) or "(none)"))
     rows.append(("tools", ", ".join(d["tools"])))
     output.print_kv(rows)
@@ -60,7 +83,14 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
 
 @debug.command("latency")
 @output.agent_option
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=10, show_default=True, help="Newest N turns.")
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Newest N turns.",
+)
 @output.json_option
 def debug_latency_cmd(agent_id: str | None, limit: int, as_json: bool) -> None:
     """Per-turn latency: queue wait, context build, provider rounds, tools, cleanup.
@@ -83,5 +113,30 @@ def debug_latency_cmd(agent_id: str | None, limit: int, as_json: bool) -> None:
     rows = []
     for t in turns:
         rounds = " + ".join(f"{r['provider_round_ms']:.0f}" for r in t["provider_rounds"]) or "-"
-        rows.append([t["turn_id"], t.get("status") or "?", t.get("queue_wait_ms") if t.get("queue_wait_ms") is not None else "-", f"{t.get('context_build_total_ms', 0) or 0:.1f}", rounds, f"{t['tools_ms']:.0f}", f"{t.get('cleanup_ms') or 0:.1f}", t.get("total_ms") if t.get("total_ms") is not None else "-", t.get("runtime_overhead_ms", "-")])
-    output.print_table(["turn", "status", "queue wait ms", "context ms", "provider rounds ms", "tools ms", "cleanup ms", "total ms", "overhead ms"], rows)
+        rows.append(
+            [
+                t["turn_id"],
+                t.get("status") or "?",
+                t.get("queue_wait_ms") if t.get("queue_wait_ms") is not None else "-",
+                f"{t.get('context_build_total_ms', 0) or 0:.1f}",
+                rounds,
+                f"{t['tools_ms']:.0f}",
+                f"{t.get('cleanup_ms') or 0:.1f}",
+                t.get("total_ms") if t.get("total_ms") is not None else "-",
+                t.get("runtime_overhead_ms", "-"),
+            ]
+        )
+    output.print_table(
+        [
+            "turn",
+            "status",
+            "queue wait ms",
+            "context ms",
+            "provider rounds ms",
+            "tools ms",
+            "cleanup ms",
+            "total ms",
+            "overhead ms",
+        ],
+        rows,
+    )

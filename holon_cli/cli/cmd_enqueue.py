@@ -13,12 +13,37 @@ from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("text", required=False, metavar="[TEXT|-]")
 @output.agent_option
-@click.option("--kind", "-k", metavar="KIND", help=f"Message kind: {', '.join(MESSAGE_KINDS)} (default from the origin).")
-@click.option("--origin", "-o", metavar="ORIGIN", help="operator[:ACTOR], channel:ID, webhook:SOURCE, callback:DESCRIPTOR, timer:ID, system:SUBSYSTEM or task:ID (default: operator).")
-@click.option("--priority", "-p", metavar="PRIORITY", default="normal", show_default=True, help=f"One of: {', '.join(PRIORITIES)}.")
-@click.option("--json-body", is_flag=True, help="TEXT is a JSON document; the body becomes {type: json, value}.")
-@click.option("--work-item", "work_item_id", metavar="ID", help="Bind the message to this work item.")
-@click.option("--correlation-id", metavar="ID", help="Ties related messages together across a workflow.")
+@click.option(
+    "--kind",
+    "-k",
+    metavar="KIND",
+    help=f"Message kind: {', '.join(MESSAGE_KINDS)} (default from the origin).",
+)
+@click.option(
+    "--origin",
+    "-o",
+    metavar="ORIGIN",
+    help="operator[:ACTOR], channel:ID, webhook:SOURCE, callback:DESCRIPTOR, timer:ID, system:SUBSYSTEM or task:ID (default: operator).",
+)
+@click.option(
+    "--priority",
+    "-p",
+    metavar="PRIORITY",
+    default="normal",
+    show_default=True,
+    help=f"One of: {', '.join(PRIORITIES)}.",
+)
+@click.option(
+    "--json-body",
+    is_flag=True,
+    help="TEXT is a JSON document; the body becomes {type: json, value}.",
+)
+@click.option(
+    "--work-item", "work_item_id", metavar="ID", help="Bind the message to this work item."
+)
+@click.option(
+    "--correlation-id", metavar="ID", help="Ties related messages together across a workflow."
+)
 @click.option("--causation-id", metavar="ID", help="The message or task that caused this one.")
 @output.json_option
 def enqueue(
@@ -51,7 +76,9 @@ def enqueue(
 
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
-            raise UsageError("no message given", hint="pass TEXT, or `-` to read the message from stdin")
+            raise UsageError(
+                "no message given", hint="pass TEXT, or `-` to read the message from stdin"
+            )
         try:
             text = sys.stdin.read()
         except UnicodeDecodeError:

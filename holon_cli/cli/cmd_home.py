@@ -31,7 +31,11 @@ def home_init(as_json: bool) -> None:
 
     layout = ensure_home()
     store = open_agent(None)
-    data = {"home": str(layout.root), "default_agent": store.agent_id, "agent_home": str(store.layout.home)}
+    data = {
+        "home": str(layout.root),
+        "default_agent": store.agent_id,
+        "agent_home": str(store.layout.home),
+    }
     if as_json:
         output.emit_json(data)
     else:
@@ -79,7 +83,13 @@ def home_check(as_json: bool) -> None:
         if report["ok"]:
             output.emit_json(report)
         else:
-            output.emit_json_error("home check", "corrupt_state", f"{len(report['problems'])} problem(s) found under {report['home']}", "see error.details.problems", {"problems": report["problems"], "checked": report["checked"]})
+            output.emit_json_error(
+                "home check",
+                "corrupt_state",
+                f"{len(report['problems'])} problem(s) found under {report['home']}",
+                "see error.details.problems",
+                {"problems": report["problems"], "checked": report["checked"]},
+            )
             raise click.exceptions.Exit(1)
         return
     for p in report["problems"]:
@@ -90,5 +100,8 @@ def home_check(as_json: bool) -> None:
     c = report["checked"]
     summary = f"checked {c['agents']} agent(s), {c['ledgers']} ledger(s), {c['records']} record(s), {c['inbox_messages']} inbox message(s) under {report['home']}"
     if not report["ok"]:
-        raise CorruptStateError(f"{len(report['problems'])} problem(s) found; {summary}", hint="move damaged lines aside (keep a backup), then re-run `holon home check`")
+        raise CorruptStateError(
+            f"{len(report['problems'])} problem(s) found; {summary}",
+            hint="move damaged lines aside (keep a backup), then re-run `holon home check`",
+        )
     click.echo(f"ok: {summary}")

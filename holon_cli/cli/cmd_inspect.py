@@ -42,14 +42,20 @@ def show_status(agent_id: str | None, as_json: bool, command: str = "status") ->
     if s.get("lifecycle_hint"):
         rows.append(("hint", s["lifecycle_hint"]))
     rows += [
-        ("kind", f"{s['identity']['kind']} / {s['identity']['visibility']} / {s['identity']['ownership']}"),
+        (
+            "kind",
+            f"{s['identity']['kind']} / {s['identity']['visibility']} / {s['identity']['ownership']}",
+        ),
         ("home", s["agent_home"]),
         ("pending", s["pending"]),
         ("in flight", s["in_flight"]),
         ("processed", s["processed"]),
         ("work item", s["current_work_item_id"] or "-"),
         ("last wake", s["last_wake_reason"] or "-"),
-        ("tokens", f"{tu['total']['total_tokens']} total ({tu['total']['input_tokens']} in / {tu['total']['output_tokens']} out) over {tu['total_model_rounds']} round(s)"),
+        (
+            "tokens",
+            f"{tu['total']['total_tokens']} total ({tu['total']['input_tokens']} in / {tu['total']['output_tokens']} out) over {tu['total_model_rounds']} round(s)",
+        ),
         ("last event", s["last_event_seq"]),
     ]
     if "model" in s:
@@ -76,12 +82,37 @@ def _event_line(e: dict[str, Any]) -> str:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @output.agent_option
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they are appended (Ctrl-C to stop).")
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep printing new events as they are appended (Ctrl-C to stop).",
+)
 @click.option("--jsonl", is_flag=True, help="One JSON object per line, flushed per line.")
-@click.option("--since", type=click.IntRange(min=0), metavar="SEQ", help="Only events with event_seq greater than SEQ.")
-@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N events (the newest N without --since).")
-@click.option("--poll", type=click.FloatRange(min=0.01), default=0.2, show_default=True, hidden=True)
-def tail(agent_id: str | None, follow: bool, jsonl: bool, since: int | None, limit: int | None, poll: float) -> None:
+@click.option(
+    "--since",
+    type=click.IntRange(min=0),
+    metavar="SEQ",
+    help="Only events with event_seq greater than SEQ.",
+)
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="At most N events (the newest N without --since).",
+)
+@click.option(
+    "--poll", type=click.FloatRange(min=0.01), default=0.2, show_default=True, hidden=True
+)
+def tail(
+    agent_id: str | None,
+    follow: bool,
+    jsonl: bool,
+    since: int | None,
+    limit: int | None,
+    poll: float,
+) -> None:
     """Print an agent's event ledger; every event has an increasing event_seq.
 
     \b
@@ -97,7 +128,11 @@ def tail(agent_id: str | None, follow: bool, jsonl: bool, since: int | None, lim
     store = open_agent(agent_id)
 
     def show(e: dict[str, Any]) -> None:
-        line = json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str) if jsonl else _event_line(e)
+        line = (
+            json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str)
+            if jsonl
+            else _event_line(e)
+        )
         click.echo(line)
         if follow:  # a live stream: every line reaches the reader now
             sys.stdout.flush()
@@ -138,7 +173,9 @@ def _stdout_closed() -> bool:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @output.agent_option
-@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="Only the newest N entries.")
+@click.option(
+    "--limit", "-n", type=click.IntRange(min=0), metavar="N", help="Only the newest N entries."
+)
 @output.json_option
 def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
     """Print an agent's transcript: messages, assistant rounds, tool results.
@@ -153,7 +190,9 @@ def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
 
     entries = read(open_agent(agent_id), limit=limit)
     if as_json:
-        output.emit_json({"entries": entries, "path": str(open_agent(agent_id).ledger("transcript").path)})
+        output.emit_json(
+            {"entries": entries, "path": str(open_agent(agent_id).ledger("transcript").path)}
+        )
         return
     for t in entries:
         kind = t.get("kind", "?")

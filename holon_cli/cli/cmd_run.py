@@ -13,14 +13,50 @@ from holon_cli.cli import output
 @click.argument("text", metavar="TEXT")
 @output.agent_option
 @click.option("--create-agent", is_flag=True, help="Create the --agent on first use.")
-@click.option("--model", "-m", metavar="MODEL", help="Model ref, e.g. openai/gpt-4.1 or scripted:examples/hello.yaml.")
-@click.option("--max-turns", type=click.IntRange(min=1), default=8, show_default=True, help="Stop after this many turns.")
-@click.option("--no-wait-for-tasks", is_flag=True, help="Do not wait for background tasks before returning (accepted now; this build has no background task plane yet, so there is never anything to wait for).")
-@click.option("--workspace-root", type=click.Path(file_okay=False), help="Workspace (execution root); default: the current directory.")
-@click.option("--cwd", type=click.Path(file_okay=False), help="Working directory inside the workspace.")
-@click.option("--keep-agent", is_flag=True, help="Keep the temporary agent's home after a completed run (failed and waiting runs always keep it).")
+@click.option(
+    "--model",
+    "-m",
+    metavar="MODEL",
+    help="Model ref, e.g. openai/gpt-4.1 or scripted:examples/hello.yaml.",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Stop after this many turns.",
+)
+@click.option(
+    "--no-wait-for-tasks",
+    is_flag=True,
+    help="Do not wait for background tasks before returning (accepted now; this build has no background task plane yet, so there is never anything to wait for).",
+)
+@click.option(
+    "--workspace-root",
+    type=click.Path(file_okay=False),
+    help="Workspace (execution root); default: the current directory.",
+)
+@click.option(
+    "--cwd", type=click.Path(file_okay=False), help="Working directory inside the workspace."
+)
+@click.option(
+    "--keep-agent",
+    is_flag=True,
+    help="Keep the temporary agent's home after a completed run (failed and waiting runs always keep it).",
+)
 @output.json_option
-def run(text: str, agent_id: str | None, create_agent: bool, model: str | None, max_turns: int, no_wait_for_tasks: bool, workspace_root: str | None, cwd: str | None, keep_agent: bool, as_json: bool) -> None:
+def run(
+    text: str,
+    agent_id: str | None,
+    create_agent: bool,
+    model: str | None,
+    max_turns: int,
+    no_wait_for_tasks: bool,
+    workspace_root: str | None,
+    cwd: str | None,
+    keep_agent: bool,
+    as_json: bool,
+) -> None:
     """Run TEXT to completion on a temporary private agent and print the answer.
 
     Loops turns until the closure settles (completed, waiting, failed) or
@@ -37,11 +73,25 @@ def run(text: str, agent_id: str | None, create_agent: bool, model: str | None, 
 
     if text == "-":
         text = sys.stdin.read()
-    data = run_once(text, agent_id=agent_id, create=create_agent, model=model, max_turns=max_turns, workspace_root=workspace_root, cwd=cwd, keep_agent=keep_agent)
+    data = run_once(
+        text,
+        agent_id=agent_id,
+        create=create_agent,
+        model=model,
+        max_turns=max_turns,
+        workspace_root=workspace_root,
+        cwd=cwd,
+        keep_agent=keep_agent,
+    )
     if as_json:
         if data["final_status"] == "failed":
             fa = data.get("failure_artifact") or {}
-            output.emit_json_failure_with_data("provider_failure", fa.get("summary", "the run failed"), "see data.failure_artifact and data.provider_attempt_timeline", data)
+            output.emit_json_failure_with_data(
+                "provider_failure",
+                fa.get("summary", "the run failed"),
+                "see data.failure_artifact and data.provider_attempt_timeline",
+                data,
+            )
         else:
             output.emit_json(data)
     else:

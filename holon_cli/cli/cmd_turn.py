@@ -14,7 +14,10 @@ def _print_turn(res: dict[str, Any]) -> None:
         click.echo(f"{res['agent_id']}: nothing queued", err=True)
         return
     closure = (res.get("closure") or {}).get("outcome", "?")
-    click.echo(f"{res['agent_id']}: turn {res['turn_id']} {res['status']} ({closure}; {res['model_rounds']} round(s), {res['token_usage']['total_tokens']} tokens, {res['duration_ms']} ms)", err=True)
+    click.echo(
+        f"{res['agent_id']}: turn {res['turn_id']} {res['status']} ({closure}; {res['model_rounds']} round(s), {res['token_usage']['total_tokens']} tokens, {res['duration_ms']} ms)",
+        err=True,
+    )
     if res.get("failure_artifact"):
         click.echo(f"failure: {res['failure_artifact'].get('summary')}", err=True)
     if res.get("final_text"):
@@ -23,8 +26,12 @@ def _print_turn(res: dict[str, Any]) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @output.agent_option
-@click.option("--all", "all_agents", is_flag=True, help="One turn for every agent with queued work.")
-@click.option("--model", "-m", metavar="MODEL", help="Model ref for this turn (overrides agent and defaults).")
+@click.option(
+    "--all", "all_agents", is_flag=True, help="One turn for every agent with queued work."
+)
+@click.option(
+    "--model", "-m", metavar="MODEL", help="Model ref for this turn (overrides agent and defaults)."
+)
 @output.json_option
 def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: bool) -> None:
     """Run one turn: take the next queued message and work it to the end.
@@ -45,7 +52,10 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
         raise UsageError("use either --agent or --all, not both")
     if all_agents:
         results = run_turns_all(cli_model=model)
-        data: list[dict[str, Any]] = [r.to_dict() if not isinstance(r, HolonError) else {"ok": False, "error": r.to_dict()} for r in results]
+        data: list[dict[str, Any]] = [
+            r.to_dict() if not isinstance(r, HolonError) else {"ok": False, "error": r.to_dict()}
+            for r in results
+        ]
         if as_json:
             output.emit_json({"turns": data})
         else:
@@ -60,7 +70,12 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
     res = run_turn(agent_id, cli_model=model).to_dict()
     if as_json and res["status"] == "aborted":
         fa = res.get("failure_artifact") or {}
-        output.emit_json_failure_with_data("provider_failure", fa.get("summary", "the turn failed"), "see data.failure_artifact and data.provider_attempt_timeline", res)
+        output.emit_json_failure_with_data(
+            "provider_failure",
+            fa.get("summary", "the turn failed"),
+            "see data.failure_artifact and data.provider_attempt_timeline",
+            res,
+        )
     elif as_json:
         output.emit_json(res)
     else:

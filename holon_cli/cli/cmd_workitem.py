@@ -19,7 +19,13 @@ from holon_cli.model.workitem import LIST_FILTERS, PLAN_STATUSES
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
-_TODO_PREFIXES = (("[x]", "completed"), ("[X]", "completed"), ("[>]", "in_progress"), ("[~]", "in_progress"), ("[ ]", "pending"))
+_TODO_PREFIXES = (
+    ("[x]", "completed"),
+    ("[X]", "completed"),
+    ("[>]", "in_progress"),
+    ("[~]", "in_progress"),
+    ("[ ]", "pending"),
+)
 
 
 def _parse_todo(text: str) -> dict[str, str]:
@@ -47,7 +53,10 @@ def _read_text_arg(value: str, what: str) -> str:
     if value != "-":
         return value
     if sys.stdin.isatty():
-        raise UsageError(f"{what} `-` reads from stdin, but stdin is a terminal", hint=f"pipe the {what} in, or pass it as text")
+        raise UsageError(
+            f"{what} `-` reads from stdin, but stdin is a terminal",
+            hint=f"pipe the {what} in, or pass it as text",
+        )
     try:
         return sys.stdin.read()
     except UnicodeDecodeError:
@@ -77,8 +86,17 @@ def workitem() -> None:
 
 @workitem.command("list")
 @output.agent_option
-@click.option("--filter", "filter_", type=click.Choice(LIST_FILTERS), default="all", show_default=True, help="Which work items to list.")
-@click.option("--limit", "-n", type=click.IntRange(min=1), metavar="N", help="At most N work items.")
+@click.option(
+    "--filter",
+    "filter_",
+    type=click.Choice(LIST_FILTERS),
+    default="all",
+    show_default=True,
+    help="Which work items to list.",
+)
+@click.option(
+    "--limit", "-n", type=click.IntRange(min=1), metavar="N", help="At most N work items."
+)
 @output.json_option
 def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json: bool) -> None:
     """List work items: the current one first, then by candidate class.
@@ -96,7 +114,10 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
         return
     items = res["work_items"]
     if not items:
-        click.echo(f"no work items ({filter_}); create one with `holon workitem create OBJECTIVE`", err=True)
+        click.echo(
+            f"no work items ({filter_}); create one with `holon workitem create OBJECTIVE`",
+            err=True,
+        )
         return
     rows = []
     for w in items:
@@ -145,7 +166,9 @@ def workitem_show(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
         ("plan", plan["path"] + ("" if plan.get("exists") else "  (MISSING)")),
     ]
     if plan.get("exists"):
-        rows.append(("plan file", f"{plan['bytes']} bytes, {plan['hash']}, updated {plan['updated_at']}"))
+        rows.append(
+            ("plan file", f"{plan['bytes']} bytes, {plan['hash']}, updated {plan['updated_at']}")
+        )
     if w.get("blocked_by"):
         rows.append(("blocked by", w["blocked_by"]))
         rows.append(("recheck at", w.get("recheck_at") or "-"))
@@ -163,7 +186,10 @@ def workitem_show(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
         for t in w["todo_list"]:
             click.echo(_todo_line(t))
     if plan.get("exists") and plan.get("preview"):
-        click.echo("\nPlan preview:" + ("" if plan["preview_complete"] else " (truncated; open the file for the rest)"))
+        click.echo(
+            "\nPlan preview:"
+            + ("" if plan["preview_complete"] else " (truncated; open the file for the rest)")
+        )
         click.echo(plan["preview"].rstrip("\n"))
 
 
@@ -194,11 +220,31 @@ def workitem_path(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
 @workitem.command("create")
 @click.argument("objective")
 @output.agent_option
-@click.option("--plan-file", type=click.Path(exists=True, dir_okay=False, allow_dash=True), metavar="F", help="Seed plan.md from this file (`-`: stdin).")
-@click.option("--plan-status", type=click.Choice(PLAN_STATUSES), help="Initial plan status (default: draft).")
-@click.option("--todo", "todos", multiple=True, metavar="TEXT", help="A todo item; repeat for several. Prefix with [x] (completed), [>] (in progress) or [ ] (pending, the default).")
+@click.option(
+    "--plan-file",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    metavar="F",
+    help="Seed plan.md from this file (`-`: stdin).",
+)
+@click.option(
+    "--plan-status", type=click.Choice(PLAN_STATUSES), help="Initial plan status (default: draft)."
+)
+@click.option(
+    "--todo",
+    "todos",
+    multiple=True,
+    metavar="TEXT",
+    help="A todo item; repeat for several. Prefix with [x] (completed), [>] (in progress) or [ ] (pending, the default).",
+)
 @output.json_option
-def workitem_create(objective: str, agent_id: str | None, plan_file: str | None, plan_status: str | None, todos: tuple[str, ...], as_json: bool) -> None:
+def workitem_create(
+    objective: str,
+    agent_id: str | None,
+    plan_file: str | None,
+    plan_status: str | None,
+    todos: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Create an open work item and its plan file. The current focus is unchanged.
 
     \b
@@ -218,9 +264,19 @@ def workitem_create(objective: str, agent_id: str | None, plan_file: str | None,
                 with open(plan_file, encoding="utf-8") as f:
                     plan = f.read()
             except (OSError, UnicodeDecodeError) as exc:
-                raise UsageError(f"cannot read --plan-file {plan_file}: {exc}", hint="pass a readable UTF-8 text file") from None
+                raise UsageError(
+                    f"cannot read --plan-file {plan_file}: {exc}",
+                    hint="pass a readable UTF-8 text file",
+                ) from None
     store = _store(agent_id)
-    res = create_work_item(store, objective, plan_status=plan_status, plan=plan, todo_list=[_parse_todo(t) for t in todos], source="operator")
+    res = create_work_item(
+        store,
+        objective,
+        plan_status=plan_status,
+        plan=plan,
+        todo_list=[_parse_todo(t) for t in todos],
+        source="operator",
+    )
     if as_json:
         output.emit_json(res)
         return
@@ -229,19 +285,42 @@ def workitem_create(objective: str, agent_id: str | None, plan_file: str | None,
     click.echo(f"plan: {w['plan_artifact']['path']}")
     _warn(res)
     if not res["current_work_item_id"]:
-        click.echo(f"hint: no work item is current; `holon workitem pick {w['id']}` makes it current", err=True)
+        click.echo(
+            f"hint: no work item is current; `holon workitem pick {w['id']}` makes it current",
+            err=True,
+        )
 
 
 @workitem.command("update")
 @click.argument("work_item_id", metavar="ID")
 @output.agent_option
 @click.option("--objective", metavar="T", help="Refined short objective.")
-@click.option("--plan-status", type=click.Choice(PLAN_STATUSES), help="needs_input releases focus if the item is current.")
-@click.option("--todo", "todos", multiple=True, metavar="TEXT", help="Replace the todo list (repeat for several; [x]/[>]/[ ] prefixes set the state).")
+@click.option(
+    "--plan-status",
+    type=click.Choice(PLAN_STATUSES),
+    help="needs_input releases focus if the item is current.",
+)
+@click.option(
+    "--todo",
+    "todos",
+    multiple=True,
+    metavar="TEXT",
+    help="Replace the todo list (repeat for several; [x]/[>]/[ ] prefixes set the state).",
+)
 @click.option("--clear-todos", is_flag=True, help="Replace the todo list with an empty one.")
-@click.option("--blocked-by", metavar="TEXT", help="Set the blocker (releases focus if the item is current).")
-@click.option("--clear-blocker", is_flag=True, help="Clear the blocker and its recheck deadline (focus is not changed).")
-@click.option("--recheck-after", metavar="DURATION", help="With --blocked-by: remind after this long, e.g. 30m, 2h (default from config, else 30m).")
+@click.option(
+    "--blocked-by", metavar="TEXT", help="Set the blocker (releases focus if the item is current)."
+)
+@click.option(
+    "--clear-blocker",
+    is_flag=True,
+    help="Clear the blocker and its recheck deadline (focus is not changed).",
+)
+@click.option(
+    "--recheck-after",
+    metavar="DURATION",
+    help="With --blocked-by: remind after this long, e.g. 30m, 2h (default from config, else 30m).",
+)
 @output.json_option
 def workitem_update(
     work_item_id: str,
@@ -269,7 +348,9 @@ def workitem_update(
     from holon_cli.runtime.workitems import update_work_item
 
     if blocked_by is not None and clear_blocker:
-        raise UsageError("--blocked-by and --clear-blocker contradict each other", hint="pass one of them")
+        raise UsageError(
+            "--blocked-by and --clear-blocker contradict each other", hint="pass one of them"
+        )
     if todos and clear_todos:
         raise UsageError("--todo and --clear-todos contradict each other", hint="pass one of them")
     recheck_ms = None
@@ -277,7 +358,9 @@ def workitem_update(
         try:
             recheck_ms = max(1, round(clock.parse_duration(recheck_after) * 1000))
         except ValueError as exc:
-            raise UsageError(f"--recheck-after: {exc}", hint="use a duration such as 30m, 2h or 1d") from None
+            raise UsageError(
+                f"--recheck-after: {exc}", hint="use a duration such as 30m, 2h or 1d"
+            ) from None
     blocker: str | None | Unset = UNSET
     if clear_blocker:
         blocker = None
@@ -309,9 +392,15 @@ def workitem_update(
 @workitem.command("pick")
 @click.argument("work_item_id", metavar="ID")
 @output.agent_option
-@click.option("--reason", metavar="TEXT", help="Why focus changes (expected when the current item is still runnable).")
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    help="Why focus changes (expected when the current item is still runnable).",
+)
 @output.json_option
-def workitem_pick(work_item_id: str, agent_id: str | None, reason: str | None, as_json: bool) -> None:
+def workitem_pick(
+    work_item_id: str, agent_id: str | None, reason: str | None, as_json: bool
+) -> None:
     """Make an open work item the agent's current focus.
 
     \b
@@ -337,9 +426,15 @@ def workitem_pick(work_item_id: str, agent_id: str | None, reason: str | None, a
 @workitem.command("complete")
 @click.argument("work_item_id", metavar="ID")
 @output.agent_option
-@click.option("--report", metavar="TEXT", help="Completion report recorded as the item's result summary (`-`: stdin).")
+@click.option(
+    "--report",
+    metavar="TEXT",
+    help="Completion report recorded as the item's result summary (`-`: stdin).",
+)
 @output.json_option
-def workitem_complete(work_item_id: str, agent_id: str | None, report: str | None, as_json: bool) -> None:
+def workitem_complete(
+    work_item_id: str, agent_id: str | None, report: str | None, as_json: bool
+) -> None:
     """Mark a work item completed (operator completion). Releases focus if it was current.
 
     \b
@@ -354,7 +449,10 @@ def workitem_complete(work_item_id: str, agent_id: str | None, report: str | Non
     if as_json:
         output.emit_json(res)
         return
-    click.echo(f"completed {res['work_item']['id']}" + ("; focus released" if res["focus_released"] else ""))
+    click.echo(
+        f"completed {res['work_item']['id']}"
+        + ("; focus released" if res["focus_released"] else "")
+    )
     _warn(res)
 
 
@@ -383,7 +481,10 @@ def workitem_edit(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     rec = require_work_item(store, work_item_id)
     editor = (os.environ.get("VISUAL") or "").strip() or (os.environ.get("EDITOR") or "").strip()
     if not editor:
-        raise UsageError("no editor configured: $VISUAL and $EDITOR are unset", hint=f"set one (e.g. `export EDITOR=vim`), or edit the file directly: {rec['plan_artifact']['path']}")
+        raise UsageError(
+            "no editor configured: $VISUAL and $EDITOR are unset",
+            hint=f"set one (e.g. `export EDITOR=vim`), or edit the file directly: {rec['plan_artifact']['path']}",
+        )
     path = Path(rec["plan_artifact"]["path"])
 
     def file_hash() -> str | None:
@@ -397,15 +498,27 @@ def workitem_edit(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     try:
         argv = shlex.split(editor) + [str(path)]
     except ValueError as exc:
-        raise UsageError(f"cannot parse the editor command {editor!r}: {exc}", hint="fix $VISUAL/$EDITOR") from None
+        raise UsageError(
+            f"cannot parse the editor command {editor!r}: {exc}", hint="fix $VISUAL/$EDITOR"
+        ) from None
     try:
         # the editor gets the real terminal: stdin/stdout/stderr are inherited
         code = subprocess.call(argv)
     except OSError as exc:
-        raise UsageError(f"cannot run editor {argv[0]!r}: {exc}", hint="set $VISUAL or $EDITOR to an installed editor") from None
+        raise UsageError(
+            f"cannot run editor {argv[0]!r}: {exc}",
+            hint="set $VISUAL or $EDITOR to an installed editor",
+        ) from None
     res = refresh_plan_descriptor(store, rec["id"])
     after = file_hash()
-    data = {"work_item_id": rec["id"], "path": str(path), "editor": editor, "editor_exit_code": code, "changed": before != after, "plan_artifact": res["plan_artifact"]}
+    data = {
+        "work_item_id": rec["id"],
+        "path": str(path),
+        "editor": editor,
+        "editor_exit_code": code,
+        "changed": before != after,
+        "plan_artifact": res["plan_artifact"],
+    }
     if code != 0:
         raise HolonError(
             f"editor exited with status {code}; the plan descriptor was refreshed ({'changed' if data['changed'] else 'unchanged'})",

@@ -36,19 +36,46 @@ def _dump(obj: Any) -> str:
 
 
 def emit_json(data: Any, command: str | None = None) -> None:
-    click.echo(_dump({"schema_version": SCHEMA_VERSION, "ok": True, "command": command or _current["command"], "data": data}))
+    click.echo(
+        _dump(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "ok": True,
+                "command": command or _current["command"],
+                "data": data,
+            }
+        )
+    )
 
 
-def emit_json_error(command: str, kind: str, message: str, hint: str | None = None, details: dict[str, Any] | None = None) -> None:
+def emit_json_error(
+    command: str,
+    kind: str,
+    message: str,
+    hint: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:
     err: dict[str, Any] = {"kind": kind, "message": message, "hint": hint or ""}
     if details:
         err["details"] = details
-    click.echo(_dump({"schema_version": SCHEMA_VERSION, "ok": False, "command": command, "error": err}))
+    click.echo(
+        _dump({"schema_version": SCHEMA_VERSION, "ok": False, "command": command, "error": err})
+    )
 
 
 def emit_json_failure_with_data(kind: str, message: str, hint: str, data: Any) -> None:
     """A failure envelope that still carries the command's data (``run``)."""
-    click.echo(_dump({"schema_version": SCHEMA_VERSION, "ok": False, "command": _current["command"], "error": {"kind": kind, "message": message, "hint": hint}, "data": data}))
+    click.echo(
+        _dump(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "ok": False,
+                "command": _current["command"],
+                "error": {"kind": kind, "message": message, "hint": hint},
+                "data": data,
+            }
+        )
+    )
 
 
 def render_error(err: HolonError) -> None:
@@ -108,11 +135,20 @@ def print_table(headers: list[str], rows: list[list[Any]]) -> None:
 
 
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the contract's envelope) on stdout.")(fn)
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON object (the contract's envelope) on stdout.",
+    )(fn)
 
 
 def agent_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--agent", "-a", "agent_id", metavar="ID", default=None,
+        "--agent",
+        "-a",
+        "agent_id",
+        metavar="ID",
+        default=None,
         help="Agent id (default: $HOLON_AGENT_ID or 'main').",
     )(fn)

@@ -9,7 +9,15 @@ AGENT_KINDS = ("default", "named", "child")
 VISIBILITIES = ("public", "private")
 OWNERSHIPS = ("self_owned", "parent_supervised")
 PROFILE_PRESETS = ("public_named", "private_child")
-AGENT_STATUSES = ("booting", "awake_idle", "awake_running", "awaiting_task", "asleep", "paused", "stopped")
+AGENT_STATUSES = (
+    "booting",
+    "awake_idle",
+    "awake_running",
+    "awaiting_task",
+    "asleep",
+    "paused",
+    "stopped",
+)
 
 AGENT_RECORD_VERSION = 1
 

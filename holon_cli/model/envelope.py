@@ -139,13 +139,17 @@ def _choices(values: Any) -> str:
 
 def check_kind(kind: str) -> str:
     if kind not in MESSAGE_KINDS:
-        raise UsageError(f"unknown message kind {kind!r}", hint=f"use one of: {_choices(MESSAGE_KINDS)}")
+        raise UsageError(
+            f"unknown message kind {kind!r}", hint=f"use one of: {_choices(MESSAGE_KINDS)}"
+        )
     return kind
 
 
 def check_priority(priority: str) -> str:
     if priority not in PRIORITIES:
-        raise UsageError(f"unknown priority {priority!r}", hint=f"use one of: {_choices(PRIORITIES)}")
+        raise UsageError(
+            f"unknown priority {priority!r}", hint=f"use one of: {_choices(PRIORITIES)}"
+        )
     return priority
 
 
@@ -175,7 +179,9 @@ def check_origin(origin: dict[str, Any]) -> dict[str, Any]:
     """Validate an origin object built by runtime code (a copy is returned)."""
     kind = origin.get("kind")
     if kind not in ORIGIN_KINDS:
-        raise UsageError(f"unknown origin kind {kind!r}", hint=f"use one of: {_choices(ORIGIN_KINDS)}")
+        raise UsageError(
+            f"unknown origin kind {kind!r}", hint=f"use one of: {_choices(ORIGIN_KINDS)}"
+        )
     field = ORIGIN_KINDS[kind]
     if kind in ORIGIN_REQUIRES_ID and not origin.get(field or ""):
         raise UsageError(f"origin {kind!r} needs {field!r}", hint=f"set origin.{field}")
@@ -217,9 +223,15 @@ def build_envelope(
         kind = DEFAULT_KIND_BY_ORIGIN[origin_obj["kind"]]
     check_priority(priority)
     if delivery_surface not in DELIVERY_SURFACES:
-        raise UsageError(f"unknown delivery surface {delivery_surface!r}", hint=f"use one of: {_choices(DELIVERY_SURFACES)}")
+        raise UsageError(
+            f"unknown delivery surface {delivery_surface!r}",
+            hint=f"use one of: {_choices(DELIVERY_SURFACES)}",
+        )
     if admission_context not in ADMISSION_CONTEXTS:
-        raise UsageError(f"unknown admission context {admission_context!r}", hint=f"use one of: {_choices(ADMISSION_CONTEXTS)}")
+        raise UsageError(
+            f"unknown admission context {admission_context!r}",
+            hint=f"use one of: {_choices(ADMISSION_CONTEXTS)}",
+        )
     okind = origin_obj["kind"]
     # caller refs first: the origin's own ids are stable provenance and win
     refs: dict[str, str] = {str(k): str(v) for k, v in (source_refs or {}).items()}

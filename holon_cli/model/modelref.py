@@ -25,7 +25,10 @@ def check_model_ref(text: str) -> ModelRef:
     if s.startswith("scripted:"):
         path = s[len("scripted:") :]
         if not path:
-            raise UsageError("model ref 'scripted:' needs a script path", hint="e.g. scripted:examples/hello.yaml")
+            raise UsageError(
+                "model ref 'scripted:' needs a script path",
+                hint="e.g. scripted:examples/hello.yaml",
+            )
         return ModelRef("scripted", path)
     provider, sep, model = s.partition("/")
     if not sep or not provider or not model:

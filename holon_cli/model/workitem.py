@@ -34,7 +34,14 @@ PLAN_STATUSES = ("draft", "ready", "needs_input")
 TODO_STATES = ("pending", "in_progress", "completed")
 
 # the spec's WorkItemSchedulingState and the readiness labels projected from it
-SCHEDULING_STATES = ("runnable", "waiting_operator", "waiting_task", "waiting_external", "blocked", "completed")
+SCHEDULING_STATES = (
+    "runnable",
+    "waiting_operator",
+    "waiting_task",
+    "waiting_external",
+    "blocked",
+    "completed",
+)
 READINESS = ("runnable", "waiting_for_operator", "blocked", "completed")
 _READINESS_OF = {
     "runnable": "runnable",
@@ -108,7 +115,11 @@ def _bad(message: str, field_name: str, hint: str) -> UsageError:
 
 def validate_objective(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise _bad("objective must be non-empty text", "objective", "state the short current-work target, e.g. 'Split provider fixtures into a support module'")
+        raise _bad(
+            "objective must be non-empty text",
+            "objective",
+            "state the short current-work target, e.g. 'Split provider fixtures into a support module'",
+        )
     text = text.strip()
     if len(text) > MAX_OBJECTIVE_CHARS:
         raise _bad(
@@ -121,7 +132,11 @@ def validate_objective(text: Any) -> str:
 
 def validate_plan_status(value: Any) -> str:
     if value not in PLAN_STATUSES:
-        raise _bad(f"plan_status must be one of {', '.join(PLAN_STATUSES)} (got {value!r})", "plan_status", f"use one of: {', '.join(PLAN_STATUSES)}")
+        raise _bad(
+            f"plan_status must be one of {', '.join(PLAN_STATUSES)} (got {value!r})",
+            "plan_status",
+            f"use one of: {', '.join(PLAN_STATUSES)}",
+        )
     return str(value)
 
 
@@ -134,13 +149,21 @@ def validate_blocked_by(text: Any) -> str:
         )
     text = text.strip()
     if len(text) > MAX_BLOCKER_CHARS:
-        raise _bad(f"blocked_by is {len(text)} characters; the limit is {MAX_BLOCKER_CHARS}", "blocked_by", "summarize the blocker; put details in the plan file")
+        raise _bad(
+            f"blocked_by is {len(text)} characters; the limit is {MAX_BLOCKER_CHARS}",
+            "blocked_by",
+            "summarize the blocker; put details in the plan file",
+        )
     return str(text)
 
 
 def validate_recheck_after_ms(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _bad(f"recheck_after must be a positive number of milliseconds (got {value!r})", "recheck_after", "e.g. 1800000 for 30 minutes")
+        raise _bad(
+            f"recheck_after must be a positive number of milliseconds (got {value!r})",
+            "recheck_after",
+            "e.g. 1800000 for 30 minutes",
+        )
     return int(value)
 
 
@@ -148,9 +171,17 @@ def normalize_todo_list(items: Any) -> list[dict[str, str]]:
     """Validate a full todo-list snapshot; accepts dicts (or objects with
     ``text``/``state`` attributes). Returns fresh ``{text, state}`` dicts."""
     if not isinstance(items, list | tuple):
-        raise _bad("todo_list must be an array of {text, state} items", "todo_list", "send the complete current checklist")
+        raise _bad(
+            "todo_list must be an array of {text, state} items",
+            "todo_list",
+            "send the complete current checklist",
+        )
     if len(items) > MAX_TODO_ITEMS:
-        raise _bad(f"todo_list has {len(items)} items; the limit is {MAX_TODO_ITEMS}", "todo_list", "keep todos as short progress markers; scope belongs in the plan file")
+        raise _bad(
+            f"todo_list has {len(items)} items; the limit is {MAX_TODO_ITEMS}",
+            "todo_list",
+            "keep todos as short progress markers; scope belongs in the plan file",
+        )
     out: list[dict[str, str]] = []
     for i, item in enumerate(items):
         if isinstance(item, Mapping):
@@ -158,13 +189,25 @@ def normalize_todo_list(items: Any) -> list[dict[str, str]]:
         else:
             text, state = getattr(item, "text", None), getattr(item, "state", "pending")
         if not isinstance(text, str) or not text.strip():
-            raise _bad(f"todo_list[{i}].text must be non-empty text", f"todo_list[{i}].text", "give every todo a short description")
+            raise _bad(
+                f"todo_list[{i}].text must be non-empty text",
+                f"todo_list[{i}].text",
+                "give every todo a short description",
+            )
         if len(text.strip()) > MAX_TODO_TEXT_CHARS:
-            raise _bad(f"todo_list[{i}].text is too long (limit {MAX_TODO_TEXT_CHARS})", f"todo_list[{i}].text", "keep todos short")
+            raise _bad(
+                f"todo_list[{i}].text is too long (limit {MAX_TODO_TEXT_CHARS})",
+                f"todo_list[{i}].text",
+                "keep todos short",
+            )
         if state is None:
             state = "pending"
         if state not in TODO_STATES:
-            raise _bad(f"todo_list[{i}].state must be one of {', '.join(TODO_STATES)} (got {state!r})", f"todo_list[{i}].state", f"use one of: {', '.join(TODO_STATES)}")
+            raise _bad(
+                f"todo_list[{i}].state must be one of {', '.join(TODO_STATES)} (got {state!r})",
+                f"todo_list[{i}].state",
+                f"use one of: {', '.join(TODO_STATES)}",
+            )
         out.append({"text": text.strip(), "state": str(state)})
     return out
 
@@ -213,7 +256,14 @@ def upgrade_record(rec: dict[str, Any], *, where: str = "work_items ledger") -> 
         )
     out = dict(rec)
     out.setdefault("todo_list", [])
-    for k in ("blocked_by", "recheck_at", "recheck_consumed_at", "result_summary", "completed_at", "workspace_id"):
+    for k in (
+        "blocked_by",
+        "recheck_at",
+        "recheck_consumed_at",
+        "result_summary",
+        "completed_at",
+        "workspace_id",
+    ):
         out.setdefault(k, None)
     out.setdefault("plan_status", "draft")
     return out
@@ -254,10 +304,20 @@ def new_delivery_summary(
 # ---------------------------------------------------------- plan artifact
 
 
-def describe_plan(path: str, data: bytes | None, updated_at: str | None, *, preview_chars: int = PREVIEW_CHARS) -> dict[str, Any]:
+def describe_plan(
+    path: str, data: bytes | None, updated_at: str | None, *, preview_chars: int = PREVIEW_CHARS
+) -> dict[str, Any]:
     """The plan artifact descriptor for file bytes (``None``: the file is missing)."""
     if data is None:
-        return {"path": path, "exists": False, "hash": None, "bytes": 0, "updated_at": updated_at, "preview": "", "preview_complete": False}
+        return {
+            "path": path,
+            "exists": False,
+            "hash": None,
+            "bytes": 0,
+            "updated_at": updated_at,
+            "preview": "",
+            "preview_complete": False,
+        }
     text = data.decode("utf-8", errors="replace")
     return {
         "path": path,
@@ -273,7 +333,11 @@ def describe_plan(path: str, data: bytes | None, updated_at: str | None, *, prev
 def plan_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     if not old:
         return True
-    return bool(old.get("exists", True)) != bool(new.get("exists")) or old.get("hash") != new.get("hash") or old.get("path") != new.get("path")
+    return (
+        bool(old.get("exists", True)) != bool(new.get("exists"))
+        or old.get("hash") != new.get("hash")
+        or old.get("path") != new.get("path")
+    )
 
 
 def default_plan_text(objective: str, work_item_id: str) -> str:
@@ -307,7 +371,9 @@ def todo_counts(todo_list: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def unfinished_todos_warning(todo_list: Sequence[Mapping[str, Any]], *, sample: int = 5) -> dict[str, Any] | None:
+def unfinished_todos_warning(
+    todo_list: Sequence[Mapping[str, Any]], *, sample: int = 5
+) -> dict[str, Any] | None:
     """The RFC's structured ``unfinished_todos`` warning, or ``None``."""
     unfinished = [t for t in todo_list if t.get("state") in ("pending", "in_progress")]
     if not unfinished:
@@ -325,7 +391,13 @@ def todo_warnings(todo_list: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     """Soft checks on a submitted snapshot (never a rejection)."""
     n = sum(1 for t in todo_list if t.get("state") == "in_progress")
     if n > 1:
-        return [{"kind": "multiple_in_progress", "message": f"{n} todo items are in_progress; normally at most one is.", "in_progress_count": n}]
+        return [
+            {
+                "kind": "multiple_in_progress",
+                "message": f"{n} todo items are in_progress; normally at most one is.",
+                "in_progress_count": n,
+            }
+        ]
     return []
 
 
@@ -365,7 +437,11 @@ def summarize_waits(rec: Mapping[str, Any], intents: Iterable[Mapping[str, Any]]
     last: str | None = None
     for i in active:
         at = i.get("last_triggered_at")
-        if int(i.get("trigger_count") or 0) > 0 and isinstance(at, str) and (last is None or at > last):
+        if (
+            int(i.get("trigger_count") or 0) > 0
+            and isinstance(at, str)
+            and (last is None or at > last)
+        ):
             last = at
     updated = str(rec.get("updated_at") or "")
     triggered = last is not None and last > updated
@@ -397,7 +473,9 @@ def is_runnable(rec: Mapping[str, Any], waits: WaitSummary = NO_WAITS) -> bool:
     return scheduling_state(rec, waits) == "runnable"
 
 
-def readiness_projection(rec: Mapping[str, Any], *, current_id: str | None, waits: WaitSummary = NO_WAITS) -> dict[str, Any]:
+def readiness_projection(
+    rec: Mapping[str, Any], *, current_id: str | None, waits: WaitSummary = NO_WAITS
+) -> dict[str, Any]:
     """The RFC's ``WorkItemReadinessProjection``."""
     sched = scheduling_state(rec, waits)
     is_current = rec.get("id") == current_id and rec.get("state") == "open"
@@ -405,7 +483,9 @@ def readiness_projection(rec: Mapping[str, Any], *, current_id: str | None, wait
         "lifecycle": rec.get("state"),
         "scheduling_state": sched,
         "readiness": _READINESS_OF[sched],
-        "focus": "current" if is_current else ("none" if rec.get("state") == "completed" else "queued"),
+        "focus": "current"
+        if is_current
+        else ("none" if rec.get("state") == "completed" else "queued"),
         "has_active_waits": waits.has_active,
         "has_triggered_waits": waits.triggered,
         "current_todo": current_todo(rec.get("todo_list") or []),
@@ -426,7 +506,9 @@ class Candidates:
     """
 
     current: dict[str, Any] | None = None
-    classes: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CANDIDATE_CLASSES})
+    classes: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {c: [] for c in CANDIDATE_CLASSES}
+    )
     completed_total: int = 0
 
     def top(self, cls: str) -> list[dict[str, Any]]:
@@ -438,7 +520,9 @@ def _newest_first(items: list[dict[str, Any]], key: Any) -> list[dict[str, Any]]
     return sorted(items, key=lambda r: (bool(key(r)), str(key(r) or "")), reverse=True)
 
 
-def rank(cls: str, items: list[dict[str, Any]], waits: Mapping[str, WaitSummary]) -> list[dict[str, Any]]:
+def rank(
+    cls: str, items: list[dict[str, Any]], waits: Mapping[str, WaitSummary]
+) -> list[dict[str, Any]]:
     """Phase-one ranking: simple, stable, explainable.
 
     Multi-key orders are built from stable sorts, least significant key first
@@ -448,7 +532,9 @@ def rank(cls: str, items: list[dict[str, Any]], waits: Mapping[str, WaitSummary]
         by_update = _newest_first(by_id, lambda r: r.get("updated_at"))
         return _newest_first(by_update, lambda r: waits.get(r["id"], NO_WAITS).last_triggered_at)
     if cls == "queued_runnable":
-        return sorted(by_id, key=lambda r: (str(r.get("updated_at") or ""), str(r.get("created_at") or "")))
+        return sorted(
+            by_id, key=lambda r: (str(r.get("updated_at") or ""), str(r.get("created_at") or ""))
+        )
     return _newest_first(by_id, lambda r: r.get("updated_at"))
 
 
@@ -491,7 +577,13 @@ def classify(
     return out
 
 
-def matches_filter(rec: Mapping[str, Any], filter_name: str, *, current_id: str | None, waits: WaitSummary = NO_WAITS) -> bool:
+def matches_filter(
+    rec: Mapping[str, Any],
+    filter_name: str,
+    *,
+    current_id: str | None,
+    waits: WaitSummary = NO_WAITS,
+) -> bool:
     """The read tools' filters: current, open, queued (open, not current, no
     ``blocked_by``), blocked (readiness blocked), completed, all."""
     state = rec.get("state")
@@ -507,4 +599,6 @@ def matches_filter(rec: Mapping[str, Any], filter_name: str, *, current_id: str 
         return state == "open" and readiness(rec, waits) == "blocked"
     if filter_name == "completed":
         return state == "completed"
-    raise _bad(f"unknown filter {filter_name!r}", "filter", f"use one of: {', '.join(LIST_FILTERS)}")
+    raise _bad(
+        f"unknown filter {filter_name!r}", "filter", f"use one of: {', '.join(LIST_FILTERS)}"
+    )

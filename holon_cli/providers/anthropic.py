@@ -355,7 +355,14 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
 class AnthropicTransport(HttpTransport):
     """``POST {base_url}/v1/messages``; JSON by default, SSE when ``stream``."""
 
-    def __init__(self, *, model: str, provider: str = "anthropic", base_url: str = DEFAULT_ANTHROPIC_BASE_URL, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        provider: str = "anthropic",
+        base_url: str = DEFAULT_ANTHROPIC_BASE_URL,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(model=model, provider=provider, base_url=base_url, **kwargs)
         self.extra_headers = {"anthropic-version": ANTHROPIC_VERSION, **self.extra_headers}
 

@@ -94,10 +94,18 @@ class TokenUsage:
     total_tokens: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "total_tokens": self.total_tokens}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+        }
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens, self.total_tokens + other.total_tokens)
+        return TokenUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.total_tokens + other.total_tokens,
+        )
 
 
 # normalized stop reasons

@@ -401,7 +401,9 @@ def _client(target: HttpTarget) -> Iterator[Any]:
     key = (target.timeout_s, id(target.http_transport))
     client = _CLIENTS.get(key)
     if client is None or client.is_closed:
-        timeout = httpx.Timeout(target.timeout_s, connect=min(target.timeout_s, CONNECT_TIMEOUT_CAP_S))
+        timeout = httpx.Timeout(
+            target.timeout_s, connect=min(target.timeout_s, CONNECT_TIMEOUT_CAP_S)
+        )
         kwargs: dict[str, Any] = {"timeout": timeout, "follow_redirects": False}
         if target.http_transport is not None:
             kwargs["transport"] = target.http_transport
@@ -603,4 +605,3 @@ class HttpTransport:
             key_env=self.key_env,
             http_transport=self.http_transport,
         )
-

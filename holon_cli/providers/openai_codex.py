@@ -129,7 +129,9 @@ def parse_responses_stream(events: Iterable[SSEEvent]) -> ModelResponse:
         elif typ == "error":
             raise classify_response_error(obj, stage="stream")
         # response.created / in_progress / content_part.* / *.done deltas / unknown: nothing to keep
-    where = f"after {stream.count} events (last: {last_type})" if stream.count else "before any event"
+    where = (
+        f"after {stream.count} events (last: {last_type})" if stream.count else "before any event"
+    )
     raise ProviderFailure(
         "stream_interrupted",
         f"event stream ended {where} without response.completed",

@@ -276,7 +276,14 @@ class OpenAIResponsesTransport(HttpTransport):
 
     endpoint = "responses"
 
-    def __init__(self, *, model: str, provider: str = "openai", base_url: str = DEFAULT_OPENAI_BASE_URL, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        provider: str = "openai",
+        base_url: str = DEFAULT_OPENAI_BASE_URL,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(model=model, provider=provider, base_url=base_url, **kwargs)
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:

@@ -81,7 +81,9 @@ def resolve_template(selector: str | None) -> tuple[Path, dict[str, Any]]:
     if not p.is_dir():
         raise NotFoundError(f"template not found: {p}", hint="check the template id or path")
     if not (p / "AGENTS.md").is_file():
-        raise RejectedError(f"template {p} has no AGENTS.md", hint="a template directory must contain AGENTS.md")
+        raise RejectedError(
+            f"template {p} has no AGENTS.md", hint="a template directory must contain AGENTS.md"
+        )
     return p, {"kind": kind, "selector": selector, "path": str(p)}
 
 
@@ -91,7 +93,14 @@ def ensure_home(layout: HomeLayout | None = None) -> HomeLayout:
         for d in (layout.root, layout.agents_dir, layout.run_dir):
             d.mkdir(parents=True, exist_ok=True)
         if not layout.marker.exists():
-            write_snapshot(layout.marker, {"v": HOME_VERSION, "created_at": clock.now_iso(), "created_by": f"holon-cli {__version__}"})
+            write_snapshot(
+                layout.marker,
+                {
+                    "v": HOME_VERSION,
+                    "created_at": clock.now_iso(),
+                    "created_by": f"holon-cli {__version__}",
+                },
+            )
     return layout
 
 
@@ -104,23 +113,32 @@ def _skill_refs(template: Path) -> list[Path]:
         refs = data.get("skill_refs", [])
         assert isinstance(refs, list)
     except (ValueError, AssertionError, AttributeError):
-        raise RejectedError(f"{sj}: expected {{\"skill_refs\": [...]}}", hint="fix skills.json in the template") from None
+        raise RejectedError(
+            f'{sj}: expected {{"skill_refs": [...]}}', hint="fix skills.json in the template"
+        ) from None
     out: list[Path] = []
     for ref in refs:
         if not isinstance(ref, str):
             raise RejectedError(f"{sj}: skill ref {ref!r} is not a string")
         p = Path(ref).expanduser()
         if ref.startswith(("http://", "https://")):
-            raise RejectedError(f"{sj}: remote skill ref {ref!r} cannot be installed by this build", hint="use an absolute local path")
+            raise RejectedError(
+                f"{sj}: remote skill ref {ref!r} cannot be installed by this build",
+                hint="use an absolute local path",
+            )
         if not p.is_absolute():
             p = template / "skills" / ref
         if not (p / "SKILL.md").is_file():
-            raise RejectedError(f"{sj}: skill ref {ref!r} has no SKILL.md at {p}", hint="fix the ref or remove it")
+            raise RejectedError(
+                f"{sj}: skill ref {ref!r} has no SKILL.md at {p}", hint="fix the ref or remove it"
+            )
         out.append(p)
     return out
 
 
-def _materialize(dest: Path, template: Path, provenance: dict[str, Any], record: dict[str, Any]) -> None:
+def _materialize(
+    dest: Path, template: Path, provenance: dict[str, Any], record: dict[str, Any]
+) -> None:
     ignore = shutil.ignore_patterns(".holon", "__pycache__", "*.pyc", "skills.json")
     shutil.copytree(template, dest, ignore=ignore, symlinks=False)
     skills = _skill_refs(template)
@@ -139,9 +157,20 @@ def _materialize(dest: Path, template: Path, provenance: dict[str, Any], record:
         if not target.exists():
             shutil.copytree(skill, target)
     layout = AgentLayout(dest, record["identity"]["agent_id"])
-    for runtime_dir in (layout.state_dir, layout.ledger_dir, layout.locks_dir, layout.inbox_dir / "tmp", layout.inbox_dir / "new", layout.inbox_dir / "cur", layout.tasks_dir):
+    for runtime_dir in (
+        layout.state_dir,
+        layout.ledger_dir,
+        layout.locks_dir,
+        layout.inbox_dir / "tmp",
+        layout.inbox_dir / "new",
+        layout.inbox_dir / "cur",
+        layout.tasks_dir,
+    ):
         runtime_dir.mkdir(parents=True, exist_ok=True)
-    write_snapshot(layout.template_file, {"v": 1, **provenance, "applied_at": clock.now_iso(), "skills": [str(s) for s in skills]})
+    write_snapshot(
+        layout.template_file,
+        {"v": 1, **provenance, "applied_at": clock.now_iso(), "skills": [str(s) for s in skills]},
+    )
     write_snapshot(layout.agent_file, record)
 
 
@@ -200,7 +229,17 @@ def create_agent(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     store = AgentStore(layout)
-    store.emit("agent_created", {"kind": kind, "visibility": visibility, "ownership": ownership, "profile_preset": profile_preset, "template": provenance, "model_override": model})
+    store.emit(
+        "agent_created",
+        {
+            "kind": kind,
+            "visibility": visibility,
+            "ownership": ownership,
+            "profile_preset": profile_preset,
+            "template": provenance,
+            "model_override": model,
+        },
+    )
     return store
 
 
@@ -249,7 +288,11 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
         ident = rec["identity"]
         if ident.get("visibility") == "private" and not include_private:
             continue
-        out.append(AgentListEntry(name, ident["kind"], ident["visibility"], rec["state"]["status"], str(layout.home)))
+        out.append(
+            AgentListEntry(
+                name, ident["kind"], ident["visibility"], rec["state"]["status"], str(layout.home)
+            )
+        )
     return out
 
 
@@ -260,7 +303,11 @@ def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
 
     def mutate(state: dict[str, Any]) -> None:
         prev = state["status"]
-        new = "stopped" if action == "stop" else ("awake_idle" if prev in ("stopped", "paused") else prev)
+        new = (
+            "stopped"
+            if action == "stop"
+            else ("awake_idle" if prev in ("stopped", "paused") else prev)
+        )
         out.update(previous=prev, status=new, changed=new != prev)
         if new != prev:
             state["status"] = new
@@ -268,7 +315,10 @@ def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
 
     store.update_state(mutate)
     if out["changed"]:
-        store.emit("agent_state_changed", {"from": out["previous"], "to": out["status"], "reason": f"operator_{action}"})
+        store.emit(
+            "agent_state_changed",
+            {"from": out["previous"], "to": out["status"], "reason": f"operator_{action}"},
+        )
     out["agent_id"] = store.agent_id
     out["lifecycle_hint"] = lifecycle_hint(out["status"])
     return out
@@ -292,4 +342,8 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
     store.emit("agent_model_changed", {"from": out["previous"], "to": model})
     from holon_cli.runtime.models import model_state
 
-    return {"agent_id": store.agent_id, "previous_override": out["previous"], "model": model_state(store.read_record()["state"])}
+    return {
+        "agent_id": store.agent_id,
+        "previous_override": out["previous"],
+        "model": model_state(store.read_record()["state"]),
+    }

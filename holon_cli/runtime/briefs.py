@@ -40,7 +40,14 @@ def write_brief(
         "visibility": visibility,
         "text": text,
     }
-    for k, v in (("title", title), ("workItemId", work_item_id), ("relatedMessageId", related_message_id), ("relatedTaskId", related_task_id), ("attachments", attachments), ("turn_id", turn_id)):
+    for k, v in (
+        ("title", title),
+        ("workItemId", work_item_id),
+        ("relatedMessageId", related_message_id),
+        ("relatedTaskId", related_task_id),
+        ("attachments", attachments),
+        ("turn_id", turn_id),
+    ):
         if v:
             rec[k] = v
     store.ledger("briefs").append(rec)

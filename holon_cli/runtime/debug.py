@@ -22,12 +22,24 @@ def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any
         from holon_cli import clock
         from holon_cli.model.envelope import build_envelope
 
-        message = build_envelope(message_id="msg_preview", agent_id=store.agent_id, created_at=clock.now_iso(), body={"type": "text", "text": text})
+        message = build_envelope(
+            message_id="msg_preview",
+            agent_id=store.agent_id,
+            created_at=clock.now_iso(),
+            body={"type": "text", "text": text},
+        )
     built = build_frame(
-        agent_id=store.agent_id, agent_home=store.layout.home,
-        is_default_agent=rec["identity"]["kind"] == "default" or store.agent_id == default_agent_id(),
-        ws=ws, message=message, tools=specs, guidance=guidance,
-        work_queue=wi.project_work_queue(store, bound_work_item_id=state.get("current_work_item_id")),
+        agent_id=store.agent_id,
+        agent_home=store.layout.home,
+        is_default_agent=rec["identity"]["kind"] == "default"
+        or store.agent_id == default_agent_id(),
+        ws=ws,
+        message=message,
+        tools=specs,
+        guidance=guidance,
+        work_queue=wi.project_work_queue(
+            store, bound_work_item_id=state.get("current_work_item_id")
+        ),
         recent=recent_conversation(store, None),
     )
     f = built.frame
@@ -44,7 +56,9 @@ def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any
     }
 
 
-def debug_latency(store: AgentStore, *, limit: int = 10, window: int = 5000) -> list[dict[str, Any]]:
+def debug_latency(
+    store: AgentStore, *, limit: int = 10, window: int = 5000
+) -> list[dict[str, Any]]:
     """Per-turn breakdown for the newest ``limit`` turns (reads only the ledger tail)."""
     events = store.events.tail(window)
     admitted_at: dict[str, str] = {}
@@ -60,7 +74,17 @@ def debug_latency(store: AgentStore, *, limit: int = 10, window: int = 5000) -> 
             continue
         t = turns.get(tid)
         if t is None:
-            t = turns[tid] = {"turn_id": tid, "message_id": e.get("message_id"), "queue_wait_ms": None, "context_build_ms": None, "provider_rounds": [], "tools": [], "cleanup_ms": None, "total_ms": None, "status": None}
+            t = turns[tid] = {
+                "turn_id": tid,
+                "message_id": e.get("message_id"),
+                "queue_wait_ms": None,
+                "context_build_ms": None,
+                "provider_rounds": [],
+                "tools": [],
+                "cleanup_ms": None,
+                "total_ms": None,
+                "status": None,
+            }
             order.append(tid)
         if kind == "message_processing_started":
             t["queue_wait_ms"] = d.get("queue_wait_ms")
@@ -68,9 +92,23 @@ def debug_latency(store: AgentStore, *, limit: int = 10, window: int = 5000) -> 
         elif kind == "turn_context_built":
             t["context_build_ms"] = d.get("context_build_ms")
         elif kind == "provider_round_completed":
-            t["provider_rounds"].append({"round": d.get("round"), "provider_round_ms": d.get("provider_round_ms"), "context_build_ms": d.get("context_build_ms"), "model_ref": d.get("model_ref"), "tokens": (d.get("token_usage") or {}).get("total_tokens")})
+            t["provider_rounds"].append(
+                {
+                    "round": d.get("round"),
+                    "provider_round_ms": d.get("provider_round_ms"),
+                    "context_build_ms": d.get("context_build_ms"),
+                    "model_ref": d.get("model_ref"),
+                    "tokens": (d.get("token_usage") or {}).get("total_tokens"),
+                }
+            )
         elif kind == "tool_executed":
-            t["tools"].append({"tool_name": d.get("tool_name"), "duration_ms": d.get("duration_ms"), "ok": d.get("ok")})
+            t["tools"].append(
+                {
+                    "tool_name": d.get("tool_name"),
+                    "duration_ms": d.get("duration_ms"),
+                    "ok": d.get("ok"),
+                }
+            )
         elif kind == "turn_terminal":
             t["cleanup_ms"] = d.get("cleanup_ms")
             t["total_ms"] = d.get("duration_ms")

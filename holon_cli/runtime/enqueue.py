@@ -23,15 +23,23 @@ MAX_BODY_BYTES = 1_000_000
 
 def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
     if len(text.encode("utf-8")) > MAX_BODY_BYTES:
-        raise UsageError(f"message body is larger than {MAX_BODY_BYTES} bytes", hint="put large content in a file and send its path")
+        raise UsageError(
+            f"message body is larger than {MAX_BODY_BYTES} bytes",
+            hint="put large content in a file and send its path",
+        )
     if json_body:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"--json-body: the message is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", hint="pass a JSON document, e.g. '{\"event\": \"push\"}'") from None
+            raise UsageError(
+                f"--json-body: the message is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                hint='pass a JSON document, e.g. \'{"event": "push"}\'',
+            ) from None
         return {"type": "json", "value": value}
     if not text.strip():
-        raise UsageError("the message is empty", hint="pass the text as an argument or on stdin with `-`")
+        raise UsageError(
+            "the message is empty", hint="pass the text as an argument or on stdin with `-`"
+        )
     return {"type": "text", "text": text}
 
 

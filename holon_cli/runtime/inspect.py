@@ -18,7 +18,11 @@ from holon_cli.store.ledger import Ledger, Problem
 
 
 def _usage(total_in: int, total_out: int) -> dict[str, int]:
-    return {"input_tokens": total_in, "output_tokens": total_out, "total_tokens": total_in + total_out}
+    return {
+        "input_tokens": total_in,
+        "output_tokens": total_out,
+        "total_tokens": total_in + total_out,
+    }
 
 
 def agent_summary(store: AgentStore) -> dict[str, Any]:
@@ -53,7 +57,9 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "last_turn_at": state.get("last_turn_at"),
         "last_closure": state.get("last_closure"),
         "token_usage": {
-            "total": _usage(int(state.get("total_input_tokens", 0)), int(state.get("total_output_tokens", 0))),
+            "total": _usage(
+                int(state.get("total_input_tokens", 0)), int(state.get("total_output_tokens", 0))
+            ),
             "total_model_rounds": int(state.get("total_model_rounds", 0)),
             "last_turn": state.get("last_turn_token_usage"),
         },
@@ -89,7 +95,9 @@ def _loaded_agents_md(store: AgentStore, state: dict[str, Any]) -> list[dict[str
     return [src.to_dict() for _, src in load_instructions(store.layout.home, ws)]
 
 
-def tail_events(store: AgentStore, *, since: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+def tail_events(
+    store: AgentStore, *, since: int | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
     if limit is not None and limit < 0:
         raise UsageError("--limit must be zero or positive")
     led = store.events
@@ -162,7 +170,14 @@ def home_check() -> dict[str, Any]:
     notes: list[dict[str, Any]] = []
     checked = {"agents": 0, "ledgers": 0, "records": 0, "inbox_messages": 0}
     if not home.root.exists():
-        return {"home": str(home.root), "ok": True, "exists": False, "problems": [], "notes": [], "checked": checked}
+        return {
+            "home": str(home.root),
+            "ok": True,
+            "exists": False,
+            "problems": [],
+            "notes": [],
+            "checked": checked,
+        }
     for snap in (home.marker,):
         try:
             read_snapshot(snap)
@@ -193,7 +208,12 @@ def home_check() -> dict[str, Any]:
             found = led.check()
             problems.extend(found)
             if led.has_torn_tail():
-                notes.append({"path": str(led.path), "message": "torn last line (an interrupted write); it is ignored and repaired on the next append"})
+                notes.append(
+                    {
+                        "path": str(led.path),
+                        "message": "torn last line (an interrupted write); it is ignored and repaired on the next append",
+                    }
+                )
             if not found:
                 checked["records"] += sum(1 for _ in led.scan(0))
         if lname_seq_problem := _event_seq_problem(layout.ledger_path("events")):
@@ -225,7 +245,9 @@ def _event_seq_problem(path: Any) -> Problem | None:
         for line, _, rec in led.scan(0):
             seq = rec.get("event_seq")
             if not isinstance(seq, int) or seq <= prev:
-                return Problem(str(path), line, f"event_seq {seq!r} does not increase (previous {prev})")
+                return Problem(
+                    str(path), line, f"event_seq {seq!r} does not increase (previous {prev})"
+                )
             prev = seq
     except Exception:  # noqa: BLE001 - already reported by the line check
         return None

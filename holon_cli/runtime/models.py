@@ -19,15 +19,22 @@ def model_state(state: dict[str, Any]) -> dict[str, Any]:
     try:
         return registry_state(state.get("model_override"))
     except ConfigError as exc:
-        return {"source": "agent_override" if state.get("model_override") else "runtime_default", "error": exc.message}
+        return {
+            "source": "agent_override" if state.get("model_override") else "runtime_default",
+            "error": exc.message,
+        }
 
 
-def candidates(state: dict[str, Any], *, cli_model: str | None = None, cli_fallbacks: list[str] | None = None) -> list[str]:
+def candidates(
+    state: dict[str, Any], *, cli_model: str | None = None, cli_fallbacks: list[str] | None = None
+) -> list[str]:
     """Ordered model refs to try for a turn; raises ConfigError when none is set."""
     from holon_cli.model.modelref import check_model_ref
     from holon_cli.providers.registry import model_chain
 
-    primary, fallbacks = model_chain(state.get("model_override"), cli_model, cli_fallbacks=cli_fallbacks)
+    primary, fallbacks = model_chain(
+        state.get("model_override"), cli_model, cli_fallbacks=cli_fallbacks
+    )
     chain = [primary, *fallbacks]
     for ref in chain:
         check_model_ref(ref)

@@ -84,7 +84,9 @@ def workspace_for(agent_home: Path, state: dict[str, Any]) -> WorkspaceBinding:
     if anchor:
         root = Path(anchor)
         cwd = Path(state.get("cwd") or anchor)
-        return WorkspaceBinding(state.get("active_workspace_id") or _workspace_id(root), root, root, cwd)
+        return WorkspaceBinding(
+            state.get("active_workspace_id") or _workspace_id(root), root, root, cwd
+        )
     return WorkspaceBinding("agent_home", agent_home, agent_home, agent_home)
 
 
@@ -110,16 +112,22 @@ def _load(scope: str, path: Path) -> tuple[str, InstructionSource] | None:
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         return None
     text = raw.decode("utf-8", errors="replace")
-    return text, InstructionSource(scope, path.name, str(path), len(raw), hashlib.sha256(raw).hexdigest()[:16])
+    return text, InstructionSource(
+        scope, path.name, str(path), len(raw), hashlib.sha256(raw).hexdigest()[:16]
+    )
 
 
-def load_instructions(agent_home: Path, ws: WorkspaceBinding) -> list[tuple[str, InstructionSource]]:
+def load_instructions(
+    agent_home: Path, ws: WorkspaceBinding
+) -> list[tuple[str, InstructionSource]]:
     out = []
     a = _load("agent", agent_home / "AGENTS.md")
     if a:
         out.append(a)
     if ws.workspace_anchor.resolve() != agent_home.resolve():
-        w = _load("workspace", ws.workspace_anchor / "AGENTS.md") or _load("workspace", ws.workspace_anchor / "CLAUDE.md")
+        w = _load("workspace", ws.workspace_anchor / "AGENTS.md") or _load(
+            "workspace", ws.workspace_anchor / "CLAUDE.md"
+        )
         if w:
             out.append(w)
     return out
@@ -153,7 +161,9 @@ def _frontmatter(path: Path) -> dict[str, str]:
     return meta
 
 
-def discover_skills(agent_home: Path, ws: WorkspaceBinding, *, is_default_agent: bool) -> list[dict[str, str]]:
+def discover_skills(
+    agent_home: Path, ws: WorkspaceBinding, *, is_default_agent: bool
+) -> list[dict[str, str]]:
     scopes: list[tuple[str, Path, tuple[str, ...]]] = []
     if is_default_agent:
         scopes.append(("user", Path.home(), USER_SKILL_ROOTS))
@@ -169,7 +179,14 @@ def discover_skills(agent_home: Path, ws: WorkspaceBinding, *, is_default_agent:
                     skill_md = d / "SKILL.md"
                     if skill_md.is_file():
                         meta = _frontmatter(skill_md)
-                        out.append({"scope": scope, "name": meta.get("name", d.name), "description": meta.get("description", ""), "path": str(skill_md)})
+                        out.append(
+                            {
+                                "scope": scope,
+                                "name": meta.get("name", d.name),
+                                "description": meta.get("description", ""),
+                                "path": str(skill_md),
+                            }
+                        )
                 break  # first existing root per scope only
     return out
 
@@ -247,15 +264,41 @@ def build_frame(
     mode = TURN_MODES.get(trigger, f"Turn mode: {trigger}.")
     # position 2 of the order contract: the mode guidance for every trigger is
     # stable (cacheable); which mode applies to this turn is a context block
-    system_blocks.append(add("stable", "turn mode guidance", "# Turn modes\n" + "\n".join(f"- {k}: {v}" for k, v in TURN_MODES.items()), "holon runtime"))
+    system_blocks.append(
+        add(
+            "stable",
+            "turn mode guidance",
+            "# Turn modes\n" + "\n".join(f"- {k}: {v}" for k, v in TURN_MODES.items()),
+            "holon runtime",
+        )
+    )
     instructions = load_instructions(agent_home, ws)
     for text, src in instructions:
-        system_blocks.append(add("agent" if src.scope == "agent" else "workspace", f"{src.scope} {src.kind}", f"# {src.scope.title()} instructions ({src.path})\n\n{text.strip()}", src.path))
+        system_blocks.append(
+            add(
+                "agent" if src.scope == "agent" else "workspace",
+                f"{src.scope} {src.kind}",
+                f"# {src.scope.title()} instructions ({src.path})\n\n{text.strip()}",
+                src.path,
+            )
+        )
     skills = discover_skills(agent_home, ws, is_default_agent=is_default_agent)
     if skills:
-        cat = "\n".join(f"- {s['name']} ({s['scope']}): {s['description']} [{s['path']}]" for s in skills)
-        system_blocks.append(add("agent", "skill catalog", "# Skills\nIf a listed skill matches the task, open its SKILL.md before following its workflow.\n" + cat, "skill discovery"))
-    system_blocks.append(add("stable", "tool guidance", tool_guidance(tools, guidance), "tool registry"))
+        cat = "\n".join(
+            f"- {s['name']} ({s['scope']}): {s['description']} [{s['path']}]" for s in skills
+        )
+        system_blocks.append(
+            add(
+                "agent",
+                "skill catalog",
+                "# Skills\nIf a listed skill matches the task, open its SKILL.md before following its workflow.\n"
+                + cat,
+                "skill discovery",
+            )
+        )
+    system_blocks.append(
+        add("stable", "tool guidance", tool_guidance(tools, guidance), "tool registry")
+    )
     env_block = (
         f"# Execution\nagent_id: {agent_id}\nagent_home: {agent_home}\nworkspace_id: {ws.workspace_id}\n"
         f"workspace_anchor: {ws.workspace_anchor}\nexecution_root: {ws.execution_root}\ncwd: {ws.cwd}\n"
@@ -268,13 +311,17 @@ def build_frame(
         context_blocks.append(add("turn", "work queue", work_queue, "work items"))
     if active_skills:
         lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
-        context_blocks.append(add("turn", "active skills", "# Active skills\n" + "\n".join(lines), "skill activation"))
+        context_blocks.append(
+            add("turn", "active skills", "# Active skills\n" + "\n".join(lines), "skill activation")
+        )
     if recent:
         context_blocks.append(add("turn", "recent conversation", recent, "transcript tail"))
 
     tool_sig = json.dumps([[t.name, t.input_schema] for t in tools], sort_keys=True)
     cache_key = "pck_" + _h(agent_id, *system_blocks, tool_sig)
-    fingerprint = "ctx_" + _h(cache_key, *context_blocks, json.dumps(message or {}, sort_keys=True, default=str))
+    fingerprint = "ctx_" + _h(
+        cache_key, *context_blocks, json.dumps(message or {}, sort_keys=True, default=str)
+    )
     frame = PromptFrame(
         system_prompt=SYSTEM_POLICY,
         system_blocks=system_blocks[1:],
@@ -285,7 +332,12 @@ def build_frame(
     sources = {
         "agent_home": str(agent_home),
         **ws.to_dict(),
-        "execution_policy": {"backend": "host_local", "path_confinement": "not_enforced", "network_confinement": "not_enforced", "secret_confinement": "not_enforced"},
+        "execution_policy": {
+            "backend": "host_local",
+            "path_confinement": "not_enforced",
+            "network_confinement": "not_enforced",
+            "secret_confinement": "not_enforced",
+        },
         "instructions": [s.to_dict() for _, s in instructions],
         "skills": skills,
     }
@@ -315,7 +367,15 @@ def skill_activations(cmd: str, cwd: Path, skills: list[dict[str, str]]) -> list
             if m:
                 rel = m.group(1)
                 reason = "read_skill_md" if rel == "SKILL.md" else "run_skill_script"
-                out.append({"skill": sk["name"], "scope": sk["scope"], "load_reason": reason, "path": str(root / rel), "entrypoint_path": str(entry)})
+                out.append(
+                    {
+                        "skill": sk["name"],
+                        "scope": sk["scope"],
+                        "load_reason": reason,
+                        "path": str(root / rel),
+                        "entrypoint_path": str(entry),
+                    }
+                )
                 break
     return out
 

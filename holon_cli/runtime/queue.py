@@ -163,11 +163,21 @@ def ingest(store: AgentStore, st: QueueState) -> list[dict[str, Any]]:
             store.emit("inbox_message_rejected", {"path": str(dest), "reason": str(exc)})
             continue
         if mid not in st.entries and mid not in st.recent_final:
-            rec = {"v": 1, "op": "admitted", "seq": st.next_seq, "at": clock.now_iso(), "message": env}
+            rec = {
+                "v": 1,
+                "op": "admitted",
+                "seq": st.next_seq,
+                "at": clock.now_iso(),
+                "message": env,
+            }
             _append(store, st, rec)
             store.emit(
                 "message_admitted",
-                {"queue_seq": rec["seq"], "kind": env.get("kind"), "created_at": env.get("createdAt")},
+                {
+                    "queue_seq": rec["seq"],
+                    "kind": env.get("kind"),
+                    "created_at": env.get("createdAt"),
+                },
                 message=env,
             )
             admitted.append(env)
@@ -188,7 +198,10 @@ def recover(store: AgentStore, st: QueueState) -> list[dict[str, Any]]:
             set_status(store, st, mid, "aborted", reason="max_attempts_exceeded", save=False)
             store.emit(
                 "runtime_error",
-                {"error": f"message {mid} aborted after {MAX_ATTEMPTS} interrupted attempts", "kind": "replay_limit"},
+                {
+                    "error": f"message {mid} aborted after {MAX_ATTEMPTS} interrupted attempts",
+                    "kind": "replay_limit",
+                },
                 message=env,
             )
         else:
@@ -210,7 +223,13 @@ def set_status(
     reason: str | None = None,
     save: bool = True,
 ) -> None:
-    rec: dict[str, Any] = {"v": 1, "op": "status", "message_id": message_id, "status": status, "at": clock.now_iso()}
+    rec: dict[str, Any] = {
+        "v": 1,
+        "op": "status",
+        "message_id": message_id,
+        "status": status,
+        "at": clock.now_iso(),
+    }
     if turn_id:
         rec["turn_id"] = turn_id
     if reason:
@@ -238,7 +257,14 @@ def dequeue_next(store: AgentStore, turn_id: str) -> dict[str, Any] | None:
         return st.entries[head["message_id"]]
 
 
-def settle(store: AgentStore, message_id: str, status: str, *, turn_id: str | None = None, reason: str | None = None) -> None:
+def settle(
+    store: AgentStore,
+    message_id: str,
+    status: str,
+    *,
+    turn_id: str | None = None,
+    reason: str | None = None,
+) -> None:
     """Mark a dequeued message ``processed`` or ``aborted``."""
     assert status in FINAL
     with store.lock():
@@ -267,7 +293,15 @@ def take_interjects(store: AgentStore, turn_id: str) -> list[dict[str, Any]]:
         for e in st.pending():
             env = e["envelope"]
             if e["priority"] == "interject" and env.get("authorityClass") == "operator_instruction":
-                set_status(store, st, e["message_id"], "dequeued", turn_id=turn_id, reason="interject", save=False)
+                set_status(
+                    store,
+                    st,
+                    e["message_id"],
+                    "dequeued",
+                    turn_id=turn_id,
+                    reason="interject",
+                    save=False,
+                )
                 out.append(st.entries[e["message_id"]])
         if out:
             _save(store, st)

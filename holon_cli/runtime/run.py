@@ -59,10 +59,18 @@ def run_once(
             store = open_agent(agent_id, create_default=False)
         except NotFoundError:
             if not create:
-                raise NotFoundError(f"unknown agent {agent_id!r}", hint=f"add --create-agent to create it, or `holon agent create {agent_id}`") from None
+                raise NotFoundError(
+                    f"unknown agent {agent_id!r}",
+                    hint=f"add --create-agent to create it, or `holon agent create {agent_id}`",
+                ) from None
             store = create_agent(agent_id, exist_ok=True)
     else:
-        store = create_agent(clock.new_id("run").replace("_", "-"), kind="named", visibility="private", profile_preset="private_child")
+        store = create_agent(
+            clock.new_id("run").replace("_", "-"),
+            kind="named",
+            visibility="private",
+            profile_preset="private_child",
+        )
     temporary = not agent_id
     state = store.read_record()["state"]
     if workspace_root or cwd or not agent_id or not state.get("workspace_anchor"):
@@ -75,7 +83,10 @@ def run_once(
         try:
             c.relative_to(root)
         except ValueError:
-            raise UsageError(f"--cwd {c} is outside the workspace root {root}", hint="cwd must stay inside the execution root") from None
+            raise UsageError(
+                f"--cwd {c} is outside the workspace root {root}",
+                hint="cwd must stay inside the execution root",
+            ) from None
         _bind_workspace(store, root, c)
     started_at = clock.now_iso()
     env = admit(text, store=store, delivery_surface="run_once")

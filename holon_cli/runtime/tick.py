@@ -20,15 +20,31 @@ from holon_cli.store.agent_store import AgentStore
 def _has_pending_tick(st: q.QueueState, reason: str) -> bool:
     for e in st.entries.values():
         env = e["envelope"]
-        if env.get("kind") == "system_tick" and (env.get("metadata") or {}).get("tick_reason") == reason:
+        if (
+            env.get("kind") == "system_tick"
+            and (env.get("metadata") or {}).get("tick_reason") == reason
+        ):
             return True
     return False
 
 
-def _system_tick(store: AgentStore, text: str, reason: str, *, work_item_id: str | None = None, priority: str = "normal") -> dict[str, Any]:
+def _system_tick(
+    store: AgentStore,
+    text: str,
+    reason: str,
+    *,
+    work_item_id: str | None = None,
+    priority: str = "normal",
+) -> dict[str, Any]:
     return admit(
-        text, store=store, kind="system_tick", origin="system:scheduler", priority=priority,
-        work_item_id=work_item_id, delivery_surface="runtime_system", admission_context="runtime_owned",
+        text,
+        store=store,
+        kind="system_tick",
+        origin="system:scheduler",
+        priority=priority,
+        work_item_id=work_item_id,
+        delivery_surface="runtime_system",
+        admission_context="runtime_owned",
         metadata={"tick_reason": reason},
     )
 
@@ -39,7 +55,10 @@ def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str,
     signal is already queued."""
     wid = signal.get("work_item_id")
     mode = signal.get("reactivation_mode") or "continue_active"
-    text = "Runtime continuation: " + (signal.get("text") or (f"continue the current work item {wid}." if wid else "review the work queue."))
+    text = "Runtime continuation: " + (
+        signal.get("text")
+        or (f"continue the current work item {wid}." if wid else "review the work queue.")
+    )
     reason = f"{mode}:{signal.get('fingerprint') or wid}"
     with store.lock():
         st = q.load(store)
@@ -63,17 +82,34 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
     now = clock.now()
     if state["status"] == "asleep" and state.get("sleeping_until"):
         if clock.parse_iso(state["sleeping_until"]) <= now:
-            store.update_state(lambda s: s.update(status="awake_idle", sleeping_until=None, last_wake_reason="sleep_expired"))
-            store.emit("agent_state_changed", {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"})
+            store.update_state(
+                lambda s: s.update(
+                    status="awake_idle", sleeping_until=None, last_wake_reason="sleep_expired"
+                )
+            )
+            store.emit(
+                "agent_state_changed",
+                {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"},
+            )
             if not _has_pending_tick(st, "sleep_expired"):
-                _system_tick(store, "Runtime wake: the sleep you requested has ended. Continue where you left off.", "sleep_expired")
+                _system_tick(
+                    store,
+                    "Runtime wake: the sleep you requested has ended. Continue where you left off.",
+                    "sleep_expired",
+                )
                 actions.append({"action": "woke", "reason": "sleep_expired"})
     for item in wi.recheck_due(store, now):
         wid = item["id"]
         reason = f"recheck:{wid}"
         if not _has_pending_tick(st, reason):
             blocker = item.get("blocked_by")
-            _system_tick(store, f"Runtime reminder: work item {wid} is blocked by {blocker!r}; its recheck time has come. Inspect the blocker and update or clear it.", reason, work_item_id=wid, priority="background")
+            _system_tick(
+                store,
+                f"Runtime reminder: work item {wid} is blocked by {blocker!r}; its recheck time has come. Inspect the blocker and update or clear it.",
+                reason,
+                work_item_id=wid,
+                priority="background",
+            )
             actions.append({"action": "recheck_reminder", "work_item_id": wid})
     # idle activation: only when nothing else is queued
     if q.pending_count(store) == 0:
@@ -81,7 +117,9 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
         if signal:
             msg = enqueue_continuation(store, signal)
             if msg:
-                actions.append({"action": "activated", "work_signal": signal, "message_id": msg["id"]})
+                actions.append(
+                    {"action": "activated", "work_signal": signal, "message_id": msg["id"]}
+                )
     if actions:
         store.emit("tick_completed", {"actions": actions})
     return {"agent_id": store.agent_id, "actions": actions}
@@ -90,4 +128,7 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
 def tick_all() -> list[dict[str, Any]]:
     from holon_cli.runtime.agents import list_agents, open_agent
 
-    return [tick_agent(open_agent(a.agent_id, create_default=False)) for a in list_agents(include_private=True)]
+    return [
+        tick_agent(open_agent(a.agent_id, create_default=False))
+        for a in list_agents(include_private=True)
+    ]

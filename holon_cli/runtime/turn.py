@@ -56,7 +56,9 @@ class TurnResult:
     closure: dict[str, Any] | None = None
     final_text: str = ""
     model_rounds: int = 0
-    token_usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
+    token_usage: dict[str, int] = field(
+        default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    )
     provider_attempt_timeline: list[dict[str, Any]] = field(default_factory=list)
     failure_artifact: dict[str, Any] | None = None
     failure_kind: str | None = None
@@ -87,8 +89,24 @@ def _item_to_dict(it: ConversationItem) -> dict[str, Any]:
 
 
 def _item_from_dict(d: dict[str, Any]) -> ConversationItem:
-    calls = [ToolCall(c["id"], c["name"], c.get("arguments") or {}, c.get("raw_arguments"), c.get("arguments_error")) for c in d.get("tool_calls", [])]
-    return ConversationItem(d["role"], d.get("text", ""), calls, d.get("call_id"), d.get("name"), bool(d.get("is_error")))
+    calls = [
+        ToolCall(
+            c["id"],
+            c["name"],
+            c.get("arguments") or {},
+            c.get("raw_arguments"),
+            c.get("arguments_error"),
+        )
+        for c in d.get("tool_calls", [])
+    ]
+    return ConversationItem(
+        d["role"],
+        d.get("text", ""),
+        calls,
+        d.get("call_id"),
+        d.get("name"),
+        bool(d.get("is_error")),
+    )
 
 
 class Journal:
@@ -129,7 +147,11 @@ class Journal:
                 "usage": self.usage,
                 "timeline": self.timeline,
                 "interject_ids": self.interject_ids,
-                "items": [_item_to_dict(it) for i, it in enumerate(self.items) if i not in self.provider_only],
+                "items": [
+                    _item_to_dict(it)
+                    for i, it in enumerate(self.items)
+                    if i not in self.provider_only
+                ],
             },
         )
 
@@ -146,7 +168,9 @@ class Journal:
 # ------------------------------------------------------------- work plane
 
 
-def derive_closure(store: AgentStore, *, failed: bool, sleep_req: dict[str, Any] | None) -> dict[str, Any]:
+def derive_closure(
+    store: AgentStore, *, failed: bool, sleep_req: dict[str, Any] | None
+) -> dict[str, Any]:
     """The spec's ClosureDecision for the settled turn."""
     posture = "asleep" if sleep_req else "awake"
     if failed:
@@ -156,13 +180,19 @@ def derive_closure(store: AgentStore, *, failed: bool, sleep_req: dict[str, Any]
         return {"outcome": "waiting", "waiting_reason": waiting, "runtime_posture": posture}
     if sleep_req:
         if sleep_req.get("duration_ms"):
-            return {"outcome": "waiting", "waiting_reason": "awaiting_timer", "runtime_posture": posture}
+            return {
+                "outcome": "waiting",
+                "waiting_reason": "awaiting_timer",
+                "runtime_posture": posture,
+            }
         return {"outcome": "completed", "runtime_posture": posture}
     signal = wi.activation_signal(store)
     if signal:
         work_signal = {
             "work_item_id": signal.get("work_item_id"),
-            "status": "active" if signal.get("reactivation_mode") == "continue_active" else "queued",
+            "status": "active"
+            if signal.get("reactivation_mode") == "continue_active"
+            else "queued",
             "reactivation_mode": signal.get("reactivation_mode"),
             "text": signal.get("text"),
             "fingerprint": signal.get("fingerprint"),
@@ -208,9 +238,19 @@ def recent_conversation(store: AgentStore, exclude_message_id: str | None) -> st
 def _transcript_message(store: AgentStore, env: dict[str, Any], turn_id: str, **extra: Any) -> None:
     """An admitted message as a transcript entry, provenance preserved."""
     write_transcript(
-        store, "message", message_id=env["id"], turn_id=turn_id, message_kind=env.get("kind"), origin=env.get("origin"),
-        origin_label=origin_label(env.get("origin", {})), authority_class=env.get("authorityClass"), trust=env.get("trust"),
-        priority=env.get("priority"), work_item_id=env.get("workItemId"), text=body_text(env.get("body", {})), **extra,
+        store,
+        "message",
+        message_id=env["id"],
+        turn_id=turn_id,
+        message_kind=env.get("kind"),
+        origin=env.get("origin"),
+        origin_label=origin_label(env.get("origin", {})),
+        authority_class=env.get("authorityClass"),
+        trust=env.get("trust"),
+        priority=env.get("priority"),
+        work_item_id=env.get("workItemId"),
+        text=body_text(env.get("body", {})),
+        **extra,
     )
 
 
@@ -247,7 +287,11 @@ def run_turn(
         rec = store.read_record()
         status = rec["state"]["status"]
         if status in ("stopped", "paused"):
-            raise RejectedError(f"agent {store.agent_id!r} is {status}; no turn was run", hint=lifecycle_hint(status) or "", kind=f"agent_{status}")
+            raise RejectedError(
+                f"agent {store.agent_id!r} is {status}; no turn was run",
+                hint=lifecycle_hint(status) or "",
+                kind=f"agent_{status}",
+            )
         models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
         turn_id = clock.new_id("turn")
         entry = q.dequeue_next(store, turn_id)
@@ -258,20 +302,42 @@ def run_turn(
         except KeyboardInterrupt:
             # Ctrl-C: the message stays dequeued and the next turn replays it
             # from the journal; the agent must not look busy meanwhile
-            store.emit("turn_interrupted", {"turn_id": turn_id, "reason": "keyboard_interrupt"}, message=entry["envelope"], turn_id=turn_id)
+            store.emit(
+                "turn_interrupted",
+                {"turn_id": turn_id, "reason": "keyboard_interrupt"},
+                message=entry["envelope"],
+                turn_id=turn_id,
+            )
             store.update_state(lambda st: st.update(status="awake_idle", current_run_id=None))
             raise
         except Exception as exc:
             # an internal failure: record it and leave the message dequeued, so
             # the next turn replays it (bounded by queue.MAX_ATTEMPTS)
-            store.emit("runtime_error", {"turn_id": turn_id, "error": f"{type(exc).__name__}: {exc}", "failure_kind": "internal"}, message=entry["envelope"], turn_id=turn_id)
+            store.emit(
+                "runtime_error",
+                {
+                    "turn_id": turn_id,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "failure_kind": "internal",
+                },
+                message=entry["envelope"],
+                turn_id=turn_id,
+            )
             store.update_state(lambda st: st.update(status="awake_idle", current_run_id=None))
             raise
     finally:
         lock.release()
 
 
-def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: list[str], *, sleep: Any, max_rounds: int | None) -> TurnResult:
+def _execute(
+    store: AgentStore,
+    entry: dict[str, Any],
+    turn_id: str,
+    models: list[str],
+    *,
+    sleep: Any,
+    max_rounds: int | None,
+) -> TurnResult:
     from holon_cli.providers.chain import ChainFailure, call_with_fallback
     from holon_cli.tools.base import ToolContext, execute, render_error
 
@@ -294,7 +360,9 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         state["last_wake_reason"] = msg.get("triggerKind") or msg.get("kind")
         state["sleeping_until"] = None
         state["turn_index"] = int(state.get("turn_index", 0)) + 1
-        state["total_message_count"] = int(state.get("total_message_count", 0)) + (0 if result.replayed else 1)
+        state["total_message_count"] = int(state.get("total_message_count", 0)) + (
+            0 if result.replayed else 1
+        )
 
     agent_rec = store.update_state(start)
     state = agent_rec["state"]
@@ -306,7 +374,14 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         pass
     store.emit(
         "message_processing_started",
-        {"turn_id": turn_id, "turn_index": turn_index, "attempt": entry.get("attempts", 1), "queue_wait_ms": queue_wait_ms, "trigger_kind": msg.get("triggerKind"), "replayed": result.replayed},
+        {
+            "turn_id": turn_id,
+            "turn_index": turn_index,
+            "attempt": entry.get("attempts", 1),
+            "queue_wait_ms": queue_wait_ms,
+            "trigger_kind": msg.get("triggerKind"),
+            "replayed": result.replayed,
+        },
         message=msg,
         turn_id=turn_id,
     )
@@ -344,9 +419,32 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         recorded = journal.recorded_results()
         for call in last.tool_calls:
             if call.id not in recorded:
-                content = render_error(call.name, {"kind": "interrupted", "message": "this call was in flight when the runtime stopped; it was not re-run", "recovery_hint": "check its effects (e.g. with ExecCommand) before running it again", "retryable": True, "details": None})
-                journal.items.append(ConversationItem("tool", content, call_id=call.id, name=call.name, is_error=True))
-                write_transcript(store, "tool_result", turn_id=turn_id, message_id=mid, call_id=call.id, tool_name=call.name, ok=False, output=content, error={"kind": "interrupted"})
+                content = render_error(
+                    call.name,
+                    {
+                        "kind": "interrupted",
+                        "message": "this call was in flight when the runtime stopped; it was not re-run",
+                        "recovery_hint": "check its effects (e.g. with ExecCommand) before running it again",
+                        "retryable": True,
+                        "details": None,
+                    },
+                )
+                journal.items.append(
+                    ConversationItem(
+                        "tool", content, call_id=call.id, name=call.name, is_error=True
+                    )
+                )
+                write_transcript(
+                    store,
+                    "tool_result",
+                    turn_id=turn_id,
+                    message_id=mid,
+                    call_id=call.id,
+                    tool_name=call.name,
+                    ok=False,
+                    output=content,
+                    error={"kind": "interrupted"},
+                )
         journal.save()
 
     round_no = journal.rounds
@@ -355,21 +453,47 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         t_ctx = time.monotonic()
         work_queue = wi.project_work_queue(store, bound_work_item_id=focus)
         built = build_frame(
-            agent_id=store.agent_id, agent_home=store.layout.home, is_default_agent=is_default, ws=ws, message=msg,
-            tools=specs, guidance=guidance, work_queue=work_queue, recent=recent,
-            active_skills=[*({**a, "state": "session_active"} for a in session_skills if a["skill"] not in turn_skills), *turn_skills.values()],
+            agent_id=store.agent_id,
+            agent_home=store.layout.home,
+            is_default_agent=is_default,
+            ws=ws,
+            message=msg,
+            tools=specs,
+            guidance=guidance,
+            work_queue=work_queue,
+            recent=recent,
+            active_skills=[
+                *(
+                    {**a, "state": "session_active"}
+                    for a in session_skills
+                    if a["skill"] not in turn_skills
+                ),
+                *turn_skills.values(),
+            ],
         )
         context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not context_reported:
             context_reported = True
             store.emit(
                 "turn_context_built",
-                {"turn_id": turn_id, "context_build_ms": context_build_ms, "prompt_cache_key": built.frame.prompt_cache_key, "context_fingerprint": built.frame.context_fingerprint, "sections": built.sections, "tool_count": len(specs), "bound_work_item_id": bound_wi},
-                message=msg, turn_id=turn_id,
+                {
+                    "turn_id": turn_id,
+                    "context_build_ms": context_build_ms,
+                    "prompt_cache_key": built.frame.prompt_cache_key,
+                    "context_fingerprint": built.frame.context_fingerprint,
+                    "sections": built.sections,
+                    "tool_count": len(specs),
+                    "bound_work_item_id": bound_wi,
+                },
+                message=msg,
+                turn_id=turn_id,
             )
         request = ProviderRequest(
-            frame=built.frame, conversation=list(journal.items), tools=specs,
-            state_dir=store.layout.state_dir, agent_id=store.agent_id,
+            frame=built.frame,
+            conversation=list(journal.items),
+            tools=specs,
+            state_dir=store.layout.state_dir,
+            agent_id=store.agent_id,
         )
         started_at = clock.now_iso()
         t0 = time.monotonic()
@@ -389,16 +513,38 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             summary = result.failure_artifact.get("summary", str(failure))
             store.emit(
                 "runtime_error",
-                {"turn_id": turn_id, "error": summary, "failure_kind": result.failure_kind, "failure_artifact": result.failure_artifact, "provider_attempt_timeline": tl, "token_usage": usage, "provider_round_ms": provider_ms},
-                message=msg, turn_id=turn_id,
+                {
+                    "turn_id": turn_id,
+                    "error": summary,
+                    "failure_kind": result.failure_kind,
+                    "failure_artifact": result.failure_artifact,
+                    "provider_attempt_timeline": tl,
+                    "token_usage": usage,
+                    "provider_round_ms": provider_ms,
+                },
+                message=msg,
+                turn_id=turn_id,
             )
-            write_transcript(store, "runtime_failure", turn_id=turn_id, message_id=mid, text=summary, failure_artifact=result.failure_artifact, provider_attempt_timeline=tl, token_usage=usage)
+            write_transcript(
+                store,
+                "runtime_failure",
+                turn_id=turn_id,
+                message_id=mid,
+                text=summary,
+                failure_artifact=result.failure_artifact,
+                provider_attempt_timeline=tl,
+                token_usage=usage,
+            )
             break
         provider_ms = round((time.monotonic() - t0) * 1000, 3)
         resp = chain.response
         tl = chain.timeline
         journal.timeline.extend(tl.get("attempts", []))
-        usage = resp.usage.to_dict() if resp.usage else {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        usage = (
+            resp.usage.to_dict()
+            if resp.usage
+            else {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        )
         for k in journal.usage:
             journal.usage[k] += int(usage.get(k, 0))
         round_no += 1
@@ -406,18 +552,46 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
         calls = resp.tool_calls
         store.emit(
             "provider_round_completed",
-            {"turn_id": turn_id, "round": round_no, "token_usage": usage, "context_build_ms": context_build_ms, "provider_round_ms": provider_ms, "provider_started_at": started_at, "provider_completed_at": clock.now_iso(), "provider_attempt_timeline": tl, "stop_reason": resp.stop_reason, "model_ref": tl.get("winning_model_ref")},
-            message=msg, turn_id=turn_id,
+            {
+                "turn_id": turn_id,
+                "round": round_no,
+                "token_usage": usage,
+                "context_build_ms": context_build_ms,
+                "provider_round_ms": provider_ms,
+                "provider_started_at": started_at,
+                "provider_completed_at": clock.now_iso(),
+                "provider_attempt_timeline": tl,
+                "stop_reason": resp.stop_reason,
+                "model_ref": tl.get("winning_model_ref"),
+            },
+            message=msg,
+            turn_id=turn_id,
         )
         store.emit(
             "assistant_round_recorded",
-            {"turn_id": turn_id, "round": round_no, "text_preview": resp.text[:280], "tool_requests": [c.name for c in calls]},
-            message=msg, turn_id=turn_id,
+            {
+                "turn_id": turn_id,
+                "round": round_no,
+                "text_preview": resp.text[:280],
+                "tool_requests": [c.name for c in calls],
+            },
+            message=msg,
+            turn_id=turn_id,
         )
         write_transcript(
-            store, "assistant_round", turn_id=turn_id, message_id=mid, round=round_no, text=resp.text,
-            tool_calls=[c.to_dict() for c in calls], input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
-            data={"token_usage": usage}, provider_attempt_timeline=tl, stop_reason=resp.stop_reason, model_ref=tl.get("winning_model_ref"),
+            store,
+            "assistant_round",
+            turn_id=turn_id,
+            message_id=mid,
+            round=round_no,
+            text=resp.text,
+            tool_calls=[c.to_dict() for c in calls],
+            input_tokens=usage["input_tokens"],
+            output_tokens=usage["output_tokens"],
+            data={"token_usage": usage},
+            provider_attempt_timeline=tl,
+            stop_reason=resp.stop_reason,
+            model_ref=tl.get("winning_model_ref"),
             work_item_id=focus,
         )
 
@@ -434,8 +608,17 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             break
 
         ctx = ToolContext(
-            store=store, agent_id=store.agent_id, execution_root=ws.execution_root, cwd=ws.cwd, workspace_anchor=ws.workspace_anchor,
-            turn_id=turn_id, message=msg, round_text=resp.text, round_calls=list(calls), config=cfg, effects=effects,
+            store=store,
+            agent_id=store.agent_id,
+            execution_root=ws.execution_root,
+            cwd=ws.cwd,
+            workspace_anchor=ws.workspace_anchor,
+            turn_id=turn_id,
+            message=msg,
+            round_text=resp.text,
+            round_calls=list(calls),
+            config=cfg,
+            effects=effects,
         )
         mutated = False
         completion_briefs = []
@@ -448,21 +631,64 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
                 if call.name == "CompleteWorkItem" and (res.data or {}).get("brief_id"):
                     completion_briefs.append(res.data["brief_id"])
             call_wi = (res.data or {}).get("work_item_id") or focus
-            if res.ok and call.name in ("ExecCommand", "ExecCommandBatch") and built.sources.get("skills"):
+            if (
+                res.ok
+                and call.name in ("ExecCommand", "ExecCommandBatch")
+                and built.sources.get("skills")
+            ):
                 from holon_cli.runtime.prompt import skill_activations
 
-                cmds = [str(call.arguments.get("cmd", ""))] + [str(c.get("cmd", "")) for c in call.arguments.get("commands") or [] if isinstance(c, dict)]
-                for act in (a for c in cmds if c for a in skill_activations(c, ws.cwd, built.sources["skills"])):
+                cmds = [str(call.arguments.get("cmd", ""))] + [
+                    str(c.get("cmd", ""))
+                    for c in call.arguments.get("commands") or []
+                    if isinstance(c, dict)
+                ]
+                for act in (
+                    a
+                    for c in cmds
+                    if c
+                    for a in skill_activations(c, ws.cwd, built.sources["skills"])
+                ):
                     if act["skill"] not in turn_skills:
                         turn_skills[act["skill"]] = {**act, "state": "turn_active"}
                         store.emit("skill_activated", act, message=msg, turn_id=turn_id)
             store.emit(
                 "tool_executed",
-                {"turn_id": turn_id, "round": round_no, "tool_name": call.name, "call_id": call.id, "ok": res.ok, "duration_ms": tool_ms, "error": None if res.ok else res.content[:500], "tool_error": res.error, "warnings": res.warnings or None},
-                message=msg, turn_id=turn_id, work_item_id=call_wi,
+                {
+                    "turn_id": turn_id,
+                    "round": round_no,
+                    "tool_name": call.name,
+                    "call_id": call.id,
+                    "ok": res.ok,
+                    "duration_ms": tool_ms,
+                    "error": None if res.ok else res.content[:500],
+                    "tool_error": res.error,
+                    "warnings": res.warnings or None,
+                },
+                message=msg,
+                turn_id=turn_id,
+                work_item_id=call_wi,
             )
-            write_transcript(store, "tool_result", turn_id=turn_id, message_id=mid, round=round_no, call_id=call.id, tool_name=call.name, ok=res.ok, output=res.content, error=res.error, warnings=res.warnings or None, duration_ms=tool_ms, work_item_id=call_wi)
-            journal.items.append(ConversationItem("tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok))
+            write_transcript(
+                store,
+                "tool_result",
+                turn_id=turn_id,
+                message_id=mid,
+                round=round_no,
+                call_id=call.id,
+                tool_name=call.name,
+                ok=res.ok,
+                output=res.content,
+                error=res.error,
+                warnings=res.warnings or None,
+                duration_ms=tool_ms,
+                work_item_id=call_wi,
+            )
+            journal.items.append(
+                ConversationItem(
+                    "tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok
+                )
+            )
             journal.save()
         rounds_since_mutation = 0 if mutated else rounds_since_mutation + 1
         if mutated:
@@ -473,7 +699,12 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             journal.interject_ids.append(env["id"])
             journal.items.append(ConversationItem("user", render_message(env)))
             _transcript_message(store, env, turn_id, interject=True)
-            store.emit("message_interjected", {"turn_id": turn_id, "into_message_id": mid}, message=env, turn_id=turn_id)
+            store.emit(
+                "message_interjected",
+                {"turn_id": turn_id, "into_message_id": mid},
+                message=env,
+                turn_id=turn_id,
+            )
             journal.save()
         if "sleep" in effects:
             sleep_req = effects["sleep"]
@@ -481,13 +712,23 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
             break
         if round_no >= max_rounds:
             final_text = resp.text
-            store.emit("turn_round_limit_reached", {"turn_id": turn_id, "rounds": round_no, "max_rounds": max_rounds}, message=msg, turn_id=turn_id)
+            store.emit(
+                "turn_round_limit_reached",
+                {"turn_id": turn_id, "rounds": round_no, "max_rounds": max_rounds},
+                message=msg,
+                turn_id=turn_id,
+            )
             break
         reminder = wi.stale_reminder(store, rounds_since_mutation)
         if reminder:
             journal.provider_only.add(len(journal.items))
             journal.items.append(ConversationItem("user", reminder))
-            store.emit("work_item_stale_reminder", {"turn_id": turn_id, "rounds_without_mutation": rounds_since_mutation}, message=msg, turn_id=turn_id)
+            store.emit(
+                "work_item_stale_reminder",
+                {"turn_id": turn_id, "rounds_without_mutation": rounds_since_mutation},
+                message=msg,
+                turn_id=turn_id,
+            )
 
     # ---------------------------------------------------------- settle
     t_cleanup = time.monotonic()
@@ -506,21 +747,64 @@ def _execute(store: AgentStore, entry: dict[str, Any], turn_id: str, models: lis
     result.slept = sleep_req is not None
     if failed:
         fa = result.failure_artifact or {}
-        write_brief(store, kind="failure", text=f"Turn failed: {fa.get('summary', 'provider failure')}", related_message_id=mid, turn_id=turn_id, work_item_id=bound_wi)
+        write_brief(
+            store,
+            kind="failure",
+            text=f"Turn failed: {fa.get('summary', 'provider failure')}",
+            related_message_id=mid,
+            turn_id=turn_id,
+            work_item_id=bound_wi,
+        )
     elif not completion_briefs:
         # a final round that completed a work item already wrote its work_done
         # brief with this same text; a turn_result brief would repeat it
-        vis = "action_required" if closure.get("waiting_reason") == "awaiting_operator_input" else "turn_result"
-        write_brief(store, kind="result", text=final_text, visibility=vis, related_message_id=mid, turn_id=turn_id, work_item_id=focus)
+        vis = (
+            "action_required"
+            if closure.get("waiting_reason") == "awaiting_operator_input"
+            else "turn_result"
+        )
+        write_brief(
+            store,
+            kind="result",
+            text=final_text,
+            visibility=vis,
+            related_message_id=mid,
+            turn_id=turn_id,
+            work_item_id=focus,
+        )
     cleanup_ms = round((time.monotonic() - t_cleanup) * 1000, 3)
     duration_ms = int((time.monotonic() - t_start) * 1000)
     result.duration_ms = duration_ms
     completed_at = clock.now_iso()
-    write_transcript(store, "turn_terminal", turn_id=turn_id, message_id=mid, turn_index=turn_index, completed_at=completed_at, duration_ms=duration_ms, status=result.status, text=final_text, closure=closure)
+    write_transcript(
+        store,
+        "turn_terminal",
+        turn_id=turn_id,
+        message_id=mid,
+        turn_index=turn_index,
+        completed_at=completed_at,
+        duration_ms=duration_ms,
+        status=result.status,
+        text=final_text,
+        closure=closure,
+    )
     store.emit(
         "turn_terminal",
-        {"turn_id": turn_id, "turn_index": turn_index, "status": result.status, "completed_at": completed_at, "duration_ms": duration_ms, "cleanup_ms": cleanup_ms, "last_assistant_message": final_text[:2000], "closure": closure, "model_rounds": journal.rounds, "token_usage": journal.usage, "failure_kind": result.failure_kind},
-        message=msg, turn_id=turn_id,
+        {
+            "turn_id": turn_id,
+            "turn_index": turn_index,
+            "status": result.status,
+            "completed_at": completed_at,
+            "duration_ms": duration_ms,
+            "cleanup_ms": cleanup_ms,
+            "last_assistant_message": final_text[:2000],
+            "closure": closure,
+            "model_rounds": journal.rounds,
+            "token_usage": journal.usage,
+            "failure_kind": result.failure_kind,
+        },
+        message=msg,
+        turn_id=turn_id,
     )
     final_status = "aborted" if failed else "processed"
     q.settle(store, mid, final_status, turn_id=turn_id)

@@ -127,7 +127,9 @@ class WorkItemIndex:
         if isinstance(wid, str) and isinstance(rec.get("text"), str) and rec["text"].strip():
             prev = self.reports.get(wid)
             if prev is None or str(rec.get("created_at", "")) >= str(prev.get("created_at", "")):
-                self.reports[wid] = {k: rec.get(k) for k in ("id", "text", "created_at", "source", "turn_id")}
+                self.reports[wid] = {
+                    k: rec.get(k) for k in ("id", "text", "created_at", "source", "turn_id")
+                }
                 self._invalidate()
 
     def apply_wait(self, rec: dict[str, Any]) -> None:
@@ -138,10 +140,16 @@ class WorkItemIndex:
         by_item: dict[str, list[dict[str, Any]]] = {}
         for w in self.waits.values():
             by_item.setdefault(w["work_item_id"], []).append(w)
-        return {wid: wm.summarize_waits(self.items[wid], ws) for wid, ws in by_item.items() if wid in self.items}
+        return {
+            wid: wm.summarize_waits(self.items[wid], ws)
+            for wid, ws in by_item.items()
+            if wid in self.items
+        }
 
     def waits_for(self, rec: Mapping[str, Any]) -> wm.WaitSummary:
-        return wm.summarize_waits(rec, (w for w in self.waits.values() if w.get("work_item_id") == rec.get("id")))
+        return wm.summarize_waits(
+            rec, (w for w in self.waits.values() if w.get("work_item_id") == rec.get("id"))
+        )
 
     def has_report(self, wid: str) -> bool:
         rec = self.items.get(wid)
@@ -214,9 +222,18 @@ def load(store: AgentStore) -> WorkItemIndex:
     Ledgers only grow and the snapshot is replaced (new inode) on every save,
     so an unchanged (inode, size, mtime) signature of all four files means the
     previously parsed index is still exact; it is returned as a copy."""
-    items_led, ds_led, wait_led = store.ledger(WORK_ITEMS_LEDGER), store.ledger(DELIVERY_LEDGER), store.ledger(WAITS_LEDGER)
+    items_led, ds_led, wait_led = (
+        store.ledger(WORK_ITEMS_LEDGER),
+        store.ledger(DELIVERY_LEDGER),
+        store.ledger(WAITS_LEDGER),
+    )
     key = str(index_path(store))
-    sig = (_stat_sig(index_path(store)), _stat_sig(items_led.path), _stat_sig(ds_led.path), _stat_sig(wait_led.path))
+    sig = (
+        _stat_sig(index_path(store)),
+        _stat_sig(items_led.path),
+        _stat_sig(ds_led.path),
+        _stat_sig(wait_led.path),
+    )
     hit = _LOADED.get(key)
     if hit is not None and hit[0] == sig:
         return hit[1].copy()
@@ -231,7 +248,11 @@ def _load_uncached(store: AgentStore, items_led: Any, ds_led: Any, wait_led: Any
     except CorruptStateError:
         snap = None  # the index is a cache: rebuild it from the ledgers
     idx = WorkItemIndex.from_snapshot(snap) if snap else WorkItemIndex()
-    if idx.offset > items_led.size() or idx.ds_offset > ds_led.size() or idx.wait_offset > wait_led.size():
+    if (
+        idx.offset > items_led.size()
+        or idx.ds_offset > ds_led.size()
+        or idx.wait_offset > wait_led.size()
+    ):
         idx = WorkItemIndex()  # the index describes other ledgers: rebuild
     if snap is None or idx.offset == 0:
         # missing, unreadable or foreign snapshot: the next save rewrites it
@@ -249,7 +270,10 @@ def _load_uncached(store: AgentStore, items_led: Any, ds_led: Any, wait_led: Any
         if not isinstance(rec.get("plan_artifact"), dict):
             # a record written without a descriptor: point at the conventional
             # path; the next refresh fills in (or reports the file missing)
-            rec["plan_artifact"] = {**wm.describe_plan(str(plan_path(store, wid)), None, None), "exists": True}
+            rec["plan_artifact"] = {
+                **wm.describe_plan(str(plan_path(store, wid)), None, None),
+                "exists": True,
+            }
     return idx
 
 
@@ -261,14 +285,24 @@ def _save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None
     their tails after the snapshot's offsets, so the (whole-index) snapshot is
     rewritten only once enough has been appended since the last one: a
     mutation costs one ledger append, not a rewrite of every work item."""
-    behind = (idx.offset - idx.saved_offset) + (idx.ds_offset - idx.saved_ds_offset) + (idx.wait_offset - idx.saved_wait_offset)
+    behind = (
+        (idx.offset - idx.saved_offset)
+        + (idx.ds_offset - idx.saved_ds_offset)
+        + (idx.wait_offset - idx.saved_wait_offset)
+    )
     if not force and 0 <= behind < SNAPSHOT_EVERY_BYTES:
         return
     write_snapshot(index_path(store), idx.to_snapshot())
-    idx.saved_offset, idx.saved_ds_offset, idx.saved_wait_offset = idx.offset, idx.ds_offset, idx.wait_offset
+    idx.saved_offset, idx.saved_ds_offset, idx.saved_wait_offset = (
+        idx.offset,
+        idx.ds_offset,
+        idx.wait_offset,
+    )
 
 
-def _append_item(store: AgentStore, idx: WorkItemIndex, rec: dict[str, Any], change: str) -> dict[str, Any]:
+def _append_item(
+    store: AgentStore, idx: WorkItemIndex, rec: dict[str, Any], change: str
+) -> dict[str, Any]:
     prev = idx.items.get(rec["id"])
     out = dict(rec)
     out["v"] = wm.WORK_ITEM_RECORD_VERSION
@@ -306,7 +340,12 @@ def _not_found(store: AgentStore, work_item_id: str) -> NotFoundError:
 
 def _require(store: AgentStore, idx: WorkItemIndex, work_item_id: Any) -> dict[str, Any]:
     if not isinstance(work_item_id, str) or not work_item_id.strip():
-        raise UsageError("work_item_id is required", hint="pass the id of a work item (wi_...)", kind="invalid_arguments", details={"field": "work_item_id"})
+        raise UsageError(
+            "work_item_id is required",
+            hint="pass the id of a work item (wi_...)",
+            kind="invalid_arguments",
+            details={"field": "work_item_id"},
+        )
     rec = idx.items.get(work_item_id.strip())
     if rec is None:
         raise _not_found(store, work_item_id)
@@ -365,9 +404,20 @@ def _describe_file(path: Path) -> dict[str, Any]:
     return wm.describe_plan(str(path), data, clock.iso(mtime))
 
 
-def _plan_events(store: AgentStore, wid: str, old: Mapping[str, Any] | None, new: Mapping[str, Any], turn_id: str | None) -> None:
+def _plan_events(
+    store: AgentStore,
+    wid: str,
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    turn_id: str | None,
+) -> None:
     if old and old.get("exists", True) and not new.get("exists"):
-        store.emit("plan_artifact_missing", {"path": new["path"], "previous_hash": old.get("hash")}, work_item_id=wid, turn_id=turn_id)
+        store.emit(
+            "plan_artifact_missing",
+            {"path": new["path"], "previous_hash": old.get("hash")},
+            work_item_id=wid,
+            turn_id=turn_id,
+        )
     elif new.get("exists"):
         store.emit(
             "plan_artifact_changed",
@@ -383,7 +433,9 @@ def _plan_events(store: AgentStore, wid: str, old: Mapping[str, Any] | None, new
         )
 
 
-def _refresh(store: AgentStore, ids: Iterable[str], *, turn_id: str | None = None) -> list[dict[str, Any]]:
+def _refresh(
+    store: AgentStore, ids: Iterable[str], *, turn_id: str | None = None
+) -> list[dict[str, Any]]:
     """Bring the plan descriptors of ``ids`` up to date; one lock for all changes."""
     idx = load(store)
     stale = []
@@ -413,11 +465,19 @@ def _refresh(store: AgentStore, ids: Iterable[str], *, turn_id: str | None = Non
     out = []
     for wid, old, fresh in changes:
         _plan_events(store, wid, old, fresh, turn_id)
-        out.append({"work_item_id": wid, "change": "changed" if fresh["exists"] else "missing", "plan_artifact": dict(fresh)})
+        out.append(
+            {
+                "work_item_id": wid,
+                "change": "changed" if fresh["exists"] else "missing",
+                "plan_artifact": dict(fresh),
+            }
+        )
     return out
 
 
-def refresh_plan_descriptor(store: AgentStore, work_item_id: str, *, turn_id: str | None = None) -> dict[str, Any]:
+def refresh_plan_descriptor(
+    store: AgentStore, work_item_id: str, *, turn_id: str | None = None
+) -> dict[str, Any]:
     """Re-read one item's plan file. Returns ``{work_item_id, changed, exists,
     plan_artifact}``. A deleted file is reported (``exists: false`` and one
     ``plan_artifact_missing`` event), never recreated."""
@@ -425,14 +485,21 @@ def refresh_plan_descriptor(store: AgentStore, work_item_id: str, *, turn_id: st
     changes = _refresh(store, [work_item_id], turn_id=turn_id)
     rec = load(store).items[work_item_id]
     desc = dict(rec["plan_artifact"])
-    return {"work_item_id": work_item_id, "changed": bool(changes), "exists": bool(desc.get("exists")), "plan_artifact": desc}
+    return {
+        "work_item_id": work_item_id,
+        "changed": bool(changes),
+        "exists": bool(desc.get("exists")),
+        "plan_artifact": desc,
+    }
 
 
 def refresh_all(store: AgentStore, *, turn_id: str | None = None) -> list[dict[str, Any]]:
     """Refresh every open item's plan descriptor (the turn engine calls this at
     turn end). Returns one ``{work_item_id, change, plan_artifact}`` per change."""
     idx = load(store)
-    return _refresh(store, [wid for wid, r in idx.items.items() if r.get("state") == "open"], turn_id=turn_id)
+    return _refresh(
+        store, [wid for wid, r in idx.items.items() if r.get("state") == "open"], turn_id=turn_id
+    )
 
 
 # ------------------------------------------------------------------ views
@@ -445,11 +512,22 @@ def _completion_report(idx: WorkItemIndex, rec: Mapping[str, Any]) -> dict[str, 
         return {"text": rec["result_summary"], "source": "result_summary"}
     rep = idx.reports.get(str(rec.get("id")))
     if rep:
-        return {"text": rep["text"], "source": "delivery_summary", "delivery_summary_id": rep.get("id"), "created_at": rep.get("created_at")}
+        return {
+            "text": rep["text"],
+            "source": "delivery_summary",
+            "delivery_summary_id": rep.get("id"),
+            "created_at": rep.get("created_at"),
+        }
     return None
 
 
-def _view(idx: WorkItemIndex, rec: Mapping[str, Any], *, current_id: str | None, include_todo_list: bool = True) -> dict[str, Any]:
+def _view(
+    idx: WorkItemIndex,
+    rec: Mapping[str, Any],
+    *,
+    current_id: str | None,
+    include_todo_list: bool = True,
+) -> dict[str, Any]:
     """A read-surface view: the record, its plan descriptor (never the body)
     and the derived readiness projection."""
     waits = idx.waits_for(rec)
@@ -478,22 +556,48 @@ def _view(idx: WorkItemIndex, rec: Mapping[str, Any], *, current_id: str | None,
 
 
 def _wait_brief(w: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: w.get(k) for k in ("id", "kind", "source", "resource", "condition", "trigger_count", "last_triggered_at") if w.get(k) is not None}
+    return {
+        k: w.get(k)
+        for k in (
+            "id",
+            "kind",
+            "source",
+            "resource",
+            "condition",
+            "trigger_count",
+            "last_triggered_at",
+        )
+        if w.get(k) is not None
+    }
 
 
-def get_work_item(store: AgentStore, work_item_id: str, *, include_todo_list: bool = True, refresh: bool = True) -> dict[str, Any]:
+def get_work_item(
+    store: AgentStore, work_item_id: str, *, include_todo_list: bool = True, refresh: bool = True
+) -> dict[str, Any]:
     """``GetWorkItem`` / ``holon workitem show``: one view with a fresh plan descriptor."""
     _require(store, load(store), work_item_id)
     if refresh:
         _refresh(store, [work_item_id])
     idx = load(store)
-    return {"work_item": _view(idx, idx.items[work_item_id], current_id=_current_id(store), include_todo_list=include_todo_list)}
+    return {
+        "work_item": _view(
+            idx,
+            idx.items[work_item_id],
+            current_id=_current_id(store),
+            include_todo_list=include_todo_list,
+        )
+    }
 
 
 def _ordered(idx: WorkItemIndex, current_id: str | None) -> list[dict[str, Any]]:
     """Current first, then the candidate classes in priority order, then
     completed items (newest first)."""
-    cand = wm.classify(idx.items.values(), current_id=current_id, waits=idx.wait_summaries(), has_report={w: True for w in idx.items})
+    cand = wm.classify(
+        idx.items.values(),
+        current_id=current_id,
+        waits=idx.wait_summaries(),
+        has_report={w: True for w in idx.items},
+    )
     out: list[dict[str, Any]] = []
     if cand.current is not None:
         out.append(cand.current)
@@ -512,13 +616,29 @@ def list_work_items(
 ) -> dict[str, Any]:
     """``ListWorkItems`` / ``holon workitem list``."""
     if filter not in wm.LIST_FILTERS:
-        raise UsageError(f"unknown filter {filter!r}", hint=f"use one of: {', '.join(wm.LIST_FILTERS)}", kind="invalid_arguments", details={"field": "filter"})
+        raise UsageError(
+            f"unknown filter {filter!r}",
+            hint=f"use one of: {', '.join(wm.LIST_FILTERS)}",
+            kind="invalid_arguments",
+            details={"field": "filter"},
+        )
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-        raise UsageError(f"limit must be a positive integer (got {limit!r})", hint="e.g. limit 20", kind="invalid_arguments", details={"field": "limit"})
+        raise UsageError(
+            f"limit must be a positive integer (got {limit!r})",
+            hint="e.g. limit 20",
+            kind="invalid_arguments",
+            details={"field": "limit"},
+        )
     idx = load(store)
     current_id = _current_id(store)
     waits = idx.wait_summaries()
-    matched = [r for r in _ordered(idx, current_id) if wm.matches_filter(r, filter, current_id=current_id, waits=waits.get(r["id"], wm.NO_WAITS))]
+    matched = [
+        r
+        for r in _ordered(idx, current_id)
+        if wm.matches_filter(
+            r, filter, current_id=current_id, waits=waits.get(r["id"], wm.NO_WAITS)
+        )
+    ]
     shown = matched[:limit] if limit is not None else matched
     if refresh and shown:
         if _refresh(store, [r["id"] for r in shown]):
@@ -528,7 +648,12 @@ def list_work_items(
         "current_work_item_id": current_id,
         "total": len(matched),
         "truncated": len(shown) < len(matched),
-        "work_items": [_view(idx, idx.items[r["id"]], current_id=current_id, include_todo_list=include_todo_list) for r in shown],
+        "work_items": [
+            _view(
+                idx, idx.items[r["id"]], current_id=current_id, include_todo_list=include_todo_list
+            )
+            for r in shown
+        ],
         "counts": _counts(idx),
     }
 
@@ -605,7 +730,14 @@ def create_work_item(
         current_id = state.get("current_work_item_id")
     store.emit(
         "work_item_created",
-        {"objective": objective, "plan_status": status, "todo_count": len(todos), "plan_path": str(path), "plan_seeded": bool(plan and plan.strip()), "source": source},
+        {
+            "objective": objective,
+            "plan_status": status,
+            "todo_count": len(todos),
+            "plan_path": str(path),
+            "plan_seeded": bool(plan and plan.strip()),
+            "source": source,
+        },
         work_item_id=wid,
         turn_id=turn_id,
     )
@@ -615,7 +747,12 @@ def create_work_item(
         else f"Created {wid}. No work item is current: {_pick_hint(source, wid)} to make it current."
     )
     note += f" Edit the plan file directly: {path}"
-    return {"work_item": _view(idx, rec, current_id=current_id), "current_work_item_id": current_id, "note": note, "warnings": wm.todo_warnings(todos)}
+    return {
+        "work_item": _view(idx, rec, current_id=current_id),
+        "current_work_item_id": current_id,
+        "note": note,
+        "warnings": wm.todo_warnings(todos),
+    }
 
 
 def _pick_hint(source: str, wid: str | None = None) -> str:
@@ -645,12 +782,18 @@ def pick_work_item(
     with _mutation(store) as (idx, agent):
         rec = _require(store, idx, work_item_id)
         wid = rec["id"]
-        _require_open(rec, "is completed and cannot be picked", "pick an open work item (ListWorkItems filter=open), or create a new one for follow-up work")
+        _require_open(
+            rec,
+            "is completed and cannot be picked",
+            "pick an open work item (ListWorkItems filter=open), or create a new one for follow-up work",
+        )
         state = agent["state"]
         prev_id = state.get("current_work_item_id")
         prev = idx.items.get(prev_id) if isinstance(prev_id, str) else None
         prev_open = prev is not None and prev.get("state") == "open"
-        prev_readiness = wm.readiness(prev, idx.waits_for(prev)) if prev is not None and prev_open else None
+        prev_readiness = (
+            wm.readiness(prev, idx.waits_for(prev)) if prev is not None and prev_open else None
+        )
         cur_readiness = wm.readiness(rec, idx.waits_for(rec))
         if prev_id == wid:
             switch_kind, reason_required = "reaffirm", False
@@ -700,7 +843,9 @@ def pick_work_item(
     )
     return {
         "work_item": _view(idx, rec, current_id=wid),
-        "previous_work_item": _view(idx, prev, current_id=wid) if prev is not None and prev_id != wid else None,
+        "previous_work_item": _view(idx, prev, current_id=wid)
+        if prev is not None and prev_id != wid
+        else None,
         "current_work_item_id": wid,
         "switch_kind": switch_kind,
         "binding": _binding_note(wid),
@@ -725,7 +870,13 @@ def update_work_item(
     a fresh recheck deadline (``recheck_after_ms`` or the default). Focus is
     released inside this mutation when it blocks the current item or marks
     it ``needs_input``; clearing a blocker never re-picks."""
-    if objective is None and plan_status is None and todo_list is None and isinstance(blocked_by, Unset) and recheck_after_ms is None:
+    if (
+        objective is None
+        and plan_status is None
+        and todo_list is None
+        and isinstance(blocked_by, Unset)
+        and recheck_after_ms is None
+    ):
         raise UsageError(
             "nothing to update",
             hint="pass at least one of objective, plan_status, todo_list, blocked_by",
@@ -748,7 +899,11 @@ def update_work_item(
     with _mutation(store) as (idx, agent):
         rec = _require(store, idx, work_item_id)
         wid = rec["id"]
-        _require_open(rec, "is completed; completed work items cannot be updated", "create a new work item for follow-up work")
+        _require_open(
+            rec,
+            "is completed; completed work items cannot be updated",
+            "create a new work item for follow-up work",
+        )
         new = dict(rec)
         changed: list[str] = []
         if new_objective is not None:
@@ -803,12 +958,21 @@ def update_work_item(
         turn_id=turn_id,
     )
     if focus_released:
-        store.emit("work_item_focus_released", {"reason": release_reason, "source": source}, work_item_id=wid, turn_id=turn_id)
+        store.emit(
+            "work_item_focus_released",
+            {"reason": release_reason, "source": source},
+            work_item_id=wid,
+            turn_id=turn_id,
+        )
     notes = []
     if focus_released:
-        notes.append(f"Focus released: {wid} is no longer current ({release_reason}). No work item is current; {_pick_hint(source)} for the next one.")
+        notes.append(
+            f"Focus released: {wid} is no longer current ({release_reason}). No work item is current; {_pick_hint(source)} for the next one."
+        )
     if new_blocker is None and current_id != wid:
-        notes.append(f"Blocker cleared; {wid} is not current: {_pick_hint(source, wid)} to resume it.")
+        notes.append(
+            f"Blocker cleared; {wid} is not current: {_pick_hint(source, wid)} to resume it."
+        )
     return {
         "work_item": _view(idx, rec, current_id=current_id),
         "changed": changed,
@@ -845,7 +1009,9 @@ def complete_work_item(
     with _mutation(store) as (idx, agent):
         rec = _require(store, idx, work_item_id)
         wid = rec["id"]
-        _require_open(rec, "is already completed", "nothing to do; create a new work item for follow-up work")
+        _require_open(
+            rec, "is already completed", "nothing to do; create a new work item for follow-up work"
+        )
         state = agent["state"]
         focused = state.get("current_work_item_id") == wid
         unfinished = wm.unfinished_todos_warning(rec.get("todo_list") or [])
@@ -915,7 +1081,15 @@ def complete_work_item(
     if ds_rec is not None:
         from holon_cli.runtime.briefs import write_brief
 
-        brief = write_brief(store, kind="result", text=text, visibility="work_done", work_item_id=wid, turn_id=turn_id, title=rec["objective"][:200])
+        brief = write_brief(
+            store,
+            kind="result",
+            text=text,
+            visibility="work_done",
+            work_item_id=wid,
+            turn_id=turn_id,
+            title=rec["objective"][:200],
+        )
         brief_id = brief["id"]
     counts = wm.todo_counts(rec.get("todo_list") or [])
     store.emit(
@@ -954,7 +1128,9 @@ def complete_work_item(
 # -------------------------------------------------------- turn and tick
 
 
-def turn_end_commit(store: AgentStore, bound_work_item_id: str | None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def turn_end_commit(
+    store: AgentStore, bound_work_item_id: str | None, facts: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Resolve the bound item's transition at turn end (spec: Turn-End
     Work-Item Transition Commit).
 
@@ -976,7 +1152,11 @@ def turn_end_commit(store: AgentStore, bound_work_item_id: str | None, facts: Ma
     idx = load(store)
     rec = idx.items.get(bound_work_item_id)
     if rec is None:
-        return {"work_item_id": bound_work_item_id, "action": "skipped", "reason": "unknown_work_item"}
+        return {
+            "work_item_id": bound_work_item_id,
+            "action": "skipped",
+            "reason": "unknown_work_item",
+        }
     if rec["state"] == "completed":
         return {"work_item_id": bound_work_item_id, "action": "none", "reason": "completed"}
     wait = facts.get("blocking_wait")
@@ -989,11 +1169,23 @@ def turn_end_commit(store: AgentStore, bound_work_item_id: str | None, facts: Ma
         store,
         bound_work_item_id,
         blocked_by=wait.strip(),
-        recheck_after_ms=ms if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0 else None,
+        recheck_after_ms=ms
+        if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0
+        else None,
         source="turn_end",
     )
-    store.emit("work_item_turn_end_commit", {"action": "blocked", "blocked_by": wait.strip(), "focus_released": res["focus_released"]}, work_item_id=bound_work_item_id)
-    return {"work_item_id": bound_work_item_id, "action": "blocked", "reason": "blocking_wait", "focus_released": res["focus_released"], "work_item": res["work_item"]}
+    store.emit(
+        "work_item_turn_end_commit",
+        {"action": "blocked", "blocked_by": wait.strip(), "focus_released": res["focus_released"]},
+        work_item_id=bound_work_item_id,
+    )
+    return {
+        "work_item_id": bound_work_item_id,
+        "action": "blocked",
+        "reason": "blocking_wait",
+        "focus_released": res["focus_released"],
+        "work_item": res["work_item"],
+    }
 
 
 def _compact(idx: WorkItemIndex, rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -1043,11 +1235,21 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
             "work_item_id": rec["id"],
             "objective": rec["objective"],
             "text": text,
-            "fingerprint": _fingerprint(["continue", rec["id"], rec.get("rev"), rec.get("updated_at")]),
+            "fingerprint": _fingerprint(
+                ["continue", rec["id"], rec.get("rev"), rec.get("updated_at")]
+            ),
         }
     for cls, action, lead in (
-        ("triggered_blocked", "review_triggered", "An external event arrived for blocked work; review it (the blocker is not cleared automatically):"),
-        ("queued_runnable", "activate_queued", "No work item is current. Pick one of the queued runnable work items with PickWorkItem:"),
+        (
+            "triggered_blocked",
+            "review_triggered",
+            "An external event arrived for blocked work; review it (the blocker is not cleared automatically):",
+        ),
+        (
+            "queued_runnable",
+            "activate_queued",
+            "No work item is current. Pick one of the queued runnable work items with PickWorkItem:",
+        ),
     ):
         top = cand.top(cls)
         if top:
@@ -1058,7 +1260,13 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
                 "work_item_id": None,
                 "candidates": [_compact(idx, r) for r in top],
                 "text": "\n".join(lines),
-                "fingerprint": _fingerprint([action, current_id] + [f"{r['id']}@{r.get('rev')}@{idx.waits_for(r).last_triggered_at}" for r in top]),
+                "fingerprint": _fingerprint(
+                    [action, current_id]
+                    + [
+                        f"{r['id']}@{r.get('rev')}@{idx.waits_for(r).last_triggered_at}"
+                        for r in top
+                    ]
+                ),
             }
     return None
 
@@ -1073,7 +1281,9 @@ def closure_waiting_reason(store: AgentStore) -> str | None:
     idx = load(store)
     if not idx.items:
         return None
-    cand = wm.classify(idx.open_records(), current_id=_current_id(store), waits=idx.wait_summaries())
+    cand = wm.classify(
+        idx.open_records(), current_id=_current_id(store), waits=idx.wait_summaries()
+    )
     if any(cand.classes[c] for c in ("current_runnable", "triggered_blocked", "queued_runnable")):
         return None
     open_items = idx.open_records()
@@ -1104,15 +1314,25 @@ def recheck_due(store: AgentStore, now: float | str | None = None) -> list[dict[
 
     def due(r: Mapping[str, Any]) -> bool:
         at = r.get("recheck_at")
-        return r.get("state") == "open" and bool(r.get("blocked_by")) and isinstance(at, str) and not r.get("recheck_consumed_at") and clock.parse_iso(at) <= ts
+        return (
+            r.get("state") == "open"
+            and bool(r.get("blocked_by"))
+            and isinstance(at, str)
+            and not r.get("recheck_consumed_at")
+            and clock.parse_iso(at) <= ts
+        )
 
     if not any(due(r) for r in load(store).items.values()):
         return []
     out: list[dict[str, Any]] = []
     with _mutation(store) as (idx, _):
         consumed_at = clock.now_iso()
-        for rec in sorted((r for r in idx.items.values() if due(r)), key=lambda r: (r["recheck_at"], r["id"])):
-            _append_item(store, idx, {**rec, "recheck_consumed_at": consumed_at}, "recheck_consumed")
+        for rec in sorted(
+            (r for r in idx.items.values() if due(r)), key=lambda r: (r["recheck_at"], r["id"])
+        ):
+            _append_item(
+                store, idx, {**rec, "recheck_consumed_at": consumed_at}, "recheck_consumed"
+            )
             out.append(
                 {
                     "id": rec["id"],
@@ -1126,7 +1346,11 @@ def recheck_due(store: AgentStore, now: float | str | None = None) -> list[dict[
         if out:
             _save(store, idx)
     for item in out:
-        store.emit("work_item_recheck_due", {"recheck_at": item["recheck_at"], "blocked_by": item["blocked_by"]}, work_item_id=item["work_item_id"])
+        store.emit(
+            "work_item_recheck_due",
+            {"recheck_at": item["recheck_at"], "blocked_by": item["blocked_by"]},
+            work_item_id=item["work_item_id"],
+        )
     return out
 
 
@@ -1137,7 +1361,11 @@ def newest_completion_report_since(store: AgentStore, since_iso: str) -> str | N
     best: dict[str, Any] | None = None
     for rep in load(store).reports.values():
         at = rep.get("created_at")
-        if isinstance(at, str) and clock.parse_iso(at) >= since and (best is None or at >= str(best["created_at"])):
+        if (
+            isinstance(at, str)
+            and clock.parse_iso(at) >= since
+            and (best is None or at >= str(best["created_at"]))
+        ):
             best = rep
     return str(best["text"]) if best else None
 
@@ -1181,15 +1409,30 @@ def _trace(store: AgentStore, wid: str, limit: int) -> list[str]:
             name = r.get("tool_name") or r.get("name") or "tool"
             failed = r.get("is_error") or r.get("ok") is False or r.get("error")
             summary = r.get("summary") or r.get("text") or ""
-            entries.append((at, f"tool {name}: {'error' if failed else 'ok'}{(' - ' + _one_line(summary, 120)) if summary else ''}"))
+            entries.append(
+                (
+                    at,
+                    f"tool {name}: {'error' if failed else 'ok'}{(' - ' + _one_line(summary, 120)) if summary else ''}",
+                )
+            )
     for r in store.ledger("briefs").tail(50):
         if bound(r) and isinstance(r.get("text"), str):
-            entries.append((str(r.get("at", "")), f"brief ({r.get('kind')}): {_one_line(r['text'], 240)}"))
+            entries.append(
+                (str(r.get("at", "")), f"brief ({r.get('kind')}): {_one_line(r['text'], 240)}")
+            )
     entries.sort(key=lambda e: e[0])
     return [f"  - {at[11:19] if len(at) >= 19 else at} {line}" for at, line in entries[-limit:]]
 
 
-def _current_section(store: AgentStore, idx: WorkItemIndex, rec: Mapping[str, Any] | None, *, focused: bool, preview_chars: int, trace_limit: int) -> str:
+def _current_section(
+    store: AgentStore,
+    idx: WorkItemIndex,
+    rec: Mapping[str, Any] | None,
+    *,
+    focused: bool,
+    preview_chars: int,
+    trace_limit: int,
+) -> str:
     if rec is None:
         return (
             "Current work item: none.\n"
@@ -1198,46 +1441,68 @@ def _current_section(store: AgentStore, idx: WorkItemIndex, rec: Mapping[str, An
     waits = idx.waits_for(rec)
     sched = wm.scheduling_state(rec, waits)
     desc = _describe_file(Path(rec["plan_artifact"]["path"]))  # the file is the truth
-    lines = [f"Current work item: {rec['id']} ({'focus' if focused else 'bound to this turn'}; readiness: {wm.readiness(rec, waits)}; scheduling: {sched})"]
+    lines = [
+        f"Current work item: {rec['id']} ({'focus' if focused else 'bound to this turn'}; readiness: {wm.readiness(rec, waits)}; scheduling: {sched})"
+    ]
     lines.append(f"- objective: {rec['objective']}")
     lines.append(f"- state: {rec['state']}; plan_status: {rec['plan_status']}")
     if desc["exists"]:
         complete = desc["preview_complete"] and len(desc["preview"]) <= preview_chars
         lines.append(
             f"- plan: {desc['path']} ({desc['bytes']} bytes, sha256 {_short_hash(desc['hash'])}, updated {desc['updated_at']}; "
-            + ("preview complete)" if complete else "preview truncated: read the file for the full plan)")
+            + (
+                "preview complete)"
+                if complete
+                else "preview truncated: read the file for the full plan)"
+            )
         )
         preview = desc["preview"][:preview_chars].rstrip("\n")
         lines.extend(f"  | {ln}".rstrip() for ln in preview.splitlines())
     else:
-        lines.append(f"- plan: {desc['path']} is MISSING (deleted?). Recreate it with the task interpretation before continuing.")
+        lines.append(
+            f"- plan: {desc['path']} is MISSING (deleted?). Recreate it with the task interpretation before continuing."
+        )
     todos = list(rec.get("todo_list") or [])
     if todos:
         counts = wm.todo_counts(todos)
         cur = wm.current_todo(todos)
-        lines.append(f"- todo ({counts['completed']}/{counts['total']} completed" + (f"; current: {cur['text']}" if cur else "") + "):")
+        lines.append(
+            f"- todo ({counts['completed']}/{counts['total']} completed"
+            + (f"; current: {cur['text']}" if cur else "")
+            + "):"
+        )
         lines.extend(f"  {_todo_mark(t['state'])} {t['text']}" for t in todos)
     else:
         lines.append("- todo: (empty)")
     if rec.get("blocked_by"):
-        lines.append(f"- blocked_by: {rec['blocked_by']}" + (f" (recheck at {rec['recheck_at']})" if rec.get("recheck_at") else ""))
+        lines.append(
+            f"- blocked_by: {rec['blocked_by']}"
+            + (f" (recheck at {rec['recheck_at']})" if rec.get("recheck_at") else "")
+        )
     if waits.active:
-        lines.append(f"- waits: {len(waits.active)} active ({waits.active_task} task, {waits.active_external} external)" + (f"; triggered at {waits.last_triggered_at} (review it)" if waits.triggered else ""))
+        lines.append(
+            f"- waits: {len(waits.active)} active ({waits.active_task} task, {waits.active_external} external)"
+            + (f"; triggered at {waits.last_triggered_at} (review it)" if waits.triggered else "")
+        )
         for w in waits.active[:3]:
             lines.append("  - " + ", ".join(f"{k}={v}" for k, v in _wait_brief(w).items()))
     if sched != "runnable":
-        lines.append("- note: this item is not runnable; it is current for review. Clear blocked_by or set plan_status with UpdateWorkItem only when the blocker is really resolved.")
+        lines.append(
+            "- note: this item is not runnable; it is current for review. Clear blocked_by or set plan_status with UpdateWorkItem only when the blocker is really resolved."
+        )
     trace = _trace(store, rec["id"], trace_limit)
     if trace:
         lines.append("- recent process trace:")
         lines.extend(trace)
-    lines.append("Priority: the objective says what this work is; the plan file is the durable interpretation and approach (it wins when they conflict); the todo list only tracks progress.")
+    lines.append(
+        "Priority: the objective says what this work is; the plan file is the durable interpretation and approach (it wins when they conflict); the todo list only tracks progress."
+    )
     return "\n".join(lines)
 
 
 def _candidate_line(idx: WorkItemIndex, cls: str, rec: Mapping[str, Any]) -> str:
     waits = idx.waits_for(rec)
-    head = f"- {rec['id']} \"{_one_line(rec['objective'], 120)}\""
+    head = f'- {rec["id"]} "{_one_line(rec["objective"], 120)}"'
     if cls == "completed_recent":
         rep = _completion_report(idx, rec)
         return f"{head} - report: {_one_line(rep['text'] if rep else '', 300)}"
@@ -1246,9 +1511,13 @@ def _candidate_line(idx: WorkItemIndex, cls: str, rec: Mapping[str, Any]) -> str
         bits.append(f"blocked by: {_one_line(rec['blocked_by'], 160)}")
     if cls == "triggered_blocked":
         total = sum(int(w.get("trigger_count") or 0) for w in waits.active)
-        bits.append(f"wait triggered at {waits.last_triggered_at} ({total} event(s)); blocker NOT cleared")
+        bits.append(
+            f"wait triggered at {waits.last_triggered_at} ({total} event(s)); blocker NOT cleared"
+        )
     elif cls == "blocked" and not rec.get("blocked_by"):
-        bits.append(f"waiting on {waits.active_task} task / {waits.active_external} external wait(s)")
+        bits.append(
+            f"waiting on {waits.active_task} task / {waits.active_external} external wait(s)"
+        )
     todo = wm.current_todo(rec.get("todo_list") or [])
     if todo:
         bits.append(f"next todo: {_one_line(todo['text'], 100)}")
@@ -1272,7 +1541,11 @@ def _plan_gist(rec: Mapping[str, Any]) -> str:
         if in_comment:
             in_comment = "-->" not in s
             continue
-        if not s or s.startswith("#") and s.lstrip("#").strip() == str(rec.get("objective", "")).strip():
+        if (
+            not s
+            or s.startswith("#")
+            and s.lstrip("#").strip() == str(rec.get("objective", "")).strip()
+        ):
             continue
         return _one_line(s.lstrip("# "), 120)
     return ""
@@ -1334,12 +1607,31 @@ def project_work_queue(
     # open items plus just enough recent completions to fill the completed class
     recent_done = idx.recent_completed_with_report(wm.PROMPT_LIMITS.get("completed_recent", 3) + 1)
     records = idx.open_records() + recent_done
-    cand = wm.classify(records, current_id=current_id, waits=idx.wait_summaries(), has_report={r["id"]: True for r in recent_done})
+    cand = wm.classify(
+        records,
+        current_id=current_id,
+        waits=idx.wait_summaries(),
+        has_report={r["id"]: True for r in recent_done},
+    )
     cand.completed_total = len(idx.completed_records())
     header = "## Work queue"
-    cur = _current_section(store, idx, cand.current, focused=current_id == focus_id, preview_chars=wm.PREVIEW_CHARS, trace_limit=trace_limit)
+    cur = _current_section(
+        store,
+        idx,
+        cand.current,
+        focused=current_id == focus_id,
+        preview_chars=wm.PREVIEW_CHARS,
+        trace_limit=trace_limit,
+    )
     if len(header) + len(cur) + 1 > max_chars:
-        cur = _current_section(store, idx, cand.current, focused=current_id == focus_id, preview_chars=400, trace_limit=min(trace_limit, 2))
+        cur = _current_section(
+            store,
+            idx,
+            cand.current,
+            focused=current_id == focus_id,
+            preview_chars=400,
+            trace_limit=min(trace_limit, 2),
+        )
     parts = [header, cur]
     used = sum(len(p) + 1 for p in parts)
     detailed = True  # once a class is cut to its count, lower classes get counts at most
@@ -1368,7 +1660,10 @@ def _int_setting(env: str, key: str, default: int) -> int:
         try:
             return int(raw)
         except ValueError:
-            raise UsageError(f"{env} must be an integer (got {raw!r})", hint=f"unset {env} or set it to a whole number") from None
+            raise UsageError(
+                f"{env} must be an integer (got {raw!r})",
+                hint=f"unset {env} or set it to a whole number",
+            ) from None
     value = _config_runtime().get(key)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -1379,9 +1674,21 @@ def stale_reminder_settings() -> dict[str, int]:
     """Threshold, cooldown and token budget of the progress reminder:
     environment > ``config.yaml`` ``runtime.*`` > defaults."""
     return {
-        "rounds": _int_setting("HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS", "work_item_stale_reminder_rounds", STALE_REMINDER_DEFAULTS["rounds"]),
-        "cooldown_rounds": _int_setting("HOLON_WORK_ITEM_STALE_REMINDER_COOLDOWN_ROUNDS", "work_item_stale_reminder_cooldown_rounds", STALE_REMINDER_DEFAULTS["cooldown_rounds"]),
-        "max_tokens": _int_setting("HOLON_WORK_ITEM_STALE_REMINDER_MAX_TOKENS", "work_item_stale_reminder_max_tokens", STALE_REMINDER_DEFAULTS["max_tokens"]),
+        "rounds": _int_setting(
+            "HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS",
+            "work_item_stale_reminder_rounds",
+            STALE_REMINDER_DEFAULTS["rounds"],
+        ),
+        "cooldown_rounds": _int_setting(
+            "HOLON_WORK_ITEM_STALE_REMINDER_COOLDOWN_ROUNDS",
+            "work_item_stale_reminder_cooldown_rounds",
+            STALE_REMINDER_DEFAULTS["cooldown_rounds"],
+        ),
+        "max_tokens": _int_setting(
+            "HOLON_WORK_ITEM_STALE_REMINDER_MAX_TOKENS",
+            "work_item_stale_reminder_max_tokens",
+            STALE_REMINDER_DEFAULTS["max_tokens"],
+        ),
     }
 
 
@@ -1423,7 +1730,9 @@ def stale_reminder(store: AgentStore, rounds_without_mutation: int) -> str | Non
         lines.append(f"plan gist: {gist}")
     active = [t for t in rec.get("todo_list") or [] if t.get("state") != "completed"]
     if active:
-        lines.append("active todos: " + "; ".join(f"{_todo_mark(t['state'])} {t['text']}" for t in active))
+        lines.append(
+            "active todos: " + "; ".join(f"{_todo_mark(t['state'])} {t['text']}" for t in active)
+        )
     if rec.get("blocked_by"):
         lines.append(f"blocked_by: {rec['blocked_by']}")
     lines.append(
@@ -1451,4 +1760,3 @@ def round_completion_targets(calls: Iterable[Any]) -> list[str]:
         if key not in out:
             out.append(key)
     return out
-

@@ -12,7 +12,15 @@ from holon_cli.errors import ConfigError
 from holon_cli.store.layout import HomeLayout
 
 TOP_KEYS = {"model", "fallback_models", "providers", "runtime", "http_addr", "control_token"}
-PROVIDER_KEYS = {"transport", "base_url", "api_key_env", "headers", "timeout_s", "max_output_tokens", "stream"}
+PROVIDER_KEYS = {
+    "transport",
+    "base_url",
+    "api_key_env",
+    "headers",
+    "timeout_s",
+    "max_output_tokens",
+    "stream",
+}
 TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
 RUNTIME_KEYS = {
     "default_tool_output_tokens",
@@ -46,7 +54,9 @@ def load_config(layout: HomeLayout | None = None) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML ({exc})", hint="fix the syntax in config.yaml") from None
+        raise ConfigError(
+            f"{path}: invalid YAML ({exc})", hint="fix the syntax in config.yaml"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     validate_config(data, str(path))
@@ -57,7 +67,9 @@ def load_config(layout: HomeLayout | None = None) -> dict[str, Any]:
 def validate_config(data: dict[str, Any], where: str = "config.yaml") -> None:
     for k in data:
         if k not in TOP_KEYS:
-            raise ConfigError(f"{where}: unknown key {k!r}", hint=f"known keys: {', '.join(sorted(TOP_KEYS))}")
+            raise ConfigError(
+                f"{where}: unknown key {k!r}", hint=f"known keys: {', '.join(sorted(TOP_KEYS))}"
+            )
     fb = data.get("fallback_models")
     if fb is not None and not (isinstance(fb, list) and all(isinstance(x, str) for x in fb)):
         raise ConfigError(f"{where}: fallback_models must be a list of model refs")
@@ -71,9 +83,14 @@ def validate_config(data: dict[str, Any], where: str = "config.yaml") -> None:
             raise ConfigError(f"{where}: providers.{name} must be a mapping")
         for k in spec:
             if k not in PROVIDER_KEYS:
-                raise ConfigError(f"{where}: unknown key 'providers.{name}.{k}'", hint=f"known keys: {', '.join(sorted(PROVIDER_KEYS))}")
+                raise ConfigError(
+                    f"{where}: unknown key 'providers.{name}.{k}'",
+                    hint=f"known keys: {', '.join(sorted(PROVIDER_KEYS))}",
+                )
         if spec.get("transport") not in TRANSPORTS:
-            raise ConfigError(f"{where}: providers.{name}.transport must be one of {', '.join(TRANSPORTS)}")
+            raise ConfigError(
+                f"{where}: providers.{name}.transport must be one of {', '.join(TRANSPORTS)}"
+            )
         if not isinstance(spec.get("base_url"), str):
             raise ConfigError(f"{where}: providers.{name}.base_url is required")
     rt = data.get("runtime") or {}
@@ -81,4 +98,7 @@ def validate_config(data: dict[str, Any], where: str = "config.yaml") -> None:
         raise ConfigError(f"{where}: runtime must be a mapping")
     for k in rt:
         if k not in RUNTIME_KEYS:
-            raise ConfigError(f"{where}: unknown key 'runtime.{k}'", hint=f"known keys: {', '.join(sorted(RUNTIME_KEYS))}")
+            raise ConfigError(
+                f"{where}: unknown key 'runtime.{k}'",
+                hint=f"known keys: {', '.join(sorted(RUNTIME_KEYS))}",
+            )

@@ -14,7 +14,15 @@ from holon_cli.errors import UsageError
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
-LEDGERS = ("events", "queue", "transcript", "briefs", "work_items", "delivery_summaries", "waiting_intents")
+LEDGERS = (
+    "events",
+    "queue",
+    "transcript",
+    "briefs",
+    "work_items",
+    "delivery_summaries",
+    "waiting_intents",
+)
 
 
 def home_root() -> Path:

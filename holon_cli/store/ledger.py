@@ -45,7 +45,9 @@ def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStat
     )
 
 
-def _parse(path: Path, raw: bytes, line: int | None, offset: int, max_version: int) -> dict[str, Any]:
+def _parse(
+    path: Path, raw: bytes, line: int | None, offset: int, max_version: int
+) -> dict[str, Any]:
     try:
         rec = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -60,7 +62,11 @@ def _parse(path: Path, raw: bytes, line: int | None, offset: int, max_version: i
         raise CorruptStateError(
             f"{where}: record format v{v} is newer than this holon understands (max v{max_version})",
             hint="upgrade holon-cli to read this home",
-            details={"path": str(path), "line": line, "reason": f"record format v{v} is newer than this holon understands (max v{max_version})"},
+            details={
+                "path": str(path),
+                "line": line,
+                "reason": f"record format v{v} is newer than this holon understands (max v{max_version})",
+            },
         )
     return rec
 
@@ -104,7 +110,9 @@ class Ledger:
         os.fsync(fd)
         return keep
 
-    def append(self, record: dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]) -> dict[str, Any]:
+    def append(
+        self, record: dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]
+    ) -> dict[str, Any]:
         """Durably append one record. ``record`` may be a function of the last record
         (called under the lock), which is how sequence numbers are assigned."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +217,9 @@ class Ledger:
                 pos += len(raw)
                 if raw.strip() == b"":
                     raise _corrupt(self.path, line_no if offset == 0 else None, start, "empty line")
-                rec = _parse(self.path, raw, line_no if offset == 0 else None, start, self.max_version)
+                rec = _parse(
+                    self.path, raw, line_no if offset == 0 else None, start, self.max_version
+                )
                 yield (line_no if offset == 0 else 0), pos, rec
 
     def read_from(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
@@ -308,7 +318,11 @@ class Ledger:
                     _parse(self.path, raw, line_no, 0, self.max_version)
                 except CorruptStateError as exc:
                     # path and line are in the Problem itself; keep the message short
-                    problems.append(Problem(str(self.path), line_no, str(exc.details.get("reason") or exc.message)))
+                    problems.append(
+                        Problem(
+                            str(self.path), line_no, str(exc.details.get("reason") or exc.message)
+                        )
+                    )
         return problems
 
     def has_torn_tail(self) -> bool:

@@ -63,7 +63,12 @@ class ToolError(Exception):
 
 def render_error(tool_name: str | None, env: dict[str, Any]) -> str:
     """The shared model-visible error receipt: bounded JSON."""
-    out: dict[str, Any] = {"ok": False, "tool_name": tool_name, "kind": env["kind"], "message": env["message"]}
+    out: dict[str, Any] = {
+        "ok": False,
+        "tool_name": tool_name,
+        "kind": env["kind"],
+        "message": env["message"],
+    }
     if env.get("recovery_hint"):
         out["hint"] = env["recovery_hint"]
     details = env.get("details") or {}
@@ -181,10 +186,17 @@ def source_schema(args_type: type) -> dict[str, Any]:
             sch["description"] = doc
         props[f.name] = sch
         opt, _ = _is_optional(tp)
-        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        has_default = (
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        )
         if not opt and not has_default:
             required.append(f.name)
-    out: dict[str, Any] = {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
     return out
 
 
@@ -227,7 +239,12 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     if value is None:
         if opt:
             return None
-        raise ToolError("invalid_arguments", f"`{path}` must not be null", field=path, recovery_hint=f"pass a value for `{path}`")
+        raise ToolError(
+            "invalid_arguments",
+            f"`{path}` must not be null",
+            field=path,
+            recovery_hint=f"pass a value for `{path}`",
+        )
     tp = inner
     origin = get_origin(tp)
     if tp is Any:
@@ -241,7 +258,9 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             raise ToolError("invalid_arguments", f"`{path}` must be a boolean", field=path)
         return value
     if tp is int:
-        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        ):
             raise ToolError("invalid_arguments", f"`{path}` must be an integer", field=path)
         return int(value)
     if tp is float:
@@ -251,7 +270,11 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:
-            raise ToolError("invalid_arguments", f"`{path}` must be one of {', '.join(map(str, allowed))}", field=path)
+            raise ToolError(
+                "invalid_arguments",
+                f"`{path}` must be one of {', '.join(map(str, allowed))}",
+                field=path,
+            )
         return value
     if origin in (list, typing.List):  # noqa: UP006
         if not isinstance(value, list):
@@ -274,7 +297,11 @@ def parse_args(args_type: type, raw: Any, *, prefix: str = "") -> Any:
     explicit ``null`` for an optional field is the same as omitting it.
     """
     if not isinstance(raw, dict):
-        raise ToolError("invalid_arguments", "tool arguments must be a JSON object", recovery_hint="send an object matching the tool's schema")
+        raise ToolError(
+            "invalid_arguments",
+            "tool arguments must be a JSON object",
+            recovery_hint="send an object matching the tool's schema",
+        )
     hints = get_type_hints(args_type)
     names = {f.name for f in dataclasses.fields(args_type)}
     unknown = sorted(set(raw) - names)
@@ -288,11 +315,18 @@ def parse_args(args_type: type, raw: Any, *, prefix: str = "") -> Any:
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(args_type):
         path = prefix + f.name
-        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        has_default = (
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        )
         if f.name not in raw:
             opt, _ = _is_optional(hints[f.name])
             if not has_default and not opt:
-                raise ToolError("invalid_arguments", f"missing required argument `{path}`", field=path, recovery_hint=f"pass `{path}`")
+                raise ToolError(
+                    "invalid_arguments",
+                    f"missing required argument `{path}`",
+                    field=path,
+                    recovery_hint=f"pass `{path}`",
+                )
             continue
         value = raw[f.name]
         if value is None and has_default:
@@ -313,7 +347,9 @@ def register(tool: ToolDef) -> ToolDef:
     return tool
 
 
-def tool(name: str, args: type, *, description: str, guidance: str = "") -> Callable[[Handler], Handler]:
+def tool(
+    name: str, args: type, *, description: str, guidance: str = ""
+) -> Callable[[Handler], Handler]:
     """Decorator: ``@tool("Sleep", SleepArgs, description=...)`` on a handler."""
 
     def deco(fn: Handler) -> Handler:
@@ -350,14 +386,28 @@ def execute(tool_def: ToolDef | None, ctx: ToolContext, call: ToolCall) -> ToolR
     name = call.name
     try:
         if tool_def is None:
-            raise ToolError("unknown_tool", f"no tool named {name!r} is available", recovery_hint="call one of the tools listed in this request")
+            raise ToolError(
+                "unknown_tool",
+                f"no tool named {name!r} is available",
+                recovery_hint="call one of the tools listed in this request",
+            )
         if call.arguments_error:
-            raise ToolError("invalid_arguments", f"arguments are not valid JSON: {call.arguments_error}", recovery_hint="send the arguments as one JSON object", details={"raw_preview": (call.raw_arguments or "")[:200]})
+            raise ToolError(
+                "invalid_arguments",
+                f"arguments are not valid JSON: {call.arguments_error}",
+                recovery_hint="send the arguments as one JSON object",
+                details={"raw_preview": (call.raw_arguments or "")[:200]},
+            )
         args = parse_args(tool_def.args, call.arguments)
         return _to_result(tool_def.handler(ctx, args))
     except ToolError as err:
         env = err.envelope()
         return ToolResult(False, render_error(name, env), error=env)
     except Exception as exc:  # noqa: BLE001 - a tool bug must not end the turn
-        env = ToolError("tool_internal_error", f"{type(exc).__name__}: {exc}", retryable=False, recovery_hint="try a different approach; this failure was recorded").envelope()
+        env = ToolError(
+            "tool_internal_error",
+            f"{type(exc).__name__}: {exc}",
+            retryable=False,
+            recovery_hint="try a different approach; this failure was recorded",
+        ).envelope()
         return ToolResult(False, render_error(name, env), error=env)

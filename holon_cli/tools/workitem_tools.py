@@ -38,34 +38,53 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class TodoItemArg:
     text: str = field_doc("Short progress marker.")
-    state: TodoState = field_doc("pending, in_progress (normally at most one) or completed.", default="pending")
+    state: TodoState = field_doc(
+        "pending, in_progress (normally at most one) or completed.", default="pending"
+    )
 
 
 @dataclass(frozen=True)
 class CreateWorkItemArgs:
     objective: str = field_doc("Short current-work target for a genuinely separate objective.")
-    plan_status: PlanStatus | None = field_doc("draft (default) while inspecting, ready when the plan is clear, needs_input for real ambiguity.", default=None)
-    plan: str | None = field_doc("Optional initial plan prose; seeds work-items/<id>/plan.md. Later edit the file directly.", default=None)
-    todo_list: list[TodoItemArg] | None = field_doc("Optional initial checklist (full snapshot).", default=None)
+    plan_status: PlanStatus | None = field_doc(
+        "draft (default) while inspecting, ready when the plan is clear, needs_input for real ambiguity.",
+        default=None,
+    )
+    plan: str | None = field_doc(
+        "Optional initial plan prose; seeds work-items/<id>/plan.md. Later edit the file directly.",
+        default=None,
+    )
+    todo_list: list[TodoItemArg] | None = field_doc(
+        "Optional initial checklist (full snapshot).", default=None
+    )
 
 
 @dataclass(frozen=True)
 class PickWorkItemArgs:
     work_item_id: str = field_doc("The open work item to make current.")
-    reason: str | None = field_doc("Why you switch; required when the current work item is still runnable.", default=None)
+    reason: str | None = field_doc(
+        "Why you switch; required when the current work item is still runnable.", default=None
+    )
 
 
 @dataclass(frozen=True)
 class UpdateWorkItemArgs:
     work_item_id: str = field_doc("The work item to update.")
     objective: str | None = field_doc("Refined short target for the same work item.", default=None)
-    plan_status: PlanStatus | None = field_doc("draft, ready or needs_input (needs_input releases focus).", default=None)
-    todo_list: list[TodoItemArg] | None = field_doc("The COMPLETE current checklist; replaces the stored one.", default=None)
+    plan_status: PlanStatus | None = field_doc(
+        "draft, ready or needs_input (needs_input releases focus).", default=None
+    )
+    todo_list: list[TodoItemArg] | None = field_doc(
+        "The COMPLETE current checklist; replaces the stored one.", default=None
+    )
     blocked_by: str | None = field_doc(
         "Blocker text: sets the blocker (releases focus when current). Pass null to clear it; omit to leave it unchanged.",
         default=cast(Any, UNSET),
     )
-    recheck_after: int | None = field_doc("Milliseconds until a one-shot blocker recheck reminder; only together with blocked_by.", default=None)
+    recheck_after: int | None = field_doc(
+        "Milliseconds until a one-shot blocker recheck reminder; only together with blocked_by.",
+        default=None,
+    )
 
 
 @dataclass(frozen=True)
@@ -76,14 +95,20 @@ class CompleteWorkItemArgs:
 @dataclass(frozen=True)
 class GetWorkItemArgs:
     work_item_id: str = field_doc("The work item to read.")
-    include_todo_list: bool | None = field_doc("Include the todo list (default true).", default=None)
+    include_todo_list: bool | None = field_doc(
+        "Include the todo list (default true).", default=None
+    )
 
 
 @dataclass(frozen=True)
 class ListWorkItemsArgs:
-    filter: ListFilter | None = field_doc("all (default), current, open, queued, blocked or completed.", default=None)
+    filter: ListFilter | None = field_doc(
+        "all (default), current, open, queued, blocked or completed.", default=None
+    )
     limit: int | None = field_doc("At most this many items (default 20).", default=None)
-    include_todo_list: bool | None = field_doc("Include each item's todo list (default false; current_todo is always there).", default=None)
+    include_todo_list: bool | None = field_doc(
+        "Include each item's todo list (default false; current_todo is always there).", default=None
+    )
 
 
 def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -132,7 +157,16 @@ def _mutated(ctx: ToolContext, result: dict[str, Any], *, focus_changed: bool) -
     ),
 )
 def create_work_item(ctx: ToolContext, args: CreateWorkItemArgs) -> dict[str, Any]:
-    res = _run(rt.create_work_item, ctx.store, args.objective, plan_status=args.plan_status, plan=args.plan, todo_list=_todos(args.todo_list), source="agent", turn_id=ctx.turn_id)
+    res = _run(
+        rt.create_work_item,
+        ctx.store,
+        args.objective,
+        plan_status=args.plan_status,
+        plan=args.plan,
+        todo_list=_todos(args.todo_list),
+        source="agent",
+        turn_id=ctx.turn_id,
+    )
     return _mutated(ctx, res, focus_changed=False)
 
 
@@ -143,7 +177,14 @@ def create_work_item(ctx: ToolContext, args: CreateWorkItemArgs) -> dict[str, An
     guidance="Give a reason when switching away from runnable current work. Picking a blocked item is for review; it stays blocked until you clear blocked_by.",
 )
 def pick_work_item(ctx: ToolContext, args: PickWorkItemArgs) -> dict[str, Any]:
-    res = _run(rt.pick_work_item, ctx.store, args.work_item_id, reason=args.reason, source="agent", turn_id=ctx.turn_id)
+    res = _run(
+        rt.pick_work_item,
+        ctx.store,
+        args.work_item_id,
+        reason=args.reason,
+        source="agent",
+        turn_id=ctx.turn_id,
+    )
     return _mutated(ctx, res, focus_changed=res["switch_kind"] != "reaffirm")
 
 

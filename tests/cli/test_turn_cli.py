@@ -19,7 +19,9 @@ def j(res) -> dict:  # type: ignore[no-untyped-def]
 
 
 def test_turn_nothing_queued_exit_0(script_runner, tmp_path: Path) -> None:
-    res = script_runner.run(["holon", "turn", "--model", script(tmp_path, [{"text": "x"}]), "--json"])
+    res = script_runner.run(
+        ["holon", "turn", "--model", script(tmp_path, [{"text": "x"}]), "--json"]
+    )
     assert res.returncode == 0 and j(res)["data"]["ran"] is False
 
 
@@ -39,13 +41,22 @@ def test_turn_json_and_status_tokens(script_runner, tmp_path: Path) -> None:
 
 def test_turn_plain_prints_final_text(script_runner, tmp_path: Path) -> None:
     script_runner.run(["holon", "enqueue", "hi"], check=True)
-    res = script_runner.run(["holon", "turn", "--model", script(tmp_path, [{"text": "the answer"}])])
+    res = script_runner.run(
+        ["holon", "turn", "--model", script(tmp_path, [{"text": "the answer"}])]
+    )
     assert res.returncode == 0 and res.stdout.strip() == "the answer"
 
 
 def test_turn_provider_failure_exit_5(script_runner, tmp_path: Path) -> None:
     script_runner.run(["holon", "enqueue", "hi"], check=True)
-    res = script_runner.run(["holon", "turn", "--model", script(tmp_path, [{"fail": {"kind": "server_error", "status": 500}}])])
+    res = script_runner.run(
+        [
+            "holon",
+            "turn",
+            "--model",
+            script(tmp_path, [{"fail": {"kind": "server_error", "status": 500}}]),
+        ]
+    )
     assert res.returncode == 5
     assert "Traceback" not in res.stderr
 
@@ -56,7 +67,11 @@ def test_turn_all_and_agent_conflict(script_runner) -> None:
 
 
 def test_turn_all_runs_each_agent_with_work(script_runner, tmp_path: Path) -> None:
-    model = script(tmp_path, [{"text": "a", "usage": {"input_tokens": 1, "output_tokens": 1}}, {"text": "b"}], name="shared.yaml")
+    model = script(
+        tmp_path,
+        [{"text": "a", "usage": {"input_tokens": 1, "output_tokens": 1}}, {"text": "b"}],
+        name="shared.yaml",
+    )
     script_runner.run(["holon", "agent", "create", "other"], check=True)
     script_runner.run(["holon", "enqueue", "for main"], check=True)
     script_runner.run(["holon", "enqueue", "for other", "--agent", "other"], check=True)
@@ -75,13 +90,17 @@ def test_bad_model_ref_is_usage_error_and_nothing_dequeued(script_runner) -> Non
 
 
 def test_run_unknown_agent_without_create(script_runner, tmp_path: Path) -> None:
-    res = script_runner.run(["holon", "run", "--agent", "ghost", "--model", script(tmp_path, [{"text": "x"}]), "hi"])
+    res = script_runner.run(
+        ["holon", "run", "--agent", "ghost", "--model", script(tmp_path, [{"text": "x"}]), "hi"]
+    )
     assert res.returncode == 3 and "--create-agent" in res.stderr
 
 
 def test_run_create_agent_then_reuse(script_runner, tmp_path: Path) -> None:
     model = script(tmp_path, [{"text": "one"}, {"text": "two"}])
-    res = script_runner.run(["holon", "run", "--agent", "helper", "--create-agent", "--model", model, "hi"])
+    res = script_runner.run(
+        ["holon", "run", "--agent", "helper", "--create-agent", "--model", model, "hi"]
+    )
     assert res.returncode == 0 and res.stdout.strip() == "one"
     res = script_runner.run(["holon", "run", "--agent", "helper", "--model", model, "again"])
     assert res.returncode == 0 and res.stdout.strip() == "two"
@@ -91,12 +110,17 @@ def test_run_create_agent_then_reuse(script_runner, tmp_path: Path) -> None:
 
 def test_run_max_turns_and_cwd_validation(script_runner, tmp_path: Path) -> None:
     model = script(tmp_path, [{"text": "x"}])
-    assert script_runner.run(["holon", "run", "--max-turns", "0", "--model", model, "hi"]).returncode == 2
+    assert (
+        script_runner.run(["holon", "run", "--max-turns", "0", "--model", model, "hi"]).returncode
+        == 2
+    )
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     ws = tmp_path / "ws"
     ws.mkdir()
-    res = script_runner.run(["holon", "run", "--workspace-root", str(ws), "--cwd", str(outside), "--model", model, "hi"])
+    res = script_runner.run(
+        ["holon", "run", "--workspace-root", str(ws), "--cwd", str(outside), "--model", model, "hi"]
+    )
     assert res.returncode == 2 and "outside the workspace root" in res.stderr
 
 
@@ -104,9 +128,21 @@ def test_debug_prompt_shows_sources(script_runner, tmp_path: Path) -> None:
     res = script_runner.run(["holon", "debug", "prompt", "--json"])
     assert res.returncode == 0, res.stderr
     d = j(res)["data"]
-    for k in ("agent_home", "workspace_id", "workspace_anchor", "execution_root", "cwd", "execution_policy", "instructions", "prompt_cache_key", "sections"):
+    for k in (
+        "agent_home",
+        "workspace_id",
+        "workspace_anchor",
+        "execution_root",
+        "cwd",
+        "execution_policy",
+        "instructions",
+        "prompt_cache_key",
+        "sections",
+    ):
         assert k in d
-    assert d["instructions"][0]["scope"] == "agent" and d["instructions"][0]["path"].endswith("AGENTS.md")
+    assert d["instructions"][0]["scope"] == "agent" and d["instructions"][0]["path"].endswith(
+        "AGENTS.md"
+    )
     assert "content" not in d["instructions"][0]  # metadata only
     assert d["execution_policy"]["path_confinement"] == "not_enforced"
     plain = script_runner.run(["holon", "debug", "prompt", "--full"])
@@ -114,7 +150,10 @@ def test_debug_prompt_shows_sources(script_runner, tmp_path: Path) -> None:
 
 
 def test_debug_latency_breakdown(script_runner, tmp_path: Path) -> None:
-    model = script(tmp_path, [{"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "true"}}]}, {"text": "ok"}])
+    model = script(
+        tmp_path,
+        [{"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "true"}}]}, {"text": "ok"}],
+    )
     script_runner.run(["holon", "enqueue", "hi"], check=True)
     script_runner.run(["holon", "turn", "--model", model], check=True)
     res = script_runner.run(["holon", "debug", "latency", "--json"])
@@ -122,7 +161,11 @@ def test_debug_latency_breakdown(script_runner, tmp_path: Path) -> None:
     assert len(turns) == 1
     t = turns[0]
     assert t["queue_wait_ms"] is not None and t["context_build_ms"] is not None
-    assert len(t["provider_rounds"]) == 2 and len(t["tools"]) == 1 and t["tools"][0]["tool_name"] == "ExecCommand"
+    assert (
+        len(t["provider_rounds"]) == 2
+        and len(t["tools"]) == 1
+        and t["tools"][0]["tool_name"] == "ExecCommand"
+    )
     assert t["cleanup_ms"] is not None and t["total_ms"] >= t["provider_ms"]
     plain = script_runner.run(["holon", "debug", "latency"])
     assert "QUEUE WAIT MS" in plain.stdout
@@ -131,7 +174,9 @@ def test_debug_latency_breakdown(script_runner, tmp_path: Path) -> None:
 def test_agent_model_override_visible_in_status(script_runner, monkeypatch) -> None:
     monkeypatch.setenv("HOLON_MODEL", "openai/gpt-4.1")
     monkeypatch.setenv("HOLON_FALLBACK_MODELS", "anthropic/claude-x, openai/gpt-4.1-mini")
-    script_runner.run(["holon", "agent", "create", "r", "--model", "anthropic/claude-y"], check=True)
+    script_runner.run(
+        ["holon", "agent", "create", "r", "--model", "anthropic/claude-y"], check=True
+    )
     m = j(script_runner.run(["holon", "status", "--agent", "r", "--json"]))["data"]["model"]
     assert m["source"] == "agent_override" and m["effective_model"] == "anthropic/claude-y"
     assert m["runtime_default_model"] == "openai/gpt-4.1"
@@ -156,7 +201,9 @@ def test_tick_ingests_and_reports(script_runner) -> None:
 
 def test_relative_scripted_override_is_stored_absolute(script_runner, tmp_path: Path) -> None:
     (tmp_path / "rel.yaml").write_text("steps:\n  - text: from relative\n")
-    res = script_runner.run(["holon", "agent", "create", "rel", "--model", "scripted:rel.yaml"], cwd=tmp_path)
+    res = script_runner.run(
+        ["holon", "agent", "create", "rel", "--model", "scripted:rel.yaml"], cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     m = j(script_runner.run(["holon", "agent", "model", "rel", "--json"]))["data"]["model"]
     assert m["override_model"] == f"scripted:{tmp_path / 'rel.yaml'}"
@@ -174,17 +221,56 @@ def test_status_reports_loaded_agents_md_metadata_only(script_runner) -> None:
     assert set(src) == {"scope", "kind", "path", "bytes", "sha256"}
 
 
-def test_run_removes_a_completed_temporary_agent_unless_kept(script_runner, tmp_path: Path, holon_home: Path) -> None:
+def test_run_removes_a_completed_temporary_agent_unless_kept(
+    script_runner, tmp_path: Path, holon_home: Path
+) -> None:
     model = script(tmp_path, [{"text": "ok"}])
     d = j(script_runner.run(["holon", "run", "--json", "--model", model, "hi"]))["data"]
     assert d["final_status"] == "completed" and d["agent_kept"] is False
     assert not Path(d["agent_home"]).exists()
-    d = j(script_runner.run(["holon", "run", "--json", "--keep-agent", "--model", script(tmp_path, [{"text": "ok"}], "k.yaml"), "hi"]))["data"]
+    d = j(
+        script_runner.run(
+            [
+                "holon",
+                "run",
+                "--json",
+                "--keep-agent",
+                "--model",
+                script(tmp_path, [{"text": "ok"}], "k.yaml"),
+                "hi",
+            ]
+        )
+    )["data"]
     assert d["agent_kept"] is True and Path(d["agent_home"]).is_dir()
-    failed = script_runner.run(["holon", "run", "--json", "--model", script(tmp_path, [{"fail": {"kind": "auth"}}], "f.yaml"), "hi"])
+    failed = script_runner.run(
+        [
+            "holon",
+            "run",
+            "--json",
+            "--model",
+            script(tmp_path, [{"fail": {"kind": "auth"}}], "f.yaml"),
+            "hi",
+        ]
+    )
     fd = json.loads(failed.stdout)["data"]
-    assert failed.returncode == 5 and fd["agent_kept"] is True and Path(fd["agent_home"]).is_dir()  # kept to inspect
-    named = j(script_runner.run(["holon", "run", "--json", "--agent", "keepme", "--create-agent", "--model", script(tmp_path, [{"text": "ok"}], "n.yaml"), "hi"]))["data"]
+    assert (
+        failed.returncode == 5 and fd["agent_kept"] is True and Path(fd["agent_home"]).is_dir()
+    )  # kept to inspect
+    named = j(
+        script_runner.run(
+            [
+                "holon",
+                "run",
+                "--json",
+                "--agent",
+                "keepme",
+                "--create-agent",
+                "--model",
+                script(tmp_path, [{"text": "ok"}], "n.yaml"),
+                "hi",
+            ]
+        )
+    )["data"]
     assert named["agent_kept"] is True  # a named agent is never removed
 
 
@@ -194,7 +280,19 @@ def test_bad_inputs_of_turn_engine_commands(script_runner, tmp_path: Path) -> No
         (["holon", "agent", "model", "main", "openai/x", "--clear"], 2, "either MODEL or --clear"),
         (["holon", "debug", "prompt", "--agent", "ghost"], 3, "unknown agent"),
         (["holon", "debug", "latency", "--limit", "0"], 2, "--limit"),
-        (["holon", "run", "--cwd", str(tmp_path / "missing"), "--model", "scripted:x.yaml", "hi"], 2, "not a directory"),
+        (
+            [
+                "holon",
+                "run",
+                "--cwd",
+                str(tmp_path / "missing"),
+                "--model",
+                "scripted:x.yaml",
+                "hi",
+            ],
+            2,
+            "not a directory",
+        ),
         (["holon", "turn", "--agent", "ghost", "--model", "scripted:x.yaml"], 3, "unknown agent"),
     ]
     for argv, code, text in cases:

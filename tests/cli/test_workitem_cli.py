@@ -18,7 +18,9 @@ from holon_cli.cli import cli
 SUBCOMMANDS = ("list", "show", "path", "create", "update", "pick", "complete", "edit")
 
 
-def holon(script_runner: Any, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
+def holon(
+    script_runner: Any, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> Any:
     full_env = {**os.environ, **env} if env is not None else None
     kwargs: dict[str, Any] = {"print_result": False}
     if stdin is not None:
@@ -33,7 +35,9 @@ def jrun(script_runner: Any, *args: str, **kw: Any) -> tuple[int, dict[str, Any]
     return r.returncode, json.loads(r.stdout)
 
 
-def create(script_runner: Any, objective: str = "Split fixtures", *extra: str, **kw: Any) -> dict[str, Any]:
+def create(
+    script_runner: Any, objective: str = "Split fixtures", *extra: str, **kw: Any
+) -> dict[str, Any]:
     code, out = jrun(script_runner, "workitem", "create", objective, *extra, **kw)
     assert code == 0, out
     w: dict[str, Any] = out["data"]["work_item"]
@@ -44,7 +48,10 @@ def state_files(home: Path) -> dict[str, bytes]:
     """Everything a bad command must leave untouched."""
     agent = home / "agents" / "main"
     out = {}
-    for p in [agent / ".holon" / "ledger" / f"{n}.jsonl" for n in ("work_items", "delivery_summaries", "briefs")] + [agent / ".holon" / "state" / "agent.json"]:
+    for p in [
+        agent / ".holon" / "ledger" / f"{n}.jsonl"
+        for n in ("work_items", "delivery_summaries", "briefs")
+    ] + [agent / ".holon" / "state" / "agent.json"]:
         out[p.name] = p.read_bytes() if p.exists() else b""
     for plan in sorted((agent / "work-items").glob("*/plan.md")):
         out[str(plan)] = plan.read_bytes()
@@ -80,25 +87,55 @@ def test_group_help() -> None:
 def test_create_list_show_path(script_runner: Any, holon_home: Path, tmp_path: Path) -> None:
     plan = tmp_path / "plan-seed.md"
     plan.write_text("Only the test support module.\n")
-    w = create(script_runner, "Split fixtures", "--plan-file", str(plan), "--plan-status", "ready", "--todo", "inspect", "--todo", "[>] move", "--todo", "[x] read issue")
+    w = create(
+        script_runner,
+        "Split fixtures",
+        "--plan-file",
+        str(plan),
+        "--plan-status",
+        "ready",
+        "--todo",
+        "inspect",
+        "--todo",
+        "[>] move",
+        "--todo",
+        "[x] read issue",
+    )
     assert w["plan_status"] == "ready"
-    assert w["todo_list"] == [{"text": "inspect", "state": "pending"}, {"text": "move", "state": "in_progress"}, {"text": "read issue", "state": "completed"}]
+    assert w["todo_list"] == [
+        {"text": "inspect", "state": "pending"},
+        {"text": "move", "state": "in_progress"},
+        {"text": "read issue", "state": "completed"},
+    ]
     assert Path(w["plan_artifact"]["path"]).read_text() == "Only the test support module.\n"
 
     r = holon(script_runner, "workitem", "list")
-    assert r.returncode == 0 and w["id"] in r.stdout and "runnable" in r.stdout and "Split fixtures" in r.stdout
+    assert (
+        r.returncode == 0
+        and w["id"] in r.stdout
+        and "runnable" in r.stdout
+        and "Split fixtures" in r.stdout
+    )
     code, out = jrun(script_runner, "workitem", "list", "--filter", "queued")
     assert code == 0 and out["command"] == "workitem list" and out["schema_version"] == 1
     assert [x["id"] for x in out["data"]["work_items"]] == [w["id"]]
 
     r = holon(script_runner, "workitem", "show", w["id"])
     assert r.returncode == 0
-    assert w["plan_artifact"]["path"] in r.stdout and "[>] move" in r.stdout and "Only the test support module." in r.stdout
+    assert (
+        w["plan_artifact"]["path"] in r.stdout
+        and "[>] move" in r.stdout
+        and "Only the test support module." in r.stdout
+    )
 
     r = holon(script_runner, "workitem", "path", w["id"])
     assert r.returncode == 0 and r.stdout.strip() == w["plan_artifact"]["path"]
     code, out = jrun(script_runner, "workitem", "path", w["id"])
-    assert out["data"] == {"work_item_id": w["id"], "path": w["plan_artifact"]["path"], "exists": True}
+    assert out["data"] == {
+        "work_item_id": w["id"],
+        "path": w["plan_artifact"]["path"],
+        "exists": True,
+    }
 
 
 def test_create_plan_from_stdin(script_runner: Any) -> None:
@@ -113,12 +150,28 @@ def test_pick_update_complete_flow(script_runner: Any) -> None:
     assert r.returncode == 0 and f"current work item: {a}" in r.stdout
     r = holon(script_runner, "workitem", "pick", b)  # away from runnable a, no reason
     assert r.returncode == 0 and "warning:" in r.stderr and "reason" in r.stderr
-    code, out = jrun(script_runner, "workitem", "update", b, "--blocked-by", "waiting for CI", "--recheck-after", "2h", "--todo", "[x] push", "--todo", "wait")
+    code, out = jrun(
+        script_runner,
+        "workitem",
+        "update",
+        b,
+        "--blocked-by",
+        "waiting for CI",
+        "--recheck-after",
+        "2h",
+        "--todo",
+        "[x] push",
+        "--todo",
+        "wait",
+    )
     assert code == 0 and out["data"]["focus_released"] is True
     wb = out["data"]["work_item"]
     assert wb["blocked_by"] == "waiting for CI" and wb["recheck_at"] and len(wb["todo_list"]) == 2
     code, out = jrun(script_runner, "workitem", "update", b, "--clear-blocker")
-    assert out["data"]["work_item"]["blocked_by"] is None and out["data"]["current_work_item_id"] is None
+    assert (
+        out["data"]["work_item"]["blocked_by"] is None
+        and out["data"]["current_work_item_id"] is None
+    )
     code, out = jrun(script_runner, "workitem", "update", b, "--clear-todos")
     assert out["data"]["work_item"]["todo_list"] == []
     holon(script_runner, "workitem", "pick", b)
@@ -126,12 +179,26 @@ def test_pick_update_complete_flow(script_runner: Any) -> None:
     assert code == 0
     d = out["data"]
     assert d["work_item"]["state"] == "completed" and d["focus_released"] is True
-    assert d["work_item"]["result_summary"] == "CI green; merged." and d["completion_report"]["text"] == "CI green; merged."
+    assert (
+        d["work_item"]["result_summary"] == "CI green; merged."
+        and d["completion_report"]["text"] == "CI green; merged."
+    )
     r = holon(script_runner, "tail", "--limit", "30")
-    for kind in ("work_item_created", "work_item_picked", "work_item_updated", "work_item_focus_released", "work_item_completed"):
+    for kind in (
+        "work_item_created",
+        "work_item_picked",
+        "work_item_updated",
+        "work_item_focus_released",
+        "work_item_completed",
+    ):
         assert kind in r.stdout
     code, out = jrun(script_runner, "status")
-    assert out["data"]["work_items"] == {"runnable": 1, "waiting_for_operator": 0, "blocked": 0, "completed": 1}
+    assert out["data"]["work_items"] == {
+        "runnable": 1,
+        "waiting_for_operator": 0,
+        "blocked": 0,
+        "completed": 1,
+    }
 
 
 # ------------------------------------------------------------ bad inputs
@@ -164,7 +231,9 @@ BAD: list[tuple[list[str], int, str]] = [
 
 
 @pytest.mark.parametrize("argv, code, kind", BAD, ids=[" ".join(a) for a, _, _ in BAD])
-def test_bad_input_exit_codes_and_nothing_changes(script_runner: Any, holon_home: Path, argv: list[str], code: int, kind: str) -> None:
+def test_bad_input_exit_codes_and_nothing_changes(
+    script_runner: Any, holon_home: Path, argv: list[str], code: int, kind: str
+) -> None:
     open_id = create(script_runner, "open one", "--todo", "keep")["id"]
     done_id = create(script_runner, "done one")["id"]
     assert holon(script_runner, "workitem", "complete", done_id).returncode == 0
@@ -192,10 +261,16 @@ def test_edit_with_visual_appends_and_refreshes(script_runner: Any, tmp_path: Pa
     code, out = jrun(script_runner, "workitem", "edit", w["id"], env={"VISUAL": str(ed)})
     assert code == 0
     d = out["data"]
-    assert d["changed"] is True and d["editor_exit_code"] == 0 and d["path"] == w["plan_artifact"]["path"]
+    assert (
+        d["changed"] is True
+        and d["editor_exit_code"] == 0
+        and d["path"] == w["plan_artifact"]["path"]
+    )
     text = Path(d["path"]).read_text()
     assert text.endswith("Non-goal: no runtime changes.\n")
-    assert d["plan_artifact"]["hash"] != w["plan_artifact"]["hash"] and d["plan_artifact"]["bytes"] == len(text.encode())
+    assert d["plan_artifact"]["hash"] != w["plan_artifact"]["hash"] and d["plan_artifact"][
+        "bytes"
+    ] == len(text.encode())
     code, out = jrun(script_runner, "workitem", "show", w["id"])
     assert "Non-goal: no runtime changes." in out["data"]["work_item"]["plan_artifact"]["preview"]
     r = holon(script_runner, "tail", "--jsonl")
@@ -207,14 +282,28 @@ def test_edit_human_output_and_unchanged(script_runner: Any, tmp_path: Path) -> 
     r = holon(script_runner, "workitem", "edit", w["id"], env={"VISUAL": "true"})
     assert r.returncode == 0 and r.stdout.startswith("plan unchanged: ")
     ed = editor_script(tmp_path, 'echo more >> "$1"\n')
-    r = holon(script_runner, "workitem", "edit", w["id"], env={"EDITOR": str(ed)})  # $EDITOR fallback
-    assert r.returncode == 0 and r.stdout.startswith("plan changed: ") and w["plan_artifact"]["path"] in r.stdout
+    r = holon(
+        script_runner, "workitem", "edit", w["id"], env={"EDITOR": str(ed)}
+    )  # $EDITOR fallback
+    assert (
+        r.returncode == 0
+        and r.stdout.startswith("plan changed: ")
+        and w["plan_artifact"]["path"] in r.stdout
+    )
 
 
-def test_visual_wins_over_editor_and_editor_args_are_split(script_runner: Any, tmp_path: Path) -> None:
+def test_visual_wins_over_editor_and_editor_args_are_split(
+    script_runner: Any, tmp_path: Path
+) -> None:
     w = create(script_runner)
     ed = editor_script(tmp_path, 'echo "$1" >> "$2"\n')
-    code, out = jrun(script_runner, "workitem", "edit", w["id"], env={"VISUAL": f"{ed} from-visual", "EDITOR": f"{ed} from-editor"})
+    code, out = jrun(
+        script_runner,
+        "workitem",
+        "edit",
+        w["id"],
+        env={"VISUAL": f"{ed} from-visual", "EDITOR": f"{ed} from-editor"},
+    )
     assert code == 0 and Path(w["plan_artifact"]["path"]).read_text().endswith("from-visual\n")
 
 
@@ -232,7 +321,9 @@ def test_edit_failing_editor(script_runner: Any, tmp_path: Path) -> None:
     ed = editor_script(tmp_path, "exit 3\n")
     code, out = jrun(script_runner, "workitem", "edit", w["id"], env={"VISUAL": str(ed)})
     assert code == 1 and out["error"]["kind"] == "editor_failed" and "3" in out["error"]["message"]
-    r = holon(script_runner, "workitem", "edit", w["id"], env={"VISUAL": str(tmp_path / "no-such-editor")})
+    r = holon(
+        script_runner, "workitem", "edit", w["id"], env={"VISUAL": str(tmp_path / "no-such-editor")}
+    )
     assert r.returncode == 2 and "cannot run editor" in r.stderr
 
 

@@ -130,7 +130,11 @@ def test_concurrent_enqueue_admits_every_message_once(holon_home: Path, tmp_path
         assert f.name == f"{env_['id']}.json"
     qled = holon_home / "agents" / "main" / ".holon" / "ledger" / "queue.jsonl"
     if qled.exists():
-        envs += [json.loads(line)["message"] for line in qled.read_bytes().splitlines() if json.loads(line)["op"] == "admitted"]
+        envs += [
+            json.loads(line)["message"]
+            for line in qled.read_bytes().splitlines()
+            if json.loads(line)["op"] == "admitted"
+        ]
     assert sorted(e["id"] for e in envs) == sorted(printed)
     texts = set()
     for env_ in envs:

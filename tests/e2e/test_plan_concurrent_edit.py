@@ -31,7 +31,12 @@ def test_editor_edit_during_running_turn(tmp_path: Path) -> None:
         "  - text: 'plan reviewed'\n"
     )
     assert holon("enqueue", "design it").returncode == 0
-    turn = subprocess.Popen([*HOLON, "turn", "--model", f"scripted:{script}", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    turn = subprocess.Popen(
+        [*HOLON, "turn", "--model", f"scripted:{script}", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 30
         items: list[dict] = []
@@ -58,10 +63,17 @@ def test_editor_edit_during_running_turn(tmp_path: Path) -> None:
             turn.wait()
     assert turn.returncode == 0, stderr
     assert json.loads(stdout)["data"]["final_text"] == "plan reviewed"
-    after = json.loads(holon("workitem", "show", wid, "--json").stdout)["data"]["work_item"]["plan_artifact"]
+    after = json.loads(holon("workitem", "show", wid, "--json").stdout)["data"]["work_item"][
+        "plan_artifact"
+    ]
     assert after["hash"] != before["hash"] and after["bytes"] > before["bytes"]
     assert "Edited while the turn ran" in after["preview"]
-    assert Path(after["path"]).read_text().startswith("v1 outline") or "v1 outline" in Path(after["path"]).read_text()
+    assert (
+        Path(after["path"]).read_text().startswith("v1 outline")
+        or "v1 outline" in Path(after["path"]).read_text()
+    )
     events = [json.loads(line) for line in holon("tail", "--jsonl").stdout.splitlines()]
     changed = [e for e in events if e["kind"] == "plan_artifact_changed"]
-    assert changed and all(e.get("work_item_id") == wid or e["data"].get("work_item_id") == wid for e in changed)
+    assert changed and all(
+        e.get("work_item_id") == wid or e["data"].get("work_item_id") == wid for e in changed
+    )

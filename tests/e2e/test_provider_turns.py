@@ -30,19 +30,55 @@ def srv(monkeypatch: pytest.MonkeyPatch):
 
 
 def responses_call(call_id: str, cmd: str) -> dict:
-    return {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-test", "output": [
-        {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": "ExecCommand", "arguments": json.dumps({"cmd": cmd}), "status": "completed"}],
-        "usage": {"input_tokens": 50, "output_tokens": 5, "total_tokens": 55}}
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-test",
+        "output": [
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": call_id,
+                "name": "ExecCommand",
+                "arguments": json.dumps({"cmd": cmd}),
+                "status": "completed",
+            }
+        ],
+        "usage": {"input_tokens": 50, "output_tokens": 5, "total_tokens": 55},
+    }
 
 
 def responses_text(text: str) -> dict:
-    return {"id": "resp_2", "object": "response", "status": "completed", "model": "gpt-test", "output": [
-        {"type": "message", "id": "m", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}],
-        "usage": {"input_tokens": 80, "output_tokens": 7, "total_tokens": 87}}
+    return {
+        "id": "resp_2",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-test",
+        "output": [
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 80, "output_tokens": 7, "total_tokens": 87},
+    }
 
 
 def anthropic_msg(content: list, stop: str) -> dict:
-    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": content, "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 30, "output_tokens": 4}}
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 30, "output_tokens": 4},
+    }
 
 
 def no_sleep(_s: float) -> None:
@@ -50,50 +86,131 @@ def no_sleep(_s: float) -> None:
 
 
 def test_openai_tool_round_trip(srv: LoopbackServer, tmp_path: Path) -> None:
-    srv.queue(Reply.json_body(responses_call("call_abc123", "echo hello-from-tool")), Reply.json_body(responses_text("all done")))
+    srv.queue(
+        Reply.json_body(responses_call("call_abc123", "echo hello-from-tool")),
+        Reply.json_body(responses_text("all done")),
+    )
     data = run_once("say hi", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
     assert data["final_status"] == "completed" and data["final_text"] == "all done"
     assert data["token_usage"] == {"input_tokens": 130, "output_tokens": 12, "total_tokens": 142}
     first, second = srv.requests
-    assert first.path == "/v1/responses" and first.headers["authorization"] == "Bearer sk-test-openai"
+    assert (
+        first.path == "/v1/responses" and first.headers["authorization"] == "Bearer sk-test-openai"
+    )
     body = first.json()
     assert body["model"] == "gpt-test" and body["tools"][0]["type"] == "function"
     assert "prompt_cache_key" in body and body["instructions"]
     outs = [it for it in second.json()["input"] if it.get("type") == "function_call_output"]
-    assert len(outs) == 1 and outs[0]["call_id"] == "call_abc123" and "hello-from-tool" in outs[0]["output"]
+    assert (
+        len(outs) == 1
+        and outs[0]["call_id"] == "call_abc123"
+        and "hello-from-tool" in outs[0]["output"]
+    )
     calls = [it for it in second.json()["input"] if it.get("type") == "function_call"]
     assert calls[0]["call_id"] == "call_abc123"
 
 
 def test_anthropic_tool_round_trip(srv: LoopbackServer, tmp_path: Path) -> None:
     srv.queue(
-        Reply.json_body(anthropic_msg([{"type": "text", "text": "checking"}, {"type": "tool_use", "id": "toolu_01XYZ", "name": "ExecCommand", "input": {"cmd": "echo anthropic-ok"}}], "tool_use")),
+        Reply.json_body(
+            anthropic_msg(
+                [
+                    {"type": "text", "text": "checking"},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01XYZ",
+                        "name": "ExecCommand",
+                        "input": {"cmd": "echo anthropic-ok"},
+                    },
+                ],
+                "tool_use",
+            )
+        ),
         Reply.json_body(anthropic_msg([{"type": "text", "text": "finished"}], "end_turn")),
     )
-    data = run_once("go", model="anthropic/claude-test", workspace_root=str(tmp_path), sleep=no_sleep)
+    data = run_once(
+        "go", model="anthropic/claude-test", workspace_root=str(tmp_path), sleep=no_sleep
+    )
     assert data["final_text"] == "finished"
     first, second = srv.requests
     assert first.path == "/v1/messages"
-    assert first.headers["x-api-key"] == "sk-ant-test" and first.headers["anthropic-version"] == "2023-06-01"
+    assert (
+        first.headers["x-api-key"] == "sk-ant-test"
+        and first.headers["anthropic-version"] == "2023-06-01"
+    )
     assert first.json()["max_tokens"] > 0
     msgs = second.json()["messages"]
-    results = [b for m in msgs if m["role"] == "user" and isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
+    results = [
+        b
+        for m in msgs
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
     assert results and results[0]["tool_use_id"] == "toolu_01XYZ"
     assert "anthropic-ok" in json.dumps(results[0]["content"])
 
 
-def test_config_chat_completions_provider(srv: LoopbackServer, tmp_path: Path, holon_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_chat_completions_provider(
+    srv: LoopbackServer, tmp_path: Path, holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     holon_home.mkdir(parents=True, exist_ok=True)
-    (holon_home / "config.yaml").write_text(f"providers:\n  local:\n    transport: openai_chat_completions\n    base_url: {srv.url}/v1\n    api_key_env: LOCAL_KEY\n")
+    (holon_home / "config.yaml").write_text(
+        f"providers:\n  local:\n    transport: openai_chat_completions\n    base_url: {srv.url}/v1\n    api_key_env: LOCAL_KEY\n"
+    )
     monkeypatch.setenv("LOCAL_KEY", "local-secret")
     srv.queue(
-        Reply.json_body({"id": "c1", "object": "chat.completion", "model": "llama", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "ExecCommand", "arguments": "{\"cmd\": \"echo chat-ok\"}"}}]}}], "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}}),
-        Reply.json_body({"id": "c2", "object": "chat.completion", "model": "llama", "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "chat done"}}], "usage": {"prompt_tokens": 20, "completion_tokens": 2, "total_tokens": 22}}),
+        Reply.json_body(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "model": "llama",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "call_9",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "ExecCommand",
+                                        "arguments": '{"cmd": "echo chat-ok"}',
+                                    },
+                                }
+                            ],
+                        },
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+            }
+        ),
+        Reply.json_body(
+            {
+                "id": "c2",
+                "object": "chat.completion",
+                "model": "llama",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "chat done"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 2, "total_tokens": 22},
+            }
+        ),
     )
     data = run_once("go", model="local/llama", workspace_root=str(tmp_path), sleep=no_sleep)
     assert data["final_text"] == "chat done"
     first, second = srv.requests
-    assert first.path == "/v1/chat/completions" and first.headers["authorization"] == "Bearer local-secret"
+    assert (
+        first.path == "/v1/chat/completions"
+        and first.headers["authorization"] == "Bearer local-secret"
+    )
     tool_msgs = [m for m in second.json()["messages"] if m["role"] == "tool"]
     assert tool_msgs[0]["tool_call_id"] == "call_9" and "chat-ok" in tool_msgs[0]["content"]
 
@@ -101,7 +218,17 @@ def test_config_chat_completions_provider(srv: LoopbackServer, tmp_path: Path, h
 def test_429_retry_then_success_honours_retry_after(srv: LoopbackServer, tmp_path: Path) -> None:
     waits: list[float] = []
     srv.queue(
-        Reply.json_body({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}, status=429, headers={"retry-after": "2"}),
+        Reply.json_body(
+            {
+                "error": {
+                    "message": "Rate limit reached",
+                    "type": "requests",
+                    "code": "rate_limit_exceeded",
+                }
+            },
+            status=429,
+            headers={"retry-after": "2"},
+        ),
         Reply.json_body(responses_text("after retry")),
     )
     data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=waits.append)
@@ -112,11 +239,22 @@ def test_429_retry_then_success_honours_retry_after(srv: LoopbackServer, tmp_pat
     assert data["provider_attempt_timeline"][0]["transport_diagnostics"]["status"] == 429
 
 
-def test_500s_exhaust_retries_then_fallback(srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_500s_exhaust_retries_then_fallback(
+    srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOLON_FALLBACK_MODELS", "anthropic/claude-test")
-    err = Reply.json_body({"error": {"message": "The server had an error", "type": "server_error"}}, status=500)
-    srv.queue(err, err, err, Reply.json_body(anthropic_msg([{"type": "text", "text": "from fallback"}], "end_turn")))
-    data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep, keep_agent=True)
+    err = Reply.json_body(
+        {"error": {"message": "The server had an error", "type": "server_error"}}, status=500
+    )
+    srv.queue(
+        err,
+        err,
+        err,
+        Reply.json_body(anthropic_msg([{"type": "text", "text": "from fallback"}], "end_turn")),
+    )
+    data = run_once(
+        "x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep, keep_agent=True
+    )
     assert data["final_status"] == "completed" and data["final_text"] == "from fallback"
     tl = data["provider_attempt_timeline"]
     assert [a["outcome"] for a in tl] == ["retrying", "retrying", "retries_exhausted", "succeeded"]
@@ -128,18 +266,48 @@ def test_500s_exhaust_retries_then_fallback(srv: LoopbackServer, tmp_path: Path,
     assert len(tr["provider_attempt_timeline"]["attempts"]) == 4
 
 
-def test_401_fails_fast_to_fallback(srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_401_fails_fast_to_fallback(
+    srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOLON_FALLBACK_MODELS", "anthropic/claude-test")
-    srv.queue(Reply.json_body({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}, status=401),
-              Reply.json_body(anthropic_msg([{"type": "text", "text": "ok"}], "end_turn")))
+    srv.queue(
+        Reply.json_body(
+            {
+                "error": {
+                    "message": "Incorrect API key provided",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+            status=401,
+        ),
+        Reply.json_body(anthropic_msg([{"type": "text", "text": "ok"}], "end_turn")),
+    )
     data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
-    assert [a["outcome"] for a in data["provider_attempt_timeline"]] == ["fail_fast_aborted", "succeeded"]
+    assert [a["outcome"] for a in data["provider_attempt_timeline"]] == [
+        "fail_fast_aborted",
+        "succeeded",
+    ]
     assert len(srv.requests) == 2
 
 
-def test_context_length_exceeded_fails_turn_without_continuation(srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_context_length_exceeded_fails_turn_without_continuation(
+    srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOLON_FALLBACK_MODELS", "anthropic/claude-test")
-    srv.queue(Reply.json_body({"error": {"message": "This model's maximum context length is 128000 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, status=400))
+    srv.queue(
+        Reply.json_body(
+            {
+                "error": {
+                    "message": "This model's maximum context length is 128000 tokens.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            },
+            status=400,
+        )
+    )
     data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
     assert data["final_status"] == "failed"
     assert len(srv.requests) == 1  # no fallback, no retry
@@ -152,13 +320,20 @@ def test_context_length_exceeded_fails_turn_without_continuation(srv: LoopbackSe
     assert err["data"]["failure_kind"] == "context_length_exceeded"
 
 
-def test_stale_work_item_reminder_is_provider_only(srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stale_work_item_reminder_is_provider_only(
+    srv: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from holon_cli.runtime import workitems as wi
 
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS", "2")
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_COOLDOWN_ROUNDS", "0")
     store = open_agent(None)
-    w = wi.create_work_item(store, "Refactor the parser", plan_status="ready", todo_list=[{"text": "split lexer", "state": "in_progress"}])
+    w = wi.create_work_item(
+        store,
+        "Refactor the parser",
+        plan_status="ready",
+        todo_list=[{"text": "split lexer", "state": "in_progress"}],
+    )
     wi.pick_work_item(store, w["work_item"]["id"], source="operator")
     srv.queue(
         Reply.json_body(responses_call("c1", "true")),
@@ -185,15 +360,34 @@ def test_stale_work_item_reminder_is_provider_only(srv: LoopbackServer, tmp_path
     assert [e["kind"] for e in store.events.records()].count("work_item_stale_reminder") == 1
 
 
-def test_provider_max_output_tokens_beats_the_runtime_default(srv: LoopbackServer, tmp_path: Path, holon_home: Path) -> None:
+def test_provider_max_output_tokens_beats_the_runtime_default(
+    srv: LoopbackServer, tmp_path: Path, holon_home: Path
+) -> None:
     holon_home.mkdir(parents=True, exist_ok=True)
     (holon_home / "config.yaml").write_text(
         "runtime:\n  max_output_tokens: 1000\n"
         f"providers:\n  local:\n    transport: openai_chat_completions\n    base_url: {srv.url}/v1\n    max_output_tokens: 200\n"
     )
-    srv.queue(Reply.json_body({"id": "c", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]}),
-              Reply.json_body(responses_text("ok")))
+    srv.queue(
+        Reply.json_body(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "ok"},
+                    }
+                ],
+            }
+        ),
+        Reply.json_body(responses_text("ok")),
+    )
     run_once("x", model="local/m", workspace_root=str(tmp_path), sleep=no_sleep)
     assert srv.requests[0].json()["max_tokens"] == 200
     run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
-    assert srv.requests[1].json()["max_output_tokens"] == 1000  # no provider setting: the runtime default
+    assert (
+        srv.requests[1].json()["max_output_tokens"] == 1000
+    )  # no provider setting: the runtime default

@@ -12,8 +12,12 @@ import yaml
 HOLON = [sys.executable, "-m", "holon_cli"]
 
 
-def sh(*args: str, input: str | None = None, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HOLON, *args], capture_output=True, text=True, input=input, timeout=timeout, check=check)
+def sh(
+    *args: str, input: str | None = None, check: bool = False, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*HOLON, *args], capture_output=True, text=True, input=input, timeout=timeout, check=check
+    )
 
 
 def write_script(path: Path, steps: list[dict]) -> str:
@@ -27,13 +31,27 @@ def events(agent: str = "main") -> list[dict]:
 
 
 def test_concurrent_turns_exactly_one_runs(tmp_path: Path) -> None:
-    model = write_script(tmp_path / "slow.yaml", [
-        {"text": "working", "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "sleep 1.5"}}]},
-        {"text": "done"},
-    ])
+    model = write_script(
+        tmp_path / "slow.yaml",
+        [
+            {
+                "text": "working",
+                "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "sleep 1.5"}}],
+            },
+            {"text": "done"},
+        ],
+    )
     sh("enqueue", "one", check=True)
     sh("enqueue", "two", check=True)
-    procs = [subprocess.Popen([*HOLON, "turn", "--model", model], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [*HOLON, "turn", "--model", model],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     codes = sorted(p.wait(timeout=60) for p in procs)
     assert codes == [0, 75, 75], [p.stderr.read() for p in procs]
     starts = [e for e in events() if e["kind"] == "message_processing_started"]
@@ -44,18 +62,38 @@ def test_concurrent_turns_exactly_one_runs(tmp_path: Path) -> None:
 
 def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path) -> None:
     marker = tmp_path / "ran.txt"
-    model = write_script(tmp_path / "crash.yaml", [
-        {"text": "step one", "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"echo once >> {marker}"}}]},
-        # kills the holon process running this turn while the tool is in flight
-        {"text": "step two", "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"echo twice >> {marker}; kill -9 $PPID; sleep 5"}}]},
-        {"text": "finished after replay"},
-    ])
+    model = write_script(
+        tmp_path / "crash.yaml",
+        [
+            {
+                "text": "step one",
+                "tool_calls": [
+                    {"name": "ExecCommand", "arguments": {"cmd": f"echo once >> {marker}"}}
+                ],
+            },
+            # kills the holon process running this turn while the tool is in flight
+            {
+                "text": "step two",
+                "tool_calls": [
+                    {
+                        "name": "ExecCommand",
+                        "arguments": {"cmd": f"echo twice >> {marker}; kill -9 $PPID; sleep 5"},
+                    }
+                ],
+            },
+            {"text": "finished after replay"},
+        ],
+    )
     mid = sh("enqueue", "do the work", check=True).stdout.strip()
     first = sh("turn", "--model", model)
     assert first.returncode == -9 or first.returncode == 137, (first.returncode, first.stderr)
     st = json.loads(sh("status", "--json").stdout)["data"]
     assert st["in_flight"] == 1
-    assert st["status"] == "awake_running" and st["stale_run"] is True and "replays" in st["lifecycle_hint"]
+    assert (
+        st["status"] == "awake_running"
+        and st["stale_run"] is True
+        and "replays" in st["lifecycle_hint"]
+    )
     second = sh("turn", "--model", model, "--json")
     assert second.returncode == 0, second.stderr
     res = json.loads(second.stdout)["data"]
@@ -64,7 +102,11 @@ def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path)
     # the recorded tool did not run again; the in-flight one was not re-run
     assert marker.read_text().splitlines() == ["once", "twice"]
     tr = json.loads(sh("transcript", "--json").stdout)["data"]["entries"]
-    interrupted = [t for t in tr if t["kind"] == "tool_result" and (t.get("error") or {}).get("kind") == "interrupted"]
+    interrupted = [
+        t
+        for t in tr
+        if t["kind"] == "tool_result" and (t.get("error") or {}).get("kind") == "interrupted"
+    ]
     assert len(interrupted) == 1
     kinds = [e["kind"] for e in events()]
     assert "message_replayed" in kinds
@@ -75,12 +117,33 @@ def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path)
 
 def test_run_json_offline_example(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
-    res = subprocess.run([*HOLON, "run", "--json", "--model", f"scripted:{repo / 'examples' / 'hello.yaml'}", "What is here?"], capture_output=True, text=True, cwd=repo, timeout=60)
+    res = subprocess.run(
+        [
+            *HOLON,
+            "run",
+            "--json",
+            "--model",
+            f"scripted:{repo / 'examples' / 'hello.yaml'}",
+            "What is here?",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     env = json.loads(res.stdout)
     assert env["ok"] is True and env["command"] == "run"
     d = env["data"]
-    for k in ("final_status", "final_text", "raw_final_text", "agent_id", "model_rounds", "token_usage", "provider_attempt_timeline"):
+    for k in (
+        "final_status",
+        "final_text",
+        "raw_final_text",
+        "agent_id",
+        "model_rounds",
+        "token_usage",
+        "provider_attempt_timeline",
+    ):
         assert k in d
     assert d["final_status"] == "completed" and d["model_rounds"] == 2
     assert d["token_usage"] == {"input_tokens": 1067, "output_tokens": 79, "total_tokens": 1146}
@@ -91,18 +154,27 @@ def test_run_json_offline_example(tmp_path: Path) -> None:
 
 
 def test_run_provider_failure_exit_5_with_artifact(tmp_path: Path) -> None:
-    model = write_script(tmp_path / "fail.yaml", [{"fail": {"kind": "auth", "status": 401, "message": "bad key"}}])
+    model = write_script(
+        tmp_path / "fail.yaml", [{"fail": {"kind": "auth", "status": 401, "message": "bad key"}}]
+    )
     res = sh("run", "--json", "--model", model, "hi")
     assert res.returncode == 5
     env = json.loads(res.stdout)
     assert env["ok"] is False and env["error"]["kind"] == "provider_failure"
-    assert env["data"]["final_status"] == "failed" and "bad key" in env["data"]["failure_artifact"]["summary"]
+    assert (
+        env["data"]["final_status"] == "failed"
+        and "bad key" in env["data"]["failure_artifact"]["summary"]
+    )
 
 
 def test_turn_without_model_is_a_clear_error() -> None:
     sh("enqueue", "x", check=True)
     res = sh("turn")
-    assert res.returncode == 2 and "no model configured" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 2
+        and "no model configured" in res.stderr
+        and "Traceback" not in res.stderr
+    )
     st = json.loads(sh("status", "--json").stdout)["data"]
     assert st["pending"] == 1  # nothing was dequeued
 
@@ -111,14 +183,32 @@ def test_ctrl_c_mid_turn_leaves_message_for_replay(tmp_path: Path) -> None:
     import signal
     import time as _time
 
-    model = write_script(tmp_path / "slow.yaml", [
-        {"text": "working", "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"echo $$ > {tmp_path / 'pid'}; sleep 20"}}]},
-        {"text": "done after replay"},
-    ])
+    model = write_script(
+        tmp_path / "slow.yaml",
+        [
+            {
+                "text": "working",
+                "tool_calls": [
+                    {
+                        "name": "ExecCommand",
+                        "arguments": {"cmd": f"echo $$ > {tmp_path / 'pid'}; sleep 20"},
+                    }
+                ],
+            },
+            {"text": "done after replay"},
+        ],
+    )
     sh("enqueue", "long job", check=True)
-    p = subprocess.Popen([*HOLON, "turn", "--model", model], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [*HOLON, "turn", "--model", model],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = _time.time() + 20
-    while _time.time() < deadline and not any(e["kind"] == "assistant_round_recorded" for e in events()):
+    while _time.time() < deadline and not any(
+        e["kind"] == "assistant_round_recorded" for e in events()
+    ):
         _time.sleep(0.1)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)

@@ -59,7 +59,9 @@ steps:
 def holon(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     res = subprocess.run([*HOLON, *args], capture_output=True, text=True, timeout=120)
     if check and res.returncode != 0:
-        raise AssertionError(f"holon {' '.join(args)} -> {res.returncode}\n{res.stdout}\n{res.stderr}")
+        raise AssertionError(
+            f"holon {' '.join(args)} -> {res.returncode}\n{res.stdout}\n{res.stderr}"
+        )
     return res
 
 
@@ -73,7 +75,9 @@ def test_work_rhythm(tmp_path: Path) -> None:
     model = f"scripted:{script}"
     holon("agent", "create", "dev", "--model", model)
 
-    run = data("run", "--agent", "dev", "--max-turns", "4", "Two issues: flaky login test; upgrade httpx")
+    run = data(
+        "run", "--agent", "dev", "--max-turns", "4", "Two issues: flaky login test; upgrade httpx"
+    )
     assert run["final_status"] == "waiting", run
     # final_text prefers the completion report produced in this run
     assert run["final_text"] == "Upgraded httpx to 0.28; the test suite passes unchanged."
@@ -82,7 +86,11 @@ def test_work_rhythm(tmp_path: Path) -> None:
     items = {w["objective"]: w for w in data("workitem", "list", "--agent", "dev")["work_items"]}
     a, b = items["Fix flaky login test"], items["Upgrade httpx to 0.28"]
     assert b["state"] == "completed" and b["result_summary"].startswith("Upgraded httpx")
-    assert a["state"] == "open" and a["blocked_by"] == "waiting for CI on branch fix-login" and a["recheck_at"]
+    assert (
+        a["state"] == "open"
+        and a["blocked_by"] == "waiting for CI on branch fix-login"
+        and a["recheck_at"]
+    )
     plan = Path(a["plan_artifact"]["path"]).read_text()
     assert "Race in session fixture" in plan
     st = data("status", "--agent", "dev")
@@ -98,13 +106,27 @@ def test_work_rhythm(tmp_path: Path) -> None:
     assert a["state"] == "completed" and a["blocked_by"] is None
     assert a["completion_report"] and "50/50" in json.dumps(a["completion_report"])
 
-    briefs = [json.loads(line) for line in (Path(st["agent_home"]) / ".holon/ledger/briefs.jsonl").read_text().splitlines()]
+    briefs = [
+        json.loads(line)
+        for line in (Path(st["agent_home"]) / ".holon/ledger/briefs.jsonl").read_text().splitlines()
+    ]
     work_done = [b for b in briefs if b["visibility"] == "work_done"]
     assert len(work_done) == 2
-    summaries = (Path(st["agent_home"]) / ".holon/ledger/delivery_summaries.jsonl").read_text().splitlines()
+    summaries = (
+        (Path(st["agent_home"]) / ".holon/ledger/delivery_summaries.jsonl").read_text().splitlines()
+    )
     assert len(summaries) == 2
-    kinds = [json.loads(line)["kind"] for line in holon("tail", "--agent", "dev", "--jsonl").stdout.splitlines()]
-    for k in ("work_item_created", "work_item_picked", "work_item_updated", "work_item_completed", "plan_artifact_changed"):
+    kinds = [
+        json.loads(line)["kind"]
+        for line in holon("tail", "--agent", "dev", "--jsonl").stdout.splitlines()
+    ]
+    for k in (
+        "work_item_created",
+        "work_item_picked",
+        "work_item_updated",
+        "work_item_completed",
+        "plan_artifact_changed",
+    ):
         assert k in kinds, k
     assert data("status", "--agent", "dev")["current_work_item_id"] is None
     assert holon("home", "check", check=False).returncode == 0

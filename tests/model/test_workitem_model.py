@@ -63,8 +63,14 @@ def test_recheck_after_must_be_positive_ms(bad: Any) -> None:
 
 
 def test_todo_list_normalization() -> None:
-    out = wm.normalize_todo_list([{"text": " a "}, {"text": "b", "state": "in_progress"}, {"text": "c", "state": None}])
-    assert out == [{"text": "a", "state": "pending"}, {"text": "b", "state": "in_progress"}, {"text": "c", "state": "pending"}]
+    out = wm.normalize_todo_list(
+        [{"text": " a "}, {"text": "b", "state": "in_progress"}, {"text": "c", "state": None}]
+    )
+    assert out == [
+        {"text": "a", "state": "pending"},
+        {"text": "b", "state": "in_progress"},
+        {"text": "c", "state": "pending"},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -98,7 +104,22 @@ def test_unset_is_distinct_from_none() -> None:
 def test_new_record_shape() -> None:
     r = rec("wi_1")
     assert r["state"] == "open" and r["v"] == wm.WORK_ITEM_RECORD_VERSION
-    for k in ("id", "agent_id", "workspace_id", "objective", "state", "plan_status", "todo_list", "blocked_by", "recheck_at", "recheck_consumed_at", "result_summary", "created_at", "updated_at", "plan_artifact"):
+    for k in (
+        "id",
+        "agent_id",
+        "workspace_id",
+        "objective",
+        "state",
+        "plan_status",
+        "todo_list",
+        "blocked_by",
+        "recheck_at",
+        "recheck_consumed_at",
+        "result_summary",
+        "created_at",
+        "updated_at",
+        "plan_artifact",
+    ):
         assert k in r
     assert "plan" not in r  # the body lives in the plan file only
 
@@ -137,14 +158,23 @@ def test_plan_changed() -> None:
 
 
 def test_current_todo_prefers_in_progress_then_pending() -> None:
-    todos = [{"text": "a", "state": "completed"}, {"text": "b", "state": "pending"}, {"text": "c", "state": "in_progress"}]
+    todos = [
+        {"text": "a", "state": "completed"},
+        {"text": "b", "state": "pending"},
+        {"text": "c", "state": "in_progress"},
+    ]
     assert wm.current_todo(todos) == {"text": "c", "state": "in_progress"}
     assert wm.current_todo(todos[:2]) == {"text": "b", "state": "pending"}
     assert wm.current_todo(todos[:1]) is None
 
 
 def test_unfinished_todos_warning_shape() -> None:
-    todos = [{"text": "run regression tests", "state": "pending"}, {"text": "x", "state": "pending"}, {"text": "update docs", "state": "in_progress"}, {"text": "d", "state": "completed"}]
+    todos = [
+        {"text": "run regression tests", "state": "pending"},
+        {"text": "x", "state": "pending"},
+        {"text": "update docs", "state": "in_progress"},
+        {"text": "d", "state": "completed"},
+    ]
     w = wm.unfinished_todos_warning(todos)
     assert w is not None
     assert w["kind"] == "unfinished_todos"
@@ -154,7 +184,9 @@ def test_unfinished_todos_warning_shape() -> None:
 
 
 def test_multiple_in_progress_is_a_warning_only() -> None:
-    todos = wm.normalize_todo_list([{"text": "a", "state": "in_progress"}, {"text": "b", "state": "in_progress"}])
+    todos = wm.normalize_todo_list(
+        [{"text": "a", "state": "in_progress"}, {"text": "b", "state": "in_progress"}]
+    )
     assert [w["kind"] for w in wm.todo_warnings(todos)] == ["multiple_in_progress"]
 
 
@@ -174,7 +206,9 @@ def test_multiple_in_progress_is_a_warning_only() -> None:
         ({"state": "completed"}, wm.NO_WAITS, "completed", "completed"),
     ],
 )
-def test_scheduling_state_and_readiness(fields: dict[str, Any], waits: wm.WaitSummary, sched: str, ready: str) -> None:
+def test_scheduling_state_and_readiness(
+    fields: dict[str, Any], waits: wm.WaitSummary, sched: str, ready: str
+) -> None:
     r = rec("wi_1", **fields)
     assert wm.scheduling_state(r, waits) == sched
     assert wm.readiness(r, waits) == ready
@@ -198,14 +232,22 @@ def test_readiness_projection_fields() -> None:
 
 def test_triggered_means_triggered_after_last_update() -> None:
     r = rec("wi_1", blocked_by="review", updated_at="2026-01-01T00:00:05.000Z")
-    before = {"id": "w1", "status": "active", "kind": "external", "trigger_count": 1, "last_triggered_at": "2026-01-01T00:00:01.000Z"}
+    before = {
+        "id": "w1",
+        "status": "active",
+        "kind": "external",
+        "trigger_count": 1,
+        "last_triggered_at": "2026-01-01T00:00:01.000Z",
+    }
     after = {**before, "trigger_count": 2, "last_triggered_at": "2026-01-01T00:00:09.000Z"}
     assert not wm.summarize_waits(r, [before]).triggered
     s = wm.summarize_waits(r, [after])
     assert s.triggered and s.last_triggered_at == after["last_triggered_at"]
     # cancelled waits do not count; a wait that never fired is active but not triggered
     assert wm.summarize_waits(r, [{**after, "status": "cancelled"}]) is wm.NO_WAITS
-    idle = wm.summarize_waits(r, [{"id": "w2", "status": "active", "kind": "task", "trigger_count": 0}])
+    idle = wm.summarize_waits(
+        r, [{"id": "w2", "status": "active", "kind": "task", "trigger_count": 0}]
+    )
     assert idle.has_active and idle.active_task == 1 and not idle.triggered
 
 
@@ -239,13 +281,19 @@ def test_classify_each_class() -> None:
 
 def test_current_non_runnable_is_current_but_not_current_runnable() -> None:
     c = wm.classify([rec("wi_cur", blocked_by="x")], current_id="wi_cur")
-    assert c.current is not None and c.classes["current_runnable"] == [] and c.classes["blocked"] == []
+    assert (
+        c.current is not None and c.classes["current_runnable"] == [] and c.classes["blocked"] == []
+    )
 
 
 def test_ranking_rules() -> None:
     t = "2026-01-01T00:00:0{}.000Z".format
     # queued runnable: updated_at asc, then created_at asc
-    q = [rec("wi_a", updated_at=t(5), created_at=t(1)), rec("wi_b", updated_at=t(3), created_at=t(2)), rec("wi_c", updated_at=t(3), created_at=t(1))]
+    q = [
+        rec("wi_a", updated_at=t(5), created_at=t(1)),
+        rec("wi_b", updated_at=t(3), created_at=t(2)),
+        rec("wi_c", updated_at=t(3), created_at=t(1)),
+    ]
     assert [r["id"] for r in wm.rank("queued_runnable", q, {})] == ["wi_c", "wi_b", "wi_a"]
     # blocked and completed: updated_at desc
     b = [rec("wi_a", updated_at=t(1)), rec("wi_b", updated_at=t(7)), rec("wi_c", updated_at=t(4))]
@@ -272,7 +320,14 @@ def test_prompt_limits_are_the_rfc_defaults() -> None:
 
 
 def test_candidate_priority_order() -> None:
-    assert wm.CANDIDATE_CLASSES == ("current_runnable", "triggered_blocked", "queued_runnable", "waiting_for_operator", "blocked", "completed_recent")
+    assert wm.CANDIDATE_CLASSES == (
+        "current_runnable",
+        "triggered_blocked",
+        "queued_runnable",
+        "waiting_for_operator",
+        "blocked",
+        "completed_recent",
+    )
 
 
 @pytest.mark.parametrize(
@@ -287,7 +342,13 @@ def test_candidate_priority_order() -> None:
     ],
 )
 def test_filters(flt: str, expected: set[str]) -> None:
-    items = [rec("wi_cur"), rec("wi_q"), rec("wi_blk", blocked_by="x"), rec("wi_op", plan_status="needs_input"), rec("wi_done", state="completed")]
+    items = [
+        rec("wi_cur"),
+        rec("wi_q"),
+        rec("wi_blk", blocked_by="x"),
+        rec("wi_op", plan_status="needs_input"),
+        rec("wi_done", state="completed"),
+    ]
     assert {r["id"] for r in items if wm.matches_filter(r, flt, current_id="wi_cur")} == expected
 
 

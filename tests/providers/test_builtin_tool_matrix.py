@@ -12,7 +12,19 @@ from holon_cli.providers.base import ConversationItem, PromptFrame, ProviderRequ
 from holon_cli.providers.registry import resolve_transport
 from holon_cli.tools.base import registry
 
-CONTRACT_TOOLS = {"ExecCommand", "ApplyPatch", "Sleep", "Enqueue", "AgentGet", "CreateWorkItem", "PickWorkItem", "UpdateWorkItem", "CompleteWorkItem", "GetWorkItem", "ListWorkItems"}
+CONTRACT_TOOLS = {
+    "ExecCommand",
+    "ApplyPatch",
+    "Sleep",
+    "Enqueue",
+    "AgentGet",
+    "CreateWorkItem",
+    "PickWorkItem",
+    "UpdateWorkItem",
+    "CompleteWorkItem",
+    "GetWorkItem",
+    "ListWorkItems",
+}
 
 
 def check_strict(schema: dict[str, Any], where: str) -> None:
@@ -37,7 +49,11 @@ def test_contract_tools_are_registered() -> None:
 def test_strict_matrix_in_openai_payloads(ref: str) -> None:
     specs = [d.spec(strict=True) for d in registry().values()]
     transport = resolve_transport(ref, env={"OPENAI_API_KEY": "k"}, config={})
-    req = ProviderRequest(frame=PromptFrame(system_prompt="s"), conversation=[ConversationItem("user", "hi")], tools=specs)
+    req = ProviderRequest(
+        frame=PromptFrame(system_prompt="s"),
+        conversation=[ConversationItem("user", "hi")],
+        tools=specs,
+    )
     body = transport.build_body(req)  # type: ignore[attr-defined]
     sent = {t["name"]: t for t in body["tools"]}
     assert set(sent) == set(registry())

@@ -32,24 +32,47 @@ def test_nothing_queued_is_a_no_op(tmp_path: Path) -> None:
 
 
 def test_text_turn_records_everything(tmp_path: Path) -> None:
-    model = script(tmp_path, [{"text": "Hello operator.", "usage": {"input_tokens": 10, "output_tokens": 3}}])
+    model = script(
+        tmp_path, [{"text": "Hello operator.", "usage": {"input_tokens": 10, "output_tokens": 3}}]
+    )
     env = admit("hi there")
     res = run_turn(None, cli_model=model)
     assert res.ran and res.status == "completed" and res.final_text == "Hello operator."
     assert res.closure == {"outcome": "completed", "runtime_posture": "awake"}
     store = open_agent(None)
     ks = kinds(store)
-    for k in ("message_admitted", "message_processing_started", "turn_context_built", "provider_round_completed", "assistant_round_recorded", "brief_recorded", "turn_terminal"):
+    for k in (
+        "message_admitted",
+        "message_processing_started",
+        "turn_context_built",
+        "provider_round_completed",
+        "assistant_round_recorded",
+        "brief_recorded",
+        "turn_terminal",
+    ):
         assert k in ks, k
     prc = next(e for e in store.events.records() if e["kind"] == "provider_round_completed")
-    assert prc["data"]["token_usage"] == {"input_tokens": 10, "output_tokens": 3, "total_tokens": 13}
-    for f in ("context_build_ms", "provider_round_ms", "provider_started_at", "provider_completed_at"):
+    assert prc["data"]["token_usage"] == {
+        "input_tokens": 10,
+        "output_tokens": 3,
+        "total_tokens": 13,
+    }
+    for f in (
+        "context_build_ms",
+        "provider_round_ms",
+        "provider_started_at",
+        "provider_completed_at",
+    ):
         assert f in prc["data"]
     assert prc["message_id"] == env["id"] and prc["authority_class"] == "operator_instruction"
     st = q.load(store)
     assert st.entries == {} and st.processed == 1
     rec = store.read_record()["state"]
-    assert rec["total_input_tokens"] == 10 and rec["total_model_rounds"] == 1 and rec["status"] == "awake_idle"
+    assert (
+        rec["total_input_tokens"] == 10
+        and rec["total_model_rounds"] == 1
+        and rec["status"] == "awake_idle"
+    )
     tr = store.ledger("transcript").records()
     assert [t["kind"] for t in tr] == ["message", "assistant_round", "turn_terminal"]
     assert tr[1]["input_tokens"] == 10 and tr[1]["data"]["token_usage"]["total_tokens"] == 13
@@ -63,10 +86,16 @@ def test_tool_loop_runs_exec_command_in_workspace(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "marker.txt").write_text("x")
-    model = script(tmp_path, [
-        {"text": "looking", "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "ls"}}]},
-        {"text": "done"},
-    ])
+    model = script(
+        tmp_path,
+        [
+            {
+                "text": "looking",
+                "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "ls"}}],
+            },
+            {"text": "done"},
+        ],
+    )
     store = open_agent(None)
     store.update_state(lambda s: s.update(workspace_anchor=str(ws), cwd=str(ws)))
     admit("list files")
@@ -80,10 +109,18 @@ def test_tool_loop_runs_exec_command_in_workspace(tmp_path: Path) -> None:
 
 
 def test_tool_failure_is_a_result_not_the_end_of_the_turn(tmp_path: Path) -> None:
-    model = script(tmp_path, [
-        {"tool_calls": [{"name": "NoSuchTool", "arguments": {}}, {"name": "ExecCommand", "arguments": {"nope": 1}}]},
-        {"text": "recovered"},
-    ])
+    model = script(
+        tmp_path,
+        [
+            {
+                "tool_calls": [
+                    {"name": "NoSuchTool", "arguments": {}},
+                    {"name": "ExecCommand", "arguments": {"nope": 1}},
+                ]
+            },
+            {"text": "recovered"},
+        ],
+    )
     admit("go")
     res = run_turn(None, cli_model=model)
     assert res.status == "completed" and res.final_text == "recovered"
@@ -128,7 +165,9 @@ def test_second_turn_on_same_agent_is_busy(tmp_path: Path) -> None:
 
 
 def test_provider_failure_aborts_turn_with_failure_brief(tmp_path: Path) -> None:
-    model = script(tmp_path, [{"fail": {"kind": "auth", "message": "invalid api key", "status": 401}}])
+    model = script(
+        tmp_path, [{"fail": {"kind": "auth", "message": "invalid api key", "status": 401}}]
+    )
     env = admit("x")
     res = run_turn(None, cli_model=model)
     assert res.status == "aborted" and res.closure["outcome"] == "failed"
@@ -143,7 +182,15 @@ def test_provider_failure_aborts_turn_with_failure_brief(tmp_path: Path) -> None
 
 
 def test_sleep_ends_turn_and_sets_posture(tmp_path: Path) -> None:
-    model = script(tmp_path, [{"text": "resting", "tool_calls": [{"name": "Sleep", "arguments": {"duration_ms": 60000}}]}])
+    model = script(
+        tmp_path,
+        [
+            {
+                "text": "resting",
+                "tool_calls": [{"name": "Sleep", "arguments": {"duration_ms": 60000}}],
+            }
+        ],
+    )
     admit("x")
     res = run_turn(None, cli_model=model)
     assert res.slept and res.model_rounds == 1
@@ -168,7 +215,9 @@ def test_prompt_cache_key_stable_across_ordinary_turns(tmp_path: Path) -> None:
     run_turn(None, cli_model=model)
     admit("second, different")
     run_turn(None, cli_model=model)
-    built = [e["data"] for e in open_agent(None).events.records() if e["kind"] == "turn_context_built"]
+    built = [
+        e["data"] for e in open_agent(None).events.records() if e["kind"] == "turn_context_built"
+    ]
     assert built[0]["prompt_cache_key"] == built[1]["prompt_cache_key"]
     assert built[0]["context_fingerprint"] != built[1]["context_fingerprint"]
 
@@ -189,15 +238,31 @@ def test_workspace_agents_md_and_claude_fallback(tmp_path: Path) -> None:
     assert d["instructions"][1]["kind"] == "AGENTS.md"
     titles = [s["title"] for s in d["sections"]]
     # the order contract: policy, mode guidance, agent, workspace, skills, tools
-    assert titles.index("runtime policy") < titles.index("turn mode guidance") < titles.index("agent AGENTS.md") < titles.index("workspace AGENTS.md") < titles.index("tool guidance")
+    assert (
+        titles.index("runtime policy")
+        < titles.index("turn mode guidance")
+        < titles.index("agent AGENTS.md")
+        < titles.index("workspace AGENTS.md")
+        < titles.index("tool guidance")
+    )
 
 
 def test_interject_joins_running_turn(tmp_path: Path) -> None:
     # the first round's tool enqueues an interjection through the CLI path
-    model = script(tmp_path, [
-        {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "holon enqueue 'stop now' --priority interject"}}]},
-        {"text": "saw it"},
-    ])
+    model = script(
+        tmp_path,
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "ExecCommand",
+                        "arguments": {"cmd": "holon enqueue 'stop now' --priority interject"},
+                    }
+                ]
+            },
+            {"text": "saw it"},
+        ],
+    )
     admit("work")
     res = run_turn(None, cli_model=model)
     assert res.final_text == "saw it"
@@ -212,14 +277,30 @@ def test_skill_activation_by_reading_skill_md_and_running_a_script(tmp_path: Pat
     store = open_agent(None)
     skill = store.layout.home / "skills" / "release"
     (skill / "scripts").mkdir(parents=True)
-    (skill / "SKILL.md").write_text("---\nname: release\ndescription: Cut a release\n---\nSteps...\n")
+    (skill / "SKILL.md").write_text(
+        "---\nname: release\ndescription: Cut a release\n---\nSteps...\n"
+    )
     (skill / "scripts" / "tag.sh").write_text("echo tagged\n")
-    model = script(tmp_path, [
-        {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "sed -n 1,20p skills/release/SKILL.md"}}]},
-        {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"sh {skill}/scripts/tag.sh"}}]},
-        {"text": "released"},
-        {"text": "next turn"},
-    ])
+    model = script(
+        tmp_path,
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "ExecCommand",
+                        "arguments": {"cmd": "sed -n 1,20p skills/release/SKILL.md"},
+                    }
+                ]
+            },
+            {
+                "tool_calls": [
+                    {"name": "ExecCommand", "arguments": {"cmd": f"sh {skill}/scripts/tag.sh"}}
+                ]
+            },
+            {"text": "released"},
+            {"text": "next turn"},
+        ],
+    )
     admit("cut a release")
     run_turn(None, cli_model=model)
     acts = [e["data"] for e in store.events.records() if e["kind"] == "skill_activated"]
@@ -239,5 +320,13 @@ def test_skill_activations_detects_script_paths(tmp_path: Path) -> None:
     root = tmp_path / "skills" / "deploy"
     skills = [{"name": "deploy", "scope": "agent", "path": str(root / "SKILL.md")}]
     acts = skill_activations(f"bash {root}/scripts/run.sh --prod", tmp_path, skills)
-    assert acts == [{"skill": "deploy", "scope": "agent", "load_reason": "run_skill_script", "path": str(root / "scripts/run.sh"), "entrypoint_path": str(root / "SKILL.md")}]
+    assert acts == [
+        {
+            "skill": "deploy",
+            "scope": "agent",
+            "load_reason": "run_skill_script",
+            "path": str(root / "scripts/run.sh"),
+            "entrypoint_path": str(root / "SKILL.md"),
+        }
+    ]
     assert skill_activations("ls skills", tmp_path, skills) == []

@@ -56,9 +56,15 @@ def test_create_persists_full_snapshot_and_plan_file(store: AgentStore) -> None:
     assert w["todo_list"] == [{"text": "inspect", "state": "pending"}]
     (line,) = ledger_lines(store)
     assert line["v"] == 1 and line["rev"] == 1 and line["change"] == "created"
-    assert line["id"] == w["id"] and line["objective"] == "Split provider fixtures" and line["agent_id"] == "main"
+    assert (
+        line["id"] == w["id"]
+        and line["objective"] == "Split provider fixtures"
+        and line["agent_id"] == "main"
+    )
     plan = Path(w["plan_artifact"]["path"])
-    assert plan.is_absolute() and plan == store.layout.work_items_dir.absolute() / w["id"] / "plan.md"
+    assert (
+        plan.is_absolute() and plan == store.layout.work_items_dir.absolute() / w["id"] / "plan.md"
+    )
     body = plan.read_bytes()
     assert b"# Split provider fixtures" in body
     assert w["plan_artifact"]["hash"] == "sha256:" + hashlib.sha256(body).hexdigest()
@@ -95,7 +101,9 @@ def test_every_change_appends_a_full_snapshot(store: AgentStore, now: list[float
     lines = ledger_lines(store)
     assert [ln["rev"] for ln in lines] == [1, 2, 3]
     assert lines[0]["plan_status"] == "draft"  # history untouched
-    assert lines[2]["plan_status"] == "ready" and lines[2]["todo_list"] == [{"text": "a", "state": "in_progress"}]
+    assert lines[2]["plan_status"] == "ready" and lines[2]["todo_list"] == [
+        {"text": "a", "state": "in_progress"}
+    ]
     assert lines[2]["updated_at"] > lines[1]["updated_at"] > lines[0]["updated_at"]
 
 
@@ -144,7 +152,9 @@ def test_newer_record_version_is_rejected_clearly(store: AgentStore) -> None:
     store.ledger("work_items").append({"v": 1, "id": "wi_x", "objective": "o", "state": "open"})
     # an old minimal record is upgraded: defaults filled, plan path derived
     old = wi.get_work_item(store, "wi_x")["work_item"]
-    assert old["todo_list"] == [] and old["plan_artifact"]["path"].endswith("work-items/wi_x/plan.md")
+    assert old["todo_list"] == [] and old["plan_artifact"]["path"].endswith(
+        "work-items/wi_x/plan.md"
+    )
     assert old["plan_artifact"]["exists"] is False
     # a newer format written by a future holon: the ledger reader refuses it
     with store.ledger("work_items").path.open("a") as f:
@@ -167,7 +177,12 @@ def test_work_item_events_are_visible_in_tail(store: AgentStore) -> None:
     wi.update_work_item(store, wid, plan_status="ready")
     wi.complete_work_item(store, wid, report="done", source="operator")
     kinds = [e["kind"] for e in store.events.records() if e.get("work_item_id") == wid]
-    assert kinds == ["work_item_created", "work_item_picked", "work_item_updated", "work_item_completed"]
+    assert kinds == [
+        "work_item_created",
+        "work_item_picked",
+        "work_item_updated",
+        "work_item_completed",
+    ]
 
 
 # ---------------------------------------------------------------- pick
@@ -219,7 +234,9 @@ def test_pick_completed_is_rejected(store: AgentStore) -> None:
 
 
 def test_update_replaces_the_full_todo_snapshot(store: AgentStore) -> None:
-    wid = wi.create_work_item(store, "obj", todo_list=[{"text": "a"}, {"text": "b"}])["work_item"]["id"]
+    wid = wi.create_work_item(store, "obj", todo_list=[{"text": "a"}, {"text": "b"}])["work_item"][
+        "id"
+    ]
     res = wi.update_work_item(store, wid, todo_list=[{"text": "b", "state": "completed"}])
     assert res["work_item"]["todo_list"] == [{"text": "b", "state": "completed"}]
     assert res["changed"] == ["todo_list"]
@@ -227,7 +244,9 @@ def test_update_replaces_the_full_todo_snapshot(store: AgentStore) -> None:
 
 def test_update_objective_and_plan_status(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    w = wi.update_work_item(store, wid, objective="  sharper objective ", plan_status="ready")["work_item"]
+    w = wi.update_work_item(store, wid, objective="  sharper objective ", plan_status="ready")[
+        "work_item"
+    ]
     assert w["objective"] == "sharper objective" and w["plan_status"] == "ready"
 
 
@@ -241,7 +260,9 @@ def test_blocking_assigns_the_default_recheck_deadline(store: AgentStore) -> Non
 def test_recheck_default_comes_from_config(store: AgentStore, holon_home: Path) -> None:
     (holon_home / "config.yaml").write_text("runtime:\n  default_recheck_after_ms: 60000\n")
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    assert wi.update_work_item(store, wid, blocked_by="x")["work_item"]["recheck_at"] == clock.iso(T0 + 60)
+    assert wi.update_work_item(store, wid, blocked_by="x")["work_item"]["recheck_at"] == clock.iso(
+        T0 + 60
+    )
 
 
 def test_explicit_recheck_after(store: AgentStore) -> None:
@@ -252,7 +273,9 @@ def test_explicit_recheck_after(store: AgentStore) -> None:
 
 def test_other_updates_preserve_the_deadline(store: AgentStore, now: list[float]) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    at = wi.update_work_item(store, wid, blocked_by="x", recheck_after_ms=5000)["work_item"]["recheck_at"]
+    at = wi.update_work_item(store, wid, blocked_by="x", recheck_after_ms=5000)["work_item"][
+        "recheck_at"
+    ]
     now[0] += 100
     w = wi.update_work_item(store, wid, todo_list=[{"text": "t"}])["work_item"]
     assert w["recheck_at"] == at and w["blocked_by"] == "x"
@@ -286,7 +309,9 @@ def test_absent_blocked_by_keeps_the_blocker(store: AgentStore) -> None:
         ({"blocked_by": None, "recheck_after_ms": 1000}, "recheck_after"),
     ],
 )
-def test_bad_updates_are_rejected_and_change_nothing(store: AgentStore, kwargs: dict[str, Any], field_name: str) -> None:
+def test_bad_updates_are_rejected_and_change_nothing(
+    store: AgentStore, kwargs: dict[str, Any], field_name: str
+) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     wi.pick_work_item(store, wid)
     size = store.ledger("work_items").size()
@@ -352,7 +377,16 @@ def test_completion_report_falls_back_to_delivery_summary(store: AgentStore) -> 
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     wi.complete_work_item(store, wid, source="operator")
     # a legacy record: report only in the delivery summaries ledger
-    store.ledger("delivery_summaries").append({"v": 1, "id": "dsum_1", "agent_id": "main", "work_item_id": wid, "text": "legacy report", "created_at": clock.now_iso()})
+    store.ledger("delivery_summaries").append(
+        {
+            "v": 1,
+            "id": "dsum_1",
+            "agent_id": "main",
+            "work_item_id": wid,
+            "text": "legacy report",
+            "created_at": clock.now_iso(),
+        }
+    )
     rep = wi.get_work_item(store, wid)["work_item"]["completion_report"]
     assert rep["text"] == "legacy report" and rep["source"] == "delivery_summary"
 
@@ -361,7 +395,9 @@ def test_completion_report_falls_back_to_delivery_summary(store: AgentStore) -> 
 
 
 def test_get_and_list_views(store: AgentStore, now: list[float]) -> None:
-    a = wi.create_work_item(store, "a", todo_list=[{"text": "t1", "state": "in_progress"}])["work_item"]["id"]
+    a = wi.create_work_item(store, "a", todo_list=[{"text": "t1", "state": "in_progress"}])[
+        "work_item"
+    ]["id"]
     now[0] += 1
     b = wi.create_work_item(store, "b")["work_item"]["id"]
     now[0] += 1
@@ -371,7 +407,15 @@ def test_get_and_list_views(store: AgentStore, now: list[float]) -> None:
     g = wi.get_work_item(store, a)["work_item"]
     assert g["current_todo"] == {"text": "t1", "state": "in_progress"}
     assert g["todo_counts"]["in_progress"] == 1 and "todo_list" in g
-    assert "plan" not in g and set(g["plan_artifact"]) >= {"path", "hash", "bytes", "updated_at", "preview", "preview_complete", "exists"}
+    assert "plan" not in g and set(g["plan_artifact"]) >= {
+        "path",
+        "hash",
+        "bytes",
+        "updated_at",
+        "preview",
+        "preview_complete",
+        "exists",
+    }
     res = wi.list_work_items(store)
     assert [w["id"] for w in res["work_items"]] == [b, a, c]  # current, queued, blocked
     assert "todo_list" not in res["work_items"][0]
@@ -390,7 +434,12 @@ def test_list_bad_arguments(store: AgentStore, kwargs: dict[str, Any]) -> None:
 
 
 def test_readiness_counts(store: AgentStore) -> None:
-    assert wi.readiness_counts(store) == {"runnable": 0, "waiting_for_operator": 0, "blocked": 0, "completed": 0}
+    assert wi.readiness_counts(store) == {
+        "runnable": 0,
+        "waiting_for_operator": 0,
+        "blocked": 0,
+        "completed": 0,
+    }
     a = wi.create_work_item(store, "a")["work_item"]["id"]
     b = wi.create_work_item(store, "b")["work_item"]["id"]
     c = wi.create_work_item(store, "c")["work_item"]["id"]
@@ -398,7 +447,12 @@ def test_readiness_counts(store: AgentStore) -> None:
     wi.update_work_item(store, a, plan_status="needs_input")
     wi.update_work_item(store, b, blocked_by="x")
     wi.complete_work_item(store, c, source="operator")
-    assert wi.readiness_counts(store) == {"runnable": 1, "waiting_for_operator": 1, "blocked": 1, "completed": 1}
+    assert wi.readiness_counts(store) == {
+        "runnable": 1,
+        "waiting_for_operator": 1,
+        "blocked": 1,
+        "completed": 1,
+    }
 
 
 def test_status_summary_includes_work_item_counts(store: AgentStore) -> None:
@@ -440,7 +494,9 @@ def test_concurrent_writers_lose_nothing(store: AgentStore) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, f"p{n}"]) for n in range(4)]
     assert all(p.wait(timeout=120) == 0 for p in procs)
     idx = wi.load(store)
-    assert sorted(r["objective"] for r in idx.items.values()) == sorted(f"p{n}-{i}" for n in range(4) for i in range(8))
+    assert sorted(r["objective"] for r in idx.items.values()) == sorted(
+        f"p{n}-{i}" for n in range(4) for i in range(8)
+    )
     assert all(r["todo_list"] == [{"text": "t", "state": "pending"}] for r in idx.items.values())
     lines = ledger_lines(store)
     assert len(lines) == 64

@@ -34,7 +34,14 @@ def store(now: list[float]) -> AgentStore:
     return open_agent()
 
 
-def call(store: AgentStore, name: str, args: dict[str, Any], *, text: str = "", others: list[ToolCall] | None = None) -> dict[str, Any]:
+def call(
+    store: AgentStore,
+    name: str,
+    args: dict[str, Any],
+    *,
+    text: str = "",
+    others: list[ToolCall] | None = None,
+) -> dict[str, Any]:
     me = ToolCall("call_1", name, args)
     ctx = base.ToolContext(
         store=store,
@@ -108,7 +115,9 @@ def test_reason_is_stored_only_on_the_picked_event(store: AgentStore) -> None:
         w = wi.get_work_item(store, wid)["work_item"]
         assert "UNIQUE-REASON-TOKEN" not in json.dumps(w)
         assert "UNIQUE-REASON-TOKEN" not in Path(w["plan_artifact"]["path"]).read_text()
-    assert [e["data"]["reason"] for e in events(store, "work_item_picked")][-1] == "UNIQUE-REASON-TOKEN"
+    assert [e["data"]["reason"] for e in events(store, "work_item_picked")][
+        -1
+    ] == "UNIQUE-REASON-TOKEN"
 
 
 # --------------------------------------------- Missing reason compatibility
@@ -121,7 +130,11 @@ def test_missing_reason_is_a_warning_and_the_pick_succeeds(store: AgentStore) ->
     assert out["ok"] is True and focus(store) == b
     assert [w["kind"] for w in out["warnings"]] == ["pick_reason_missing"]
     data = events(store, "work_item_picked")[-1]["data"]
-    assert data["reason_required"] is True and data["reason_missing"] is True and data["reason"] is None
+    assert (
+        data["reason_required"] is True
+        and data["reason_missing"] is True
+        and data["reason"] is None
+    )
 
 
 # ------------------------------------------------- Picking Blocked WorkItems
@@ -158,10 +171,17 @@ def test_blocked_item_becomes_runnable_only_after_explicit_clear(store: AgentSto
         ("UpdateWorkItem", {"plan_status": "needs_input"}),
     ],
 )
-def test_focus_is_released_inside_the_mutation(store: AgentStore, tool: str, args: dict[str, Any]) -> None:
+def test_focus_is_released_inside_the_mutation(
+    store: AgentStore, tool: str, args: dict[str, Any]
+) -> None:
     a = new(store)
     wi.pick_work_item(store, a)
-    out = call(store, tool, {"work_item_id": a, **args}, text="Report." if tool == "CompleteWorkItem" else "")
+    out = call(
+        store,
+        tool,
+        {"work_item_id": a, **args},
+        text="Report." if tool == "CompleteWorkItem" else "",
+    )
     assert out["ok"] is True
     assert out["focus_released"] is True and out["current_work_item_id"] is None
     assert focus(store) is None  # already persisted when the tool result is returned
@@ -219,7 +239,12 @@ def test_same_round_text_is_promoted_after_success(store: AgentStore) -> None:
     assert w["result_summary"] == report
     assert w["completion_report"] == {"text": report, "source": "result_summary"}
     (ds,) = store.ledger("delivery_summaries").records()
-    assert ds["work_item_id"] == a and ds["text"] == report and ds["v"] == 1 and ds["id"] == out["delivery_summary_id"]
+    assert (
+        ds["work_item_id"] == a
+        and ds["text"] == report
+        and ds["v"] == 1
+        and ds["id"] == out["delivery_summary_id"]
+    )
     (brief,) = store.ledger("briefs").records()
     assert brief["kind"] == "result" and brief["visibility"] == "work_done"
     assert brief["text"] == report and brief["workItemId"] == a and brief["id"] == out["brief_id"]
@@ -233,7 +258,10 @@ def test_failed_completion_promotes_nothing(store: AgentStore) -> None:
     out = call(store, "CompleteWorkItem", {"work_item_id": a}, text="All done!")
     assert out["ok"] is False and out["kind"] == "work_item_completed" and out["hint"]
     assert wi.get_work_item(store, a)["work_item"]["result_summary"] is None
-    assert store.ledger("delivery_summaries").records() == [] and store.ledger("briefs").records() == []
+    assert (
+        store.ledger("delivery_summaries").records() == []
+        and store.ledger("briefs").records() == []
+    )
 
 
 def test_no_same_round_text_completes_without_a_report(store: AgentStore) -> None:
@@ -243,8 +271,13 @@ def test_no_same_round_text_completes_without_a_report(store: AgentStore) -> Non
     assert out["ok"] is True
     assert [w["kind"] for w in out["warnings"]] == ["missing_completion_report"]
     w = wi.get_work_item(store, a)["work_item"]
-    assert w["state"] == "completed" and w["result_summary"] is None and w["completion_report"] is None
-    assert store.ledger("delivery_summaries").records() == [] and store.ledger("briefs").records() == []
+    assert (
+        w["state"] == "completed" and w["result_summary"] is None and w["completion_report"] is None
+    )
+    assert (
+        store.ledger("delivery_summaries").records() == []
+        and store.ledger("briefs").records() == []
+    )
 
 
 def test_text_is_not_promoted_for_an_unfocused_item(store: AgentStore) -> None:
@@ -291,7 +324,12 @@ def test_unfinished_todos_complete_with_a_structured_warning(store: AgentStore) 
     ]
     a = new(store, todo_list=todos)
     wi.pick_work_item(store, a)
-    out = call(store, "CompleteWorkItem", {"work_item_id": a}, text="Implemented; docs and tests still open.")
+    out = call(
+        store,
+        "CompleteWorkItem",
+        {"work_item_id": a},
+        text="Implemented; docs and tests still open.",
+    )
     assert out["ok"] is True and out["work_item"]["state"] == "completed"
     (warn,) = out["warnings"]
     assert warn["kind"] == "unfinished_todos"
@@ -300,7 +338,11 @@ def test_unfinished_todos_complete_with_a_structured_warning(store: AgentStore) 
     assert {"text": "run regression tests", "state": "pending"} in warn["sample"]
     data = events(store, "work_item_completed")[-1]["data"]
     assert data["completed_with_unfinished_todos"] is True
-    assert data["unfinished_todo_count"] == 3 and data["pending_todo_count"] == 2 and data["in_progress_todo_count"] == 1
+    assert (
+        data["unfinished_todo_count"] == 3
+        and data["pending_todo_count"] == 2
+        and data["in_progress_todo_count"] == 1
+    )
     # the promoted report preserves the warning
     (ds,) = store.ledger("delivery_summaries").records()
     assert ds["warnings"][0]["kind"] == "unfinished_todos"
@@ -311,17 +353,32 @@ def test_no_unfinished_todos_means_no_warnings(store: AgentStore) -> None:
     wi.pick_work_item(store, a)
     out = call(store, "CompleteWorkItem", {"work_item_id": a}, text="Done.")
     assert out["warnings"] == []
-    assert events(store, "work_item_completed")[-1]["data"]["completed_with_unfinished_todos"] is False
+    assert (
+        events(store, "work_item_completed")[-1]["data"]["completed_with_unfinished_todos"] is False
+    )
 
 
 # ---------------------------------------------- WaitingIntent Trigger State
 
 
 def _wait(store: AgentStore, wid: str, **kw: Any) -> None:
-    store.ledger("waiting_intents").append({"v": 1, "id": "wait_1", "work_item_id": wid, "kind": "external", "status": "active", "trigger_count": 0, "last_triggered_at": None, **kw})
+    store.ledger("waiting_intents").append(
+        {
+            "v": 1,
+            "id": "wait_1",
+            "work_item_id": wid,
+            "kind": "external",
+            "status": "active",
+            "trigger_count": 0,
+            "last_triggered_at": None,
+            **kw,
+        }
+    )
 
 
-def test_triggered_is_derived_and_the_wait_stays_active(store: AgentStore, now: list[float]) -> None:
+def test_triggered_is_derived_and_the_wait_stays_active(
+    store: AgentStore, now: list[float]
+) -> None:
     a = new(store)
     wi.update_work_item(store, a, blocked_by="waiting for review")
     _wait(store, a)
@@ -335,7 +392,11 @@ def test_triggered_is_derived_and_the_wait_stays_active(store: AgentStore, now: 
     w = wi.get_work_item(store, a)["work_item"]
     assert w["waits"][0]["trigger_count"] == 2 and w["has_triggered_waits"] is True
     # a trigger never clears the blocker or completes the item
-    assert w["blocked_by"] == "waiting for review" and w["state"] == "open" and w["readiness"] == "blocked"
+    assert (
+        w["blocked_by"] == "waiting for review"
+        and w["state"] == "open"
+        and w["readiness"] == "blocked"
+    )
 
 
 def test_a_cancelled_wait_is_not_active(store: AgentStore) -> None:
@@ -369,7 +430,9 @@ def test_candidate_ranking_in_the_projection(store: AgentStore, now: list[float]
         now[0] += 1
         ids.append(new(store, f"queued {i}"))
     now[0] += 1
-    wi.update_work_item(store, ids[0], todo_list=[{"text": "touched"}])  # now the most recently updated
+    wi.update_work_item(
+        store, ids[0], todo_list=[{"text": "touched"}]
+    )  # now the most recently updated
     text = wi.project_work_queue(store) or ""
     pos = [text.index(f"{w} ") for w in ids]
     assert pos[1] < pos[2] < pos[0]  # updated_at ascending: fairness for older work

@@ -43,18 +43,28 @@ def test_write_from_another_process_is_picked_up(store: AgentStore) -> None:
     assert res["plan_artifact"]["hash"] == "sha256:" + hashlib.sha256(data).hexdigest()
     assert "Scope: only the test support module." in res["plan_artifact"]["preview"]
     (ev,) = events(store, "plan_artifact_changed")
-    assert ev["work_item_id"] == wid and ev["data"]["previous_hash"] == old_hash and ev["data"]["path"] == str(path)
+    assert (
+        ev["work_item_id"] == wid
+        and ev["data"]["previous_hash"] == old_hash
+        and ev["data"]["path"] == str(path)
+    )
     assert store.ledger("work_items").records()[-1]["change"] == "plan_artifact_refreshed"
     # nothing new: no record, no event
     size = store.ledger("work_items").size()
     assert wi.refresh_plan_descriptor(store, wid)["changed"] is False
-    assert store.ledger("work_items").size() == size and len(events(store, "plan_artifact_changed")) == 1
+    assert (
+        store.ledger("work_items").size() == size
+        and len(events(store, "plan_artifact_changed")) == 1
+    )
 
 
 def test_reads_return_the_fresh_descriptor(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     plan_of(store, wid).write_text("rewritten by the agent with ApplyPatch\n")
-    assert wi.get_work_item(store, wid)["work_item"]["plan_artifact"]["preview"] == "rewritten by the agent with ApplyPatch\n"
+    assert (
+        wi.get_work_item(store, wid)["work_item"]["plan_artifact"]["preview"]
+        == "rewritten by the agent with ApplyPatch\n"
+    )
     plan_of(store, wid).write_text("and again\n")
     (item,) = wi.list_work_items(store)["work_items"]
     assert item["plan_artifact"]["preview"] == "and again\n"

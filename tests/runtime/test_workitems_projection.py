@@ -57,7 +57,17 @@ def new(store: AgentStore, objective: str, **kw: Any) -> str:
 
 def trigger(store: AgentStore, wid: str, wait_id: str, count: int = 1) -> None:
     store.ledger("waiting_intents").append(
-        {"v": 1, "id": wait_id, "work_item_id": wid, "kind": "external", "status": "active", "trigger_count": count, "last_triggered_at": clock.now_iso(), "source": "github", "resource": "pr/42"}
+        {
+            "v": 1,
+            "id": wait_id,
+            "work_item_id": wid,
+            "kind": "external",
+            "status": "active",
+            "trigger_count": count,
+            "last_triggered_at": clock.now_iso(),
+            "source": "github",
+            "resource": "pr/42",
+        }
     )
 
 
@@ -67,7 +77,11 @@ def current_item(store: AgentStore, now: list[float]) -> str:
         "Split compaction fixtures",
         plan="This is a test-support refactor, not a runtime behavior fix.\n\nVerify with the focused tests.\n",
         plan_status="ready",
-        todo_list=[{"text": "inspect", "state": "completed"}, {"text": "move fixtures", "state": "in_progress"}, {"text": "run tests"}],
+        todo_list=[
+            {"text": "inspect", "state": "completed"},
+            {"text": "move fixtures", "state": "in_progress"},
+            {"text": "run tests"},
+        ],
     )
     wi.pick_work_item(store, cur)
     step(now)
@@ -119,7 +133,12 @@ def build_class(store: AgentStore, now: list[float], cls: str) -> None:
         step(now)
         trigger(store, wid, "wait_a", count=2)
     elif cls == "queued_runnable":
-        new(store, "Fix flaky login test", plan="Reproduce with --count 50 first.\n", todo_list=[{"text": "reproduce"}])
+        new(
+            store,
+            "Fix flaky login test",
+            plan="Reproduce with --count 50 first.\n",
+            todo_list=[{"text": "reproduce"}],
+        )
     elif cls == "waiting_for_operator":
         wid = new(store, "Choose the migration strategy")
         step(now)
@@ -173,11 +192,23 @@ def test_candidate_class_snapshot(store: AgentStore, now: list[float], cls: str)
 
 def test_all_classes_in_priority_order(store: AgentStore, now: list[float]) -> None:
     cur = current_item(store, now)
-    for cls in ("completed_recent", "blocked", "waiting_for_operator", "queued_runnable", "triggered_blocked"):
+    for cls in (
+        "completed_recent",
+        "blocked",
+        "waiting_for_operator",
+        "queued_runnable",
+        "triggered_blocked",
+    ):
         build_class(store, now, cls)
     wi.pick_work_item(store, cur)
     text = norm(store, wi.project_work_queue(store))
-    titles = ["Triggered blocked", "Queued runnable", "waiting for operator input", "Blocked work items", "Recently completed"]
+    titles = [
+        "Triggered blocked",
+        "Queued runnable",
+        "waiting for operator input",
+        "Blocked work items",
+        "Recently completed",
+    ]
     pos = [text.index(t) for t in titles]
     assert pos == sorted(pos) and text.startswith(CURRENT)
 
@@ -202,13 +233,25 @@ def test_class_limits(store: AgentStore, now: list[float]) -> None:
         wi.complete_work_item(store, wid, report=f"report {i}")
         step(now)
     text = wi.project_work_queue(store) or ""
-    assert "Queued runnable work items (oldest first; pick one with PickWorkItem when current work is done or blocked) - 5 of 7:" in text
-    assert "Triggered blocked work items (an external event arrived; review before deciding - the blocker is not cleared automatically) - 3 of 4:" in text
+    assert (
+        "Queued runnable work items (oldest first; pick one with PickWorkItem when current work is done or blocked) - 5 of 7:"
+        in text
+    )
+    assert (
+        "Triggered blocked work items (an external event arrived; review before deciding - the blocker is not cleared automatically) - 3 of 4:"
+        in text
+    )
     assert "Blocked work items - 3 of 4:" in text
     assert "Recently completed work items (promoted completion reports) - 3 of 4:" in text
     shown = re.findall(r'^- wi_\d+ "([a-z]+ \d)"', text, re.M)
-    assert [s for s in shown if s.startswith("queued")] == [f"queued {i}" for i in range(5)]  # oldest first
-    assert [s for s in shown if s.startswith("triggered")] == ["triggered 3", "triggered 2", "triggered 1"]  # newest trigger first
+    assert [s for s in shown if s.startswith("queued")] == [
+        f"queued {i}" for i in range(5)
+    ]  # oldest first
+    assert [s for s in shown if s.startswith("triggered")] == [
+        "triggered 3",
+        "triggered 2",
+        "triggered 1",
+    ]  # newest trigger first
     assert [s for s in shown if s.startswith("blocked")] == ["blocked 3", "blocked 2", "blocked 1"]
     assert [s for s in shown if s.startswith("done")] == ["done 3", "done 2", "done 1"]
 
@@ -233,11 +276,23 @@ def _layout(text: str) -> list[tuple[str, str]]:
 
 def test_budget_keeps_classes_in_priority_order(store: AgentStore, now: list[float]) -> None:
     cur = current_item(store, now)
-    for cls in ("completed_recent", "blocked", "waiting_for_operator", "queued_runnable", "triggered_blocked"):
+    for cls in (
+        "completed_recent",
+        "blocked",
+        "waiting_for_operator",
+        "queued_runnable",
+        "triggered_blocked",
+    ):
         build_class(store, now, cls)
     wi.pick_work_item(store, cur)
     full = wi.project_work_queue(store) or ""
-    order = ["triggered_blocked", "queued_runnable", "waiting_for_operator", "blocked", "completed_recent"]
+    order = [
+        "triggered_blocked",
+        "queued_runnable",
+        "waiting_for_operator",
+        "blocked",
+        "completed_recent",
+    ]
     assert _layout(full) == [(c, "full") for c in order]
     cur_len = len(full.split("\n\nTriggered")[0])
     seen_layouts = set()
@@ -256,7 +311,9 @@ def test_budget_keeps_classes_in_priority_order(store: AgentStore, now: list[flo
     # the sweep really exercised dropping and compacting
     assert () in seen_layouts
     assert any(lay and lay[-1][1] == "count" for lay in seen_layouts)
-    assert any(lay and lay[0] == ("triggered_blocked", "full") and len(lay) < 5 for lay in seen_layouts)
+    assert any(
+        lay and lay[0] == ("triggered_blocked", "full") and len(lay) < 5 for lay in seen_layouts
+    )
 
 
 def test_tight_budget_shrinks_the_current_item_last(store: AgentStore, now: list[float]) -> None:
@@ -276,10 +333,23 @@ def test_bound_work_item_is_projected_as_current(store: AgentStore, now: list[fl
 def test_process_trace_is_bound_and_bounded(store: AgentStore, now: list[float]) -> None:
     cur = current_item(store, now)
     for i in range(8):
-        write_transcript(store, "assistant_round", text=f"progress note {i}", work_item_id=cur, thinking="SECRET-THINKING")
+        write_transcript(
+            store,
+            "assistant_round",
+            text=f"progress note {i}",
+            work_item_id=cur,
+            thinking="SECRET-THINKING",
+        )
         step(now)
     write_transcript(store, "assistant_round", text="OTHER-ITEM-TEXT", work_item_id="wi_other")
-    write_transcript(store, "tool_result", tool_name="ExecCommand", is_error=True, work_item_id=cur, summary="exit 1")
+    write_transcript(
+        store,
+        "tool_result",
+        tool_name="ExecCommand",
+        is_error=True,
+        work_item_id=cur,
+        summary="exit 1",
+    )
     step(now)
     write_brief(store, kind="ack", text="Working on the fixtures.", work_item_id=cur)
     text = wi.project_work_queue(store, trace_limit=4) or ""
@@ -306,7 +376,9 @@ def test_current_blocked_item_for_review(store: AgentStore, now: list[float]) ->
 # ------------------------------------------------------------ stale reminder
 
 
-def test_stale_reminder_threshold_and_cooldown(store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stale_reminder_threshold_and_cooldown(
+    store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
     current_item(store, now)
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS", "3")
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_COOLDOWN_ROUNDS", "2")
@@ -314,7 +386,9 @@ def test_stale_reminder_threshold_and_cooldown(store: AgentStore, now: list[floa
     assert fired == [3, 5, 7, 9]
 
 
-def test_stale_reminder_once_without_cooldown_and_disabled(store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stale_reminder_once_without_cooldown_and_disabled(
+    store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
     current_item(store, now)
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS", "2")
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_COOLDOWN_ROUNDS", "0")
@@ -323,10 +397,14 @@ def test_stale_reminder_once_without_cooldown_and_disabled(store: AgentStore, no
     assert [n for n in range(8) if wi.stale_reminder(store, n)] == []
 
 
-def test_stale_reminder_defaults_and_config(store: AgentStore, now: list[float], holon_home: Any) -> None:
+def test_stale_reminder_defaults_and_config(
+    store: AgentStore, now: list[float], holon_home: Any
+) -> None:
     current_item(store, now)
     assert wi.stale_reminder(store, 7) is None and wi.stale_reminder(store, 8) is not None
-    (holon_home / "config.yaml").write_text("runtime:\n  work_item_stale_reminder_rounds: 4\n  work_item_stale_reminder_cooldown_rounds: 100\n")
+    (holon_home / "config.yaml").write_text(
+        "runtime:\n  work_item_stale_reminder_rounds: 4\n  work_item_stale_reminder_cooldown_rounds: 100\n"
+    )
     assert wi.stale_reminder(store, 4) is not None and wi.stale_reminder(store, 8) is None
 
 
@@ -343,9 +421,13 @@ def test_stale_reminder_content(store: AgentStore, now: list[float]) -> None:
     assert "does not record progress" in text
 
 
-def test_stale_reminder_is_bounded(store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stale_reminder_is_bounded(
+    store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cur = current_item(store, now)
-    wi.update_work_item(store, cur, todo_list=[{"text": f"todo number {i} " * 5} for i in range(30)])
+    wi.update_work_item(
+        store, cur, todo_list=[{"text": f"todo number {i} " * 5} for i in range(30)]
+    )
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_MAX_TOKENS", "50")
     text = wi.stale_reminder(store, 8) or ""
     assert 0 < len(text) <= 200
@@ -356,7 +438,9 @@ def test_stale_reminder_needs_a_current_item(store: AgentStore, now: list[float]
     assert wi.stale_reminder(store, 100) is None
 
 
-def test_stale_reminder_bad_env(store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stale_reminder_bad_env(
+    store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
     current_item(store, now)
     monkeypatch.setenv("HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS", "many")
     with pytest.raises(UsageError, match="HOLON_WORK_ITEM_STALE_REMINDER_ROUNDS"):
@@ -364,5 +448,10 @@ def test_stale_reminder_bad_env(store: AgentStore, now: list[float], monkeypatch
 
 
 def test_mutation_tool_names() -> None:
-    assert all(wi.is_work_item_mutation(n) for n in ("CreateWorkItem", "PickWorkItem", "UpdateWorkItem", "CompleteWorkItem"))
-    assert not wi.is_work_item_mutation("GetWorkItem") and not wi.is_work_item_mutation("ExecCommand")
+    assert all(
+        wi.is_work_item_mutation(n)
+        for n in ("CreateWorkItem", "PickWorkItem", "UpdateWorkItem", "CompleteWorkItem")
+    )
+    assert not wi.is_work_item_mutation("GetWorkItem") and not wi.is_work_item_mutation(
+        "ExecCommand"
+    )

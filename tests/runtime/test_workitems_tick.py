@@ -62,13 +62,25 @@ def test_current_runnable_wins_over_other_candidates(store: AgentStore, now: lis
     a, b = new(store, "a"), new(store, "b")
     wi.update_work_item(store, b, blocked_by="review")
     now[0] += 5
-    store.ledger("waiting_intents").append({"v": 1, "id": "w1", "work_item_id": b, "kind": "external", "status": "active", "trigger_count": 1, "last_triggered_at": clock.now_iso()})
+    store.ledger("waiting_intents").append(
+        {
+            "v": 1,
+            "id": "w1",
+            "work_item_id": b,
+            "kind": "external",
+            "status": "active",
+            "trigger_count": 1,
+            "last_triggered_at": clock.now_iso(),
+        }
+    )
     wi.pick_work_item(store, a)
     sig = wi.activation_signal(store)
     assert sig is not None and sig["action"] == "continue_current"  # external events do not preempt
 
 
-def test_queued_runnable_wakes_to_pick_without_changing_focus(store: AgentStore, now: list[float]) -> None:
+def test_queued_runnable_wakes_to_pick_without_changing_focus(
+    store: AgentStore, now: list[float]
+) -> None:
     a = new(store, "older")
     now[0] += 1
     b = new(store, "newer")
@@ -84,7 +96,17 @@ def test_triggered_blocked_is_surfaced_for_review(store: AgentStore, now: list[f
     b = new(store, "blocked")
     wi.update_work_item(store, b, blocked_by="review")
     now[0] += 5
-    store.ledger("waiting_intents").append({"v": 1, "id": "w1", "work_item_id": b, "kind": "external", "status": "active", "trigger_count": 1, "last_triggered_at": clock.now_iso()})
+    store.ledger("waiting_intents").append(
+        {
+            "v": 1,
+            "id": "w1",
+            "work_item_id": b,
+            "kind": "external",
+            "status": "active",
+            "trigger_count": 1,
+            "last_triggered_at": clock.now_iso(),
+        }
+    )
     sig = wi.activation_signal(store)
     assert sig is not None and sig["action"] == "review_triggered"
     assert [c["work_item_id"] for c in sig["candidates"]] == [b]
@@ -93,7 +115,11 @@ def test_triggered_blocked_is_surfaced_for_review(store: AgentStore, now: list[f
     now[0] += 5
     wi.update_work_item(store, b, blocked_by="still waiting for review")
     sig = wi.activation_signal(store)
-    assert sig is not None and sig["action"] == "activate_queued" and sig["candidates"][0]["work_item_id"] == a
+    assert (
+        sig is not None
+        and sig["action"] == "activate_queued"
+        and sig["candidates"][0]["work_item_id"] == a
+    )
 
 
 @pytest.mark.parametrize("kind", ["blocked", "needs_input", "completed"])
@@ -129,7 +155,11 @@ def test_recheck_due_fires_once_per_deadline(store: AgentStore, now: list[float]
     wi.update_work_item(store, a, blocked_by="CI running", recheck_after_ms=60_000)
     assert wi.recheck_due(store, T0 + 59) == []
     (due,) = wi.recheck_due(store, T0 + 61)
-    assert due["work_item_id"] == a and due["blocked_by"] == "CI running" and "CI running" in due["text"]
+    assert (
+        due["work_item_id"] == a
+        and due["blocked_by"] == "CI running"
+        and "CI running" in due["text"]
+    )
     w = wi.get_work_item(store, a)["work_item"]
     assert w["recheck_consumed_at"] == clock.iso(T0)
     # a reminder, not a resolution: still blocked, focus unchanged
@@ -178,10 +208,14 @@ def test_turn_end_blocks_the_bound_item_on_a_blocking_wait(store: AgentStore) ->
     a, b = new(store, "a"), new(store, "b")
     wi.pick_work_item(store, a)
     wi.pick_work_item(store, b, reason="switch mid-turn")  # focus moved during the turn
-    res = wi.turn_end_commit(store, a, {"blocking_wait": "waiting for task tsk_1 (cargo test)", "recheck_after_ms": 5000})
+    res = wi.turn_end_commit(
+        store, a, {"blocking_wait": "waiting for task tsk_1 (cargo test)", "recheck_after_ms": 5000}
+    )
     assert res["action"] == "blocked" and res["work_item_id"] == a
     w = wi.get_work_item(store, a)["work_item"]
-    assert w["blocked_by"] == "waiting for task tsk_1 (cargo test)" and w["recheck_at"] == clock.iso(T0 + 5)
+    assert w["blocked_by"] == "waiting for task tsk_1 (cargo test)" and w[
+        "recheck_at"
+    ] == clock.iso(T0 + 5)
     assert focus(store) == b  # the commit applies to the bound item, not the current one
     assert events(store, "work_item_updated")[-1]["data"]["source"] == "turn_end"
     assert events(store, "work_item_turn_end_commit")[-1]["work_item_id"] == a
@@ -243,7 +277,16 @@ def test_closure_waiting_reason(store: AgentStore, now: list[float]) -> None:
     wi.update_work_item(store, a, blocked_by="upstream release")
     assert wi.closure_waiting_reason(store) == "awaiting_external_change"
     b = new(store, "b")
-    store.ledger("waiting_intents").append({"v": 1, "id": "w1", "work_item_id": b, "kind": "task", "status": "active", "trigger_count": 0})
+    store.ledger("waiting_intents").append(
+        {
+            "v": 1,
+            "id": "w1",
+            "work_item_id": b,
+            "kind": "task",
+            "status": "active",
+            "trigger_count": 0,
+        }
+    )
     assert wi.closure_waiting_reason(store) == "awaiting_task_result"
     c = new(store, "c")
     wi.update_work_item(store, c, plan_status="needs_input")
@@ -259,7 +302,11 @@ def test_signal_and_recheck_carry_the_engine_aliases(store: AgentStore) -> None:
     assert sig is not None and sig["reactivation_mode"] == "activate_queued" == sig["action"]
     wi.pick_work_item(store, a)
     sig = wi.activation_signal(store)
-    assert sig is not None and sig["reactivation_mode"] == "continue_active" and sig["action"] == "continue_current"
+    assert (
+        sig is not None
+        and sig["reactivation_mode"] == "continue_active"
+        and sig["action"] == "continue_current"
+    )
     wi.update_work_item(store, a, blocked_by="x", recheck_after_ms=1)
     (due,) = wi.recheck_due(store, T0 + 1)
     assert due["id"] == due["work_item_id"] == a

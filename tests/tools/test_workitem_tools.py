@@ -15,7 +15,14 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools import base
 from holon_cli.tools import workitem_tools as _tools  # noqa: F401  (registers the tools)
 
-NAMES = ("CreateWorkItem", "PickWorkItem", "UpdateWorkItem", "CompleteWorkItem", "GetWorkItem", "ListWorkItems")
+NAMES = (
+    "CreateWorkItem",
+    "PickWorkItem",
+    "UpdateWorkItem",
+    "CompleteWorkItem",
+    "GetWorkItem",
+    "ListWorkItems",
+)
 
 
 @pytest.fixture
@@ -23,7 +30,9 @@ def store() -> AgentStore:
     return open_agent()
 
 
-def run(store: AgentStore, name: str, args: dict[str, Any], *, text: str = "") -> tuple[dict[str, Any], base.ToolResult, base.ToolContext]:
+def run(
+    store: AgentStore, name: str, args: dict[str, Any], *, text: str = ""
+) -> tuple[dict[str, Any], base.ToolResult, base.ToolContext]:
     call = ToolCall("call_1", name, args)
     ctx = base.ToolContext(
         store=store,
@@ -50,19 +59,39 @@ def test_source_schemas_keep_optional_fields_optional() -> None:
     sch = {n: base._REGISTRY[n].spec().input_schema for n in NAMES}
     assert sch["CreateWorkItem"]["required"] == ["objective"]
     assert sch["UpdateWorkItem"]["required"] == ["work_item_id"]
-    assert set(sch["UpdateWorkItem"]["properties"]) == {"work_item_id", "objective", "plan_status", "todo_list", "blocked_by", "recheck_after"}
-    assert sch["PickWorkItem"]["required"] == ["work_item_id"] and "reason" in sch["PickWorkItem"]["properties"]
+    assert set(sch["UpdateWorkItem"]["properties"]) == {
+        "work_item_id",
+        "objective",
+        "plan_status",
+        "todo_list",
+        "blocked_by",
+        "recheck_after",
+    }
+    assert (
+        sch["PickWorkItem"]["required"] == ["work_item_id"]
+        and "reason" in sch["PickWorkItem"]["properties"]
+    )
     assert sch["ListWorkItems"]["required"] == []
     todo = sch["UpdateWorkItem"]["properties"]["todo_list"]["items"]
-    assert todo["required"] == ["text"] and todo["properties"]["state"]["enum"] == ["pending", "in_progress", "completed"]
-    assert sch["UpdateWorkItem"]["properties"]["plan_status"]["enum"] == ["draft", "ready", "needs_input"]
+    assert todo["required"] == ["text"] and todo["properties"]["state"]["enum"] == [
+        "pending",
+        "in_progress",
+        "completed",
+    ]
+    assert sch["UpdateWorkItem"]["properties"]["plan_status"]["enum"] == [
+        "draft",
+        "ready",
+        "needs_input",
+    ]
 
 
 def test_strict_schemas_are_valid_strict_shapes() -> None:
     for n in NAMES:
         s = base._REGISTRY[n].spec(strict=True).input_schema
         assert s["additionalProperties"] is False and s["required"] == list(s["properties"])
-    blocked = base._REGISTRY["UpdateWorkItem"].spec(strict=True).input_schema["properties"]["blocked_by"]
+    blocked = (
+        base._REGISTRY["UpdateWorkItem"].spec(strict=True).input_schema["properties"]["blocked_by"]
+    )
     assert blocked["type"] == ["string", "null"]
 
 
@@ -73,24 +102,40 @@ def test_blocked_by_absent_keeps_null_clears(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     out, _, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "blocked_by": "waiting for CI"})
     assert out["ok"] and out["work_item"]["blocked_by"] == "waiting for CI"
-    out, _, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "plan_status": "ready"})  # absent
+    out, _, _ = run(
+        store, "UpdateWorkItem", {"work_item_id": wid, "plan_status": "ready"}
+    )  # absent
     assert out["work_item"]["blocked_by"] == "waiting for CI" and out["changed"] == ["plan_status"]
-    out, _, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "blocked_by": None})  # explicit null
+    out, _, _ = run(
+        store, "UpdateWorkItem", {"work_item_id": wid, "blocked_by": None}
+    )  # explicit null
     assert out["work_item"]["blocked_by"] is None and out["work_item"]["recheck_at"] is None
     assert out["changed"] == ["blocked_by"]
 
 
 def test_null_for_other_optional_fields_means_unchanged(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj", todo_list=[{"text": "keep me"}])["work_item"]["id"]
-    out, _, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "objective": None, "todo_list": None, "plan_status": "ready"})
-    assert out["ok"] and out["work_item"]["objective"] == "obj" and out["work_item"]["todo_list"] == [{"text": "keep me", "state": "pending"}]
+    out, _, _ = run(
+        store,
+        "UpdateWorkItem",
+        {"work_item_id": wid, "objective": None, "todo_list": None, "plan_status": "ready"},
+    )
+    assert (
+        out["ok"]
+        and out["work_item"]["objective"] == "obj"
+        and out["work_item"]["todo_list"] == [{"text": "keep me", "state": "pending"}]
+    )
 
 
 def test_empty_blocker_is_an_error_envelope(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     out, res, ctx = run(store, "UpdateWorkItem", {"work_item_id": wid, "blocked_by": "  "})
     assert out["ok"] is False and out["tool_name"] == "UpdateWorkItem"
-    assert out["kind"] == "invalid_arguments" and out["field"] == "blocked_by" and "null" in out["hint"]
+    assert (
+        out["kind"] == "invalid_arguments"
+        and out["field"] == "blocked_by"
+        and "null" in out["hint"]
+    )
     assert res.error is not None and res.error["recovery_hint"]
     assert wi.get_work_item(store, wid)["work_item"]["blocked_by"] is None
     assert ctx.effects == {}
@@ -100,26 +145,42 @@ def test_recheck_after_requires_blocked_by(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     out, _, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "recheck_after": 60000})
     assert out["ok"] is False and out["field"] == "recheck_after"
-    out, _, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "blocked_by": "x", "recheck_after": 60000})
+    out, _, _ = run(
+        store, "UpdateWorkItem", {"work_item_id": wid, "blocked_by": "x", "recheck_after": 60000}
+    )
     assert out["ok"] and out["work_item"]["recheck_at"]
 
 
 # ------------------------------------------------------------- envelopes
 
 
-@pytest.mark.parametrize("name", ["PickWorkItem", "UpdateWorkItem", "CompleteWorkItem", "GetWorkItem"])
+@pytest.mark.parametrize(
+    "name", ["PickWorkItem", "UpdateWorkItem", "CompleteWorkItem", "GetWorkItem"]
+)
 def test_unknown_id_envelope(store: AgentStore, name: str) -> None:
     args: dict[str, Any] = {"work_item_id": "wi_nope"}
     if name == "UpdateWorkItem":
         args["plan_status"] = "ready"
     out, _, _ = run(store, name, args)
     assert out["ok"] is False and out["kind"] == "work_item_not_found"
-    assert out["field"] == "work_item_id" and "ListWorkItems" in out["hint"] and out["retryable"] is False
+    assert (
+        out["field"] == "work_item_id"
+        and "ListWorkItems" in out["hint"]
+        and out["retryable"] is False
+    )
 
 
 def test_invalid_todo_state_is_rejected_by_the_schema(store: AgentStore) -> None:
-    out, _, _ = run(store, "CreateWorkItem", {"objective": "o", "todo_list": [{"text": "x", "state": "blocked"}]})
-    assert out["ok"] is False and out["kind"] == "invalid_arguments" and out["field"] == "todo_list[0].state"
+    out, _, _ = run(
+        store,
+        "CreateWorkItem",
+        {"objective": "o", "todo_list": [{"text": "x", "state": "blocked"}]},
+    )
+    assert (
+        out["ok"] is False
+        and out["kind"] == "invalid_arguments"
+        and out["field"] == "todo_list[0].state"
+    )
     assert wi.list_work_items(store)["work_items"] == []
 
 
@@ -141,10 +202,22 @@ def test_update_completed_is_rejected(store: AgentStore) -> None:
 
 
 def test_create_returns_descriptor_and_leaves_focus(store: AgentStore) -> None:
-    out, _, ctx = run(store, "CreateWorkItem", {"objective": "Split fixtures", "plan": "Only tests.\n", "plan_status": "ready", "todo_list": [{"text": "inspect"}]})
+    out, _, ctx = run(
+        store,
+        "CreateWorkItem",
+        {
+            "objective": "Split fixtures",
+            "plan": "Only tests.\n",
+            "plan_status": "ready",
+            "todo_list": [{"text": "inspect"}],
+        },
+    )
     w = out["work_item"]
     assert out["ok"] and w["plan_artifact"]["path"].endswith(f"work-items/{w['id']}/plan.md")
-    assert w["plan_artifact"]["preview"] == "Only tests.\n" and w["plan_artifact"]["preview_complete"] is True
+    assert (
+        w["plan_artifact"]["preview"] == "Only tests.\n"
+        and w["plan_artifact"]["preview_complete"] is True
+    )
     assert "PickWorkItem" in out["note"]
     assert ctx.effects == {"work_item_mutated": True}
 
@@ -152,7 +225,9 @@ def test_create_returns_descriptor_and_leaves_focus(store: AgentStore) -> None:
 def test_pick_reports_focus_change_effect(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     out, _, ctx = run(store, "PickWorkItem", {"work_item_id": wid})
-    assert out["ok"] and out["binding"].startswith("Subsequent tool calls in this turn are bound to work item")
+    assert out["ok"] and out["binding"].startswith(
+        "Subsequent tool calls in this turn are bound to work item"
+    )
     assert ctx.effects == {"work_item_mutated": True, "current_work_item_id": wid}
     _, _, ctx = run(store, "PickWorkItem", {"work_item_id": wid})
     assert ctx.effects == {"work_item_mutated": True}  # reaffirm: focus unchanged
@@ -169,11 +244,18 @@ def test_warnings_reach_the_tool_result(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj", todo_list=[{"text": "a"}])["work_item"]["id"]
     wi.pick_work_item(store, wid)
     out, res, _ = run(store, "CompleteWorkItem", {"work_item_id": wid}, text="Done.")
-    assert [w["kind"] for w in res.warnings] == ["unfinished_todos"] == [w["kind"] for w in out["warnings"]]
+    assert (
+        [w["kind"] for w in res.warnings]
+        == ["unfinished_todos"]
+        == [w["kind"] for w in out["warnings"]]
+    )
 
 
 def test_get_and_list(store: AgentStore) -> None:
-    ids = [wi.create_work_item(store, f"o{i}", todo_list=[{"text": "t"}])["work_item"]["id"] for i in range(25)]
+    ids = [
+        wi.create_work_item(store, f"o{i}", todo_list=[{"text": "t"}])["work_item"]["id"]
+        for i in range(25)
+    ]
     out, _, _ = run(store, "GetWorkItem", {"work_item_id": ids[0]})
     assert out["work_item"]["todo_list"] == [{"text": "t", "state": "pending"}]
     out, _, _ = run(store, "GetWorkItem", {"work_item_id": ids[0], "include_todo_list": False})
@@ -192,6 +274,11 @@ def test_results_carry_the_work_item_id_for_event_binding(store: AgentStore) -> 
     out, res, _ = run(store, "CreateWorkItem", {"objective": "o"})
     wid = out["work_item"]["id"]
     assert res.data["work_item_id"] == wid == out["work_item_id"]
-    for name, args in (("PickWorkItem", {}), ("GetWorkItem", {}), ("UpdateWorkItem", {"plan_status": "ready"}), ("CompleteWorkItem", {})):
+    for name, args in (
+        ("PickWorkItem", {}),
+        ("GetWorkItem", {}),
+        ("UpdateWorkItem", {"plan_status": "ready"}),
+        ("CompleteWorkItem", {}),
+    ):
         _, res, _ = run(store, name, {"work_item_id": wid, **args})
         assert res.data["work_item_id"] == wid, name
