@@ -1,14 +1,48 @@
-"""Shared fixtures: every test gets its own HOLON_HOME and HOME under tmp_path,
-and no provider credentials or endpoints leak in from the environment."""
+"""Shared fixtures, in one place.
+
+- Every test gets its own HOLON_HOME and HOME under tmp_path, and no provider
+  credentials or endpoints leak in from the environment.
+- CLI tests run ``holon`` in-process by default (pytest-console-scripts'
+  ``inprocess`` launch mode, set in pyproject); tests where a real process is
+  the point (signals, locks across processes, crashes, real shells) say
+  ``@pytest.mark.script_launch_mode("subprocess")`` or start one themselves.
+- Real child processes find the console script next to this interpreter and
+  cache bytecode in one temp dir per session (never in the repo).
+- ``now``: a frozen, steppable clock (``now[0] += 60`` moves time on).
+- Children that a test will SIGINT are started with
+  ``preexec_fn=default_sigint``: a shell starts background jobs with SIGINT
+  ignored, the child would inherit that and never see the test's Ctrl-C.
+  The ``sigint_ignored`` fixture puts the test in exactly that situation, so
+  such a test passes in a background job because it always runs as one.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from holon_cli import clock
+
+
+def _find_shared() -> Path:
+    # /work/main/tests -> /work/shared; a worktree (/work/wt/x/tests) looks further up
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        cand = parent / "shared"
+        if (cand / "provider-fixtures").is_dir():
+            return cand
+    return here.parents[1].parent / "shared"
+
+
+SHARED = _find_shared()
 FIXTURES = SHARED / "provider-fixtures"
+BIN = Path(sys.executable).parent
+T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z
 
 _SCRUB = (
     "HOLON_AGENT_ID",
@@ -27,6 +61,21 @@ _SCRUB = (
 )
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` for children a test interrupts: SIGINT back to default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def sigint_ignored() -> Iterator[None]:
+    """Run the test with SIGINT ignored, as in a shell's background job."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @pytest.fixture(autouse=True)
 def holon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for k in _SCRUB:
@@ -37,6 +86,29 @@ def holon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     user_home.mkdir()
     monkeypatch.setenv("HOME", str(user_home))
     return home
+
+
+@pytest.fixture(scope="session")
+def _pycache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("pycache"))
+
+
+@pytest.fixture(autouse=True)
+def _child_processes(monkeypatch: pytest.MonkeyPatch, _pycache: str) -> None:
+    # run the console script next to this interpreter, not a version-manager shim
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    # many short-lived processes: cache bytecode in a temp dir, never in the repo
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", _pycache)
+
+
+@pytest.fixture
+def now() -> Iterator[list[float]]:
+    """The runtime clock frozen at ``T0``; assign ``now[0]`` to move it."""
+    t = [T0]
+    clock.set_clock(lambda: t[0])
+    yield t
+    clock.set_clock(None)
 
 
 @pytest.fixture

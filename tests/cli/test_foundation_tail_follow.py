@@ -13,21 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 HOLON = str(Path(sys.executable).parent / "holon")
-
-
-@pytest.fixture(scope="session")
-def _pycache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("pycache"))
-
-
-@pytest.fixture(autouse=True)
-def _fast_subprocesses(monkeypatch: pytest.MonkeyPatch, _pycache: str) -> None:
-    # Hundreds of short-lived `holon` processes: let them cache bytecode (in a
-    # temp dir, never in the repo) instead of recompiling holon_cli each time.
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", _pycache)
 
 
 def holon(*args: str) -> subprocess.CompletedProcess[str]:
@@ -59,7 +47,7 @@ def read_line(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> bytes:
 
 
 @pytest.fixture
-def follower():  # type: ignore[no-untyped-def]
+def follower(sigint_ignored: None):  # type: ignore[no-untyped-def]
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(*args: str) -> subprocess.Popen[bytes]:
@@ -68,6 +56,7 @@ def follower():  # type: ignore[no-untyped-def]
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
+            preexec_fn=default_sigint,
         )
         procs.append(p)
         return p

@@ -20,19 +20,6 @@ WRITERS = 8
 PER_WRITER = 100
 
 
-@pytest.fixture(scope="session")
-def _pycache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("pycache"))
-
-
-@pytest.fixture(autouse=True)
-def _fast_subprocesses(monkeypatch: pytest.MonkeyPatch, _pycache: str) -> None:
-    # Hundreds of short-lived `holon` processes: let them cache bytecode (in a
-    # temp dir, never in the repo) instead of recompiling holon_cli each time.
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", _pycache)
-
-
 WRITER_LOOP = r"""
 w="$1"; n="$2"
 for i in $(seq 1 "$n"); do

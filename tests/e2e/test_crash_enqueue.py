@@ -17,19 +17,6 @@ import pytest
 HOLON = str(Path(sys.executable).parent / "holon")
 
 
-@pytest.fixture(scope="session")
-def _pycache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("pycache"))
-
-
-@pytest.fixture(autouse=True)
-def _fast_subprocesses(monkeypatch: pytest.MonkeyPatch, _pycache: str) -> None:
-    # Hundreds of short-lived `holon` processes: let them cache bytecode (in a
-    # temp dir, never in the repo) instead of recompiling holon_cli each time.
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", _pycache)
-
-
 # Admits messages as fast as it can and prints each id once admit() returned
 # (i.e. once it is durable); every few messages it also ingests, so kills land
 # inside ledger appends, snapshot writes and between the queue append and the
@@ -175,6 +162,7 @@ store.emit("doomed", {"pad": "x" * 500})
 """
 
 
+@pytest.mark.slow
 def test_process_killed_mid_ledger_append_then_next_append_is_intact(holon_home: Path) -> None:
     assert subprocess.run([HOLON, "home", "init"], capture_output=True, timeout=30).returncode == 0
     events = holon_home / "agents" / "main" / ".holon" / "ledger" / "events.jsonl"

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 HOLON = [sys.executable, "-m", "holon_cli"]
 
 
@@ -17,6 +19,7 @@ def holon(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     return subprocess.run([*HOLON, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
+@pytest.mark.slow
 def test_editor_edit_during_running_turn(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     script = tmp_path / "s.yaml"

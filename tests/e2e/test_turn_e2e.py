@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+from conftest import default_sigint
 
 HOLON = [sys.executable, "-m", "holon_cli"]
 
@@ -30,6 +32,7 @@ def events(agent: str = "main") -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+@pytest.mark.slow
 def test_concurrent_turns_exactly_one_runs(tmp_path: Path) -> None:
     model = write_script(
         tmp_path / "slow.yaml",
@@ -60,6 +63,7 @@ def test_concurrent_turns_exactly_one_runs(tmp_path: Path) -> None:
     assert st["pending"] == 1 and st["processed"] == 1
 
 
+@pytest.mark.slow
 def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path) -> None:
     marker = tmp_path / "ran.txt"
     model = write_script(
@@ -115,21 +119,22 @@ def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path)
     assert sh("home", "check").returncode == 0
 
 
-def test_run_json_offline_example(tmp_path: Path) -> None:
+# The next three need no real process: they run `holon` in-process.
+
+
+def test_run_json_offline_example(script_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     repo = Path(__file__).resolve().parents[2]
-    res = subprocess.run(
+    res = script_runner.run(
         [
-            *HOLON,
+            "holon",
             "run",
             "--json",
             "--model",
             f"scripted:{repo / 'examples' / 'hello.yaml'}",
             "What is here?",
         ],
-        capture_output=True,
-        text=True,
         cwd=repo,
-        timeout=60,
+        print_result=False,
     )
     assert res.returncode == 0, res.stderr
     env = json.loads(res.stdout)
@@ -149,15 +154,15 @@ def test_run_json_offline_example(tmp_path: Path) -> None:
     assert d["token_usage"] == {"input_tokens": 1067, "output_tokens": 79, "total_tokens": 1146}
     assert all(a["outcome"] == "succeeded" for a in d["provider_attempt_timeline"])
     # the temporary agent is private: hidden from the normal listing
-    listed = json.loads(sh("agent", "list", "--json").stdout)["data"]["agents"]
-    assert d["agent_id"] not in [a["agent_id"] for a in listed]
+    listed = json.loads(script_runner.run(["holon", "agent", "list", "--json"]).stdout)
+    assert d["agent_id"] not in [a["agent_id"] for a in listed["data"]["agents"]]
 
 
-def test_run_provider_failure_exit_5_with_artifact(tmp_path: Path) -> None:
+def test_run_provider_failure_exit_5_with_artifact(script_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     model = write_script(
         tmp_path / "fail.yaml", [{"fail": {"kind": "auth", "status": 401, "message": "bad key"}}]
     )
-    res = sh("run", "--json", "--model", model, "hi")
+    res = script_runner.run(["holon", "run", "--json", "--model", model, "hi"])
     assert res.returncode == 5
     env = json.loads(res.stdout)
     assert env["ok"] is False and env["error"]["kind"] == "provider_failure"
@@ -167,19 +172,19 @@ def test_run_provider_failure_exit_5_with_artifact(tmp_path: Path) -> None:
     )
 
 
-def test_turn_without_model_is_a_clear_error() -> None:
-    sh("enqueue", "x", check=True)
-    res = sh("turn")
+def test_turn_without_model_is_a_clear_error(script_runner) -> None:  # type: ignore[no-untyped-def]
+    script_runner.run(["holon", "enqueue", "x"], check=True)
+    res = script_runner.run(["holon", "turn"])
     assert (
         res.returncode == 2
         and "no model configured" in res.stderr
         and "Traceback" not in res.stderr
     )
-    st = json.loads(sh("status", "--json").stdout)["data"]
+    st = json.loads(script_runner.run(["holon", "status", "--json"]).stdout)["data"]
     assert st["pending"] == 1  # nothing was dequeued
 
 
-def test_ctrl_c_mid_turn_leaves_message_for_replay(tmp_path: Path) -> None:
+def test_ctrl_c_mid_turn_leaves_message_for_replay(tmp_path: Path, sigint_ignored: None) -> None:
     import signal
     import time as _time
 
@@ -204,6 +209,7 @@ def test_ctrl_c_mid_turn_leaves_message_for_replay(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     deadline = _time.time() + 20
     while _time.time() < deadline and not any(

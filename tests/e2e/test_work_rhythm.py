@@ -1,4 +1,4 @@
-"""The RFC's work rhythm, end to end through real `holon` processes and the
+"""The RFC's work rhythm, end to end through `holon` commands (in-process) and the
 scripted model: discover, create drafts, refine plan.md, ready, todos, block
 with blocked_by, switch, complete with a same-round report, resume, complete.
 """
@@ -6,11 +6,11 @@ with blocked_by, switch, complete with a same-round report, resume, complete.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-HOLON = [sys.executable, "-m", "holon_cli"]
+import pytest
 
 RHYTHM = """
 steps:
@@ -56,8 +56,19 @@ steps:
 """
 
 
-def holon(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([*HOLON, *args], capture_output=True, text=True, timeout=120)
+_runner: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _in_process(script_runner: Any) -> Iterator[None]:
+    # every step is a plain `holon` command: in-process is enough (and fast)
+    _runner.append(script_runner)
+    yield
+    _runner.clear()
+
+
+def holon(*args: str, check: bool = True) -> Any:
+    res = _runner[0].run(["holon", *args], print_result=False)
     if check and res.returncode != 0:
         raise AssertionError(
             f"holon {' '.join(args)} -> {res.returncode}\n{res.stdout}\n{res.stderr}"

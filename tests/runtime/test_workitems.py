@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,6 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.ledger import Ledger
 
 T0 = 1_780_000_000.0
-
-
-@pytest.fixture
-def now() -> Iterator[list[float]]:
-    t = [T0]
-    clock.set_clock(lambda: t[0])
-    yield t
-    clock.set_clock(None)
 
 
 @pytest.fixture
@@ -487,6 +478,7 @@ for i in range(8):
 """
 
 
+@pytest.mark.slow
 def test_concurrent_writers_lose_nothing(store: AgentStore) -> None:
     import subprocess
     import sys

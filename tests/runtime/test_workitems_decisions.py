@@ -4,7 +4,6 @@ Runtime RFC, one behaviour per test."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,6 @@ from holon_cli.tools import base
 from holon_cli.tools import workitem_tools as _tools  # noqa: F401  (registers the tools)
 
 T0 = 1_780_000_000.0
-
-
-@pytest.fixture
-def now() -> Iterator[list[float]]:
-    t = [T0]
-    clock.set_clock(lambda: t[0])
-    yield t
-    clock.set_clock(None)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ turn-end commit and ``holon run``'s final text."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,14 +13,6 @@ from holon_cli.runtime.agents import open_agent
 from holon_cli.store.agent_store import AgentStore
 
 T0 = 1_780_000_000.0
-
-
-@pytest.fixture
-def now() -> Iterator[list[float]]:
-    t = [T0]
-    clock.set_clock(lambda: t[0])
-    yield t
-    clock.set_clock(None)
 
 
 @pytest.fixture
