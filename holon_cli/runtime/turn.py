@@ -36,6 +36,7 @@ from holon_cli.runtime.prompt import (
     build_frame,
     first_user_item,
     render_message,
+    render_recent,
     workspace_for,
 )
 from holon_cli.store.agent_store import AgentStore
@@ -205,31 +206,11 @@ def derive_closure(
 
 
 def recent_conversation(store: AgentStore, exclude_message_id: str | None) -> str | None:
-    """Operator-visible history from the transcript tail (bounded; O(1) in history)."""
-    lines: list[str] = []
-    size = 0
-    for t in reversed(store.ledger("transcript").tail(40)):
-        if t.get("message_id") == exclude_message_id:
-            continue
-        kind = t.get("kind")
-        if kind == "message":
-            line = f"{t.get('origin_label', 'message')} ({t.get('authority_class')}): {t.get('text', '')}"
-        elif kind == "assistant_round" and not t.get("tool_calls"):
-            line = f"you: {t.get('text', '')}"
-        elif kind == "runtime_failure":
-            line = f"runtime failure: {t.get('text', '')}"
-        else:
-            continue
-        line = line.strip()
-        if len(line) > 600:
-            line = line[:597] + "..."
-        if size + len(line) > RECENT_CHARS:
-            break
-        lines.append(line)
-        size += len(line)
-    if not lines:
-        return None
-    return "# Recent conversation (oldest first)\n" + "\n".join(reversed(lines))
+    """Operator-visible history from the transcript tail (bounded; O(1) in history).
+    Rendering (fences, escaping) lives in :func:`prompt.render_recent`."""
+    return render_recent(
+        store.ledger("transcript").tail(40), exclude_message_id, max_chars=RECENT_CHARS
+    )
 
 
 # -------------------------------------------------------------------- turn
