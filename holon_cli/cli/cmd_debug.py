@@ -72,13 +72,13 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
     click.echo("")
     click.echo("sections (in prompt order):")
     for i, s in enumerate(d["sections"], 1):
-        click.echo(f"  {i:>2}. [{s['scope']}] {s['title']} <- {s['source']} ({s['chars']} chars)")
+        output.echo(f"  {i:>2}. [{s['scope']}] {s['title']} <- {s['source']} ({s['chars']} chars)")
     if full:
-        click.echo("\n=== system prompt ===\n" + d["system_prompt"])
+        output.echo("\n=== system prompt ===\n" + d["system_prompt"])
         for b in d["system_blocks"]:
-            click.echo("\n=== system block ===\n" + b)
+            output.echo("\n=== system block ===\n" + b)
         for b in d["context_blocks"]:
-            click.echo("\n=== context block ===\n" + b)
+            output.echo("\n=== context block ===\n" + b)
 
 
 @debug.command("latency")

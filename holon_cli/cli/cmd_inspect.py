@@ -131,7 +131,7 @@ def tail(
         line = (
             json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str)
             if jsonl
-            else _event_line(e)
+            else output.visible(_event_line(e))
         )
         click.echo(line)
         if follow:  # a live stream: every line reaches the reader now
@@ -207,7 +207,7 @@ def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
             head = f"[{t.get('at')}] {t.get('origin_label', 'message')} ({t.get('authority_class', '')})"
         else:
             head = f"[{t.get('at')}] {kind}"
-        click.echo(head)
+        output.echo(head)
         if text:
             for line in str(text).splitlines()[:40]:
-                click.echo(f"    {line}")
+                output.echo(f"    {line}")

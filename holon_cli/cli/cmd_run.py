@@ -96,10 +96,10 @@ def run(
             output.emit_json(data)
     else:
         if data["final_text"]:
-            click.echo(data["final_text"])
+            output.echo(data["final_text"])
         if data["final_status"] != "completed":
             click.echo(f"[{data['final_status']}]", err=True)
         if data.get("failure_artifact"):
-            click.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
+            output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
     if data["final_status"] == "failed":
         raise click.exceptions.Exit(EXIT_PROVIDER)

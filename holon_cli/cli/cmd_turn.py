@@ -19,9 +19,9 @@ def _print_turn(res: dict[str, Any]) -> None:
         err=True,
     )
     if res.get("failure_artifact"):
-        click.echo(f"failure: {res['failure_artifact'].get('summary')}", err=True)
+        output.echo(f"failure: {res['failure_artifact'].get('summary')}", err=True)
     if res.get("final_text"):
-        click.echo(res["final_text"])
+        output.echo(res["final_text"])
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

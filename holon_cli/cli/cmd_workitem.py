@@ -184,13 +184,13 @@ def workitem_show(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     if w.get("todo_list"):
         click.echo("\nTodo:")
         for t in w["todo_list"]:
-            click.echo(_todo_line(t))
+            output.echo(_todo_line(t))
     if plan.get("exists") and plan.get("preview"):
         click.echo(
             "\nPlan preview:"
             + ("" if plan["preview_complete"] else " (truncated; open the file for the rest)")
         )
-        click.echo(plan["preview"].rstrip("\n"))
+        output.echo(plan["preview"].rstrip("\n"))
 
 
 @workitem.command("path")

@@ -82,9 +82,48 @@ def render_error(err: HolonError) -> None:
     if _current["json"]:
         emit_json_error(_current["command"], err.kind, err.message, err.hint, err.details or None)
         return
-    click.echo(f"Error: {err.message}", err=True)
+    echo(f"Error: {err.message}", err=True)
     if err.hint:
-        click.echo(f"Hint: {err.hint}", err=True)
+        echo(f"Hint: {err.hint}", err=True)
+
+
+# C0 controls (but newline and tab), DEL, C1 controls and the bidi overrides
+# that can reorder what a reader sees. Escape sequences (CSI, OSC, ...) all
+# start with one of these, so none reaches the terminal raw.
+_BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A))
+
+
+def _visible_char(c: str) -> str:
+    o = ord(c)
+    if o < 0x20:
+        return chr(0x2400 + o)  # the Unicode "control pictures": ESC -> ␛, BEL -> ␇
+    if o == 0x7F:
+        return "\u2421"  # ␡
+    if 0x80 <= o <= 0x9F:
+        return f"\\x{o:02x}"
+    return f"\\u{o:04x}"
+
+
+_VISIBLE = {
+    o: _visible_char(chr(o))
+    for o in [*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI]
+    if chr(o) not in "\n\t"
+}
+
+
+def visible(text: Any) -> str:
+    """Text safe for a terminal: control characters made visible, not executed.
+
+    Every human-readable view passes text that came from outside (message
+    bodies, origin ids, tool output, model text, plan previews) through this;
+    ``--json`` output is never altered.
+    """
+    return str(text).translate(_VISIBLE)
+
+
+def echo(text: Any = "", err: bool = False) -> None:
+    """``click.echo`` for human-readable output: control characters made visible."""
+    click.echo(visible(text), err=err)
 
 
 def plain() -> bool:
@@ -102,35 +141,39 @@ def print_kv(rows: list[tuple[str, Any]]) -> None:
     width = max((len(k) for k, _ in rows), default=0)
     if plain():
         for k, v in rows:
-            click.echo(f"{k.ljust(width)}  {'' if v is None else v}")
+            echo(f"{k.ljust(width)}  {'' if v is None else v}")
         return
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold cyan")
     t.add_column()
     for k, v in rows:
-        t.add_row(k, "" if v is None else str(v))
+        # Text, not str: values are data, never rich markup ("[link=...]")
+        t.add_row(Text(visible(k)), Text(visible("" if v is None else v)))
     console().print(t)
 
 
 def print_table(headers: list[str], rows: list[list[Any]]) -> None:
+    rows = [[visible(c) for c in r] for r in rows]
     if plain():
         widths = [len(h) for h in headers]
         for r in rows:
             for i, c in enumerate(r):
                 widths[i] = max(widths[i], len(str(c)))
-        click.echo("  ".join(h.upper().ljust(widths[i]) for i, h in enumerate(headers)).rstrip())
+        echo("  ".join(h.upper().ljust(widths[i]) for i, h in enumerate(headers)).rstrip())
         for r in rows:
-            click.echo("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+            echo("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
         return
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(box=None, header_style="bold")
     for h in headers:
         t.add_column(h.upper())
     for r in rows:
-        t.add_row(*[str(c) for c in r])
+        t.add_row(*[Text(visible(c)) for c in r])
     console().print(t)
 
 
