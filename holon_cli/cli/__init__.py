@@ -8,14 +8,16 @@ Subcommands are loaded from an explicit name -> module map on first use, so
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from holon_cli import __version__
+
+if TYPE_CHECKING:
+    from holon_cli.errors import HolonError
 
 # name -> "module:attribute"; order is the order of `holon --help`
 COMMANDS: dict[str, str] = {
@@ -33,38 +35,23 @@ COMMANDS: dict[str, str] = {
     "completion": "holon_cli.cli.cmd_completion:completion",
 }
 
-SHORT_HELP: dict[str, str] = {}
-
-
-def _available() -> dict[str, str]:
-    """Commands whose module is present in this build."""
-    out = {}
-    for name, target in COMMANDS.items():
-        mod = target.split(":")[0]
-        if importlib.util.find_spec(mod) is not None:
-            out[name] = target
-    return out
-
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(_available())
+        return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
         if target is None:
             return None
         mod_name, attr = target.split(":")
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == mod_name:
-                return None
-            raise
-        cmd: click.Command = getattr(mod, attr)
+        cmd: click.Command = getattr(importlib.import_module(mod_name), attr)
         return cmd
 
     def invoke(self, ctx: click.Context) -> Any:
+        from holon_cli.cli import output
+        from holon_cli.errors import HolonError
+
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
@@ -72,6 +59,23 @@ class LazyGroup(click.Group):
             # click would turn EPIPE into exit 1; stop quietly with 0 instead.
             _silence_stdout()
             raise click.exceptions.Exit(0) from None
+        except (HolonError, OSError) as exc:
+            # rendered here, while ctx.meta still says how the command wants
+            # its output (the --json envelope or text)
+            err = exc if isinstance(exc, HolonError) else _io_error(exc)
+            output.render_error(err)
+            raise click.exceptions.Exit(err.exit_code) from None
+
+
+def _io_error(exc: OSError) -> HolonError:
+    """e.g. HOLON_HOME on a read-only or full disk: a clear message, no traceback."""
+    from holon_cli.errors import HolonError
+
+    return HolonError(
+        f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
+        kind="io_error",
+        hint="check that $HOLON_HOME is writable and the disk has space",
+    )
 
 
 def _silence_stdout() -> None:
@@ -106,20 +110,8 @@ def cli() -> None:
 
 
 def _json_requested(argv: list[str]) -> bool:
+    # a usage error can come before --json is parsed: look at the words
     return "--json" in argv
-
-
-def _command_name(argv: list[str]) -> str:
-    words = [a for a in argv if not a.startswith("-")]
-    if not words:
-        return "holon"
-    first = words[0]
-    if (
-        first in ("agent", "home", "workitem", "debug", "task", "timer", "trigger", "daemon")
-        and len(words) > 1
-    ):
-        return f"{first} {words[1]}"
-    return first
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,8 +124,8 @@ def main(argv: list[str] | None = None) -> None:
         rv: Any = cli.main(args=args, prog_name="holon", standalone_mode=False)
         if isinstance(rv, int):
             code = rv
-    except HolonError as err:
-        output.render_error(err)
+    except HolonError as err:  # raised outside a command (while resolving one)
+        output.render_error(err, as_json=_json_requested(args), command="holon")
         code = err.exit_code
     except click.exceptions.Exit as e:
         code = e.exit_code
@@ -142,8 +134,12 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_INTERRUPTED
     except click.ClickException as e:
         if _json_requested(args):
+            ctx = getattr(e, "ctx", None)
             output.emit_json_error(
-                _command_name(args), "usage_error", e.format_message(), "see --help for usage"
+                output.command_name(ctx) if ctx is not None else "holon",
+                "usage_error",
+                e.format_message(),
+                "see --help for usage",
             )
         else:
             e.show()
@@ -155,14 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         _silence_stdout()
         code = 0
     except OSError as exc:
-        # e.g. HOLON_HOME on a read-only or full disk: a clear message, no traceback
-        output.render_error(
-            HolonError(
-                f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
-                kind="io_error",
-                hint="check that $HOLON_HOME is writable and the disk has space",
-            )
-        )
+        output.render_error(_io_error(exc), as_json=_json_requested(args), command="holon")
         code = 1
     try:
         sys.stdout.flush()

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import MODEL
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,6 +32,7 @@ def agent() -> None:
 @click.option(
     "--model",
     "-m",
+    type=MODEL,
     metavar="MODEL",
     help="Agent model override, e.g. openai/gpt-4.1 or scripted:demo.yaml.",
 )
@@ -44,7 +46,6 @@ def agent_create(agent_id: str, template: str | None, model: str | None, as_json
     Example:
       holon agent create reviewer --model anthropic/claude-sonnet-4-5
     """
-    output.begin("agent create", as_json)
     from holon_cli.runtime.agents import create_agent
 
     store = create_agent(agent_id, template=template, model=model)
@@ -71,7 +72,6 @@ def agent_list(include_private: bool, as_json: bool) -> None:
     Example:
       holon agent list --json | jq -r '.data.agents[].agent_id'
     """
-    output.begin("agent list", as_json)
     from holon_cli.runtime.agents import list_agents
 
     agents = list_agents(include_private=include_private)
@@ -103,7 +103,6 @@ def agent_status(agent_id: str | None, as_json: bool) -> None:
 
 
 def _lifecycle(action: str, agent_id: str, as_json: bool) -> None:
-    output.begin(f"agent {action}", as_json)
     from holon_cli.runtime.agents import set_lifecycle
 
     res = set_lifecycle(agent_id, action)
@@ -151,7 +150,6 @@ def agent_path(agent_id: str | None, as_json: bool) -> None:
     Example:
       $EDITOR "$(holon agent path)/AGENTS.md"
     """
-    output.begin("agent path", as_json)
     from holon_cli.runtime.agents import open_agent
 
     store = open_agent(agent_id, create_default=True)
@@ -163,7 +161,7 @@ def agent_path(agent_id: str | None, as_json: bool) -> None:
 
 @agent.command("model")
 @click.argument("agent_id", metavar="[ID]", required=False)
-@click.argument("model", metavar="[MODEL]", required=False)
+@click.argument("model", metavar="[MODEL]", required=False, type=MODEL)
 @click.option(
     "--clear", is_flag=True, help="Remove the override: back to the runtime default and fallbacks."
 )
@@ -177,7 +175,6 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
       holon agent model reviewer anthropic/claude-sonnet-4-5
       holon agent model reviewer --clear
     """
-    output.begin("agent model", as_json)
     from holon_cli.errors import UsageError
     from holon_cli.runtime.agents import open_agent, set_model_override
     from holon_cli.runtime.models import model_state

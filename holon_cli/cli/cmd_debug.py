@@ -34,7 +34,6 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
     Example:
       holon debug prompt --agent reviewer --full
     """
-    output.begin("debug prompt", as_json)
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.debug import debug_prompt
 
@@ -99,7 +98,6 @@ def debug_latency_cmd(agent_id: str | None, limit: int, as_json: bool) -> None:
     Example:
       holon debug latency --limit 5
     """
-    output.begin("debug latency", as_json)
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.debug import debug_latency
 

@@ -7,6 +7,7 @@ import sys
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import MODEL, check_env_model
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,6 +17,7 @@ from holon_cli.cli import output
 @click.option(
     "--model",
     "-m",
+    type=MODEL,
     metavar="MODEL",
     help="Model ref, e.g. openai/gpt-4.1 or scripted:examples/hello.yaml.",
 )
@@ -67,10 +69,11 @@ def run(
       holon run --model scripted:examples/hello.yaml "list the files here"
       holon run --json --model openai/gpt-4.1 "why does CI fail?" | jq .data.final_text
     """
-    output.begin("run", as_json)
     from holon_cli.errors import EXIT_PROVIDER
     from holon_cli.runtime.run import run_once
 
+    if model is None:
+        check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
     if text == "-":
         text = sys.stdin.read()
     data = run_once(

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import MODEL
 
 
 def _print_turn(res: dict[str, Any]) -> None:
@@ -30,7 +31,11 @@ def _print_turn(res: dict[str, Any]) -> None:
     "--all", "all_agents", is_flag=True, help="One turn for every agent with queued work."
 )
 @click.option(
-    "--model", "-m", metavar="MODEL", help="Model ref for this turn (overrides agent and defaults)."
+    "--model",
+    "-m",
+    type=MODEL,
+    metavar="MODEL",
+    help="Model ref for this turn (overrides agent and defaults).",
 )
 @output.json_option
 def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: bool) -> None:

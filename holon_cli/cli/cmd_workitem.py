@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import DURATION
 from holon_cli.model.workitem import LIST_FILTERS, PLAN_STATUSES
 
 CTX = {"help_option_names": ["-h", "--help"]}
@@ -318,6 +319,7 @@ def workitem_create(
 )
 @click.option(
     "--recheck-after",
+    type=DURATION,
     metavar="DURATION",
     help="With --blocked-by: remind after this long, e.g. 30m, 2h (default from config, else 30m).",
 )
@@ -331,7 +333,7 @@ def workitem_update(
     clear_todos: bool,
     blocked_by: str | None,
     clear_blocker: bool,
-    recheck_after: str | None,
+    recheck_after: float | None,
     as_json: bool,
 ) -> None:
     """Update a work item's objective, plan status, todos or blocker.
@@ -342,7 +344,6 @@ def workitem_update(
       holon workitem update wi_01h... --clear-blocker
     """
     output.begin("workitem update", as_json)
-    from holon_cli import clock
     from holon_cli.errors import UsageError
     from holon_cli.model.workitem import UNSET, Unset
     from holon_cli.runtime.workitems import update_work_item
@@ -353,14 +354,7 @@ def workitem_update(
         )
     if todos and clear_todos:
         raise UsageError("--todo and --clear-todos contradict each other", hint="pass one of them")
-    recheck_ms = None
-    if recheck_after is not None:
-        try:
-            recheck_ms = max(1, round(clock.parse_duration(recheck_after) * 1000))
-        except ValueError as exc:
-            raise UsageError(
-                f"--recheck-after: {exc}", hint="use a duration such as 30m, 2h or 1d"
-            ) from None
+    recheck_ms = None if recheck_after is None else max(1, round(recheck_after * 1000))
     blocker: str | None | Unset = UNSET
     if clear_blocker:
         blocker = None

@@ -217,7 +217,7 @@ def _spec(
     if isinstance(cmd, click.Group):
         for name in sorted(cmd.list_commands(ctx)):
             sub = cmd.get_command(ctx, name)
-            if sub is None or sub.hidden:  # None: its module is not in this build
+            if sub is None or sub.hidden:
                 continue
             _check(_COMMAND_NAME, "the command", name)
             subs.append(_spec(sub, _context(sub, name, ctx), (*path, name), extra, used))

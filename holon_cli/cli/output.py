@@ -18,17 +18,42 @@ from holon_cli.errors import HolonError
 
 SCHEMA_VERSION = 1
 
-# set by each command so errors raised anywhere render the way it asked
-_current: dict[str, Any] = {"command": "holon", "json": False}
+# How a command asked to be rendered lives in click's ``ctx.meta`` (one dict
+# shared by the whole context chain of one invocation), never in a module
+# global: in-process runs and library callers cannot leak it into each other.
+_META_JSON = "holon.json"
+_META_COMMAND = "holon.command"
+
+
+def _meta() -> dict[str, Any]:
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta if ctx is not None else {}
+
+
+def command_name(ctx: click.Context | None = None) -> str:
+    """``holon agent create`` -> ``agent create`` (the envelope's ``command``)."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None:
+        return "holon"
+    if _META_COMMAND in ctx.meta:
+        return str(ctx.meta[_META_COMMAND])
+    words = ctx.command_path.split()
+    return " ".join(words[1:]) or "holon"
 
 
 def begin(command: str, as_json: bool) -> None:
-    _current["command"] = command
-    _current["json"] = as_json
+    """Name the running command and its output mode explicitly.
+
+    Optional: :func:`json_option` records both by itself. Kept for commands
+    whose envelope name differs from their click path (``agent status``).
+    """
+    meta = _meta()
+    meta[_META_COMMAND] = command
+    meta[_META_JSON] = as_json
 
 
 def json_mode() -> bool:
-    return bool(_current["json"])
+    return bool(_meta().get(_META_JSON, False))
 
 
 def _dump(obj: Any) -> str:
@@ -41,7 +66,7 @@ def emit_json(data: Any, command: str | None = None) -> None:
             {
                 "schema_version": SCHEMA_VERSION,
                 "ok": True,
-                "command": command or _current["command"],
+                "command": command or command_name(),
                 "data": data,
             }
         )
@@ -70,7 +95,7 @@ def emit_json_failure_with_data(kind: str, message: str, hint: str, data: Any) -
             {
                 "schema_version": SCHEMA_VERSION,
                 "ok": False,
-                "command": _current["command"],
+                "command": command_name(),
                 "error": {"kind": kind, "message": message, "hint": hint},
                 "data": data,
             }
@@ -78,9 +103,16 @@ def emit_json_failure_with_data(kind: str, message: str, hint: str, data: Any) -
     )
 
 
-def render_error(err: HolonError) -> None:
-    if _current["json"]:
-        emit_json_error(_current["command"], err.kind, err.message, err.hint, err.details or None)
+def render_error(
+    err: HolonError, *, as_json: bool | None = None, command: str | None = None
+) -> None:
+    """An expected failure on stderr (text) or as the error envelope (``--json``)."""
+    if as_json is None:
+        as_json = json_mode()
+    if as_json:
+        emit_json_error(
+            command or command_name(), err.kind, err.message, err.hint, err.details or None
+        )
         return
     echo(f"Error: {err.message}", err=True)
     if err.hint:
@@ -177,11 +209,22 @@ def print_table(headers: list[str], rows: list[list[Any]]) -> None:
     console().print(t)
 
 
+def _record_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta[_META_JSON] = bool(value)
+    # the name too: an error may be rendered after this context is gone
+    ctx.meta.setdefault(_META_COMMAND, " ".join(ctx.command_path.split()[1:]) or "holon")
+    return value
+
+
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json``: the one way a command chooses JSON; errors raised anywhere in
+    the command then render as the error envelope too."""
     return click.option(
         "--json",
         "as_json",
         is_flag=True,
+        is_eager=True,
+        callback=_record_json,
         help="Print one JSON object (the contract's envelope) on stdout.",
     )(fn)
 

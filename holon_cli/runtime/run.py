@@ -99,7 +99,7 @@ def run_once(
     for _ in range(max_turns):
         res = turn_mod.run_turn(store=store, **kw)
         if not res.ran:
-            final_status = "completed" if last else "completed"
+            final_status = "completed"  # nothing (left) to do: the run has settled
             break
         turns.append(res)
         last = res

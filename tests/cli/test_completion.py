@@ -156,10 +156,10 @@ def test_bash_completes(words: list[str], expected: list[str], workdir: Path) ->
     assert bash_complete(words, workdir) == expected
 
 
-def test_bash_root_commands_are_the_available_commands(workdir: Path) -> None:
-    from holon_cli.cli import _available
+def test_bash_root_commands_are_the_registered_commands(workdir: Path) -> None:
+    from holon_cli.cli import COMMANDS
 
-    assert bash_complete(["holon", ""], workdir) == sorted(_available())
+    assert bash_complete(["holon", ""], workdir) == sorted(COMMANDS)
 
 
 def pty_session(argv: list[str], setup: str, lines: Sequence[str], cwd: Path) -> list[str]:
@@ -392,12 +392,17 @@ def test_scripts_are_static_and_deterministic() -> None:
         assert __version__ not in text
 
 
-def test_tree_loads_lazy_commands_and_skips_missing_modules(
+def test_a_registered_command_without_its_module_fails_loudly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from holon_cli.cli import COMMANDS
 
     monkeypatch.setitem(COMMANDS, "ghost", "holon_cli.cli.cmd_ghost:ghost")
+    with pytest.raises(ModuleNotFoundError, match="cmd_ghost"):
+        command_tree()
+
+
+def test_tree_loads_lazy_commands() -> None:
     tree = command_tree()
     keys = {spec.key for spec in tree.walk()}
     assert {
@@ -409,7 +414,6 @@ def test_tree_loads_lazy_commands_and_skips_missing_modules(
         "debug prompt",
         "completion",
     } <= keys
-    assert "ghost" not in keys
     enqueue = next(s for s in tree.subcommands if s.name == "enqueue")
     assert enqueue.value_options()[:4] == ["--agent", "-a", "--kind", "-k"]
     assert "--json" not in enqueue.value_options()
