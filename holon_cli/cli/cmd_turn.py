@@ -52,11 +52,13 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
     output.begin("turn", as_json)
     from holon_cli.errors import EXIT_PROVIDER, HolonError, UsageError
     from holon_cli.runtime.turn import run_turn, run_turns_all
+    from holon_cli.tools.catalog import default_catalog
 
     if all_agents and agent_id:
         raise UsageError("use either --agent or --all, not both")
+    catalog = default_catalog()
     if all_agents:
-        results = run_turns_all(cli_model=model)
+        results = run_turns_all(cli_model=model, catalog=catalog)
         data: list[dict[str, Any]] = [
             r.to_dict() if not isinstance(r, HolonError) else {"ok": False, "error": r.to_dict()}
             for r in results
@@ -72,7 +74,7 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
         if any(not isinstance(r, HolonError) and r.status == "aborted" for r in results):
             raise click.exceptions.Exit(EXIT_PROVIDER)
         return
-    res = run_turn(agent_id, cli_model=model).to_dict()
+    res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
     if as_json and res["status"] == "aborted":
         fa = res.get("failure_artifact") or {}
         output.emit_json_failure_with_data(

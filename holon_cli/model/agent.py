@@ -19,6 +19,10 @@ AGENT_STATUSES = (
     "stopped",
 )
 
+# statuses only an operator leaves (``agent start``); a running turn, tick or
+# any other runtime step never moves an agent out of them
+HELD_STATUSES = ("stopped", "paused")
+
 AGENT_RECORD_VERSION = 1
 
 

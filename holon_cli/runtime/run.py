@@ -36,6 +36,26 @@ def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
     store.emit("workspace_bound", {"workspace_anchor": str(root), "cwd": str(cwd)})
 
 
+def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
+    """A model chain that cannot be served fails before anything is admitted
+    (a temporary agent made for this run is removed again)."""
+    from holon_cli.errors import HolonError
+    from holon_cli.runtime.models import candidates
+    from holon_cli.runtime.turn.preflight import resolve_chain
+
+    try:
+        resolve_chain(
+            candidates(store.read_record()["state"], cli_model=model),
+            consequence="nothing was run",
+        )
+    except HolonError:
+        if remove:
+            import shutil
+
+            shutil.rmtree(store.layout.home, ignore_errors=True)
+        raise
+
+
 def run_once(
     text: str,
     *,
@@ -88,6 +108,7 @@ def run_once(
                 hint="cwd must stay inside the execution root",
             ) from None
         _bind_workspace(store, root, c)
+    _preflight(store, model, remove=temporary)
     started_at = clock.now_iso()
     env = admit(text, store=store, delivery_surface="run_once")
     turns: list[turn_mod.TurnResult] = []

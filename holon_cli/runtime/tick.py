@@ -68,6 +68,42 @@ def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str,
     return _system_tick(store, text, reason, work_item_id=wid)
 
 
+def _wake_if_asleep(store: AgentStore, now: float) -> bool:
+    """Compare-and-set under the agent lock: asleep with an expired sleep ->
+    awake_idle. An agent stopped, paused or woken meanwhile is left alone."""
+    woke = False
+
+    def wake(s: dict[str, Any]) -> None:
+        nonlocal woke
+        until = s.get("sleeping_until")
+        if s["status"] == "asleep" and until and clock.parse_iso(until) <= now:
+            s.update(status="awake_idle", sleeping_until=None, last_wake_reason="sleep_expired")
+            woke = True
+
+    store.update_state(wake)
+    return woke
+
+
+def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
+    """A run marker left by a killed turn is repaired when no turn holds the
+    agent (a busy turn lock means the marker is live: leave it)."""
+    state = store.read_record()["state"]
+    if state["status"] != "awake_running" and not state.get("current_run_id"):
+        return None
+    from holon_cli.errors import BusyError
+    from holon_cli.runtime.turn import repair_stale_run
+
+    lock = store.turn_lock()
+    try:
+        lock.try_acquire()
+    except BusyError:
+        return None
+    try:
+        return repair_stale_run(store)
+    finally:
+        lock.release()
+
+
 def tick_agent(store: AgentStore) -> dict[str, Any]:
     actions: list[dict[str, Any]] = []
     rec = store.read_record()
@@ -79,14 +115,12 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
         admitted = q.ingest(store, st)
     if admitted:
         actions.append({"action": "ingested", "count": len(admitted)})
+    repaired = _repair_stale_run(store)
+    if repaired:
+        actions.append({"action": "repaired_stale_run", **repaired})
     now = clock.now()
     if state["status"] == "asleep" and state.get("sleeping_until"):
-        if clock.parse_iso(state["sleeping_until"]) <= now:
-            store.update_state(
-                lambda s: s.update(
-                    status="awake_idle", sleeping_until=None, last_wake_reason="sleep_expired"
-                )
-            )
+        if clock.parse_iso(state["sleeping_until"]) <= now and _wake_if_asleep(store, now):
             store.emit(
                 "agent_state_changed",
                 {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"},

@@ -2,14 +2,15 @@
 
 Owns the model-facing shapes only; the work happens in ``runtime/``
 (admission, inspection) or in the turn engine, which reads the turn-local
-effects these tools leave in ``ctx.effects``:
+effects these tools report:
 
-- ``ctx.effects["sleep"] = {"duration_ms": int | None, "reason": str | None}``:
-  the model asked to rest. The engine ends the turn after the current round;
+- ``ctx.report.sleep`` (a :class:`~holon_cli.tools.base.SleepRequest`): the
+  model asked to rest. The engine ends the turn after the current round;
   ``duration_ms`` is a short session-local wake delay (``None``: rest until
-  the next wake signal). The last ``Sleep`` of a turn wins.
-- ``ctx.effects["enqueued"] = [message_id, ...]``: follow-ups this turn
-  admitted for the same agent (bounded by ``MAX_FOLLOWUPS_PER_TURN``).
+  the next wake signal). The last ``Sleep`` of a round wins.
+- ``ctx.effects["enqueued"] = [message_id, ...]`` (turn-local scratch, not
+  read by the loop): follow-ups this turn admitted for the same agent
+  (bounded by ``MAX_FOLLOWUPS_PER_TURN``).
 
 ``AgentGet`` never reveals private agents other than the caller's own
 supervised children: an unknown or private id is ``not_found`` alike.
@@ -26,7 +27,7 @@ from holon_cli.runtime.inspect import agent_summary
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import AGENT_ID_RE, HomeLayout
-from holon_cli.tools.base import ToolContext, ToolError, field_doc, tool
+from holon_cli.tools.base import SleepRequest, ToolContext, ToolError, field_doc, tool
 
 MAX_FOLLOWUPS_PER_TURN = 8
 SELF_FOLLOWUP_ORIGIN = "system:self_followup"
@@ -72,7 +73,7 @@ def sleep(ctx: ToolContext, args: SleepArgs) -> dict[str, Any]:
     if duration == 0:
         duration = None  # tolerated model output: same as omitting it
     reason = (args.reason or "").strip() or None
-    ctx.effects["sleep"] = {"duration_ms": duration, "reason": reason}
+    ctx.report.sleep = SleepRequest(duration, reason)
     wake = (
         f"after {duration} ms or on the next wake signal"
         if duration

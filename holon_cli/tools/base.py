@@ -88,6 +88,50 @@ def render_error(tool_name: str | None, env: dict[str, Any]) -> str:
     return json.dumps(out, ensure_ascii=False, default=str)
 
 
+# ------------------------------------------------------------------ effects
+
+
+@dataclass(frozen=True)
+class SleepRequest:
+    """The model asked to rest: the turn ends after the current round."""
+
+    duration_ms: int | None = None  # None: until the next wake signal
+    reason: str | None = None
+
+
+@dataclass
+class ToolEffects:
+    """What one successful call did, as far as the turn loop cares.
+
+    Handlers report through ``ctx.report`` (a fresh record per call);
+    :func:`execute` attaches it to the :class:`ToolResult` of a call that
+    succeeded (a failed call reports nothing). The loop reads these fields and
+    never a tool's name, so a new tool is one module plus one catalog line.
+    To extend: add a field here with a neutral default and read it in the
+    turn loop's ``run_tools`` step.
+    """
+
+    # a work item was created, picked, updated or completed (resets the
+    # stale-round reminder; focus is re-read after the round)
+    work_item_mutated: bool = False
+    # the call changed the current work item (to ``current_work_item_id``)
+    focus_changed: bool = False
+    current_work_item_id: str | None = None
+    # the work item the call concerns (its events and transcript bind to it)
+    work_item_id: str | None = None
+    # a work_done brief this call wrote (the turn then writes no result brief
+    # repeating the same text)
+    completion_brief_id: str | None = None
+    # shell command lines the call ran (skill activation reads them)
+    commands: list[str] = field(default_factory=list)
+    # background tasks the call started
+    tasks_started: list[str] = field(default_factory=list)
+    # the model asked to rest after this round
+    sleep: SleepRequest | None = None
+    # an external wait (timer, trigger, task result) the call recorded
+    external_wait: dict[str, Any] | None = None
+
+
 # ------------------------------------------------------------------ context
 
 
@@ -105,8 +149,11 @@ class ToolContext:
     round_text: str = ""  # assistant text of the same round (CompleteWorkItem reports)
     round_calls: list[ToolCall] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
-    # turn-local effects the engine reads after the call (e.g. {"sleep": {...}})
+    # turn-local scratch state shared by the calls of one turn (e.g. Enqueue's
+    # follow-up count); the turn loop never reads it
     effects: dict[str, Any] = field(default_factory=dict)
+    # what the current call did: reset by ``execute`` before each call
+    report: ToolEffects = field(default_factory=ToolEffects)
 
 
 @dataclass
@@ -116,6 +163,7 @@ class ToolResult:
     data: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    effects: ToolEffects = field(default_factory=ToolEffects)
 
 
 Handler = Callable[[ToolContext, Any], "ToolResult | dict[str, Any] | str"]
@@ -382,7 +430,24 @@ def _to_result(out: Any) -> ToolResult:
 
 
 def execute(tool_def: ToolDef | None, ctx: ToolContext, call: ToolCall) -> ToolResult:
-    """Run one tool call; every failure becomes an error result (never raises)."""
+    """Run one tool call; every failure becomes an error result (never raises).
+
+    A successful result carries the call's :class:`ToolEffects` (what the
+    handler reported through ``ctx.report``, unless it returned a result with
+    its own); a failed one carries none."""
+    ctx.report = ToolEffects()
+    res = _execute(tool_def, ctx, call)
+    if not res.ok:
+        res.effects = ToolEffects()
+        return res
+    if res.effects == ToolEffects():
+        res.effects = ctx.report
+    if res.effects.work_item_id is None and isinstance(res.data.get("work_item_id"), str):
+        res.effects.work_item_id = res.data["work_item_id"]
+    return res
+
+
+def _execute(tool_def: ToolDef | None, ctx: ToolContext, call: ToolCall) -> ToolResult:
     name = call.name
     try:
         if tool_def is None:

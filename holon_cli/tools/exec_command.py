@@ -550,6 +550,7 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
                 field=name,
                 recovery_hint=_UNSUPPORTED_HINT,
             )
+    ctx.report.commands.append(args.cmd)  # the turn loop activates skills from these
     receipt = run_one(
         ctx,
         cmd=args.cmd,
@@ -601,6 +602,7 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
             field="commands",
             recovery_hint="split the work into several batches",
         )
+    ctx.report.commands.extend(item.cmd for item in args.commands)
     # the batch as a whole stays within one default budget unless items ask for more
     share = max(250, output_budget_tokens(ctx.config) // n)
     items: list[dict[str, Any]] = []

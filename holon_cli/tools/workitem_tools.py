@@ -11,10 +11,11 @@ omitted field at its default and turns an explicit ``null`` for an optional
 field into ``None``, so the handler sees UNSET (keep the blocker), ``None``
 (clear it) or text (set it) without any change to the framework.
 
-Effects left in ``ctx.effects`` for the turn engine:
-``work_item_mutated`` (True after any successful mutation: resets the
-stale-reminder count) and ``current_work_item_id`` (present only when the
-call changed focus; the new value, possibly ``None``).
+Effects reported through ``ctx.report`` (:class:`~holon_cli.tools.base.ToolEffects`)
+for the turn loop: ``work_item_mutated`` after any successful mutation
+(resets the stale-reminder count), ``focus_changed`` with the new
+``current_work_item_id`` (possibly ``None``) when the call changed focus, and
+``completion_brief_id`` when ``CompleteWorkItem`` wrote a work_done brief.
 """
 
 from __future__ import annotations
@@ -138,9 +139,12 @@ def _bind(result: dict[str, Any]) -> dict[str, Any]:
 
 def _mutated(ctx: ToolContext, result: dict[str, Any], *, focus_changed: bool) -> dict[str, Any]:
     _bind(result)
-    ctx.effects["work_item_mutated"] = True
+    ctx.report.work_item_mutated = True
     if focus_changed:
-        ctx.effects["current_work_item_id"] = result.get("current_work_item_id")
+        ctx.report.focus_changed = True
+        ctx.report.current_work_item_id = result.get("current_work_item_id")
+    if result.get("brief_id"):
+        ctx.report.completion_brief_id = result["brief_id"]
     return result
 
 

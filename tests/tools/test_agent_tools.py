@@ -11,7 +11,7 @@ from holon_cli.runtime import queue
 from holon_cli.runtime.agents import create_agent, set_lifecycle
 from holon_cli.store.inbox import Inbox
 from holon_cli.tools.agent_tools import MAX_FOLLOWUPS_PER_TURN
-from holon_cli.tools.base import ToolContext, ToolResult
+from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult
 
 Call = Callable[..., ToolResult]
 
@@ -22,19 +22,19 @@ Call = Callable[..., ToolResult]
 def test_sleep_without_duration_rests_indefinitely(call: Call, ctx: ToolContext) -> None:
     r = call("Sleep")
     assert r.ok
-    assert ctx.effects["sleep"] == {"duration_ms": None, "reason": None}
+    assert r.effects.sleep == SleepRequest(None, None)
     assert json.loads(r.content)["sleeping"] is True
 
 
 def test_sleep_zero_is_treated_as_omitted(call: Call, ctx: ToolContext) -> None:
-    assert call("Sleep", duration_ms=0, reason="nothing to do").ok
-    assert ctx.effects["sleep"] == {"duration_ms": None, "reason": "nothing to do"}
+    r = call("Sleep", duration_ms=0, reason="nothing to do")
+    assert r.ok and r.effects.sleep == SleepRequest(None, "nothing to do")
 
 
 def test_sleep_with_duration(call: Call, ctx: ToolContext) -> None:
     r = call("Sleep", duration_ms=1500)
     assert r.ok and r.data["duration_ms"] == 1500
-    assert ctx.effects["sleep"]["duration_ms"] == 1500
+    assert r.effects.sleep is not None and r.effects.sleep.duration_ms == 1500
     assert "after 1500 ms" in r.content
 
 
@@ -42,13 +42,13 @@ def test_sleep_negative_is_invalid_and_has_no_effect(call: Call, ctx: ToolContex
     r = call("Sleep", duration_ms=-5)
     assert r.error and r.error["kind"] == "invalid_arguments"
     assert r.error["details"]["field"] == "duration_ms" and r.error["recovery_hint"]
-    assert "sleep" not in ctx.effects
+    assert r.effects.sleep is None and ctx.report.sleep is None
 
 
 def test_sleep_rejects_non_integer(call: Call, ctx: ToolContext) -> None:
     r = call("Sleep", duration_ms="soon")
     assert r.error and r.error["kind"] == "invalid_arguments"
-    assert "sleep" not in ctx.effects
+    assert r.effects.sleep is None
 
 
 # ----------------------------------------------------------------- Enqueue

@@ -138,7 +138,7 @@ def test_empty_blocker_is_an_error_envelope(store: AgentStore) -> None:
     )
     assert res.error is not None and res.error["recovery_hint"]
     assert wi.get_work_item(store, wid)["work_item"]["blocked_by"] is None
-    assert ctx.effects == {}
+    assert res.effects == base.ToolEffects()
 
 
 def test_recheck_after_requires_blocked_by(store: AgentStore) -> None:
@@ -202,7 +202,7 @@ def test_update_completed_is_rejected(store: AgentStore) -> None:
 
 
 def test_create_returns_descriptor_and_leaves_focus(store: AgentStore) -> None:
-    out, _, ctx = run(
+    out, res, _ = run(
         store,
         "CreateWorkItem",
         {
@@ -219,25 +219,29 @@ def test_create_returns_descriptor_and_leaves_focus(store: AgentStore) -> None:
         and w["plan_artifact"]["preview_complete"] is True
     )
     assert "PickWorkItem" in out["note"]
-    assert ctx.effects == {"work_item_mutated": True}
+    assert res.effects.work_item_mutated and not res.effects.focus_changed
+    assert res.effects.work_item_id == w["id"]
 
 
 def test_pick_reports_focus_change_effect(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    out, _, ctx = run(store, "PickWorkItem", {"work_item_id": wid})
+    out, res, _ = run(store, "PickWorkItem", {"work_item_id": wid})
     assert out["ok"] and out["binding"].startswith(
         "Subsequent tool calls in this turn are bound to work item"
     )
-    assert ctx.effects == {"work_item_mutated": True, "current_work_item_id": wid}
-    _, _, ctx = run(store, "PickWorkItem", {"work_item_id": wid})
-    assert ctx.effects == {"work_item_mutated": True}  # reaffirm: focus unchanged
+    fx = res.effects
+    assert fx.work_item_mutated and fx.focus_changed and fx.current_work_item_id == wid
+    _, res, _ = run(store, "PickWorkItem", {"work_item_id": wid})
+    # reaffirm: focus unchanged
+    assert res.effects.work_item_mutated and not res.effects.focus_changed
 
 
 def test_release_reports_focus_effect(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     wi.pick_work_item(store, wid)
-    _, _, ctx = run(store, "UpdateWorkItem", {"work_item_id": wid, "plan_status": "needs_input"})
-    assert ctx.effects == {"work_item_mutated": True, "current_work_item_id": None}
+    _, res, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "plan_status": "needs_input"})
+    fx = res.effects
+    assert fx.work_item_mutated and fx.focus_changed and fx.current_work_item_id is None
 
 
 def test_warnings_reach_the_tool_result(store: AgentStore) -> None:

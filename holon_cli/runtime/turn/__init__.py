@@ -1,0 +1,50 @@
+"""One turn: dequeue the next message, run the provider/tool loop, record
+everything, settle.
+
+Modules: ``entry`` (``run_turn``, ``run_turns_all``), ``loop`` (``TurnRun``:
+the lifecycle as steps), ``journal`` (crash replay), ``recorder`` (events and
+transcript bound to the turn), ``closure`` (ClosureDecision), ``context``
+(recent conversation), ``result`` (``TurnResult``).
+
+Invariants:
+- one turn per agent at a time (the turn lock; a second caller gets exit 75);
+- every provider round, tool call and terminal is an event, a transcript
+  entry, or both; the queue entry is settled last;
+- a crash mid-turn leaves the message ``dequeued``; the next turn replays it
+  from the turn journal (``state/turn_journal.json``), so tool calls already
+  recorded are not run again, and a call that was in flight when the process
+  died is reported to the model as interrupted instead of being re-run;
+- a message gets exactly one terminal (brief, transcript entry, event), also
+  when the process dies between writing it and settling the queue entry;
+- a tool failure is a tool result, never the end of the turn; a provider
+  failure ends the turn as ``aborted`` with a failure brief;
+- the turn never undoes an operator's stop or pause.
+"""
+
+from holon_cli.runtime.turn.closure import derive_closure
+from holon_cli.runtime.turn.context import RECENT_CHARS, recent_conversation
+from holon_cli.runtime.turn.entry import (
+    agents_with_work,
+    repair_stale_run,
+    run_turn,
+    run_turns_all,
+    tool_catalog,
+)
+from holon_cli.runtime.turn.journal import Journal
+from holon_cli.runtime.turn.loop import DEFAULT_MAX_ROUNDS, TurnRun
+from holon_cli.runtime.turn.result import TurnResult
+
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "RECENT_CHARS",
+    "Journal",
+    "TurnResult",
+    "TurnRun",
+    "agents_with_work",
+    "derive_closure",
+    "recent_conversation",
+    "repair_stale_run",
+    "run_turn",
+    "run_turns_all",
+    "tool_catalog",
+]

@@ -1,0 +1,190 @@
+"""Entry points of the turn step: :func:`run_turn` (one agent) and
+:func:`run_turns_all` (every agent with queued work)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from holon_cli import clock
+from holon_cli.errors import HolonError, RejectedError
+from holon_cli.model.agent import HELD_STATUSES, lifecycle_hint
+from holon_cli.runtime import queue as q
+from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.models import candidates
+from holon_cli.runtime.turn.journal import Journal
+from holon_cli.runtime.turn.loop import TurnRun, finish_agent_state
+from holon_cli.runtime.turn.preflight import resolve_chain
+from holon_cli.runtime.turn.result import TurnResult
+from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.tools.catalog import ToolCatalog
+
+
+def tool_catalog() -> tuple[dict[str, Any], list[Any], dict[str, str]]:
+    """The built-in catalog as ``(defs, specs, guidance)`` (for ``debug prompt``)."""
+    cat = _default_catalog()
+    return cat.defs, cat.specs, cat.guidance
+
+
+def _default_catalog() -> ToolCatalog:
+    # the one place the runtime names the tools layer: the default for callers
+    # (tests, library use) that pass no catalog; the CLI passes its own
+    from holon_cli.tools.catalog import default_catalog
+
+    return default_catalog()
+
+
+def _runtime_cfg() -> dict[str, Any]:
+    from holon_cli.store.config import load_config
+
+    return load_config()
+
+
+def _release_run(store: AgentStore) -> None:
+    """After an interrupted or failed turn: the agent must not look busy; an
+    operator's stop or pause holds."""
+
+    def release(st: dict[str, Any]) -> None:
+        if st["status"] not in HELD_STATUSES:
+            st["status"] = "awake_idle"
+        st["current_run_id"] = None
+        st["current_run_pid"] = None
+
+    store.update_state(release)
+
+
+def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
+    """Clear the run marker a killed turn left behind. The caller holds the
+    turn lock, so no turn is running and ``awake_running`` is stale.
+
+    When the journal shows the turn was settled and its queue entry is no
+    longer in flight (killed after the queue settle), the settled turn is
+    recorded on the agent as the turn would have done; otherwise the agent
+    is only made idle (the next dequeue replays the message). Returns what
+    was repaired, or ``None`` when nothing was stale."""
+    state = store.read_record()["state"]
+    if state["status"] != "awake_running" and not state.get("current_run_id"):
+        return None
+    stale_run_id = state.get("current_run_id")
+    journal = Journal.load(store)
+    settled = (
+        journal is not None
+        and journal.settlement is not None
+        and journal.message_id not in q.load(store).entries
+    )
+    if settled:
+        assert journal is not None and journal.settlement is not None
+        finish_agent_state(store, journal.settlement, journal)
+        journal.clear()
+    else:
+        _release_run(store)
+    status = store.read_record()["state"]["status"]
+    out = {
+        "stale_run_id": stale_run_id,
+        "from": state["status"],
+        "to": status,
+        "settled_turn_recorded": settled,
+    }
+    store.emit("agent_state_repaired", out)
+    return out
+
+
+def run_turn(
+    agent_id: str | None = None,
+    *,
+    store: AgentStore | None = None,
+    cli_model: str | None = None,
+    cli_fallbacks: list[str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    max_rounds: int | None = None,
+    catalog: ToolCatalog | None = None,
+) -> TurnResult:
+    """Run one turn for the agent if it has queued work. Raises BusyError (75)
+    when another turn holds the agent, RejectedError (4) when it is stopped."""
+    store = store or open_agent(agent_id)
+    lock = store.turn_lock()
+    lock.try_acquire()
+    try:
+        repair_stale_run(store)
+        rec = store.read_record()
+        status = rec["state"]["status"]
+        if status in HELD_STATUSES:
+            raise RejectedError(
+                f"agent {store.agent_id!r} is {status}; no turn was run",
+                hint=lifecycle_hint(status) or "",
+                kind=f"agent_{status}",
+            )
+        models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
+        resolve = resolve_chain(models)  # before the dequeue: a bad chain consumes nothing
+        turn_id = clock.new_id("turn")
+        entry = q.dequeue_next(store, turn_id)
+        if entry is None:
+            return TurnResult(store.agent_id, ran=False)
+        run = TurnRun(
+            store,
+            entry,
+            turn_id,
+            models,
+            catalog=catalog or _default_catalog(),
+            config=_runtime_cfg(),
+            sleep=sleep,
+            max_rounds=max_rounds,
+            resolve=resolve,
+        )
+        try:
+            return run.execute()
+        except KeyboardInterrupt:
+            # Ctrl-C: the message stays dequeued and the next turn replays it
+            # from the journal; the agent must not look busy meanwhile
+            store.emit(
+                "turn_interrupted",
+                {"turn_id": turn_id, "reason": "keyboard_interrupt"},
+                message=entry["envelope"],
+                turn_id=turn_id,
+            )
+            _release_run(store)
+            raise
+        except Exception as exc:
+            # an internal failure: record it and leave the message dequeued, so
+            # the next turn replays it (bounded by queue.MAX_ATTEMPTS)
+            store.emit(
+                "runtime_error",
+                {
+                    "turn_id": turn_id,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "failure_kind": "internal",
+                },
+                message=entry["envelope"],
+                turn_id=turn_id,
+            )
+            _release_run(store)
+            raise
+    finally:
+        lock.release()
+
+
+def agents_with_work() -> list[str]:
+    from holon_cli.runtime.agents import list_agents
+
+    out = []
+    for a in list_agents(include_private=True):
+        if a.status in HELD_STATUSES:
+            continue
+        st = open_agent(a.agent_id, create_default=False)
+        if q.pending_count(st) > 0:
+            out.append(a.agent_id)
+    return out
+
+
+def run_turns_all(**kw: Any) -> list[TurnResult | HolonError]:
+    """One turn for every agent with queued work; busy agents are skipped."""
+    out: list[TurnResult | HolonError] = []
+    for aid in agents_with_work():
+        try:
+            out.append(run_turn(aid, **kw))
+        except HolonError as err:
+            out.append(err)
+    return out

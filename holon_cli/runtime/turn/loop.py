@@ -1,0 +1,699 @@
+"""One turn as steps (:class:`TurnRun`), in the spec's lifecycle order:
+
+    start -> close in-flight calls -> (build prompt -> call model ->
+    record round -> run tools -> take interjects -> decide stop)* -> settle
+
+Each step is a short method; the loop itself is :meth:`TurnRun.execute`.
+The loop knows no tool by name: tools report what they did through the
+typed :class:`~holon_cli.tools.base.ToolEffects` on their result, and the
+tool catalog is passed in. Events and transcript entries go through one
+:class:`~holon_cli.runtime.turn.recorder.TurnRecorder` bound to the turn.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from holon_cli import clock
+from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.providers.base import ConversationItem, ModelResponse, ProviderRequest, ToolCall
+from holon_cli.runtime import queue as q
+from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.briefs import write_brief
+from holon_cli.runtime.prompt import (
+    BuiltPrompt,
+    WorkspaceBinding,
+    build_frame,
+    first_user_item,
+    render_message,
+    workspace_for,
+)
+from holon_cli.runtime.turn.closure import derive_closure
+from holon_cli.runtime.turn.context import recent_conversation
+from holon_cli.runtime.turn.journal import Journal
+from holon_cli.runtime.turn.recorder import TurnRecorder
+from holon_cli.runtime.turn.result import TurnResult
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.layout import default_agent_id
+from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult, execute, render_error
+
+if TYPE_CHECKING:
+    from holon_cli.providers.chain import ChainResult
+    from holon_cli.tools.catalog import ToolCatalog
+
+DEFAULT_MAX_ROUNDS = 50
+
+_INTERRUPTED = {
+    "kind": "interrupted",
+    "message": "this call was in flight when the runtime stopped; it was not re-run",
+    "recovery_hint": "check its effects (e.g. with ExecCommand) before running it again",
+    "retryable": True,
+    "details": None,
+}
+
+
+def _usage_dict(usage: Any) -> dict[str, int]:
+    if usage is None:
+        return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    return dict(usage.to_dict())
+
+
+class TurnRun:
+    """One dequeued message worked to its terminal. Call :meth:`execute` once."""
+
+    def __init__(
+        self,
+        store: AgentStore,
+        entry: dict[str, Any],
+        turn_id: str,
+        models: list[str],
+        *,
+        catalog: ToolCatalog,
+        config: dict[str, Any],
+        sleep: Callable[[float], None],
+        max_rounds: int | None = None,
+        resolve: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.t_start = time.monotonic()
+        self.store = store
+        self.entry = entry
+        self.msg: dict[str, Any] = entry["envelope"]
+        self.mid: str = self.msg["id"]
+        self.turn_id = turn_id
+        self.models = models
+        self.catalog = catalog
+        self.cfg = config
+        self.sleep = sleep
+        self.resolve = resolve
+        rt_cfg = config.get("runtime") or {}
+        self.max_rounds = max_rounds or int(rt_cfg.get("max_provider_rounds") or DEFAULT_MAX_ROUNDS)
+        self.rec = TurnRecorder(store, self.msg, turn_id)
+        self.result = TurnResult(store.agent_id, ran=True, turn_id=turn_id, message_id=self.mid)
+        resumed = Journal.resume(store, turn_id, self.mid)
+        self.result.replayed = resumed is not None or int(entry.get("interrupted", 0)) > 0
+        self.journal = resumed or Journal(store, turn_id, self.mid)
+        self.fresh = resumed is None
+        # turn state, filled by start() and the round steps
+        self.state: dict[str, Any] = {}
+        self.turn_index = 0
+        self.ws: WorkspaceBinding | None = None
+        self.is_default = False
+        self.bound_wi: str | None = None
+        self.focus: str | None = None  # the current work item as it changes during the turn
+        self.completion_briefs: list[str] = []  # work_done briefs written in the final round
+        self.session_skills: list[dict[str, Any]] = []
+        self.turn_skills: dict[str, dict[str, Any]] = {}
+        self.recent: str | None = None
+        self.failed = False
+        self.sleep_req: SleepRequest | None = None
+        self.rounds_since_mutation = 0
+        self.final_text = ""
+        self.turn_local: dict[str, Any] = {}  # tools' turn-local scratch (ToolContext.effects)
+        self.context_reported = False
+        self.context_build_ms = 0.0
+
+    # ------------------------------------------------------------ the loop
+
+    def execute(self) -> TurnResult:
+        self.start()
+        if self.journal.settlement is None:
+            done = self.close_in_flight_calls()
+            while not done:
+                built = self.build_prompt()
+                rnd = self.call_model(built)
+                if rnd is None:
+                    break
+                self.record_round(rnd)
+                if not rnd.tool_calls:
+                    self.final_text = rnd.text
+                    break
+                self.run_tools(rnd, built)
+                self.take_interjects()
+                done = self.decide_stop(rnd)
+        return self.settle()
+
+    # ---------------------------------------------------------------- start
+
+    def start(self) -> None:
+        """Mark the agent running (never over an operator's stop or pause),
+        announce the turn, and open or resume its journal."""
+        replayed = self.result.replayed
+        msg = self.msg
+
+        def mark(state: dict[str, Any]) -> None:
+            if state["status"] not in HELD_STATUSES:
+                state["status"] = "awake_running"
+                state["status_changed_at"] = clock.now_iso()
+            state["current_run_id"] = self.turn_id
+            state["current_run_pid"] = os.getpid()
+            state["last_wake_reason"] = msg.get("triggerKind") or msg.get("kind")
+            state["sleeping_until"] = None
+            state["turn_index"] = int(state.get("turn_index", 0)) + 1
+            state["total_message_count"] = int(state.get("total_message_count", 0)) + (
+                0 if replayed else 1
+            )
+
+        agent_rec = self.store.update_state(mark)
+        self.state = agent_rec["state"]
+        self.turn_index = self.state["turn_index"]
+        queue_wait_ms = None
+        try:
+            queue_wait_ms = max(0, int((clock.now() - clock.parse_iso(msg["createdAt"])) * 1000))
+        except (KeyError, ValueError):
+            pass
+        self.rec.event(
+            "message_processing_started",
+            {
+                "turn_index": self.turn_index,
+                "attempt": self.entry.get("attempts", 1),
+                "queue_wait_ms": queue_wait_ms,
+                "trigger_kind": msg.get("triggerKind"),
+                "replayed": replayed,
+            },
+        )
+        if self.fresh:
+            self.journal.items.append(first_user_item(msg))
+            self.rec.message_entry(msg)
+            self.journal.save()
+        self.ws = workspace_for(self.store.layout.home, self.state)
+        self.is_default = (
+            agent_rec["identity"]["kind"] == "default" or self.store.agent_id == default_agent_id()
+        )
+        self.bound_wi = self.state.get("current_work_item_id")
+        self.focus = self.bound_wi
+        self.session_skills = list(self.state.get("active_skills") or [])
+        self.recent = recent_conversation(self.store, self.mid)
+
+    # ---------------------------------------------- close in-flight calls
+
+    def close_in_flight_calls(self) -> bool:
+        """Replay: calls of the last recorded round that have no recorded result
+        were in flight when the runtime died; the model hears they were
+        interrupted (never re-run). Returns True when the journal already
+        ends with a final answer (only settling is left)."""
+        last = self.journal.items[-1] if self.journal.items else None
+        if last is None or last.role != "assistant":
+            return False
+        if not last.tool_calls:
+            self.final_text = last.text
+            return True
+        recorded = self.journal.recorded_results()
+        for call in last.tool_calls:
+            if call.id not in recorded:
+                content = render_error(call.name, _INTERRUPTED)
+                self.journal.items.append(
+                    ConversationItem(
+                        "tool", content, call_id=call.id, name=call.name, is_error=True
+                    )
+                )
+                self.rec.transcript(
+                    "tool_result",
+                    call_id=call.id,
+                    tool_name=call.name,
+                    ok=False,
+                    output=content,
+                    error={"kind": "interrupted"},
+                )
+        self.journal.save()
+        return False
+
+    # --------------------------------------------------------- build prompt
+
+    def build_prompt(self) -> BuiltPrompt:
+        t_ctx = time.monotonic()
+        assert self.ws is not None
+        built = build_frame(
+            agent_id=self.store.agent_id,
+            agent_home=self.store.layout.home,
+            is_default_agent=self.is_default,
+            ws=self.ws,
+            message=self.msg,
+            tools=self.catalog.specs,
+            guidance=self.catalog.guidance,
+            work_queue=wi.project_work_queue(self.store, bound_work_item_id=self.focus),
+            recent=self.recent,
+            active_skills=[
+                *(
+                    {**a, "state": "session_active"}
+                    for a in self.session_skills
+                    if a["skill"] not in self.turn_skills
+                ),
+                *self.turn_skills.values(),
+            ],
+        )
+        self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
+        if not self.context_reported:
+            self.context_reported = True
+            self.rec.event(
+                "turn_context_built",
+                {
+                    "context_build_ms": self.context_build_ms,
+                    "prompt_cache_key": built.frame.prompt_cache_key,
+                    "context_fingerprint": built.frame.context_fingerprint,
+                    "sections": built.sections,
+                    "tool_count": len(self.catalog.specs),
+                    "bound_work_item_id": self.bound_wi,
+                },
+            )
+        return built
+
+    # ----------------------------------------------------------- call model
+
+    def call_model(self, built: BuiltPrompt) -> _Round | None:
+        """One provider round over the model chain. A chain failure is recorded
+        (event, transcript) and ends the loop: returns ``None``."""
+        from holon_cli.providers.chain import ChainFailure, call_with_fallback
+
+        request = ProviderRequest(
+            frame=built.frame,
+            conversation=list(self.journal.items),
+            tools=self.catalog.specs,
+            state_dir=self.store.layout.state_dir,
+            agent_id=self.store.agent_id,
+        )
+        started_at = clock.now_iso()
+        t0 = time.monotonic()
+        try:
+            chain = call_with_fallback(self.models, request, sleep=self.sleep, resolve=self.resolve)
+        except ChainFailure as failure:
+            self._record_failure(failure, round((time.monotonic() - t0) * 1000, 3))
+            return None
+        return _Round(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
+
+    def _record_failure(self, failure: Any, provider_ms: float) -> None:
+        self.failed = True
+        artifact: dict[str, Any] = failure.failure_artifact()
+        self.result.failure_artifact = artifact
+        self.result.failure_kind = getattr(failure.last, "kind", None)
+        tl = failure.timeline
+        self.journal.timeline.extend(tl.get("attempts", []))
+        usage = failure.usage.to_dict() if failure.usage is not None else None
+        self.journal.add_usage(usage)
+        summary = artifact.get("summary", str(failure))
+        self.rec.event(
+            "runtime_error",
+            {
+                "error": summary,
+                "failure_kind": self.result.failure_kind,
+                "failure_artifact": artifact,
+                "provider_attempt_timeline": tl,
+                "token_usage": usage,
+                "provider_round_ms": provider_ms,
+            },
+        )
+        self.rec.transcript(
+            "runtime_failure",
+            text=summary,
+            failure_artifact=artifact,
+            provider_attempt_timeline=tl,
+            token_usage=usage,
+        )
+
+    # --------------------------------------------------------- record round
+
+    def record_round(self, rnd: _Round) -> None:
+        """The model's answer becomes durable: events, transcript, agent
+        totals, journal."""
+        resp = rnd.response
+        tl = rnd.chain.timeline
+        self.journal.timeline.extend(tl.get("attempts", []))
+        usage = _usage_dict(resp.usage)
+        self.journal.add_usage(usage if resp.usage else None)
+        self.journal.rounds += 1
+        round_no = self.journal.rounds
+        calls = resp.tool_calls
+        self.rec.event(
+            "provider_round_completed",
+            {
+                "round": round_no,
+                "token_usage": usage,
+                "context_build_ms": self.context_build_ms,
+                "provider_round_ms": rnd.provider_ms,
+                "provider_started_at": rnd.started_at,
+                "provider_completed_at": clock.now_iso(),
+                "provider_attempt_timeline": tl,
+                "stop_reason": resp.stop_reason,
+                "model_ref": tl.get("winning_model_ref"),
+            },
+        )
+        self.rec.event(
+            "assistant_round_recorded",
+            {
+                "round": round_no,
+                "text_preview": resp.text[:280],
+                "tool_requests": [c.name for c in calls],
+            },
+        )
+        self.rec.transcript(
+            "assistant_round",
+            round=round_no,
+            text=resp.text,
+            tool_calls=[c.to_dict() for c in calls],
+            input_tokens=usage["input_tokens"],
+            output_tokens=usage["output_tokens"],
+            data={"token_usage": usage},
+            provider_attempt_timeline=tl,
+            stop_reason=resp.stop_reason,
+            model_ref=tl.get("winning_model_ref"),
+            work_item_id=self.focus,
+        )
+
+        def add_totals(st: dict[str, Any]) -> None:
+            st["total_input_tokens"] = int(st.get("total_input_tokens", 0)) + usage["input_tokens"]
+            st["total_output_tokens"] = (
+                int(st.get("total_output_tokens", 0)) + usage["output_tokens"]
+            )
+            st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + 1
+
+        self.store.update_state(add_totals)
+        self.journal.items.append(ConversationItem("assistant", resp.text, list(calls)))
+        self.journal.save()
+
+    # ------------------------------------------------------------ run tools
+
+    def run_tools(self, rnd: _Round, built: BuiltPrompt) -> None:
+        """Execute the round's calls in order; each result is recorded as it
+        lands. Reads only the calls' typed effects."""
+        resp = rnd.response
+        assert self.ws is not None
+        ctx = ToolContext(
+            store=self.store,
+            agent_id=self.store.agent_id,
+            execution_root=self.ws.execution_root,
+            cwd=self.ws.cwd,
+            workspace_anchor=self.ws.workspace_anchor,
+            turn_id=self.turn_id,
+            message=self.msg,
+            round_text=resp.text,
+            round_calls=list(resp.tool_calls),
+            config=self.cfg,
+            effects=self.turn_local,
+        )
+        mutated = False
+        self.completion_briefs = []
+        for call in resp.tool_calls:
+            t_tool = time.monotonic()
+            res = execute(self.catalog.get(call.name), ctx, call)
+            tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
+            fx = res.effects
+            mutated = mutated or fx.work_item_mutated
+            if fx.completion_brief_id:
+                self.completion_briefs.append(fx.completion_brief_id)
+            if fx.sleep is not None:
+                self.sleep_req = fx.sleep
+            if fx.commands and built.sources.get("skills"):
+                self._activate_skills(fx.commands, built.sources["skills"])
+            self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
+        self.rounds_since_mutation = 0 if mutated else self.rounds_since_mutation + 1
+        if mutated:
+            self.focus = self.store.read_record()["state"].get("current_work_item_id")
+
+    def _activate_skills(self, commands: list[str], skills: Any) -> None:
+        from holon_cli.runtime.prompt import skill_activations
+
+        assert self.ws is not None
+        for act in (a for c in commands if c for a in skill_activations(c, self.ws.cwd, skills)):
+            if act["skill"] not in self.turn_skills:
+                self.turn_skills[act["skill"]] = {**act, "state": "turn_active"}
+                self.rec.plain_event("skill_activated", act)
+
+    def _record_tool_result(
+        self, call: ToolCall, res: ToolResult, tool_ms: float, work_item_id: str | None
+    ) -> None:
+        self.rec.event(
+            "tool_executed",
+            {
+                "round": self.journal.rounds,
+                "tool_name": call.name,
+                "call_id": call.id,
+                "ok": res.ok,
+                "duration_ms": tool_ms,
+                "error": None if res.ok else res.content[:500],
+                "tool_error": res.error,
+                "warnings": res.warnings or None,
+            },
+            work_item_id=work_item_id,
+        )
+        self.rec.transcript(
+            "tool_result",
+            round=self.journal.rounds,
+            call_id=call.id,
+            tool_name=call.name,
+            ok=res.ok,
+            output=res.content,
+            error=res.error,
+            warnings=res.warnings or None,
+            duration_ms=tool_ms,
+            work_item_id=work_item_id,
+        )
+        self.journal.items.append(
+            ConversationItem(
+                "tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok
+            )
+        )
+        self.journal.save()
+
+    # ----------------------------------------------------- take interjects
+
+    def take_interjects(self) -> None:
+        """Safe point: trusted operator interjections join the running turn."""
+        for ie in q.take_interjects(self.store, self.turn_id):
+            env = ie["envelope"]
+            self.journal.interject_ids.append(env["id"])
+            self.journal.items.append(ConversationItem("user", render_message(env)))
+            self.rec.message_entry(env, interject=True)
+            self.rec.event("message_interjected", {"into_message_id": self.mid}, message=env)
+            self.journal.save()
+
+    # ---------------------------------------------------------- decide stop
+
+    def decide_stop(self, rnd: _Round) -> bool:
+        """After a tool round: stop for a sleep request or the round limit;
+        otherwise remind a model that has not touched its work item lately."""
+        if self.sleep_req is not None:
+            self.final_text = rnd.response.text
+            return True
+        if self.journal.rounds >= self.max_rounds:
+            self.final_text = rnd.response.text
+            self.rec.event(
+                "turn_round_limit_reached",
+                {"rounds": self.journal.rounds, "max_rounds": self.max_rounds},
+            )
+            return True
+        reminder = wi.stale_reminder(self.store, self.rounds_since_mutation)
+        if reminder:
+            self.journal.provider_only.add(len(self.journal.items))
+            self.journal.items.append(ConversationItem("user", reminder))
+            self.rec.event(
+                "work_item_stale_reminder",
+                {"rounds_without_mutation": self.rounds_since_mutation},
+            )
+        return False
+
+    # --------------------------------------------------------------- settle
+
+    def settle(self) -> TurnResult:
+        """Decide the ending once (saved in the journal), write the terminal
+        records that are not written yet, settle the queue entries, and
+        record the settled turn on the agent."""
+        t_cleanup = time.monotonic()
+        s = self.journal.settlement
+        replaying = s is not None
+        if s is None:
+            s = self._decide_settlement()
+            self.journal.settlement = s
+            self.journal.save()
+        self.result.closure = s["closure"]
+        self.result.final_text = s["final_text"]
+        self.result.status = s["status"]
+        self.result.failure_artifact = s.get("failure_artifact")
+        self.result.failure_kind = s.get("failure_kind")
+        self.result.slept = s.get("sleep") is not None
+        self.result.model_rounds = self.journal.rounds
+        self.result.token_usage = dict(self.journal.usage)
+        self.result.provider_attempt_timeline = self.journal.timeline
+        write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
+        self.result.duration_ms = int(s.get("duration_ms", 0))
+        q.settle(
+            self.store,
+            self.mid,
+            "aborted" if s["status"] == "aborted" else "processed",
+            turn_id=s["turn_id"],
+        )
+        for iid in self.journal.interject_ids:
+            q.settle(self.store, iid, "processed", turn_id=s["turn_id"], reason="interject")
+        finish_agent_state(self.store, s, self.journal)
+        self.journal.clear()
+        return self.result
+
+    def _decide_settlement(self) -> dict[str, Any]:
+        wi.refresh_all(self.store)
+        if self.bound_wi:
+            # runtime facts of blocking waits come from the task plane; none is
+            # known at this layer yet, so the commit only refreshes the bound item
+            wi.turn_end_commit(self.store, self.bound_wi, {})
+        sleep = (
+            {"duration_ms": self.sleep_req.duration_ms, "reason": self.sleep_req.reason}
+            if self.sleep_req is not None
+            else None
+        )
+        closure = derive_closure(self.store, failed=self.failed, sleep_req=sleep)
+        brief: dict[str, Any] | None = None
+        if self.failed:
+            fa = self.result.failure_artifact or {}
+            brief = {
+                "kind": "failure",
+                "text": f"Turn failed: {fa.get('summary', 'provider failure')}",
+                "visibility": "turn_result",
+                "work_item_id": self.bound_wi,
+            }
+        elif not self.completion_briefs:
+            # a final round that completed a work item already wrote its work_done
+            # brief with this same text; a turn_result brief would repeat it
+            brief = {
+                "kind": "result",
+                "text": self.final_text,
+                "visibility": "action_required"
+                if closure.get("waiting_reason") == "awaiting_operator_input"
+                else "turn_result",
+                "work_item_id": self.focus,
+            }
+        return {
+            "turn_id": self.turn_id,
+            "turn_index": self.turn_index,
+            "status": "aborted" if self.failed else "completed",
+            "closure": closure,
+            "final_text": self.final_text,
+            "brief": brief,
+            "failure_artifact": self.result.failure_artifact,
+            "failure_kind": self.result.failure_kind,
+            "sleep": sleep,
+            "turn_skills": {} if self.failed else self.turn_skills,
+        }
+
+
+class _Round:
+    """One successful provider round: the chain result and its timing."""
+
+    __slots__ = ("chain", "provider_ms", "response", "started_at")
+
+    def __init__(self, chain: ChainResult, started_at: str, provider_ms: float) -> None:
+        self.chain = chain
+        self.response: ModelResponse = chain.response
+        self.started_at = started_at
+        self.provider_ms = provider_ms
+
+    @property
+    def text(self) -> str:
+        return self.response.text
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return list(self.response.tool_calls)
+
+
+# ------------------------------------------------------------ terminal
+
+
+def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
+    return any(match(r) for r in store.ledger(ledger).tail(64))
+
+
+def write_terminal(
+    store: AgentStore,
+    msg: dict[str, Any],
+    s: dict[str, Any],
+    journal: Journal,
+    t_cleanup: float,
+    t_start: float,
+    replaying: bool,
+) -> None:
+    """The terminal records of a settled turn: the brief, the transcript's
+    ``turn_terminal`` and the ``turn_terminal`` event. When ``replaying`` a
+    settlement found in the journal, a record already written is not
+    written again (exactly once per message under any kill)."""
+    tid = s["turn_id"]
+    mid = msg["id"]
+    rec = TurnRecorder(store, msg, tid)
+    brief = s.get("brief")
+    if brief and not (
+        replaying
+        and _already(
+            store, "briefs", lambda r: r.get("turn_id") == tid and r.get("kind") == brief["kind"]
+        )
+    ):
+        write_brief(
+            store,
+            kind=brief["kind"],
+            text=brief["text"],
+            visibility=brief["visibility"],
+            related_message_id=mid,
+            turn_id=tid,
+            work_item_id=brief.get("work_item_id"),
+        )
+    cleanup_ms = round((time.monotonic() - t_cleanup) * 1000, 3)
+    if "duration_ms" not in s:
+        s["duration_ms"] = int((time.monotonic() - t_start) * 1000)
+        s["completed_at"] = clock.now_iso()
+    completed_at = s["completed_at"]
+    duration_ms = s["duration_ms"]
+    is_terminal = lambda r: r.get("kind") == "turn_terminal" and r.get("turn_id") == tid  # noqa: E731
+    if not (replaying and _already(store, "transcript", is_terminal)):
+        rec.transcript(
+            "turn_terminal",
+            turn_index=s["turn_index"],
+            completed_at=completed_at,
+            duration_ms=duration_ms,
+            status=s["status"],
+            text=s["final_text"],
+            closure=s["closure"],
+        )
+    if not (replaying and _already(store, "events", is_terminal)):
+        rec.event(
+            "turn_terminal",
+            {
+                "turn_index": s["turn_index"],
+                "status": s["status"],
+                "completed_at": completed_at,
+                "duration_ms": duration_ms,
+                "cleanup_ms": cleanup_ms,
+                "last_assistant_message": s["final_text"][:2000],
+                "closure": s["closure"],
+                "model_rounds": journal.rounds,
+                "token_usage": journal.usage,
+                "failure_kind": s.get("failure_kind"),
+            },
+        )
+
+
+def finish_agent_state(store: AgentStore, s: dict[str, Any], journal: Journal) -> None:
+    """Record the settled turn on the agent. Status moves from running to idle
+    or asleep only; an operator's stop or pause made meanwhile holds."""
+    sleep = s.get("sleep")
+    completed_at = s.get("completed_at") or clock.now_iso()
+    turn_skills: dict[str, dict[str, Any]] = s.get("turn_skills") or {}
+
+    def finish(st: dict[str, Any]) -> None:
+        if st["status"] not in HELD_STATUSES:
+            st["status"] = "asleep" if sleep else "awake_idle"
+            st["status_changed_at"] = completed_at
+        st["current_run_id"] = None
+        st["current_run_pid"] = None
+        st["last_turn_at"] = completed_at
+        st["last_closure"] = s["closure"]
+        st["last_turn_token_usage"] = dict(journal.usage)
+        if turn_skills:
+            # successful turn completion promotes turn-active skills to session-active
+            merged = {a["skill"]: a for a in st.get("active_skills") or []}
+            for name, a in turn_skills.items():
+                merged[name] = {k: v for k, v in a.items() if k != "state"}
+            st["active_skills"] = list(merged.values())
+        if sleep:
+            st["sleep_reason"] = sleep.get("reason") or "model_sleep"
+            if sleep.get("duration_ms"):
+                st["sleeping_until"] = clock.iso(clock.now() + int(sleep["duration_ms"]) / 1000)
+
+    store.update_state(finish)
