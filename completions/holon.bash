@@ -94,7 +94,7 @@ _holon_command() {
         vopts='--agent -a --since --limit -n --poll'
         ;;
     'tick')
-        opts='--agent -a --all --json --help -h'
+        opts='--agent -a --all --verbose -v --json --help -h'
         vopts='--agent -a'
         ;;
     'transcript')

@@ -249,6 +249,7 @@ complete -c holon -n "__holon_is 'tail' 0+" -f
 # holon tick
 complete -c holon -n "__holon_is 'tick'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
 complete -c holon -n "__holon_is 'tick'" -l all -d 'Tick every agent'
+complete -c holon -n "__holon_is 'tick'" -l verbose -s v -d 'With --all, also list agents with nothing to do (quiet by default, for cron)'
 complete -c holon -n "__holon_is 'tick'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'tick'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'tick' 0+" -f

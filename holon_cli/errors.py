@@ -19,6 +19,26 @@ EXIT_PROVIDER = 5
 EXIT_BUSY = 75
 EXIT_INTERRUPTED = 130
 
+# ``--all`` commands exit with the worst per-agent outcome, least to most
+# severe: ok, busy (another turn holds the agent: retry later), not found (an
+# agent removed meanwhile), rejected (stopped meanwhile), provider failure,
+# configuration/usage, runtime damage (a corrupt record needs a human)
+EXIT_SEVERITY = (
+    EXIT_OK,
+    EXIT_BUSY,
+    EXIT_NOT_FOUND,
+    EXIT_REJECTED,
+    EXIT_PROVIDER,
+    EXIT_USAGE,
+    EXIT_RUNTIME,
+)
+
+
+def worst_exit_code(codes: list[int]) -> int:
+    """The most severe of ``codes`` by :data:`EXIT_SEVERITY` (0 when empty)."""
+    rank = {c: i for i, c in enumerate(EXIT_SEVERITY)}
+    return max(codes, key=lambda c: rank.get(c, len(EXIT_SEVERITY)), default=EXIT_OK)
+
 
 class HolonError(Exception):
     """Base class. ``kind`` is stable; ``exit_code`` follows the contract."""
@@ -48,6 +68,18 @@ class HolonError(Exception):
         if self.details:
             out["details"] = self.details
         return out
+
+
+def as_holon_error(exc: Exception) -> HolonError:
+    """An unexpected exception as a reportable error (for per-agent reports of
+    ``--all`` commands: one damaged agent must not stop the others)."""
+    if isinstance(exc, HolonError):
+        return exc
+    return HolonError(
+        f"{type(exc).__name__}: {exc}",
+        kind="internal_error",
+        hint="run `holon home check` to find damaged records",
+    )
 
 
 class UsageError(HolonError):

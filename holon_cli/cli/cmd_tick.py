@@ -2,25 +2,56 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from holon_cli.cli import output
 
 
+def _print_agent(r: dict[str, Any], *, verbose: bool, quiet_idle: bool) -> None:
+    aid = r["agent_id"]
+    if r.get("ok") is False:
+        err = r["error"]
+        hint = f" ({err['hint']})" if err.get("hint") else ""
+        output.echo(f"{aid}: error: {err['message']}{hint}", err=True)
+    elif r.get("skipped"):
+        if verbose or not quiet_idle:
+            click.echo(f"{aid}: skipped ({r['skipped']})")
+    elif not r["actions"]:
+        if verbose or not quiet_idle:
+            click.echo(f"{aid}: nothing to do")
+    else:
+        for a in r["actions"]:
+            detail = " ".join(f"{k}={v}" for k, v in a.items() if k != "action")
+            output.echo(f"{aid}: {a['action']} {detail}".rstrip())
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @output.agent_option
 @click.option("--all", "all_agents", is_flag=True, help="Tick every agent.")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="With --all, also list agents with nothing to do (quiet by default, for cron).",
+)
 @output.json_option
-def tick(agent_id: str | None, all_agents: bool, as_json: bool) -> None:
+def tick(agent_id: str | None, all_agents: bool, verbose: bool, as_json: bool) -> None:
     """One scheduling pass: ingest the inbox, wake expired sleeps, deliver
     work-item recheck reminders, activate runnable work.
+
+    With --all, agents with nothing to do print nothing (-v lists them); an
+    agent that cannot be ticked (e.g. a damaged queue) is reported by name and
+    skipped, the others are ticked, and the exit code is the worst outcome
+    over all agents (0, 75, 3, 4, 5, 2, 1: least to most severe).
 
     \b
     Example:
       * * * * * holon tick --all && holon turn --all   # crontab
     """
     output.begin("tick", as_json)
-    from holon_cli.errors import UsageError
+    from holon_cli.errors import UsageError, worst_exit_code
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.tick import tick_agent, tick_all
 
@@ -29,13 +60,9 @@ def tick(agent_id: str | None, all_agents: bool, as_json: bool) -> None:
     results = tick_all() if all_agents else [tick_agent(open_agent(agent_id))]
     if as_json:
         output.emit_json({"agents": results})
-        return
-    for r in results:
-        if r.get("skipped"):
-            click.echo(f"{r['agent_id']}: skipped ({r['skipped']})")
-        elif not r["actions"]:
-            click.echo(f"{r['agent_id']}: nothing to do")
-        else:
-            for a in r["actions"]:
-                detail = " ".join(f"{k}={v}" for k, v in a.items() if k != "action")
-                click.echo(f"{r['agent_id']}: {a['action']} {detail}".rstrip())
+    else:
+        for r in results:
+            _print_agent(r, verbose=verbose, quiet_idle=all_agents)
+    code = worst_exit_code([int(r.get("exit_code", 0)) for r in results])
+    if code:
+        raise click.exceptions.Exit(code)

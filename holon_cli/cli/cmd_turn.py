@@ -20,9 +20,39 @@ def _print_turn(res: dict[str, Any]) -> None:
         err=True,
     )
     if res.get("failure_artifact"):
-        output.echo(f"failure: {res['failure_artifact'].get('summary')}", err=True)
+        output.echo(
+            f"{res['agent_id']}: failure: {res['failure_artifact'].get('summary')}", err=True
+        )
     if res.get("final_text"):
         output.echo(res["final_text"])
+
+
+def _turn_all(model: str | None, catalog: Any, as_json: bool) -> None:
+    """One turn per agent with queued work; each failure names its agent; the
+    exit code is the worst per-agent outcome (see ``errors.EXIT_SEVERITY``)."""
+    from holon_cli.errors import EXIT_OK, EXIT_PROVIDER, worst_exit_code
+    from holon_cli.runtime.turn import AgentFailure, run_turns_all
+
+    results = run_turns_all(cli_model=model, catalog=catalog)
+    codes = [
+        r.exit_code
+        if isinstance(r, AgentFailure)
+        else (EXIT_PROVIDER if r.status == "aborted" else EXIT_OK)
+        for r in results
+    ]
+    if as_json:
+        output.emit_json({"turns": [r.to_dict() for r in results]})
+    else:
+        for r in results:
+            if isinstance(r, AgentFailure):
+                err = r.error
+                hint = f" ({err.hint})" if err.hint else ""
+                output.echo(f"{r.agent_id}: error: {err.message}{hint}", err=True)
+            else:
+                _print_turn(r.to_dict())
+    code = worst_exit_code(codes)
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,35 +74,26 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
     Nothing queued: exit 0. Another turn running on the agent: exit 75.
     A provider failure that ends the turn: exit 5.
 
+    With --all, an agent that cannot run (e.g. a damaged queue) is reported
+    by name and skipped; the others run. The exit code is the worst outcome
+    over all agents, least to most severe: 0, 75 (busy), 3, 4, 5 (provider
+    failure), 2 (configuration), 1 (damaged state).
+
     \b
     Examples:
       holon enqueue "check the build" && holon turn
       */5 * * * * holon tick --all && holon turn --all   # crontab
     """
     output.begin("turn", as_json)
-    from holon_cli.errors import EXIT_PROVIDER, HolonError, UsageError
-    from holon_cli.runtime.turn import run_turn, run_turns_all
+    from holon_cli.errors import EXIT_PROVIDER, UsageError
+    from holon_cli.runtime.turn import run_turn
     from holon_cli.tools.catalog import default_catalog
 
     if all_agents and agent_id:
         raise UsageError("use either --agent or --all, not both")
     catalog = default_catalog()
     if all_agents:
-        results = run_turns_all(cli_model=model, catalog=catalog)
-        data: list[dict[str, Any]] = [
-            r.to_dict() if not isinstance(r, HolonError) else {"ok": False, "error": r.to_dict()}
-            for r in results
-        ]
-        if as_json:
-            output.emit_json({"turns": data})
-        else:
-            for d in data:
-                if "error" in d:
-                    click.echo(f"error: {d['error']['message']}", err=True)
-                else:
-                    _print_turn(d)
-        if any(not isinstance(r, HolonError) and r.status == "aborted" for r in results):
-            raise click.exceptions.Exit(EXIT_PROVIDER)
+        _turn_all(model, catalog, as_json)
         return
     res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
     if as_json and res["status"] == "aborted":

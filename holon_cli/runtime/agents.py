@@ -271,6 +271,17 @@ class AgentListEntry:
         return self.__dict__.copy()
 
 
+def agent_ids() -> list[str]:
+    """Every agent folder of the home, without reading any record (so one
+    damaged agent cannot hide the others)."""
+    home = HomeLayout.current()
+    try:
+        names = sorted(os.listdir(home.agents_dir))
+    except FileNotFoundError:
+        return []
+    return [n for n in names if not n.startswith(".") and home.agent(n).agent_file.exists()]
+
+
 def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
     home = HomeLayout.current()
     out: list[AgentListEntry] = []

@@ -145,11 +145,14 @@ def run_once(
     raw = last.final_text if last else ""
     report = newest_completion_report_since(store, started_at)
     usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    timeline: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = []
     for t in turns:
         for k in usage:
             usage[k] += t.token_usage.get(k, 0)
-        timeline.extend(t.provider_attempt_timeline)
+        attempts.extend(t.provider_attempt_timeline["attempts"])
+    requested = turns[0].provider_attempt_timeline.get("requested_model_ref") if turns else None
+    reported = any("aggregated_token_usage" in t.provider_attempt_timeline for t in turns)
+    timeline = turn_mod.attempt_timeline(attempts, requested, usage if reported else None)
     data: dict[str, Any] = {
         "final_status": final_status,
         "final_text": report if report else raw,

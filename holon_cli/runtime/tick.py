@@ -160,9 +160,24 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
 
 
 def tick_all() -> list[dict[str, Any]]:
-    from holon_cli.runtime.agents import list_agents, open_agent
+    """One pass over every agent. A damaged agent is reported (``ok: false``,
+    its ``error`` and ``exit_code``) and the others are still ticked."""
+    from holon_cli.errors import as_holon_error
+    from holon_cli.runtime.agents import agent_ids, open_agent
 
-    return [
-        tick_agent(open_agent(a.agent_id, create_default=False))
-        for a in list_agents(include_private=True)
-    ]
+    out: list[dict[str, Any]] = []
+    for aid in agent_ids():
+        try:
+            out.append(tick_agent(open_agent(aid, create_default=False)))
+        except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
+            err = as_holon_error(exc)
+            out.append(
+                {
+                    "agent_id": aid,
+                    "ok": False,
+                    "error": err.to_dict(),
+                    "exit_code": err.exit_code,
+                    "actions": [],
+                }
+            )
+    return out

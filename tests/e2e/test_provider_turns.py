@@ -234,9 +234,11 @@ def test_429_retry_then_success_honours_retry_after(srv: LoopbackServer, tmp_pat
     data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=waits.append)
     assert data["final_text"] == "after retry"
     assert waits and abs(waits[0] - 2.0) < 0.01
-    outcomes = [a["outcome"] for a in data["provider_attempt_timeline"]]
+    outcomes = [a["outcome"] for a in data["provider_attempt_timeline"]["attempts"]]
     assert outcomes == ["retrying", "succeeded"]
-    assert data["provider_attempt_timeline"][0]["transport_diagnostics"]["status"] == 429
+    assert (
+        data["provider_attempt_timeline"]["attempts"][0]["transport_diagnostics"]["status"] == 429
+    )
 
 
 def test_500s_exhaust_retries_then_fallback(
@@ -256,7 +258,7 @@ def test_500s_exhaust_retries_then_fallback(
         "x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep, keep_agent=True
     )
     assert data["final_status"] == "completed" and data["final_text"] == "from fallback"
-    tl = data["provider_attempt_timeline"]
+    tl = data["provider_attempt_timeline"]["attempts"]
     assert [a["outcome"] for a in tl] == ["retrying", "retrying", "retries_exhausted", "succeeded"]
     assert tl[2]["advanced_to_fallback"] is True and tl[3]["model_ref"] == "anthropic/claude-test"
     store = open_agent(data["agent_id"], create_default=False)
@@ -284,7 +286,7 @@ def test_401_fails_fast_to_fallback(
         Reply.json_body(anthropic_msg([{"type": "text", "text": "ok"}], "end_turn")),
     )
     data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
-    assert [a["outcome"] for a in data["provider_attempt_timeline"]] == [
+    assert [a["outcome"] for a in data["provider_attempt_timeline"]["attempts"]] == [
         "fail_fast_aborted",
         "succeeded",
     ]

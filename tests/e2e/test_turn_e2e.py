@@ -152,7 +152,11 @@ def test_run_json_offline_example(script_runner, tmp_path: Path) -> None:  # typ
         assert k in d
     assert d["final_status"] == "completed" and d["model_rounds"] == 2
     assert d["token_usage"] == {"input_tokens": 1067, "output_tokens": 79, "total_tokens": 1146}
-    assert all(a["outcome"] == "succeeded" for a in d["provider_attempt_timeline"])
+    tl = d["provider_attempt_timeline"]
+    assert all(a["outcome"] == "succeeded" for a in tl["attempts"])
+    ref = f"scripted:{repo / 'examples' / 'hello.yaml'}"
+    assert tl["requested_model_ref"] == ref and tl["winning_model_ref"] == ref
+    assert tl["aggregated_token_usage"] == d["token_usage"]
     # the temporary agent is private: hidden from the normal listing
     listed = json.loads(script_runner.run(["holon", "agent", "list", "--json"]).stdout)
     assert d["agent_id"] not in [a["agent_id"] for a in listed["data"]["agents"]]

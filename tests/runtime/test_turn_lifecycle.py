@@ -281,3 +281,23 @@ def test_tick_leaves_a_live_turn_alone(tmp_path: Path) -> None:
         lock.release()
     assert not any(a["action"] == "repaired_stale_run" for a in res["actions"])
     assert store.read_record()["state"]["status"] == "awake_running"
+
+
+# ------------------------------------------------- 8.15 status last_turn
+
+
+def test_last_turn_is_the_last_completed_turn_that_reported_usage(tmp_path: Path) -> None:
+    def run(steps: list[dict[str, Any]], name: str) -> None:
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(yaml.safe_dump({"steps": steps}))
+        admit(name)
+        run_turn(None, cli_model=f"scripted:{p}")
+
+    store = open_agent(None)
+    run([{"text": "a", "usage": {"input_tokens": 7, "output_tokens": 2}}], "first")
+    assert store.read_record()["state"]["last_turn_token_usage"]["total_tokens"] == 9
+    run([{"fail": {"kind": "server_error", "status": 500}}], "failed")
+    run([{"text": "no usage reported"}], "silent")
+    assert store.read_record()["state"]["last_turn_token_usage"]["total_tokens"] == 9
+    run([{"text": "b", "usage": {"input_tokens": 1, "output_tokens": 1}}], "second")
+    assert store.read_record()["state"]["last_turn_token_usage"]["total_tokens"] == 2

@@ -71,7 +71,7 @@ def test_a_servable_fallback_is_enough(tmp_path: Path) -> None:
     admit("hi")
     res = run_turn(None, cli_model="foo/bar", cli_fallbacks=[f"scripted:{good}"])
     assert res.status == "completed" and res.final_text == "from the fallback"
-    outcomes = [a["outcome"] for a in res.provider_attempt_timeline]
+    outcomes = [a["outcome"] for a in res.provider_attempt_timeline["attempts"]]
     assert outcomes == ["fail_fast_aborted", "succeeded"]
 
 

@@ -21,6 +21,7 @@ Invariants:
 - the turn never undoes an operator's stop or pause.
 """
 
+from holon_cli.runtime.agents import agent_ids
 from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.context import RECENT_CHARS, recent_conversation
 from holon_cli.runtime.turn.entry import (
@@ -32,14 +33,17 @@ from holon_cli.runtime.turn.entry import (
 )
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import DEFAULT_MAX_ROUNDS, TurnRun
-from holon_cli.runtime.turn.result import TurnResult
+from holon_cli.runtime.turn.result import AgentFailure, TurnResult, attempt_timeline
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
+    "AgentFailure",
     "RECENT_CHARS",
     "Journal",
     "TurnResult",
     "TurnRun",
+    "agent_ids",
+    "attempt_timeline",
     "agents_with_work",
     "derive_closure",
     "recent_conversation",

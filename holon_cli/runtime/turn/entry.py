@@ -8,15 +8,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
-from holon_cli.errors import HolonError, RejectedError
+from holon_cli.errors import RejectedError, as_holon_error
 from holon_cli.model.agent import HELD_STATUSES, lifecycle_hint
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents import agent_ids, open_agent
 from holon_cli.runtime.models import candidates
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import TurnRun, finish_agent_state
 from holon_cli.runtime.turn.preflight import resolve_chain
-from holon_cli.runtime.turn.result import TurnResult
+from holon_cli.runtime.turn.result import AgentFailure, TurnResult
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
@@ -166,25 +166,34 @@ def run_turn(
         lock.release()
 
 
-def agents_with_work() -> list[str]:
-    from holon_cli.runtime.agents import list_agents
+def _has_work(agent_id: str) -> bool:
+    store = open_agent(agent_id, create_default=False)
+    if store.read_record()["state"]["status"] in HELD_STATUSES:
+        return False
+    return q.pending_count(store) > 0
 
+
+def agents_with_work() -> list[str]:
+    """Agents with queued work (damaged agents are left out: see run_turns_all)."""
     out = []
-    for a in list_agents(include_private=True):
-        if a.status in HELD_STATUSES:
+    for aid in agent_ids():
+        try:
+            if _has_work(aid):
+                out.append(aid)
+        except Exception:  # noqa: BLE001 - reported by run_turns_all
             continue
-        st = open_agent(a.agent_id, create_default=False)
-        if q.pending_count(st) > 0:
-            out.append(a.agent_id)
     return out
 
 
-def run_turns_all(**kw: Any) -> list[TurnResult | HolonError]:
-    """One turn for every agent with queued work; busy agents are skipped."""
-    out: list[TurnResult | HolonError] = []
-    for aid in agents_with_work():
+def run_turns_all(**kw: Any) -> list[TurnResult | AgentFailure]:
+    """One turn for every agent with queued work. An agent that cannot run
+    (damaged, busy, stopped meanwhile) is reported as an :class:`AgentFailure`
+    and the others still run."""
+    out: list[TurnResult | AgentFailure] = []
+    for aid in agent_ids():
         try:
-            out.append(run_turn(aid, **kw))
-        except HolonError as err:
-            out.append(err)
+            if _has_work(aid):
+                out.append(run_turn(aid, **kw))
+        except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
+            out.append(AgentFailure(aid, as_holon_error(exc)))
     return out

@@ -35,7 +35,7 @@ from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.context import recent_conversation
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.recorder import TurnRecorder
-from holon_cli.runtime.turn.result import TurnResult
+from holon_cli.runtime.turn.result import TurnResult, attempt_timeline
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult, execute, render_error
@@ -514,7 +514,11 @@ class TurnRun:
         self.result.slept = s.get("sleep") is not None
         self.result.model_rounds = self.journal.rounds
         self.result.token_usage = dict(self.journal.usage)
-        self.result.provider_attempt_timeline = self.journal.timeline
+        self.result.provider_attempt_timeline = attempt_timeline(
+            self.journal.timeline,
+            self.models[0] if self.models else None,
+            self.journal.usage if self.journal.usage_reported else None,
+        )
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
         self.result.duration_ms = int(s.get("duration_ms", 0))
         q.settle(
@@ -684,7 +688,9 @@ def finish_agent_state(store: AgentStore, s: dict[str, Any], journal: Journal) -
         st["current_run_pid"] = None
         st["last_turn_at"] = completed_at
         st["last_closure"] = s["closure"]
-        st["last_turn_token_usage"] = dict(journal.usage)
+        if s["status"] == "completed" and journal.usage_reported:
+            # the spec: the most recent completed turn that reported token data
+            st["last_turn_token_usage"] = dict(journal.usage)
         if turn_skills:
             # successful turn completion promotes turn-active skills to session-active
             merged = {a["skill"]: a for a in st.get("active_skills") or []}

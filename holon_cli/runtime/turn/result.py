@@ -5,9 +5,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from holon_cli.errors import HolonError
+
 
 def zero_usage() -> dict[str, int]:
     return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
+def attempt_timeline(
+    attempts: list[dict[str, Any]],
+    requested_model_ref: str | None,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """The spec's ``ProviderAttemptTimeline`` over several provider rounds
+    (a turn's, or a run's): every attempt in order and the requested model
+    ref; the ref that answered last, and the aggregated usage when known."""
+    tl: dict[str, Any] = {"attempts": list(attempts), "requested_model_ref": requested_model_ref}
+    if attempts:
+        tl["active_model_ref"] = attempts[-1].get("model_ref")
+    winners = [a.get("model_ref") for a in attempts if a.get("outcome") == "succeeded"]
+    if winners:
+        tl["winning_model_ref"] = winners[-1]
+    if usage is not None:
+        tl["aggregated_token_usage"] = dict(usage)
+    return tl
 
 
 @dataclass
@@ -21,7 +42,10 @@ class TurnResult:
     final_text: str = ""
     model_rounds: int = 0
     token_usage: dict[str, int] = field(default_factory=zero_usage)
-    provider_attempt_timeline: list[dict[str, Any]] = field(default_factory=list)
+    # the spec's ProviderAttemptTimeline over every round of the turn
+    provider_attempt_timeline: dict[str, Any] = field(
+        default_factory=lambda: attempt_timeline([], None)
+    )
     failure_artifact: dict[str, Any] | None = None
     failure_kind: str | None = None
     slept: bool = False
@@ -30,3 +54,18 @@ class TurnResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass
+class AgentFailure:
+    """One agent of an ``--all`` pass that could not run (damaged, busy, ...)."""
+
+    agent_id: str
+    error: HolonError
+
+    @property
+    def exit_code(self) -> int:
+        return self.error.exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": False, "agent_id": self.agent_id, "error": self.error.to_dict()}
