@@ -15,7 +15,7 @@ _holon_command() {
         opts='--version -V --help -h'
         ;;
     'agent')
-        cmds='create list model path start status stop'
+        cmds='create list model path prune rm start status stop'
         opts='--help -h'
         ;;
     'agent create')
@@ -32,6 +32,13 @@ _holon_command() {
         ;;
     'agent path')
         opts='--json --help -h'
+        nargs='1'
+        ;;
+    'agent prune')
+        opts='--dry-run --json --help -h'
+        ;;
+    'agent rm')
+        opts='--force --json --help -h'
         nargs='1'
         ;;
     'agent start')

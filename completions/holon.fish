@@ -31,7 +31,7 @@ function __holon_is
             set vopts
             switch "$cmdpath"
                 case 'agent'
-                    set cmds create list model path start status stop
+                    set cmds create list model path prune rm start status stop
                 case 'agent create'
                     set vopts --template -t --model -m
                 case 'debug'
@@ -113,6 +113,8 @@ complete -c holon -f -n "__holon_is 'agent' 0" -a create -d 'Create a public nam
 complete -c holon -f -n "__holon_is 'agent' 0" -a list -d 'List agents'
 complete -c holon -f -n "__holon_is 'agent' 0" -a model -d 'Show, set or clear an agent\'s model override (future turns only)'
 complete -c holon -f -n "__holon_is 'agent' 0" -a path -d 'Print an agent\'s home directory'
+complete -c holon -f -n "__holon_is 'agent' 0" -a prune -d 'Remove finished temporary agents left by `holon run`'
+complete -c holon -f -n "__holon_is 'agent' 0" -a rm -d 'Remove an agent and its home'
 complete -c holon -f -n "__holon_is 'agent' 0" -a start -d 'Start (resume) a stopped or paused agent'
 complete -c holon -f -n "__holon_is 'agent' 0" -a status -d 'Show one agent\'s summary (same as `holon status --agent ID`)'
 complete -c holon -f -n "__holon_is 'agent' 0" -a stop -d 'Stop an agent: new messages are rejected (exit 4) until it is started'
@@ -141,6 +143,18 @@ complete -c holon -n "__holon_is 'agent model' 2+" -f
 complete -c holon -n "__holon_is 'agent path'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'agent path'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'agent path' 1+" -f
+
+# holon agent prune
+complete -c holon -n "__holon_is 'agent prune'" -l dry-run -d 'List what would be removed; remove nothing'
+complete -c holon -n "__holon_is 'agent prune'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'agent prune'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'agent prune' 0+" -f
+
+# holon agent rm
+complete -c holon -n "__holon_is 'agent rm'" -l force -d 'Remove a stopped named agent (its home is deleted)'
+complete -c holon -n "__holon_is 'agent rm'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'agent rm'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'agent rm' 1+" -f
 
 # holon agent start
 complete -c holon -n "__holon_is 'agent start'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'

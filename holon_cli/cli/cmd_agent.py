@@ -198,3 +198,57 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
         click.echo(f"fallbacks: {', '.join(m['effective_fallback_models'])}")
     if m.get("error"):
         click.echo(f"config error: {m['error']}", err=True)
+
+
+@agent.command("rm")
+@click.argument("agent_id", metavar="ID")
+@click.option("--force", is_flag=True, help="Remove a stopped named agent (its home is deleted).")
+@output.json_option
+def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:
+    """Remove an agent and its home.
+
+    A temporary `holon run` agent that has finished goes without --force. A
+    named agent must be stopped first and needs --force. An agent with a turn
+    in progress is never removed (exit 75).
+
+    \b
+    Examples:
+      holon agent rm run-01jx...
+      holon agent stop reviewer && holon agent rm reviewer --force
+    """
+    from holon_cli.runtime.agent_removal import remove_agent
+
+    res = remove_agent(agent_id, force=force)
+    if as_json:
+        output.emit_json(res)
+    else:
+        click.echo(f"removed agent {res['agent_id']} ({res['agent_home']})")
+
+
+@agent.command("prune")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@output.json_option
+def agent_prune(dry_run: bool, as_json: bool) -> None:
+    """Remove finished temporary agents left by `holon run`.
+
+    `holon run` keeps its temporary agent after a failed or waiting run so it
+    can be inspected; this removes those with no queued or in-flight message
+    and no running turn. Named agents are never touched.
+
+    \b
+    Example:
+      holon agent prune --dry-run
+    """
+    from holon_cli.runtime.agent_removal import prune_run_agents
+
+    res = prune_run_agents(dry_run=dry_run)
+    if as_json:
+        output.emit_json(res)
+        return
+    verb = "would remove" if dry_run else "removed"
+    for a in res["removed"]:
+        click.echo(f"{verb} {a['agent_id']}")
+    for a in res["kept"]:
+        output.echo(f"kept {a['agent_id']}: {a['reason']}", err=True)
+    if not res["removed"]:
+        click.echo("no finished temporary agents", err=True)

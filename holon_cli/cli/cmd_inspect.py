@@ -137,14 +137,26 @@ def tail(
         if follow:  # a live stream: every line reaches the reader now
             sys.stdout.flush()
 
+    damaged: list[Any] = []
+
+    def warn_damaged() -> None:
+        for p in damaged:  # the view goes on; `holon home check` has the full report
+            output.echo(
+                f"warning: skipped damaged record at {p.path}:{p.line}: {p.message}", err=True
+            )
+        damaged.clear()
+
     if not follow:
-        for e in tail_events(store, since=since, limit=limit):
+        events = tail_events(store, since=since, limit=limit, damaged=damaged)
+        warn_damaged()
+        for e in events:
             show(e)
         return
     try:
         start = since
         if start is None:
-            recent = tail_events(store, limit=limit if limit is not None else 10)
+            recent = tail_events(store, limit=limit if limit is not None else 10, damaged=damaged)
+            warn_damaged()
             for e in recent:
                 show(e)
             last = store.events.last()
@@ -152,7 +164,10 @@ def tail(
         for e in follow_events(store, since=start, poll=poll, stop=_stdout_closed):
             show(e)
     except KeyboardInterrupt:
-        return
+        # Ctrl-C is how a follow ends: quietly, with the contract's exit 130
+        from holon_cli.errors import EXIT_INTERRUPTED
+
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 
 def _stdout_closed() -> bool:

@@ -92,7 +92,8 @@ def run(
             output.emit_json_failure_with_data(
                 "provider_failure",
                 fa.get("summary", "the run failed"),
-                "see data.failure_artifact and data.provider_attempt_timeline",
+                "see data.failure_artifact and data.provider_attempt_timeline; "
+                + _inspect_hint(data["agent_id"]),
                 data,
             )
         else:
@@ -104,5 +105,16 @@ def run(
             click.echo(f"[{data['final_status']}]", err=True)
         if data.get("failure_artifact"):
             output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
+        if data["final_status"] != "completed" and data.get("agent_kept"):
+            click.echo(f"agent {data['agent_id']} kept at {data['agent_home']}", err=True)
+            click.echo(_inspect_hint(data["agent_id"]), err=True)
     if data["final_status"] == "failed":
         raise click.exceptions.Exit(EXIT_PROVIDER)
+
+
+def _inspect_hint(agent_id: str) -> str:
+    return (
+        f"inspect it: `holon status --agent {agent_id}`, "
+        f"`holon transcript --agent {agent_id}`, `holon tail --agent {agent_id}`; "
+        f"remove it: `holon agent rm {agent_id}` (or `holon agent prune`)"
+    )

@@ -68,7 +68,9 @@ def debug_latency(
         kind = e["kind"]
         d = e.get("data") or {}
         if kind == "message_admitted" and e.get("message_id"):
-            admitted_at[e["message_id"]] = d.get("created_at") or e["at"]
+            # the spec's queue wait starts at admission (this event), not at the
+            # envelope's createdAt (set by the writer, possibly much earlier)
+            admitted_at[e["message_id"]] = e["at"]
         tid = d.get("turn_id") or e.get("turn_id")
         if not tid:
             continue
@@ -87,8 +89,14 @@ def debug_latency(
             }
             order.append(tid)
         if kind == "message_processing_started":
-            t["queue_wait_ms"] = d.get("queue_wait_ms")
             t["started_at"] = e["at"]
+            admitted = admitted_at.get(e.get("message_id") or "")
+            if admitted is not None:
+                t["queue_wait_ms"] = _ms_between(admitted, e["at"])
+                t["queue_wait_from"] = "message_admitted"
+            else:  # admission is older than the window read: the turn's own figure
+                t["queue_wait_ms"] = d.get("queue_wait_ms")
+                t["queue_wait_from"] = "created_at"
         elif kind == "turn_context_built":
             t["context_build_ms"] = d.get("context_build_ms")
         elif kind == "provider_round_completed":
@@ -126,3 +134,12 @@ def debug_latency(
             t["context_build_total_ms"] = round(ctx, 3)
         out.append(t)
     return out
+
+
+def _ms_between(start_iso: str, end_iso: str) -> int | None:
+    from holon_cli import clock
+
+    try:
+        return max(0, round((clock.parse_iso(end_iso) - clock.parse_iso(start_iso)) * 1000))
+    except (TypeError, ValueError):
+        return None

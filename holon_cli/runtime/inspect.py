@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from holon_cli.errors import UsageError
+from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
 from holon_cli.runtime import queue as q
 from holon_cli.store.agent_store import AgentStore
@@ -96,10 +96,34 @@ def _loaded_agents_md(store: AgentStore, state: dict[str, Any]) -> list[dict[str
 
 
 def tail_events(
-    store: AgentStore, *, since: int | None = None, limit: int | None = None
+    store: AgentStore,
+    *,
+    since: int | None = None,
+    limit: int | None = None,
+    damaged: list[Problem] | None = None,
 ) -> list[dict[str, Any]]:
+    """The newest events (or those after ``since``). With a ``damaged`` list,
+    damaged ledger lines are skipped and reported there instead of failing."""
     if limit is not None and limit < 0:
         raise UsageError("--limit must be zero or positive")
+    try:
+        return _tail_events(store, since=since, limit=limit)
+    except CorruptStateError:
+        if damaged is None:
+            raise
+    recs, problems = store.events.records_skipping_damaged()
+    damaged.extend(problems)
+    if since is not None:
+        recs = [r for r in recs if isinstance(r.get("event_seq"), int) and r["event_seq"] > since]
+        return recs[:limit] if limit is not None else recs
+    if limit is not None:
+        return recs[-limit:] if limit else []
+    return recs
+
+
+def _tail_events(
+    store: AgentStore, *, since: int | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
     led = store.events
     if since is None:
         return led.tail(limit) if limit is not None else led.records()

@@ -301,6 +301,29 @@ class Ledger:
             offset += len(ln) + 1
         return out, offset
 
+    def records_skipping_damaged(self) -> tuple[list[dict[str, Any]], list[Problem]]:
+        """Every complete record, damaged lines left out and reported with their
+        line numbers (read-only views: ``holon tail``). A full scan: callers use
+        it only after the fast path met a damaged line."""
+        out: list[dict[str, Any]] = []
+        problems: list[Problem] = []
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return out, problems
+        with f:
+            for line_no, raw in enumerate(f, 1):
+                if not raw.endswith(b"\n"):
+                    break  # torn tail: normal, not a record yet
+                try:
+                    if raw.strip() == b"":
+                        raise _corrupt(self.path, line_no, 0, "empty line")
+                    out.append(_parse(self.path, raw, line_no, 0, self.max_version))
+                except CorruptStateError as exc:
+                    reason = str(exc.details.get("reason") or exc.message)
+                    problems.append(Problem(str(self.path), line_no, reason))
+        return out, problems
+
     def check(self) -> list[Problem]:
         """Validate every line; a torn tail is reported as a note, not a problem."""
         problems: list[Problem] = []

@@ -1,0 +1,143 @@
+"""Removing agents: ``holon agent rm`` and ``holon agent prune``.
+
+Invariants:
+- An agent with a turn in progress is never removed (its turn lock is held
+  for the whole removal, so no turn can start meanwhile; busy: exit 75).
+- A named agent must be stopped first, and removing it needs ``force``:
+  its home holds the operator's history and work items. A temporary run
+  agent (made by ``holon run`` without ``--agent``) that has finished can
+  be removed without ``force``.
+- The home disappears atomically: it is renamed to a dot-folder (which
+  ``agent list`` and every lookup ignore) and then deleted, so a crash
+  mid-delete never leaves a half agent that looks alive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from holon_cli.errors import NotFoundError, RejectedError
+from holon_cli.runtime import queue as q
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import read_snapshot
+from holon_cli.store.layout import HomeLayout
+
+
+def is_run_agent(agent_id: str, record: dict[str, Any]) -> bool:
+    """A temporary private agent made by ``holon run`` (no ``--agent``)."""
+    ident = record.get("identity") or {}
+    return (
+        agent_id.startswith("run-")
+        and ident.get("visibility") == "private"
+        and ident.get("profile_preset") == "private_child"
+    )
+
+
+def _unfinished(store: AgentStore) -> str | None:
+    """Why the agent still has work, or None when it has none left."""
+    st = q.load(store)
+    pending = q.pending_count(store, st)
+    in_flight = len(st.in_flight())
+    if in_flight:
+        return f"{in_flight} message(s) in flight (an interrupted turn will replay them)"
+    if pending:
+        return f"{pending} queued message(s)"
+    return None
+
+
+def _store(agent_id: str) -> tuple[AgentStore, dict[str, Any]]:
+    layout = HomeLayout.current().agent(agent_id)
+    rec = read_snapshot(layout.agent_file) if layout.home.is_dir() else None
+    if rec is None:
+        raise NotFoundError(
+            f"unknown agent {agent_id!r}", hint="`holon agent list --all` shows the agents"
+        )
+    return AgentStore(layout), rec
+
+
+def _delete_home(store: AgentStore) -> None:
+    home = store.layout.home
+    grave = home.with_name(f".removing-{home.name}-{os.getpid()}")
+    os.replace(home, grave)
+    try:
+        dfd = os.open(home.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    shutil.rmtree(grave, ignore_errors=True)
+
+
+def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:
+    store, rec = _store(agent_id)
+    temporary = is_run_agent(agent_id, rec)
+    with store.turn_lock():  # BusyError (exit 75) while a turn runs
+        rec = store.read_record()
+        status = rec["state"]["status"]
+        if not temporary:
+            if status != "stopped":
+                raise RejectedError(
+                    f"agent {agent_id!r} is running (status {status})",
+                    hint=f"stop it first: `holon agent stop {agent_id}`, "
+                    f"then `holon agent rm {agent_id} --force`",
+                )
+            if not force:
+                raise RejectedError(
+                    f"agent {agent_id!r} is stopped; removing it deletes its home "
+                    f"{store.layout.home} (history, work items, notes)",
+                    hint=f"pass --force to remove it: `holon agent rm {agent_id} --force`",
+                )
+        else:
+            why = _unfinished(store)
+            if why and not force:
+                raise RejectedError(
+                    f"temporary agent {agent_id!r} has unfinished work: {why}",
+                    hint=f"inspect it with `holon status --agent {agent_id}`; "
+                    "pass --force to remove it anyway",
+                )
+        _delete_home(store)
+    return {
+        "agent_id": agent_id,
+        "agent_home": str(store.layout.home),
+        "temporary": temporary,
+        "previous_status": status,
+        "removed": True,
+    }
+
+
+def prune_run_agents(*, dry_run: bool = False) -> dict[str, Any]:
+    """Remove every finished temporary run agent; report what was kept and why."""
+    from holon_cli.errors import BusyError
+
+    agents_dir = HomeLayout.current().agents_dir
+    try:
+        names = sorted(os.listdir(agents_dir))
+    except FileNotFoundError:
+        names = []
+    removed: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
+    for name in names:
+        if name.startswith(".") or not name.startswith("run-"):
+            continue
+        try:
+            store, rec = _store(name)
+        except NotFoundError:
+            continue
+        if not is_run_agent(name, rec):
+            continue
+        try:
+            with store.turn_lock():
+                why = _unfinished(store)
+                if why:
+                    kept.append({"agent_id": name, "reason": why})
+                    continue
+                if not dry_run:
+                    _delete_home(store)
+                removed.append({"agent_id": name, "agent_home": str(store.layout.home)})
+        except BusyError:
+            kept.append({"agent_id": name, "reason": "a turn is running"})
+    return {"removed": removed, "kept": kept, "dry_run": dry_run}
