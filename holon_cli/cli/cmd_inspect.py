@@ -142,7 +142,9 @@ def tail(
     def warn_damaged() -> None:
         for p in damaged:  # the view goes on; `holon home check` has the full report
             output.echo(
-                f"warning: skipped damaged record at {p.path}:{p.line}: {p.message}", err=True
+                f"warning: skipped damaged record at {p.path}:{p.line}: {p.message} "
+                "(`holon home check` reports all damage)",
+                err=True,
             )
         damaged.clear()
 

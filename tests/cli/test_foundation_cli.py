@@ -284,8 +284,9 @@ def test_corrupt_ledger_exits_1_with_file_and_line(script_runner: Any, holon_hom
     run(script_runner, "agent", "start", "main")
     events = holon_home / "agents" / "main" / ".holon" / "ledger" / "events.jsonl"
     _corrupt_line(events, 2)
+    # tail is a view: it skips the damaged line and says where it is
     res = run(script_runner, "tail")
-    assert res.returncode == 1
+    assert res.returncode == 0
     assert f"{events}:2" in res.stderr and "holon home check" in res.stderr
     no_traceback(res)
     res = run(script_runner, "home", "check")
