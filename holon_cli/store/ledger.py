@@ -321,6 +321,8 @@ class Ledger:
                     out.append(_parse(self.path, raw, line_no, 0, self.max_version))
                 except CorruptStateError as exc:
                     reason = str(exc.details.get("reason") or exc.message)
+                    if "newer than this holon understands" in reason:
+                        raise  # not damage: this holon is too old to read the home
                     problems.append(Problem(str(self.path), line_no, reason))
         return out, problems
 
