@@ -15,11 +15,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import ConfigError
-from holon_cli.providers.base import ProviderFailure, Transport
-from holon_cli.providers.http_common import DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from holon_cli.providers.base import ProviderFailure, Transport
+
+# Read-only surfaces (`holon status`, `agent model`) import this module for the
+# precedence rules alone: provider values, http_common (email.utils) and the
+# transports load only inside the functions that resolve a transport.
 
 BUILTIN = {
     # provider: (transport kind, base-url env, default base url, key env)
@@ -65,6 +70,8 @@ def _timeout(spec: Mapping[str, Any], config: Mapping[str, Any]) -> float:
     for v in (spec.get("timeout_s"), (config.get("runtime") or {}).get("provider_timeout_s")):
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
             return float(v)
+    from holon_cli.providers.http_common import DEFAULT_TIMEOUT_S
+
     return DEFAULT_TIMEOUT_S
 
 
@@ -79,6 +86,8 @@ def _max_output(spec: Mapping[str, Any], config: Mapping[str, Any]) -> int | Non
 
 
 def _missing_key(ref: str, env_name: str) -> ProviderFailure:
+    from holon_cli.providers.base import ProviderFailure
+
     return ProviderFailure(
         "missing_credentials",
         f"{ref} needs an API key but ${env_name} is not set",
@@ -99,6 +108,8 @@ def resolve_transport(
 ) -> Transport:
     """The transport serving ``model_ref``. Raises ``ProviderFailure`` (fail-fast
     kinds) when the ref cannot be served; never touches the network."""
+    from holon_cli.providers.base import ProviderFailure
+
     env = os.environ if env is None else env
     ref = model_ref.strip()
     if ref.startswith("scripted:"):
@@ -171,6 +182,8 @@ def _from_config(
     env: Mapping[str, str],
     http_transport: Any,
 ) -> Transport:
+    from holon_cli.providers.base import ProviderFailure
+
     kind = spec.get("transport")
     if kind not in CONFIG_TRANSPORTS:
         raise ProviderFailure(

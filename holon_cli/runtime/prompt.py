@@ -11,15 +11,15 @@ context blocks and only feed ``context_fingerprint``.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.envelope import body_text, origin_label
-from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
+
+if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
+    from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
 SYSTEM_POLICY = """\
 You are a Holon agent: a long-lived agent driven by a headless runtime. Work
@@ -92,6 +92,8 @@ def workspace_for(agent_home: Path, state: dict[str, Any]) -> WorkspaceBinding:
 
 
 def _workspace_id(root: Path) -> str:
+    import hashlib  # loaded on use: `holon status` reads workspaces, never hashes
+
     return "ws_" + hashlib.sha256(str(root).encode()).hexdigest()[:12]
 
 
@@ -113,6 +115,8 @@ def _load(scope: str, path: Path) -> tuple[str, InstructionSource] | None:
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         return None
     text = raw.decode("utf-8", errors="replace")
+    import hashlib
+
     return text, InstructionSource(
         scope, path.name, str(path), len(raw), hashlib.sha256(raw).hexdigest()[:16]
     )
@@ -228,8 +232,12 @@ def fence(text: str, *, authority: str, source: str, salt: str = "", brief: bool
     infeasible, and the rendering stays deterministic (prompt caching, replay).
     Should the text contain it anyway, a random boundary is used instead.
     """
+    import hashlib
+
     token = hashlib.sha256(f"{salt}\x00{text}".encode("utf-8", "replace")).hexdigest()[:16]
     while f"evidence-{token}" in text:  # pragma: no cover - needs a hash fixed point
+        import secrets
+
         token = secrets.token_hex(8)
     label = authority.replace("_", " ")
     if brief:  # the recent-conversation form: the header line already names the source
@@ -335,6 +343,8 @@ class BuiltPrompt:
 
 
 def _h(*parts: str) -> str:
+    import hashlib
+
     d = hashlib.sha256()
     for p in parts:
         d.update(p.encode("utf-8", errors="replace"))
@@ -433,6 +443,8 @@ def build_frame(
     fingerprint = "ctx_" + _h(
         cache_key, *context_blocks, json.dumps(message or {}, sort_keys=True, default=str)
     )
+    from holon_cli.providers.base import PromptFrame
+
     frame = PromptFrame(
         system_prompt=SYSTEM_POLICY,
         system_blocks=system_blocks[1:],
@@ -492,4 +504,6 @@ def skill_activations(cmd: str, cwd: Path, skills: list[dict[str, str]]) -> list
 
 
 def first_user_item(message: dict[str, Any]) -> ConversationItem:
+    from holon_cli.providers.base import ConversationItem
+
     return ConversationItem(role="user", text=render_message(message))
