@@ -1,0 +1,51 @@
+"""What a new user reads first (issue 8 item 23): install needs, where state
+goes, the scripted format in README and man page, and a hello demo that
+shows the listing it talks about."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_readme_states_python_venv_and_state_location() -> None:
+    text = (REPO / "README.md").read_text()
+    quick = text[text.index("## Quick start") : text.index("## Driving an agent")]
+    assert "Python 3.11" in quick and "venv" in quick and "PEP 668" in quick
+    assert "~/.holon" in quick and "HOLON_HOME" in quick
+
+
+def test_scripted_format_is_documented_in_readme_and_man_page() -> None:
+    from holon_cli.providers import scripted
+
+    readme = (REPO / "README.md").read_text()
+    man = (REPO / "man" / "holon.1").read_text()
+    section = readme[readme.index("## Scripted models") :]
+    section = section[: section.index("\n## ", 3)]
+    for key in sorted(scripted.STEP_KEYS - {"note"}) + ["loop", "steps", "{{<call_id>.<path>}}"]:
+        assert key in section, key
+        assert key.replace("-", "\\-") in man or key in man, key
+    assert ".SH SCRIPTED MODELS" in man
+
+
+def test_hello_demo_shows_the_listing(script_runner: Any) -> None:
+    res = script_runner.run(
+        [
+            "holon",
+            "run",
+            "--json",
+            "--model",
+            f"scripted:{REPO / 'examples' / 'hello.yaml'}",
+            "What is in this directory?",
+        ],
+        cwd=REPO,
+        print_result=False,
+    )
+    assert res.returncode == 0, res.stderr
+    final = json.loads(res.stdout)["data"]["final_text"]
+    assert "I listed the workspace" in final
+    for name in ("README.md", "holon_cli", "pyproject.toml"):  # the listing itself
+        assert name in final, final
