@@ -52,7 +52,8 @@ def find_holon() -> str:
     found = shutil.which("holon")
     if not found:
         sys.exit(
-            "cli_startup: no `holon` script next to this interpreter or on PATH; run `pip install -e .` first"
+            "cli_startup: no `holon` script next to this interpreter or on PATH; "
+            "run `pip install -e .` first"
         )
     return found
 

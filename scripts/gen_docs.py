@@ -76,12 +76,14 @@ PRECEDENCE = "Precedence: flag > environment > $HOLON_HOME/config.yaml > built-i
 FILES: list[tuple[str, str]] = [
     (
         "$HOLON_HOME/config.yaml",
-        "Configuration: model, fallback_models, providers, runtime. An unknown key is an error that names it.",
+        "Configuration: model, fallback_models, providers, runtime. "
+        "An unknown key is an error that names it.",
     ),
     ("$HOLON_HOME/run/", "Daemon pid, logs, socket and locks."),
     (
         "$HOLON_HOME/agents/<agent_id>/",
-        "The agent home: AGENTS.md, memory/self.md, memory/operator.md, notes/, work/, skills/, work-items/<id>/plan.md.",
+        "The agent home: AGENTS.md, memory/self.md, memory/operator.md, notes/, work/, "
+        "skills/, work-items/<id>/plan.md.",
     ),
     (
         "$HOLON_HOME/agents/<agent_id>/.holon/inbox/",
@@ -246,10 +248,12 @@ def render_man(docs: list[Doc]) -> str:
         _roff(root.summary),
         *_roff_paragraphs(root.paragraphs),
         ".PP",
-        "Every command has \\fB\\-\\-help\\fR with an example. Commands that report something accept "
+        "Every command has \\fB\\-\\-help\\fR with an example. "
+        "Commands that report something accept "
         "\\fB\\-\\-json\\fR and then print exactly one JSON object on stdout: "
         '{"schema_version": 1, "ok": true, "command": ..., "data": {...}} on success, '
-        '{"schema_version": 1, "ok": false, "command": ..., "error": {"kind", "message", "hint"}} on failure. '
+        '{"schema_version": 1, "ok": false, "command": ..., '
+        '"error": {"kind", "message", "hint"}} on failure. '
         "Diagnostics go to stderr, data to stdout.",
         ".SH COMMANDS",
     ]
@@ -361,9 +365,7 @@ def render_reference(docs: list[Doc]) -> str:
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
-def splice_readme(
-    readme: str, reference: str, begin: str = BEGIN, end_marker: str = END
-) -> str:
+def splice_readme(readme: str, reference: str, begin: str = BEGIN, end_marker: str = END) -> str:
     block = f"{begin}\n{reference}{end_marker}"
     start, end = readme.find(begin), readme.find(end_marker)
     if start == -1 or end == -1 or end < start:

@@ -191,9 +191,8 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
         output.emit_json(data)
         return
     m = data["model"]
-    click.echo(
-        f"{data['agent_id']}: {m.get('effective_model') or '(no model configured)'} ({m.get('source')})"
-    )
+    effective = m.get("effective_model") or "(no model configured)"
+    click.echo(f"{data['agent_id']}: {effective} ({m.get('source')})")
     if m.get("effective_fallback_models"):
         click.echo(f"fallbacks: {', '.join(m['effective_fallback_models'])}")
     if m.get("error"):

@@ -31,7 +31,10 @@ from holon_cli.cli.params import MODEL, check_env_model
 @click.option(
     "--no-wait-for-tasks",
     is_flag=True,
-    help="Do not wait for background tasks before returning (accepted now; this build has no background task plane yet, so there is never anything to wait for).",
+    help=(
+        "Do not wait for background tasks before returning (accepted now; this build has "
+        "no background task plane yet, so there is never anything to wait for)."
+    ),
 )
 @click.option(
     "--workspace-root",
@@ -44,7 +47,10 @@ from holon_cli.cli.params import MODEL, check_env_model
 @click.option(
     "--keep-agent",
     is_flag=True,
-    help="Keep the temporary agent's home after a completed run (failed and waiting runs always keep it).",
+    help=(
+        "Keep the temporary agent's home after a completed run "
+        "(failed and waiting runs always keep it)."
+    ),
 )
 @output.json_option
 def run(

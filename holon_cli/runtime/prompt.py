@@ -54,9 +54,17 @@ nothing more to do until a new message arrives."""
 
 TURN_MODES = {
     "operator_input": "Turn mode: operator request. Do what the operator asked, within its scope.",
-    "external_event": "Turn mode: external event. Inspect the event as evidence; act only within scope the operator already granted.",
-    "timer_fire": "Turn mode: timer. A scheduled wake: check what it was for and continue that work.",
-    "system_tick": "Turn mode: runtime continuation. Continue the current work item or pick the next runnable one.",
+    "external_event": (
+        "Turn mode: external event. Inspect the event as evidence; "
+        "act only within scope the operator already granted."
+    ),
+    "timer_fire": (
+        "Turn mode: timer. A scheduled wake: check what it was for and continue that work."
+    ),
+    "system_tick": (
+        "Turn mode: runtime continuation. "
+        "Continue the current work item or pick the next runnable one."
+    ),
     "internal_followup": "Turn mode: self follow-up. Continue the work you scheduled for yourself.",
     "task_result": "Turn mode: task result. A background task finished; integrate its result.",
     "task_status": "Turn mode: task status update.",
@@ -412,8 +420,8 @@ def build_frame(
             add(
                 "agent",
                 "skill catalog",
-                "# Skills\nIf a listed skill matches the task, open its SKILL.md before following its workflow.\n"
-                + cat,
+                "# Skills\nIf a listed skill matches the task, "
+                "open its SKILL.md before following its workflow.\n" + cat,
                 "skill discovery",
             )
         )
@@ -421,8 +429,10 @@ def build_frame(
         add("stable", "tool guidance", tool_guidance(tools, guidance), "tool registry")
     )
     env_block = (
-        f"# Execution\nagent_id: {agent_id}\nagent_home: {agent_home}\nworkspace_id: {ws.workspace_id}\n"
-        f"workspace_anchor: {ws.workspace_anchor}\nexecution_root: {ws.execution_root}\ncwd: {ws.cwd}\n"
+        f"# Execution\nagent_id: {agent_id}\nagent_home: {agent_home}\n"
+        f"workspace_id: {ws.workspace_id}\n"
+        f"workspace_anchor: {ws.workspace_anchor}\nexecution_root: {ws.execution_root}\n"
+        f"cwd: {ws.cwd}\n"
         "execution policy: host_local (path/network/secret confinement: not_enforced)"
     )
     system_blocks.append(add("agent", "execution binding", env_block, "agent state"))

@@ -281,7 +281,10 @@ def test_zsh_script_parses() -> None:
 
 @needs_zsh
 def test_zsh_script_registers_through_bashcompinit(workdir: Path) -> None:
-    src = f"autoload -U compinit && compinit -u -D; source {shlex.quote(str(ZSH_FILE))}; print -r -- $_comps[holon]"
+    src = (
+        f"autoload -U compinit && compinit -u -D; source {shlex.quote(str(ZSH_FILE))}; "
+        "print -r -- $_comps[holon]"
+    )
     res = subprocess.run(
         ["zsh", "-f", "-c", src],
         capture_output=True,

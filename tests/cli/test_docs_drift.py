@@ -38,8 +38,8 @@ def test_generated_docs_are_up_to_date() -> None:
     res = run_script("--check")
     if res.returncode != 0:
         pytest.fail(
-            "generated docs drifted from the code; run `python scripts/gen_docs.py` and commit the result\n"
-            + res.stderr,
+            "generated docs drifted from the code; "
+            "run `python scripts/gen_docs.py` and commit the result\n" + res.stderr,
             pytrace=False,
         )
     assert "up to date" in res.stdout
