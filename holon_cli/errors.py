@@ -8,7 +8,10 @@ these into exit codes; runtime code raises, never exits or prints.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import ErrorKind
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -51,7 +54,7 @@ class HolonError(Exception):
         message: str,
         *,
         hint: str | None = None,
-        kind: str | None = None,
+        kind: ErrorKind | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)

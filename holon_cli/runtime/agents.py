@@ -13,11 +13,11 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from holon_cli import __version__, clock
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
-from holon_cli.model.agent import lifecycle_hint, new_agent_record
+from holon_cli.model.agent import AgentRecord, lifecycle_hint, new_agent_record
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
 from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, validate_agent_id
@@ -137,7 +137,7 @@ def _skill_refs(template: Path) -> list[Path]:
 
 
 def _materialize(
-    dest: Path, template: Path, provenance: dict[str, Any], record: dict[str, Any]
+    dest: Path, template: Path, provenance: dict[str, Any], record: AgentRecord
 ) -> None:
     ignore = shutil.ignore_patterns(".holon", "__pycache__", "*.pyc", "skills.json")
     shutil.copytree(template, dest, ignore=ignore, symlinks=False)
@@ -171,7 +171,7 @@ def _materialize(
         layout.template_file,
         {"v": 1, **provenance, "applied_at": clock.now_iso(), "skills": [str(s) for s in skills]},
     )
-    write_snapshot(layout.agent_file, record)
+    write_snapshot(layout.agent_file, cast(dict[str, Any], record))
 
 
 def create_agent(

@@ -124,7 +124,7 @@ def run_once(
             break
         turns.append(res)
         last = res
-        outcome = (res.closure or {}).get("outcome")
+        outcome = res.closure["outcome"] if res.closure else None
         if res.status == "aborted" or outcome == "failed":
             final_status = "failed"
             break
@@ -134,7 +134,8 @@ def run_once(
         if outcome == "continuable":
             from holon_cli.runtime.tick import enqueue_continuation
 
-            enqueue_continuation(store, (res.closure or {}).get("work_signal") or {})
+            signal = res.closure.get("work_signal") if res.closure else None
+            enqueue_continuation(store, dict(signal) if signal else {})
             continue
         # completed: keep going only while messages remain queued (e.g. self follow-ups)
         from holon_cli.runtime import queue as q

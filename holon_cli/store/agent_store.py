@@ -7,13 +7,14 @@ read-modify-write cycles; each ledger additionally has its own append lock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
 from holon_cli.model.agent import AGENT_RECORD_VERSION
+from holon_cli.model.events import EventKind
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.inbox import Inbox
 from holon_cli.store.layout import AgentLayout
@@ -59,8 +60,8 @@ class AgentStore:
 
     def emit(
         self,
-        kind: str,
-        data: dict[str, Any] | None = None,
+        kind: EventKind,
+        data: Mapping[str, Any] | None = None,
         *,
         message: dict[str, Any] | None = None,
         **provenance: Any,

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from holon_cli.model.turn import ClosureDecision, RuntimePosture, SleepRequestDict, WorkSignal
 from holon_cli.runtime import workitems as wi
 from holon_cli.store.agent_store import AgentStore
 
 
 def derive_closure(
-    store: AgentStore, *, failed: bool, sleep_req: dict[str, Any] | None
-) -> dict[str, Any]:
+    store: AgentStore, *, failed: bool, sleep_req: SleepRequestDict | dict[str, Any] | None
+) -> ClosureDecision:
     """The spec's ClosureDecision for the settled turn."""
-    posture = "asleep" if sleep_req else "awake"
+    posture: RuntimePosture = "asleep" if sleep_req else "awake"
     if failed:
         return {"outcome": "failed", "runtime_posture": "awake"}
     waiting = wi.closure_waiting_reason(store)
@@ -29,7 +30,7 @@ def derive_closure(
         return {"outcome": "completed", "runtime_posture": posture}
     signal = wi.activation_signal(store)
     if signal:
-        work_signal = {
+        work_signal: WorkSignal = {
             "work_item_id": signal.get("work_item_id"),
             "status": "active"
             if signal.get("reactivation_mode") == "continue_active"

@@ -115,7 +115,7 @@ def run_turn(
             raise RejectedError(
                 f"agent {store.agent_id!r} is {status}; no turn was run",
                 hint=lifecycle_hint(status) or "",
-                kind=f"agent_{status}",
+                kind="agent_stopped" if status == "stopped" else "agent_paused",
             )
         models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
         resolve = resolve_chain(models)  # before the dequeue: a bad chain consumes nothing

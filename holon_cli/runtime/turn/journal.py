@@ -15,8 +15,9 @@ Invariants:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from holon_cli.model.turn import TurnSettlement
 from holon_cli.providers.base import ConversationItem, ToolCall
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
@@ -72,7 +73,7 @@ class Journal:
         self.usage_reported = False  # some provider answer carried token data
         self.timeline: list[dict[str, Any]] = []
         self.interject_ids: list[str] = []
-        self.settlement: dict[str, Any] | None = None
+        self.settlement: TurnSettlement | None = None
 
     @classmethod
     def load(cls, store: AgentStore) -> Journal | None:
@@ -86,7 +87,7 @@ class Journal:
         j.usage_reported = bool(snap.get("usage_reported", False))
         j.timeline = list(snap.get("timeline") or [])
         j.interject_ids = list(snap.get("interject_ids") or [])
-        j.settlement = snap.get("settlement")
+        j.settlement = cast("TurnSettlement | None", snap.get("settlement"))
         return j
 
     @classmethod

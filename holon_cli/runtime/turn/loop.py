@@ -19,6 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.model.events import (
+    AssistantRoundRecordedData,
+    MessageProcessingStartedData,
+    ProviderRoundCompletedData,
+    RuntimeErrorData,
+    ToolExecutedData,
+    TurnContextBuiltData,
+    TurnTerminalData,
+)
+from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
 from holon_cli.providers.base import ConversationItem, ModelResponse, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
@@ -164,16 +174,14 @@ class TurnRun:
             queue_wait_ms = max(0, int((clock.now() - clock.parse_iso(msg["createdAt"])) * 1000))
         except (KeyError, ValueError):
             pass
-        self.rec.event(
-            "message_processing_started",
-            {
-                "turn_index": self.turn_index,
-                "attempt": self.entry.get("attempts", 1),
-                "queue_wait_ms": queue_wait_ms,
-                "trigger_kind": msg.get("triggerKind"),
-                "replayed": replayed,
-            },
-        )
+        started: MessageProcessingStartedData = {
+            "turn_index": self.turn_index,
+            "attempt": self.entry.get("attempts", 1),
+            "queue_wait_ms": queue_wait_ms,
+            "trigger_kind": msg.get("triggerKind"),
+            "replayed": replayed,
+        }
+        self.rec.event("message_processing_started", started)
         if self.fresh:
             self.journal.items.append(first_user_item(msg))
             self.rec.message_entry(msg)
@@ -247,17 +255,15 @@ class TurnRun:
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:
             self.context_reported = True
-            self.rec.event(
-                "turn_context_built",
-                {
-                    "context_build_ms": self.context_build_ms,
-                    "prompt_cache_key": built.frame.prompt_cache_key,
-                    "context_fingerprint": built.frame.context_fingerprint,
-                    "sections": built.sections,
-                    "tool_count": len(self.catalog.specs),
-                    "bound_work_item_id": self.bound_wi,
-                },
-            )
+            built_data: TurnContextBuiltData = {
+                "context_build_ms": self.context_build_ms,
+                "prompt_cache_key": built.frame.prompt_cache_key,
+                "context_fingerprint": built.frame.context_fingerprint,
+                "sections": built.sections,
+                "tool_count": len(self.catalog.specs),
+                "bound_work_item_id": self.bound_wi,
+            }
+            self.rec.event("turn_context_built", built_data)
         return built
 
     # ----------------------------------------------------------- call model
@@ -293,17 +299,15 @@ class TurnRun:
         usage = failure.usage.to_dict() if failure.usage is not None else None
         self.journal.add_usage(usage)
         summary = artifact.get("summary", str(failure))
-        self.rec.event(
-            "runtime_error",
-            {
-                "error": summary,
-                "failure_kind": self.result.failure_kind,
-                "failure_artifact": artifact,
-                "provider_attempt_timeline": tl,
-                "token_usage": usage,
-                "provider_round_ms": provider_ms,
-            },
-        )
+        error_data: RuntimeErrorData = {
+            "error": summary,
+            "failure_kind": self.result.failure_kind,
+            "failure_artifact": artifact,
+            "provider_attempt_timeline": tl,
+            "token_usage": usage,
+            "provider_round_ms": provider_ms,
+        }
+        self.rec.event("runtime_error", error_data)
         self.rec.transcript(
             "runtime_failure",
             text=summary,
@@ -325,28 +329,24 @@ class TurnRun:
         self.journal.rounds += 1
         round_no = self.journal.rounds
         calls = resp.tool_calls
-        self.rec.event(
-            "provider_round_completed",
-            {
-                "round": round_no,
-                "token_usage": usage,
-                "context_build_ms": self.context_build_ms,
-                "provider_round_ms": rnd.provider_ms,
-                "provider_started_at": rnd.started_at,
-                "provider_completed_at": clock.now_iso(),
-                "provider_attempt_timeline": tl,
-                "stop_reason": resp.stop_reason,
-                "model_ref": tl.get("winning_model_ref"),
-            },
-        )
-        self.rec.event(
-            "assistant_round_recorded",
-            {
-                "round": round_no,
-                "text_preview": resp.text[:280],
-                "tool_requests": [c.name for c in calls],
-            },
-        )
+        round_data: ProviderRoundCompletedData = {
+            "round": round_no,
+            "token_usage": usage,
+            "context_build_ms": self.context_build_ms,
+            "provider_round_ms": rnd.provider_ms,
+            "provider_started_at": rnd.started_at,
+            "provider_completed_at": clock.now_iso(),
+            "provider_attempt_timeline": tl,
+            "stop_reason": resp.stop_reason,
+            "model_ref": tl.get("winning_model_ref"),
+        }
+        self.rec.event("provider_round_completed", round_data)
+        recorded: AssistantRoundRecordedData = {
+            "round": round_no,
+            "text_preview": resp.text[:280],
+            "tool_requests": [c.name for c in calls],
+        }
+        self.rec.event("assistant_round_recorded", recorded)
         self.rec.transcript(
             "assistant_round",
             round=round_no,
@@ -423,20 +423,17 @@ class TurnRun:
     def _record_tool_result(
         self, call: ToolCall, res: ToolResult, tool_ms: float, work_item_id: str | None
     ) -> None:
-        self.rec.event(
-            "tool_executed",
-            {
-                "round": self.journal.rounds,
-                "tool_name": call.name,
-                "call_id": call.id,
-                "ok": res.ok,
-                "duration_ms": tool_ms,
-                "error": None if res.ok else res.content[:500],
-                "tool_error": res.error,
-                "warnings": res.warnings or None,
-            },
-            work_item_id=work_item_id,
-        )
+        executed: ToolExecutedData = {
+            "round": self.journal.rounds,
+            "tool_name": call.name,
+            "call_id": call.id,
+            "ok": res.ok,
+            "duration_ms": tool_ms,
+            "error": None if res.ok else res.content[:500],
+            "tool_error": res.error,
+            "warnings": res.warnings or None,
+        }
+        self.rec.event("tool_executed", executed, work_item_id=work_item_id)
         self.rec.transcript(
             "tool_result",
             round=self.journal.rounds,
@@ -533,19 +530,19 @@ class TurnRun:
         self.journal.clear()
         return self.result
 
-    def _decide_settlement(self) -> dict[str, Any]:
+    def _decide_settlement(self) -> TurnSettlement:
         wi.refresh_all(self.store)
         if self.bound_wi:
             # runtime facts of blocking waits come from the task plane; none is
             # known at this layer yet, so the commit only refreshes the bound item
             wi.turn_end_commit(self.store, self.bound_wi, {})
-        sleep = (
+        sleep: SleepRequestDict | None = (
             {"duration_ms": self.sleep_req.duration_ms, "reason": self.sleep_req.reason}
             if self.sleep_req is not None
             else None
         )
         closure = derive_closure(self.store, failed=self.failed, sleep_req=sleep)
-        brief: dict[str, Any] | None = None
+        brief: BriefPlan | None = None
         if self.failed:
             fa = self.result.failure_artifact or {}
             brief = {
@@ -609,7 +606,7 @@ def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], b
 def write_terminal(
     store: AgentStore,
     msg: dict[str, Any],
-    s: dict[str, Any],
+    s: TurnSettlement,
     journal: Journal,
     t_cleanup: float,
     t_start: float,
@@ -656,24 +653,22 @@ def write_terminal(
             closure=s["closure"],
         )
     if not (replaying and _already(store, "events", is_terminal)):
-        rec.event(
-            "turn_terminal",
-            {
-                "turn_index": s["turn_index"],
-                "status": s["status"],
-                "completed_at": completed_at,
-                "duration_ms": duration_ms,
-                "cleanup_ms": cleanup_ms,
-                "last_assistant_message": s["final_text"][:2000],
-                "closure": s["closure"],
-                "model_rounds": journal.rounds,
-                "token_usage": journal.usage,
-                "failure_kind": s.get("failure_kind"),
-            },
-        )
+        terminal: TurnTerminalData = {
+            "turn_index": s["turn_index"],
+            "status": s["status"],
+            "completed_at": completed_at,
+            "duration_ms": duration_ms,
+            "cleanup_ms": cleanup_ms,
+            "last_assistant_message": s["final_text"][:2000],
+            "closure": s["closure"],
+            "model_rounds": journal.rounds,
+            "token_usage": journal.usage,
+            "failure_kind": s.get("failure_kind"),
+        }
+        rec.event("turn_terminal", terminal)
 
 
-def finish_agent_state(store: AgentStore, s: dict[str, Any], journal: Journal) -> None:
+def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -> None:
     """Record the settled turn on the agent. Status moves from running to idle
     or asleep only; an operator's stop or pause made meanwhile holds."""
     sleep = s.get("sleep")
@@ -699,7 +694,8 @@ def finish_agent_state(store: AgentStore, s: dict[str, Any], journal: Journal) -
             st["active_skills"] = list(merged.values())
         if sleep:
             st["sleep_reason"] = sleep.get("reason") or "model_sleep"
-            if sleep.get("duration_ms"):
-                st["sleeping_until"] = clock.iso(clock.now() + int(sleep["duration_ms"]) / 1000)
+            duration = sleep.get("duration_ms")
+            if duration:
+                st["sleeping_until"] = clock.iso(clock.now() + int(duration) / 1000)
 
     store.update_state(finish)

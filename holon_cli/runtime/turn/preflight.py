@@ -12,9 +12,12 @@ could not be served.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import ProviderError
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import ProviderFailureKind
 
 
 def resolve_chain(
@@ -42,7 +45,7 @@ def resolve_chain(
         message = first.message + (f" (fallbacks: {'; '.join(others)})" if others else "")
         raise ProviderError(
             f"{message}; {consequence}",
-            kind=first.kind,
+            kind=cast("ProviderFailureKind", first.kind),
             hint=first.hint or "fix the model configuration (--model, HOLON_MODEL or config.yaml)",
             details={"model_refs": list(models)},
         )

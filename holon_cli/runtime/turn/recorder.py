@@ -4,9 +4,11 @@ message ids. The loop says *what* happened; this says where it is written."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from holon_cli.model.envelope import body_text, origin_label
+from holon_cli.model.events import EventKind
 from holon_cli.runtime.briefs import write_transcript
 from holon_cli.store.agent_store import AgentStore
 
@@ -20,8 +22,8 @@ class TurnRecorder:
 
     def event(
         self,
-        kind: str,
-        data: dict[str, Any],
+        kind: EventKind,
+        data: Mapping[str, Any],
         *,
         message: dict[str, Any] | None = None,
         work_item_id: str | None = None,
@@ -35,7 +37,7 @@ class TurnRecorder:
             work_item_id=work_item_id,
         )
 
-    def plain_event(self, kind: str, data: dict[str, Any]) -> None:
+    def plain_event(self, kind: EventKind, data: Mapping[str, Any]) -> None:
         """An event of this turn whose data is a record of its own (no ``turn_id`` key)."""
         self.store.emit(kind, data, message=self.message, turn_id=self.turn_id)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from holon_cli.errors import HolonError
+from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
 
 
 def zero_usage() -> dict[str, int]:
@@ -16,11 +17,14 @@ def attempt_timeline(
     attempts: list[dict[str, Any]],
     requested_model_ref: str | None,
     usage: dict[str, int] | None = None,
-) -> dict[str, Any]:
+) -> ProviderAttemptTimeline:
     """The spec's ``ProviderAttemptTimeline`` over several provider rounds
     (a turn's, or a run's): every attempt in order and the requested model
     ref; the ref that answered last, and the aggregated usage when known."""
-    tl: dict[str, Any] = {"attempts": list(attempts), "requested_model_ref": requested_model_ref}
+    tl: ProviderAttemptTimeline = {
+        "attempts": list(attempts),
+        "requested_model_ref": requested_model_ref,
+    }
     if attempts:
         tl["active_model_ref"] = attempts[-1].get("model_ref")
     winners = [a.get("model_ref") for a in attempts if a.get("outcome") == "succeeded"]
@@ -38,12 +42,12 @@ class TurnResult:
     turn_id: str | None = None
     message_id: str | None = None
     status: str = "idle"  # idle | completed | aborted
-    closure: dict[str, Any] | None = None
+    closure: ClosureDecision | None = None
     final_text: str = ""
     model_rounds: int = 0
     token_usage: dict[str, int] = field(default_factory=zero_usage)
     # the spec's ProviderAttemptTimeline over every round of the turn
-    provider_attempt_timeline: dict[str, Any] = field(
+    provider_attempt_timeline: ProviderAttemptTimeline = field(
         default_factory=lambda: attempt_timeline([], None)
     )
     failure_artifact: dict[str, Any] | None = None

@@ -1,0 +1,193 @@
+"""Event kinds, error kinds and the main event payloads, in one place.
+
+``EventKind`` is what :meth:`AgentStore.emit` accepts: a new event kind is
+added here first (mypy rejects an unknown one). ``ErrorKind`` is every stable
+``kind`` of :class:`holon_cli.errors.HolonError` (the ``--json`` error
+envelope), including the provider failure kinds a turn can end with. The
+payload TypedDicts describe the ``data`` of the turn's events exactly as they
+are written (zero runtime cost; the JSON is unchanged).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from holon_cli.model.turn import ClosureDecision
+
+EventKind = Literal[
+    # agents
+    "agent_created",
+    "agent_model_changed",
+    "agent_state_changed",
+    "agent_state_repaired",
+    "workspace_bound",
+    # queue
+    "inbox_message_rejected",
+    "message_admitted",
+    "message_replayed",
+    "message_interjected",
+    # turn
+    "message_processing_started",
+    "turn_context_built",
+    "provider_round_completed",
+    "assistant_round_recorded",
+    "tool_executed",
+    "skill_activated",
+    "turn_round_limit_reached",
+    "turn_interrupted",
+    "turn_terminal",
+    "runtime_error",
+    "brief_recorded",
+    # tick
+    "tick_completed",
+    # work plane
+    "plan_artifact_changed",
+    "plan_artifact_missing",
+    "work_item_completed",
+    "work_item_created",
+    "work_item_focus_released",
+    "work_item_picked",
+    "work_item_recheck_due",
+    "work_item_stale_reminder",
+    "work_item_turn_end_commit",
+    "work_item_updated",
+]
+
+ProviderFailureKind = Literal[
+    # retried on the same provider (providers.base.RETRYABLE_KINDS)
+    "timeout",
+    "connection",
+    "rate_limited",
+    "server_error",
+    "stream_interrupted",
+    # fail fast (providers.base.FAIL_FAST_KINDS)
+    "auth",
+    "client_error",
+    "invalid_response",
+    "context_length_exceeded",
+    "unsupported_transport",
+    "missing_credentials",
+    "quota_exceeded",
+    "script_exhausted",
+    "incomplete",
+    "provider_error",
+    "script_error",
+]
+
+ErrorKind = (
+    Literal[
+        # one per HolonError class
+        "runtime_error",
+        "usage_error",
+        "not_found",
+        "rejected",
+        "provider_failure",
+        "busy",
+        "corrupt_state",
+        "config_error",
+        "interrupted",
+        # refinements raised with an explicit kind
+        "internal_error",
+        "agent_stopped",
+        "agent_paused",
+        "invalid_arguments",
+        "io_error",
+        "editor_failed",
+        "work_item_not_found",
+        "work_item_not_owned",
+        "work_item_completed",
+    ]
+    | ProviderFailureKind
+)
+
+
+# ----------------------------------------------------------- turn events
+# ``turn_id`` leads the data of every turn event; the turn's recorder adds it
+
+
+class MessageProcessingStartedData(TypedDict):
+    turn_id: NotRequired[str]
+    turn_index: int
+    attempt: int
+    queue_wait_ms: int | None
+    trigger_kind: str | None
+    replayed: bool
+
+
+class TurnContextBuiltData(TypedDict):
+    turn_id: NotRequired[str]
+    context_build_ms: float
+    prompt_cache_key: str | None
+    context_fingerprint: str | None
+    sections: Any
+    tool_count: int
+    bound_work_item_id: str | None
+
+
+class ProviderRoundCompletedData(TypedDict):
+    turn_id: NotRequired[str]
+    round: int
+    token_usage: dict[str, int]
+    context_build_ms: float
+    provider_round_ms: float
+    provider_started_at: str
+    provider_completed_at: str
+    provider_attempt_timeline: dict[str, Any]
+    stop_reason: str | None
+    model_ref: str | None
+
+
+class AssistantRoundRecordedData(TypedDict):
+    turn_id: NotRequired[str]
+    round: int
+    text_preview: str
+    tool_requests: list[str]
+
+
+class ToolExecutedData(TypedDict):
+    turn_id: NotRequired[str]
+    round: int
+    tool_name: str
+    call_id: str
+    ok: bool
+    duration_ms: float
+    error: str | None
+    tool_error: dict[str, Any] | None
+    warnings: list[dict[str, Any]] | None
+
+
+class RuntimeErrorData(TypedDict):
+    turn_id: NotRequired[str]
+    error: str
+    failure_kind: str | None
+    failure_artifact: NotRequired[dict[str, Any]]
+    provider_attempt_timeline: NotRequired[dict[str, Any]]
+    token_usage: NotRequired[dict[str, int] | None]
+    provider_round_ms: NotRequired[float]
+
+
+class TurnTerminalData(TypedDict):
+    turn_id: NotRequired[str]
+    turn_index: int
+    status: Literal["completed", "aborted"]
+    completed_at: str
+    duration_ms: int
+    cleanup_ms: float
+    last_assistant_message: str
+    closure: ClosureDecision
+    model_rounds: int
+    token_usage: dict[str, int]
+    failure_kind: str | None
+
+
+class MessageInterjectedData(TypedDict):
+    turn_id: NotRequired[str]
+    into_message_id: str
+
+
+# ``from``/``to`` are Python keywords: the functional form keeps the JSON names
+AgentStateChangedData = TypedDict("AgentStateChangedData", {"from": str, "to": str, "reason": str})
+AgentStateRepairedData = TypedDict(
+    "AgentStateRepairedData",
+    {"stale_run_id": str | None, "from": str, "to": str, "settled_turn_recorded": bool},
+)

@@ -1,0 +1,88 @@
+"""Turn records that cross layers: the spec's ClosureDecision (with its
+WorkSignal), ContinuationResolution, ProviderAttemptTimeline, and the
+settlement a turn saves in its journal before writing its terminal records.
+TypedDicts: zero runtime cost, the JSON is unchanged."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+ClosureOutcome = Literal["completed", "continuable", "failed", "waiting"]
+WaitingReason = Literal[
+    "awaiting_operator_input",
+    "awaiting_external_change",
+    "awaiting_task_result",
+    "awaiting_timer",
+]
+RuntimePosture = Literal["awake", "asleep"]
+
+
+class WorkSignal(TypedDict):
+    work_item_id: str | None
+    status: Literal["active", "queued"]
+    reactivation_mode: str | None  # continue_active | activate_queued
+    text: NotRequired[str | None]
+    fingerprint: NotRequired[str | None]
+
+
+class ClosureDecision(TypedDict):
+    outcome: ClosureOutcome
+    runtime_posture: RuntimePosture
+    waiting_reason: NotRequired[str]  # a WaitingReason; only when outcome = waiting
+    work_signal: NotRequired[WorkSignal]  # only when outcome = continuable
+
+
+class ContinuationResolution(TypedDict):
+    """The spec's continuation view for a trigger that may resume work,
+    derived from the closure that existed before the message became active."""
+
+    model_visible: bool
+    prior_closure_outcome: ClosureOutcome
+    prior_waiting_reason: NotRequired[WaitingReason]
+    matched_waiting_reason: bool
+    evidence: list[str]
+
+
+class TokenUsageDict(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class ProviderAttemptTimeline(TypedDict):
+    attempts: list[dict[str, Any]]
+    requested_model_ref: str | None
+    active_model_ref: NotRequired[str | None]
+    winning_model_ref: NotRequired[str | None]
+    aggregated_token_usage: NotRequired[dict[str, int]]
+
+
+class SleepRequestDict(TypedDict):
+    duration_ms: int | None
+    reason: str | None
+
+
+class BriefPlan(TypedDict):
+    kind: Literal["result", "failure"]
+    text: str
+    visibility: Literal["action_required", "work_done", "turn_result"]
+    work_item_id: str | None
+
+
+class TurnSettlement(TypedDict):
+    """How a turn ends, decided once and saved in the turn journal before any
+    terminal record is written (replay writes only what is missing)."""
+
+    turn_id: str
+    turn_index: int
+    status: Literal["completed", "aborted"]
+    closure: ClosureDecision
+    final_text: str
+    brief: BriefPlan | None
+    failure_artifact: dict[str, Any] | None
+    failure_kind: str | None
+    sleep: SleepRequestDict | None
+    turn_skills: dict[str, dict[str, Any]]
+    # filled when the terminal records are written
+    duration_ms: NotRequired[int]
+    completed_at: NotRequired[str]

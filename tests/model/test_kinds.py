@@ -1,0 +1,36 @@
+"""Event and error kinds live in one place (model/events.py) and stay in sync
+with the code that raises and emits them."""
+
+from __future__ import annotations
+
+import typing
+
+from holon_cli import errors
+from holon_cli.model.events import ErrorKind, EventKind, ProviderFailureKind
+from holon_cli.providers.base import FAIL_FAST_KINDS, RETRYABLE_KINDS
+
+
+def _args(tp: object) -> set[str]:
+    out: set[str] = set()
+    for a in typing.get_args(tp):
+        out |= _args(a) if typing.get_args(a) else {a}  # type: ignore[arg-type]
+    return out
+
+
+def test_provider_failure_kinds_match_the_chain_policy() -> None:
+    assert _args(ProviderFailureKind) == RETRYABLE_KINDS | FAIL_FAST_KINDS
+
+
+def test_every_error_class_kind_is_listed() -> None:
+    classes = [
+        c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.HolonError)
+    ]
+    assert len(classes) >= 9
+    assert {c.kind for c in classes} <= _args(ErrorKind)
+    assert _args(ProviderFailureKind) <= _args(ErrorKind)
+
+
+def test_event_kinds_are_unique_snake_case() -> None:
+    kinds = typing.get_args(EventKind)
+    assert len(kinds) == len(set(kinds))
+    assert all(k == k.lower() and " " not in k for k in kinds)
