@@ -11,7 +11,7 @@ _holon_command() {
     cmds='' opts='' vopts='' nargs=0
     case $1 in
     '')
-        cmds='agent completion debug enqueue home run status tail tick transcript turn workitem'
+        cmds='agent completion debug enqueue home run status tail task tick transcript turn workitem'
         opts='--version -V --help -h'
         ;;
     'agent')
@@ -99,6 +99,39 @@ _holon_command() {
     'tail')
         opts='--agent -a --follow -f --jsonl --since --limit -n --help -h'
         vopts='--agent -a --since --limit -n --poll'
+        ;;
+    'task')
+        cmds='input list output run status stop'
+        opts='--help -h'
+        ;;
+    'task input')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        nargs='2'
+        ;;
+    'task list')
+        opts='--agent -a --all --json --help -h'
+        vopts='--agent -a'
+        ;;
+    'task output')
+        opts='--agent -a --follow -f --json --help -h'
+        vopts='--agent -a'
+        nargs='1'
+        ;;
+    'task run')
+        opts='--agent -a --workdir -C --accepts-input --tty --json --help -h'
+        vopts='--agent -a --workdir -C'
+        nargs='0+'
+        ;;
+    'task status')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        nargs='1'
+        ;;
+    'task stop')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        nargs='1'
         ;;
     'tick')
         opts='--agent -a --all --verbose -v --json --help -h'

@@ -11,7 +11,7 @@ function __holon_is
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l cmdpath
-    set -l cmds agent completion debug enqueue home run status tail tick transcript turn workitem
+    set -l cmds agent completion debug enqueue home run status tail task tick transcript turn workitem
     set -l vopts
     set -l nargs 0
     set -l pending 0
@@ -50,6 +50,20 @@ function __holon_is
                     set vopts --agent -a
                 case 'tail'
                     set vopts --agent -a --since --limit -n --poll
+                case 'task'
+                    set cmds input list output run status stop
+                case 'task input'
+                    set vopts --agent -a
+                case 'task list'
+                    set vopts --agent -a
+                case 'task output'
+                    set vopts --agent -a
+                case 'task run'
+                    set vopts --agent -a --workdir -C
+                case 'task status'
+                    set vopts --agent -a
+                case 'task stop'
+                    set vopts --agent -a
                 case 'tick'
                     set vopts --agent -a
                 case 'transcript'
@@ -101,6 +115,7 @@ complete -c holon -f -n "__holon_is '' 0" -a home -d 'Manage the state home ($HO
 complete -c holon -f -n "__holon_is '' 0" -a run -d 'Run TEXT to completion on a temporary private agent and print the answer'
 complete -c holon -f -n "__holon_is '' 0" -a status -d 'Show an agent\'s summary: status, pending messages, focus, tokens'
 complete -c holon -f -n "__holon_is '' 0" -a tail -d 'Print an agent\'s event ledger; every event has an increasing event_seq'
+complete -c holon -f -n "__holon_is '' 0" -a task -d 'Run and manage command tasks: commands that outlive a turn'
 complete -c holon -f -n "__holon_is '' 0" -a tick -d 'One scheduling pass: ingest the inbox, wake expired sleeps, deliver work-item recheck reminders, activate runnable work'
 complete -c holon -f -n "__holon_is '' 0" -a transcript -d 'Print an agent\'s transcript: messages, assistant rounds, tool results'
 complete -c holon -f -n "__holon_is '' 0" -a turn -d 'Run one turn: take the next queued message and work it to the end'
@@ -259,6 +274,56 @@ complete -c holon -n "__holon_is 'tail'" -l since -r -d 'Only events with event_
 complete -c holon -n "__holon_is 'tail'" -l limit -s n -r -d 'At most N events (the newest N without --since)'
 complete -c holon -n "__holon_is 'tail'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'tail' 0+" -f
+
+# holon task
+complete -c holon -n "__holon_is 'task'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'task' 0" -a input -d 'Write TEXT (or stdin with `-`) to a running task\'s stdin'
+complete -c holon -f -n "__holon_is 'task' 0" -a list -d 'List an agent\'s running tasks (--all: finished ones too)'
+complete -c holon -f -n "__holon_is 'task' 0" -a output -d 'Print a task\'s output log (combined stdout and stderr)'
+complete -c holon -f -n "__holon_is 'task' 0" -a run -d 'Start CMD as a background task of an agent and print the task id'
+complete -c holon -f -n "__holon_is 'task' 0" -a status -d 'Show a task\'s lifecycle record (no output; see `holon task output`)'
+complete -c holon -f -n "__holon_is 'task' 0" -a stop -d 'Stop a task: SIGTERM to its whole process tree, SIGKILL after 5 s'
+complete -c holon -f -n "__holon_is 'task' 1+"
+
+# holon task input
+complete -c holon -n "__holon_is 'task input'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'task input'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'task input'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'task input' 2+" -f
+
+# holon task list
+complete -c holon -n "__holon_is 'task list'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'task list'" -l all -d 'Include finished tasks'
+complete -c holon -n "__holon_is 'task list'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'task list'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'task list' 0+" -f
+
+# holon task output
+complete -c holon -n "__holon_is 'task output'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'task output'" -l follow -s f -d 'Keep printing until the task ends'
+complete -c holon -n "__holon_is 'task output'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'task output'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'task output' 1+" -f
+
+# holon task run
+complete -c holon -n "__holon_is 'task run'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'task run'" -l workdir -s C -r -d 'Directory to run in (default: here)'
+complete -c holon -n "__holon_is 'task run'" -l accepts-input -d 'Keep stdin open for `holon task input`'
+complete -c holon -n "__holon_is 'task run'" -l tty -d 'Run under a pseudo-terminal (one combined output stream)'
+complete -c holon -n "__holon_is 'task run'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'task run'" -l help -s h -d 'Show this message and exit'
+
+# holon task status
+complete -c holon -n "__holon_is 'task status'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'task status'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'task status'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'task status' 1+" -f
+
+# holon task stop
+complete -c holon -n "__holon_is 'task stop'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'task stop'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'task stop'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'task stop' 1+" -f
 
 # holon tick
 complete -c holon -n "__holon_is 'tick'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "transcript": "holon_cli.cli.cmd_inspect:transcript",
     "agent": "holon_cli.cli.cmd_agent:agent",
     "workitem": "holon_cli.cli.cmd_workitem:workitem",
+    "task": "holon_cli.cli.cmd_task:task",
     "home": "holon_cli.cli.cmd_home:home",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",

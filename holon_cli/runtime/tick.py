@@ -118,6 +118,9 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
     repaired = _repair_stale_run(store)
     if repaired:
         actions.append({"action": "repaired_stale_run", **repaired})
+    from holon_cli.runtime.tasks.plane import tick_tasks
+
+    actions.extend(tick_tasks(store))
     now = clock.now()
     if state["status"] == "asleep" and state.get("sleeping_until"):
         if clock.parse_iso(state["sleeping_until"]) <= now and _wake_if_asleep(store, now):

@@ -33,6 +33,12 @@ RUNTIME_KEYS = {
     "work_item_stale_reminder_cooldown_rounds",
     "work_item_stale_reminder_max_tokens",
     "default_recheck_after_ms",
+    # task plane (commands and command tasks)
+    "exec_env_passthrough",
+    "exec_yield_time_ms",
+    "task_output_max_bytes",
+    "outputs_max_age_days",
+    "outputs_max_bytes",
 }
 
 _cache: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -102,3 +108,11 @@ def validate_config(data: dict[str, Any], where: str = "config.yaml") -> None:
                 f"{where}: unknown key 'runtime.{k}'",
                 hint=f"known keys: {', '.join(sorted(RUNTIME_KEYS))}",
             )
+    passthrough = rt.get("exec_env_passthrough")
+    if passthrough is not None and not (
+        isinstance(passthrough, list) and all(isinstance(x, str) for x in passthrough)
+    ):
+        raise ConfigError(
+            f"{where}: runtime.exec_env_passthrough must be a list of variable names",
+            hint="e.g. exec_env_passthrough: [GITHUB_TOKEN]",
+        )

@@ -22,6 +22,7 @@ MODULES = (
     "holon_cli.tools.apply_patch",
     "holon_cli.tools.agent_tools",
     "holon_cli.tools.workitem_tools",
+    "holon_cli.tools.task_tools",
 )
 
 _loaded = False

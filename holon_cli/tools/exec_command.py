@@ -1,53 +1,61 @@
 """``ExecCommand`` and ``ExecCommandBatch``: run shell commands in the agent's
-execution root and hand back bounded output.
+execution root and hand back the spec's structured envelope (as JSON: that
+is what the model sees).
 
-Owns: workdir resolution inside the execution root, process spawning and
-teardown, output capture, and the model-visible output budget (also used by
-other tools that reinject command output, via :func:`output_budget_tokens` and
-:func:`bound_output`).
+Owns: workdir resolution inside the execution root, the model-visible output
+budget (also used by other tools that reinject command output, via
+:func:`output_budget_tokens` and :func:`bound_output`) and the envelopes.
+Process supervision lives in :mod:`holon_cli.runtime.tasks`.
 
 Invariants:
 
 - ``cwd`` never leaves ``ctx.execution_root`` (symlinks resolved); a workdir
   that would is an ``execution_root_violation`` error, not a silent clamp.
-- Every command runs in its own process group with stdin on ``/dev/null``.
-  When the command finishes or times out, the *whole group* is terminated
-  (SIGTERM, then SIGKILL after a short grace), so no background child
-  outlives the call. Long-running work belongs to background tasks.
-- Output (stdout and stderr combined) streams into a file, never a pipe, so a
-  chatty command cannot deadlock the runtime; at most ``MAX_CAPTURE_BYTES``
-  are kept. What reaches the model is bounded to the token budget (head and
-  tail plus a note); when it was cut, the full output stays on disk under
-  ``<agent_home>/.holon/outputs/`` and the note names the file.
+- Every command runs under a supervisor process, in its own session and
+  process group, with stdin on ``/dev/null`` (unless ``accepts_input``) and
+  without secret environment variables (``*_API_KEY``, ``*_TOKEN``,
+  ``*_SECRET``, ``*PASSWORD*``, ``HOLON_CONTROL_TOKEN``; unless
+  ``runtime.exec_env_passthrough`` names them).
+- ``ExecCommand`` waits up to ``yield_time_ms`` (default 10 s). A finished
+  command returns ``disposition: completed``; one still running is promoted
+  to a ``command_task`` (``promoted_to_task``) that outlives the turn. When a
+  command exits, whatever it left running in the background is stopped (its
+  process group and every process carrying its marker).
+- stdout and stderr stream into files, capped on the write path (default
+  64 MiB combined, then the command is stopped). What reaches the model is
+  bounded to the token budget (head and tail); when it was cut, the full
+  output stays under ``<agent_home>/.holon/outputs/`` and ``artifacts``
+  names the files.
 - A non-zero exit is a normal result; only failures to start the command are
   tool errors (``spawn_failed``).
 """
 
 from __future__ import annotations
 
-import codecs
+import json
 import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from holon_cli import clock
+from holon_cli.model import task as task_model
+from holon_cli.runtime.tasks import plane as tasks
+from holon_cli.runtime.tasks.output import BoundedOutput, bound_output
+from holon_cli.runtime.tasks.procs import runtime_setting, stop_tree
 from holon_cli.tools.base import ToolContext, ToolError, ToolResult, field_doc, tool
+
+__all__ = ["BoundedOutput", "bound_output", "output_budget_tokens", "resolve_inside_root"]
 
 CHARS_PER_TOKEN = 4
 DEFAULT_OUTPUT_TOKENS = 8_000
 HARD_MAX_OUTPUT_TOKENS = 64_000
 DEFAULT_EXEC_TIMEOUT_MS = 120_000
+DEFAULT_YIELD_TIME_MS = 10_000
 MAX_EXEC_TIMEOUT_MS = 3_600_000
-KILL_GRACE_S = 1.0
-MAX_CAPTURE_BYTES = 256 * 1024 * 1024
 MAX_BATCH_ITEMS = 20
 DEFAULT_SHELL = "/bin/bash"
 
@@ -114,54 +122,6 @@ def output_budget_tokens(
     return min(default, maximum)
 
 
-@dataclass
-class BoundedOutput:
-    text: str  # what the model sees (head + note + tail when truncated)
-    total_chars: int
-    total_bytes: int
-    truncated: bool
-    omitted_chars: int
-
-
-def bound_output(path: Path, budget_chars: int, *, saved_path: str | None = None) -> BoundedOutput:
-    """Read ``path`` as UTF-8 (invalid bytes replaced) keeping the first and last
-    ``budget_chars // 2`` characters; streams, so any file size is fine."""
-    head_cap = budget_chars // 2
-    tail_cap = budget_chars - head_cap
-    head: list[str] = []
-    head_len = 0
-    tail = ""
-    total = 0
-    nbytes = 0
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(1 << 20)
-            final = not chunk
-            nbytes += len(chunk)
-            text = decoder.decode(chunk, final=final)
-            if text:
-                total += len(text)
-                if head_len < head_cap:
-                    take = text[: head_cap - head_len]
-                    head.append(take)
-                    head_len += len(take)
-                tail = (tail + text)[-tail_cap:] if tail_cap else ""
-            if final:
-                break
-    if total <= budget_chars:
-        # everything fits: head holds the start, tail the end; rebuild exactly
-        full = "".join(head)
-        rest = total - len(full)
-        text_out = full + (tail[-rest:] if rest > 0 else "")
-        return BoundedOutput(text_out, total, nbytes, False, 0)
-    omitted = total - head_len - len(tail)
-    where = f"; the full output ({total} chars) was saved to {saved_path}" if saved_path else ""
-    hint = " (inspect it with `sed -n 'START,ENDp'`, `rg -n` or `tail`)" if saved_path else ""
-    note = f"\n[... {omitted} chars omitted{where}{hint} ...]\n"
-    return BoundedOutput("".join(head) + note + tail, total, nbytes, True, omitted)
-
-
 # ----------------------------------------------------------------- workdir
 
 
@@ -196,74 +156,6 @@ def resolve_inside_root(ctx: ToolContext, raw: str | None, *, field: str = "work
 # ----------------------------------------------------------------- process
 
 
-def _group_alive(pgid: int) -> bool:
-    """True while any non-zombie process is in the group."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in os.scandir(proc):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        # fields after the parenthesised command: state ppid pgrp ...
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and fields[0] != "Z" and fields[2] == str(pgid):
-            return True
-    return False
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def terminate_group(
-    proc: subprocess.Popen[bytes], pgid: int, grace_s: float = KILL_GRACE_S
-) -> bool:
-    """SIGTERM the group, SIGKILL what is left after ``grace_s``; reap the leader.
-
-    Returns True when anything in the group was still alive to be signalled.
-    """
-    if proc.poll() is not None and not _group_alive(pgid):
-        return False
-    _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        proc.poll()
-        if proc.returncode is not None and not _group_alive(pgid):
-            break
-        time.sleep(0.02)
-    else:
-        _signal_group(pgid, signal.SIGKILL)
-    # a leader that already exited cannot be waited on forever
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        _signal_group(pgid, signal.SIGKILL)
-        proc.wait()
-    return True
-
-
-@dataclass
-class RunOutcome:
-    returncode: int
-    timed_out: bool
-    capture_limit_hit: bool
-    background_killed: bool
-    duration_ms: int
-
-
 def _shell_argv(shell: str | None, login: bool, cmd: str) -> list[str]:
     parts = shlex.split(shell) if shell and shell.strip() else [DEFAULT_SHELL]
     exe = parts[0]
@@ -287,84 +179,20 @@ def _shell_argv(shell: str | None, login: bool, cmd: str) -> list[str]:
     return [exe, *parts[1:], *(["-l"] if login else []), "-c", cmd]
 
 
-def run_process(argv: list[str], cwd: Path, out_path: Path, timeout_ms: int) -> RunOutcome:
-    """Run ``argv`` in a new session writing combined output to ``out_path``."""
-    start = time.monotonic()
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_path, "wb") as out:
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise ToolError(
-                "spawn_failed",
-                f"could not start the command: {exc.strerror or exc}",
-                details={"argv0": argv[0], "cwd": str(cwd), "errno": exc.errno},
-                recovery_hint="check that the shell and workdir exist and are accessible",
-            ) from None
-    pgid = proc.pid  # start_new_session: the leader's pid is the group id
-    deadline = start + timeout_ms / 1000
-    timed_out = capture_hit = False
-    interval = 0.002
-    try:
-        while proc.poll() is None:
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                break
-            try:
-                if out_path.stat().st_size > MAX_CAPTURE_BYTES:
-                    capture_hit = True
-                    break
-            except FileNotFoundError:
-                pass
-            time.sleep(min(interval, max(0.0, deadline - now)))
-            interval = min(interval * 2, 0.05)
-    except BaseException:
-        # interrupted (Ctrl-C, SIGTERM-as-exception): never orphan the group
-        terminate_group(proc, pgid)
-        raise
-    killed = terminate_group(proc, pgid)
-    rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    return RunOutcome(
-        returncode=rc,
-        timed_out=timed_out,
-        capture_limit_hit=capture_hit,
-        background_killed=killed and not timed_out and not capture_hit,
-        duration_ms=int((time.monotonic() - start) * 1000),
-    )
-
-
-# ---------------------------------------------------------------- one call
-
-
-def outputs_dir(ctx: ToolContext) -> Path:
-    store = ctx.store
-    if store is not None and getattr(store, "layout", None) is not None:
-        return Path(store.layout.runtime) / "outputs"
-    return Path(tempfile.gettempdir()) / "holon-outputs"
-
-
-def _output_file(ctx: ToolContext) -> Path:
-    prefix = _SAFE_NAME.sub("_", ctx.turn_id or "turn")[:80]
-    return outputs_dir(ctx) / f"{prefix}-{clock.new_id('exec')}.log"
-
-
-def _timeout_ms(ctx: ToolContext, requested: int | None, warnings: list[dict[str, Any]]) -> int:
+def _ms_setting(
+    ctx: ToolContext,
+    requested: int | None,
+    key: str,
+    default: int,
+    warnings: list[dict[str, Any]],
+) -> int:
     if requested is not None:
         if requested <= 0:
             raise ToolError(
                 "invalid_arguments",
                 "`yield_time_ms` must be a positive number of milliseconds",
                 field="yield_time_ms",
-                recovery_hint="omit it to use the default timeout",
+                recovery_hint="omit it to use the default",
             )
         if requested > MAX_EXEC_TIMEOUT_MS:
             warnings.append(
@@ -374,35 +202,33 @@ def _timeout_ms(ctx: ToolContext, requested: int | None, warnings: list[dict[str
                 }
             )
         return min(requested, MAX_EXEC_TIMEOUT_MS)
-    rt = (ctx.config or {}).get("runtime") or {}
-    return (
-        _int_setting(rt.get("exec_timeout_ms"), "runtime.exec_timeout_ms", warnings)
-        or DEFAULT_EXEC_TIMEOUT_MS
-    )
+    raw = runtime_setting(ctx.config, key, None)
+    return _int_setting(raw, f"runtime.{key}", warnings) or default
 
 
-def _exit_fields(rc: int) -> dict[str, Any]:
-    if rc >= 0:
-        return {"exit_code": rc, "signal": None}
-    try:
-        name = signal.Signals(-rc).name
-    except ValueError:
-        name = f"signal {-rc}"
-    return {"exit_code": 128 - rc, "signal": name}
+def _exit_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    return {"exit_status": rec.get("exit_status"), "signal": rec.get("signal")}
 
 
-def run_one(
+@dataclass
+class _Prepared:
+    cmd: str
+    cwd: Path
+    argv: list[str]
+    tokens: int
+    warnings: list[dict[str, Any]]
+
+
+def _prepare(
     ctx: ToolContext,
     *,
     cmd: str,
     workdir: str | None,
     shell: str | None,
     login: bool,
-    yield_time_ms: int | None,
     max_output_tokens: int | None,
     default_tokens: int | None = None,
-) -> dict[str, Any]:
-    """Run one command; returns the structured receipt or raises :class:`ToolError`."""
+) -> _Prepared:
     if not cmd.strip():
         raise ToolError(
             "invalid_arguments",
@@ -417,6 +243,8 @@ def run_one(
             field="max_output_tokens",
             recovery_hint="omit it to use the default budget",
         )
+    if ctx.store is None:
+        raise ToolError("unavailable", "commands need an agent store", retryable=False)
     warnings: list[dict[str, Any]] = []
     cwd = resolve_inside_root(ctx, workdir)
     if not cwd.is_dir():
@@ -426,78 +254,165 @@ def run_one(
             details={"field": "workdir", "requested": workdir, "resolved": str(cwd)},
             recovery_hint="create it first (mkdir -p) or pass an existing directory",
         )
-    timeout_ms = _timeout_ms(ctx, yield_time_ms, warnings)
     tokens = output_budget_tokens(ctx.config, max_output_tokens, warnings=warnings)
     if max_output_tokens is None and default_tokens is not None:
         tokens = min(tokens, default_tokens)
     argv = _shell_argv(shell, login, cmd)
-    out_path = _output_file(ctx)
-    try:
-        outcome = run_process(argv, cwd, out_path, timeout_ms)
-        bounded = bound_output(out_path, tokens * CHARS_PER_TOKEN, saved_path=str(out_path))
-    except BaseException:
-        out_path.unlink(missing_ok=True)
-        raise
-    if not bounded.truncated:
-        out_path.unlink(missing_ok=True)
-    receipt: dict[str, Any] = {
-        "disposition": "completed",
-        "cmd": cmd,
-        "cwd": str(cwd),
-        **_exit_fields(outcome.returncode),
-        "timed_out": outcome.timed_out,
-        "timeout_ms": timeout_ms,
-        "duration_ms": outcome.duration_ms,
-        "output": bounded.text,
-        "output_chars": bounded.total_chars,
-        "output_bytes": bounded.total_bytes,
-        "truncated": bounded.truncated,
-        "omitted_chars": bounded.omitted_chars,
-        "full_output_path": str(out_path) if bounded.truncated else None,
-        "output_budget_tokens": tokens,
-    }
-    receipt["exit_status"] = receipt["exit_code"]
-    if outcome.capture_limit_hit:
+    return _Prepared(cmd, cwd, argv, tokens, warnings)
+
+
+def _spawn_error(rec: dict[str, Any], p: _Prepared) -> ToolError:
+    return ToolError(
+        "spawn_failed",
+        f"could not start the command: {rec.get('error') or 'unknown error'}",
+        details={"argv0": p.argv[0], "cwd": str(p.cwd), "errno": rec.get("errno")},
+        recovery_hint="check that the shell and workdir exist and are accessible",
+    )
+
+
+def _check_finished(launched: tasks.Launched, rec: dict[str, Any], p: _Prepared) -> None:
+    """Raise the tool error for a call that did not run to a recorded end."""
+    if rec.get("status") == "failed" and rec.get("error"):
+        tasks.discard_foreground(launched)
+        raise _spawn_error(rec, p)
+    if not task_model.is_terminal(rec.get("status")):
+        # the supervisor died without recording an end (killed from outside)
+        proc = rec.get("process") or {}
+        stop_tree(proc.get("pgid"), proc.get("marker") or launched.task_id, grace_s=1.0)
+        tasks.discard_foreground(launched)
+        raise ToolError(
+            "supervisor_lost",
+            "the process supervising this command was killed before the command finished; the command was stopped",
+            details={"task_id": launched.task_id},
+            recovery_hint="check the command's effects before running it again",
+        )
+
+
+def _completed_envelope(
+    ctx: ToolContext,
+    launched: tasks.Launched,
+    rec: dict[str, Any],
+    p: _Prepared,
+    duration_ms: int,
+    *,
+    tty: bool,
+) -> dict[str, Any]:
+    """The ``completed`` envelope; output files are kept under ``.holon/outputs/``
+    only when a preview was cut, and the call's directory is removed."""
+    budget = p.tokens * CHARS_PER_TOKEN
+    names = ("output",) if tty else ("stdout", "stderr")
+    sizes = {n: _size(launched.dir / f"{n}.log") for n in names}
+    shares: dict[str, int] = {}
+    if tty:
+        shares["output"] = budget
+    else:
+        so, se = sizes["stdout"], sizes["stderr"]
+        if so + se <= budget:
+            shares = {"stdout": budget, "stderr": budget}
+        else:
+            half = budget // 2
+            shares["stderr"] = min(se, max(half, budget - so))
+            shares["stdout"] = budget - shares["stderr"]
+    previews = {n: bound_output(launched.dir / f"{n}.log", max(1, shares[n])) for n in names}
+    truncated = any(b.truncated for b in previews.values())
+    artifacts: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    if truncated:
+        kept = tasks.keep_outputs(ctx.store, launched, names)
+        for n in names:
+            if n in kept:
+                index[n] = len(artifacts)
+                artifacts.append({"kind": n, "path": kept[n], "bytes": sizes[n]})
+    tasks.discard_foreground(launched)
+    warnings = list(p.warnings)
+    if truncated:
+        where = ", ".join(a["path"] for a in artifacts)
+        warnings.append(
+            {
+                "kind": "output_truncated",
+                "message": f"output was cut to its head and tail; the full output was saved to {where} (inspect it with `sed -n 'START,ENDp'`, `rg -n` or `tail`)",
+            }
+        )
+    if rec.get("output_capped"):
         warnings.append(
             {
                 "kind": "output_limit",
-                "message": f"the command was stopped after writing more than {MAX_CAPTURE_BYTES} bytes of output",
+                "message": f"the command was stopped after writing {rec.get('output_bytes')} bytes of output (the output cap)",
             }
         )
-    if outcome.background_killed:
+    if rec.get("background_killed"):
         warnings.append(
             {
                 "kind": "background_processes_killed",
-                "message": "processes the command left running in the background were terminated; ExecCommand waits for nothing after the command exits",
+                "message": "processes the command left running in the background were terminated; ExecCommand waits for nothing after the command exits (use a longer-running command to get a task)",
             }
         )
-    receipt["warnings"] = warnings
-    return receipt
+    env: dict[str, Any] = {
+        "disposition": "completed",
+        **_exit_fields(rec),
+        "stdout_preview": previews["output" if tty else "stdout"].text,
+        "stderr_preview": "" if tty else previews["stderr"].text,
+        "truncated": truncated,
+        "artifacts": artifacts,
+        "stdout_artifact": index.get("output" if tty else "stdout"),
+        "stderr_artifact": index.get("stderr"),
+        "duration_ms": duration_ms,
+        "cwd": str(p.cwd),
+        "output_bytes": int(rec.get("output_bytes") or 0),
+        "output_budget_tokens": p.tokens,
+    }
+    if rec.get("timed_out"):
+        env["timed_out"] = True
+    env["warnings"] = warnings
+    return env
 
 
-def _status_line(r: dict[str, Any]) -> str:
-    if r["timed_out"]:
-        head = f"Timed out after {r['timeout_ms']} ms; the command and its process group were killed (partial output below)."
-    elif r["signal"]:
-        head = f"Killed by {r['signal']} (exit code {r['exit_code']}) after {r['duration_ms']} ms."
-    else:
-        head = f"Exit code {r['exit_code']} after {r['duration_ms']} ms."
-    return head + f" cwd: {r['cwd']}"
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
-def render_receipt(r: dict[str, Any]) -> str:
-    lines = [_status_line(r)]
-    for w in r.get("warnings") or []:
-        lines.append(f"Warning: {w['message']}")
-    if r["output"]:
-        lines.append("Output:")
-        lines.append(r["output"].rstrip("\n"))
-    else:
-        lines.append("Output: (none)")
-    return "\n".join(lines)
+def run_foreground(
+    ctx: ToolContext,
+    p: _Prepared,
+    *,
+    timeout_ms: int,
+) -> dict[str, Any]:
+    """Run to completion, killing the command tree at ``timeout_ms`` (batch items)."""
+    start = time.monotonic()
+    launched = tasks.launch(
+        ctx.store,
+        argv=p.argv,
+        cmd=p.cmd,
+        cwd=p.cwd,
+        shell=None,
+        login=False,
+        config=ctx.config,
+        parent_message_id=(ctx.message or {}).get("id"),
+        turn_id=ctx.turn_id,
+        kill_after_ms=timeout_ms,
+    )
+    rec = tasks.wait_foreground(launched, timeout_ms / 1000 + 30)
+    if rec is None:  # the supervisor itself is stuck: should not happen
+        launched.close_control()
+        launched.sup.wait()
+        rec = tasks.read_record_file(launched.dir) or {}
+    _check_finished(launched, rec, p)
+    env = _completed_envelope(
+        ctx, launched, rec, p, int((time.monotonic() - start) * 1000), tty=False
+    )
+    env["timeout_ms"] = timeout_ms
+    env["timed_out"] = bool(rec.get("timed_out"))
+    return env
 
 
 # ---------------------------------------------------------------- the tools
+
+
+def _json(env: dict[str, Any]) -> str:
+    return json.dumps(env, ensure_ascii=False, default=str)
 
 
 @dataclass(frozen=True)
@@ -511,9 +426,12 @@ class ExecCommandArgs:
         "Shell to run the command with (default /bin/bash).", default=None
     )
     login: bool | None = field_doc("Run the shell as a login shell (-l).", default=None)
-    tty: bool | None = field_doc("Allocate a terminal. Not supported yet; omit it.", default=None)
+    tty: bool | None = field_doc(
+        "Run under a pseudo-terminal (one combined output stream). Only when the command needs a terminal.",
+        default=None,
+    )
     yield_time_ms: int | None = field_doc(
-        "Timeout in milliseconds; the whole process group is killed when it expires (default 120000).",
+        "How long to wait for the command (default 10000). A command still running then keeps running as a background task (disposition promoted_to_task); its result arrives later as a task_result message.",
         default=None,
     )
     max_output_tokens: int | None = field_doc(
@@ -521,48 +439,94 @@ class ExecCommandArgs:
         default=None,
     )
     accepts_input: bool | None = field_doc(
-        "Keep stdin open for later input. Not supported yet; omit it.", default=None
-    )
-    duplicate_policy: Literal["reuse_running", "start_new"] | None = field_doc(
-        "What to do when the same command is already running as a task (no effect until background tasks are available).",
+        "Keep stdin open so TaskInput can feed the command once it runs as a task.",
         default=None,
     )
-
-
-_UNSUPPORTED_HINT = "omit it: commands run to completion with stdin from /dev/null; feed input with a pipe or here-doc (e.g. `printf 'y\\n' | cmd`)"
+    duplicate_policy: Literal["reuse_running", "start_new"] | None = field_doc(
+        "When the same command (cmd, workdir, shell, login, tty) already runs as a task: reuse_running (default) returns that task (disposition already_running); start_new starts another.",
+        default=None,
+    )
 
 
 @tool(
     "ExecCommand",
     ExecCommandArgs,
     description=(
-        "Run a shell command in the execution root and return its exit code and combined stdout/stderr. "
-        "Prefer `rg --files`, `rg -n`, `sed -n START,ENDp`, `head` and `tail` for reading files. "
-        "Long output is cut to its head and tail; the note says where the full output was saved."
+        "Run a shell command in the execution root. Returns JSON: disposition completed (exit_status, "
+        "stdout_preview, stderr_preview, truncated, artifacts) or, when it is still running after "
+        "yield_time_ms, promoted_to_task (task_handle; the result arrives later as a task_result message; "
+        "inspect it with TaskStatus/TaskOutput, stop it with TaskStop). "
+        "Prefer `rg --files`, `rg -n`, `sed -n START,ENDp`, `head` and `tail` for reading files."
     ),
 )
 def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
-    for name in ("tty", "accepts_input"):
-        if getattr(args, name):
-            raise ToolError(
-                "unsupported",
-                f"`{name}=true` is not available yet: background and interactive command tasks are not implemented in this runtime",
-                field=name,
-                recovery_hint=_UNSUPPORTED_HINT,
-            )
+    tty = bool(args.tty)
+    accepts_input = bool(args.accepts_input)
+    login = bool(args.login)
     ctx.report.commands.append(args.cmd)  # the turn loop activates skills from these
-    receipt = run_one(
+    p = _prepare(
         ctx,
         cmd=args.cmd,
         workdir=args.workdir,
         shell=args.shell,
-        login=bool(args.login),
-        yield_time_ms=args.yield_time_ms,
+        login=login,
         max_output_tokens=args.max_output_tokens,
     )
-    return ToolResult(
-        True, render_receipt(receipt), data=receipt, warnings=list(receipt["warnings"])
+    yield_ms = _ms_setting(
+        ctx, args.yield_time_ms, "exec_yield_time_ms", DEFAULT_YIELD_TIME_MS, p.warnings
     )
+    digest = task_model.cmd_digest(p.cmd, str(p.cwd), args.shell, login, tty)
+    if (args.duplicate_policy or "reuse_running") == "reuse_running":
+        dup = tasks.find_duplicate(ctx.store, digest)
+        if dup is not None:
+            snap = tasks.snapshot(dup)
+            env = {
+                "disposition": "already_running",
+                "task_handle": task_model.handle(dup),
+                "command": snap["command"],
+                "summary_text": f"the same command already runs as task {dup['id']}; use TaskStatus/TaskOutput/TaskStop with that task_id, or duplicate_policy start_new to start another",
+            }
+            return ToolResult(True, _json(env), data=env)
+    start = time.monotonic()
+    launched = tasks.launch(
+        ctx.store,
+        argv=p.argv,
+        cmd=p.cmd,
+        cwd=p.cwd,
+        shell=args.shell,
+        login=login,
+        tty=tty,
+        accepts_input=accepts_input,
+        config=ctx.config,
+        parent_message_id=(ctx.message or {}).get("id"),
+        turn_id=ctx.turn_id,
+    )
+    rec = tasks.wait_foreground(launched, yield_ms / 1000)
+    if rec is None:
+        promoted = tasks.promote(ctx.store, launched)
+        if promoted is not None:
+            out = launched.dir / "output.log"
+            b = bound_output(out, min(p.tokens * CHARS_PER_TOKEN, 4000))
+            env = {
+                "disposition": "promoted_to_task",
+                "task_handle": task_model.handle(promoted),
+                "initial_output_preview": b.text,
+                "initial_output_truncated": b.truncated,
+                "cmd": p.cmd,
+                "yield_time_ms": yield_ms,
+                "output_path": str(out),
+                "summary_text": f"still running after {yield_ms} ms, so it continues as task {promoted['id']}; its result arrives as a task_result message. TaskStatus/TaskOutput inspect it, TaskStop stops it.",
+            }
+            if p.warnings:
+                env["warnings"] = p.warnings
+            ctx.report.tasks_started.append(promoted["id"])
+            return ToolResult(True, _json(env), data=env, warnings=list(p.warnings))
+        rec = tasks.read_record_file(launched.dir) or {}
+    _check_finished(launched, rec, p)
+    env = _completed_envelope(
+        ctx, launched, rec, p, int((time.monotonic() - start) * 1000), tty=tty
+    )
+    return ToolResult(True, _json(env), data=env, warnings=list(env["warnings"]))
 
 
 @dataclass(frozen=True)
@@ -571,7 +535,10 @@ class ExecBatchItem:
     workdir: str | None = field_doc("Working directory inside the execution root.", default=None)
     shell: str | None = field_doc("Shell (default /bin/bash).", default=None)
     login: bool | None = field_doc("Run as a login shell.", default=None)
-    yield_time_ms: int | None = field_doc("Timeout for this item in milliseconds.", default=None)
+    yield_time_ms: int | None = field_doc(
+        "Timeout for this item in milliseconds (default 120000); the item's process tree is killed then.",
+        default=None,
+    )
     max_output_tokens: int | None = field_doc(
         "Output budget for this item in estimated tokens.", default=None
     )
@@ -584,12 +551,35 @@ class ExecCommandBatchArgs:
     )
 
 
+def _render_item(r: dict[str, Any]) -> str:
+    if r.get("timed_out"):
+        head = f"Timed out after {r['timeout_ms']} ms; the command and its process tree were killed (partial output below)."
+    elif r.get("signal"):
+        head = (
+            f"Killed by {r['signal']} (exit status {r['exit_status']}) after {r['duration_ms']} ms."
+        )
+    else:
+        head = f"Exit status {r['exit_status']} after {r['duration_ms']} ms."
+    lines = [head + f" cwd: {r['cwd']}"]
+    for w in r.get("warnings") or []:
+        lines.append(f"Warning: {w['message']}")
+    for name in ("stdout", "stderr"):
+        text = r.get(f"{name}_preview") or ""
+        if text:
+            lines.append(f"{name}:")
+            lines.append(text.rstrip("\n"))
+    if not (r.get("stdout_preview") or r.get("stderr_preview")):
+        lines.append("Output: (none)")
+    return "\n".join(lines)
+
+
 @tool(
     "ExecCommandBatch",
     ExecCommandBatchArgs,
     description=(
         "Run several independent shell commands sequentially and get one grouped receipt. "
-        "Each item is bounded like ExecCommand; an item that fails to start or times out is reported "
+        "Each item is bounded like ExecCommand but never becomes a task: an item still running at its "
+        "yield_time_ms is killed. An item that fails to start or times out is reported "
         "in its slot and the batch continues. Items do not support tty or accepts_input."
     ),
 )
@@ -610,16 +600,19 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
     for i, item in enumerate(args.commands, 1):
         label = f"[{i}/{n}] $ {item.cmd}"
         try:
-            r = run_one(
+            p = _prepare(
                 ctx,
                 cmd=item.cmd,
                 workdir=item.workdir,
                 shell=item.shell,
                 login=bool(item.login),
-                yield_time_ms=item.yield_time_ms,
                 max_output_tokens=item.max_output_tokens,
                 default_tokens=share,
             )
+            timeout_ms = _ms_setting(
+                ctx, item.yield_time_ms, "exec_timeout_ms", DEFAULT_EXEC_TIMEOUT_MS, p.warnings
+            )
+            r = run_foreground(ctx, p, timeout_ms=timeout_ms)
         except ToolError as err:
             items.append({"index": i, "cmd": item.cmd, "status": "failed", "error": err.envelope()})
             hint = f"\nHint: {err.recovery_hint}" if err.recovery_hint else ""
@@ -628,10 +621,10 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
         status = (
             "timed_out"
             if r["timed_out"]
-            else ("succeeded" if r["exit_code"] == 0 else "exited_nonzero")
+            else ("succeeded" if r["exit_status"] == 0 else "exited_nonzero")
         )
-        items.append({"index": i, "status": status, **r})
-        blocks.append(f"{label}\n{render_receipt(r)}")
+        items.append({"index": i, "cmd": item.cmd, "status": status, **r})
+        blocks.append(f"{label}\n{_render_item(r)}")
     summary = {
         s: sum(1 for it in items if it["status"] == s)
         for s in ("succeeded", "exited_nonzero", "timed_out", "failed")

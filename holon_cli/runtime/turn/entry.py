@@ -108,6 +108,11 @@ def run_turn(
     lock = store.turn_lock()
     lock.try_acquire()
     try:
+        # commands a killed turn left running are stopped before anything else
+        # (and before the model hears "interrupted"); lost tasks report once
+        from holon_cli.runtime.tasks.plane import recovery_pass
+
+        recovery_pass(store)
         repair_stale_run(store)
         rec = store.read_record()
         status = rec["state"]["status"]

@@ -1,0 +1,271 @@
+"""``holon task``: run, list, inspect, feed and stop command tasks.
+
+Rendering only: each command is one call into
+:mod:`holon_cli.runtime.tasks.plane` (the same functions the model's Task*
+tools use, under the same per-task locks).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+import click
+
+from holon_cli.cli import output
+
+CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def _store(agent_id: str | None) -> Any:
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.tasks.plane import recovery_pass
+
+    store = open_agent(agent_id)
+    recovery_pass(store)
+    return store
+
+
+def _rows(snap: dict[str, Any]) -> list[tuple[str, Any]]:
+    cmd = snap.get("command") or {}
+    rows: list[tuple[str, Any]] = [
+        ("task", snap["task_id"]),
+        ("status", snap["status"]),
+        ("command", cmd.get("cmd")),
+        ("workdir", cmd.get("workdir")),
+        ("created", snap.get("created_at")),
+    ]
+    if snap.get("finished_at"):
+        rows.append(("finished", snap["finished_at"]))
+    if snap.get("exit_status") is not None:
+        rows.append(("exit status", snap["exit_status"]))
+    for key in ("signal", "stop_reason", "error", "status_before_restart"):
+        if snap.get(key):
+            rows.append((key.replace("_", " "), snap[key]))
+    rows.append(("accepts input", "yes" if snap.get("accepts_input") else "no"))
+    rows.append(("output", cmd.get("output_path")))
+    return rows
+
+
+@click.group(context_settings=CTX)
+def task() -> None:
+    """Run and manage command tasks: commands that outlive a turn.
+
+    A task runs under its own small supervisor process (no daemon needed),
+    streams its output to .holon/tasks/<id>/output.log in the agent home and,
+    when it ends, rejoins the agent as one task_result message.
+
+    \b
+    Example:
+      holon task run -- make test
+      holon task list --all
+      holon task output task_01h... --follow
+      holon task stop task_01h...
+    """
+
+
+@task.command("run", context_settings=CTX)
+@click.argument("command", nargs=-1, required=True, metavar="-- CMD...")
+@output.agent_option
+@click.option(
+    "--workdir", "-C", metavar="DIR", default=".", help="Directory to run in (default: here)."
+)
+@click.option("--accepts-input", is_flag=True, help="Keep stdin open for `holon task input`.")
+@click.option(
+    "--tty", is_flag=True, help="Run under a pseudo-terminal (one combined output stream)."
+)
+@output.json_option
+def task_run(
+    command: tuple[str, ...],
+    agent_id: str | None,
+    workdir: str,
+    accepts_input: bool,
+    tty: bool,
+    as_json: bool,
+) -> None:
+    """Start CMD as a background task of an agent and print the task id.
+
+    One argument is a shell command line (run with /bin/bash -c); several
+    are quoted and joined. Secrets (*_API_KEY, *_TOKEN, *_SECRET,
+    *PASSWORD*, HOLON_CONTROL_TOKEN) are withheld from its environment
+    unless runtime.exec_env_passthrough names them.
+
+    \b
+    Examples:
+      holon task run -- make test
+      holon task run --agent builder --workdir ~/src/app -- 'npm run build && npm test'
+      holon task run --accepts-input -- python3 -i
+    """
+    output.begin("task run", as_json)
+    from pathlib import Path
+
+    from holon_cli.runtime.tasks.plane import run_task
+
+    cmd = command[0] if len(command) == 1 else shlex.join(command)
+    snap = run_task(
+        _store(agent_id), cmd, workdir=Path(workdir), accepts_input=accepts_input, tty=tty
+    )
+    if as_json:
+        output.emit_json(snap)
+        return
+    click.echo(snap["task_id"])
+    if snap["status"] == "failed":
+        click.echo(f"the task could not start: {snap.get('error')}", err=True)
+
+
+@task.command("list", context_settings=CTX)
+@output.agent_option
+@click.option("--all", "include_all", is_flag=True, help="Include finished tasks.")
+@output.json_option
+def task_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
+    """List an agent's running tasks (--all: finished ones too).
+
+    \b
+    Example:
+      holon task list --all --agent builder
+    """
+    output.begin("task list", as_json)
+    from holon_cli.runtime.tasks.plane import list_tasks
+
+    tasks = list_tasks(_store(agent_id), include_all=include_all)
+    if as_json:
+        output.emit_json({"tasks": tasks})
+        return
+    if not tasks:
+        click.echo(
+            "no tasks" + ("" if include_all else " running (--all lists finished ones)"), err=True
+        )
+        return
+    output.print_table(
+        ["task", "status", "exit", "created", "command"],
+        [
+            [
+                t["task_id"],
+                t["status"],
+                "" if t["exit_status"] is None else t["exit_status"],
+                t["created_at"],
+                t["summary"],
+            ]
+            for t in tasks
+        ],
+    )
+
+
+@task.command("status", context_settings=CTX)
+@click.argument("task_id", metavar="ID")
+@output.agent_option
+@output.json_option
+def task_status(task_id: str, agent_id: str | None, as_json: bool) -> None:
+    """Show a task's lifecycle record (no output; see `holon task output`).
+
+    \b
+    Example:
+      holon task status task_01h...
+    """
+    output.begin("task status", as_json)
+    from holon_cli.runtime.tasks.plane import read_task, snapshot
+
+    snap = snapshot(read_task(_store(agent_id), task_id))
+    if as_json:
+        output.emit_json({"task": snap})
+    else:
+        output.print_kv(_rows(snap))
+
+
+@task.command("output", context_settings=CTX)
+@click.argument("task_id", metavar="ID")
+@output.agent_option
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the task ends.")
+@output.json_option
+def task_output(task_id: str, agent_id: str | None, follow: bool, as_json: bool) -> None:
+    """Print a task's output log (combined stdout and stderr).
+
+    With --json: the TaskOutput envelope (retrieval_status, bounded preview).
+
+    \b
+    Examples:
+      holon task output task_01h...
+      holon task output task_01h... --follow
+    """
+    output.begin("task output", as_json)
+    from holon_cli.runtime.tasks import plane
+
+    store = _store(agent_id)
+    if as_json:
+        output.emit_json(plane.task_output(store, task_id, block=follow))
+        return
+    out = sys.stdout.buffer
+
+    def write(chunk: bytes) -> None:
+        out.write(chunk)
+        out.flush()
+
+    if follow:
+        rec = plane.follow_output(store, task_id, write)
+        click.echo(f"task {task_id} {rec.get('status')}", err=True)
+        return
+    plane.read_task(store, task_id)
+    path = plane.task_dir(store, task_id) / "output.log"
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 16):
+                write(chunk)
+    except FileNotFoundError:
+        click.echo("(no output yet)", err=True)
+
+
+@task.command("input", context_settings=CTX)
+@click.argument("task_id", metavar="ID")
+@click.argument("text", metavar="TEXT|-")
+@output.agent_option
+@output.json_option
+def task_input(task_id: str, text: str, agent_id: str | None, as_json: bool) -> None:
+    """Write TEXT (or stdin with `-`) to a running task's stdin.
+
+    Only tasks started with --accepts-input take input; anything else is
+    refused with exit 4. No newline is added.
+
+    \b
+    Example:
+      holon task input task_01h... $'yes\\n'
+      printf 'print(1)\\n' | holon task input task_01h... -
+    """
+    output.begin("task input", as_json)
+    from holon_cli.errors import UsageError
+    from holon_cli.runtime.tasks.plane import require_active_input
+    from holon_cli.runtime.tasks.plane import task_input as feed
+
+    if text == "-":
+        try:
+            text = sys.stdin.read()
+        except UnicodeDecodeError:
+            raise UsageError("stdin is not valid UTF-8 text") from None
+    res = require_active_input(feed(_store(agent_id), task_id, text))
+    if as_json:
+        output.emit_json(res)
+    else:
+        click.echo(res["summary_text"])
+
+
+@task.command("stop", context_settings=CTX)
+@click.argument("task_id", metavar="ID")
+@output.agent_option
+@output.json_option
+def task_stop(task_id: str, agent_id: str | None, as_json: bool) -> None:
+    """Stop a task: SIGTERM to its whole process tree, SIGKILL after 5 s.
+
+    A task that already ended is left as it is (exit 0, and it says so).
+
+    \b
+    Example:
+      holon task stop task_01h...
+    """
+    output.begin("task stop", as_json)
+    from holon_cli.runtime.tasks.plane import task_stop as stop
+
+    res = stop(_store(agent_id), task_id)
+    if as_json:
+        output.emit_json(res)
+    else:
+        click.echo(res["summary_text"])

@@ -1,0 +1,5 @@
+"""The task plane (command tasks): see :mod:`holon_cli.runtime.tasks.plane`.
+
+Submodules: ``procs`` (process identity, env rule, tree stop), ``output``
+(bounded previews), ``supervisor`` (the per-command supervisor process),
+``plane`` (launch, promote, inspect, stop, recover, prune)."""

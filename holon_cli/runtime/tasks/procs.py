@@ -1,0 +1,235 @@
+"""Process plumbing shared by foreground commands and background tasks.
+
+Owns: the environment rule for model-run commands, process identity
+(pid + start time, so a recycled pid is never mistaken for the original),
+the parent-death signal, the per-call environment marker and the
+"stop everything this call started" routine.
+
+Invariants:
+
+- A command never sees a variable named ``*_API_KEY``, ``*_TOKEN``,
+  ``*_SECRET``, ``*PASSWORD*`` or ``HOLON_CONTROL_TOKEN`` unless
+  ``runtime.exec_env_passthrough`` names it.
+- Every command carries ``HOLON_EXEC_MARKER=<id>`` in its environment; a
+  descendant that leaves the process group (``setsid``) is still found by
+  scanning ``/proc/*/environ`` for the marker, unless it also rewrote its
+  environment. That is the documented limit of the guarantee.
+- Standard library only: the task supervisor imports this module at start-up.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+MARKER_VAR = "HOLON_EXEC_MARKER"
+_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
+PR_SET_PDEATHSIG = 1
+
+
+def runtime_setting(config: Any, key: str, default: Any = None) -> Any:
+    """``runtime.<key>`` from a config given as a dict or as an object with a
+    ``runtime`` attribute (mapping or object)."""
+    if config is None:
+        return default
+    rt = config.get("runtime") if isinstance(config, Mapping) else getattr(config, "runtime", None)
+    if rt is None:
+        return default
+    value = rt.get(key) if isinstance(rt, Mapping) else getattr(rt, key, None)
+    return default if value is None else value
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return upper == "HOLON_CONTROL_TOKEN" or upper.endswith(_SECRET_SUFFIXES) or "PASSWORD" in upper
+
+
+def passthrough_names(config: Any) -> set[str]:
+    raw = runtime_setting(config, "exec_env_passthrough", None)
+    if raw is None:
+        return set()
+    if isinstance(raw, str):
+        raw = [raw]
+    return {str(n) for n in raw}
+
+
+def command_env(
+    config: Any, marker: str | None = None, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment a model-run command gets: ours minus secrets, plus the marker."""
+    src = os.environ if base is None else base
+    allow = passthrough_names(config)
+    env = {k: v for k, v in src.items() if k in allow or not is_secret_name(k)}
+    env.pop(MARKER_VAR, None)
+    if marker:
+        env[MARKER_VAR] = marker
+    return env
+
+
+# ------------------------------------------------------------------ identity
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The process start time in clock ticks since boot (``/proc/<pid>/stat``
+    field 22); ``None`` when the process does not exist (or is a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    # fields[0] is field 3 (state); starttime is field 22
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def same_process_alive(pid: int | None, start_time: int | None) -> bool:
+    """True when ``pid`` is alive *and* is the process that started at ``start_time``."""
+    if not pid:
+        return False
+    now = proc_start_time(int(pid))
+    if now is None:
+        if Path("/proc/self/stat").exists():
+            return False
+        try:  # no /proc: fall back to pid liveness
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return start_time is None or now == int(start_time)
+
+
+def process_identity(pid: int) -> dict[str, Any]:
+    return {"pid": pid, "start_time": proc_start_time(pid)}
+
+
+# ----------------------------------------------------------- child set-up
+
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies
+    (Linux ``prctl(PR_SET_PDEATHSIG)``; a no-op elsewhere). Call it in the
+    child between fork and exec."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+# ------------------------------------------------------------- discovery
+
+
+def _stat_fields(pid: str) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def live_members(pgid: int | None, marker: str | None) -> set[int]:
+    """Live (non-zombie) pids in process group ``pgid`` or carrying ``marker``."""
+    found: set[int] = set()
+    proc = Path("/proc")
+    if not proc.is_dir():
+        if pgid:
+            try:
+                os.killpg(pgid, 0)
+                found.add(pgid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return found
+    needle = f"{MARKER_VAR}={marker}\0".encode() if marker else None
+    me = os.getpid()
+    for entry in os.scandir(proc):
+        name = entry.name
+        if not name.isdigit() or int(name) == me:
+            continue
+        fields = _stat_fields(name)
+        if not fields or fields[0] in ("Z", "X"):
+            continue
+        if pgid and len(fields) >= 3 and fields[2] == str(pgid):
+            found.add(int(name))
+            continue
+        if needle is not None:
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read() + b"\0":
+                        found.add(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def _signal_all(pgid: int | None, pids: set[int], sig: int) -> None:
+    if pgid:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_tree(
+    pgid: int | None,
+    marker: str | None,
+    *,
+    grace_s: float = 1.0,
+    reap: Any = None,
+) -> bool:
+    """SIGTERM the group and every marked process, SIGKILL what is left after
+    ``grace_s``. ``reap`` (optional) is called while waiting so a leader that
+    is our own child does not linger as a zombie. Returns True when anything
+    was still alive to be signalled."""
+    pids = live_members(pgid, marker)
+    if not pids:
+        return False
+    _signal_all(pgid, pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
+        if not live_members(pgid, marker):
+            return True
+        time.sleep(0.02)
+    for _ in range(3):
+        left = live_members(pgid, marker)
+        if not left:
+            break
+        _signal_all(pgid, left, signal.SIGKILL)
+        time.sleep(0.02)
+        if reap is not None:
+            reap()
+    return True
+
+
+# ------------------------------------------------------------------ locks
+
+
+@contextmanager
+def flocked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (released by closing; never inherited)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,376 @@
+"""The per-command supervisor: a small detached process (own session) that
+runs one command, streams its output to files, enforces the output cap on
+the write path, records how it ended and, for a promoted task, reports the
+result to the agent exactly once.
+
+Started by :func:`holon_cli.runtime.tasks.plane.launch` as
+``python -c ... <task_dir>``. Two modes:
+
+- ``foreground``: fd 0 is a pipe whose write end the calling turn holds. EOF
+  on it while the task is not promoted means the caller died: the command
+  tree is stopped and the call recorded ``interrupted`` (crash-safety: a
+  killed ``holon turn`` leaves nothing running). A caller that promotes the
+  call writes ``promoted: true`` into the record before closing the pipe.
+- ``detached``: promoted from the start (``holon task run``).
+
+The command gets its own session and process group, the parent-death
+signal (SIGKILL when this supervisor dies) and the per-call marker; when
+its leader exits, whatever it left running is stopped too.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from holon_cli.runtime.tasks import procs
+
+READ_CHUNK = 65536
+DRAIN_S = 1.0
+
+
+def _now_iso() -> str:
+    from holon_cli import clock
+
+    return clock.now_iso()
+
+
+class Supervisor:
+    def __init__(self, task_dir: Path) -> None:
+        self.dir = task_dir
+        self.spec: dict[str, Any] = json.loads((task_dir / "spec.json").read_text())
+        self.cap = int(self.spec.get("output_cap_bytes") or 64 * 1024 * 1024)
+        self.written = 0
+        self.stop_reason: str | None = None
+        self.stop_grace = 1.0
+        self.cap_hit = False
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pgid: int | None = None
+        self.marker: str = self.spec["marker"]
+
+    # -- record ----------------------------------------------------------
+    def update(self, fn: Any) -> dict[str, Any]:
+        from holon_cli.store.fsio import read_snapshot, write_snapshot
+
+        with procs.flocked(self.dir / "lock"):
+            rec = read_snapshot(self.dir / "task.json") or {}
+            fn(rec)
+            rec["updated_at"] = _now_iso()
+            write_snapshot(self.dir / "task.json", rec)
+            return rec
+
+    def read(self) -> dict[str, Any]:
+        from holon_cli.store.fsio import read_snapshot
+
+        with procs.flocked(self.dir / "lock"):
+            return read_snapshot(self.dir / "task.json") or {}
+
+    # -- output ----------------------------------------------------------
+    def _write(self, data: bytes, stream_fd: int | None) -> None:
+        room = self.cap - self.written
+        if room <= 0:
+            self._hit_cap()
+            return
+        if len(data) > room:
+            data = data[:room]
+            self._hit_cap()
+        self.written += len(data)
+        for fd in (self.out_fd, stream_fd):
+            if fd is None:
+                continue
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+
+    def _hit_cap(self) -> None:
+        if not self.cap_hit:
+            self.cap_hit = True
+            self.request_stop("output_limit", 1.0)
+
+    def request_stop(self, reason: str, grace: float) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stop_grace = grace
+
+    # -- run ---------------------------------------------------------------
+    def spawn(self) -> bool:
+        spec = self.spec
+        argv = list(spec["argv"])
+        env = dict(os.environ)
+        env[procs.MARKER_VAR] = self.marker
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        self.out_fd = os.open(self.dir / "output.log", flags, 0o600)
+        self.stdout_fd: int | None = None
+        self.stderr_fd: int | None = None
+        self.master: int | None = None
+        self.stdin_w: int | None = None
+        tty = bool(spec.get("tty"))
+        self.fifo: int | None = None
+        if spec.get("accepts_input"):
+            # opened before the record says "running", so input is never refused early
+            path = self.dir / "stdin.fifo"
+            try:
+                os.mkfifo(path, 0o600)
+            except FileExistsError:
+                pass
+            self.fifo = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if tty:
+                import pty
+                import termios
+
+                master, slave = pty.openpty()
+                self.master = master
+
+                def pre_tty() -> None:
+                    procs.set_parent_death_signal()
+                    import fcntl
+
+                    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+                self.proc = subprocess.Popen(
+                    argv,
+                    cwd=spec["cwd"],
+                    env=env,
+                    stdin=slave,
+                    stdout=slave,
+                    stderr=slave,
+                    start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=pre_tty,
+                )
+                os.close(slave)
+            else:
+                self.stdout_fd = os.open(self.dir / "stdout.log", flags, 0o600)
+                self.stderr_fd = os.open(self.dir / "stderr.log", flags, 0o600)
+                self.proc = subprocess.Popen(
+                    argv,
+                    cwd=spec["cwd"],
+                    env=env,
+                    stdin=subprocess.PIPE if spec.get("accepts_input") else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=procs.set_parent_death_signal,
+                )
+                if self.proc.stdin is not None:
+                    self.stdin_w = self.proc.stdin.fileno()
+        except OSError as exc:
+            err = f"{exc.strerror or exc} ({argv[0]}, cwd {spec['cwd']})"
+            code = exc.errno
+
+            def failed(r: dict[str, Any]) -> None:
+                r.update(
+                    status="failed",
+                    error=err,
+                    errno=code,
+                    finished_at=_now_iso(),
+                    exit_status=None,
+                )
+
+            rec = self.update(failed)
+            self.finish_reporting(rec)
+            return False
+        self.pgid = self.proc.pid
+        ident = procs.process_identity(self.proc.pid)
+
+        def running(r: dict[str, Any]) -> None:
+            if r.get("status") in ("starting", None):
+                r["status"] = "running"
+            r["process"] = {**ident, "pgid": self.pgid, "marker": self.marker}
+            r["started_at"] = _now_iso()
+
+        self.update(running)
+        return True
+
+    def loop(self) -> None:
+        assert self.proc is not None
+        proc = self.proc
+        sel = selectors.DefaultSelector()
+        streams: dict[int, int | None] = {}
+        if self.master is not None:
+            os.set_blocking(self.master, False)
+            sel.register(self.master, selectors.EVENT_READ, "out")
+            streams[self.master] = None
+        else:
+            assert proc.stdout is not None and proc.stderr is not None
+            for f, dest in ((proc.stdout, self.stdout_fd), (proc.stderr, self.stderr_fd)):
+                os.set_blocking(f.fileno(), False)
+                sel.register(f.fileno(), selectors.EVENT_READ, "out")
+                streams[f.fileno()] = dest
+        control = self.spec.get("mode") == "foreground"
+        if control:
+            sel.register(0, selectors.EVENT_READ, "control")
+        fifo = self.fifo
+        if fifo is not None:
+            sel.register(fifo, selectors.EVENT_READ, "input")
+        pidfd = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                pidfd = os.pidfd_open(proc.pid)
+                sel.register(pidfd, selectors.EVENT_READ, "exit")
+            except OSError:
+                pidfd = None
+        kill_after = self.spec.get("kill_after_ms")
+        deadline = time.monotonic() + kill_after / 1000 if kill_after else None
+        while True:
+            if self.stop_reason is not None:
+                break
+            if proc.poll() is not None:
+                break
+            timeout = 0.05 if pidfd is None else 0.5
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.request_stop("timeout", 1.0)
+                    continue
+                timeout = min(timeout, left)
+            for key, _ in sel.select(timeout):
+                what = key.data
+                fd = int(key.fd)
+                if what == "out":
+                    if not self._pump(fd, streams[fd]):
+                        sel.unregister(fd)
+                elif what == "control":
+                    try:
+                        data = os.read(0, 4096)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        sel.unregister(0)
+                        if not self.read().get("promoted"):
+                            self.request_stop("owner_gone", 1.0)
+                elif what == "input":
+                    self._forward_input(fifo)
+                elif what == "exit":
+                    sel.unregister(fd)
+        # the leader exited or a stop was requested: stop the rest of the tree
+        grace = self.stop_grace if self.stop_reason else 0.2
+        self.background_killed = procs.stop_tree(
+            self.pgid, self.marker, grace_s=grace, reap=proc.poll
+        )
+        rc = proc.wait()
+        self._drain(sel, streams)
+        self.returncode = rc
+        for extra in (fifo, pidfd):
+            if extra is not None:
+                os.close(extra)
+
+    def _pump(self, fd: int, dest: int | None) -> bool:
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EIO:  # pty: every slave end is closed
+                return False
+            raise
+        if not data:
+            return False
+        self._write(data, dest)
+        return True
+
+    def _drain(self, sel: selectors.BaseSelector, streams: dict[int, int | None]) -> None:
+        end = time.monotonic() + DRAIN_S
+        live = [fd for fd in streams if fd in sel.get_map()]
+        while live and time.monotonic() < end:
+            for key, _ in sel.select(0.05):
+                fd = int(key.fd)
+                if key.data == "out" and not self._pump(fd, streams[fd]):
+                    sel.unregister(fd)
+            live = [fd for fd in streams if fd in sel.get_map()]
+
+    def _forward_input(self, fifo: int | None) -> None:
+        if fifo is None:
+            return
+        try:
+            data = os.read(fifo, READ_CHUNK)
+        except BlockingIOError:
+            return
+        target = self.master if self.master is not None else self.stdin_w
+        if not data or target is None:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(target, view) :]
+        except OSError:
+            pass
+
+    # -- end ---------------------------------------------------------------
+    def status_for(self, rc: int) -> str:
+        if self.stop_reason == "stop_requested":
+            return "cancelled"
+        if self.stop_reason == "owner_gone":
+            return "interrupted"
+        if self.stop_reason == "output_limit":
+            return "failed"
+        if self.stop_reason == "timeout":
+            return "completed"  # a foreground batch item: the receipt says timed_out
+        return "completed" if rc == 0 else "failed"
+
+    def finalize(self) -> None:
+        rc = self.returncode
+        status = self.status_for(rc)
+        sig = None
+        if rc < 0:
+            try:
+                sig = signal.Signals(-rc).name
+            except ValueError:
+                sig = f"signal {-rc}"
+        for fd in (self.out_fd, self.stdout_fd, self.stderr_fd):
+            if fd is not None:
+                os.fsync(fd)
+                os.close(fd)
+
+        def done(r: dict[str, Any]) -> None:
+            from holon_cli.model.task import merge_status
+
+            r["status"] = merge_status(r.get("status"), status)
+            r["exit_status"] = rc if rc >= 0 else 128 - rc
+            r["signal"] = sig
+            r["stop_reason"] = r.get("stop_reason") or self.stop_reason
+            r["timed_out"] = self.stop_reason == "timeout"
+            r["background_killed"] = bool(self.background_killed) and self.stop_reason is None
+            r["output_bytes"] = self.written
+            r["output_capped"] = self.cap_hit
+            r["finished_at"] = _now_iso()
+
+        rec = self.update(done)
+        self.finish_reporting(rec)
+
+    def finish_reporting(self, rec: dict[str, Any]) -> None:
+        if rec.get("promoted"):
+            from holon_cli.runtime.tasks.plane import report_terminal
+
+            report_terminal(self.dir, rec)
+
+    def on_signal(self, signum: int, _frame: Any) -> None:
+        # TaskStop / `holon task stop` signal the supervisor: stop the tree
+        # (TERM, KILL after 5 s) and record `cancelled`
+        self.request_stop("stop_requested", 5.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    sup = Supervisor(Path(args[0]))
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, sup.on_signal)
+    if not sup.spawn():
+        return 0
+    sup.loop()
+    sup.finalize()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,321 @@
+"""The task plane with real supervisors and real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from holon_cli.errors import NotFoundError, RejectedError
+from holon_cli.model.task import merge_status
+from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.tasks import plane, procs
+from holon_cli.store.agent_store import AgentStore
+
+
+@pytest.fixture
+def store() -> AgentStore:
+    return open_agent(None)
+
+
+def wait_terminal(store: AgentStore, tid: str, within: float = 20.0) -> dict[str, Any]:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        rec = plane.read_task(store, tid)
+        if rec["status"] in ("completed", "failed", "cancelled", "interrupted") and (
+            rec.get("result_message_id") or rec.get("result_undeliverable")
+        ):
+            return rec
+        time.sleep(0.05)
+    raise AssertionError(f"task {tid} did not end: {plane.read_task(store, tid)}")
+
+
+def results(store: AgentStore) -> list[dict[str, Any]]:
+    return [
+        m
+        for m in (store.inbox.read(p) for p in store.inbox.pending())
+        if m.get("kind") == "task_result"
+    ]
+
+
+def alive(pid: int) -> bool:
+    return procs.proc_start_time(pid) is not None
+
+
+def wait_dead(pid: int, within: float = 8.0) -> bool:
+    end = time.monotonic() + within
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.02)
+    return not alive(pid)
+
+
+def test_a_task_runs_detached_and_rejoins_with_one_result(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    snap = plane.run_task(store, "echo out; echo err >&2; exit 3", workdir=tmp_path)
+    tid = snap["task_id"]
+    assert snap["status"] in ("running", "completed", "failed")
+    rec = wait_terminal(store, tid)
+    assert rec["status"] == "failed" and rec["exit_status"] == 3
+    log = plane.task_dir(store, tid) / "output.log"
+    assert sorted(log.read_text().split()) == ["err", "out"]
+    (msg,) = results(store)
+    assert msg["origin"] == {"kind": "task", "taskId": tid} or msg["origin"].get("taskId") == tid
+    assert msg["trust"] == "trusted_system"
+    assert (
+        msg["deliverySurface" if "deliverySurface" in msg else "delivery_surface"] == "task_rejoin"
+    )
+    text = msg["body"]["text"]
+    assert tid in text and "exit status 3" in text and str(log) in text
+    # the terminal record is in the ledger
+    led = [r for r in store.ledger("tasks").records() if r["id"] == tid]
+    assert led[-1]["status"] == "failed"
+    # reporting again does nothing
+    assert plane.report_terminal(plane.task_dir(store, tid)) is None
+    assert plane.reap_orphans(store)["reported"] == []
+    assert len(results(store)) == 1
+    out = plane.task_output(store, tid)
+    assert out["retrieval_status"] == "success" and "out" in out["task"]["output_preview"]
+    assert out["task"]["artifacts"][out["task"]["output_artifact"]]["path"] == str(log)
+
+
+def test_terminal_status_is_never_downgraded() -> None:
+    assert merge_status("completed", "running") == "completed"
+    assert merge_status("running", "cancelled") == "cancelled"
+    assert merge_status(None, "running") == "running"
+
+
+def test_stop_kills_the_whole_tree_including_setsid_grandchildren(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    cmd = (
+        f"sleep 300 & echo $! >> {pids}; "
+        f"(sleep 300 & echo $! >> {pids}) ; "  # double fork inside the group
+        f"setsid sh -c 'echo $$ >> {pids}; exec sleep 300' & "
+        f"trap '' TERM; sleep 300"
+    )
+    tid = plane.run_task(store, cmd, workdir=tmp_path)["task_id"]
+    end = time.monotonic() + 10
+    while (not pids.exists() or len(pids.read_text().split()) < 3) and time.monotonic() < end:
+        time.sleep(0.05)
+    listed = [int(p) for p in pids.read_text().split()]
+    leader = plane.read_task(store, tid)["process"]["pid"]
+    res = plane.task_stop(store, tid)
+    assert res["stop_requested"] is True
+    assert res["task"]["status"] == "cancelled"
+    for pid in [*listed, leader]:
+        assert wait_dead(pid), f"pid {pid} survived task stop"
+    (msg,) = results(store)
+    assert "stopped on request" in msg["body"]["text"]
+    again = plane.task_stop(store, tid)
+    assert again["stop_requested"] is False and "already cancelled" in again["summary_text"]
+
+
+def test_a_killed_supervisor_is_recovered_as_interrupted_exactly_once(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    tid = plane.run_task(store, "echo started; sleep 300", workdir=tmp_path)["task_id"]
+    rec = plane.read_task(store, tid)
+    sup, leader = rec["supervisor"]["pid"], rec["process"]["pid"]
+    os.kill(sup, signal.SIGKILL)
+    assert wait_dead(sup)
+    assert wait_dead(leader), "the parent-death signal stops the command with its supervisor"
+    first = plane.reap_orphans(store)
+    assert first["interrupted"] == [tid] and first["reported"] == [tid]
+    assert plane.reap_orphans(store)["interrupted"] == []
+    rec = plane.read_task(store, tid)
+    assert rec["status"] == "interrupted" and rec["status_before_restart"] == "running"
+    (msg,) = results(store)
+    assert "interrupted" in msg["body"]["text"]
+
+
+def test_recovery_stops_an_escaped_descendant_after_the_whole_tree_was_killed(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "escaped"
+    tid = plane.run_task(
+        store,
+        f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & sleep 300",
+        workdir=tmp_path,
+    )["task_id"]
+    end = time.monotonic() + 10
+    while not pidfile.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    escaped = int(pidfile.read_text())
+    rec = plane.read_task(store, tid)
+    os.kill(rec["supervisor"]["pid"], signal.SIGKILL)
+    os.killpg(rec["process"]["pgid"], signal.SIGKILL)
+    time.sleep(0.2)
+    assert alive(escaped), "setsid escaped the group (the case marker scanning exists for)"
+    plane.reap_orphans(store)
+    assert wait_dead(escaped)
+    assert plane.read_task(store, tid)["status"] == "interrupted"
+
+
+def test_stdin_input_reaches_an_accepts_input_task(store: AgentStore, tmp_path: Path) -> None:
+    tid = plane.run_task(
+        store, "read a; echo got:$a; read b; echo got:$b", workdir=tmp_path, accepts_input=True
+    )["task_id"]
+    r1 = plane.task_input(store, tid, "one\n")
+    assert (
+        r1["accepted_input"] is True and r1["input_target"] == "stdin" and r1["bytes_written"] == 4
+    )
+    plane.task_input(store, tid, "two\n")
+    rec = wait_terminal(store, tid)
+    assert rec["status"] == "completed"
+    text = (plane.task_dir(store, tid) / "output.log").read_text()
+    assert "got:one" in text and "got:two" in text
+    late = plane.task_input(store, tid, "three\n")
+    assert late["accepted_input"] is False and "completed" in late["summary_text"]
+    with pytest.raises(RejectedError) as ei:
+        plane.require_active_input(late)
+    assert ei.value.exit_code == 4
+
+
+def test_tty_task_takes_input_through_its_terminal(store: AgentStore, tmp_path: Path) -> None:
+    tid = plane.run_task(
+        store,
+        "test -t 0 && echo is-tty; read a; echo got:$a",
+        workdir=tmp_path,
+        accepts_input=True,
+        tty=True,
+    )["task_id"]
+    r = plane.task_input(store, tid, "hello\n")
+    assert r["accepted_input"] and r["input_target"] == "tty"
+    wait_terminal(store, tid)
+    text = (plane.task_dir(store, tid) / "output.log").read_text()
+    assert "is-tty" in text and "got:hello" in text
+
+
+def test_input_to_a_task_without_accepts_input_is_refused(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    tid = plane.run_task(store, "sleep 30", workdir=tmp_path)["task_id"]
+    r = plane.task_input(store, tid, "x")
+    assert r["accepted_input"] is False and r["bytes_written"] == 0
+    plane.task_stop(store, tid)
+
+
+def test_task_output_cap_stops_the_task_with_a_clear_reason(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    cfg = {"runtime": {"task_output_max_bytes": 200_000}}
+    tid = plane.run_task(store, "yes", workdir=tmp_path, config=cfg)["task_id"]
+    rec = wait_terminal(store, tid)
+    assert rec["status"] == "failed" and rec["stop_reason"] == "output_limit"
+    assert (plane.task_dir(store, tid) / "output.log").stat().st_size == 200_000
+    (msg,) = results(store)
+    assert "output cap" in msg["body"]["text"]
+
+
+def test_an_unspawnable_command_is_a_failed_task_with_the_os_error(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    launched = plane.launch(
+        store,
+        argv=["/no/such/program"],
+        cmd="/no/such/program",
+        cwd=tmp_path,
+        shell=None,
+        login=False,
+        detached=True,
+    )
+    rec = wait_terminal(store, launched.task_id)
+    assert rec["status"] == "failed" and "No such file" in rec["error"]
+    (msg,) = results(store)
+    assert "No such file" in msg["body"]["text"]
+
+
+def test_unknown_task_is_not_found(store: AgentStore) -> None:
+    for fn in (plane.read_task, plane.task_stop, plane.task_output):
+        with pytest.raises(NotFoundError) as ei:
+            fn(store, "task_nope")  # type: ignore[operator]
+        assert ei.value.exit_code == 3
+    with pytest.raises(NotFoundError):
+        plane.read_task(store, "../../etc")
+
+
+def test_task_env_withholds_secrets(
+    store: AgentStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOME_API_KEY", "nope")
+    monkeypatch.setenv("VISIBLE_THING", "yes")
+    tid = plane.run_task(store, "env", workdir=tmp_path, config={})["task_id"]
+    wait_terminal(store, tid)
+    text = (plane.task_dir(store, tid) / "output.log").read_text()
+    assert "VISIBLE_THING=yes" in text and "SOME_API_KEY" not in text
+
+
+def test_prune_outputs_by_age_and_size(store: AgentStore) -> None:
+    out = plane.outputs_root(store)
+    out.mkdir(parents=True)
+    old = out / "old.log"
+    old.write_bytes(b"x" * 100)
+    os.utime(old, (time.time() - 8 * 86400,) * 2)
+    a = out / "a.log"
+    a.write_bytes(b"a" * 600)
+    os.utime(a, (time.time() - 100,) * 2)
+    b = out / "b.log"
+    b.write_bytes(b"b" * 600)
+    res = plane.prune_outputs(store, {"runtime": {"outputs_max_bytes": 1000}})
+    assert not old.exists() and not a.exists() and b.exists()
+    assert res["removed"] == 2 and res["kept_bytes"] == 600
+    assert plane.prune_outputs(store, {})["removed"] == 0
+
+
+def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
+    from holon_cli.providers.base import ToolCall
+    from holon_cli.tools.base import ToolContext, execute, registry
+
+    ctx = ToolContext(
+        store=store,
+        agent_id=store.agent_id,
+        execution_root=tmp_path,
+        cwd=tmp_path,
+        workspace_anchor=tmp_path,
+        turn_id="turn_x",
+        message={"id": "msg_parent"},
+    )
+    tools = registry()
+
+    def call(name: str, **a: Any) -> dict[str, Any]:
+        r = execute(tools[name], ctx, ToolCall(id="c", name=name, arguments=a))
+        body = json.loads(r.content)
+        return body if r.ok else {"error": body}
+
+    started = call("ExecCommand", cmd="echo hi; sleep 1; echo done", yield_time_ms=200)
+    assert started["disposition"] == "promoted_to_task"
+    tid = started["task_handle"]["task_id"]
+    listed = call("TaskList")
+    assert [t["task_id"] for t in listed["tasks"]] == [tid]
+    st = call("TaskStatus", task_id=tid)["task"]
+    assert st["command"]["cmd"] == "echo hi; sleep 1; echo done"
+    assert st["command"]["cmd_digest"].startswith("sha256:")
+    assert "output_preview" not in st and "artifacts" not in st
+    out = call("TaskOutput", task_id=tid, block=True, timeout_ms=20_000)
+    assert out["retrieval_status"] == "success"
+    assert out["task"]["status"] == "completed" and "done" in out["task"]["output_preview"]
+    assert out["task"]["exit_status"] == 0
+    refused = call("TaskInput", task_id=tid, input="x")
+    assert refused["accepted_input"] is False
+    stop = call("TaskStop", task_id=tid)
+    assert stop["stop_requested"] is False
+    assert call("TaskStatus", task_id="task_missing")["error"]["kind"] == "not_found"
+    assert call("TaskList")["tasks"] == []
+    assert len(call("TaskList", include_finished=True)["tasks"]) == 1
+    wait_terminal(store, tid)
+    (msg,) = results(store)
+    assert msg.get("causationId", msg.get("causation_id")) == "msg_parent"
+    pending = call("ExecCommand", cmd="sleep 30", yield_time_ms=100)
+    ptid = pending["task_handle"]["task_id"]
+    nr = call("TaskOutput", task_id=ptid)
+    assert nr["retrieval_status"] == "not_ready"
+    to = call("TaskOutput", task_id=ptid, block=True, timeout_ms=200)
+    assert to["retrieval_status"] == "timeout"
+    call("TaskStop", task_id=ptid)
