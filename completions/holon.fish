@@ -252,7 +252,7 @@ complete -c holon -n "__holon_is 'run'" -l agent -s a -r -d 'Agent id (default: 
 complete -c holon -n "__holon_is 'run'" -l create-agent -d 'Create the --agent on first use'
 complete -c holon -n "__holon_is 'run'" -l model -s m -r -d 'Model ref, e.g. openai/gpt-4.1 or scripted:examples/hello.yaml'
 complete -c holon -n "__holon_is 'run'" -l max-turns -r -d 'Stop after this many turns'
-complete -c holon -n "__holon_is 'run'" -l no-wait-for-tasks -d 'Do not wait for background tasks before returning (accepted now; this build has no background task plane yet, so there is never anything to wait for)'
+complete -c holon -n "__holon_is 'run'" -l no-wait-for-tasks -d 'Do not wait for the run\'s background tasks: stop unfinished ones before returning (default: wait for them and turn their results)'
 complete -c holon -n "__holon_is 'run'" -l workspace-root -r -f -a '(__fish_complete_directories)' -d 'Workspace (execution root); default: the current directory'
 complete -c holon -n "__holon_is 'run'" -l cwd -r -f -a '(__fish_complete_directories)' -d 'Working directory inside the workspace'
 complete -c holon -n "__holon_is 'run'" -l keep-agent -d 'Keep the temporary agent\'s home after a completed run (failed and waiting runs always keep it)'

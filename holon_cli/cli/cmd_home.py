@@ -98,7 +98,7 @@ def home_check(as_json: bool) -> None:
     for n in report["notes"]:
         click.echo(f"note    {n['path']}: {n['message']}", err=True)
     c = report["checked"]
-    summary = f"checked {c['agents']} agent(s), {c['ledgers']} ledger(s), {c['records']} record(s), {c['inbox_messages']} inbox message(s) under {report['home']}"
+    summary = f"checked {c['agents']} agent(s), {c['ledgers']} ledger(s), {c['records']} record(s), {c['inbox_messages']} inbox message(s) under {report['home']}; command outputs and task logs use {c.get('output_bytes', 0)} bytes"
     if not report["ok"]:
         raise CorruptStateError(
             f"{len(report['problems'])} problem(s) found; {summary}",

@@ -65,6 +65,10 @@ def show_status(agent_id: str | None, as_json: bool, command: str = "status") ->
             rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
     if "work_items" in s:
         rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
+    if s.get("active_tasks"):
+        rows.append(
+            ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
+        )
     output.print_kv(rows)
 
 

@@ -32,8 +32,8 @@ from holon_cli.cli.params import MODEL, check_env_model
     "--no-wait-for-tasks",
     is_flag=True,
     help=(
-        "Do not wait for background tasks before returning (accepted now; this build has "
-        "no background task plane yet, so there is never anything to wait for)."
+        "Do not wait for the run's background tasks: stop unfinished ones before "
+        "returning (default: wait for them and turn their results)."
     ),
 )
 @click.option(
@@ -91,6 +91,7 @@ def run(
         workspace_root=workspace_root,
         cwd=cwd,
         keep_agent=keep_agent,
+        wait_for_tasks=not no_wait_for_tasks,
     )
     if as_json:
         if data["final_status"] == "failed":

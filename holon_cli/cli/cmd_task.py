@@ -48,6 +48,27 @@ def _rows(snap: dict[str, Any]) -> list[tuple[str, Any]]:
     return rows
 
 
+def _byte_writer() -> Any:
+    """Raw bytes to stdout (text, decoded as UTF-8, when stdout has no buffer)."""
+    buf = getattr(sys.stdout, "buffer", None)
+    if buf is not None:
+
+        def write_bytes(chunk: bytes) -> None:
+            buf.write(chunk)
+            buf.flush()
+
+        return write_bytes
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def write_text(chunk: bytes) -> None:
+        sys.stdout.write(dec.decode(chunk))
+        sys.stdout.flush()
+
+    return write_text
+
+
 @click.group(context_settings=CTX)
 def task() -> None:
     """Run and manage command tasks: commands that outlive a turn.
@@ -195,11 +216,7 @@ def task_output(task_id: str, agent_id: str | None, follow: bool, as_json: bool)
     if as_json:
         output.emit_json(plane.task_output(store, task_id, block=follow))
         return
-    out = sys.stdout.buffer
-
-    def write(chunk: bytes) -> None:
-        out.write(chunk)
-        out.flush()
+    write = _byte_writer()
 
     if follow:
         rec = plane.follow_output(store, task_id, write)

@@ -74,6 +74,16 @@ def summary_of(cmd: str, limit: int = 120) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
+def public_status(status: str | None) -> str:
+    """The contract's status: ``starting`` (supervisor launched, command not
+    yet spawned) is reported as ``running``."""
+    return "running" if status in (None, "starting") else str(status)
+
+
 def handle(rec: dict[str, Any]) -> dict[str, Any]:
     """The ``TaskHandle`` receipt."""
-    return {"task_id": rec["id"], "task_kind": rec.get("kind", TASK_KIND), "status": rec["status"]}
+    return {
+        "task_id": rec["id"],
+        "task_kind": rec.get("kind", TASK_KIND),
+        "status": public_status(rec.get("status")),
+    }

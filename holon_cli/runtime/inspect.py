@@ -72,6 +72,9 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["model"] = model_state(state)
     summary["work_items"] = readiness_counts(store)
+    from holon_cli.runtime.tasks.plane import active_tasks
+
+    summary["active_tasks"] = active_tasks(store)
     return summary
 
 
@@ -240,6 +243,9 @@ def home_check() -> dict[str, Any]:
                 )
             if not found:
                 checked["records"] += sum(1 for _ in led.scan(0))
+        from holon_cli.runtime.tasks.plane import outputs_usage
+
+        checked["output_bytes"] = checked.get("output_bytes", 0) + outputs_usage(AgentStore(layout))
         if lname_seq_problem := _event_seq_problem(layout.ledger_path("events")):
             problems.append(lname_seq_problem)
         inbox_new = layout.inbox_dir / "new"

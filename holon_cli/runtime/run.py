@@ -67,6 +67,7 @@ def run_once(
     cwd: str | None = None,
     sleep: Any = None,
     keep_agent: bool = False,
+    wait_for_tasks: bool = True,
 ) -> dict[str, Any]:
     if max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
@@ -117,9 +118,18 @@ def run_once(
         kw["sleep"] = sleep
     final_status = "max_turns_exceeded"
     last: turn_mod.TurnResult | None = None
-    for _ in range(max_turns):
+    from holon_cli.runtime import queue as q
+    from holon_cli.runtime.tasks import plane as tasks
+
+    def task_result_arrived() -> bool:
+        # the run's background tasks rejoin as task_result messages: wait for one
+        return wait_for_tasks and tasks.wait_for_task_result(store)
+
+    while len(turns) < max_turns:
         res = turn_mod.run_turn(store=store, **kw)
         if not res.ran:
+            if task_result_arrived():
+                continue
             final_status = "completed"  # nothing (left) to do: the run has settled
             break
         turns.append(res)
@@ -129,6 +139,8 @@ def run_once(
             final_status = "failed"
             break
         if outcome == "waiting":
+            if task_result_arrived():
+                continue
             final_status = "waiting"
             break
         if outcome == "continuable":
@@ -137,12 +149,13 @@ def run_once(
             signal = res.closure.get("work_signal") if res.closure else None
             enqueue_continuation(store, dict(signal) if signal else {})
             continue
-        # completed: keep going only while messages remain queued (e.g. self follow-ups)
-        from holon_cli.runtime import queue as q
-
-        if q.pending_count(store) == 0:
+        # completed: keep going while messages remain queued (self follow-ups,
+        # task results)
+        if q.pending_count(store) == 0 and not task_result_arrived():
             final_status = "completed"
             break
+    # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
+    tasks_stopped = tasks.stop_unsettled(store)
     raw = last.final_text if last else ""
     report = newest_completion_report_since(store, started_at)
     usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -165,6 +178,7 @@ def run_once(
         "model_rounds": sum(t.model_rounds for t in turns),
         "token_usage": usage,
         "provider_attempt_timeline": timeline,
+        "tasks_stopped": tasks_stopped,
     }
     if final_status == "failed" and last is not None:
         data["failure_artifact"] = last.failure_artifact

@@ -49,7 +49,12 @@ def test_task_run_list_output_status(script_runner: Any, tmp_path: Path) -> None
     code, listed = jrun(script_runner, "task", "list", "--all")
     assert [t["task_id"] for t in listed["data"]["tasks"]] == [tid]
     # the result rejoined the agent as one queued message
-    st = json.loads(holon(script_runner, "status", "--json").stdout)["data"]
+    end = time.monotonic() + 10
+    while True:  # the result is admitted just after the terminal record is written
+        st = json.loads(holon(script_runner, "status", "--json").stdout)["data"]
+        if st["pending"] == 1 or time.monotonic() > end:
+            break
+        time.sleep(0.1)
     assert st["pending"] == 1
     stop = holon(script_runner, "task", "stop", tid)
     assert stop.returncode == 0 and "already completed" in stop.stdout

@@ -106,11 +106,15 @@ def test_stop_kills_the_whole_tree_including_setsid_grandchildren(
         time.sleep(0.05)
     listed = [int(p) for p in pids.read_text().split()]
     leader = plane.read_task(store, tid)["process"]["pid"]
+    from holon_cli.runtime.inspect import agent_summary  # status and AgentGet
+
+    assert [t["task_id"] for t in agent_summary(store)["active_tasks"]] == [tid]
     res = plane.task_stop(store, tid)
     assert res["stop_requested"] is True
     assert res["task"]["status"] == "cancelled"
     for pid in [*listed, leader]:
         assert wait_dead(pid), f"pid {pid} survived task stop"
+    assert agent_summary(store)["active_tasks"] == []
     (msg,) = results(store)
     assert "stopped on request" in msg["body"]["text"]
     again = plane.task_stop(store, tid)
@@ -319,3 +323,22 @@ def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
     to = call("TaskOutput", task_id=ptid, block=True, timeout_ms=200)
     assert to["retrieval_status"] == "timeout"
     call("TaskStop", task_id=ptid)
+
+
+def test_tick_prunes_old_outputs_and_recovers_tasks(store: AgentStore, tmp_path: Path) -> None:
+    from holon_cli.runtime.tick import tick_agent
+
+    out = plane.outputs_root(store)
+    out.mkdir(parents=True)
+    old = out / "old.log"
+    old.write_bytes(b"x")
+    os.utime(old, (time.time() - 30 * 86400,) * 2)
+    tid = plane.run_task(store, "sleep 300", workdir=tmp_path)["task_id"]
+    sup = plane.read_task(store, tid)["supervisor"]["pid"]
+    os.kill(sup, signal.SIGKILL)
+    assert wait_dead(sup)
+    actions = tick_agent(store)["actions"]
+    kinds = {a["action"] for a in actions}
+    assert {"outputs_pruned", "tasks_interrupted"} <= kinds
+    assert not old.exists()
+    assert plane.read_task(store, tid)["status"] == "interrupted"

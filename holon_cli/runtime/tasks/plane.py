@@ -211,6 +211,8 @@ def launch(
             "trust": "trusted_system",
         },
         "owner": None if detached else procs.process_identity(os.getpid()),
+        # who is launching it: a record still "starting" is not lost while it lives
+        "launcher": procs.process_identity(os.getpid()),
         "supervisor": None,
         "result_message_id": None,
     }
@@ -431,7 +433,12 @@ def list_tasks(store: AgentStore, *, include_all: bool = False) -> list[dict[str
 
 def active_tasks(store: AgentStore) -> list[dict[str, Any]]:
     return [
-        {**tm.handle(s), "summary": s["summary"]}
+        {
+            "task_id": s["task_id"],
+            "task_kind": s["kind"],
+            "status": s["status"],
+            "summary": s["summary"],
+        }
         for s in list_tasks(store)
         if not tm.is_terminal(s["status"])
     ]
@@ -445,7 +452,7 @@ def snapshot(rec: dict[str, Any]) -> dict[str, Any]:
     return {
         "task_id": rec["id"],
         "kind": rec.get("kind", tm.TASK_KIND),
-        "status": rec.get("status"),
+        "status": tm.public_status(rec.get("status")),
         "summary": rec.get("summary", ""),
         "cmd_preview": rec.get("summary", ""),
         "agent_id": rec.get("agent_id"),
@@ -533,7 +540,7 @@ def task_output(
         "task": {
             "task_id": rec["id"],
             "kind": rec.get("kind", tm.TASK_KIND),
-            "status": status,
+            "status": tm.public_status(status),
             "summary": rec.get("summary", ""),
             "output_preview": b.text,
             "output_truncated": b.truncated,
@@ -680,8 +687,9 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
                     age = now - clock.parse_iso(rec.get("created_at") or "")
                 except ValueError:
                     age = STARTING_GRACE_S
+                launcher = rec.get("launcher") or owner
                 if age < STARTING_GRACE_S and procs.same_process_alive(
-                    owner.get("pid"), owner.get("start_time")
+                    launcher.get("pid"), launcher.get("start_time")
                 ):
                     continue  # being launched right now
             p = rec.get("process") or {}
@@ -899,3 +907,48 @@ def follow_output(
 def read_record_file(d: Path) -> dict[str, Any]:
     """The raw record of a task directory (foreground calls included)."""
     return read_snapshot(d / "task.json") or {}
+
+
+def unsettled_tasks(store: AgentStore) -> list[dict[str, Any]]:
+    """Promoted tasks whose result has not been admitted yet (running, or
+    ended a moment ago and still reporting)."""
+    out = []
+    for _d, rec in iter_records(store):
+        if not rec.get("promoted"):
+            continue
+        if not tm.is_terminal(rec.get("status")) or not (
+            rec.get("result_message_id") or rec.get("result_undeliverable")
+        ):
+            out.append(rec)
+    return out
+
+
+def wait_for_task_result(
+    store: AgentStore, *, timeout_s: float | None = None, poll_s: float = 0.1
+) -> bool:
+    """Block until something is in the agent's inbox or no task is left
+    unsettled. True when there is a message to turn. Recovers lost
+    supervisors while waiting, so a dead task cannot hang the caller."""
+    end = None if timeout_s is None else time.monotonic() + timeout_s
+    last_reap = 0.0
+    while True:
+        if store.inbox.pending_count() > 0:
+            return True
+        if not unsettled_tasks(store):
+            return store.inbox.pending_count() > 0
+        if end is not None and time.monotonic() >= end:
+            return False
+        if time.monotonic() - last_reap > 2.0:
+            reap_orphans(store)
+            last_reap = time.monotonic()
+        time.sleep(poll_s)
+
+
+def stop_unsettled(store: AgentStore) -> list[str]:
+    """Stop every running task of the agent (``holon run --no-wait-for-tasks``)."""
+    stopped = []
+    for rec in unsettled_tasks(store):
+        if not tm.is_terminal(rec.get("status")):
+            task_stop(store, rec["id"])
+            stopped.append(rec["id"])
+    return stopped

@@ -1,0 +1,73 @@
+"""``holon run`` and background tasks: it waits for them and turns their results."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.run import run_once
+from holon_cli.runtime.tasks import plane
+
+
+def _script(tmp_path: Path, cmd: str) -> str:
+    p = tmp_path / "m.yaml"
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "steps": [
+                    {
+                        "text": "starting the build",
+                        "tool_calls": [
+                            {
+                                "name": "ExecCommand",
+                                "arguments": {"cmd": cmd, "yield_time_ms": 200},
+                            }
+                        ],
+                    },
+                    {"text": "the build runs in the background; I will wait for its result"},
+                    {"text": "the build finished"},
+                ]
+            }
+        )
+    )
+    return f"scripted:{p}"
+
+
+def test_run_waits_for_its_task_and_turns_the_result(tmp_path: Path) -> None:
+    model = _script(tmp_path, "sleep 1.5; echo build-ok")
+    start = time.monotonic()
+    data = run_once(
+        "build it",
+        agent_id="builder",
+        create=True,
+        model=model,
+        workspace_root=str(tmp_path),
+    )
+    assert time.monotonic() - start >= 1.5
+    assert data["final_status"] == "completed", data
+    assert data["turns"] == 2, "the task_result was turned"
+    assert data["raw_final_text"] == "the build finished"
+    assert data["tasks_stopped"] == []
+    store = open_agent("builder")
+    (t,) = plane.list_tasks(store, include_all=True)
+    assert t["status"] == "completed"
+
+
+def test_no_wait_for_tasks_stops_unfinished_tasks(tmp_path: Path) -> None:
+    model = _script(tmp_path, "sleep 300")
+    data = run_once(
+        "build it",
+        agent_id="builder2",
+        create=True,
+        model=model,
+        workspace_root=str(tmp_path),
+        wait_for_tasks=False,
+    )
+    assert data["final_status"] == "completed" and data["turns"] == 1
+    (tid,) = data["tasks_stopped"]
+    store = open_agent("builder2")
+    assert plane.read_task(store, tid)["status"] == "cancelled"
+    assert plane.active_tasks(store) == []
