@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
 import signal
@@ -123,6 +122,8 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
     (Linux ``prctl(PR_SET_PDEATHSIG)``; a no-op elsewhere). Call it in the
     child between fork and exec."""
     try:
+        import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
