@@ -51,6 +51,9 @@ EventKind = Literal[
     "work_item_stale_reminder",
     "work_item_turn_end_commit",
     "work_item_updated",
+    # task plane
+    "tasks_recovered",
+    "task_recovery_failed",
 ]
 
 ProviderFailureKind = Literal[
@@ -96,6 +99,7 @@ ErrorKind = (
         "work_item_not_found",
         "work_item_not_owned",
         "work_item_completed",
+        "input_refused",
     ]
     | ProviderFailureKind
 )
