@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -139,6 +138,8 @@ def _skill_refs(template: Path) -> list[Path]:
 def _materialize(
     dest: Path, template: Path, provenance: dict[str, Any], record: AgentRecord
 ) -> None:
+    import shutil  # only agent creation copies trees: `holon enqueue` skips bz2/lzma
+
     ignore = shutil.ignore_patterns(".holon", "__pycache__", "*.pyc", "skills.json")
     shutil.copytree(template, dest, ignore=ignore, symlinks=False)
     skills = _skill_refs(template)
@@ -212,6 +213,8 @@ def create_agent(
         model_override=model,
         template=provenance,
     )
+    import shutil
+
     staging = home.agents_dir / f".creating-{agent_id}-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
