@@ -7,7 +7,6 @@ never replaced by a non-terminal one (:func:`merge_status`).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, TypedDict
 
 TASK_RECORD_VERSION = 1
@@ -65,6 +64,8 @@ def merge_status(current: str | None, new: str) -> str:
 
 def cmd_digest(cmd: str, workdir: str, shell: str | None, login: bool, tty: bool) -> str:
     """The machine identity of a command: equal digests are "the same command"."""
+    import hashlib  # lazily: the task supervisor imports this module at start-up
+
     key = "\0".join([cmd, workdir, shell or "", "1" if login else "0", "1" if tty else "0"])
     return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 

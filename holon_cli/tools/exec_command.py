@@ -278,7 +278,12 @@ def _check_finished(launched: tasks.Launched, rec: dict[str, Any], p: _Prepared)
     if not task_model.is_terminal(rec.get("status")):
         # the supervisor died without recording an end (killed from outside)
         proc = rec.get("process") or {}
-        stop_tree(proc.get("pgid"), proc.get("marker") or launched.task_id, grace_s=1.0)
+        stop_tree(
+            proc.get("pgid"),
+            proc.get("marker") or launched.task_id,
+            grace_s=1.0,
+            since=proc.get("start_time"),
+        )
         tasks.discard_foreground(launched)
         raise ToolError(
             "supervisor_lost",

@@ -342,3 +342,24 @@ def test_tick_prunes_old_outputs_and_recovers_tasks(store: AgentStore, tmp_path:
     assert {"outputs_pruned", "tasks_interrupted"} <= kinds
     assert not old.exists()
     assert plane.read_task(store, tid)["status"] == "interrupted"
+
+
+def test_a_result_for_a_stopped_agent_waits_until_it_is_started(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    from holon_cli.runtime.agents import set_lifecycle
+
+    tid = plane.run_task(store, "sleep 0.5", workdir=tmp_path)["task_id"]
+    set_lifecycle(store.agent_id, "stop")
+    end = time.monotonic() + 15
+    while not plane.read_task(store, tid).get("result_deferred") and time.monotonic() < end:
+        time.sleep(0.05)
+    rec = plane.read_task(store, tid)
+    assert rec["status"] == "completed" and rec.get("result_message_id") is None
+    assert "stopped" in rec["result_deferred"]
+    assert wait_dead(rec["supervisor"]["pid"])
+    assert results(store) == []
+    set_lifecycle(store.agent_id, "start")
+    assert plane.reap_orphans(store)["reported"] == [tid]
+    assert len(results(store)) == 1
+    assert plane.reap_orphans(store)["reported"] == []

@@ -95,7 +95,7 @@ def update_task(d: Path, fn: Any) -> dict[str, Any]:
         rec = read_snapshot(d / "task.json") or {}
         fn(rec)
         rec["updated_at"] = clock.now_iso()
-        write_snapshot(d / "task.json", rec)
+        procs.put_record(d / "task.json", rec, durable=bool(rec.get("promoted")))
         return rec
 
 
@@ -176,7 +176,7 @@ def launch(
         "output_cap_bytes": output_cap_bytes(config),
         "marker": tid,
     }
-    write_snapshot(d / "spec.json", spec)
+    procs.put_record(d / "spec.json", spec, durable=detached)
     if accepts_input:
         os.mkfifo(d / "stdin.fifo", 0o600)  # before the record says running
     command: dict[str, Any] = {
@@ -216,7 +216,7 @@ def launch(
         "supervisor": None,
         "result_message_id": None,
     }
-    write_snapshot(d / "task.json", rec)
+    procs.put_record(d / "task.json", rec, durable=detached)
     env = procs.command_env(config)
     pkg_parent = str(Path(__file__).resolve().parents[3])
     r = w = None
@@ -225,7 +225,9 @@ def launch(
     log = os.open(d / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         sup = subprocess.Popen(
-            [sys.executable, "-c", _BOOT.format(path=pkg_parent), str(d)],
+            # -S: no site-packages at start (their .pth hooks cost ~30 ms of CPU
+            # per command); the supervisor loads them only to report a result
+            [sys.executable, "-S", "-c", _BOOT.format(path=pkg_parent), str(d)],
             stdin=r if r is not None else subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -251,12 +253,38 @@ def launch(
     return Launched(tid, d, sup, w)
 
 
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait for ``proc`` to exit, woken by the exit itself (a pidfd) rather
+    than by ``Popen.wait``'s polling sleeps (up to 50 ms late each)."""
+    if proc.poll() is not None:
+        return True
+    if hasattr(os, "pidfd_open"):
+        import select
+
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                select.select([fd], [], [], max(0.0, timeout_s))
+            finally:
+                os.close(fd)
+            if proc.poll() is None:
+                return False
+            return True
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def wait_foreground(launched: Launched, timeout_s: float) -> dict[str, Any] | None:
     """Wait for the supervisor to finish; the final record, or None at the timeout."""
     try:
-        launched.sup.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return None
+        if not _wait_exit(launched.sup, timeout_s):
+            return None
     except BaseException:
         # Ctrl-C / SIGTERM-as-exception: the supervisor stops the command on EOF
         launched.close_control()
@@ -411,8 +439,12 @@ def report_terminal(d: Path, rec: dict[str, Any] | None = None) -> str | None:
             )
             cur["result_message_id"] = env["id"]
         except HolonError as exc:
-            cur["result_undeliverable"] = f"{exc.kind}: {exc.message}"
             env = None
+            if exc.kind == "agent_stopped":
+                # kept for later: a recovery pass delivers it once the agent is started
+                cur["result_deferred"] = f"{exc.kind}: {exc.message}"
+            else:
+                cur["result_undeliverable"] = f"{exc.kind}: {exc.message}"
         cur["updated_at"] = clock.now_iso()
         write_snapshot(d / "task.json", cur)
         return env["id"] if env else None
@@ -635,7 +667,12 @@ def task_stop(
     if not tm.is_terminal(rec.get("status")):
         # no supervisor (or it did not answer): stop the tree ourselves
         p = rec.get("process") or {}
-        procs.stop_tree(p.get("pgid"), p.get("marker") or task_id, grace_s=STOP_GRACE_S)
+        procs.stop_tree(
+            p.get("pgid"),
+            p.get("marker") or task_id,
+            grace_s=STOP_GRACE_S,
+            since=p.get("start_time"),
+        )
 
         def cancelled(r: dict[str, Any]) -> None:
             r["status"] = tm.merge_status(r.get("status"), "cancelled")
@@ -693,7 +730,9 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
                 ):
                     continue  # being launched right now
             p = rec.get("process") or {}
-            procs.stop_tree(p.get("pgid"), p.get("marker") or rec["id"], grace_s=1.0)
+            procs.stop_tree(
+                p.get("pgid"), p.get("marker") or rec["id"], grace_s=1.0, since=p.get("start_time")
+            )
             if rec.get("promoted"):
 
                 def lost(r: dict[str, Any], prev: Any = status) -> None:
@@ -934,6 +973,8 @@ def wait_for_task_result(
     while True:
         if store.inbox.pending_count() > 0:
             return True
+        if store.read_record()["state"].get("status") in ("stopped", "paused"):
+            return False  # nothing will be turned; do not wait for results
         if not unsettled_tasks(store):
             return store.inbox.pending_count() > 0
         if end is not None and time.monotonic() >= end:

@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import time
@@ -141,8 +142,10 @@ def _stat_fields(pid: str) -> list[str] | None:
     return stat[stat.rfind(")") + 2 :].split()
 
 
-def live_members(pgid: int | None, marker: str | None) -> set[int]:
-    """Live (non-zombie) pids in process group ``pgid`` or carrying ``marker``."""
+def live_members(pgid: int | None, marker: str | None, since: int | None = None) -> set[int]:
+    """Live (non-zombie) pids in process group ``pgid`` or carrying ``marker``.
+    ``since`` (a start time in clock ticks): only processes started at or after
+    it can carry the marker, so older ones are not read (a scan stays cheap)."""
     found: set[int] = set()
     proc = Path("/proc")
     if not proc.is_dir():
@@ -166,6 +169,12 @@ def live_members(pgid: int | None, marker: str | None) -> set[int]:
             found.add(int(name))
             continue
         if needle is not None:
+            if since is not None:
+                try:
+                    if int(fields[19]) < since:
+                        continue
+                except (IndexError, ValueError):
+                    pass
             try:
                 with open(f"/proc/{name}/environ", "rb") as fh:
                     if needle in fh.read() + b"\0":
@@ -194,12 +203,13 @@ def stop_tree(
     *,
     grace_s: float = 1.0,
     reap: Any = None,
+    since: int | None = None,
 ) -> bool:
     """SIGTERM the group and every marked process, SIGKILL what is left after
     ``grace_s``. ``reap`` (optional) is called while waiting so a leader that
     is our own child does not linger as a zombie. Returns True when anything
     was still alive to be signalled."""
-    pids = live_members(pgid, marker)
+    pids = live_members(pgid, marker, since)
     if not pids:
         return False
     _signal_all(pgid, pids, signal.SIGTERM)
@@ -207,11 +217,11 @@ def stop_tree(
     while time.monotonic() < deadline:
         if reap is not None:
             reap()
-        if not live_members(pgid, marker):
+        if not live_members(pgid, marker, since):
             return True
         time.sleep(0.02)
     for _ in range(3):
-        left = live_members(pgid, marker)
+        left = live_members(pgid, marker, since)
         if not left:
             break
         _signal_all(pgid, left, signal.SIGKILL)
@@ -234,3 +244,19 @@ def flocked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def put_record(path: Path, obj: dict[str, Any], *, durable: bool) -> None:
+    """Replace a task file atomically; fsync'd only when ``durable``.
+
+    A foreground call's files need no fsync: they only matter while the
+    processes that use them are alive, and a machine crash ends those too
+    (each fsync costs ~10 ms on a busy disk, several per command)."""
+    if durable:
+        from holon_cli.store.fsio import write_snapshot
+
+        write_snapshot(path, obj)
+        return
+    tmp = path.parent / f".{path.name}.tmp.{os.getpid()}"
+    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -58,13 +58,13 @@ class Supervisor:
 
     # -- record ----------------------------------------------------------
     def update(self, fn: Any) -> dict[str, Any]:
-        from holon_cli.store.fsio import read_snapshot, write_snapshot
+        from holon_cli.store.fsio import read_snapshot
 
         with procs.flocked(self.dir / "lock"):
             rec = read_snapshot(self.dir / "task.json") or {}
             fn(rec)
             rec["updated_at"] = _now_iso()
-            write_snapshot(self.dir / "task.json", rec)
+            procs.put_record(self.dir / "task.json", rec, durable=bool(rec.get("promoted")))
             return rec
 
     def read(self) -> dict[str, Any]:
@@ -182,6 +182,7 @@ class Supervisor:
             return False
         self.pgid = self.proc.pid
         ident = procs.process_identity(self.proc.pid)
+        self.start_ticks = ident["start_time"]
 
         def running(r: dict[str, Any]) -> None:
             if r.get("status") in ("starting", None):
@@ -256,7 +257,7 @@ class Supervisor:
         # the leader exited or a stop was requested: stop the rest of the tree
         grace = self.stop_grace if self.stop_reason else 0.2
         self.background_killed = procs.stop_tree(
-            self.pgid, self.marker, grace_s=grace, reap=proc.poll
+            self.pgid, self.marker, grace_s=grace, reap=proc.poll, since=self.start_ticks
         )
         rc = proc.wait()
         self._drain(sel, streams)
@@ -327,9 +328,11 @@ class Supervisor:
                 sig = signal.Signals(-rc).name
             except ValueError:
                 sig = f"signal {-rc}"
+        durable = bool(self.read().get("promoted"))  # a foreground call's files die with it
         for fd in (self.out_fd, self.stdout_fd, self.stderr_fd):
             if fd is not None:
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
                 os.close(fd)
 
         def done(r: dict[str, Any]) -> None:
@@ -350,6 +353,10 @@ class Supervisor:
 
     def finish_reporting(self, rec: dict[str, Any]) -> None:
         if rec.get("promoted"):
+            if sys.flags.no_site:  # started with -S: admission needs site-packages
+                import site
+
+                site.main()
             from holon_cli.runtime.tasks.plane import report_terminal
 
             report_terminal(self.dir, rec)
