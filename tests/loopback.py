@@ -10,6 +10,12 @@ every request, for transport tests (no network, real sockets).
 chunked encoding), and can cut the connection after ``cut_after`` bytes of
 the body, or wait ``delay_s`` before answering (to provoke timeouts). When
 the queue is empty the server answers 418 with an explanatory JSON error.
+``check`` lets a test act as a validating server: a function of the request
+that returns an error ``Reply`` (sent instead of the queued one) or ``None``.
+
+Like real API servers it sets ``TCP_NODELAY`` and sends headers and a plain
+body in one write, so Nagle's algorithm and delayed ACKs cannot stall a
+request by 40 ms (which made round timings noisy).
 
 Importable from any test folder: ``tests/`` is on ``sys.path`` under pytest's
 default import mode (``from loopback import LoopbackServer, Reply``).
@@ -23,6 +29,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -89,6 +96,12 @@ class Reply:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    # Real API servers set TCP_NODELAY; without it, Nagle's algorithm holds a
+    # small write back until the client's delayed ACK (up to 40 ms a request).
+    disable_nagle_algorithm = True
+    # a buffered writer: the status line, headers and a plain body leave in
+    # one send at the explicit ``flush`` (an event stream flushes per event)
+    wbufsize = 64 * 1024
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -103,15 +116,17 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         owner = self.server.owner
-        owner._record(
-            RecordedRequest(
-                method=self.command,
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=body,
-            )
+        request = RecordedRequest(
+            method=self.command,
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
         )
-        reply = owner._next_reply()
+        owner._record(request)
+        # a validating server (as real compatible servers are) answers its own
+        # error instead of the next queued reply, which stays queued
+        rejection = owner.check(request) if owner.check is not None else None
+        reply = rejection if rejection is not None else owner._next_reply()
         if reply.delay_s:
             time.sleep(reply.delay_s)
         try:
@@ -186,6 +201,9 @@ class LoopbackServer:
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        # called with each request before it is answered; a Reply it returns
+        # is sent instead of the next queued one (see ``_serve``)
+        self.check: Callable[[RecordedRequest], Reply | None] | None = None
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(

@@ -78,7 +78,12 @@ def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
         if item.role == "user":
             msgs.append({"role": "user", "content": item.text})
         elif item.role == "assistant":
-            msg: dict[str, Any] = {"role": "assistant", "content": item.text or None}
+            # ``content`` is always a string, "" when the model only called
+            # tools: OpenAI accepts "" (and null, or no key), but llama.cpp's
+            # Python server and LM Studio reject null, Ollama answers
+            # "invalid message content type: <nil>" for null or a missing key,
+            # and some vLLM/SGLang front ends need the key present.
+            msg: dict[str, Any] = {"role": "assistant", "content": item.text or ""}
             if item.tool_calls:
                 msg["tool_calls"] = [
                     {
@@ -88,8 +93,6 @@ def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
                     }
                     for c in item.tool_calls
                 ]
-            elif not item.text:
-                msg["content"] = ""
             msgs.append(msg)
         elif item.role == "tool":
             msgs.append({"role": "tool", "tool_call_id": item.call_id or "", "content": item.text})

@@ -129,9 +129,11 @@ def test_tool_result_followup_shape(loopback: LoopbackServer) -> None:
     ]
     chat(loopback).complete(build_request(convo))
     msgs = loopback.requests[1].json()["messages"]
+    # "" rather than null: llama.cpp, Ollama and LM Studio reject null (see
+    # test_provider_fixtures::test_chat_tool_loop_against_strict_servers)
     assert msgs[2] == {
         "role": "assistant",
-        "content": None,
+        "content": "",
         "tool_calls": [
             {
                 "id": "call_A",

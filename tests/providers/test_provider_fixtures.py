@@ -9,6 +9,7 @@ the known ones.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,12 @@ from holon_cli.providers.openai_chat import OpenAIChatTransport
 from holon_cli.providers.openai_codex import OpenAICodexTransport
 from holon_cli.providers.openai_responses import OpenAIResponsesTransport
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "provider-fixtures"
+# beside the checkout (CI: a clone with shared/ next to it); a worktree
+# elsewhere points at them with $HOLON_PROVIDER_FIXTURES
+FIXTURES = Path(
+    os.environ.get("HOLON_PROVIDER_FIXTURES")
+    or Path(__file__).resolve().parents[2].parent / "shared" / "provider-fixtures"
+)
 API_KEY = "sk-test-SECRET-0123456789"
 DIRS = ("openai_responses", "openai_chat", "anthropic")
 
@@ -302,3 +308,98 @@ def test_tool_call_ids_survive_from_fixtures(loopback: LoopbackServer) -> None:
     )
     assert resp.tool_calls[0].id == "call_YfwRsW8sUxDKipwyhWTzOXCA"
     assert resp.tool_calls[0].raw_arguments == '{"country":"PotatoLand"}'
+
+
+# ------------------------------------------- compatible servers' strictness
+
+# How real OpenAI-compatible servers answer an assistant message whose
+# ``content`` is not a string (issue: the second round of every tool loop
+# failed against llama.cpp). Bodies as those servers send them.
+_STRICT_SERVERS = {
+    # llama-cpp-python's server (pydantic): null and a missing key both fail
+    "llama.cpp": (
+        500,
+        {
+            "error": {
+                "code": 500,
+                "message": "1 validation error for ChatCompletionRequestAssistantMessage\n"
+                "content\n  Input should be a valid string [type=string_type]",
+                "type": "server_error",
+            }
+        },
+    ),
+    # Ollama's /v1 compatibility layer: null and a missing key both fail
+    "ollama": (
+        400,
+        {
+            "error": {
+                "message": "invalid message content type: <nil>",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        },
+    ),
+    # LM Studio: "must be a string or an array of objects"
+    "lmstudio": (
+        400,
+        {"error": "Invalid 'content': 'content' field must be a string or an array of objects."},
+    ),
+}
+
+
+def _strict(server: str) -> Any:
+    status, body = _STRICT_SERVERS[server]
+
+    def check(req: Any) -> Reply | None:
+        for msg in req.json().get("messages", []):
+            if not isinstance(msg.get("content"), str):
+                return Reply.json_body(body, status=status)
+        return None
+
+    return check
+
+
+@pytest.mark.skipif(not CASES, reason=f"shared provider fixtures not found at {FIXTURES}")
+@pytest.mark.parametrize("server", sorted(_STRICT_SERVERS))
+def test_chat_tool_loop_against_strict_servers(server: str, loopback: LoopbackServer) -> None:
+    """Two rounds of a recorded tool loop (the model answers with tool calls
+    and ``content: null``; then the final answer). The second request replays
+    the assistant's tool-call turn, which such servers accept only with a
+    string ``content``, and which OpenAI accepts too (its own recorded
+    follow-up request omits the key; "" is equally valid)."""
+    from holon_cli.providers.base import ConversationItem
+
+    folder = FIXTURES / "openai_chat"
+    loopback.check = _strict(server)
+    loopback.queue(
+        Reply.from_fixture(folder / "tool_call_single.json"),
+        Reply.from_fixture(folder / "tool_result_followup_final.json"),
+    )
+    transport = transport_for(folder / "tool_call_single.json", loopback.url)
+    convo = [ConversationItem(role="user", text="Can Crumpet have dragons?")]
+    first = transport.complete(build_request(convo))
+    assert first.stop_reason == STOP_TOOL_USE and first.text == ""
+    convo += [
+        ConversationItem(role="assistant", text=first.text, tool_calls=first.tool_calls),
+        ConversationItem(
+            role="tool", call_id=first.tool_calls[0].id, name="lookup_population", text="123124"
+        ),
+    ]
+    final = transport.complete(build_request(convo))
+    assert final.stop_reason == STOP_END_TURN and "YES" in final.text
+    sent = loopback.requests[1].json()["messages"]
+    assistant = [m for m in sent if m["role"] == "assistant"]
+    assert assistant == [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_TTY8UFNo7rNCaOBUNtlRSvMG",
+                    "type": "function",
+                    "function": {"name": "lookup_population", "arguments": '{"country":"Crumpet"}'},
+                }
+            ],
+        }
+    ]
