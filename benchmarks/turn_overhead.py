@@ -35,7 +35,14 @@ ROUNDS = 3
 
 
 class Handler(BaseHTTPRequestHandler):
+    """Answers like a real API server: keep-alive (HTTP/1.1), TCP_NODELAY, and
+    the status line, headers and body in one write. Without the last two,
+    Nagle's algorithm and the client's delayed ACK stall a round by ~40 ms."""
+
     server_ms: list[float] = []
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    wbufsize = 64 * 1024  # buffered: everything leaves at the one flush below
 
     def log_message(self, *a: object) -> None:  # quiet
         pass
@@ -79,6 +86,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+        self.wfile.flush()
         Handler.server_ms.append((time.perf_counter() - t0) * 1000)
 
 
