@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -76,6 +77,8 @@ STEP_KEYS = {
 }
 CALL_KEYS = {"name", "arguments", "id"}
 FAIL_KEYS = {"kind", "message", "status", "retry_after_s"}
+USAGE_KEYS = {"input_tokens", "output_tokens", "total_tokens"}
+MAX_SLEEP_MS = 3_600_000  # an hour: longer is a mistake, and time.sleep overflows
 STOP_REASONS = {
     STOP_END_TURN,
     STOP_TOOL_USE,
@@ -116,17 +119,41 @@ def _err(path: Path, message: str, *, hint: str | None = None) -> ProviderFailur
     )
 
 
+def _unknown_key(keys: Any, known: set[str]) -> str | None:
+    """The first key (in a stable order) that is not in ``known``, shown as
+    YAML wrote it. Keys may be of any type YAML can build (``1``, ``null``,
+    a date), so they are compared and ordered as text, never among themselves."""
+    unknown = [k for k in keys if not (isinstance(k, str) and k in known)]
+    if not unknown:
+        return None
+    return min((repr(k) for k in unknown), key=lambda r: (len(r), r))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _json_object(value: dict[Any, Any]) -> dict[str, Any] | None:
+    """``value`` as the JSON object a model would send (string keys, no NaN,
+    no dates), or ``None`` when it has no JSON form."""
+    try:
+        out = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if not isinstance(out, dict) or len(out) != len(value):
+        return None  # e.g. keys 1 and "1" collapsed into one
+    return out
+
+
 def _step(path: Path, number: int, raw: Any) -> ScriptStep:
     where = f"step {number}"
     if isinstance(raw, str):
         return ScriptStep(number, text=raw)
     if not isinstance(raw, dict):
         raise _err(path, f"{where}: expected a mapping or a string, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - STEP_KEYS)
+    unknown = _unknown_key(raw, STEP_KEYS)
     if unknown:
-        raise _err(
-            path, f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(STEP_KEYS))})"
-        )
+        raise _err(path, f"{where}: unknown key {unknown} (known: {', '.join(sorted(STEP_KEYS))})")
     step = ScriptStep(number)
     text = raw.get("text", "")
     if text is None:
@@ -140,11 +167,11 @@ def _step(path: Path, number: int, raw: Any) -> ScriptStep:
     for i, c in enumerate(calls, 1):
         if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
             raise _err(path, f"{where}: tool_calls[{i}] needs a 'name'")
-        bad = sorted(set(c) - CALL_KEYS)
+        bad = _unknown_key(c, CALL_KEYS)
         if bad:
             raise _err(
                 path,
-                f"{where}: tool_calls[{i}]: unknown key {bad[0]!r} (known: name, arguments, id)",
+                f"{where}: tool_calls[{i}]: unknown key {bad} (known: name, arguments, id)",
             )
         args = c.get("arguments", {})
         if args is None:
@@ -158,14 +185,22 @@ def _step(path: Path, number: int, raw: Any) -> ScriptStep:
                 ) from None
         if not isinstance(args, dict):
             raise _err(path, f"{where}: tool_calls[{i}].arguments must be a mapping")
+        json_args = _json_object(args)
+        if json_args is None:
+            raise _err(
+                path,
+                f"{where}: tool_calls[{i}].arguments has no JSON form "
+                "(keys must be distinct strings; no dates, NaN or infinity)",
+                hint='quote keys and dates in the script, e.g. "1": "2026-01-01"',
+            )
+        args = json_args
         if "id" in c and not isinstance(c["id"], str):
             raise _err(path, f"{where}: tool_calls[{i}].id must be a string")
         step.tool_calls.append({"name": c["name"], "arguments": args, "id": c.get("id")})
     usage = raw.get("usage")
     if usage is not None:
         if not isinstance(usage, dict) or not all(
-            isinstance(usage.get(k, 0), int) and usage.get(k, 0) >= 0
-            for k in ("input_tokens", "output_tokens", "total_tokens")
+            type(usage.get(k, 0)) is int and usage.get(k, 0) >= 0 for k in sorted(USAGE_KEYS)
         ):
             raise _err(
                 path,
@@ -174,7 +209,7 @@ def _step(path: Path, number: int, raw: Any) -> ScriptStep:
         i_t, o_t = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
         step.usage = TokenUsage(i_t, o_t, usage.get("total_tokens") or i_t + o_t)
     stop = raw.get("stop_reason")
-    if stop is not None and stop not in STOP_REASONS:
+    if stop is not None and not (isinstance(stop, str) and stop in STOP_REASONS):
         raise _err(path, f"{where}: stop_reason must be one of {', '.join(sorted(STOP_REASONS))}")
     step.stop_reason = stop
     fail = raw.get("fail")
@@ -183,28 +218,30 @@ def _step(path: Path, number: int, raw: Any) -> ScriptStep:
             fail = {"kind": fail}
         if not isinstance(fail, dict):
             raise _err(path, f"{where}: 'fail' must be a mapping with at least 'kind'")
-        bad = sorted(set(fail) - FAIL_KEYS)
+        bad = _unknown_key(fail, FAIL_KEYS)
         if bad:
             raise _err(
                 path,
-                f"{where}: fail: unknown key {bad[0]!r} (known: {', '.join(sorted(FAIL_KEYS))})",
+                f"{where}: fail: unknown key {bad} (known: {', '.join(sorted(FAIL_KEYS))})",
             )
         kind = fail.get("kind")
         known = RETRYABLE_KINDS | FAIL_FAST_KINDS
-        if kind not in known:
+        if not (isinstance(kind, str) and kind in known):
             raise _err(
                 path,
                 f"{where}: fail.kind {kind!r} is not a failure kind (one of: {', '.join(sorted(known))})",
             )
-        if "status" in fail and not isinstance(fail["status"], int):
+        if "status" in fail and type(fail["status"]) is not int:
             raise _err(path, f"{where}: fail.status must be an integer")
+        if "message" in fail and not isinstance(fail["message"], (str, type(None))):
+            raise _err(path, f"{where}: fail.message must be a string")
         ra = fail.get("retry_after_s")
-        if ra is not None and (not isinstance(ra, (int, float)) or ra < 0):
+        if ra is not None and (not _is_number(ra) or ra < 0):
             raise _err(path, f"{where}: fail.retry_after_s must be a non-negative number")
         step.fail = dict(fail)
     sleep_ms = raw.get("sleep_ms", 0) or 0
-    if not isinstance(sleep_ms, (int, float)) or sleep_ms < 0:
-        raise _err(path, f"{where}: sleep_ms must be a non-negative number")
+    if not _is_number(sleep_ms) or not 0 <= sleep_ms <= MAX_SLEEP_MS:
+        raise _err(path, f"{where}: sleep_ms must be a number from 0 to {MAX_SLEEP_MS}")
     step.sleep_ms = float(sleep_ms)
     expect = raw.get("expect_tool_result_contains")
     if expect is not None and not isinstance(expect, str):
@@ -231,16 +268,18 @@ def load_script(path: Path) -> Script:
         raise _err(path, f"cannot read script ({exc})") from None
     try:
         data = yaml.safe_load(raw_text)
+    except RecursionError:
+        raise _err(path, "invalid YAML (nested too deeply)") from None
     except yaml.YAMLError as exc:
         raise _err(path, f"invalid YAML ({' '.join(str(exc).split())})") from None
     if isinstance(data, list):
         data = {"steps": data}
     if not isinstance(data, dict):
         raise _err(path, "expected a mapping with a 'steps' list")
-    unknown = sorted(set(data) - SCRIPT_KEYS)
+    unknown = _unknown_key(data, SCRIPT_KEYS)
     if unknown:
         raise _err(
-            path, f"unknown top-level key {unknown[0]!r} (known: {', '.join(sorted(SCRIPT_KEYS))})"
+            path, f"unknown top-level key {unknown} (known: {', '.join(sorted(SCRIPT_KEYS))})"
         )
     steps = data.get("steps")
     if not isinstance(steps, list) or not steps:

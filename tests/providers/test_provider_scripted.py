@@ -243,6 +243,29 @@ def test_expect_tool_result_contains(tmp_path: Path) -> None:
         ({"steps": [{"text": "x", "stop_reason": "because"}]}, "step 1: stop_reason"),
         ({"steps": [42]}, "step 1: expected a mapping"),
         ("just a string", "expected a mapping"),
+        # keys of mixed types and unhashable values used to raise TypeError
+        ("steps:\n  - {1: a, text: c}\n", "step 1: unknown key 1"),
+        ("{1: a, b: c}", "unknown top-level key 1"),
+        ("steps:\n  - {text: x, fail: {kind: [a], 2: b}}\n", "step 1: fail: unknown key 2"),
+        ("steps:\n  - {fail: {kind: [a]}}\n", "step 1: fail.kind ['a']"),
+        ("steps:\n  - {text: x, stop_reason: [a]}\n", "step 1: stop_reason"),
+        (
+            "steps:\n  - tool_calls: [{name: f, 7: x}]\n",
+            "step 1: tool_calls[1]: unknown key 7",
+        ),
+        (
+            "steps:\n  - tool_calls: [{name: f, arguments: {when: 2026-01-01}}]\n",
+            "step 1: tool_calls[1].arguments has no JSON form",
+        ),
+        (
+            "steps:\n  - tool_calls: [{name: f, arguments: {1: a, '1': b}}]\n",
+            "step 1: tool_calls[1].arguments has no JSON form",
+        ),
+        ("steps:\n  - {text: x, sleep_ms: .nan}\n", "step 1: sleep_ms"),
+        ("steps:\n  - {text: x, sleep_ms: 1e300}\n", "step 1: sleep_ms"),
+        ("steps:\n  - {fail: {kind: timeout, retry_after_s: .inf}}\n", "step 1: fail.retry"),
+        ("steps:\n  - {fail: {kind: timeout, status: [1]}}\n", "step 1: fail.status"),
+        ("steps:\n  - {text: x, usage: {input_tokens: [1]}}\n", "step 1: 'usage'"),
     ],
 )
 def test_bad_script_is_script_error_naming_file_and_step(
