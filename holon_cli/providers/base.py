@@ -1,5 +1,7 @@
-"""The provider contract: provider-neutral requests, the runtime block model
-for responses, and the failure classes.
+"""The provider contract: the request a transport receives, the failure
+classes, and the ``Transport`` protocol. The provider-neutral values (tool
+specs, conversation, prompt frame, the response block model) are in
+``holon_cli.model.provider`` and re-exported here.
 
 A transport performs exactly one HTTP attempt per ``complete`` call and
 either returns a :class:`ModelResponse` or raises :class:`ProviderFailure`.
@@ -8,69 +10,50 @@ Retry, backoff and fallback live in ``providers.chain``, not in transports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-# ---------------------------------------------------------------- requests
+# The neutral values live in ``model/``; re-exported here for code that still
+# imports them from their old place.
+from holon_cli.model.provider import (
+    STOP_CONTENT_FILTER,
+    STOP_END_TURN,
+    STOP_MAX_TOKENS,
+    STOP_STOP_SEQUENCE,
+    STOP_TOOL_USE,
+    ConversationItem,
+    ModelResponse,
+    PromptFrame,
+    TokenUsage,
+    ToolCall,
+    ToolSpec,
+)
 
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "FAIL_FAST_KINDS",
+    "RETRYABLE_KINDS",
+    "STOP_CONTENT_FILTER",
+    "STOP_END_TURN",
+    "STOP_MAX_TOKENS",
+    "STOP_STOP_SEQUENCE",
+    "STOP_TOOL_USE",
+    "ConversationItem",
+    "ModelResponse",
+    "PromptFrame",
+    "ProviderFailure",
+    "ProviderRequest",
+    "TokenUsage",
+    "ToolCall",
+    "ToolSpec",
+    "Transport",
+]
 
-@dataclass
-class ToolSpec:
-    """A tool as offered to the model. ``input_schema`` is JSON Schema (object)."""
+# seconds a transport waits for an answer unless config says otherwise
+DEFAULT_TIMEOUT_S = 120.0
 
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-
-@dataclass
-class ToolCall:
-    """A tool call requested by the model. ``arguments`` is the parsed JSON object;
-    ``raw_arguments`` keeps the exact text when the provider sent a string (or
-    when it was not valid JSON, in which case ``arguments`` is ``{}`` and
-    ``arguments_error`` says why)."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    raw_arguments: str | None = None
-    arguments_error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"id": self.id, "name": self.name, "arguments": self.arguments}
-        if self.arguments_error:
-            d["arguments_error"] = self.arguments_error
-            d["raw_arguments"] = self.raw_arguments
-        return d
-
-
-@dataclass
-class ConversationItem:
-    """One provider-neutral conversation entry.
-
-    - ``role="user"``: ``text`` (an admitted message rendered with its provenance)
-    - ``role="assistant"``: ``text`` and ``tool_calls``
-    - ``role="tool"``: ``call_id``, ``name``, ``text`` (the tool result string), ``is_error``
-    """
-
-    role: str
-    text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    call_id: str | None = None
-    name: str | None = None
-    is_error: bool = False
-
-
-@dataclass
-class PromptFrame:
-    """The spec's ProviderPromptFrame: semantic, replayable, transport-neutral."""
-
-    system_prompt: str
-    system_blocks: list[str] = field(default_factory=list)
-    context_blocks: list[str] = field(default_factory=list)
-    prompt_cache_key: str | None = None
-    context_fingerprint: str | None = None
+# ------------------------------------------------------------------ request
 
 
 @dataclass
@@ -82,59 +65,6 @@ class ProviderRequest:
     # where a provider may keep per-agent state (the scripted provider's cursor)
     state_dir: Path | None = None
     agent_id: str | None = None
-
-
-# --------------------------------------------------------------- responses
-
-
-@dataclass
-class TokenUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "total_tokens": self.total_tokens,
-        }
-
-    def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.total_tokens + other.total_tokens,
-        )
-
-
-# normalized stop reasons
-STOP_END_TURN = "end_turn"
-STOP_TOOL_USE = "tool_use"
-STOP_MAX_TOKENS = "max_tokens"
-STOP_STOP_SEQUENCE = "stop_sequence"
-STOP_CONTENT_FILTER = "content_filter"
-
-
-@dataclass
-class ModelResponse:
-    """The runtime block model. ``blocks`` keeps order: ``{"type": "text", "text"}``
-    and ``{"type": "tool_call", "call": ToolCall}``."""
-
-    blocks: list[dict[str, Any]]
-    stop_reason: str
-    usage: TokenUsage | None = None
-    raw_stop_reason: str | None = None
-    response_id: str | None = None
-    model: str | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(b["text"] for b in self.blocks if b["type"] == "text")
-
-    @property
-    def tool_calls(self) -> list[ToolCall]:
-        return [b["call"] for b in self.blocks if b["type"] == "tool_call"]
 
 
 # ---------------------------------------------------------------- failures

@@ -28,13 +28,12 @@ from typing import Any
 
 from holon_cli import clock as holon_clock
 from holon_cli.errors import ConfigError, HolonError, ProviderError
+from holon_cli.model.provider import ModelResponse, TokenUsage
 from holon_cli.providers.base import (
     FAIL_FAST_KINDS,
     RETRYABLE_KINDS,
-    ModelResponse,
     ProviderFailure,
     ProviderRequest,
-    TokenUsage,
     Transport,
 )
 

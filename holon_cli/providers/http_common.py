@@ -10,21 +10,28 @@ Invariants:
 - credentials are sent in headers only and never appear in a failure
   message, a body preview, a diagnostic URL or a log line (values listed in
   ``HttpTarget.secrets`` are redacted from anything echoed back);
-- httpx is imported lazily, inside the functions that send requests.
+- httpx is imported lazily, inside the functions that send requests, and
+  without its command-line module (``httpx/_main.py`` pulls in rich, click
+  and pygments when they are installed: most of the cost of ``import httpx``);
+- TLS is set up only for ``https`` URLs, from one ``ssl.SSLContext`` per
+  process (loading the CA bundle costs ~20 ms); plain ``http`` endpoints (a
+  local llama.cpp, Ollama or vLLM) never pay for it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from holon_cli import __version__, clock
-from holon_cli.providers.base import ModelResponse, ProviderFailure
+from holon_cli.model.provider import ModelResponse
+from holon_cli.providers.base import DEFAULT_TIMEOUT_S, ProviderFailure
 from holon_cli.providers.wire import (
     error_fields,
     is_context_overflow,
@@ -32,7 +39,6 @@ from holon_cli.providers.wire import (
     retry_hint_from_message,
 )
 
-DEFAULT_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_CAP_S = 30.0
 BODY_PREVIEW_CHARS = 500
 
@@ -59,8 +65,6 @@ class HttpTarget:
     secrets: tuple[str, ...] = ()
     # the environment variable the credential came from (for hints only)
     key_env: str | None = None
-    # an ``httpx.BaseTransport`` to use instead of the network (tests)
-    http_transport: Any = None
 
     @property
     def safe_url(self) -> str:
@@ -131,6 +135,8 @@ def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None
         return max(float(ra), 0.0)
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime
+
     try:
         when = parsedate_to_datetime(ra)
     except (TypeError, ValueError, IndexError):
@@ -213,6 +219,7 @@ def classify_http_error(
 def map_httpx_error(exc: BaseException, target: HttpTarget, stage: str) -> ProviderFailure:
     """Classify an httpx exception raised while sending (``request``), reading a
     body (``body``) or reading an event stream (``stream``)."""
+    load_httpx()
     import httpx
 
     where = target.safe_url
@@ -385,40 +392,90 @@ class _Counted:
 # -------------------------------------------------------------------- send
 
 
-_CLIENTS: dict[tuple[float, int], Any] = {}
+def load_httpx() -> None:
+    """Import httpx without ``httpx._main``, its command-line client.
+
+    ``httpx/__init__`` imports ``._main`` inside ``try/except ImportError``;
+    a ``None`` entry in ``sys.modules`` makes that import fail at once, so
+    httpx binds its fallback ``main`` and never loads rich, click or pygments
+    for us. The entry is removed again afterwards, so anything that imports
+    ``httpx._main`` explicitly later still can. Call it before ``import httpx``.
+    """
+    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+        return
+    sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        import httpx  # noqa: F401
+    finally:
+        if "httpx._main" in sys.modules and sys.modules["httpx._main"] is None:
+            del sys.modules["httpx._main"]
+
+
+_SSL_CONTEXT: Any = None
+_PROXY_ENV = ("https_proxy", "http_proxy", "all_proxy")
+
+
+def _needs_tls(url: str) -> bool:
+    """Whether a request to ``url`` may do a TLS handshake: an ``https`` URL,
+    or any URL when a proxy is configured (the proxy itself may be ``https``)."""
+    if urlsplit(url).scheme.lower() != "http":
+        return True
+    return any(os.environ.get(k) or os.environ.get(k.upper()) for k in _PROXY_ENV)
+
+
+def ssl_context() -> Any:
+    """The process's one verifying TLS context (as httpx builds it: certifi's
+    bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), built on first use."""
+    global _SSL_CONTEXT
+    if _SSL_CONTEXT is None:
+        load_httpx()
+        import httpx
+
+        _SSL_CONTEXT = httpx.create_ssl_context()
+    return _SSL_CONTEXT
+
+
+def _no_tls_context() -> Any:
+    """For plain ``http`` clients, which must not load the CA bundle: a context
+    that verifies but trusts no CA, so any TLS use by mistake fails closed."""
+    import ssl
+
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+_CLIENTS: dict[tuple[float, bool], Any] = {}
 
 
 @contextmanager
 def _client(target: HttpTarget) -> Iterator[Any]:
-    """A pooled ``httpx.Client`` per (timeout, transport) for this process.
+    """A pooled ``httpx.Client`` per (timeout, TLS or not) for this process.
 
-    Building a client loads the system CA bundle (~20 ms); a long-lived agent
-    or ``holon serve`` makes many requests, so clients and their keep-alive
-    connections are reused. A client that raised mid-request is dropped.
+    A long-lived agent or ``holon serve`` makes many requests, so clients and
+    their keep-alive connections are reused. A client that raised mid-request
+    is dropped.
     """
+    load_httpx()
     import httpx
 
-    key = (target.timeout_s, id(target.http_transport))
+    tls = _needs_tls(target.url)
+    key = (target.timeout_s, tls)
     client = _CLIENTS.get(key)
     if client is None or client.is_closed:
         timeout = httpx.Timeout(
             target.timeout_s, connect=min(target.timeout_s, CONNECT_TIMEOUT_CAP_S)
         )
-        kwargs: dict[str, Any] = {"timeout": timeout, "follow_redirects": False}
-        if target.http_transport is not None:
-            kwargs["transport"] = target.http_transport
-        client = httpx.Client(**kwargs)
-        if target.http_transport is None:
-            _CLIENTS[key] = client
+        client = httpx.Client(
+            timeout=timeout,
+            follow_redirects=False,
+            verify=ssl_context() if tls else _no_tls_context(),
+        )
+        _CLIENTS[key] = client
     try:
         yield client
     except BaseException:
         _CLIENTS.pop(key, None)
         client.close()
         raise
-    else:
-        if target.http_transport is not None:
-            client.close()
 
 
 def _headers(target: HttpTarget, accept: str) -> dict[str, str]:
@@ -432,6 +489,7 @@ def _headers(target: HttpTarget, accept: str) -> dict[str, str]:
 
 
 def _read(resp: Any, target: HttpTarget) -> bytes:
+    load_httpx()
     import httpx
 
     try:
@@ -473,6 +531,7 @@ def post_json(
     target: HttpTarget, body: dict[str, Any], parse: Callable[[Any], ModelResponse]
 ) -> ModelResponse:
     """POST ``body`` as JSON, expect a JSON response, hand it to ``parse``. One attempt."""
+    load_httpx()
     import httpx
 
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -503,6 +562,7 @@ def post_stream(
     and answers with plain JSON is handed to ``on_json``. Read errors while
     streaming become ``stream_interrupted`` (or ``timeout``).
     """
+    load_httpx()
     import httpx
 
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -568,7 +628,6 @@ class HttpTransport:
         headers: dict[str, str] | None = None,
         max_output_tokens: int | None = None,
         stream: bool = False,
-        http_transport: Any = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -580,7 +639,6 @@ class HttpTransport:
         self.extra_headers = dict(headers or {})
         self.max_output_tokens = max_output_tokens
         self.stream = stream
-        self.http_transport = http_transport
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_ref={self.model_ref!r}, base_url={self.base_url!r})"
@@ -603,5 +661,4 @@ class HttpTransport:
             timeout_s=self.timeout_s,
             secrets=(self._api_key,) if self._api_key else (),
             key_env=self.key_env,
-            http_transport=self.http_transport,
         )

@@ -18,16 +18,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from holon_cli.providers.base import (
+from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
     STOP_END_TURN,
     STOP_MAX_TOKENS,
     STOP_TOOL_USE,
     ModelResponse,
-    ProviderFailure,
-    ProviderRequest,
     ToolCall,
 )
+from holon_cli.providers.base import ProviderFailure, ProviderRequest
 from holon_cli.providers.http_common import (
     HttpTransport,
     JsonEventStream,

@@ -12,6 +12,7 @@ httpx) are imported only when a ref of that kind is resolved.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +26,15 @@ if TYPE_CHECKING:
 # Read-only surfaces (`holon status`, `agent model`) import this module for the
 # precedence rules alone: provider values, http_common (email.utils) and the
 # transports load only inside the functions that resolve a transport.
+
+# transport kind -> (module, class). Modules (and so httpx) are imported only
+# when a ref of that kind is resolved.
+TRANSPORTS: dict[str, tuple[str, str]] = {
+    "openai_responses": ("holon_cli.providers.openai_responses", "OpenAIResponsesTransport"),
+    "openai_codex": ("holon_cli.providers.openai_codex", "OpenAICodexTransport"),
+    "anthropic_messages": ("holon_cli.providers.anthropic", "AnthropicTransport"),
+    "openai_chat_completions": ("holon_cli.providers.openai_chat", "OpenAIChatTransport"),
+}
 
 BUILTIN = {
     # provider: (transport kind, base-url env, default base url, key env)
@@ -47,6 +57,7 @@ BUILTIN = {
         "ANTHROPIC_API_KEY",
     ),
 }
+# the kinds a provider declared in config.yaml may name
 CONFIG_TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
 
 NO_MODEL_HINT = (
@@ -70,7 +81,7 @@ def _timeout(spec: Mapping[str, Any], config: Mapping[str, Any]) -> float:
     for v in (spec.get("timeout_s"), (config.get("runtime") or {}).get("provider_timeout_s")):
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
             return float(v)
-    from holon_cli.providers.http_common import DEFAULT_TIMEOUT_S
+    from holon_cli.providers.base import DEFAULT_TIMEOUT_S
 
     return DEFAULT_TIMEOUT_S
 
@@ -104,7 +115,6 @@ def resolve_transport(
     config: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    http_transport: Any = None,
 ) -> Transport:
     """The transport serving ``model_ref``. Raises ``ProviderFailure`` (fail-fast
     kinds) when the ref cannot be served; never touches the network."""
@@ -138,7 +148,7 @@ def resolve_transport(
         )
     declared = (config.get("providers") or {}).get(provider)
     if isinstance(declared, Mapping):
-        return _from_config(ref, provider, model, declared, config, env, http_transport)
+        return _from_config(ref, provider, model, declared, config, env)
     if provider not in BUILTIN:
         raise ProviderFailure(
             "unsupported_transport",
@@ -151,26 +161,24 @@ def resolve_transport(
     api_key = env.get(key_env) or None
     if not api_key:
         raise _missing_key(ref, key_env)
-    common: dict[str, Any] = {
-        "model": model,
-        "provider": provider,
-        "base_url": env.get(url_env) or default_url,
-        "api_key": api_key,
-        "key_env": key_env,
-        "timeout_s": _timeout({}, config),
-        "http_transport": http_transport,
-    }
-    if kind == "openai_responses":
-        from holon_cli.providers.openai_responses import OpenAIResponsesTransport
+    return _construct(
+        kind,
+        model=model,
+        provider=provider,
+        base_url=env.get(url_env) or default_url,
+        api_key=api_key,
+        key_env=key_env,
+        timeout_s=_timeout({}, config),
+        max_output_tokens=_max_output({}, config),
+    )
 
-        return OpenAIResponsesTransport(max_output_tokens=_max_output({}, config), **common)
-    if kind == "openai_codex":
-        from holon_cli.providers.openai_codex import OpenAICodexTransport
 
-        return OpenAICodexTransport(**common)
-    from holon_cli.providers.anthropic import AnthropicTransport
-
-    return AnthropicTransport(max_output_tokens=_max_output({}, config), **common)
+def _construct(kind: str, **kwargs: Any) -> Transport:
+    """The transport of ``kind``, from the one table; the only place a transport
+    class is named."""
+    module, cls = TRANSPORTS[kind]
+    transport: Transport = getattr(importlib.import_module(module), cls)(**kwargs)
+    return transport
 
 
 def _from_config(
@@ -180,7 +188,6 @@ def _from_config(
     spec: Mapping[str, Any],
     config: Mapping[str, Any],
     env: Mapping[str, str],
-    http_transport: Any,
 ) -> Transport:
     from holon_cli.providers.base import ProviderFailure
 
@@ -209,31 +216,20 @@ def _from_config(
         if not api_key:
             raise _missing_key(ref, str(key_env))
     headers = spec.get("headers") or {}
-    common: dict[str, Any] = {
-        "model": model,
-        "provider": provider,
-        "base_url": base_url,
-        "api_key": api_key,
-        "key_env": str(key_env) if key_env else None,
-        "timeout_s": _timeout(spec, config),
-        "headers": {str(k): str(v) for k, v in headers.items()}
+    return _construct(
+        kind,
+        model=model,
+        provider=provider,
+        base_url=base_url,
+        api_key=api_key,
+        key_env=str(key_env) if key_env else None,
+        timeout_s=_timeout(spec, config),
+        headers={str(k): str(v) for k, v in headers.items()}
         if isinstance(headers, Mapping)
         else None,
-        "max_output_tokens": _max_output(spec, config),
-        "http_transport": http_transport,
-    }
-    stream = bool(spec.get("stream", False))
-    if kind == "openai_chat_completions":
-        from holon_cli.providers.openai_chat import OpenAIChatTransport
-
-        return OpenAIChatTransport(stream=stream, **common)
-    if kind == "openai_responses":
-        from holon_cli.providers.openai_responses import OpenAIResponsesTransport
-
-        return OpenAIResponsesTransport(stream=stream, **common)
-    from holon_cli.providers.anthropic import AnthropicTransport
-
-    return AnthropicTransport(stream=stream, **common)
+        max_output_tokens=_max_output(spec, config),
+        stream=bool(spec.get("stream", False)),
+    )
 
 
 # ---------------------------------------------------------- model selection

@@ -49,19 +49,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from holon_cli.providers.base import (
-    FAIL_FAST_KINDS,
-    RETRYABLE_KINDS,
+from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
     STOP_END_TURN,
     STOP_MAX_TOKENS,
     STOP_STOP_SEQUENCE,
     STOP_TOOL_USE,
     ModelResponse,
-    ProviderFailure,
-    ProviderRequest,
     TokenUsage,
     ToolCall,
+)
+from holon_cli.providers.base import (
+    FAIL_FAST_KINDS,
+    RETRYABLE_KINDS,
+    ProviderFailure,
+    ProviderRequest,
 )
 
 SCRIPT_KEYS = {"steps", "loop", "description", "name"}

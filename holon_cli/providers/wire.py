@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from holon_cli.providers.base import PromptFrame, TokenUsage, ToolCall, ToolSpec
+from holon_cli.model.provider import PromptFrame, TokenUsage, ToolCall, ToolSpec
 
 # ------------------------------------------------------------------ frames
 
