@@ -12,9 +12,12 @@ one current, runnable item the prompt projects every round), so the
 comparison isolates history.
 
 Targets: < 30 ms of runtime overhead per provider round; the large-history
-figure within 1.2x of the fresh one.
+figure within 1.2x of the fresh one. Also printed: the median cost of one
+fsync in the home, and fsyncs per round (every ``os.fsync`` is counted).
+``benchmarks/slow_disk.py`` runs this on a home whose fsync costs ~3 ms.
 
-    python benchmarks/turn_overhead.py [--turns 20] [--history 100000]
+    python benchmarks/turn_overhead.py [--turns 20] [--history 100000] [--json]
+        [--home-dir DIR] [--fsync-delay-ms MS]
 """
 
 from __future__ import annotations
@@ -229,6 +232,44 @@ def seed_present(store: Any) -> None:
     wi.pick_work_item(store, cur["work_item"]["id"], source="operator")
 
 
+class FsyncCounter:
+    """Counts ``os.fsync`` calls (every fsync in holon goes through it), and
+    optionally adds a delay to each: the Python-level slow disk, for machines
+    where the LD_PRELOAD shim of ``slow_disk.py`` cannot be built."""
+
+    def __init__(self, delay_ms: float = 0.0) -> None:
+        self.calls = 0
+        self.delay_s = delay_ms / 1000.0
+        self._real = os.fsync
+        os.fsync = self._fsync
+
+    def _fsync(self, fd: Any) -> None:
+        self.calls += 1
+        self._real(fd)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+
+
+FSYNCS = FsyncCounter()
+
+
+def fsync_cost_ms(directory: str, n: int = 20) -> float:
+    """Median wall time of one write + fsync of a small file in ``directory``."""
+    path = os.path.join(directory, ".fsync-probe")
+    times = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for i in range(n):
+            os.write(fd, b"x" * 64)
+            t0 = time.perf_counter()
+            os.fsync(fd)
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return statistics.median(times)
+
+
 def measure(agent_id: str, turns: int) -> dict[str, float]:
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.enqueue import admit
@@ -237,12 +278,15 @@ def measure(agent_id: str, turns: int) -> dict[str, float]:
     store = open_agent(agent_id, create_default=False)
     per_round: list[float] = []
     totals: list[float] = []
+    fsyncs: list[int] = []
     for i in range(turns + 1):
         admit(f"benchmark turn {i}", store=store)
         before = store.events.last()["event_seq"]
+        calls_before = FSYNCS.calls
         t0 = time.perf_counter()
         res = run_turn(store=store, cli_model="openai/bench")
         wall = (time.perf_counter() - t0) * 1000
+        turn_fsyncs = FSYNCS.calls - calls_before
         assert res.status == "completed" and res.model_rounds == ROUNDS, res
         evs = [e for e in store.events.tail(200) if e["event_seq"] > before]
         provider = sum(
@@ -253,10 +297,12 @@ def measure(agent_id: str, turns: int) -> dict[str, float]:
             continue  # warm-up: first-use imports
         totals.append(wall)
         per_round.append((wall - provider - tools) / ROUNDS)
+        fsyncs.append(turn_fsyncs)
     return {
         "turn_wall_ms_median": statistics.median(totals),
         "overhead_per_round_ms_median": statistics.median(per_round),
-        "overhead_per_round_ms_p90": sorted(per_round)[int(len(per_round) * 0.9) - 1],
+        "overhead_per_round_ms_p90": sorted(per_round)[max(0, int(len(per_round) * 0.9) - 1)],
+        "fsyncs_per_turn_median": statistics.median(fsyncs),
     }
 
 
@@ -272,9 +318,25 @@ def main() -> int:
         default=500,
         help="completed work items seeded into the history agent",
     )
+    ap.add_argument(
+        "--home-dir",
+        default=None,
+        help="where to create the temporary HOLON_HOME (default: the system temp dir)",
+    )
+    ap.add_argument(
+        "--fsync-delay-ms",
+        type=float,
+        default=0.0,
+        help="add this delay to every os.fsync (a Python-level slow disk)",
+    )
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args()
+    if args.turns < 1:
+        ap.error("--turns must be at least 1")
+    FSYNCS.delay_s = args.fsync_delay_ms / 1000.0
 
-    home = tempfile.mkdtemp(prefix="holon-bench-")
+    home = tempfile.mkdtemp(prefix="holon-bench-", dir=args.home_dir)
+    fsync_ms = fsync_cost_ms(home)
     os.environ["HOLON_HOME"] = home
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -298,20 +360,47 @@ def main() -> int:
     server.shutdown()
     ratio = hist["overhead_per_round_ms_median"] / fresh["overhead_per_round_ms_median"]
     ev_lines = sum(1 for _ in open(big.layout.ledger_path("events")))
-    print(
-        f"turn overhead benchmark: {args.turns} turns x {ROUNDS} provider rounds (ExecCommand, ExecCommand, answer), loopback OpenAI Responses"
-    )
-    print(f"loopback server time per request: median {statistics.median(Handler.server_ms):.2f} ms")
-    print(f"{'agent':<28} {'turn wall ms':>14} {'overhead/round ms':>18} {'p90':>8}")
-    print(
-        f"{'fresh':<28} {fresh['turn_wall_ms_median']:>14.1f} {fresh['overhead_per_round_ms_median']:>18.2f} {fresh['overhead_per_round_ms_p90']:>8.2f}"
-    )
-    print(
-        f"{f'history ({ev_lines:,} events, {args.work_items} done items)':<28} {hist['turn_wall_ms_median']:>14.1f} {hist['overhead_per_round_ms_median']:>18.2f} {hist['overhead_per_round_ms_p90']:>8.2f}"
-    )
-    print(f"(history seeded in {seed_s:.1f} s)")
     ok1 = fresh["overhead_per_round_ms_median"] < 30 and hist["overhead_per_round_ms_median"] < 30
     ok2 = ratio <= 1.2
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "turns": args.turns,
+                    "rounds_per_turn": ROUNDS,
+                    "fsync_ms": round(fsync_ms, 3),
+                    "server_ms_median": statistics.median(Handler.server_ms),
+                    "fresh": fresh,
+                    "history": hist,
+                    "history_events": ev_lines,
+                    "history_over_fresh": ratio,
+                }
+            )
+        )
+        import shutil
+
+        shutil.rmtree(home, ignore_errors=True)
+        return 0 if ok1 and ok2 else 1
+    print(
+        f"turn overhead benchmark: {args.turns} turns x {ROUNDS} provider rounds "
+        "(ExecCommand, ExecCommand, answer), loopback OpenAI Responses"
+    )
+    print(f"loopback server time per request: median {statistics.median(Handler.server_ms):.2f} ms")
+    print(f"fsync of a small file in the home: median {fsync_ms:.2f} ms")
+    print(
+        f"{'agent':<28} {'turn wall ms':>14} {'overhead/round ms':>18} {'p90':>8} {'fsyncs/round':>13}"
+    )
+    rows = [
+        ("fresh", fresh),
+        (f"history ({ev_lines:,} events, {args.work_items} done items)", hist),
+    ]
+    for name, r in rows:
+        print(
+            f"{name:<28} {r['turn_wall_ms_median']:>14.1f} "
+            f"{r['overhead_per_round_ms_median']:>18.2f} {r['overhead_per_round_ms_p90']:>8.2f} "
+            f"{r['fsyncs_per_turn_median'] / ROUNDS:>13.1f}"
+        )
+    print(f"(history seeded in {seed_s:.1f} s)")
     print(f"target overhead/round < 30 ms: {'PASS' if ok1 else 'FAIL'}")
     print(f"target history/fresh <= 1.2x: {ratio:.2f}x {'PASS' if ok2 else 'FAIL'}")
     import shutil
