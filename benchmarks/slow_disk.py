@@ -157,7 +157,8 @@ def main() -> int:
             a = r[agent]
             print(
                 f"{name:<10} {r['fsync_ms']:>9.2f} {agent:<8} {a['turn_wall_ms_median']:>13.1f} "
-                f"{a['overhead_per_round_ms_median']:>18.2f} {a['overhead_per_round_ms_p90']:>8.2f} "
+                f"{a['overhead_per_round_ms_median']:>18.2f} "
+                f"{a['overhead_per_round_ms_p90']:>8.2f} "
                 f"{a['fsyncs_per_turn_median'] / rounds:>13.1f}"
             )
     f, s = fast["fresh"], slow["fresh"]

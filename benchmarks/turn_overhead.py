@@ -388,7 +388,8 @@ def main() -> int:
     print(f"loopback server time per request: median {statistics.median(Handler.server_ms):.2f} ms")
     print(f"fsync of a small file in the home: median {fsync_ms:.2f} ms")
     print(
-        f"{'agent':<28} {'turn wall ms':>14} {'overhead/round ms':>18} {'p90':>8} {'fsyncs/round':>13}"
+        f"{'agent':<28} {'turn wall ms':>14} {'overhead/round ms':>18} {'p90':>8} "
+        f"{'fsyncs/round':>13}"
     )
     rows = [
         ("fresh", fresh),

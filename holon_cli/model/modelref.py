@@ -34,6 +34,7 @@ def check_model_ref(text: str) -> ModelRef:
     if not sep or not provider or not model:
         raise UsageError(
             f"invalid model ref {text!r}",
-            hint="use <provider>/<model> (openai/gpt-4.1, anthropic/claude-sonnet-4-5, openai-codex/gpt-5-codex, <config provider>/<model>) or scripted:<path>",
+            hint="use <provider>/<model> (openai/gpt-4.1, anthropic/claude-sonnet-4-5, "
+            "openai-codex/gpt-5-codex, <config provider>/<model>) or scripted:<path>",
         )
     return ModelRef(provider, model)

@@ -31,6 +31,7 @@ from holon_cli.model.provider import (
 )
 
 __all__ = [
+    "CONTEXT_OVERFLOW_HINT",
     "DEFAULT_TIMEOUT_S",
     "FAIL_FAST_KINDS",
     "RETRYABLE_KINDS",
@@ -68,6 +69,11 @@ class ProviderRequest:
 
 
 # ---------------------------------------------------------------- failures
+
+CONTEXT_OVERFLOW_HINT = (
+    "the conversation no longer fits the model's context window; "
+    "start a fresh work item or use a model with a larger window"
+)
 
 # failure kinds and whether the chain retries them on the same provider
 RETRYABLE_KINDS = {"timeout", "connection", "rate_limited", "server_error", "stream_interrupted"}

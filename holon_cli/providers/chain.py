@@ -30,6 +30,7 @@ from holon_cli import clock as holon_clock
 from holon_cli.errors import ConfigError, HolonError, ProviderError
 from holon_cli.model.provider import ModelResponse, TokenUsage
 from holon_cli.providers.base import (
+    CONTEXT_OVERFLOW_HINT,
     FAIL_FAST_KINDS,
     RETRYABLE_KINDS,
     ProviderFailure,
@@ -53,14 +54,26 @@ _CATEGORY = {
 }
 
 _DEFAULT_HINTS = {
-    "rate_limited": "the provider is rate limiting; wait and retry, or configure HOLON_FALLBACK_MODELS",
-    "server_error": "the provider is having trouble; retry later or configure HOLON_FALLBACK_MODELS",
-    "timeout": "the provider did not answer in time; retry, or raise runtime.provider_timeout_s in config.yaml",
+    "rate_limited": (
+        "the provider is rate limiting; wait and retry, or configure HOLON_FALLBACK_MODELS"
+    ),
+    "server_error": (
+        "the provider is having trouble; retry later or configure HOLON_FALLBACK_MODELS"
+    ),
+    "timeout": (
+        "the provider did not answer in time; retry, "
+        "or raise runtime.provider_timeout_s in config.yaml"
+    ),
     "connection": "check the network and the provider base URL",
     "stream_interrupted": "the response stream was cut off; retry the turn",
-    "context_length_exceeded": "the conversation no longer fits the model's context window; start a fresh work item or use a model with a larger window",
-    "invalid_response": "the endpoint did not answer in the expected API shape; check the base URL and transport in config.yaml",
-    "script_exhausted": "add steps to the script, set `loop: true`, or delete the agent's scripted cursor file",
+    "context_length_exceeded": CONTEXT_OVERFLOW_HINT,
+    "invalid_response": (
+        "the endpoint did not answer in the expected API shape; "
+        "check the base URL and transport in config.yaml"
+    ),
+    "script_exhausted": (
+        "add steps to the script, set `loop: true`, or delete the agent's scripted cursor file"
+    ),
 }
 
 

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from holon_cli import __version__, clock
 from holon_cli.model.provider import ModelResponse
-from holon_cli.providers.base import DEFAULT_TIMEOUT_S, ProviderFailure
+from holon_cli.providers.base import CONTEXT_OVERFLOW_HINT, DEFAULT_TIMEOUT_S, ProviderFailure
 from holon_cli.providers.wire import (
     error_fields,
     is_context_overflow,
@@ -153,7 +153,8 @@ def classify_http_error(
     raw: bytes,
     target: HttpTarget,
 ) -> ProviderFailure:
-    """Turn an HTTP error response into a classified failure (message includes the provider's own)."""
+    """Turn an HTTP error response into a classified failure (the message
+    includes the provider's own)."""
     text = raw.decode("utf-8", errors="replace")
     try:
         body: Any = json.loads(text) if text.strip() else None
@@ -173,7 +174,10 @@ def classify_http_error(
     if status == 429:
         if quota:
             kind = "quota_exceeded"
-            hint = "the account is out of quota or credits; add credits or switch model (fallback models are tried automatically)"
+            hint = (
+                "the account is out of quota or credits; add credits or switch model "
+                "(fallback models are tried automatically)"
+            )
         else:
             kind = "rate_limited"
             retry_after = parse_retry_after(headers) or retry_hint_from_message(msg)
@@ -191,7 +195,7 @@ def classify_http_error(
         kind = "quota_exceeded"
     elif 400 <= status < 500 and is_context_overflow(code, msg):
         kind = "context_length_exceeded"
-        hint = "the conversation no longer fits the model's context window; start a fresh work item or use a model with a larger window"
+        hint = CONTEXT_OVERFLOW_HINT
     elif 400 <= status < 500:
         kind = "client_error"
         if status == 404:
@@ -239,7 +243,8 @@ def map_httpx_error(exc: BaseException, target: HttpTarget, stage: str) -> Provi
     else:
         kind, what = (
             "connection",
-            f"connection to {where} failed while reading the {'response body' if stage == 'body' else 'response'}",
+            f"connection to {where} failed while reading the "
+            f"{'response body' if stage == 'body' else 'response'}",
         )
     return stamp(
         ProviderFailure(
@@ -275,7 +280,8 @@ def decode_json(raw: bytes, target: HttpTarget, status: int | None = None) -> An
         raise stamp(
             ProviderFailure(
                 "invalid_response",
-                f"{target.provider} sent {what} ({exc.msg} at char {exc.pos} of {len(text)}); body starts: {preview[:120]!r}",
+                f"{target.provider} sent {what} ({exc.msg} at char {exc.pos} of {len(text)}); "
+                f"body starts: {preview[:120]!r}",
                 stage="decode",
                 body_preview=preview,
             ),
@@ -369,7 +375,8 @@ class JsonEventStream:
                 name = f" ({ev.event or 'unnamed'})" if self.label == "event" else ""
                 raise ProviderFailure(
                     "invalid_response",
-                    f"{self.label} {self.count + 1}{name} is not JSON: {exc.msg}; data starts: {data[:120]!r}",
+                    f"{self.label} {self.count + 1}{name} is not JSON: {exc.msg}; "
+                    f"data starts: {data[:120]!r}",
                     stage="stream",
                 ) from None
             self.count += 1
@@ -509,7 +516,8 @@ def _check_status(resp: Any, target: HttpTarget) -> None:
         raise stamp(
             ProviderFailure(
                 "client_error",
-                f"{target.provider} answered HTTP {status} redirecting to {loc}; set the base URL to the final endpoint",
+                f"{target.provider} answered HTTP {status} redirecting to {loc}; "
+                "set the base URL to the final endpoint",
                 status=status,
                 stage="status",
             ),
@@ -596,7 +604,8 @@ def post_stream(
                         raise stamp(
                             ProviderFailure(
                                 "invalid_response",
-                                f"{target.provider} answered {status} ({ctype or 'no content-type'}) without any server-sent events",
+                                f"{target.provider} answered {status} "
+                                f"({ctype or 'no content-type'}) without any server-sent events",
                                 stage="stream",
                             ),
                             target,

@@ -3,11 +3,12 @@
 
 Owns the Responses wire lowering of a :class:`ProviderRequest` (also used by
 the codex streaming transport), the parsing of a Responses object into the
-runtime block model, and the parser of the Responses event stream (SSE). Lowering: ``instructions`` = the frame's system prompt and
-system blocks; context blocks lead the ``input`` as one user message; user
-turns are ``input_text`` messages; assistant text is an output ``message``
-item; tool calls are ``function_call`` items (arguments as a JSON string);
-tool results are ``function_call_output`` items correlated by ``call_id``.
+runtime block model, and the parser of the Responses event stream (SSE).
+Lowering: ``instructions`` = the frame's system prompt and system blocks;
+context blocks lead the ``input`` as one user message; user turns are
+``input_text`` messages; assistant text is an output ``message`` item; tool
+calls are ``function_call`` items (arguments as a JSON string); tool results
+are ``function_call_output`` items correlated by ``call_id``.
 Requests are sent with ``store: false``: the runtime always sends the full
 replayable conversation.
 """
@@ -24,7 +25,7 @@ from holon_cli.model.provider import (
     STOP_TOOL_USE,
     ModelResponse,
 )
-from holon_cli.providers.base import ProviderFailure, ProviderRequest
+from holon_cli.providers.base import CONTEXT_OVERFLOW_HINT, ProviderFailure, ProviderRequest
 from holon_cli.providers.http_common import (
     HttpTransport,
     JsonEventStream,
@@ -155,7 +156,7 @@ def classify_response_error(error: Any, *, stage: str = "body") -> ProviderFailu
             "context_length_exceeded",
             message,
             stage=stage,
-            hint="the conversation no longer fits the model's context window; start a fresh work item or use a model with a larger window",
+            hint=CONTEXT_OVERFLOW_HINT,
         )
     if code in ("server_error", "server_is_overloaded", "slow_down") or type_ == "server_error":
         return ProviderFailure("server_error", message, stage=stage)

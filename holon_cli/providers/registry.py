@@ -144,7 +144,8 @@ def resolve_transport(
             "unsupported_transport",
             f"invalid model ref {model_ref!r}",
             model_ref=ref,
-            hint="use <provider>/<model> (e.g. openai/gpt-4.1, anthropic/claude-sonnet-4-5) or scripted:<path>",
+            hint="use <provider>/<model> (e.g. openai/gpt-4.1, anthropic/claude-sonnet-4-5) "
+            "or scripted:<path>",
         )
     declared = (config.get("providers") or {}).get(provider)
     if isinstance(declared, Mapping):
@@ -155,7 +156,8 @@ def resolve_transport(
             f"unknown model provider {provider!r} in {ref!r}",
             provider=provider,
             model_ref=ref,
-            hint=f"known providers: {', '.join(known_providers(config))}; declare others under `providers:` in config.yaml",
+            hint=f"known providers: {', '.join(known_providers(config))}; "
+            "declare others under `providers:` in config.yaml",
         )
     kind, url_env, default_url, key_env = BUILTIN[provider]
     api_key = env.get(key_env) or None

@@ -117,7 +117,8 @@ def _err(path: Path, message: str, *, hint: str | None = None) -> ProviderFailur
         stage="request",
         provider="scripted",
         hint=hint
-        or "fix the script; the format is described in `holon_cli/providers/scripted.py` and examples/",
+        or "fix the script; the format is described in `holon_cli/providers/scripted.py` "
+        "and examples/",
     )
 
 
@@ -231,7 +232,8 @@ def _step(path: Path, number: int, raw: Any) -> ScriptStep:
         if not (isinstance(kind, str) and kind in known):
             raise _err(
                 path,
-                f"{where}: fail.kind {kind!r} is not a failure kind (one of: {', '.join(sorted(known))})",
+                f"{where}: fail.kind {kind!r} is not a failure kind "
+                f"(one of: {', '.join(sorted(known))})",
             )
         if "status" in fail and type(fail["status"]) is not int:
             raise _err(path, f"{where}: fail.status must be an integer")
@@ -264,7 +266,8 @@ def load_script(path: Path) -> Script:
         raise _err(
             path,
             "script file not found",
-            hint="check the path after `scripted:` (relative paths are resolved against the current directory)",
+            hint="check the path after `scripted:` "
+            "(relative paths are resolved against the current directory)",
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise _err(path, f"cannot read script ({exc})") from None
@@ -423,7 +426,8 @@ class ScriptedTransport:
                 )
                 raise ProviderFailure(
                     "script_exhausted",
-                    f"{self.path}: script exhausted: all {n} step{'s' if n != 1 else ''} were replayed",
+                    f"{self.path}: script exhausted: "
+                    f"all {n} step{'s' if n != 1 else ''} were replayed",
                     stage="request",
                     provider="scripted",
                     model_ref=self.model_ref,

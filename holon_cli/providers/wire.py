@@ -174,7 +174,8 @@ CONTEXT_CODES = {"context_length_exceeded", "model_context_window_exceeded"}
 
 
 def retry_hint_from_message(message: str | None) -> float | None:
-    """OpenAI puts the delay in the text: ``Please try again in 11.054s`` / ``in 120ms`` / ``in 1m30s``."""
+    """OpenAI puts the delay in the text: ``Please try again in 11.054s`` /
+    ``in 120ms`` / ``in 1m30s``."""
     if not message:
         return None
     m = _RETRY_IN.search(message)

@@ -278,7 +278,8 @@ def test_model_state_shapes() -> None:
 
 def test_importing_registry_and_chain_does_not_import_httpx() -> None:
     code = (
-        "import sys, holon_cli.providers.registry, holon_cli.providers.chain, holon_cli.providers.scripted;"
+        "import sys, holon_cli.providers.registry, holon_cli.providers.chain, "
+        "holon_cli.providers.scripted;"
         "print('httpx' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -22,7 +22,8 @@ def test_reference_threads_values_across_turns(tmp_path: Path) -> None:
         "steps:\n"
         "  - tool_calls: [{id: mk, name: CreateWorkItem, arguments: {objective: x}}]\n"
         "  - text: 'created {{mk.work_item_id}}'\n"
-        "  - tool_calls: [{name: PickWorkItem, arguments: {work_item_id: '{{mk.work_item_id}}', n: '{{mk.items.1}}'}}]\n"
+        "  - tool_calls: [{name: PickWorkItem, arguments: "
+        "{work_item_id: '{{mk.work_item_id}}', n: '{{mk.items.1}}'}}]\n"
     )
     t = ScriptedTransport(str(script))
     t.complete(req(tmp_path, [ConversationItem("user", "go")]))
