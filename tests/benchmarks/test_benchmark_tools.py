@@ -1,0 +1,81 @@
+"""The benchmarks' own machinery: the turn benchmark's fake provider must not
+stall requests (Nagle + delayed ACK), and the slow-disk shim must really make
+fsync slower, or the figures they print mean nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_turn_benchmark_provider_keeps_alive_without_stalls() -> None:
+    turn = _load("turn_overhead")
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), turn.Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    times = []
+    try:
+        with socket.create_connection(("127.0.0.1", srv.server_address[1])) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.settimeout(5)
+            f = s.makefile("rb")
+            body = b'{"input": []}'
+            for _ in range(20):  # one keep-alive connection, as httpx's pool uses it
+                t0 = time.perf_counter()
+                s.sendall(
+                    b"POST /v1/responses HTTP/1.1\r\nhost: x\r\n"
+                    + f"content-length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                assert f.readline().startswith(b"HTTP/1.1 200")
+                length = 0
+                while (line := f.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.decode().partition(":")
+                    if name.lower() == "content-length":
+                        length = int(value)
+                assert b'"status": "completed"' in f.read(length)
+                times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert statistics.median(times) < 20, [round(t, 1) for t in times]
+
+
+@pytest.mark.skipif(not shutil.which("cc"), reason="no C compiler for the LD_PRELOAD shim")
+def test_slow_disk_shim_slows_fsync(tmp_path: Path) -> None:
+    slow = _load("slow_disk")
+    lib = slow.build_shim(tmp_path)
+    assert lib is not None
+    probe = (
+        "import os, time\n"
+        f"fd = os.open({str(tmp_path / 'f')!r}, os.O_WRONLY | os.O_CREAT)\n"
+        "t = time.perf_counter()\n"
+        "for _ in range(5): os.write(fd, b'x'); os.fsync(fd)\n"
+        "print((time.perf_counter() - t) / 5 * 1000)\n"
+    )
+    env = {**os.environ, "LD_PRELOAD": str(lib), "SLOW_FSYNC_US": "20000"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert float(out.stdout) >= 20.0  # each fsync paid the 20 ms the shim adds
