@@ -45,14 +45,39 @@ class AgentStore:
         self.agent_id = layout.agent_id
         self._ledgers: dict[str, Ledger] = {}
         self.inbox = Inbox(layout.inbox_dir)
+        self._defer_sync = False
 
     # -- ledgers -----------------------------------------------------------
     def ledger(self, name: str) -> Ledger:
         led = self._ledgers.get(name)
         if led is None:
             led = Ledger(self.layout.ledger_path(name), self.layout.ledger_lock(name))
+            led.defer_sync = self._defer_sync
             self._ledgers[name] = led
         return led
+
+    @contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """Ledger appends inside the block skip their own fsync; the caller makes
+        them durable together with :meth:`sync_ledgers` (and the block's end
+        does). Readers see every append at once; only durability is batched."""
+        prev = self._defer_sync
+        self._set_defer(True)
+        try:
+            yield
+        finally:
+            self._set_defer(prev)
+            self.sync_ledgers()
+
+    def _set_defer(self, on: bool) -> None:
+        self._defer_sync = on
+        for led in self._ledgers.values():
+            led.defer_sync = on
+
+    def sync_ledgers(self) -> None:
+        """One fsync per ledger with deferred appends."""
+        for led in self._ledgers.values():
+            led.sync()
 
     @property
     def events(self) -> Ledger:

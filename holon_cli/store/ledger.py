@@ -80,6 +80,10 @@ class Ledger:
         self._cached_last: dict[str, Any] | None = None
         # (end offset, records, capacity, inode) of the last tail window
         self._tail_cache: tuple[int, list[dict[str, Any]], int, int | None] | None = None
+        # when set, appends skip their fsync until sync() (a caller batching
+        # several appends into one durable step, e.g. one turn round)
+        self.defer_sync = False
+        self._unsynced = False
 
     # -- writing ---------------------------------------------------------
     def _repair_tail(self, fd: int) -> int:
@@ -134,7 +138,10 @@ class Ledger:
                         f"short write to {self.path} ({n} of {len(data)} bytes)",
                         hint="check free disk space; the partial line is repaired on the next append",
                     )
-                os.fsync(fd)
+                if self.defer_sync:
+                    self._unsynced = True
+                else:
+                    os.fsync(fd)
                 self._cached_size = size + n
                 self._cached_last = rec
             finally:
@@ -142,6 +149,17 @@ class Ledger:
             if created:
                 fsync_dir(self.path.parent)
         return rec
+
+    def sync(self) -> None:
+        """Make appends made with ``defer_sync`` durable (one fsync)."""
+        if not self._unsynced:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced = False
 
     # -- reading ---------------------------------------------------------
     def _last_from_fd(self, fd: int, size: int) -> dict[str, Any] | None:

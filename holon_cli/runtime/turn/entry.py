@@ -140,7 +140,9 @@ def run_turn(
             resolve=resolve,
         )
         try:
-            return run.execute()
+            # appends become durable in batches: one per round (see TurnRun)
+            with store.deferred_sync():
+                return run.execute()
         except KeyboardInterrupt:
             # Ctrl-C: the message stays dequeued and the next turn replays it
             # from the journal; the agent must not look busy meanwhile

@@ -1,29 +1,52 @@
-"""The in-flight turn's journal (``state/turn_journal.json``): the
-conversation so far, usage, the attempt timeline, interjected messages and,
-once the turn has decided how it ends, its settlement.
+"""The in-flight turn's journal (``state/turn_journal.jsonl``): an
+append-only record of the turn, folded on replay into the conversation so
+far, usage, the attempt timeline, interjected messages and, once the turn has
+decided how it ends, its settlement.
+
+Records (compact JSON, one per line, ``v: 1``)::
+
+    {"op": "begin", "turn_id", "message_id"}       first line; starts a new file
+    {"op": "item", "item": <conversation item>}    a message, answer or tool result
+    {"op": "round", "rounds", "usage", "usage_reported", "attempts", "counted"}
+    {"op": "failure", "usage", "attempts"}         a provider failure's usage/attempts
+    {"op": "interject", "message_id"}
+    {"op": "settlement", "settlement": {...}}
 
 Invariants:
-- rewritten atomically after every step, so a replay after a crash sees every
-  tool result that was recorded and runs no recorded call again;
-- the settlement is saved before the terminal records (brief, transcript
+- appends are plain writes; :meth:`Journal.sync` makes them durable, once per
+  round together with the round's ledger records (the turn calls it before
+  the round's tool calls start), so a replay after a crash sees every tool
+  result that was recorded and runs no recorded call again;
+- a torn last line (a writer killed mid-append) is ignored on replay;
+- the settlement is durable before the terminal records (brief, transcript
   entry, ``turn_terminal`` event) are written; a replay that finds it writes
-  only the records that are missing and settles the queue entry, so a message
-  gets exactly one terminal and one result brief under any kill;
+  only the records that are missing and settles the queue entry, so a
+  message gets exactly one terminal and one result brief under any kill;
 - removed once the agent record reflects the settled turn.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any, cast
 
+from holon_cli.errors import CorruptStateError
 from holon_cli.model.turn import TurnSettlement
 from holon_cli.providers.base import ConversationItem, ToolCall
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import read_snapshot, write_snapshot
+from holon_cli.store.fsio import atomic_write_bytes, dumps
+
+JOURNAL_VERSION = 1
 
 
 def journal_path(store: AgentStore) -> Path:
+    return store.layout.state_dir / "turn_journal.jsonl"
+
+
+def _legacy_path(store: AgentStore) -> Path:
+    # the whole-file snapshot journal of earlier builds (read once on replay)
     return store.layout.state_dir / "turn_journal.json"
 
 
@@ -59,36 +82,115 @@ def item_from_dict(d: dict[str, Any]) -> ConversationItem:
     )
 
 
+def _zero() -> dict[str, int]:
+    return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
 class Journal:
-    """The in-flight turn's conversation, rewritten atomically after every step."""
+    """The in-flight turn, as appended records and their fold."""
 
     def __init__(self, store: AgentStore, turn_id: str, message_id: str) -> None:
         self.store = store
+        self.path = journal_path(store)
         self.turn_id = turn_id
         self.message_id = message_id
         self.items: list[ConversationItem] = []
-        self.provider_only: set[int] = set()
         self.rounds = 0
-        self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self.usage = _zero()
         self.usage_reported = False  # some provider answer carried token data
+        # successful rounds' usage and count: added to the agent's totals at settle
+        self.counted = {"input_tokens": 0, "output_tokens": 0, "rounds": 0}
         self.timeline: list[dict[str, Any]] = []
         self.interject_ids: list[str] = []
         self.settlement: TurnSettlement | None = None
+        self._dirty = False
+
+    # ------------------------------------------------------------- replay
 
     @classmethod
     def load(cls, store: AgentStore) -> Journal | None:
-        snap = read_snapshot(journal_path(store))
+        """The journal on disk, folded; ``None`` when there is none."""
+        path = journal_path(store)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return cls._load_legacy(store)
+        j: Journal | None = None
+        lines = raw.split(b"\n")
+        # the part after the last newline is a torn append (or empty): ignore it
+        for n, line in enumerate(lines[:-1], 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                raise CorruptStateError(
+                    f"{path}:{n}: damaged turn journal record",
+                    hint=f"remove {path}; the message is then replayed from its start",
+                    details={"path": str(path), "line": n},
+                ) from None
+            if rec.get("op") == "begin":
+                j = cls(store, str(rec.get("turn_id") or ""), str(rec["message_id"]))
+            elif j is not None:
+                j._apply(rec)
+        return j
+
+    @classmethod
+    def _load_legacy(cls, store: AgentStore) -> Journal | None:
+        from holon_cli.store.fsio import read_snapshot
+
+        snap = read_snapshot(_legacy_path(store))
         if not snap or not snap.get("message_id"):
             return None
         j = cls(store, str(snap.get("turn_id") or ""), str(snap["message_id"]))
         j.items = [item_from_dict(d) for d in snap.get("items", [])]
         j.rounds = int(snap.get("rounds", 0))
         j.usage = dict(snap.get("usage") or j.usage)
-        j.usage_reported = bool(snap.get("usage_reported", False))
         j.timeline = list(snap.get("timeline") or [])
         j.interject_ids = list(snap.get("interject_ids") or [])
-        j.settlement = cast("TurnSettlement | None", snap.get("settlement"))
+        j._rewrite()
         return j
+
+    def _rewrite(self) -> None:
+        """Write the folded state as a new journal file (upgrading a legacy one)."""
+        lines = [{"v": JOURNAL_VERSION, "op": "begin", "turn_id": self.turn_id}]
+        lines[0]["message_id"] = self.message_id
+        lines += [{"v": JOURNAL_VERSION, "op": "item", "item": item_to_dict(i)} for i in self.items]
+        lines.append(
+            {
+                "v": JOURNAL_VERSION,
+                "op": "round",
+                "rounds": self.rounds,
+                "usage": self.usage,
+                "usage_reported": self.usage_reported,
+                "counted": self.counted,
+                "attempts": self.timeline,
+            }
+        )
+        lines += [
+            {"v": JOURNAL_VERSION, "op": "interject", "message_id": m} for m in self.interject_ids
+        ]
+        atomic_write_bytes(self.path, "".join(dumps(r) + "\n" for r in lines).encode("utf-8"))
+        _legacy_path(self.store).unlink(missing_ok=True)
+
+    def _apply(self, rec: dict[str, Any]) -> None:
+        op = rec.get("op")
+        if op == "item":
+            self.items.append(item_from_dict(rec["item"]))
+        elif op == "round":
+            self.rounds = int(rec["rounds"])
+            self.usage = dict(rec["usage"])
+            self.usage_reported = bool(rec.get("usage_reported"))
+            self.counted = dict(rec.get("counted") or self.counted)
+            self.timeline.extend(rec.get("attempts") or [])
+        elif op == "failure":
+            self.usage = dict(rec["usage"])
+            self.usage_reported = bool(rec.get("usage_reported"))
+            self.timeline.extend(rec.get("attempts") or [])
+        elif op == "interject":
+            self.interject_ids.append(str(rec["message_id"]))
+        elif op == "settlement":
+            self.settlement = cast(TurnSettlement, rec["settlement"])
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:
@@ -98,32 +200,47 @@ class Journal:
         j.turn_id = turn_id
         return j
 
-    def save(self) -> None:
-        snap: dict[str, Any] = {
-            "v": 1,
-            "turn_id": self.turn_id,
-            "message_id": self.message_id,
-            "rounds": self.rounds,
-            "usage": self.usage,
-            "usage_reported": self.usage_reported,
-            "timeline": self.timeline,
-            "interject_ids": self.interject_ids,
-            "items": [
-                item_to_dict(it) for i, it in enumerate(self.items) if i not in self.provider_only
-            ],
-        }
-        if self.settlement is not None:
-            snap["settlement"] = self.settlement
-        write_snapshot(journal_path(self.store), snap)
+    # ------------------------------------------------------------ writing
 
-    def clear(self) -> None:
+    def begin(self) -> None:
+        """Start a new journal file for this message (replaces any older one)."""
+        rec = {"v": JOURNAL_VERSION, "op": "begin", "turn_id": self.turn_id}
+        rec["message_id"] = self.message_id
+        atomic_write_bytes(self.path, (dumps(rec) + "\n").encode("utf-8"))
         try:
-            journal_path(self.store).unlink()
+            _legacy_path(self.store).unlink()
         except FileNotFoundError:
             pass
 
-    def recorded_results(self) -> dict[str, ConversationItem]:
-        return {it.call_id: it for it in self.items if it.role == "tool" and it.call_id}
+    def _append(self, rec: dict[str, Any]) -> None:
+        data = (dumps({"v": JOURNAL_VERSION, **rec}) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        self._dirty = True
+
+    def sync(self) -> None:
+        """Make every append so far durable (one fsync)."""
+        if not self._dirty:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
+
+    def add_item(self, item: ConversationItem) -> None:
+        self.items.append(item)
+        self._append({"op": "item", "item": item_to_dict(item)})
+
+    def add_provider_only(self, item: ConversationItem) -> None:
+        """An item the model sees this turn but a replay does not (reminders)."""
+        self.items.append(item)
 
     def add_usage(self, usage: dict[str, Any] | None) -> None:
         if not usage:
@@ -131,3 +248,55 @@ class Journal:
         self.usage_reported = True
         for k in self.usage:
             self.usage[k] += int(usage.get(k, 0))
+
+    def record_round(self, usage: dict[str, Any] | None, attempts: list[dict[str, Any]]) -> None:
+        """A successful provider round: its usage, its attempts, the round count."""
+        self.add_usage(usage)
+        self.timeline.extend(attempts)
+        self.rounds += 1
+        u = usage or {}
+        self.counted["input_tokens"] += int(u.get("input_tokens", 0))
+        self.counted["output_tokens"] += int(u.get("output_tokens", 0))
+        self.counted["rounds"] += 1
+        self._append(
+            {
+                "op": "round",
+                "rounds": self.rounds,
+                "usage": self.usage,
+                "usage_reported": self.usage_reported,
+                "counted": self.counted,
+                "attempts": attempts,
+            }
+        )
+
+    def record_failure(self, usage: dict[str, Any] | None, attempts: list[dict[str, Any]]) -> None:
+        self.add_usage(usage)
+        self.timeline.extend(attempts)
+        self._append(
+            {
+                "op": "failure",
+                "usage": self.usage,
+                "usage_reported": self.usage_reported,
+                "attempts": attempts,
+            }
+        )
+
+    def add_interject(self, message_id: str) -> None:
+        self.interject_ids.append(message_id)
+        self._append({"op": "interject", "message_id": message_id})
+
+    def settle(self, settlement: TurnSettlement) -> None:
+        """Save how the turn ends, durably, before any terminal record."""
+        self.settlement = settlement
+        self._append({"op": "settlement", "settlement": settlement})
+        self.sync()
+
+    def clear(self) -> None:
+        for p in (self.path, _legacy_path(self.store)):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+
+    def recorded_results(self) -> dict[str, ConversationItem]:
+        return {it.call_id: it for it in self.items if it.role == "tool" and it.call_id}

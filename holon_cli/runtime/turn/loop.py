@@ -145,6 +145,11 @@ class TurnRun:
                 done = self.decide_stop(rnd)
         return self.settle()
 
+    def make_durable(self) -> None:
+        """One fsync batch: the ledgers' deferred appends and the journal."""
+        self.store.sync_ledgers()
+        self.journal.sync()
+
     # ---------------------------------------------------------------- start
 
     def start(self) -> None:
@@ -183,9 +188,10 @@ class TurnRun:
         }
         self.rec.event("message_processing_started", started)
         if self.fresh:
-            self.journal.items.append(first_user_item(msg))
+            self.journal.begin()
+            self.journal.add_item(first_user_item(msg))
             self.rec.message_entry(msg)
-            self.journal.save()
+        self.make_durable()
         self.ws = workspace_for(self.store.layout.home, self.state)
         self.is_default = (
             agent_rec["identity"]["kind"] == "default" or self.store.agent_id == default_agent_id()
@@ -212,7 +218,7 @@ class TurnRun:
         for call in last.tool_calls:
             if call.id not in recorded:
                 content = render_error(call.name, _INTERRUPTED)
-                self.journal.items.append(
+                self.journal.add_item(
                     ConversationItem(
                         "tool", content, call_id=call.id, name=call.name, is_error=True
                     )
@@ -225,7 +231,6 @@ class TurnRun:
                     output=content,
                     error={"kind": "interrupted"},
                 )
-        self.journal.save()
         return False
 
     # --------------------------------------------------------- build prompt
@@ -295,9 +300,8 @@ class TurnRun:
         self.result.failure_artifact = artifact
         self.result.failure_kind = getattr(failure.last, "kind", None)
         tl = failure.timeline
-        self.journal.timeline.extend(tl.get("attempts", []))
         usage = failure.usage.to_dict() if failure.usage is not None else None
-        self.journal.add_usage(usage)
+        self.journal.record_failure(usage, list(tl.get("attempts", [])))
         summary = artifact.get("summary", str(failure))
         error_data: RuntimeErrorData = {
             "error": summary,
@@ -319,14 +323,12 @@ class TurnRun:
     # --------------------------------------------------------- record round
 
     def record_round(self, rnd: _Round) -> None:
-        """The model's answer becomes durable: events, transcript, agent
-        totals, journal."""
+        """The model's answer becomes durable: events, transcript, journal (one
+        fsync batch). The agent's totals are updated once, at settle."""
         resp = rnd.response
         tl = rnd.chain.timeline
-        self.journal.timeline.extend(tl.get("attempts", []))
         usage = _usage_dict(resp.usage)
-        self.journal.add_usage(usage if resp.usage else None)
-        self.journal.rounds += 1
+        self.journal.record_round(usage if resp.usage else None, list(tl.get("attempts", [])))
         round_no = self.journal.rounds
         calls = resp.tool_calls
         round_data: ProviderRoundCompletedData = {
@@ -361,16 +363,10 @@ class TurnRun:
             work_item_id=self.focus,
         )
 
-        def add_totals(st: dict[str, Any]) -> None:
-            st["total_input_tokens"] = int(st.get("total_input_tokens", 0)) + usage["input_tokens"]
-            st["total_output_tokens"] = (
-                int(st.get("total_output_tokens", 0)) + usage["output_tokens"]
-            )
-            st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + 1
-
-        self.store.update_state(add_totals)
-        self.journal.items.append(ConversationItem("assistant", resp.text, list(calls)))
-        self.journal.save()
+        self.journal.add_item(ConversationItem("assistant", resp.text, list(calls)))
+        # the round (and the previous round's tool results) durable together,
+        # before its tool calls start
+        self.make_durable()
 
     # ------------------------------------------------------------ run tools
 
@@ -446,12 +442,11 @@ class TurnRun:
             duration_ms=tool_ms,
             work_item_id=work_item_id,
         )
-        self.journal.items.append(
+        self.journal.add_item(
             ConversationItem(
                 "tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok
             )
         )
-        self.journal.save()
 
     # ----------------------------------------------------- take interjects
 
@@ -459,11 +454,10 @@ class TurnRun:
         """Safe point: trusted operator interjections join the running turn."""
         for ie in q.take_interjects(self.store, self.turn_id):
             env = ie["envelope"]
-            self.journal.interject_ids.append(env["id"])
-            self.journal.items.append(ConversationItem("user", render_message(env)))
+            self.journal.add_interject(env["id"])
+            self.journal.add_item(ConversationItem("user", render_message(env)))
             self.rec.message_entry(env, interject=True)
             self.rec.event("message_interjected", {"into_message_id": self.mid}, message=env)
-            self.journal.save()
 
     # ---------------------------------------------------------- decide stop
 
@@ -482,8 +476,7 @@ class TurnRun:
             return True
         reminder = wi.stale_reminder(self.store, self.rounds_since_mutation)
         if reminder:
-            self.journal.provider_only.add(len(self.journal.items))
-            self.journal.items.append(ConversationItem("user", reminder))
+            self.journal.add_provider_only(ConversationItem("user", reminder))
             self.rec.event(
                 "work_item_stale_reminder",
                 {"rounds_without_mutation": self.rounds_since_mutation},
@@ -500,9 +493,9 @@ class TurnRun:
         s = self.journal.settlement
         replaying = s is not None
         if s is None:
+            self.make_durable()  # the last round's tool results first
             s = self._decide_settlement()
-            self.journal.settlement = s
-            self.journal.save()
+            self.journal.settle(s)
         self.result.closure = s["closure"]
         self.result.final_text = s["final_text"]
         self.result.status = s["status"]
@@ -518,6 +511,7 @@ class TurnRun:
         )
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
         self.result.duration_ms = int(s.get("duration_ms", 0))
+        self.store.sync_ledgers()  # the terminal records are durable before the queue settles
         q.settle(
             self.store,
             self.mid,
@@ -526,6 +520,7 @@ class TurnRun:
         )
         for iid in self.journal.interject_ids:
             q.settle(self.store, iid, "processed", turn_id=s["turn_id"], reason="interject")
+        self.store.sync_ledgers()
         finish_agent_state(self.store, s, self.journal)
         self.journal.clear()
         return self.result
@@ -675,7 +670,13 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
     completed_at = s.get("completed_at") or clock.now_iso()
     turn_skills: dict[str, dict[str, Any]] = s.get("turn_skills") or {}
 
+    counted = journal.counted
+
     def finish(st: dict[str, Any]) -> None:
+        # the turn's successful rounds join the agent's totals once, here
+        st["total_input_tokens"] = int(st.get("total_input_tokens", 0)) + counted["input_tokens"]
+        st["total_output_tokens"] = int(st.get("total_output_tokens", 0)) + counted["output_tokens"]
+        st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + counted["rounds"]
         if st["status"] not in HELD_STATUSES:
             st["status"] = "asleep" if sleep else "awake_idle"
             st["status_changed_at"] = completed_at
