@@ -17,6 +17,7 @@ from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.turn import loop as turn_loop
 from holon_cli.runtime.turn import run_turn
+from holon_cli.runtime.turn import settle as turn_settle
 from holon_cli.runtime.turn.journal import journal_path
 from holon_cli.store.agent_store import AgentStore
 
@@ -57,7 +58,7 @@ def test_kill_before_queue_settle_completes_the_message_once(
     env = admit("do it")
     store = open_agent(None)
     real_settle, real_transcript = q.settle, turn_loop.TurnRecorder.transcript
-    real_brief = turn_loop.write_brief
+    real_brief = turn_settle.write_brief
 
     def kill(*a: Any, **k: Any) -> None:
         raise Killed
@@ -70,7 +71,7 @@ def test_kill_before_queue_settle_completes_the_message_once(
             real_brief(*a, **k)
             raise Killed
 
-        monkeypatch.setattr(turn_loop, "write_brief", brief_then_kill)
+        monkeypatch.setattr(turn_settle, "write_brief", brief_then_kill)
     else:
 
         def transcript_then_kill(self: Any, kind: str, **f: Any) -> None:
@@ -82,7 +83,7 @@ def test_kill_before_queue_settle_completes_the_message_once(
     with pytest.raises(Killed):
         run_turn(None, cli_model=model)
     monkeypatch.setattr(q, "settle", real_settle)
-    monkeypatch.setattr(turn_loop, "write_brief", real_brief)
+    monkeypatch.setattr(turn_settle, "write_brief", real_brief)
     monkeypatch.setattr(turn_loop.TurnRecorder, "transcript", real_transcript)
     assert q.load(store).in_flight(), "the kill left the message dequeued"
 

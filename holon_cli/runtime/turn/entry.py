@@ -14,9 +14,10 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents import agent_ids, open_agent
 from holon_cli.runtime.models import candidates
 from holon_cli.runtime.turn.journal import Journal
-from holon_cli.runtime.turn.loop import TurnRun, finish_agent_state
+from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.preflight import resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
+from holon_cli.runtime.turn.settle import finish_agent_state
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:

@@ -1,0 +1,126 @@
+"""Settling a turn: its terminal records (written exactly once per message,
+also when a replay finds a settlement saved before a kill) and the settled
+turn recorded on the agent (never over an operator's stop or pause)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.model.events import TurnTerminalData
+from holon_cli.model.turn import TurnSettlement
+from holon_cli.runtime.briefs import write_brief
+from holon_cli.runtime.turn.journal import Journal
+from holon_cli.runtime.turn.recorder import TurnRecorder
+from holon_cli.store.agent_store import AgentStore
+
+
+def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
+    return any(match(r) for r in store.ledger(ledger).tail(64))
+
+
+def write_terminal(
+    store: AgentStore,
+    msg: dict[str, Any],
+    s: TurnSettlement,
+    journal: Journal,
+    t_cleanup: float,
+    t_start: float,
+    replaying: bool,
+) -> None:
+    """The terminal records of a settled turn: the brief, the transcript's
+    ``turn_terminal`` and the ``turn_terminal`` event. When ``replaying`` a
+    settlement found in the journal, a record already written is not
+    written again (exactly once per message under any kill)."""
+    tid = s["turn_id"]
+    mid = msg["id"]
+    rec = TurnRecorder(store, msg, tid)
+    brief = s.get("brief")
+    if brief and not (
+        replaying
+        and _already(
+            store, "briefs", lambda r: r.get("turn_id") == tid and r.get("kind") == brief["kind"]
+        )
+    ):
+        write_brief(
+            store,
+            kind=brief["kind"],
+            text=brief["text"],
+            visibility=brief["visibility"],
+            related_message_id=mid,
+            turn_id=tid,
+            work_item_id=brief.get("work_item_id"),
+        )
+    cleanup_ms = round((time.monotonic() - t_cleanup) * 1000, 3)
+    if "duration_ms" not in s:
+        s["duration_ms"] = int((time.monotonic() - t_start) * 1000)
+        s["completed_at"] = clock.now_iso()
+    completed_at = s["completed_at"]
+    duration_ms = s["duration_ms"]
+    is_terminal = lambda r: r.get("kind") == "turn_terminal" and r.get("turn_id") == tid  # noqa: E731
+    if not (replaying and _already(store, "transcript", is_terminal)):
+        rec.transcript(
+            "turn_terminal",
+            turn_index=s["turn_index"],
+            completed_at=completed_at,
+            duration_ms=duration_ms,
+            status=s["status"],
+            text=s["final_text"],
+            closure=s["closure"],
+        )
+    if not (replaying and _already(store, "events", is_terminal)):
+        terminal: TurnTerminalData = {
+            "turn_index": s["turn_index"],
+            "status": s["status"],
+            "completed_at": completed_at,
+            "duration_ms": duration_ms,
+            "cleanup_ms": cleanup_ms,
+            "last_assistant_message": s["final_text"][:2000],
+            "closure": s["closure"],
+            "model_rounds": journal.rounds,
+            "token_usage": journal.usage,
+            "failure_kind": s.get("failure_kind"),
+        }
+        rec.event("turn_terminal", terminal)
+
+
+def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -> None:
+    """Record the settled turn on the agent. Status moves from running to idle
+    or asleep only; an operator's stop or pause made meanwhile holds."""
+    sleep = s.get("sleep")
+    completed_at = s.get("completed_at") or clock.now_iso()
+    turn_skills: dict[str, dict[str, Any]] = s.get("turn_skills") or {}
+
+    counted = journal.counted
+
+    def finish(st: dict[str, Any]) -> None:
+        # the turn's successful rounds join the agent's totals once, here
+        st["total_input_tokens"] = int(st.get("total_input_tokens", 0)) + counted["input_tokens"]
+        st["total_output_tokens"] = int(st.get("total_output_tokens", 0)) + counted["output_tokens"]
+        st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + counted["rounds"]
+        if st["status"] not in HELD_STATUSES:
+            st["status"] = "asleep" if sleep else "awake_idle"
+            st["status_changed_at"] = completed_at
+        st["current_run_id"] = None
+        st["current_run_pid"] = None
+        st["last_turn_at"] = completed_at
+        st["last_closure"] = s["closure"]
+        if s["status"] == "completed" and journal.usage_reported:
+            # the spec: the most recent completed turn that reported token data
+            st["last_turn_token_usage"] = dict(journal.usage)
+        if turn_skills:
+            # successful turn completion promotes turn-active skills to session-active
+            merged = {a["skill"]: a for a in st.get("active_skills") or []}
+            for name, a in turn_skills.items():
+                merged[name] = {k: v for k, v in a.items() if k != "state"}
+            st["active_skills"] = list(merged.values())
+        if sleep:
+            st["sleep_reason"] = sleep.get("reason") or "model_sleep"
+            duration = sleep.get("duration_ms")
+            if duration:
+                st["sleeping_until"] = clock.iso(clock.now() + int(duration) / 1000)
+
+    store.update_state(finish)
