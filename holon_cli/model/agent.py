@@ -3,7 +3,7 @@ Contract and AgentState), as plain dicts with defaults and validation."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 AGENT_KINDS = ("default", "named", "child")
 VISIBILITIES = ("public", "private")
@@ -25,56 +25,55 @@ HELD_STATUSES = ("stopped", "paused")
 
 AGENT_RECORD_VERSION = 1
 
-AgentStatus = Literal[
-    "booting", "awake_idle", "awake_running", "awaiting_task", "asleep", "paused", "stopped"
-]
+if TYPE_CHECKING:
+    # type-only: the record shapes cost nothing at import (enqueue imports this module)
+    AgentStatus = Literal[
+        "booting", "awake_idle", "awake_running", "awaiting_task", "asleep", "paused", "stopped"
+    ]
 
+    class AgentIdentity(TypedDict):
+        agent_id: str
+        kind: str  # one of AGENT_KINDS
+        visibility: str  # one of VISIBILITIES
+        ownership: str  # one of OWNERSHIPS
+        profile_preset: str
+        lineage_parent_agent_id: str | None
+        created_at: str
+        template: dict[str, Any] | None
 
-class AgentIdentity(TypedDict):
-    agent_id: str
-    kind: str  # one of AGENT_KINDS
-    visibility: str  # one of VISIBILITIES
-    ownership: str  # one of OWNERSHIPS
-    profile_preset: str
-    lineage_parent_agent_id: str | None
-    created_at: str
-    template: dict[str, Any] | None
+    class AgentState(TypedDict):
+        """The spec's AgentState as stored in ``state/agent.json``."""
 
+        status: AgentStatus
+        status_changed_at: str
+        sleeping_until: str | None
+        current_run_id: str | None
+        current_work_item_id: str | None
+        last_wake_reason: str | None
+        last_brief_at: str | None
+        last_turn_at: str | None
+        total_message_count: int
+        total_input_tokens: int
+        total_output_tokens: int
+        total_model_rounds: int
+        last_turn_token_usage: dict[str, int] | None
+        model_override: str | None
+        attached_workspaces: list[str]
+        active_workspace_id: str | None
+        workspace_anchor: str | None
+        cwd: str | None
+        pending_wake_hint: Any
+        sleep_reason: str | None
+        last_closure: dict[str, Any] | None  # a model.turn.ClosureDecision
+        turn_index: int
+        # written once a turn or a skill needs them
+        current_run_pid: NotRequired[int | None]
+        active_skills: NotRequired[list[dict[str, Any]]]
 
-class AgentState(TypedDict):
-    """The spec's AgentState as stored in ``state/agent.json``."""
-
-    status: AgentStatus
-    status_changed_at: str
-    sleeping_until: str | None
-    current_run_id: str | None
-    current_work_item_id: str | None
-    last_wake_reason: str | None
-    last_brief_at: str | None
-    last_turn_at: str | None
-    total_message_count: int
-    total_input_tokens: int
-    total_output_tokens: int
-    total_model_rounds: int
-    last_turn_token_usage: dict[str, int] | None
-    model_override: str | None
-    attached_workspaces: list[str]
-    active_workspace_id: str | None
-    workspace_anchor: str | None
-    cwd: str | None
-    pending_wake_hint: Any
-    sleep_reason: str | None
-    last_closure: dict[str, Any] | None  # a model.turn.ClosureDecision
-    turn_index: int
-    # written once a turn or a skill needs them
-    current_run_pid: NotRequired[int | None]
-    active_skills: NotRequired[list[dict[str, Any]]]
-
-
-class AgentRecord(TypedDict):
-    v: int
-    identity: AgentIdentity
-    state: AgentState
+    class AgentRecord(TypedDict):
+        v: int
+        identity: AgentIdentity
+        state: AgentState
 
 
 def new_agent_record(

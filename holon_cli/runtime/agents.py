@@ -12,14 +12,17 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import __version__, clock
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
-from holon_cli.model.agent import AgentRecord, lifecycle_hint, new_agent_record
+from holon_cli.model.agent import lifecycle_hint, new_agent_record
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
 from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, validate_agent_id
+
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentRecord
 
 HOME_VERSION = 1
 

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
 from holon_cli.model.agent import AGENT_RECORD_VERSION
-from holon_cli.model.events import EventKind
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.inbox import Inbox
 from holon_cli.store.layout import AgentLayout
 from holon_cli.store.ledger import Ledger
 from holon_cli.store.locks import HeldLock, locked
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import EventKind
 
 EVENT_VERSION = 1
 

@@ -3,11 +3,13 @@ the model): failed, waiting, continuable or completed, plus the posture."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from holon_cli.model.turn import ClosureDecision, RuntimePosture, SleepRequestDict, WorkSignal
 from holon_cli.runtime import workitems as wi
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.turn import ClosureDecision, RuntimePosture, SleepRequestDict, WorkSignal
 
 
 def derive_closure(

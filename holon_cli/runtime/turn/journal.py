@@ -30,13 +30,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.model.turn import TurnSettlement
 from holon_cli.providers.base import ConversationItem, ToolCall
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_bytes, dumps
+
+if TYPE_CHECKING:
+    from holon_cli.model.turn import TurnSettlement
 
 JOURNAL_VERSION = 1
 
@@ -190,7 +192,7 @@ class Journal:
         elif op == "interject":
             self.interject_ids.append(str(rec["message_id"]))
         elif op == "settlement":
-            self.settlement = cast(TurnSettlement, rec["settlement"])
+            self.settlement = cast("TurnSettlement", rec["settlement"])
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:

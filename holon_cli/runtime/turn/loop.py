@@ -19,15 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
-from holon_cli.model.events import (
-    AssistantRoundRecordedData,
-    MessageProcessingStartedData,
-    ProviderRoundCompletedData,
-    RuntimeErrorData,
-    ToolExecutedData,
-    TurnContextBuiltData,
-)
-from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
 from holon_cli.providers.base import ConversationItem, ModelResponse, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
@@ -50,6 +41,15 @@ from holon_cli.store.layout import default_agent_id
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult, execute, render_error
 
 if TYPE_CHECKING:
+    from holon_cli.model.events import (
+        AssistantRoundRecordedData,
+        MessageProcessingStartedData,
+        ProviderRoundCompletedData,
+        RuntimeErrorData,
+        ToolExecutedData,
+        TurnContextBuiltData,
+    )
+    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
     from holon_cli.providers.chain import ChainResult
     from holon_cli.tools.catalog import ToolCatalog
 

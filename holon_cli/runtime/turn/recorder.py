@@ -5,12 +5,14 @@ message ids. The loop says *what* happened; this says where it is written."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.envelope import body_text, origin_label
-from holon_cli.model.events import EventKind
 from holon_cli.runtime.briefs import write_transcript
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import EventKind
 
 
 class TurnRecorder:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import HolonError
-from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
+
+if TYPE_CHECKING:
+    from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
 
 
 def zero_usage() -> dict[str, int]:

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
-from holon_cli.model.events import TurnTerminalData
-from holon_cli.model.turn import TurnSettlement
 from holon_cli.runtime.briefs import write_brief
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.recorder import TurnRecorder
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import TurnTerminalData
+    from holon_cli.model.turn import TurnSettlement
 
 
 def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
