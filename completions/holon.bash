@@ -11,7 +11,7 @@ _holon_command() {
     cmds='' opts='' vopts='' nargs=0
     case $1 in
     '')
-        cmds='agent completion debug enqueue home run status tail task tick transcript turn workitem'
+        cmds='agent completion debug enqueue home queue run status tail task tick transcript turn workitem'
         opts='--version -V --help -h'
         ;;
     'agent')
@@ -86,6 +86,19 @@ _holon_command() {
         ;;
     'home path')
         opts='--json --help -h'
+        ;;
+    'queue')
+        cmds='list requeue'
+        opts='--help -h'
+        ;;
+    'queue list')
+        opts='--agent -a --status -s --limit -n --json --help -h'
+        vopts='--agent -a --status -s --limit -n'
+        ;;
+    'queue requeue')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        nargs='1'
         ;;
     'run')
         opts='--agent -a --create-agent --model -m --max-turns --no-wait-for-tasks --workspace-root --cwd --keep-agent --json --help -h'
@@ -201,6 +214,7 @@ _holon_values() {
     'completion:#0') kind=words vals='bash zsh fish' ;;
     'enqueue:--kind'|'enqueue:-k') kind=words vals='operator_prompt channel_event webhook_event callback_event timer_tick system_tick task_result task_status control brief_ack brief_result internal_followup' ;;
     'enqueue:--priority'|'enqueue:-p') kind=words vals='interject next normal background' ;;
+    'queue list:--status'|'queue list:-s') kind=words vals='unfinished queued dequeued aborted processed all' ;;
     'run:--workspace-root') kind=dir ;;
     'run:--cwd') kind=dir ;;
     'workitem create:--plan-file') kind=file ;;

@@ -11,7 +11,7 @@ function __holon_is
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l cmdpath
-    set -l cmds agent completion debug enqueue home run status tail task tick transcript turn workitem
+    set -l cmds agent completion debug enqueue home queue run status tail task tick transcript turn workitem
     set -l vopts
     set -l nargs 0
     set -l pending 0
@@ -44,6 +44,12 @@ function __holon_is
                     set vopts --agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id
                 case 'home'
                     set cmds check init path
+                case 'queue'
+                    set cmds list requeue
+                case 'queue list'
+                    set vopts --agent -a --status -s --limit -n
+                case 'queue requeue'
+                    set vopts --agent -a
                 case 'run'
                     set vopts --agent -a --model -m --max-turns --workspace-root --cwd
                 case 'status'
@@ -112,6 +118,7 @@ complete -c holon -f -n "__holon_is '' 0" -a completion -d 'Print the completion
 complete -c holon -f -n "__holon_is '' 0" -a debug -d 'Inspect what the runtime would send and where time went'
 complete -c holon -f -n "__holon_is '' 0" -a enqueue -d 'Admit a message into an agent\'s queue and print its id'
 complete -c holon -f -n "__holon_is '' 0" -a home -d 'Manage the state home ($HOLON_HOME, default ~/.holon)'
+complete -c holon -f -n "__holon_is '' 0" -a queue -d 'Inspect an agent\'s message queue and requeue aborted messages'
 complete -c holon -f -n "__holon_is '' 0" -a run -d 'Run TEXT to completion on a temporary private agent and print the answer'
 complete -c holon -f -n "__holon_is '' 0" -a status -d 'Show an agent\'s summary: status, pending messages, focus, tokens'
 complete -c holon -f -n "__holon_is '' 0" -a tail -d 'Print an agent\'s event ledger; every event has an increasing event_seq'
@@ -215,7 +222,7 @@ complete -c holon -n "__holon_is 'debug prompt' 0+" -f
 # holon enqueue
 complete -c holon -n "__holon_is 'enqueue'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
 complete -c holon -n "__holon_is 'enqueue'" -l kind -s k -r -f -a 'operator_prompt channel_event webhook_event callback_event timer_tick system_tick task_result task_status control brief_ack brief_result internal_followup' -d 'Message kind: operator_prompt, channel_event, webhook_event, callback_event, timer_tick, system_tick, task_result, task_status, control, brief_ack, brief_result, internal_followup (default from the origin)'
-complete -c holon -n "__holon_is 'enqueue'" -l origin -s o -r -d 'operator[:ACTOR], channel:ID, webhook:SOURCE, callback:DESCRIPTOR, timer:ID, system:SUBSYSTEM or task:ID (default: operator)'
+complete -c holon -n "__holon_is 'enqueue'" -l origin -s o -r -d 'operator[:ACTOR], channel:ID, webhook:SOURCE or callback:DESCRIPTOR (default: operator)'
 complete -c holon -n "__holon_is 'enqueue'" -l priority -s p -r -f -a 'interject next normal background' -d 'One of: interject, next, normal, background'
 complete -c holon -n "__holon_is 'enqueue'" -l json-body -d 'TEXT is a JSON document; the body becomes {type: json, value}'
 complete -c holon -n "__holon_is 'enqueue'" -l work-item -r -d 'Bind the message to this work item'
@@ -246,6 +253,26 @@ complete -c holon -n "__holon_is 'home init' 0+" -f
 complete -c holon -n "__holon_is 'home path'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'home path'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'home path' 0+" -f
+
+# holon queue
+complete -c holon -n "__holon_is 'queue'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'queue' 0" -a list -d 'List messages with their status, kind, origin and attempts'
+complete -c holon -f -n "__holon_is 'queue' 0" -a requeue -d 'Re-admit an aborted message so the next turn runs it again'
+complete -c holon -f -n "__holon_is 'queue' 1+"
+
+# holon queue list
+complete -c holon -n "__holon_is 'queue list'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'queue list'" -l status -s s -r -f -a 'unfinished queued dequeued aborted processed all' -d 'unfinished = queued, dequeued (a turn holds it) and aborted'
+complete -c holon -n "__holon_is 'queue list'" -l limit -s n -r -d 'Show the last N'
+complete -c holon -n "__holon_is 'queue list'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'queue list'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'queue list' 0+" -f
+
+# holon queue requeue
+complete -c holon -n "__holon_is 'queue requeue'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'queue requeue'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'queue requeue'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'queue requeue' 1+" -f
 
 # holon run
 complete -c holon -n "__holon_is 'run'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'

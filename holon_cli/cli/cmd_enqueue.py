@@ -23,7 +23,7 @@ from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
     "--origin",
     "-o",
     metavar="ORIGIN",
-    help="operator[:ACTOR], channel:ID, webhook:SOURCE, callback:DESCRIPTOR, timer:ID, system:SUBSYSTEM or task:ID (default: operator).",
+    help="operator[:ACTOR], channel:ID, webhook:SOURCE or callback:DESCRIPTOR (default: operator). The kind must belong to the origin; system, task and timer origins are admitted only by the runtime.",
 )
 @click.option(
     "--priority",
@@ -79,10 +79,17 @@ def enqueue(
             raise UsageError(
                 "no message given", hint="pass TEXT, or `-` to read the message from stdin"
             )
+        # read bytes: decoding is admission's job, with one clear error for
+        # anything that is not UTF-8 (the text stream would surrogate-escape)
+        raw = sys.stdin.buffer.read()
         try:
-            text = sys.stdin.read()
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise UsageError("stdin is not valid UTF-8 text") from None
+            raise UsageError(
+                "message is not valid UTF-8",
+                hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
+                kind="invalid_utf8",
+            ) from None
     env = admit(
         text,
         agent_id=agent_id,
@@ -93,6 +100,7 @@ def enqueue(
         work_item_id=work_item_id,
         correlation_id=correlation_id,
         causation_id=causation_id,
+        ingest_now=True,
     )
     if as_json:
         output.emit_json(env)

@@ -23,6 +23,11 @@ EventKind = Literal[
     "workspace_bound",
     # queue
     "inbox_message_rejected",
+    "inbox_message_quarantined",
+    "inbox_message_corrected",
+    "queue_ledger_truncated",
+    "queue_rebuilt_from_inbox",
+    "message_requeued",
     "message_admitted",
     "message_replayed",
     "message_interjected",
@@ -100,6 +105,12 @@ ErrorKind = (
         "work_item_not_owned",
         "work_item_completed",
         "input_refused",
+        # admission and queue (store)
+        "invalid_utf8",
+        "kind_origin_mismatch",
+        "origin_not_admissible",
+        "message_not_found",
+        "not_requeueable",
     ]
     | ProviderFailureKind
 )

@@ -32,9 +32,9 @@ def write_brief(
 ) -> dict[str, Any]:
     assert kind in BRIEF_KINDS and visibility in VISIBILITIES
     rec: dict[str, Any] = {
-        "v": 1,
+        "v": 2,  # v2: snake_case field names (v1: agentId, workItemId, related*Id)
         "id": clock.new_id("brf"),
-        "agentId": store.agent_id,
+        "agent_id": store.agent_id,
         "at": clock.now_iso(),
         "kind": kind,
         "visibility": visibility,
@@ -42,9 +42,9 @@ def write_brief(
     }
     for k, v in (
         ("title", title),
-        ("workItemId", work_item_id),
-        ("relatedMessageId", related_message_id),
-        ("relatedTaskId", related_task_id),
+        ("work_item_id", work_item_id),
+        ("related_message_id", related_message_id),
+        ("related_task_id", related_task_id),
         ("attachments", attachments),
         ("turn_id", turn_id),
     ):

@@ -1,27 +1,57 @@
 """Message admission: normalize an envelope and deliver it to the agent inbox.
 
-Admission never takes a lock (Maildir delivery), so any number of concurrent
-``holon enqueue`` processes proceed in parallel. When :func:`admit` returns,
-the message is durable; ingestion into the queue ledger happens at the next
-``tick``/``turn``/``serve`` pass.
+Admission never waits for a lock (Maildir delivery), so any number of
+concurrent ``holon enqueue`` processes proceed in parallel. When :func:`admit`
+returns, the message is durable; ingestion into the queue ledger happens at
+the next ``tick``/``turn``/``serve`` pass (or at once, see ``ingest_now``).
+
+:func:`admit` is the one admission function: every producer (CLI, ``run``,
+the model's ``Enqueue`` tool, ticks, timers, task rejoin, serve) names its
+admission surface (``delivery_surface`` + ``admission_context``), and the
+envelope module's policy decides which kinds and origins that surface may
+admit. Runtime-owned origins (``system``, ``task``, ``timer``) need
+``admission_context="runtime_owned"``, which the CLI never passes.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, UsageError
 from holon_cli.model.agent import lifecycle_hint
-from holon_cli.model.envelope import build_envelope, check_kind, check_priority, parse_origin
+from holon_cli.model.envelope import (
+    Envelope,
+    Origin,
+    build_envelope,
+    check_kind,
+    check_priority,
+    parse_origin,
+)
 from holon_cli.runtime.agents import open_agent
 from holon_cli.store.agent_store import AgentStore
 
 MAX_BODY_BYTES = 1_000_000
 
 
+def check_utf8(text: Any, what: str = "message") -> str:
+    """Text that came from argv or stdin (surrogate-escaped bytes) must be UTF-8."""
+    if not isinstance(text, str):
+        raise UsageError(f"{what} must be text, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(
+            f"{what} is not valid UTF-8",
+            hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
+            kind="invalid_utf8",
+        ) from None
+    return text
+
+
 def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
+    check_utf8(text)
     if len(text.encode("utf-8")) > MAX_BODY_BYTES:
         raise UsageError(
             f"message body is larger than {MAX_BODY_BYTES} bytes",
@@ -61,7 +91,7 @@ def admit(
     agent_id: str | None = None,
     json_body: bool = False,
     kind: str | None = None,
-    origin: str | dict[str, Any] | None = None,
+    origin: str | Origin | dict[str, Any] | None = None,
     priority: str = "normal",
     work_item_id: str | None = None,
     task_id: str | None = None,
@@ -72,15 +102,51 @@ def admit(
     metadata: dict[str, Any] | None = None,
     source_refs: dict[str, str] | None = None,
     store: AgentStore | None = None,
-) -> dict[str, Any]:
-    """Validate, normalize and durably deliver one message. Returns the envelope."""
+    ingest_now: bool = False,
+) -> Envelope:
+    """Validate, normalize and durably deliver one message. Returns the envelope.
+
+    Every bad value raises the project's :class:`UsageError` (exit 2) before
+    anything is created on disk; a stopped agent raises :class:`RejectedError`.
+
+    With ``ingest_now`` the message is also moved into the queue at once when
+    the agent lock is free (a non-blocking try), so ``holon tail`` shows its
+    ``message_admitted`` event immediately; when the lock is busy it stays in
+    the Maildir for the lock holder or the next pass. Either way admission
+    never waits for a lock.
+    """
     body = make_body(text, json_body=json_body)
     # validate every caller value before anything is created on disk
+    for what, value in (
+        ("agent id", agent_id),
+        ("kind", kind),
+        ("origin", origin if isinstance(origin, str) else None),
+        ("priority", priority),
+        ("work item id", work_item_id),
+        ("task id", task_id),
+        ("correlation id", correlation_id),
+        ("causation id", causation_id),
+    ):
+        if value is not None:
+            check_utf8(value, what)
     if kind is not None:
         check_kind(kind)
     check_priority(priority)
     if isinstance(origin, str):
         parse_origin(origin)
+    # policy (kind vs origin vs surface) is checked here, before open_agent,
+    # so a refused message never touches the home
+    build_envelope(
+        message_id="msg_check",
+        agent_id="check",
+        created_at="",
+        body=body,
+        kind=kind,
+        origin=origin,
+        priority=priority,
+        delivery_surface=delivery_surface,
+        admission_context=admission_context,
+    )
     store = store or open_agent(agent_id)
     message_id = clock.new_id("msg")
     env = build_envelope(
@@ -105,5 +171,9 @@ def admit(
         from holon_cli.runtime.workitems import require_work_item
 
         require_work_item(store, work_item_id)
-    store.inbox.deliver(message_id, env)
+    store.inbox.deliver(message_id, cast(dict[str, Any], env))
+    if ingest_now:
+        from holon_cli.runtime.queue import try_ingest
+
+        try_ingest(store)
     return env

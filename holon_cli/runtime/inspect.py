@@ -11,7 +11,7 @@ from typing import Any
 from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
 from holon_cli.runtime import queue as q
-from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.agent_store import LEDGER_MAX_VERSION, AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import LEDGERS, HomeLayout
 from holon_cli.store.ledger import Ledger, Problem
@@ -182,6 +182,10 @@ def follow_events(
         if not recs:
             if stop is not None and stop():
                 return
+            # an arrival whose enqueue found the agent busy: ingest it now
+            # (non-blocking) so it shows up as message_admitted
+            if store.inbox.pending_count() and q.try_ingest(store):
+                continue
             time.sleep(poll)
 
 
@@ -219,7 +223,10 @@ def home_check() -> dict[str, Any]:
         checked["agents"] += 1
         for snap in (layout.agent_file, layout.queue_file, layout.template_file):
             try:
-                obj = read_snapshot(snap)
+                obj = read_snapshot(
+                    snap,
+                    max_version=q.QUEUE_SNAPSHOT_VERSION if snap == layout.queue_file else 1,
+                )
                 if obj is None and snap == layout.agent_file:
                     problems.append(Problem(str(snap), None, "agent record missing"))
             except Exception as exc:  # noqa: BLE001
@@ -228,7 +235,11 @@ def home_check() -> dict[str, Any]:
         if layout.ledger_dir.exists():
             ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.jsonl")}
         for lname in sorted(ledger_names):
-            led = Ledger(layout.ledger_path(lname), layout.ledger_lock(lname))
+            led = Ledger(
+                layout.ledger_path(lname),
+                layout.ledger_lock(lname),
+                max_version=LEDGER_MAX_VERSION.get(lname, 1),
+            )
             if not led.path.exists():
                 continue
             checked["ledgers"] += 1
@@ -248,6 +259,18 @@ def home_check() -> dict[str, Any]:
         checked["output_bytes"] = checked.get("output_bytes", 0) + outputs_usage(AgentStore(layout))
         if lname_seq_problem := _event_seq_problem(layout.ledger_path("events")):
             problems.append(lname_seq_problem)
+        if qp := _queue_offset_problem(layout):
+            problems.append(qp)
+        qdir = layout.inbox_dir / "quarantine"
+        if qdir.is_dir():
+            bad = [p for p in qdir.iterdir() if not p.name.endswith(".reason")]
+            if bad:
+                notes.append(
+                    {
+                        "path": str(qdir),
+                        "message": f"{len(bad)} inbox file(s) set aside because they could not be admitted (see the .reason files and the inbox_message_quarantined events)",
+                    }
+                )
         inbox_new = layout.inbox_dir / "new"
         if inbox_new.exists():
             for p in sorted(inbox_new.iterdir()):
@@ -266,6 +289,32 @@ def home_check() -> dict[str, Any]:
         "notes": notes,
         "checked": checked,
     }
+
+
+def _queue_offset_problem(layout: Any) -> Problem | None:
+    """A queue snapshot that has folded more of the ledger than the ledger
+    holds: the ledger was truncated or replaced (the next ingest rebuilds it)."""
+    try:
+        snap = read_snapshot(layout.queue_file, max_version=q.QUEUE_SNAPSHOT_VERSION)
+    except Exception:  # noqa: BLE001 - reported by the snapshot check
+        return None
+    if not snap or not isinstance(snap.get("offset"), int):
+        return None
+    path = layout.ledger_path("queue")
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    if snap["offset"] <= size:
+        return None
+    n = len(snap.get("entries") or [])
+    return Problem(
+        str(path),
+        None,
+        f"queue ledger is {size} bytes but {layout.queue_file.name} reflects {snap['offset']} bytes: "
+        f"it was truncated or replaced; {n} unfinished message(s) are kept from the snapshot and "
+        "the inbox and written back by the next `holon tick` or `holon turn`",
+    )
 
 
 def _event_seq_problem(path: Any) -> Problem | None:

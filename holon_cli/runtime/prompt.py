@@ -265,7 +265,7 @@ def render_message(env: dict[str, Any]) -> str:
     Every header attribute is escaped (:func:`header_value`) and any text that
     is not an operator or runtime instruction is fenced (:func:`fence`).
     """
-    authority = str(env.get("authorityClass") or "external_evidence")
+    authority = str(env.get("authority_class") or "external_evidence")
     origin = origin_label(env.get("origin", {}))
     attrs = [
         ("id", env.get("id")),
@@ -275,8 +275,8 @@ def render_message(env: dict[str, Any]) -> str:
         ("trust", env.get("trust")),
         ("priority", env.get("priority")),
     ]
-    if env.get("workItemId"):
-        attrs.append(("work_item", env["workItemId"]))
+    if env.get("work_item_id"):
+        attrs.append(("work_item", env["work_item_id"]))
     head = "[message " + " ".join(f"{k}={header_value(v)}" for k, v in attrs) + "]"
     text = body_text(env.get("body", {}))
     if authority not in TRUSTED_AUTHORITIES:
@@ -389,7 +389,7 @@ def build_frame(
 
     system_blocks: list[str] = []
     system_blocks.append(add("stable", "runtime policy", SYSTEM_POLICY, "holon runtime"))
-    trigger = (message or {}).get("triggerKind", "system_tick")
+    trigger = (message or {}).get("trigger_kind", "system_tick")
     mode = TURN_MODES.get(trigger, f"Turn mode: {trigger}.")
     # position 2 of the order contract: the mode guidance for every trigger is
     # stable (cacheable); which mode applies to this turn is a context block

@@ -19,7 +19,7 @@ from holon_cli.store.agent_store import AgentStore
 
 def _has_pending_tick(st: q.QueueState, reason: str) -> bool:
     for e in st.entries.values():
-        env = e["envelope"]
+        env = e["head"]  # the envelope without its body
         if (
             env.get("kind") == "system_tick"
             and (env.get("metadata") or {}).get("tick_reason") == reason
@@ -36,16 +36,18 @@ def _system_tick(
     work_item_id: str | None = None,
     priority: str = "normal",
 ) -> dict[str, Any]:
-    return admit(
-        text,
-        store=store,
-        kind="system_tick",
-        origin="system:scheduler",
-        priority=priority,
-        work_item_id=work_item_id,
-        delivery_surface="runtime_system",
-        admission_context="runtime_owned",
-        metadata={"tick_reason": reason},
+    return dict(
+        admit(
+            text,
+            store=store,
+            kind="system_tick",
+            origin="system:scheduler",
+            priority=priority,
+            work_item_id=work_item_id,
+            delivery_surface="runtime_system",
+            admission_context="runtime_owned",
+            metadata={"tick_reason": reason},
+        )
     )
 
 

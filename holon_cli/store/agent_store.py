@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
@@ -25,20 +25,22 @@ if TYPE_CHECKING:
 
 EVENT_VERSION = 1
 
-# provenance keys copied from an envelope onto every event it causes
+# provenance keys copied from an envelope (v2, snake_case) onto every event it causes
 _PROVENANCE = (
     ("origin", "origin"),
     ("trust", "trust"),
-    ("authorityClass", "authority_class"),
-    ("deliverySurface", "delivery_surface"),
-    ("admissionContext", "admission_context"),
+    ("authority_class", "authority_class"),
+    ("delivery_surface", "delivery_surface"),
+    ("admission_context", "admission_context"),
     ("id", "message_id"),
-    ("taskId", "task_id"),
-    ("workItemId", "work_item_id"),
-    ("correlationId", "correlation_id"),
-    ("causationId", "causation_id"),
+    ("task_id", "task_id"),
+    ("work_item_id", "work_item_id"),
+    ("correlation_id", "correlation_id"),
+    ("causation_id", "causation_id"),
     ("priority", "priority"),
 )
+# ledgers whose records moved past format v1 (readers upgrade older records)
+LEDGER_MAX_VERSION = {"queue": 2, "briefs": 2}
 
 
 class AgentStore:
@@ -53,7 +55,11 @@ class AgentStore:
     def ledger(self, name: str) -> Ledger:
         led = self._ledgers.get(name)
         if led is None:
-            led = Ledger(self.layout.ledger_path(name), self.layout.ledger_lock(name))
+            led = Ledger(
+                self.layout.ledger_path(name),
+                self.layout.ledger_lock(name),
+                max_version=LEDGER_MAX_VERSION.get(name, 1),
+            )
             led.defer_sync = self._defer_sync
             self._ledgers[name] = led
         return led
@@ -90,7 +96,7 @@ class AgentStore:
         kind: EventKind,
         data: Mapping[str, Any] | None = None,
         *,
-        message: dict[str, Any] | None = None,
+        message: Mapping[str, Any] | None = None,
         **provenance: Any,
     ) -> dict[str, Any]:
         """Append one audit event with the next ``event_seq`` (strictly increasing)."""
@@ -104,6 +110,10 @@ class AgentStore:
             "agent_id": self.agent_id,
         }
         if message is not None:
+            if message.get("v", 1) < 2:  # an envelope read from an old record
+                from holon_cli.model.envelope import upgrade_envelope
+
+                message = cast(Mapping[str, Any], upgrade_envelope(dict(message)))
             for src, dst in _PROVENANCE:
                 if src in message and message[src] is not None:
                     base[dst] = message[src]

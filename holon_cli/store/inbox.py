@@ -3,10 +3,14 @@
 ``deliver`` writes the message to ``tmp/``, fsyncs it, renames it into
 ``new/`` and fsyncs the folder: once it returns, the message survives any
 crash. Names sort in id order. Ingestion (under the agent lock, elsewhere)
-records a message in the queue ledger first (fsync'd, carrying the whole
-envelope) and only then removes the inbox file; a crash between the two is
-detected by id and never duplicates. Files a killed writer left in ``tmp/``
-were never acknowledged; ingestion sweeps them after an hour.
+validates the file, records the message in the queue ledger first (fsync'd,
+carrying the whole envelope) and only then moves the file to ``cur/``; a
+crash between the two is detected by id and never duplicates. ``cur/`` holds
+the bodies of unfinished messages (the queue snapshot keeps only their
+heads); a file leaves ``cur/`` when its message is settled. A file that fails
+validation moves to ``quarantine/`` with a ``.reason`` note next to it.
+Files a killed writer left in ``tmp/`` were never acknowledged; ingestion
+sweeps them after an hour.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class Inbox:
         self.tmp = root / "tmp"
         self.new = root / "new"
         self.cur = root / "cur"
+        self.quarantine_dir = root / "quarantine"
 
     def ensure(self) -> None:
         for d in (self.tmp, self.new, self.cur):
@@ -102,9 +107,37 @@ class Inbox:
                 pass
         return removed
 
-    def quarantine(self, path: Path) -> Path:
-        bad = self.root / "bad"
-        bad.mkdir(parents=True, exist_ok=True)
-        dest = bad / path.name
+    def retain(self, path: Path) -> Path:
+        """Move an ingested message from ``new/`` to ``cur/`` (its body stays
+        readable there until the message is settled). The caller fsyncs
+        ``cur/`` once per batch; a move lost in a crash is redone by id."""
+        self.cur.mkdir(parents=True, exist_ok=True)
+        dest = self.cur / path.name
         os.replace(path, dest)
         return dest
+
+    def quarantine(self, path: Path, reason: str = "") -> Path:
+        """Set a file that cannot be admitted aside, with the reason next to it."""
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        dest = self.quarantine_dir / path.name
+        n = 1
+        while dest.exists():
+            dest = self.quarantine_dir / f"{path.name}.{n}"
+            n += 1
+        os.replace(path, dest)
+        if reason:
+            try:
+                with open(str(dest) + ".reason", "w", encoding="utf-8") as f:
+                    f.write(reason + "\n")
+            except OSError:
+                pass
+        fsync_dir(self.quarantine_dir)
+        return dest
+
+    def quarantined(self) -> list[Path]:
+        try:
+            return sorted(
+                p for p in self.quarantine_dir.iterdir() if not p.name.endswith(".reason")
+            )
+        except FileNotFoundError:
+            return []

@@ -5,8 +5,10 @@ append serializes the whole record, takes the ledger's lock, cuts off a torn
 tail left by a killed writer, issues exactly one ``os.write``, checks the
 count and fsyncs before returning: when ``append`` returns, the record is
 durable. Readers never lock: a last line without its newline is a write in
-progress (or a torn tail) and is ignored; any other unreadable line is
-corruption, reported with the file and line.
+progress (or a torn tail) and is ignored, unless it parses as a complete
+record (some editors drop the final newline): then it is a record, and the
+next append adds the missing newline instead of cutting it off. Any other
+unreadable line is corruption, reported with the file and line.
 """
 
 from __future__ import annotations
@@ -45,6 +47,24 @@ def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStat
     )
 
 
+def _complete(raw: bytes, max_version: int) -> dict[str, Any] | None:
+    """A final line without its newline that is nevertheless a whole record
+    (a JSON object with an integer ``v`` we understand); else ``None``. A torn
+    prefix of a record can never parse as a JSON object, so this is safe."""
+    if not raw.strip():
+        return None
+    try:
+        rec = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(rec, dict):
+        return None
+    v = rec.get("v")
+    if not isinstance(v, int) or isinstance(v, bool) or v > max_version:
+        return None
+    return rec
+
+
 def _parse(
     path: Path, raw: bytes, line: int | None, offset: int, max_version: int
 ) -> dict[str, Any]:
@@ -78,6 +98,8 @@ class Ledger:
         self.max_version = max_version
         self._cached_size = -1
         self._cached_last: dict[str, Any] | None = None
+        # byte offset where the last record this handle appended starts
+        self.last_append_offset = 0
         # (end offset, records, capacity, inode) of the last tail window
         self._tail_cache: tuple[int, list[dict[str, Any]], int, int | None] | None = None
         # when set, appends skip their fsync until sync() (a caller batching
@@ -105,6 +127,11 @@ class Ledger:
                 break
             pos = start
         fragment = os.pread(fd, size - keep, keep)
+        if _complete(fragment, self.max_version) is not None:
+            # a whole record that only lacks its newline: finish it, keep it
+            os.write(fd, b"\n")
+            os.fsync(fd)
+            return size + 1
         try:  # keep the fragment for forensics; never needed for correctness
             with open(str(self.path) + ".torn", "ab") as f:
                 f.write(fragment + b"\n")
@@ -132,6 +159,7 @@ class Ledger:
                     rec = record
                 rec.setdefault("v", LEDGER_VERSION)
                 data = (dumps(rec) + "\n").encode("utf-8")
+                self.last_append_offset = size
                 n = os.write(fd, data)
                 if n != len(data):
                     raise CorruptStateError(
@@ -191,7 +219,20 @@ class Ledger:
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
-                # ignore the torn fragment
+                # a torn fragment is ignored; a complete record without its
+                # newline is the last record
+                pos = size
+                while pos > 0:
+                    start = max(0, pos - 65536)
+                    chunk = os.pread(fd, pos - start, start)
+                    idx = chunk.rfind(b"\n")
+                    if idx >= 0:
+                        break
+                    pos = start
+                line_start = start + idx + 1 if pos > 0 else 0
+                rec = _complete(os.pread(fd, size - line_start, line_start), self.max_version)
+                if rec is not None:
+                    return rec
                 pos = size
                 while pos > 0:
                     start = max(0, pos - 65536)
@@ -229,8 +270,16 @@ class Ledger:
             line_no = 0
             for raw in f:
                 line_no += 1
+                if raw == b"\n" and line_no == 1 and offset > 0:
+                    # the newline the next append added after a record that
+                    # lacked it (we already yielded that record up to here)
+                    pos += 1
+                    continue
                 if not raw.endswith(b"\n"):
-                    return  # torn tail or a write in progress: not a record yet
+                    rec_ = _complete(raw, self.max_version)
+                    if rec_ is not None:  # complete, only the newline is missing
+                        yield (line_no if offset == 0 else 0), pos + len(raw), rec_
+                    return  # else: torn tail or a write in progress, not a record yet
                 start = pos
                 pos += len(raw)
                 if raw.strip() == b"":
@@ -304,7 +353,9 @@ class Ledger:
         finally:
             os.close(fd)
         lines = buf.split(b"\n")
-        lines.pop()  # after the final newline: "" or a torn fragment
+        last_frag = lines.pop()  # after the final newline: "" or a torn fragment
+        if last_frag and _complete(last_frag, self.max_version) is not None:
+            lines.append(last_frag)  # a complete record that only lacks its newline
         offset = pos
         if pos > 0:
             offset += len(lines[0]) + 1
@@ -353,7 +404,7 @@ class Ledger:
             return problems
         with f:
             for line_no, raw in enumerate(f, 1):
-                if not raw.endswith(b"\n"):
+                if not raw.endswith(b"\n") and _complete(raw, self.max_version) is None:
                     break  # torn tail: normal, repaired on next append
                 try:
                     if raw.strip() == b"":
@@ -375,6 +426,35 @@ class Ledger:
                 if f.tell() == 0:
                     return False
                 f.seek(-1, os.SEEK_END)
-                return f.read(1) != b"\n"
+                if f.read(1) == b"\n":
+                    return False
         except FileNotFoundError:
             return False
+        return self.last() is None or not self._last_line_complete()
+
+    def _last_line_complete(self) -> bool:
+        with open(self.path, "rb") as f:
+            data = f.read()
+        return _complete(data[data.rfind(b"\n") + 1 :], self.max_version) is not None
+
+    def read_at(self, offset: int) -> dict[str, Any] | None:
+        """The complete record starting at byte ``offset`` (``None`` if there is
+        none: past the end, not the start of a line, torn)."""
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return None
+        with f:
+            if offset > 0:
+                f.seek(offset - 1)
+                if f.read(1) != b"\n":
+                    return None
+            raw = f.readline()
+        if not raw:
+            return None
+        if not raw.endswith(b"\n"):
+            return _complete(raw, self.max_version)
+        try:
+            return _parse(self.path, raw, None, offset, self.max_version)
+        except CorruptStateError:
+            return None

@@ -127,7 +127,7 @@ def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, Any]:
             origin=SELF_FOLLOWUP_ORIGIN,
             priority=args.priority or "normal",
             causation_id=message.get("id"),
-            correlation_id=message.get("correlationId"),
+            correlation_id=message.get("correlation_id"),
             delivery_surface="runtime_system",
             admission_context="runtime_owned",
             metadata=metadata,
@@ -137,10 +137,10 @@ def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, Any]:
     sent.append(env["id"])
     return {
         "message_id": env["id"],
-        "agent_id": env["agentId"],
+        "agent_id": env["agent_id"],
         "kind": env["kind"],
         "priority": env["priority"],
-        "causation_id": env.get("causationId"),
+        "causation_id": env.get("causation_id"),
         "summary": f"Queued follow-up {env['id']} ({env['priority']}); it is handled after this turn ends.",
     }
 

@@ -92,8 +92,8 @@ def test_enqueue_json_envelope(script_runner: Any, holon_home: Path) -> None:
     assert res.returncode == 0
     data = assert_ok_envelope(one_json(res.stdout), "enqueue")
     assert data["priority"] == "next" and data["trust"] == "untrusted_external"
-    assert data["authorityClass"] == "external_evidence" and data["kind"] == "channel_event"
-    assert data["sourceRefs"] == {"channel_id": "slack"}
+    assert data["authority_class"] == "external_evidence" and data["kind"] == "channel_event"
+    assert data["source_refs"] == {"channel_id": "slack"}
     [path] = inbox_new(holon_home)
     assert json.loads(path.read_text()) == data
 

@@ -125,7 +125,7 @@ def test_concurrent_enqueue_admits_every_message_once(holon_home: Path, tmp_path
     assert sorted(e["id"] for e in envs) == sorted(printed)
     texts = set()
     for env_ in envs:
-        assert env_["agentId"] == "main"
+        assert env_["agent_id"] == "main"
         texts.add(env_["body"]["text"])
     assert texts == {
         f"writer-{w} message-{i}" for w in range(WRITERS) for i in range(1, PER_WRITER + 1)

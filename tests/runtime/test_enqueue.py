@@ -16,9 +16,9 @@ from holon_cli.runtime.enqueue import MAX_BODY_BYTES, admit, make_body
 
 def test_admit_delivers_a_normalized_envelope(holon_home: Path) -> None:
     env = admit("hello")
-    assert env["id"].startswith("msg_") and env["agentId"] == "main"
+    assert env["id"].startswith("msg_") and env["agent_id"] == "main"
     assert env["body"] == {"type": "text", "text": "hello"}
-    assert env["trust"] == "trusted_operator" and env["authorityClass"] == "operator_instruction"
+    assert env["trust"] == "trusted_operator" and env["authority_class"] == "operator_instruction"
     path = holon_home / "agents" / "main" / ".holon" / "inbox" / "new" / f"{env['id']}.json"
     assert json.loads(path.read_text()) == env
 

@@ -33,7 +33,7 @@ def channel_env(body: str, ident: str = "slack") -> dict[str, Any]:
         "id": "msg_1",
         "kind": "channel_message",
         "origin": {"kind": "channel", "channel_id": ident},
-        "authorityClass": "external_evidence",
+        "authority_class": "external_evidence",
         "trust": "untrusted_external",
         "priority": "normal",
         "body": {"type": "text", "text": body},
@@ -88,10 +88,10 @@ def test_header_value_keeps_plain_ids_and_encodes_the_rest() -> None:
 
 def test_every_untrusted_authority_is_fenced() -> None:
     for authority in ("integration_signal", "external_evidence", None, "made_up"):
-        env = {**channel_env("payload"), "authorityClass": authority}
+        env = {**channel_env("payload"), "authority_class": authority}
         assert len(FENCE.findall(render_message(env))) == 1, authority
     for authority in ("operator_instruction", "runtime_instruction"):
-        env = {**channel_env("payload"), "authorityClass": authority}
+        env = {**channel_env("payload"), "authority_class": authority}
         assert "<<<evidence" not in render_message(env)
 
 

@@ -238,7 +238,7 @@ def test_same_round_text_is_promoted_after_success(store: AgentStore) -> None:
     )
     (brief,) = store.ledger("briefs").records()
     assert brief["kind"] == "result" and brief["visibility"] == "work_done"
-    assert brief["text"] == report and brief["workItemId"] == a and brief["id"] == out["brief_id"]
+    assert brief["text"] == report and brief["work_item_id"] == a and brief["id"] == out["brief_id"]
     done = events(store, "work_item_completed")[-1]
     assert done["data"]["report_promoted"] is True and done["turn_id"] == "trn_test"
 

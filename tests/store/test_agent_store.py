@@ -31,18 +31,18 @@ def test_emit_assigns_dense_event_seq(store: AgentStore) -> None:
 def test_emit_copies_message_provenance(store: AgentStore) -> None:
     msg = {
         "id": "msg_1",
-        "origin": {"kind": "channel", "channelId": "slack"},
+        "origin": {"kind": "channel", "channel_id": "slack"},
         "trust": "untrusted_external",
-        "authorityClass": "external_evidence",
+        "authority_class": "external_evidence",
         "priority": "next",
-        "taskId": "tsk_1",
-        "deliverySurface": "cli_prompt",
-        "admissionContext": "local_process",
-        "workItemId": None,
+        "task_id": "tsk_1",
+        "delivery_surface": "cli_prompt",
+        "admission_context": "local_process",
+        "work_item_id": None,
     }
     ev = store.emit("message_admitted", {"x": 1}, message=msg, turn_id="trn_1")
     assert ev["message_id"] == "msg_1"
-    assert ev["origin"] == {"kind": "channel", "channelId": "slack"}
+    assert ev["origin"] == {"kind": "channel", "channel_id": "slack"}
     assert ev["trust"] == "untrusted_external" and ev["authority_class"] == "external_evidence"
     assert ev["priority"] == "next" and ev["task_id"] == "tsk_1" and ev["turn_id"] == "trn_1"
     assert "work_item_id" not in ev  # None values are not recorded

@@ -68,14 +68,16 @@ def test_sweep_tmp_removes_only_old_leftovers(inbox: Inbox) -> None:
     assert not old.exists() and fresh.exists()
 
 
-def test_quarantine_moves_to_bad(inbox: Inbox) -> None:
+def test_quarantine_moves_aside_with_the_reason(inbox: Inbox) -> None:
     inbox.ensure()
     p = inbox.new / "msg_x.json"
     p.write_text("{broken")
     with pytest.raises(ValueError):
         Inbox.read(p)
-    dest = inbox.quarantine(p)
-    assert dest == inbox.root / "bad" / "msg_x.json"
+    dest = inbox.quarantine(p, "not JSON")
+    assert dest == inbox.root / "quarantine" / "msg_x.json"
+    assert (inbox.root / "quarantine" / "msg_x.json.reason").read_text() == "not JSON\n"
+    assert inbox.quarantined() == [dest]
     assert dest.read_text() == "{broken"
     assert inbox.pending() == []
 

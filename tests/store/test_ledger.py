@@ -250,3 +250,50 @@ def test_tail_window_follows_appends_incrementally(tmp_path: Path) -> None:
     other.append({"i": 7})  # repairs the torn tail first
     assert [r["i"] for r in led.tail(2)] == [6, 7]
     assert [r["i"] for r in led.tail(1000)] == list(range(8))  # larger than the window: full read
+
+
+# -- a complete last record without its final newline (issue 14 #5) ---------
+
+
+def _drop_final_newline(led: Ledger) -> None:
+    raw = led.path.read_bytes()
+    assert raw.endswith(b"\n")
+    led.path.write_bytes(raw[:-1])
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_complete_last_record_without_newline_is_a_record(led: Ledger, n: int) -> None:
+    for _ in range(n):
+        led.append(_seq)
+    _drop_final_newline(led)
+    fresh = Ledger(led.path, led.lock_path)
+    assert [r["seq"] for r in fresh.records()] == list(range(1, n + 1))
+    assert [r["seq"] for r in fresh.tail(5)] == list(range(1, n + 1))
+    assert fresh.last()["seq"] == n
+    assert fresh.check() == [] and not fresh.has_torn_tail()
+    # the next append finishes the line instead of moving the record aside
+    fresh.append(_seq)
+    assert [json.loads(x)["seq"] for x in _lines(led.path)[:-1]] == list(range(1, n + 2))
+    assert not Path(str(led.path) + ".torn").exists()
+
+
+def test_scan_from_the_end_of_a_newline_less_record_continues(led: Ledger) -> None:
+    led.append(_seq)
+    led.append(_seq)
+    _drop_final_newline(led)
+    recs, end = led.read_from(0)
+    assert [r["seq"] for r in recs] == [1, 2] and end == led.size()
+    Ledger(led.path, led.lock_path).append(_seq)  # adds the "\n", then record 3
+    more, end2 = led.read_from(end)
+    assert [r["seq"] for r in more] == [3] and end2 == led.size()
+
+
+def test_read_at_returns_the_record_starting_there(led: Ledger) -> None:
+    led.append(_seq)
+    first_end = led.size()
+    led.append(_seq)
+    assert led.last_append_offset == first_end
+    assert led.read_at(first_end)["seq"] == 2
+    assert led.read_at(0)["seq"] == 1
+    assert led.read_at(3) is None  # not the start of a line
+    assert led.read_at(led.size()) is None

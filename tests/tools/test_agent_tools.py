@@ -55,7 +55,7 @@ def test_sleep_rejects_non_integer(call: Call, ctx: ToolContext) -> None:
 
 
 def test_enqueue_lands_in_the_same_agents_inbox(call: Call, ctx: ToolContext) -> None:
-    ctx.message = {"id": "msg_cause", "correlationId": "corr_1"}
+    ctx.message = {"id": "msg_cause", "correlation_id": "corr_1"}
     before = queue.pending_count(ctx.store)
     r = call("Enqueue", text="check the build again", priority="next")
     assert r.ok, r.content
@@ -63,15 +63,15 @@ def test_enqueue_lands_in_the_same_agents_inbox(call: Call, ctx: ToolContext) ->
     mid = r.data["message_id"]
     (path,) = [p for p in ctx.store.inbox.pending() if p.name.startswith(mid)]
     env = Inbox.read(path)
-    assert env["agentId"] == ctx.agent_id
+    assert env["agent_id"] == ctx.agent_id
     assert env["kind"] == "internal_followup"
     assert env["origin"] == {"kind": "system", "subsystem": "self_followup"}
     assert env["trust"] == "trusted_system"
     assert env["priority"] == "next"
-    assert env["deliverySurface"] == "runtime_system"
-    assert env["admissionContext"] == "runtime_owned"
-    assert env["causationId"] == "msg_cause"
-    assert env["correlationId"] == "corr_1"
+    assert env["delivery_surface"] == "runtime_system"
+    assert env["admission_context"] == "runtime_owned"
+    assert env["causation_id"] == "msg_cause"
+    assert env["correlation_id"] == "corr_1"
     assert env["body"] == {"type": "text", "text": "check the build again"}
     assert ctx.effects["enqueued"] == [mid]
 
@@ -82,7 +82,7 @@ def test_enqueue_defaults_to_normal_priority_without_causation(
     r = call("Enqueue", text="later")
     assert r.ok
     env = Inbox.read(ctx.store.inbox.pending()[-1])
-    assert env["priority"] == "normal" and "causationId" not in env
+    assert env["priority"] == "normal" and "causation_id" not in env
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
@@ -163,7 +163,7 @@ class TurnRun:
                 state["status_changed_at"] = clock.now_iso()
             state["current_run_id"] = self.turn_id
             state["current_run_pid"] = os.getpid()
-            state["last_wake_reason"] = msg.get("triggerKind") or msg.get("kind")
+            state["last_wake_reason"] = msg.get("trigger_kind") or msg.get("kind")
             state["sleeping_until"] = None
             state["turn_index"] = int(state.get("turn_index", 0)) + 1
             state["total_message_count"] = int(state.get("total_message_count", 0)) + (
@@ -175,14 +175,14 @@ class TurnRun:
         self.turn_index = self.state["turn_index"]
         queue_wait_ms = None
         try:
-            queue_wait_ms = max(0, int((clock.now() - clock.parse_iso(msg["createdAt"])) * 1000))
+            queue_wait_ms = max(0, int((clock.now() - clock.parse_iso(msg["created_at"])) * 1000))
         except (KeyError, ValueError):
             pass
         started: MessageProcessingStartedData = {
             "turn_index": self.turn_index,
             "attempt": self.entry.get("attempts", 1),
             "queue_wait_ms": queue_wait_ms,
-            "trigger_kind": msg.get("triggerKind"),
+            "trigger_kind": msg.get("trigger_kind"),
             "replayed": replayed,
         }
         self.rec.event("message_processing_started", started)
@@ -452,7 +452,7 @@ class TurnRun:
     def take_interjects(self) -> None:
         """Safe point: trusted operator interjections join the running turn."""
         for ie in q.take_interjects(self.store, self.turn_id):
-            env = ie["envelope"]
+            env = cast(dict[str, Any], ie["envelope"])
             self.journal.add_interject(env["id"])
             self.journal.add_item(ConversationItem("user", render_message(env)))
             self.rec.message_entry(env, interject=True)

@@ -58,10 +58,10 @@ class TurnRecorder:
             message_kind=env.get("kind"),
             origin=env.get("origin"),
             origin_label=origin_label(env.get("origin", {})),
-            authority_class=env.get("authorityClass"),
+            authority_class=env.get("authority_class"),
             trust=env.get("trust"),
             priority=env.get("priority"),
-            work_item_id=env.get("workItemId"),
+            work_item_id=env.get("work_item_id"),
             text=body_text(env.get("body", {})),
             **extra,
         )

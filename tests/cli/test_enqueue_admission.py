@@ -1,0 +1,116 @@
+"""``holon enqueue`` admission through a real process: snake_case JSON, the
+kind/origin policy, and bytes that are not UTF-8 (argv and stdin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def holon(*args: str | bytes, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "holon_cli", *args],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+        timeout=60,
+    )
+
+
+def inbox(home: Path) -> list[Path]:
+    d = home / "agents" / "main" / ".holon" / "inbox" / "new"
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def one_json(out: bytes) -> dict[str, Any]:
+    lines = [ln for ln in out.decode().splitlines() if ln.strip()]
+    assert len(lines) == 1, out
+    obj: dict[str, Any] = json.loads(lines[0])
+    return obj
+
+
+def _keys(d: Any, skip: tuple[str, ...] = ("body", "metadata")) -> list[str]:
+    out: list[str] = []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.append(k)
+            if k not in skip:
+                out.extend(_keys(v, skip))
+    return out
+
+
+def test_enqueue_json_is_snake_case_on_stdout_and_on_disk(holon_home: Path) -> None:
+    res = holon("enqueue", "hi", "--json", "--origin", "channel:slack", "--correlation-id", "c1")
+    assert res.returncode == 0, res.stderr
+    data = one_json(res.stdout)["data"]
+    assert data["v"] == 2 and data["agent_id"] == "main" and "created_at" in data
+    for key in _keys(data):
+        assert re.fullmatch(r"[a-z0-9_]+", key), key
+    assert data["origin"] == {"kind": "channel", "channel_id": "slack"}
+    [path] = inbox(holon_home)
+    assert json.loads(path.read_text()) == data
+
+
+@pytest.mark.parametrize(
+    ("kind", "origin"),
+    [
+        ("operator_prompt", "channel:slack"),
+        ("control", "webhook:github"),
+        ("timer_tick", "operator"),
+    ],
+)
+def test_kind_that_does_not_match_its_origin_is_refused(
+    holon_home: Path, kind: str, origin: str
+) -> None:
+    res = holon("enqueue", "do it", "--kind", kind, "--origin", origin, "--json")
+    assert res.returncode == 2, res.stderr
+    err = one_json(res.stdout)["error"]
+    assert err["kind"] == "kind_origin_mismatch" and kind in err["message"]
+    assert b"Traceback" not in res.stderr
+    assert inbox(holon_home) == []
+
+
+@pytest.mark.parametrize("origin", ["system:scheduler", "task:tsk_1", "timer:tmr_1"])
+def test_cli_cannot_admit_runtime_owned_origins(holon_home: Path, origin: str) -> None:
+    res = holon("enqueue", "tick", "--origin", origin, "--json")
+    assert res.returncode == 2, res.stderr
+    assert one_json(res.stdout)["error"]["kind"] == "origin_not_admissible"
+    assert inbox(holon_home) == []
+
+
+def test_non_utf8_argument_is_a_usage_error(holon_home: Path) -> None:
+    res = holon("enqueue", b"\xff", "--json")
+    assert res.returncode == 2, res.stderr
+    err = one_json(res.stdout)["error"]
+    assert err["message"] == "message is not valid UTF-8" and err["kind"] == "invalid_utf8"
+    assert b"Traceback" not in res.stderr
+    assert inbox(holon_home) == []
+    res = holon("enqueue", "ok", "--origin", b"channel:\xff", "--json")
+    assert res.returncode == 2 and b"Traceback" not in res.stderr
+    assert inbox(holon_home) == []
+
+
+@pytest.mark.parametrize("data", [b"\xff", b"ok \xc3\x28 bad", b"\x00\xff\xfe binary"])
+def test_binary_stdin_is_a_usage_error(holon_home: Path, data: bytes) -> None:
+    res = holon("enqueue", "-", "--json", stdin=data)
+    assert res.returncode == 2, res.stderr
+    assert one_json(res.stdout)["error"]["message"] == "message is not valid UTF-8"
+    assert b"Traceback" not in res.stderr
+    res = holon("enqueue", "-", stdin=data)
+    assert res.returncode == 2 and b"not valid UTF-8" in res.stderr
+    assert b"Traceback" not in res.stderr
+    assert inbox(holon_home) == []
+
+
+def test_utf8_stdin_still_works(holon_home: Path) -> None:
+    res = holon("enqueue", "-", stdin="héllo ✓\n".encode())
+    assert res.returncode == 0, res.stderr
+    [path] = inbox(holon_home)
+    assert json.loads(path.read_text())["body"]["text"] == "héllo ✓\n"
