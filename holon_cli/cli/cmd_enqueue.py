@@ -81,9 +81,9 @@ def enqueue(
             )
         # read bytes: decoding is admission's job, with one clear error for
         # anything that is not UTF-8 (the text stream would surrogate-escape)
-        raw = sys.stdin.buffer.read()
+        buf = getattr(sys.stdin, "buffer", None)
         try:
-            text = raw.decode("utf-8")
+            text = buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
         except UnicodeDecodeError:
             raise UsageError(
                 "message is not valid UTF-8",

@@ -211,6 +211,8 @@ def load(store: AgentStore) -> QueueState:
     st = QueueState.from_snapshot(snap) if snap else QueueState()
     size = led.size()
     if st.offset > size:
+        for _ in led.scan(0):  # what is left must still be sound (fails loudly if not)
+            pass
         st.truncated = (st.offset, size)
         for e in st.entries.values():
             e["ledger_offset"] = None  # offsets into the lost bytes mean nothing
@@ -369,13 +371,15 @@ def _read_inbox_file(store: AgentStore, path: Path) -> tuple[Envelope, list[str]
     return env, replaced
 
 
-def ingest(store: AgentStore, st: QueueState) -> list[Envelope]:
+def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
     """Move delivered inbox messages into the queue ledger. Caller holds the agent lock.
 
     Every file is validated first; what fails is quarantined with an event.
-    Returns the newly admitted envelopes (each also gets a ``message_admitted`` event).
+    Returns the heads (envelopes without bodies: memory stays flat however
+    large the batch) of the newly admitted messages; each also gets a
+    ``message_admitted`` event.
     """
-    admitted: list[Envelope] = []
+    admitted: list[EnvelopeHead] = []
     changed = False
     if st.truncated is not None:
         _rebuild(store, st)
@@ -438,7 +442,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[Envelope]:
             },
             message=env,
         )
-        admitted.append(env)
+        admitted.append(envelope_head(env))
     if moved:
         fsync_dir(store.inbox.cur)
     if changed:
@@ -674,7 +678,7 @@ def take_interjects(store: AgentStore, turn_id: str) -> list[QueueEntry]:
         return out
 
 
-def try_ingest(store: AgentStore) -> list[Envelope] | None:
+def try_ingest(store: AgentStore) -> list[EnvelopeHead] | None:
     """Ingest now if the agent lock is free; ``None`` when it is busy (the
     message stays in the Maildir for the next pass). Never waits, never
     fails the caller: the message is already durable in the inbox."""

@@ -25,8 +25,8 @@ def holon(*args: str | bytes, stdin: bytes = b"") -> subprocess.CompletedProcess
 
 
 def inbox(home: Path) -> list[Path]:
-    d = home / "agents" / "main" / ".holon" / "inbox" / "new"
-    return sorted(d.glob("*.json")) if d.is_dir() else []
+    box = home / "agents" / "main" / ".holon" / "inbox"
+    return sorted(p for d in ("new", "cur") for p in (box / d).glob("*.json"))
 
 
 def one_json(out: bytes) -> dict[str, Any]:

@@ -61,8 +61,10 @@ def no_traceback(res: Any) -> None:
 
 
 def inbox_new(holon_home: Path, agent: str = "main") -> list[Path]:
-    d = holon_home / "agents" / agent / ".holon" / "inbox" / "new"
-    return sorted(d.glob("*.json")) if d.exists() else []
+    """Delivered messages: still in new/, or already ingested (enqueue ingests
+    at once when the agent is free) with their body kept in cur/."""
+    inbox = holon_home / "agents" / agent / ".holon" / "inbox"
+    return sorted(p for d in ("new", "cur") for p in (inbox / d).glob("*.json"))
 
 
 # -- basics --------------------------------------------------------------------
@@ -343,7 +345,7 @@ def test_home_check_torn_tail_is_a_note(script_runner: Any, holon_home: Path) ->
     data = one_json(res.stdout)["data"]
     assert data["notes"] == [] and data["ok"] is True
     seqs = [json.loads(x)["event_seq"] for x in events.read_text().splitlines()]
-    assert seqs == [1, 2]
+    assert seqs == list(range(1, len(seqs) + 1)) and b'"ki\n' not in events.read_bytes()
 
 
 def test_home_init_path_and_check(script_runner: Any, holon_home: Path) -> None:

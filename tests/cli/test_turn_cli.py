@@ -190,7 +190,9 @@ def test_agent_model_override_visible_in_status(script_runner, monkeypatch) -> N
 
 
 def test_tick_ingests_and_reports(script_runner) -> None:
-    script_runner.run(["holon", "enqueue", "a"], check=True)
+    from holon_cli.runtime.enqueue import admit
+
+    admit("a")  # delivered, not ingested (`holon enqueue` would ingest at once)
     res = script_runner.run(["holon", "tick", "--json"])
     assert res.returncode == 0
     acts = j(res)["data"]["agents"][0]["actions"]
