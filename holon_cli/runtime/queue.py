@@ -692,6 +692,10 @@ def try_ingest(store: AgentStore) -> list[EnvelopeHead] | None:
         return None
     except (HolonError, OSError):
         return None
+    except Exception:  # noqa: BLE001 - the message is already acknowledged
+        # whatever went wrong, the caller must still report the durable id;
+        # the next tick/turn ingests (and reports) properly
+        return None
 
 
 # ------------------------------------------------------------------ operator

@@ -170,3 +170,19 @@ def test_enqueue_leaves_the_file_when_the_agent_is_busy(store: AgentStore) -> No
     assert not any(e["kind"] == "message_admitted" for e in store.events.records())
     assert [e["id"] for e in q.try_ingest(store) or []] == [env["id"]]
     assert store.inbox.pending() == []
+
+
+def test_follow_ingests_an_arrival_left_in_the_maildir(store: AgentStore) -> None:
+    from holon_cli.runtime.inspect import follow_events
+
+    last = store.events.last()
+    since = last["event_seq"] if last else 0
+    with store.lock():  # busy when it arrived: enqueue left it in new/
+        env = admit("arrived while busy", store=store, ingest_now=True)
+    assert store.inbox.pending()
+    polls = iter(range(50))
+    gen = follow_events(store, since=since, poll=0.01, stop=lambda: next(polls, None) is None)
+    first = next(gen, None)
+    assert first is not None, "tail -f never showed the arrival"
+    assert first["kind"] == "message_admitted" and first["message_id"] == env["id"]
+    gen.close()
