@@ -385,6 +385,8 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
         _rebuild(store, st)
         changed = True
     store.inbox.sweep_tmp()
+    if _sweep_cur(store, st):
+        changed = True
     moved = False
     for path in store.inbox.pending():
         try:
@@ -448,6 +450,57 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
     if changed:
         _save(store, st)
     return admitted
+
+
+def _sweep_cur(store: AgentStore, st: QueueState) -> bool:
+    """``inbox/cur`` must hold exactly the bodies of unfinished messages: a
+    leftover of a settled one (killed between settle and unlink) is removed;
+    a body the queue does not know at all (its ledger and snapshot both lost)
+    is admitted again, never dropped. Returns whether the queue changed."""
+    try:
+        names = os.listdir(store.inbox.cur)
+    except FileNotFoundError:
+        return False
+    orphans = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        mid = name[: -len(".json")]
+        if mid in st.entries:
+            continue
+        if mid in st.recent_final:
+            _release_body(store, mid)
+        else:
+            orphans.append(store.inbox.cur / name)
+    readmitted = []
+    for p in sorted(orphans):
+        try:
+            env, _ = _read_inbox_file(store, p)
+        except (OSError, EnvelopeError) as exc:
+            _quarantine(store, p, str(exc))
+            continue
+        _append(
+            store,
+            st,
+            {
+                "v": QUEUE_RECORD_VERSION,
+                "op": "admitted",
+                "seq": st.next_seq,
+                "at": clock.now_iso(),
+                "message": env,
+                "rebuilt": True,
+            },
+        )
+        readmitted.append(env["id"])
+    if readmitted:
+        store.emit(
+            "queue_rebuilt_from_inbox",
+            {
+                "reason": "message bodies in inbox/cur that neither the queue ledger nor its snapshot knew",
+                "restored_message_ids": readmitted,
+            },
+        )
+    return bool(readmitted)
 
 
 def _rebuild(store: AgentStore, st: QueueState) -> None:

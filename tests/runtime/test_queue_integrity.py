@@ -186,3 +186,26 @@ def test_follow_ingests_an_arrival_left_in_the_maildir(store: AgentStore) -> Non
     assert first is not None, "tail -f never showed the arrival"
     assert first["kind"] == "message_admitted" and first["message_id"] == env["id"]
     gen.close()
+
+
+def test_queue_ledger_and_snapshot_both_lost_still_keeps_the_bodies(store: AgentStore) -> None:
+    for i in range(3):
+        admit(f"m{i}", store=store)
+    ingest(store)
+    store.ledger("queue").path.unlink()
+    store.layout.queue_file.unlink()
+    admit("m3", store=store)
+    assert drain(store) == ["m0", "m1", "m2", "m3"]
+    [ev] = [e for e in store.events.records() if e["kind"] == "queue_rebuilt_from_inbox"]
+    assert len(ev["data"]["restored_message_ids"]) == 3
+
+
+def test_leftover_body_of_a_settled_message_is_removed(store: AgentStore) -> None:
+    env = admit("done", store=store)
+    ingest(store)
+    body = (store.inbox.cur / f"{env['id']}.json").read_bytes()
+    assert drain(store) == ["done"]
+    (store.inbox.cur / f"{env['id']}.json").write_bytes(body)  # killed before the unlink
+    ingest(store)
+    assert list(store.inbox.cur.iterdir()) == []
+    assert drain(store) == []
