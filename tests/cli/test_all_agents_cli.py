@@ -37,8 +37,11 @@ def setup_agents(script_runner) -> None:  # type: ignore[no-untyped-def]
     script_runner.run(["holon", "enqueue", "two", "-a", "bad"], check=True)
     script_runner.run(["holon", "tick", "-a", "bad"], check=True)  # ingests both
     damage_queue("bad")
+    from holon_cli.runtime.enqueue import admit
+
     for name in ("alpha", "zeta"):
-        script_runner.run(["holon", "enqueue", f"hi {name}", "-a", name], check=True)
+        # delivered, not yet ingested (`holon enqueue` would ingest at once)
+        admit(f"hi {name}", agent_id=name)
 
 
 def test_turn_all_skips_a_damaged_agent_and_runs_the_others(script_runner, tmp_path: Path) -> None:
