@@ -75,9 +75,9 @@ def test_random_kills_never_complete_a_message_twice(tmp_path: Path) -> None:
         if t["kind"] == "turn_terminal" and t["status"] == "completed"
     )
     briefs = collections.Counter(
-        b["relatedMessageId"]
+        b["related_message_id"]
         for b in store.ledger("briefs").records()
-        if b["kind"] == "result" and b.get("relatedMessageId")
+        if b["kind"] == "result" and b.get("related_message_id")
     )
     # the kills did land inside turns (the test exercised replay)
     assert any(e["kind"] == "message_replayed" for e in store.events.records())
