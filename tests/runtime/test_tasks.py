@@ -65,11 +65,9 @@ def test_a_task_runs_detached_and_rejoins_with_one_result(
     log = plane.task_dir(store, tid) / "output.log"
     assert sorted(log.read_text().split()) == ["err", "out"]
     (msg,) = results(store)
-    assert msg["origin"] == {"kind": "task", "taskId": tid} or msg["origin"].get("taskId") == tid
+    assert msg["origin"] == {"kind": "task", "task_id": tid}  # v2 envelope: snake_case
     assert msg["trust"] == "trusted_system"
-    assert (
-        msg["deliverySurface" if "deliverySurface" in msg else "delivery_surface"] == "task_rejoin"
-    )
+    assert msg["delivery_surface"] == "task_rejoin"
     text = msg["body"]["text"]
     assert tid in text and "exit status 3" in text and str(log) in text
     # the terminal record is in the ledger
