@@ -77,6 +77,12 @@ MAX_BLOCKER_CHARS = 4000
 MAX_TODO_ITEMS = 100
 MAX_TODO_TEXT_CHARS = 1000
 
+# record shapes (typed more precisely in a later step)
+WorkItemRecord = dict[str, Any]
+PlanDescriptor = dict[str, Any]
+DeliverySummaryRecord = dict[str, Any]
+WaitingIntentRecord = dict[str, Any]
+
 # record keys that are ledger bookkeeping, not part of the public record
 _LEDGER_KEYS = ("v", "rev", "change", "recorded_at")
 

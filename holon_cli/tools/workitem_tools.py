@@ -28,6 +28,7 @@ from holon_cli.errors import BusyError, HolonError
 from holon_cli.model.workitem import UNSET
 from holon_cli.runtime import workitems as rt
 from holon_cli.tools.base import ToolContext, ToolError, field_doc, tool
+from holon_cli.tools.workitem_hints import round_completion_targets
 
 PlanStatus = Literal["draft", "ready", "needs_input"]
 TodoState = Literal["pending", "in_progress", "completed"]
@@ -230,7 +231,7 @@ def update_work_item(ctx: ToolContext, args: UpdateWorkItemArgs) -> dict[str, An
     guidance="Complete one work item per round, after updating its todos; the same-round text is the durable report.",
 )
 def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str, Any]:
-    targets = rt.round_completion_targets(ctx.round_calls)
+    targets = round_completion_targets(ctx.round_calls)
     res = _run(
         rt.complete_work_item,
         ctx.store,

@@ -1,0 +1,484 @@
+"""Work-item mutations: create, pick, update, complete.
+
+Each one holds the agent lock for its whole read-validate-append-index cycle
+(:func:`~holon_cli.runtime.workitems.access.mutation`) and rewrites the agent
+record itself while holding it; events are emitted after the lock is released.
+
+Focus
+  ``AgentState.current_work_item_id`` (in the agent record) is the one focus
+  pointer. It changes only by explicit action: ``pick``, or the release that
+  happens inside the mutation that makes the current item non-runnable
+  (complete, block, needs_input). The runtime never re-picks.
+
+Hints and warnings are worded for the caller: ``vocab`` when given, else the
+CLI's words for ``source="operator"`` and the model's tool words otherwise
+(:mod:`holon_cli.tools.workitem_hints`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.errors import UsageError
+from holon_cli.model import workitem as wm
+from holon_cli.model.workitem import UNSET, Unset
+from holon_cli.runtime.workitems.access import config_runtime, mutation, require, require_open
+from holon_cli.runtime.workitems.views import completion_report, view
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import atomic_write_text
+from holon_cli.store.workitem_index import (
+    append_item,
+    append_report,
+    describe_file,
+    plan_path,
+    save,
+)
+from holon_cli.tools.workitem_hints import (
+    BINDING_NOTE,
+    COMPLETION_REPORT_AMBIGUOUS,
+    COMPLETION_REPORT_NOT_FOCUSED,
+    MISSING_COMPLETION_REPORT,
+    Vocabulary,
+    for_source,
+)
+
+DEFAULT_RECHECK_AFTER_MS = 30 * 60 * 1000
+
+
+def default_recheck_after_ms() -> int:
+    value = config_runtime().get("default_recheck_after_ms")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return DEFAULT_RECHECK_AFTER_MS
+
+
+def _deadline(ms: int) -> str:
+    return clock.iso(clock.now() + ms / 1000.0)
+
+
+def create_work_item(
+    store: AgentStore,
+    objective: str,
+    *,
+    plan_status: str | None = None,
+    plan: str | None = None,
+    todo_list: list[Any] | None = None,
+    source: str = "agent",
+    vocab: Vocabulary | None = None,
+    turn_id: str | None = None,
+) -> dict[str, Any]:
+    """Create an open work item and its plan file. Focus is never changed:
+    this is also the control-plane enqueue path (no message is admitted)."""
+    vocab = for_source(source, vocab)
+    objective = wm.validate_objective(objective)
+    status = wm.validate_plan_status(plan_status) if plan_status is not None else "draft"
+    todos = wm.normalize_todo_list(todo_list) if todo_list is not None else []
+    if plan is not None and not isinstance(plan, str):
+        raise UsageError("plan must be text", kind="invalid_arguments", details={"field": "plan"})
+    wid = clock.new_id("wi")
+    path = plan_path(store, wid)
+    body = plan if plan and plan.strip() else wm.default_plan_text(objective, wid)
+    atomic_write_text(path, body if body.endswith("\n") else body + "\n")
+    desc = describe_file(path)
+    with mutation(store) as (idx, agent):
+        state = agent["state"]
+        rec = wm.new_work_item_record(
+            work_item_id=wid,
+            agent_id=store.agent_id,
+            workspace_id=state.get("active_workspace_id"),
+            objective=objective,
+            plan_status=status,
+            todo_list=todos,
+            plan_artifact=desc,
+            created_at=clock.now_iso(),
+        )
+        rec = append_item(store, idx, rec, "created")
+        save(store, idx)
+        current_id = state.get("current_work_item_id")
+    store.emit(
+        "work_item_created",
+        {
+            "objective": objective,
+            "plan_status": status,
+            "todo_count": len(todos),
+            "plan_path": str(path),
+            "plan_seeded": bool(plan and plan.strip()),
+            "source": source,
+        },
+        work_item_id=wid,
+        turn_id=turn_id,
+    )
+    note = (
+        f"Created {wid}; focus unchanged (current: {current_id})."
+        if current_id
+        else f"Created {wid}. No work item is current: {vocab.pick(wid)} to make it current."
+    )
+    note += f" Edit the plan file directly: {path}"
+    return {
+        "work_item": view(idx, rec, current_id=current_id),
+        "current_work_item_id": current_id,
+        "note": note,
+        "warnings": wm.todo_warnings(todos),
+    }
+
+
+def pick_work_item(
+    store: AgentStore,
+    work_item_id: str,
+    *,
+    reason: str | None = None,
+    source: str = "agent",
+    vocab: Vocabulary | None = None,
+    turn_id: str | None = None,
+) -> dict[str, Any]:
+    """Set the focus pointer. A ``reason`` is required only when switching away
+    from a runnable current item; missing, it is a warning (phase one), and
+    the ``work_item_picked`` event says ``reason_required``/``reason_missing``.
+    The reason lives only on that event."""
+    vocab = for_source(source, vocab)
+    reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
+    with mutation(store) as (idx, agent):
+        rec = require(store, idx, work_item_id, vocab)
+        wid = rec["id"]
+        require_open(
+            rec,
+            "is completed and cannot be picked",
+            vocab.pick_completed_hint(),
+        )
+        state = agent["state"]
+        prev_id = state.get("current_work_item_id")
+        prev = idx.items.get(prev_id) if isinstance(prev_id, str) else None
+        prev_open = prev is not None and prev.get("state") == "open"
+        prev_readiness = (
+            wm.readiness(prev, idx.waits_for(prev)) if prev is not None and prev_open else None
+        )
+        cur_readiness = wm.readiness(rec, idx.waits_for(rec))
+        if prev_id == wid:
+            switch_kind, reason_required = "reaffirm", False
+        elif prev_open and prev_readiness == "runnable":
+            switch_kind, reason_required = "explicit_focus_override", True
+        elif prev_open:
+            switch_kind, reason_required = "switch_from_non_runnable", False
+        else:
+            switch_kind, reason_required = "select", False
+        if prev_id != wid:
+            state["current_work_item_id"] = wid
+            store.write_record(agent)
+    reason_missing = reason_required and reason is None
+    warnings: list[dict[str, Any]] = []
+    if reason_missing:
+        warnings.append(
+            {
+                "kind": "pick_reason_missing",
+                "message": vocab.pick_reason_missing(prev_id),
+                "previous_work_item_id": prev_id,
+            }
+        )
+    if cur_readiness != "runnable":
+        warnings.append(
+            {
+                "kind": "picked_non_runnable",
+                "message": vocab.picked_non_runnable(wid, cur_readiness),
+                "readiness": cur_readiness,
+            }
+        )
+    store.emit(
+        "work_item_picked",
+        {
+            "agent_id": store.agent_id,
+            "previous_work_item_id": prev_id,
+            "current_work_item_id": wid,
+            "reason": reason,
+            "previous_readiness": prev_readiness,
+            "current_readiness": cur_readiness,
+            "switch_kind": switch_kind,
+            "reason_required": reason_required,
+            "reason_missing": reason_missing,
+            "source": source,
+        },
+        work_item_id=wid,
+        turn_id=turn_id,
+    )
+    return {
+        "work_item": view(idx, rec, current_id=wid),
+        "previous_work_item": view(idx, prev, current_id=wid)
+        if prev is not None and prev_id != wid
+        else None,
+        "current_work_item_id": wid,
+        "switch_kind": switch_kind,
+        "binding": BINDING_NOTE.format(wid=wid),
+        "warnings": warnings,
+    }
+
+
+def update_work_item(
+    store: AgentStore,
+    work_item_id: str,
+    *,
+    objective: str | None = None,
+    plan_status: str | None = None,
+    todo_list: list[Any] | None = None,
+    blocked_by: str | None | Unset = UNSET,
+    recheck_after_ms: int | None = None,
+    source: str = "agent",
+    vocab: Vocabulary | None = None,
+    turn_id: str | None = None,
+) -> dict[str, Any]:
+    """Update mutable fields. ``blocked_by``: :data:`UNSET` keeps it, ``None``
+    clears it (with ``recheck_at``/``recheck_consumed_at``), text sets it with
+    a fresh recheck deadline (``recheck_after_ms`` or the default). Focus is
+    released inside this mutation when it blocks the current item or marks
+    it ``needs_input``; clearing a blocker never re-picks."""
+    vocab = for_source(source, vocab)
+    if (
+        objective is None
+        and plan_status is None
+        and todo_list is None
+        and isinstance(blocked_by, Unset)
+        and recheck_after_ms is None
+    ):
+        raise UsageError(
+            "nothing to update",
+            hint=vocab.nothing_to_update_hint(),
+            kind="invalid_arguments",
+        )
+    new_objective = wm.validate_objective(objective) if objective is not None else None
+    new_status = wm.validate_plan_status(plan_status) if plan_status is not None else None
+    new_todos = wm.normalize_todo_list(todo_list) if todo_list is not None else None
+    new_blocker = wm.validate_blocked_by(blocked_by) if isinstance(blocked_by, str) else blocked_by
+    if recheck_after_ms is not None:
+        recheck_after_ms = wm.validate_recheck_after_ms(recheck_after_ms)
+        if not isinstance(new_blocker, str):
+            message, hint = vocab.recheck_without_blocker()
+            raise UsageError(
+                message,
+                hint=hint,
+                kind="invalid_arguments",
+                details={"field": "recheck_after"},
+            )
+    focus_released = False
+    with mutation(store) as (idx, agent):
+        rec = require(store, idx, work_item_id, vocab)
+        wid = rec["id"]
+        require_open(
+            rec,
+            "is completed; completed work items cannot be updated",
+            "create a new work item for follow-up work",
+        )
+        new = dict(rec)
+        changed: list[str] = []
+        if new_objective is not None:
+            new["objective"] = new_objective
+            changed.append("objective")
+        if new_status is not None:
+            new["plan_status"] = new_status
+            changed.append("plan_status")
+        if new_todos is not None:
+            new["todo_list"] = new_todos
+            changed.append("todo_list")
+        if isinstance(new_blocker, str):
+            new["blocked_by"] = new_blocker
+            new["recheck_at"] = _deadline(recheck_after_ms or default_recheck_after_ms())
+            new["recheck_consumed_at"] = None
+            changed.append("blocked_by")
+        elif new_blocker is None:
+            new["blocked_by"] = None
+            new["recheck_at"] = None
+            new["recheck_consumed_at"] = None
+            changed.append("blocked_by")
+        new["updated_at"] = clock.now_iso()
+        state = agent["state"]
+        current_id = state.get("current_work_item_id")
+        release_reason = None
+        if current_id == wid:
+            if isinstance(new_blocker, str):
+                release_reason = "blocked"
+            elif new_status == "needs_input":
+                release_reason = "needs_input"
+        rec = append_item(store, idx, new, "updated")
+        if release_reason:
+            state["current_work_item_id"] = None
+            store.write_record(agent)
+            focus_released = True
+            current_id = None
+        save(store, idx)
+    store.emit(
+        "work_item_updated",
+        {
+            "changed": changed,
+            "objective": rec["objective"] if "objective" in changed else None,
+            "plan_status": rec["plan_status"],
+            "blocked_by": rec["blocked_by"],
+            "blocker_cleared": new_blocker is None,
+            "recheck_at": rec["recheck_at"],
+            "todo_counts": wm.todo_counts(rec["todo_list"]) if "todo_list" in changed else None,
+            "focus_released": focus_released,
+            "source": source,
+        },
+        work_item_id=wid,
+        turn_id=turn_id,
+    )
+    if focus_released:
+        store.emit(
+            "work_item_focus_released",
+            {"reason": release_reason, "source": source},
+            work_item_id=wid,
+            turn_id=turn_id,
+        )
+    notes = []
+    if focus_released:
+        notes.append(
+            f"Focus released: {wid} is no longer current ({release_reason}). No work item is current; {vocab.pick()} for the next one."
+        )
+    if new_blocker is None and current_id != wid:
+        notes.append(f"Blocker cleared; {wid} is not current: {vocab.pick(wid)} to resume it.")
+    return {
+        "work_item": view(idx, rec, current_id=current_id),
+        "changed": changed,
+        "focus_released": focus_released,
+        "current_work_item_id": current_id,
+        "note": " ".join(notes) or None,
+        "warnings": wm.todo_warnings(rec["todo_list"]) if "todo_list" in changed else [],
+    }
+
+
+def complete_work_item(
+    store: AgentStore,
+    work_item_id: str,
+    *,
+    report: str | None = None,
+    source: str = "agent",
+    vocab: Vocabulary | None = None,
+    ambiguous_round: bool = False,
+    turn_id: str | None = None,
+) -> dict[str, Any]:
+    """Mark a work item completed (clears blocker and recheck; releases focus).
+
+    ``source="agent"``: ``report`` is the same assistant round's text. It is
+    promoted -- into ``result_summary``, a ``DeliverySummaryRecord`` and a
+    ``work_done`` result brief -- only after the state change succeeds, and
+    only when it is non-empty, the item was the focused one, and the round
+    holds no other completion (``ambiguous_round``): the runtime does not
+    guess which report belongs to which item. ``source="operator"``: the
+    explicit ``report`` becomes ``result_summary``. Unfinished todos never
+    block completion; they produce the structured ``unfinished_todos`` warning.
+    """
+    vocab = for_source(source, vocab)
+    text = report.strip() if isinstance(report, str) else ""
+    warnings: list[dict[str, Any]] = []
+    ds_rec: dict[str, Any] | None = None
+    with mutation(store) as (idx, agent):
+        rec = require(store, idx, work_item_id, vocab)
+        wid = rec["id"]
+        require_open(
+            rec, "is already completed", "nothing to do; create a new work item for follow-up work"
+        )
+        state = agent["state"]
+        focused = state.get("current_work_item_id") == wid
+        unfinished = wm.unfinished_todos_warning(rec.get("todo_list") or [])
+        if unfinished:
+            warnings.append(unfinished)
+        promote = False
+        if source == "operator":
+            promote = bool(text)
+        elif not text:
+            warnings.append(
+                {
+                    "kind": "missing_completion_report",
+                    "message": MISSING_COMPLETION_REPORT,
+                }
+            )
+        elif ambiguous_round:
+            warnings.append(
+                {
+                    "kind": "completion_report_ambiguous",
+                    "message": COMPLETION_REPORT_AMBIGUOUS,
+                }
+            )
+        elif not focused:
+            warnings.append(
+                {
+                    "kind": "completion_report_not_focused",
+                    "message": COMPLETION_REPORT_NOT_FOCUSED.format(wid=wid),
+                }
+            )
+        else:
+            promote = True
+        now = clock.now_iso()
+        new = dict(rec)
+        new.update(
+            {
+                "state": "completed",
+                "blocked_by": None,
+                "recheck_at": None,
+                "recheck_consumed_at": None,
+                "result_summary": text if promote else None,
+                "completed_at": now,
+                "updated_at": now,
+            }
+        )
+        rec = append_item(store, idx, new, "completed")
+        if focused:
+            state["current_work_item_id"] = None
+            store.write_record(agent)
+        if promote and source != "operator":
+            ds_rec = wm.new_delivery_summary(
+                summary_id=clock.new_id("dsum"),
+                agent_id=store.agent_id,
+                work_item_id=wid,
+                text=text,
+                source="assistant_round",
+                created_at=now,
+                turn_id=turn_id,
+                warnings=[unfinished] if unfinished else None,
+            )
+            append_report(store, idx, ds_rec)
+        save(store, idx)
+        current_id = state.get("current_work_item_id")
+    brief_id = None
+    if ds_rec is not None:
+        from holon_cli.runtime.briefs import write_brief
+
+        brief = write_brief(
+            store,
+            kind="result",
+            text=text,
+            visibility="work_done",
+            work_item_id=wid,
+            turn_id=turn_id,
+            title=rec["objective"][:200],
+        )
+        brief_id = brief["id"]
+    counts = wm.todo_counts(rec.get("todo_list") or [])
+    store.emit(
+        "work_item_completed",
+        {
+            "objective": rec["objective"],
+            "source": source,
+            "report_promoted": promote,
+            "delivery_summary_id": ds_rec["id"] if ds_rec else None,
+            "brief_id": brief_id,
+            "completed_with_unfinished_todos": unfinished is not None,
+            "unfinished_todo_count": counts["pending"] + counts["in_progress"],
+            "pending_todo_count": counts["pending"],
+            "in_progress_todo_count": counts["in_progress"],
+            "focus_released": focused,
+            "warnings": [w["kind"] for w in warnings],
+        },
+        work_item_id=wid,
+        turn_id=turn_id,
+    )
+    note = f"{wid} completed."
+    if focused:
+        note += f" Focus released; no work item is current: {vocab.pick()} for the next one."
+    return {
+        "work_item": view(idx, rec, current_id=current_id),
+        "completion_report": completion_report(idx, rec),
+        "delivery_summary_id": ds_rec["id"] if ds_rec else None,
+        "brief_id": brief_id,
+        "focus_released": focused,
+        "current_work_item_id": current_id,
+        "note": note,
+        "warnings": warnings,
+    }

@@ -1,0 +1,123 @@
+"""Plan artifacts: keep each item's plan descriptor in step with its file.
+
+``work-items/<id>/plan.md`` is edited directly by the agent and the operator;
+the record keeps a descriptor (path, hash, size, preview). A refresh appends
+a ``plan_artifact_refreshed`` revision and emits ``plan_artifact_changed`` or
+``plan_artifact_missing``. A deleted file is reported, never recreated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from holon_cli.model import workitem as wm
+from holon_cli.model.workitem import PlanDescriptor
+from holon_cli.runtime.workitems.access import mutation, require
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.workitem_index import (
+    append_item,
+    describe_file,
+    load,
+    save,
+    unchanged_on_disk,
+)
+
+
+def _plan_events(
+    store: AgentStore,
+    wid: str,
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    turn_id: str | None,
+) -> None:
+    if old and old.get("exists", True) and not new.get("exists"):
+        store.emit(
+            "plan_artifact_missing",
+            {"path": new["path"], "previous_hash": old.get("hash")},
+            work_item_id=wid,
+            turn_id=turn_id,
+        )
+    elif new.get("exists"):
+        store.emit(
+            "plan_artifact_changed",
+            {
+                "path": new["path"],
+                "hash": new["hash"],
+                "previous_hash": (old or {}).get("hash"),
+                "bytes": new["bytes"],
+                "restored": bool(old and not old.get("exists", True)),
+            },
+            work_item_id=wid,
+            turn_id=turn_id,
+        )
+
+
+def refresh(
+    store: AgentStore, ids: Iterable[str], *, turn_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Bring the plan descriptors of ``ids`` up to date; one lock for all changes."""
+    idx = load(store)
+    stale = []
+    for wid in dict.fromkeys(ids):
+        rec = idx.items.get(wid)
+        if rec is None:
+            continue
+        if unchanged_on_disk(Path(rec["plan_artifact"]["path"]), rec.get("plan_artifact")):
+            continue  # no need to read and hash the file
+        fresh = describe_file(Path(rec["plan_artifact"]["path"]))
+        if wm.plan_changed(rec.get("plan_artifact"), fresh):
+            stale.append(wid)
+    if not stale:
+        return []
+    changes: list[tuple[str, PlanDescriptor | None, PlanDescriptor]] = []
+    with mutation(store) as (idx, _):
+        for wid in stale:
+            rec = idx.items[wid]
+            old = rec["plan_artifact"]
+            fresh = describe_file(Path(old["path"]))
+            if not wm.plan_changed(old, fresh):
+                continue  # another process got here first
+            append_item(store, idx, {**rec, "plan_artifact": fresh}, "plan_artifact_refreshed")
+            changes.append((wid, old, fresh))
+        if changes:
+            save(store, idx)
+    out = []
+    for wid, old, fresh in changes:
+        _plan_events(store, wid, old, fresh, turn_id)
+        out.append(
+            {
+                "work_item_id": wid,
+                "change": "changed" if fresh["exists"] else "missing",
+                "plan_artifact": dict(fresh),
+            }
+        )
+    return out
+
+
+def refresh_plan_descriptor(
+    store: AgentStore, work_item_id: str, *, turn_id: str | None = None
+) -> dict[str, Any]:
+    """Re-read one item's plan file. Returns ``{work_item_id, changed, exists,
+    plan_artifact}``. A deleted file is reported (``exists: false`` and one
+    ``plan_artifact_missing`` event), never recreated."""
+    require(store, load(store), work_item_id)
+    changes = refresh(store, [work_item_id], turn_id=turn_id)
+    rec = load(store).items[work_item_id]
+    desc = dict(rec["plan_artifact"])
+    return {
+        "work_item_id": work_item_id,
+        "changed": bool(changes),
+        "exists": bool(desc.get("exists")),
+        "plan_artifact": desc,
+    }
+
+
+def refresh_all(store: AgentStore, *, turn_id: str | None = None) -> list[dict[str, Any]]:
+    """Refresh every open item's plan descriptor (the turn engine calls this at
+    turn end). Returns one ``{work_item_id, change, plan_artifact}`` per change."""
+    idx = load(store)
+    return refresh(
+        store, [wid for wid, r in idx.items.items() if r.get("state") == "open"], turn_id=turn_id
+    )
