@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 from holon_cli.errors import CorruptStateError, UsageError
 
@@ -77,11 +77,92 @@ MAX_BLOCKER_CHARS = 4000
 MAX_TODO_ITEMS = 100
 MAX_TODO_TEXT_CHARS = 1000
 
-# record shapes (typed more precisely in a later step)
-WorkItemRecord = dict[str, Any]
-PlanDescriptor = dict[str, Any]
-DeliverySummaryRecord = dict[str, Any]
-WaitingIntentRecord = dict[str, Any]
+
+# ---------------------------------------------------------- record shapes
+# TypedDicts: the JSON on disk and on the wire, unchanged (zero runtime cost).
+
+
+class TodoItem(TypedDict):
+    """One entry of a todo-list snapshot."""
+
+    text: str
+    state: str  # one of TODO_STATES
+
+
+class PlanDescriptor(TypedDict):
+    """What a record keeps of ``work-items/<id>/plan.md`` (never the body)."""
+
+    path: str
+    exists: bool
+    hash: str | None  # "sha256:<hex>", None when the file is missing
+    bytes: int
+    updated_at: str | None
+    preview: str
+    preview_complete: bool
+
+
+class BlockerFields(TypedDict):
+    """The blocker, stored flat in the record: agent-authored text (never
+    parsed) and its one-shot recheck deadline."""
+
+    blocked_by: str | None
+    recheck_at: str | None
+    recheck_consumed_at: str | None
+
+
+class WorkItemRecord(BlockerFields):
+    """A work item as the ``work_items`` ledger stores it (newest line wins).
+
+    ``v``/``rev``/``change``/``recorded_at`` are ledger bookkeeping: present on
+    every stored line, absent from :func:`public_record` views."""
+
+    id: str
+    agent_id: str
+    workspace_id: str | None
+    objective: str
+    state: str  # one of STATES
+    plan_status: str  # one of PLAN_STATUSES
+    plan_artifact: PlanDescriptor
+    todo_list: list[TodoItem]
+    result_summary: str | None
+    completed_at: str | None
+    created_at: str
+    updated_at: str
+    v: NotRequired[int]
+    rev: NotRequired[int]
+    change: NotRequired[str]
+    recorded_at: NotRequired[str]
+
+
+class DeliverySummaryRecord(TypedDict):
+    """A promoted completion report (``delivery_summaries`` ledger)."""
+
+    v: int
+    id: str
+    agent_id: str
+    work_item_id: str
+    text: str
+    source: str
+    created_at: str
+    turn_id: NotRequired[str]
+    warnings: NotRequired[list[dict[str, Any]]]
+
+
+class WaitingIntentRecord(TypedDict, total=False):
+    """A waiting intent as the work plane reads it (the waiting plane writes
+    the ``waiting_intents`` ledger; only ``id`` and ``work_item_id`` are
+    guaranteed)."""
+
+    id: Required[str]
+    work_item_id: Required[str]
+    kind: str  # task | external | ...
+    status: str  # active | cancelled
+    trigger_count: int
+    last_triggered_at: str | None
+    source: str
+    resource: str
+    condition: str
+
 
 # record keys that are ledger bookkeeping, not part of the public record
 _LEDGER_KEYS = ("v", "rev", "change", "recorded_at")
@@ -173,7 +254,7 @@ def validate_recheck_after_ms(value: Any) -> int:
     return int(value)
 
 
-def normalize_todo_list(items: Any) -> list[dict[str, str]]:
+def normalize_todo_list(items: Any) -> list[TodoItem]:
     """Validate a full todo-list snapshot; accepts dicts (or objects with
     ``text``/``state`` attributes). Returns fresh ``{text, state}`` dicts."""
     if not isinstance(items, list | tuple):
@@ -188,7 +269,7 @@ def normalize_todo_list(items: Any) -> list[dict[str, str]]:
             "todo_list",
             "keep todos as short progress markers; scope belongs in the plan file",
         )
-    out: list[dict[str, str]] = []
+    out: list[TodoItem] = []
     for i, item in enumerate(items):
         if isinstance(item, Mapping):
             text, state = item.get("text"), item.get("state", "pending")
@@ -228,10 +309,10 @@ def new_work_item_record(
     workspace_id: str | None,
     objective: str,
     plan_status: str,
-    todo_list: list[dict[str, str]],
-    plan_artifact: dict[str, Any],
+    todo_list: list[TodoItem],
+    plan_artifact: PlanDescriptor,
     created_at: str,
-) -> dict[str, Any]:
+) -> WorkItemRecord:
     return {
         "v": WORK_ITEM_RECORD_VERSION,
         "id": work_item_id,
@@ -252,7 +333,7 @@ def new_work_item_record(
     }
 
 
-def upgrade_record(rec: dict[str, Any], *, where: str = "work_items ledger") -> dict[str, Any]:
+def upgrade_record(rec: Mapping[str, Any], *, where: str = "work_items ledger") -> WorkItemRecord:
     """Accept current and older record versions; reject newer ones clearly."""
     v = rec.get("v", 1)
     if not isinstance(v, int) or v > WORK_ITEM_RECORD_VERSION:
@@ -272,12 +353,12 @@ def upgrade_record(rec: dict[str, Any], *, where: str = "work_items ledger") -> 
     ):
         out.setdefault(k, None)
     out.setdefault("plan_status", "draft")
-    return out
+    return cast(WorkItemRecord, out)
 
 
-def public_record(rec: Mapping[str, Any]) -> dict[str, Any]:
+def public_record(rec: Mapping[str, Any]) -> WorkItemRecord:
     """The record without ledger bookkeeping keys."""
-    return {k: v for k, v in rec.items() if k not in _LEDGER_KEYS}
+    return cast(WorkItemRecord, {k: v for k, v in rec.items() if k not in _LEDGER_KEYS})
 
 
 def new_delivery_summary(
@@ -290,8 +371,8 @@ def new_delivery_summary(
     created_at: str,
     turn_id: str | None = None,
     warnings: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    rec: dict[str, Any] = {
+) -> DeliverySummaryRecord:
+    rec: DeliverySummaryRecord = {
         "v": DELIVERY_SUMMARY_VERSION,
         "id": summary_id,
         "agent_id": agent_id,
@@ -312,7 +393,7 @@ def new_delivery_summary(
 
 def describe_plan(
     path: str, data: bytes | None, updated_at: str | None, *, preview_chars: int = PREVIEW_CHARS
-) -> dict[str, Any]:
+) -> PlanDescriptor:
     """The plan artifact descriptor for file bytes (``None``: the file is missing)."""
     if data is None:
         return {
@@ -511,24 +592,24 @@ class Candidates:
     complete and ranked; apply :data:`PROMPT_LIMITS` when projecting.
     """
 
-    current: dict[str, Any] | None = None
-    classes: dict[str, list[dict[str, Any]]] = field(
+    current: WorkItemRecord | None = None
+    classes: dict[str, list[WorkItemRecord]] = field(
         default_factory=lambda: {c: [] for c in CANDIDATE_CLASSES}
     )
     completed_total: int = 0
 
-    def top(self, cls: str) -> list[dict[str, Any]]:
+    def top(self, cls: str) -> list[WorkItemRecord]:
         return self.classes[cls][: PROMPT_LIMITS.get(cls, 1)]
 
 
-def _newest_first(items: list[dict[str, Any]], key: Any) -> list[dict[str, Any]]:
+def _newest_first(items: list[WorkItemRecord], key: Any) -> list[WorkItemRecord]:
     """Stable sort: ISO timestamps newest first, missing values last."""
     return sorted(items, key=lambda r: (bool(key(r)), str(key(r) or "")), reverse=True)
 
 
 def rank(
-    cls: str, items: list[dict[str, Any]], waits: Mapping[str, WaitSummary]
-) -> list[dict[str, Any]]:
+    cls: str, items: list[WorkItemRecord], waits: Mapping[str, WaitSummary]
+) -> list[WorkItemRecord]:
     """Phase-one ranking: simple, stable, explainable.
 
     Multi-key orders are built from stable sorts, least significant key first
@@ -545,7 +626,7 @@ def rank(
 
 
 def classify(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[WorkItemRecord],
     *,
     current_id: str | None,
     waits: Mapping[str, WaitSummary] | None = None,
@@ -556,9 +637,9 @@ def classify(
     waits = waits or {}
     has_report = has_report or {}
     out = Candidates()
-    buckets: dict[str, list[dict[str, Any]]] = {c: [] for c in CANDIDATE_CLASSES}
+    buckets: dict[str, list[WorkItemRecord]] = {c: [] for c in CANDIDATE_CLASSES}
     for r in records:
-        rec = dict(r)
+        rec = cast(WorkItemRecord, dict(r))
         w = waits.get(rec["id"], NO_WAITS)
         if rec.get("state") == "completed":
             out.completed_total += 1

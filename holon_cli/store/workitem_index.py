@@ -30,7 +30,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
@@ -116,7 +116,7 @@ class WorkItemIndex:
     def apply_wait(self, rec: Mapping[str, Any]) -> None:
         wid = rec.get("id")
         if isinstance(wid, str) and isinstance(rec.get("work_item_id"), str):
-            self.waits[wid] = dict(rec)
+            self.waits[wid] = cast(WaitingIntentRecord, dict(rec))
 
     def wait_summaries(self) -> dict[str, wm.WaitSummary]:
         by_item: dict[str, list[WaitingIntentRecord]] = {}
@@ -128,7 +128,7 @@ class WorkItemIndex:
             if wid in self.items
         }
 
-    def waits_for(self, rec: Mapping[str, Any]) -> wm.WaitSummary:
+    def waits_for(self, rec: WorkItemRecord) -> wm.WaitSummary:
         return wm.summarize_waits(
             rec, (w for w in self.waits.values() if w.get("work_item_id") == rec.get("id"))
         )
@@ -198,7 +198,7 @@ def describe_file(path: Path) -> PlanDescriptor:
     return wm.describe_plan(str(path), data, clock.iso(mtime))
 
 
-def unchanged_on_disk(path: Path, desc: Mapping[str, Any] | None) -> bool:
+def unchanged_on_disk(path: Path, desc: PlanDescriptor | None) -> bool:
     """Cheap pre-check: same size and modification time as the descriptor says."""
     if not desc or not desc.get("exists", True) or desc.get("bytes") is None:
         return False

@@ -8,7 +8,7 @@ mutating function of the work plane while already inside :func:`mutation`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -65,7 +65,7 @@ def require(
     return rec
 
 
-def require_open(rec: Mapping[str, Any], what: str, hint: str) -> None:
+def require_open(rec: WorkItemRecord, what: str, hint: str) -> None:
     """Reject a mutation of a completed item (exit 4, kind ``work_item_completed``)."""
     if rec["state"] == "completed":
         wid = rec["id"]

@@ -22,7 +22,7 @@ from typing import Any
 from holon_cli import clock
 from holon_cli.errors import UsageError
 from holon_cli.model import workitem as wm
-from holon_cli.model.workitem import UNSET, Unset
+from holon_cli.model.workitem import UNSET, DeliverySummaryRecord, Unset
 from holon_cli.runtime.workitems.access import config_runtime, mutation, require, require_open
 from holon_cli.runtime.workitems.views import completion_report, view
 from holon_cli.store.agent_store import AgentStore
@@ -367,7 +367,7 @@ def complete_work_item(
     vocab = for_source(source, vocab)
     text = report.strip() if isinstance(report, str) else ""
     warnings: list[dict[str, Any]] = []
-    ds_rec: dict[str, Any] | None = None
+    ds_rec: DeliverySummaryRecord | None = None
     with mutation(store) as (idx, agent):
         rec = require(store, idx, work_item_id, vocab)
         wid = rec["id"]

@@ -8,7 +8,7 @@ a ``plan_artifact_refreshed`` revision and emits ``plan_artifact_changed`` or
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,8 @@ from holon_cli.store.workitem_index import (
 def _plan_events(
     store: AgentStore,
     wid: str,
-    old: Mapping[str, Any] | None,
-    new: Mapping[str, Any],
+    old: PlanDescriptor | None,
+    new: PlanDescriptor,
     turn_id: str | None,
 ) -> None:
     if old and old.get("exists", True) and not new.get("exists"):
@@ -45,7 +45,7 @@ def _plan_events(
             {
                 "path": new["path"],
                 "hash": new["hash"],
-                "previous_hash": (old or {}).get("hash"),
+                "previous_hash": old.get("hash") if old else None,
                 "bytes": new["bytes"],
                 "restored": bool(old and not old.get("exists", True)),
             },
@@ -84,8 +84,8 @@ def refresh(
         if changes:
             save(store, idx)
     out = []
-    for wid, old, fresh in changes:
-        _plan_events(store, wid, old, fresh, turn_id)
+    for wid, prev, fresh in changes:
+        _plan_events(store, wid, prev, fresh, turn_id)
         out.append(
             {
                 "work_item_id": wid,

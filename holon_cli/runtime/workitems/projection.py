@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from holon_cli.model import workitem as wm
+from holon_cli.model.workitem import WorkItemRecord
 from holon_cli.runtime.workitems.access import current_id as _current_id
 from holon_cli.runtime.workitems.views import completion_report, wait_brief
 from holon_cli.store.agent_store import AgentStore
@@ -86,7 +87,7 @@ def _trace(store: AgentStore, wid: str, limit: int) -> list[str]:
 def _current_section(
     store: AgentStore,
     idx: WorkItemIndex,
-    rec: Mapping[str, Any] | None,
+    rec: WorkItemRecord | None,
     *,
     focused: bool,
     preview_chars: int,
@@ -152,7 +153,7 @@ def _current_section(
     return "\n".join(lines)
 
 
-def _candidate_line(idx: WorkItemIndex, cls: str, rec: Mapping[str, Any]) -> str:
+def _candidate_line(idx: WorkItemIndex, cls: str, rec: WorkItemRecord) -> str:
     waits = idx.waits_for(rec)
     head = f'- {rec["id"]} "{_one_line(rec["objective"], 120)}"'
     if cls == "completed_recent":
@@ -179,7 +180,7 @@ def _candidate_line(idx: WorkItemIndex, cls: str, rec: Mapping[str, Any]) -> str
     return f"{head} - " + "; ".join(bits)
 
 
-def plan_gist(rec: Mapping[str, Any]) -> str:
+def plan_gist(rec: WorkItemRecord) -> str:
     """First meaningful line of the stored preview (headers and comments skipped)."""
     desc = rec.get("plan_artifact") or {}
     if not desc.get("exists", True):
@@ -243,9 +244,11 @@ def project_work_queue(
         return None
     focus_id = _current_id(store)
     current_id = focus_id
-    if bound_work_item_id and idx.items.get(bound_work_item_id, {}).get("state") == "open":
+    bound = idx.items.get(bound_work_item_id) if bound_work_item_id else None
+    if bound is not None and bound["state"] == "open":
         current_id = bound_work_item_id
-    if current_id is not None and idx.items.get(current_id, {}).get("state") != "open":
+    current = idx.items.get(current_id) if current_id is not None else None
+    if current_id is not None and (current is None or current["state"] != "open"):
         current_id = None
     # open items plus just enough recent completions to fill the completed class
     recent_done = idx.recent_completed_with_report(wm.PROMPT_LIMITS.get("completed_recent", 3) + 1)

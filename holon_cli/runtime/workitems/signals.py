@@ -19,6 +19,7 @@ from typing import Any
 
 from holon_cli import clock
 from holon_cli.model import workitem as wm
+from holon_cli.model.workitem import WorkItemRecord
 from holon_cli.runtime.workitems.access import current_id as _current_id
 from holon_cli.runtime.workitems.access import mutation
 from holon_cli.runtime.workitems.mutations import update_work_item
@@ -91,7 +92,7 @@ def turn_end_commit(
     }
 
 
-def _compact(idx: WorkItemIndex, rec: Mapping[str, Any]) -> dict[str, Any]:
+def _compact(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any]:
     waits = idx.waits_for(rec)
     out: dict[str, Any] = {
         "work_item_id": rec["id"],
@@ -215,7 +216,7 @@ def recheck_due(store: AgentStore, now: float | str | None = None) -> list[dict[
     interpreted, and focus does not change."""
     ts = _as_ts(now)
 
-    def due(r: Mapping[str, Any]) -> bool:
+    def due(r: WorkItemRecord) -> bool:
         at = r.get("recheck_at")
         return (
             r.get("state") == "open"

@@ -20,7 +20,7 @@ from holon_cli.store.workitem_index import WorkItemIndex, load
 from holon_cli.tools.workitem_hints import TOOLS, Vocabulary
 
 
-def completion_report(idx: WorkItemIndex, rec: Mapping[str, Any]) -> dict[str, Any] | None:
+def completion_report(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any] | None:
     if rec.get("state") != "completed":
         return None
     if rec.get("result_summary"):
@@ -38,7 +38,7 @@ def completion_report(idx: WorkItemIndex, rec: Mapping[str, Any]) -> dict[str, A
 
 def view(
     idx: WorkItemIndex,
-    rec: Mapping[str, Any],
+    rec: WorkItemRecord,
     *,
     current_id: str | None,
     include_todo_list: bool = True,
@@ -46,7 +46,7 @@ def view(
     """A read-surface view: the record, its plan descriptor (never the body)
     and the derived readiness projection."""
     waits = idx.waits_for(rec)
-    out: dict[str, Any] = wm.public_record(rec)
+    out: dict[str, Any] = dict(wm.public_record(rec))
     out["plan_artifact"] = dict(rec.get("plan_artifact") or {})
     todos = list(rec.get("todo_list") or [])
     if not include_todo_list:
