@@ -43,6 +43,13 @@ def _store(agent_id: str | None) -> Any:
     return open_agent(agent_id)
 
 
+def _vocab(agent_id: str | None, **flags: str) -> Any:
+    """Hints and errors in this command's flags, repeating the ``--agent`` given."""
+    from holon_cli.tools.workitem_hints import CliVocabulary
+
+    return CliVocabulary(agent_id, flags)
+
+
 def _warn(res: dict[str, Any]) -> None:
     for w in res.get("warnings") or []:
         click.echo(f"warning: {w.get('message')}", err=True)
@@ -115,10 +122,8 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
         return
     items = res["work_items"]
     if not items:
-        click.echo(
-            f"no work items ({filter_}); create one with `holon workitem create OBJECTIVE`",
-            err=True,
-        )
+        create = _vocab(agent_id).command("create OBJECTIVE")
+        click.echo(f"no work items ({filter_}); create one with {create}", err=True)
         return
     rows = []
     for w in items:
@@ -152,7 +157,7 @@ def workitem_show(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     output.begin("workitem show", as_json)
     from holon_cli.runtime.workitems import get_work_item
 
-    res = get_work_item(_store(agent_id), work_item_id)
+    res = get_work_item(_store(agent_id), work_item_id, vocab=_vocab(agent_id))
     if as_json:
         output.emit_json(res)
         return
@@ -208,7 +213,7 @@ def workitem_path(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     output.begin("workitem path", as_json)
     from holon_cli.runtime.workitems import require_work_item
 
-    rec = require_work_item(_store(agent_id), work_item_id)
+    rec = require_work_item(_store(agent_id), work_item_id, vocab=_vocab(agent_id))
     path = rec["plan_artifact"]["path"]
     if as_json:
         from pathlib import Path
@@ -270,6 +275,7 @@ def workitem_create(
                     hint="pass a readable UTF-8 text file",
                 ) from None
     store = _store(agent_id)
+    vocab = _vocab(agent_id, objective="OBJECTIVE")
     res = create_work_item(
         store,
         objective,
@@ -277,6 +283,7 @@ def workitem_create(
         plan=plan,
         todo_list=[_parse_todo(t) for t in todos],
         source="operator",
+        vocab=vocab,
     )
     if as_json:
         output.emit_json(res)
@@ -286,10 +293,8 @@ def workitem_create(
     click.echo(f"plan: {w['plan_artifact']['path']}")
     _warn(res)
     if not res["current_work_item_id"]:
-        click.echo(
-            f"hint: no work item is current; `holon workitem pick {w['id']}` makes it current",
-            err=True,
-        )
+        pick = vocab.command(f"pick {w['id']}")
+        click.echo(f"hint: no work item is current; {pick} makes it current", err=True)
 
 
 @workitem.command("update")
@@ -370,6 +375,7 @@ def workitem_update(
         blocked_by=blocker,
         recheck_after_ms=recheck_ms,
         source="operator",
+        vocab=_vocab(agent_id),
     )
     if as_json:
         output.emit_json(res)
@@ -404,7 +410,9 @@ def workitem_pick(
     output.begin("workitem pick", as_json)
     from holon_cli.runtime.workitems import pick_work_item
 
-    res = pick_work_item(_store(agent_id), work_item_id, reason=reason, source="operator")
+    res = pick_work_item(
+        _store(agent_id), work_item_id, reason=reason, source="operator", vocab=_vocab(agent_id)
+    )
     if as_json:
         output.emit_json(res)
         return
@@ -439,7 +447,9 @@ def workitem_complete(
     from holon_cli.runtime.workitems import complete_work_item
 
     text = _read_text_arg(report, "report") if report is not None else None
-    res = complete_work_item(_store(agent_id), work_item_id, report=text, source="operator")
+    res = complete_work_item(
+        _store(agent_id), work_item_id, report=text, source="operator", vocab=_vocab(agent_id)
+    )
     if as_json:
         output.emit_json(res)
         return
@@ -472,7 +482,7 @@ def workitem_edit(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     from holon_cli.runtime.workitems import refresh_plan_descriptor, require_work_item
 
     store = _store(agent_id)
-    rec = require_work_item(store, work_item_id)
+    rec = require_work_item(store, work_item_id, vocab=_vocab(agent_id))
     editor = (os.environ.get("VISUAL") or "").strip() or (os.environ.get("EDITOR") or "").strip()
     if not editor:
         raise UsageError(

@@ -9,14 +9,18 @@ repeats the ``--agent`` the operator used. The model-facing context texts
 (work-queue projection, tick signals, reminders) are here too, so the runtime
 never spells a tool name.
 
-This is a leaf module (no holon imports): the runtime may import it without
-importing the tool registry.
+This module imports nothing of holon but the error tree: the runtime may
+import it without importing the tool registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
+
+from holon_cli.errors import HolonError
 
 CREATE_TOOL = "CreateWorkItem"
 PICK_TOOL = "PickWorkItem"
@@ -89,6 +93,19 @@ class Vocabulary:
     def nothing_to_update_hint(self) -> str:
         return "pass at least one of objective, plan_status, todo_list, blocked_by"
 
+    def reword(self, err: HolonError) -> None:
+        """Say a validation error (raised in the model's field names) in this
+        vocabulary, in place. The model's own vocabulary needs no change."""
+
+    @contextmanager
+    def worded(self) -> Iterator[None]:
+        """Validation errors raised inside the block are reworded (:meth:`reword`)."""
+        try:
+            yield
+        except HolonError as err:
+            self.reword(err)
+            raise
+
     def recheck_without_blocker(self) -> tuple[str, str]:
         """(message, hint) for a recheck delay given without a blocker."""
         return (
@@ -99,10 +116,81 @@ class Vocabulary:
 
 
 class CliVocabulary(Vocabulary):
-    """Hints in ``holon workitem`` commands (the operator's words)."""
+    """Hints in ``holon workitem`` commands and flags. ``agent`` (the value of
+    ``--agent`` when the operator gave one) is repeated in every command shown;
+    ``flags`` overrides how an argument is named (``create`` takes the
+    objective as its OBJECTIVE argument, ``update`` as ``--objective``)."""
+
+    FLAGS = {
+        "objective": "--objective",
+        "reason": "--reason",
+        "plan_status": "--plan-status",
+        "todo_list": "--todo",
+        "blocked_by": "--blocked-by",
+        "recheck_after": "--recheck-after",
+        "filter": "--filter",
+        "limit": "--limit",
+        "report": "--report",
+        "work_item_id": "ID",
+    }
+
+    def __init__(self, agent: str | None = None, flags: Mapping[str, str] | None = None) -> None:
+        self.agent = agent
+        self.flags = {**self.FLAGS, **(flags or {})}
+
+    def command(self, rest: str) -> str:
+        """A ``holon workitem`` command line, quoted, with the operator's ``--agent``."""
+        agent = f" --agent {self.agent}" if self.agent else ""
+        return f"`holon workitem {rest}{agent}`"
 
     def pick(self, wid: str | None = None) -> str:
-        return f"run `holon workitem pick {wid or 'ID'}`"
+        return "run " + self.command(f"pick {wid or 'ID'}")
+
+    def list_hint(self) -> str:
+        return f"list work items with {self.command('list')} and use an id from there"
+
+    def pick_completed_hint(self) -> str:
+        return (
+            f"pick an open work item (see {self.command('list --filter open')}), "
+            f"or create a new one with {self.command('create OBJECTIVE')} for follow-up work"
+        )
+
+    def field(self, name: str) -> str:
+        return f"`{self.flags.get(name, name)}`"
+
+    def field_path(self, path: str) -> str:
+        m = re.fullmatch(r"todo_list\[(\d+)\]\.(text|state)", path)
+        if m:
+            return f"--todo #{int(m.group(1)) + 1}"
+        return self.flags.get(path, path)
+
+    def reword(self, err: HolonError) -> None:
+        field = err.details.get("field")
+        if isinstance(field, str) and field in err.message:
+            err.message = err.message.replace(field, self.field_path(field), 1)
+            err.args = (err.message,)
+        if err.hint:
+            err.hint = err.hint.replace("pass null (--clear-blocker)", "pass --clear-blocker")
+
+    def picked_non_runnable(self, wid: str, readiness: str) -> str:
+        return (
+            f"{wid} is {readiness}; picking it for review does not make it runnable. "
+            f"Clear the blocker with {self.command(f'update {wid} --clear-blocker')} "
+            "(or change --plan-status) only once it is resolved."
+        )
+
+    def nothing_to_update_hint(self) -> str:
+        return (
+            "pass at least one of --objective, --plan-status, --todo (or --clear-todos), "
+            "--blocked-by (or --clear-blocker)"
+        )
+
+    def recheck_without_blocker(self) -> tuple[str, str]:
+        return (
+            "--recheck-after applies only together with --blocked-by",
+            "pass --blocked-by with --recheck-after "
+            "(re-stating the blocker refreshes its deadline)",
+        )
 
 
 TOOLS = Vocabulary()

@@ -330,3 +330,73 @@ def test_edit_failing_editor(script_runner: Any, tmp_path: Path) -> None:
 def test_edit_unknown_item(script_runner: Any) -> None:
     r = holon(script_runner, "workitem", "edit", "wi_nope", env={"VISUAL": "true"})
     assert r.returncode == 3
+
+
+# --------------------------------------------- errors speak flags, not tools
+
+TOOL_WORDS = ("UpdateWorkItem", "PickWorkItem", "ListWorkItems", "todo_list", "blocked_by")
+
+FLAG_ERRORS: list[tuple[list[str], list[str]]] = [
+    (["create", "x", "--todo", "  "], ["--todo #1 must be non-empty text"]),
+    (["create", ""], ["OBJECTIVE must be non-empty text"]),
+    (["update", "{open}", "--todo", "a", "--todo", " "], ["--todo #2 must be non-empty"]),
+    (["update", "{open}", "--objective", " "], ["--objective must be non-empty text"]),
+    (["update", "{open}", "--blocked-by", " "], ["--blocked-by must be", "pass --clear-blocker"]),
+    (["update", "{open}"], ["nothing to update", "--plan-status", "--clear-blocker"]),
+    (
+        ["update", "{open}", "--recheck-after", "2h"],
+        ["--recheck-after applies only together with --blocked-by"],
+    ),
+    (["show", "wi_nope"], ["`holon workitem list --agent main`"]),
+    (["pick", "{done}"], ["`holon workitem list --filter open --agent main`"]),
+]
+
+
+@pytest.mark.parametrize("argv, want", FLAG_ERRORS, ids=[" ".join(a) for a, _ in FLAG_ERRORS])
+def test_cli_errors_use_flag_names_and_repeat_the_agent(
+    script_runner: Any, argv: list[str], want: list[str]
+) -> None:
+    open_id = create(script_runner, "open one")["id"]
+    done_id = create(script_runner, "done one")["id"]
+    assert holon(script_runner, "workitem", "complete", done_id).returncode == 0
+    argv = [a.format(open=open_id, done=done_id) for a in argv]
+    r = holon(script_runner, "workitem", *argv, "--agent", "main")
+    assert r.returncode != 0 and r.stdout == ""
+    for text in want:
+        assert text in r.stderr, r.stderr
+    for word in TOOL_WORDS:
+        assert word not in r.stderr, r.stderr
+    code, env = jrun(script_runner, "workitem", *argv, "--agent", "main")
+    assert code == r.returncode and env["error"]["kind"]  # the machine kind is unchanged
+
+
+def test_cli_hints_without_agent_name_no_agent(script_runner: Any) -> None:
+    r = holon(script_runner, "workitem", "show", "wi_nope")
+    assert r.returncode == 3
+    assert "`holon workitem list`" in r.stderr and "--agent" not in r.stderr
+
+
+def test_cli_pick_warnings_use_flags(script_runner: Any) -> None:
+    a = create(script_runner, "first")["id"]
+    b = create(script_runner, "second")["id"]
+    assert holon(script_runner, "workitem", "pick", a).returncode == 0
+    r = holon(script_runner, "workitem", "pick", b, "-a", "main")
+    assert r.returncode == 0 and "pass `--reason`" in r.stderr, r.stderr
+    r = holon(script_runner, "workitem", "update", a, "--blocked-by", "waiting for CI")
+    assert r.returncode == 0
+    r = holon(script_runner, "workitem", "pick", a, "-a", "main", "--reason", "review")
+    assert r.returncode == 0
+    assert f"`holon workitem update {a} --clear-blocker --agent main`" in r.stderr, r.stderr
+    for word in TOOL_WORDS:
+        assert word not in r.stderr, r.stderr
+    assert holon(script_runner, "workitem", "pick", b, "--reason", "back").returncode == 0
+    r = holon(script_runner, "workitem", "update", a, "--clear-blocker", "-a", "main")
+    assert r.returncode == 0 and f"`holon workitem pick {a} --agent main`" in r.stderr
+
+
+def test_create_hint_repeats_the_agent(script_runner: Any) -> None:
+    r = holon(script_runner, "workitem", "create", "x", "-a", "main")
+    assert r.returncode == 0
+    assert "`holon workitem pick wi_" in r.stderr and "--agent main`" in r.stderr
+    r = holon(script_runner, "workitem", "list", "--filter", "completed", "-a", "main")
+    assert "`holon workitem create OBJECTIVE --agent main`" in r.stderr

@@ -519,3 +519,19 @@ def test_index_snapshot_is_a_checkpoint_not_rewritten_per_mutation(store: AgentS
     snap = json.loads(wi.index_path(store).read_text())
     assert wi.index_path(store).stat().st_ino != first
     assert snap["offset"] > 128 * 1024
+
+
+def test_the_model_keeps_its_tool_vocabulary(store: AgentStore) -> None:
+    a = wi.create_work_item(store, "a")["work_item"]["id"]
+    b = wi.create_work_item(store, "b")["work_item"]["id"]
+    wi.pick_work_item(store, a)
+    res = wi.pick_work_item(store, b)
+    assert "pass `reason`" in res["warnings"][0]["message"]
+    with pytest.raises(UsageError, match=r"todo_list\[1\]\.text"):
+        wi.update_work_item(store, a, todo_list=[{"text": "x"}, {"text": " "}])
+    with pytest.raises(UsageError) as e:
+        wi.update_work_item(store, a, blocked_by=" ")
+    assert "pass null (--clear-blocker)" in (e.value.hint or "")
+    wi.update_work_item(store, a, blocked_by="ci")
+    res = wi.pick_work_item(store, a, reason="review")
+    assert "with UpdateWorkItem" in res["warnings"][-1]["message"]

@@ -71,9 +71,10 @@ def create_work_item(
     """Create an open work item and its plan file. Focus is never changed:
     this is also the control-plane enqueue path (no message is admitted)."""
     vocab = for_source(source, vocab)
-    objective = wm.validate_objective(objective)
-    status = wm.validate_plan_status(plan_status) if plan_status is not None else "draft"
-    todos = wm.normalize_todo_list(todo_list) if todo_list is not None else []
+    with vocab.worded():
+        objective = wm.validate_objective(objective)
+        status = wm.validate_plan_status(plan_status) if plan_status is not None else "draft"
+        todos = wm.normalize_todo_list(todo_list) if todo_list is not None else []
     if plan is not None and not isinstance(plan, str):
         raise UsageError("plan must be text", kind="invalid_arguments", details={"field": "plan"})
     wid = clock.new_id("wi")
@@ -243,20 +244,20 @@ def update_work_item(
             hint=vocab.nothing_to_update_hint(),
             kind="invalid_arguments",
         )
-    new_objective = wm.validate_objective(objective) if objective is not None else None
-    new_status = wm.validate_plan_status(plan_status) if plan_status is not None else None
-    new_todos = wm.normalize_todo_list(todo_list) if todo_list is not None else None
-    new_blocker = wm.validate_blocked_by(blocked_by) if isinstance(blocked_by, str) else blocked_by
-    if recheck_after_ms is not None:
-        recheck_after_ms = wm.validate_recheck_after_ms(recheck_after_ms)
-        if not isinstance(new_blocker, str):
-            message, hint = vocab.recheck_without_blocker()
-            raise UsageError(
-                message,
-                hint=hint,
-                kind="invalid_arguments",
-                details={"field": "recheck_after"},
-            )
+    with vocab.worded():
+        new_objective = wm.validate_objective(objective) if objective is not None else None
+        new_status = wm.validate_plan_status(plan_status) if plan_status is not None else None
+        new_todos = wm.normalize_todo_list(todo_list) if todo_list is not None else None
+        new_blocker = (
+            wm.validate_blocked_by(blocked_by) if isinstance(blocked_by, str) else blocked_by
+        )
+        if recheck_after_ms is not None:
+            recheck_after_ms = wm.validate_recheck_after_ms(recheck_after_ms)
+    if recheck_after_ms is not None and not isinstance(new_blocker, str):
+        message, hint = vocab.recheck_without_blocker()
+        raise UsageError(
+            message, hint=hint, kind="invalid_arguments", details={"field": "recheck_after"}
+        )
     focus_released = False
     with mutation(store) as (idx, agent):
         rec = require(store, idx, work_item_id, vocab)
