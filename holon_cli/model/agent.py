@@ -27,6 +27,8 @@ AGENT_RECORD_VERSION = 1
 
 if TYPE_CHECKING:
     # type-only: the record shapes cost nothing at import (enqueue imports this module)
+    from holon_cli.model.workitem import ContinuationHold
+
     AgentStatus = Literal[
         "booting", "awake_idle", "awake_running", "awaiting_task", "asleep", "paused", "stopped"
     ]
@@ -69,6 +71,8 @@ if TYPE_CHECKING:
         # written once a turn or a skill needs them
         current_run_pid: NotRequired[int | None]
         active_skills: NotRequired[list[dict[str, Any]]]
+        # set by the work plane after a context_length_exceeded turn
+        work_continuation_hold: NotRequired[ContinuationHold | None]
 
     class AgentRecord(TypedDict):
         v: int

@@ -55,6 +55,7 @@ EventKind = Literal[
     "work_item_recheck_due",
     "work_item_stale_reminder",
     "work_item_turn_end_commit",
+    "work_item_continuation_held",
     "work_item_updated",
     # task plane
     "tasks_recovered",

@@ -134,6 +134,17 @@ class WorkItemRecord(BlockerFields):
     recorded_at: NotRequired[str]
 
 
+class ContinuationHold(TypedDict):
+    """Agent state ``work_continuation_hold``: the runtime must not continue
+    ``work_item_id`` on its own while it is at revision ``rev``."""
+
+    work_item_id: str
+    rev: int | None
+    reason: str  # the failure kind, e.g. context_length_exceeded
+    held_at: str
+    turn_id: str | None
+
+
 class DeliverySummaryRecord(TypedDict):
     """A promoted completion report (``delivery_summaries`` ledger)."""
 

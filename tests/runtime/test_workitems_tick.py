@@ -301,3 +301,88 @@ def test_signal_and_recheck_carry_the_engine_aliases(store: AgentStore) -> None:
     wi.update_work_item(store, a, blocked_by="x", recheck_after_ms=1)
     (due,) = wi.recheck_due(store, T0 + 1)
     assert due["id"] == due["work_item_id"] == a
+
+
+# ------------------------------------------- context_length_exceeded hold
+
+CTX_FAIL = {"turn_status": "aborted", "failure_kind": "context_length_exceeded"}
+
+
+def test_context_length_failure_holds_continue_active(store: AgentStore) -> None:
+    a = new(store)
+    wi.pick_work_item(store, a)
+    assert wi.activation_signal(store)["reactivation_mode"] == "continue_active"
+    res = wi.turn_end_commit(store, a, {**CTX_FAIL, "turn_id": "turn_1"})
+    assert res == {
+        "work_item_id": a,
+        "action": "continuation_held",
+        "reason": "context_length_exceeded",
+    }
+    assert wi.activation_signal(store) is None
+    assert events(store, "work_item_continuation_held")[-1]["work_item_id"] == a
+    assert focus(store) == a  # focus is not released: only the automatic continuation stops
+
+
+@pytest.mark.parametrize("kind", ["rate_limited", "timeout", None])
+def test_other_failures_do_not_hold(store: AgentStore, kind: str | None) -> None:
+    a = new(store)
+    wi.pick_work_item(store, a)
+    wi.turn_end_commit(store, a, {"turn_status": "aborted", "failure_kind": kind})
+    assert wi.activation_signal(store)["reactivation_mode"] == "continue_active"
+
+
+@pytest.mark.parametrize("lift", ["completed_turn", "update", "pick", "focus_moves"])
+def test_the_hold_lapses_on_an_explicit_action(store: AgentStore, lift: str) -> None:
+    a = new(store)
+    wi.pick_work_item(store, a)
+    wi.turn_end_commit(store, a, CTX_FAIL)
+    assert wi.activation_signal(store) is None
+    if lift == "completed_turn":
+        wi.turn_end_commit(store, a, {"turn_status": "completed", "failure_kind": None})
+    elif lift == "update":
+        wi.update_work_item(store, a, plan_status="ready", source="operator")
+    elif lift == "pick":
+        wi.pick_work_item(store, a, source="operator")
+    else:
+        b = new(store, "b")
+        wi.pick_work_item(store, b, reason="other first")
+    sig = wi.activation_signal(store)
+    assert sig is not None and sig["reactivation_mode"] == "continue_active"
+
+
+def test_a_failure_without_a_current_item_holds_nothing(store: AgentStore) -> None:
+    new(store)
+    res = wi.turn_end_commit(store, None, CTX_FAIL)
+    assert res["action"] == "skipped"
+    assert wi.activation_signal(store)["reactivation_mode"] == "activate_queued"
+
+
+def test_tick_after_context_length_exceeded_queues_no_continue_active(
+    store: AgentStore, tmp_path: Any
+) -> None:
+    """Issue 8 item 13, end to end: a turn on the current item fails with
+    ``context_length_exceeded``; the next ``holon tick`` admits nothing."""
+    import yaml
+
+    from holon_cli.runtime import queue as q
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.runtime.tick import tick_agent
+    from holon_cli.runtime.turn import run_turn
+
+    a = new(store)
+    wi.pick_work_item(store, a)
+    script = tmp_path / "s.yaml"
+    script.write_text(
+        yaml.safe_dump({"steps": [{"fail": {"kind": "context_length_exceeded", "status": 400}}]})
+    )
+    admit("go on")
+    res = run_turn(None, cli_model=f"scripted:{script}")
+    assert res.status == "aborted" and res.failure_kind == "context_length_exceeded"
+    assert q.pending_count(store) == 0
+    out = tick_agent(store)
+    assert not [x for x in out["actions"] if x["action"] == "activated"], out
+    assert q.pending_count(store) == 0
+    # an operator pick lifts the hold: the next tick continues the item
+    wi.pick_work_item(store, a, source="operator")
+    out = tick_agent(store)
+    assert [x["work_signal"]["reactivation_mode"] for x in out["actions"]] == ["continue_active"]

@@ -526,10 +526,17 @@ class TurnRun:
 
     def _decide_settlement(self) -> TurnSettlement:
         wi.refresh_all(self.store)
-        if self.bound_wi:
-            # runtime facts of blocking waits come from the task plane; none is
-            # known at this layer yet, so the commit only refreshes the bound item
-            wi.turn_end_commit(self.store, self.bound_wi, {})
+        # runtime facts of blocking waits come from the task plane; none is known
+        # at this layer yet. How the turn ended decides the continuation hold.
+        wi.turn_end_commit(
+            self.store,
+            self.bound_wi,
+            {
+                "turn_status": "aborted" if self.failed else "completed",
+                "failure_kind": self.result.failure_kind,
+                "turn_id": self.turn_id,
+            },
+        )
         sleep: SleepRequestDict | None = (
             {"duration_ms": self.sleep_req.duration_ms, "reason": self.sleep_req.reason}
             if self.sleep_req is not None

@@ -19,6 +19,9 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import WorkItemIndex, load
 from holon_cli.tools.workitem_hints import TOOLS, Vocabulary
 
+# agent-state key of the continuation hold (see signals.continuation_hold)
+HOLD_KEY = "work_continuation_hold"
+
 
 @contextmanager
 def mutation(store: AgentStore) -> Iterator[tuple[WorkItemIndex, dict[str, Any]]]:

@@ -23,7 +23,13 @@ from holon_cli import clock
 from holon_cli.errors import UsageError
 from holon_cli.model import workitem as wm
 from holon_cli.model.workitem import UNSET, DeliverySummaryRecord, Unset
-from holon_cli.runtime.workitems.access import config_runtime, mutation, require, require_open
+from holon_cli.runtime.workitems.access import (
+    HOLD_KEY,
+    config_runtime,
+    mutation,
+    require,
+    require_open,
+)
 from holon_cli.runtime.workitems.views import completion_report, view
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_text
@@ -163,8 +169,10 @@ def pick_work_item(
             switch_kind, reason_required = "switch_from_non_runnable", False
         else:
             switch_kind, reason_required = "select", False
-        if prev_id != wid:
+        if prev_id != wid or state.get(HOLD_KEY):
             state["current_work_item_id"] = wid
+            if state.get(HOLD_KEY):
+                state[HOLD_KEY] = None  # picking is the explicit action that lifts a hold
             store.write_record(agent)
     reason_missing = reason_required and reason is None
     warnings: list[dict[str, Any]] = []

@@ -19,9 +19,9 @@ from typing import Any
 
 from holon_cli import clock
 from holon_cli.model import workitem as wm
-from holon_cli.model.workitem import WorkItemRecord
+from holon_cli.model.workitem import ContinuationHold, WorkItemRecord
+from holon_cli.runtime.workitems.access import HOLD_KEY, mutation
 from holon_cli.runtime.workitems.access import current_id as _current_id
-from holon_cli.runtime.workitems.access import mutation
 from holon_cli.runtime.workitems.mutations import update_work_item
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import WorkItemIndex, append_item, load, save
@@ -30,6 +30,10 @@ from holon_cli.tools.workitem_hints import (
     RECHECK_TEXT,
     REVIEW_TRIGGERED_LEAD,
 )
+
+# provider failure kinds after which the runtime must not continue the
+# current work item on its own (runtime spec: provider failures)
+HOLD_FAILURE_KINDS = frozenset({"context_length_exceeded"})
 
 
 def turn_end_commit(
@@ -41,16 +45,26 @@ def turn_end_commit(
     ``facts`` are runtime facts about the finished turn:
       ``blocking_wait`` (str | None): a blocking wait condition the runtime
       observed, in words (e.g. "waiting for task tsk_1 (cargo test)");
-      ``recheck_after_ms`` (int | None): the recheck delay for that blocker.
+      ``recheck_after_ms`` (int | None): the recheck delay for that blocker;
+      ``turn_status`` (``completed`` | ``aborted``), ``failure_kind`` and
+      ``turn_id``: how the turn ended (see :func:`continuation_hold`).
 
     Only the bound item is considered, never whatever is current now. It is
     never completed here (only ``CompleteWorkItem`` completes). When a
     blocking wait is reported and the item is open with no blocker, the
     blocker is set (and focus released if it is current); an agent-authored
     blocker is never overwritten. Returns ``{work_item_id, action, reason}``
-    with ``action`` one of ``skipped``, ``none``, ``blocked``.
+    with ``action`` one of ``skipped``, ``none``, ``blocked``, or
+    ``continuation_held`` after a failure that must not auto-continue.
     """
     facts = facts or {}
+    hold = _settle_hold(store, facts)
+    if hold is not None:
+        return {
+            "work_item_id": hold["work_item_id"],
+            "action": "continuation_held",
+            "reason": hold["reason"],
+        }
     if not bound_work_item_id:
         return {"work_item_id": None, "action": "skipped", "reason": "no_bound_work_item"}
     idx = load(store)
@@ -92,6 +106,65 @@ def turn_end_commit(
     }
 
 
+def _settle_hold(store: AgentStore, facts: Mapping[str, Any]) -> ContinuationHold | None:
+    """Set the continuation hold after a failure in :data:`HOLD_FAILURE_KINDS`
+    (and return it); lift an existing hold after a completed turn."""
+    kind = facts.get("failure_kind")
+    if facts.get("turn_status") == "completed":
+        if store.read_record()["state"].get(HOLD_KEY):
+            store.update_state(lambda s: s.update({HOLD_KEY: None}))
+        return None
+    if kind not in HOLD_FAILURE_KINDS:
+        return None
+    wid = _current_id(store)
+    rec = load(store).items.get(wid) if wid else None
+    if wid is None or rec is None or rec["state"] != "open":
+        return None
+    turn_id = facts.get("turn_id")
+    hold: ContinuationHold = {
+        "work_item_id": wid,
+        "rev": rec.get("rev"),
+        "reason": str(kind),
+        "held_at": clock.now_iso(),
+        "turn_id": turn_id if isinstance(turn_id, str) else None,
+    }
+    store.update_state(lambda s: s.update({HOLD_KEY: hold}))
+    store.emit(
+        "work_item_continuation_held",
+        {"reason": hold["reason"], "rev": hold["rev"]},
+        work_item_id=wid,
+        turn_id=hold["turn_id"],
+    )
+    return hold
+
+
+def continuation_hold(
+    store: AgentStore, rec: WorkItemRecord | None = None
+) -> dict[str, Any] | None:
+    """The hold that keeps the runtime from continuing the current item on its
+    own, or ``None``.
+
+    Runtime spec (provider failures): a turn that ends in
+    ``context_length_exceeded`` "does not auto-reactivate the active work item
+    through ``continue_active``". The hold (agent state
+    ``work_continuation_hold``: ``{work_item_id, rev, reason, held_at,
+    turn_id}``) names the item that was current and its revision. It lapses
+    when that item changes (a new revision: the operator or agent updated
+    it), when focus moves, when the item is picked again (an explicit
+    action), or when a later turn completes. While it holds, a tick
+    activates nothing for work (the current item outranks every other
+    candidate)."""
+    hold = store.read_record()["state"].get(HOLD_KEY)
+    if not isinstance(hold, dict):
+        return None
+    wid = hold.get("work_item_id")
+    if rec is None:
+        rec = load(store).items.get(wid) if isinstance(wid, str) else None
+    if rec is None or rec["id"] != wid or rec.get("rev") != hold.get("rev"):
+        return None
+    return hold
+
+
 def _compact(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any]:
     waits = idx.waits_for(rec)
     out: dict[str, Any] = {
@@ -129,6 +202,8 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
     cand = wm.classify(idx.open_records(), current_id=current_id, waits=idx.wait_summaries())
     if cand.classes["current_runnable"]:
         rec = cand.classes["current_runnable"][0]
+        if continuation_hold(store, rec) is not None:
+            return None  # an explicit action or a new turn lifts the hold
         todo = wm.current_todo(rec.get("todo_list") or [])
         text = f"Continue the current work item {rec['id']}: {rec['objective']}"
         if todo:
