@@ -240,7 +240,10 @@ def workitem_path(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     "todos",
     multiple=True,
     metavar="TEXT",
-    help="A todo item; repeat for several. Prefix with [x] (completed), [>] (in progress) or [ ] (pending, the default).",
+    help=(
+        "A todo item; repeat for several. Prefix with [x] (completed), "
+        "[>] (in progress) or [ ] (pending, the default)."
+    ),
 )
 @output.json_option
 def workitem_create(
@@ -255,7 +258,8 @@ def workitem_create(
 
     \b
     Example:
-      holon workitem create "Fix flaky login test" --plan-file notes/login.md --plan-status ready --todo "reproduce" --todo "fix"
+      holon workitem create "Fix flaky login test" --plan-file notes/login.md \\
+        --plan-status ready --todo "reproduce" --todo "fix"
     """
     output.begin("workitem create", as_json)
     from holon_cli.errors import UsageError
@@ -487,7 +491,8 @@ def workitem_edit(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     if not editor:
         raise UsageError(
             "no editor configured: $VISUAL and $EDITOR are unset",
-            hint=f"set one (e.g. `export EDITOR=vim`), or edit the file directly: {rec['plan_artifact']['path']}",
+            hint="set one (e.g. `export EDITOR=vim`), or edit the file directly: "
+            + rec["plan_artifact"]["path"],
         )
     path = Path(rec["plan_artifact"]["path"])
 
@@ -525,7 +530,8 @@ def workitem_edit(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
     }
     if code != 0:
         raise HolonError(
-            f"editor exited with status {code}; the plan descriptor was refreshed ({'changed' if data['changed'] else 'unchanged'})",
+            f"editor exited with status {code}; the plan descriptor was refreshed "
+            f"({'changed' if data['changed'] else 'unchanged'})",
             hint=f"check the file: {path}",
             kind="editor_failed",
             details=data,

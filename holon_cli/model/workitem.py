@@ -216,7 +216,8 @@ def validate_objective(text: Any) -> str:
         raise _bad(
             "objective must be non-empty text",
             "objective",
-            "state the short current-work target, e.g. 'Split provider fixtures into a support module'",
+            "state the short current-work target, "
+            "e.g. 'Split provider fixtures into a support module'",
         )
     text = text.strip()
     if len(text) > MAX_OBJECTIVE_CHARS:
@@ -243,7 +244,8 @@ def validate_blocked_by(text: Any) -> str:
         raise _bad(
             "blocked_by must be non-empty text (an empty blocker says nothing)",
             "blocked_by",
-            "describe what the work item is waiting for, or pass null (--clear-blocker) to clear the blocker",
+            "describe what the work item is waiting for, "
+            "or pass null (--clear-blocker) to clear the blocker",
         )
     text = text.strip()
     if len(text) > MAX_BLOCKER_CHARS:
@@ -349,7 +351,8 @@ def upgrade_record(rec: Mapping[str, Any], *, where: str = "work_items ledger") 
     v = rec.get("v", 1)
     if not isinstance(v, int) or v > WORK_ITEM_RECORD_VERSION:
         raise CorruptStateError(
-            f"{where}: work item record format v{v!r} is newer than this holon understands (max v{WORK_ITEM_RECORD_VERSION})",
+            f"{where}: work item record format v{v!r} is newer than this holon understands "
+            f"(max v{WORK_ITEM_RECORD_VERSION})",
             hint="upgrade holon-cli",
         )
     out = dict(rec)
@@ -441,8 +444,10 @@ def plan_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
 def default_plan_text(objective: str, work_item_id: str) -> str:
     return (
         f"# {objective}\n\n"
-        f"<!-- Plan for work item {work_item_id}. This file is the durable source of truth for how the\n"
-        "     work is interpreted: task interpretation, scope and non-goals, approach, verification,\n"
+        f"<!-- Plan for work item {work_item_id}. "
+        "This file is the durable source of truth for how the\n"
+        "     work is interpreted: task interpretation, scope and non-goals, "
+        "approach, verification,\n"
         "     risks. Edit it directly; the runtime only keeps a descriptor and a preview. -->\n"
     )
 

@@ -49,7 +49,8 @@ class TodoItemArg:
 class CreateWorkItemArgs:
     objective: str = field_doc("Short current-work target for a genuinely separate objective.")
     plan_status: PlanStatus | None = field_doc(
-        "draft (default) while inspecting, ready when the plan is clear, needs_input for real ambiguity.",
+        "draft (default) while inspecting, ready when the plan is clear, needs_input for real "
+        "ambiguity.",
         default=None,
     )
     plan: str | None = field_doc(
@@ -80,7 +81,8 @@ class UpdateWorkItemArgs:
         "The COMPLETE current checklist; replaces the stored one.", default=None
     )
     blocked_by: str | None = field_doc(
-        "Blocker text: sets the blocker (releases focus when current). Pass null to clear it; omit to leave it unchanged.",
+        "Blocker text: sets the blocker (releases focus when current). Pass null to clear it; "
+        "omit to leave it unchanged.",
         default=cast(Any, UNSET),
     )
     recheck_after: int | None = field_doc(
@@ -154,11 +156,14 @@ def _mutated(ctx: ToolContext, result: dict[str, Any], *, focus_changed: bool) -
     CreateWorkItemArgs,
     description=(
         "Create an open work item for a genuinely separate objective, with its plan file "
-        "(work-items/<id>/plan.md, returned as plan_artifact.path). Does not change the current work item."
+        "(work-items/<id>/plan.md, returned as plan_artifact.path). Does not change the current "
+        "work item."
     ),
     guidance=(
-        "Create a draft work item when inspection is needed before the plan is ready; then edit plan_artifact.path "
-        "directly with normal file tools. Do not create a new item just to narrow the current one: update it instead."
+        "Create a draft work item when inspection is needed before the plan is ready; then edit "
+        "plan_artifact.path "
+        "directly with normal file tools. Do not create a new item just to narrow the current "
+        "one: update it instead."
     ),
 )
 def create_work_item(ctx: ToolContext, args: CreateWorkItemArgs) -> dict[str, Any]:
@@ -178,8 +183,13 @@ def create_work_item(ctx: ToolContext, args: CreateWorkItemArgs) -> dict[str, An
 @tool(
     "PickWorkItem",
     PickWorkItemArgs,
-    description="Make an open work item the current one. Returns the new and previous current items.",
-    guidance="Give a reason when switching away from runnable current work. Picking a blocked item is for review; it stays blocked until you clear blocked_by.",
+    description=(
+        "Make an open work item the current one. Returns the new and previous current items."
+    ),
+    guidance=(
+        "Give a reason when switching away from runnable current work. Picking a blocked item is "
+        "for review; it stays blocked until you clear blocked_by."
+    ),
 )
 def pick_work_item(ctx: ToolContext, args: PickWorkItemArgs) -> dict[str, Any]:
     res = _run(
@@ -198,11 +208,14 @@ def pick_work_item(ctx: ToolContext, args: PickWorkItemArgs) -> dict[str, Any]:
     UpdateWorkItemArgs,
     description=(
         "Update a work item: objective, plan_status, the full todo_list snapshot, or blocked_by "
-        "(text sets it, null clears it, omitted keeps it). Plan body changes go in the plan file, not here."
+        "(text sets it, null clears it, omitted keeps it). Plan body changes go in the plan file, "
+        "not here."
     ),
     guidance=(
-        "Update after material progress: a file change, a verification result, a blocker, a finished inspection. "
-        "Blocking the current item or setting needs_input releases focus; clearing a blocker does not re-pick."
+        "Update after material progress: a file change, a verification result, a blocker, a "
+        "finished inspection. "
+        "Blocking the current item or setting needs_input releases focus; clearing a blocker does "
+        "not re-pick."
     ),
 )
 def update_work_item(ctx: ToolContext, args: UpdateWorkItemArgs) -> dict[str, Any]:
@@ -225,10 +238,14 @@ def update_work_item(ctx: ToolContext, args: UpdateWorkItemArgs) -> dict[str, An
     "CompleteWorkItem",
     CompleteWorkItemArgs,
     description=(
-        "Mark a work item completed. Write the operator-facing completion report as your assistant text "
+        "Mark a work item completed. Write the operator-facing completion report as your "
+        "assistant text "
         "in the same round; it becomes the work item's report. Takes no report argument."
     ),
-    guidance="Complete one work item per round, after updating its todos; the same-round text is the durable report.",
+    guidance=(
+        "Complete one work item per round, after updating its todos; the same-round text is the "
+        "durable report."
+    ),
 )
 def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str, Any]:
     targets = round_completion_targets(ctx.round_calls)
@@ -247,7 +264,10 @@ def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str
 @tool(
     "GetWorkItem",
     GetWorkItemArgs,
-    description="Read one work item: fields, readiness, todo list and the plan artifact descriptor with a bounded preview (never the full plan).",
+    description=(
+        "Read one work item: fields, readiness, todo list and the plan artifact descriptor with a "
+        "bounded preview (never the full plan)."
+    ),
 )
 def get_work_item(ctx: ToolContext, args: GetWorkItemArgs) -> dict[str, Any]:
     include = True if args.include_todo_list is None else args.include_todo_list
@@ -257,7 +277,10 @@ def get_work_item(ctx: ToolContext, args: GetWorkItemArgs) -> dict[str, Any]:
 @tool(
     "ListWorkItems",
     ListWorkItemsArgs,
-    description="List work items (current first, then by candidate class) with readiness, current todo and plan preview.",
+    description=(
+        "List work items (current first, then by candidate class) with readiness, current todo "
+        "and plan preview."
+    ),
 )
 def list_work_items(ctx: ToolContext, args: ListWorkItemsArgs) -> dict[str, Any]:
     return _run(

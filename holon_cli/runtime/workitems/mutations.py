@@ -338,7 +338,8 @@ def update_work_item(
     notes = []
     if focus_released:
         notes.append(
-            f"Focus released: {wid} is no longer current ({release_reason}). No work item is current; {vocab.pick()} for the next one."
+            f"Focus released: {wid} is no longer current ({release_reason}). "
+            f"No work item is current; {vocab.pick()} for the next one."
         )
     if new_blocker is None and current_id != wid:
         notes.append(f"Blocker cleared; {wid} is not current: {vocab.pick(wid)} to resume it.")

@@ -72,7 +72,8 @@ def _trace(store: AgentStore, wid: str, limit: int) -> list[str]:
             entries.append(
                 (
                     at,
-                    f"tool {name}: {'error' if failed else 'ok'}{(' - ' + _one_line(summary, 120)) if summary else ''}",
+                    f"tool {name}: {'error' if failed else 'ok'}"
+                    + (f" - {_one_line(summary, 120)}" if summary else ""),
                 )
             )
     for r in store.ledger("briefs").tail(50):
@@ -99,14 +100,16 @@ def _current_section(
     sched = wm.scheduling_state(rec, waits)
     desc = describe_file(Path(rec["plan_artifact"]["path"]))  # the file is the truth
     lines = [
-        f"Current work item: {rec['id']} ({'focus' if focused else 'bound to this turn'}; readiness: {wm.readiness(rec, waits)}; scheduling: {sched})"
+        f"Current work item: {rec['id']} ({'focus' if focused else 'bound to this turn'}; "
+        f"readiness: {wm.readiness(rec, waits)}; scheduling: {sched})"
     ]
     lines.append(f"- objective: {rec['objective']}")
     lines.append(f"- state: {rec['state']}; plan_status: {rec['plan_status']}")
     if desc["exists"]:
         complete = desc["preview_complete"] and len(desc["preview"]) <= preview_chars
         lines.append(
-            f"- plan: {desc['path']} ({desc['bytes']} bytes, sha256 {_short_hash(desc['hash'])}, updated {desc['updated_at']}; "
+            f"- plan: {desc['path']} ({desc['bytes']} bytes, "
+            f"sha256 {_short_hash(desc['hash'])}, updated {desc['updated_at']}; "
             + (
                 "preview complete)"
                 if complete
@@ -117,7 +120,8 @@ def _current_section(
         lines.extend(f"  | {ln}".rstrip() for ln in preview.splitlines())
     else:
         lines.append(
-            f"- plan: {desc['path']} is MISSING (deleted?). Recreate it with the task interpretation before continuing."
+            f"- plan: {desc['path']} is MISSING (deleted?). "
+            "Recreate it with the task interpretation before continuing."
         )
     todos = list(rec.get("todo_list") or [])
     if todos:
@@ -138,7 +142,8 @@ def _current_section(
         )
     if waits.active:
         lines.append(
-            f"- waits: {len(waits.active)} active ({waits.active_task} task, {waits.active_external} external)"
+            f"- waits: {len(waits.active)} active "
+            f"({waits.active_task} task, {waits.active_external} external)"
             + (f"; triggered at {waits.last_triggered_at} (review it)" if waits.triggered else "")
         )
         for w in waits.active[:3]:

@@ -81,7 +81,8 @@ def stale_reminder(store: AgentStore, rounds_without_mutation: int) -> str | Non
     if rec is None or rec.get("state") != "open":
         return None
     lines = [
-        f"Work-item progress reminder: {rounds_without_mutation} provider rounds without a work-item update.",
+        f"Work-item progress reminder: {rounds_without_mutation} provider rounds "
+        "without a work-item update.",
         f"Current work item {rec['id']}: {rec['objective']}",
         f"plan_status: {rec['plan_status']}; plan: {rec['plan_artifact']['path']}",
     ]
