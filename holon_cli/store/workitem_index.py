@@ -35,6 +35,7 @@ from typing import Any, cast
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
 from holon_cli.model import workitem as wm
+from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import (
     DeliverySummaryRecord,
     PlanDescriptor,
@@ -118,18 +119,18 @@ class WorkItemIndex:
         if isinstance(wid, str) and isinstance(rec.get("work_item_id"), str):
             self.waits[wid] = cast(WaitingIntentRecord, dict(rec))
 
-    def wait_summaries(self) -> dict[str, wm.WaitSummary]:
+    def wait_summaries(self) -> dict[str, wr.WaitSummary]:
         by_item: dict[str, list[WaitingIntentRecord]] = {}
         for w in self.waits.values():
             by_item.setdefault(w["work_item_id"], []).append(w)
         return {
-            wid: wm.summarize_waits(self.items[wid], ws)
+            wid: wr.summarize_waits(self.items[wid], ws)
             for wid, ws in by_item.items()
             if wid in self.items
         }
 
-    def waits_for(self, rec: WorkItemRecord) -> wm.WaitSummary:
-        return wm.summarize_waits(
+    def waits_for(self, rec: WorkItemRecord) -> wr.WaitSummary:
+        return wr.summarize_waits(
             rec, (w for w in self.waits.values() if w.get("work_item_id") == rec.get("id"))
         )
 

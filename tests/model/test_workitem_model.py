@@ -9,6 +9,7 @@ import pytest
 
 from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model import workitem as wm
+from holon_cli.model import workitem_readiness as wr
 
 
 def rec(wid: str, **kw: Any) -> dict[str, Any]:
@@ -196,28 +197,28 @@ def test_multiple_in_progress_is_a_warning_only() -> None:
 @pytest.mark.parametrize(
     "fields, waits, sched, ready",
     [
-        ({}, wm.NO_WAITS, "runnable", "runnable"),
-        ({"plan_status": "draft"}, wm.NO_WAITS, "runnable", "runnable"),
-        ({"plan_status": "needs_input"}, wm.NO_WAITS, "waiting_operator", "waiting_for_operator"),
-        ({"blocked_by": "CI"}, wm.NO_WAITS, "blocked", "blocked"),
-        ({"blocked_by": "CI", "plan_status": "needs_input"}, wm.NO_WAITS, "blocked", "blocked"),
-        ({}, wm.WaitSummary(({"id": "w"},), 1, 0), "waiting_task", "blocked"),
-        ({}, wm.WaitSummary(({"id": "w"},), 0, 1), "waiting_external", "blocked"),
-        ({"state": "completed"}, wm.NO_WAITS, "completed", "completed"),
+        ({}, wr.NO_WAITS, "runnable", "runnable"),
+        ({"plan_status": "draft"}, wr.NO_WAITS, "runnable", "runnable"),
+        ({"plan_status": "needs_input"}, wr.NO_WAITS, "waiting_operator", "waiting_for_operator"),
+        ({"blocked_by": "CI"}, wr.NO_WAITS, "blocked", "blocked"),
+        ({"blocked_by": "CI", "plan_status": "needs_input"}, wr.NO_WAITS, "blocked", "blocked"),
+        ({}, wr.WaitSummary(({"id": "w"},), 1, 0), "waiting_task", "blocked"),
+        ({}, wr.WaitSummary(({"id": "w"},), 0, 1), "waiting_external", "blocked"),
+        ({"state": "completed"}, wr.NO_WAITS, "completed", "completed"),
     ],
 )
 def test_scheduling_state_and_readiness(
-    fields: dict[str, Any], waits: wm.WaitSummary, sched: str, ready: str
+    fields: dict[str, Any], waits: wr.WaitSummary, sched: str, ready: str
 ) -> None:
     r = rec("wi_1", **fields)
-    assert wm.scheduling_state(r, waits) == sched
-    assert wm.readiness(r, waits) == ready
-    assert wm.is_runnable(r, waits) == (sched == "runnable")
+    assert wr.scheduling_state(r, waits) == sched
+    assert wr.readiness(r, waits) == ready
+    assert wr.is_runnable(r, waits) == (sched == "runnable")
 
 
 def test_readiness_projection_fields() -> None:
     r = rec("wi_1", todo_list=[{"text": "a", "state": "pending"}])
-    p = wm.readiness_projection(r, current_id="wi_1")
+    p = wr.readiness_projection(r, current_id="wi_1")
     assert p == {
         "lifecycle": "open",
         "scheduling_state": "runnable",
@@ -227,7 +228,7 @@ def test_readiness_projection_fields() -> None:
         "has_triggered_waits": False,
         "current_todo": {"text": "a", "state": "pending"},
     }
-    assert wm.readiness_projection(r, current_id=None)["focus"] == "queued"
+    assert wr.readiness_projection(r, current_id=None)["focus"] == "queued"
 
 
 def test_triggered_means_triggered_after_last_update() -> None:
@@ -240,12 +241,12 @@ def test_triggered_means_triggered_after_last_update() -> None:
         "last_triggered_at": "2026-01-01T00:00:01.000Z",
     }
     after = {**before, "trigger_count": 2, "last_triggered_at": "2026-01-01T00:00:09.000Z"}
-    assert not wm.summarize_waits(r, [before]).triggered
-    s = wm.summarize_waits(r, [after])
+    assert not wr.summarize_waits(r, [before]).triggered
+    s = wr.summarize_waits(r, [after])
     assert s.triggered and s.last_triggered_at == after["last_triggered_at"]
     # cancelled waits do not count; a wait that never fired is active but not triggered
-    assert wm.summarize_waits(r, [{**after, "status": "cancelled"}]) is wm.NO_WAITS
-    idle = wm.summarize_waits(
+    assert wr.summarize_waits(r, [{**after, "status": "cancelled"}]) is wr.NO_WAITS
+    idle = wr.summarize_waits(
         r, [{"id": "w2", "status": "active", "kind": "task", "trigger_count": 0}]
     )
     assert idle.has_active and idle.active_task == 1 and not idle.triggered
@@ -264,8 +265,8 @@ def test_classify_each_class() -> None:
         rec("wi_done", state="completed"),
         rec("wi_done_norep", state="completed"),
     ]
-    waits = {"wi_trg": wm.WaitSummary(({"id": "w"},), 0, 1, True, "2026-01-02T00:00:00.000Z")}
-    c = wm.classify(items, current_id="wi_cur", waits=waits, has_report={"wi_done": True})
+    waits = {"wi_trg": wr.WaitSummary(({"id": "w"},), 0, 1, True, "2026-01-02T00:00:00.000Z")}
+    c = wr.classify(items, current_id="wi_cur", waits=waits, has_report={"wi_done": True})
     ids = {k: [r["id"] for r in v] for k, v in c.classes.items()}
     assert ids == {
         "current_runnable": ["wi_cur"],
@@ -280,7 +281,7 @@ def test_classify_each_class() -> None:
 
 
 def test_current_non_runnable_is_current_but_not_current_runnable() -> None:
-    c = wm.classify([rec("wi_cur", blocked_by="x")], current_id="wi_cur")
+    c = wr.classify([rec("wi_cur", blocked_by="x")], current_id="wi_cur")
     assert (
         c.current is not None and c.classes["current_runnable"] == [] and c.classes["blocked"] == []
     )
@@ -294,33 +295,33 @@ def test_ranking_rules() -> None:
         rec("wi_b", updated_at=t(3), created_at=t(2)),
         rec("wi_c", updated_at=t(3), created_at=t(1)),
     ]
-    assert [r["id"] for r in wm.rank("queued_runnable", q, {})] == ["wi_c", "wi_b", "wi_a"]
+    assert [r["id"] for r in wr.rank("queued_runnable", q, {})] == ["wi_c", "wi_b", "wi_a"]
     # blocked and completed: updated_at desc
     b = [rec("wi_a", updated_at=t(1)), rec("wi_b", updated_at=t(7)), rec("wi_c", updated_at=t(4))]
-    assert [r["id"] for r in wm.rank("blocked", b, {})] == ["wi_b", "wi_c", "wi_a"]
-    assert [r["id"] for r in wm.rank("completed_recent", b, {})] == ["wi_b", "wi_c", "wi_a"]
+    assert [r["id"] for r in wr.rank("blocked", b, {})] == ["wi_b", "wi_c", "wi_a"]
+    assert [r["id"] for r in wr.rank("completed_recent", b, {})] == ["wi_b", "wi_c", "wi_a"]
     # triggered: last_triggered_at desc, then updated_at desc
     w = {
-        "wi_a": wm.WaitSummary((), 0, 1, True, t(9)),
-        "wi_b": wm.WaitSummary((), 0, 1, True, t(8)),
-        "wi_c": wm.WaitSummary((), 0, 1, True, t(8)),
+        "wi_a": wr.WaitSummary((), 0, 1, True, t(9)),
+        "wi_b": wr.WaitSummary((), 0, 1, True, t(8)),
+        "wi_c": wr.WaitSummary((), 0, 1, True, t(8)),
     }
     tr = [rec("wi_b", updated_at=t(1)), rec("wi_c", updated_at=t(2)), rec("wi_a", updated_at=t(0))]
-    assert [r["id"] for r in wm.rank("triggered_blocked", tr, w)] == ["wi_a", "wi_c", "wi_b"]
+    assert [r["id"] for r in wr.rank("triggered_blocked", tr, w)] == ["wi_a", "wi_c", "wi_b"]
 
 
 def test_prompt_limits_are_the_rfc_defaults() -> None:
-    assert wm.PROMPT_LIMITS["triggered_blocked"] == 3
-    assert wm.PROMPT_LIMITS["queued_runnable"] == 5
-    assert wm.PROMPT_LIMITS["blocked"] == 3
-    assert wm.PROMPT_LIMITS["completed_recent"] == 3
+    assert wr.PROMPT_LIMITS["triggered_blocked"] == 3
+    assert wr.PROMPT_LIMITS["queued_runnable"] == 5
+    assert wr.PROMPT_LIMITS["blocked"] == 3
+    assert wr.PROMPT_LIMITS["completed_recent"] == 3
     items = [rec(f"wi_{i}", updated_at=f"2026-01-01T00:00:{i:02d}.000Z") for i in range(8)]
-    c = wm.classify(items, current_id=None)
+    c = wr.classify(items, current_id=None)
     assert [r["id"] for r in c.top("queued_runnable")] == [f"wi_{i}" for i in range(5)]
 
 
 def test_candidate_priority_order() -> None:
-    assert wm.CANDIDATE_CLASSES == (
+    assert wr.CANDIDATE_CLASSES == (
         "current_runnable",
         "triggered_blocked",
         "queued_runnable",
@@ -349,9 +350,9 @@ def test_filters(flt: str, expected: set[str]) -> None:
         rec("wi_op", plan_status="needs_input"),
         rec("wi_done", state="completed"),
     ]
-    assert {r["id"] for r in items if wm.matches_filter(r, flt, current_id="wi_cur")} == expected
+    assert {r["id"] for r in items if wr.matches_filter(r, flt, current_id="wi_cur")} == expected
 
 
 def test_unknown_filter() -> None:
     with pytest.raises(UsageError):
-        wm.matches_filter(rec("wi_1"), "nope", current_id=None)
+        wr.matches_filter(rec("wi_1"), "nope", current_id=None)

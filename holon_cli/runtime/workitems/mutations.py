@@ -22,6 +22,7 @@ from typing import Any
 from holon_cli import clock
 from holon_cli.errors import UsageError
 from holon_cli.model import workitem as wm
+from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import UNSET, DeliverySummaryRecord, Unset
 from holon_cli.runtime.workitems.access import (
     HOLD_KEY,
@@ -158,9 +159,9 @@ def pick_work_item(
         prev = idx.items.get(prev_id) if isinstance(prev_id, str) else None
         prev_open = prev is not None and prev.get("state") == "open"
         prev_readiness = (
-            wm.readiness(prev, idx.waits_for(prev)) if prev is not None and prev_open else None
+            wr.readiness(prev, idx.waits_for(prev)) if prev is not None and prev_open else None
         )
-        cur_readiness = wm.readiness(rec, idx.waits_for(rec))
+        cur_readiness = wr.readiness(rec, idx.waits_for(rec))
         if prev_id == wid:
             switch_kind, reason_required = "reaffirm", False
         elif prev_open and prev_readiness == "runnable":

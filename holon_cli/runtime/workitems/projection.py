@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from holon_cli.model import workitem as wm
+from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import WorkItemRecord
 from holon_cli.runtime.workitems.access import current_id as _current_id
 from holon_cli.runtime.workitems.views import completion_report, wait_brief
@@ -97,11 +98,11 @@ def _current_section(
     if rec is None:
         return NO_CURRENT_ITEM
     waits = idx.waits_for(rec)
-    sched = wm.scheduling_state(rec, waits)
+    sched = wr.scheduling_state(rec, waits)
     desc = describe_file(Path(rec["plan_artifact"]["path"]))  # the file is the truth
     lines = [
         f"Current work item: {rec['id']} ({'focus' if focused else 'bound to this turn'}; "
-        f"readiness: {wm.readiness(rec, waits)}; scheduling: {sched})"
+        f"readiness: {wr.readiness(rec, waits)}; scheduling: {sched})"
     ]
     lines.append(f"- objective: {rec['objective']}")
     lines.append(f"- state: {rec['state']}; plan_status: {rec['plan_status']}")
@@ -209,7 +210,7 @@ def plan_gist(rec: WorkItemRecord) -> str:
     return ""
 
 
-def _section(idx: WorkItemIndex, cand: wm.Candidates, cls: str) -> tuple[str, str] | None:
+def _section(idx: WorkItemIndex, cand: wr.Candidates, cls: str) -> tuple[str, str] | None:
     items = cand.classes[cls]
     if not items:
         return None
@@ -256,9 +257,9 @@ def project_work_queue(
     if current_id is not None and (current is None or current["state"] != "open"):
         current_id = None
     # open items plus just enough recent completions to fill the completed class
-    recent_done = idx.recent_completed_with_report(wm.PROMPT_LIMITS.get("completed_recent", 3) + 1)
+    recent_done = idx.recent_completed_with_report(wr.PROMPT_LIMITS.get("completed_recent", 3) + 1)
     records = idx.open_records() + recent_done
-    cand = wm.classify(
+    cand = wr.classify(
         records,
         current_id=current_id,
         waits=idx.wait_summaries(),
@@ -286,7 +287,7 @@ def project_work_queue(
     parts = [header, cur]
     used = sum(len(p) + 1 for p in parts)
     detailed = True  # once a class is cut to its count, lower classes get counts at most
-    for cls in wm.CANDIDATE_CLASSES[1:]:
+    for cls in wr.CANDIDATE_CLASSES[1:]:
         sec = _section(idx, cand, cls)
         if sec is None:
             continue

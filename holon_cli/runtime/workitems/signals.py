@@ -19,6 +19,7 @@ from typing import Any
 
 from holon_cli import clock
 from holon_cli.model import workitem as wm
+from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import ContinuationHold, WorkItemRecord
 from holon_cli.runtime.workitems.access import HOLD_KEY, mutation
 from holon_cli.runtime.workitems.access import current_id as _current_id
@@ -170,7 +171,7 @@ def _compact(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any]:
     out: dict[str, Any] = {
         "work_item_id": rec["id"],
         "objective": rec["objective"],
-        "readiness": wm.readiness(rec, waits),
+        "readiness": wr.readiness(rec, waits),
         "plan_status": rec.get("plan_status"),
         "current_todo": wm.current_todo(rec.get("todo_list") or []),
         "updated_at": rec.get("updated_at"),
@@ -199,7 +200,7 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
     if not idx.items:
         return None
     current_id = _current_id(store)
-    cand = wm.classify(idx.open_records(), current_id=current_id, waits=idx.wait_summaries())
+    cand = wr.classify(idx.open_records(), current_id=current_id, waits=idx.wait_summaries())
     if cand.classes["current_runnable"]:
         rec = cand.classes["current_runnable"][0]
         if continuation_hold(store, rec) is not None:
@@ -260,13 +261,13 @@ def closure_waiting_reason(store: AgentStore) -> str | None:
     idx = load(store)
     if not idx.items:
         return None
-    cand = wm.classify(
+    cand = wr.classify(
         idx.open_records(), current_id=_current_id(store), waits=idx.wait_summaries()
     )
     if any(cand.classes[c] for c in ("current_runnable", "triggered_blocked", "queued_runnable")):
         return None
     open_items = idx.open_records()
-    states = {wm.scheduling_state(r, idx.waits_for(r)) for r in open_items}
+    states = {wr.scheduling_state(r, idx.waits_for(r)) for r in open_items}
     if "waiting_operator" in states:
         return "awaiting_operator_input"
     if "waiting_task" in states:

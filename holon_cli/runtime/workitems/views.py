@@ -11,6 +11,7 @@ from typing import Any
 
 from holon_cli.errors import UsageError
 from holon_cli.model import workitem as wm
+from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import WorkItemRecord
 from holon_cli.runtime.workitems.access import current_id as _current_id
 from holon_cli.runtime.workitems.access import require
@@ -52,7 +53,7 @@ def view(
     if not include_todo_list:
         out.pop("todo_list", None)
     out["todo_counts"] = wm.todo_counts(todos)
-    proj = wm.readiness_projection(rec, current_id=current_id, waits=waits)
+    proj = wr.readiness_projection(rec, current_id=current_id, waits=waits)
     out.update(
         {
             "is_current": proj["focus"] == "current",
@@ -112,7 +113,7 @@ def get_work_item(
 def _ordered(idx: WorkItemIndex, current_id: str | None) -> list[WorkItemRecord]:
     """Current first, then the candidate classes in priority order, then
     completed items (newest first)."""
-    cand = wm.classify(
+    cand = wr.classify(
         idx.items.values(),
         current_id=current_id,
         waits=idx.wait_summaries(),
@@ -121,7 +122,7 @@ def _ordered(idx: WorkItemIndex, current_id: str | None) -> list[WorkItemRecord]
     out: list[WorkItemRecord] = []
     if cand.current is not None:
         out.append(cand.current)
-    for cls in wm.CANDIDATE_CLASSES[1:]:
+    for cls in wr.CANDIDATE_CLASSES[1:]:
         out.extend(cand.classes[cls])
     return out
 
@@ -155,8 +156,8 @@ def list_work_items(
     matched = [
         r
         for r in _ordered(idx, current_id)
-        if wm.matches_filter(
-            r, filter, current_id=current_id, waits=waits.get(r["id"], wm.NO_WAITS)
+        if wr.matches_filter(
+            r, filter, current_id=current_id, waits=waits.get(r["id"], wr.NO_WAITS)
         )
     ]
     shown = matched[:limit] if limit is not None else matched
@@ -179,9 +180,9 @@ def list_work_items(
 
 
 def counts(idx: WorkItemIndex) -> dict[str, int]:
-    out = {r: 0 for r in wm.READINESS}
+    out = {r: 0 for r in wr.READINESS}
     for rec in idx.items.values():
-        out[wm.readiness(rec, idx.waits_for(rec))] += 1
+        out[wr.readiness(rec, idx.waits_for(rec))] += 1
     return out
 
 
