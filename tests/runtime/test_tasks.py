@@ -361,3 +361,19 @@ def test_a_result_for_a_stopped_agent_waits_until_it_is_started(
     assert plane.reap_orphans(store)["reported"] == [tid]
     assert len(results(store)) == 1
     assert plane.reap_orphans(store)["reported"] == []
+
+
+def test_unread_input_never_blocks_the_output(store: AgentStore, tmp_path: Path) -> None:
+    # the command writes 300 KB before it reads anything; 200 KB of input are
+    # already waiting: a supervisor that blocked on the stdin pipe would deadlock
+    tid = plane.run_task(
+        store,
+        "sleep 0.5; yes | head -c 300000; read first; echo got:$first",
+        workdir=tmp_path,
+        accepts_input=True,
+    )["task_id"]
+    r = plane.task_input(store, tid, "hello\n" + "x" * 200_000)
+    assert r["accepted_input"] is True and r["bytes_written"] == 200_006
+    rec = wait_terminal(store, tid, within=30)
+    assert rec["status"] == "completed", rec
+    assert (plane.task_dir(store, tid) / "output.log").read_bytes().endswith(b"got:hello\n")

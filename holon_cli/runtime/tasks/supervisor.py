@@ -34,6 +34,7 @@ from typing import Any
 from holon_cli.runtime.tasks import procs
 
 READ_CHUNK = 65536
+INPUT_BUFFER = 1024 * 1024
 DRAIN_S = 1.0
 
 
@@ -55,6 +56,8 @@ class Supervisor:
         self.proc: subprocess.Popen[bytes] | None = None
         self.pgid: int | None = None
         self.marker: str = self.spec["marker"]
+        self.pending_in = bytearray()
+        self.start_ticks: int | None = None
 
     # -- record ----------------------------------------------------------
     def update(self, fn: Any) -> dict[str, Any]:
@@ -164,6 +167,8 @@ class Supervisor:
                 )
                 if self.proc.stdin is not None:
                     self.stdin_w = self.proc.stdin.fileno()
+                    # never block on a child that does not read its input
+                    os.set_blocking(self.stdin_w, False)
         except OSError as exc:
             err = f"{exc.strerror or exc} ({argv[0]}, cwd {spec['cwd']})"
             code = exc.errno
@@ -228,7 +233,12 @@ class Supervisor:
                 break
             if proc.poll() is not None:
                 break
+            self._flush_input()
+            if fifo is not None:
+                self._throttle_input(sel, fifo)
             timeout = 0.05 if pidfd is None else 0.5
+            if self.pending_in:
+                timeout = 0.02
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -291,21 +301,38 @@ class Supervisor:
             live = [fd for fd in streams if fd in sel.get_map()]
 
     def _forward_input(self, fifo: int | None) -> None:
+        """Move what TaskInput wrote into the FIFO towards the command's stdin
+        (or terminal) without ever blocking: what the command does not read
+        yet waits in ``pending_in`` (bounded by ``INPUT_BUFFER``)."""
         if fifo is None:
             return
         try:
             data = os.read(fifo, READ_CHUNK)
         except BlockingIOError:
             return
+        if data:
+            self.pending_in += data
+            self._flush_input()
+
+    def _flush_input(self) -> None:
         target = self.master if self.master is not None else self.stdin_w
-        if not data or target is None:
+        if not self.pending_in or target is None:
             return
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(target, view) :]
-        except OSError:
+            n = os.write(target, self.pending_in)
+            del self.pending_in[:n]
+        except BlockingIOError:
             pass
+        except OSError:  # the command closed its input: nothing more can be delivered
+            self.pending_in.clear()
+
+    def _throttle_input(self, sel: selectors.BaseSelector, fifo: int) -> None:
+        """Stop reading the FIFO while the buffer is full (TaskInput then waits)."""
+        registered = fifo in sel.get_map()
+        if registered and len(self.pending_in) >= INPUT_BUFFER:
+            sel.unregister(fifo)
+        elif not registered and len(self.pending_in) < INPUT_BUFFER:
+            sel.register(fifo, selectors.EVENT_READ, "input")
 
     # -- end ---------------------------------------------------------------
     def status_for(self, rc: int) -> str:
