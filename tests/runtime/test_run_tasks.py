@@ -71,3 +71,18 @@ def test_no_wait_for_tasks_stops_unfinished_tasks(tmp_path: Path) -> None:
     store = open_agent("builder2")
     assert plane.read_task(store, tid)["status"] == "cancelled"
     assert plane.active_tasks(store) == []
+
+
+def test_a_result_ingested_by_a_concurrent_tick_is_still_turned(tmp_path: Path) -> None:
+    from holon_cli.runtime import queue as q
+
+    store = open_agent(None)
+    tid = plane.run_task(store, "true", workdir=tmp_path)["task_id"]
+    end = time.monotonic() + 15
+    while plane.unsettled_tasks(store) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert plane.read_task(store, tid)["result_message_id"]
+    with store.lock():  # what a cron `holon tick` does meanwhile
+        q.ingest(store, q.load(store))
+    assert store.inbox.pending_count() == 0
+    assert plane.wait_for_task_result(store, timeout_s=1) is True

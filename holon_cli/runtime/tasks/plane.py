@@ -966,8 +966,11 @@ def wait_for_task_result(
     store: AgentStore, *, timeout_s: float | None = None, poll_s: float = 0.1
 ) -> bool:
     """Block until something is in the agent's inbox or no task is left
-    unsettled. True when there is a message to turn. Recovers lost
-    supervisors while waiting, so a dead task cannot hang the caller."""
+    unsettled. True when there is a message to turn (in the inbox, or already
+    ingested into the queue by a concurrent tick). Recovers lost supervisors
+    while waiting, so a dead task cannot hang the caller."""
+    from holon_cli.runtime import queue as q
+
     end = None if timeout_s is None else time.monotonic() + timeout_s
     last_reap = 0.0
     while True:
@@ -976,7 +979,7 @@ def wait_for_task_result(
         if store.read_record()["state"].get("status") in ("stopped", "paused"):
             return False  # nothing will be turned; do not wait for results
         if not unsettled_tasks(store):
-            return store.inbox.pending_count() > 0
+            return q.pending_count(store) > 0
         if end is not None and time.monotonic() >= end:
             return False
         if time.monotonic() - last_reap > 2.0:
