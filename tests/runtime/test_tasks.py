@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,13 @@ from holon_cli.store.agent_store import AgentStore
 
 
 @pytest.fixture
-def store() -> AgentStore:
-    return open_agent(None)
+def store() -> Iterator[AgentStore]:
+    st = open_agent(None)
+    yield st
+    # a failing test must not leave a task (and its supervisor) running
+    for rec in plane.unsettled_tasks(st):
+        if rec["status"] not in ("completed", "failed", "cancelled", "interrupted"):
+            plane.task_stop(st, rec["id"], wait_s=2)
 
 
 def wait_terminal(store: AgentStore, tid: str, within: float = 20.0) -> dict[str, Any]:
