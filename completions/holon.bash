@@ -11,7 +11,7 @@ _holon_command() {
     cmds='' opts='' vopts='' nargs=0
     case $1 in
     '')
-        cmds='agent completion debug enqueue home queue run status tail task tick transcript turn workitem'
+        cmds='agent completion debug enqueue home queue run status tail task tick timer transcript trigger turn workitem'
         opts='--version -V --help -h'
         ;;
     'agent')
@@ -150,9 +150,47 @@ _holon_command() {
         opts='--agent -a --all --verbose -v --json --help -h'
         vopts='--agent -a'
         ;;
+    'timer')
+        cmds='add cancel list'
+        opts='--help -h'
+        ;;
+    'timer add')
+        opts='--agent -a --after --every --message --work-item --json --help -h'
+        vopts='--agent -a --after --every --message --work-item'
+        ;;
+    'timer cancel')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        nargs='1'
+        ;;
+    'timer list')
+        opts='--agent -a --all --json --help -h'
+        vopts='--agent -a'
+        ;;
     'transcript')
         opts='--agent -a --limit -n --json --help -h'
         vopts='--agent -a --limit -n'
+        ;;
+    'trigger')
+        cmds='deliver revoke rotate show'
+        opts='--help -h'
+        ;;
+    'trigger deliver')
+        opts='--content-type --source --json --help -h'
+        vopts='--content-type --source'
+        nargs='2'
+        ;;
+    'trigger revoke')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        ;;
+    'trigger rotate')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        ;;
+    'trigger show')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
         ;;
     'turn')
         opts='--agent -a --all --model -m --json --help -h'

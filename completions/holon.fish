@@ -11,7 +11,7 @@ function __holon_is
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l cmdpath
-    set -l cmds agent completion debug enqueue home queue run status tail task tick transcript turn workitem
+    set -l cmds agent completion debug enqueue home queue run status tail task tick timer transcript trigger turn workitem
     set -l vopts
     set -l nargs 0
     set -l pending 0
@@ -72,8 +72,26 @@ function __holon_is
                     set vopts --agent -a
                 case 'tick'
                     set vopts --agent -a
+                case 'timer'
+                    set cmds add cancel list
+                case 'timer add'
+                    set vopts --agent -a --after --every --message --work-item
+                case 'timer cancel'
+                    set vopts --agent -a
+                case 'timer list'
+                    set vopts --agent -a
                 case 'transcript'
                     set vopts --agent -a --limit -n
+                case 'trigger'
+                    set cmds deliver revoke rotate show
+                case 'trigger deliver'
+                    set vopts --content-type --source
+                case 'trigger revoke'
+                    set vopts --agent -a
+                case 'trigger rotate'
+                    set vopts --agent -a
+                case 'trigger show'
+                    set vopts --agent -a
                 case 'turn'
                     set vopts --agent -a --model -m
                 case 'workitem'
@@ -124,7 +142,9 @@ complete -c holon -f -n "__holon_is '' 0" -a status -d 'Show an agent\'s summary
 complete -c holon -f -n "__holon_is '' 0" -a tail -d 'Print an agent\'s event ledger; every event has an increasing event_seq'
 complete -c holon -f -n "__holon_is '' 0" -a task -d 'Run and manage command tasks: commands that outlive a turn'
 complete -c holon -f -n "__holon_is '' 0" -a tick -d 'One scheduling pass: ingest the inbox, wake expired sleeps, deliver work-item recheck reminders, activate runnable work'
+complete -c holon -f -n "__holon_is '' 0" -a timer -d 'Timers: scheduled wakes that `holon tick` delivers as timer_tick messages'
 complete -c holon -f -n "__holon_is '' 0" -a transcript -d 'Print an agent\'s transcript: messages, assistant rounds, tool results'
+complete -c holon -f -n "__holon_is '' 0" -a trigger -d 'The agent\'s external trigger: a secret URL that wakes it'
 complete -c holon -f -n "__holon_is '' 0" -a turn -d 'Run one turn: take the next queued message and work it to the end'
 complete -c holon -f -n "__holon_is '' 0" -a workitem -d 'Inspect and manage an agent\'s work items (the work plane)'
 complete -c holon -f -n "__holon_is '' 1+"
@@ -360,12 +380,75 @@ complete -c holon -n "__holon_is 'tick'" -l json -d 'Print one JSON object (the 
 complete -c holon -n "__holon_is 'tick'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'tick' 0+" -f
 
+# holon timer
+complete -c holon -n "__holon_is 'timer'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'timer' 0" -a add -d 'Create a timer and print its id (tmr_...)'
+complete -c holon -f -n "__holon_is 'timer' 0" -a cancel -d 'Cancel an active timer'
+complete -c holon -f -n "__holon_is 'timer' 0" -a list -d 'List an agent\'s timers (active only unless --all)'
+complete -c holon -f -n "__holon_is 'timer' 1+"
+
+# holon timer add
+complete -c holon -n "__holon_is 'timer add'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'timer add'" -l after -r -d 'First fire after this delay: 500ms, 90s, 5m, 2h or 1d'
+complete -c holon -n "__holon_is 'timer add'" -l every -r -d 'Repeat at this interval (missed fires coalesce into one)'
+complete -c holon -n "__holon_is 'timer add'" -l message -r -d 'Text of the timer_tick message (default names the timer)'
+complete -c holon -n "__holon_is 'timer add'" -l work-item -r -d 'Bind the fired messages to this work item'
+complete -c holon -n "__holon_is 'timer add'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'timer add'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'timer add' 0+" -f
+
+# holon timer cancel
+complete -c holon -n "__holon_is 'timer cancel'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'timer cancel'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'timer cancel'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'timer cancel' 1+" -f
+
+# holon timer list
+complete -c holon -n "__holon_is 'timer list'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'timer list'" -l all -d 'Include fired and cancelled timers'
+complete -c holon -n "__holon_is 'timer list'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'timer list'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'timer list' 0+" -f
+
 # holon transcript
 complete -c holon -n "__holon_is 'transcript'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
 complete -c holon -n "__holon_is 'transcript'" -l limit -s n -r -d 'Only the newest N entries'
 complete -c holon -n "__holon_is 'transcript'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'transcript'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'transcript' 0+" -f
+
+# holon trigger
+complete -c holon -n "__holon_is 'trigger'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'trigger' 0" -a deliver -d 'Deliver a callback exactly as `POST /callbacks/wake/{token}` would'
+complete -c holon -f -n "__holon_is 'trigger' 0" -a revoke -d 'Make every token fail until the next `holon trigger rotate`'
+complete -c holon -f -n "__holon_is 'trigger' 0" -a rotate -d 'Mint a new token; the old URL fails from now on (also re-enables a revoked trigger)'
+complete -c holon -f -n "__holon_is 'trigger' 0" -a show -d 'Show the trigger descriptor, provisioning it on first use'
+complete -c holon -f -n "__holon_is 'trigger' 1+"
+
+# holon trigger deliver
+complete -c holon -n "__holon_is 'trigger deliver'" -l content-type -r -d 'Content type of BODY, e.g. application/json (parsed and validated) or text/plain'
+complete -c holon -n "__holon_is 'trigger deliver'" -l source -r -d 'Who is calling, recorded as provenance (e.g. github-actions)'
+complete -c holon -n "__holon_is 'trigger deliver'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'trigger deliver'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'trigger deliver' 2+" -f
+
+# holon trigger revoke
+complete -c holon -n "__holon_is 'trigger revoke'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'trigger revoke'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'trigger revoke'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'trigger revoke' 0+" -f
+
+# holon trigger rotate
+complete -c holon -n "__holon_is 'trigger rotate'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'trigger rotate'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'trigger rotate'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'trigger rotate' 0+" -f
+
+# holon trigger show
+complete -c holon -n "__holon_is 'trigger show'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'trigger show'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'trigger show'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'trigger show' 0+" -f
 
 # holon turn
 complete -c holon -n "__holon_is 'turn'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'

@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "agent": "holon_cli.cli.cmd_agent:agent",
     "workitem": "holon_cli.cli.cmd_workitem:workitem",
     "task": "holon_cli.cli.cmd_task:task",
+    "timer": "holon_cli.cli.cmd_timer:timer",
+    "trigger": "holon_cli.cli.cmd_trigger:trigger",
     "home": "holon_cli.cli.cmd_home:home",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",

@@ -61,9 +61,12 @@ PROMPT_LIMITS: dict[str, int] = {
 class WaitSummary:
     """A work item's waiting intents as the work plane sees them.
 
-    ``triggered`` means an active wait received an external event *after* the
-    item was last updated: something changed and the agent has not reviewed
-    it yet. It never means the blocker is resolved.
+    ``triggered`` is derived exactly as the work-item RFC says: an active
+    wait has ``trigger_count > 0`` and ``last_triggered_at`` set; it stays
+    true across repeated events. ``unreviewed`` narrows it for scheduling:
+    the newest event came *after* the item was last updated, so the agent
+    has not looked at it yet (the ``triggered_blocked`` candidate class and
+    its one review tick per event). Neither means the blocker is resolved.
     """
 
     active: tuple[dict[str, Any], ...] = ()
@@ -71,6 +74,7 @@ class WaitSummary:
     active_external: int = 0
     triggered: bool = False
     last_triggered_at: str | None = None
+    unreviewed: bool = False
 
     @property
     def has_active(self) -> bool:
@@ -97,8 +101,9 @@ def summarize_waits(rec: Mapping[str, Any], intents: Iterable[Mapping[str, Any]]
         ):
             last = at
     updated = str(rec.get("updated_at") or "")
-    triggered = last is not None and last > updated
-    return WaitSummary(tuple(active), task, len(active) - task, triggered, last)
+    triggered = last is not None
+    unreviewed = last is not None and last > updated
+    return WaitSummary(tuple(active), task, len(active) - task, triggered, last, unreviewed)
 
 
 # -------------------------------------------------------------- readiness
@@ -222,7 +227,7 @@ def classify(
             buckets["queued_runnable"].append(rec)
         elif rd == "waiting_for_operator":
             buckets["waiting_for_operator"].append(rec)
-        elif w.triggered:
+        elif w.unreviewed:
             buckets["triggered_blocked"].append(rec)
         else:
             buckets["blocked"].append(rec)

@@ -56,6 +56,8 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "sleeping_until": state.get("sleeping_until"),
         "last_turn_at": state.get("last_turn_at"),
         "last_closure": state.get("last_closure"),
+        "last_continuation": state.get("last_continuation"),
+        "pending_wake_hint": state.get("pending_wake_hint"),
         "token_usage": {
             "total": _usage(
                 int(state.get("total_input_tokens", 0)), int(state.get("total_output_tokens", 0))

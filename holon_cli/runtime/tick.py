@@ -70,22 +70,6 @@ def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str,
     return _system_tick(store, text, reason, work_item_id=wid)
 
 
-def _wake_if_asleep(store: AgentStore, now: float) -> bool:
-    """Compare-and-set under the agent lock: asleep with an expired sleep ->
-    awake_idle. An agent stopped, paused or woken meanwhile is left alone."""
-    woke = False
-
-    def wake(s: dict[str, Any]) -> None:
-        nonlocal woke
-        until = s.get("sleeping_until")
-        if s["status"] == "asleep" and until and clock.parse_iso(until) <= now:
-            s.update(status="awake_idle", sleeping_until=None, last_wake_reason="sleep_expired")
-            woke = True
-
-    store.update_state(wake)
-    return woke
-
-
 def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     """A run marker left by a killed turn is repaired when no turn holds the
     agent (a busy turn lock means the marker is live: leave it)."""
@@ -107,11 +91,17 @@ def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
 
 
 def tick_agent(store: AgentStore) -> dict[str, Any]:
+    from holon_cli.runtime.waiting.scheduler import tick_pass
+
     actions: list[dict[str, Any]] = []
     rec = store.read_record()
     state = rec["state"]
+    if state["status"] == "paused":
+        # a paused agent still obeys a queued `resume` control message
+        actions = tick_pass(store)
+        state = store.read_record()["state"]
     if state["status"] in ("stopped", "paused"):
-        return {"agent_id": store.agent_id, "skipped": state["status"], "actions": []}
+        return {"agent_id": store.agent_id, "skipped": state["status"], "actions": actions}
     with store.lock():
         st = q.load(store)
         admitted = q.ingest(store, st)
@@ -124,19 +114,8 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
 
     actions.extend(tick_tasks(store))
     now = clock.now()
-    if state["status"] == "asleep" and state.get("sleeping_until"):
-        if clock.parse_iso(state["sleeping_until"]) <= now and _wake_if_asleep(store, now):
-            store.emit(
-                "agent_state_changed",
-                {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"},
-            )
-            if not _has_pending_tick(st, "sleep_expired"):
-                _system_tick(
-                    store,
-                    "Runtime wake: the sleep you requested has ended. Continue where you left off.",
-                    "sleep_expired",
-                )
-                actions.append({"action": "woke", "reason": "sleep_expired"})
+    # timers (a timed Sleep's wake included) and pending wake hints
+    actions.extend(tick_pass(store, now))
     for item in wi.recheck_due(store, now):
         wid = item["id"]
         reason = f"recheck:{wid}"
@@ -150,8 +129,10 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
                 priority="background",
             )
             actions.append({"action": "recheck_reminder", "work_item_id": wid})
-    # idle activation: only when nothing else is queued
-    if q.pending_count(store) == 0:
+    # idle activation: only when nothing else is queued, and never for an
+    # agent resting after an open-ended Sleep (only a real wake ends that)
+    asleep = store.read_record()["state"]["status"] == "asleep"
+    if not asleep and q.pending_count(store) == 0:
         signal = wi.activation_signal(store)
         if signal:
             msg = enqueue_continuation(store, signal)

@@ -23,6 +23,7 @@ MODULES = (
     "holon_cli.tools.agent_tools",
     "holon_cli.tools.workitem_tools",
     "holon_cli.tools.task_tools",
+    "holon_cli.tools.wait_tools",
 )
 
 _loaded = False

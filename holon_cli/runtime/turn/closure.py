@@ -19,6 +19,11 @@ def derive_closure(
     posture: RuntimePosture = "asleep" if sleep_req else "awake"
     if failed:
         return {"outcome": "failed", "runtime_posture": "awake"}
+    from holon_cli.runtime.waiting.scheduler import closure_wait
+
+    external = closure_wait(store, posture)  # an active external wait on the current item
+    if external:
+        return external
     waiting = wi.closure_waiting_reason(store)
     if waiting:
         return {"outcome": "waiting", "waiting_reason": waiting, "runtime_posture": posture}

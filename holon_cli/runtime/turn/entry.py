@@ -129,6 +129,20 @@ def run_turn(
         entry = cast("dict[str, Any] | None", q.dequeue_next(store, turn_id))
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
+        from holon_cli.runtime.waiting import scheduler as waiting
+
+        decision = waiting.before_turn(store, entry, turn_id)
+        if not decision.run_model:
+            # liveness-only tick, observational or control message: no provider request
+            waiting.after_turn(store)
+            return TurnResult(
+                store.agent_id,
+                ran=True,
+                turn_id=turn_id,
+                message_id=entry["message_id"],
+                status="settled",
+                closure=store.read_record()["state"].get("last_closure"),
+            )
         run = TurnRun(
             store,
             entry,

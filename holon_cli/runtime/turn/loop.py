@@ -522,6 +522,9 @@ class TurnRun:
         self.store.sync_ledgers()
         finish_agent_state(self.store, s, self.journal)
         self.journal.clear()
+        from holon_cli.runtime.waiting.scheduler import after_turn
+
+        after_turn(self.store, sleep_ms=(s.get("sleep") or {}).get("duration_ms"))
         return self.result
 
     def _decide_settlement(self) -> TurnSettlement:

@@ -43,7 +43,7 @@ class TurnResult:
     ran: bool
     turn_id: str | None = None
     message_id: str | None = None
-    status: str = "idle"  # idle | completed | aborted
+    status: str = "idle"  # idle | completed | aborted | settled (no model turn was needed)
     closure: ClosureDecision | None = None
     final_text: str = ""
     model_rounds: int = 0

@@ -1,0 +1,145 @@
+"""The continuation decision for each dequeued message, before its turn.
+
+:func:`before_turn` resolves the message against the closure of the turn
+before it (``AgentState.last_closure``), persists the result as
+``AgentState.last_continuation`` and either lets the model turn run or
+settles the message itself, with no provider request:
+
+- ``liveness_only`` (a plain wake-hint tick), ``observational``
+  (``task_status``, ``brief_ack``, ``brief_result``): recorded, settled
+  ``processed``; the agent's posture (e.g. ``asleep``) is kept;
+- ``control``: ``pause``/``resume``/``stop`` applied to the agent lifecycle
+  when the origin is trusted (operator or runtime), refused otherwise.
+
+:func:`settle_queued_controls` lets a paused agent still obey a queued
+``resume`` (a turn never runs while paused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.model.continuation import ContinuationResolution, control_action, resolve
+from holon_cli.runtime.waiting.common import field
+from holon_cli.store.agent_store import AgentStore
+
+TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
+
+
+@dataclass
+class Decision:
+    run_model: bool
+    continuation: ContinuationResolution
+    settled_as: str | None = None  # resolution when settled without a turn
+    control: dict[str, Any] | None = None
+
+
+def resolve_for(store: AgentStore, env: dict[str, Any]) -> ContinuationResolution:
+    state = store.read_record()["state"]
+    return resolve(env, state.get("last_closure"), at=clock.now_iso())
+
+
+def apply_control(store: AgentStore, env: dict[str, Any]) -> dict[str, Any]:
+    """Apply a control message's lifecycle action. Returns what happened."""
+    action = control_action(env)
+    trust = field(env, "trust", "trust")
+    if action is None:
+        return {"applied": False, "reason": "unrecognized_control", "action": None}
+    if trust not in TRUSTED_CONTROL:
+        return {"applied": False, "reason": "untrusted_origin", "action": action, "trust": trust}
+    out: dict[str, Any] = {"action": action}
+
+    def mutate(state: dict[str, Any]) -> None:
+        prev = state["status"]
+        if action == "stop":
+            new = "stopped"
+        elif action == "pause":
+            new = prev if prev == "stopped" else "paused"
+        else:  # resume
+            new = "awake_idle" if prev in ("paused", "stopped") else prev
+        out.update(previous=prev, status=new, changed=new != prev, applied=True)
+        if new != prev:
+            state["status"] = new
+            state["status_changed_at"] = clock.now_iso()
+
+    store.update_state(mutate)
+    if out["changed"]:
+        store.emit(
+            "agent_state_changed",
+            {"from": out["previous"], "to": out["status"], "reason": f"control_{action}"},
+            message=env,
+        )
+    return out
+
+
+def _persist(store: AgentStore, res: ContinuationResolution) -> None:
+    value = dict(res)
+    store.update_state(lambda s: s.update(last_continuation=value))
+
+
+def _settle(store: AgentStore, env: dict[str, Any], turn_id: str | None, reason: str) -> None:
+    from holon_cli.runtime import queue as q
+
+    q.settle(store, env["id"], "processed", turn_id=turn_id, reason=reason)
+
+
+def before_turn(store: AgentStore, entry: dict[str, Any], turn_id: str) -> Decision:
+    """Resolve, persist ``last_continuation``, and settle what needs no model."""
+    from holon_cli.runtime.waiting import timers
+
+    env = entry["envelope"]
+    res = resolve_for(store, env)
+    _persist(store, res)
+    store.emit("continuation_resolved", dict(res), message=env, turn_id=turn_id)
+    if res["model_visible"]:
+        # a model turn ends any timed rest: its wake would be spurious now
+        timers.cancel_sleep_timers(store, keep=timers.timer_of(env))
+        return Decision(True, res)
+    control = apply_control(store, env) if res["resolution"] == "control" else None
+    store.emit(
+        "message_settled_without_turn",
+        {"turn_id": turn_id, "resolution": res["resolution"], "control": control},
+        message=env,
+        turn_id=turn_id,
+    )
+    _settle(store, env, turn_id, res["resolution"])
+    return Decision(False, res, settled_as=res["resolution"], control=control)
+
+
+def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:
+    """For a paused agent: apply queued control messages in queue order
+    (a ``resume`` among them unpauses it). Other messages wait."""
+    from holon_cli.runtime import queue as q
+
+    actions: list[dict[str, Any]] = []
+    while True:
+        with store.lock():
+            if store.read_record()["state"]["status"] != "paused":
+                break
+            st = q.load(store)
+            q.ingest(store, st)
+            head = next((e for e in st.pending() if e["envelope"].get("kind") == "control"), None)
+            if head is None:
+                break
+            q.set_status(store, st, head["message_id"], "dequeued", reason="control")
+        env = head["envelope"]
+        res = resolve_for(store, env)
+        _persist(store, res)
+        control = apply_control(store, env)
+        store.emit(
+            "message_settled_without_turn",
+            {"resolution": "control", "control": control},
+            message=env,
+        )
+        _settle(store, env, None, "control")
+        actions.append(
+            {
+                "action": "control_applied",
+                "message_id": env["id"],
+                **{k: v for k, v in control.items() if k != "action"},
+                "control": control.get("action"),
+            }
+        )
+    return actions

@@ -1,0 +1,391 @@
+"""The per-agent external trigger capability and its callback ingress.
+
+One default capability per agent, fixed ``wake_hint`` delivery, provisioned
+lazily on first use. ``state/trigger.json`` is the current record,
+``ledger/triggers.jsonl`` the audit trail (``provisioned``, ``rotated``,
+``revoked``, ``delivered``); both hold only the token's SHA-256. The token
+itself is in ``secrets/trigger_token`` (folder 0700, file 0600) so
+``holon trigger show`` can print it. ``locks/trigger.lock`` orders every
+change of the record.
+
+:func:`deliver` is the callback ingress: ``holon trigger deliver`` calls it
+locally and the HTTP route ``POST /callbacks/wake/{token}`` calls it
+unchanged. Every refusal raises before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Any, cast
+
+from holon_cli import clock
+from holon_cli.errors import HolonError, RejectedError, UsageError
+from holon_cli.model.agent import lifecycle_hint
+from holon_cli.model.trigger import (
+    DELIVERY_MODE,
+    MAX_BODY_BYTES,
+    TOKEN_RE,
+    TRIGGER_VERSION,
+    TriggerDescriptor,
+    TriggerRecord,
+    descriptor,
+    token_from,
+    token_matches,
+    token_sha256,
+)
+from holon_cli.runtime.waiting.common import lock_file, secrets_dir, state_file
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import atomic_write_bytes, fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.locks import locked
+
+NAME = "trigger"
+LEDGER = "triggers"
+TOKEN_FILE = "trigger_token"
+DEFAULT_HTTP_ADDR = "127.0.0.1:7878"
+
+# error kind -> HTTP status of ``POST /callbacks/wake/{token}`` (for ``serve``)
+HTTP_STATUS_BY_KIND = {
+    "invalid_callback_token": 403,
+    "agent_stopped": 409,
+    "payload_too_large": 413,
+    "invalid_json": 400,
+    "invalid_body": 400,
+}
+
+
+def new_token() -> str:
+    return "cb_" + secrets.token_hex(16)
+
+
+def base_url(advertise: str | None = None) -> str:
+    """``serve --advertise`` when given, else ``http://$HOLON_HTTP_ADDR``."""
+    if advertise:
+        return advertise.rstrip("/")
+    return "http://" + (os.environ.get("HOLON_HTTP_ADDR") or DEFAULT_HTTP_ADDR)
+
+
+def trigger_url(token: str, advertise: str | None = None) -> str:
+    return f"{base_url(advertise)}/callbacks/wake/{token}"
+
+
+# ------------------------------------------------------------ storage
+
+
+def _read(store: AgentStore) -> TriggerRecord | None:
+    rec = read_snapshot(state_file(store, NAME), max_version=TRIGGER_VERSION)
+    return rec  # type: ignore[return-value]
+
+
+def _write(store: AgentStore, rec: TriggerRecord, op: str, **extra: Any) -> None:
+    # audit first (only the hash), then the snapshot readers use
+    store.ledger(LEDGER).append(
+        {"v": 1, "op": op, "at": rec["updated_at"], "trigger": dict(rec), **extra}
+    )
+    write_snapshot(state_file(store, NAME), dict(rec))
+
+
+def _token_path(store: AgentStore) -> Any:
+    return secrets_dir(store) / TOKEN_FILE
+
+
+def _write_token(store: AgentStore, token: str) -> None:
+    d = secrets_dir(store)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    atomic_write_bytes(d / TOKEN_FILE, (token + "\n").encode(), mode=0o600)
+
+
+def _read_token(store: AgentStore) -> str | None:
+    try:
+        t = _token_path(store).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return t if TOKEN_RE.match(t) else None
+
+
+def _remove_token(store: AgentStore) -> None:
+    try:
+        os.unlink(_token_path(store))
+        fsync_dir(secrets_dir(store))
+    except FileNotFoundError:
+        pass
+
+
+def _lock(store: AgentStore) -> Any:
+    return locked(lock_file(store, NAME), what=f"trigger of agent {store.agent_id!r}")
+
+
+def _mint(store: AgentStore, prev: TriggerRecord | None, op: str) -> TriggerRecord:
+    token = new_token()
+    now = clock.now_iso()
+    rec: TriggerRecord = {
+        "v": TRIGGER_VERSION,
+        "external_trigger_id": prev["external_trigger_id"] if prev else clock.new_id("etr"),
+        "target_agent_id": store.agent_id,
+        "delivery_mode": DELIVERY_MODE,
+        "status": "active",
+        "token_sha256": token_sha256(token),
+        "token_generation": (int(prev.get("token_generation") or 0) + 1) if prev else 1,
+        "created_at": prev["created_at"] if prev else now,
+        "updated_at": now,
+        "trigger_count": int(prev.get("trigger_count") or 0) if prev else 0,
+        "last_triggered_at": prev.get("last_triggered_at") if prev else None,
+    }
+    # the secret file first: a crash after it leaves the old record (and a
+    # token that does not match it), which the next ensure() repairs
+    _write_token(store, token)
+    _write(store, rec, op)
+    return rec
+
+
+def ensure(store: AgentStore) -> TriggerRecord:
+    """The agent's capability, provisioned on first use (never a duplicate)."""
+    rec = _read(store)
+    if rec is not None and (rec["status"] != "active" or _token_ok(store, rec)):
+        return rec
+    with _lock(store):
+        rec = _read(store)
+        if rec is None:
+            rec = _mint(store, None, "provisioned")
+            store.emit(
+                "trigger_provisioned",
+                {"external_trigger_id": rec["external_trigger_id"], "delivery_mode": DELIVERY_MODE},
+            )
+        elif rec["status"] == "active" and not _token_ok(store, rec):
+            # the secret file is gone or stale (a crash mid-rotate): re-mint
+            rec = _mint(store, rec, "repaired")
+    return rec
+
+
+def _token_ok(store: AgentStore, rec: TriggerRecord) -> bool:
+    tok = _read_token(store)
+    return tok is not None and token_matches(tok, rec.get("token_sha256"))
+
+
+def show(store: AgentStore, *, advertise: str | None = None) -> TriggerDescriptor:
+    rec = ensure(store)
+    tok = _read_token(store) if rec["status"] == "active" else None
+    return descriptor(rec, trigger_url(tok, advertise) if tok else None)
+
+
+def rotate(store: AgentStore, *, advertise: str | None = None) -> TriggerDescriptor:
+    """A new token; the old one fails from now on. Also re-activates a revoked capability."""
+    ensure(store)
+    with _lock(store):
+        prev = _read(store)
+        rec = _mint(store, prev, "rotated")
+    store.emit(
+        "trigger_rotated",
+        {
+            "external_trigger_id": rec["external_trigger_id"],
+            "token_generation": rec["token_generation"],
+            "previous_status": prev["status"] if prev else None,
+        },
+    )
+    tok = _read_token(store)
+    return descriptor(rec, trigger_url(tok, advertise) if tok else None)
+
+
+def revoke(store: AgentStore) -> tuple[TriggerDescriptor, bool]:
+    """Every token fails until the next rotate. Returns (descriptor, changed)."""
+    ensure(store)
+    with _lock(store):
+        rec = _read(store)
+        assert rec is not None
+        changed = rec["status"] != "revoked"
+        if changed:
+            rec = {**rec, "status": "revoked", "token_sha256": None, "updated_at": clock.now_iso()}
+            _write(store, rec, "revoked")
+            _remove_token(store)
+    if changed:
+        store.emit("trigger_revoked", {"external_trigger_id": rec["external_trigger_id"]})
+    return descriptor(rec, None), changed
+
+
+# ------------------------------------------------------------ delivery
+
+
+@dataclass
+class Delivery:
+    """The result of one accepted callback delivery."""
+
+    disposition: str  # system_tick_admitted | coalesced
+    agent_id: str
+    external_trigger_id: str
+    trigger_count: int
+    coalesced_count: int
+    message_id: str | None
+    waiting_intent_ids: list[str]
+    received_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _invalid_token() -> RejectedError:
+    return RejectedError(
+        "invalid callback token",
+        hint="the token is unknown or was revoked or rotated; ask the agent's operator for the current URL (`holon trigger show`)",
+        kind="invalid_callback_token",
+    )
+
+
+def find_target(token: str) -> tuple[AgentStore, TriggerRecord]:
+    """The agent whose active capability matches ``token`` (constant-time
+    hash comparison against every agent). Raises RejectedError otherwise."""
+    from holon_cli.store.layout import HomeLayout
+
+    if not TOKEN_RE.match(token):
+        raise _invalid_token()
+    home = HomeLayout.current()
+    try:
+        names = sorted(os.listdir(home.agents_dir))
+    except FileNotFoundError:
+        raise _invalid_token() from None
+    found: tuple[AgentStore, TriggerRecord] | None = None
+    for name in names:
+        if name.startswith("."):
+            continue
+        layout = home.agent(name)
+        try:
+            rec = read_snapshot(layout.state_dir / f"{NAME}.json", max_version=TRIGGER_VERSION)
+        except HolonError:
+            continue
+        if rec is None or rec.get("status") != "active":
+            continue
+        # compare against every agent: timing does not depend on which matched
+        if token_matches(token, rec.get("token_sha256")) and found is None:
+            found = (AgentStore(layout), cast(TriggerRecord, rec))
+    if found is None:
+        raise _invalid_token()
+    return found
+
+
+def parse_body(body: bytes, content_type: str | None) -> dict[str, Any] | None:
+    """The delivery body as a message body value (``None`` when empty)."""
+    if len(body) > MAX_BODY_BYTES:
+        raise UsageError(
+            f"callback body is {len(body)} bytes; the limit is {MAX_BODY_BYTES} (256 KiB)",
+            hint="send a small notification and let the agent fetch the details",
+            kind="payload_too_large",
+        )
+    ctype = (content_type or "").split(";", 1)[0].strip().lower()
+    if not body.strip():
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(
+            "callback body is not UTF-8 text",
+            hint="send JSON or text; binary payloads are not accepted",
+            kind="invalid_body",
+        ) from None
+    if ctype == "application/json" or ctype.endswith("+json"):
+        try:
+            return {"type": "json", "value": json.loads(text)}
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"callback body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                hint="send valid JSON, or another content type for plain text",
+                kind="invalid_json",
+            ) from None
+    return {"type": "text", "text": text}
+
+
+def deliver(
+    token: str,
+    body: bytes = b"",
+    content_type: str | None = None,
+    source: str | None = None,
+    *,
+    correlation_id: str | None = None,
+    causation_id: str | None = None,
+) -> Delivery:
+    """The callback ingress (``POST /callbacks/wake/{token}``), run in-process.
+
+    Validates everything first (token, target agent, body); a refusal raises
+    a :class:`~holon_cli.errors.HolonError` whose ``kind`` maps to an HTTP
+    status through :data:`HTTP_STATUS_BY_KIND`, and nothing is persisted.
+    Then: delivery tracking on the capability and on the agent's active
+    waiting intents, and the wake hint (see :mod:`.hints`)."""
+    from holon_cli.runtime.waiting import hints, intents
+
+    token = token_from(token)
+    store, rec = find_target(token)
+    state = store.read_record()["state"]
+    if state["status"] == "stopped":
+        raise RejectedError(
+            f"agent {store.agent_id!r} is stopped; the delivery was not accepted",
+            hint=lifecycle_hint("stopped") or "",
+            kind="agent_stopped",
+        )
+    parsed = parse_body(body, content_type)
+    if source is not None:
+        source = source.strip()[:200] or None
+    # accepted: record delivery tracking (re-check the token under the lock:
+    # a rotate or revoke that won the race makes this delivery fail)
+    at = clock.now_iso()
+    with _lock(store):
+        cur = _read(store)
+        if (
+            cur is None
+            or cur["status"] != "active"
+            or not token_matches(token, cur.get("token_sha256"))
+        ):
+            raise _invalid_token()
+        cur = {
+            **cur,
+            "trigger_count": int(cur.get("trigger_count") or 0) + 1,
+            "last_triggered_at": at,
+            "updated_at": at,
+        }
+        _write(store, cur, "delivered", source=source, content_type=content_type)
+    touched = intents.mark_triggered(store, at)
+    hint = {
+        "external_trigger_id": cur["external_trigger_id"],
+        "target_agent_id": store.agent_id,
+        "delivery_mode": DELIVERY_MODE,
+        "source": source,
+        "content_type": content_type,
+        "body": parsed,
+        "correlation_id": correlation_id,
+        "causation_id": causation_id,
+        "waiting_intent_ids": [w["id"] for w in touched],
+        "work_item_ids": sorted({w["work_item_id"] for w in touched}),
+        "received_at": at,
+    }
+    outcome = hints.submit(store, hint)  # type: ignore[arg-type]
+    store.emit(
+        "external_trigger_delivered",
+        {
+            "external_trigger_id": cur["external_trigger_id"],
+            "delivery_mode": DELIVERY_MODE,
+            "source": source,
+            "content_type": content_type,
+            "body_bytes": len(body),
+            "disposition": outcome["disposition"],
+            "message_id": outcome.get("message_id"),
+            "coalesced_count": outcome["coalesced_count"],
+            "waiting_intent_ids": hint["waiting_intent_ids"],
+            "trigger_count": cur["trigger_count"],
+        },
+        origin={"kind": "callback", "descriptorId": cur["external_trigger_id"], "source": source},
+        trust="trusted_integration",
+        authority_class="integration_signal",
+        delivery_surface="http_callback_wake",
+        admission_context="external_trigger_capability",
+        correlation_id=correlation_id,
+    )
+    return Delivery(
+        disposition=outcome["disposition"],
+        agent_id=store.agent_id,
+        external_trigger_id=cur["external_trigger_id"],
+        trigger_count=int(cur["trigger_count"]),
+        coalesced_count=int(outcome["coalesced_count"]),
+        message_id=outcome.get("message_id"),
+        waiting_intent_ids=[w["id"] for w in touched],
+        received_at=at,
+    )
