@@ -135,7 +135,8 @@ def trigger_deliver(
 
     data = b""
     if body == "-":
-        data = sys.stdin.buffer.read()
+        raw = getattr(sys.stdin, "buffer", None)
+        data = raw.read() if raw is not None else sys.stdin.read().encode("utf-8")
     elif body is not None:
         data = body.encode("utf-8")
     res = deliver(token, data, content_type, source)
