@@ -231,7 +231,7 @@ def test_readiness_projection_fields() -> None:
     assert wr.readiness_projection(r, current_id=None)["focus"] == "queued"
 
 
-def test_triggered_means_triggered_after_last_update() -> None:
+def test_triggered_is_derived_as_the_rfc_says_and_unreviewed_is_after_last_update() -> None:
     r = rec("wi_1", blocked_by="review", updated_at="2026-01-01T00:00:05.000Z")
     before = {
         "id": "w1",
@@ -241,9 +241,12 @@ def test_triggered_means_triggered_after_last_update() -> None:
         "last_triggered_at": "2026-01-01T00:00:01.000Z",
     }
     after = {**before, "trigger_count": 2, "last_triggered_at": "2026-01-01T00:00:09.000Z"}
-    assert not wr.summarize_waits(r, [before]).triggered
+    # triggered: trigger_count > 0 and last_triggered_at set (work-item RFC),
+    # even when the item changed since; unreviewed: the event is newer
+    old = wr.summarize_waits(r, [before])
+    assert old.triggered and not old.unreviewed
     s = wr.summarize_waits(r, [after])
-    assert s.triggered and s.last_triggered_at == after["last_triggered_at"]
+    assert s.triggered and s.unreviewed and s.last_triggered_at == after["last_triggered_at"]
     # cancelled waits do not count; a wait that never fired is active but not triggered
     assert wr.summarize_waits(r, [{**after, "status": "cancelled"}]) is wr.NO_WAITS
     idle = wr.summarize_waits(
@@ -265,7 +268,11 @@ def test_classify_each_class() -> None:
         rec("wi_done", state="completed"),
         rec("wi_done_norep", state="completed"),
     ]
-    waits = {"wi_trg": wr.WaitSummary(({"id": "w"},), 0, 1, True, "2026-01-02T00:00:00.000Z")}
+    waits = {
+        "wi_trg": wr.WaitSummary(
+            ({"id": "w"},), 0, 1, True, "2026-01-02T00:00:00.000Z", unreviewed=True
+        )
+    }
     c = wr.classify(items, current_id="wi_cur", waits=waits, has_report={"wi_done": True})
     ids = {k: [r["id"] for r in v] for k, v in c.classes.items()}
     assert ids == {

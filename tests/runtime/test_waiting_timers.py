@@ -20,6 +20,12 @@ from holon_cli.store.agent_store import AgentStore
 T0 = 1_780_000_000.0
 
 
+def ef(env: dict[str, Any], camel: str) -> Any:
+    """An envelope field under its camelCase or snake_case name."""
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
+    return env[snake] if snake in env else env[camel]
+
+
 @pytest.fixture
 def now() -> Iterator[list[float]]:
     t = [T0]
@@ -111,8 +117,8 @@ def test_due_one_shot_fires_once_with_the_spec_envelope(
     assert [a["action"] for a in actions] == ["timer_fired"]
     (msg,) = timer_ticks(store)
     assert msg["origin"] == {"kind": "timer", "timerId": rec["id"]}
-    assert msg["trust"] == "trusted_system" and msg["deliverySurface"] == "timer_scheduler"
-    assert msg["sourceRefs"]["timer_id"] == rec["id"]
+    assert msg["trust"] == "trusted_system" and ef(msg, "deliverySurface") == "timer_scheduler"
+    assert ef(msg, "sourceRefs")["timer_id"] == rec["id"]
     assert msg["body"] == {"type": "text", "text": "look at the deploy"}
     after = timers.list_timers(store, include_all=True)[0]
     assert after["status"] == "fired" and after["fire_count"] == 1
@@ -197,7 +203,7 @@ def test_bound_work_item_is_carried(store: AgentStore, now: list[float]) -> None
     timers.add_timer(store, after_ms=10, work_item_id=wid)
     now[0] += 1
     tick_agent(store)
-    assert timer_ticks(store)[0]["workItemId"] == wid
+    assert ef(timer_ticks(store)[0], "workItemId") == wid
 
 
 # --------------------------------------------------------------- cancel
@@ -235,7 +241,7 @@ def test_cancel_racing_a_fire_fires_once_or_not_at_all(store: AgentStore, now: l
         a.join()
         b.join()
         final = [t for t in timers.list_timers(store, include_all=True) if t["id"] == rec["id"]][0]
-        msgs = [m for m in timer_ticks(store) if m["sourceRefs"]["timer_id"] == rec["id"]]
+        msgs = [m for m in timer_ticks(store) if ef(m, "sourceRefs")["timer_id"] == rec["id"]]
         if final["status"] == "fired":
             assert len(msgs) == 1 and final["fire_count"] == 1
             assert results["cancel"]["changed"] is False

@@ -23,6 +23,12 @@ def store() -> AgentStore:
     return open_agent()
 
 
+def ef(env: dict[str, Any], camel: str) -> Any:
+    """An envelope field under its camelCase or snake_case name."""
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
+    return env[snake] if snake in env else env[camel]
+
+
 def token_of(store: AgentStore) -> str:
     url = triggers.show(store)["trigger_url"]
     assert url
@@ -171,9 +177,11 @@ def test_delivery_to_an_idle_agent_admits_one_system_tick(store: AgentStore) -> 
     (msg,) = queued(store)
     assert msg["id"] == res.message_id and msg["kind"] == "system_tick"
     assert msg["origin"]["kind"] == "callback" and msg["origin"]["source"] == "github"
-    assert msg["trust"] == "trusted_integration" and msg["authorityClass"] == "integration_signal"
-    assert msg["deliverySurface"] == "http_callback_wake"
-    assert msg["admissionContext"] == "external_trigger_capability"
+    assert (
+        msg["trust"] == "trusted_integration" and ef(msg, "authorityClass") == "integration_signal"
+    )
+    assert ef(msg, "deliverySurface") == "http_callback_wake"
+    assert ef(msg, "admissionContext") == "external_trigger_capability"
     hint = msg["metadata"]["wake_hint"]
     assert hint["body"] == {"type": "json", "value": {"ci": "green"}}
     assert "```integration_signal" in msg["body"]["text"] and '"ci": "green"' in msg["body"]["text"]
@@ -264,7 +272,7 @@ def test_delivery_updates_active_intents_and_never_touches_the_item(store: Agent
     assert item["has_triggered_waits"] is True and item["has_active_waits"] is True
     assert triggers.show(store)["status"] == "active"
     (msg,) = queued(store)
-    assert msg["workItemId"] == wid and msg["sourceRefs"]["waiting_intent_id"] == w["id"]
+    assert ef(msg, "workItemId") == wid and ef(msg, "sourceRefs")["waiting_intent_id"] == w["id"]
     # triggered stays derived across repeated deliveries, even after the item changed
     wi.update_work_item(store, wid, blocked_by="still waiting for CI")
     assert wi.get_work_item(store, wid)["work_item"]["has_triggered_waits"] is True
