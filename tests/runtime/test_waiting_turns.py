@@ -159,7 +159,7 @@ def test_control_actions(body: dict[str, Any], action: str | None) -> None:
 def test_observational_messages_make_no_provider_request(
     tmp_path: Path, store: AgentStore, kind: str
 ) -> None:
-    model = script(tmp_path, [])  # any provider request would fail: the script is empty
+    model = script(tmp_path, [{"text": "must not be requested"}])
     admit("progress 40%", kind=kind, origin="task:tsk_1" if kind == "task_status" else "operator")
     res = run_turn(None, cli_model=model)
     assert res.ran and res.status == "settled" and res.model_rounds == 0
@@ -223,7 +223,7 @@ def test_control_messages_drive_the_lifecycle(tmp_path: Path, store: AgentStore)
 
 def test_untrusted_control_is_not_applied(tmp_path: Path, store: AgentStore) -> None:
     admit('{"action": "stop"}', kind="control", origin="channel:slack", json_body=True)
-    res = run_turn(None, cli_model=script(tmp_path, []))
+    res = run_turn(None, cli_model=script(tmp_path, [{"text": "must not be requested"}]))
     assert res.status == "settled" and state(store)["status"] == "awake_idle"
     ev = [e for e in store.events.records() if e["kind"] == "message_settled_without_turn"][-1]
     assert (
