@@ -141,7 +141,7 @@ complete -c holon -f -n "__holon_is '' 0" -a run -d 'Run TEXT to completion on a
 complete -c holon -f -n "__holon_is '' 0" -a status -d 'Show an agent\'s summary: status, pending messages, focus, tokens'
 complete -c holon -f -n "__holon_is '' 0" -a tail -d 'Print an agent\'s event ledger; every event has an increasing event_seq'
 complete -c holon -f -n "__holon_is '' 0" -a task -d 'Run and manage command tasks: commands that outlive a turn'
-complete -c holon -f -n "__holon_is '' 0" -a tick -d 'One scheduling pass: ingest the inbox, wake expired sleeps, deliver work-item recheck reminders, activate runnable work'
+complete -c holon -f -n "__holon_is '' 0" -a tick -d 'One scheduling pass: ingest the inbox, fire due timers (a timed Sleep\'s wake included), turn a pending wake hint into its system tick, apply a paused agent\'s queued `resume`, deliver work-item recheck reminders, activate runnable work (never for an agent resting after an open-ended Sleep). --json lists every action; a quiet agent gets an `idle_reason`'
 complete -c holon -f -n "__holon_is '' 0" -a timer -d 'Timers: scheduled wakes that `holon tick` delivers as timer_tick messages'
 complete -c holon -f -n "__holon_is '' 0" -a transcript -d 'Print an agent\'s transcript: messages, assistant rounds, tool results'
 complete -c holon -f -n "__holon_is '' 0" -a trigger -d 'The agent\'s external trigger: a secret URL that wakes it'

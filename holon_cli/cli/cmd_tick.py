@@ -20,7 +20,8 @@ def _print_agent(r: dict[str, Any], *, verbose: bool, quiet_idle: bool) -> None:
             click.echo(f"{aid}: skipped ({r['skipped']})")
     elif not r["actions"]:
         if verbose or not quiet_idle:
-            click.echo(f"{aid}: nothing to do")
+            why = f" ({r['idle_reason']})" if r.get("idle_reason") else ""
+            click.echo(f"{aid}: nothing to do{why}")
     else:
         for a in r["actions"]:
             detail = " ".join(f"{k}={v}" for k, v in a.items() if k != "action")
@@ -38,8 +39,12 @@ def _print_agent(r: dict[str, Any], *, verbose: bool, quiet_idle: bool) -> None:
 )
 @output.json_option
 def tick(agent_id: str | None, all_agents: bool, verbose: bool, as_json: bool) -> None:
-    """One scheduling pass: ingest the inbox, wake expired sleeps, deliver
-    work-item recheck reminders, activate runnable work.
+    """One scheduling pass: ingest the inbox, fire due timers (a timed
+    Sleep's wake included), turn a pending wake hint into its system tick,
+    apply a paused agent's queued `resume`, deliver work-item recheck
+    reminders, activate runnable work (never for an agent resting after an
+    open-ended Sleep). --json lists every action; a quiet agent gets an
+    `idle_reason`.
 
     With --all, agents with nothing to do print nothing (-v lists them); an
     agent that cannot be ticked (e.g. a damaged queue) is reported by name and

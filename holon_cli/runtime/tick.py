@@ -142,7 +142,15 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
                 )
     if actions:
         store.emit("tick_completed", {"actions": actions})
-    return {"agent_id": store.agent_id, "actions": actions}
+        return {"agent_id": store.agent_id, "actions": actions}
+    # nothing happened: say why, so a cron log explains a quiet agent
+    if asleep:
+        why = "asleep: waits for a message, timer, trigger delivery, task result or due recheck"
+    elif q.pending_count(store):
+        why = "messages are queued: `holon turn` runs them"
+    else:
+        why = "nothing due"
+    return {"agent_id": store.agent_id, "actions": [], "idle_reason": why}
 
 
 def tick_all() -> list[dict[str, Any]]:

@@ -280,5 +280,6 @@ def test_open_ended_sleep_stays_asleep_through_tick(store: AgentStore, now: list
     store.update_state(lambda s: s.update(status="asleep"))
     for _ in range(3):
         now[0] += 3600
-        assert tick_agent(store)["actions"] == []
+        res = tick_agent(store)
+        assert res["actions"] == [] and res["idle_reason"].startswith("asleep")
     assert queued(store) == [] and store.read_record()["state"]["status"] == "asleep"
