@@ -13,6 +13,7 @@ the item and never touches the trigger capability.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from holon_cli import clock
@@ -30,12 +31,29 @@ def _lock(store: AgentStore) -> Any:
     return locked(lock_file(store, "waiting"), what=f"waiting intents of agent {store.agent_id!r}")
 
 
+# ledger path -> (inode, offset folded so far, newest record per id): the
+# ledger only grows, so a later load parses only what was appended since
+_FOLDED: dict[str, tuple[int, int, dict[str, WaitingIntent]]] = {}
+
+
 def load(store: AgentStore) -> dict[str, WaitingIntent]:
-    out: dict[str, WaitingIntent] = {}
-    for rec in store.ledger(LEDGER).records():
+    """The newest record of every intent (a copy; cheap on repeated calls)."""
+    led = store.ledger(LEDGER)
+    key = str(led.path)
+    try:
+        ino = os.stat(led.path).st_ino
+    except FileNotFoundError:
+        return {}
+    hit = _FOLDED.get(key)
+    offset, folded = (hit[1], dict(hit[2])) if hit and hit[0] == ino else (0, {})
+    if offset > led.size():
+        offset, folded = 0, {}
+    for _, end, rec in led.scan(offset):
         if isinstance(rec.get("id"), str):
-            out[rec["id"]] = rec  # type: ignore[assignment]
-    return out
+            folded[rec["id"]] = rec  # type: ignore[assignment]
+        offset = end
+    _FOLDED[key] = (ino, offset, folded)
+    return dict(folded)
 
 
 def active(store: AgentStore, *, work_item_id: str | None = None) -> list[WaitingIntent]:
