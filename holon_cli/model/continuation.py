@@ -22,9 +22,10 @@ dispatch marker can never suppress a model-visible trigger. Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, cast
 
 from holon_cli.model.trigger import is_contentful
+from holon_cli.model.turn import ContinuationResolution, WaitingReason
 
 Resolution = Literal[
     "model_visible",
@@ -47,13 +48,13 @@ _MATCHES = {
 }
 
 
-class ContinuationResolution(TypedDict):
-    model_visible: bool
+class ContinuationRecord(ContinuationResolution):
+    """The spec's ContinuationResolution (``model_visible``,
+    ``prior_closure_outcome``, ``prior_waiting_reason`` when the prior closure
+    was waiting, ``matched_waiting_reason``, ``evidence``) plus what the
+    runtime did and for which message: ``AgentState.last_continuation``."""
+
     resolution: Resolution
-    prior_closure_outcome: str
-    prior_waiting_reason: str | None
-    matched_waiting_reason: bool
-    evidence: list[str]
     trigger_kind: str
     message_id: str
     resolved_at: str
@@ -90,9 +91,7 @@ def control_action(env: dict[str, Any]) -> str | None:
     return None
 
 
-def resolve(
-    env: dict[str, Any], prior_closure: dict[str, Any] | None, *, at: str
-) -> ContinuationResolution:
+def resolve(env: dict[str, Any], prior_closure: Any | None, *, at: str) -> ContinuationRecord:
     prior = prior_closure or {}
     outcome = str(prior.get("outcome") or "completed")
     waiting = prior.get("waiting_reason") if outcome == "waiting" else None
@@ -124,15 +123,17 @@ def resolve(
         evidence.append("contentful_external_event")
     if matched:
         evidence.append(f"matched:{waiting}")
-    return {
+    out: dict[str, Any] = {
         "model_visible": resolution
         in ("model_visible", "local_continuation", "resume_expected_wait"),
         "resolution": resolution,
         "prior_closure_outcome": outcome,
-        "prior_waiting_reason": waiting,
         "matched_waiting_reason": matched,
         "evidence": evidence,
         "trigger_kind": trigger,
         "message_id": str(env.get("id") or ""),
         "resolved_at": at,
     }
+    if waiting:
+        out["prior_waiting_reason"] = cast(WaitingReason, waiting)
+    return cast(ContinuationRecord, out)

@@ -60,6 +60,19 @@ EventKind = Literal[
     # task plane
     "tasks_recovered",
     "task_recovery_failed",
+    # waiting plane
+    "timer_created",
+    "timer_fired",
+    "timer_cancelled",
+    "trigger_provisioned",
+    "trigger_rotated",
+    "trigger_revoked",
+    "external_trigger_delivered",
+    "wake_hint_converted",
+    "continuation_resolved",
+    "message_settled_without_turn",
+    "waiting_intent_recorded",
+    "waiting_intent_cancelled",
 ]
 
 ProviderFailureKind = Literal[
@@ -112,6 +125,12 @@ ErrorKind = (
         "origin_not_admissible",
         "message_not_found",
         "not_requeueable",
+        # waiting plane (callback ingress; HTTP status in waiting.triggers)
+        "invalid_callback_token",
+        "payload_too_large",
+        "invalid_json",
+        "invalid_body",
+        "illegal_transition",
     ]
     | ProviderFailureKind
 )

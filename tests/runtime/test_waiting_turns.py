@@ -240,7 +240,6 @@ def test_status_shows_last_continuation(tmp_path: Path, store: AgentStore) -> No
     assert set(lc) >= {
         "model_visible",
         "prior_closure_outcome",
-        "prior_waiting_reason",
         "matched_waiting_reason",
         "evidence",
     }

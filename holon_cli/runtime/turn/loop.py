@@ -524,7 +524,8 @@ class TurnRun:
         self.journal.clear()
         from holon_cli.runtime.waiting.scheduler import after_turn
 
-        after_turn(self.store, sleep_ms=(s.get("sleep") or {}).get("duration_ms"))
+        slept = s.get("sleep")
+        after_turn(self.store, sleep_ms=slept["duration_ms"] if slept else None)
         return self.result
 
     def _decide_settlement(self) -> TurnSettlement:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from holon_cli import clock
-from holon_cli.model.continuation import ContinuationResolution, control_action, resolve
+from holon_cli.model.continuation import ContinuationRecord, control_action, resolve
 from holon_cli.runtime.waiting.common import field
 from holon_cli.store.agent_store import AgentStore
 
@@ -31,12 +31,12 @@ TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 @dataclass
 class Decision:
     run_model: bool
-    continuation: ContinuationResolution
+    continuation: ContinuationRecord
     settled_as: str | None = None  # resolution when settled without a turn
     control: dict[str, Any] | None = None
 
 
-def resolve_for(store: AgentStore, env: dict[str, Any]) -> ContinuationResolution:
+def resolve_for(store: AgentStore, env: dict[str, Any]) -> ContinuationRecord:
     state = store.read_record()["state"]
     return resolve(env, state.get("last_closure"), at=clock.now_iso())
 
@@ -74,7 +74,7 @@ def apply_control(store: AgentStore, env: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _persist(store: AgentStore, res: ContinuationResolution) -> None:
+def _persist(store: AgentStore, res: ContinuationRecord) -> None:
     value = dict(res)
     store.update_state(lambda s: s.update(last_continuation=value))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from holon_cli import clock
+from holon_cli.model.turn import ClosureDecision, RuntimePosture
 from holon_cli.runtime.waiting import continuation, hints, intents, timers
 from holon_cli.store.agent_store import AgentStore
 
@@ -74,19 +75,16 @@ def tick_pass(store: AgentStore, now: float | None = None) -> list[dict[str, Any
     return actions
 
 
-def closure_wait(store: AgentStore, posture: str = "awake") -> dict[str, Any] | None:
+def closure_wait(store: AgentStore, posture: RuntimePosture = "awake") -> ClosureDecision | None:
     """``waiting``/``awaiting_external_change`` when the current work item has
     an active external wait at turn end, else ``None``."""
     wid = store.read_record()["state"].get("current_work_item_id")
-    w = intents.external_wait_on(store, wid)
-    if w is None:
+    if intents.external_wait_on(store, wid) is None:
         return None
     return {
         "outcome": "waiting",
         "waiting_reason": "awaiting_external_change",
         "runtime_posture": posture,
-        "waiting_intent_id": w["id"],
-        "work_item_id": wid,
     }
 
 
