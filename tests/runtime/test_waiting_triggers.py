@@ -39,7 +39,7 @@ def queued(store: AgentStore) -> list[dict[str, Any]]:
     with store.lock():
         st = q.load(store)
         q.ingest(store, st)
-    return [e["envelope"] for e in st.pending()]
+    return [dict(q.load_envelope(store, e)) for e in st.pending()]
 
 
 def runtime_bytes(store: AgentStore) -> bytes:
@@ -183,7 +183,7 @@ def test_delivery_to_an_idle_agent_admits_one_system_tick(store: AgentStore) -> 
     assert ef(msg, "deliverySurface") == "http_callback_wake"
     assert ef(msg, "admissionContext") == "external_trigger_capability"
     hint = msg["metadata"]["wake_hint"]
-    assert hint["body"] == {"type": "json", "value": {"ci": "green"}}
+    assert hint["contentful"] is True and hint["body_type"] == "json" and "body" not in hint
     assert "```integration_signal" in msg["body"]["text"] and '"ci": "green"' in msg["body"]["text"]
     assert store.read_record()["state"]["pending_wake_hint"] is None
     assert triggers.show(store)["trigger_count"] == 1

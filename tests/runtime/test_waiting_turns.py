@@ -72,6 +72,8 @@ def env(kind: str, **kw: Any) -> dict[str, Any]:
         created_at="t",
         body=kw.pop("body", {"type": "text", "text": "x"}),
         kind=kind,
+        delivery_surface=kw.pop("delivery_surface", "runtime_system"),
+        admission_context=kw.pop("admission_context", "runtime_owned"),
         **kw,
     )
 
@@ -160,7 +162,16 @@ def test_observational_messages_make_no_provider_request(
     tmp_path: Path, store: AgentStore, kind: str
 ) -> None:
     model = script(tmp_path, [{"text": "must not be requested"}])
-    admit("progress 40%", kind=kind, origin="task:tsk_1" if kind == "task_status" else "operator")
+    if kind == "task_status":
+        admit(
+            "progress 40%",
+            kind=kind,
+            origin="task:tsk_1",
+            delivery_surface="task_rejoin",
+            admission_context="runtime_owned",
+        )
+    else:
+        admit("progress 40%", kind=kind, origin="operator")
     res = run_turn(None, cli_model=model)
     assert res.ran and res.status == "settled" and res.model_rounds == 0
     assert provider_rounds(store) == 0
@@ -221,15 +232,34 @@ def test_control_messages_drive_the_lifecycle(tmp_path: Path, store: AgentStore)
     assert state(store)["status"] == "stopped"
 
 
-def test_untrusted_control_is_not_applied(tmp_path: Path, store: AgentStore) -> None:
-    admit('{"action": "stop"}', kind="control", origin="channel:slack", json_body=True)
-    res = run_turn(None, cli_model=script(tmp_path, [{"text": "must not be requested"}]))
-    assert res.status == "settled" and state(store)["status"] == "awake_idle"
-    ev = [e for e in store.events.records() if e["kind"] == "message_settled_without_turn"][-1]
+def test_untrusted_control_is_not_applied(store: AgentStore) -> None:
+    # admission already refuses control from external origins; the runtime
+    # still checks trust itself before acting on a lifecycle command
+    from holon_cli.runtime.waiting.continuation import apply_control
+
+    msg = {
+        "id": "msg_x",
+        "kind": "control",
+        "trust": "untrusted_external",
+        "body": {"type": "json", "value": {"action": "stop"}},
+    }
+    out = apply_control(store, msg)
+    assert out["applied"] is False and out["reason"] == "untrusted_origin"
+    assert state(store)["status"] == "awake_idle"
     assert (
-        ev["data"]["control"]["applied"] is False
-        and ev["data"]["control"]["reason"] == "untrusted_origin"
+        admit_refused('{"action": "stop"}', kind="control", origin="channel:slack", json_body=True)
+        == "kind_origin_mismatch"
     )
+
+
+def admit_refused(text: str, **kw: Any) -> str:
+    from holon_cli.errors import HolonError
+
+    try:
+        admit(text, **kw)
+    except HolonError as err:
+        return err.kind
+    return "admitted"
 
 
 def test_status_shows_last_continuation(tmp_path: Path, store: AgentStore) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from holon_cli.store.agent_store import AgentStore
 
@@ -38,6 +38,20 @@ def secrets_dir(store: AgentStore) -> Path:
     return store.layout.runtime / "secrets"
 
 
+def _envelope(store: AgentStore, entry: Any) -> dict[str, Any]:
+    """A queued entry's envelope head (kind, origin, refs, metadata); the full
+    envelope when the head left its metadata out (too large for the index)."""
+    from holon_cli.runtime import queue as q
+
+    head = entry.get("head") or entry.get("envelope") or {}
+    if "metadata" in head or head.get("kind") not in ("system_tick", "timer_tick"):
+        return cast(dict[str, Any], head)
+    try:
+        return cast(dict[str, Any], q.load_envelope(store, entry))
+    except Exception:  # noqa: BLE001 - an unusable copy: the head is all we know
+        return cast(dict[str, Any], head)
+
+
 def queued_envelopes(store: AgentStore) -> Iterator[dict[str, Any]]:
     """Messages still waiting for a turn: queued ledger entries and inbox
     deliveries not yet ingested. Read-only, no lock. The inbox is listed
@@ -54,7 +68,7 @@ def queued_envelopes(store: AgentStore) -> Iterator[dict[str, Any]]:
         for e in state.entries.values():
             if e.get("status") == "queued" and e["message_id"] not in seen:
                 seen.add(e["message_id"])
-                yield e["envelope"]
+                yield _envelope(store, e)
 
     yield from queued(st)
     vanished = False

@@ -18,7 +18,7 @@ settles the message itself, with no provider request:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from holon_cli import clock
 from holon_cli.model.continuation import ContinuationRecord, control_action, resolve
@@ -120,11 +120,11 @@ def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:
                 break
             st = q.load(store)
             q.ingest(store, st)
-            head = next((e for e in st.pending() if e["envelope"].get("kind") == "control"), None)
+            head = next((e for e in st.pending() if e["head"].get("kind") == "control"), None)
             if head is None:
                 break
             q.set_status(store, st, head["message_id"], "dequeued", reason="control")
-        env = head["envelope"]
+        env = cast(dict[str, Any], q.load_envelope(store, head))
         res = resolve_for(store, env)
         _persist(store, res)
         control = apply_control(store, env)

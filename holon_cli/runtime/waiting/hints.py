@@ -122,6 +122,17 @@ def render(hint: WakeHint) -> str:
     )
 
 
+def hint_metadata(hint: WakeHint) -> dict[str, Any]:
+    """What the tick's metadata keeps of the hint: everything but the body
+    (already rendered, fenced, in the message text; a body up to 256 KiB must
+    not bloat the queue index) plus whether it had content."""
+    out: dict[str, Any] = {k: v for k, v in hint.items() if k != "body"}
+    out["contentful"] = is_contentful(hint)
+    body = hint.get("body") or {}
+    out["body_type"] = body.get("type")
+    return out
+
+
 def _admit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
     from holon_cli.runtime.enqueue import admit
 
@@ -129,10 +140,10 @@ def _admit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
     refs = {"callback_descriptor_id": str(hint.get("external_trigger_id"))}
     if len(hint.get("waiting_intent_ids") or []) == 1:
         refs["waiting_intent_id"] = (hint.get("waiting_intent_ids") or [""])[0]
-    origin: dict[str, Any] = {"kind": "callback", "descriptorId": hint.get("external_trigger_id")}
+    origin: dict[str, Any] = {"kind": "callback", "descriptor_id": hint.get("external_trigger_id")}
     if hint.get("source"):
         origin["source"] = hint.get("source")
-    return admit(
+    env = admit(
         render(hint),
         store=store,
         kind="system_tick",
@@ -142,9 +153,10 @@ def _admit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
         causation_id=hint.get("causation_id"),
         delivery_surface="http_callback_wake",
         admission_context="external_trigger_capability",
-        metadata={"tick_reason": WAKE_HINT_REASON, "wake_hint": dict(hint)},
+        metadata={"tick_reason": WAKE_HINT_REASON, "wake_hint": hint_metadata(hint)},
         source_refs=refs,
     )
+    return cast(dict[str, Any], env)
 
 
 def submit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:

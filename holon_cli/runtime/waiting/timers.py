@@ -26,7 +26,7 @@ coalesce into one message (``metadata.missed_fires`` says how many).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageError
@@ -260,12 +260,12 @@ def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> dict[str, 
     }
     wid = t.get("work_item_id")
     try:
-        return admit(text, work_item_id=wid, **kw)
+        return cast(dict[str, Any], admit(text, work_item_id=wid, **kw))
     except NotFoundError:
         if not wid:
             raise
         meta["unbound_work_item_id"] = wid  # the item is gone: fire unbound
-        return admit(text, **kw)
+        return cast(dict[str, Any], admit(text, **kw))
 
 
 def _due(t: StoredTimer, now: float) -> bool:
@@ -361,4 +361,4 @@ def timer_of(env: dict[str, Any]) -> str | None:
         return None
     tid = source_refs(env).get("timer_id") or (env.get("metadata") or {}).get("timer_id")
     origin = env_field(env, "origin", "origin") or {}
-    return tid if isinstance(tid, str) else origin.get("timerId")
+    return tid if isinstance(tid, str) else origin.get("timer_id", origin.get("timerId"))

@@ -372,7 +372,7 @@ def deliver(
             "waiting_intent_ids": hint["waiting_intent_ids"],
             "trigger_count": cur["trigger_count"],
         },
-        origin={"kind": "callback", "descriptorId": cur["external_trigger_id"], "source": source},
+        origin={"kind": "callback", "descriptor_id": cur["external_trigger_id"], "source": source},
         trust="trusted_integration",
         authority_class="integration_signal",
         delivery_surface="http_callback_wake",
