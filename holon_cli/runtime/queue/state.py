@@ -1,0 +1,219 @@
+"""Queue state: the fold of the ``queue`` ledger and its snapshot.
+
+Owns :class:`QueueState` (the in-memory fold: unfinished entries, counters,
+recently settled ids), :func:`load` (snapshot plus ledger tail), and the two
+write primitives every other queue module uses: ``_append`` (one ledger
+record, folded at once) and ``_save`` (rewrite ``state/queue.json``).
+
+Invariants:
+- the ledger is the truth; the snapshot only caches its fold up to
+  ``offset``, so a crash between an append and a snapshot write loses nothing;
+- the snapshot holds unfinished entries only, each with its envelope head
+  and ledger offset, never a body (v1 inline bodies are kept until settled);
+- a snapshot whose offset lies past the ledger's end keeps its entries and
+  sets ``truncated`` so the next writer rebuilds the ledger (never a silent drop);
+- a priority that is not known folds to ``normal`` so the sort never wedges.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from holon_cli.model.envelope import (
+    PRIORITY_RANK,
+    EnvelopeError,
+    QueueEntry,
+    QueueSnapshot,
+    envelope_head,
+    upgrade_envelope,
+)
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import read_snapshot, write_snapshot
+
+QUEUE_SNAPSHOT_VERSION = 2  # v2: entries carry a head and a ledger offset, no body
+QUEUE_RECORD_VERSION = 2
+MAX_ATTEMPTS = 3
+# ids of recently settled messages, a second guard against re-admitting a
+# message whose inbox file survived a crash (ingestion always runs before a
+# dequeue under the same lock, so the unfinished entries are the first guard);
+# small, because the snapshot is rewritten on every queue change
+RECENT_IDS = 256
+FINAL = ("processed", "aborted")
+# an inbox file larger than this cannot be a message admit() wrote
+# (bodies are capped at 1 MB; JSON escaping can at most ~6x that)
+MAX_INBOX_FILE_BYTES = 8_000_000
+LIST_STATUSES = ("queued", "dequeued", "aborted", "processed", "unfinished", "all")
+
+
+@dataclass
+class QueueState:
+    offset: int = 0
+    next_seq: int = 1
+    entries: dict[str, QueueEntry] = field(default_factory=dict)
+    processed: int = 0
+    aborted: int = 0
+    recent_final: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_IDS))
+    # set by load() when the snapshot's offset lies past the end of the ledger
+    truncated: tuple[int, int] | None = None
+
+    def apply(self, rec: dict[str, Any], offset: int | None = None) -> None:
+        """Fold one ledger record; ``offset`` is where the record starts."""
+        op = rec.get("op")
+        if op == "admitted":
+            try:
+                msg = upgrade_envelope(rec.get("message"))
+                mid = msg["id"]
+            except (EnvelopeError, KeyError):
+                return  # not admissible; ingestion never writes such a record
+            if not isinstance(mid, str):
+                return
+            if rec.get("requeued"):
+                if mid in self.entries:
+                    return
+                if mid in self.recent_final:
+                    self.recent_final.remove(mid)
+            elif mid in self.entries or mid in self.recent_final:
+                return
+            seq = rec.get("seq", self.next_seq)
+            seq = seq if isinstance(seq, int) else self.next_seq
+            priority = msg.get("priority", "normal")
+            if not isinstance(priority, str):
+                priority = "normal"
+            entry: QueueEntry = {
+                "seq": seq,
+                "message_id": mid,
+                # a bad priority in an old record must not wedge the sort
+                "priority": priority if priority in PRIORITY_RANK else "normal",
+                "status": "queued",
+                "attempts": 0,
+                "admitted_at": rec.get("at"),
+                "ledger_offset": offset,
+                "head": envelope_head(msg),
+            }
+            self.entries[mid] = entry
+            self.next_seq = max(self.next_seq, seq + 1)
+        elif op == "status":
+            smid = rec.get("message_id")
+            entry_ = self.entries.get(smid) if isinstance(smid, str) else None
+            if entry_ is None or not isinstance(smid, str):
+                return
+            status = rec.get("status")
+            if status == "dequeued":
+                entry_["status"] = "dequeued"
+                entry_["attempts"] = int(entry_.get("attempts", 0)) + 1
+                entry_["turn_id"] = rec.get("turn_id")
+                entry_["dequeued_at"] = rec.get("at")
+            elif status == "interrupted":
+                entry_["status"] = "queued"
+                entry_["interrupted"] = int(entry_.get("interrupted", 0)) + 1
+                entry_.pop("turn_id", None)
+            elif status in FINAL:
+                del self.entries[smid]
+                self.recent_final.append(smid)
+                if status == "processed":
+                    self.processed += 1
+                else:
+                    self.aborted += 1
+
+    def pending(self) -> list[QueueEntry]:
+        """Queued entries in dequeue order: priority band, then admission order."""
+        q = [e for e in self.entries.values() if e["status"] == "queued"]
+        q.sort(key=lambda e: (PRIORITY_RANK.get(e["priority"], 2), e["seq"]))
+        return q
+
+    def in_flight(self) -> list[QueueEntry]:
+        return [e for e in self.entries.values() if e["status"] == "dequeued"]
+
+    def to_snapshot(self) -> QueueSnapshot:
+        entries = []
+        for e in sorted(self.entries.values(), key=lambda e: e["seq"]):
+            e = cast(QueueEntry, {k: v for k, v in e.items() if k != "envelope" or _legacy(e)})
+            entries.append(e)
+        return {
+            "v": QUEUE_SNAPSHOT_VERSION,
+            "offset": self.offset,
+            "next_seq": self.next_seq,
+            "processed": self.processed,
+            "aborted": self.aborted,
+            "entries": entries,
+            "recent_final": list(self.recent_final),
+        }
+
+    @classmethod
+    def from_snapshot(cls, snap: dict[str, Any]) -> QueueState:
+        st = cls(
+            offset=int(snap.get("offset", 0)),
+            next_seq=int(snap.get("next_seq", 1)),
+            processed=int(snap.get("processed", 0)),
+            aborted=int(snap.get("aborted", 0)),
+        )
+        for e in snap.get("entries", []):
+            if "envelope" in e:  # v1 snapshot: the body is inline; keep it until settled
+                env = upgrade_envelope(e["envelope"])
+                e["envelope"] = env
+                e["legacy_inline"] = True
+                e.setdefault("head", envelope_head(env))
+                e.setdefault("ledger_offset", None)
+            if not isinstance(e.get("priority"), str) or e["priority"] not in PRIORITY_RANK:
+                e["priority"] = "normal"
+            st.entries[e["message_id"]] = cast(QueueEntry, e)
+        st.recent_final.extend(snap.get("recent_final", []))
+        return st
+
+
+def _legacy(e: QueueEntry) -> bool:
+    return bool(cast(dict[str, Any], e).get("legacy_inline"))
+
+
+def load(store: AgentStore) -> QueueState:
+    """Snapshot plus ledger tail. Read-only; safe without the agent lock.
+
+    A snapshot whose offset lies past the end of the ledger means the ledger
+    was truncated or emptied behind our back: the snapshot's entries are kept
+    (never silently dropped) and ``st.truncated`` is set so the next writer
+    (:func:`ingest`) rebuilds the ledger from the snapshot and the inbox."""
+    led = store.ledger("queue")
+    snap = read_snapshot(store.layout.queue_file, max_version=QUEUE_SNAPSHOT_VERSION)
+    st = QueueState.from_snapshot(snap) if snap else QueueState()
+    size = led.size()
+    if st.offset > size:
+        for _ in led.scan(0):  # what is left must still be sound (fails loudly if not)
+            pass
+        st.truncated = (st.offset, size)
+        for e in st.entries.values():
+            e["ledger_offset"] = None  # offsets into the lost bytes mean nothing
+        st.offset = size
+        _warn(
+            f"warning: {led.path} is shorter ({size} bytes) than the queue snapshot says "
+            f"({st.truncated[0]} bytes): it was truncated or replaced; keeping the "
+            f"{len(st.entries)} unfinished message(s) from {store.layout.queue_file} and the inbox"
+        )
+        return st
+    start = st.offset
+    for _, end, rec in led.scan(st.offset):
+        st.apply(rec, start)
+        st.offset = start = end
+    return st
+
+
+def _warn(text: str) -> None:
+    """Loud, on stderr, even from a read-only command (runtime code does not
+    print; the logging module's last-resort handler writes to stderr)."""
+    import logging
+
+    logging.getLogger("holon.queue").warning(text)
+
+
+def _save(store: AgentStore, st: QueueState) -> None:
+    write_snapshot(store.layout.queue_file, cast(dict[str, Any], st.to_snapshot()))
+
+
+def _append(store: AgentStore, st: QueueState, rec: dict[str, Any]) -> None:
+    led = store.ledger("queue")
+    led.append(rec)
+    st.apply(rec, led.last_append_offset)
+    # our append is the last line unless another writer raced us, which the
+    # agent lock prevents; read the true size to stay exact either way
+    st.offset = led.size()
