@@ -2,4 +2,4 @@
 
 Submodules: ``procs`` (process identity, env rule, tree stop), ``output``
 (bounded previews), ``supervisor`` (the per-command supervisor process),
-``plane`` (launch, promote, inspect, stop, recover, prune)."""
+``plane`` (the facade over ``records``, ``launch``, ``control``, ``recovery``)."""

@@ -384,7 +384,7 @@ class Supervisor:
                 import site
 
                 site.main()
-            from holon_cli.runtime.tasks.plane import report_terminal
+            from holon_cli.runtime.tasks.records import report_terminal
 
             report_terminal(self.dir, rec)
 

@@ -1,0 +1,315 @@
+"""Launching supervised commands: the task directory, the launch spec, the
+supervisor process, and the foreground call's wait / promote / discard.
+
+Invariants:
+- the record exists (``starting``) before the supervisor is started, and
+  ``stdin.fifo`` exists before the record can say ``running``;
+- a foreground call stays tied to its caller through a pipe (``owner``)
+  until :func:`promote`; a detached task is promoted from the start and its
+  first record goes to the task ledger;
+- a failure to start the supervisor is recorded on the task (``failed``)
+  and raised, never left ``starting``;
+- the supervisor starts with ``python -S`` from this package's parent
+  directory, so it runs exactly this code without site-packages start-up cost.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.errors import HolonError
+from holon_cli.model import task as tm
+from holon_cli.runtime.tasks import procs
+from holon_cli.runtime.tasks.control import snapshot
+from holon_cli.runtime.tasks.records import (
+    _ledger,
+    _ledger_record,
+    outputs_root,
+    read_task,
+    tasks_root,
+    update_task,
+)
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import read_snapshot, write_snapshot
+
+DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024 * 1024
+
+_BOOT = (
+    "import sys; sys.path.insert(0, {path!r}); "
+    "from holon_cli.runtime.tasks.supervisor import main; sys.exit(main())"
+)
+
+
+@dataclass
+class Launched:
+    task_id: str
+    dir: Path
+    sup: subprocess.Popen[bytes]
+    control_w: int | None
+
+    def close_control(self) -> None:
+        if self.control_w is not None:
+            try:
+                os.close(self.control_w)
+            except OSError:
+                pass
+            self.control_w = None
+
+
+def output_cap_bytes(config: Any) -> int:
+    raw = procs.runtime_setting(config, "task_output_max_bytes", None)
+    try:
+        v = int(raw) if raw is not None else DEFAULT_OUTPUT_CAP_BYTES
+    except (TypeError, ValueError):
+        v = DEFAULT_OUTPUT_CAP_BYTES
+    return v if v > 0 else DEFAULT_OUTPUT_CAP_BYTES
+
+
+def launch(
+    store: AgentStore,
+    *,
+    argv: list[str],
+    cmd: str,
+    cwd: Path,
+    shell: str | None,
+    login: bool,
+    tty: bool = False,
+    accepts_input: bool = False,
+    config: Any = None,
+    detached: bool = False,
+    parent_message_id: str | None = None,
+    turn_id: str | None = None,
+    kill_after_ms: int | None = None,
+) -> Launched:
+    """Create the task directory and start its supervisor. ``detached`` tasks
+    are promoted from the start; foreground ones stay tied to this process
+    through a pipe until :func:`promote`."""
+    tid = clock.new_id("task")
+    d = tasks_root(store) / tid
+    d.mkdir(parents=True, exist_ok=False)
+    now = clock.now_iso()
+    digest = tm.cmd_digest(cmd, str(cwd), shell, login, tty)
+    spec = {
+        "v": 1,
+        "argv": argv,
+        "cwd": str(cwd),
+        "tty": tty,
+        "accepts_input": accepts_input,
+        "mode": "detached" if detached else "foreground",
+        "kill_after_ms": kill_after_ms,
+        "output_cap_bytes": output_cap_bytes(config),
+        "marker": tid,
+    }
+    procs.put_record(d / "spec.json", spec, durable=detached)
+    if accepts_input:
+        os.mkfifo(d / "stdin.fifo", 0o600)  # before the record says running
+    command: dict[str, Any] = {
+        "cmd": cmd,
+        "cmd_digest": digest,
+        "workdir": str(cwd),
+        "shell": shell,
+        "login": login,
+        "tty": tty,
+        "accepts_input": accepts_input,
+        "output_path": str(d / "output.log"),
+        "terminal_reentry": True,
+    }
+    rec: dict[str, Any] = {
+        "v": tm.TASK_RECORD_VERSION,
+        "id": tid,
+        "agent_id": store.agent_id,
+        "kind": tm.TASK_KIND,
+        "status": "starting",
+        "promoted": detached,
+        "created_at": now,
+        "updated_at": now,
+        "finished_at": None,
+        "parent_message_id": parent_message_id,
+        "turn_id": turn_id,
+        "summary": tm.summary_of(cmd),
+        "command": command,
+        "recovery": {
+            "kind": tm.TASK_KIND,
+            "summary": tm.summary_of(cmd),
+            "spec": command,
+            "trust": "trusted_system",
+        },
+        "owner": None if detached else procs.process_identity(os.getpid()),
+        # who is launching it: a record still "starting" is not lost while it lives
+        "launcher": procs.process_identity(os.getpid()),
+        "supervisor": None,
+        "result_message_id": None,
+    }
+    procs.put_record(d / "task.json", rec, durable=detached)
+    env = procs.command_env(config)
+    pkg_parent = str(Path(__file__).resolve().parents[3])
+    r = w = None
+    if not detached:
+        r, w = os.pipe()
+    log = os.open(d / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        sup = subprocess.Popen(
+            # -S: no site-packages at start (their .pth hooks cost ~30 ms of CPU
+            # per command); the supervisor loads them only to report a result
+            [sys.executable, "-S", "-c", _BOOT.format(path=pkg_parent), str(d)],
+            stdin=r if r is not None else subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd="/",
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        if w is not None:
+            os.close(w)
+        why = f"could not start the supervisor: {exc}"
+        update_task(d, lambda x: x.update(status="failed", error=why, finished_at=now))
+        raise HolonError(why, hint="check that the Python interpreter is still installed") from None
+    finally:
+        os.close(log)
+        if r is not None:
+            os.close(r)
+    ident = procs.process_identity(sup.pid)
+    update_task(d, lambda x: x.update(supervisor=ident))
+    if detached:
+        _ledger(store).append(_ledger_record(read_snapshot(d / "task.json") or rec))
+    return Launched(tid, d, sup, w)
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait for ``proc`` to exit, woken by the exit itself (a pidfd) rather
+    than by ``Popen.wait``'s polling sleeps (up to 50 ms late each)."""
+    if proc.poll() is not None:
+        return True
+    if hasattr(os, "pidfd_open"):
+        import select
+
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                select.select([fd], [], [], max(0.0, timeout_s))
+            finally:
+                os.close(fd)
+            if proc.poll() is None:
+                return False
+            return True
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def wait_foreground(launched: Launched, timeout_s: float) -> dict[str, Any] | None:
+    """Wait for the supervisor to finish; the final record, or None at the timeout."""
+    try:
+        if not _wait_exit(launched.sup, timeout_s):
+            return None
+    except BaseException:
+        # Ctrl-C / SIGTERM-as-exception: the supervisor stops the command on EOF
+        launched.close_control()
+        try:
+            launched.sup.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        raise
+    launched.close_control()
+    return read_snapshot(launched.dir / "task.json")
+
+
+def promote(store: AgentStore, launched: Launched) -> dict[str, Any] | None:
+    """Turn a running foreground call into a task. None when it finished first."""
+    promoted: dict[str, Any] | None = None
+    with procs.flocked(launched.dir / "lock"):
+        rec = read_snapshot(launched.dir / "task.json") or {}
+        if not tm.is_terminal(rec.get("status")):
+            rec["promoted"] = True
+            rec["owner"] = None
+            if rec.get("status") == "starting":
+                rec["status"] = "running"
+            rec["promoted_at"] = rec["updated_at"] = clock.now_iso()
+            write_snapshot(launched.dir / "task.json", rec)
+            promoted = rec
+    if promoted is None:
+        launched.sup.wait()
+        launched.close_control()
+        return None
+    launched.close_control()
+    _ledger(store).append(_ledger_record(promoted))
+    return promoted
+
+
+def discard_foreground(launched: Launched) -> None:
+    shutil.rmtree(launched.dir, ignore_errors=True)
+
+
+def keep_outputs(store: AgentStore, launched: Launched, names: tuple[str, ...]) -> dict[str, str]:
+    """Move a finished foreground call's output files to ``.holon/outputs/``."""
+    dest = outputs_root(store)
+    dest.mkdir(parents=True, exist_ok=True)
+    kept = {}
+    for n in names:
+        src = launched.dir / f"{n}.log"
+        if src.exists() and src.stat().st_size > 0:
+            target = dest / f"{launched.task_id}.{n}.log"
+            os.replace(src, target)
+            kept[n] = str(target)
+    return kept
+
+
+def run_task(
+    store: AgentStore,
+    cmd: str,
+    *,
+    workdir: Path,
+    accepts_input: bool = False,
+    tty: bool = False,
+    config: Any = None,
+    wait_start_s: float = 3.0,
+) -> dict[str, Any]:
+    """``holon task run``: start ``cmd`` (``/bin/bash -c``) as a detached task.
+    Returns the snapshot once the supervisor has started it (or recorded why
+    it could not)."""
+    from holon_cli.errors import UsageError
+
+    if not cmd.strip():
+        raise UsageError(
+            "the command is empty", hint="pass it after `--`: holon task run -- make test"
+        )
+    wd = Path(os.path.realpath(workdir))
+    if not wd.is_dir():
+        raise UsageError(f"--workdir {wd} is not a directory", hint="pass an existing directory")
+    if config is None:
+        from holon_cli.store.config import load_config
+
+        config = load_config()
+    launched = launch(
+        store,
+        argv=["/bin/bash", "-c", cmd],
+        cmd=cmd,
+        cwd=wd,
+        shell=None,
+        login=False,
+        tty=tty,
+        accepts_input=accepts_input,
+        config=config,
+        detached=True,
+    )
+    end = time.monotonic() + wait_start_s
+    rec = read_task(store, launched.task_id)
+    while rec.get("status") == "starting" and time.monotonic() < end:
+        time.sleep(0.02)
+        rec = read_task(store, launched.task_id)
+    return snapshot(rec)

@@ -1,0 +1,242 @@
+"""Recovery and housekeeping of the task plane: reaping what dead
+supervisors or callers left, pruning kept outputs, the ``tick`` pass, and
+waiting for unsettled tasks (``holon run``).
+
+Invariants:
+- an active task whose supervisor is gone has its tree stopped and becomes
+  ``interrupted`` (``status_before_restart`` kept); a promoted one reports
+  ONE ``task_result``; a record still ``starting`` whose launcher lives is
+  left alone for ``STARTING_GRACE_S``;
+- a foreground call whose caller is gone is stopped and its directory removed;
+- a terminal status is never replaced (``model.task.merge_status``);
+- :func:`recovery_pass` never raises (a broken record must not stop a turn);
+- pruning only removes outputs of tasks that have reported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.errors import HolonError
+from holon_cli.model import task as tm
+from holon_cli.runtime.tasks import procs
+from holon_cli.runtime.tasks.records import (
+    iter_records,
+    outputs_root,
+    report_terminal,
+    tasks_root,
+    update_task,
+)
+from holon_cli.store.agent_store import AgentStore
+
+DEFAULT_OUTPUTS_MAX_AGE_S = 7 * 86400
+DEFAULT_OUTPUTS_MAX_BYTES = 1024 * 1024 * 1024
+STARTING_GRACE_S = 30.0
+
+
+def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
+    """Stop and settle what dead supervisors or dead callers left behind.
+
+    - an active task whose supervisor is gone: its tree is stopped, it becomes
+      ``interrupted`` with ``status_before_restart``; a promoted one reports
+      ONE ``task_result``;
+    - a terminal promoted task that never reported (killed between the two
+      steps) reports now;
+    - a foreground call whose caller is gone: its tree is stopped and its
+      directory removed (the turn's journal tells the model "interrupted").
+    Called from turn start (before the model hears "interrupted"), ``tick``
+    and ``task`` commands; cheap when there is nothing to do.
+    """
+    interrupted: list[str] = []
+    reported: list[str] = []
+    reaped: list[str] = []
+    now = time.time()
+    for d, rec in iter_records(store):
+        status = rec.get("status")
+        sup = rec.get("supervisor") or {}
+        sup_alive = procs.same_process_alive(sup.get("pid"), sup.get("start_time"))
+        owner = rec.get("owner") or {}
+        if not tm.is_terminal(status):
+            if sup_alive:
+                continue
+            if not sup:
+                try:
+                    age = now - clock.parse_iso(rec.get("created_at") or "")
+                except ValueError:
+                    age = STARTING_GRACE_S
+                launcher = rec.get("launcher") or owner
+                if age < STARTING_GRACE_S and procs.same_process_alive(
+                    launcher.get("pid"), launcher.get("start_time")
+                ):
+                    continue  # being launched right now
+            p = rec.get("process") or {}
+            procs.stop_tree(
+                p.get("pgid"), p.get("marker") or rec["id"], grace_s=1.0, since=p.get("start_time")
+            )
+            if rec.get("promoted"):
+
+                def lost(r: dict[str, Any], prev: Any = status) -> None:
+                    if tm.is_terminal(r.get("status")):
+                        return
+                    r["status"] = "interrupted"
+                    r["status_before_restart"] = prev
+                    r["stop_reason"] = "supervisor_gone"
+                    r["finished_at"] = clock.now_iso()
+
+                update_task(d, lost)
+                interrupted.append(rec["id"])
+                if report_terminal(d):
+                    reported.append(rec["id"])
+            else:
+                shutil.rmtree(d, ignore_errors=True)
+                reaped.append(rec["id"])
+        elif rec.get("promoted"):
+            if not rec.get("result_message_id") and not rec.get("result_undeliverable"):
+                if not sup_alive and report_terminal(d):
+                    reported.append(rec["id"])
+        elif not procs.same_process_alive(owner.get("pid"), owner.get("start_time")):
+            shutil.rmtree(d, ignore_errors=True)  # a finished foreground call nobody collected
+            reaped.append(rec["id"])
+    if interrupted or reaped:
+        store.emit(
+            "tasks_recovered",
+            {"interrupted": interrupted, "reported": reported, "reaped_foreground": reaped},
+        )
+    return {"interrupted": interrupted, "reported": reported, "reaped_foreground": reaped}
+
+
+# ------------------------------------------------------------------ pruning
+
+
+def prune_outputs(
+    store: AgentStore, config: Any = None, *, now: float | None = None
+) -> dict[str, int]:
+    """Drop kept command outputs older than ``runtime.outputs_max_age_days``
+    (default 7) and, oldest first, beyond ``runtime.outputs_max_bytes`` (default
+    1 GiB) per agent. Finished task directories count and age the same way
+    (their record stays in ``tasks.jsonl``)."""
+    now = time.time() if now is None else now
+    max_age = float(procs.runtime_setting(config, "outputs_max_age_days", 7)) * 86400
+    max_bytes = int(procs.runtime_setting(config, "outputs_max_bytes", DEFAULT_OUTPUTS_MAX_BYTES))
+    items: list[tuple[float, int, Path]] = []
+    root = outputs_root(store)
+    try:
+        for e in os.scandir(root):
+            if e.is_file(follow_symlinks=False):
+                st = e.stat(follow_symlinks=False)
+                items.append((st.st_mtime, st.st_size, Path(e.path)))
+    except FileNotFoundError:
+        pass
+    for d, rec in iter_records(store):
+        if (
+            rec.get("promoted")
+            and tm.is_terminal(rec.get("status"))
+            and (rec.get("result_message_id") or rec.get("result_undeliverable"))
+        ):
+            size = 0
+            try:
+                for e in os.scandir(d):
+                    if e.is_file(follow_symlinks=False):
+                        size += e.stat(follow_symlinks=False).st_size
+                mtime = (d / "task.json").stat().st_mtime
+            except OSError:
+                continue
+            items.append((mtime, size, d))
+    items.sort()
+    total = sum(s for _, s, _ in items)
+    removed = freed = 0
+    for mtime, size, path in items:
+        if now - mtime > max_age or total > max_bytes:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            total -= size
+            removed += 1
+            freed += size
+    return {"removed": removed, "freed_bytes": freed, "kept_bytes": total}
+
+
+def outputs_usage(store: AgentStore) -> int:
+    total = 0
+    for root in (outputs_root(store), tasks_root(store)):
+        for dirpath, _dirs, files in os.walk(root):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(dirpath, f)).st_size
+                except OSError:
+                    pass
+    return total
+
+
+def recovery_pass(store: AgentStore) -> dict[str, list[str]]:
+    """:func:`reap_orphans`, never raising: a broken task record must not stop a turn."""
+    try:
+        return reap_orphans(store)
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        store.emit("task_recovery_failed", {"error": f"{type(exc).__name__}: {exc}"})
+        return {"interrupted": [], "reported": [], "reaped_foreground": []}
+
+
+def tick_tasks(store: AgentStore, config: Any = None) -> list[dict[str, Any]]:
+    """The task plane's part of a ``tick``: recover lost tasks, prune old outputs."""
+    actions: list[dict[str, Any]] = []
+    rec = recovery_pass(store)
+    if rec["interrupted"]:
+        actions.append({"action": "tasks_interrupted", "task_ids": rec["interrupted"]})
+    if config is None:
+        from holon_cli.store.config import load_config
+
+        try:
+            config = load_config()
+        except HolonError:
+            config = {}
+    pruned = prune_outputs(store, config)
+    if pruned["removed"]:
+        actions.append({"action": "outputs_pruned", **pruned})
+    return actions
+
+
+def unsettled_tasks(store: AgentStore) -> list[dict[str, Any]]:
+    """Promoted tasks whose result has not been admitted yet (running, or
+    ended a moment ago and still reporting)."""
+    out = []
+    for _d, rec in iter_records(store):
+        if not rec.get("promoted"):
+            continue
+        if not tm.is_terminal(rec.get("status")) or not (
+            rec.get("result_message_id") or rec.get("result_undeliverable")
+        ):
+            out.append(rec)
+    return out
+
+
+def wait_for_task_result(
+    store: AgentStore, *, timeout_s: float | None = None, poll_s: float = 0.1
+) -> bool:
+    """Block until something is in the agent's inbox or no task is left
+    unsettled. True when there is a message to turn (in the inbox, or already
+    ingested into the queue by a concurrent tick). Recovers lost supervisors
+    while waiting, so a dead task cannot hang the caller."""
+    from holon_cli.runtime import queue as q
+
+    end = None if timeout_s is None else time.monotonic() + timeout_s
+    last_reap = 0.0
+    while True:
+        if store.inbox.pending_count() > 0:
+            return True
+        if store.read_record()["state"].get("status") in ("stopped", "paused"):
+            return False  # nothing will be turned; do not wait for results
+        if not unsettled_tasks(store):
+            return q.pending_count(store) > 0
+        if end is not None and time.monotonic() >= end:
+            return False
+        if time.monotonic() - last_reap > 2.0:
+            reap_orphans(store)
+            last_reap = time.monotonic()
+        time.sleep(poll_s)
