@@ -1,13 +1,44 @@
-"""Atomic snapshot writes and versioned JSON snapshot reads."""
+"""Atomic file replacement and versioned JSON snapshot reads.
+
+``atomic_write_bytes`` is the one atomic-write helper of the tree (the store's
+snapshots, plan files, the scripted model's cursor and ``ApplyPatch`` all use
+it). Its invariants:
+
+- readers see the old file or the new one, never half of either: the data
+  goes to a temp file in the target's own folder, is fsync'd, renamed over
+  the target with ``os.replace`` and the folder is fsync'd;
+- the temp file comes from :func:`tempfile.mkstemp` (random name,
+  ``O_CREAT|O_EXCL``, so a planted symlink is never followed) and is removed
+  on any failure;
+- the rename happens relative to an fd of the folder whose real path was
+  checked (``check``), and the temp file is verified to live in that very
+  folder, so swapping a folder for a symlink mid-write cannot redirect it;
+- the final name is replaced, never written through: a symlink at the
+  target is replaced by the file (or refused, with ``refuse_symlink``);
+- an existing regular file keeps its permission bits; a new file gets
+  ``new_mode`` (default :data:`PRIVATE_FILE_MODE`, 0600: files under the home
+  hold message content), or ``0o666`` minus the umask with ``new_mode=None``
+  (what an editor does in a user's workspace).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from holon_cli.errors import CorruptStateError
+
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+
+
+class UnsafePathError(OSError):
+    """The target changed under us (a symlink appeared, the folder moved out)."""
 
 
 def fsync_dir(path: Path) -> None:
@@ -18,25 +49,116 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data``: readers see the old or the new file, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+def current_umask() -> int:
+    """The process umask, read without changing it where the platform allows."""
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)  # no /proc: the classic (briefly racy) dance
+    os.umask(old)
+    return old
+
+
+def fd_real_path(dfd: int, fallback: Path) -> Path:
+    """The real path of an open folder (Linux: via /proc; else realpath)."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{dfd}"))
+    except OSError:
+        return Path(os.path.realpath(fallback))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def atomic_write_bytes(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    new_mode: int | None = PRIVATE_FILE_MODE,
+    check: Callable[[Path], None] | None = None,
+    refuse_symlink: bool = False,
+    mkdirs: bool = True,
+) -> None:
+    """Replace ``path`` with ``data``: readers see the old or the new file, never half.
+
+    ``mode`` forces the permission bits; otherwise an existing regular file
+    keeps its own and a new one gets ``new_mode`` (``None``: 0666 minus the
+    umask). ``check(real_target)`` runs with the real path of the target
+    (its folder resolved through every symlink) right before the rename and
+    may raise to refuse the write. ``refuse_symlink`` refuses a target that
+    is a symlink instead of replacing the link.
+    """
+    path = Path(path)
+    parent = path.parent
+    if mkdirs:
+        parent.mkdir(parents=True, exist_ok=True)
+    name = path.name
+    dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        real_parent = fd_real_path(dfd, parent)
+        try:
+            st: os.stat_result | None = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode) and refuse_symlink:
+            raise UnsafePathError(
+                f"{path} became a symlink while it was being written; nothing was written"
+            )
+        if check is not None:
+            check(real_parent / name)
+        if mode is None:
+            if st is not None and stat.S_ISREG(st.st_mode):
+                mode = stat.S_IMODE(st.st_mode)
+            elif new_mode is None:
+                mode = 0o666 & ~current_umask()
+            else:
+                mode = new_mode
+        fd, tmp = tempfile.mkstemp(prefix=f".{name[:64]}.", suffix=".tmp", dir=parent)
+        tmp_name = os.path.basename(tmp)
+        verified = False
+        try:
+            try:
+                try:
+                    placed = os.stat(tmp_name, dir_fd=dfd, follow_symlinks=False)
+                    same = os.path.samestat(placed, os.fstat(fd))
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    raise UnsafePathError(
+                        f"the folder of {path} was replaced while it was being written; "
+                        "nothing was written"
+                    )
+                verified = True
+                _write_all(fd, data)
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp_name, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                if verified:  # by name in the checked folder, never through a swapped path
+                    os.unlink(tmp_name, dir_fd=dfd)
+                else:  # mkstemp's own fresh file, wherever the swapped path put it
+                    os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        os.fsync(dfd)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+        os.close(dfd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, **kwargs: Any) -> None:
+    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"), **kwargs)
 
 
 def dumps(obj: Any) -> str:
@@ -44,7 +166,8 @@ def dumps(obj: Any) -> str:
 
 
 def write_snapshot(path: Path, obj: dict[str, Any]) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+    text = json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"))
 
 
 def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
@@ -53,12 +176,19 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    except (IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        raise CorruptStateError(
+            f"{path}: cannot be read ({exc.strerror or exc})",
+            hint="check the file's type and permissions; `holon home check` lists every problem",
+            details={"path": str(path)},
+        ) from None
     try:
         obj = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CorruptStateError(
             f"{path}: not valid JSON ({exc})",
-            hint="restore the file from a backup or remove it; `holon home check` lists every problem",
+            hint="restore the file from a backup or remove it; "
+            "`holon home check` lists every problem",
             details={"path": str(path)},
         ) from None
     if not isinstance(obj, dict):
@@ -66,7 +196,8 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
     v = obj.get("v", 1)
     if not isinstance(v, int) or v > max_version:
         raise CorruptStateError(
-            f"{path}: format version {v!r} is newer than this holon understands (max {max_version})",
+            f"{path}: format version {v!r} is newer than this holon understands "
+            f"(max {max_version})",
             hint="upgrade holon-cli",
             details={"path": str(path)},
         )

@@ -29,10 +29,12 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from holon_cli.store.fsio import UnsafePathError, atomic_write_bytes, fd_real_path, fsync_dir
 from holon_cli.tools.base import ToolContext, ToolError, ToolResult, field_doc, tool
 from holon_cli.tools.exec_command import resolve_inside_root
 
@@ -657,21 +659,78 @@ class _Overlay:
             return None
 
 
-def _resolve(ctx: ToolContext, raw: str, patch_line: int) -> Path:
+class _Guard:
+    """Where a patch may write, checked at plan time and again at write time.
+
+    Inside the execution root, outside the runtime area (``.holon/``); the
+    one exception is the current work item's ``plan.md``, which the work-item
+    RFC makes editable regardless of the bound workspace.
+    """
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.root = Path(os.path.realpath(ctx.execution_root))
+        self.base = Path(os.path.realpath(ctx.cwd)) if ctx.cwd else self.root
+        self.runtime: Path | None = None
+        self.plan: Path | None = None
+        store: Any = getattr(ctx, "store", None)
+        layout = getattr(store, "layout", None)
+        if store is None or layout is None:
+            return
+        self.runtime = Path(os.path.realpath(layout.runtime))
+        try:
+            state = store.read_record().get("state") or {}
+        except Exception:  # noqa: BLE001 - no record, no plan exception
+            return
+        wid = state.get("current_work_item_id") if isinstance(state, dict) else None
+        if isinstance(wid, str) and wid and "/" not in wid and wid not in (".", ".."):
+            plan_dir = Path(os.path.realpath(layout.work_items_dir / wid))
+            home = Path(os.path.realpath(layout.home))
+            if home in plan_dir.parents:
+                self.plan = plan_dir / "plan.md"
+
+    def _inside(self, real: Path, top: Path) -> bool:
+        return real == top or top in real.parents
+
+    def violation(self, real: Path) -> str | None:
+        """Why a write to the real path ``real`` is refused (``None``: allowed)."""
+        if self.runtime is not None and self._inside(real, self.runtime):
+            return "protected_path"
+        if self._inside(real, self.root) or (self.plan is not None and real == self.plan):
+            return None
+        return "execution_root_violation"
+
+    def check(self, real: Path) -> None:
+        """The write-time re-check (``fsio.atomic_write_bytes``' ``check``)."""
+        why = self.violation(real)
+        if why is not None:
+            raise _Escaped(why, real)
+
+
+class _Escaped(UnsafePathError):
+    def __init__(self, why: str, real: Path) -> None:
+        super().__init__(f"{real} is outside the execution root at write time")
+        self.why = why
+        self.real = real
+
+
+def _resolve(ctx: ToolContext, guard: _Guard, raw: str, patch_line: int) -> Path:
     if not raw or "\0" in raw:
         raise _invalid("empty or invalid file path", patch_line)
-    target = resolve_inside_root(ctx, raw, field="path")
-    store = getattr(ctx, "store", None)
-    layout = getattr(store, "layout", None)
-    if layout is not None:
-        runtime = Path(os.path.realpath(layout.runtime))
-        if target == runtime or runtime in target.parents:
-            raise ToolError(
-                "protected_path",
-                f"{raw} is inside the runtime-owned area {runtime}; it cannot be patched",
-                details={"path": raw, "resolved": str(target)},
-                recovery_hint="leave `.holon/` to the runtime; patch files elsewhere in the agent home or workspace",
-            )
+    target = Path(os.path.realpath(guard.base / Path(raw).expanduser()))
+    why = guard.violation(target)
+    if why == "execution_root_violation":
+        resolve_inside_root(ctx, raw, field="path")  # raises the standard error
+        raise ToolError(  # pragma: no cover - resolve_inside_root agrees with the guard
+            "execution_root_violation", f"{raw} resolves outside the execution root"
+        )
+    if why == "protected_path":
+        raise ToolError(
+            "protected_path",
+            f"{raw} is inside the runtime-owned area {guard.runtime}; it cannot be patched",
+            details={"path": raw, "resolved": str(target)},
+            recovery_hint="leave `.holon/` to the runtime; "
+            "patch files elsewhere in the agent home or workspace",
+        )
     if target.is_dir():
         raise ToolError(
             "invalid_patch",
@@ -680,6 +739,33 @@ def _resolve(ctx: ToolContext, raw: str, patch_line: int) -> Path:
             recovery_hint="patch files, not directories",
         )
     return target
+
+
+def _not_a_directory(fp: FilePatch, raw: str, target: Path, blocker: Path) -> ToolError:
+    return ToolError(
+        "not_a_directory",
+        f"cannot write {raw}: {blocker} is a file, not a folder; no file was changed",
+        details={"path": raw, "resolved": str(target), "blocking_file": str(blocker)},
+        recovery_hint=f"pick a path whose folders are folders, or move {blocker.name} "
+        "away first (a file and a folder cannot share a name)",
+    )
+
+
+def _file_ancestor(overlay: _Overlay, target: Path) -> Path | None:
+    """The nearest ancestor of ``target`` that is (or will be) a file."""
+    for anc in target.parents:
+        if anc in overlay.state:
+            if overlay.state[anc] is not None:
+                return anc
+            continue
+        try:
+            st = os.stat(anc)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            return anc
+        return None  # an existing folder: its own ancestors are folders too
+    return None
 
 
 def _conflict_error(c: _Conflict, fp: FilePatch, lines: list[str]) -> ToolError:
@@ -718,13 +804,16 @@ def _conflict_error(c: _Conflict, fp: FilePatch, lines: list[str]) -> ToolError:
     )
 
 
-def plan_patch(ctx: ToolContext, files: list[FilePatch]) -> tuple[list[_FileOp], list[str]]:
+def plan_patch(
+    ctx: ToolContext, files: list[FilePatch], guard: _Guard | None = None
+) -> tuple[list[_FileOp], list[str]]:
     """Validate every file change in memory. Raises :class:`ToolError`; touches nothing."""
+    guard = guard or _Guard(ctx)
     overlay = _Overlay()
     ops: list[_FileOp] = []
     notes: list[str] = []
     for fp in files:
-        target = _resolve(ctx, fp.path, fp.patch_line)
+        target = _resolve(ctx, guard, fp.path, fp.patch_line)
         current = overlay.read(target)
         if fp.action == "add":
             if current is not None:
@@ -734,6 +823,9 @@ def plan_patch(ctx: ToolContext, files: list[FilePatch]) -> tuple[list[_FileOp],
                     details={"path": fp.path, "resolved": str(target)},
                     recovery_hint="patch it with an update hunk (`--- a/path` / `+++ b/path`) instead, after reading it with `sed -n`",
                 )
+            blocker = _file_ancestor(overlay, target)
+            if blocker is not None:
+                raise _not_a_directory(fp, fp.path, target, blocker)
             body: list[str] = []
             no_eol = False
             for h in fp.hunks:
@@ -785,7 +877,10 @@ def plan_patch(ctx: ToolContext, files: list[FilePatch]) -> tuple[list[_FileOp],
             continue
         data = _encode("".join(applied.lines))
         if fp.move_to is not None:
-            dest = _resolve(ctx, fp.move_to, fp.patch_line)
+            dest = _resolve(ctx, guard, fp.move_to, fp.patch_line)
+            blocker = _file_ancestor(overlay, dest)
+            if blocker is not None:
+                raise _not_a_directory(fp, fp.move_to, dest, blocker)
             if dest != target and overlay.exists(dest):
                 raise ToolError(
                     "file_exists",
@@ -816,23 +911,26 @@ def plan_patch(ctx: ToolContext, files: list[FilePatch]) -> tuple[list[_FileOp],
 # ----------------------------------------------------------------- writing
 
 
-def _atomic_write(path: Path, data: bytes, mode: int | None) -> None:
-    """Temp file in the same folder, fsync, rename. ``mode=None``: a new file (umask applies)."""
-    tmp = path.parent / f".{path.name}.holon-patch.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else 0o600)
+def _atomic_write(
+    path: Path, data: bytes, mode: int | None, check: Callable[[Path], None] | None = None
+) -> None:
+    """The tree's one atomic write (``fsio``). ``mode=None``: a new file (umask
+    applies, as with an editor); ``check`` re-checks containment of the real
+    target at write time; a target that became a symlink is refused."""
+    atomic_write_bytes(
+        path, data, mode=mode, new_mode=None, check=check, refuse_symlink=True, mkdirs=False
+    )
+
+
+def _unlink_checked(path: Path, check: Callable[[Path], None] | None) -> None:
+    """Delete ``path`` by name inside its folder, after checking the folder's real path."""
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if mode is not None:
-            os.fchmod(fd, mode)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+        if check is not None:
+            check(fd_real_path(dfd, path.parent) / path.name)
+        os.unlink(path.name, dir_fd=dfd)
+    finally:
+        os.close(dfd)
 
 
 def _mkdirs(d: Path, created: list[Path]) -> None:
@@ -846,8 +944,14 @@ def _mkdirs(d: Path, created: list[Path]) -> None:
         created.append(m)
 
 
-def commit(ops: list[_FileOp]) -> None:
-    """Write every planned change; on failure restore what was already written."""
+def commit(ops: list[_FileOp], guard: _Guard | None = None) -> None:
+    """Write every planned change; on failure restore what was already written.
+
+    With a ``guard`` every write and delete re-checks, at that moment, that
+    the real path is still where the patch may write: a command that swapped
+    a folder for a symlink (or planted one at the target) after the patch was
+    planned cannot redirect the write."""
+    check = guard.check if guard is not None else None
     undo: list[tuple[Path, bytes | None, int | None]] = []
     created_dirs: list[Path] = []
     # every original is read before anything is written
@@ -871,18 +975,18 @@ def commit(ops: list[_FileOp]) -> None:
             orig, mode = originals[p]
             _mkdirs(p.parent, created_dirs)
             undo.append((p, orig, mode))
-            _atomic_write(p, data, mode)
+            _atomic_write(p, data, mode, check)
         for p in deletes:
             orig, mode = originals[p]
             undo.append((p, orig, mode))
-            p.unlink()
+            _unlink_checked(p, check)
     except OSError as exc:
         for p, orig, mode in reversed(undo):
             try:
                 if orig is None:
-                    p.unlink(missing_ok=True)
+                    _unlink_checked(p, check)
                 else:
-                    _atomic_write(p, orig, mode)
+                    _atomic_write(p, orig, mode, check)
             except OSError:
                 pass
         for made in reversed(created_dirs):
@@ -890,23 +994,44 @@ def commit(ops: list[_FileOp]) -> None:
                 made.rmdir()
             except OSError:
                 pass
+        if isinstance(exc, _Escaped):
+            raise ToolError(
+                exc.why,
+                f"{exc.real} is outside the execution root or protected now (a folder or "
+                "file was replaced by a symlink after the patch was checked); nothing was "
+                "written there and the files already written were restored",
+                details={"resolved": str(exc.real)},
+                recovery_hint="inspect the paths with `ls -la`; remove the symlink, then retry",
+            ) from None
+        if isinstance(exc, UnsafePathError):
+            raise ToolError(
+                "unsafe_path",
+                f"{exc}; the files already written were restored",
+                recovery_hint="inspect the paths with `ls -la`; remove the symlink, then retry",
+            ) from None
+        if isinstance(exc, NotADirectoryError):
+            raise ToolError(
+                "not_a_directory",
+                f"writing the patch failed: a folder on the way to "
+                f"{getattr(exc, 'filename', '') or 'a target'} is a file; "
+                "the files already written were restored",
+                details={"path": str(getattr(exc, "filename", "") or "")},
+                recovery_hint="pick a path whose folders are folders",
+            ) from None
         raise ToolError(
             "write_failed",
-            f"writing the patch failed ({exc.strerror or exc}: {getattr(exc, 'filename', '')}); the files already written were restored",
+            f"writing the patch failed ({exc.strerror or exc}: "
+            f"{getattr(exc, 'filename', '')}); the files already written were restored",
             details={"path": str(getattr(exc, "filename", "") or "")},
             recovery_hint="check permissions and free space, then retry",
             retryable=True,
         ) from None
-    dirs = {p.parent for p, _ in writes} | {p.parent for p in deletes}
+    dirs = {p.parent for p in deletes}
     for folder in dirs:
         try:
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            fsync_dir(folder)
         except OSError:
             continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # --------------------------------------------------------------- the tool
@@ -949,8 +1074,9 @@ def apply_patch(ctx: ToolContext, args: ApplyPatchArgs) -> ToolResult:
             recovery_hint="send the unified diff text",
         )
     files, warnings = parse_patch(args.patch)
-    ops, notes = plan_patch(ctx, files)
-    commit(ops)
+    guard = _Guard(ctx)
+    ops, notes = plan_patch(ctx, files, guard)
+    commit(ops, guard)
     summary: dict[str, list[str]] = {"added": [], "modified": [], "deleted": [], "moved": []}
     entries: list[dict[str, Any]] = []
     lines = [f"Applied patch to {len(ops)} file(s):"]

@@ -403,11 +403,11 @@ def test_write_failure_restores_files_already_written(
     real = ap._atomic_write
     calls: list[Path] = []
 
-    def flaky(path: Path, data: bytes, mode: int | None) -> None:
+    def flaky(path: Path, data: bytes, mode: int | None, check: object = None) -> None:
         calls.append(path)
         if len(calls) == 3:  # a, new/c.txt written; b fails
             raise OSError(28, "No space left on device", str(path))
-        real(path, data, mode)
+        real(path, data, mode, check)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ap, "_atomic_write", flaky)
     patch = (
