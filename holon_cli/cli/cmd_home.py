@@ -65,10 +65,13 @@ def home_path(as_json: bool) -> None:
 @home.command("check")
 @output.json_option
 def home_check(as_json: bool) -> None:
-    """Validate every ledger and snapshot; report problems with file and line.
+    """Validate config.yaml, every ledger, snapshot and inbox file; report
+    problems with file and line.
 
-    Exits 1 when a problem is found. A torn last line (an interrupted write)
-    is a note, not a problem: it is ignored and repaired on the next append.
+    Records are checked against their schema, not just parsed. Exits 1 when a
+    problem is found. A torn last line (an interrupted write) is a note, not a
+    problem: it is ignored and repaired on the next append. Also reports the
+    space used by full command outputs (.holon/outputs/).
 
     \b
     Example:
@@ -88,7 +91,12 @@ def home_check(as_json: bool) -> None:
                 "corrupt_state",
                 f"{len(report['problems'])} problem(s) found under {report['home']}",
                 "see error.details.problems",
-                {"problems": report["problems"], "checked": report["checked"]},
+                {
+                    "problems": report["problems"],
+                    "notes": report["notes"],
+                    "checked": report["checked"],
+                    "outputs": report.get("outputs"),
+                },
             )
             raise click.exceptions.Exit(1)
         return
@@ -98,10 +106,17 @@ def home_check(as_json: bool) -> None:
     for n in report["notes"]:
         click.echo(f"note    {n['path']}: {n['message']}", err=True)
     c = report["checked"]
-    summary = f"checked {c['agents']} agent(s), {c['ledgers']} ledger(s), {c['records']} record(s), {c['inbox_messages']} inbox message(s) under {report['home']}; command outputs and task logs use {c.get('output_bytes', 0)} bytes"
+    from holon_cli.runtime.home_checks import human_bytes
+
+    summary = (
+        f"checked {c['agents']} agent(s), {c['ledgers']} ledger(s), {c['records']} record(s), "
+        f"{c['inbox_messages']} inbox message(s) under {report['home']}; command outputs and "
+        f"task logs use {human_bytes(int(c.get('output_bytes', 0)))}"
+    )
     if not report["ok"]:
         raise CorruptStateError(
             f"{len(report['problems'])} problem(s) found; {summary}",
-            hint="move damaged lines aside (keep a backup), then re-run `holon home check`",
+            hint="fix each PROBLEM above (move damaged lines or files aside, keeping a "
+            "backup), then re-run `holon home check`",
         )
     click.echo(f"ok: {summary}")

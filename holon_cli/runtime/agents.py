@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import __version__, clock
-from holon_cli.errors import NotFoundError, RejectedError, UsageError
+from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError, UsageError
 from holon_cli.model.agent import lifecycle_hint, new_agent_record
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.fsio import PRIVATE_DIR_MODE, fsync_dir, read_snapshot, write_snapshot
 from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, validate_agent_id
+from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
@@ -90,9 +91,23 @@ def resolve_template(selector: str | None) -> tuple[Path, dict[str, Any]]:
 
 
 def ensure_home(layout: HomeLayout | None = None) -> HomeLayout:
+    """Create the home (mode 0700: it holds message content) and its marker."""
     layout = layout or HomeLayout.current()
     if not layout.marker.exists():
-        for d in (layout.root, layout.agents_dir, layout.run_dir):
+        if layout.root.exists() and not layout.root.is_dir():
+            raise UsageError(
+                f"HOLON_HOME {layout.root} is a file, not a folder",
+                hint="point HOLON_HOME at a folder (it is created when missing), "
+                "or unset it to use ~/.holon",
+            )
+        if not layout.root.exists():
+            layout.root.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                layout.root.mkdir(mode=PRIVATE_DIR_MODE)
+                os.chmod(layout.root, PRIVATE_DIR_MODE)  # whatever the umask
+            except FileExistsError:
+                pass  # another process made it first
+        for d in (layout.agents_dir, layout.run_dir):
             d.mkdir(parents=True, exist_ok=True)
         if not layout.marker.exists():
             write_snapshot(
@@ -178,6 +193,61 @@ def _materialize(
     write_snapshot(layout.agent_file, cast(dict[str, Any], record))
 
 
+STAGING_PREFIX = ".creating-"
+STAGING_MAX_AGE_S = 3600.0
+
+
+def stale_staging(home: HomeLayout, *, max_age_s: float = STAGING_MAX_AGE_S) -> list[Path]:
+    """``.creating-<id>-<pid>`` folders a killed ``agent create`` left behind:
+    their pid is gone, or they are older than ``max_age_s`` (a reused pid)."""
+    import time
+
+    out: list[Path] = []
+    try:
+        entries = list(os.scandir(home.agents_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    now = time.time()
+    for e in entries:
+        if not e.name.startswith(STAGING_PREFIX):
+            continue
+        pid = e.name.rpartition("-")[2]
+        try:
+            age = now - e.stat(follow_symlinks=False).st_mtime
+        except FileNotFoundError:
+            continue
+        mine = pid == str(os.getpid())
+        dead = not pid.isdigit() or not pid_alive(int(pid))
+        if not mine and (dead or age > max_age_s):
+            out.append(Path(e.path))
+    return out
+
+
+def sweep_staging(home: HomeLayout) -> list[Path]:
+    """Remove what :func:`stale_staging` finds; returns the removed folders."""
+    import shutil
+
+    removed = []
+    for p in stale_staging(home):
+        if p.is_symlink() or not p.is_dir():
+            p.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+def _record_missing(layout: AgentLayout) -> CorruptStateError:
+    """An agent folder without its record: deleted or never finished, not "exists"."""
+    return CorruptStateError(
+        f"agent {layout.agent_id!r}: the folder {layout.home} exists but its record "
+        f"{layout.agent_file} is missing (deleted?)",
+        hint=f"restore {layout.agent_file} from a backup; or move {layout.home} aside "
+        f"and run `holon agent create {layout.agent_id}` again",
+        details={"path": str(layout.agent_file)},
+    )
+
+
 def create_agent(
     agent_id: str,
     *,
@@ -196,6 +266,8 @@ def create_agent(
     if layout.home.exists():
         if exist_ok and layout.exists:
             return AgentStore(layout)
+        if not layout.exists:
+            raise _record_missing(layout)
         raise RejectedError(
             f"agent {agent_id!r} already exists at {layout.home}",
             hint=f"pick another id, or inspect it with `holon agent status {agent_id}`",
@@ -218,7 +290,8 @@ def create_agent(
     )
     import shutil
 
-    staging = home.agents_dir / f".creating-{agent_id}-{os.getpid()}"
+    sweep_staging(home)
+    staging = home.agents_dir / f"{STAGING_PREFIX}{agent_id}-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
     try:
@@ -257,6 +330,8 @@ def open_agent(agent_id: str | None = None, *, create_default: bool = True) -> A
     layout = home.agent(aid)
     if layout.exists:
         return AgentStore(layout)
+    if layout.home.exists():
+        raise _record_missing(layout)
     if create_default and aid == default_agent_id():
         return create_agent(aid, kind="default", exist_ok=True)
     raise NotFoundError(

@@ -10,11 +10,13 @@ from typing import Any
 
 from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
+from holon_cli.runtime import home_checks as hc
 from holon_cli.runtime import queue as q
 from holon_cli.store.agent_store import LEDGER_MAX_VERSION, AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import LEDGERS, HomeLayout
 from holon_cli.store.ledger import Ledger, Problem
+from holon_cli.store.records import ledger_validator
 
 
 def _usage(total_in: int, total_out: int) -> dict[str, int]:
@@ -202,6 +204,17 @@ def home_check() -> dict[str, Any]:
     problems: list[Problem] = []
     notes: list[dict[str, Any]] = []
     checked = {"agents": 0, "ledgers": 0, "records": 0, "inbox_messages": 0}
+    outputs: dict[str, Any] = {"files": 0, "bytes": 0, "agents": {}}
+    if (root_problem := hc.home_root_problem(home)) is not None:
+        return {
+            "home": str(home.root),
+            "ok": False,
+            "exists": True,
+            "problems": [root_problem.to_dict()],
+            "notes": [],
+            "checked": checked,
+            "outputs": outputs,
+        }
     if not home.root.exists():
         return {
             "home": str(home.root),
@@ -210,7 +223,11 @@ def home_check() -> dict[str, Any]:
             "problems": [],
             "notes": [],
             "checked": checked,
+            "outputs": outputs,
         }
+    problems.extend(hc.config_problems(home))
+    notes.extend(hc.permission_notes(home))
+    notes.extend(hc.staging_notes(home))
     for snap in (home.marker,):
         try:
             read_snapshot(snap)
@@ -232,7 +249,8 @@ def home_check() -> dict[str, Any]:
                 if obj is None and snap == layout.agent_file:
                     problems.append(Problem(str(snap), None, "agent record missing"))
             except Exception as exc:  # noqa: BLE001
-                problems.append(Problem(str(snap), None, str(getattr(exc, "message", exc))))
+                why = str(getattr(exc, "message", exc)).removeprefix(f"{snap}: ")
+                problems.append(Problem(str(snap), None, why))
         ledger_names = set(LEDGERS)
         if layout.ledger_dir.exists():
             ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.jsonl")}
@@ -241,6 +259,7 @@ def home_check() -> dict[str, Any]:
                 layout.ledger_path(lname),
                 layout.ledger_lock(lname),
                 max_version=LEDGER_MAX_VERSION.get(lname, 1),
+                validate=ledger_validator(lname),
             )
             if not led.path.exists():
                 continue
@@ -273,16 +292,14 @@ def home_check() -> dict[str, Any]:
                         "message": f"{len(bad)} inbox file(s) set aside because they could not be admitted (see the .reason files and the inbox_message_quarantined events)",
                     }
                 )
-        inbox_new = layout.inbox_dir / "new"
-        if inbox_new.exists():
-            for p in sorted(inbox_new.iterdir()):
-                checked["inbox_messages"] += 1
-                try:
-                    from holon_cli.store.inbox import Inbox
-
-                    Inbox.read(p)
-                except Exception as exc:  # noqa: BLE001
-                    problems.append(Problem(str(p), None, f"unreadable inbox message: {exc}"))
+        inbox_found, inbox_count = hc.inbox_problems(layout)
+        problems.extend(inbox_found)
+        checked["inbox_messages"] += inbox_count
+        used = hc.outputs_usage(layout)
+        if used["files"]:
+            outputs["agents"][name] = {"path": str(hc.outputs_path(layout)), **used}
+            outputs["files"] += used["files"]
+            outputs["bytes"] += used["bytes"]
     return {
         "home": str(home.root),
         "ok": not problems,
@@ -290,6 +307,7 @@ def home_check() -> dict[str, Any]:
         "problems": [p.to_dict() for p in problems],
         "notes": notes,
         "checked": checked,
+        "outputs": outputs,
     }
 
 

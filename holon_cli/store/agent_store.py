@@ -19,6 +19,7 @@ from holon_cli.store.inbox import Inbox
 from holon_cli.store.layout import AgentLayout
 from holon_cli.store.ledger import Ledger
 from holon_cli.store.locks import HeldLock, locked
+from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.model.events import EventKind
@@ -59,6 +60,7 @@ class AgentStore:
                 self.layout.ledger_path(name),
                 self.layout.ledger_lock(name),
                 max_version=LEDGER_MAX_VERSION.get(name, 1),
+                validate=ledger_validator(name),
             )
             led.defer_sync = self._defer_sync
             self._ledgers[name] = led

@@ -171,7 +171,10 @@ def write_snapshot(path: Path, obj: dict[str, Any]) -> None:
 
 
 def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
-    """Read a versioned JSON snapshot; ``None`` when it does not exist."""
+    """Read a versioned JSON snapshot; ``None`` when it does not exist.
+
+    Known snapshots (``state/agent.json``, ``state/queue.json``, ``home.json``)
+    are also checked against their schema (``store/records.py``)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -200,5 +203,16 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
             f"(max {max_version})",
             hint="upgrade holon-cli",
             details={"path": str(path)},
+        )
+    from holon_cli.store.records import snapshot_validator
+
+    validate = snapshot_validator(path)
+    reason = validate(obj) if validate is not None else None
+    if reason:
+        raise CorruptStateError(
+            f"{path}: {reason}",
+            hint="restore the file from a backup (or move it aside if the runtime can "
+            "rebuild it); `holon home check` lists every problem",
+            details={"path": str(path), "reason": reason},
         )
     return obj

@@ -10,7 +10,8 @@ the bodies of unfinished messages (the queue snapshot keeps only their
 heads); a file leaves ``cur/`` when its message is settled. A file that fails
 validation moves to ``quarantine/`` with a ``.reason`` note next to it.
 Files a killed writer left in ``tmp/`` were never acknowledged; ingestion
-sweeps them after an hour.
+sweeps them after an hour, or after a
+minute when the writer's pid (the name's suffix) is gone.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from holon_cli.store.fsio import dumps, fsync_dir
+from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, fsync_dir
+from holon_cli.store.locks import pid_alive
 
 
 class Inbox:
@@ -40,10 +42,10 @@ class Inbox:
         name = f"{message_id}.json"
         tmp = self.tmp / f"{name}.{os.getpid()}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
         except FileNotFoundError:
             self.ensure()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
         try:
             view = memoryview(data)
             while view:
@@ -88,19 +90,25 @@ class Inbox:
         except FileNotFoundError:
             pass
 
-    def sweep_tmp(self, max_age_s: float = 3600.0) -> int:
-        """Remove unacknowledged ``tmp/`` leftovers older than ``max_age_s``."""
+    def sweep_tmp(self, max_age_s: float = 3600.0, dead_writer_age_s: float = 60.0) -> int:
+        """Remove unacknowledged ``tmp/`` leftovers older than ``max_age_s``, or
+        older than ``dead_writer_age_s`` when their writer's pid is gone."""
         import time
 
         removed = 0
-        cutoff = time.time() - max_age_s
+        now = time.time()
         try:
             entries = list(os.scandir(self.tmp))
         except FileNotFoundError:
             return 0
         for e in entries:
             try:
-                if e.is_file() and e.stat().st_mtime < cutoff:
+                if not e.is_file(follow_symlinks=False):
+                    continue
+                age = now - e.stat(follow_symlinks=False).st_mtime
+                pid = e.name.rpartition(".")[2]
+                dead = pid.isdigit() and not pid_alive(int(pid))
+                if age > max_age_s or (dead and age > dead_writer_age_s):
                     os.unlink(e.path)
                     removed += 1
             except FileNotFoundError:

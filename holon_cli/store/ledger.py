@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from holon_cli.errors import BusyError, CorruptStateError
-from holon_cli.store.fsio import dumps, fsync_dir
+from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, fsync_dir
+from holon_cli.store.records import Validator
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
@@ -101,7 +102,12 @@ def _complete(raw: bytes, max_version: int) -> dict[str, Any] | None:
 
 
 def _parse(
-    path: Path, raw: bytes, line: int | None, offset: int, max_version: int
+    path: Path,
+    raw: bytes,
+    line: int | None,
+    offset: int,
+    max_version: int,
+    validate: Validator | None = None,
 ) -> dict[str, Any]:
     try:
         rec = json.loads(raw)
@@ -123,14 +129,28 @@ def _parse(
                 "reason": f"record format v{v} is newer than this holon understands (max v{max_version})",
             },
         )
+    if validate is not None:
+        reason = validate(rec)
+        if reason:
+            raise _corrupt(path, line, offset, reason)
     return rec
 
 
 class Ledger:
-    def __init__(self, path: Path, lock_path: Path, *, max_version: int = LEDGER_VERSION) -> None:
+    def __init__(
+        self,
+        path: Path,
+        lock_path: Path,
+        *,
+        max_version: int = LEDGER_VERSION,
+        validate: Validator | None = None,
+    ) -> None:
         self.path = path
         self.lock_path = lock_path
         self.max_version = max_version
+        # the record kind's schema check (store/records.py): a record that is
+        # valid JSON with wrong fields is corruption, named by file and line
+        self.validate = validate
         self._cached_size = -1
         self._cached_last: dict[str, Any] | None = None
         # byte offset where the last record this handle appended starts
@@ -168,7 +188,10 @@ class Ledger:
             os.fsync(fd)
             return size + 1
         try:  # keep the fragment for forensics; never needed for correctness
-            with open(str(self.path) + ".torn", "ab") as f:
+            with open(
+                os.open(str(self.path) + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+                "ab",
+            ) as f:
                 f.write(fragment + b"\n")
         except OSError:
             pass
@@ -184,7 +207,7 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with flocked(self.lock_path, what=f"ledger {self.path.name}"):
             created = not self.path.exists()
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
             try:
                 size = self._repair_tail(fd)
                 if callable(record):
@@ -241,9 +264,11 @@ class Ledger:
             idx = buf.rfind(b"\n", 0, len(buf))
             if idx >= 0:
                 line = buf[idx + 1 :]
-                return _parse(self.path, line, None, start + idx + 1, self.max_version)
+                return _parse(
+                    self.path, line, None, start + idx + 1, self.max_version, self.validate
+                )
             pos = start
-        return _parse(self.path, buf, 1, 0, self.max_version)
+        return _parse(self.path, buf, 1, 0, self.max_version, self.validate)
 
     def last(self) -> dict[str, Any] | None:
         """The last complete record (a torn tail is ignored)."""
@@ -320,7 +345,12 @@ class Ledger:
                 if raw.strip() == b"":
                     raise _corrupt(self.path, line_no if offset == 0 else None, start, "empty line")
                 rec = _parse(
-                    self.path, raw, line_no if offset == 0 else None, start, self.max_version
+                    self.path,
+                    raw,
+                    line_no if offset == 0 else None,
+                    start,
+                    self.max_version,
+                    self.validate,
                 )
                 yield (line_no if offset == 0 else 0), pos, rec
 
@@ -401,7 +431,7 @@ class Ledger:
         for ln in lines[-n:]:
             if not ln.strip():
                 raise _corrupt(self.path, None, offset, "empty line")
-            out.append(_parse(self.path, ln, None, offset, self.max_version))
+            out.append(_parse(self.path, ln, None, offset, self.max_version, self.validate))
             offset += len(ln) + 1
         return out, offset
 
@@ -444,7 +474,7 @@ class Ledger:
                 try:
                     if raw.strip() == b"":
                         raise _corrupt(self.path, line_no, 0, "empty line")
-                    _parse(self.path, raw, line_no, 0, self.max_version)
+                    _parse(self.path, raw, line_no, 0, self.max_version, self.validate)
                 except CorruptStateError as exc:
                     # path and line are in the Problem itself; keep the message short
                     problems.append(

@@ -6,11 +6,27 @@ fds non-inheritable, so child processes never hold our locks.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from holon_cli.errors import BusyError
+
+
+def pid_alive(pid: int) -> bool:
+    """True while a process with this pid exists (ours or another user's)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
 
 
 def _lock(path: Path):  # type: ignore[no-untyped-def]

@@ -94,3 +94,136 @@ def test_bad_config_names_the_problem(holon_home: Path, text: str, needle: str) 
     assert needle in ei.value.message
     assert str(lay.config) in ei.value.message
     assert ei.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "needle"),
+    [
+        (
+            'runtime:\n  provider_timeout_s: "30"\n',
+            "runtime.provider_timeout_s",
+            "must be a number",
+        ),
+        ("runtime:\n  max_provider_rounds: 0\n", "runtime.max_provider_rounds", "more than 0"),
+        ("runtime:\n  max_provider_rounds: 2.5\n", "runtime.max_provider_rounds", "integer"),
+        ("runtime:\n  exec_timeout_ms: true\n", "runtime.exec_timeout_ms", "integer"),
+        ("runtime: 5\n", "runtime", "must be a mapping"),
+        (
+            "providers:\n  p:\n    transport: openai_responses\n    base_url: u\n    timeout_s: x\n",
+            "providers.p.timeout_s",
+            "must be a number",
+        ),
+        ("providers:\n  p:\n    base_url: u\n", "providers.p.transport", "is required"),
+        (
+            "providers:\n  p:\n    transport: openai_responses\n    headers: {a: 1}\n    base_url: u\n",
+            "providers.p.headers.a",
+            "must be a string",
+        ),
+        ("fallback_models: [a/b, 3]\n", "fallback_models[1]", "must be a string"),
+        ("1: x\n", "1", "unknown key"),
+        ("http_addr: 2001-12-01\n", "http_addr", "must be a string"),
+    ],
+)
+def test_wrong_types_are_errors_naming_the_key(
+    holon_home: Path, text: str, key: str, needle: str
+) -> None:
+    """Issue 7 item 5: `provider_timeout_s: "30"` was silently ignored."""
+    lay = _write_config(holon_home, text)
+    with pytest.raises(ConfigError) as ei:
+        cfg.load_config(lay)
+    assert key in ei.value.message and needle in ei.value.message, ei.value.message
+    assert ei.value.details["key"] == key and ei.value.exit_code == 2
+
+
+def test_quoted_number_hint_says_what_to_write(holon_home: Path) -> None:
+    lay = _write_config(holon_home, 'runtime:\n  provider_timeout_s: "30"\n')
+    with pytest.raises(ConfigError) as ei:
+        cfg.load_config(lay)
+    assert ei.value.hint == "write the number without quotes: `provider_timeout_s: 30`"
+
+
+def test_typed_settings(holon_home: Path) -> None:
+    lay = _write_config(
+        holon_home,
+        "runtime:\n  provider_timeout_s: 30\n  max_provider_rounds: 4\n"
+        "providers:\n  local:\n    transport: openai_chat_completions\n"
+        "    base_url: http://127.0.0.1:1/v1\n    timeout_s: 5\n",
+    )
+    s = cfg.load_settings(lay)
+    assert s.runtime is not None and s.runtime.provider_timeout_s == 30.0
+    assert isinstance(s.runtime.provider_timeout_s, float)
+    assert s.runtime.max_provider_rounds == 4 and s.runtime.exec_timeout_ms is None
+    assert s.providers is not None and s.providers["local"].timeout_s == 5.0
+    assert s.model is None
+    assert "runtime.provider_timeout_s" in cfg.known_keys()
+    assert "providers.<name>.base_url" in cfg.known_keys()
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        (b"model: \xff\n", "not valid UTF-8"),
+        (b"a: 2001-13-01\n", "cannot be read"),
+        (b"[" * 5000, "config.yaml"),
+        (b"!!python/object:os.system x\n", "invalid YAML"),
+    ],
+)
+def test_unreadable_config_is_a_config_error(holon_home: Path, raw: bytes, needle: str) -> None:
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_bytes(raw)
+    with pytest.raises(ConfigError) as ei:
+        cfg.load_config()
+    assert needle in ei.value.message
+
+
+def test_config_loader_property_any_yaml_ends_in_config_error(holon_home: Path) -> None:
+    """Issue 13 item 5: any YAML ends in a valid config or the project's own error."""
+    import yaml
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    holon_home.mkdir(parents=True, exist_ok=True)
+    path = holon_home / "config.yaml"
+    keys = st.sampled_from(
+        ["model", "runtime", "providers", "fallback_models", "p", "transport", "base_url"]
+        + cfg.known_keys()
+        + [k.rsplit(".", 1)[-1] for k in cfg.known_keys()]
+    )
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(max_size=8),
+        st.sampled_from(list(cfg.TRANSPORTS)),
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.dictionaries(st.one_of(keys, st.integers(), st.text(max_size=4)), inner, max_size=4),
+        ),
+        max_leaves=12,
+    )
+    docs = st.one_of(
+        values.map(lambda v: yaml.safe_dump(v).encode()),
+        st.text(max_size=80).map(lambda t: t.encode("utf-8", "surrogatepass")),
+        st.binary(max_size=40),
+    )
+
+    @settings(
+        max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(docs)
+    def run(raw: bytes) -> None:
+        path.write_bytes(raw)
+        cfg._cache.clear()
+        try:
+            data = cfg.load_config()
+        except ConfigError as exc:
+            assert exc.message and str(path) in exc.message or "HOLON_HOME" in exc.message
+            return
+        assert isinstance(data, dict)
+        cfg.load_settings()  # a valid mapping always builds
+
+    run()

@@ -216,7 +216,7 @@ class Journal:
 
     def _append(self, rec: dict[str, Any]) -> None:
         data = (dumps({"v": JOURNAL_VERSION, **rec}) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             view = memoryview(data)
             while view:

@@ -1,0 +1,204 @@
+"""Schema checks for the records the store reads back: one small validator
+per record kind, looked up by ledger name or snapshot file.
+
+Valid JSON is not enough: an ``admitted`` queue record without ``message``,
+an ``agent.json`` without ``state`` or a string ``offset`` in ``queue.json``
+used to end in a ``KeyError``/``TypeError`` traceback far from the file.
+Every ledger line (``Ledger`` looks its validator up by file name) and every
+known snapshot (``fsio.read_snapshot`` by file name) is checked when it is
+read, so a damaged record is a ``CorruptStateError`` that names the file (and
+the line), in ``holon home check`` and in every other command alike.
+
+A validator returns ``None`` for a good record or a short reason. Checks are
+structural (the fields readers index into, with their types), not semantic,
+and accept both spellings of envelope keys (camelCase on disk from older
+versions, snake_case). To cover a new record kind, add a function and one
+line to ``LEDGERS`` or ``SNAPSHOTS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from holon_cli.model.agent import AGENT_STATUSES
+from holon_cli.model.envelope import PRIORITIES
+
+Validator = Callable[[Mapping[str, Any]], "str | None"]
+
+QUEUE_STATUSES = ("queued", "dequeued", "processed", "aborted", "interrupted")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _type(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> str | None:
+    if key not in obj:
+        return f"{what} has no `{key}`"
+    v = obj[key]
+    ok = _is_int(v) if kind is int else isinstance(v, kind)
+    if not ok:
+        want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        return f"{what}: `{key}` must be {want}, got {_type(v)}"
+    return None
+
+
+def _opt(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> str | None:
+    if obj.get(key) is None:
+        return None
+    return _need(obj, key, kind, what)
+
+
+def _first(*reasons: str | None) -> str | None:
+    return next((r for r in reasons if r), None)
+
+
+# ---------------------------------------------------------------- envelope
+
+
+def envelope_problem(env: Any, what: str = "message") -> str | None:
+    """The fields every reader of an envelope relies on."""
+    if not isinstance(env, Mapping):
+        return f"{what} must be an object, got {_type(env)}"
+    reason = _first(
+        _need(env, "id", str, what),
+        _opt(env, "kind", str, what),
+        _opt(env, "body", dict, what),
+        _opt(env, "origin", dict, what),
+    )
+    if reason:
+        return reason
+    if not env["id"]:
+        return f"{what}: `id` is empty"
+    prio = env.get("priority")
+    if prio is not None and (not isinstance(prio, str) or prio not in PRIORITIES):
+        return f"{what}: `priority` must be one of {', '.join(PRIORITIES)}, got {prio!r}"[:200]
+    return None
+
+
+# ----------------------------------------------------------------- ledgers
+
+
+def queue_record(rec: Mapping[str, Any]) -> str | None:
+    op = rec.get("op")
+    if op == "admitted":
+        return _first(
+            _opt(rec, "seq", int, "admitted record"),
+            _need(rec, "message", dict, "admitted record")
+            or envelope_problem(rec["message"], "admitted record's message"),
+        )
+    if op == "status":
+        reason = _first(
+            _need(rec, "message_id", str, "status record"),
+            _need(rec, "status", str, "status record"),
+        )
+        if reason:
+            return reason
+        if rec["status"] not in QUEUE_STATUSES:
+            return f"status record: unknown status {rec['status']!r}"[:200]
+        return None
+    return None  # other ops are ignored by readers
+
+
+def event_record(rec: Mapping[str, Any]) -> str | None:
+    return _first(
+        _need(rec, "event_seq", int, "event"),
+        _need(rec, "kind", str, "event"),
+        _opt(rec, "data", dict, "event"),
+    )
+
+
+LEDGERS: dict[str, Validator] = {
+    "queue": queue_record,
+    "events": event_record,
+}
+
+
+def ledger_validator(name: str) -> Validator | None:
+    return LEDGERS.get(name)
+
+
+# --------------------------------------------------------------- snapshots
+
+
+def agent_snapshot(rec: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _need(rec, "identity", dict, "agent record"),
+        _need(rec, "state", dict, "agent record"),
+    )
+    if reason:
+        return reason
+    ident, state = rec["identity"], rec["state"]
+    reason = _first(
+        _need(ident, "agent_id", str, "agent record identity"),
+        _need(ident, "kind", str, "agent record identity"),
+        _opt(ident, "visibility", str, "agent record identity"),
+        _need(state, "status", str, "agent record state"),
+        _opt(state, "turn_index", int, "agent record state"),
+        _opt(state, "current_work_item_id", str, "agent record state"),
+        _opt(state, "model_override", str, "agent record state"),
+    )
+    if reason:
+        return reason
+    if state["status"] not in AGENT_STATUSES:
+        return f"agent record state: unknown status {state['status']!r}"[:200]
+    return None
+
+
+def queue_snapshot(snap: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _opt(snap, "offset", int, "queue snapshot"),
+        _opt(snap, "next_seq", int, "queue snapshot"),
+        _opt(snap, "processed", int, "queue snapshot"),
+        _opt(snap, "aborted", int, "queue snapshot"),
+        _opt(snap, "entries", list, "queue snapshot"),
+        _opt(snap, "recent_final", list, "queue snapshot"),
+    )
+    if reason:
+        return reason
+    if int(snap.get("offset") or 0) < 0:
+        return "queue snapshot: `offset` is negative"
+    for i, e in enumerate(snap.get("entries") or []):
+        what = f"queue snapshot entries[{i}]"
+        if not isinstance(e, Mapping):
+            return f"{what} must be an object, got {_type(e)}"
+        reason = _first(
+            _need(e, "message_id", str, what),
+            _need(e, "seq", int, what),
+            _need(e, "status", str, what),
+            _opt(e, "priority", str, what),
+            _opt(e, "attempts", int, what),
+        )
+        if reason:
+            return reason
+        if "envelope" in e:
+            reason = envelope_problem(e["envelope"], f"{what}.envelope")
+            if reason:
+                return reason
+    if not all(isinstance(x, str) for x in snap.get("recent_final") or []):
+        return "queue snapshot: `recent_final` must hold message ids"
+    return None
+
+
+def home_marker(rec: Mapping[str, Any]) -> str | None:
+    return _opt(rec, "created_at", str, "home marker")
+
+
+SNAPSHOTS: dict[tuple[str, str], Validator] = {
+    ("state", "agent.json"): agent_snapshot,
+    ("state", "queue.json"): queue_snapshot,
+    ("", "home.json"): home_marker,
+}
+
+
+def snapshot_validator(path: Path) -> Validator | None:
+    hit = SNAPSHOTS.get((path.parent.name, path.name))
+    if hit is None and path.name == "home.json":
+        return SNAPSHOTS[("", "home.json")]
+    return hit
