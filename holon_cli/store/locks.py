@@ -47,7 +47,8 @@ def locked(path: Path, *, timeout: float = 30.0, what: str = "resource") -> Iter
     except Timeout:
         raise BusyError(
             f"{what} is locked by another process ({path})",
-            hint="retry in a moment; if no holon process is running, the lock is stale only if the holder died (flock locks release on exit)",
+            hint="retry in a moment; if no holon process is running, the lock is stale only if the "
+            "holder died (flock locks release on exit)",
         ) from None
     try:
         yield

@@ -89,7 +89,8 @@ def _invalid(message: str, line: int | None = None, hint: str | None = None) -> 
         message + (f" (patch line {line})" if line else ""),
         details=details,
         recovery_hint=hint
-        or "send a unified diff (`--- a/path`, `+++ b/path`, `@@ -l,s +l,s @@` hunks) or a `*** Begin Patch` envelope",
+        or "send a unified diff (`--- a/path`, `+++ b/path`, `@@ -l,s +l,s @@` hunks) or a `*** "
+        "Begin Patch` envelope",
     )
 
 
@@ -255,7 +256,8 @@ def _parse_hunk(
         warnings.append(
             {
                 "kind": "hunk_counts_mismatch",
-                "message": f"{path}: hunk {header.strip()!r} says -{hunk.old_count} +{hunk.new_count} lines but its body has -{n_old} +{n_new}; the body was used",
+                "message": f"{path}: hunk {header.strip()!r} says -{hunk.old_count} "
+                f"+{hunk.new_count} lines but its body has -{n_old} +{n_new}; the body was used",
             }
         )
     return hunk, i
@@ -411,7 +413,8 @@ def _parse_codex(lines: list[str], warnings: list[dict[str, Any]]) -> list[FileP
             i += 1
             continue
         raise _invalid(
-            f"expected `*** Add File:`, `*** Update File:`, `*** Delete File:` or `*** End Patch`, got {line[:60]!r}",
+            "expected `*** Add File:`, `*** Update File:`, `*** Delete File:` or `*** End Patch`, "
+            f"got {line[:60]!r}",
             i + 1,
         )
     if not ended:
@@ -500,13 +503,15 @@ def _find(lines: list[str], hunk: Hunk, cursor: int, shift: int) -> tuple[int, b
             if len(cands) > 1:
                 raise _Conflict(
                     "ambiguous",
-                    f"the hunk's context does not match at line {hunk.old_start} and matches {len(cands)} other places",
+                    f"the hunk's context does not match at line {hunk.old_start} and matches "
+                    f"{len(cands)} other places",
                     expected,
                     candidate_lines=[c + 1 for c in cands[:10]],
                 )
         raise _Conflict(
             "context_mismatch",
-            f"the hunk's context and removed lines were not found (expected at line {hunk.old_start})",
+            "the hunk's context and removed lines were not found (expected at line "
+            f"{hunk.old_start})",
             expected,
         )
     # no line numbers: Codex semantics, first match after the cursor (and anchor)
@@ -798,9 +803,11 @@ def _conflict_error(c: _Conflict, fp: FilePatch, lines: list[str]) -> ToolError:
     a, b = (lo + 1, max(hi, lo + 1) + 20) if lines else (1, 40)
     return ToolError(
         "patch_conflict",
-        f"{fp.path}: hunk {index} of {len(fp.hunks)} does not apply: {c.message}; no file was changed",
+        f"{fp.path}: hunk {index} of {len(fp.hunks)} does not apply: {c.message}; no file was "
+        "changed",
         details=details,
-        recovery_hint=f"re-read the file with `sed -n '{a},{b}p' {fp.path}` and regenerate the hunk against its current content",
+        recovery_hint=f"re-read the file with `sed -n '{a},{b}p' {fp.path}` and regenerate the "
+        "hunk against its current content",
     )
 
 
@@ -821,7 +828,8 @@ def plan_patch(
                     "file_exists",
                     f"cannot create {fp.path}: the file already exists; no file was changed",
                     details={"path": fp.path, "resolved": str(target)},
-                    recovery_hint="patch it with an update hunk (`--- a/path` / `+++ b/path`) instead, after reading it with `sed -n`",
+                    recovery_hint="patch it with an update hunk (`--- a/path` / `+++ b/path`) "
+                    "instead, after reading it with `sed -n`",
                 )
             blocker = _file_ancestor(overlay, target)
             if blocker is not None:
@@ -850,7 +858,8 @@ def plan_patch(
                 "file_not_found",
                 f"cannot {verb} {fp.path}: the file does not exist; no file was changed",
                 details={"path": fp.path, "resolved": str(target)},
-                recovery_hint="check the path with `rg --files | rg NAME`; to create a file use `--- /dev/null` / `+++ b/path`",
+                recovery_hint="check the path with `rg --files | rg NAME`; to create a file use "
+                "`--- /dev/null` / `+++ b/path`",
             )
         lines = split_lines(_decode(current, fp.path))
         try:
@@ -862,7 +871,8 @@ def plan_patch(
             if fp.hunks and any(_key(ln).strip() for ln in applied.lines):
                 raise ToolError(
                     "patch_conflict",
-                    f"cannot delete {fp.path}: the file has content the patch does not remove; no file was changed",
+                    f"cannot delete {fp.path}: the file has content the patch does not remove; no "
+                    "file was changed",
                     details={
                         "path": fp.path,
                         "remaining_lines": len(applied.lines),
@@ -870,7 +880,8 @@ def plan_patch(
                             _preview(_key(x)) for x in applied.lines[:PREVIEW_LINES]
                         ],
                     },
-                    recovery_hint=f"re-read the file with `sed -n '1,200p' {fp.path}` and regenerate the deletion",
+                    recovery_hint=f"re-read the file with `sed -n '1,200p' {fp.path}` and "
+                    "regenerate the deletion",
                 )
             overlay.state[target] = None
             ops.append(_FileOp("deleted", fp.path, target, None, removed=len(lines)))
@@ -884,7 +895,8 @@ def plan_patch(
             if dest != target and overlay.exists(dest):
                 raise ToolError(
                     "file_exists",
-                    f"cannot move {fp.path} to {fp.move_to}: the destination exists; no file was changed",
+                    f"cannot move {fp.path} to {fp.move_to}: the destination exists; no file was "
+                    "changed",
                     details={"path": fp.move_to, "resolved": str(dest)},
                     recovery_hint="pick another destination or delete it first",
                 )
@@ -1040,8 +1052,10 @@ def commit(ops: list[_FileOp], guard: _Guard | None = None) -> None:
 @dataclass(frozen=True)
 class ApplyPatchArgs:
     patch: str = field_doc(
-        "A unified diff: per file `--- a/path` and `+++ b/path` (use /dev/null to create or delete), then "
-        "`@@ -l,s +l,s @@` hunks with ' ' context, '-' removed and '+' added lines. Paths are relative to the "
+        "A unified diff: per file `--- a/path` and `+++ b/path` (use /dev/null to create or "
+        "delete), then "
+        "`@@ -l,s +l,s @@` hunks with ' ' context, '-' removed and '+' added lines. Paths are "
+        "relative to the "
         "current directory. A `*** Begin Patch` envelope is also accepted."
     )
 
@@ -1053,8 +1067,10 @@ _CODES = {"added": "A", "modified": "M", "deleted": "D", "moved": "R"}
     "ApplyPatch",
     ApplyPatchArgs,
     description=(
-        "Create, modify, delete or rename text files with a unified diff. All files change or none does. "
-        "Hunks must match the file's current content (line numbers may be off); include 3 lines of context. "
+        "Create, modify, delete or rename text files with a unified diff. All files change or none "
+        "does. "
+        "Hunks must match the file's current content (line numbers may be off); include 3 lines of "
+        "context. "
         "Read the file first with `sed -n START,ENDp`."
     ),
 )

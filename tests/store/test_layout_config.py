@@ -61,7 +61,8 @@ def test_missing_config_is_empty() -> None:
 def test_valid_config(holon_home: Path) -> None:
     lay = _write_config(
         holon_home,
-        "model: openai/gpt-4.1\nfallback_models: [anthropic/claude]\nproviders:\n  local:\n    transport: openai_chat_completions\n    base_url: http://127.0.0.1:1/v1\n",
+        "model: openai/gpt-4.1\nfallback_models: [anthropic/claude]\nproviders:\n  local:\n    "
+        "transport: openai_chat_completions\n    base_url: http://127.0.0.1:1/v1\n",
     )
     data = cfg.load_config(lay)
     assert data["model"] == "openai/gpt-4.1"
@@ -109,13 +110,15 @@ def test_bad_config_names_the_problem(holon_home: Path, text: str, needle: str) 
         ("runtime:\n  exec_timeout_ms: true\n", "runtime.exec_timeout_ms", "integer"),
         ("runtime: 5\n", "runtime", "must be a mapping"),
         (
-            "providers:\n  p:\n    transport: openai_responses\n    base_url: u\n    timeout_s: x\n",
+            "providers:\n  p:\n    transport: openai_responses\n    base_url: u\n    timeout_s: "
+            "x\n",
             "providers.p.timeout_s",
             "must be a number",
         ),
         ("providers:\n  p:\n    base_url: u\n", "providers.p.transport", "is required"),
         (
-            "providers:\n  p:\n    transport: openai_responses\n    headers: {a: 1}\n    base_url: u\n",
+            "providers:\n  p:\n    transport: openai_responses\n    headers: {a: 1}\n    base_url: "
+            "u\n",
             "providers.p.headers.a",
             "must be a string",
         ),

@@ -190,7 +190,8 @@ def test_adding_below_a_file_is_a_clear_tool_error(call: Call, root: Path) -> No
     # a file added earlier in the same patch blocks a folder of the same name too
     r = call(
         "ApplyPatch",
-        patch="--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+a\n--- /dev/null\n+++ b/n/x\n@@ -0,0 +1 @@\n+b\n",
+        patch="--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+a\n--- /dev/null\n+++ b/n/x\n@@ -0,0 +1 "
+        "@@\n+b\n",
     )
     assert r.error and r.error["kind"] == "not_a_directory"
     assert not (root / "n").exists()

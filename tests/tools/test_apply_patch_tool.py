@@ -298,7 +298,10 @@ def test_invalid_patches(call: Call, patch: str) -> None:
 
 def test_wrong_hunk_counts_use_the_body(call: Call, root: Path) -> None:
     f = _write(root, "a.txt", BASE)
-    patch = "--- a/a.txt\n+++ b/a.txt\n@@ -1,9 +1,9 @@\n line 1\n-line 2\n+line two\n line 3\n--- a/a.txt\n+++ b/a.txt\n@@ -5 +5 @@\n-line 5\n+line five\n"
+    patch = (
+        "--- a/a.txt\n+++ b/a.txt\n@@ -1,9 +1,9 @@\n line 1\n-line 2\n+line two\n line 3\n--- "
+        "a/a.txt\n+++ b/a.txt\n@@ -5 +5 @@\n-line 5\n+line five\n"
+    )
     r = call("ApplyPatch", patch=patch)
     assert r.ok, r.content
     assert f.read_text() == BASE.replace("line 2\n", "line two\n").replace(
@@ -309,7 +312,10 @@ def test_wrong_hunk_counts_use_the_body(call: Call, root: Path) -> None:
 
 def test_blank_context_lines_without_leading_space_and_fences(call: Call, root: Path) -> None:
     f = _write(root, "a.py", "def f():\n\n    return 1\n")
-    patch = "```diff\n--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,3 @@\n def f():\n\n-    return 1\n+    return 2\n```\n"
+    patch = (
+        "```diff\n--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,3 @@\n def f():\n\n-    return 1\n+    "
+        "return 2\n```\n"
+    )
     r = call("ApplyPatch", patch=patch)
     assert r.ok, r.content
     assert f.read_text() == "def f():\n\n    return 2\n"
@@ -325,7 +331,10 @@ def test_preserves_file_mode(call: Call, root: Path) -> None:
 
 def test_git_rename(call: Call, root: Path) -> None:
     _write(root, "old.txt", "a\nb\n")
-    patch = "diff --git a/old.txt b/new.txt\nsimilarity index 100%\nrename from old.txt\nrename to new.txt\n"
+    patch = (
+        "diff --git a/old.txt b/new.txt\nsimilarity index 100%\nrename from old.txt\nrename to "
+        "new.txt\n"
+    )
     r = call("ApplyPatch", patch=patch)
     assert r.ok, r.content
     assert not (root / "old.txt").exists() and (root / "new.txt").read_text() == "a\nb\n"
@@ -336,7 +345,8 @@ def test_codex_envelope(call: Call, root: Path) -> None:
     _write(
         root,
         "src/app.py",
-        "import os\n\n\ndef main():\n    print('a')\n    return 0\n\n\ndef other():\n    print('a')\n",
+        "import os\n\n\ndef main():\n    print('a')\n    return 0\n\n\ndef other():\n    "
+        "print('a')\n",
     )
     _write(root, "gone.txt", "bye\n")
     patch = """*** Begin Patch
@@ -387,7 +397,10 @@ def test_relative_to_cwd(call: Call, ctx: ToolContext, root: Path) -> None:
 
 def test_removed_line_that_looks_like_a_file_header(call: Call, root: Path) -> None:
     f = _write(root, "q.sql", "select 1;\n-- a note\n+ plus\nselect 2;\n")
-    patch = "--- a/q.sql\n+++ b/q.sql\n@@ -1,4 +1,3 @@\n select 1;\n--- a note\n+++ plus\n-+ plus\n select 2;\n"
+    patch = (
+        "--- a/q.sql\n+++ b/q.sql\n@@ -1,4 +1,3 @@\n select 1;\n--- a note\n+++ plus\n-+ "
+        "plus\n select 2;\n"
+    )
     r = call("ApplyPatch", patch=patch)
     assert r.ok, r.content
     assert f.read_text() == "select 1;\n++ plus\nselect 2;\n"
@@ -439,7 +452,8 @@ def test_move_onto_existing_file_is_refused(call: Call, root: Path) -> None:
     _write(root, "b.txt", "b\n")
     r = call(
         "ApplyPatch",
-        patch="*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n@@\n-a\n+A\n*** End Patch\n",
+        patch="*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n@@\n-a\n+A\n*** End "
+        "Patch\n",
     )
     assert r.error and r.error["kind"] == "file_exists"
     assert (root / "a.txt").read_text() == "a\n" and (root / "b.txt").read_text() == "b\n"
