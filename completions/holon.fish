@@ -254,7 +254,7 @@ complete -c holon -n "__holon_is 'enqueue' 1+" -f
 
 # holon home
 complete -c holon -n "__holon_is 'home'" -l help -s h -d 'Show this message and exit'
-complete -c holon -f -n "__holon_is 'home' 0" -a check -d 'Validate every ledger and snapshot; report problems with file and line'
+complete -c holon -f -n "__holon_is 'home' 0" -a check -d 'Validate config.yaml, every ledger, snapshot and inbox file; report problems with file and line'
 complete -c holon -f -n "__holon_is 'home' 0" -a init -d 'Create the home and the default agent (idempotent)'
 complete -c holon -f -n "__holon_is 'home' 0" -a path -d 'Print the home directory path'
 complete -c holon -f -n "__holon_is 'home' 1+"
