@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import __version__, clock
-from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError, UsageError
+from holon_cli.errors import (
+    CorruptStateError,
+    HolonError,
+    NotFoundError,
+    RejectedError,
+    UsageError,
+)
 from holon_cli.model.agent import lifecycle_hint, new_agent_record
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import PRIVATE_DIR_MODE, fsync_dir, read_snapshot, write_snapshot
@@ -95,8 +101,9 @@ def ensure_home(layout: HomeLayout | None = None) -> HomeLayout:
     layout = layout or HomeLayout.current()
     if not layout.marker.exists():
         if layout.root.exists() and not layout.root.is_dir():
-            raise UsageError(
+            raise HolonError(
                 f"HOLON_HOME {layout.root} is a file, not a folder",
+                kind="io_error",
                 hint="point HOLON_HOME at a folder (it is created when missing), "
                 "or unset it to use ~/.holon",
             )
