@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,30 @@ REPO = Path(__file__).resolve().parents[2]
 MODEL = f"scripted:{REPO / 'examples' / 'hello.yaml'}"
 
 
-def holon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "holon_cli", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
+_RUNNER: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _runner(script_runner: Any) -> Iterator[None]:
+    global _RUNNER
+    _RUNNER = script_runner
+    yield
+    _RUNNER = None
+
+
+def holon(*args: str, env: dict[str, str] | None = None) -> Any:
+    """Run `holon` (in-process unless the suite says otherwise)."""
+    import io
+
+    return _RUNNER.run(
+        ["holon", *args],
+        stdin=io.StringIO(""),
+        env={**os.environ, **(env or {})},
+        print_result=False,
     )
 
 
-def clean_failure(res: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+def clean_failure(res: Any, code: int, *needles: str) -> None:
     out = res.stdout + res.stderr
     assert res.returncode == code, out
     assert "Traceback" not in out, out
