@@ -114,9 +114,14 @@ def event_record(rec: Mapping[str, Any]) -> str | None:
     )
 
 
+def transcript_record(rec: Mapping[str, Any]) -> str | None:
+    return _need(rec, "kind", str, "transcript entry")
+
+
 LEDGERS: dict[str, Validator] = {
     "queue": queue_record,
     "events": event_record,
+    "transcript": transcript_record,
 }
 
 
