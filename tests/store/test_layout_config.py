@@ -167,7 +167,7 @@ def test_typed_settings(holon_home: Path) -> None:
     [
         (b"model: \xff\n", "not valid UTF-8"),
         (b"a: 2001-13-01\n", "cannot be read"),
-        (b"[" * 5000, "config.yaml"),
+        pytest.param(b"[" * 5000, "config.yaml", id="deeply-nested"),
         (b"!!python/object:os.system x\n", "invalid YAML"),
     ],
 )
