@@ -209,4 +209,4 @@ def test_home_check_reports_outputs_space(agent: Path) -> None:
     assert data["outputs"]["bytes"] == 4000 and data["outputs"]["files"] == 2
     assert data["outputs"]["agents"]["main"]["path"] == str(out)
     res = holon("home", "check")
-    assert res.returncode == 0 and "outputs: 3.9 KiB in 2 file(s)" in res.stdout
+    assert res.returncode == 0 and "command outputs and task logs use 3.9 KiB" in res.stdout
