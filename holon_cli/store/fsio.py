@@ -7,12 +7,13 @@ it). Its invariants:
 - readers see the old file or the new one, never half of either: the data
   goes to a temp file in the target's own folder, is fsync'd, renamed over
   the target with ``os.replace`` and the folder is fsync'd;
-- the temp file comes from :func:`tempfile.mkstemp` (random name,
-  ``O_CREAT|O_EXCL``, so a planted symlink is never followed) and is removed
-  on any failure;
-- the rename happens relative to an fd of the folder whose real path was
-  checked (``check``), and the temp file is verified to live in that very
-  folder, so swapping a folder for a symlink mid-write cannot redirect it;
+- the temp file is created like :func:`tempfile.mkstemp` does (random name,
+  ``O_CREAT|O_EXCL|O_NOFOLLOW``, mode 0600, so a planted symlink is never
+  followed), relative to an fd of the target's folder, and removed on any
+  failure;
+- creation and rename both happen relative to that folder fd, whose real
+  path was checked (``check``): swapping a folder for a symlink mid-write
+  cannot redirect either;
 - the final name is replaced, never written through: a symlink at the
   target is replaced by the file (or refused, with ``refuse_symlink``);
 - an existing regular file keeps its permission bits; a new file gets
@@ -26,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,23 @@ def fd_real_path(dfd: int, fallback: Path) -> Path:
         return Path(os.readlink(f"/proc/self/fd/{dfd}"))
     except OSError:
         return Path(os.path.realpath(fallback))
+
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _create_temp(dfd: int, name: str) -> tuple[int, str]:
+    """``tempfile.mkstemp``'s protocol (random name, ``O_CREAT|O_EXCL``, mode
+    0600, retry on a clash), but relative to the already-checked folder fd,
+    so the temp file cannot land anywhere else; and without importing
+    ``tempfile`` (it pulls in ``shutil``, which ``holon enqueue`` avoids)."""
+    for _ in range(100):
+        tmp_name = f".{name[:64]}.{os.urandom(6).hex()}.tmp"
+        try:
+            return os.open(tmp_name, _TEMP_FLAGS, PRIVATE_FILE_MODE, dir_fd=dfd), tmp_name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {name}")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -121,22 +138,9 @@ def atomic_write_bytes(
                 mode = 0o666 & ~current_umask()
             else:
                 mode = new_mode
-        fd, tmp = tempfile.mkstemp(prefix=f".{name[:64]}.", suffix=".tmp", dir=parent)
-        tmp_name = os.path.basename(tmp)
-        verified = False
+        fd, tmp_name = _create_temp(dfd, name)
         try:
             try:
-                try:
-                    placed = os.stat(tmp_name, dir_fd=dfd, follow_symlinks=False)
-                    same = os.path.samestat(placed, os.fstat(fd))
-                except FileNotFoundError:
-                    same = False
-                if not same:
-                    raise UnsafePathError(
-                        f"the folder of {path} was replaced while it was being written; "
-                        "nothing was written"
-                    )
-                verified = True
                 _write_all(fd, data)
                 os.fchmod(fd, mode)
                 os.fsync(fd)
@@ -144,11 +148,8 @@ def atomic_write_bytes(
                 os.close(fd)
             os.replace(tmp_name, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
-            try:
-                if verified:  # by name in the checked folder, never through a swapped path
-                    os.unlink(tmp_name, dir_fd=dfd)
-                else:  # mkstemp's own fresh file, wherever the swapped path put it
-                    os.unlink(tmp)
+            try:  # by name in the checked folder, never through a swapped path
+                os.unlink(tmp_name, dir_fd=dfd)
             except OSError:
                 pass
             raise

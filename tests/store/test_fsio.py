@@ -186,26 +186,34 @@ def test_check_sees_the_real_path_and_can_refuse(tmp_path: Path) -> None:
     assert _listing(real) == ["f"]
 
 
-def test_folder_swapped_for_a_symlink_mid_write_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The temp file must land in the folder that was checked; a swap between
-    the check and the temp file's creation is detected and nothing is left."""
-    import shutil
-    import tempfile
-
-    inside = tmp_path / "ws" / "sub"
+def test_folder_swapped_for_a_symlink_mid_write_cannot_redirect_it(tmp_path: Path) -> None:
+    """Creation and rename happen relative to the folder that was checked: a
+    swap after the check (here: inside ``check`` itself) cannot send the
+    temp file or the data elsewhere."""
+    ws = tmp_path / "ws"
+    inside = ws / "sub"
     inside.mkdir(parents=True)
     outside = tmp_path / "outside"
     outside.mkdir()
-    real_mkstemp = tempfile.mkstemp
+    seen: list[Path] = []
 
-    def swapping_mkstemp(**kw: object) -> tuple[int, str]:
-        shutil.rmtree(inside)
+    def swap(real: Path) -> None:
+        seen.append(real)
+        inside.rename(ws / "moved")
         inside.symlink_to(outside)
-        return real_mkstemp(**kw)  # type: ignore[call-overload,no-any-return]
 
-    monkeypatch.setattr(tempfile, "mkstemp", swapping_mkstemp)
-    with pytest.raises(fsio.UnsafePathError):
-        fsio.atomic_write_bytes(inside / "f.txt", b"data")
+    fsio.atomic_write_bytes(inside / "f.txt", b"data", check=swap)
+    assert seen == [inside.parent.resolve() / "sub" / "f.txt"]
     assert _listing(outside) == [], "no temp file and no data outside"
+    assert (ws / "moved" / "f.txt").read_bytes() == b"data"
+    assert _listing(ws / "moved") == ["f.txt"]
+
+
+def test_fsio_does_not_import_tempfile() -> None:
+    """tempfile pulls in shutil, which `holon enqueue` must not load."""
+    import subprocess
+    import sys
+
+    code = "import sys, holon_cli.store.fsio; print('tempfile' in sys.modules)"
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
