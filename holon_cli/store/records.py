@@ -82,6 +82,19 @@ def envelope_problem(env: Any, what: str = "message") -> str | None:
     return None
 
 
+def envelope_ref_problem(env: Any, what: str = "message") -> str | None:
+    """What a record that *carries* an envelope needs so readers can fold it:
+    an object with an id. Other fields of an already-admitted envelope (a bad
+    priority or body from an older holon) are tolerated by the queue itself,
+    which runs or aborts such a message instead of wedging."""
+    if not isinstance(env, Mapping):
+        return f"{what} must be an object, got {_type(env)}"
+    reason = _need(env, "id", str, what)
+    if reason:
+        return reason
+    return f"{what}: `id` is empty" if not env["id"] else None
+
+
 # ----------------------------------------------------------------- ledgers
 
 
@@ -91,7 +104,7 @@ def queue_record(rec: Mapping[str, Any]) -> str | None:
         return _first(
             _opt(rec, "seq", int, "admitted record"),
             _need(rec, "message", dict, "admitted record")
-            or envelope_problem(rec["message"], "admitted record's message"),
+            or envelope_ref_problem(rec["message"], "admitted record's message"),
         )
     if op == "status":
         reason = _first(
@@ -183,7 +196,7 @@ def queue_snapshot(snap: Mapping[str, Any]) -> str | None:
         if reason:
             return reason
         if "envelope" in e:
-            reason = envelope_problem(e["envelope"], f"{what}.envelope")
+            reason = envelope_ref_problem(e["envelope"], f"{what}.envelope")
             if reason:
                 return reason
     if not all(isinstance(x, str) for x in snap.get("recent_final") or []):

@@ -18,7 +18,6 @@ from holon_cli.store import fsio, records
     [
         ({"v": 1, "op": "admitted", "seq": 1}, "no `message`"),
         ({"v": 1, "op": "admitted", "message": {"priority": "next"}}, "no `id`"),
-        ({"v": 1, "op": "admitted", "message": {"id": "m", "priority": ["x"]}}, "priority"),
         ({"v": 1, "op": "admitted", "seq": "1", "message": {"id": "m"}}, "`seq` must be int"),
         ({"v": 1, "op": "status", "status": "processed"}, "no `message_id`"),
         ({"v": 1, "op": "status", "message_id": "m", "status": "gone"}, "unknown status"),
@@ -27,6 +26,18 @@ from holon_cli.store import fsio, records
 def test_bad_queue_records(rec: dict[str, Any], why: str) -> None:
     reason = records.queue_record(rec)
     assert reason and why in reason
+
+
+def test_envelope_checks() -> None:
+    # an inbox file (not yet admitted) must be admissible as a whole
+    reason = records.envelope_problem({"id": "m", "priority": ["x"]}, "inbox message")
+    assert reason and "priority" in reason
+    assert records.envelope_problem({"id": "m", "body": "text"}) == (
+        "message: `body` must be dict, got str"
+    )
+    # an admitted record's envelope only needs an id: the queue tolerates the rest
+    rec = {"v": 1, "op": "admitted", "message": {"id": "m", "priority": ["x"], "body": None}}
+    assert records.queue_record(rec) is None
 
 
 def test_good_records_pass() -> None:
