@@ -11,7 +11,7 @@ _holon_command() {
     cmds='' opts='' vopts='' nargs=0
     case $1 in
     '')
-        cmds='agent completion debug enqueue home queue run status tail task tick timer transcript trigger turn workitem'
+        cmds='agent completion daemon debug enqueue home queue run serve status tail task tick timer transcript trigger turn workitem'
         opts='--version -V --help -h'
         ;;
     'agent')
@@ -56,6 +56,29 @@ _holon_command() {
     'completion')
         opts='--help -h'
         nargs='1'
+        ;;
+    'daemon')
+        cmds='logs restart start status stop'
+        opts='--help -h'
+        ;;
+    'daemon logs')
+        opts='--tail --json --help -h'
+        vopts='--tail'
+        ;;
+    'daemon restart')
+        opts='--listen --socket --advertise --token-file --concurrency --start-timeout --json --help -h'
+        vopts='--listen --socket --advertise --token-file --concurrency --start-timeout'
+        ;;
+    'daemon start')
+        opts='--listen --socket --advertise --token-file --concurrency --start-timeout --json --help -h'
+        vopts='--listen --socket --advertise --token-file --concurrency --start-timeout'
+        ;;
+    'daemon status')
+        opts='--listen --socket --advertise --token-file --concurrency --json --help -h'
+        vopts='--listen --socket --advertise --token-file --concurrency'
+        ;;
+    'daemon stop')
+        opts='--json --help -h'
         ;;
     'debug')
         cmds='latency prompt'
@@ -104,6 +127,10 @@ _holon_command() {
         opts='--agent -a --create-agent --model -m --max-turns --no-wait-for-tasks --workspace-root --cwd --keep-agent --json --help -h'
         vopts='--agent -a --model -m --max-turns --workspace-root --cwd'
         nargs='1'
+        ;;
+    'serve')
+        opts='--listen --socket --advertise --token-file --concurrency --help -h'
+        vopts='--listen --socket --advertise --token-file --concurrency'
         ;;
     'status')
         opts='--agent -a --json --help -h'
@@ -250,11 +277,15 @@ _holon_values() {
     kind=any vals=''
     case $1:$2 in
     'completion:#0') kind=words vals='bash zsh fish' ;;
+    'daemon restart:--token-file') kind=file ;;
+    'daemon start:--token-file') kind=file ;;
+    'daemon status:--token-file') kind=file ;;
     'enqueue:--kind'|'enqueue:-k') kind=words vals='operator_prompt channel_event webhook_event callback_event timer_tick system_tick task_result task_status control brief_ack brief_result internal_followup' ;;
     'enqueue:--priority'|'enqueue:-p') kind=words vals='interject next normal background' ;;
     'queue list:--status'|'queue list:-s') kind=words vals='unfinished queued dequeued aborted processed all' ;;
     'run:--workspace-root') kind=dir ;;
     'run:--cwd') kind=dir ;;
+    'serve:--token-file') kind=file ;;
     'workitem create:--plan-file') kind=file ;;
     'workitem create:--plan-status') kind=words vals='draft ready needs_input' ;;
     'workitem list:--filter') kind=words vals='all current open queued blocked completed' ;;

@@ -11,7 +11,7 @@ function __holon_is
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l cmdpath
-    set -l cmds agent completion debug enqueue home queue run status tail task tick timer transcript trigger turn workitem
+    set -l cmds agent completion daemon debug enqueue home queue run serve status tail task tick timer transcript trigger turn workitem
     set -l vopts
     set -l nargs 0
     set -l pending 0
@@ -34,6 +34,16 @@ function __holon_is
                     set cmds create list model path prune rm start status stop
                 case 'agent create'
                     set vopts --template -t --model -m
+                case 'daemon'
+                    set cmds logs restart start status stop
+                case 'daemon logs'
+                    set vopts --tail
+                case 'daemon restart'
+                    set vopts --listen --socket --advertise --token-file --concurrency --start-timeout
+                case 'daemon start'
+                    set vopts --listen --socket --advertise --token-file --concurrency --start-timeout
+                case 'daemon status'
+                    set vopts --listen --socket --advertise --token-file --concurrency
                 case 'debug'
                     set cmds latency prompt
                 case 'debug latency'
@@ -52,6 +62,8 @@ function __holon_is
                     set vopts --agent -a
                 case 'run'
                     set vopts --agent -a --model -m --max-turns --workspace-root --cwd
+                case 'serve'
+                    set vopts --listen --socket --advertise --token-file --concurrency
                 case 'status'
                     set vopts --agent -a
                 case 'tail'
@@ -133,11 +145,13 @@ complete -c holon -n "__holon_is ''" -l version -s V -d 'Show the version and ex
 complete -c holon -n "__holon_is ''" -l help -s h -d 'Show this message and exit'
 complete -c holon -f -n "__holon_is '' 0" -a agent -d 'Create, list, inspect, stop and start agents'
 complete -c holon -f -n "__holon_is '' 0" -a completion -d 'Print the completion script for SHELL'
+complete -c holon -f -n "__holon_is '' 0" -a daemon -d 'Run `holon serve` in the background (one per HOLON_HOME)'
 complete -c holon -f -n "__holon_is '' 0" -a debug -d 'Inspect what the runtime would send and where time went'
 complete -c holon -f -n "__holon_is '' 0" -a enqueue -d 'Admit a message into an agent\'s queue and print its id'
 complete -c holon -f -n "__holon_is '' 0" -a home -d 'Manage the state home ($HOLON_HOME, default ~/.holon)'
 complete -c holon -f -n "__holon_is '' 0" -a queue -d 'Inspect an agent\'s message queue and requeue aborted messages'
 complete -c holon -f -n "__holon_is '' 0" -a run -d 'Run TEXT to completion on a temporary private agent and print the answer'
+complete -c holon -f -n "__holon_is '' 0" -a serve -d 'Run every agent of the home as a service, in the foreground'
 complete -c holon -f -n "__holon_is '' 0" -a status -d 'Show an agent\'s summary: status, pending messages, focus, tokens'
 complete -c holon -f -n "__holon_is '' 0" -a tail -d 'Print an agent\'s event ledger; every event has an increasing event_seq'
 complete -c holon -f -n "__holon_is '' 0" -a task -d 'Run and manage command tasks: commands that outlive a turn'
@@ -217,6 +231,58 @@ complete -c holon -n "__holon_is 'agent stop' 1+" -f
 complete -c holon -n "__holon_is 'completion'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'completion' 0" -f -a 'bash zsh fish'
 complete -c holon -n "__holon_is 'completion' 1+" -f
+
+# holon daemon
+complete -c holon -n "__holon_is 'daemon'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'daemon' 0" -a logs -d 'Show the daemon log\'s last lines, with the paths of daemon.json and the last failure file'
+complete -c holon -f -n "__holon_is 'daemon' 0" -a restart -d 'Stop (if running), then start with the given options'
+complete -c holon -f -n "__holon_is 'daemon' 0" -a start -d 'Start `holon serve` detached and wait until it answers /healthz'
+complete -c holon -f -n "__holon_is 'daemon' 0" -a status -d 'Show the daemon: state (running|stopped|stale), pid, addresses, health, whether its configuration matches these options, activity, last failure'
+complete -c holon -f -n "__holon_is 'daemon' 0" -a stop -d 'Stop the daemon: graceful drain through the control surface, then SIGTERM, then SIGKILL after 10 s'
+complete -c holon -f -n "__holon_is 'daemon' 1+"
+
+# holon daemon logs
+complete -c holon -n "__holon_is 'daemon logs'" -l tail -r
+complete -c holon -n "__holon_is 'daemon logs'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'daemon logs'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'daemon logs' 0+" -f
+
+# holon daemon restart
+complete -c holon -n "__holon_is 'daemon restart'" -l listen -r -d 'HTTP listen address [env HOLON_HTTP_ADDR; default 127.0.0.1:7878]'
+complete -c holon -n "__holon_is 'daemon restart'" -l socket -r -d 'Unix socket (mode 0600, no token) [default $HOLON_HOME/run/holon.sock]'
+complete -c holon -n "__holon_is 'daemon restart'" -l advertise -r -d 'The public URL this server is reached at (its host is accepted in Host)'
+complete -c holon -n "__holon_is 'daemon restart'" -l token-file -r -F -d 'File holding the bearer token for control routes [else env HOLON_CONTROL_TOKEN]'
+complete -c holon -n "__holon_is 'daemon restart'" -l concurrency -r -d 'How many agents may run a turn at the same time (one turn per agent)'
+complete -c holon -n "__holon_is 'daemon restart'" -l start-timeout -r
+complete -c holon -n "__holon_is 'daemon restart'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'daemon restart'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'daemon restart' 0+" -f
+
+# holon daemon start
+complete -c holon -n "__holon_is 'daemon start'" -l listen -r -d 'HTTP listen address [env HOLON_HTTP_ADDR; default 127.0.0.1:7878]'
+complete -c holon -n "__holon_is 'daemon start'" -l socket -r -d 'Unix socket (mode 0600, no token) [default $HOLON_HOME/run/holon.sock]'
+complete -c holon -n "__holon_is 'daemon start'" -l advertise -r -d 'The public URL this server is reached at (its host is accepted in Host)'
+complete -c holon -n "__holon_is 'daemon start'" -l token-file -r -F -d 'File holding the bearer token for control routes [else env HOLON_CONTROL_TOKEN]'
+complete -c holon -n "__holon_is 'daemon start'" -l concurrency -r -d 'How many agents may run a turn at the same time (one turn per agent)'
+complete -c holon -n "__holon_is 'daemon start'" -l start-timeout -r -d 'How long to wait for /healthz'
+complete -c holon -n "__holon_is 'daemon start'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'daemon start'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'daemon start' 0+" -f
+
+# holon daemon status
+complete -c holon -n "__holon_is 'daemon status'" -l listen -r -d 'HTTP listen address [env HOLON_HTTP_ADDR; default 127.0.0.1:7878]'
+complete -c holon -n "__holon_is 'daemon status'" -l socket -r -d 'Unix socket (mode 0600, no token) [default $HOLON_HOME/run/holon.sock]'
+complete -c holon -n "__holon_is 'daemon status'" -l advertise -r -d 'The public URL this server is reached at (its host is accepted in Host)'
+complete -c holon -n "__holon_is 'daemon status'" -l token-file -r -F -d 'File holding the bearer token for control routes [else env HOLON_CONTROL_TOKEN]'
+complete -c holon -n "__holon_is 'daemon status'" -l concurrency -r -d 'How many agents may run a turn at the same time (one turn per agent)'
+complete -c holon -n "__holon_is 'daemon status'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'daemon status'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'daemon status' 0+" -f
+
+# holon daemon stop
+complete -c holon -n "__holon_is 'daemon stop'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'daemon stop'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'daemon stop' 0+" -f
 
 # holon debug
 complete -c holon -n "__holon_is 'debug'" -l help -s h -d 'Show this message and exit'
@@ -306,6 +372,15 @@ complete -c holon -n "__holon_is 'run'" -l keep-agent -d 'Keep the temporary age
 complete -c holon -n "__holon_is 'run'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'run'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'run' 1+" -f
+
+# holon serve
+complete -c holon -n "__holon_is 'serve'" -l listen -r -d 'HTTP listen address [env HOLON_HTTP_ADDR; default 127.0.0.1:7878]'
+complete -c holon -n "__holon_is 'serve'" -l socket -r -d 'Unix socket (mode 0600, no token) [default $HOLON_HOME/run/holon.sock]'
+complete -c holon -n "__holon_is 'serve'" -l advertise -r -d 'The public URL this server is reached at (its host is accepted in Host)'
+complete -c holon -n "__holon_is 'serve'" -l token-file -r -F -d 'File holding the bearer token for control routes [else env HOLON_CONTROL_TOKEN]'
+complete -c holon -n "__holon_is 'serve'" -l concurrency -r -d 'How many agents may run a turn at the same time (one turn per agent)'
+complete -c holon -n "__holon_is 'serve'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'serve' 0+" -f
 
 # holon status
 complete -c holon -n "__holon_is 'status'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'

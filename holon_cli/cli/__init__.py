@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "task": "holon_cli.cli.cmd_task:task",
     "timer": "holon_cli.cli.cmd_timer:timer",
     "trigger": "holon_cli.cli.cmd_trigger:trigger",
+    "serve": "holon_cli.cli.cmd_serve:serve",
+    "daemon": "holon_cli.cli.cmd_daemon:daemon",
     "home": "holon_cli.cli.cmd_home:home",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",

@@ -1,0 +1,246 @@
+"""``holon daemon start|stop|status|restart|logs``: ``holon serve`` in the background."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from holon_cli.cli import output
+from holon_cli.cli.cmd_serve import serve_options
+
+
+def _serve_args(
+    listen: str | None,
+    socket_path: str | None,
+    advertise: str | None,
+    token_file: str | None,
+    concurrency: int,
+) -> tuple[list[str], str | None]:
+    """Validate the serve options here (before launch) and turn them into the
+    child's argv plus the effective token."""
+    from holon_cli.cli.cmd_serve import build_options
+    from holon_cli.serve.host import ServeOptions
+
+    opts = build_options(listen, socket_path, advertise, token_file, concurrency)
+    assert isinstance(opts, ServeOptions)
+    from holon_cli.errors import RejectedError
+    from holon_cli.serve.http import is_loopback, parse_listen
+
+    assert opts.listen is not None and opts.socket_path is not None
+    if not is_loopback(parse_listen(opts.listen)[0]) and not opts.token:
+        raise RejectedError(
+            f"refusing to listen on {opts.listen} without a control token",
+            hint="set HOLON_CONTROL_TOKEN or pass --token-file, or listen on 127.0.0.1",
+        )
+    args = ["--listen", opts.listen, "--socket", opts.socket_path]
+    args += ["--concurrency", str(opts.concurrency)]
+    if opts.advertise:
+        args += ["--advertise", opts.advertise]
+    return args, opts.token
+
+
+def _print_status(s: dict[str, Any]) -> None:
+    rows = [
+        ("state", s["state"]),
+        ("pid", s["pid"] or "-"),
+        ("home", s["home_dir"]),
+        ("http", s["http_addr"] or "-"),
+        ("socket", s["socket_path"] or "-"),
+        ("healthy", "yes" if s["healthy"] else "no"),
+    ]
+    if s.get("config_matches") is not None:
+        rows.append(("config matches", "yes" if s["config_matches"] else "no"))
+    if s["state"] == "running":
+        rows += [
+            ("activity", s["activity"] or "-"),
+            (
+                "agents",
+                f"{s['active_agent_count']} active, {s['processing_agent_count']} processing, "
+                f"{s['waiting_agent_count']} waiting; {s['active_task_count']} task(s)",
+            ),
+        ]
+    lf = s.get("last_failure")
+    if lf:
+        rows.append(
+            ("last failure", f"{lf.get('occurred_at')} [{lf.get('phase')}] {lf.get('summary')}")
+        )
+    for k, v in rows:
+        output.echo(f"{k:>15}: {v}")
+    if s["state"] == "stale":
+        output.echo("the recorded daemon is gone; `holon daemon start` cleans up", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def daemon() -> None:
+    """Run `holon serve` in the background (one per HOLON_HOME).
+
+    Files: $HOLON_HOME/run/daemon.json, daemon.log, daemon-failure.json.
+
+    \b
+    Example:
+      holon daemon start && holon daemon status
+      holon daemon logs --tail 100
+    """
+
+
+@daemon.command("start", context_settings={"help_option_names": ["-h", "--help"]})
+@serve_options
+@click.option(
+    "--start-timeout",
+    default="20s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long to wait for /healthz.",
+)
+@output.json_option
+def start(
+    listen: str | None,
+    socket_path: str | None,
+    advertise: str | None,
+    token_file: str | None,
+    concurrency: int,
+    start_timeout: str,
+    as_json: bool,
+) -> None:
+    """Start `holon serve` detached and wait until it answers /healthz.
+
+    Already running with the same options: exit 0, no second process.
+    Running with different options: exit 4 (use `holon daemon restart`).
+    A dead pid or leftover socket is cleaned up first.
+
+    \b
+    Example:
+      holon daemon start --listen 127.0.0.1:7878 --concurrency 8
+    """
+    from holon_cli.serve import daemon as d
+
+    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    res = d.start(args, token, timeout_s=_duration(start_timeout))
+    if as_json:
+        output.emit_json(res)
+        return
+    click.echo("already running" if res["already_running"] else "started", err=True)
+    _print_status(res)
+
+
+def _duration(text: str) -> float:
+    from holon_cli.errors import UsageError
+
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    for u in ("ms", "s", "m", "h", "d"):
+        num = text[: -len(u)]
+        if text.endswith(u) and num.isdigit():
+            return int(num) * units[u]
+    raise UsageError(f"invalid duration {text!r}", hint="use e.g. 500ms, 20s, 5m")
+
+
+@daemon.command("stop", context_settings={"help_option_names": ["-h", "--help"]})
+@output.json_option
+def stop(as_json: bool) -> None:
+    """Stop the daemon: graceful drain through the control surface, then
+    SIGTERM, then SIGKILL after 10 s. Not running: exit 0. Agents are not
+    marked stopped.
+
+    \b
+    Example:
+      holon daemon stop
+    """
+    from holon_cli.serve import daemon as d
+
+    res = d.stop()
+    if as_json:
+        output.emit_json(res)
+        return
+    click.echo(
+        f"stopped (pid {res['pid']}, {res['method']})" if res["was_running"] else "not running",
+        err=True,
+    )
+
+
+@daemon.command("restart", context_settings={"help_option_names": ["-h", "--help"]})
+@serve_options
+@click.option("--start-timeout", default="20s", show_default=True, metavar="DURATION")
+@output.json_option
+def restart(
+    listen: str | None,
+    socket_path: str | None,
+    advertise: str | None,
+    token_file: str | None,
+    concurrency: int,
+    start_timeout: str,
+    as_json: bool,
+) -> None:
+    """Stop (if running), then start with the given options. In-flight turns
+    are interrupted and replayed later.
+
+    \b
+    Example:
+      holon daemon restart --concurrency 2
+    """
+    from holon_cli.serve import daemon as d
+
+    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    timeout = _duration(start_timeout)
+    d.stop()
+    res = d.start(args, token, timeout_s=timeout)
+    if as_json:
+        output.emit_json(res)
+        return
+    click.echo("restarted", err=True)
+    _print_status(res)
+
+
+@daemon.command("status", context_settings={"help_option_names": ["-h", "--help"]})
+@serve_options
+@output.json_option
+def status(
+    listen: str | None,
+    socket_path: str | None,
+    advertise: str | None,
+    token_file: str | None,
+    concurrency: int,
+    as_json: bool,
+) -> None:
+    """Show the daemon: state (running|stopped|stale), pid, addresses, health,
+    whether its configuration matches these options, activity, last failure.
+
+    \b
+    Example:
+      holon daemon status --json | jq .data.activity
+    """
+    from holon_cli.serve import daemon as d
+
+    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    res = d.status(args, token)
+    if as_json:
+        output.emit_json(res)
+        return
+    _print_status(res)
+
+
+@daemon.command("logs", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--tail", "tail_n", type=click.IntRange(0), default=50, show_default=True)
+@output.json_option
+def logs(tail_n: int, as_json: bool) -> None:
+    """Show the daemon log's last lines, with the paths of daemon.json and
+    the last failure file.
+
+    \b
+    Example:
+      holon daemon logs --tail 200
+    """
+    from holon_cli.serve import daemon as d
+
+    res = d.logs(tail_n)
+    if as_json:
+        output.emit_json(res)
+        return
+    output.echo(f"log: {res['log_path']}", err=True)
+    output.echo(f"metadata: {res['daemon_json']}", err=True)
+    output.echo(f"last failure: {res['last_failure_path']}", err=True)
+    lf = res["last_failure"]
+    if lf:
+        output.echo(f"  {lf.get('occurred_at')} [{lf.get('phase')}] {lf.get('summary')}", err=True)
+    for line in res["lines"]:
+        output.echo(line)

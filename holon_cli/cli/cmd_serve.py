@@ -1,0 +1,114 @@
+"""``holon serve``: the long-lived owner loop and its HTTP surface (foreground)."""
+
+from __future__ import annotations
+
+import click
+
+DEFAULT_LISTEN = "127.0.0.1:7878"
+
+
+def serve_options(f: click.decorators.FC) -> click.decorators.FC:
+    """The options shared by ``holon serve`` and ``holon daemon start|restart``."""
+    for opt in reversed(
+        [
+            click.option(
+                "--listen",
+                metavar="HOST:PORT",
+                help=f"HTTP listen address [env HOLON_HTTP_ADDR; default {DEFAULT_LISTEN}]. "
+                "Port 0 picks a free port. Non-loopback needs a control token.",
+            ),
+            click.option(
+                "--socket",
+                "socket_path",
+                metavar="PATH",
+                help="Unix socket (mode 0600, no token) [default $HOLON_HOME/run/holon.sock].",
+            ),
+            click.option(
+                "--advertise",
+                metavar="URL",
+                help="The public URL this server is reached at (its host is accepted in Host).",
+            ),
+            click.option(
+                "--token-file",
+                metavar="FILE",
+                type=click.Path(dir_okay=False),
+                help="File holding the bearer token for control routes "
+                "[else env HOLON_CONTROL_TOKEN].",
+            ),
+            click.option(
+                "--concurrency",
+                type=click.IntRange(1, 256),
+                default=4,
+                show_default=True,
+                help="How many agents may run a turn at the same time (one turn per agent).",
+            ),
+        ]
+    ):
+        f = opt(f)
+    return f
+
+
+def build_options(
+    listen: str | None,
+    socket_path: str | None,
+    advertise: str | None,
+    token_file: str | None,
+    concurrency: int,
+) -> object:
+    import os
+
+    from holon_cli.serve.host import ServeOptions, resolve_token
+    from holon_cli.serve.http import parse_listen
+    from holon_cli.store.layout import HomeLayout
+
+    listen = listen or os.environ.get("HOLON_HTTP_ADDR") or DEFAULT_LISTEN
+    parse_listen(listen)  # a bad value is a usage error before anything starts
+    sock = socket_path or str(HomeLayout.current().run_dir / "holon.sock")
+    return ServeOptions(
+        concurrency=concurrency,
+        listen=listen,
+        token=resolve_token(token_file),
+        advertise=advertise,
+        socket_path=os.path.abspath(sock),
+    )
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@serve_options
+def serve(
+    listen: str | None,
+    socket_path: str | None,
+    advertise: str | None,
+    token_file: str | None,
+    concurrency: int,
+) -> None:
+    """Run every agent of the home as a service, in the foreground.
+
+    Watches the home (inbox arrivals, task exits, config, new agents) and
+    sleeps until the next sleep/recheck/timer deadline; on each change runs,
+    per affected agent, what `holon tick --agent A && holon turn --agent A`
+    runs, until the agent has nothing runnable. A turn held by a manual
+    `holon turn` is left alone and retried. Cron lines and manual commands
+    may run beside it.
+
+    Serves the HTTP surface on --listen (control routes need the bearer
+    token when one is configured; without one, loopback only) and on a
+    token-free 0600 Unix socket.
+
+    SIGTERM or Ctrl-C: no new work; running turns get 10 s to finish, then
+    are interrupted (the next turn replays them). Agents are never marked
+    stopped.
+
+    \b
+    Example:
+      HOLON_MODEL=openai/gpt-4.1-mini holon serve --concurrency 8
+      curl -s localhost:7878/healthz
+    """
+    from holon_cli.serve.host import Host, ServeOptions
+    from holon_cli.tools.catalog import default_catalog
+
+    opts = build_options(listen, socket_path, advertise, token_file, concurrency)
+    assert isinstance(opts, ServeOptions)
+    code = Host(opts, catalog=default_catalog()).serve_forever()
+    if code:
+        raise click.exceptions.Exit(code)

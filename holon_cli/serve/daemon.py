@@ -1,0 +1,337 @@
+"""``holon daemon``: ``holon serve`` in the background, one per ``HOLON_HOME``.
+
+Files under ``$HOLON_HOME/run/``: ``daemon.json`` (``pid``, ``started_at``,
+``http_addr``, ``socket_path``, ``config_fingerprint``, ``version``),
+``daemon.log`` (serve's stderr; rotated at start when over 5 MiB, one old
+generation ``daemon.log.1``), ``daemon-failure.json`` (the last startup or
+shutdown failure; cleared by the next successful start or stop).
+
+Invariants:
+- start is idempotent: a live daemon with the same fingerprint is reported,
+  never doubled; a different fingerprint is refused (exit 4);
+- a pid in ``daemon.json`` counts only while it is alive and is a
+  ``holon serve`` (``/proc/<pid>/cmdline`` where available), so stale
+  metadata never makes us signal an unrelated process;
+- stop asks the control surface first (the token-free Unix socket), then
+  SIGTERM, then SIGKILL after 10 s; it never marks an agent stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from holon_cli import __version__, clock
+from holon_cli.errors import HolonError, RejectedError
+from holon_cli.store.fsio import read_snapshot, write_snapshot
+from holon_cli.store.layout import HomeLayout
+
+LOG_ROTATE_BYTES = 5 << 20
+STOP_GRACE_S = 10.0
+
+
+def run_dir() -> Path:
+    return HomeLayout.current().run_dir
+
+
+def meta_path() -> Path:
+    return run_dir() / "daemon.json"
+
+
+def log_path() -> Path:
+    return run_dir() / "daemon.log"
+
+
+def failure_path() -> Path:
+    return run_dir() / "daemon-failure.json"
+
+
+def fingerprint(serve_args: list[str], token: str | None) -> str:
+    """The effective configuration a running daemon must match: its serve
+    options and (a hash of) its token."""
+    h = hashlib.sha256()
+    h.update(json.dumps(serve_args).encode())
+    h.update(hashlib.sha256((token or "").encode()).digest())
+    return "sha256:" + h.hexdigest()[:32]
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            if f.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        return b"serve" in argv
+    except OSError:
+        return True  # no /proc: trust the signal probe
+
+
+def read_meta() -> dict[str, Any] | None:
+    try:
+        return read_snapshot(meta_path())
+    except HolonError:
+        return None
+
+
+def _record_failure(phase: str, summary: str) -> dict[str, Any]:
+    rec = {
+        "v": 1,
+        "occurred_at": clock.now_iso(),
+        "summary": summary,
+        "phase": phase,
+        "detail_hint": f"see `holon daemon logs` ({log_path()})",
+    }
+    run_dir().mkdir(parents=True, exist_ok=True)
+    write_snapshot(failure_path(), rec)
+    return rec
+
+
+def _clear_failure(phase: str) -> None:
+    rec = read_snapshot(failure_path()) if failure_path().exists() else None
+    if rec and rec.get("phase") == phase:
+        failure_path().unlink(missing_ok=True)
+
+
+def _client(meta: dict[str, Any], timeout: float = 2.0) -> Any:
+    import httpx
+
+    sock = meta.get("socket_path")
+    if sock and os.path.exists(sock):
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=sock), base_url="http://localhost", timeout=timeout
+        )
+    headers = {}
+    tok = os.environ.get("HOLON_CONTROL_TOKEN")
+    if tok:
+        headers["Authorization"] = f"Bearer {tok.strip()}"
+    return httpx.Client(
+        base_url=f"http://{meta.get('http_addr')}", timeout=timeout, headers=headers
+    )
+
+
+def _get(meta: dict[str, Any], path: str) -> dict[str, Any] | None:
+    try:
+        with _client(meta) as c:
+            r = c.get(path)
+        return r.json() if r.status_code == 200 else None
+    except Exception:  # noqa: BLE001 - unreachable means unhealthy
+        return None
+
+
+def _rotate_log() -> None:
+    p = log_path()
+    try:
+        if p.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(p, p.with_suffix(".log.1"))
+    except FileNotFoundError:
+        pass
+
+
+def _cleanup_stale(meta: dict[str, Any] | None) -> bool:
+    if meta is None or _alive(meta.get("pid")):
+        return False
+    meta_path().unlink(missing_ok=True)
+    return True
+
+
+def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) -> dict[str, Any]:
+    """Launch ``holon serve <serve_args>`` detached and wait for ``/healthz``."""
+    fp = fingerprint(serve_args, token)
+    meta = read_meta()
+    if meta is not None and _alive(meta.get("pid")):
+        if meta.get("config_fingerprint") == fp:
+            return {"already_running": True, **status(serve_args, token)}
+        raise RejectedError(
+            f"a daemon with a different configuration is running (pid {meta.get('pid')})",
+            hint="run `holon daemon restart` with the new options",
+            kind="rejected",
+        )
+    cleaned = _cleanup_stale(meta)
+    run_dir().mkdir(parents=True, exist_ok=True)
+    _rotate_log()
+    env = dict(os.environ)
+    if token:
+        env["HOLON_CONTROL_TOKEN"] = token
+    with open(log_path(), "ab") as log:
+        log.write(
+            f"{clock.now_iso()} daemon: starting holon serve {' '.join(serve_args)}\n".encode()
+        )
+        log.flush()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "holon_cli", "serve", *serve_args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env=env,
+        )
+    meta = {
+        "v": 1,
+        "pid": proc.pid,
+        "started_at": clock.now_iso(),
+        "http_addr": None,
+        "socket_path": None,
+        "config_fingerprint": fp,
+        "version": __version__,
+        "home_dir": str(HomeLayout.current().root),
+    }
+    write_snapshot(meta_path(), meta)
+    end = time.monotonic() + timeout_s
+    serve_json = run_dir() / "serve.json"
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            break
+        rec = read_snapshot(serve_json) if serve_json.exists() else None
+        if rec and rec.get("pid") == proc.pid:
+            meta.update(http_addr=rec.get("http_addr"), socket_path=rec.get("socket_path"))
+            if _get(meta, "/healthz") == {"ok": True}:
+                write_snapshot(meta_path(), meta)
+                _clear_failure("startup")
+                return {
+                    "already_running": False,
+                    "cleaned_stale": cleaned,
+                    **status(serve_args, token),
+                }
+        time.sleep(0.05)
+    code = proc.poll()
+    if code is None:
+        proc.kill()
+        proc.wait()
+        why = f"serve did not answer /healthz within {timeout_s:g} s"
+    else:
+        why = f"serve exited with code {code} during startup"
+    meta_path().unlink(missing_ok=True)
+    _record_failure("startup", why)
+    raise HolonError(f"the daemon did not start: {why}", hint="see `holon daemon logs`")
+
+
+def stop() -> dict[str, Any]:
+    meta = read_meta()
+    if meta is None or not _alive(meta.get("pid")):
+        stale = _cleanup_stale(meta)
+        return {"was_running": False, "cleaned_stale": stale, "method": None}
+    pid = int(meta["pid"])
+    method = "control_surface"
+    try:
+        with _client(meta) as c:
+            c.post("/control/runtime/shutdown")
+    except Exception:  # noqa: BLE001 - fall back to signals
+        method = "sigterm"
+        _signal(pid, signal.SIGTERM)
+    if not _wait_gone(pid, STOP_GRACE_S + 1):
+        method = "sigterm"
+        _signal(pid, signal.SIGTERM)
+        if not _wait_gone(pid, STOP_GRACE_S):
+            method = "sigkill"
+            _signal(pid, signal.SIGKILL)
+            if not _wait_gone(pid, 5):
+                _record_failure("shutdown", f"pid {pid} survived SIGKILL")
+                raise HolonError(f"pid {pid} did not exit", hint="see `holon daemon logs`")
+    meta_path().unlink(missing_ok=True)
+    _clear_failure("shutdown")
+    return {"was_running": True, "pid": pid, "method": method}
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def status(serve_args: list[str] | None = None, token: str | None = None) -> dict[str, Any]:
+    meta = read_meta()
+    home = str(HomeLayout.current().root)
+    failure = read_snapshot(failure_path()) if failure_path().exists() else None
+    out: dict[str, Any] = {
+        "state": "stopped",
+        "pid": None,
+        "home_dir": home,
+        "socket_path": None,
+        "http_addr": None,
+        "healthy": False,
+        "config_matches": None,
+        "active_agent_count": 0,
+        "active_task_count": 0,
+        "processing_agent_count": 0,
+        "waiting_agent_count": 0,
+        "activity": None,
+        "last_failure": None,
+        "daemon_json": str(meta_path()),
+    }
+    if failure:
+        out["last_failure"] = {
+            k: failure.get(k) for k in ("occurred_at", "summary", "phase", "detail_hint")
+        }
+    if meta is None:
+        return out
+    out.update(
+        pid=meta.get("pid"),
+        socket_path=meta.get("socket_path"),
+        http_addr=meta.get("http_addr"),
+        started_at=meta.get("started_at"),
+        version=meta.get("version"),
+    )
+    if serve_args is not None:
+        out["config_matches"] = meta.get("config_fingerprint") == fingerprint(serve_args, token)
+    if not _alive(meta.get("pid")):
+        out["state"] = "stale"
+        return out
+    out["state"] = "running"
+    out["healthy"] = _get(meta, "/healthz") == {"ok": True}
+    rt = _get(meta, "/control/runtime/status") if out["healthy"] else None
+    if rt:
+        for k in (
+            "active_agent_count",
+            "active_task_count",
+            "processing_agent_count",
+            "waiting_agent_count",
+            "activity",
+        ):
+            out[k] = rt.get(k)
+        if rt.get("last_failure") and out["last_failure"] is None:
+            out["last_failure"] = rt["last_failure"]
+    return out
+
+
+def logs(tail: int = 50) -> dict[str, Any]:
+    lines: list[str] = []
+    try:
+        with open(log_path(), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()[-tail:] if tail else []
+    except FileNotFoundError:
+        pass
+    failure = read_snapshot(failure_path()) if failure_path().exists() else None
+    return {
+        "log_path": str(log_path()),
+        "daemon_json": str(meta_path()),
+        "last_failure_path": str(failure_path()),
+        "last_failure": failure,
+        "lines": lines,
+    }

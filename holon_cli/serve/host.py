@@ -1,0 +1,296 @@
+"""The serve process: the scheduler, the HTTP surface, signals and shutdown.
+
+``serve_forever`` returns an exit code; it never marks an agent stopped.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.serve.loop import Scheduler
+
+
+def log_line(msg: str) -> None:
+    """One timestamped line on stderr (the daemon points stderr at its log)."""
+    try:
+        sys.stderr.write(f"{clock.now_iso()} serve: {msg}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+@dataclass
+class ServeOptions:
+    concurrency: int = 4
+    drain_s: float = 10.0
+    listen: str | None = None  # HOST:PORT; None = no HTTP (library use)
+    token: str | None = None
+    advertise: str | None = None
+    socket_path: str | None = None  # None = no Unix socket
+
+
+def resolve_token(token_file: str | None) -> str | None:
+    """``--token-file`` wins over ``HOLON_CONTROL_TOKEN``; an empty token is an error."""
+    import os
+
+    from holon_cli.errors import UsageError
+
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                tok = f.read().strip()
+        except OSError as exc:
+            raise UsageError(
+                f"cannot read --token-file {token_file}: {exc.strerror or exc}",
+                hint="pass a readable file holding the bearer token",
+            ) from None
+        if not tok:
+            raise UsageError(f"--token-file {token_file} is empty", hint="put the token in it")
+        return tok
+    env = os.environ.get("HOLON_CONTROL_TOKEN")
+    return env.strip() or None if env is not None else None
+
+
+class Host:
+    """One serve process: owns the scheduler and, when configured, the HTTP server."""
+
+    def __init__(self, opts: ServeOptions, *, catalog: Any = None) -> None:
+        self.opts = opts
+        self.scheduler = Scheduler(
+            concurrency=opts.concurrency, catalog=catalog, log=log_line, drain_s=opts.drain_s
+        )
+        self.shutdown_requested = threading.Event()
+        self.http_addr: str | None = None
+        self.socket_path: str | None = None
+        self._unix_ino: int | None = None
+
+    def request_shutdown(self, reason: str = "requested") -> None:
+        if not self.shutdown_requested.is_set():
+            self.shutdown_requested.set()
+            log_line(f"shutdown requested ({reason})")
+        self.scheduler.stop()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.shutdown_requested.set()
+        self.scheduler.stop()
+
+    # ------------------------------------------------------------ status
+    def runtime_status(self) -> dict[str, Any]:
+        """``GET /control/runtime/status``: the process and the activity of the home."""
+        import os
+
+        from holon_cli import __version__
+        from holon_cli.runtime.agents import list_agents, open_agent
+        from holon_cli.runtime.tasks.plane import active_tasks
+
+        agents = list_agents()
+        running = self.scheduler.running()
+        active = [a for a in agents if a.status not in ("stopped",)]
+        processing = {a.agent_id for a in agents if a.status == "awake_running"} | set(running)
+        tasks = 0
+        waiting = 0
+        for a in active:
+            try:
+                n = len(active_tasks(open_agent(a.agent_id, create_default=False)))
+            except Exception:  # noqa: BLE001 - a damaged agent does not hide the others
+                n = 0
+            tasks += n
+            if a.agent_id not in processing and (n or a.status == "asleep"):
+                waiting += 1
+        activity = "processing" if processing else ("waiting" if waiting else "idle")
+        st = self.scheduler.stats
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "started_at": st.started_at,
+            "home_dir": str(self.scheduler.root),
+            "http_addr": self.http_addr,
+            "socket_path": self.socket_path,
+            "concurrency": self.opts.concurrency,
+            "draining": self.scheduler.stopping.is_set(),
+            "running_agents": running,
+            "active_agent_count": len(active),
+            "active_task_count": tasks,
+            "processing_agent_count": len(processing),
+            "waiting_agent_count": waiting,
+            "activity": activity,
+            "turns": st.turns,
+            "passes": st.passes,
+            "busy_skips": st.busy_skips,
+            "failures": st.failures,
+            "last_failure": st.last_failure,
+        }
+
+    # ------------------------------------------------------------ sockets
+    def _bind(self) -> list[Any]:
+        from holon_cli.errors import RejectedError
+        from holon_cli.serve import http
+
+        socks: list[Any] = []
+        if self.opts.listen is not None:
+            host, port = http.parse_listen(self.opts.listen)
+            if not http.is_loopback(host) and not self.opts.token:
+                raise RejectedError(
+                    f"refusing to listen on {self.opts.listen} without a control token",
+                    hint="set HOLON_CONTROL_TOKEN or pass --token-file, or listen on 127.0.0.1",
+                )
+            tcp = http.bind_tcp(host, port)
+            self.http_addr = http.format_addr(host, tcp.getsockname()[1])
+            socks.append(tcp)
+        if self.opts.socket_path is not None:
+            socks.append(self._bind_unix(self.opts.socket_path))
+        return socks
+
+    def _bind_unix(self, path: str) -> Any:
+        import os
+        import socket
+
+        from holon_cli.errors import RejectedError
+
+        if os.path.exists(path):
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(path)
+            except OSError:
+                os.unlink(path)  # left by a dead serve: ours to clean
+            else:
+                raise RejectedError(
+                    f"the socket {path} is owned by a live process",
+                    hint="stop it first (`holon daemon stop`), or pass another --socket",
+                )
+            finally:
+                probe.close()
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(path)
+        except OSError as exc:
+            sock.close()
+            raise RejectedError(
+                f"cannot create the socket {path}: {exc.strerror or exc}",
+                hint="pass a shorter --socket path (at most 107 bytes)",
+            ) from None
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        sock.listen(128)
+        sock.set_inheritable(False)
+        self.socket_path = path
+        self._unix_ino = os.stat(path).st_ino
+        return sock
+
+    def _unlink_unix(self) -> None:
+        import os
+
+        if self.socket_path and self._unix_ino is not None:
+            try:
+                if os.stat(self.socket_path).st_ino == self._unix_ino:
+                    os.unlink(self.socket_path)
+            except OSError:
+                pass
+
+    def _write_runfile(self) -> None:
+        import os
+
+        from holon_cli.store.fsio import write_snapshot
+        from holon_cli.store.layout import HomeLayout
+
+        run = HomeLayout.current().run_dir
+        run.mkdir(parents=True, exist_ok=True)
+        write_snapshot(
+            run / "serve.json",
+            {
+                "v": 1,
+                "pid": os.getpid(),
+                "started_at": self.scheduler.stats.started_at,
+                "http_addr": self.http_addr,
+                "socket_path": self.socket_path,
+            },
+        )
+
+    def _remove_runfile(self) -> None:
+        import os
+
+        from holon_cli.store.fsio import read_snapshot
+        from holon_cli.store.layout import HomeLayout
+
+        path = HomeLayout.current().run_dir / "serve.json"
+        try:
+            rec = read_snapshot(path)
+            if rec and rec.get("pid") == os.getpid():
+                path.unlink()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+
+    # ------------------------------------------------------------ main
+    def serve_forever(self) -> int:
+        from holon_cli.runtime.agents import ensure_home
+
+        ensure_home()
+        socks = self._bind()
+        server = None
+        if socks:
+            from holon_cli.serve import http
+
+            settings = http.HttpSettings(
+                host=http.parse_listen(self.opts.listen)[0] if self.opts.listen else "127.0.0.1",
+                port=0,
+                token=self.opts.token,
+                advertise=self.opts.advertise,
+                socket_path=self.socket_path,
+            )
+            app = http.build_app(
+                settings,
+                runtime_status=self.runtime_status,
+                request_shutdown=lambda: self.request_shutdown("control surface"),
+                stopping=self.scheduler.stopping,
+            )
+            server = http.HttpServer(app, socks)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        try:
+            if server is not None:
+                server.start()
+            self._write_runfile()
+            if self.http_addr:
+                auth = "bearer token" if self.opts.token else "loopback only, no token"
+                log_line(f"listening on http://{self.http_addr} ({auth})")
+            if self.socket_path:
+                log_line(f"listening on unix:{self.socket_path}")
+            log_line(
+                f"watching {self.scheduler.root} (concurrency {self.opts.concurrency}); pid {_pid()}"
+            )
+            self.scheduler.run()
+            log_line("stopping: no new work; draining running turns")
+            left = self.scheduler.drain()
+        finally:
+            if server is not None:
+                server.stop()
+            self._unlink_unix()
+            self._remove_runfile()
+        if left:
+            log_line(
+                f"interrupting turns still running after {self.opts.drain_s:g} s: {', '.join(left)}"
+                " (the turn journal replays them on the next turn)"
+            )
+            log_line("stopped")
+            import os
+
+            # daemon threads mid-turn: leave at once rather than through an
+            # interpreter shutdown racing them
+            os._exit(0)
+        log_line("stopped")
+        return 0
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

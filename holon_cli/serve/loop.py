@@ -1,0 +1,286 @@
+"""The owner loop of ``holon serve``: decide *when* to run the steps cron runs.
+
+Invariants:
+- per agent, a pass is exactly what ``holon tick --agent A && holon turn
+  --agent A`` does (``tick_agent`` then ``run_turn``), repeated until the
+  agent has no runnable message; nothing here changes agent state itself;
+- one pass per agent at a time, at most ``concurrency`` agents at once;
+- a turn lock held by someone else (a manual ``holon turn``) is not an
+  error: the agent is retried shortly and on the next change;
+- wake-ups come from watchfiles (inbox arrivals, task records, config, new
+  agent folders), from the earliest deadline of each agent (sleep, work-item
+  recheck, timers when the waiting plane provides ``next_deadline``) and from
+  a slow safety sweep over every agent;
+- stopping takes no new work; running passes get ``drain_s`` to finish, then
+  the process leaves them (the turn journal replays an interrupted turn).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.store.layout import HomeLayout
+
+Log = Callable[[str], None]
+
+# watchfiles: wait for the first change, then until nothing new arrived for
+# STEP_MS (at most DEBOUNCE_MS). Its default 1.6 s debounce is far too slow
+# for the reaction target (enqueue -> provider request p50 <= 50 ms).
+DEBOUNCE_MS = 30
+STEP_MS = 10
+BUSY_RETRY_S = 1.0
+SWEEP_S = 60.0
+WAIT_SLICE_S = 0.5  # how often the main loop looks at the stop flag
+
+
+@dataclass
+class Stats:
+    started_at: str = field(default_factory=clock.now_iso)
+    passes: int = 0
+    turns: int = 0
+    busy_skips: int = 0
+    failures: int = 0
+    last_failure: dict[str, Any] | None = None
+
+
+def _classify(root: Path, paths: Iterable[str]) -> tuple[set[str], bool]:
+    """Map changed paths to the agents they concern; ``True`` = every agent
+    (config changed). Other files (ledgers, state, workspaces) are ignored:
+    they are written by the passes themselves."""
+    agents_dir = root / "agents"
+    ids: set[str] = set()
+    everyone = False
+    for raw in paths:
+        p = Path(raw)
+        if p == root / "config.yaml":
+            everyone = True
+            continue
+        try:
+            rel = p.relative_to(agents_dir).parts
+        except ValueError:
+            continue
+        if not rel or rel[0].startswith("."):
+            continue
+        if len(rel) == 1:  # a new (or renamed-into-place) agent folder
+            ids.add(rel[0])
+        elif rel[1:4] == (".holon", "inbox", "new"):
+            ids.add(rel[0])
+        elif rel[1:3] == (".holon", "tasks") and rel[-1] == "task.json":
+            ids.add(rel[0])
+    return ids, everyone
+
+
+def watch_filter(root: Path) -> Callable[[Any, str], bool]:
+    def keep(change: Any, path: str) -> bool:
+        if int(change) == 3:  # deleted: ingest archiving inbox/new, not news
+            return False
+        ids, everyone = _classify(root, [path])
+        return everyone or bool(ids)
+
+    return keep
+
+
+def agent_deadline(agent_id: str) -> float | None:
+    """The earliest wall-clock time at which a tick could find something for
+    this agent: sleep end, work-item recheck, timer (if the waiting plane
+    offers ``next_deadline``). Read-only."""
+    from holon_cli.runtime import workitems as wi
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(agent_id, create_default=False)
+    state = store.read_record()["state"]
+    cands: list[float] = []
+    if state.get("status") == "asleep" and state.get("sleeping_until"):
+        cands.append(clock.parse_iso(state["sleeping_until"]))
+    for r in wi.load(store).items.values():
+        at = r.get("recheck_at")
+        if (
+            r.get("state") == "open"
+            and r.get("blocked_by")
+            and isinstance(at, str)
+            and not r.get("recheck_consumed_at")
+        ):
+            cands.append(clock.parse_iso(at))
+    try:  # the waiting plane's timers, once it has landed
+        timers = importlib.import_module("holon_cli.runtime.waiting.timers")
+    except ImportError:
+        pass
+    else:
+        nd = timers.next_deadline(store)
+        if nd:
+            cands.append(clock.parse_iso(nd))
+    return min(cands) if cands else None
+
+
+class Scheduler:
+    """Runs agent passes on daemon threads as changes and deadlines call for them."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: int = 4,
+        catalog: Any = None,
+        log: Log | None = None,
+        sweep_s: float = SWEEP_S,
+        drain_s: float = 10.0,
+    ) -> None:
+        self.concurrency = max(1, concurrency)
+        self.catalog = catalog
+        self.log: Log = log or (lambda _m: None)
+        self.sweep_s = sweep_s
+        self.drain_s = drain_s
+        self.root = HomeLayout.current().root
+        self.stats = Stats()
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+        self._cv = threading.Condition()
+        self._dirty: set[str] = set()
+        self._running: set[str] = set()
+        self._due: dict[str, float] = {}  # agent -> monotonic time of its next deadline
+
+    # ------------------------------------------------------------ inputs
+    def mark(self, ids: Iterable[str]) -> None:
+        with self._cv:
+            self._dirty.update(ids)
+            self._cv.notify_all()
+
+    def mark_all(self) -> None:
+        from holon_cli.runtime.agents import agent_ids
+
+        self.mark(agent_ids())
+
+    def stop(self) -> None:
+        """Safe from a signal handler: only sets a flag (the loop polls it)."""
+        self.stopping.set()
+
+    def running(self) -> list[str]:
+        with self._cv:
+            return sorted(self._running)
+
+    def _watch(self) -> None:
+        import watchfiles
+
+        while not self.stopping.is_set():
+            try:
+                for changes in watchfiles.watch(
+                    self.root,
+                    watch_filter=watch_filter(self.root),
+                    debounce=DEBOUNCE_MS,
+                    step=STEP_MS,
+                    rust_timeout=0,
+                    yield_on_timeout=False,
+                    raise_interrupt=False,
+                    ignore_permission_denied=True,
+                ):
+                    ids, everyone = _classify(self.root, (p for _c, p in changes))
+                    if everyone:
+                        self.mark_all()
+                    elif ids:
+                        self.mark(ids)
+            except Exception as exc:  # noqa: BLE001 - the sweep still runs; say why
+                self.log(f"watcher failed ({type(exc).__name__}: {exc}); restarting in 1 s")
+                time.sleep(1.0)
+
+    # ------------------------------------------------------------ passes
+    def _pass(self, aid: str) -> None:
+        from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
+        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.tick import tick_agent
+        from holon_cli.runtime.turn import run_turn
+
+        retry_at: float | None = None
+        try:
+            while not self.stopping.is_set():
+                with self._cv:
+                    self._dirty.discard(aid)
+                store = open_agent(aid, create_default=False)
+                self.stats.passes += 1
+                tick_agent(store)
+                res = run_turn(aid, store=store, catalog=self.catalog)
+                if not res.ran:
+                    break
+                self.stats.turns += 1
+                self.log(
+                    f"{aid}: turn {res.turn_id} {res.status} (message {res.message_id}, {res.duration_ms} ms)"
+                )
+        except BusyError:
+            self.stats.busy_skips += 1
+            retry_at = time.monotonic() + BUSY_RETRY_S
+        except (RejectedError, NotFoundError):
+            pass  # stopped, paused or removed meanwhile: nothing to run
+        except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
+            err = as_holon_error(exc)
+            self.stats.failures += 1
+            self.stats.last_failure = {
+                "occurred_at": clock.now_iso(),
+                "summary": f"{aid}: {err.message}",
+                "phase": "runtime_turn",
+                "detail_hint": err.hint or f"see `holon tail --agent {aid}`",
+            }
+            self.log(f"{aid}: error: {err.message}")
+        finally:
+            due = self._deadline_mono(aid)
+            if retry_at is not None:
+                due = retry_at if due is None else min(due, retry_at)
+            with self._cv:
+                self._running.discard(aid)
+                if due is None:
+                    self._due.pop(aid, None)
+                else:
+                    self._due[aid] = due
+                self._cv.notify_all()
+
+    def _deadline_mono(self, aid: str) -> float | None:
+        try:
+            at = agent_deadline(aid)
+        except Exception:  # noqa: BLE001 - a damaged agent: the sweep reports it
+            return None
+        if at is None:
+            return None
+        return time.monotonic() + max(0.0, at - clock.now())
+
+    # ------------------------------------------------------------ main loop
+    def run(self) -> None:
+        """Until :meth:`stop`; then drain for up to ``drain_s``. Returns the
+        agents whose passes were still running when the drain ended."""
+        threading.Thread(target=self._watch, name="holon-watch", daemon=True).start()
+        self.mark_all()
+        next_sweep = time.monotonic() + self.sweep_s
+        self.ready.set()
+        with self._cv:
+            while not self.stopping.is_set():
+                now = time.monotonic()
+                if now >= next_sweep:
+                    from holon_cli.runtime.agents import agent_ids
+
+                    self._dirty.update(agent_ids())
+                    next_sweep = now + self.sweep_s
+                for aid, due in list(self._due.items()):
+                    if due <= now:
+                        self._dirty.add(aid)
+                        del self._due[aid]
+                for aid in sorted(self._dirty - self._running):
+                    if len(self._running) >= self.concurrency:
+                        break
+                    self._dirty.discard(aid)
+                    self._running.add(aid)
+                    threading.Thread(
+                        target=self._pass, args=(aid,), name=f"holon-agent-{aid}", daemon=True
+                    ).start()
+                wake = min([next_sweep, *self._due.values()])
+                self._cv.wait(timeout=max(0.0, min(WAIT_SLICE_S, wake - time.monotonic())))
+
+    def drain(self) -> list[str]:
+        """Wait up to ``drain_s`` for running passes; return those still running."""
+        end = time.monotonic() + self.drain_s
+        with self._cv:
+            while self._running and time.monotonic() < end:
+                self._cv.wait(timeout=min(0.2, end - time.monotonic()))
+            return sorted(self._running)
