@@ -405,7 +405,43 @@ def build_app(
         )
         return JSONResponse({"message_id": env["id"]}, status_code=202)
 
+    async def callback_wake(request: Request) -> Response:
+        # capability URL: the token in the path is the authorization; the
+        # waiting plane's deliver() is what `holon trigger deliver` runs
+        import importlib
+
+        triggers = importlib.import_module("holon_cli.runtime.waiting.triggers")
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > CALLBACK_CAP:
+            raise _too_large(CALLBACK_CAP)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > CALLBACK_CAP:
+                raise _too_large(CALLBACK_CAP)
+            chunks.append(chunk)
+
+        def go() -> Any:
+            return triggers.deliver(
+                request.path_params["token"],
+                b"".join(chunks),
+                request.headers.get("content-type"),
+                request.headers.get("x-holon-source"),
+                correlation_id=request.headers.get("x-correlation-id"),
+            )
+
+        try:
+            res = await run_in_threadpool(go)
+        except HolonError as e:
+            status = triggers.HTTP_STATUS_BY_KIND.get(str(e.kind))
+            if status is None:
+                raise
+            return error_response(status, str(e.kind), e.message, e.hint or "")
+        return JSONResponse(res.to_dict(), status_code=202)
+
     routes = [
+        Route("/callbacks/wake/{token}", route(callback_wake, control=False), methods=["POST"]),
         Route("/healthz", route(healthz, control=False), methods=["GET"]),
         Route("/control/runtime/status", route(runtime_status_route), methods=["GET"]),
         Route("/control/runtime/shutdown", route(shutdown), methods=["POST"]),

@@ -204,3 +204,29 @@ def test_no_token_serves_loopback_without_auth(tmp_path: Path, holon_home: Path)
         assert httpx.get(addr + "/agents/list", timeout=10).status_code == 200
     finally:
         assert stop(proc) == 0
+
+
+def test_callback_wake(served: tuple[str, subprocess.Popen[bytes]]) -> None:
+    addr, _ = served
+    out = subprocess.run([*HOLON, "trigger", "show", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    url = json.loads(out.stdout)["data"]["trigger_url"]
+    token = url.rstrip("/").rsplit("/", 1)[-1]
+    with httpx.Client(base_url=addr, timeout=10) as c:
+        before = _inbox_count()
+        r = c.post("/callbacks/wake/cb_" + "0" * 32, json={"x": 1})
+        assert r.status_code == 403 and r.json()["error"]["message"] == "invalid callback token"
+        r = c.post(f"/callbacks/wake/{token}", content=b"x" * (256 * 1024 + 1))
+        assert r.status_code == 413
+        r = c.post(
+            f"/callbacks/wake/{token}",
+            content=b"{bad",
+            headers={"Content-Type": "application/json"},
+        )
+        assert r.status_code == 400
+        assert _inbox_count() == before  # nothing persisted on a refusal
+        r = c.post(f"/callbacks/wake/{token}", json={"build": "green"})
+        assert r.status_code == 202 and r.json()["disposition"]
+        subprocess.run([*HOLON, "agent", "stop", "main"], check=True, capture_output=True)
+        r = c.post(f"/callbacks/wake/{token}", json={"build": "red"})
+        assert r.status_code == 409

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""How fast ``holon serve`` reacts, and what it costs when idle.
+
+Reaction: a real ``holon serve`` process on a temp home; a loopback provider
+(OpenAI Responses API on 127.0.0.1, answers at once) records when each model
+request arrives. Each sample admits one message exactly as ``holon enqueue``
+does (``admit`` returns = the message is durable and acknowledged) and
+measures the time until the provider sees the turn's request. Targets:
+p50 <= 50 ms, p99 <= 200 ms on an idle machine.
+
+Idle: a fresh serve over a home with 100 agents, nothing queued; CPU time
+(user + system, from /proc) over the window and RSS at its end. Targets:
+< 0.3 s CPU over 60 s, RSS < 80 MB.
+
+    python benchmarks/serve_reaction.py [--samples 50] [--agents 100]
+        [--idle-seconds 60] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ARRIVALS: list[float] = []
+_ARRIVED = threading.Condition()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    wbufsize = 64 * 1024
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        now = time.time()
+        with _ARRIVED:
+            ARRIVALS.append(now)
+            _ARRIVED.notify_all()
+        self.rfile.read(int(self.headers["content-length"]))
+        resp = {
+            "id": "resp_bench",
+            "object": "response",
+            "status": "completed",
+            "model": "bench",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "done", "annotations": []}],
+                }
+            ],
+            "usage": {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11},
+        }
+        data = json.dumps(resp).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def _start_serve(home: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "holon_cli", "serve", "--listen", "127.0.0.1:0"],
+            stdout=subprocess.DEVNULL,
+            stderr=f,
+            env={**os.environ, "HOLON_HOME": str(home)},
+        )
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if "watching" in (log.read_text() if log.exists() else ""):
+            return proc
+        if proc.poll() is not None:
+            raise SystemExit(f"serve exited: {log.read_text()}")
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("serve did not start")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def reaction(base: Path, samples: int) -> dict[str, Any]:
+    home = base / "reaction"
+    os.environ["HOLON_HOME"] = str(home)
+    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.enqueue import admit
+
+    store = create_agent("main")
+    proc = _start_serve(home, base / "reaction.log")
+    lat: list[float] = []
+    try:
+        time.sleep(1.0)
+        for i in range(samples):
+            with _ARRIVED:
+                n = len(ARRIVALS)
+            admit(f"sample {i}", store=store)
+            t0 = time.time()
+            with _ARRIVED:
+                ok = _ARRIVED.wait_for(lambda n=n: len(ARRIVALS) > n, timeout=10)
+                arrived = ARRIVALS[n] if ok else None
+            if arrived is None:
+                raise SystemExit(f"sample {i}: no provider request within 10 s")
+            lat.append((arrived - t0) * 1000)
+            time.sleep(0.15)  # let the turn settle: one message at a time
+    finally:
+        _stop(proc)
+    lat.sort()
+    return {
+        "samples": len(lat),
+        "p50_ms": round(statistics.median(lat), 1),
+        "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1),
+        "max_ms": round(lat[-1], 1),
+    }
+
+
+def idle(base: Path, agents: int, seconds: float) -> dict[str, Any]:
+    home = base / "idle"
+    os.environ["HOLON_HOME"] = str(home)
+    from holon_cli.runtime.agents import create_agent
+
+    for i in range(agents):
+        create_agent(f"a{i:03d}")
+    proc = _start_serve(home, base / "idle.log")
+    try:
+        time.sleep(3.0)  # the start-up pass over every agent is not idle time
+        c0 = _cpu_s(proc.pid)
+        time.sleep(seconds)
+        c1 = _cpu_s(proc.pid)
+        rss = _rss_mb(proc.pid)
+    finally:
+        _stop(proc)
+    return {
+        "agents": agents,
+        "seconds": seconds,
+        "cpu_s": round(c1 - c0, 3),
+        "rss_mb": round(rss, 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--agents", type=int, default=100)
+    ap.add_argument("--idle-seconds", type=float, default=60.0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    os.environ["OPENAI_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    os.environ["OPENAI_API_KEY"] = "bench-key"
+    os.environ["HOLON_MODEL"] = "openai/bench"
+    os.environ.pop("HOLON_FALLBACK_MODELS", None)
+    with tempfile.TemporaryDirectory(prefix="holon-serve-bench-") as tmp:
+        base = Path(tmp)
+        r = reaction(base, args.samples)
+        i = idle(base, args.agents, args.idle_seconds)
+    server.shutdown()
+    out = {"reaction": r, "idle": i}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(
+            f"reaction (enqueue -> provider request, {r['samples']} samples): "
+            f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, max {r['max_ms']} ms "
+            "(target p50 <= 50, p99 <= 200)"
+        )
+        print(
+            f"idle ({i['agents']} agents, {i['seconds']:g} s): CPU {i['cpu_s']} s, "
+            f"RSS {i['rss_mb']} MB (target < 0.3 s, < 80 MB)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
