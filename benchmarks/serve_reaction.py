@@ -119,6 +119,21 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _wait_settled(home: Path, agents: int, timeout: float = 120.0) -> None:
+    import httpx
+
+    sock = str(home / "run" / "holon.sock")
+    end = time.monotonic() + timeout
+    with httpx.Client(transport=httpx.HTTPTransport(uds=sock), timeout=5) as c:
+        while time.monotonic() < end:
+            st = c.get("http://serve/control/runtime/status").json()
+            if st["passes"] >= agents and not st["running_agents"]:
+                time.sleep(1.0)
+                return
+            time.sleep(0.2)
+    raise SystemExit("serve did not settle after its start-up pass")
+
+
 def reaction(base: Path, samples: int) -> dict[str, Any]:
     home = base / "reaction"
     os.environ["HOLON_HOME"] = str(home)
@@ -162,7 +177,7 @@ def idle(base: Path, agents: int, seconds: float) -> dict[str, Any]:
         create_agent(f"a{i:03d}")
     proc = _start_serve(home, base / "idle.log")
     try:
-        time.sleep(3.0)  # the start-up pass over every agent is not idle time
+        _wait_settled(home, agents)  # the start-up pass over every agent is not idle time
         c0 = _cpu_s(proc.pid)
         time.sleep(seconds)
         c1 = _cpu_s(proc.pid)

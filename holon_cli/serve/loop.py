@@ -36,7 +36,7 @@ Log = Callable[[str], None]
 DEBOUNCE_MS = 30
 STEP_MS = 10
 BUSY_RETRY_S = 1.0
-SWEEP_S = 60.0
+SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 WAIT_SLICE_S = 0.5  # how often the main loop looks at the stop flag
 
 
