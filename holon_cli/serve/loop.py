@@ -7,10 +7,10 @@ Invariants:
 - one pass per agent at a time, at most ``concurrency`` agents at once;
 - a turn lock held by someone else (a manual ``holon turn``) is not an
   error: the agent is retried shortly and on the next change;
-- wake-ups come from watchfiles (inbox arrivals, task records, config, new
-  agent folders), from the earliest deadline of each agent (sleep, work-item
-  recheck, timers when the waiting plane provides ``next_deadline``) and from
-  a slow safety sweep over every agent;
+- wake-ups come from watchfiles (inbox arrivals, task records, the timers
+  ledger, config, new agent folders), from the earliest deadline of each
+  agent (sleep end, work-item recheck, the waiting plane's timer
+  ``next_deadline``) and from a slow safety sweep over every agent;
 - stopping takes no new work; running passes get ``drain_s`` to finish, then
   the process leaves them (the turn journal replays an interrupted turn).
 """
@@ -74,6 +74,8 @@ def _classify(root: Path, paths: Iterable[str]) -> tuple[set[str], bool]:
             ids.add(rel[0])
         elif rel[1:3] == (".holon", "tasks") and rel[-1] == "task.json":
             ids.add(rel[0])
+        elif rel[1:] == (".holon", "ledger", "timers.jsonl"):
+            ids.add(rel[0])  # a timer added or changed: its deadline is news
     return ids, everyone
 
 

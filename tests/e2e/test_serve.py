@@ -51,12 +51,13 @@ def test_classify_maps_paths_to_agents(tmp_path: Path) -> None:
             str(a / "x" / ".holon" / "inbox" / "new" / "m.json"),
             str(a / "y" / ".holon" / "tasks" / "t1" / "task.json"),
             str(a / "z"),
+            str(a / "v" / ".holon" / "ledger" / "timers.jsonl"),
             str(a / "w" / ".holon" / "ledger" / "events.jsonl"),  # written by passes: ignored
             str(a / ".staging-q"),
             str(root / "run" / "daemon.log"),
         ],
     )
-    assert ids == {"x", "y", "z"} and not everyone
+    assert ids == {"x", "y", "z", "v"} and not everyone
     assert _classify(root, [str(root / "config.yaml")]) == (set(), True)
 
 
@@ -153,3 +154,28 @@ def test_sigkill_loop_completes_every_acknowledged_message_once(
     done = _completed()
     assert all(done[m] == 1 for m in acked), {m: done[m] for m in acked if done[m] != 1}
     assert os.path.exists(tmp_path / "serve.log")
+
+
+def test_timer_deadline_wakes_the_agent(tmp_path: Path, model_env: str) -> None:
+    proc = start_serve(tmp_path)
+    try:
+        wait_log(tmp_path, "watching")
+        time.sleep(0.5)  # the start-up pass is done; only the deadline can wake it now
+        out = subprocess.run(
+            [*HOLON, "timer", "add", "--after", "2s", "--message", "timer fired"],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+
+        def timer_turn() -> bool:
+            store = open_agent(None)
+            return any(
+                e["kind"] == "turn_terminal" and e["data"]["status"] == "completed"
+                for e in store.events.records()
+            )
+
+        # no inbox arrival: the wake-up comes from the timer's next_fire_at
+        assert wait_for(timer_turn, 15), (tmp_path / "serve.log").read_text()
+    finally:
+        assert stop(proc) == 0
