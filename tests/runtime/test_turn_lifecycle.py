@@ -50,6 +50,58 @@ def _dead_pid() -> int:
 # ------------------------------------------------------------ 13.2 exactly once
 
 
+def test_a_settled_turn_is_finished_not_aborted_at_the_replay_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed before the queue settle on every attempt up to the replay limit:
+    the turn had already decided how it ended, so the next turn finishes
+    recording it (processed), instead of aborting a message whose completed
+    terminal and result brief are already written."""
+    model = script(tmp_path, [{"text": "all done"}])
+    env = admit("do it")
+    store = open_agent(None)
+    real_settle = q.settle
+
+    def kill(*a: Any, **k: Any) -> None:
+        raise Killed
+
+    monkeypatch.setattr(q, "settle", kill)
+    for _ in range(q.MAX_ATTEMPTS):
+        with pytest.raises(Killed):
+            run_turn(None, cli_model=model)
+    monkeypatch.setattr(q, "settle", real_settle)
+    assert int(q.load(store).in_flight()[0].get("attempts", 0)) >= q.MAX_ATTEMPTS
+
+    res = run_turn(None, cli_model=model)
+    assert res.ran and res.message_id == env["id"] and res.status == "completed"
+    st = q.load(store)
+    assert st.entries == {} and st.processed == 1 and st.aborted == 0
+    assert terminals(store) == (1, 1, 1)
+
+
+def test_an_unsettled_turn_is_still_aborted_at_the_replay_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay limit still holds for a turn that dies before deciding its end."""
+    model = script(tmp_path, [{"text": "all done"}])
+    admit("do it")
+    store = open_agent(None)
+    real_execute = turn_loop.TurnRun.execute
+
+    def kill(self: Any) -> Any:
+        raise Killed
+
+    monkeypatch.setattr(turn_loop.TurnRun, "execute", kill)
+    for _ in range(q.MAX_ATTEMPTS):
+        with pytest.raises(Killed):
+            run_turn(None, cli_model=model)
+    monkeypatch.setattr(turn_loop.TurnRun, "execute", real_execute)
+    assert run_turn(None, cli_model=model).ran is False
+    st = q.load(store)
+    assert st.entries == {} and st.aborted == 1
+    assert terminals(store) == (0, 0, 0)
+
+
 @pytest.mark.parametrize("fail_at", ["queue_settle", "after_brief", "after_transcript"])
 def test_kill_before_queue_settle_completes_the_message_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: str

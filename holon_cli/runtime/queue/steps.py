@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from holon_cli import clock
@@ -34,14 +35,17 @@ from holon_cli.runtime.queue.state import (
 from holon_cli.store.agent_store import AgentStore
 
 
-def recover(store: AgentStore, st: QueueState) -> list[QueueEntry]:
+def recover(store: AgentStore, st: QueueState, settled: Collection[str] = ()) -> list[QueueEntry]:
     """Requeue entries whose turn died. Caller holds the agent lock *and* the turn lock
-    (so no live turn owns a dequeued entry). Entries past ``MAX_ATTEMPTS`` are aborted."""
+    (so no live turn owns a dequeued entry). Entries past ``MAX_ATTEMPTS`` are aborted,
+    except those in ``settled``: their turn already decided how it ended (a durable
+    settlement in the turn journal), so the replay only finishes recording it and runs
+    no model; aborting them would leave a completed terminal on an aborted message."""
     changed: list[QueueEntry] = []
     for entry in list(st.in_flight()):
         mid = entry["message_id"]
         head = entry["head"]
-        if int(entry.get("attempts", 0)) >= MAX_ATTEMPTS:
+        if int(entry.get("attempts", 0)) >= MAX_ATTEMPTS and mid not in settled:
             set_status(store, st, mid, "aborted", reason="max_attempts_exceeded", save=False)
             store.emit(
                 "runtime_error",
@@ -89,17 +93,20 @@ def set_status(
         _release_body(store, message_id)
 
 
-def dequeue_next(store: AgentStore, turn_id: str) -> QueueEntry | None:
+def dequeue_next(
+    store: AgentStore, turn_id: str, *, settled: Collection[str] = ()
+) -> QueueEntry | None:
     """The turn engine's dequeue step: ingest, recover, take the head of the queue.
 
     The caller must hold the agent's turn lock. Returns the entry (with its
     full ``envelope`` loaded) marked ``dequeued``, or ``None`` when nothing is
     queued. A message whose body cannot be found anywhere is aborted with an
-    event instead of wedging the queue."""
+    event instead of wedging the queue. ``settled`` names messages whose turn
+    settlement is already durable (see :func:`recover`)."""
     with store.lock():
         st = load(store)
         ingest(store, st)
-        recover(store, st)
+        recover(store, st, settled)
         while True:
             pending = st.pending()
             if not pending:

@@ -93,6 +93,15 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     return out
 
 
+def _settled_message_ids(store: AgentStore) -> tuple[str, ...]:
+    """The message whose crashed turn already saved its settlement: its replay
+    only finishes recording the ending, so the replay limit must not abort it."""
+    journal = Journal.load(store)
+    if journal is None or journal.settlement is None:
+        return ()
+    return (journal.message_id,)
+
+
 def run_turn(
     agent_id: str | None = None,
     *,
@@ -126,7 +135,10 @@ def run_turn(
         models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
         resolve = resolve_chain(models)  # before the dequeue: a bad chain consumes nothing
         turn_id = clock.new_id("turn")
-        entry = cast("dict[str, Any] | None", q.dequeue_next(store, turn_id))
+        entry = cast(
+            "dict[str, Any] | None",
+            q.dequeue_next(store, turn_id, settled=_settled_message_ids(store)),
+        )
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
         from holon_cli.runtime.waiting import scheduler as waiting
