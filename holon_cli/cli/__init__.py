@@ -120,18 +120,65 @@ def _json_requested(argv: list[str]) -> bool:
     return "--json" in argv
 
 
+def _not_utf8(text: str) -> bool:
+    # Python decodes argv (and, under a C/UTF-8 locale, stdin) with
+    # surrogateescape: an undecodable byte becomes a lone surrogate that
+    # fails only later, deep inside a write, as a traceback
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _check_utf8_args(args: list[str]) -> None:
+    from holon_cli.errors import UsageError
+
+    for i, arg in enumerate(args, 1):
+        if _not_utf8(arg):
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise UsageError(
+                f"argument {i} is not valid UTF-8 text: {shown}",
+                hint="pass text in UTF-8; put binary data in a file and pass its path",
+            )
+
+
+def _strict_stdin() -> None:
+    """Undecodable stdin raises UnicodeDecodeError (each reader turns it into exit 2)."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdin, "encoding", "").lower() in ("utf-8", "utf8"):
+        try:
+            reconfigure(errors="strict")
+        except (ValueError, OSError):  # closed or unusual stream: leave it alone
+            pass
+
+
+def _command_words(args: list[str]) -> str:
+    words = [a for a in args if not a.startswith("-")][:2]
+    if not words or words[0] not in COMMANDS:
+        return "holon"
+    return " ".join(words) if len(words) > 1 and words[0] in _GROUPS else words[0]
+
+
+_GROUPS = frozenset(
+    {"agent", "workitem", "task", "home", "debug", "timer", "trigger", "queue", "daemon"}
+)
+
+
 def main(argv: list[str] | None = None) -> None:
     from holon_cli.cli import output
     from holon_cli.errors import EXIT_INTERRUPTED, HolonError
 
     args = list(sys.argv[1:] if argv is None else argv)
+    _strict_stdin()
     code = 0
     try:
+        _check_utf8_args(args)
         rv: Any = cli.main(args=args, prog_name="holon", standalone_mode=False)
         if isinstance(rv, int):
             code = rv
     except HolonError as err:  # raised outside a command (while resolving one)
-        output.render_error(err, as_json=_json_requested(args), command="holon")
+        output.render_error(err, as_json=_json_requested(args), command=_command_words(args))
         code = err.exit_code
     except click.exceptions.Exit as e:
         code = e.exit_code

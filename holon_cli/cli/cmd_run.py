@@ -81,7 +81,12 @@ def run(
     if model is None:
         check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
     if text == "-":
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.read()
+        except UnicodeDecodeError:
+            from holon_cli.errors import UsageError
+
+            raise UsageError("stdin is not valid UTF-8 text") from None
     data = run_once(
         text,
         agent_id=agent_id,

@@ -49,3 +49,5 @@ def test_hello_demo_shows_the_listing(script_runner: Any) -> None:
     assert "I listed the workspace" in final
     for name in ("README.md", "holon_cli", "pyproject.toml"):  # the listing itself
         assert name in final, final
+    # the listing as text, one name a line, not the tool's JSON result envelope
+    assert "\nREADME.md\n" in final and "stdout_preview" not in final, final
