@@ -65,6 +65,19 @@ class LazyGroup(click.Group):
             # click would turn EPIPE into exit 1; stop quietly with 0 instead.
             _silence_stdout()
             raise click.exceptions.Exit(0) from None
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            # Ctrl-C: under --json still exactly one object on stdout
+            from holon_cli.errors import InterruptedError_
+
+            intr = InterruptedError_(
+                "interrupted",
+                hint="see `holon status`; an interrupted turn's message is replayed by the next turn",
+            )
+            if output.json_mode():
+                output.render_error(intr)
+            else:
+                click.echo("Interrupted.", err=True)
+            raise click.exceptions.Exit(intr.exit_code) from None
         except (HolonError, OSError) as exc:
             # rendered here, while ctx.meta still says how the command wants
             # its output (the --json envelope or text)
@@ -140,6 +153,7 @@ def _check_utf8_args(args: list[str]) -> None:
             raise UsageError(
                 f"argument {i} is not valid UTF-8 text: {shown}",
                 hint="pass text in UTF-8; put binary data in a file and pass its path",
+                kind="invalid_utf8",
             )
 
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +42,14 @@ NOT_UTF8 = os.fsdecode(b"obj \xff")  # how Python hands `$'obj \xff'` to argv
 
 
 def pending(holon_home: Path) -> list[Path]:
-    inbox = holon_home / "agents" / "main" / ".holon" / "inbox" / "new"
-    return sorted(inbox.iterdir()) if inbox.is_dir() else []
+    """Every message file the agent holds (admitted, or ingested at once)."""
+    inbox = holon_home / "agents" / "main" / ".holon" / "inbox"
+    return sorted(
+        p
+        for sub in ("new", "cur", "tmp")
+        if (inbox / sub).is_dir()
+        for p in (inbox / sub).iterdir()
+    )
 
 
 @pytest.mark.parametrize(
@@ -64,7 +74,7 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(
     assert res.returncode == 2, res.stderr
     env = one_json(res)
     assert env["ok"] is False and env["command"] == command
-    assert env["error"]["kind"] == "usage_error"
+    assert env["error"]["kind"] == "invalid_utf8"
     assert "not valid UTF-8" in env["error"]["message"]
     assert "\\xff" in env["error"]["message"]  # the bad byte is shown, escaped
     # nothing stored
@@ -86,12 +96,13 @@ def test_binary_stdin_is_a_usage_error(
     assert run(script_runner, "agent", "create", "main").returncode == 0
     res = run(script_runner, *args, stdin=binary_stdin(b"\xff\xfe"))
     assert res.returncode == 2, res.stderr
-    assert "Traceback" not in res.stderr and "stdin is not valid UTF-8" in res.stderr
+    assert "Traceback" not in res.stderr and "not valid UTF-8" in res.stderr
 
     res = run(script_runner, *args, "--json", stdin=binary_stdin(b"ok \xff\xfe"))
     assert res.returncode == 2, res.stderr
     env = one_json(res)
-    assert env["command"] == command and env["error"]["kind"] == "usage_error"
+    assert env["command"] == command
+    assert env["error"]["kind"] in ("usage_error", "invalid_utf8")
     assert pending(holon_home) == []
 
 
@@ -102,3 +113,94 @@ def test_utf8_stdin_and_arguments_still_work(script_runner: Any, holon_home: Pat
     res = run(script_runner, "enqueue", "grüße")
     assert res.returncode == 0, res.stderr
     assert len(pending(holon_home)) == 2
+
+
+# --- Ctrl-C under --json: still exactly one JSON object --------------------
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_ctrl_c_during_turn_is_exit_130_with_one_json_object(
+    script_runner: Any, monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    import holon_cli.runtime.turn as turn_mod
+
+    assert run(script_runner, "agent", "create", "main").returncode == 0
+
+    def interrupted(*_a: Any, **_k: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(turn_mod, "run_turn", interrupted)
+    res = run(script_runner, "turn", *(["--json"] if as_json else []))
+    assert res.returncode == 130, res.stderr
+    assert "Traceback" not in res.stderr
+    if as_json:
+        env = one_json(res)
+        assert env["ok"] is False and env["command"] == "turn"
+        assert env["error"]["kind"] == "interrupted"
+    else:
+        assert res.stdout == "" and "Interrupted" in res.stderr
+
+
+def _holon_proc(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    from conftest import default_sigint
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "holon_cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+
+
+def _wait_for_event(home: Path, kind: str, timeout: float = 30.0) -> None:
+    log = home / "agents" / "main" / ".holon" / "ledger" / "events.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.is_file() and f'"kind":"{kind}"' in log.read_text(errors="replace"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {kind} event within {timeout}s")
+
+
+@pytest.mark.slow
+def test_two_turns_at_once_one_is_busy_and_ctrl_c_loses_nothing(
+    holon_home: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "slow.yaml"
+    script.write_text("steps:\n  - sleep_ms: 20000\n    text: slow\n  - text: done after replay\n")
+    env = dict(os.environ, HOLON_HOME=str(holon_home))
+    h = [sys.executable, "-m", "holon_cli"]
+    subprocess.run(
+        [*h, "agent", "create", "main", "--model", f"scripted:{script}"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run([*h, "enqueue", "hello"], env=env, check=True, capture_output=True)
+    first = _holon_proc("turn", "--json", env=env)
+    try:
+        _wait_for_event(holon_home, "message_processing_started")
+        second = subprocess.run(
+            [*h, "turn", "--json"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 75, second.stderr
+        assert json.loads(second.stdout)["error"]["kind"] == "busy"
+        first.send_signal(signal.SIGINT)
+        out, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 130, err
+    assert json.loads(out)["error"]["kind"] == "interrupted" and len(out.splitlines()) == 1
+    # nothing lost: the next turn replays the message and completes it
+    again = subprocess.run(
+        [*h, "turn", "--json"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 0, again.stderr
+    status = json.loads(
+        subprocess.run([*h, "status", "--json"], env=env, capture_output=True, text=True).stdout
+    )["data"]
+    assert status["pending"] == 0 and status["in_flight"] == 0 and status["processed"] == 1
