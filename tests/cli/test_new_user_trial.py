@@ -142,7 +142,8 @@ def test_ctrl_c_during_turn_is_exit_130_with_one_json_object(
 
 
 def _holon_proc(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    from conftest import default_sigint
+    def default_sigint() -> None:  # a background job's child would ignore Ctrl-C
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     return subprocess.Popen(
         [sys.executable, "-m", "holon_cli", *args],
