@@ -205,3 +205,43 @@ def test_two_turns_at_once_one_is_busy_and_ctrl_c_loses_nothing(
         subprocess.run([*h, "status", "--json"], env=env, capture_output=True, text=True).stdout
     )["data"]
     assert status["pending"] == 0 and status["in_flight"] == 0 and status["processed"] == 1
+
+
+# --- the home itself -------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["status"], ["enqueue", "hi"], ["home", "check"]])
+def test_holon_home_pointing_at_a_file_says_so(
+    script_runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    afile = tmp_path / "not-a-dir"
+    afile.write_text("x")
+    monkeypatch.setenv("HOLON_HOME", str(afile))
+    res = run(script_runner, *args)
+    assert res.returncode == 1, res.stderr
+    assert "is a file, not a folder" in res.stderr + res.stdout
+    assert "disk has space" not in res.stderr and "Traceback" not in res.stderr
+    res = run(script_runner, *args, "--json")
+    env = one_json(res)
+    assert env["ok"] is False and "is a file, not a folder" in json.dumps(env)
+    assert afile.read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("bogus: 1\n", "unknown key 'bogus'"), ("model: [\n", "invalid YAML")],
+)
+def test_home_check_reports_a_broken_config(
+    script_runner: Any, holon_home: Path, text: str, says: str
+) -> None:
+    assert run(script_runner, "home", "init").returncode == 0
+    (holon_home / "config.yaml").write_text(text)
+    res = run(script_runner, "home", "check")
+    assert res.returncode == 1, res.stdout
+    assert f"PROBLEM {holon_home / 'config.yaml'}: " in res.stdout and says in res.stdout
+    env = one_json(run(script_runner, "home", "check", "--json"))
+    [problem] = env["error"]["details"]["problems"]
+    assert problem["path"] == str(holon_home / "config.yaml") and says in problem["message"]
+    # a valid config is fine again
+    (holon_home / "config.yaml").write_text("model: scripted:x.yaml\n")
+    assert run(script_runner, "home", "check").returncode == 0
