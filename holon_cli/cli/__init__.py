@@ -78,6 +78,21 @@ class LazyGroup(click.Group):
             else:
                 click.echo("Interrupted.", err=True)
             raise click.exceptions.Exit(intr.exit_code) from None
+        except UnicodeEncodeError as exc:
+            if "surrogates" not in str(exc.reason):
+                raise
+            # an undecodable byte from the outside (a path, e.g. the current
+            # directory, or an environment value) reached a write
+            from holon_cli.errors import UsageError
+
+            bad = UsageError(
+                "a path or text that is not valid UTF-8 reached holon "
+                "(e.g. the current directory's name)",
+                hint="run holon from a folder whose path is UTF-8 and pass UTF-8 text",
+                kind="invalid_utf8",
+            )
+            output.render_error(bad)
+            raise click.exceptions.Exit(bad.exit_code) from None
         except (HolonError, OSError) as exc:
             # rendered here, while ctx.meta still says how the command wants
             # its output (the --json envelope or text)
@@ -157,6 +172,21 @@ def _check_utf8_args(args: list[str]) -> None:
             )
 
 
+def _check_utf8_env() -> None:
+    # every record stores paths as UTF-8 JSON: a home whose path is not UTF-8
+    # would dequeue a message and then fail mid-turn on every retry
+    from holon_cli.errors import UsageError
+
+    home = os.environ.get("HOLON_HOME")
+    if home and _not_utf8(home):
+        shown = home.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UsageError(
+            f"HOLON_HOME is not valid UTF-8: {shown}",
+            hint="use a folder whose path is UTF-8 text",
+            kind="invalid_utf8",
+        )
+
+
 def _strict_stdin() -> None:
     """Undecodable stdin raises UnicodeDecodeError (each reader turns it into exit 2)."""
     reconfigure = getattr(sys.stdin, "reconfigure", None)
@@ -188,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     code = 0
     try:
         _check_utf8_args(args)
+        _check_utf8_env()
         rv: Any = cli.main(args=args, prog_name="holon", standalone_mode=False)
         if isinstance(rv, int):
             code = rv

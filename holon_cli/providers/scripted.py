@@ -329,12 +329,18 @@ def _lookup(results: dict[str, Any], ref: str) -> Any:
     return value
 
 
+def _as_text(value: Any) -> str:
+    """A referenced value inside text: strings as they are, anything else as JSON
+    (``{{ls}}`` shows the tool's JSON result, not a Python repr)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def _substitute(value: Any, results: dict[str, Any]) -> Any:
     if isinstance(value, str):
         whole = _REF.fullmatch(value.strip())
         if whole:  # a lone reference keeps the referenced value's type
             return _lookup(results, whole.group(1))
-        return _REF.sub(lambda m: str(_lookup(results, m.group(1))), value)
+        return _REF.sub(lambda m: _as_text(_lookup(results, m.group(1))), value)
     if isinstance(value, list):
         return [_substitute(v, results) for v in value]
     if isinstance(value, dict):
@@ -497,7 +503,7 @@ class ScriptedTransport:
             ) from None
         blocks: list[dict[str, Any]] = []
         if text:
-            blocks.append({"type": "text", "text": str(text)})
+            blocks.append({"type": "text", "text": _as_text(text)})
         for i, (c, arguments) in enumerate(calls, 1):
             call_id = c["id"] or f"call_s{consumed + 1}_{i}"
             blocks.append(

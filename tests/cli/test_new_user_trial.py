@@ -245,3 +245,80 @@ def test_home_check_reports_a_broken_config(
     # a valid config is fine again
     (holon_home / "config.yaml").write_text("model: scripted:x.yaml\n")
     assert run(script_runner, "home", "check").returncode == 0
+
+
+# --- one damaged agent among healthy ones -----------------------------------
+
+
+def test_a_damaged_agent_fails_cleanly_everywhere_and_the_others_do_not(
+    script_runner: Any, holon_home: Path
+) -> None:
+    for name in ("alpha", "beta"):
+        assert run(script_runner, "agent", "create", name).returncode == 0
+        for i in range(3):
+            assert run(script_runner, "enqueue", f"m{i}", "-a", name).returncode == 0
+    lay = holon_home / "agents" / "beta" / ".holon"
+    led = lay / "ledger" / "queue.jsonl"
+    lines = led.read_bytes().splitlines(keepends=True)
+    led.write_bytes(lines[0] + b"#GARBAGE" + lines[1][8:] + b"".join(lines[2:]))
+    (lay / "state" / "queue.json").unlink()  # no snapshot to skip past the damage
+    where = f"{led}:2"
+    for args in (["status", "-a", "beta"], ["queue", "list", "-a", "beta"]):
+        res = run(script_runner, *args)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert where in res.stderr, res.stderr
+        env = one_json(run(script_runner, *args, "--json"))
+        assert env["error"]["kind"] == "corrupt_state"
+        assert env["error"]["details"]["line"] == 2
+    res = run(script_runner, "home", "check")
+    assert res.returncode == 1 and f"PROBLEM {where}: " in res.stdout
+    # the healthy agent is untouched
+    ok = one_json(run(script_runner, "status", "-a", "alpha", "--json"))
+    assert ok["ok"] is True and ok["data"]["pending"] == 3
+
+
+# --- paths that are not UTF-8 ------------------------------------------------
+
+
+def test_a_holon_home_path_that_is_not_utf8_is_refused_up_front(
+    script_runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every record stores paths as UTF-8 JSON: such a home used to dequeue a
+    # message and then crash mid-turn on every retry
+    bad = os.fsdecode(os.fsencode(str(tmp_path)) + b"/h\xff")
+    monkeypatch.setenv("HOLON_HOME", bad)
+    res = run(script_runner, "enqueue", "hi", "--json")
+    assert res.returncode == 2, res.stderr
+    env = one_json(res)
+    assert env["error"]["kind"] == "invalid_utf8" and "HOLON_HOME" in env["error"]["message"]
+    assert not os.path.exists(bad)
+
+
+def test_a_workspace_path_that_is_not_utf8_is_a_clean_error(
+    script_runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = os.fsdecode(os.fsencode(str(tmp_path)) + b"/w\xff")
+    os.mkdir(ws)
+    monkeypatch.chdir(ws)
+    script = tmp_path / "s.yaml"
+    script.write_text("steps:\n  - text: ok\n")
+    res = run(script_runner, "run", "--json", "--model", f"scripted:{script}", "hi")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    env = one_json(res)
+    assert env["error"]["kind"] == "invalid_utf8"
+
+
+def test_a_whole_tool_result_reference_renders_as_json_not_a_python_repr(
+    script_runner: Any, tmp_path: Path
+) -> None:
+    script = tmp_path / "s.yaml"
+    script.write_text(
+        "steps:\n"
+        "  - tool_calls: [{name: ExecCommand, id: c, arguments: {cmd: 'echo hi'}}]\n"
+        "  - text: 'whole: {{c}}'\n"
+    )
+    res = run(script_runner, "run", "--json", "--model", f"scripted:{script}", "go")
+    assert res.returncode == 0, res.stderr
+    final = one_json(res)["data"]["final_text"]
+    assert final.startswith("whole: {") and "'disposition'" not in final, final
+    assert json.loads(final.removeprefix("whole: "))["stdout_preview"] == "hi\n"
