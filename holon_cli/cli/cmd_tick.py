@@ -63,11 +63,12 @@ def tick(agent_id: str | None, all_agents: bool, verbose: bool, as_json: bool) -
     if all_agents and agent_id:
         raise UsageError("use either --agent or --all, not both")
     results = tick_all() if all_agents else [tick_agent(open_agent(agent_id))]
+    code = worst_exit_code([int(r.get("exit_code", 0)) for r in results])
     if as_json:
-        output.emit_json({"agents": results})
+        failed = [str(r.get("agent_id")) for r in results if int(r.get("exit_code", 0))]
+        output.emit_json_per_agent({"agents": results}, code, failed)
     else:
         for r in results:
             _print_agent(r, verbose=verbose, quiet_idle=all_agents)
-    code = worst_exit_code([int(r.get("exit_code", 0)) for r in results])
     if code:
         raise click.exceptions.Exit(code)

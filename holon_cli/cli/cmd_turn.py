@@ -40,8 +40,10 @@ def _turn_all(model: str | None, catalog: Any, as_json: bool) -> None:
         else (EXIT_PROVIDER if r.status == "aborted" else EXIT_OK)
         for r in results
     ]
+    code = worst_exit_code(codes)
     if as_json:
-        output.emit_json({"turns": [r.to_dict() for r in results]})
+        failed = [r.agent_id for r, c in zip(results, codes, strict=True) if c]
+        output.emit_json_per_agent({"turns": [r.to_dict() for r in results]}, code, failed)
     else:
         for r in results:
             if isinstance(r, AgentFailure):
@@ -50,7 +52,6 @@ def _turn_all(model: str | None, catalog: Any, as_json: bool) -> None:
                 output.echo(f"{r.agent_id}: error: {err.message}{hint}", err=True)
             else:
                 _print_turn(r.to_dict())
-    code = worst_exit_code(codes)
     if code:
         raise click.exceptions.Exit(code)
 

@@ -88,6 +88,21 @@ def emit_json_error(
     )
 
 
+def emit_json_per_agent(data: Any, code: int, failed: list[str]) -> None:
+    """The one envelope of an ``--all`` command: ``ok`` is true only when every
+    agent's outcome was (exit 0), so ``jq -e .ok`` agrees with the exit code;
+    the per-agent entries in ``data`` say what happened to each."""
+    if not code:
+        emit_json(data)
+        return
+    emit_json_failure_with_data(
+        "agents_failed",
+        f"{len(failed)} agent(s) did not succeed: {', '.join(failed)}",
+        "see each agent's entry; the exit code is the worst per-agent outcome",
+        data,
+    )
+
+
 def emit_json_failure_with_data(kind: str, message: str, hint: str, data: Any) -> None:
     """A failure envelope that still carries the command's data (``run``)."""
     click.echo(

@@ -64,7 +64,11 @@ def test_turn_all_json_entries_carry_agent_id(script_runner, tmp_path: Path) -> 
         ["holon", "turn", "--all", "--json", "--model", script(tmp_path, [{"text": "ok"}])]
     )
     assert res.returncode == 1
-    turns = json.loads(res.stdout)["data"]["turns"]
+    env = json.loads(res.stdout)
+    # `jq -e .ok` must agree with the exit code
+    assert env["ok"] is False and env["error"]["kind"] == "agents_failed"
+    assert "bad" in env["error"]["message"]
+    turns = env["data"]["turns"]
     assert sorted(t["agent_id"] for t in turns) == ["alpha", "bad", "zeta"]
     bad = next(t for t in turns if t["agent_id"] == "bad")
     assert bad["ok"] is False and bad["error"]["kind"] == "corrupt_state"
@@ -89,7 +93,9 @@ def test_tick_all_skips_a_damaged_agent(script_runner) -> None:
     out = res.stdout.splitlines()
     assert any(ln.startswith("alpha: ingested") for ln in out)
     assert any(ln.startswith("zeta: ingested") for ln in out)
-    js = json.loads(script_runner.run(["holon", "tick", "--all", "--json"]).stdout)
+    res = script_runner.run(["holon", "tick", "--all", "--json"])
+    js = json.loads(res.stdout)
+    assert res.returncode == 1 and js["ok"] is False and js["error"]["kind"] == "agents_failed"
     entries = {a["agent_id"]: a for a in js["data"]["agents"]}
     assert entries["bad"]["ok"] is False and entries["bad"]["error"]["kind"] == "corrupt_state"
     assert "alpha" in entries and "zeta" in entries
@@ -101,6 +107,8 @@ def test_tick_all_is_quiet_when_nothing_to_do(script_runner) -> None:
     script_runner.run(["holon", "agent", "stop", "beta"], check=True)
     res = script_runner.run(["holon", "tick", "--all"])
     assert res.returncode == 0 and res.stdout == "" and res.stderr == ""
+    js = json.loads(script_runner.run(["holon", "tick", "--all", "--json"]).stdout)
+    assert js["ok"] is True and "error" not in js
     res = script_runner.run(["holon", "tick", "--all", "-v"])
     assert "alpha: nothing to do" in res.stdout and "beta: skipped (stopped)" in res.stdout
     # a single agent still says so
