@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from holon_cli import clock
-from holon_cli.errors import NotFoundError, UsageError
+from holon_cli.errors import InterruptedError_, NotFoundError, UsageError
 from holon_cli.runtime import turn as turn_mod
 from holon_cli.runtime.agents import create_agent, open_agent
 from holon_cli.runtime.enqueue import admit
@@ -125,35 +125,45 @@ def run_once(
         # the run's background tasks rejoin as task_result messages: wait for one
         return wait_for_tasks and tasks.wait_for_task_result(store)
 
-    while len(turns) < max_turns:
-        res = turn_mod.run_turn(store=store, **kw)
-        if not res.ran:
-            if task_result_arrived():
-                continue
-            final_status = "completed"  # nothing (left) to do: the run has settled
-            break
-        turns.append(res)
-        last = res
-        outcome = res.closure["outcome"] if res.closure else None
-        if res.status == "aborted" or outcome == "failed":
-            final_status = "failed"
-            break
-        if outcome == "waiting":
-            if task_result_arrived():
-                continue
-            final_status = "waiting"
-            break
-        if outcome == "continuable":
-            from holon_cli.runtime.tick import enqueue_continuation
+    try:
+        while len(turns) < max_turns:
+            res = turn_mod.run_turn(store=store, **kw)
+            if not res.ran:
+                if task_result_arrived():
+                    continue
+                final_status = "completed"  # nothing (left) to do: the run has settled
+                break
+            turns.append(res)
+            last = res
+            outcome = res.closure["outcome"] if res.closure else None
+            if res.status == "aborted" or outcome == "failed":
+                final_status = "failed"
+                break
+            if outcome == "waiting":
+                if task_result_arrived():
+                    continue
+                final_status = "waiting"
+                break
+            if outcome == "continuable":
+                from holon_cli.runtime.tick import enqueue_continuation
 
-            signal = res.closure.get("work_signal") if res.closure else None
-            enqueue_continuation(store, dict(signal) if signal else {})
-            continue
-        # completed: keep going while messages remain queued (self follow-ups,
-        # task results)
-        if q.pending_count(store) == 0 and not task_result_arrived():
-            final_status = "completed"
-            break
+                signal = res.closure.get("work_signal") if res.closure else None
+                enqueue_continuation(store, dict(signal) if signal else {})
+                continue
+            # completed: keep going while messages remain queued (self follow-ups,
+            # task results)
+            if q.pending_count(store) == 0 and not task_result_arrived():
+                final_status = "completed"
+                break
+    except KeyboardInterrupt:
+        # Ctrl-C: nothing the run started outlives it, and the kept agent is named
+        tasks.stop_unsettled(store)
+        aid = store.agent_id
+        raise InterruptedError_(
+            f"interrupted; agent {aid} kept at {store.layout.home} "
+            "(its message is replayed by its next turn)",
+            hint=f"finish it: `holon turn --agent {aid}`; remove it: `holon agent rm {aid}`",
+        ) from None
     # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
     tasks_stopped = tasks.stop_unsettled(store)
     raw = last.final_text if last else ""

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
+from holon_cli.errors import InterruptedError_
 from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.run import run_once
 from holon_cli.runtime.tasks import plane
@@ -86,3 +88,26 @@ def test_a_result_ingested_by_a_concurrent_tick_is_still_turned(tmp_path: Path) 
         q.ingest(store, q.load(store))
     assert store.inbox.pending_count() == 0
     assert plane.wait_for_task_result(store, timeout_s=1) is True
+
+
+def test_ctrl_c_while_waiting_stops_the_tasks_and_names_the_kept_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during `holon run` (here: while it waits for its task's result)
+    stops what the run started and says which agent was kept and how to
+    finish or remove it; the temporary agent is not silently stranded."""
+    model = _script(tmp_path, "sleep 300")
+
+    def interrupted(store: object) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plane, "wait_for_task_result", interrupted)
+    with pytest.raises(InterruptedError_) as exc:
+        run_once("build it", model=model, workspace_root=str(tmp_path))
+    err = exc.value
+    assert err.exit_code == 130
+    aid = err.message.split("agent ", 1)[1].split(" ", 1)[0]
+    assert f"holon agent rm {aid}" in err.hint and f"holon turn --agent {aid}" in err.hint
+    store = open_agent(aid)
+    assert store.layout.home.is_dir(), "the agent is kept for inspection"
+    assert plane.active_tasks(store) == [], "nothing the run started outlives it"
