@@ -23,7 +23,11 @@ from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
     "--origin",
     "-o",
     metavar="ORIGIN",
-    help="operator[:ACTOR], channel:ID, webhook:SOURCE or callback:DESCRIPTOR (default: operator). The kind must belong to the origin; system, task and timer origins are admitted only by the runtime.",
+    help=(
+        "operator[:ACTOR], channel:ID, webhook:SOURCE or callback:DESCRIPTOR (default: "
+        "operator). The kind must belong to the origin; system, task and timer origins are "
+        "admitted only by the runtime."
+    ),
 )
 @click.option(
     "--priority",

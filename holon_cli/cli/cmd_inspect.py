@@ -44,7 +44,10 @@ def show_status(agent_id: str | None, as_json: bool, command: str = "status") ->
     rows += [
         (
             "kind",
-            f"{s['identity']['kind']} / {s['identity']['visibility']} / {s['identity']['ownership']}",
+            (
+                f"{s['identity']['kind']} / {s['identity']['visibility']} / "
+                f"{s['identity']['ownership']}"
+            ),
         ),
         ("home", s["agent_home"]),
         ("pending", s["pending"]),
@@ -54,7 +57,10 @@ def show_status(agent_id: str | None, as_json: bool, command: str = "status") ->
         ("last wake", s["last_wake_reason"] or "-"),
         (
             "tokens",
-            f"{tu['total']['total_tokens']} total ({tu['total']['input_tokens']} in / {tu['total']['output_tokens']} out) over {tu['total_model_rounds']} round(s)",
+            (
+                f"{tu['total']['total_tokens']} total ({tu['total']['input_tokens']} in / "
+                f"{tu['total']['output_tokens']} out) over {tu['total_model_rounds']} round(s)"
+            ),
         ),
         ("last event", s["last_event_seq"]),
     ]
@@ -81,7 +87,9 @@ def _event_line(e: dict[str, Any]) -> str:
     detail = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
     if len(detail) > 160:
         detail = detail[:157] + "..."
-    return f"{e['event_seq']:>6}  {e['at']}  {e['kind']:<28} {' '.join(bits)} {detail if data else ''}".rstrip()
+    return (
+        f"{e['event_seq']:>6}  {e['at']}  {e['kind']:<28} {' '.join(bits)} {detail if data else ''}"
+    ).rstrip()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -222,10 +230,16 @@ def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
             calls = ", ".join(c.get("name", "?") for c in t.get("tool_calls", []))
             head = f"[{t.get('at')}] assistant" + (f" -> {calls}" if calls else "")
         elif kind == "tool_result":
-            head = f"[{t.get('at')}] tool {t.get('tool_name')} ({'ok' if t.get('ok', True) else 'error'})"
+            head = (
+                f"[{t.get('at')}] tool {t.get('tool_name')} "
+                f"({'ok' if t.get('ok', True) else 'error'})"
+            )
             text = t.get("output", "")
         elif kind == "message":
-            head = f"[{t.get('at')}] {t.get('origin_label', 'message')} ({t.get('authority_class', '')})"
+            head = (
+                f"[{t.get('at')}] {t.get('origin_label', 'message')} "
+                f"({t.get('authority_class', '')})"
+            )
         else:
             head = f"[{t.get('at')}] {kind}"
         output.echo(head)

@@ -22,7 +22,8 @@ def trigger() -> None:
     \b
     Example:
       holon trigger show
-      holon trigger deliver "$(holon trigger show --json | jq -r .data.trigger_url)" '{"ci": "green"}' --content-type application/json
+      holon trigger deliver "$(holon trigger show --json | jq -r .data.trigger_url)" '{"ci": \
+"green"}' --content-type application/json
     """
 
 
@@ -128,7 +129,8 @@ def trigger_deliver(
 
     \b
     Example:
-      holon trigger deliver cb_0123... '{"pr": 42, "state": "approved"}' --content-type application/json --source github
+      holon trigger deliver cb_0123... '{"pr": 42, "state": "approved"}' --content-type \
+application/json --source github
     """
     output.begin("trigger deliver", as_json)
     from holon_cli.runtime.waiting.triggers import deliver

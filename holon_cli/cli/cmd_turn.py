@@ -16,7 +16,11 @@ def _print_turn(res: dict[str, Any]) -> None:
         return
     closure = (res.get("closure") or {}).get("outcome", "?")
     click.echo(
-        f"{res['agent_id']}: turn {res['turn_id']} {res['status']} ({closure}; {res['model_rounds']} round(s), {res['token_usage']['total_tokens']} tokens, {res['duration_ms']} ms)",
+        (
+            f"{res['agent_id']}: turn {res['turn_id']} {res['status']} ({closure}; "
+            f"{res['model_rounds']} round(s), {res['token_usage']['total_tokens']} tokens, "
+            f"{res['duration_ms']} ms)"
+        ),
         err=True,
     )
     if res.get("failure_artifact"):

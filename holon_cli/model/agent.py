@@ -134,7 +134,10 @@ def new_agent_record(
 
 def lifecycle_hint(status: str) -> str | None:
     if status == "stopped":
-        return "agent is stopped: resume is required before new prompts (`holon agent start <id>`); wake does not override the stopped boundary"
+        return (
+            "agent is stopped: resume is required before new prompts (`holon agent start "
+            "<id>`); wake does not override the stopped boundary"
+        )
     if status == "paused":
         return "agent is paused: `holon agent start <id>` resumes processing"
     return None

@@ -73,8 +73,13 @@ def resolve_template(selector: str | None) -> tuple[Path, dict[str, Any]]:
         return path, {"kind": "builtin", "selector": selector or "holon-default", "path": str(path)}
     if selector.startswith(("http://", "https://")):
         raise RejectedError(
-            f"remote template {selector!r} cannot be used: this build installs templates from local directories only",
-            hint="clone the repository yourself and pass the template directory as an absolute path",
+            (
+                f"remote template {selector!r} cannot be used: this build installs templates "
+                "from local directories only"
+            ),
+            hint=(
+                "clone the repository yourself and pass the template directory as an absolute path"
+            ),
         )
     p = Path(selector).expanduser()
     if p.is_absolute():
@@ -82,7 +87,10 @@ def resolve_template(selector: str | None) -> tuple[Path, dict[str, Any]]:
     elif "/" in selector or selector in (".", ".."):
         raise UsageError(
             f"template {selector!r} is neither a template id nor an absolute path",
-            hint="pass a template id (a folder under ~/.agents/templates/) or an absolute directory path",
+            hint=(
+                "pass a template id (a folder under ~/.agents/templates/) or an absolute "
+                "directory path"
+            ),
         )
     else:
         p = user_templates_dir() / selector

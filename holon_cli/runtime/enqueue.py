@@ -62,7 +62,10 @@ def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UsageError(
-                f"--json-body: the message is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                (
+                    f"--json-body: the message is not valid JSON ({exc.msg} at line "
+                    f"{exc.lineno} column {exc.colno})"
+                ),
                 hint='pass a JSON document, e.g. \'{"event": "push"}\'',
             ) from None
         return {"type": "json", "value": value}

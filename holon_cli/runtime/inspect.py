@@ -36,7 +36,10 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     hint = lifecycle_hint(state["status"])
     stale_run = state["status"] == "awake_running" and not _pid_alive(state.get("current_run_pid"))
     if stale_run:
-        hint = "the process running this agent's last turn is gone; the next `holon turn` replays its message"
+        hint = (
+            "the process running this agent's last turn is gone; the next `holon turn` replays "
+            "its message"
+        )
     summary: dict[str, Any] = {
         "agent_id": store.agent_id,
         "status": state["status"],
@@ -270,7 +273,10 @@ def home_check() -> dict[str, Any]:
                 notes.append(
                     {
                         "path": str(led.path),
-                        "message": "torn last line (an interrupted write); it is ignored and repaired on the next append",
+                        "message": (
+                            "torn last line (an interrupted write); it is ignored and repaired "
+                            "on the next append"
+                        ),
                     }
                 )
             if not found:
@@ -289,7 +295,11 @@ def home_check() -> dict[str, Any]:
                 notes.append(
                     {
                         "path": str(qdir),
-                        "message": f"{len(bad)} inbox file(s) set aside because they could not be admitted (see the .reason files and the inbox_message_quarantined events)",
+                        "message": (
+                            f"{len(bad)} inbox file(s) set aside because they could not be "
+                            "admitted (see the .reason files and the "
+                            "inbox_message_quarantined events)"
+                        ),
                     }
                 )
         inbox_found, inbox_count = hc.inbox_problems(layout)
@@ -331,7 +341,8 @@ def _queue_offset_problem(layout: Any) -> Problem | None:
     return Problem(
         str(path),
         None,
-        f"queue ledger is {size} bytes but {layout.queue_file.name} reflects {snap['offset']} bytes: "
+        f"queue ledger is {size} bytes but {layout.queue_file.name} reflects "
+        f"{snap['offset']} bytes: "
         f"it was truncated or replaced; {n} unfinished message(s) are kept from the snapshot and "
         "the inbox and written back by the next `holon tick` or `holon turn`",
     )

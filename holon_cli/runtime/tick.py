@@ -123,7 +123,10 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
             blocker = item.get("blocked_by")
             _system_tick(
                 store,
-                f"Runtime reminder: work item {wid} is blocked by {blocker!r}; its recheck time has come. Inspect the blocker and update or clear it.",
+                (
+                    f"Runtime reminder: work item {wid} is blocked by {blocker!r}; its recheck "
+                    "time has come. Inspect the blocker and update or clear it."
+                ),
                 reason,
                 work_item_id=wid,
                 priority="background",

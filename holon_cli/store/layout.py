@@ -40,7 +40,10 @@ def validate_agent_id(agent_id: str) -> str:
     if not AGENT_ID_RE.fullmatch(agent_id) or agent_id in (".", ".."):
         raise UsageError(
             f"invalid agent id {agent_id!r}",
-            hint="use 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit",
+            hint=(
+                "use 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter "
+                "or digit"
+            ),
         )
     return agent_id
 

@@ -43,7 +43,10 @@ def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStat
     where = f"{path}:{line}" if line is not None else f"{path} (byte {offset})"
     return CorruptStateError(
         f"corrupt ledger record at {where}: {why}",
-        hint="run `holon home check` for a full report; move the damaged line aside to a backup, then retry",
+        hint=(
+            "run `holon home check` for a full report; move the damaged line aside to a "
+            "backup, then retry"
+        ),
         details={"path": str(path), "line": line, "offset": offset, "reason": why},
     )
 
@@ -121,12 +124,17 @@ def _parse(
     if v > max_version:
         where = f"{path}:{line}" if line is not None else f"{path} (byte {offset})"
         raise CorruptStateError(
-            f"{where}: record format v{v} is newer than this holon understands (max v{max_version})",
+            (
+                f"{where}: record format v{v} is newer than this holon understands (max "
+                f"v{max_version})"
+            ),
             hint="upgrade holon-cli to read this home",
             details={
                 "path": str(path),
                 "line": line,
-                "reason": f"record format v{v} is newer than this holon understands (max v{max_version})",
+                "reason": (
+                    f"record format v{v} is newer than this holon understands (max v{max_version})"
+                ),
             },
         )
     if validate is not None:
@@ -222,7 +230,9 @@ class Ledger:
                 if n != len(data):
                     raise CorruptStateError(
                         f"short write to {self.path} ({n} of {len(data)} bytes)",
-                        hint="check free disk space; the partial line is repaired on the next append",
+                        hint=(
+                            "check free disk space; the partial line is repaired on the next append"
+                        ),
                     )
                 if self.defer_sync:
                     self._unsynced = True

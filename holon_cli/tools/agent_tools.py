@@ -47,7 +47,10 @@ def _tool_error(err: HolonError, *, field: str | None = None) -> ToolError:
 @dataclass(frozen=True)
 class SleepArgs:
     duration_ms: int | None = field_doc(
-        "Omit to rest until the next message or event. Only for a short, bounded wake-up delay in milliseconds.",
+        (
+            "Omit to rest until the next message or event. Only for a short, bounded wake-up "
+            "delay in milliseconds."
+        ),
         default=None,
     )
     reason: str | None = field_doc("Why you are resting (recorded for the operator).", default=None)
@@ -57,8 +60,10 @@ class SleepArgs:
     "Sleep",
     SleepArgs,
     description=(
-        "Rest: end this turn after the current tool round. Omit `duration_ms` to sleep until the next "
-        "message, event or task result arrives; pass a positive `duration_ms` only to be woken after a short delay."
+        "Rest: end this turn after the current tool round. Omit `duration_ms` to sleep "
+        "until the next "
+        "message, event or task result arrives; pass a positive `duration_ms` only to be "
+        "woken after a short delay."
     ),
 )
 def sleep(ctx: ToolContext, args: SleepArgs) -> dict[str, Any]:
@@ -68,7 +73,9 @@ def sleep(ctx: ToolContext, args: SleepArgs) -> dict[str, Any]:
             "invalid_arguments",
             "`duration_ms` must not be negative",
             field="duration_ms",
-            recovery_hint="omit `duration_ms` to rest until the next wake signal, or pass a positive delay",
+            recovery_hint=(
+                "omit `duration_ms` to rest until the next wake signal, or pass a positive delay"
+            ),
         )
     if duration == 0:
         duration = None  # tolerated model output: same as omitting it
@@ -95,7 +102,10 @@ def sleep(ctx: ToolContext, args: SleepArgs) -> dict[str, Any]:
 class EnqueueArgs:
     text: str = field_doc("The follow-up instruction to deliver to yourself as a new message.")
     priority: Literal["interject", "next", "normal", "background"] | None = field_doc(
-        "Queue priority (default normal): interject and next run before other queued messages, background after.",
+        (
+            "Queue priority (default normal): interject and next run before other queued "
+            "messages, background after."
+        ),
         default=None,
     )
 
@@ -104,7 +114,8 @@ class EnqueueArgs:
     "Enqueue",
     EnqueueArgs,
     description=(
-        "Queue a follow-up message to yourself (an internal follow-up). It is handled in a later turn, "
+        "Queue a follow-up message to yourself (an internal follow-up). It is handled in a "
+        "later turn, "
         "after this one ends, in priority order with other queued messages. Returns the message id."
     ),
 )
@@ -113,7 +124,10 @@ def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, Any]:
     if len(sent) >= MAX_FOLLOWUPS_PER_TURN:
         raise ToolError(
             "limit_exceeded",
-            f"this turn already queued {len(sent)} follow-ups (the limit is {MAX_FOLLOWUPS_PER_TURN})",
+            (
+                f"this turn already queued {len(sent)} follow-ups (the limit is "
+                f"{MAX_FOLLOWUPS_PER_TURN})"
+            ),
             details={"enqueued": list(sent)},
             recovery_hint="combine the remaining follow-ups into one message",
         )
@@ -141,7 +155,9 @@ def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, Any]:
         "kind": env["kind"],
         "priority": env["priority"],
         "causation_id": env.get("causation_id"),
-        "summary": f"Queued follow-up {env['id']} ({env['priority']}); it is handled after this turn ends.",
+        "summary": (
+            f"Queued follow-up {env['id']} ({env['priority']}); it is handled after this turn ends."
+        ),
     }
 
 
@@ -158,7 +174,9 @@ def _visible_store(ctx: ToolContext, agent_id: str) -> AgentStore:
         "not_found",
         f"no visible agent named {agent_id!r}",
         field="agent_id",
-        recovery_hint="omit `agent_id` to inspect yourself; other agents are visible only when public",
+        recovery_hint=(
+            "omit `agent_id` to inspect yourself; other agents are visible only when public"
+        ),
     )
     if not AGENT_ID_RE.match(agent_id) or agent_id in (".", ".."):
         raise not_found
@@ -183,7 +201,8 @@ def _visible_store(ctx: ToolContext, agent_id: str) -> AgentStore:
     "AgentGet",
     AgentGetArgs,
     description=(
-        "Inspect an agent's current state: status, identity (visibility, ownership, profile preset, lineage), "
+        "Inspect an agent's current state: status, identity (visibility, ownership, "
+        "profile preset, lineage), "
         "queue counts, current work item and token usage. Omit `agent_id` for yourself."
     ),
 )

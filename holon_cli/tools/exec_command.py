@@ -166,7 +166,9 @@ def _shell_argv(shell: str | None, login: bool, cmd: str) -> list[str]:
                 "spawn_failed",
                 f"shell {exe!r} was not found on PATH",
                 details={"shell": shell},
-                recovery_hint="omit `shell` to use /bin/bash, or pass an absolute path such as /bin/sh",
+                recovery_hint=(
+                    "omit `shell` to use /bin/bash, or pass an absolute path such as /bin/sh"
+                ),
             )
         exe = found
     elif not os.access(exe, os.X_OK):
@@ -198,7 +200,10 @@ def _ms_setting(
             warnings.append(
                 {
                     "kind": "clamped",
-                    "message": f"yield_time_ms {requested} was lowered to the maximum {MAX_EXEC_TIMEOUT_MS}",
+                    "message": (
+                        f"yield_time_ms {requested} was lowered to the maximum "
+                        f"{MAX_EXEC_TIMEOUT_MS}"
+                    ),
                 }
             )
         return min(requested, MAX_EXEC_TIMEOUT_MS)
@@ -287,7 +292,10 @@ def _check_finished(launched: tasks.Launched, rec: dict[str, Any], p: _Prepared)
         tasks.discard_foreground(launched)
         raise ToolError(
             "supervisor_lost",
-            "the process supervising this command was killed before the command finished; the command was stopped",
+            (
+                "the process supervising this command was killed before the command finished; "
+                "the command was stopped"
+            ),
             details={"task_id": launched.task_id},
             recovery_hint="check the command's effects before running it again",
         )
@@ -335,21 +343,31 @@ def _completed_envelope(
         warnings.append(
             {
                 "kind": "output_truncated",
-                "message": f"output was cut to its head and tail; the full output was saved to {where} (inspect it with `sed -n 'START,ENDp'`, `rg -n` or `tail`)",
+                "message": (
+                    "output was cut to its head and tail; the full output was saved to "
+                    f"{where} (inspect it with `sed -n 'START,ENDp'`, `rg -n` or `tail`)"
+                ),
             }
         )
     if rec.get("output_capped"):
         warnings.append(
             {
                 "kind": "output_limit",
-                "message": f"the command was stopped after writing {rec.get('output_bytes')} bytes of output (the output cap)",
+                "message": (
+                    f"the command was stopped after writing {rec.get('output_bytes')} bytes of "
+                    "output (the output cap)"
+                ),
             }
         )
     if rec.get("background_killed"):
         warnings.append(
             {
                 "kind": "background_processes_killed",
-                "message": "processes the command left running in the background were terminated; ExecCommand waits for nothing after the command exits (use a longer-running command to get a task)",
+                "message": (
+                    "processes the command left running in the background were terminated; "
+                    "ExecCommand waits for nothing after the command exits (use a "
+                    "longer-running command to get a task)"
+                ),
             }
         )
     env: dict[str, Any] = {
@@ -424,7 +442,10 @@ def _json(env: dict[str, Any]) -> str:
 class ExecCommandArgs:
     cmd: str = field_doc("Shell command to run (passed to `<shell> -c`).")
     workdir: str | None = field_doc(
-        "Working directory, relative to the current directory; must stay inside the execution root.",
+        (
+            "Working directory, relative to the current directory; must stay inside the "
+            "execution root."
+        ),
         default=None,
     )
     shell: str | None = field_doc(
@@ -432,15 +453,25 @@ class ExecCommandArgs:
     )
     login: bool | None = field_doc("Run the shell as a login shell (-l).", default=None)
     tty: bool | None = field_doc(
-        "Run under a pseudo-terminal (one combined output stream). Only when the command needs a terminal.",
+        (
+            "Run under a pseudo-terminal (one combined output stream). Only when the command "
+            "needs a terminal."
+        ),
         default=None,
     )
     yield_time_ms: int | None = field_doc(
-        "How long to wait for the command (default 10000). A command still running then keeps running as a background task (disposition promoted_to_task); its result arrives later as a task_result message.",
+        (
+            "How long to wait for the command (default 10000). A command still running then "
+            "keeps running as a background task (disposition promoted_to_task); its result "
+            "arrives later as a task_result message."
+        ),
         default=None,
     )
     max_output_tokens: int | None = field_doc(
-        "Budget for the output returned to you, in estimated tokens (about 4 chars each); longer output keeps its head and tail and the full text is saved to a file.",
+        (
+            "Budget for the output returned to you, in estimated tokens (about 4 chars each); "
+            "longer output keeps its head and tail and the full text is saved to a file."
+        ),
         default=None,
     )
     accepts_input: bool | None = field_doc(
@@ -448,7 +479,11 @@ class ExecCommandArgs:
         default=None,
     )
     duplicate_policy: Literal["reuse_running", "start_new"] | None = field_doc(
-        "When the same command (cmd, workdir, shell, login, tty) already runs as a task: reuse_running (default) returns that task (disposition already_running); start_new starts another.",
+        (
+            "When the same command (cmd, workdir, shell, login, tty) already runs as a task: "
+            "reuse_running (default) returns that task (disposition already_running); "
+            "start_new starts another."
+        ),
         default=None,
     )
 
@@ -457,9 +492,11 @@ class ExecCommandArgs:
     "ExecCommand",
     ExecCommandArgs,
     description=(
-        "Run a shell command in the execution root. Returns JSON: disposition completed (exit_status, "
+        "Run a shell command in the execution root. Returns JSON: disposition completed "
+        "(exit_status, "
         "stdout_preview, stderr_preview, truncated, artifacts) or, when it is still running after "
-        "yield_time_ms, promoted_to_task (task_handle; the result arrives later as a task_result message; "
+        "yield_time_ms, promoted_to_task (task_handle; the result arrives later as a "
+        "task_result message; "
         "inspect it with TaskStatus/TaskOutput, stop it with TaskStop). "
         "Prefer `rg --files`, `rg -n`, `sed -n START,ENDp`, `head` and `tail` for reading files."
     ),
@@ -489,7 +526,11 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
                 "disposition": "already_running",
                 "task_handle": task_model.handle(dup),
                 "command": snap["command"],
-                "summary_text": f"the same command already runs as task {dup['id']}; use TaskStatus/TaskOutput/TaskStop with that task_id, or duplicate_policy start_new to start another",
+                "summary_text": (
+                    f"the same command already runs as task {dup['id']}; use "
+                    "TaskStatus/TaskOutput/TaskStop with that task_id, or duplicate_policy "
+                    "start_new to start another"
+                ),
             }
             return ToolResult(True, _json(env), data=env)
     start = time.monotonic()
@@ -520,7 +561,11 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
                 "cmd": p.cmd,
                 "yield_time_ms": yield_ms,
                 "output_path": str(out),
-                "summary_text": f"still running after {yield_ms} ms, so it continues as task {promoted['id']}; its result arrives as a task_result message. TaskStatus/TaskOutput inspect it, TaskStop stops it.",
+                "summary_text": (
+                    f"still running after {yield_ms} ms, so it continues as task "
+                    f"{promoted['id']}; its result arrives as a task_result message. "
+                    "TaskStatus/TaskOutput inspect it, TaskStop stops it."
+                ),
             }
             if p.warnings:
                 env["warnings"] = p.warnings
@@ -541,7 +586,10 @@ class ExecBatchItem:
     shell: str | None = field_doc("Shell (default /bin/bash).", default=None)
     login: bool | None = field_doc("Run as a login shell.", default=None)
     yield_time_ms: int | None = field_doc(
-        "Timeout for this item in milliseconds (default 120000); the item's process tree is killed then.",
+        (
+            "Timeout for this item in milliseconds (default 120000); the item's process tree "
+            "is killed then."
+        ),
         default=None,
     )
     max_output_tokens: int | None = field_doc(
@@ -552,13 +600,17 @@ class ExecBatchItem:
 @dataclass(frozen=True)
 class ExecCommandBatchArgs:
     commands: list[ExecBatchItem] = field_doc(
-        f"Commands to run one after another (1-{MAX_BATCH_ITEMS}); a failing item does not stop the batch."
+        f"Commands to run one after another (1-{MAX_BATCH_ITEMS}); a failing item does not "
+        "stop the batch."
     )
 
 
 def _render_item(r: dict[str, Any]) -> str:
     if r.get("timed_out"):
-        head = f"Timed out after {r['timeout_ms']} ms; the command and its process tree were killed (partial output below)."
+        head = (
+            f"Timed out after {r['timeout_ms']} ms; the command and its process tree were "
+            "killed (partial output below)."
+        )
     elif r.get("signal"):
         head = (
             f"Killed by {r['signal']} (exit status {r['exit_status']}) after {r['duration_ms']} ms."
@@ -583,7 +635,8 @@ def _render_item(r: dict[str, Any]) -> str:
     ExecCommandBatchArgs,
     description=(
         "Run several independent shell commands sequentially and get one grouped receipt. "
-        "Each item is bounded like ExecCommand but never becomes a task: an item still running at its "
+        "Each item is bounded like ExecCommand but never becomes a task: an item still "
+        "running at its "
         "yield_time_ms is killed. An item that fails to start or times out is reported "
         "in its slot and the batch continues. Items do not support tty or accepts_input."
     ),

@@ -49,7 +49,10 @@ class TaskListArgs:
 @tool(
     "TaskList",
     TaskListArgs,
-    description="List your command tasks (commands that ExecCommand promoted to the background) with their status.",
+    description=(
+        "List your command tasks (commands that ExecCommand promoted to the background) with "
+        "their status."
+    ),
 )
 def task_list(ctx: ToolContext, args: TaskListArgs) -> ToolResult:
     tasks = plane.list_tasks(_store(ctx), include_all=bool(args.include_finished))
@@ -64,7 +67,10 @@ class TaskIdArgs:
 @tool(
     "TaskStatus",
     TaskIdArgs,
-    description="A task's lifecycle snapshot (status, exit status, command identity, output path). It carries no output; use TaskOutput for that.",
+    description=(
+        "A task's lifecycle snapshot (status, exit status, command identity, output path). It "
+        "carries no output; use TaskOutput for that."
+    ),
 )
 def task_status(ctx: ToolContext, args: TaskIdArgs) -> ToolResult:
     try:
@@ -89,8 +95,10 @@ class TaskOutputArgs:
     "TaskOutput",
     TaskOutputArgs,
     description=(
-        "A task's output: {retrieval_status, task}. retrieval_status is success once the task ended and its "
-        "output is stable, not_ready while it runs, timeout when block waited in vain. output_preview is "
+        "A task's output: {retrieval_status, task}. retrieval_status is success once the "
+        "task ended and its "
+        "output is stable, not_ready while it runs, timeout when block waited in vain. "
+        "output_preview is "
         "bounded (head and tail); artifacts name the full log."
     ),
 )
@@ -118,7 +126,10 @@ class TaskInputArgs:
 @tool(
     "TaskInput",
     TaskInputArgs,
-    description="Write input to a running task started with accepts_input: true. A refusal is accepted_input: false, not an error.",
+    description=(
+        "Write input to a running task started with accepts_input: true. A refusal is "
+        "accepted_input: false, not an error."
+    ),
 )
 def task_input(ctx: ToolContext, args: TaskInputArgs) -> ToolResult:
     try:
@@ -131,7 +142,10 @@ def task_input(ctx: ToolContext, args: TaskInputArgs) -> ToolResult:
 @tool(
     "TaskStop",
     TaskIdArgs,
-    description="Stop a task: SIGTERM to its whole process tree, SIGKILL after 5 s. A task that already ended is left alone.",
+    description=(
+        "Stop a task: SIGTERM to its whole process tree, SIGKILL after 5 s. A task that "
+        "already ended is left alone."
+    ),
 )
 def task_stop(ctx: ToolContext, args: TaskIdArgs) -> ToolResult:
     try:

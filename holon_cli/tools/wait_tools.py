@@ -88,7 +88,8 @@ def record_external_wait(ctx: ToolContext, args: RecordExternalWaitArgs) -> dict
         "trigger_url": cap["trigger_url"],
         "trigger_url_note": SECRET_NOTE,
         "summary": (
-            f"Recorded wait {rec['id']} on {rec['work_item_id']}. Deliveries to the trigger URL wake you; "
+            f"Recorded wait {rec['id']} on {rec['work_item_id']}. Deliveries to the "
+            "trigger URL wake you; "
             "the blocker stays until you clear it."
         ),
     }

@@ -137,7 +137,10 @@ def test_follow_into_a_closed_pipe_exits_promptly() -> None:
 
 def test_follow_into_a_closed_pipe_while_events_arrive() -> None:
     holon("home", "init")
-    script = f'"{HOLON}" tail -f --jsonl --poll 0.05 --since 1 | head -1; echo "holon_rc=${{PIPESTATUS[0]}}" >&2'
+    script = (
+        f'"{HOLON}" tail -f --jsonl --poll 0.05 --since 1 | head -1; echo '
+        f'"holon_rc=${{PIPESTATUS[0]}}" >&2'
+    )
 
     def make_events() -> None:
         time.sleep(0.5)

@@ -26,11 +26,13 @@ def test_editor_edit_during_running_turn(tmp_path: Path) -> None:
     script.write_text(
         "steps:\n"
         "  - tool_calls:\n"
-        "      - {id: mk, name: CreateWorkItem, arguments: {objective: 'Write the design', plan: 'v1 outline'}}\n"
+        "      - {id: mk, name: CreateWorkItem, arguments: {objective: 'Write the design', "
+        "plan: 'v1 outline'}}\n"
         "  - tool_calls:\n"
         "      - {name: PickWorkItem, arguments: {work_item_id: '{{mk.work_item_id}}'}}\n"
         # hold the turn open until the test has edited the plan
-        f"      - {{name: ExecCommand, arguments: {{cmd: 'for i in $(seq 100); do [ -e {gate} ] && break; sleep 0.1; done'}}}}\n"
+        f"      - {{name: ExecCommand, arguments: {{cmd: 'for i in $(seq 100); do [ -e "
+        f"{gate} ] && break; sleep 0.1; done'}}}}\n"
         "  - text: 'plan reviewed'\n"
     )
     assert holon("enqueue", "design it").returncode == 0

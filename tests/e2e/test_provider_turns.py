@@ -156,7 +156,8 @@ def test_config_chat_completions_provider(
 ) -> None:
     holon_home.mkdir(parents=True, exist_ok=True)
     (holon_home / "config.yaml").write_text(
-        f"providers:\n  local:\n    transport: openai_chat_completions\n    base_url: {srv.url}/v1\n    api_key_env: LOCAL_KEY\n"
+        "providers:\n  local:\n    transport: openai_chat_completions\n    base_url: "
+        f"{srv.url}/v1\n    api_key_env: LOCAL_KEY\n"
     )
     monkeypatch.setenv("LOCAL_KEY", "local-secret")
     srv.queue(
@@ -368,7 +369,8 @@ def test_provider_max_output_tokens_beats_the_runtime_default(
     holon_home.mkdir(parents=True, exist_ok=True)
     (holon_home / "config.yaml").write_text(
         "runtime:\n  max_output_tokens: 1000\n"
-        f"providers:\n  local:\n    transport: openai_chat_completions\n    base_url: {srv.url}/v1\n    max_output_tokens: 200\n"
+        "providers:\n  local:\n    transport: openai_chat_completions\n    base_url: "
+        f"{srv.url}/v1\n    max_output_tokens: 200\n"
     )
     srv.queue(
         Reply.json_body(

@@ -83,7 +83,10 @@ def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path)
                         "name": "ExecCommand",
                         "arguments": {
                             # $PPID is the command's supervisor; its parent is `holon turn`
-                            "cmd": f"echo twice >> {marker}; kill -9 $(awk '{{print $4}}' /proc/$PPID/stat); sleep 5"
+                            "cmd": (
+                                f"echo twice >> {marker}; kill -9 $(awk '{{print $4}}' "
+                                "/proc/$PPID/stat); sleep 5"
+                            )
                         },
                     }
                 ],

@@ -16,18 +16,22 @@ RHYTHM = """
 steps:
   - text: "Two separate objectives; recording both as drafts."
     tool_calls:
-      - {id: c_a, name: CreateWorkItem, arguments: {objective: "Fix flaky login test", plan_status: draft}}
-      - {id: c_b, name: CreateWorkItem, arguments: {objective: "Upgrade httpx to 0.28", plan_status: draft}}
+      - {id: c_a, name: CreateWorkItem, arguments: {objective: "Fix flaky login test", \
+plan_status: draft}}
+      - {id: c_b, name: CreateWorkItem, arguments: {objective: "Upgrade httpx to 0.28", \
+plan_status: draft}}
   - tool_calls: [{id: p_a, name: PickWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}"}}]
   - tool_calls:
       - id: edit_a
         name: ExecCommand
-        arguments: {cmd: "printf 'Race in session fixture; fix the fixture, not the app.\\\\nVerify: pytest -k login --count 50\\\\n' >> '{{c_a.work_item.plan_artifact.path}}'"}
+        arguments: {cmd: "printf 'Race in session fixture; fix the fixture, not the \
+app.\\\\nVerify: pytest -k login --count 50\\\\n' >> '{{c_a.work_item.plan_artifact.path}}'"}
   - tool_calls:
       - id: ready_a
         name: UpdateWorkItem
         arguments: {work_item_id: "{{c_a.work_item_id}}", plan_status: ready,
-                    todo_list: [{text: reproduce, state: in_progress}, {text: fix fixture, state: pending}, {text: verify, state: pending}]}
+                    todo_list: [{text: reproduce, state: in_progress}, {text: fix fixture, state: \
+pending}, {text: verify, state: pending}]}
   - tool_calls:
       - id: get_a
         name: GetWorkItem
@@ -36,21 +40,29 @@ steps:
     tool_calls:
       - name: UpdateWorkItem
         arguments: {work_item_id: "{{c_a.work_item_id}}",
-                    todo_list: [{text: reproduce, state: completed}, {text: fix fixture, state: completed}, {text: verify, state: in_progress}]}
+                    todo_list: [{text: reproduce, state: completed}, {text: fix fixture, state: \
+completed}, {text: verify, state: in_progress}]}
   - tool_calls:
-      - {id: block_a, name: UpdateWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}", blocked_by: "waiting for CI on branch fix-login", recheck_after: 3600000}}
-  - tool_calls: [{id: pick_b, name: PickWorkItem, arguments: {work_item_id: "{{c_b.work_item_id}}"}}]
-  - tool_calls: [{name: UpdateWorkItem, arguments: {work_item_id: "{{c_b.work_item_id}}", plan_status: ready, todo_list: [{text: bump and test, state: completed}]}}]
+      - {id: block_a, name: UpdateWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}", \
+blocked_by: "waiting for CI on branch fix-login", recheck_after: 3600000}}
+  - tool_calls: [{id: pick_b, name: PickWorkItem, arguments: {work_item_id: \
+"{{c_b.work_item_id}}"}}]
+  - tool_calls: [{name: UpdateWorkItem, arguments: {work_item_id: "{{c_b.work_item_id}}", \
+plan_status: ready, todo_list: [{text: bump and test, state: completed}]}}]
   - text: "Upgraded httpx to 0.28; the test suite passes unchanged."
-    tool_calls: [{id: done_b, name: CompleteWorkItem, arguments: {work_item_id: "{{c_b.work_item_id}}"}}]
+    tool_calls: [{id: done_b, name: CompleteWorkItem, arguments: {work_item_id: \
+"{{c_b.work_item_id}}"}}]
   - "The login fix is waiting on CI; I'll resume when it reports."
   - tool_calls:
-      - {id: resume_a, name: PickWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}", reason: "CI reported green"}}
-      - {id: unblock_a, name: UpdateWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}", blocked_by: null}}
+      - {id: resume_a, name: PickWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}", \
+reason: "CI reported green"}}
+      - {id: unblock_a, name: UpdateWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}", \
+blocked_by: null}}
   - text: "Fixed the session-fixture race; 50/50 login runs pass and CI is green."
     tool_calls:
       - name: UpdateWorkItem
-        arguments: {work_item_id: "{{c_a.work_item_id}}", todo_list: [{text: verify, state: completed}]}
+        arguments: {work_item_id: "{{c_a.work_item_id}}", todo_list: [{text: verify, state: \
+completed}]}
       - {id: done_a, name: CompleteWorkItem, arguments: {work_item_id: "{{c_a.work_item_id}}"}}
   - "Both work items are done."
 """

@@ -75,7 +75,10 @@ def current_item(store: AgentStore, now: list[float]) -> str:
     cur = new(
         store,
         "Split compaction fixtures",
-        plan="This is a test-support refactor, not a runtime behavior fix.\n\nVerify with the focused tests.\n",
+        plan=(
+            "This is a test-support refactor, not a runtime behavior fix.\n\nVerify with the "
+            "focused tests.\n"
+        ),
         plan_status="ready",
         todo_list=[
             {"text": "inspect", "state": "completed"},
@@ -101,7 +104,9 @@ Current work item: wi_01 (focus; readiness: runnable; scheduling: runnable)
   [x] inspect
   [>] move fixtures
   [ ] run tests
-Priority: the objective says what this work is; the plan file is the durable interpretation and approach (it wins when they conflict); the todo list only tracks progress."""
+Priority: the objective says what this work is; the plan file is the durable \
+interpretation and approach (it wins when they conflict); \
+the todo list only tracks progress."""
 
 
 def test_no_work_items_means_no_projection(store: AgentStore) -> None:
@@ -118,9 +123,11 @@ def test_no_current_item(store: AgentStore, now: list[float]) -> None:
     assert norm(store, wi.project_work_queue(store)) == (
         "## Work queue\n"
         "Current work item: none.\n"
-        "Pick runnable work with PickWorkItem(work_item_id, reason?) or create a work item with CreateWorkItem when a separate objective appears.\n"
+        "Pick runnable work with PickWorkItem(work_item_id, reason?) or create a work item "
+        "with CreateWorkItem when a separate objective appears.\n"
         "\n"
-        "Queued runnable work items (oldest first; pick one with PickWorkItem when current work is done or blocked) - 1:\n"
+        "Queued runnable work items (oldest first; pick one with PickWorkItem when current "
+        "work is done or blocked) - 1:\n"
         '- wi_01 "Fix flaky login test" - plan_status draft'
     )
 
@@ -158,12 +165,17 @@ def build_class(store: AgentStore, now: list[float], cls: str) -> None:
 
 SECTIONS = {
     "triggered_blocked": (
-        "Triggered blocked work items (an external event arrived; review before deciding - the blocker is not cleared automatically) - 1:\n"
-        '- wi_02 "Address review on PR 42" - plan_status draft; blocked by: waiting for review comments; wait triggered at 2026-05-28T20:26:43.000Z (2 event(s)); blocker NOT cleared'
+        "Triggered blocked work items (an external event arrived; review before deciding - "
+        "the blocker is not cleared automatically) - 1:\n"
+        '- wi_02 "Address review on PR 42" - plan_status draft; blocked by: waiting for '
+        "review comments; wait triggered at 2026-05-28T20:26:43.000Z (2 event(s)); blocker "
+        "NOT cleared"
     ),
     "queued_runnable": (
-        "Queued runnable work items (oldest first; pick one with PickWorkItem when current work is done or blocked) - 1:\n"
-        '- wi_02 "Fix flaky login test" - plan_status draft; next todo: reproduce; plan: Reproduce with --count 50 first.'
+        "Queued runnable work items (oldest first; pick one with PickWorkItem when current "
+        "work is done or blocked) - 1:\n"
+        '- wi_02 "Fix flaky login test" - plan_status draft; next todo: reproduce; plan: '
+        "Reproduce with --count 50 first."
     ),
     "waiting_for_operator": (
         "Work items waiting for operator input (plan_status needs_input) - 1:\n"
@@ -171,7 +183,8 @@ SECTIONS = {
     ),
     "blocked": (
         "Blocked work items - 1:\n"
-        '- wi_02 "Upgrade dependencies" - plan_status draft; blocked by: upstream 2.0 is not released'
+        '- wi_02 "Upgrade dependencies" - plan_status draft; blocked by: upstream 2.0 is '
+        "not released"
     ),
     "completed_recent": (
         "Recently completed work items (promoted completion reports) - 1; 2 completed in total:\n"
@@ -234,13 +247,13 @@ def test_class_limits(store: AgentStore, now: list[float]) -> None:
         step(now)
     text = wi.project_work_queue(store) or ""
     assert (
-        "Queued runnable work items (oldest first; pick one with PickWorkItem when current work is done or blocked) - 5 of 7:"
-        in text
-    )
+        "Queued runnable work items (oldest first; pick one with PickWorkItem when current "
+        "work is done or blocked) - 5 of 7:"
+    ) in text
     assert (
-        "Triggered blocked work items (an external event arrived; review before deciding - the blocker is not cleared automatically) - 3 of 4:"
-        in text
-    )
+        "Triggered blocked work items (an external event arrived; review before deciding - "
+        "the blocker is not cleared automatically) - 3 of 4:"
+    ) in text
     assert "Blocked work items - 3 of 4:" in text
     assert "Recently completed work items (promoted completion reports) - 3 of 4:" in text
     shown = re.findall(r'^- wi_\d+ "([a-z]+ \d)"', text, re.M)
@@ -403,7 +416,8 @@ def test_stale_reminder_defaults_and_config(
     current_item(store, now)
     assert wi.stale_reminder(store, 7) is None and wi.stale_reminder(store, 8) is not None
     (holon_home / "config.yaml").write_text(
-        "runtime:\n  work_item_stale_reminder_rounds: 4\n  work_item_stale_reminder_cooldown_rounds: 100\n"
+        "runtime:\n  work_item_stale_reminder_rounds: 4\n  "
+        "work_item_stale_reminder_cooldown_rounds: 100\n"
     )
     assert wi.stale_reminder(store, 4) is not None and wi.stale_reminder(store, 8) is None
 

@@ -239,7 +239,10 @@ def parse_origin(text: Any) -> Origin:
     if kind not in ORIGIN_KINDS:
         raise UsageError(
             f"unknown origin {text!r}",
-            hint="use one of: operator[:ACTOR], channel:ID, webhook:SOURCE, callback:DESCRIPTOR, timer:ID, system:SUBSYSTEM, task:ID",
+            hint=(
+                "use one of: operator[:ACTOR], channel:ID, webhook:SOURCE, "
+                "callback:DESCRIPTOR, timer:ID, system:SUBSYSTEM, task:ID"
+            ),
         )
     field = ORIGIN_KINDS[kind]
     if kind in ORIGIN_REQUIRES_ID and not ident:
@@ -309,7 +312,10 @@ def check_admission(
         )
     if admission_context not in CONTEXTS_BY_SURFACE[delivery_surface]:
         raise UsageError(
-            f"delivery surface {delivery_surface!r} does not admit with context {admission_context!r}",
+            (
+                f"delivery surface {delivery_surface!r} does not admit with context "
+                f"{admission_context!r}"
+            ),
             hint=f"use one of: {_choices(CONTEXTS_BY_SURFACE[delivery_surface])}",
         )
     allowed = ORIGINS_BY_KIND[kind]

@@ -106,7 +106,10 @@ def load_envelope(store: AgentStore, entry: QueueEntry) -> Envelope:
     if found is not None:
         return _usable(found[1])
     raise CorruptStateError(
-        f"the body of queued message {mid} is gone (no {_body_file(store, mid)} and no admitted record in {led.path})",
+        (
+            f"the body of queued message {mid} is gone (no {_body_file(store, mid)} and no "
+            f"admitted record in {led.path})"
+        ),
         hint="the message cannot be run; it is aborted. Check `holon queue list --status aborted`",
         details={"message_id": mid},
     )
@@ -211,7 +214,10 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
                 {
                     "file": path.name,
                     "fields": replaced,
-                    "reason": "trust, authority and provenance are derived from the origin and the admission surface, never taken from the file",
+                    "reason": (
+                        "trust, authority and provenance are derived from the origin and the "
+                        "admission surface, never taken from the file"
+                    ),
                 },
                 message=env,
             )
@@ -296,7 +302,10 @@ def _sweep_cur(store: AgentStore, st: QueueState) -> bool:
         store.emit(
             "queue_rebuilt_from_inbox",
             {
-                "reason": "message bodies in inbox/cur that neither the queue ledger nor its snapshot knew",
+                "reason": (
+                    "message bodies in inbox/cur that neither the queue ledger nor its "
+                    "snapshot knew"
+                ),
                 "restored_message_ids": readmitted,
             },
         )

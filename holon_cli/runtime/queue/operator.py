@@ -153,7 +153,10 @@ def requeue(store: AgentStore, message_id: str) -> Envelope:
         if entry is not None:
             raise RejectedError(
                 f"message {message_id} is {entry['status']}, not aborted: nothing to requeue",
-                hint="only aborted messages can be requeued; a queued one runs at the next `holon turn`",
+                hint=(
+                    "only aborted messages can be requeued; a queued one runs at the next "
+                    "`holon turn`"
+                ),
                 kind="not_requeueable",
             )
         status: str | None = None
@@ -169,7 +172,9 @@ def requeue(store: AgentStore, message_id: str) -> Envelope:
         if status != "aborted":
             raise RejectedError(
                 f"message {message_id} is {status}, not aborted: nothing to requeue",
-                hint="only aborted messages can be requeued; send a new message with `holon enqueue`",
+                hint=(
+                    "only aborted messages can be requeued; send a new message with `holon enqueue`"
+                ),
                 kind="not_requeueable",
             )
         found = _find_admitted(store, message_id)

@@ -52,7 +52,9 @@ def recover(store: AgentStore, st: QueueState, settled: Collection[str] = ()) ->
                 {
                     "error": f"message {mid} aborted after {MAX_ATTEMPTS} interrupted attempts",
                     "kind": "replay_limit",
-                    "hint": f"re-admit it with `holon queue requeue {mid} --agent {store.agent_id}`",
+                    "hint": (
+                        f"re-admit it with `holon queue requeue {mid} --agent {store.agent_id}`"
+                    ),
                 },
                 message=head,
             )

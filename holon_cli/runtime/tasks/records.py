@@ -139,7 +139,10 @@ def result_text(d: Path, rec: dict[str, Any]) -> str:
     if rec.get("signal"):
         head += f" ({rec['signal']})"
     if rec.get("status_before_restart"):
-        head += f"; it was {rec['status_before_restart']} when its supervisor disappeared (runtime restart or kill), so the command did not finish under supervision"
+        head += (
+            f"; it was {rec['status_before_restart']} when its supervisor disappeared (runtime "
+            "restart or kill), so the command did not finish under supervision"
+        )
     reason = rec.get("stop_reason")
     if reason == "output_limit":
         head += f"; it was stopped after writing {rec.get('output_bytes')} bytes, the output cap"

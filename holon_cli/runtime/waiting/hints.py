@@ -98,15 +98,20 @@ def render(hint: WakeHint) -> str:
     """The tick's text: what woke the agent, the body fenced as evidence."""
     n = int(hint.get("coalesced_count") or 1)
     src = hint.get("source") or "an external system"
-    head = f"Runtime wake: {src} signalled through your external trigger {hint.get('external_trigger_id')}"
+    head = (
+        f"Runtime wake: {src} signalled through your external trigger "
+        f"{hint.get('external_trigger_id')}"
+    )
     head += f" ({n} deliveries coalesced)." if n > 1 else "."
     wids = hint.get("work_item_ids") or []
     if wids:
-        head += f" Correlated work item(s): {', '.join(wids)}; waits: {', '.join(hint.get('waiting_intent_ids') or [])}."
+        head += (
+            f" Correlated work item(s): {', '.join(wids)}; waits: "
+            f"{', '.join(hint.get('waiting_intent_ids') or [])}."
+        )
     if not is_contentful(hint):
-        return (
-            head
-            + " The delivery carried no content; check the external system if you are waiting on it."
+        return head + (
+            " The delivery carried no content; check the external system if you are waiting on it."
         )
     body = hint.get("body") or {}
     if body.get("type") == "json":

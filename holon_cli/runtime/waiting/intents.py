@@ -145,7 +145,10 @@ def cancel_wait(
         if cur is None:
             raise NotFoundError(
                 f"unknown waiting intent {waiting_intent_id!r}",
-                hint="the id is returned by RecordExternalWait and listed on the work item (GetWorkItem)",
+                hint=(
+                    "the id is returned by RecordExternalWait and listed on the work item "
+                    "(GetWorkItem)"
+                ),
             )
         if cur.get("status") != "active":
             return cur, False

@@ -228,7 +228,10 @@ class Delivery:
 def _invalid_token() -> RejectedError:
     return RejectedError(
         "invalid callback token",
-        hint="the token is unknown or was revoked or rotated; ask the agent's operator for the current URL (`holon trigger show`)",
+        hint=(
+            "the token is unknown or was revoked or rotated; ask the agent's operator for the "
+            "current URL (`holon trigger show`)"
+        ),
         kind="invalid_callback_token",
     )
 
@@ -288,7 +291,10 @@ def parse_body(body: bytes, content_type: str | None) -> dict[str, Any] | None:
             return {"type": "json", "value": json.loads(text)}
         except json.JSONDecodeError as exc:
             raise UsageError(
-                f"callback body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                (
+                    f"callback body is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                    f"{exc.colno})"
+                ),
                 hint="send valid JSON, or another content type for plain text",
                 kind="invalid_json",
             ) from None
