@@ -221,16 +221,24 @@ def status(
 
 @daemon.command("logs", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--tail", "tail_n", type=click.IntRange(0), default=50, show_default=True)
+@click.option(
+    "-f", "--follow", is_flag=True, help="Keep printing lines as they are logged (Ctrl-C ends)."
+)
 @output.json_option
-def logs(tail_n: int, as_json: bool) -> None:
+def logs(tail_n: int, follow: bool, as_json: bool) -> None:
     """Show the daemon log's last lines, with the paths of daemon.json and
     the last failure file.
 
     \b
     Example:
       holon daemon logs --tail 200
+      holon daemon logs -f
     """
+    from holon_cli.errors import UsageError
     from holon_cli.serve import daemon as d
+
+    if follow and as_json:
+        raise UsageError("--follow prints log lines; it cannot be combined with --json")
 
     res = d.logs(tail_n)
     if as_json:
@@ -244,3 +252,6 @@ def logs(tail_n: int, as_json: bool) -> None:
         output.echo(f"  {lf.get('occurred_at')} [{lf.get('phase')}] {lf.get('summary')}", err=True)
     for line in res["lines"]:
         output.echo(line)
+    if follow:
+        for line in d.follow_log():
+            output.echo(line)

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +319,38 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
         if rt.get("last_failure") and out["last_failure"] is None:
             out["last_failure"] = rt["last_failure"]
     return out
+
+
+def follow_log(poll_s: float = 0.2, *, stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
+    """The daemon log's lines as they are appended, from its current end
+    (``logs --follow``). A rotation (the file replaced or shrunk) continues
+    at the start of the new file. Runs until ``stop()`` or Ctrl-C."""
+    path = log_path()
+    ino, pos, buf = None, 0, b""
+    try:
+        st = path.stat()
+        ino, pos = st.st_ino, st.st_size
+    except FileNotFoundError:
+        pass
+    while not stop():
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            time.sleep(poll_s)
+            continue
+        if st.st_ino != ino or st.st_size < pos:
+            ino, pos, buf = st.st_ino, 0, b""
+        if st.st_size > pos:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                chunk = f.read(st.st_size - pos)
+            pos += len(chunk)
+            buf += chunk
+            *complete, buf = buf.split(b"\n")
+            for line in complete:
+                yield line.decode("utf-8", errors="replace")
+        else:
+            time.sleep(poll_s)
 
 
 def logs(tail: int = 50) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""`holon daemon logs --follow`: lines appended to the daemon log are printed
+as they arrive, across a rotation; Ctrl-C ends it with exit 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from holon_cli.serve import daemon as d
+
+
+def _append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def test_follow_yields_appended_lines_and_survives_rotation(tmp_path: Path) -> None:
+    log = d.log_path()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("old line\n")
+    got: list[str] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        time.sleep(0.1)
+        _append(log, "first\nsecond part")  # a line without its newline is held back
+        time.sleep(0.15)
+        _append(log, " done\n")
+        time.sleep(0.15)
+        log.rename(log.with_name("daemon.log.1"))  # rotation: a new file
+        log.write_text("after rotation\n")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    for line in d.follow_log(0.02, stop=done.is_set):
+        got.append(line)
+        if len(got) == 3:
+            done.set()
+    t.join()
+    assert got == ["first", "second part done", "after rotation"]  # not the old line
+
+
+def test_follow_with_json_is_a_usage_error(script_runner) -> None:
+    res = script_runner.run(["holon", "daemon", "logs", "--follow", "--json"])
+    assert res.returncode == 2
+    assert "--follow" in res.stdout + res.stderr
+
+
+@pytest.mark.script_launch_mode("subprocess")
+def test_follow_prints_new_lines_and_ctrl_c_exits_130(tmp_path: Path) -> None:
+    log = Path(os.environ["HOLON_HOME"]) / "run" / "daemon.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("boot\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "holon_cli", "daemon", "logs", "--follow", "--tail", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "boot\n"
+        _append(log, "turn finished\n")
+        assert proc.stdout.readline() == "turn finished\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
