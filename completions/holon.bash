@@ -62,7 +62,7 @@ _holon_command() {
         opts='--help -h'
         ;;
     'daemon logs')
-        opts='--tail --json --help -h'
+        opts='--tail --follow -f --json --help -h'
         vopts='--tail'
         ;;
     'daemon restart')

@@ -243,6 +243,7 @@ complete -c holon -f -n "__holon_is 'daemon' 1+"
 
 # holon daemon logs
 complete -c holon -n "__holon_is 'daemon logs'" -l tail -r
+complete -c holon -n "__holon_is 'daemon logs'" -l follow -s f -d 'Keep printing lines as they are logged (Ctrl-C ends)'
 complete -c holon -n "__holon_is 'daemon logs'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'daemon logs'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'daemon logs' 0+" -f

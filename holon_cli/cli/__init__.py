@@ -71,7 +71,8 @@ class LazyGroup(click.Group):
 
             intr = InterruptedError_(
                 "interrupted",
-                hint="see `holon status`; an interrupted turn's message is replayed by the next turn",
+                hint="see `holon status`; an interrupted turn's message is replayed "
+                "by the next turn",
             )
             if output.json_mode():
                 output.render_error(intr)

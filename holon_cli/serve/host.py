@@ -265,7 +265,8 @@ class Host:
             if self.socket_path:
                 log_line(f"listening on unix:{self.socket_path}")
             log_line(
-                f"watching {self.scheduler.root} (concurrency {self.opts.concurrency}); pid {_pid()}"
+                f"watching {self.scheduler.root} "
+                f"(concurrency {self.opts.concurrency}); pid {_pid()}"
             )
             self.scheduler.run()
             log_line("stopping: no new work; draining running turns")

@@ -370,7 +370,8 @@ def build_app(
                 for ev in events:
                     cursor = int(ev["event_seq"])
                     data = json.dumps(ev, ensure_ascii=False)
-                    yield f"id: {cursor}\nevent: {ev.get('kind', 'event')}\ndata: {data}\n\n".encode()
+                    kind = ev.get("kind", "event")
+                    yield f"id: {cursor}\nevent: {kind}\ndata: {data}\n\n".encode()
                 if events:
                     idle = 0.0
                     continue

@@ -210,7 +210,8 @@ class Scheduler:
                     break
                 self.stats.turns += 1
                 self.log(
-                    f"{aid}: turn {res.turn_id} {res.status} (message {res.message_id}, {res.duration_ms} ms)"
+                    f"{aid}: turn {res.turn_id} {res.status} "
+                    f"(message {res.message_id}, {res.duration_ms} ms)"
                 )
         except BusyError:
             self.stats.busy_skips += 1
