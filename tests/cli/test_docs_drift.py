@@ -164,3 +164,19 @@ def test_completion_command_prints_the_committed_scripts() -> None:
         # static scripts (tests/cli/test_completion.py runs them in real shells),
         # not click's, whose text and callback protocol change between versions
         assert "_HOLON_COMPLETE" not in res.stdout
+
+
+def test_service_page_follows_the_readme_section(tmp_path: Path) -> None:
+    """man/holon-service.7 is the README's service section as roff: an edit
+    of that section changes the page, and a README without it makes none."""
+    mod = gen_docs()
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    page = mod.render_service_man(text)
+    assert page is not None
+    assert page == (REPO / "man" / "holon-service.7").read_text(encoding="utf-8")
+    assert ".TH HOLON-SERVICE 7" in page and "/callbacks/wake/" in page
+    assert page.count(".nf") == page.count(".fi") >= 1  # code blocks closed
+    assert "## Work items" not in page and "plan.md" not in page  # stops at the next section
+    edited = text.replace(mod.SERVICE_HEADING + "\n", mod.SERVICE_HEADING + "\n\nNEW LINE\n", 1)
+    assert "NEW LINE" in (mod.render_service_man(edited) or "")
+    assert mod.render_service_man("# project\n\nintro\n") is None
