@@ -422,7 +422,7 @@ def test_write_failure_restores_files_already_written(
             raise OSError(28, "No space left on device", str(path))
         real(path, data, mode, check)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ap, "_atomic_write", flaky)
+    monkeypatch.setattr(ap.plan, "_atomic_write", flaky)  # commit() lives in .plan
     patch = (
         "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n"
         "--- /dev/null\n+++ b/new/c.txt\n@@ -0,0 +1 @@\n+c\n"
