@@ -17,25 +17,12 @@ Invariants:
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from holon_cli.errors import UsageError
-from holon_cli.model.envelope.schema import _V1_ORIGIN_FIELDS, Origin
+from holon_cli.model.envelope.schema import _V1_ORIGIN_FIELDS, MessageKind, Origin
 
-MESSAGE_KINDS: tuple[str, ...] = (
-    "operator_prompt",
-    "channel_event",
-    "webhook_event",
-    "callback_event",
-    "timer_tick",
-    "system_tick",
-    "task_result",
-    "task_status",
-    "control",
-    "brief_ack",
-    "brief_result",
-    "internal_followup",
-)
+MESSAGE_KINDS: tuple[str, ...] = get_args(MessageKind)  # one list: the Literal
 
 # origin kind -> the field that names its source
 ORIGIN_KINDS: dict[str, str] = {

@@ -49,6 +49,7 @@ from holon_cli.runtime.queue.state import (
     QueueState,
     _append,
     _save,
+    admitted_record,
 )
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import fsync_dir
@@ -221,13 +222,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
                 },
                 message=env,
             )
-        rec: dict[str, Any] = {
-            "v": QUEUE_RECORD_VERSION,
-            "op": "admitted",
-            "seq": st.next_seq,
-            "at": clock.now_iso(),
-            "message": env,
-        }
+        rec: dict[str, Any] = admitted_record(st.next_seq, env)
         _append(store, st, rec)
         if replaced:  # cur/ keeps the corrected envelope, never the claim
             from holon_cli.store.fsio import atomic_write_bytes, dumps
@@ -288,14 +283,7 @@ def _sweep_cur(store: AgentStore, st: QueueState) -> bool:
         _append(
             store,
             st,
-            {
-                "v": QUEUE_RECORD_VERSION,
-                "op": "admitted",
-                "seq": st.next_seq,
-                "at": clock.now_iso(),
-                "message": env,
-                "rebuilt": True,
-            },
+            admitted_record(st.next_seq, env, rebuilt=True),
         )
         readmitted.append(env["id"])
     if readmitted:
@@ -332,16 +320,7 @@ def _rebuild(store: AgentStore, st: QueueState) -> None:
             del st.entries[mid]
             continue
         led = store.ledger("queue")
-        led.append(
-            {
-                "v": QUEUE_RECORD_VERSION,
-                "op": "admitted",
-                "seq": e["seq"],
-                "at": clock.now_iso(),
-                "message": env,
-                "rebuilt": True,
-            }
-        )
+        led.append(admitted_record(e["seq"], env, rebuilt=True))
         e["ledger_offset"] = led.last_append_offset
         if e["status"] == "dequeued":  # let recovery decide, as after any crash
             led.append(
@@ -368,14 +347,7 @@ def _rebuild(store: AgentStore, st: QueueState) -> None:
         _append(
             store,
             st,
-            {
-                "v": QUEUE_RECORD_VERSION,
-                "op": "admitted",
-                "seq": st.next_seq,
-                "at": clock.now_iso(),
-                "message": env,
-                "rebuilt": True,
-            },
+            admitted_record(st.next_seq, env, rebuilt=True),
         )
         restored.append(mid)
     st.offset = store.ledger("queue").size()

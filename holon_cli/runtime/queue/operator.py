@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from holon_cli import clock
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.model.envelope import (
     Envelope,
@@ -28,9 +27,9 @@ from holon_cli.runtime.queue.ingest import _body_file, _find_admitted, ingest
 from holon_cli.runtime.queue.state import (
     FINAL,
     LIST_STATUSES,
-    QUEUE_RECORD_VERSION,
     _append,
     _save,
+    admitted_record,
     load,
 )
 from holon_cli.store.agent_store import AgentStore
@@ -191,14 +190,7 @@ def requeue(store: AgentStore, message_id: str) -> Envelope:
         _append(
             store,
             st,
-            {
-                "v": QUEUE_RECORD_VERSION,
-                "op": "admitted",
-                "seq": st.next_seq,
-                "at": clock.now_iso(),
-                "message": env,
-                "requeued": True,
-            },
+            admitted_record(st.next_seq, env, requeued=True),
         )
         _save(store, st)
         store.emit("message_requeued", {"queue_seq": st.next_seq - 1}, message=env)

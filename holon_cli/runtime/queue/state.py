@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from holon_cli import clock
 from holon_cli.model.envelope import (
     PRIORITY_RANK,
     EnvelopeError,
@@ -208,6 +209,19 @@ def _warn(text: str) -> None:
 
 def _save(store: AgentStore, st: QueueState) -> None:
     write_snapshot(store.layout.queue_file, cast(dict[str, Any], st.to_snapshot()))
+
+
+def admitted_record(seq: int, env: Any, **flags: bool) -> dict[str, Any]:
+    """One ``admitted`` record of the queue ledger; ``flags`` mark how it got
+    there (``rebuilt`` from the inbox, ``requeued`` by an operator)."""
+    return {
+        "v": QUEUE_RECORD_VERSION,
+        "op": "admitted",
+        "seq": seq,
+        "at": clock.now_iso(),
+        "message": env,
+        **flags,
+    }
 
 
 def _append(store: AgentStore, st: QueueState, rec: dict[str, Any]) -> None:
