@@ -16,6 +16,7 @@ from holon_cli.store.agent_store import LEDGER_MAX_VERSION, AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import LEDGERS, HomeLayout
 from holon_cli.store.ledger import Ledger, Problem
+from holon_cli.store.locks import pid_alive
 from holon_cli.store.records import ledger_validator
 
 
@@ -34,7 +35,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     st = q.load(store)
     last = store.events.last()
     hint = lifecycle_hint(state["status"])
-    stale_run = state["status"] == "awake_running" and not _pid_alive(state.get("current_run_pid"))
+    stale_run = state["status"] == "awake_running" and not pid_alive(state.get("current_run_pid"))
     if stale_run:
         hint = (
             "the process running this agent's last turn is gone; the next `holon turn` replays "
@@ -83,18 +84,6 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     return summary
-
-
-def _pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _loaded_agents_md(store: AgentStore, state: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,9 +14,10 @@ from pathlib import Path
 from holon_cli.errors import BusyError
 
 
-def pid_alive(pid: int) -> bool:
-    """True while a process with this pid exists (ours or another user's)."""
-    if pid <= 0:
+def pid_alive(pid: object) -> bool:
+    """True while a process with this pid exists (ours or another user's).
+    Anything that is not a positive int (a missing or damaged field) is not alive."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)

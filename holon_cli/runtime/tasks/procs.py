@@ -101,13 +101,9 @@ def same_process_alive(pid: int | None, start_time: int | None) -> bool:
     if now is None:
         if Path("/proc/self/stat").exists():
             return False
-        try:  # no /proc: fall back to pid liveness
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        from holon_cli.store.locks import pid_alive  # no /proc: pid liveness alone
+
+        return pid_alive(int(pid))
     return start_time is None or now == int(start_time)
 
 

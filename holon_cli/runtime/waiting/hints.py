@@ -25,7 +25,6 @@ as evidence, never as instructions.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, cast
 
 from holon_cli import clock
@@ -34,6 +33,7 @@ from holon_cli.model.continuation import WAKE_HINT_REASON, wake_hint_of
 from holon_cli.model.trigger import WakeHint, is_contentful
 from holon_cli.runtime.waiting.common import queued_envelopes
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.locks import pid_alive
 
 
 def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
@@ -62,20 +62,8 @@ def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
     return out
 
 
-def _pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def turn_running(state: dict[str, Any]) -> bool:
-    return state.get("status") == "awake_running" and _pid_alive(state.get("current_run_pid"))
+    return state.get("status") == "awake_running" and pid_alive(state.get("current_run_pid"))
 
 
 def hint_tick_queued(store: AgentStore) -> str | None:
