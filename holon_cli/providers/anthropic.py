@@ -33,12 +33,11 @@ from holon_cli.model.provider import (
 from holon_cli.providers.base import ProviderFailure, ProviderRequest
 from holon_cli.providers.http_common import (
     HttpTransport,
-    JsonEventStream,
-    SSEEvent,
     join_url,
     post_json,
     post_stream,
 )
+from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     as_int,
     call_block,

@@ -29,11 +29,10 @@ from holon_cli.model.provider import (
 from holon_cli.providers.base import ProviderFailure, ProviderRequest
 from holon_cli.providers.http_common import (
     HttpTransport,
-    JsonEventStream,
-    SSEEvent,
     post_json,
     post_stream,
 )
+from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     arguments_json,
     call_block,

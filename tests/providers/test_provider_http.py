@@ -15,12 +15,12 @@ from holon_cli.providers.base import ProviderFailure
 from holon_cli.providers.http_common import (
     HttpTarget,
     classify_http_error,
-    iter_sse,
     parse_retry_after,
     safe_url,
 )
 from holon_cli.providers.openai_chat import OpenAIChatTransport
 from holon_cli.providers.openai_responses import OpenAIResponsesTransport
+from holon_cli.providers.sse import iter_sse
 from holon_cli.providers.wire import is_context_overflow, parse_arguments, retry_hint_from_message
 
 KEY = "sk-live-TOPSECRET-abcdef123456"
