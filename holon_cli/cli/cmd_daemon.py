@@ -240,7 +240,7 @@ def logs(tail_n: int, follow: bool, as_json: bool) -> None:
     if follow and as_json:
         raise UsageError("--follow prints log lines; it cannot be combined with --json")
 
-    res = d.logs(tail_n)
+    res, position = d.logs_with_position(tail_n)
     if as_json:
         output.emit_json(res)
         return
@@ -253,5 +253,5 @@ def logs(tail_n: int, follow: bool, as_json: bool) -> None:
     for line in res["lines"]:
         output.echo(line)
     if follow:
-        for line in d.follow_log():
+        for line in d.follow_log(start=position):
             output.echo(line)

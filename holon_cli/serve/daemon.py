@@ -321,17 +321,28 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
     return out
 
 
-def follow_log(poll_s: float = 0.2, *, stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
-    """The daemon log's lines as they are appended, from its current end
-    (``logs --follow``). A rotation (the file replaced or shrunk) continues
-    at the start of the new file. Runs until ``stop()`` or Ctrl-C."""
+def follow_log(
+    poll_s: float = 0.2,
+    *,
+    stop: Callable[[], bool] = lambda: False,
+    start: tuple[int, int] | None = None,
+) -> Iterator[str]:
+    """The daemon log's lines as they are appended, from ``start`` (the
+    (inode, offset) where :func:`logs_with_position` stopped reading, so no line
+    logged in between is lost) or else from its current end (``logs --follow``).
+    A rotation (the file replaced or shrunk) continues at the start of the new
+    file. Runs until ``stop()`` or Ctrl-C."""
     path = log_path()
-    ino, pos, buf = None, 0, b""
-    try:
-        st = path.stat()
-        ino, pos = st.st_ino, st.st_size
-    except FileNotFoundError:
-        pass
+    ino: int | None = None
+    pos, buf = 0, b""
+    if start is not None:
+        ino, pos = start
+    else:
+        try:
+            st = path.stat()
+            ino, pos = st.st_ino, st.st_size
+        except FileNotFoundError:
+            pass
     while not stop():
         try:
             st = path.stat()
@@ -354,10 +365,21 @@ def follow_log(poll_s: float = 0.2, *, stop: Callable[[], bool] = lambda: False)
 
 
 def logs(tail: int = 50) -> dict[str, Any]:
+    return logs_with_position(tail)[0]
+
+
+def logs_with_position(tail: int = 50) -> tuple[dict[str, Any], tuple[int, int]]:
+    """:func:`logs` and where its read of the log stopped (inode, offset), for
+    :func:`follow_log` to continue from (no log yet: any file that appears is
+    read from its start)."""
     lines: list[str] = []
+    position = (-1, 0)
     try:
-        with open(log_path(), encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()[-tail:] if tail else []
+        with open(log_path(), "rb") as f:
+            data = f.read()
+            position = (os.fstat(f.fileno()).st_ino, len(data))
+        text = data.decode("utf-8", errors="replace")
+        lines = text.splitlines()[-tail:] if tail else []
     except FileNotFoundError:
         pass
     failure = read_snapshot(failure_path()) if failure_path().exists() else None
@@ -367,4 +389,4 @@ def logs(tail: int = 50) -> dict[str, Any]:
         "last_failure_path": str(failure_path()),
         "last_failure": failure,
         "lines": lines,
-    }
+    }, position

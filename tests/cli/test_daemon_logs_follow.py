@@ -47,6 +47,41 @@ def test_follow_yields_appended_lines_and_survives_rotation(tmp_path: Path) -> N
     assert got == ["first", "second part done", "after rotation"]  # not the old line
 
 
+def test_follow_continues_where_the_tail_stopped(tmp_path: Path) -> None:
+    """A line logged between printing the tail and starting to follow is not lost."""
+    log = d.log_path()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("boot\n")
+    res, position = d.logs_with_position(1)
+    assert res["lines"] == ["boot"]
+    _append(log, "in between\n")
+    got: list[str] = []
+    for line in d.follow_log(0.01, stop=lambda: bool(got), start=position):
+        got.append(line)
+    assert got == ["in between"]
+
+
+def test_follow_reads_a_log_created_after_the_tail_from_its_start(tmp_path: Path) -> None:
+    res, position = d.logs_with_position(5)
+    assert res["lines"] == []
+    d.log_path().parent.mkdir(parents=True, exist_ok=True)
+    d.log_path().write_text("first\n")
+    got: list[str] = []
+    for line in d.follow_log(0.01, stop=lambda: bool(got), start=position):
+        got.append(line)
+    assert got == ["first"]
+
+
+def _readline(proc: subprocess.Popen[str], timeout: float = 20.0) -> str:
+    """``proc.stdout.readline()``, failing instead of hanging when no line comes."""
+    box: list[str] = []
+    t = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    t.start()
+    t.join(timeout)
+    assert box, f"no output line within {timeout}s"
+    return box[0]
+
+
 def test_follow_with_json_is_a_usage_error(script_runner) -> None:
     res = script_runner.run(["holon", "daemon", "logs", "--follow", "--json"])
     assert res.returncode == 2
@@ -67,9 +102,9 @@ def test_follow_prints_new_lines_and_ctrl_c_exits_130(tmp_path: Path) -> None:
     )
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline() == "boot\n"
+        assert _readline(proc) == "boot\n"
         _append(log, "turn finished\n")
-        assert proc.stdout.readline() == "turn finished\n"
+        assert _readline(proc) == "turn finished\n"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 130
     finally:
