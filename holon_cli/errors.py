@@ -46,7 +46,7 @@ def worst_exit_code(codes: list[int]) -> int:
 class HolonError(Exception):
     """Base class. ``kind`` is stable; ``exit_code`` follows the contract."""
 
-    kind = "runtime_error"
+    kind: ErrorKind = "runtime_error"
     exit_code = EXIT_RUNTIME
 
     def __init__(

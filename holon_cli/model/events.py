@@ -3,7 +3,10 @@
 ``EventKind`` is what :meth:`AgentStore.emit` accepts: a new event kind is
 added here first (mypy rejects an unknown one). ``ErrorKind`` is every stable
 ``kind`` of :class:`holon_cli.errors.HolonError` (the ``--json`` error
-envelope), including the provider failure kinds a turn can end with. The
+envelope), including the provider failure kinds a turn can end with.
+``ToolErrorKind`` is every ``kind`` of a tool's error envelope
+(:class:`holon_cli.tools.base.ToolError`): the tool-specific ones plus any
+``ErrorKind`` a tool passes through from the runtime. The
 payload TypedDicts describe the ``data`` of the turn's events exactly as they
 are written (zero runtime cost; the JSON is unchanged).
 """
@@ -133,6 +136,33 @@ ErrorKind = (
         "illegal_transition",
     ]
     | ProviderFailureKind
+)
+
+ToolErrorKind = (
+    Literal[
+        # the framework (tools.base)
+        "invalid_arguments",
+        "unknown_tool",
+        "tool_internal_error",
+        "unavailable",
+        "limit_exceeded",
+        # paths (exec_command, apply_patch)
+        "execution_root_violation",
+        "protected_path",
+        "unsafe_path",
+        # exec_command
+        "spawn_failed",
+        "supervisor_lost",
+        # apply_patch
+        "invalid_patch",
+        "patch_conflict",
+        "file_exists",
+        "file_not_found",
+        "not_a_directory",
+        "unsupported_file",
+        "write_failed",
+    ]
+    | ErrorKind
 )
 
 

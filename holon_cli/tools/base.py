@@ -19,9 +19,12 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from holon_cli.providers.base import ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import ToolErrorKind
 
 MAX_ERROR_DETAIL_CHARS = 2000
 
@@ -34,7 +37,7 @@ class ToolError(Exception):
 
     def __init__(
         self,
-        kind: str,
+        kind: ToolErrorKind,
         message: str,
         *,
         details: dict[str, Any] | None = None,

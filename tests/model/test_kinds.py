@@ -3,10 +3,13 @@ with the code that raises and emits them."""
 
 from __future__ import annotations
 
+import ast
 import typing
+from pathlib import Path
 
+import holon_cli
 from holon_cli import errors
-from holon_cli.model.events import ErrorKind, EventKind, ProviderFailureKind
+from holon_cli.model.events import ErrorKind, EventKind, ProviderFailureKind, ToolErrorKind
 from holon_cli.providers.base import FAIL_FAST_KINDS, RETRYABLE_KINDS
 
 
@@ -34,3 +37,22 @@ def test_event_kinds_are_unique_snake_case() -> None:
     kinds = typing.get_args(EventKind)
     assert len(kinds) == len(set(kinds))
     assert all(k == k.lower() and " " not in k for k in kinds)
+
+
+def test_every_tool_error_kind_raised_is_listed() -> None:
+    """mypy checks the same; this catches a kind mypy cannot see (a ``str`` variable)."""
+    listed = _args(ToolErrorKind)
+    seen: set[str] = set()
+    for path in Path(holon_cli.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "ToolError"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                seen.add(node.args[0].value)
+    assert len(seen) >= 15
+    assert seen <= listed, sorted(seen - listed)
+    assert _args(ErrorKind) <= listed

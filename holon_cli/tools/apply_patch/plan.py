@@ -11,7 +11,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from holon_cli.store.fsio import UnsafePathError, atomic_write_bytes, fd_real_path, fsync_dir
 from holon_cli.tools.apply_patch.hunks import _Conflict, _key, _preview, apply_hunks, split_lines
@@ -76,6 +76,10 @@ class _Overlay:
             return None
 
 
+# why a write is refused: both are tool error kinds
+_Violation = Literal["protected_path", "execution_root_violation"]
+
+
 class _Guard:
     """Where a patch may write, checked at plan time and again at write time.
 
@@ -108,7 +112,7 @@ class _Guard:
     def _inside(self, real: Path, top: Path) -> bool:
         return real == top or top in real.parents
 
-    def violation(self, real: Path) -> str | None:
+    def violation(self, real: Path) -> _Violation | None:
         """Why a write to the real path ``real`` is refused (``None``: allowed)."""
         if self.runtime is not None and self._inside(real, self.runtime):
             return "protected_path"
@@ -124,7 +128,7 @@ class _Guard:
 
 
 class _Escaped(UnsafePathError):
-    def __init__(self, why: str, real: Path) -> None:
+    def __init__(self, why: _Violation, real: Path) -> None:
         super().__init__(f"{real} is outside the execution root at write time")
         self.why = why
         self.real = real
