@@ -27,6 +27,8 @@ AGENT_RECORD_VERSION = 1
 
 if TYPE_CHECKING:
     # type-only: the record shapes cost nothing at import (enqueue imports this module)
+    from holon_cli.model.continuation import ContinuationRecord
+    from holon_cli.model.turn import ClosureDecision
     from holon_cli.model.workitem import ContinuationHold
 
     AgentStatus = Literal[
@@ -66,13 +68,15 @@ if TYPE_CHECKING:
         cwd: str | None
         pending_wake_hint: Any
         sleep_reason: str | None
-        last_closure: dict[str, Any] | None  # a model.turn.ClosureDecision
+        last_closure: ClosureDecision | None
         turn_index: int
         # written once a turn or a skill needs them
         current_run_pid: NotRequired[int | None]
         active_skills: NotRequired[list[dict[str, Any]]]
         # set by the work plane after a context_length_exceeded turn
         work_continuation_hold: NotRequired[ContinuationHold | None]
+        # what the runtime did with the last dequeued message (waiting.continuation)
+        last_continuation: NotRequired[ContinuationRecord]
 
     class AgentRecord(TypedDict):
         v: int

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import NotFoundError, RejectedError
 from holon_cli.runtime import queue as q
@@ -24,8 +24,11 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import HomeLayout
 
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentRecord
 
-def is_run_agent(agent_id: str, record: dict[str, Any]) -> bool:
+
+def is_run_agent(agent_id: str, record: AgentRecord) -> bool:
     """A temporary private agent made by ``holon run`` (no ``--agent``)."""
     ident = record.get("identity") or {}
     return (
@@ -47,14 +50,14 @@ def _unfinished(store: AgentStore) -> str | None:
     return None
 
 
-def _store(agent_id: str) -> tuple[AgentStore, dict[str, Any]]:
+def _store(agent_id: str) -> tuple[AgentStore, AgentRecord]:
     layout = HomeLayout.current().agent(agent_id)
     rec = read_snapshot(layout.agent_file) if layout.home.is_dir() else None
     if rec is None:
         raise NotFoundError(
             f"unknown agent {agent_id!r}", hint="`holon agent list --all` shows the agents"
         )
-    return AgentStore(layout), rec
+    return AgentStore(layout), cast("AgentRecord", rec)
 
 
 def _delete_home(store: AgentStore) -> None:

@@ -29,7 +29,7 @@ from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, va
 from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
-    from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.agent import AgentRecord, AgentState, AgentStatus
 
 HOME_VERSION = 1
 
@@ -389,9 +389,10 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
         if name.startswith(".") or not (home.agents_dir / name).is_dir():
             continue  # staging folders of a crashed creation, stray files
         layout = home.agent(name)
-        rec = read_snapshot(layout.agent_file)
-        if rec is None:
+        snap = read_snapshot(layout.agent_file)
+        if snap is None:
             continue
+        rec = cast("AgentRecord", snap)
         ident = rec["identity"]
         if ident.get("visibility") == "private" and not include_private:
             continue
@@ -408,9 +409,9 @@ def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
     store = open_agent(agent_id)
     out: dict[str, Any] = {}
 
-    def mutate(state: dict[str, Any]) -> None:
+    def mutate(state: AgentState) -> None:
         prev = state["status"]
-        new = (
+        new: AgentStatus = (
             "stopped"
             if action == "stop"
             else ("awake_idle" if prev in ("stopped", "paused") else prev)
@@ -441,7 +442,7 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
     store = open_agent(agent_id)
     out: dict[str, Any] = {}
 
-    def mutate(state: dict[str, Any]) -> None:
+    def mutate(state: AgentState) -> None:
         out["previous"] = state.get("model_override")
         state["model_override"] = model
 

@@ -16,7 +16,7 @@ admit. Runtime-owned origins (``system``, ``task``, ``timer``) need
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, UsageError
@@ -31,6 +31,9 @@ from holon_cli.model.envelope import (
 )
 from holon_cli.runtime.agents import open_agent
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentRecord
 
 MAX_BODY_BYTES = 1_000_000
 
@@ -76,7 +79,7 @@ def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def check_accepting(store: AgentStore) -> dict[str, Any]:
+def check_accepting(store: AgentStore) -> AgentRecord:
     rec = store.read_record()
     status = rec["state"]["status"]
     if status == "stopped":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
@@ -18,6 +18,9 @@ from holon_cli.store.layout import LEDGERS, HomeLayout
 from holon_cli.store.ledger import Ledger, Problem
 from holon_cli.store.locks import pid_alive
 from holon_cli.store.records import ledger_validator
+
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
 
 
 def _usage(total_in: int, total_out: int) -> dict[str, int]:
@@ -86,7 +89,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     return summary
 
 
-def _loaded_agents_md(store: AgentStore, state: dict[str, Any]) -> list[dict[str, Any]]:
+def _loaded_agents_md(store: AgentStore, state: AgentState) -> list[dict[str, Any]]:
     """Source metadata of the instruction files a turn would load (never content)."""
     from holon_cli.runtime.prompt import load_instructions, workspace_for
 

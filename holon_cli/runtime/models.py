@@ -7,12 +7,15 @@ anything, so a bad model never consumes a message.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import ConfigError
 
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
 
-def model_state(state: dict[str, Any]) -> dict[str, Any]:
+
+def model_state(state: AgentState) -> dict[str, Any]:
     """The spec's ``AgentModelState`` for status surfaces."""
     from holon_cli.providers.registry import model_state as registry_state
 
@@ -26,7 +29,7 @@ def model_state(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def candidates(
-    state: dict[str, Any], *, cli_model: str | None = None, cli_fallbacks: list[str] | None = None
+    state: AgentState, *, cli_model: str | None = None, cli_fallbacks: list[str] | None = None
 ) -> list[str]:
     """Ordered model refs to try for a turn; raises ConfigError when none is set."""
     from holon_cli.model.modelref import check_model_ref

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from holon_cli.model.envelope import body_text, origin_label
 
 if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
+    from holon_cli.model.agent import AgentState
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
 SYSTEM_POLICY = """\
@@ -88,7 +89,7 @@ class WorkspaceBinding:
         }
 
 
-def workspace_for(agent_home: Path, state: dict[str, Any]) -> WorkspaceBinding:
+def workspace_for(agent_home: Path, state: AgentState) -> WorkspaceBinding:
     anchor = state.get("workspace_anchor")
     if anchor:
         root = Path(anchor)

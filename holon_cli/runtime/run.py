@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import InterruptedError_, NotFoundError, UsageError
@@ -21,11 +21,14 @@ from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.workitems import newest_completion_report_since
 from holon_cli.store.agent_store import AgentStore
 
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
+
 
 def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
     from holon_cli.runtime.prompt import _workspace_id
 
-    def bind(st: dict[str, Any]) -> None:
+    def bind(st: AgentState) -> None:
         st["workspace_anchor"] = str(root)
         st["active_workspace_id"] = _workspace_id(root)
         st["cwd"] = str(cwd)

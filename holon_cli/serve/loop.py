@@ -99,8 +99,9 @@ def agent_deadline(agent_id: str) -> float | None:
     store = open_agent(agent_id, create_default=False)
     state = store.read_record()["state"]
     cands: list[float] = []
-    if state.get("status") == "asleep" and state.get("sleeping_until"):
-        cands.append(clock.parse_iso(state["sleeping_until"]))
+    until = state.get("sleeping_until")
+    if state.get("status") == "asleep" and until:
+        cands.append(clock.parse_iso(until))
     for r in wi.load(store).items.values():
         at = r.get("recheck_at")
         if (

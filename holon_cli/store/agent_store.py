@@ -22,6 +22,7 @@ from holon_cli.store.locks import HeldLock, locked
 from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentRecord, AgentState
     from holon_cli.model.events import EventKind
 
 EVENT_VERSION = 1
@@ -139,19 +140,21 @@ class AgentStore:
     def turn_lock(self) -> HeldLock:
         return HeldLock(self.layout.turn_lock, f"a turn for agent {self.agent_id!r}")
 
-    def read_record(self) -> dict[str, Any]:
+    def read_record(self) -> AgentRecord:
+        """The agent record (``state/agent.json``); its shape is the contract's
+        (:class:`holon_cli.model.agent.AgentRecord`), not re-validated here."""
         rec = read_snapshot(self.layout.agent_file, max_version=AGENT_RECORD_VERSION)
         if rec is None:
             raise CorruptStateError(
                 f"agent record missing: {self.layout.agent_file}",
                 hint="the agent home is incomplete; recreate it with `holon agent create`",
             )
-        return rec
+        return cast("AgentRecord", rec)
 
-    def write_record(self, rec: dict[str, Any]) -> None:
-        write_snapshot(self.layout.agent_file, rec)
+    def write_record(self, rec: AgentRecord) -> None:
+        write_snapshot(self.layout.agent_file, cast(dict[str, Any], rec))
 
-    def update_state(self, fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    def update_state(self, fn: Callable[[AgentState], None]) -> AgentRecord:
         """Read-modify-write the agent record under the agent lock."""
         with self.lock():
             rec = self.read_record()

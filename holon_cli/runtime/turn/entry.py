@@ -21,6 +21,7 @@ from holon_cli.runtime.turn.settle import finish_agent_state
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
     from holon_cli.tools.catalog import ToolCatalog
 
 
@@ -48,7 +49,7 @@ def _release_run(store: AgentStore) -> None:
     """After an interrupted or failed turn: the agent must not look busy; an
     operator's stop or pause holds."""
 
-    def release(st: dict[str, Any]) -> None:
+    def release(st: AgentState) -> None:
         if st["status"] not in HELD_STATUSES:
             st["status"] = "awake_idle"
         st["current_run_id"] = None

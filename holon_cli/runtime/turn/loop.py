@@ -41,6 +41,7 @@ from holon_cli.store.layout import default_agent_id
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult, execute, render_error
 
 if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
     from holon_cli.model.events import (
         AssistantRoundRecordedData,
         MessageProcessingStartedData,
@@ -106,7 +107,7 @@ class TurnRun:
         self.journal = resumed or Journal(store, turn_id, self.mid)
         self.fresh = resumed is None
         # turn state, filled by start() and the round steps
-        self.state: dict[str, Any] = {}
+        self.state = cast("AgentState", {})  # read by start()
         self.turn_index = 0
         self.ws: WorkspaceBinding | None = None
         self.is_default = False
@@ -157,7 +158,7 @@ class TurnRun:
         replayed = self.result.replayed
         msg = self.msg
 
-        def mark(state: dict[str, Any]) -> None:
+        def mark(state: AgentState) -> None:
             if state["status"] not in HELD_STATUSES:
                 state["status"] = "awake_running"
                 state["status_changed_at"] = clock.now_iso()

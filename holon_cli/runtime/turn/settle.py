@@ -16,6 +16,7 @@ from holon_cli.runtime.turn.recorder import TurnRecorder
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.turn import TurnSettlement
 
@@ -98,7 +99,7 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
 
     counted = journal.counted
 
-    def finish(st: dict[str, Any]) -> None:
+    def finish(st: AgentState) -> None:
         # the turn's successful rounds join the agent's totals once, here
         st["total_input_tokens"] = int(st.get("total_input_tokens", 0)) + counted["input_tokens"]
         st["total_output_tokens"] = int(st.get("total_output_tokens", 0)) + counted["output_tokens"]

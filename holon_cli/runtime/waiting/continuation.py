@@ -18,12 +18,15 @@ settles the message itself, with no provider request:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.continuation import ContinuationRecord, control_action, resolve
 from holon_cli.runtime.waiting.common import field
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState, AgentStatus
 
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
@@ -51,8 +54,9 @@ def apply_control(store: AgentStore, env: dict[str, Any]) -> dict[str, Any]:
         return {"applied": False, "reason": "untrusted_origin", "action": action, "trust": trust}
     out: dict[str, Any] = {"action": action}
 
-    def mutate(state: dict[str, Any]) -> None:
+    def mutate(state: AgentState) -> None:
         prev = state["status"]
+        new: AgentStatus
         if action == "stop":
             new = "stopped"
         elif action == "pause":
@@ -75,8 +79,8 @@ def apply_control(store: AgentStore, env: dict[str, Any]) -> dict[str, Any]:
 
 
 def _persist(store: AgentStore, res: ContinuationRecord) -> None:
-    value = dict(res)
-    store.update_state(lambda s: s.update(last_continuation=value))
+    value = res.copy()
+    store.update_state(lambda s: s.update({"last_continuation": value}))
 
 
 def _settle(store: AgentStore, env: dict[str, Any], turn_id: str | None, reason: str) -> None:

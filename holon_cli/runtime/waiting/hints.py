@@ -25,7 +25,7 @@ as evidence, never as instructions.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
@@ -34,6 +34,9 @@ from holon_cli.model.trigger import WakeHint, is_contentful
 from holon_cli.runtime.waiting.common import queued_envelopes
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.locks import pid_alive
+
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
 
 
 def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
@@ -62,7 +65,7 @@ def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
     return out
 
 
-def turn_running(state: dict[str, Any]) -> bool:
+def turn_running(state: AgentState) -> bool:
     return state.get("status") == "awake_running" and pid_alive(state.get("current_run_pid"))
 
 

@@ -11,12 +11,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.model.turn import ClosureDecision, RuntimePosture
 from holon_cli.runtime.waiting import continuation, hints, intents, timers
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
 
 before_turn = continuation.before_turn
 
@@ -24,14 +27,16 @@ before_turn = continuation.before_turn
 def _wake_from_sleep(store: AgentStore) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
 
-    def mutate(s: dict[str, Any]) -> None:
+    def mutate(s: AgentState) -> None:
         if s["status"] == "asleep":
             out["woke"] = True
             s.update(
-                status="awake_idle",
-                status_changed_at=clock.now_iso(),
-                sleeping_until=None,
-                last_wake_reason="sleep_expired",
+                {
+                    "status": "awake_idle",
+                    "status_changed_at": clock.now_iso(),
+                    "sleeping_until": None,
+                    "last_wake_reason": "sleep_expired",
+                }
             )
 
     store.update_state(mutate)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.model import workitem as wm
@@ -19,12 +19,15 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import WorkItemIndex, load
 from holon_cli.tools.workitem_hints import TOOLS, Vocabulary
 
+if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentRecord
+
 # agent-state key of the continuation hold (see signals.continuation_hold)
-HOLD_KEY = "work_continuation_hold"
+HOLD_KEY: Final = "work_continuation_hold"
 
 
 @contextmanager
-def mutation(store: AgentStore) -> Iterator[tuple[WorkItemIndex, dict[str, Any]]]:
+def mutation(store: AgentStore) -> Iterator[tuple[WorkItemIndex, AgentRecord]]:
     """Hold the agent lock; yield the fresh index and the agent record. The
     caller mutates and calls ``save`` / ``store.write_record`` itself."""
     with store.lock():

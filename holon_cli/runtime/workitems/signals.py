@@ -141,7 +141,7 @@ def _settle_hold(store: AgentStore, facts: Mapping[str, Any]) -> ContinuationHol
 
 def continuation_hold(
     store: AgentStore, rec: WorkItemRecord | None = None
-) -> dict[str, Any] | None:
+) -> ContinuationHold | None:
     """The hold that keeps the runtime from continuing the current item on its
     own, or ``None``.
 
