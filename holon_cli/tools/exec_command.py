@@ -419,8 +419,7 @@ def run_foreground(
     )
     rec = tasks.wait_foreground(launched, timeout_ms / 1000 + 30)
     if rec is None:  # the supervisor itself is stuck: should not happen
-        launched.close_control()
-        launched.sup.wait()
+        launched.abandon(30.0)
         rec = tasks.read_record_file(launched.dir) or {}
     _check_finished(launched, rec, p)
     env = _completed_envelope(

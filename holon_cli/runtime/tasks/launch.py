@@ -4,30 +4,34 @@ supervisor process, and the foreground call's wait / promote / discard.
 Invariants:
 - the record exists (``starting``) before the supervisor is started, and
   ``stdin.fifo`` exists before the record can say ``running``;
-- a foreground call stays tied to its caller through a pipe (``owner``)
+- a foreground call stays tied to its caller through a socket (``owner``)
   until :func:`promote`; a detached task is promoted from the start and its
   first record goes to the task ledger;
 - a failure to start the supervisor is recorded on the task (``failed``)
   and raised, never left ``starting``;
-- the supervisor starts with ``python -S`` from this package's parent
-  directory, so it runs exactly this code without site-packages start-up cost.
+- a foreground call's supervisor is forked from this process
+  (:mod:`.forked`: no interpreter start for a command that ends before its
+  yield); a detached task's supervisor starts with ``python -S`` from this
+  package's parent directory, so it runs exactly this code without
+  site-packages start-up cost.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
 from holon_cli.model import task as tm
-from holon_cli.runtime.tasks import procs
+from holon_cli.runtime.tasks import forked, procs
 from holon_cli.runtime.tasks.control import snapshot
 from holon_cli.runtime.tasks.records import (
     _ledger,
@@ -42,6 +46,8 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 
 DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024 * 1024
 
+# kept in step with supervisor.BOOT (that module is not imported by the CLI
+# until a command runs)
 _BOOT = (
     "import sys; sys.path.insert(0, {path!r}); "
     "from holon_cli.runtime.tasks.supervisor import main; sys.exit(main())"
@@ -50,18 +56,47 @@ _BOOT = (
 
 @dataclass
 class Launched:
+    """A started supervisor. Foreground calls: ``control`` is the caller's end
+    of the socket to the supervisor forked as ``pid``. Detached tasks: ``sup``
+    is its Popen."""
+
     task_id: str
     dir: Path
-    sup: subprocess.Popen[bytes]
-    control_w: int | None
+    sup: subprocess.Popen[bytes] | None
+    control: socket.socket | None
+    pid: int | None = None
+    exited: bool = False
 
     def close_control(self) -> None:
-        if self.control_w is not None:
+        """Let go of the supervisor (promoted, or it has exited)."""
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+            if self.pid is not None:
+                forked.collect(self.pid, exited=self.exited)
+
+    def wait_exit(self, timeout_s: float | None) -> bool:
+        """Wait for the supervisor to exit; False at the timeout."""
+        if self.control is not None:
+            self.exited = self.exited or forked.wait_eof(self.control, timeout_s)
+            return self.exited
+        if self.sup is not None:
             try:
-                os.close(self.control_w)
+                self.sup.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+        return True
+
+    def abandon(self, timeout_s: float = 5.0) -> None:
+        """Tell the supervisor its caller is leaving (it stops the command
+        unless promoted) and wait up to ``timeout_s`` for it to finish."""
+        if self.control is not None:
+            try:
+                self.control.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
-            self.control_w = None
+        self.wait_exit(timeout_s)
+        self.close_control()
 
 
 def output_cap_bytes(config: Any) -> int:
@@ -150,17 +185,19 @@ def launch(
     }
     procs.put_record(d / "task.json", rec, durable=detached)
     env = procs.command_env(config)
-    pkg_parent = str(Path(__file__).resolve().parents[3])
-    r = w = None
     if not detached:
-        r, w = os.pipe()
+        try:
+            pid, ctl = forked.start(d, env)
+        except OSError as exc:
+            _start_failed(d, now, exc)
+        return Launched(tid, d, None, ctl, pid)
     log = os.open(d / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         sup = subprocess.Popen(
             # -S: no site-packages at start (their .pth hooks cost ~30 ms of CPU
             # per command); the supervisor loads them only to report a result
-            [sys.executable, "-S", "-c", _BOOT.format(path=pkg_parent), str(d)],
-            stdin=r if r is not None else subprocess.DEVNULL,
+            [sys.executable, "-S", "-c", _BOOT.format(path=_pkg_parent()), str(d)],
+            stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             cwd="/",
@@ -169,61 +206,35 @@ def launch(
             close_fds=True,
         )
     except OSError as exc:
-        if w is not None:
-            os.close(w)
-        why = f"could not start the supervisor: {exc}"
-        update_task(d, lambda x: x.update(status="failed", error=why, finished_at=now))
-        raise HolonError(why, hint="check that the Python interpreter is still installed") from None
+        _start_failed(d, now, exc)
     finally:
         os.close(log)
-        if r is not None:
-            os.close(r)
     ident = procs.process_identity(sup.pid)
     update_task(d, lambda x: x.update(supervisor=ident))
-    if detached:
-        _ledger(store).append(_ledger_record(read_snapshot(d / "task.json") or rec))
-    return Launched(tid, d, sup, w)
+    _ledger(store).append(_ledger_record(read_snapshot(d / "task.json") or rec))
+    return Launched(tid, d, sup, None)
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
-    """Wait for ``proc`` to exit, woken by the exit itself (a pidfd) rather
-    than by ``Popen.wait``'s polling sleeps (up to 50 ms late each)."""
-    if proc.poll() is not None:
-        return True
-    if hasattr(os, "pidfd_open"):
-        import select
+def _pkg_parent() -> str:
+    return str(Path(__file__).resolve().parents[3])
 
-        try:
-            fd = os.pidfd_open(proc.pid)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                select.select([fd], [], [], max(0.0, timeout_s))
-            finally:
-                os.close(fd)
-            if proc.poll() is None:
-                return False
-            return True
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return False
-    return True
+
+def _start_failed(d: Path, now: str, exc: OSError) -> NoReturn:
+    why = f"could not start the supervisor: {exc}"
+    update_task(d, lambda x: x.update(status="failed", error=why, finished_at=now))
+    raise HolonError(
+        why, hint="check the process limits (ulimit -u) and that Python is still installed"
+    ) from None
 
 
 def wait_foreground(launched: Launched, timeout_s: float) -> dict[str, Any] | None:
     """Wait for the supervisor to finish; the final record, or None at the timeout."""
     try:
-        if not _wait_exit(launched.sup, timeout_s):
+        if not launched.wait_exit(timeout_s):
             return None
     except BaseException:
         # Ctrl-C / SIGTERM-as-exception: the supervisor stops the command on EOF
-        launched.close_control()
-        try:
-            launched.sup.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        launched.abandon(5.0)
         raise
     launched.close_control()
     return read_snapshot(launched.dir / "task.json")
@@ -243,7 +254,7 @@ def promote(store: AgentStore, launched: Launched) -> dict[str, Any] | None:
             write_snapshot(launched.dir / "task.json", rec)
             promoted = rec
     if promoted is None:
-        launched.sup.wait()
+        launched.wait_exit(None)
         launched.close_control()
         return None
     launched.close_control()

@@ -51,7 +51,6 @@ from holon_cli.runtime.tasks.launch import (
     run_task,
     wait_foreground,
 )
-from holon_cli.runtime.tasks.launch import _wait_exit as _wait_exit
 from holon_cli.runtime.tasks.records import (
     RESULT_PREVIEW_CHARS,
     iter_records,

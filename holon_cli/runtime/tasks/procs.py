@@ -114,28 +114,123 @@ def process_identity(pid: int) -> dict[str, Any]:
 # ----------------------------------------------------------- child set-up
 
 
+_prctl: Any = None
+
+
+def prepare_parent_death_signal() -> None:
+    """Load ``prctl`` once, in the parent: the child between fork and exec
+    then only calls it (importing ctypes there cost a few ms per command)."""
+    global _prctl
+    if _prctl is None:
+        try:
+            import ctypes
+
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+
+
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
     """Ask the kernel to send ``sig`` to this process when its parent dies
     (Linux ``prctl(PR_SET_PDEATHSIG)``; a no-op elsewhere). Call it in the
     child between fork and exec."""
-    try:
-        import ctypes
+    if _prctl is None:
+        prepare_parent_death_signal()
+    if _prctl:
+        _prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+
+_SETPRIV_PATHS = ("/usr/bin/setpriv", "/bin/setpriv")
+_wrapper: list[str] | None = None
+
+
+def prepare_spawn_wrapper() -> None:
+    """Find, once per process, a ``setpriv`` that supports ``--pdeathsig``.
+
+    With it a command is started as ``setpriv --pdeathsig KILL -- argv``
+    without a ``preexec_fn``, so ``subprocess`` can use ``vfork``: about
+    0.5 ms instead of 4-5 ms for a fork of a 30 MB process plus Python's
+    after-fork work. The parent-death signal then takes effect a moment later
+    (when setpriv runs, before it execs the command); a supervisor killed in
+    that gap leaves the command to recovery (marker scan at the next turn or
+    tick). Without setpriv: ``preexec_fn``, as before."""
+    global _wrapper
+    if _wrapper is not None:
+        return
+    _wrapper = []
+    for path in _SETPRIV_PATHS:
+        if not os.access(path, os.X_OK):
+            continue
+        import subprocess
+
+        try:
+            ok = (
+                subprocess.run(
+                    [path, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", ":"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=5,
+                ).returncode
+                == 0
+            )
+        except (OSError, subprocess.SubprocessError):
+            ok = False
+        if ok:
+            _wrapper = [path, "--pdeathsig", "KILL", "--"]
+        return
+
+
+def pdeathsig_argv(argv: list[str], env: Mapping[str, str]) -> list[str] | None:
+    """``argv`` behind the ``setpriv`` wrapper, or None (then use
+    :func:`set_parent_death_signal` as ``preexec_fn``). None too when
+    ``argv[0]`` does not resolve to an executable file, so that a command
+    that cannot start still fails in ``Popen`` with the OS error."""
+    prepare_spawn_wrapper()
+    if not _wrapper:
+        return None
+    exe = argv[0]
+    if os.sep not in exe:
+        import shutil
+
+        found = shutil.which(exe, path=env.get("PATH", os.defpath))
+        if found is None:
+            return None
+        exe = found
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        return None
+    return [*_wrapper, exe, *argv[1:]]
 
 
 # ------------------------------------------------------------- discovery
 
 
-def _stat_fields(pid: str) -> list[str] | None:
+def _read_proc(pid: str, name: str) -> bytes | None:
+    # os.open/os.read, not Path.read_text: a scan reads every process's stat,
+    # after every command, so this is on the hot path
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    return stat[stat.rfind(")") + 2 :].split()
+    try:
+        data = os.read(fd, 65536)
+        if name == "stat" or len(data) < 65536:
+            return data  # one read: stat is far shorter
+        chunks = [data]
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _stat_fields(pid: str) -> list[bytes] | None:
+    stat = _read_proc(pid, "stat")
+    if stat is None:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
 
 
 def live_members(pgid: int | None, marker: str | None, since: int | None = None) -> set[int]:
@@ -143,8 +238,7 @@ def live_members(pgid: int | None, marker: str | None, since: int | None = None)
     ``since`` (a start time in clock ticks): only processes started at or after
     it can carry the marker, so older ones are not read (a scan stays cheap)."""
     found: set[int] = set()
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not os.path.isdir("/proc"):
         if pgid:
             try:
                 os.killpg(pgid, 0)
@@ -153,15 +247,15 @@ def live_members(pgid: int | None, marker: str | None, since: int | None = None)
                 pass
         return found
     needle = f"{MARKER_VAR}={marker}\0".encode() if marker else None
-    me = os.getpid()
-    for entry in os.scandir(proc):
-        name = entry.name
-        if not name.isdigit() or int(name) == me:
+    group = str(pgid).encode() if pgid else None
+    me = str(os.getpid())
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == me:
             continue
         fields = _stat_fields(name)
-        if not fields or fields[0] in ("Z", "X"):
+        if not fields or fields[0] in (b"Z", b"X"):
             continue
-        if pgid and len(fields) >= 3 and fields[2] == str(pgid):
+        if group is not None and len(fields) >= 3 and fields[2] == group:
             found.add(int(name))
             continue
         if needle is not None:
@@ -171,12 +265,9 @@ def live_members(pgid: int | None, marker: str | None, since: int | None = None)
                         continue
                 except (IndexError, ValueError):
                     pass
-            try:
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read() + b"\0":
-                        found.add(int(name))
-            except OSError:
-                continue
+            env = _read_proc(name, "environ")
+            if env is not None and needle in env + b"\0":
+                found.add(int(name))
     return found
 
 
@@ -254,5 +345,6 @@ def put_record(path: Path, obj: dict[str, Any], *, durable: bool) -> None:
         write_snapshot(path, obj)
         return
     tmp = path.parent / f".{path.name}.tmp.{os.getpid()}"
-    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    # compact: indent= would force the pure-Python encoder (hot path)
+    tmp.write_text(json.dumps(obj, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)

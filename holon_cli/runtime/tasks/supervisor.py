@@ -3,15 +3,24 @@ runs one command, streams its output to files, enforces the output cap on
 the write path, records how it ended and, for a promoted task, reports the
 result to the agent exactly once.
 
-Started by :func:`holon_cli.runtime.tasks.plane.launch` as
-``python -c ... <task_dir>``. Two modes:
+How it starts (see :mod:`.forked` for why):
 
-- ``foreground``: fd 0 is a pipe whose write end the calling turn holds. EOF
-  on it while the task is not promoted means the caller died: the command
-  tree is stopped and the call recorded ``interrupted`` (crash-safety: a
-  killed ``holon turn`` leaves nothing running). A caller that promotes the
-  call writes ``promoted: true`` into the record before closing the pipe.
-- ``detached``: promoted from the start (``holon task run``).
+- ``ExecCommand`` / batch items (``foreground``): forked from the calling
+  process, which has this module imported already (:func:`.forked.start`:
+  fork + ``setsid``, every inherited descriptor closed). fd 0 is a socket
+  whose other end the calling turn holds. EOF on it while the call is not
+  promoted means the caller died: the command tree is stopped and the call
+  recorded ``interrupted`` (crash-safety: a killed ``holon turn`` leaves
+  nothing running). A caller that promotes the call writes ``promoted:
+  true`` into the record before closing the socket; the forked supervisor
+  then *hands off*: it ``exec``s a fresh ``python -S`` (same pid, same
+  children, the command's pipes and files passed as inherited descriptors,
+  its counters in ``handoff.json``) that supervises the task from then on
+  and reports its result. So a command that ends before the yield never
+  pays an interpreter start, and nothing long-lived runs in a copy of the
+  caller (its memory, its other threads' locks).
+- ``holon task run`` (``detached``): ``python -S -c ... <task_dir>``,
+  promoted from the start.
 
 The command gets its own session and process group, the parent-death
 signal (SIGKILL when this supervisor dies) and the per-call marker; when
@@ -20,6 +29,7 @@ its leader exits, whatever it left running is stopped too.
 
 from __future__ import annotations
 
+import base64
 import errno
 import json
 import os
@@ -29,13 +39,63 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from holon_cli.runtime.tasks import procs
 
 READ_CHUNK = 65536
 INPUT_BUFFER = 1024 * 1024
 DRAIN_S = 1.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+HANDOFF_FILE = "handoff.json"
+
+# the fresh interpreter a supervisor execs into (resume / report) or that
+# ``holon task run`` starts; ``{path}`` is this package's parent directory
+BOOT = (
+    "import sys; sys.path.insert(0, {path!r}); "
+    "from holon_cli.runtime.tasks.supervisor import main; sys.exit(main())"
+)
+
+
+def package_parent() -> str:
+    return str(Path(__file__).resolve().parents[3])
+
+
+class _Proc(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+
+class _Child:
+    """The command after a hand-off: still this process's child (``exec``
+    keeps children), but no longer a ``Popen``. Same return codes as Popen
+    (negative for a signal)."""
+
+    def __init__(self, pid: int, returncode: int | None = None) -> None:
+        self.pid = pid
+        self.returncode = returncode
+
+    def _reap(self, flags: int) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped elsewhere: should not happen
+                self.returncode = -int(signal.SIGKILL)
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._reap(os.WNOHANG)
+
+    def wait(self) -> int:
+        rc = self._reap(0)
+        assert rc is not None
+        return rc
 
 
 def _now_iso() -> str:
@@ -45,19 +105,36 @@ def _now_iso() -> str:
 
 
 class Supervisor:
-    def __init__(self, task_dir: Path) -> None:
+    def __init__(
+        self, task_dir: Path, *, env: dict[str, str] | None = None, forked: bool = False
+    ) -> None:
         self.dir = task_dir
+        # the command's environment (minus the marker); a forked supervisor
+        # still has its caller's environment, secrets included
+        self.env = dict(os.environ) if env is None else env
+        self.forked = forked
+        self.control = False
         self.spec: dict[str, Any] = json.loads((task_dir / "spec.json").read_text())
         self.cap = int(self.spec.get("output_cap_bytes") or 64 * 1024 * 1024)
         self.written = 0
         self.stop_reason: str | None = None
         self.stop_grace = 1.0
         self.cap_hit = False
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: _Proc | None = None
         self.pgid: int | None = None
         self.marker: str = self.spec["marker"]
         self.pending_in = bytearray()
         self.start_ticks: int | None = None
+        self.out_fd: int | None = None
+        self.stdout_fd: int | None = None
+        self.stderr_fd: int | None = None
+        self.master: int | None = None
+        self.stdin_w: int | None = None
+        self.fifo: int | None = None
+        # command output fd -> the per-stream file it is copied to (None: pty)
+        self.streams: dict[int, int | None] = {}
+        self.background_killed = False
+        self.returncode = 0
 
     # -- record ----------------------------------------------------------
     def update(self, fn: Any) -> dict[str, Any]:
@@ -107,16 +184,12 @@ class Supervisor:
     def spawn(self) -> bool:
         spec = self.spec
         argv = list(spec["argv"])
-        env = dict(os.environ)
+        env = dict(self.env)
         env[procs.MARKER_VAR] = self.marker
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         self.out_fd = os.open(self.dir / "output.log", flags, 0o600)
-        self.stdout_fd: int | None = None
-        self.stderr_fd: int | None = None
-        self.master: int | None = None
-        self.stdin_w: int | None = None
         tty = bool(spec.get("tty"))
-        self.fifo: int | None = None
+        procs.prepare_parent_death_signal()
         if spec.get("accepts_input"):
             # opened before the record says "running", so input is never refused early
             path = self.dir / "stdin.fifo"
@@ -151,11 +224,14 @@ class Supervisor:
                     preexec_fn=pre_tty,
                 )
                 os.close(slave)
+                os.set_blocking(master, False)
+                self.streams[master] = None
             else:
                 self.stdout_fd = os.open(self.dir / "stdout.log", flags, 0o600)
                 self.stderr_fd = os.open(self.dir / "stderr.log", flags, 0o600)
-                self.proc = subprocess.Popen(
-                    argv,
+                wrapped = procs.pdeathsig_argv(argv, env)
+                proc = subprocess.Popen(
+                    wrapped or argv,
                     cwd=spec["cwd"],
                     env=env,
                     stdin=subprocess.PIPE if spec.get("accepts_input") else subprocess.DEVNULL,
@@ -163,12 +239,17 @@ class Supervisor:
                     stderr=subprocess.PIPE,
                     start_new_session=True,
                     close_fds=True,
-                    preexec_fn=procs.set_parent_death_signal,
+                    preexec_fn=None if wrapped else procs.set_parent_death_signal,
                 )
-                if self.proc.stdin is not None:
-                    self.stdin_w = self.proc.stdin.fileno()
+                self.proc = proc
+                if proc.stdin is not None:
+                    self.stdin_w = proc.stdin.fileno()
                     # never block on a child that does not read its input
                     os.set_blocking(self.stdin_w, False)
+                assert proc.stdout is not None and proc.stderr is not None
+                for f, dest in ((proc.stdout, self.stdout_fd), (proc.stderr, self.stderr_fd)):
+                    os.set_blocking(f.fileno(), False)
+                    self.streams[f.fileno()] = dest
         except OSError as exc:
             err = f"{exc.strerror or exc} ({argv[0]}, cwd {spec['cwd']})"
             code = exc.errno
@@ -180,6 +261,7 @@ class Supervisor:
                     errno=code,
                     finished_at=_now_iso(),
                     exit_status=None,
+                    supervisor=procs.process_identity(os.getpid()),
                 )
 
             rec = self.update(failed)
@@ -188,33 +270,28 @@ class Supervisor:
         self.pgid = self.proc.pid
         ident = procs.process_identity(self.proc.pid)
         self.start_ticks = ident["start_time"]
+        me = procs.process_identity(os.getpid())
 
         def running(r: dict[str, Any]) -> None:
             if r.get("status") in ("starting", None):
                 r["status"] = "running"
             r["process"] = {**ident, "pgid": self.pgid, "marker": self.marker}
+            r["supervisor"] = me  # a forked supervisor's pid is known only here
             r["started_at"] = _now_iso()
 
         self.update(running)
         return True
 
     def loop(self) -> None:
+        """Supervise until the command ends or a stop is requested. A forked
+        supervisor whose call gets promoted hands off from here (``exec``)."""
         assert self.proc is not None
         proc = self.proc
         sel = selectors.DefaultSelector()
-        streams: dict[int, int | None] = {}
-        if self.master is not None:
-            os.set_blocking(self.master, False)
-            sel.register(self.master, selectors.EVENT_READ, "out")
-            streams[self.master] = None
-        else:
-            assert proc.stdout is not None and proc.stderr is not None
-            for f, dest in ((proc.stdout, self.stdout_fd), (proc.stderr, self.stderr_fd)):
-                os.set_blocking(f.fileno(), False)
-                sel.register(f.fileno(), selectors.EVENT_READ, "out")
-                streams[f.fileno()] = dest
-        control = self.spec.get("mode") == "foreground"
-        if control:
+        streams = self.streams
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ, "out")
+        if self.control:
             sel.register(0, selectors.EVENT_READ, "control")
         fifo = self.fifo
         if fifo is not None:
@@ -260,6 +337,8 @@ class Supervisor:
                         sel.unregister(0)
                         if not self.read().get("promoted"):
                             self.request_stop("owner_gone", 1.0)
+                        elif self.forked:
+                            self.handoff()  # returns only when the exec failed
                 elif what == "input":
                     self._forward_input(fifo)
                 elif what == "exit":
@@ -379,14 +458,97 @@ class Supervisor:
         self.finish_reporting(rec)
 
     def finish_reporting(self, rec: dict[str, Any]) -> None:
-        if rec.get("promoted"):
-            if sys.flags.no_site:  # started with -S: admission needs site-packages
-                import site
+        if not rec.get("promoted"):
+            return
+        if self.forked:
+            # admission runs holon code that may take locks another thread of
+            # the caller held at fork time: report from a fresh interpreter
+            self._exec("report")
+        report(self.dir, rec)
 
-                site.main()
-            from holon_cli.runtime.tasks.records import report_terminal
+    # -- hand-off ------------------------------------------------------------
+    def _exec(self, mode: str) -> None:
+        """Replace this (forked) process by a fresh ``python -S`` running
+        :func:`main` in ``mode``; same pid, same children, inherited fds.
+        Stop signals stay blocked across the exec (pending ones are kept), so
+        a TaskStop in the gap is handled by the new image. Returns only when
+        the exec failed."""
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        boot = BOOT.format(path=package_parent())
+        try:
+            os.execve(
+                sys.executable,
+                [sys.executable, "-S", "-c", boot, str(self.dir), mode],
+                self.env,
+            )
+        except OSError as exc:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            os.write(2, f"supervisor: exec for {mode} failed, carrying on here: {exc}\n".encode())
+            self.forked = False
 
-            report_terminal(self.dir, rec)
+    def _fds(self) -> list[int]:
+        own = (self.out_fd, self.stdout_fd, self.stderr_fd, self.master, self.stdin_w, self.fifo)
+        return sorted({fd for fd in (*own, *self.streams) if fd is not None})
+
+    def handoff(self) -> None:
+        """The call was promoted: carry on in a fresh interpreter (a task may
+        run for hours; it should not do so in a copy of its caller's memory,
+        nor report through locks another thread of the caller may hold).
+        Returns when there is nothing to hand off or the exec failed."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            return  # it ended meanwhile: the loop finalizes at once
+        state = {
+            "v": 1,
+            "pid": self.proc.pid,
+            "pgid": self.pgid,
+            "start_ticks": self.start_ticks,
+            "written": self.written,
+            "cap_hit": self.cap_hit,
+            "stop_reason": self.stop_reason,
+            "stop_grace": self.stop_grace,
+            "out_fd": self.out_fd,
+            "stdout_fd": self.stdout_fd,
+            "stderr_fd": self.stderr_fd,
+            "master": self.master,
+            "stdin_w": self.stdin_w,
+            "fifo": self.fifo,
+            "streams": [[fd, dest] for fd, dest in self.streams.items()],
+            "pending_in": base64.b64encode(bytes(self.pending_in)).decode("ascii"),
+        }
+        procs.put_record(self.dir / HANDOFF_FILE, state, durable=False)
+        fds = self._fds()
+        for fd in fds:
+            os.set_inheritable(fd, True)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)  # the control socket: its peer is gone
+        os.close(null)
+        self._exec("resume")
+        for fd in fds:
+            os.set_inheritable(fd, False)
+
+    def restore(self) -> None:
+        """The other half of :meth:`handoff`, in the fresh interpreter."""
+        path = self.dir / HANDOFF_FILE
+        st = json.loads(path.read_text())
+        self.proc = _Child(int(st["pid"]))
+        self.pgid = st["pgid"]
+        self.start_ticks = st["start_ticks"]
+        self.written = int(st["written"])
+        self.cap_hit = bool(st["cap_hit"])
+        self.stop_reason = st["stop_reason"]
+        self.stop_grace = float(st["stop_grace"])
+        self.out_fd = st["out_fd"]
+        self.stdout_fd = st["stdout_fd"]
+        self.stderr_fd = st["stderr_fd"]
+        self.master = st["master"]
+        self.stdin_w = st["stdin_w"]
+        self.fifo = st["fifo"]
+        self.streams = {int(fd): dest for fd, dest in st["streams"]}
+        self.pending_in = bytearray(base64.b64decode(st["pending_in"]))
+        for fd in self._fds():
+            os.set_inheritable(fd, False)
+        path.unlink(missing_ok=True)
 
     def on_signal(self, signum: int, _frame: Any) -> None:
         # TaskStop / `holon task stop` signal the supervisor: stop the tree
@@ -394,16 +556,48 @@ class Supervisor:
         self.request_stop("stop_requested", 5.0)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    sup = Supervisor(Path(args[0]))
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+def report(task_dir: Path, rec: dict[str, Any] | None = None) -> None:
+    """Report a promoted task's ONE result (loads site-packages first when
+    this interpreter started with ``-S``: admission needs them)."""
+    if sys.flags.no_site:
+        import site
+
+        site.main()
+    from holon_cli.runtime.tasks.records import report_terminal
+
+    report_terminal(task_dir, rec)
+
+
+def run(sup: Supervisor) -> int:
+    """Start the command and supervise it to the end."""
+    for s in STOP_SIGNALS:
         signal.signal(s, sup.on_signal)
     if not sup.spawn():
         return 0
     sup.loop()
     sup.finalize()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -S -c BOOT <task_dir> [run|resume|report]``."""
+    args = sys.argv[1:] if argv is None else argv
+    task_dir = Path(args[0])
+    mode = args[1] if len(args) > 1 else "run"
+    if mode == "report":
+        report(task_dir)
+        return 0
+    sup = Supervisor(task_dir)
+    if mode == "resume":
+        sup.restore()
+        for s in STOP_SIGNALS:
+            signal.signal(s, sup.on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        sup.loop()
+        sup.finalize()
+        return 0
+    sup.control = sup.spec.get("mode") == "foreground"
+    return run(sup)
 
 
 if __name__ == "__main__":

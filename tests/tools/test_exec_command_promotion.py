@@ -1,0 +1,221 @@
+"""How ExecCommand starts its supervisor (forked from the caller, no Python
+start) and hands a promoted call to a fresh interpreter: real processes."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from holon_cli.runtime.tasks import plane as tasks
+from holon_cli.runtime.tasks import procs
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.tools.base import ToolContext, ToolResult
+
+Call = Callable[..., ToolResult]
+TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+
+
+def wait_reported(store: AgentStore, tid: str, within: float = 20.0) -> dict[str, Any]:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        rec = tasks.read_task(store, tid)
+        if rec["status"] in TERMINAL and (
+            rec.get("result_message_id") or rec.get("result_undeliverable")
+        ):
+            return rec
+        time.sleep(0.05)
+    raise AssertionError(f"task {tid} did not report: {tasks.read_task(store, tid)}")
+
+
+def task_results(store: AgentStore, tid: str) -> list[dict[str, Any]]:
+    msgs = (store.inbox.read(p) for p in store.inbox.pending())
+    return [m for m in msgs if m.get("kind") == "task_result" and m.get("task_id") == tid]
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+
+
+def promoted_id(r: ToolResult) -> str:
+    assert r.ok, r.content
+    assert r.data["disposition"] == "promoted_to_task", r.content
+    return str(r.data["task_handle"]["task_id"])
+
+
+def test_a_short_command_starts_no_python_interpreter(call: Call) -> None:
+    # the command reports its parent (the supervisor) and the supervisor's parent
+    r = call(
+        "ExecCommand",
+        cmd="echo $PPID; tr '\\0' ' ' < /proc/$PPID/cmdline; echo; "
+        "awk '{print $4}' /proc/$PPID/stat",
+    )
+    assert r.ok and r.data["exit_status"] == 0, r.content
+    sup_pid, sup_cmdline, sup_parent = r.data["stdout_preview"].splitlines()
+    assert int(sup_pid) != os.getpid()
+    assert int(sup_parent) == os.getpid(), "the supervisor is forked from the caller"
+    # a fork that never exec'd: the caller's own command line, not `python -S -c ...`
+    assert sup_cmdline.strip() == cmdline(os.getpid())
+    assert "supervisor" not in sup_cmdline and " -S " not in sup_cmdline
+
+
+def test_a_promoted_exit_code_and_signal_are_recorded(call: Call, ctx: ToolContext) -> None:
+    assert ctx.store is not None
+    tid = promoted_id(
+        call("ExecCommand", cmd="echo begun; sleep 0.6; echo ended; exit 7", yield_time_ms=150)
+    )
+    killed = promoted_id(call("ExecCommand", cmd="sleep 0.6; kill -KILL $$", yield_time_ms=150))
+    rec = wait_reported(ctx.store, tid)
+    assert rec["status"] == "failed" and rec["exit_status"] == 7 and rec["signal"] is None
+    (msg,) = task_results(ctx.store, tid)
+    assert "exit status 7" in msg["body"]["text"] and "ended" in msg["body"]["text"]
+    # after the hand-off the supervisor is a fresh interpreter, not a copy of this process
+    assert rec["supervisor"]["pid"] != os.getpid()
+    rec = wait_reported(ctx.store, killed)
+    assert rec["exit_status"] == 128 + 9 and rec["signal"] == "SIGKILL"
+    ledger = [
+        json.loads(line)
+        for line in (ctx.store.layout.ledger_dir / "tasks.jsonl").read_text().splitlines()
+    ]
+    finals = [x for x in ledger if x["id"] == tid and x["status"] in TERMINAL]
+    assert [x["exit_status"] for x in finals] == [7]
+    assert not (tasks.task_dir(ctx.store, tid) / "handoff.json").exists()
+
+
+def test_the_handed_off_supervisor_is_a_fresh_interpreter(call: Call, ctx: ToolContext) -> None:
+    assert ctx.store is not None
+    tid = promoted_id(call("ExecCommand", cmd="sleep 30", yield_time_ms=100))
+    sup = tasks.read_task(ctx.store, tid)["supervisor"]["pid"]
+    end = time.monotonic() + 10
+    while "holon_cli.runtime.tasks.supervisor" not in cmdline(sup) and time.monotonic() < end:
+        time.sleep(0.02)
+    line = cmdline(sup)
+    assert " -S -c " in line and line.endswith("resume"), line
+    # same process (pid and start time) across the exec: recovery still knows it
+    rec = tasks.read_task(ctx.store, tid)
+    assert procs.same_process_alive(sup, rec["supervisor"]["start_time"])
+    stop = tasks.task_stop(ctx.store, tid)
+    assert stop["task"]["status"] == "cancelled"
+    assert len(task_results(ctx.store, tid)) == 1
+
+
+def test_stop_right_after_promotion_is_not_lost_in_the_hand_off(
+    call: Call, ctx: ToolContext
+) -> None:
+    assert ctx.store is not None
+    for _ in range(3):
+        tid = promoted_id(call("ExecCommand", cmd="sleep 30", yield_time_ms=80))
+        # TERM lands before, during or after the supervisor's exec
+        stop = tasks.task_stop(ctx.store, tid, wait_s=8)
+        assert stop["task"]["status"] == "cancelled", stop
+        rec = wait_reported(ctx.store, tid)
+        assert rec["stop_reason"] == "stop_requested"
+        assert len(task_results(ctx.store, tid)) == 1
+
+
+def test_input_output_cap_and_tty_survive_the_hand_off(call: Call, ctx: ToolContext) -> None:
+    assert ctx.store is not None
+    ctx.config = {"runtime": {"task_output_max_bytes": 300_000}}
+    reader = promoted_id(
+        call("ExecCommand", cmd="read a; echo got:$a", yield_time_ms=150, accepts_input=True)
+    )
+    term = promoted_id(
+        call(
+            "ExecCommand",
+            cmd="test -t 0 && echo is-tty; read a; echo tty:$a",
+            yield_time_ms=150,
+            tty=True,
+            accepts_input=True,
+        )
+    )
+    # writes 100 KB before the yield, then without end: the cap counts both sides
+    capped = promoted_id(
+        call(
+            "ExecCommand",
+            cmd="head -c 100000 /dev/zero; sleep 0.5; yes",
+            yield_time_ms=250,
+        )
+    )
+    time.sleep(0.5)  # let the hand-offs happen
+    assert tasks.task_input(ctx.store, reader, "one\n")["accepted_input"]
+    assert tasks.task_input(ctx.store, term, "two\n")["accepted_input"]
+    rec = wait_reported(ctx.store, reader)
+    assert rec["status"] == "completed"
+    assert "got:one" in (tasks.task_dir(ctx.store, reader) / "output.log").read_text()
+    wait_reported(ctx.store, term)
+    text = (tasks.task_dir(ctx.store, term) / "output.log").read_text()
+    assert "is-tty" in text and "tty:two" in text
+    rec = wait_reported(ctx.store, capped)
+    assert rec["stop_reason"] == "output_limit" and rec["output_bytes"] == 300_000
+    assert (tasks.task_dir(ctx.store, capped) / "output.log").stat().st_size == 300_000
+
+
+def test_the_supervisor_does_not_inherit_the_callers_locks(
+    call: Call, ctx: ToolContext, tmp_path: Path
+) -> None:
+    assert ctx.store is not None
+    lockfile = tmp_path / "held.lock"
+    fd = os.open(lockfile, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    tid = promoted_id(call("ExecCommand", cmd="sleep 30", yield_time_ms=100))
+    os.close(fd)  # our lock is released only if no supervisor holds a copy of the fd
+    other = os.open(lockfile, os.O_RDWR)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(other)
+        tasks.task_stop(ctx.store, tid)
+
+
+@pytest.mark.slow
+def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Path) -> None:
+    """The turn process dies the moment ExecCommand returned promoted_to_task:
+    the task still runs to its end and reports its exit code, once."""
+    root = tmp_path / "root"
+    root.mkdir()
+    script = tmp_path / "caller.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os, signal, sys
+            from holon_cli.providers.base import ToolCall
+            from holon_cli.runtime.agents import open_agent
+            from holon_cli.tools.base import ToolContext, execute, registry
+
+            store = open_agent(None)
+            root = {str(root)!r}
+            ctx = ToolContext(store=store, agent_id=store.agent_id, execution_root=root,
+                              cwd=root, workspace_anchor=root, turn_id="turn_x")
+            args = {{"cmd": "echo start; sleep 1; echo finish; exit 5", "yield_time_ms": 200}}
+            r = execute(registry()["ExecCommand"], ctx,
+                        ToolCall(id="c1", name="ExecCommand", arguments=args))
+            print(r.data["task_handle"]["task_id"], flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    tid = proc.stdout.strip()
+    assert tid.startswith("task_"), proc.stderr
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(None)
+    rec = wait_reported(store, tid)
+    assert rec["status"] == "failed" and rec["exit_status"] == 5
+    (msg,) = task_results(store, tid)
+    assert "finish" in msg["body"]["text"]
+    assert tasks.reap_orphans(store)["reported"] == []  # never twice
