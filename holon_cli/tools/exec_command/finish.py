@@ -1,0 +1,185 @@
+"""Turning a finished command into the ``completed`` envelope (previews,
+kept output files, warnings) and running a command to completion for batch
+items (:func:`run_foreground`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from holon_cli.model import task as task_model
+from holon_cli.runtime.tasks import plane as tasks
+from holon_cli.runtime.tasks.output import bound_output
+from holon_cli.runtime.tasks.procs import stop_tree
+from holon_cli.tools.base import ToolContext, ToolError
+from holon_cli.tools.exec_command.budget import CHARS_PER_TOKEN
+from holon_cli.tools.exec_command.prepare import _Prepared
+
+
+def _exit_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    return {"exit_status": rec.get("exit_status"), "signal": rec.get("signal")}
+
+
+def _spawn_error(rec: dict[str, Any], p: _Prepared) -> ToolError:
+    return ToolError(
+        "spawn_failed",
+        f"could not start the command: {rec.get('error') or 'unknown error'}",
+        details={"argv0": p.argv[0], "cwd": str(p.cwd), "errno": rec.get("errno")},
+        recovery_hint="check that the shell and workdir exist and are accessible",
+    )
+
+
+def _check_finished(launched: tasks.Launched, rec: dict[str, Any], p: _Prepared) -> None:
+    """Raise the tool error for a call that did not run to a recorded end."""
+    if rec.get("status") == "failed" and rec.get("error"):
+        tasks.discard_foreground(launched)
+        raise _spawn_error(rec, p)
+    if not task_model.is_terminal(rec.get("status")):
+        # the supervisor died without recording an end (killed from outside)
+        proc = rec.get("process") or {}
+        stop_tree(
+            proc.get("pgid"),
+            proc.get("marker") or launched.task_id,
+            grace_s=1.0,
+            since=proc.get("start_time"),
+        )
+        tasks.discard_foreground(launched)
+        raise ToolError(
+            "supervisor_lost",
+            (
+                "the process supervising this command was killed before the command finished; "
+                "the command was stopped"
+            ),
+            details={"task_id": launched.task_id},
+            recovery_hint="check the command's effects before running it again",
+        )
+
+
+def _completed_envelope(
+    ctx: ToolContext,
+    launched: tasks.Launched,
+    rec: dict[str, Any],
+    p: _Prepared,
+    duration_ms: int,
+    *,
+    tty: bool,
+) -> dict[str, Any]:
+    """The ``completed`` envelope; output files are kept under ``.holon/outputs/``
+    only when a preview was cut, and the call's directory is removed."""
+    budget = p.tokens * CHARS_PER_TOKEN
+    names = ("output",) if tty else ("stdout", "stderr")
+    sizes = {n: _size(launched.dir / f"{n}.log") for n in names}
+    shares: dict[str, int] = {}
+    if tty:
+        shares["output"] = budget
+    else:
+        so, se = sizes["stdout"], sizes["stderr"]
+        if so + se <= budget:
+            shares = {"stdout": budget, "stderr": budget}
+        else:
+            half = budget // 2
+            shares["stderr"] = min(se, max(half, budget - so))
+            shares["stdout"] = budget - shares["stderr"]
+    previews = {n: bound_output(launched.dir / f"{n}.log", max(1, shares[n])) for n in names}
+    truncated = any(b.truncated for b in previews.values())
+    artifacts: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    if truncated:
+        kept = tasks.keep_outputs(ctx.store, launched, names)
+        for n in names:
+            if n in kept:
+                index[n] = len(artifacts)
+                artifacts.append({"kind": n, "path": kept[n], "bytes": sizes[n]})
+    tasks.discard_foreground(launched)
+    warnings = list(p.warnings)
+    if truncated:
+        where = ", ".join(a["path"] for a in artifacts)
+        warnings.append(
+            {
+                "kind": "output_truncated",
+                "message": (
+                    "output was cut to its head and tail; the full output was saved to "
+                    f"{where} (inspect it with `sed -n 'START,ENDp'`, `rg -n` or `tail`)"
+                ),
+            }
+        )
+    if rec.get("output_capped"):
+        warnings.append(
+            {
+                "kind": "output_limit",
+                "message": (
+                    f"the command was stopped after writing {rec.get('output_bytes')} bytes of "
+                    "output (the output cap)"
+                ),
+            }
+        )
+    if rec.get("background_killed"):
+        warnings.append(
+            {
+                "kind": "background_processes_killed",
+                "message": (
+                    "processes the command left running in the background were terminated; "
+                    "ExecCommand waits for nothing after the command exits (use a "
+                    "longer-running command to get a task)"
+                ),
+            }
+        )
+    env: dict[str, Any] = {
+        "disposition": "completed",
+        **_exit_fields(rec),
+        "stdout_preview": previews["output" if tty else "stdout"].text,
+        "stderr_preview": "" if tty else previews["stderr"].text,
+        "truncated": truncated,
+        "artifacts": artifacts,
+        "stdout_artifact": index.get("output" if tty else "stdout"),
+        "stderr_artifact": index.get("stderr"),
+        "duration_ms": duration_ms,
+        "cwd": str(p.cwd),
+        "output_bytes": int(rec.get("output_bytes") or 0),
+        "output_budget_tokens": p.tokens,
+    }
+    if rec.get("timed_out"):
+        env["timed_out"] = True
+    env["warnings"] = warnings
+    return env
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def run_foreground(
+    ctx: ToolContext,
+    p: _Prepared,
+    *,
+    timeout_ms: int,
+) -> dict[str, Any]:
+    """Run to completion, killing the command tree at ``timeout_ms`` (batch items)."""
+    start = time.monotonic()
+    launched = tasks.launch(
+        ctx.store,
+        argv=p.argv,
+        cmd=p.cmd,
+        cwd=p.cwd,
+        shell=None,
+        login=False,
+        config=ctx.config,
+        parent_message_id=(ctx.message or {}).get("id"),
+        turn_id=ctx.turn_id,
+        kill_after_ms=timeout_ms,
+    )
+    rec = tasks.wait_foreground(launched, timeout_ms / 1000 + 30)
+    if rec is None:  # the supervisor itself is stuck: should not happen
+        launched.abandon(30.0)
+        rec = tasks.read_record_file(launched.dir) or {}
+    _check_finished(launched, rec, p)
+    env = _completed_envelope(
+        ctx, launched, rec, p, int((time.monotonic() - start) * 1000), tty=False
+    )
+    env["timeout_ms"] = timeout_ms
+    env["timed_out"] = bool(rec.get("timed_out"))
+    return env
