@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Cost of one short ``ExecCommand`` (``true``), through the real tool path.
+
+Prints the median wall time per call and the CPU per call: this process's
+own CPU plus that of the processes it started (the supervisor and the
+command, counted through ``RUSAGE_CHILDREN`` once they are reaped). Also
+says how the supervisor was started (the command's parent process name).
+
+    python benchmarks/exec_overhead.py [--calls 40] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    home = tempfile.mkdtemp(prefix="holon_exec_bench_")
+    os.environ["HOLON_HOME"] = home
+    from holon_cli.providers.base import ToolCall
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.tools.base import ToolContext, execute, registry
+
+    store = open_agent(None)
+    root = Path(home) / "root"
+    root.mkdir()
+    ctx = ToolContext(
+        store=store,
+        agent_id=store.agent_id,
+        execution_root=root,
+        cwd=root,
+        workspace_anchor=root,
+        turn_id="turn_bench",
+    )
+    tool = registry()["ExecCommand"]
+
+    def call(cmd: str) -> dict[str, object]:
+        r = execute(tool, ctx, ToolCall(id="c", name="ExecCommand", arguments={"cmd": cmd}))
+        assert r.ok and r.data["exit_status"] == 0, r.content
+        return r.data
+
+    parent = call("tr '\\0' ' ' < /proc/$PPID/cmdline")["stdout_preview"]
+    started = "python -S (new interpreter)" if " -S " in str(parent) else "fork of the caller"
+    for _ in range(3):
+        call("true")
+    walls: list[float] = []
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(a.calls):
+        t = time.perf_counter()
+        call("true")
+        walls.append((time.perf_counter() - t) * 1000)
+    time.sleep(0.2)  # let the last supervisor be reaped
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1000 / a.calls
+    kids = (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime) * 1000 / a.calls
+    walls.sort()
+    out = {
+        "calls": a.calls,
+        "supervisor_started_by": started,
+        "wall_ms_median": round(statistics.median(walls), 2),
+        "wall_ms_p90": round(walls[int(len(walls) * 0.9) - 1], 2),
+        "cpu_ms_per_call_caller": round(own, 2),
+        "cpu_ms_per_call_children": round(kids, 2),
+        "cpu_ms_per_call_total": round(own + kids, 2),
+        "load_average": os.getloadavg(),
+    }
+    if a.json:
+        print(json.dumps(out))
+        return 0
+    print(f"ExecCommand `true`, {a.calls} calls; supervisor: {started}")
+    print(f"wall per call: median {out['wall_ms_median']} ms, p90 {out['wall_ms_p90']} ms")
+    print(
+        f"CPU per call: {out['cpu_ms_per_call_total']} ms "
+        f"(caller {out['cpu_ms_per_call_caller']} ms + supervisor and command "
+        f"{out['cpu_ms_per_call_children']} ms)"
+    )
+    print("load average: " + " ".join(f"{x:.2f}" for x in out["load_average"]))  # type: ignore[attr-defined]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
