@@ -2,4 +2,7 @@
 
 Submodules: ``procs`` (process identity, env rule, tree stop), ``output``
 (bounded previews), ``supervisor`` (the per-command supervisor process),
-``plane`` (the facade over ``records``, ``launch``, ``control``, ``recovery``)."""
+``forked`` (starting a foreground call's supervisor by fork), ``handoff``
+(the state a forked supervisor passes to its fresh interpreter at
+promotion), ``plane`` (the facade over ``records``, ``launch``, ``control``,
+``recovery``)."""

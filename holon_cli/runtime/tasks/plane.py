@@ -4,7 +4,8 @@ stop and recover them.
 Files (per agent): ``.holon/tasks/<task_id>/`` holds ``task.json`` (the
 record, rewritten atomically under ``lock``), ``spec.json`` (the launch
 spec), ``output.log`` (combined output), ``stdout.log``/``stderr.log``
-(non-tty), ``stdin.fifo`` (``accepts_input``) and ``supervisor.log``.
+(non-tty), ``stdin.fifo`` (``accepts_input``), ``supervisor.log`` and,
+for a moment at promotion, ``handoff.json``.
 Terminal records of promoted tasks are appended to
 ``.holon/ledger/tasks.jsonl``.
 

@@ -29,7 +29,6 @@ its leader exits, whatever it left running is stopped too.
 
 from __future__ import annotations
 
-import base64
 import errno
 import json
 import os
@@ -41,13 +40,13 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from holon_cli.runtime.tasks import handoff as handoff_state
 from holon_cli.runtime.tasks import procs
 
 READ_CHUNK = 65536
 INPUT_BUFFER = 1024 * 1024
 DRAIN_S = 1.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-HANDOFF_FILE = "handoff.json"
 
 # the fresh interpreter a supervisor execs into (resume / report) or that
 # ``holon task run`` starts; ``{path}`` is this package's parent directory
@@ -67,35 +66,6 @@ class _Proc(Protocol):
     def poll(self) -> int | None: ...
 
     def wait(self) -> int: ...
-
-
-class _Child:
-    """The command after a hand-off: still this process's child (``exec``
-    keeps children), but no longer a ``Popen``. Same return codes as Popen
-    (negative for a signal)."""
-
-    def __init__(self, pid: int, returncode: int | None = None) -> None:
-        self.pid = pid
-        self.returncode = returncode
-
-    def _reap(self, flags: int) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, flags)
-            except ChildProcessError:  # reaped elsewhere: should not happen
-                self.returncode = -int(signal.SIGKILL)
-                return self.returncode
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def poll(self) -> int | None:
-        return self._reap(os.WNOHANG)
-
-    def wait(self) -> int:
-        rc = self._reap(0)
-        assert rc is not None
-        return rc
 
 
 def _now_iso() -> str:
@@ -498,25 +468,7 @@ class Supervisor:
         assert self.proc is not None
         if self.proc.poll() is not None:
             return  # it ended meanwhile: the loop finalizes at once
-        state = {
-            "v": 1,
-            "pid": self.proc.pid,
-            "pgid": self.pgid,
-            "start_ticks": self.start_ticks,
-            "written": self.written,
-            "cap_hit": self.cap_hit,
-            "stop_reason": self.stop_reason,
-            "stop_grace": self.stop_grace,
-            "out_fd": self.out_fd,
-            "stdout_fd": self.stdout_fd,
-            "stderr_fd": self.stderr_fd,
-            "master": self.master,
-            "stdin_w": self.stdin_w,
-            "fifo": self.fifo,
-            "streams": [[fd, dest] for fd, dest in self.streams.items()],
-            "pending_in": base64.b64encode(bytes(self.pending_in)).decode("ascii"),
-        }
-        procs.put_record(self.dir / HANDOFF_FILE, state, durable=False)
+        handoff_state.save(self)
         fds = self._fds()
         for fd in fds:
             os.set_inheritable(fd, True)
@@ -529,26 +481,9 @@ class Supervisor:
 
     def restore(self) -> None:
         """The other half of :meth:`handoff`, in the fresh interpreter."""
-        path = self.dir / HANDOFF_FILE
-        st = json.loads(path.read_text())
-        self.proc = _Child(int(st["pid"]))
-        self.pgid = st["pgid"]
-        self.start_ticks = st["start_ticks"]
-        self.written = int(st["written"])
-        self.cap_hit = bool(st["cap_hit"])
-        self.stop_reason = st["stop_reason"]
-        self.stop_grace = float(st["stop_grace"])
-        self.out_fd = st["out_fd"]
-        self.stdout_fd = st["stdout_fd"]
-        self.stderr_fd = st["stderr_fd"]
-        self.master = st["master"]
-        self.stdin_w = st["stdin_w"]
-        self.fifo = st["fifo"]
-        self.streams = {int(fd): dest for fd, dest in st["streams"]}
-        self.pending_in = bytearray(base64.b64decode(st["pending_in"]))
+        handoff_state.load(self)
         for fd in self._fds():
             os.set_inheritable(fd, False)
-        path.unlink(missing_ok=True)
 
     def on_signal(self, signum: int, _frame: Any) -> None:
         # TaskStop / `holon task stop` signal the supervisor: stop the tree
