@@ -219,3 +219,32 @@ def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Pat
     (msg,) = task_results(store, tid)
     assert "finish" in msg["body"]["text"]
     assert tasks.reap_orphans(store)["reported"] == []  # never twice
+
+
+def test_the_forked_supervisor_takes_no_lock_held_at_fork_time(
+    call: Call, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork copies only the calling thread: a lock another thread held at
+    that instant stays held in the child forever. Simulate the worst case
+    (``clock``'s id lock, which admitting a message needs) and check that
+    short commands, promotion and the ONE result still work."""
+    from holon_cli import clock
+    from holon_cli.runtime.tasks import forked
+
+    real_fork = os.fork
+
+    def fork_with_lock_held() -> int:
+        clock._lock.acquire()
+        pid = real_fork()
+        if pid != 0:
+            clock._lock.release()  # the parent goes on; the child keeps it held
+        return pid
+
+    monkeypatch.setattr(forked.os, "fork", fork_with_lock_held)
+    assert ctx.store is not None
+    r = call("ExecCommand", cmd="echo short")
+    assert r.ok and r.data["stdout_preview"] == "short\n", r.content
+    tid = promoted_id(call("ExecCommand", cmd="sleep 0.4; exit 4", yield_time_ms=100))
+    rec = wait_reported(ctx.store, tid)
+    assert rec["exit_status"] == 4 and rec.get("result_message_id")
+    assert len(task_results(ctx.store, tid)) == 1
