@@ -14,6 +14,8 @@
   ignored, the child would inherit that and never see the test's Ctrl-C.
   The ``sigint_ignored`` fixture puts the test in exactly that situation, so
   such a test passes in a background job because it always runs as one.
+- Property tests take their example count from ``property_budget.examples``:
+  the full count under ``.ci/run``, fewer in the default ``-m "not slow"`` run.
 """
 
 from __future__ import annotations
@@ -59,6 +61,13 @@ _SCRUB = (
     "EDITOR",
     "NO_COLOR",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # property tests try fewer examples when slow tests are deselected (see property_budget)
+    import property_budget
+
+    property_budget.FULL = "not slow" not in (config.getoption("markexpr") or "")
 
 
 def default_sigint() -> None:

@@ -78,7 +78,8 @@ def test_turn_all_provider_failure_is_exit_5(script_runner, tmp_path: Path) -> N
     for name in ("alpha", "zeta"):
         script_runner.run(["holon", "agent", "create", name], check=True)
         script_runner.run(["holon", "enqueue", "x", "-a", name], check=True)
-    model = script(tmp_path, [{"fail": {"kind": "server_error", "status": 500}}])
+    # fail-fast (no retry backoff): the exit code and per-agent report are the point
+    model = script(tmp_path, [{"fail": {"kind": "client_error", "status": 400}}])
     res = script_runner.run(["holon", "turn", "--all", "--model", model])
     assert res.returncode == 5
     assert "alpha: failure:" in res.stderr and "zeta: failure:" in res.stderr

@@ -15,7 +15,6 @@ import select
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -205,6 +204,7 @@ def pty_session(argv: list[str], setup: str, lines: Sequence[str], cwd: Path) ->
     return out
 
 
+@pytest.mark.slow
 def test_bash_readline_completion_on_a_pty(workdir: Path) -> None:
     """Through readline: complete -o default, compopt -o filenames / +o default."""
     lines = {
@@ -514,18 +514,10 @@ def test_synthetic_tree_in_fish(synthetic_tree: CommandSpec, workdir: Path, tmp_
         assert sorted(ln.split("\t")[0] for ln in res.stdout.splitlines()) == expected, line
 
 
-def test_completion_command_prints_the_generated_script() -> None:
-    bin_dir = Path(sys.executable).parent
+def test_completion_command_prints_the_generated_script(script_runner) -> None:  # type: ignore[no-untyped-def]
     for shell in SHELLS:
-        res = subprocess.run(
-            [str(bin_dir / "holon"), "completion", shell],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        res = script_runner.run(["holon", "completion", shell])
         assert res.returncode == 0, res.stderr
         assert res.stdout == render(shell)
-    res = subprocess.run(
-        [str(bin_dir / "holon"), "completion", "--help"], capture_output=True, text=True, timeout=60
-    )
+    res = script_runner.run(["holon", "completion", "--help"])
     assert "Example" in res.stdout and 'eval "$(holon completion bash)"' in res.stdout

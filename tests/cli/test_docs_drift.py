@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -145,20 +144,13 @@ def test_splice_keeps_surrounding_text() -> None:
     )
 
 
-def test_completion_command_prints_the_committed_scripts() -> None:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+def test_completion_command_prints_the_committed_scripts(script_runner) -> None:  # type: ignore[no-untyped-def]
     for shell, rel in (
         ("bash", "completions/holon.bash"),
         ("zsh", "completions/_holon"),
         ("fish", "completions/holon.fish"),
     ):
-        res = subprocess.run(
-            [str(BIN / "holon"), "completion", shell],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        res = script_runner.run(["holon", "completion", shell])
         assert res.returncode == 0
         assert res.stdout == (REPO / rel).read_text()
         # static scripts (tests/cli/test_completion.py runs them in real shells),

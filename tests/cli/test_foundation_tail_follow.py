@@ -135,6 +135,7 @@ def test_follow_into_a_closed_pipe_exits_promptly() -> None:
     assert "holon_rc=0" in err
 
 
+@pytest.mark.slow
 def test_follow_into_a_closed_pipe_while_events_arrive() -> None:
     holon("home", "init")
     script = (

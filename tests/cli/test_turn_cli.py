@@ -54,7 +54,7 @@ def test_turn_provider_failure_exit_5(script_runner, tmp_path: Path) -> None:
             "holon",
             "turn",
             "--model",
-            script(tmp_path, [{"fail": {"kind": "server_error", "status": 500}}]),
+            script(tmp_path, [{"fail": {"kind": "client_error", "status": 400}}]),  # fail-fast
         ]
     )
     assert res.returncode == 5

@@ -49,6 +49,7 @@ def home(holon_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_start_status_idempotent_stop(home: Path) -> None:
     out = _holon("daemon", "start", *LISTEN, "--json")
     assert out.returncode == 0, out.stderr
@@ -99,6 +100,7 @@ def test_start_status_idempotent_stop(home: Path) -> None:
     assert open_agent(None).read_record()["state"]["status"] != "stopped"
 
 
+@pytest.mark.slow
 def test_stale_pid_is_cleaned_then_started(home: Path) -> None:
     run = home / "run"
     run.mkdir(parents=True)
@@ -115,6 +117,7 @@ def test_stale_pid_is_cleaned_then_started(home: Path) -> None:
     assert _holon("daemon", "stop").returncode == 0
 
 
+@pytest.mark.slow
 def test_start_failure_points_to_logs(home: Path) -> None:
     out = _holon(
         "daemon", "start", "--listen", "127.0.0.1:0", "--socket", "/nonexistent-dir/x/" + "y" * 120

@@ -81,6 +81,7 @@ def test_enqueue_is_completed_and_sigterm_exits_cleanly(tmp_path: Path, model_en
     assert st.entries == {} and st.processed == 2
 
 
+@pytest.mark.slow
 def test_sigint_exits_cleanly(tmp_path: Path, model_env: str) -> None:
     proc = start_serve(tmp_path)
     try:
@@ -90,6 +91,7 @@ def test_sigint_exits_cleanly(tmp_path: Path, model_env: str) -> None:
     assert code == 0
 
 
+@pytest.mark.slow
 def test_manual_turn_lock_is_skipped_then_retried(tmp_path: Path, model_env: str) -> None:
     store = open_agent(None)
     lock = store.turn_lock()
@@ -109,6 +111,7 @@ def test_manual_turn_lock_is_skipped_then_retried(tmp_path: Path, model_env: str
     assert "error" not in (tmp_path / "serve.log").read_text()
 
 
+@pytest.mark.slow
 def test_new_agents_are_picked_up_and_stopped_agents_left_alone(
     tmp_path: Path, model_env: str
 ) -> None:
@@ -156,6 +159,7 @@ def test_sigkill_loop_completes_every_acknowledged_message_once(
     assert os.path.exists(tmp_path / "serve.log")
 
 
+@pytest.mark.slow
 def test_timer_deadline_wakes_the_agent(tmp_path: Path, model_env: str) -> None:
     proc = start_serve(tmp_path)
     try:

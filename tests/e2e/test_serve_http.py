@@ -53,6 +53,7 @@ def _auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKEN}"}
 
 
+@pytest.mark.slow
 def test_routes_with_token(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     addr, _ = served
     with httpx.Client(base_url=addr, timeout=10) as c:
@@ -99,6 +100,7 @@ def test_routes_with_token(served: tuple[str, subprocess.Popen[bytes]]) -> None:
         assert c.get("/agents/main/events?after=x", headers=_auth()).status_code == 400
 
 
+@pytest.mark.slow
 def test_sse_resumes_from_last_event_id(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     addr, _ = served
     with httpx.Client(base_url=addr, timeout=10) as c:
@@ -118,6 +120,7 @@ def test_sse_resumes_from_last_event_id(served: tuple[str, subprocess.Popen[byte
         assert ids[0] == 3 and ids == sorted(ids)
 
 
+@pytest.mark.slow
 def test_refusals(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     addr, _ = served
     with httpx.Client(base_url=addr, timeout=10) as c:
@@ -162,6 +165,7 @@ def test_refusals(served: tuple[str, subprocess.Popen[bytes]]) -> None:
         assert r.status_code == 409
 
 
+@pytest.mark.slow
 def test_unix_socket_is_token_free_and_0600(
     served: tuple[str, subprocess.Popen[bytes]], holon_home: Path
 ) -> None:
@@ -171,6 +175,7 @@ def test_unix_socket_is_token_free_and_0600(
         assert c.get("http://serve/agents/list").status_code == 200
 
 
+@pytest.mark.slow
 def test_shutdown_route_drains_and_exits(
     served: tuple[str, subprocess.Popen[bytes]], holon_home: Path
 ) -> None:
@@ -182,6 +187,7 @@ def test_shutdown_route_drains_and_exits(
     assert open_agent("main").read_record()["state"]["status"] != "stopped"
 
 
+@pytest.mark.slow
 def test_non_loopback_without_token_refuses_to_start(tmp_path: Path) -> None:
     out = subprocess.run(
         [*HOLON, "serve", "--listen", "0.0.0.0:0"], capture_output=True, text=True, timeout=60
@@ -197,6 +203,7 @@ def test_bad_listen_is_a_usage_error(tmp_path: Path) -> None:
     assert out.returncode == 2 and "HOST:PORT" in out.stderr
 
 
+@pytest.mark.slow
 def test_no_token_serves_loopback_without_auth(tmp_path: Path, holon_home: Path) -> None:
     proc = start_serve(tmp_path)
     try:
@@ -206,6 +213,7 @@ def test_no_token_serves_loopback_without_auth(tmp_path: Path, holon_home: Path)
         assert stop(proc) == 0
 
 
+@pytest.mark.slow
 def test_callback_wake(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     addr, _ = served
     out = subprocess.run([*HOLON, "trigger", "show", "--json"], capture_output=True, text=True)

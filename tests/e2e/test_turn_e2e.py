@@ -194,6 +194,7 @@ def test_turn_without_model_is_a_clear_error(script_runner) -> None:  # type: ig
     assert st["pending"] == 1  # nothing was dequeued
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_turn_leaves_message_for_replay(tmp_path: Path, sigint_ignored: None) -> None:
     import signal
     import time as _time

@@ -97,6 +97,7 @@ def rest(srv: LoopbackServer) -> None:
     assert data("status")["status"] == "asleep" and len(srv.requests) == 1
 
 
+@pytest.mark.slow
 def test_concurrent_ticks_fire_each_due_timer_exactly_once() -> None:
     ids = [sh("timer", "add", "--after", "100ms").stdout.strip() for _ in range(6)]
     ids.append(sh("timer", "add", "--after", "100ms", "--every", "1h").stdout.strip())

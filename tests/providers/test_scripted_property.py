@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 from provider_helpers import build_request
 
 from holon_cli.providers.base import ConversationItem, ProviderFailure
@@ -97,7 +98,7 @@ def _check(path: Path, text: str | bytes) -> None:
 
 
 _SETTINGS = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from holon_cli.errors import HolonError
 from holon_cli.model import envelope as E
@@ -38,7 +39,7 @@ surfaces = st.one_of(st.sampled_from(E.DELIVERY_SURFACES), anything)
 contexts = st.one_of(st.sampled_from(E.ADMISSION_CONTEXTS), anything)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=kinds,
     origin=origins,
@@ -81,7 +82,7 @@ def test_build_envelope_raises_only_holon_errors(
     assert env["origin"]["kind"] in E.ORIGINS_BY_SURFACE[env["delivery_surface"]]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(raw=anything)
 def test_stored_envelopes_raise_only_envelope_errors(raw: Any) -> None:
     try:
@@ -90,7 +91,7 @@ def test_stored_envelopes_raise_only_envelope_errors(raw: Any) -> None:
         pass
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(origin=st.one_of(anything, surrogate_text))
 def test_origin_checks_raise_only_holon_errors(origin: Any) -> None:
     for fn in (E.check_origin, E.parse_origin, E.check_kind, E.check_priority):
@@ -102,7 +103,7 @@ def test_origin_checks_raise_only_holon_errors(origin: Any) -> None:
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

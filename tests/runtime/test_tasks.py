@@ -94,6 +94,7 @@ def test_terminal_status_is_never_downgraded() -> None:
     assert merge_status(None, "running") == "running"
 
 
+@pytest.mark.slow
 def test_stop_kills_the_whole_tree_including_setsid_grandchildren(
     store: AgentStore, tmp_path: Path
 ) -> None:

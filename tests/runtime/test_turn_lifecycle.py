@@ -344,7 +344,7 @@ def test_last_turn_is_the_last_completed_turn_that_reported_usage(tmp_path: Path
         p = tmp_path / f"{name}.yaml"
         p.write_text(yaml.safe_dump({"steps": steps}))
         admit(name)
-        run_turn(None, cli_model=f"scripted:{p}")
+        run_turn(None, cli_model=f"scripted:{p}", sleep=lambda s: None)  # no retry backoff
 
     store = open_agent(None)
     run([{"text": "a", "usage": {"input_tokens": 7, "output_tokens": 2}}], "first")

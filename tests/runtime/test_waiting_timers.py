@@ -222,6 +222,7 @@ def test_cancel(store: AgentStore, now: list[float]) -> None:
         timers.cancel_timer(store, "tmr_nope")
 
 
+@pytest.mark.slow
 def test_cancel_racing_a_fire_fires_once_or_not_at_all(store: AgentStore, now: list[float]) -> None:
     for _ in range(20):
         rec = timers.add_timer(store, after_ms=1)

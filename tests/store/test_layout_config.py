@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from property_budget import examples
 
 from holon_cli.errors import ConfigError, UsageError
 from holon_cli.store import config as cfg
@@ -167,7 +168,7 @@ def test_typed_settings(holon_home: Path) -> None:
     [
         (b"model: \xff\n", "not valid UTF-8"),
         (b"a: 2001-13-01\n", "cannot be read"),
-        pytest.param(b"[" * 5000, "config.yaml", id="deeply-nested"),
+        pytest.param(b"[" * 5000, "config.yaml", id="deeply-nested", marks=pytest.mark.slow),
         (b"!!python/object:os.system x\n", "invalid YAML"),
     ],
 )
@@ -215,7 +216,9 @@ def test_config_loader_property_any_yaml_ends_in_config_error(holon_home: Path) 
     )
 
     @settings(
-        max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+        max_examples=examples(200),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
     )
     @given(docs)
     def run(raw: bytes) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from property_budget import examples
 
 from holon_cli.tools import apply_patch as ap
 from holon_cli.tools.base import ToolContext, ToolError, ToolResult
@@ -245,7 +246,7 @@ def test_any_patch_text_ends_in_the_projects_own_errors(ctx: ToolContext, root: 
     )
 
     @settings(
-        max_examples=150,
+        max_examples=examples(150),
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture],
     )

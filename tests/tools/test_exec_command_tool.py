@@ -324,6 +324,7 @@ def test_batch_runs_items_in_order_and_isolates_failures(call: Call, root: Path)
     assert "Timed out after 500 ms" in r.content
 
 
+@pytest.mark.slow
 def test_batch_timeout_escalates_to_sigkill(call: Call) -> None:
     r = call(
         "ExecCommandBatch",
