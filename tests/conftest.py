@@ -6,8 +6,11 @@
   ``inprocess`` launch mode, set in pyproject); tests where a real process is
   the point (signals, locks across processes, crashes, real shells) say
   ``@pytest.mark.script_launch_mode("subprocess")`` or start one themselves.
-- Real child processes find the console script next to this interpreter and
-  cache bytecode in one temp dir per session (never in the repo).
+- Real child processes find the console script next to this interpreter.
+  Compiled modules (ours and pytest's rewritten tests, in this process and in
+  children) are cached in one temp dir per user, reused across runs and never
+  in the repo, even when PYTHONDONTWRITEBYTECODE is set (every run would
+  otherwise recompile everything: ~5 s of CPU).
 - ``now``: a frozen, steppable clock (``now[0] += 60`` moves time on).
 - Children that a test will SIGINT are started with
   ``preexec_fn=default_sigint``: a shell starts background jobs with SIGINT
@@ -23,12 +26,19 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from holon_cli import clock
+PYCACHE = os.environ.get("PYTHONPYCACHEPREFIX") or str(
+    Path(tempfile.gettempdir()) / f"holon-cli-test-pycache-{os.getuid()}"
+)
+sys.pycache_prefix = PYCACHE
+sys.dont_write_bytecode = False
+
+from holon_cli import clock  # noqa: E402
 
 
 def _find_shared() -> Path:
@@ -97,18 +107,13 @@ def holon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.fixture(scope="session")
-def _pycache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("pycache"))
-
-
 @pytest.fixture(autouse=True)
-def _child_processes(monkeypatch: pytest.MonkeyPatch, _pycache: str) -> None:
+def _child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     # run the console script next to this interpreter, not a version-manager shim
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    # many short-lived processes: cache bytecode in a temp dir, never in the repo
+    # many short-lived processes: cache bytecode in the shared temp dir, never in the repo
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", _pycache)
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", PYCACHE)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""``holon enqueue`` admission through a real process: snake_case JSON, the
-kind/origin policy, and bytes that are not UTF-8 (argv and stdin)."""
+"""``holon enqueue`` admission: snake_case JSON and the kind/origin policy
+(in-process), and bytes that are not UTF-8 (argv and stdin) through a real
+process, where the operating system hands them over."""
 
 from __future__ import annotations
 
@@ -8,13 +9,31 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+_RUNNER: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _runner(script_runner: Any) -> Iterator[None]:
+    global _RUNNER
+    _RUNNER = script_runner
+    yield
+    _RUNNER = None
+
 
 def holon(*args: str | bytes, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``holon ARGS``: in-process for text arguments, a real process for bytes
+    arguments or stdin. Output as bytes either way."""
+    if stdin == b"" and all(isinstance(a, str) for a in args):
+        res = _RUNNER.run(["holon", *args], print_result=False)
+        return subprocess.CompletedProcess(
+            args, res.returncode, res.stdout.encode(), res.stderr.encode()
+        )
     return subprocess.run(
         [sys.executable, "-m", "holon_cli", *args],
         input=stdin,

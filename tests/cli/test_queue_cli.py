@@ -1,27 +1,32 @@
 """``holon queue list|requeue`` and ``holon tail`` right after ``holon enqueue``,
-through a real process."""
+through the CLI (in-process)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 
-def holon(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "holon_cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ},
-        timeout=60,
-    )
+_RUNNER: Any = None
 
 
-def data(res: subprocess.CompletedProcess[str]) -> Any:
+@pytest.fixture(autouse=True)
+def _runner(script_runner: Any) -> Iterator[None]:
+    global _RUNNER
+    _RUNNER = script_runner
+    yield
+    _RUNNER = None
+
+
+def holon(*args: str) -> Any:
+    """``holon ARGS``; the result has ``returncode``, ``stdout``, ``stderr``."""
+    return _RUNNER.run(["holon", *args], print_result=False)
+
+
+def data(res: Any) -> Any:
     assert res.returncode == 0, res.stdout + res.stderr
     return json.loads(res.stdout)["data"]
 

@@ -1,6 +1,8 @@
-"""The waiting plane through real `holon` processes: concurrent ticks,
-rest -> timer -> turn, rest -> plain hint -> no provider request, and a
-recorded wait re-entered by a JSON delivery (provider over 127.0.0.1)."""
+"""The waiting plane through the `holon` CLI: concurrent ticks (real
+processes), rest -> timer -> turn, rest -> plain hint -> no provider
+request, and a recorded wait re-entered by a JSON delivery (provider over
+127.0.0.1). Commands run in-process (pytest-console-scripts) except the
+concurrent ticks, where separate processes are the point."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +23,20 @@ from loopback import LoopbackServer, Reply  # noqa: E402
 HOLON = [sys.executable, "-m", "holon_cli"]
 
 
-def sh(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([*HOLON, *args], capture_output=True, text=True, timeout=timeout)
+_RUNNER: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _runner(script_runner: Any) -> Iterator[None]:
+    global _RUNNER
+    _RUNNER = script_runner
+    yield
+    _RUNNER = None
+
+
+def sh(*args: str, check: bool = True) -> Any:
+    """``holon ARGS`` in-process; the result has ``returncode``, ``stdout``, ``stderr``."""
+    res = _RUNNER.run(["holon", *args], print_result=False)
     if check and res.returncode != 0:
         raise AssertionError(f"holon {' '.join(args)} -> {res.returncode}\n{res.stderr}")
     return res
