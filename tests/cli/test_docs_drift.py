@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import shutil
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from types import ModuleType
 
@@ -28,9 +30,11 @@ def gen_docs() -> ModuleType:
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120
-    )
+    """``python scripts/gen_docs.py ARGS``, run in this process (its ``main``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = gen_docs().main(list(args))
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 
 def test_generated_docs_are_up_to_date() -> None:
