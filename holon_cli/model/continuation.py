@@ -22,6 +22,7 @@ dispatch marker can never suppress a model-visible trigger. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, cast
 
 from holon_cli.model.trigger import is_contentful
@@ -60,11 +61,11 @@ class ContinuationRecord(ContinuationResolution):
     resolved_at: str
 
 
-def _get(env: dict[str, Any], camel: str, snake: str) -> Any:
+def _get(env: Mapping[str, Any], camel: str, snake: str) -> Any:
     return env.get(snake, env.get(camel))
 
 
-def wake_hint_of(env: dict[str, Any]) -> dict[str, Any] | None:
+def wake_hint_of(env: Mapping[str, Any]) -> dict[str, Any] | None:
     """The wake hint a hint-made ``system_tick`` carries, or ``None``."""
     meta = env.get("metadata") or {}
     if env.get("kind") == "system_tick" and meta.get("tick_reason") == WAKE_HINT_REASON:
@@ -73,7 +74,7 @@ def wake_hint_of(env: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def control_action(env: dict[str, Any]) -> str | None:
+def control_action(env: Mapping[str, Any]) -> str | None:
     """``pause``/``resume``/``stop`` from a control body (``{"action": ...}``,
     ``{"control": ...}`` or the bare word); ``None`` when it names none."""
     body = env.get("body") or {}
@@ -91,7 +92,7 @@ def control_action(env: dict[str, Any]) -> str | None:
     return None
 
 
-def resolve(env: dict[str, Any], prior_closure: Any | None, *, at: str) -> ContinuationRecord:
+def resolve(env: Mapping[str, Any], prior_closure: Any | None, *, at: str) -> ContinuationRecord:
     prior = prior_closure or {}
     outcome = str(prior.get("outcome") or "completed")
     waiting = prior.get("waiting_reason") if outcome == "waiting" else None

@@ -22,13 +22,11 @@ def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any
         from holon_cli import clock
         from holon_cli.model.envelope import build_envelope
 
-        message = dict(
-            build_envelope(
-                message_id="msg_preview",
-                agent_id=store.agent_id,
-                created_at=clock.now_iso(),
-                body={"type": "text", "text": text},
-            )
+        message = build_envelope(
+            message_id="msg_preview",
+            agent_id=store.agent_id,
+            created_at=clock.now_iso(),
+            body={"type": "text", "text": text},
         )
     built = build_frame(
         agent_id=store.agent_id,

@@ -20,6 +20,7 @@ from holon_cli.model.envelope import body_text, origin_label
 
 if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.envelope import Envelope
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
 SYSTEM_POLICY = """\
@@ -260,7 +261,7 @@ def fence(text: str, *, authority: str, source: str, salt: str = "", brief: bool
     )
 
 
-def render_message(env: dict[str, Any]) -> str:
+def render_message(env: Envelope) -> str:
     """An admitted message as the model sees it: provenance first, then content.
 
     Every header attribute is escaped (:func:`header_value`) and any text that
@@ -375,7 +376,7 @@ def build_frame(
     agent_home: Path,
     is_default_agent: bool,
     ws: WorkspaceBinding,
-    message: dict[str, Any] | None,
+    message: Envelope | None,
     tools: list[ToolSpec],
     guidance: dict[str, str],
     work_queue: str | None,
@@ -390,7 +391,7 @@ def build_frame(
 
     system_blocks: list[str] = []
     system_blocks.append(add("stable", "runtime policy", SYSTEM_POLICY, "holon runtime"))
-    trigger = (message or {}).get("trigger_kind", "system_tick")
+    trigger = message.get("trigger_kind", "system_tick") if message else "system_tick"
     mode = TURN_MODES.get(trigger, f"Turn mode: {trigger}.")
     # position 2 of the order contract: the mode guidance for every trigger is
     # stable (cacheable); which mode applies to this turn is a context block
@@ -514,7 +515,7 @@ def skill_activations(cmd: str, cwd: Path, skills: list[dict[str, str]]) -> list
     return out
 
 
-def first_user_item(message: dict[str, Any]) -> ConversationItem:
+def first_user_item(message: Envelope) -> ConversationItem:
     from holon_cli.providers.base import ConversationItem
 
     return ConversationItem(role="user", text=render_message(message))

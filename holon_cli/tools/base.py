@@ -16,7 +16,7 @@ import hashlib
 import json
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -148,7 +148,7 @@ class ToolContext:
     cwd: Path
     workspace_anchor: Path
     turn_id: str
-    message: dict[str, Any] | None = None
+    message: Mapping[str, Any] | None = None  # the turn's Envelope
     round_text: str = ""  # assistant text of the same round (CompleteWorkItem reports)
     round_calls: list[ToolCall] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, as_holon_error
@@ -136,10 +136,7 @@ def run_turn(
         models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
         resolve = resolve_chain(models)  # before the dequeue: a bad chain consumes nothing
         turn_id = clock.new_id("turn")
-        entry = cast(
-            "dict[str, Any] | None",
-            q.dequeue_next(store, turn_id, settled=_settled_message_ids(store)),
-        )
+        entry = q.dequeue_next(store, turn_id, settled=_settled_message_ids(store))
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
         from holon_cli.runtime.waiting import scheduler as waiting

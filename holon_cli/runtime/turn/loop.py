@@ -42,6 +42,7 @@ from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult, execute,
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
         AssistantRoundRecordedData,
         MessageProcessingStartedData,
@@ -77,7 +78,7 @@ class TurnRun:
     def __init__(
         self,
         store: AgentStore,
-        entry: dict[str, Any],
+        entry: QueueEntry,
         turn_id: str,
         models: list[str],
         *,
@@ -90,7 +91,7 @@ class TurnRun:
         self.t_start = time.monotonic()
         self.store = store
         self.entry = entry
-        self.msg: dict[str, Any] = entry["envelope"]
+        self.msg: Envelope = entry["envelope"]
         self.mid: str = self.msg["id"]
         self.turn_id = turn_id
         self.models = models
@@ -453,7 +454,7 @@ class TurnRun:
     def take_interjects(self) -> None:
         """Safe point: trusted operator interjections join the running turn."""
         for ie in q.take_interjects(self.store, self.turn_id):
-            env = cast(dict[str, Any], ie["envelope"])
+            env = ie["envelope"]
             self.journal.add_interject(env["id"])
             self.journal.add_item(ConversationItem("user", render_message(env)))
             self.rec.message_entry(env, interject=True)

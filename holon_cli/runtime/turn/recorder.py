@@ -12,11 +12,12 @@ from holon_cli.runtime.briefs import write_transcript
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import EventKind
 
 
 class TurnRecorder:
-    def __init__(self, store: AgentStore, message: dict[str, Any], turn_id: str) -> None:
+    def __init__(self, store: AgentStore, message: Envelope, turn_id: str) -> None:
         self.store = store
         self.message = message
         self.message_id: str = message["id"]
@@ -27,7 +28,7 @@ class TurnRecorder:
         kind: EventKind,
         data: Mapping[str, Any],
         *,
-        message: dict[str, Any] | None = None,
+        message: Envelope | None = None,
         work_item_id: str | None = None,
     ) -> None:
         """An audit event of this turn (``turn_id`` leads its data)."""
@@ -48,7 +49,7 @@ class TurnRecorder:
             self.store, kind, turn_id=self.turn_id, message_id=self.message_id, **fields
         )
 
-    def message_entry(self, env: dict[str, Any], **extra: Any) -> None:
+    def message_entry(self, env: Envelope, **extra: Any) -> None:
         """An admitted message as a transcript entry, provenance preserved."""
         write_transcript(
             self.store,

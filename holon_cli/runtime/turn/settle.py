@@ -17,6 +17,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.turn import TurnSettlement
 
@@ -27,7 +28,7 @@ def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], b
 
 def write_terminal(
     store: AgentStore,
-    msg: dict[str, Any],
+    msg: Envelope,
     s: TurnSettlement,
     journal: Journal,
     t_cleanup: float,

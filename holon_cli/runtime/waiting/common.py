@@ -7,21 +7,21 @@ Everything lives under the agent's ``.holon/``: ``ledger/<name>.jsonl``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from holon_cli.store.agent_store import AgentStore
 
 
-def field(env: dict[str, Any], camel: str, snake: str) -> Any:
+def field(env: Mapping[str, Any], camel: str, snake: str) -> Any:
     """An envelope field under either spelling (the envelope is moving to snake_case)."""
     if snake in env:
         return env[snake]
     return env.get(camel)
 
 
-def source_refs(env: dict[str, Any]) -> dict[str, Any]:
+def source_refs(env: Mapping[str, Any]) -> dict[str, Any]:
     refs = field(env, "sourceRefs", "source_refs")
     return refs if isinstance(refs, dict) else {}
 

@@ -17,6 +17,7 @@ settles the message itself, with no provider request:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,6 +28,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState, AgentStatus
+    from holon_cli.model.envelope import QueueEntry
 
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
@@ -39,12 +41,12 @@ class Decision:
     control: dict[str, Any] | None = None
 
 
-def resolve_for(store: AgentStore, env: dict[str, Any]) -> ContinuationRecord:
+def resolve_for(store: AgentStore, env: Mapping[str, Any]) -> ContinuationRecord:
     state = store.read_record()["state"]
     return resolve(env, state.get("last_closure"), at=clock.now_iso())
 
 
-def apply_control(store: AgentStore, env: dict[str, Any]) -> dict[str, Any]:
+def apply_control(store: AgentStore, env: Mapping[str, Any]) -> dict[str, Any]:
     """Apply a control message's lifecycle action. Returns what happened."""
     action = control_action(env)
     trust = field(env, "trust", "trust")
@@ -83,13 +85,13 @@ def _persist(store: AgentStore, res: ContinuationRecord) -> None:
     store.update_state(lambda s: s.update({"last_continuation": value}))
 
 
-def _settle(store: AgentStore, env: dict[str, Any], turn_id: str | None, reason: str) -> None:
+def _settle(store: AgentStore, env: Mapping[str, Any], turn_id: str | None, reason: str) -> None:
     from holon_cli.runtime import queue as q
 
     q.settle(store, env["id"], "processed", turn_id=turn_id, reason=reason)
 
 
-def before_turn(store: AgentStore, entry: dict[str, Any], turn_id: str) -> Decision:
+def before_turn(store: AgentStore, entry: QueueEntry, turn_id: str) -> Decision:
     """Resolve, persist ``last_continuation``, and settle what needs no model."""
     from holon_cli.runtime.waiting import timers
 

@@ -25,6 +25,7 @@ coalesce into one message (``metadata.missed_fires`` says how many).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -355,7 +356,7 @@ def next_deadline(store: AgentStore) -> str | None:
     return min(act) if act else None  # type: ignore[type-var]
 
 
-def timer_of(env: dict[str, Any]) -> str | None:
+def timer_of(env: Mapping[str, Any]) -> str | None:
     """The timer id a ``timer_tick`` message came from."""
     if env.get("kind") != "timer_tick":
         return None
