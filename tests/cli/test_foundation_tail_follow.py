@@ -1,4 +1,7 @@
-"""`holon tail --follow`: live streaming from another process, SIGINT and SIGPIPE."""
+"""`holon tail --follow`: live streaming from another process, SIGINT and SIGPIPE.
+
+The follower is a real process; the commands that append events run in the
+test's process (in-process CLI), which is the other process."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import default_sigint
@@ -18,10 +22,20 @@ from conftest import default_sigint
 HOLON = str(Path(sys.executable).parent / "holon")
 
 
-def holon(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [HOLON, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30
-    )
+_RUNNER: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _runner(script_runner: Any) -> Iterator[None]:
+    global _RUNNER
+    _RUNNER = script_runner
+    yield
+    _RUNNER = None
+
+
+def holon(*args: str) -> Any:
+    """``holon ARGS`` in this process; the result has ``returncode``, ``stdout``, ``stderr``."""
+    return _RUNNER.run(["holon", *args], print_result=False)
 
 
 def read_line(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> bytes:
