@@ -264,6 +264,7 @@ class Host:
                 log_line(f"listening on http://{self.http_addr} ({auth})")
             if self.socket_path:
                 log_line(f"listening on unix:{self.socket_path}")
+            self.scheduler.start_watching()
             log_line(
                 f"watching {self.scheduler.root} "
                 f"(concurrency {self.opts.concurrency}); pid {_pid()}"

@@ -33,8 +33,17 @@ Log = Callable[[str], None]
 # watchfiles: wait for the first change, then until nothing new arrived for
 # STEP_MS (at most DEBOUNCE_MS). Its default 1.6 s debounce is far too slow
 # for the reaction target (enqueue -> provider request p50 <= 50 ms).
+# watchfiles' Rust loop has no blocking wait: it sleeps STEP_MS, takes the GIL
+# and looks at what inotify collected, so an idle serve wakes 1000/STEP_MS
+# times a second. Measured on a 2-CPU VM, one wake-up costs 40-60 us of CPU
+# whatever it does (a bare ``time.sleep`` loop costs the same), so the step
+# sets the watcher's idle cost: 10 ms ~0.27 s CPU a minute, 15 ms ~0.18 s,
+# 20 ms ~0.13 s. A change is seen 1-2 steps after it lands (the second step
+# confirms the burst is over), 1.5 steps on average: 15 ms -> ~22 ms of the
+# reaction budget, next to the ~18 ms a pass needs before its provider
+# request on a quiet machine (mostly fsyncs).
 DEBOUNCE_MS = 30
-STEP_MS = 10
+STEP_MS = 15
 BUSY_RETRY_S = 1.0
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 WAIT_SLICE_S = 0.5  # how often the main loop looks at the stop flag
@@ -72,11 +81,78 @@ def _classify(root: Path, paths: Iterable[str]) -> tuple[set[str], bool]:
             ids.add(rel[0])
         elif rel[1:4] == (".holon", "inbox", "new"):
             ids.add(rel[0])
-        elif rel[1:3] == (".holon", "tasks") and rel[-1] == "task.json":
-            ids.add(rel[0])
+        elif rel[1:3] == (".holon", "tasks") and (rel[-1] == "task.json" or len(rel) == 4):
+            ids.add(rel[0])  # a task record changed, or a task got its folder
         elif rel[1:] == (".holon", "ledger", "timers.jsonl"):
             ids.add(rel[0])  # a timer added or changed: its deadline is news
     return ids, everyone
+
+
+# per agent, the folders whose changes are news (each watched on its own,
+# not recursively); a task's own folder under tasks/ is watched as well
+_AGENT_DIRS = ((".holon", "inbox", "new"), (".holon", "ledger"), (".holon", "tasks"))
+
+
+def watch_dirs(root: Path) -> list[str]:
+    """The folders serve watches, each non-recursively: the home (config.yaml),
+    ``agents/`` (new agents) and per agent its inbox arrivals, its ledger
+    folder (timers.jsonl), its task records folder and each task's folder.
+    Workspaces, notes, state and the rest are not watched: an agent's build
+    in its workspace neither wakes serve nor uses up the inotify watch limit
+    (a recursive watch of the home put one watch on every folder of every
+    workspace). A folder that is missing is stood in for by its nearest
+    existing parent inside the agent, so its creation is seen
+    (:func:`_structural`) and the watch set rebuilt."""
+    import os
+
+    agents = root / "agents"
+    dirs: set[Path] = {root}
+    if agents.is_dir():
+        dirs.add(agents)
+        try:
+            entries = list(os.scandir(agents))
+        except OSError:
+            entries = []
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue
+            home = Path(entry.path)
+            for parts in _AGENT_DIRS:
+                d = home.joinpath(*parts)
+                while d != home and not d.is_dir():
+                    d = d.parent
+                dirs.add(d)
+            tasks = home / ".holon" / "tasks"
+            try:
+                dirs.update(
+                    Path(t.path)
+                    for t in os.scandir(tasks)
+                    if not t.name.startswith(".") and t.is_dir(follow_symlinks=False)
+                )
+            except OSError:
+                pass
+    return sorted(str(d) for d in dirs)
+
+
+def _structural(root: Path, path: str) -> str | None:
+    """Whether a change means the watch set must grow: ``agents/`` or an
+    agent appeared, one of an agent's watched folders (or a parent of it)
+    was created, or a task got its folder. Returns the agent concerned
+    (``"*"`` for ``agents/`` itself), or None."""
+    p = Path(path)
+    agents = root / "agents"
+    if p == agents:
+        return "*"
+    try:
+        rel = p.relative_to(agents).parts
+    except ValueError:
+        return None
+    if not rel or rel[0].startswith("."):
+        return None
+    sub = rel[1:]
+    if len(sub) == 3 and sub[:2] == (".holon", "tasks") and not sub[2].startswith("."):
+        return rel[0]
+    return rel[0] if any(sub == parts[: len(sub)] for parts in _AGENT_DIRS) else None
 
 
 def watch_filter(root: Path) -> Callable[[Any, str], bool]:
@@ -84,7 +160,7 @@ def watch_filter(root: Path) -> Callable[[Any, str], bool]:
         if int(change) == 3:  # deleted: ingest archiving inbox/new, not news
             return False
         ids, everyone = _classify(root, [path])
-        return everyone or bool(ids)
+        return everyone or bool(ids) or _structural(root, path) is not None
 
     return keep
 
@@ -143,10 +219,13 @@ class Scheduler:
         self.stats = Stats()
         self.stopping = threading.Event()
         self.ready = threading.Event()
+        self.watching = threading.Event()  # the first watcher is up
+        self._watcher: threading.Thread | None = None
         self._cv = threading.Condition()
         self._dirty: set[str] = set()
         self._running: set[str] = set()
         self._due: dict[str, float] = {}  # agent -> monotonic time of its next deadline
+        self.watch_builds = 0  # how often the watcher (re)started: tests and status
 
     # ------------------------------------------------------------ inputs
     def mark(self, ids: Iterable[str]) -> None:
@@ -168,28 +247,46 @@ class Scheduler:
             return sorted(self._running)
 
     def _watch(self) -> None:
-        import watchfiles
+        """Watch :func:`watch_dirs` until stopped. When the set must grow (a
+        new agent or task folder), the watcher is rebuilt and then the agents
+        concerned are marked once more: a change that landed while no watcher
+        was up is still seen by that pass."""
+        from watchfiles._rust_notify import RustNotify
 
+        keep = watch_filter(self.root)
+        recheck: set[str] = set()
+        failures = 0
         while not self.stopping.is_set():
             try:
-                for changes in watchfiles.watch(
-                    self.root,
-                    watch_filter=watch_filter(self.root),
-                    debounce=DEBOUNCE_MS,
-                    step=STEP_MS,
-                    rust_timeout=0,
-                    yield_on_timeout=False,
-                    raise_interrupt=False,
-                    ignore_permission_denied=True,
-                ):
-                    ids, everyone = _classify(self.root, (p for _c, p in changes))
-                    if everyone:
+                with RustNotify(watch_dirs(self.root), False, False, 300, False, True) as notify:
+                    self.watch_builds += 1
+                    self.watching.set()
+                    if "*" in recheck:
                         self.mark_all()
-                    elif ids:
-                        self.mark(ids)
+                    elif recheck:
+                        self.mark(recheck)
+                    recheck = set()
+                    failures = 0
+                    while not self.stopping.is_set():
+                        raw = notify.watch(DEBOUNCE_MS, STEP_MS, 0, None)
+                        if isinstance(raw, str):  # "signal"/"stop"/"timeout": nothing new
+                            continue
+                        paths = [p for c, p in raw if keep(c, p)]
+                        ids, everyone = _classify(self.root, paths)
+                        if everyone:
+                            self.mark_all()
+                        elif ids:
+                            self.mark(ids)
+                        grown = {_structural(self.root, p) for p in paths} - {None}
+                        if grown:
+                            recheck = {a for a in grown if a is not None}
+                            break
             except Exception as exc:  # noqa: BLE001 - the sweep still runs; say why
-                self.log(f"watcher failed ({type(exc).__name__}: {exc}); restarting in 1 s")
-                time.sleep(1.0)
+                failures += 1
+                if failures > 1:  # once: a folder vanished while listing; retry at once
+                    self.log(f"watcher failed ({type(exc).__name__}: {exc}); restarting in 1 s")
+                    self.watching.set()  # start-up goes on: deadlines and the sweep still run
+                    time.sleep(1.0)
 
     # ------------------------------------------------------------ passes
     def _pass(self, aid: str) -> None:
@@ -251,10 +348,18 @@ class Scheduler:
         return time.monotonic() + max(0.0, at - clock.now())
 
     # ------------------------------------------------------------ main loop
+    def start_watching(self, timeout: float = 30.0) -> None:
+        """Start the watcher and wait until it is up, so nothing written
+        after this returns goes unseen (the start-up pass covers the rest)."""
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, name="holon-watch", daemon=True)
+            self._watcher.start()
+        self.watching.wait(timeout)
+
     def run(self) -> None:
         """Until :meth:`stop`; then drain for up to ``drain_s``. Returns the
         agents whose passes were still running when the drain ended."""
-        threading.Thread(target=self._watch, name="holon-watch", daemon=True).start()
+        self.start_watching()
         self.mark_all()
         next_sweep = time.monotonic() + self.sweep_s
         self.ready.set()

@@ -1,0 +1,186 @@
+"""What serve watches, and what an idle serve costs.
+
+The watcher watches a short list of folders non-recursively (not the whole
+home), grows the list when an agent or a task folder appears, and an idle
+serve wakes a bounded number of times a second (watchfiles' Rust loop steps,
+uvicorn's main loop ticks)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serve_helpers import start_serve, stop, wait_log
+
+from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.serve import loop
+from holon_cli.serve.loop import Scheduler, _structural, watch_dirs
+
+
+def _rel(root: Path, dirs: list[str]) -> set[str]:
+    return {str(Path(d).relative_to(root)) for d in dirs}
+
+
+def test_watch_dirs_are_the_folders_that_matter_not_workspaces(holon_home: Path) -> None:
+    store = create_agent("alpha")
+    home = Path(store.layout.home)
+    (home / "work" / "node_modules" / "a" / "b").mkdir(parents=True)
+    (home / ".holon" / "tasks" / "t_1").mkdir(parents=True)
+    (home / ".holon" / "tasks" / ".tmp-x").mkdir()
+    got = _rel(holon_home, watch_dirs(holon_home))
+    assert got == {
+        ".",
+        "agents",
+        "agents/alpha/.holon/inbox/new",
+        "agents/alpha/.holon/ledger",
+        "agents/alpha/.holon/tasks",
+        "agents/alpha/.holon/tasks/t_1",
+    }
+
+
+def test_a_missing_folder_is_stood_in_for_by_its_parent(holon_home: Path) -> None:
+    store = create_agent("beta")
+    tasks = Path(store.layout.home) / ".holon" / "tasks"
+    os.rmdir(tasks)  # an agent made before the task plane
+    got = _rel(holon_home, watch_dirs(holon_home))
+    assert "agents/beta/.holon" in got and "agents/beta/.holon/tasks" not in got
+    # ... and creating it is a structural change that grows the watch set
+    assert _structural(holon_home, str(tasks)) == "beta"
+
+
+def test_structural_changes(tmp_path: Path) -> None:
+    a = tmp_path / "agents"
+    assert _structural(tmp_path, str(a)) == "*"
+    assert _structural(tmp_path, str(a / "x")) == "x"
+    assert _structural(tmp_path, str(a / "x" / ".holon" / "tasks" / "t9")) == "x"
+    assert _structural(tmp_path, str(a / "x" / ".holon" / "inbox")) == "x"
+    for not_structural in (
+        a / "x" / ".holon" / "inbox" / "new" / "m.json",
+        a / "x" / ".holon" / "tasks" / "t9" / "task.json",
+        a / "x" / ".holon" / "tasks" / ".staging",
+        a / "x" / ".holon" / "ledger" / "events.jsonl",
+        a / "x" / "work" / "build.o",
+        a / ".staging-x",
+        tmp_path / "config.yaml",
+    ):
+        assert _structural(tmp_path, str(not_structural)) is None, not_structural
+
+
+@pytest.fixture
+def watcher(holon_home: Path) -> Iterator[Scheduler]:
+    create_agent("main")
+    sch = Scheduler(concurrency=1)
+    sch.start_watching(timeout=10)
+    assert sch.watching.is_set()
+    try:
+        yield sch
+    finally:
+        sch.stop()  # the watcher thread leaves within a step or two
+
+
+def _marked(sch: Scheduler, aid: str, timeout: float = 3.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with sch._cv:
+            if aid in sch._dirty:
+                sch._dirty.discard(aid)
+                return True
+        time.sleep(0.01)
+    return False
+
+
+def test_watcher_grows_with_new_agents_and_tasks_and_ignores_workspaces(
+    watcher: Scheduler,
+) -> None:
+    builds = watcher.watch_builds
+    main = Path(open_agent("main").layout.home)
+    # a workspace write is not news, and nothing there is watched
+    (main / "work" / "scratch.txt").write_text("x")
+    assert not _marked(watcher, "main", 0.3)
+    # a new agent: the watch set is rebuilt and the agent marked
+    create_agent("late")
+    assert _marked(watcher, "late")
+    assert watcher.watch_builds > builds
+    # an arrival in the new agent's inbox is seen by the rebuilt watcher
+    (Path(open_agent("late").layout.home) / ".holon" / "inbox" / "new" / "m1.json").write_text("{}")
+    assert _marked(watcher, "late")
+    # a new task folder, then its record: both reach the agent
+    builds = watcher.watch_builds
+    task = main / ".holon" / "tasks" / "t_new"
+    task.mkdir()
+    assert _marked(watcher, "main")
+    end = time.monotonic() + 3
+    while watcher.watch_builds == builds and time.monotonic() < end:
+        time.sleep(0.01)
+    assert watcher.watch_builds > builds
+    (task / "task.json").write_text("{}")
+    assert _marked(watcher, "main")
+
+
+def test_quiet_uvicorn_ticks_once_a_second_and_stops_at_once() -> None:
+    import socket
+
+    from starlette.applications import Starlette
+
+    from holon_cli.serve.http import HttpServer
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    srv = HttpServer(Starlette(), [sock])
+    ticks: list[int] = []
+    orig = srv.server.on_tick
+
+    async def counting(counter: int) -> bool:
+        ticks.append(counter)
+        return bool(await orig(counter))
+
+    srv.server.on_tick = counting
+    srv.start()
+    try:
+        time.sleep(1.5)
+    finally:
+        t0 = time.monotonic()
+        srv.stop()
+        stopped_in = time.monotonic() - t0
+    assert not srv.thread.is_alive()
+    # uvicorn's own loop ticks 10 times a second: ~15 here
+    assert 1 <= len(ticks) <= 4, ticks
+    assert all(c % 10 == 0 for c in ticks)  # every tick refreshes the Date header
+    assert stopped_in < 0.9, stopped_in  # woken, not waiting out the tick
+
+
+def _wakeups(pid: int) -> int:
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_idle_serve_wakes_a_bounded_number_of_times(tmp_path: Path, holon_home: Path) -> None:
+    for i in range(20):
+        create_agent(f"a{i:02d}")
+    proc = start_serve(tmp_path)
+    try:
+        wait_log(tmp_path, "watching", timeout=30)
+        time.sleep(2.0)  # the start-up pass over every agent is not idle time
+        w0, t0 = _wakeups(proc.pid), time.monotonic()
+        time.sleep(3.0)
+        rate = (_wakeups(proc.pid) - w0) / (time.monotonic() - t0)
+    finally:
+        assert stop(proc) == 0
+    # the watcher's steps (1000 / STEP_MS a second) plus ~3 for the rest;
+    # before: 10 ms steps and uvicorn's 0.1 s tick, ~112 a second
+    budget = 1000 / loop.STEP_MS + 8
+    assert rate <= budget, f"{rate:.0f} wake-ups/s (budget {budget:.0f})"
