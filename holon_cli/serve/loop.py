@@ -45,6 +45,13 @@ Log = Callable[[str], None]
 DEBOUNCE_MS = 30
 STEP_MS = 15
 BUSY_RETRY_S = 1.0
+# After an aborted turn (provider down, bad credentials, ...) the agent's next
+# pass waits: 5 s, doubling up to 5 min, back to none after a turn that did
+# not abort. Without it serve spun: the next tick re-activates the agent's
+# open work item, that turn aborts too, and so on, hundreds of provider
+# requests a minute (cron's minute was the only brake before serve).
+FAIL_BACKOFF_S = 5.0
+FAIL_BACKOFF_MAX_S = 300.0
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 WAIT_SLICE_S = 0.5  # how often the main loop looks at the stop flag
 
@@ -226,6 +233,8 @@ class Scheduler:
         self._running: set[str] = set()
         self._due: dict[str, float] = {}  # agent -> monotonic time of its next deadline
         self.watch_builds = 0  # how often the watcher (re)started: tests and status
+        # agent -> (monotonic time before which no pass starts, current backoff)
+        self._held: dict[str, tuple[float, float]] = {}
 
     # ------------------------------------------------------------ inputs
     def mark(self, ids: Iterable[str]) -> None:
@@ -311,6 +320,11 @@ class Scheduler:
                     f"{aid}: turn {res.turn_id} {res.status} "
                     f"(message {res.message_id}, {res.duration_ms} ms)"
                 )
+                if res.status == "aborted":
+                    retry_at = self._hold_after_failure(aid, res)
+                    break
+                with self._cv:
+                    self._held.pop(aid, None)
         except BusyError:
             self.stats.busy_skips += 1
             retry_at = time.monotonic() + BUSY_RETRY_S
@@ -337,6 +351,23 @@ class Scheduler:
                 else:
                     self._due[aid] = due
                 self._cv.notify_all()
+
+    def _hold_after_failure(self, aid: str, res: Any) -> float:
+        """Hold the agent's next pass back after an aborted turn; return when."""
+        with self._cv:
+            prev = self._held.get(aid)
+            backoff = FAIL_BACKOFF_S if prev is None else min(prev[1] * 2, FAIL_BACKOFF_MAX_S)
+            until = time.monotonic() + backoff
+            self._held[aid] = (until, backoff)
+        self.stats.failures += 1
+        self.stats.last_failure = {
+            "occurred_at": clock.now_iso(),
+            "summary": f"{aid}: turn {res.turn_id} aborted ({res.failure_kind or 'failed'})",
+            "phase": "runtime_turn",
+            "detail_hint": f"see `holon tail --agent {aid}`",
+        }
+        self.log(f"{aid}: turn aborted; its next pass waits {backoff:g} s")
+        return until
 
     def _deadline_mono(self, aid: str) -> float | None:
         try:
@@ -375,7 +406,8 @@ class Scheduler:
                     if due <= now:
                         self._dirty.add(aid)
                         del self._due[aid]
-                for aid in sorted(self._dirty - self._running):
+                held = {a for a, (until, _b) in self._held.items() if until > now}
+                for aid in sorted(self._dirty - self._running - held):
                     if len(self._running) >= self.concurrency:
                         break
                     self._dirty.discard(aid)

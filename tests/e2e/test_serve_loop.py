@@ -1,4 +1,5 @@
-"""What serve watches, and what an idle serve costs.
+"""serve's loop: what it watches, what an idle serve costs, and how it backs
+off an agent whose turns abort.
 
 The watcher watches a short list of folders non-recursively (not the whole
 home), grows the list when an agent or a task folder appears, and an idle
@@ -184,3 +185,40 @@ def test_idle_serve_wakes_a_bounded_number_of_times(tmp_path: Path, holon_home: 
     # before: 10 ms steps and uvicorn's 0.1 s tick, ~112 a second
     budget = 1000 / loop.STEP_MS + 8
     assert rate <= budget, f"{rate:.0f} wake-ups/s (budget {budget:.0f})"
+
+
+def test_aborting_turns_are_backed_off_not_spun(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider that fails every turn while each tick finds new work (the
+    work item re-activated after every failed turn): serve must not spin."""
+    import threading
+
+    from holon_cli.runtime import tick, turn
+    from holon_cli.runtime.turn.result import TurnResult
+
+    create_agent("main")
+    calls: list[float] = []
+
+    def failing_turn(aid: str, **_kw: object) -> TurnResult:
+        calls.append(time.monotonic())
+        return TurnResult(agent_id=aid, ran=True, turn_id=f"t{len(calls)}", status="aborted")
+
+    monkeypatch.setattr(turn, "run_turn", failing_turn)
+    monkeypatch.setattr(tick, "tick_agent", lambda store, **_kw: None)
+    monkeypatch.setattr(loop, "FAIL_BACKOFF_S", 0.3)
+    sch = Scheduler(concurrency=1, sweep_s=3600)
+    th = threading.Thread(target=sch.run, daemon=True)
+    th.start()
+    try:
+        time.sleep(1.6)
+    finally:
+        sch.stop()
+        th.join(5)
+    # without the backoff: thousands of turns; with it: at 0, 0.3, 0.9 s (+0.6 doubling)
+    assert 2 <= len(calls) <= 4, len(calls)
+    gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
+    assert all(g >= 0.25 for g in gaps), gaps
+    assert sch.stats.failures == len(calls)
+    assert sch.stats.last_failure is not None
+    assert "aborted" in sch.stats.last_failure["summary"]
