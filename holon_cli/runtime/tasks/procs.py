@@ -79,13 +79,9 @@ def command_env(
 def proc_start_time(pid: int) -> int | None:
     """The process start time in clock ticks since boot (``/proc/<pid>/stat``
     field 22); ``None`` when the process does not exist (or is a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
+    fields = _stat_fields(str(pid))
     # fields[0] is field 3 (state); starttime is field 22
-    if not fields or fields[0] in ("Z", "X"):
+    if not fields or fields[0] in (b"Z", b"X"):
         return None
     try:
         return int(fields[19])
