@@ -1,4 +1,4 @@
-from holon_cli.cli import main
+from holon_cli.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

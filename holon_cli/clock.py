@@ -8,14 +8,14 @@ millisecond) across processes.
 
 from __future__ import annotations
 
+import math
 import os
-import threading
 import time
+from _thread import allocate_lock
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 _clock: Callable[[], float] = time.time
-_lock = threading.Lock()
+_lock = allocate_lock()  # threading.Lock without importing threading
 _last_ms = 0
 _counter = 0
 
@@ -31,10 +31,20 @@ def now() -> float:
 
 
 def iso(ts: float | None = None) -> str:
-    """ISO-8601 UTC with milliseconds and a ``Z`` suffix."""
+    """ISO-8601 UTC with milliseconds and a ``Z`` suffix.
+
+    Rounds like ``datetime.fromtimestamp`` (microseconds half-even, then
+    truncated to milliseconds) without importing datetime: every enqueue
+    stamps a message, and start-up counts.
+    """
     t = now() if ts is None else ts
-    dt = datetime.fromtimestamp(t, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    frac, whole = math.modf(t)
+    sec, us = int(whole), round(frac * 1e6)
+    if us >= 1_000_000:
+        sec, us = sec + 1, us - 1_000_000
+    elif us < 0:
+        sec, us = sec - 1, us + 1_000_000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)) + f".{us // 1000:03d}Z"
 
 
 def now_iso() -> str:
@@ -43,6 +53,8 @@ def now_iso() -> str:
 
 def parse_iso(text: str) -> float:
     """Inverse of :func:`iso` (accepts any ISO-8601 with offset or ``Z``)."""
+    from datetime import datetime
+
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 

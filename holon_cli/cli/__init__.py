@@ -1,23 +1,19 @@
-"""The ``holon`` command: a lazy click group and the one place exceptions
-become exit codes.
+"""The ``holon`` entry point.
 
-Subcommands are loaded from an explicit name -> module map on first use, so
-``holon enqueue`` never imports httpx, rich or yaml.
+:func:`main` checks argv and the environment, then runs the command through
+the click-free fast path when it can (:mod:`holon_cli.cli.fast`: the plain
+forms of the commands scripts call most) and through the click group
+(:mod:`holon_cli.cli.group`) otherwise. Subcommands are loaded from an
+explicit name -> module map on first use, so ``holon enqueue`` never imports
+click, httpx, rich or yaml.
 """
 
 from __future__ import annotations
 
-import importlib
+import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any
-
-import click
-
-from holon_cli import __version__
-
-if TYPE_CHECKING:
-    from holon_cli.errors import HolonError
+from typing import Any
 
 # name -> "module:attribute"; order is the order of `holon --help`
 COMMANDS: dict[str, str] = {
@@ -42,109 +38,7 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        mod_name, attr = target.split(":")
-        cmd: click.Command = getattr(importlib.import_module(mod_name), attr)
-        return cmd
-
-    def invoke(self, ctx: click.Context) -> Any:
-        from holon_cli.cli import output
-        from holon_cli.errors import HolonError
-
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError:
-            # The reader went away (`holon tail -f | head -1`): not an error.
-            # click would turn EPIPE into exit 1; stop quietly with 0 instead.
-            _silence_stdout()
-            raise click.exceptions.Exit(0) from None
-        except (KeyboardInterrupt, click.exceptions.Abort):
-            # Ctrl-C: under --json still exactly one object on stdout
-            from holon_cli.errors import InterruptedError_
-
-            intr = InterruptedError_(
-                "interrupted",
-                hint="see `holon status`; an interrupted turn's message is replayed "
-                "by the next turn",
-            )
-            if output.json_mode():
-                output.render_error(intr)
-            else:
-                click.echo("Interrupted.", err=True)
-            raise click.exceptions.Exit(intr.exit_code) from None
-        except UnicodeEncodeError as exc:
-            if "surrogates" not in str(exc.reason):
-                raise
-            # an undecodable byte from the outside (a path, e.g. the current
-            # directory, or an environment value) reached a write
-            from holon_cli.errors import UsageError
-
-            bad = UsageError(
-                "a path or text that is not valid UTF-8 reached holon "
-                "(e.g. the current directory's name)",
-                hint="run holon from a folder whose path is UTF-8 and pass UTF-8 text",
-                kind="invalid_utf8",
-            )
-            output.render_error(bad)
-            raise click.exceptions.Exit(bad.exit_code) from None
-        except (HolonError, OSError) as exc:
-            # rendered here, while ctx.meta still says how the command wants
-            # its output (the --json envelope or text)
-            err = exc if isinstance(exc, HolonError) else _io_error(exc)
-            output.render_error(err)
-            raise click.exceptions.Exit(err.exit_code) from None
-
-
-def _io_error(exc: OSError) -> HolonError:
-    """e.g. HOLON_HOME on a read-only or full disk: a clear message, no traceback."""
-    from holon_cli.errors import HolonError
-
-    return HolonError(
-        f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
-        kind="io_error",
-        hint="check that $HOLON_HOME is writable and the disk has space",
-    )
-
-
-def _silence_stdout() -> None:
-    """Point fd 1 at /dev/null so flushing what is still buffered cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
-
-
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
-@click.version_option(
-    __version__, "--version", "-V", prog_name="holon", message="%(prog)s %(version)s"
-)
-def cli() -> None:
-    """Holon: a headless, event-driven runtime for long-lived LLM agents.
-
-    State lives as files under $HOLON_HOME (default ~/.holon). Every command
-    performs one runtime step and works with no daemon running.
-
-    \b
-    Example:
-      holon enqueue "summarize today's CI failures"
-      holon turn
-      holon tail --limit 20
-    """
-
-
-def _json_requested(argv: list[str]) -> bool:
+def json_requested(argv: list[str]) -> bool:
     # a usage error can come before --json is parsed: look at the words
     return "--json" in argv
 
@@ -198,7 +92,7 @@ def _strict_stdin() -> None:
             pass
 
 
-def _command_words(args: list[str]) -> str:
+def command_words(args: list[str]) -> str:
     words = [a for a in args if not a.startswith("-")][:2]
     if not words or words[0] not in COMMANDS:
         return "holon"
@@ -211,49 +105,92 @@ _GROUPS = frozenset(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from holon_cli.cli import output
-    from holon_cli.errors import EXIT_INTERRUPTED, HolonError
+    """Run ``holon ARGS`` and exit with its code (``SystemExit``)."""
+    sys.exit(run(list(sys.argv[1:] if argv is None else argv)))
 
-    args = list(sys.argv[1:] if argv is None else argv)
+
+def entry() -> None:
+    """The ``holon`` console script: :func:`main`, and a process that ran the
+    fast path ends without the interpreter's teardown (see :func:`_end_fast`)."""
+    args = sys.argv[1:]
+    code = run(args, fast_exit=True)
+    sys.exit(code)
+
+
+def run(args: list[str], *, fast_exit: bool = False) -> int:
+    from holon_cli.cli import output
+    from holon_cli.errors import HolonError
+
     _strict_stdin()
-    code = 0
     try:
         _check_utf8_args(args)
         _check_utf8_env()
-        rv: Any = cli.main(args=args, prog_name="holon", standalone_mode=False)
-        if isinstance(rv, int):
-            code = rv
-    except HolonError as err:  # raised outside a command (while resolving one)
-        output.render_error(err, as_json=_json_requested(args), command=_command_words(args))
-        code = err.exit_code
-    except click.exceptions.Exit as e:
-        code = e.exit_code
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        code = EXIT_INTERRUPTED
-    except click.ClickException as e:
-        if _json_requested(args):
-            ctx = getattr(e, "ctx", None)
-            output.emit_json_error(
-                output.command_name(ctx) if ctx is not None else "holon",
-                "usage_error",
-                e.format_message(),
-                "see --help for usage",
-            )
-        else:
-            e.show()
-        code = e.exit_code
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # the reader went away (e.g. `holon tail | head`): exit quietly
-        _silence_stdout()
-        code = 0
-    except OSError as exc:
-        output.render_error(_io_error(exc), as_json=_json_requested(args), command="holon")
-        code = 1
+    except HolonError as err:
+        output.render_error(err, as_json=json_requested(args), command=command_words(args))
+        return err.exit_code
+    from holon_cli.cli.fast import run_fast
+
+    # a fast-path process lives a few dozen milliseconds: the cycle collector
+    # would only re-scan the objects its imports create (refcounting still frees)
+    gc.disable()
+    code = run_fast(args)
+    if code is not None and fast_exit:
+        _end_fast(code)
+    gc.enable()
+    if code is None:
+        from holon_cli.cli.group import run_click
+
+        code = run_click(args)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        _silence_stdout()
-    sys.exit(code)
+        from holon_cli.cli.failures import silence_stdout
+
+        silence_stdout()
+    return code
+
+
+def _end_fast(code: int) -> None:
+    """Flush what was printed and end the process without the interpreter's
+    teardown, which takes longer than a fast command's whole work (clearing a
+    hundred modules one by one; measured in benchmarks/cli_startup.py).
+
+    Only for the real console script: stdout and stderr are the process's own
+    (an in-process runner swaps them), no other thread runs and no ``atexit``
+    hook is registered (e.g. logging's). Durable state never depends on
+    teardown: every write that matters was fsync'd and closed before the
+    command printed anything.
+    """
+    out, err = sys.stdout, sys.stderr
+    if out is not sys.__stdout__ or err is not sys.__stderr__ or out is None or err is None:
+        return
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return
+    import atexit
+
+    if getattr(atexit, "_ncallbacks", lambda: 1)():
+        return
+    try:
+        out.flush()
+    except BrokenPipeError:  # the reader went away: as the normal exit does
+        from holon_cli.cli.failures import silence_stdout
+
+        silence_stdout()
+    except (OSError, ValueError):
+        return  # let the normal exit report it
+    try:
+        err.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
+
+
+def __getattr__(name: str) -> Any:
+    # ``holon_cli.cli.cli`` (the click group) for docs, tests and library
+    # callers, imported only when asked for
+    if name in ("cli", "LazyGroup"):
+        from holon_cli.cli import group
+
+        return getattr(group, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from holon_cli.cli import output
@@ -74,39 +72,17 @@ def enqueue(
       echo '{"ref": "main"}' | holon enqueue - --json-body --origin webhook:github
       holon enqueue "stop what you are doing" --priority interject
     """
-    output.begin("enqueue", as_json)
-    from holon_cli.errors import UsageError
-    from holon_cli.runtime.enqueue import admit
+    from holon_cli.cli import hot
 
-    if text is None or text == "-":
-        if text is None and sys.stdin.isatty():
-            raise UsageError(
-                "no message given", hint="pass TEXT, or `-` to read the message from stdin"
-            )
-        # read bytes: decoding is admission's job, with one clear error for
-        # anything that is not UTF-8 (the text stream would surrogate-escape)
-        buf = getattr(sys.stdin, "buffer", None)
-        try:
-            text = buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
-        except UnicodeDecodeError:
-            raise UsageError(
-                "message is not valid UTF-8",
-                hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
-                kind="invalid_utf8",
-            ) from None
-    env = admit(
+    hot.enqueue(
         text,
-        agent_id=agent_id,
-        json_body=json_body,
-        kind=kind,
-        origin=origin,
-        priority=priority,
-        work_item_id=work_item_id,
-        correlation_id=correlation_id,
-        causation_id=causation_id,
-        ingest_now=True,
+        agent_id,
+        kind,
+        origin,
+        priority,
+        json_body,
+        work_item_id,
+        correlation_id,
+        causation_id,
+        as_json,
     )
-    if as_json:
-        output.emit_json(env)
-    else:
-        click.echo(env["id"])

@@ -26,56 +26,9 @@ def status(agent_id: str | None, as_json: bool) -> None:
 
 def show_status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
     """Render one agent's summary (`holon status` and `holon agent status`)."""
-    output.begin(command, as_json)
-    from holon_cli.runtime.agents import open_agent
-    from holon_cli.runtime.inspect import agent_summary
+    from holon_cli.cli import hot
 
-    s = agent_summary(open_agent(agent_id))
-    if as_json:
-        output.emit_json(s)
-        return
-    tu = s["token_usage"]
-    rows: list[tuple[str, Any]] = [
-        ("agent", s["agent_id"]),
-        ("status", s["status"]),
-    ]
-    if s.get("lifecycle_hint"):
-        rows.append(("hint", s["lifecycle_hint"]))
-    rows += [
-        (
-            "kind",
-            (
-                f"{s['identity']['kind']} / {s['identity']['visibility']} / "
-                f"{s['identity']['ownership']}"
-            ),
-        ),
-        ("home", s["agent_home"]),
-        ("pending", s["pending"]),
-        ("in flight", s["in_flight"]),
-        ("processed", s["processed"]),
-        ("work item", s["current_work_item_id"] or "-"),
-        ("last wake", s["last_wake_reason"] or "-"),
-        (
-            "tokens",
-            (
-                f"{tu['total']['total_tokens']} total ({tu['total']['input_tokens']} in / "
-                f"{tu['total']['output_tokens']} out) over {tu['total_model_rounds']} round(s)"
-            ),
-        ),
-        ("last event", s["last_event_seq"]),
-    ]
-    if "model" in s:
-        m = s["model"]
-        rows.append(("model", f"{m.get('effective_model') or '-'} ({m.get('source')})"))
-        if m.get("effective_fallback_models"):
-            rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
-    if "work_items" in s:
-        rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
-    if s.get("active_tasks"):
-        rows.append(
-            ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
-        )
-    output.print_kv(rows)
+    hot.status(agent_id, as_json, command)
 
 
 def _event_line(e: dict[str, Any]) -> str:

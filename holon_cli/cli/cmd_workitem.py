@@ -113,34 +113,9 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
     Example:
       holon workitem list --filter queued --json | jq -r '.data.work_items[].id'
     """
-    output.begin("workitem list", as_json)
-    from holon_cli.runtime.workitems import list_work_items
+    from holon_cli.cli import hot
 
-    res = list_work_items(_store(agent_id), filter=filter_, limit=limit)
-    if as_json:
-        output.emit_json(res)
-        return
-    items = res["work_items"]
-    if not items:
-        create = _vocab(agent_id).command("create OBJECTIVE")
-        click.echo(f"no work items ({filter_}); create one with {create}", err=True)
-        return
-    rows = []
-    for w in items:
-        tc = w["todo_counts"]
-        rows.append(
-            [
-                "*" if w["is_current"] else "",
-                w["id"],
-                w["readiness"],
-                w["plan_status"],
-                f"{tc['completed']}/{tc['total']}" if tc["total"] else "-",
-                (w["objective"][:70] + "…") if len(w["objective"]) > 71 else w["objective"],
-            ]
-        )
-    output.print_table(["", "id", "readiness", "plan", "todo", "objective"], rows)
-    if res["truncated"]:
-        click.echo(f"({len(items)} of {res['total']} shown; raise --limit to see more)", err=True)
+    hot.workitem_list(agent_id, filter_, limit, as_json)
 
 
 @workitem.command("show")

@@ -1,7 +1,9 @@
 """Rendering: the ``--json`` envelope, plain text, and rich on a terminal.
 
 rich is imported only when stdout is a terminal and NO_COLOR is unset, so
-scripts and pipes never pay for it.
+scripts and pipes never pay for it. This module does not import click
+either: the click-free fast path (:mod:`holon_cli.cli.fast`) renders through
+the same functions as the click commands.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
-
-import click
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import HolonError
+
+if TYPE_CHECKING:
+    import click
 
 SCHEMA_VERSION = 1
 
@@ -24,15 +28,30 @@ SCHEMA_VERSION = 1
 _META_JSON = "holon.json"
 _META_COMMAND = "holon.command"
 
+# The fast path has no click context: it runs its command inside one of these
+# (set and reset around the call, so nothing leaks into the next invocation).
+FAST_META: ContextVar[dict[str, Any] | None] = ContextVar("holon_fast_meta", default=None)
+
+
+def _click_context() -> click.Context | None:
+    click_mod = sys.modules.get("click")  # never imported here just to ask
+    return None if click_mod is None else click_mod.get_current_context(silent=True)
+
 
 def _meta() -> dict[str, Any]:
-    ctx = click.get_current_context(silent=True)
+    fast = FAST_META.get()
+    if fast is not None:
+        return fast
+    ctx = _click_context()
     return ctx.meta if ctx is not None else {}
 
 
 def command_name(ctx: click.Context | None = None) -> str:
     """``holon agent create`` -> ``agent create`` (the envelope's ``command``)."""
-    ctx = ctx or click.get_current_context(silent=True)
+    fast = FAST_META.get()
+    if ctx is None and fast is not None:
+        return str(fast.get(_META_COMMAND, "holon"))
+    ctx = ctx or _click_context()
     if ctx is None:
         return "holon"
     if _META_COMMAND in ctx.meta:
@@ -60,8 +79,16 @@ def _dump(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=None, default=str)
 
 
+def write_line(text: str, err: bool = False) -> None:
+    """One line on stdout (or stderr), flushed: what ``click.echo`` does for
+    text that is already safe (JSON, or passed through :func:`visible`)."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def emit_json(data: Any, command: str | None = None) -> None:
-    click.echo(
+    write_line(
         _dump(
             {
                 "schema_version": SCHEMA_VERSION,
@@ -83,7 +110,7 @@ def emit_json_error(
     err: dict[str, Any] = {"kind": kind, "message": message, "hint": hint or ""}
     if details:
         err["details"] = details
-    click.echo(
+    write_line(
         _dump({"schema_version": SCHEMA_VERSION, "ok": False, "command": command, "error": err})
     )
 
@@ -105,7 +132,7 @@ def emit_json_per_agent(data: Any, code: int, failed: list[str]) -> None:
 
 def emit_json_failure_with_data(kind: str, message: str, hint: str, data: Any) -> None:
     """A failure envelope that still carries the command's data (``run``)."""
-    click.echo(
+    write_line(
         _dump(
             {
                 "schema_version": SCHEMA_VERSION,
@@ -169,8 +196,8 @@ def visible(text: Any) -> str:
 
 
 def echo(text: Any = "", err: bool = False) -> None:
-    """``click.echo`` for human-readable output: control characters made visible."""
-    click.echo(visible(text), err=err)
+    """Human-readable output: control characters made visible."""
+    write_line(visible(text), err=err)
 
 
 def plain() -> bool:
@@ -234,6 +261,8 @@ def _record_json(ctx: click.Context, param: click.Parameter, value: bool) -> boo
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--json``: the one way a command chooses JSON; errors raised anywhere in
     the command then render as the error envelope too."""
+    import click
+
     return click.option(
         "--json",
         "as_json",
@@ -245,6 +274,8 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def agent_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import click
+
     return click.option(
         "--agent",
         "-a",

@@ -5,8 +5,6 @@ copies are appended to ``.holon/ledger/tasks.jsonl``. A terminal status is
 never replaced by a non-terminal one (:func:`merge_status`).
 """
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 TASK_RECORD_VERSION = 1

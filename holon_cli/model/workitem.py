@@ -20,7 +20,6 @@ either module mutates or stores a derived value.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, Required, TypedDict, cast
 
@@ -387,7 +386,7 @@ def describe_plan(
     return {
         "path": path,
         "exists": True,
-        "hash": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "hash": "sha256:" + _sha256(data),
         "bytes": len(data),
         "updated_at": updated_at,
         "preview": text[:preview_chars],
@@ -466,3 +465,9 @@ def todo_warnings(todo_list: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
             }
         ]
     return []
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # loaded on use: listing work items never hashes a plan
+
+    return hashlib.sha256(data).hexdigest()

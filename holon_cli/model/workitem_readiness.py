@@ -11,8 +11,7 @@ intents; nothing is stored.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from holon_cli.errors import UsageError
 from holon_cli.model.workitem import LIST_FILTERS, WorkItemRecord, current_todo
@@ -57,8 +56,7 @@ PROMPT_LIMITS: dict[str, int] = {
 # ------------------------------------------------------------------ waits
 
 
-@dataclass(frozen=True)
-class WaitSummary:
+class WaitSummary(NamedTuple):
     """A work item's waiting intents as the work plane sees them.
 
     ``triggered`` is derived exactly as the work-item RFC says: an active
@@ -153,7 +151,6 @@ def readiness_projection(
 # ------------------------------------------------------- candidate classes
 
 
-@dataclass
 class Candidates:
     """Work items split into the RFC's candidate classes, each ranked.
 
@@ -163,11 +160,17 @@ class Candidates:
     complete and ranked; apply :data:`PROMPT_LIMITS` when projecting.
     """
 
-    current: WorkItemRecord | None = None
-    classes: dict[str, list[WorkItemRecord]] = field(
-        default_factory=lambda: {c: [] for c in CANDIDATE_CLASSES}
-    )
-    completed_total: int = 0
+    __slots__ = ("current", "classes", "completed_total")
+
+    def __init__(
+        self,
+        current: WorkItemRecord | None = None,
+        classes: dict[str, list[WorkItemRecord]] | None = None,
+        completed_total: int = 0,
+    ) -> None:
+        self.current = current
+        self.classes = {c: [] for c in CANDIDATE_CLASSES} if classes is None else classes
+        self.completed_total = completed_total
 
     def top(self, cls: str) -> list[WorkItemRecord]:
         return self.classes[cls][: PROMPT_LIMITS.get(cls, 1)]

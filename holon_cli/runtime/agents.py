@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from holon_cli import __version__, clock
 from holon_cli.errors import (
@@ -355,8 +354,7 @@ def open_agent(agent_id: str | None = None, *, create_default: bool = True) -> A
     )
 
 
-@dataclass
-class AgentListEntry:
+class AgentListEntry(NamedTuple):
     agent_id: str
     kind: str
     visibility: str
@@ -364,7 +362,7 @@ class AgentListEntry:
     agent_home: str
 
     def to_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+        return dict(self._asdict())
 
 
 def agent_ids() -> list[str]:

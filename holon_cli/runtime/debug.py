@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.prompt import build_frame, workspace_for
+from holon_cli.runtime.prompt import build_frame
 from holon_cli.runtime.turn import recent_conversation, tool_catalog
+from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
 

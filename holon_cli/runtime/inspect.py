@@ -83,7 +83,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["model"] = model_state(state)
     summary["work_items"] = readiness_counts(store)
-    from holon_cli.runtime.tasks.plane import active_tasks
+    from holon_cli.runtime.tasks.control import active_tasks
 
     summary["active_tasks"] = active_tasks(store)
     return summary
@@ -91,7 +91,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
 def _loaded_agents_md(store: AgentStore, state: AgentState) -> list[dict[str, Any]]:
     """Source metadata of the instruction files a turn would load (never content)."""
-    from holon_cli.runtime.prompt import load_instructions, workspace_for
+    from holon_cli.runtime.workspace import load_instructions, workspace_for
 
     ws = workspace_for(store.layout.home, state)
     return [src.to_dict() for _, src in load_instructions(store.layout.home, ws)]

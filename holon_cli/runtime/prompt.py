@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.envelope import body_text, origin_label
+from holon_cli.runtime.workspace import (
+    WorkspaceBinding,
+    load_instructions,
+)
 
 if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
-    from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
@@ -71,81 +74,6 @@ TURN_MODES = {
     "task_result": "Turn mode: task result. A background task finished; integrate its result.",
     "task_status": "Turn mode: task status update.",
 }
-
-
-@dataclass
-class WorkspaceBinding:
-    workspace_id: str
-    workspace_anchor: Path
-    execution_root: Path
-    cwd: Path
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "workspace_id": self.workspace_id,
-            "workspace_anchor": str(self.workspace_anchor),
-            "execution_root": str(self.execution_root),
-            "cwd": str(self.cwd),
-            "projection_kind": "canonical_root",
-        }
-
-
-def workspace_for(agent_home: Path, state: AgentState) -> WorkspaceBinding:
-    anchor = state.get("workspace_anchor")
-    if anchor:
-        root = Path(anchor)
-        cwd = Path(state.get("cwd") or anchor)
-        return WorkspaceBinding(
-            state.get("active_workspace_id") or _workspace_id(root), root, root, cwd
-        )
-    return WorkspaceBinding("agent_home", agent_home, agent_home, agent_home)
-
-
-def _workspace_id(root: Path) -> str:
-    import hashlib  # loaded on use: `holon status` reads workspaces, never hashes
-
-    return "ws_" + hashlib.sha256(str(root).encode()).hexdigest()[:12]
-
-
-@dataclass
-class InstructionSource:
-    scope: str  # agent | workspace
-    kind: str  # AGENTS.md | CLAUDE.md
-    path: str
-    bytes: int
-    sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
-
-
-def _load(scope: str, path: Path) -> tuple[str, InstructionSource] | None:
-    try:
-        raw = path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        return None
-    text = raw.decode("utf-8", errors="replace")
-    import hashlib
-
-    return text, InstructionSource(
-        scope, path.name, str(path), len(raw), hashlib.sha256(raw).hexdigest()[:16]
-    )
-
-
-def load_instructions(
-    agent_home: Path, ws: WorkspaceBinding
-) -> list[tuple[str, InstructionSource]]:
-    out = []
-    a = _load("agent", agent_home / "AGENTS.md")
-    if a:
-        out.append(a)
-    if ws.workspace_anchor.resolve() != agent_home.resolve():
-        w = _load("workspace", ws.workspace_anchor / "AGENTS.md") or _load(
-            "workspace", ws.workspace_anchor / "CLAUDE.md"
-        )
-        if w:
-            out.append(w)
-    return out
 
 
 # ------------------------------------------------------------------ skills

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
 
 
 def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
-    from holon_cli.runtime.prompt import _workspace_id
+    from holon_cli.runtime.workspace import workspace_id
 
     def bind(st: AgentState) -> None:
         st["workspace_anchor"] = str(root)
-        st["active_workspace_id"] = _workspace_id(root)
+        st["active_workspace_id"] = workspace_id(root)
         st["cwd"] = str(cwd)
         if str(root) not in st.setdefault("attached_workspaces", []):
             st["attached_workspaces"].append(str(root))

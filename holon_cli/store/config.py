@@ -1,22 +1,9 @@
-"""``$HOLON_HOME/config.yaml``: load and validate against a dataclass schema.
+"""``$HOLON_HOME/config.yaml``: load it and validate it against the schema.
 
 Precedence is flag > environment > config > built-in default; this module
-only reads the file. The schema is one frozen dataclass per section
-(:class:`HolonConfig` at the top, :class:`RuntimeConfig`,
-:class:`ProviderConfig`, ...); a field's type *is* its validation:
-
-- ``str``, ``int``, ``float`` (an int is accepted), ``bool``, ``Literal[...]``,
-  ``list[X]``, ``dict[str, X]``, ``X | None`` and a nested section
-  dataclass;
-- ``field(metadata={"min": 1})`` bounds a number from below (``"min": 0`` for
-  "zero or more"); ``"doc"`` is a short description used in error hints;
-- ``"required": True`` makes a key mandatory.
-
-An unknown key, a wrong type (``provider_timeout_s: "30"``) or a value out of
-range is a :class:`ConfigError` (exit 2) that names the file and the key path.
-To add a setting, add a field to its section (every field defaults to
-``None``, meaning "not set": readers keep their built-in default); to add a
-section, add a dataclass and one field of that type to :class:`HolonConfig`.
+only reads the file. The schema (one dataclass per section) and the checks
+live in :mod:`holon_cli.store.config_schema`, imported only when there is a
+file to check: a home without ``config.yaml`` reads as ``{}`` for free.
 
 ``load_config`` returns the validated mapping as written (readers use
 ``cfg.get("runtime") or {}``); ``load_settings`` returns the typed sections.
@@ -24,273 +11,14 @@ section, add a dataclass and one field of that type to :class:`HolonConfig`.
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import ConfigError
 from holon_cli.store.layout import HomeLayout
 
-TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
-Transport = Literal["openai_chat_completions", "openai_responses", "anthropic_messages"]
+if TYPE_CHECKING:
+    from holon_cli.store.config_schema import HolonConfig
 
-
-def _pos(doc: str) -> Any:
-    """A positive number (> 0)."""
-    return field(default=None, metadata={"min_exclusive": 0, "doc": doc})
-
-
-def _opt(doc: str, **meta: Any) -> Any:
-    return field(default=None, metadata={"doc": doc, **meta})
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    """``providers.<name>``: an OpenAI- or Anthropic-compatible endpoint."""
-
-    transport: Transport = field(
-        default="openai_chat_completions",
-        metadata={"required": True, "doc": "the wire protocol"},
-    )
-    base_url: str = field(default="", metadata={"required": True, "doc": "the endpoint URL"})
-    api_key_env: str | None = _opt("name of the environment variable holding the key")
-    headers: dict[str, str] | None = _opt("extra HTTP headers")
-    timeout_s: float | None = _pos("request timeout in seconds")
-    max_output_tokens: int | None = _pos("output token cap per request")
-    stream: bool | None = _opt("stream responses")
-
-
-@dataclass(frozen=True)
-class RuntimeConfig:
-    """``runtime``: turn, tool and provider limits."""
-
-    default_tool_output_tokens: int | None = _pos("tool output budget per call")
-    max_tool_output_tokens: int | None = _pos("upper bound of a call's max_output_tokens")
-    max_provider_rounds: int | None = _pos("model rounds per turn")
-    exec_timeout_ms: int | None = _pos("default ExecCommand yield_time_ms")
-    provider_timeout_s: float | None = _pos("provider request timeout in seconds")
-    max_output_tokens: int | None = _pos("output token cap per model request")
-    work_item_stale_reminder_rounds: int | None = _pos("rounds before a stale reminder")
-    work_item_stale_reminder_cooldown_rounds: int | None = _opt(
-        "rounds between stale reminders", min=0
-    )
-    work_item_stale_reminder_max_tokens: int | None = _pos("size cap of a stale reminder")
-    default_recheck_after_ms: int | None = _pos("default blocker recheck delay in ms")
-    # task plane (commands and command tasks)
-    exec_env_passthrough: list[str] | None = _opt(
-        "secret-looking variables commands may still inherit, e.g. [GITHUB_TOKEN]"
-    )
-    exec_yield_time_ms: int | None = _pos("how long ExecCommand waits before a task")
-    task_output_max_bytes: int | None = _pos("output kept per command task")
-    outputs_max_age_days: float | None = _opt("days kept in .holon/outputs/", min=0)
-    outputs_max_bytes: int | None = _opt("bytes kept in .holon/outputs/ per agent", min=0)
-
-
-@dataclass(frozen=True)
-class HolonConfig:
-    """The whole file."""
-
-    model: str | None = _opt("default model ref, e.g. openai/gpt-4.1")
-    fallback_models: list[str] | None = _opt("fallback model refs, tried in order")
-    providers: dict[str, ProviderConfig] | None = _opt("named providers")
-    runtime: RuntimeConfig | None = _opt("runtime limits")
-    http_addr: str | None = _opt("listen address of `holon serve`")
-    control_token: str | None = _opt("bearer token of the control surface")
-
-
-# -------------------------------------------------------------- validation
-
-_T = TypeVar("_T")
-_hints_cache: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    hit = _hints_cache.get(cls)
-    if hit is None:
-        hit = typing.get_type_hints(cls)
-        _hints_cache[cls] = hit
-    return hit
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    kind = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a mapping",
-    }.get(type(value), f"a {type(value).__name__}")
-    text = repr(value)
-    return f"{text[:60]}… ({kind})" if len(text) > 60 else f"{text} ({kind})"
-
-
-def _type_name(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(str(a) for a in get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(tp) if a is not type(None))
-    if origin is list:
-        return f"a list of {_type_name(get_args(tp)[0]).removeprefix('a ')}s"
-    if origin is dict:
-        return "a mapping of name to " + _type_name(get_args(tp)[1])
-    if dataclasses.is_dataclass(tp):
-        return "a mapping"
-    return {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "true or false",
-    }.get(tp, str(tp))
-
-
-class _Invalid(Exception):
-    def __init__(self, key: str, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key
-        self.message = message
-        self.hint = hint
-
-
-def _expect(ok: bool, key: str, tp: Any, value: Any) -> None:
-    if not ok:
-        hint = None
-        if isinstance(value, str) and tp in (int, float):
-            hint = f"write the number without quotes: `{key.rsplit('.', 1)[-1]}: {value}`"
-        raise _Invalid(key, f"{key} must be {_type_name(tp)}, got {_describe(value)}", hint)
-
-
-def _check(value: Any, tp: Any, key: str, meta: typing.Mapping[str, Any]) -> None:
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        if value is None:
-            return
-        if len(args) == 1:
-            _check(value, args[0], key, meta)
-            return
-        for a in args:  # pragma: no cover - no multi-type field yet
-            try:
-                _check(value, a, key, meta)
-                return
-            except _Invalid:
-                continue
-        _expect(False, key, tp, value)
-    if origin is Literal:
-        if value not in get_args(tp) or isinstance(value, bool):
-            raise _Invalid(key, f"{key} must be {_type_name(tp)}, got {_describe(value)}")
-        return
-    if origin is list:
-        _expect(isinstance(value, list), key, tp, value)
-        for i, item in enumerate(value):
-            _check(item, get_args(tp)[0], f"{key}[{i}]", {})
-        return
-    if origin is dict:
-        _expect(isinstance(value, dict), key, tp, value)
-        for name, item in value.items():
-            if not isinstance(name, str) or not name:
-                raise _Invalid(key, f"{key}: key {name!r} must be a non-empty name")
-            _check(item, get_args(tp)[1], f"{key}.{name}", {})
-        return
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        _expect(isinstance(value, dict), key, tp, value)
-        _check_section(value, tp, key)
-        return
-    if tp is bool:
-        _expect(isinstance(value, bool), key, tp, value)
-    elif tp is int:
-        _expect(isinstance(value, int) and not isinstance(value, bool), key, tp, value)
-    elif tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        _expect(
-            ok and value == value and value not in (float("inf"), float("-inf")), key, tp, value
-        )
-    elif tp is str:
-        _expect(isinstance(value, str), key, tp, value)
-    else:  # pragma: no cover - a schema field of an unsupported type is a bug
-        raise TypeError(f"config schema: unsupported type {tp!r} for {key}")
-    if "min" in meta and value < meta["min"]:
-        raise _Invalid(key, f"{key} must be {meta['min']} or more, got {value!r}")
-    if "min_exclusive" in meta and value <= meta["min_exclusive"]:
-        raise _Invalid(key, f"{key} must be more than {meta['min_exclusive']}, got {value!r}")
-
-
-def _check_section(data: dict[Any, Any], cls: type, prefix: str) -> None:
-    hints = _hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for k in data:
-        if not isinstance(k, str) or k not in fields:
-            path = f"{prefix}.{k}" if prefix else str(k)
-            raise _Invalid(
-                path,
-                f"unknown key {path!r}",
-                f"known keys{' of ' + prefix if prefix else ''}: {', '.join(sorted(fields))}",
-            )
-    for name, f in fields.items():
-        path = f"{prefix}.{name}" if prefix else name
-        if name not in data:
-            if f.metadata.get("required"):
-                doc = f.metadata.get("doc")
-                raise _Invalid(
-                    path,
-                    f"{path} is required",
-                    f"add `{name}:` ({doc})" if doc else None,
-                )
-            continue
-        _check(data[name], hints[name], path, f.metadata)
-
-
-def _build(cls: type[_T], data: dict[str, Any]) -> _T:
-    hints = _hints(cls)
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in data or data[f.name] is None:
-            continue
-        kwargs[f.name] = _build_value(hints[f.name], data[f.name])
-    return cls(**kwargs)
-
-
-def _build_value(tp: Any, value: Any) -> Any:
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        return _build_value(args[0], value)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _build(tp, value)
-    if origin is dict:
-        return {k: _build_value(get_args(tp)[1], v) for k, v in value.items()}
-    if origin is list:
-        return [_build_value(get_args(tp)[0], v) for v in value]
-    if tp is float:
-        return float(value)
-    return value
-
-
-def validate_config(data: Any, where: str = "config.yaml") -> None:
-    """Raise :class:`ConfigError` naming ``where`` and the key path of the first problem."""
-    if data is None:
-        return
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{where}: expected a mapping at the top level, got {_describe(data)}",
-            hint="config.yaml holds `key: value` lines, e.g. `model: openai/gpt-4.1`",
-        )
-    try:
-        _check_section(data, HolonConfig, "")
-    except _Invalid as exc:
-        raise ConfigError(
-            f"{where}: {exc.message}",
-            hint=exc.hint or f"fix {exc.key} in config.yaml",
-            details={"path": where, "key": exc.key},
-        ) from None
-
-
-# ------------------------------------------------------------------ loading
 
 _cache: dict[str, tuple[float, int, dict[str, Any]]] = {}
 
@@ -339,29 +67,29 @@ def load_config(layout: HomeLayout | None = None) -> dict[str, Any]:
         ) from None
     if data is None:
         data = {}
+    from holon_cli.store.config_schema import validate_config
+
     validate_config(data, str(path))
     _cache[key] = (st.st_mtime, st.st_size, data)
-    return typing.cast(dict[str, Any], data)
+    return cast(dict[str, Any], data)
 
 
 def load_settings(layout: HomeLayout | None = None) -> HolonConfig:
     """The config as typed sections (unset keys are ``None``)."""
-    return _build(HolonConfig, load_config(layout))
+    from holon_cli.store.config_schema import HolonConfig, build
+
+    return build(HolonConfig, load_config(layout))
 
 
-def known_keys(cls: type = HolonConfig, prefix: str = "") -> list[str]:
-    """Every key path of the schema (documentation, completion)."""
-    out: list[str] = []
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):
-        path = f"{prefix}.{f.name}" if prefix else f.name
-        tp = hints[f.name]
-        inner = [a for a in get_args(tp) if a is not type(None)] or [tp]
-        sub = inner[0]
-        if isinstance(sub, type) and dataclasses.is_dataclass(sub):
-            out.extend(known_keys(sub, path))
-        elif get_origin(sub) is dict and dataclasses.is_dataclass(get_args(sub)[1]):
-            out.extend(known_keys(get_args(sub)[1], f"{path}.<name>"))
-        else:
-            out.append(path)
-    return out
+def __getattr__(name: str) -> Any:
+    # the schema's names (known_keys, HolonConfig, TRANSPORTS, ...) through
+    # this module too, loaded on first use (never for a dunder: the import
+    # system asks for ``__path__`` on every ``from ... import``)
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from holon_cli.store import config_schema
+
+    try:
+        return getattr(config_schema, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from holon_cli.errors import UsageError
 
@@ -48,8 +48,7 @@ def validate_agent_id(agent_id: str) -> str:
     return agent_id
 
 
-@dataclass(frozen=True)
-class HomeLayout:
+class HomeLayout(NamedTuple):
     root: Path
 
     @classmethod
@@ -80,8 +79,7 @@ class HomeLayout:
         return AgentLayout(self.agents_dir / agent_id, agent_id)
 
 
-@dataclass(frozen=True)
-class AgentLayout:
+class AgentLayout(NamedTuple):
     home: Path
     agent_id: str
 

@@ -17,9 +17,8 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from holon_cli.errors import BusyError, CorruptStateError
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, fsync_dir
@@ -29,8 +28,7 @@ LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
 
 
-@dataclass
-class Problem:
+class Problem(NamedTuple):
     path: str
     line: int | None
     message: str

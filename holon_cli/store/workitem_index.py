@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,24 +52,38 @@ WAITS_LEDGER = "waiting_intents"
 SNAPSHOT_EVERY_BYTES = 128 * 1024
 
 
-@dataclass
 class WorkItemIndex:
-    offset: int = 0
-    ds_offset: int = 0
-    wait_offset: int = 0
-    items: dict[str, WorkItemRecord] = field(default_factory=dict)
-    # work_item_id -> newest delivery summary (id, text, created_at, source)
-    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
-    waits: dict[str, WaitingIntentRecord] = field(default_factory=dict)
-    # ledger offsets recorded in the snapshot file (what a checkpoint covers)
-    saved_offset: int = 0
-    saved_ds_offset: int = 0
-    saved_wait_offset: int = 0
-    # derived views, recomputed after any change: the hot paths of a turn
-    # (projection, activation, closure) touch open items and a few recent
-    # completions only, so their cost does not grow with completed history
-    _open: list[WorkItemRecord] | None = field(default=None, repr=False, compare=False)
-    _done: list[WorkItemRecord] | None = field(default=None, repr=False, compare=False)
+    # a plain class, not a dataclass: `holon workitem list` and `holon status`
+    # load this module, and dataclasses (with inspect) would cost them more
+    # than their own work
+    def __init__(
+        self,
+        offset: int = 0,
+        ds_offset: int = 0,
+        wait_offset: int = 0,
+        items: dict[str, WorkItemRecord] | None = None,
+        reports: dict[str, dict[str, Any]] | None = None,
+        waits: dict[str, WaitingIntentRecord] | None = None,
+        saved_offset: int = 0,
+        saved_ds_offset: int = 0,
+        saved_wait_offset: int = 0,
+    ) -> None:
+        self.offset = offset
+        self.ds_offset = ds_offset
+        self.wait_offset = wait_offset
+        self.items: dict[str, WorkItemRecord] = {} if items is None else items
+        # work_item_id -> newest delivery summary (id, text, created_at, source)
+        self.reports: dict[str, dict[str, Any]] = {} if reports is None else reports
+        self.waits: dict[str, WaitingIntentRecord] = {} if waits is None else waits
+        # ledger offsets recorded in the snapshot file (what a checkpoint covers)
+        self.saved_offset = saved_offset
+        self.saved_ds_offset = saved_ds_offset
+        self.saved_wait_offset = saved_wait_offset
+        # derived views, recomputed after any change: the hot paths of a turn
+        # (projection, activation, closure) touch open items and a few recent
+        # completions only, so their cost does not grow with completed history
+        self._open: list[WorkItemRecord] | None = None
+        self._done: list[WorkItemRecord] | None = None
 
     def _invalidate(self) -> None:
         self._open = self._done = None
@@ -152,7 +165,7 @@ class WorkItemIndex:
     def copy(self) -> WorkItemIndex:
         """A copy safe to mutate: records are never changed in place (every
         change appends a new record), so copying the maps is enough."""
-        return WorkItemIndex(
+        out = WorkItemIndex(
             offset=self.offset,
             ds_offset=self.ds_offset,
             wait_offset=self.wait_offset,
@@ -162,9 +175,10 @@ class WorkItemIndex:
             saved_offset=self.saved_offset,
             saved_ds_offset=self.saved_ds_offset,
             saved_wait_offset=self.saved_wait_offset,
-            _open=self.open_records(),
-            _done=self.completed_records(),
         )
+        out._open = self.open_records()
+        out._done = self.completed_records()
+        return out
 
     @classmethod
     def from_snapshot(cls, snap: Mapping[str, Any]) -> WorkItemIndex:

@@ -71,3 +71,45 @@ def test_enqueue_loads_no_yaml_rich_httpx_or_providers() -> None:
     assert not {m for m in mods if m.startswith(("holon_cli.providers", "httpx", "rich", "yaml"))}
     # agent creation's tree copy (shutil pulls bz2 and lzma) is not an enqueue cost
     assert not (mods & {"shutil", "bz2", "lzma"}), sorted(mods & {"shutil", "bz2", "lzma"})
+
+
+# what the fast path (holon_cli/cli/fast.py) must never load: click alone
+# costs about three bare interpreter start-ups; dataclasses brings inspect and
+# ast; hashlib loads OpenSSL; subprocess and shutil belong to commands that
+# start or remove something
+NEVER_ON_THE_FAST_PATH = {
+    "click",
+    "dataclasses",
+    "inspect",
+    "hashlib",
+    "subprocess",
+    "shutil",
+    "threading",
+    "datetime",
+}
+
+
+def test_hot_commands_take_the_click_free_path_and_stay_light() -> None:
+    from holon_cli.runtime.agents import open_agent
+
+    open_agent(None)
+    for args, probe in (
+        (("enqueue", "hello"), "holon_cli.runtime.enqueue"),
+        (("status",), "holon_cli.runtime.inspect"),
+        (("workitem", "list"), "holon_cli.runtime.workitems.views"),
+    ):
+        mods = loaded_modules(*args)
+        assert probe in mods, args  # the probe really ran the command
+        assert "holon_cli.cli.hot" in mods, args
+        assert not (mods & NEVER_ON_THE_FAST_PATH), (args, sorted(mods & NEVER_ON_THE_FAST_PATH))
+
+
+def test_version_loads_nothing_but_the_entry_point() -> None:
+    mods = loaded_modules("--version")
+    assert not (mods & NEVER_ON_THE_FAST_PATH), sorted(mods & NEVER_ON_THE_FAST_PATH)
+    assert not any(m.startswith(("holon_cli.runtime", "holon_cli.store")) for m in mods)
+
+
+def test_anything_else_still_goes_through_click() -> None:
+    mods = loaded_modules("enqueue", "--help")
+    assert "click" in mods and "holon_cli.cli.group" in mods

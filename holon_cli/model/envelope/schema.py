@@ -8,8 +8,6 @@ code already writes. ``ENVELOPE_VERSION`` is the on-disk format version
 (:mod:`.validate`), so every ``Envelope`` in memory has this shape.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal, NotRequired, TypedDict
 
 ENVELOPE_VERSION = 2

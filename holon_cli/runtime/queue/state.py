@@ -18,7 +18,6 @@ Invariants:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from holon_cli import clock
@@ -48,16 +47,39 @@ MAX_INBOX_FILE_BYTES = 8_000_000
 LIST_STATUSES = ("queued", "dequeued", "aborted", "processed", "unfinished", "all")
 
 
-@dataclass
 class QueueState:
-    offset: int = 0
-    next_seq: int = 1
-    entries: dict[str, QueueEntry] = field(default_factory=dict)
-    processed: int = 0
-    aborted: int = 0
-    recent_final: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_IDS))
-    # set by load() when the snapshot's offset lies past the end of the ledger
-    truncated: tuple[int, int] | None = None
+    # a plain class, not a dataclass: `holon enqueue` loads this module, and
+    # dataclasses (with inspect) would cost it more than the rest of its work
+    __slots__ = (
+        "offset",
+        "next_seq",
+        "entries",
+        "processed",
+        "aborted",
+        "recent_final",
+        "truncated",
+    )
+
+    def __init__(
+        self,
+        offset: int = 0,
+        next_seq: int = 1,
+        entries: dict[str, QueueEntry] | None = None,
+        processed: int = 0,
+        aborted: int = 0,
+        recent_final: deque[str] | None = None,
+        truncated: tuple[int, int] | None = None,
+    ) -> None:
+        self.offset = offset
+        self.next_seq = next_seq
+        self.entries: dict[str, QueueEntry] = {} if entries is None else entries
+        self.processed = processed
+        self.aborted = aborted
+        self.recent_final: deque[str] = (
+            deque(maxlen=RECENT_IDS) if recent_final is None else recent_final
+        )
+        # set by load() when the snapshot's offset lies past the end of the ledger
+        self.truncated = truncated
 
     def apply(self, rec: dict[str, Any], offset: int | None = None) -> None:
         """Fold one ledger record; ``offset`` is where the record starts."""

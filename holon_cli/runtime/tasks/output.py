@@ -4,12 +4,11 @@ file in memory). Standard library only."""
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
-@dataclass
-class BoundedOutput:
+class BoundedOutput(NamedTuple):
     text: str  # what the model sees (head + note + tail when truncated)
     total_chars: int
     total_bytes: int

@@ -16,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -93,14 +92,14 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
                 if report_terminal(d):
                     reported.append(rec["id"])
             else:
-                shutil.rmtree(d, ignore_errors=True)
+                _rmtree(d)
                 reaped.append(rec["id"])
         elif rec.get("promoted"):
             if not rec.get("result_message_id") and not rec.get("result_undeliverable"):
                 if not sup_alive and report_terminal(d):
                     reported.append(rec["id"])
         elif not procs.same_process_alive(owner.get("pid"), owner.get("start_time")):
-            shutil.rmtree(d, ignore_errors=True)  # a finished foreground call nobody collected
+            _rmtree(d)  # a finished foreground call nobody collected
             reaped.append(rec["id"])
     if interrupted or reaped:
         store.emit(
@@ -153,7 +152,7 @@ def prune_outputs(
     for mtime, size, path in items:
         if now - mtime > max_age or total > max_bytes:
             if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
+                _rmtree(path)
             else:
                 path.unlink(missing_ok=True)
             total -= size
@@ -240,3 +239,9 @@ def wait_for_task_result(
             reap_orphans(store)
             last_reap = time.monotonic()
         time.sleep(poll_s)
+
+
+def _rmtree(path: Path) -> None:
+    import shutil  # loaded on use: `holon status` lists tasks, never removes one
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -24,11 +24,9 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.prompt import (
     BuiltPrompt,
-    WorkspaceBinding,
     build_frame,
     first_user_item,
     render_message,
-    workspace_for,
 )
 from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.context import recent_conversation
@@ -36,6 +34,7 @@ from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.recorder import TurnRecorder
 from holon_cli.runtime.turn.result import TurnResult, attempt_timeline
 from holon_cli.runtime.turn.settle import finish_agent_state, write_terminal
+from holon_cli.runtime.workspace import WorkspaceBinding, workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult, execute, render_error

@@ -1,0 +1,157 @@
+"""The bodies of the commands the fast path runs, importable without click.
+
+``holon enqueue``, ``holon status`` and ``holon workitem list`` are what shell
+scripts, cron lines and watch loops call most; their click declarations
+(:mod:`~holon_cli.cli.cmd_enqueue`, :mod:`~holon_cli.cli.cmd_inspect`,
+:mod:`~holon_cli.cli.cmd_workitem`) forward here, and so does
+:mod:`holon_cli.cli.fast`, so both ways print exactly the same.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from holon_cli.cli import output
+
+
+def enqueue(
+    text: str | None,
+    agent_id: str | None,
+    kind: str | None,
+    origin: str | None,
+    priority: str,
+    json_body: bool,
+    work_item_id: str | None,
+    correlation_id: str | None,
+    causation_id: str | None,
+    as_json: bool,
+) -> None:
+    """``holon enqueue``: admit one message and print its id."""
+    output.begin("enqueue", as_json)
+    from holon_cli.errors import UsageError
+    from holon_cli.runtime.enqueue import admit
+
+    if text is None or text == "-":
+        if text is None and sys.stdin.isatty():
+            raise UsageError(
+                "no message given", hint="pass TEXT, or `-` to read the message from stdin"
+            )
+        # read bytes: decoding is admission's job, with one clear error for
+        # anything that is not UTF-8 (the text stream would surrogate-escape)
+        buf = getattr(sys.stdin, "buffer", None)
+        try:
+            text = buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
+        except UnicodeDecodeError:
+            raise UsageError(
+                "message is not valid UTF-8",
+                hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
+                kind="invalid_utf8",
+            ) from None
+    env = admit(
+        text,
+        agent_id=agent_id,
+        json_body=json_body,
+        kind=kind,
+        origin=origin,
+        priority=priority,
+        work_item_id=work_item_id,
+        correlation_id=correlation_id,
+        causation_id=causation_id,
+        ingest_now=True,
+    )
+    if as_json:
+        output.emit_json(env)
+    else:
+        output.write_line(env["id"])
+
+
+def status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
+    """Render one agent's summary (`holon status` and `holon agent status`)."""
+    output.begin(command, as_json)
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.inspect import agent_summary
+
+    s = agent_summary(open_agent(agent_id))
+    if as_json:
+        output.emit_json(s)
+        return
+    tu = s["token_usage"]
+    rows: list[tuple[str, Any]] = [
+        ("agent", s["agent_id"]),
+        ("status", s["status"]),
+    ]
+    if s.get("lifecycle_hint"):
+        rows.append(("hint", s["lifecycle_hint"]))
+    rows += [
+        (
+            "kind",
+            (
+                f"{s['identity']['kind']} / {s['identity']['visibility']} / "
+                f"{s['identity']['ownership']}"
+            ),
+        ),
+        ("home", s["agent_home"]),
+        ("pending", s["pending"]),
+        ("in flight", s["in_flight"]),
+        ("processed", s["processed"]),
+        ("work item", s["current_work_item_id"] or "-"),
+        ("last wake", s["last_wake_reason"] or "-"),
+        (
+            "tokens",
+            (
+                f"{tu['total']['total_tokens']} total ({tu['total']['input_tokens']} in / "
+                f"{tu['total']['output_tokens']} out) over {tu['total_model_rounds']} round(s)"
+            ),
+        ),
+        ("last event", s["last_event_seq"]),
+    ]
+    if "model" in s:
+        m = s["model"]
+        rows.append(("model", f"{m.get('effective_model') or '-'} ({m.get('source')})"))
+        if m.get("effective_fallback_models"):
+            rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
+    if "work_items" in s:
+        rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
+    if s.get("active_tasks"):
+        rows.append(
+            ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
+        )
+    output.print_kv(rows)
+
+
+def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json: bool) -> None:
+    """``holon workitem list``: the current item first, then by candidate class."""
+    output.begin("workitem list", as_json)
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.workitems import list_work_items
+
+    res = list_work_items(open_agent(agent_id), filter=filter_, limit=limit)
+    if as_json:
+        output.emit_json(res)
+        return
+    items = res["work_items"]
+    if not items:
+        from holon_cli.tools.workitem_hints import CliVocabulary
+
+        create = CliVocabulary(agent_id, {}).command("create OBJECTIVE")
+        output.write_line(f"no work items ({filter_}); create one with {create}", err=True)
+        return
+    rows = []
+    for w in items:
+        tc = w["todo_counts"]
+        rows.append(
+            [
+                "*" if w["is_current"] else "",
+                w["id"],
+                w["readiness"],
+                w["plan_status"],
+                f"{tc['completed']}/{tc['total']}" if tc["total"] else "-",
+                (w["objective"][:70] + "…") if len(w["objective"]) > 71 else w["objective"],
+            ]
+        )
+    output.print_table(["", "id", "readiness", "plan", "todo", "objective"], rows)
+    if res["truncated"]:
+        output.write_line(
+            f"({len(items)} of {res['total']} shown; raise --limit to see more)", err=True
+        )

@@ -1,0 +1,230 @@
+"""The click-free fast path (holon_cli/cli/fast.py) decides exactly what click
+would, or hands the command to click; both print the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from holon_cli.cli import fast
+from holon_cli.cli.group import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def click_command(words: tuple[str, ...]) -> click.Command:
+    cmd: Any = cli
+    for w in words:
+        cmd = cmd.get_command(click.Context(cmd), w)
+    assert isinstance(cmd, click.Command)
+    return cmd
+
+
+@pytest.mark.parametrize("words", list(fast.SPECS), ids=" ".join)
+def test_each_spec_matches_its_click_declaration(words: tuple[str, ...]) -> None:
+    spec = fast.SPECS[words]
+    cmd = click_command(words)
+    options = {
+        p.name: p
+        for p in cmd.params
+        if isinstance(p, click.Option) and p.name != "help" and not p.hidden
+    }
+    declared = {dest: (set(flags), kind) for flags, dest, kind in spec.options}
+    assert set(declared) == set(options)
+    for dest, (flags, kind) in declared.items():
+        opt = options[dest]
+        assert flags == set(opt.opts) | set(opt.secondary_opts), dest
+        assert (kind == "flag") == opt.is_flag, dest
+        assert not opt.multiple and not opt.count, dest
+        if isinstance(opt.type, click.Choice):
+            from holon_cli.model.workitem import LIST_FILTERS
+
+            assert kind == "workitem_filter" and tuple(opt.type.choices) == LIST_FILTERS
+        elif isinstance(opt.type, click.types.IntRange):
+            assert kind == "int>=1" and opt.type.min == 1 and not opt.type.min_open
+        elif kind != "flag":
+            assert kind == "text" and opt.type == click.STRING, dest
+    arguments = [p for p in cmd.params if isinstance(p, click.Argument)]
+    assert [a.name for a in arguments] == ([spec.positional] if spec.positional else [])
+    assert all(a.nargs == 1 and not a.required for a in arguments)
+    # the defaults click fills in
+    with cmd.make_context(cmd.name or "", []) as ctx:
+        assert fast.parse(spec, []) == ctx.params
+
+
+CORPUS: list[list[str]] = [
+    ["enqueue", "hello"],
+    ["enqueue", "hello", "--json"],
+    ["enqueue", "--json", "hello"],
+    ["enqueue", "-"],
+    ["enqueue", "hi", "-a", "alpha", "-k", "channel_event", "-o", "channel:x"],
+    ["enqueue", "hi", "--agent=alpha", "--priority=next", "--json-body"],
+    ["enqueue", "hi", "--work-item", "wi_1", "--correlation-id", "c", "--causation-id", "m"],
+    ["enqueue", ""],
+    ["enqueue", "--origin=-odd", "x"],
+    ["status"],
+    ["status", "--json", "-a", "main"],
+    ["workitem", "list"],
+    ["workitem", "list", "--filter", "open", "-n", "3", "--json"],
+    ["workitem", "list", "--limit=12", "--filter=completed"],
+    ["workitem", "list", "-n", "007"],
+]
+
+# click's job: help, typos, clusters, repeats, missing or odd values, extras
+BAIL: list[list[str]] = [
+    ["enqueue", "--help"],
+    ["enqueue", "-h"],
+    ["enqueue", "hi", "--kidn", "x"],
+    ["enqueue", "a", "b"],
+    ["enqueue", "--", "-5 degrees"],
+    ["enqueue", "-5 degrees"],
+    ["enqueue", "hi", "-a"],
+    ["enqueue", "hi", "-a", "one", "-a", "two"],
+    ["enqueue", "hi", "-aalpha"],
+    ["enqueue", "hi", "-a=alpha"],
+    ["enqueue", "hi", "--json=yes"],
+    ["enqueue", "hi", "--origin", "-x"],
+    ["status", "extra"],
+    ["status", "--agent"],
+    ["workitem", "list", "--filter", "nope"],
+    ["workitem", "list", "-n", "0"],
+    ["workitem", "list", "-n", "-1"],
+    ["workitem", "list", "-n", "1.5"],
+    ["workitem", "list", "-n", "+3"],
+    ["workitem", "list", "-n", "٣"],
+    ["workitem", "show", "wi_1"],
+    ["workitem"],
+    ["turn"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", CORPUS, ids=" ".join)
+def test_fast_parse_equals_clicks_parse(argv: list[str]) -> None:
+    found = fast.match(argv)
+    assert found is not None
+    spec, words = found
+    ours = fast.parse(spec, words)
+    assert ours is not None
+    cmd = click_command(next(w for w in fast.SPECS if fast.SPECS[w] is spec))
+    with cmd.make_context(cmd.name or "", list(words)) as ctx:
+        assert ours == ctx.params
+
+
+@pytest.mark.parametrize("argv", BAIL, ids=lambda a: " ".join(a) or "(none)")
+def test_what_click_must_decide_is_left_to_click(argv: list[str]) -> None:
+    found = fast.match(argv)
+    assert found is None or fast.parse(*found) is None
+    assert fast.run_fast(argv) is None
+
+
+def _run(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> tuple[int, str, str]:
+    res = subprocess.run(
+        [sys.executable, "-m", "holon_cli", *argv],
+        input=stdin,
+        capture_output=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    return res.returncode, res.stdout.decode(), res.stderr.decode()
+
+
+def _normalize(text: str) -> str:
+    # message ids and timestamps differ between two admissions
+    import re
+
+    text = re.sub(r"msg_[0-9a-z]{20}", "msg_X", text)
+    return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", "T", text)
+
+
+SAME_OUTPUT: list[list[str]] = [
+    ["enqueue", "hello"],
+    ["enqueue", "hello", "--json"],
+    ["enqueue", "   "],
+    ["enqueue", "x", "--kind", "operator_prompt", "--origin", "channel:slack"],
+    ["enqueue", "x", "--kind", "operator_prompt", "--origin", "channel:slack", "--json"],
+    ["enqueue", "x", "--priority", "urgent"],
+    ["enqueue", "{bad", "--json-body", "--json"],
+    ["enqueue", "x", "--work-item", "wi_missing"],
+    ["enqueue", "x", "-a", "Not Valid"],
+    ["status"],
+    ["status", "--json"],
+    ["status", "-a", "ghost"],
+    ["status", "-a", "ghost", "--json"],
+    ["workitem", "list"],
+    ["workitem", "list", "--json", "--filter", "open"],
+    ["workitem", "list", "-a", "ghost", "--json"],
+]
+
+
+@pytest.mark.script_launch_mode("subprocess")
+def test_fast_and_click_paths_print_the_same(tmp_path: Path) -> None:
+    """Real processes (the fast path's exit is the point), one home per path."""
+    results = []
+    for name, extra in (("fast", {}), ("click", {"HOLON_NO_FAST_PATH": "1"})):
+        env = {**os.environ, "HOLON_HOME": str(tmp_path / name), **extra}
+        results.append([_run(argv, env) for argv in SAME_OUTPUT])
+    def norm(r: tuple[int, str, str], name: str) -> tuple[int, str, str]:
+        home = str(tmp_path / name)
+        return r[0], _normalize(r[1].replace(home, "HOME")), _normalize(r[2].replace(home, "HOME"))
+
+    for argv, f, c in zip(SAME_OUTPUT, *results, strict=True):
+        assert norm(f, "fast") == norm(c, "click"), argv
+
+
+@pytest.mark.script_launch_mode("subprocess")
+def test_fast_exit_keeps_every_byte_and_the_exit_code(tmp_path: Path) -> None:
+    env = {**os.environ, "HOLON_HOME": str(tmp_path / "h")}
+    for i in range(30):
+        assert _run(["enqueue", f"message {i} " + "x" * 3000], env)[0] == 0
+    code, out, err = _run(["status", "--json"], env)
+    assert code == 0 and json.loads(out)["data"]["pending"] == 30, err
+    code, out, err = _run(["enqueue", "-"], env, stdin="é from stdin".encode())
+    assert code == 0 and out.startswith("msg_") and out.endswith("\n")
+    code, out, err = _run(["enqueue", "-"], env, stdin=b"\xff\xfe binary")
+    assert code == 2 and "not valid UTF-8" in err and out == ""
+
+
+@pytest.mark.script_launch_mode("subprocess")
+def test_fast_path_to_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    env = {**os.environ, "HOLON_HOME": str(tmp_path / "h"), "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-m", "holon_cli", "enqueue", "x"], env=env, check=True)
+    proc = subprocess.run(
+        f"{sys.executable} -m holon_cli status | head -c 0; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    assert b"Traceback" not in proc.stderr and b"Error" not in proc.stderr
+
+
+def test_library_callers_of_main_get_system_exit_not_a_dead_process(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from holon_cli.cli import entry, main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["status", "--json"])
+    assert exc.value.code == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    # the console entry point too: stdout here is pytest's, not the process's
+    sys.argv = ["holon", "status"]
+    with pytest.raises(SystemExit):
+        entry()
+
+
+def test_no_fast_path_switch_hands_everything_to_click(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOLON_NO_FAST_PATH", "1")
+    assert fast.run_fast(["status"]) is None
