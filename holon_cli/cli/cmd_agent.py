@@ -207,8 +207,9 @@ def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:
     """Remove an agent and its home.
 
     A temporary `holon run` agent that has finished goes without --force. A
-    named agent must be stopped first and needs --force. An agent with a turn
-    in progress is never removed (exit 75).
+    named agent must be stopped first and needs --force; its running tasks
+    are stopped with it. An agent with a turn in progress is never removed
+    (exit 75).
 
     \b
     Examples:
@@ -221,6 +222,8 @@ def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:
     if as_json:
         output.emit_json(res)
     else:
+        for task_id in res["stopped_tasks"]:
+            click.echo(f"stopped task {task_id}", err=True)
         click.echo(f"removed agent {res['agent_id']} ({res['agent_home']})")
 
 

@@ -7,6 +7,10 @@ Invariants:
   its home holds the operator's history and work items. A temporary run
   agent (made by ``holon run`` without ``--agent``) that has finished can
   be removed without ``force``.
+- Its running tasks go first: a named agent's are stopped with it (their
+  one ``task_result`` lands before the home goes, so no supervisor writes
+  into a removed home); a temporary agent's running tasks are unfinished
+  work (kept without ``force``, stopped with it).
 - The home disappears atomically: it is renamed to a dot-folder (which
   ``agent list`` and every lookup ignore) and then deleted, so a crash
   mid-delete never leaves a half agent that looks alive.
@@ -38,8 +42,24 @@ def is_run_agent(agent_id: str, record: AgentRecord) -> bool:
     )
 
 
+def _running_tasks(store: AgentStore) -> list[str]:
+    from holon_cli.model import task as tm
+    from holon_cli.runtime.tasks.recovery import unsettled_tasks
+
+    return [str(r["id"]) for r in unsettled_tasks(store) if not tm.is_terminal(r.get("status"))]
+
+
+def _stop_tasks(store: AgentStore) -> list[str]:
+    from holon_cli.runtime.tasks.control import stop_unsettled
+
+    return stop_unsettled(store) if _running_tasks(store) else []
+
+
 def _unfinished(store: AgentStore) -> str | None:
     """Why the agent still has work, or None when it has none left."""
+    tasks = _running_tasks(store)
+    if tasks:
+        return f"{len(tasks)} task(s) still running ({', '.join(tasks)})"
     st = q.load(store)
     pending = q.pending_count(store, st)
     in_flight = len(st.in_flight())
@@ -102,12 +122,14 @@ def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:
                     hint=f"inspect it with `holon status --agent {agent_id}`; "
                     "pass --force to remove it anyway",
                 )
+        stopped = _stop_tasks(store)
         _delete_home(store)
     return {
         "agent_id": agent_id,
         "agent_home": str(store.layout.home),
         "temporary": temporary,
         "previous_status": status,
+        "stopped_tasks": stopped,
         "removed": True,
     }
 

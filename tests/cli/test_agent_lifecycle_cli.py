@@ -172,3 +172,54 @@ def test_queue_wait_is_measured_from_admission(tmp_path: Path, now: list[float])
     (t,) = debug_latency(open_agent(None))
     assert t["message_id"] == env["id"]
     assert t["queue_wait_ms"] == 5000 and t["queue_wait_from"] == "message_admitted"
+
+
+# -- tasks of a removed agent -----------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_rm_stops_the_agents_running_tasks_first(script_runner: Any, holon_home: Path) -> None:
+    import time
+
+    holon(script_runner, "agent", "create", "rev")
+    tid = holon(script_runner, "task", "run", "-a", "rev", "--", "sleep 300").stdout.strip()
+    rec = json.loads(holon(script_runner, "task", "status", tid, "-a", "rev", "--json").stdout)
+    assert rec["ok"], rec
+    home = holon_home / "agents" / "rev"
+    task_json = json.loads((home / ".holon" / "tasks" / tid / "task.json").read_text())
+    pgid = int(task_json["process"]["pgid"])
+    assert _alive(pgid)
+    holon(script_runner, "agent", "stop", "rev")
+    res = holon(script_runner, "agent", "rm", "rev", "--force", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["data"]["stopped_tasks"] == [tid]
+    deadline = time.monotonic() + 10
+    while _alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pgid)
+    time.sleep(0.3)  # nothing writes the home back afterwards
+    assert not home.exists() and agent_ids(holon_home) == []
+
+
+def test_a_run_agents_running_task_is_unfinished_work(
+    script_runner: Any, tmp_path: Path, holon_home: Path
+) -> None:
+    failed_run(script_runner, tmp_path)
+    (run_id,) = agent_ids(holon_home)
+    tid = holon(script_runner, "task", "run", "-a", run_id, "--", "sleep 300").stdout.strip()
+    res = holon(script_runner, "agent", "prune")
+    assert res.returncode == 0 and f"kept {run_id}: 1 task(s) still running ({tid})" in res.stderr
+    res = holon(script_runner, "agent", "rm", run_id)
+    assert res.returncode == 4 and "task(s) still running" in res.stderr
+    res = holon(script_runner, "agent", "rm", run_id, "--force")
+    assert res.returncode == 0 and f"stopped task {tid}" in res.stderr
+    assert agent_ids(holon_home) == []
