@@ -171,6 +171,7 @@ def test_fast_and_click_paths_print_the_same(tmp_path: Path) -> None:
     for name, extra in (("fast", {}), ("click", {"HOLON_NO_FAST_PATH": "1"})):
         env = {**os.environ, "HOLON_HOME": str(tmp_path / name), **extra}
         results.append([_run(argv, env) for argv in SAME_OUTPUT])
+
     def norm(r: tuple[int, str, str], name: str) -> tuple[int, str, str]:
         home = str(tmp_path / name)
         return r[0], _normalize(r[1].replace(home, "HOME")), _normalize(r[2].replace(home, "HOME"))
