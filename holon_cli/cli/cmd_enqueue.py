@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from holon_cli.cli import output
@@ -48,18 +50,7 @@ from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
 )
 @click.option("--causation-id", metavar="ID", help="The message or task that caused this one.")
 @output.json_option
-def enqueue(
-    text: str | None,
-    agent_id: str | None,
-    kind: str | None,
-    origin: str | None,
-    priority: str,
-    json_body: bool,
-    work_item_id: str | None,
-    correlation_id: str | None,
-    causation_id: str | None,
-    as_json: bool,
-) -> None:
+def enqueue(**params: Any) -> None:
     """Admit a message into an agent's queue and print its id.
 
     TEXT is the message; `-` (or no TEXT with piped input) reads it from
@@ -74,15 +65,4 @@ def enqueue(
     """
     from holon_cli.cli import hot
 
-    hot.enqueue(
-        text,
-        agent_id,
-        kind,
-        origin,
-        priority,
-        json_body,
-        work_item_id,
-        correlation_id,
-        causation_id,
-        as_json,
-    )
+    hot.enqueue(**params)  # the fast path calls the same body with the same names

@@ -145,6 +145,8 @@ def _normalize(text: str) -> str:
 
 
 SAME_OUTPUT: list[list[str]] = [
+    ["--version"],
+    ["-V"],
     ["enqueue", "hello"],
     ["enqueue", "hello", "--json"],
     ["enqueue", "   "],
