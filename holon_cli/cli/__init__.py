@@ -133,10 +133,12 @@ def run(args: list[str], *, fast_exit: bool = False) -> int:
     # a fast-path process lives a few dozen milliseconds: the cycle collector
     # would only re-scan the objects its imports create (refcounting still frees)
     gc.disable()
-    code = run_fast(args)
-    if code is not None and fast_exit:
-        _end_fast(code)
-    gc.enable()
+    try:
+        code = run_fast(args)
+        if code is not None and fast_exit:
+            _end_fast(code)
+    finally:
+        gc.enable()  # a library caller's process keeps its collector
     if code is None:
         from holon_cli.cli.group import run_click
 

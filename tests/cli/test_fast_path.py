@@ -231,3 +231,21 @@ def test_no_fast_path_switch_hands_everything_to_click(
 ) -> None:
     monkeypatch.setenv("HOLON_NO_FAST_PATH", "1")
     assert fast.run_fast(["status"]) is None
+
+
+def test_the_cycle_collector_is_back_on_after_a_fast_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    from holon_cli.cli import run
+
+    assert run(["status"]) == 0 and gc.isenabled()
+
+    def boom(args: list[str]) -> None:
+        raise RuntimeError("a bug in a fast command")
+
+    monkeypatch.setattr(fast, "run_fast", boom)
+    with pytest.raises(RuntimeError):
+        run(["status"])
+    assert gc.isenabled()
