@@ -248,3 +248,35 @@ def test_the_forked_supervisor_takes_no_lock_held_at_fork_time(
     rec = wait_reported(ctx.store, tid)
     assert rec["exit_status"] == 4 and rec.get("result_message_id")
     assert len(task_results(ctx.store, tid)) == 1
+
+
+def test_commands_from_concurrent_threads_like_serve(call: Call, ctx: ToolContext) -> None:
+    """``holon serve`` runs turns in threads: each fork happens while other
+    threads are mid-call (holding sockets, waiting, forking themselves)."""
+    import threading
+
+    assert ctx.store is not None
+    out: dict[int, list[ToolResult]] = {}
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            res = [call("ExecCommand", cmd=f"echo w{n}-{i}; exit {i}") for i in range(4)]
+            res.append(call("ExecCommand", cmd=f"sleep 0.4; exit {10 + n}", yield_time_ms=100))
+            out[n] = res
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(out) == 4
+    for n, res in out.items():
+        for i, r in enumerate(res[:4]):
+            assert r.data["stdout_preview"] == f"w{n}-{i}\n" and r.data["exit_status"] == i
+        tid = promoted_id(res[4])
+        rec = wait_reported(ctx.store, tid)
+        assert rec["exit_status"] == 10 + n
+        assert len(task_results(ctx.store, tid)) == 1
