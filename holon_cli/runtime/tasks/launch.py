@@ -46,13 +46,6 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 
 DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024 * 1024
 
-# kept in step with supervisor.BOOT (that module is not imported by the CLI
-# until a command runs)
-_BOOT = (
-    "import sys; sys.path.insert(0, {path!r}); "
-    "from holon_cli.runtime.tasks.supervisor import main; sys.exit(main())"
-)
-
 
 @dataclass
 class Launched:
@@ -191,12 +184,14 @@ def launch(
         except OSError as exc:
             _start_failed(d, now, exc)
         return Launched(tid, d, None, ctl, pid)
+    from holon_cli.runtime.tasks.supervisor import BOOT, package_parent
+
     log = os.open(d / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         sup = subprocess.Popen(
             # -S: no site-packages at start (their .pth hooks cost ~30 ms of CPU
             # per command); the supervisor loads them only to report a result
-            [sys.executable, "-S", "-c", _BOOT.format(path=_pkg_parent()), str(d)],
+            [sys.executable, "-S", "-c", BOOT.format(path=package_parent()), str(d)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -213,10 +208,6 @@ def launch(
     update_task(d, lambda x: x.update(supervisor=ident))
     _ledger(store).append(_ledger_record(read_snapshot(d / "task.json") or rec))
     return Launched(tid, d, sup, None)
-
-
-def _pkg_parent() -> str:
-    return str(Path(__file__).resolve().parents[3])
 
 
 def _start_failed(d: Path, now: str, exc: OSError) -> NoReturn:

@@ -40,7 +40,6 @@ from holon_cli.runtime.tasks.control import (
     task_output,
     task_stop,
 )
-from holon_cli.runtime.tasks.launch import _BOOT as _BOOT
 from holon_cli.runtime.tasks.launch import (
     DEFAULT_OUTPUT_CAP_BYTES,
     Launched,
