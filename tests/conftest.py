@@ -13,8 +13,9 @@
   otherwise recompile everything: ~5 s of CPU).
 - ``now``: a frozen, steppable clock (``now[0] += 60`` moves time on).
 - Children that a test will SIGINT are started with
-  ``preexec_fn=default_sigint``: a shell starts background jobs with SIGINT
-  ignored, the child would inherit that and never see the test's Ctrl-C.
+  ``preexec_fn=default_sigint`` (from ``tests/child_signals.py``): a shell
+  starts background jobs with SIGINT ignored, the child would inherit that
+  and never see the test's Ctrl-C.
   The ``sigint_ignored`` fixture puts the test in exactly that situation, so
   such a test passes in a background job because it always runs as one.
 - Property tests take their example count from ``property_budget.examples``:
@@ -42,6 +43,8 @@ PYCACHE = os.environ.get("PYTHONPYCACHEPREFIX") or str(
 )
 sys.pycache_prefix = PYCACHE
 sys.dont_write_bytecode = False
+
+from child_signals import default_sigint  # noqa: E402,F401  (re-exported)
 
 from holon_cli import clock  # noqa: E402
 
@@ -83,11 +86,6 @@ def pytest_configure(config: pytest.Config) -> None:
     import property_budget
 
     property_budget.FULL = "not slow" not in (config.getoption("markexpr") or "")
-
-
-def default_sigint() -> None:
-    """``preexec_fn`` for children a test interrupts: SIGINT back to default."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture

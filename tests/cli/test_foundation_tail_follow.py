@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import default_sigint
+from child_signals import default_sigint
 
 HOLON = str(Path(sys.executable).parent / "holon")
 

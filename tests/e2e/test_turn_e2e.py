@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import default_sigint
+from child_signals import default_sigint
 
 HOLON = [sys.executable, "-m", "holon_cli"]
 
