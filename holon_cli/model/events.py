@@ -166,6 +166,18 @@ ToolErrorKind = (
 )
 
 
+class ToolErrorEnvelope(TypedDict):
+    """The spec's Tool Error Envelope: what a failing tool call records
+    (``ToolResult.error``, ``tool_executed.tool_error``); the model sees it
+    rendered by :func:`holon_cli.tools.base.render_error`."""
+
+    kind: ToolErrorKind
+    message: str
+    details: dict[str, Any] | None
+    recovery_hint: str | None
+    retryable: bool
+
+
 # ----------------------------------------------------------- turn events
 # ``turn_id`` leads the data of every turn event; the turn's recorder adds it
 
@@ -217,7 +229,7 @@ class ToolExecutedData(TypedDict):
     ok: bool
     duration_ms: float
     error: str | None
-    tool_error: dict[str, Any] | None
+    tool_error: ToolErrorEnvelope | None
     warnings: list[dict[str, Any]] | None
 
 

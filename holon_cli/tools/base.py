@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get
 from holon_cli.providers.base import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import ToolErrorKind
+    from holon_cli.model.events import ToolErrorEnvelope, ToolErrorKind
 
 MAX_ERROR_DETAIL_CHARS = 2000
 
@@ -54,7 +54,7 @@ class ToolError(Exception):
         self.recovery_hint = recovery_hint
         self.retryable = retryable
 
-    def envelope(self) -> dict[str, Any]:
+    def envelope(self) -> ToolErrorEnvelope:
         return {
             "kind": self.kind,
             "message": self.message,
@@ -64,7 +64,7 @@ class ToolError(Exception):
         }
 
 
-def render_error(tool_name: str | None, env: dict[str, Any]) -> str:
+def render_error(tool_name: str | None, env: ToolErrorEnvelope) -> str:
     """The shared model-visible error receipt: bounded JSON."""
     out: dict[str, Any] = {
         "ok": False,
@@ -164,7 +164,7 @@ class ToolResult:
     ok: bool
     content: str  # exactly what the model sees
     data: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
+    error: ToolErrorEnvelope | None = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
     effects: ToolEffects = field(default_factory=ToolEffects)
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         MessageProcessingStartedData,
         ProviderRoundCompletedData,
         RuntimeErrorData,
+        ToolErrorEnvelope,
         ToolExecutedData,
         TurnContextBuiltData,
     )
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_ROUNDS = 50
 
-_INTERRUPTED = {
+_INTERRUPTED: ToolErrorEnvelope = {
     "kind": "interrupted",
     "message": "this call was in flight when the runtime stopped; it was not re-run",
     "recovery_hint": "check its effects (e.g. with ExecCommand) before running it again",
