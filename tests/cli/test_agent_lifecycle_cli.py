@@ -223,3 +223,22 @@ def test_a_run_agents_running_task_is_unfinished_work(
     res = holon(script_runner, "agent", "rm", run_id, "--force")
     assert res.returncode == 0 and f"stopped task {tid}" in res.stderr
     assert agent_ids(holon_home) == []
+
+
+def test_stopping_a_stopped_agents_task_does_not_wait_for_a_deferred_result(
+    script_runner: Any,
+) -> None:
+    import time
+
+    holon(script_runner, "agent", "create", "rev")
+    tid = holon(script_runner, "task", "run", "-a", "rev", "--", "sleep 300").stdout.strip()
+    holon(script_runner, "agent", "stop", "rev")
+    t0 = time.monotonic()
+    res = holon(script_runner, "task", "stop", tid, "-a", "rev", "--json")
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr
+    rec = json.loads(res.stdout)["data"]["task"]
+    assert rec["status"] == "cancelled"
+    # the supervisor answers at once; the result waits for `agent start`
+    # (the old wait ran to its 8 s limit looking for a message id)
+    assert took < 6, took

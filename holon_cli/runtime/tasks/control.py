@@ -245,9 +245,7 @@ def task_stop(
         end = start + wait_s
         while time.monotonic() < end:
             rec = read_task(store, task_id)
-            if tm.is_terminal(rec.get("status")) and rec.get("result_message_id") is not None:
-                break
-            if tm.is_terminal(rec.get("status")) and rec.get("result_undeliverable"):
+            if tm.is_terminal(rec.get("status")) and _result_settled(rec):
                 break
             time.sleep(0.05)
     if not tm.is_terminal(rec.get("status")):
@@ -325,3 +323,13 @@ def stop_unsettled(store: AgentStore) -> list[str]:
             task_stop(store, rec["id"])
             stopped.append(rec["id"])
     return stopped
+
+
+def _result_settled(rec: dict[str, Any]) -> bool:
+    """The supervisor is done with the task's ``task_result``: admitted, or
+    undeliverable, or deferred until a stopped agent is started again."""
+    return (
+        rec.get("result_message_id") is not None
+        or bool(rec.get("result_undeliverable"))
+        or bool(rec.get("result_deferred"))
+    )
