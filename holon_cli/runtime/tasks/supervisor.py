@@ -404,16 +404,19 @@ class Supervisor:
                 sig = signal.Signals(-rc).name
             except ValueError:
                 sig = f"signal {-rc}"
-        durable = bool(self.read().get("promoted"))  # a foreground call's files die with it
-        for fd in (self.out_fd, self.stdout_fd, self.stderr_fd):
-            if fd is not None:
-                if durable:
-                    os.fsync(fd)
-                os.close(fd)
 
         def done(r: dict[str, Any]) -> None:
             from holon_cli.model.task import merge_status
 
+            # under the record's lock, so a promotion cannot slip in between:
+            # a task's output is durable before its record says it ended (a
+            # foreground call's files die with it: no fsync)
+            durable = bool(r.get("promoted"))
+            for fd in (self.out_fd, self.stdout_fd, self.stderr_fd):
+                if fd is not None:
+                    if durable:
+                        os.fsync(fd)
+                    os.close(fd)
             r["status"] = merge_status(r.get("status"), status)
             r["exit_status"] = rc if rc >= 0 else 128 - rc
             r["signal"] = sig
