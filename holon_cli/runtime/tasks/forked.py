@@ -5,7 +5,7 @@ Why: a ``python -S`` supervisor per ``ExecCommand`` cost about 90 ms of CPU
 (interpreter start plus imports), paid by every command, even ``true``.
 Forking the caller, which has the supervisor code imported already, costs
 the caller under 1 ms; the whole short command (caller, supervisor, command)
-then costs about 19 ms of CPU instead of about 110 ms (figures in
+then costs about 18 ms of CPU instead of 80-110 ms (figures in
 benchmarks/README.md). The other design considered, running the command as
 the turn's own child and handing it to a supervisor only at promotion, was
 rejected without building it: the command could not carry a parent-death
