@@ -33,7 +33,10 @@ def test_random_kills_never_complete_a_message_twice(tmp_path: Path) -> None:
                 "steps": [
                     {
                         "text": "working",
-                        "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "true"}}],
+                        # long enough that a kill at 0.05-1.5 s lands inside a
+                        # turn as well as between turns (a `true` turn is now
+                        # ~0.15 s, and the replay assertion below needs one)
+                        "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "sleep 0.4"}}],
                     },
                     {"text": "finished"},
                 ],
