@@ -471,16 +471,26 @@ class Supervisor:
         assert self.proc is not None
         if self.proc.poll() is not None:
             return  # it ended meanwhile: the loop finalizes at once
-        handoff_state.save(self)
-        fds = self._fds()
-        for fd in fds:
-            os.set_inheritable(fd, True)
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 0)  # the control socket: its peer is gone
-        os.close(null)
-        self._exec("resume")
-        for fd in fds:
-            os.set_inheritable(fd, False)
+        # Block the stop signals BEFORE saving: a TaskStop that arrives from
+        # here on stays pending for the new image; one that arrived earlier
+        # has run its handler by the time save() starts (Python runs pending
+        # handlers on the next call), so the saved state carries it. Saving
+        # first lost a stop landing between the save and the exec: TaskStop
+        # then waited its whole limit and stopped the tree itself.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            handoff_state.save(self)
+            fds = self._fds()
+            for fd in fds:
+                os.set_inheritable(fd, True)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)  # the control socket: its peer is gone
+            os.close(null)
+            self._exec("resume")
+            for fd in fds:
+                os.set_inheritable(fd, False)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # only if the exec failed
 
     def restore(self) -> None:
         """The other half of :meth:`handoff`, in the fresh interpreter."""
