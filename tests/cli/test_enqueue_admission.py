@@ -9,28 +9,19 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-_RUNNER: Any = None
-
-
-@pytest.fixture(autouse=True)
-def _runner(script_runner: Any) -> Iterator[None]:
-    global _RUNNER
-    _RUNNER = script_runner
-    yield
-    _RUNNER = None
+from inprocess_cli import bind_runner as bind_runner  # autouse: holon() below runs in-process
+from inprocess_cli import run as run_holon
 
 
 def holon(*args: str | bytes, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     """``holon ARGS``: in-process for text arguments, a real process for bytes
     arguments or stdin. Output as bytes either way."""
     if stdin == b"" and all(isinstance(a, str) for a in args):
-        res = _RUNNER.run(["holon", *args], print_result=False)
+        res = run_holon(*args)
         return subprocess.CompletedProcess(
             args, res.returncode, res.stdout.encode(), res.stderr.encode()
         )

@@ -12,30 +12,21 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from child_signals import default_sigint
+from inprocess_cli import bind_runner as bind_runner  # autouse: holon() below runs in-process
+from inprocess_cli import run as run_holon
 
 HOLON = str(Path(sys.executable).parent / "holon")
 
 
-_RUNNER: Any = None
-
-
-@pytest.fixture(autouse=True)
-def _runner(script_runner: Any) -> Iterator[None]:
-    global _RUNNER
-    _RUNNER = script_runner
-    yield
-    _RUNNER = None
-
-
 def holon(*args: str) -> Any:
     """``holon ARGS`` in this process; the result has ``returncode``, ``stdout``, ``stderr``."""
-    return _RUNNER.run(["holon", *args], print_result=False)
+    return run_holon(*args)
 
 
 def read_line(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> bytes:

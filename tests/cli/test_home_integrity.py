@@ -8,37 +8,22 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess_cli import bind_runner as bind_runner  # autouse: holon() below runs in-process
+from inprocess_cli import run as run_holon
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = f"scripted:{REPO / 'examples' / 'hello.yaml'}"
-
-
-_RUNNER: Any = None
-
-
-@pytest.fixture(autouse=True)
-def _runner(script_runner: Any) -> Iterator[None]:
-    global _RUNNER
-    _RUNNER = script_runner
-    yield
-    _RUNNER = None
 
 
 def holon(*args: str, env: dict[str, str] | None = None) -> Any:
     """Run `holon` (in-process unless the suite says otherwise)."""
     import io
 
-    return _RUNNER.run(
-        ["holon", *args],
-        stdin=io.StringIO(""),
-        env={**os.environ, **(env or {})},
-        print_result=False,
-    )
+    return run_holon(*args, stdin=io.StringIO(""), env={**os.environ, **(env or {})})
 
 
 def clean_failure(res: Any, code: int, *needles: str) -> None:

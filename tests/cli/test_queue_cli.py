@@ -4,26 +4,16 @@ through the CLI (in-process)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-_RUNNER: Any = None
-
-
-@pytest.fixture(autouse=True)
-def _runner(script_runner: Any) -> Iterator[None]:
-    global _RUNNER
-    _RUNNER = script_runner
-    yield
-    _RUNNER = None
+from inprocess_cli import bind_runner as bind_runner  # autouse: holon() below runs in-process
+from inprocess_cli import run as run_holon
 
 
 def holon(*args: str) -> Any:
     """``holon ARGS``; the result has ``returncode``, ``stdout``, ``stderr``."""
-    return _RUNNER.run(["holon", *args], print_result=False)
+    return run_holon(*args)
 
 
 def data(res: Any) -> Any:

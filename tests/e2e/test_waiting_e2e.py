@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +17,16 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from inprocess_cli import bind_runner as bind_runner  # noqa: E402  (autouse fixture)
+from inprocess_cli import run as run_holon  # noqa: E402
 from loopback import LoopbackServer, Reply  # noqa: E402
 
 HOLON = [sys.executable, "-m", "holon_cli"]
 
 
-_RUNNER: Any = None
-
-
-@pytest.fixture(autouse=True)
-def _runner(script_runner: Any) -> Iterator[None]:
-    global _RUNNER
-    _RUNNER = script_runner
-    yield
-    _RUNNER = None
-
-
 def sh(*args: str, check: bool = True) -> Any:
     """``holon ARGS`` in-process; the result has ``returncode``, ``stdout``, ``stderr``."""
-    res = _RUNNER.run(["holon", *args], print_result=False)
+    res = run_holon(*args)
     if check and res.returncode != 0:
         raise AssertionError(f"holon {' '.join(args)} -> {res.returncode}\n{res.stderr}")
     return res
