@@ -7,8 +7,11 @@ Invariants:
 - one pass per agent at a time, at most ``concurrency`` agents at once;
 - a turn lock held by someone else (a manual ``holon turn``) is not an
   error: the agent is retried shortly and on the next change;
+- a pass ends at an aborted turn and the agent's next pass is held back
+  (``FAIL_BACKOFF_S`` doubling to ``FAIL_BACKOFF_MAX_S``), never spun;
 - wake-ups come from watchfiles (inbox arrivals, task records, the timers
-  ledger, config, new agent folders), from the earliest deadline of each
+  ledger, config, new agent folders; :func:`watch_dirs`, each folder watched
+  non-recursively), from the earliest deadline of each
   agent (sleep end, work-item recheck, the waiting plane's timer
   ``next_deadline``) and from a slow safety sweep over every agent;
 - stopping takes no new work; running passes get ``drain_s`` to finish, then
