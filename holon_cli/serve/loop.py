@@ -56,7 +56,10 @@ BUSY_RETRY_S = 1.0
 FAIL_BACKOFF_S = 5.0
 FAIL_BACKOFF_MAX_S = 300.0
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
-WAIT_SLICE_S = 0.5  # how often the main loop looks at the stop flag
+# The main loop sleeps until the next deadline; a change, a finished pass or
+# stop() wakes it. The slice only bounds a sleep in case a wake-up is missed
+# (it was 0.5 s when stop() only set a flag: 2 wake-ups a second for nothing).
+WAIT_SLICE_S = 30.0
 
 
 @dataclass
@@ -231,7 +234,7 @@ class Scheduler:
         self.ready = threading.Event()
         self.watching = threading.Event()  # the first watcher is up
         self._watcher: threading.Thread | None = None
-        self._cv = threading.Condition()
+        self._cv = threading.Condition(threading.RLock())  # re-entrant: see stop()
         self._dirty: set[str] = set()
         self._running: set[str] = set()
         self._due: dict[str, float] = {}  # agent -> monotonic time of its next deadline
@@ -251,8 +254,12 @@ class Scheduler:
         self.mark(agent_ids())
 
     def stop(self) -> None:
-        """Safe from a signal handler: only sets a flag (the loop polls it)."""
+        """Stop taking work and wake the main loop. Safe from a signal handler:
+        the condition's lock is re-entrant (the handler runs on the main
+        thread, which may hold it) and no thread holds it for long."""
         self.stopping.set()
+        with self._cv:
+            self._cv.notify_all()
 
     def running(self) -> list[str]:
         with self._cv:
@@ -409,8 +416,8 @@ class Scheduler:
                     if due <= now:
                         self._dirty.add(aid)
                         del self._due[aid]
-                held = {a for a, (until, _b) in self._held.items() if until > now}
-                for aid in sorted(self._dirty - self._running - held):
+                held = {a: until for a, (until, _b) in self._held.items() if until > now}
+                for aid in sorted(self._dirty - self._running - held.keys()):
                     if len(self._running) >= self.concurrency:
                         break
                     self._dirty.discard(aid)
@@ -418,7 +425,9 @@ class Scheduler:
                     threading.Thread(
                         target=self._pass, args=(aid,), name=f"holon-agent-{aid}", daemon=True
                     ).start()
-                wake = min([next_sweep, *self._due.values()])
+                # a held agent with news runs when its hold ends
+                ends = [until for a, until in held.items() if a in self._dirty]
+                wake = min([next_sweep, *self._due.values(), *ends])
                 self._cv.wait(timeout=max(0.0, min(WAIT_SLICE_S, wake - time.monotonic())))
 
     def drain(self) -> list[str]:

@@ -194,6 +194,7 @@ def test_aborting_turns_are_backed_off_not_spun(
     work item re-activated after every failed turn): serve must not spin."""
     import threading
 
+    from holon_cli import clock
     from holon_cli.runtime import tick, turn
     from holon_cli.runtime.turn.result import TurnResult
 
@@ -207,14 +208,19 @@ def test_aborting_turns_are_backed_off_not_spun(
     monkeypatch.setattr(turn, "run_turn", failing_turn)
     monkeypatch.setattr(tick, "tick_agent", lambda store, **_kw: None)
     monkeypatch.setattr(loop, "FAIL_BACKOFF_S", 0.3)
+    # a deadline due before the hold ends (a recheck, a timer): the agent
+    # becomes runnable while held and must run when the hold ends
+    monkeypatch.setattr(loop, "agent_deadline", lambda _aid: clock.now() + 0.1)
     sch = Scheduler(concurrency=1, sweep_s=3600)
     th = threading.Thread(target=sch.run, daemon=True)
     th.start()
     try:
         time.sleep(1.6)
     finally:
+        t0 = time.monotonic()
         sch.stop()
         th.join(5)
+    assert time.monotonic() - t0 < 1.0  # stop() wakes the main loop
     # without the backoff: thousands of turns; with it: at 0, 0.3, 0.9 s (+0.6 doubling)
     assert 2 <= len(calls) <= 4, len(calls)
     gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
@@ -222,3 +228,18 @@ def test_aborting_turns_are_backed_off_not_spun(
     assert sch.stats.failures == len(calls)
     assert sch.stats.last_failure is not None
     assert "aborted" in sch.stats.last_failure["summary"]
+
+
+def test_stop_wakes_an_idle_main_loop(holon_home: Path) -> None:
+    import threading
+
+    create_agent("main")
+    sch = Scheduler(concurrency=1, sweep_s=3600)
+    th = threading.Thread(target=sch.run, daemon=True)
+    th.start()
+    assert sch.ready.wait(10)
+    time.sleep(0.5)  # the start-up pass is over: nothing is due for an hour
+    t0 = time.monotonic()
+    sch.stop()
+    th.join(5)
+    assert not th.is_alive() and time.monotonic() - t0 < 0.5
