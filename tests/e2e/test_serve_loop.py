@@ -243,3 +243,16 @@ def test_stop_wakes_an_idle_main_loop(holon_home: Path) -> None:
     sch.stop()
     th.join(5)
     assert not th.is_alive() and time.monotonic() - t0 < 0.5
+
+
+def test_warm_up_loads_what_the_first_turn_needs() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from holon_cli.serve.host import warm_up; warm_up(); "
+        "print(all(m in sys.modules for m in ('httpx', 'holon_cli.providers.chain', "
+        "'holon_cli.runtime.turn')), 'httpx._main' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
