@@ -93,6 +93,18 @@ def _marked(sch: Scheduler, aid: str, timeout: float = 3.0) -> bool:
     return False
 
 
+def _rebuilt(sch: Scheduler, builds: int, timeout: float = 3.0) -> bool:
+    """Wait until the watcher was rebuilt, then forget the marks made so far
+    (the rebuild re-marks the agents concerned)."""
+    end = time.monotonic() + timeout
+    while sch.watch_builds == builds and time.monotonic() < end:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    with sch._cv:
+        sch._dirty.clear()
+    return sch.watch_builds > builds
+
+
 def test_watcher_grows_with_new_agents_and_tasks_and_ignores_workspaces(
     watcher: Scheduler,
 ) -> None:
@@ -101,10 +113,10 @@ def test_watcher_grows_with_new_agents_and_tasks_and_ignores_workspaces(
     # a workspace write is not news, and nothing there is watched
     (main / "work" / "scratch.txt").write_text("x")
     assert not _marked(watcher, "main", 0.3)
-    # a new agent: the watch set is rebuilt and the agent marked
+    # a new agent: the agent is marked and the watch set rebuilt
     create_agent("late")
     assert _marked(watcher, "late")
-    assert watcher.watch_builds > builds
+    assert _rebuilt(watcher, builds)
     # an arrival in the new agent's inbox is seen by the rebuilt watcher
     (Path(open_agent("late").layout.home) / ".holon" / "inbox" / "new" / "m1.json").write_text("{}")
     assert _marked(watcher, "late")
@@ -113,10 +125,7 @@ def test_watcher_grows_with_new_agents_and_tasks_and_ignores_workspaces(
     task = main / ".holon" / "tasks" / "t_new"
     task.mkdir()
     assert _marked(watcher, "main")
-    end = time.monotonic() + 3
-    while watcher.watch_builds == builds and time.monotonic() < end:
-        time.sleep(0.01)
-    assert watcher.watch_builds > builds
+    assert _rebuilt(watcher, builds)
     (task / "task.json").write_text("{}")
     assert _marked(watcher, "main")
 
