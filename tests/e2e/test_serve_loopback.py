@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from loopback import LoopbackServer, Reply
+from scenarios import WAIT_ON_CI
 from serve_helpers import HOLON, start_serve, stop, wait_for, wait_log
 
 from holon_cli.runtime.agents import open_agent
@@ -165,51 +166,7 @@ def test_task_exit_turn(
 def test_wake_hint_turn(srv: LoopbackServer, fixtures_dir: Path, tmp_path: Path) -> None:
     # before serve: a turn (scripted) that leaves the agent waiting on CI
     setup = tmp_path / "setup.yaml"
-    setup.write_text(
-        yaml.safe_dump(
-            {
-                "steps": [
-                    {
-                        "tool_calls": [
-                            {
-                                "id": "c_a",
-                                "name": "CreateWorkItem",
-                                "arguments": {"objective": "release v2 when CI is green"},
-                            }
-                        ]
-                    },
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "PickWorkItem",
-                                "arguments": {"work_item_id": "{{c_a.work_item_id}}"},
-                            }
-                        ]
-                    },
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "RecordExternalWait",
-                                "arguments": {
-                                    "description": "CI run for v2",
-                                    "source": "github-actions",
-                                    "external_ref": "run/77",
-                                },
-                            },
-                            {
-                                "name": "UpdateWorkItem",
-                                "arguments": {
-                                    "work_item_id": "{{c_a.work_item_id}}",
-                                    "blocked_by": "waiting for CI",
-                                },
-                            },
-                        ]
-                    },
-                    {"text": "Waiting for CI."},
-                ]
-            }
-        )
-    )
+    setup.write_text(yaml.safe_dump(WAIT_ON_CI))
     sh("enqueue", "release v2 once CI is green")
     first = sh("turn", "--model", f"scripted:{setup}")
     assert first["closure"]["waiting_reason"] == "awaiting_external_change"

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from inprocess_cli import bind_runner as bind_runner  # noqa: E402  (autouse fixture)
 from inprocess_cli import run as run_holon  # noqa: E402
 from loopback import LoopbackServer, Reply  # noqa: E402
+from scenarios import WAIT_ON_CI  # noqa: E402
 
 HOLON = [sys.executable, "-m", "holon_cli"]
 
@@ -163,51 +164,7 @@ def test_recorded_wait_then_json_delivery_reenters_the_bound_item(
     srv: LoopbackServer, tmp_path: Path
 ) -> None:
     setup = tmp_path / "setup.yaml"
-    setup.write_text(
-        yaml.safe_dump(
-            {
-                "steps": [
-                    {
-                        "tool_calls": [
-                            {
-                                "id": "c_a",
-                                "name": "CreateWorkItem",
-                                "arguments": {"objective": "release v2 when CI is green"},
-                            }
-                        ]
-                    },
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "PickWorkItem",
-                                "arguments": {"work_item_id": "{{c_a.work_item_id}}"},
-                            }
-                        ]
-                    },
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "RecordExternalWait",
-                                "arguments": {
-                                    "description": "CI run for v2",
-                                    "source": "github-actions",
-                                    "external_ref": "run/77",
-                                },
-                            },
-                            {
-                                "name": "UpdateWorkItem",
-                                "arguments": {
-                                    "work_item_id": "{{c_a.work_item_id}}",
-                                    "blocked_by": "waiting for CI",
-                                },
-                            },
-                        ]
-                    },
-                    {"text": "Waiting for CI."},
-                ]
-            }
-        )
-    )
+    setup.write_text(yaml.safe_dump(WAIT_ON_CI))
     sh("enqueue", "release v2 once CI is green")
     first = data("turn", "--model", f"scripted:{setup}")
     assert first["closure"]["outcome"] == "waiting"
