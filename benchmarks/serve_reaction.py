@@ -120,7 +120,7 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _wakeups(pid: int) -> int:
+def wakeups(pid: int) -> int:
     """Voluntary context switches of every thread: how often the process slept and woke."""
     total = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -193,9 +193,9 @@ def idle(base: Path, agents: int, seconds: float) -> dict[str, Any]:
     proc = _start_serve(home, base / "idle.log")
     try:
         _wait_settled(home, agents)  # the start-up pass over every agent is not idle time
-        c0, w0 = _cpu_s(proc.pid), _wakeups(proc.pid)
+        c0, w0 = _cpu_s(proc.pid), wakeups(proc.pid)
         time.sleep(seconds)
-        c1, w1 = _cpu_s(proc.pid), _wakeups(proc.pid)
+        c1, w1 = _cpu_s(proc.pid), wakeups(proc.pid)
         rss = _rss_mb(proc.pid)
     finally:
         _stop(proc)
