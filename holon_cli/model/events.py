@@ -78,14 +78,16 @@ EventKind = Literal[
     "waiting_intent_cancelled",
 ]
 
-ProviderFailureKind = Literal[
-    # retried on the same provider (providers.base.RETRYABLE_KINDS)
+# retried on the same provider (providers.base.RETRYABLE_KINDS)
+RetryableFailureKind = Literal[
     "timeout",
     "connection",
     "rate_limited",
     "server_error",
     "stream_interrupted",
-    # fail fast (providers.base.FAIL_FAST_KINDS)
+]
+# fail fast: the chain moves to the next fallback (providers.base.FAIL_FAST_KINDS)
+FailFastFailureKind = Literal[
     "auth",
     "client_error",
     "invalid_response",
@@ -98,6 +100,7 @@ ProviderFailureKind = Literal[
     "provider_error",
     "script_error",
 ]
+ProviderFailureKind = Literal[RetryableFailureKind, FailFastFailureKind]
 
 ErrorKind = (
     Literal[

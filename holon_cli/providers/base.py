@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 # The neutral values live in ``model/``; re-exported here for code that still
 # imports them from their old place.
+from holon_cli.model.events import FailFastFailureKind, RetryableFailureKind
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
     STOP_END_TURN,
@@ -76,20 +77,8 @@ CONTEXT_OVERFLOW_HINT = (
 )
 
 # failure kinds and whether the chain retries them on the same provider
-RETRYABLE_KINDS = {"timeout", "connection", "rate_limited", "server_error", "stream_interrupted"}
-FAIL_FAST_KINDS = {
-    "auth",
-    "client_error",
-    "invalid_response",
-    "context_length_exceeded",
-    "unsupported_transport",
-    "missing_credentials",
-    "quota_exceeded",
-    "script_exhausted",
-    "incomplete",
-    "provider_error",
-    "script_error",
-}
+RETRYABLE_KINDS = set(get_args(RetryableFailureKind))
+FAIL_FAST_KINDS = set(get_args(FailFastFailureKind))
 
 
 class ProviderFailure(Exception):
