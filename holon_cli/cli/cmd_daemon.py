@@ -25,7 +25,7 @@ def _serve_args(
     opts = build_options(listen, socket_path, advertise, token_file, concurrency)
     assert isinstance(opts, ServeOptions)
     from holon_cli.errors import RejectedError
-    from holon_cli.serve.http import is_loopback, parse_listen
+    from holon_cli.serve.listen import is_loopback, parse_listen
 
     assert opts.listen is not None and opts.socket_path is not None
     if not is_loopback(parse_listen(opts.listen)[0]) and not opts.token:

@@ -58,7 +58,7 @@ def build_options(
     import os
 
     from holon_cli.serve.host import ServeOptions, resolve_token
-    from holon_cli.serve.http import parse_listen
+    from holon_cli.serve.listen import parse_listen
     from holon_cli.store.layout import HomeLayout
 
     listen = listen or os.environ.get("HOLON_HTTP_ADDR") or DEFAULT_LISTEN

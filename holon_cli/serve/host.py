@@ -130,18 +130,18 @@ class Host:
     # ------------------------------------------------------------ sockets
     def _bind(self) -> list[Any]:
         from holon_cli.errors import RejectedError
-        from holon_cli.serve import http
+        from holon_cli.serve import listen
 
         socks: list[Any] = []
         if self.opts.listen is not None:
-            host, port = http.parse_listen(self.opts.listen)
-            if not http.is_loopback(host) and not self.opts.token:
+            host, port = listen.parse_listen(self.opts.listen)
+            if not listen.is_loopback(host) and not self.opts.token:
                 raise RejectedError(
                     f"refusing to listen on {self.opts.listen} without a control token",
                     hint="set HOLON_CONTROL_TOKEN or pass --token-file, or listen on 127.0.0.1",
                 )
-            tcp = http.bind_tcp(host, port)
-            self.http_addr = http.format_addr(host, tcp.getsockname()[1])
+            tcp = listen.bind_tcp(host, port)
+            self.http_addr = listen.format_addr(host, tcp.getsockname()[1])
             socks.append(tcp)
         if self.opts.socket_path is not None:
             socks.append(self._bind_unix(self.opts.socket_path))
@@ -238,9 +238,11 @@ class Host:
         server = None
         if socks:
             from holon_cli.serve import http
+            from holon_cli.serve.listen import parse_listen
+            from holon_cli.serve.server import HttpServer
 
             settings = http.HttpSettings(
-                host=http.parse_listen(self.opts.listen)[0] if self.opts.listen else "127.0.0.1",
+                host=parse_listen(self.opts.listen)[0] if self.opts.listen else "127.0.0.1",
                 port=0,
                 token=self.opts.token,
                 advertise=self.opts.advertise,
@@ -252,7 +254,7 @@ class Host:
                 request_shutdown=lambda: self.request_shutdown("control surface"),
                 stopping=self.scheduler.stopping,
             )
-            server = http.HttpServer(app, socks)
+            server = HttpServer(app, socks)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         try:

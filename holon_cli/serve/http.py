@@ -1,4 +1,6 @@
-"""The HTTP surface of ``holon serve`` (starlette app, uvicorn server).
+"""The HTTP surface of ``holon serve``: the starlette app and its routes.
+The listen address lives in ``serve/listen.py``, the uvicorn server in
+``serve/server.py``, the public ingress policy in ``serve/ingress.py``.
 
 Every route calls the same runtime functions as the CLI (``admit``,
 ``agent_summary``, ``create_work_item``, ``tail_events``); this module only
@@ -13,7 +15,7 @@ adds transport concerns:
   mode is the access control);
 - the public ingress route ``POST /agents/{id}/enqueue`` needs no token and
   admits only ``channel:``/``webhook:`` origins, never ``interject``, never a
-  caller-supplied trust or authority;
+  caller-supplied trust or authority (``ingress.public_admit``);
 - bodies are capped (1 MiB prompts and enqueues, 256 KiB callbacks: 413);
 - every error is ``{"error": {"kind", "message", "hint"}}``; nothing is
   persisted on a refusal.
@@ -22,11 +24,8 @@ adds transport concerns:
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
-import ipaddress
 import json
-import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -39,7 +38,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from holon_cli.errors import HolonError, RejectedError, UsageError
+from holon_cli.errors import HolonError
+from holon_cli.serve.listen import is_loopback
 
 PROMPT_CAP = 1 << 20
 CALLBACK_CAP = 256 << 10
@@ -47,9 +47,6 @@ EVENTS_DEFAULT_LIMIT = 100
 EVENTS_MAX_LIMIT = 1000
 SSE_POLL_S = 0.2
 SSE_HEARTBEAT_S = 15.0
-
-PUBLIC_ORIGINS = {"channel": "http_public_enqueue", "webhook": "http_webhook"}
-PUBLIC_KEYS = {"text", "json", "origin", "kind", "priority", "correlation_id"}
 
 
 @dataclass
@@ -80,50 +77,6 @@ _STATUS_BY_EXIT = {2: 400, 3: 404, 4: 409, 75: 409}
 def _from_holon(err: HolonError) -> JSONResponse:
     status = _STATUS_BY_EXIT.get(err.exit_code, 500)
     return error_response(status, str(err.kind), err.message, err.hint or "")
-
-
-# ------------------------------------------------------------------ addresses
-
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6). Raises UsageError."""
-    hint = "use HOST:PORT, e.g. 127.0.0.1:7878 (port 0 picks a free port)"
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"invalid listen address {value!r}", hint=hint)
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def format_addr(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def bind_tcp(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise RejectedError(
-            f"cannot listen on {format_addr(host, port)}: {exc.strerror or exc}",
-            hint="pick another --listen address, or stop what is using it (`holon daemon status`)",
-        ) from None
-    sock.listen(128)
-    sock.set_inheritable(False)
-    return sock
 
 
 # ------------------------------------------------------------------ app
@@ -393,6 +346,7 @@ def build_app(
     async def public_enqueue(request: Request) -> Response:
         from holon_cli.model.envelope import DEFAULT_KIND_BY_ORIGIN, parse_origin
         from holon_cli.runtime.enqueue import admit
+        from holon_cli.serve.ingress import public_admit
 
         body = await read_json(request, PROMPT_CAP)
         env = await run_in_threadpool(
@@ -475,171 +429,3 @@ def _too_large(cap: int) -> HttpError:
         f"the body is larger than {cap} bytes",
         "put large content in a file and send its path",
     )
-
-
-def public_admit(
-    agent_id: str,
-    body: dict[str, Any],
-    *,
-    admit: Callable[..., Any],
-    parse_origin: Callable[[str], Any],
-    default_kind: dict[str, str],
-    open_store: Callable[[str], Any],
-) -> Any:
-    """The public-ingress policy, then the project's admission function."""
-    forbidden = sorted(k for k in body if k.startswith(("trust", "authority")))
-    if forbidden:
-        raise HttpError(
-            403,
-            "forbidden_field",
-            f"public ingress may not set {', '.join(forbidden)}",
-            "trust and authority are derived from the origin",
-        )
-    unknown = sorted(set(body) - PUBLIC_KEYS)
-    if unknown:
-        raise HttpError(400, "invalid_body", f"unknown field(s): {', '.join(unknown)}", "")
-    origin = body.get("origin")
-    if not isinstance(origin, str) or ":" not in origin:
-        raise HttpError(
-            403,
-            "forbidden_origin",
-            "public ingress needs an origin `channel:<id>` or `webhook:<source>`",
-            "operator prompts go to POST /control/agents/{id}/prompt with a token",
-        )
-    okind = origin.split(":", 1)[0]
-    if okind not in PUBLIC_ORIGINS:
-        raise HttpError(
-            403,
-            "forbidden_origin",
-            f"origin {okind!r} is not admitted on public ingress",
-            "use `channel:<id>` or `webhook:<source>`",
-        )
-    parse_origin(origin)  # a malformed one is a 400 (UsageError)
-    priority = body.get("priority", "normal")
-    if priority == "interject":
-        raise HttpError(
-            403, "forbidden_priority", "public ingress may not interject", "use next or normal"
-        )
-    kind = body.get("kind")
-    if kind is not None and kind != default_kind[okind]:
-        raise HttpError(
-            403,
-            "forbidden_kind",
-            f"kind {kind!r} does not match origin {okind!r}",
-            f"omit kind or use {default_kind[okind]!r}",
-        )
-    has_text, has_json = "text" in body, "json" in body
-    if has_text == has_json:
-        raise HttpError(400, "invalid_body", "send exactly one of `text` or `json`", "")
-    if has_text and not isinstance(body["text"], str):
-        raise HttpError(400, "invalid_body", "`text` must be a string", "")
-    text = body["text"] if has_text else json.dumps(body["json"])
-    correlation = body.get("correlation_id")
-    if correlation is not None and not isinstance(correlation, str):
-        raise HttpError(400, "invalid_body", "`correlation_id` must be a string", "")
-    store = open_store(agent_id)
-    return admit(
-        text,
-        store=store,
-        json_body=has_json,
-        kind=default_kind[okind],
-        origin=origin,
-        priority=priority if isinstance(priority, str) else "?",
-        correlation_id=correlation,
-        delivery_surface=PUBLIC_ORIGINS[okind],
-        admission_context="public_unauthenticated",
-    )
-
-
-TICK_S = 1.0
-
-
-@functools.cache
-def _quiet_server_class() -> type[Any]:
-    import asyncio
-
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        """uvicorn's main loop wakes every 0.1 s to look at ``should_exit`` and
-        refresh the Date header: 10 event-loop turns a second, about a third of
-        an idle serve's CPU (measured). This one wakes once a second (the Date
-        header's resolution anyway) or at once when :meth:`wake` is called."""
-
-        _wake_event: asyncio.Event | None = None
-        _loop: asyncio.AbstractEventLoop | None = None
-
-        async def main_loop(self) -> None:
-            self._loop = asyncio.get_running_loop()
-            self._wake_event = asyncio.Event()
-            counter = 0
-            should_exit = await self.on_tick(counter)
-            while not should_exit:
-                try:
-                    await asyncio.wait_for(self._wake_event.wait(), TICK_S)
-                except TimeoutError:
-                    pass
-                # on_tick refreshes the Date header when counter % 10 == 0:
-                # every tick here is a second
-                counter = (counter + 10) % 864000
-                should_exit = await self.on_tick(counter)
-
-        def wake(self) -> None:
-            """Thread-safe: make the main loop look at ``should_exit`` now."""
-            loop, ev = self._loop, self._wake_event
-            if loop is not None and ev is not None:
-                try:
-                    loop.call_soon_threadsafe(ev.set)
-                except RuntimeError:  # the loop is closed: it has stopped already
-                    pass
-
-    return QuietServer
-
-
-def quiet_server(config: Any) -> Any:
-    """A ``QuietServer`` (uvicorn is imported here, not with this module)."""
-    return _quiet_server_class()(config)
-
-
-class HttpServer:
-    """uvicorn on pre-bound sockets, in a thread of the serve process."""
-
-    def __init__(self, app: Starlette, sockets: list[socket.socket]) -> None:
-        import uvicorn
-
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=3,
-            server_header=False,
-        )
-        self.server = quiet_server(config)
-        self.sockets = sockets
-        self.thread = threading.Thread(target=self._run, name="holon-http", daemon=True)
-        self.error: BaseException | None = None
-
-    def _run(self) -> None:
-        try:
-            self.server.run(sockets=self.sockets)
-        except BaseException as exc:  # noqa: BLE001 - reported by start()
-            self.error = exc
-
-    def start(self, timeout: float = 10.0) -> None:
-        self.thread.start()
-        import time
-
-        end = time.monotonic() + timeout
-        while not self.server.started and self.thread.is_alive() and time.monotonic() < end:
-            time.sleep(0.01)
-        if not self.server.started:
-            raise RejectedError(
-                f"the HTTP server did not start ({self.error or 'timeout'})",
-                hint="see `holon daemon logs`",
-            )
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self.server.should_exit = True
-        self.server.wake()
-        self.thread.join(timeout)

@@ -137,7 +137,7 @@ def test_quiet_uvicorn_ticks_once_a_second_and_stops_at_once() -> None:
 
     from starlette.applications import Starlette
 
-    from holon_cli.serve.http import HttpServer
+    from holon_cli.serve.server import HttpServer
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

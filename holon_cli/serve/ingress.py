@@ -1,0 +1,93 @@
+"""The public ingress policy of ``holon serve``: what ``POST
+/agents/{id}/enqueue`` (no token) may admit, checked before the project's
+admission function runs.
+
+Only ``channel:``/``webhook:`` origins, never ``interject``, never a
+caller-supplied trust or authority, and the kind that matches the origin; a
+refusal is an :class:`~holon_cli.serve.http.HttpError` and persists nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from holon_cli.serve.http import HttpError
+
+PUBLIC_ORIGINS = {"channel": "http_public_enqueue", "webhook": "http_webhook"}
+PUBLIC_KEYS = {"text", "json", "origin", "kind", "priority", "correlation_id"}
+
+
+def public_admit(
+    agent_id: str,
+    body: dict[str, Any],
+    *,
+    admit: Callable[..., Any],
+    parse_origin: Callable[[str], Any],
+    default_kind: dict[str, str],
+    open_store: Callable[[str], Any],
+) -> Any:
+    """The public-ingress policy, then the project's admission function."""
+    forbidden = sorted(k for k in body if k.startswith(("trust", "authority")))
+    if forbidden:
+        raise HttpError(
+            403,
+            "forbidden_field",
+            f"public ingress may not set {', '.join(forbidden)}",
+            "trust and authority are derived from the origin",
+        )
+    unknown = sorted(set(body) - PUBLIC_KEYS)
+    if unknown:
+        raise HttpError(400, "invalid_body", f"unknown field(s): {', '.join(unknown)}", "")
+    origin = body.get("origin")
+    if not isinstance(origin, str) or ":" not in origin:
+        raise HttpError(
+            403,
+            "forbidden_origin",
+            "public ingress needs an origin `channel:<id>` or `webhook:<source>`",
+            "operator prompts go to POST /control/agents/{id}/prompt with a token",
+        )
+    okind = origin.split(":", 1)[0]
+    if okind not in PUBLIC_ORIGINS:
+        raise HttpError(
+            403,
+            "forbidden_origin",
+            f"origin {okind!r} is not admitted on public ingress",
+            "use `channel:<id>` or `webhook:<source>`",
+        )
+    parse_origin(origin)  # a malformed one is a 400 (UsageError)
+    priority = body.get("priority", "normal")
+    if priority == "interject":
+        raise HttpError(
+            403, "forbidden_priority", "public ingress may not interject", "use next or normal"
+        )
+    kind = body.get("kind")
+    if kind is not None and kind != default_kind[okind]:
+        raise HttpError(
+            403,
+            "forbidden_kind",
+            f"kind {kind!r} does not match origin {okind!r}",
+            f"omit kind or use {default_kind[okind]!r}",
+        )
+    has_text, has_json = "text" in body, "json" in body
+    if has_text == has_json:
+        raise HttpError(400, "invalid_body", "send exactly one of `text` or `json`", "")
+    if has_text and not isinstance(body["text"], str):
+        raise HttpError(400, "invalid_body", "`text` must be a string", "")
+    text = body["text"] if has_text else json.dumps(body["json"])
+    correlation = body.get("correlation_id")
+    if correlation is not None and not isinstance(correlation, str):
+        raise HttpError(400, "invalid_body", "`correlation_id` must be a string", "")
+    store = open_store(agent_id)
+    return admit(
+        text,
+        store=store,
+        json_body=has_json,
+        kind=default_kind[okind],
+        origin=origin,
+        priority=priority if isinstance(priority, str) else "?",
+        correlation_id=correlation,
+        delivery_surface=PUBLIC_ORIGINS[okind],
+        admission_context="public_unauthenticated",
+    )

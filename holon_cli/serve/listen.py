@@ -1,0 +1,55 @@
+"""Listen addresses of ``holon serve``: parsing ``HOST:PORT``, loopback checks,
+and binding the TCP socket before the server starts (so a busy port is a clear
+error, and the bound port is known when port 0 was asked for).
+
+Imports nothing heavy: ``holon serve`` and ``holon daemon`` check their
+``--listen`` value with it before loading starlette or uvicorn.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+from holon_cli.errors import RejectedError, UsageError
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6). Raises UsageError."""
+    hint = "use HOST:PORT, e.g. 127.0.0.1:7878 (port 0 picks a free port)"
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"invalid listen address {value!r}", hint=hint)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def format_addr(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def bind_tcp(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise RejectedError(
+            f"cannot listen on {format_addr(host, port)}: {exc.strerror or exc}",
+            hint="pick another --listen address, or stop what is using it (`holon daemon status`)",
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
