@@ -9,7 +9,8 @@ Generated from ``holon_cli.cli.cli`` (every registered command):
 - ``man/holon.1``: the roff manual page;
 - ``completions/holon.bash``, ``completions/_holon`` (zsh),
   ``completions/holon.fish``: static completion scripts from
-  ``holon_cli/cli/completion_gen.py`` (the same text ``holon completion`` prints);
+  ``holon_cli/cli/completion_gen.py`` over the spec of ``completion_tree.py``
+  (the same text ``holon completion`` prints);
 - the command reference in ``README.md`` between
   ``<!-- BEGIN COMMAND REFERENCE -->`` and ``<!-- END COMMAND REFERENCE -->``
   (appended at the end when the markers are missing);
@@ -420,8 +421,8 @@ def render_service_man(readme: str) -> str | None:
 
 
 def generate(root: Path) -> dict[Path, str]:
-    from holon_cli.cli.completion_gen import command_tree
     from holon_cli.cli.completion_gen import render as render_completion
+    from holon_cli.cli.completion_tree import command_tree
 
     docs = command_docs()
     out: dict[Path, str] = {root / "man" / "holon.1": render_man(docs)}

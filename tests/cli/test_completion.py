@@ -1,4 +1,5 @@
-"""Shell completion: the static scripts of holon_cli/cli/completion_gen.py.
+"""Shell completion: the static scripts of holon_cli/cli/completion_gen.py (over
+the spec of completion_tree.py).
 
 The committed completions/ are run in real shells: bash always (its function
 called with COMP_WORDS, and through readline on a pty), fish and zsh when they
@@ -22,14 +23,8 @@ from pathlib import Path
 import click
 import pytest
 
-from holon_cli.cli.completion_gen import (
-    EXTRA_CHOICES,
-    SHELLS,
-    CommandSpec,
-    command_tree,
-    render,
-    summary,
-)
+from holon_cli.cli.completion_gen import SHELLS, render
+from holon_cli.cli.completion_tree import EXTRA_CHOICES, CommandSpec, command_tree, summary
 from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
 
 REPO = Path(__file__).resolve().parents[2]
