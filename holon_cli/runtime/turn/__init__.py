@@ -2,9 +2,11 @@
 everything, settle.
 
 Modules: ``entry`` (``run_turn``, ``run_turns_all``), ``loop`` (``TurnRun``:
-the lifecycle as steps), ``journal`` (crash replay), ``recorder`` (events and
-transcript bound to the turn), ``closure`` (ClosureDecision), ``context``
-(recent conversation), ``result`` (``TurnResult``).
+the lifecycle as steps), ``model_round`` (a model round's records),
+``settle`` (the settlement and the terminal records), ``journal`` (crash
+replay), ``recorder`` (events and transcript bound to the turn), ``closure``
+(ClosureDecision), ``context`` (recent conversation), ``result``
+(``TurnResult``).
 
 Invariants:
 - one turn per agent at a time (the turn lock; a second caller gets exit 75);

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
-from holon_cli.providers.base import ConversationItem, ModelResponse, ProviderRequest, ToolCall
+from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.prompt import (
@@ -28,12 +28,12 @@ from holon_cli.runtime.prompt import (
     first_user_item,
     render_message,
 )
-from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.context import recent_conversation
 from holon_cli.runtime.turn.journal import Journal
+from holon_cli.runtime.turn.model_round import ModelRound, record_chain_failure, record_model_round
 from holon_cli.runtime.turn.recorder import TurnRecorder
 from holon_cli.runtime.turn.result import TurnResult, attempt_timeline
-from holon_cli.runtime.turn.settle import finish_agent_state, write_terminal
+from holon_cli.runtime.turn.settle import decide_settlement, finish_agent_state, write_terminal
 from holon_cli.runtime.workspace import WorkspaceBinding, workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
@@ -43,16 +43,11 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
-        AssistantRoundRecordedData,
         MessageProcessingStartedData,
-        ProviderRoundCompletedData,
-        RuntimeErrorData,
         ToolErrorEnvelope,
         ToolExecutedData,
         TurnContextBuiltData,
     )
-    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
-    from holon_cli.providers.chain import ChainResult
     from holon_cli.tools.catalog import ToolCatalog
 
 DEFAULT_MAX_ROUNDS = 50
@@ -64,12 +59,6 @@ _INTERRUPTED: ToolErrorEnvelope = {
     "retryable": True,
     "details": None,
 }
-
-
-def _usage_dict(usage: Any) -> dict[str, int]:
-    if usage is None:
-        return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    return dict(usage.to_dict())
 
 
 class TurnRun:
@@ -274,7 +263,7 @@ class TurnRun:
 
     # ----------------------------------------------------------- call model
 
-    def call_model(self, built: BuiltPrompt) -> _Round | None:
+    def call_model(self, built: BuiltPrompt) -> ModelRound | None:
         """One provider round over the model chain. A chain failure is recorded
         (event, transcript) and ends the loop: returns ``None``."""
         from holon_cli.providers.chain import ChainFailure, call_with_fallback
@@ -291,87 +280,31 @@ class TurnRun:
         try:
             chain = call_with_fallback(self.models, request, sleep=self.sleep, resolve=self.resolve)
         except ChainFailure as failure:
-            self._record_failure(failure, round((time.monotonic() - t0) * 1000, 3))
+            self.failed = True
+            self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
+                self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
+            )
             return None
-        return _Round(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
-
-    def _record_failure(self, failure: Any, provider_ms: float) -> None:
-        self.failed = True
-        artifact: dict[str, Any] = failure.failure_artifact()
-        self.result.failure_artifact = artifact
-        self.result.failure_kind = getattr(failure.last, "kind", None)
-        tl = failure.timeline
-        usage = failure.usage.to_dict() if failure.usage is not None else None
-        self.journal.record_failure(usage, list(tl.get("attempts", [])))
-        summary = artifact.get("summary", str(failure))
-        error_data: RuntimeErrorData = {
-            "error": summary,
-            "failure_kind": self.result.failure_kind,
-            "failure_artifact": artifact,
-            "provider_attempt_timeline": tl,
-            "token_usage": usage,
-            "provider_round_ms": provider_ms,
-        }
-        self.rec.event("runtime_error", error_data)
-        self.rec.transcript(
-            "runtime_failure",
-            text=summary,
-            failure_artifact=artifact,
-            provider_attempt_timeline=tl,
-            token_usage=usage,
-        )
+        return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
 
     # --------------------------------------------------------- record round
 
-    def record_round(self, rnd: _Round) -> None:
+    def record_round(self, rnd: ModelRound) -> None:
         """The model's answer becomes durable: events, transcript, journal (one
-        fsync batch). The agent's totals are updated once, at settle."""
-        resp = rnd.response
-        tl = rnd.chain.timeline
-        usage = _usage_dict(resp.usage)
-        self.journal.record_round(usage if resp.usage else None, list(tl.get("attempts", [])))
-        round_no = self.journal.rounds
-        calls = resp.tool_calls
-        round_data: ProviderRoundCompletedData = {
-            "round": round_no,
-            "token_usage": usage,
-            "context_build_ms": self.context_build_ms,
-            "provider_round_ms": rnd.provider_ms,
-            "provider_started_at": rnd.started_at,
-            "provider_completed_at": clock.now_iso(),
-            "provider_attempt_timeline": tl,
-            "stop_reason": resp.stop_reason,
-            "model_ref": tl.get("winning_model_ref"),
-        }
-        self.rec.event("provider_round_completed", round_data)
-        recorded: AssistantRoundRecordedData = {
-            "round": round_no,
-            "text_preview": resp.text[:280],
-            "tool_requests": [c.name for c in calls],
-        }
-        self.rec.event("assistant_round_recorded", recorded)
-        self.rec.transcript(
-            "assistant_round",
-            round=round_no,
-            text=resp.text,
-            tool_calls=[c.to_dict() for c in calls],
-            input_tokens=usage["input_tokens"],
-            output_tokens=usage["output_tokens"],
-            data={"token_usage": usage},
-            provider_attempt_timeline=tl,
-            stop_reason=resp.stop_reason,
-            model_ref=tl.get("winning_model_ref"),
+        fsync batch, before its tool calls start; the previous round's tool
+        results join it). The agent's totals are updated once, at settle."""
+        record_model_round(
+            self.rec,
+            self.journal,
+            rnd,
+            context_build_ms=self.context_build_ms,
             work_item_id=self.focus,
         )
-
-        self.journal.add_item(ConversationItem("assistant", resp.text, list(calls)))
-        # the round (and the previous round's tool results) durable together,
-        # before its tool calls start
         self.make_durable()
 
     # ------------------------------------------------------------ run tools
 
-    def run_tools(self, rnd: _Round, built: BuiltPrompt) -> None:
+    def run_tools(self, rnd: ModelRound, built: BuiltPrompt) -> None:
         """Execute the round's calls in order; each result is recorded as it
         lands. Reads only the calls' typed effects."""
         resp = rnd.response
@@ -462,7 +395,7 @@ class TurnRun:
 
     # ---------------------------------------------------------- decide stop
 
-    def decide_stop(self, rnd: _Round) -> bool:
+    def decide_stop(self, rnd: ModelRound) -> bool:
         """After a tool round: stop for a sleep request or the round limit;
         otherwise remind a model that has not touched its work item lately."""
         if self.sleep_req is not None:
@@ -495,7 +428,20 @@ class TurnRun:
         replaying = s is not None
         if s is None:
             self.make_durable()  # the last round's tool results first
-            s = self._decide_settlement()
+            s = decide_settlement(
+                self.store,
+                turn_id=self.turn_id,
+                turn_index=self.turn_index,
+                bound_work_item_id=self.bound_wi,
+                focus=self.focus,
+                final_text=self.final_text,
+                failed=self.failed,
+                failure_artifact=self.result.failure_artifact,
+                failure_kind=self.result.failure_kind,
+                sleep_req=self.sleep_req,
+                wrote_completion_brief=bool(self.completion_briefs),
+                turn_skills=self.turn_skills,
+            )
             self.journal.settle(s)
         self.result.closure = s["closure"]
         self.result.final_text = s["final_text"]
@@ -529,75 +475,3 @@ class TurnRun:
         slept = s.get("sleep")
         after_turn(self.store, sleep_ms=slept["duration_ms"] if slept else None)
         return self.result
-
-    def _decide_settlement(self) -> TurnSettlement:
-        wi.refresh_all(self.store)
-        # runtime facts of blocking waits come from the task plane; none is known
-        # at this layer yet. How the turn ended decides the continuation hold.
-        wi.turn_end_commit(
-            self.store,
-            self.bound_wi,
-            {
-                "turn_status": "aborted" if self.failed else "completed",
-                "failure_kind": self.result.failure_kind,
-                "turn_id": self.turn_id,
-            },
-        )
-        sleep: SleepRequestDict | None = (
-            {"duration_ms": self.sleep_req.duration_ms, "reason": self.sleep_req.reason}
-            if self.sleep_req is not None
-            else None
-        )
-        closure = derive_closure(self.store, failed=self.failed, sleep_req=sleep)
-        brief: BriefPlan | None = None
-        if self.failed:
-            fa = self.result.failure_artifact or {}
-            brief = {
-                "kind": "failure",
-                "text": f"Turn failed: {fa.get('summary', 'provider failure')}",
-                "visibility": "turn_result",
-                "work_item_id": self.bound_wi,
-            }
-        elif not self.completion_briefs:
-            # a final round that completed a work item already wrote its work_done
-            # brief with this same text; a turn_result brief would repeat it
-            brief = {
-                "kind": "result",
-                "text": self.final_text,
-                "visibility": "action_required"
-                if closure.get("waiting_reason") == "awaiting_operator_input"
-                else "turn_result",
-                "work_item_id": self.focus,
-            }
-        return {
-            "turn_id": self.turn_id,
-            "turn_index": self.turn_index,
-            "status": "aborted" if self.failed else "completed",
-            "closure": closure,
-            "final_text": self.final_text,
-            "brief": brief,
-            "failure_artifact": self.result.failure_artifact,
-            "failure_kind": self.result.failure_kind,
-            "sleep": sleep,
-            "turn_skills": {} if self.failed else self.turn_skills,
-        }
-
-
-class _Round:
-    """One successful provider round: the chain result and its timing."""
-
-    __slots__ = ("chain", "provider_ms", "response", "started_at")
-
-    def __init__(self, chain: ChainResult, started_at: str, provider_ms: float) -> None:
-        self.chain = chain
-        self.response: ModelResponse = chain.response
-        self.started_at = started_at
-        self.provider_ms = provider_ms
-
-    @property
-    def text(self) -> str:
-        return self.response.text
-
-    @property
-    def tool_calls(self) -> list[ToolCall]:
-        return list(self.response.tool_calls)

@@ -1,6 +1,8 @@
-"""Settling a turn: its terminal records (written exactly once per message,
-also when a replay finds a settlement saved before a kill) and the settled
-turn recorded on the agent (never over an operator's stop or pause)."""
+"""Settling a turn: deciding its ending once (closure, brief, final text:
+the settlement saved in the journal), its terminal records (written exactly
+once per message, also when a replay finds a settlement saved before a kill)
+and the settled turn recorded on the agent (never over an operator's stop or
+pause)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.briefs import write_brief
+from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.recorder import TurnRecorder
 from holon_cli.store.agent_store import AgentStore
@@ -19,7 +23,76 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
-    from holon_cli.model.turn import TurnSettlement
+    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
+    from holon_cli.tools.base import SleepRequest
+
+
+def decide_settlement(
+    store: AgentStore,
+    *,
+    turn_id: str,
+    turn_index: int,
+    bound_work_item_id: str | None,
+    focus: str | None,
+    final_text: str,
+    failed: bool,
+    failure_artifact: dict[str, Any] | None,
+    failure_kind: str | None,
+    sleep_req: SleepRequest | None,
+    wrote_completion_brief: bool,
+    turn_skills: dict[str, dict[str, Any]],
+) -> TurnSettlement:
+    """How the turn ends: the work plane's turn-end commit, the closure, and
+    the brief to write (none when the final round completed a work item: its
+    ``work_done`` brief already carries this text)."""
+    wi.refresh_all(store)
+    # runtime facts of blocking waits come from the task plane; none is known
+    # at this layer yet. How the turn ended decides the continuation hold.
+    wi.turn_end_commit(
+        store,
+        bound_work_item_id,
+        {
+            "turn_status": "aborted" if failed else "completed",
+            "failure_kind": failure_kind,
+            "turn_id": turn_id,
+        },
+    )
+    sleep: SleepRequestDict | None = (
+        {"duration_ms": sleep_req.duration_ms, "reason": sleep_req.reason}
+        if sleep_req is not None
+        else None
+    )
+    closure = derive_closure(store, failed=failed, sleep_req=sleep)
+    brief: BriefPlan | None = None
+    if failed:
+        fa = failure_artifact or {}
+        brief = {
+            "kind": "failure",
+            "text": f"Turn failed: {fa.get('summary', 'provider failure')}",
+            "visibility": "turn_result",
+            "work_item_id": bound_work_item_id,
+        }
+    elif not wrote_completion_brief:
+        brief = {
+            "kind": "result",
+            "text": final_text,
+            "visibility": "action_required"
+            if closure.get("waiting_reason") == "awaiting_operator_input"
+            else "turn_result",
+            "work_item_id": focus,
+        }
+    return {
+        "turn_id": turn_id,
+        "turn_index": turn_index,
+        "status": "aborted" if failed else "completed",
+        "closure": closure,
+        "final_text": final_text,
+        "brief": brief,
+        "failure_artifact": failure_artifact,
+        "failure_kind": failure_kind,
+        "sleep": sleep,
+        "turn_skills": {} if failed else turn_skills,
+    }
 
 
 def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
