@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from holon_cli.cli import output
+
+if TYPE_CHECKING:
+    from holon_cli.model.task import TaskSnapshot
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -27,7 +30,7 @@ def _store(agent_id: str | None) -> Any:
     return store
 
 
-def _rows(snap: dict[str, Any]) -> list[tuple[str, Any]]:
+def _rows(snap: TaskSnapshot) -> list[tuple[str, Any]]:
     cmd = snap.get("command") or {}
     rows: list[tuple[str, Any]] = [
         ("task", snap["task_id"]),

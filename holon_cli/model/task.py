@@ -5,7 +5,7 @@ copies are appended to ``.holon/ledger/tasks.jsonl``. A terminal status is
 never replaced by a non-terminal one (:func:`merge_status`).
 """
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 TASK_RECORD_VERSION = 1
 TASK_KIND = "command_task"
@@ -15,6 +15,8 @@ ACTIVE = frozenset({"starting", "running"})
 
 
 class CommandSpec(TypedDict, total=False):
+    """What was run, as the record and the snapshot carry it (``command``)."""
+
     cmd: str
     cmd_digest: str
     workdir: str
@@ -26,27 +28,211 @@ class CommandSpec(TypedDict, total=False):
     terminal_reentry: bool
 
 
+class ProcessIdentity(TypedDict):
+    """A process as liveness checks see it: pid *and* start time (clock ticks
+    since boot, ``None`` without ``/proc``), never pid alone."""
+
+    pid: int
+    start_time: int | None
+
+
+class TaskProcess(ProcessIdentity, total=False):
+    """The supervised command: its identity, process group and env marker."""
+
+    pgid: int | None
+    marker: str
+
+
+class TaskRecovery(TypedDict):
+    """What a recovery pass needs to describe a lost task."""
+
+    kind: str
+    summary: str
+    spec: CommandSpec
+    trust: str
+
+
 class TaskRecord(TypedDict, total=False):
+    """``.holon/tasks/<id>/task.json``: the task's record, rewritten under its
+    directory's lock. Foreground calls (``promoted: false``) have one too."""
+
     v: int
     id: str
     agent_id: str
     kind: str
     status: str
     promoted: bool
+    promoted_at: str
     created_at: str
     updated_at: str
+    started_at: str
     finished_at: str | None
     parent_message_id: str | None
     turn_id: str | None
     summary: str
     command: CommandSpec
+    recovery: TaskRecovery
+    owner: ProcessIdentity | None  # a foreground call's caller (None once promoted)
+    launcher: ProcessIdentity  # who launched it: "starting" is not lost while it lives
+    supervisor: ProcessIdentity | None
+    process: TaskProcess
+    exit_status: int | None
+    signal: str | None
+    stop_reason: str | None
+    timed_out: bool
+    background_killed: bool
+    output_bytes: int
+    output_capped: bool
+    output_summary: str
+    error: str | None
+    errno: int | None
+    status_before_restart: str | None
+    result_message_id: str | None
+    result_deferred: str  # the agent was stopped: a recovery pass delivers it later
+    result_undeliverable: str
+
+
+class TaskLedgerRecord(TypedDict, total=False):
+    """One line of ``.holon/ledger/tasks.jsonl``: a copy of the record's public
+    fields when the task is promoted and when it ends."""
+
+    v: int
+    at: str
+    id: str
+    agent_id: str
+    kind: str
+    status: str
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+    parent_message_id: str | None
+    summary: str
+    command: CommandSpec
+    recovery: TaskRecovery
     exit_status: int | None
     signal: str | None
     stop_reason: str | None
     error: str | None
     output_bytes: int
     status_before_restart: str | None
-    result_message_id: str | None
+
+
+class TaskHandle(TypedDict):
+    """The ``TaskHandle`` receipt of a promoted (or reused) command."""
+
+    task_id: str
+    task_kind: str
+    status: str
+
+
+class TaskCommandView(TypedDict):
+    """The snapshot's ``command``: every field present, ``None`` when unknown."""
+
+    cmd: str | None
+    cmd_digest: str | None
+    workdir: str | None
+    shell: str | None
+    login: bool | None
+    tty: bool | None
+    output_path: str | None
+    terminal_reentry: bool | None
+
+
+class TaskSnapshot(TypedDict):
+    """The compact ``TaskStatus.task`` lifecycle snapshot (no output bytes):
+    ``TaskStatus``, ``TaskList``, ``holon task status|list --json``."""
+
+    task_id: str
+    kind: str
+    status: str
+    summary: str
+    cmd_preview: str
+    agent_id: str | None
+    created_at: str | None
+    updated_at: str | None
+    finished_at: str | None
+    exit_status: int | None
+    signal: str | None
+    stop_reason: str | None
+    error: str | None
+    status_before_restart: str | None
+    parent_message_id: str | None
+    accepts_input: bool
+    input_target: str | None
+    command: TaskCommandView
+
+
+class TaskFailure(TypedDict):
+    """The ``failure_artifact`` of a task that failed, was cancelled or interrupted."""
+
+    category: str  # "task"
+    task_id: str
+    exit_status: int | None
+    reason: str | None
+
+
+class TaskOutputView(TypedDict):
+    """``TaskOutputResult.task``: the snapshot's identity plus bounded output."""
+
+    task_id: str
+    kind: str
+    status: str
+    summary: str
+    output_preview: str
+    output_truncated: bool
+    output_bytes: int
+    artifacts: list[dict[str, str]]
+    output_artifact: int | None
+    result_summary: str | None
+    exit_status: int | None
+    failure_artifact: TaskFailure | None
+    child_supervision: None
+
+
+class TaskOutputResult(TypedDict):
+    """``TaskOutput`` / ``holon task output --json``."""
+
+    retrieval_status: str  # success | not_ready | timeout
+    task: TaskOutputView
+
+
+class TaskInputResult(TypedDict):
+    """``TaskInput`` / ``holon task input``; a refusal is ``accepted_input: false``."""
+
+    task: TaskSnapshot
+    accepted_input: bool
+    input_target: str
+    bytes_written: int
+    summary_text: str
+
+
+class TaskStopResult(TypedDict):
+    """``TaskStop`` / ``holon task stop``."""
+
+    task: TaskSnapshot
+    stop_requested: bool
+    force_stop_requested: bool
+    summary_text: str
+
+
+class ActiveTask(TypedDict):
+    """A running task as the agent's status lists it."""
+
+    task_id: str
+    task_kind: str
+    status: str
+    summary: str
+
+
+class TaskResultMetadata(TypedDict):
+    """The ``metadata`` of the ONE ``task_result`` message a promoted task admits."""
+
+    task_id: str
+    task_status: str | None
+    exit_status: int | None
+    output_path: str
+    stop_reason: str | None
+    status_before_restart: str | None
 
 
 def is_terminal(status: str | None) -> bool:
@@ -79,7 +265,7 @@ def public_status(status: str | None) -> str:
     return "running" if status in (None, "starting") else str(status)
 
 
-def handle(rec: dict[str, Any]) -> dict[str, Any]:
+def handle(rec: TaskRecord) -> TaskHandle:
     """The ``TaskHandle`` receipt."""
     return {
         "task_id": rec["id"],

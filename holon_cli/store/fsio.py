@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +166,7 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
 
 
-def write_snapshot(path: Path, obj: dict[str, Any]) -> None:
+def write_snapshot(path: Path, obj: Mapping[str, Any]) -> None:
     """Replace a snapshot atomically. Compact JSON, one line: ``indent`` would
     switch json to its pure-Python encoder, three times slower on the queue
     snapshot a backlog makes large (``jq .`` shows it indented)."""

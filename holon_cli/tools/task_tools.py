@@ -9,6 +9,7 @@ normal result with ``accepted_input: false``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,8 @@ from holon_cli.tools.base import ToolContext, ToolError, ToolResult, field_doc, 
 MAX_BLOCK_MS = 600_000
 
 
-def _result(data: dict[str, Any]) -> ToolResult:
-    return ToolResult(True, json.dumps(data, ensure_ascii=False, default=str), data=data)
+def _result(data: Mapping[str, Any]) -> ToolResult:
+    return ToolResult(True, json.dumps(data, ensure_ascii=False, default=str), data=dict(data))
 
 
 def _store(ctx: ToolContext) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError
@@ -35,11 +35,24 @@ from holon_cli.runtime.tasks.records import (
 from holon_cli.runtime.tasks.recovery import reap_orphans, unsettled_tasks
 from holon_cli.store.agent_store import AgentStore
 
+if TYPE_CHECKING:
+    from holon_cli.model.task import (
+        ActiveTask,
+        CommandSpec,
+        TaskFailure,
+        TaskInputResult,
+        TaskOutputResult,
+        TaskProcess,
+        TaskRecord,
+        TaskSnapshot,
+        TaskStopResult,
+    )
+
 STOP_GRACE_S = 5.0
 OUTPUT_PREVIEW_CHARS = 8000
 
 
-def list_tasks(store: AgentStore, *, include_all: bool = False) -> list[dict[str, Any]]:
+def list_tasks(store: AgentStore, *, include_all: bool = False) -> list[TaskSnapshot]:
     out = []
     for _d, rec in iter_records(store):
         if not rec.get("promoted"):
@@ -49,7 +62,7 @@ def list_tasks(store: AgentStore, *, include_all: bool = False) -> list[dict[str
     return out
 
 
-def active_tasks(store: AgentStore) -> list[dict[str, Any]]:
+def active_tasks(store: AgentStore) -> list[ActiveTask]:
     return [
         {
             "task_id": s["task_id"],
@@ -62,9 +75,9 @@ def active_tasks(store: AgentStore) -> list[dict[str, Any]]:
     ]
 
 
-def snapshot(rec: dict[str, Any]) -> dict[str, Any]:
+def snapshot(rec: TaskRecord) -> TaskSnapshot:
     """The compact ``TaskStatus.task`` lifecycle snapshot (no output bytes)."""
-    cmd = dict(rec.get("command") or {})
+    cmd: CommandSpec = rec.get("command") or {}
     accepts = bool(cmd.get("accepts_input"))
     active = not tm.is_terminal(rec.get("status"))
     return {
@@ -86,31 +99,25 @@ def snapshot(rec: dict[str, Any]) -> dict[str, Any]:
         "accepts_input": accepts and active,
         "input_target": ("tty" if cmd.get("tty") else "stdin") if accepts and active else None,
         "command": {
-            k: cmd.get(k)
-            for k in (
-                "cmd",
-                "cmd_digest",
-                "workdir",
-                "shell",
-                "login",
-                "tty",
-                "output_path",
-                "terminal_reentry",
-            )
+            "cmd": cmd.get("cmd"),
+            "cmd_digest": cmd.get("cmd_digest"),
+            "workdir": cmd.get("workdir"),
+            "shell": cmd.get("shell"),
+            "login": cmd.get("login"),
+            "tty": cmd.get("tty"),
+            "output_path": cmd.get("output_path"),
+            "terminal_reentry": cmd.get("terminal_reentry"),
         },
     }
 
 
-def find_duplicate(store: AgentStore, digest: str) -> dict[str, Any] | None:
+def find_duplicate(store: AgentStore, digest: str) -> TaskRecord | None:
     for _d, rec in iter_records(store):
         if (
             rec.get("promoted")
             and not tm.is_terminal(rec.get("status"))
             and (rec.get("command") or {}).get("cmd_digest") == digest
-            and procs.same_process_alive(
-                (rec.get("supervisor") or {}).get("pid"),
-                (rec.get("supervisor") or {}).get("start_time"),
-            )
+            and procs.identity_alive(rec.get("supervisor"))
         ):
             return rec
     return None
@@ -118,7 +125,7 @@ def find_duplicate(store: AgentStore, digest: str) -> dict[str, Any] | None:
 
 def task_output(
     store: AgentStore, task_id: str, *, block: bool = False, timeout_ms: int = 30_000
-) -> dict[str, Any]:
+) -> TaskOutputResult:
     """``TaskOutputResult {retrieval_status, task}`` (readiness rules of the spec)."""
     rec = read_task(store, task_id)
     if block and not tm.is_terminal(rec.get("status")):
@@ -140,7 +147,7 @@ def task_output(
         retrieval = "not_ready"
     artifacts = [{"kind": "output", "path": str(out)}] if file_backed else []
     status = rec.get("status")
-    failure = None
+    failure: TaskFailure | None = None
     if status in ("failed", "cancelled", "interrupted"):
         failure = {
             "category": "task",
@@ -173,14 +180,14 @@ def task_output(
     }
 
 
-def task_input(store: AgentStore, task_id: str, data: str) -> dict[str, Any]:
+def task_input(store: AgentStore, task_id: str, data: str) -> TaskInputResult:
     """``TaskInputResult``; a refusal is ``accepted_input: false``, not an error."""
     rec = read_task(store, task_id)
     snap = snapshot(rec)
     cmd = rec.get("command") or {}
     target = "tty" if cmd.get("tty") else "stdin"
 
-    def refused(why: str) -> dict[str, Any]:
+    def refused(why: str) -> TaskInputResult:
         return {
             "task": snap,
             "accepted_input": False,
@@ -224,7 +231,7 @@ def task_input(store: AgentStore, task_id: str, data: str) -> dict[str, Any]:
 
 def task_stop(
     store: AgentStore, task_id: str, *, wait_s: float = STOP_GRACE_S + 3
-) -> dict[str, Any]:
+) -> TaskStopResult:
     """Stop a task's whole tree (TERM, KILL after 5 s). A finished task: nothing to do."""
     rec = read_task(store, task_id)
     if tm.is_terminal(rec.get("status")):
@@ -235,9 +242,9 @@ def task_stop(
             "summary_text": f"task {task_id} already {rec.get('status')}; nothing to stop",
         }
     d = task_dir(store, task_id)
-    sup = rec.get("supervisor") or {}
+    sup = rec.get("supervisor")
     start = time.monotonic()
-    if procs.same_process_alive(sup.get("pid"), sup.get("start_time")):
+    if sup is not None and procs.identity_alive(sup):
         try:
             os.kill(int(sup["pid"]), signal.SIGTERM)
         except ProcessLookupError:
@@ -250,7 +257,7 @@ def task_stop(
             time.sleep(0.05)
     if not tm.is_terminal(rec.get("status")):
         # no supervisor (or it did not answer): stop the tree ourselves
-        p = rec.get("process") or {}
+        p: TaskProcess | dict[str, Any] = rec.get("process") or {}
         procs.stop_tree(
             p.get("pgid"),
             p.get("marker") or task_id,
@@ -258,7 +265,7 @@ def task_stop(
             since=p.get("start_time"),
         )
 
-        def cancelled(r: dict[str, Any]) -> None:
+        def cancelled(r: TaskRecord) -> None:
             r["status"] = tm.merge_status(r.get("status"), "cancelled")
             r["stop_reason"] = r.get("stop_reason") or "stop_requested"
             r["finished_at"] = r.get("finished_at") or clock.now_iso()
@@ -275,7 +282,7 @@ def task_stop(
     }
 
 
-def require_active_input(result: dict[str, Any]) -> dict[str, Any]:
+def require_active_input(result: TaskInputResult) -> TaskInputResult:
     """CLI helper: a refused input is exit 4."""
     if not result["accepted_input"]:
         raise RejectedError(
@@ -288,7 +295,7 @@ def require_active_input(result: dict[str, Any]) -> dict[str, Any]:
 
 def follow_output(
     store: AgentStore, task_id: str, write: Any, *, poll_s: float = 0.1
-) -> dict[str, Any]:
+) -> TaskRecord:
     """Stream ``output.log`` to ``write(bytes)`` until the task is terminal and
     everything it wrote has been passed on. Returns the final record."""
     rec = read_task(store, task_id)
@@ -325,7 +332,7 @@ def stop_unsettled(store: AgentStore) -> list[str]:
     return stopped
 
 
-def _result_settled(rec: dict[str, Any]) -> bool:
+def _result_settled(rec: TaskRecord) -> bool:
     """The supervisor is done with the task's ``task_result``: admitted, or
     undeliverable, or deferred until a stopped agent is started again."""
     return (

@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
@@ -43,6 +43,9 @@ from holon_cli.runtime.tasks.records import (
 )
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
+
+if TYPE_CHECKING:
+    from holon_cli.model.task import CommandSpec, TaskRecord, TaskSnapshot
 
 DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024 * 1024
 
@@ -139,7 +142,7 @@ def launch(
     procs.put_record(d / "spec.json", spec, durable=detached)
     if accepts_input:
         os.mkfifo(d / "stdin.fifo", 0o600)  # before the record says running
-    command: dict[str, Any] = {
+    command: CommandSpec = {
         "cmd": cmd,
         "cmd_digest": digest,
         "workdir": str(cwd),
@@ -150,7 +153,7 @@ def launch(
         "output_path": str(d / "output.log"),
         "terminal_reentry": True,
     }
-    rec: dict[str, Any] = {
+    rec: TaskRecord = {
         "v": tm.TASK_RECORD_VERSION,
         "id": tid,
         "agent_id": store.agent_id,
@@ -205,20 +208,24 @@ def launch(
     finally:
         os.close(log)
     ident = procs.process_identity(sup.pid)
-    update_task(d, lambda x: x.update(supervisor=ident))
-    _ledger(store).append(_ledger_record(read_snapshot(d / "task.json") or rec))
+    update_task(d, lambda x: x.update({"supervisor": ident}))
+    _ledger(store).append(_ledger_record(_record_at(d) or rec))
     return Launched(tid, d, sup, None)
 
 
 def _start_failed(d: Path, now: str, exc: OSError) -> NoReturn:
     why = f"could not start the supervisor: {exc}"
-    update_task(d, lambda x: x.update(status="failed", error=why, finished_at=now))
+    update_task(d, lambda x: x.update({"status": "failed", "error": why, "finished_at": now}))
     raise HolonError(
         why, hint="check the process limits (ulimit -u) and that Python is still installed"
     ) from None
 
 
-def wait_foreground(launched: Launched, timeout_s: float) -> dict[str, Any] | None:
+def _record_at(d: Path) -> TaskRecord | None:
+    return cast("TaskRecord | None", read_snapshot(d / "task.json"))
+
+
+def wait_foreground(launched: Launched, timeout_s: float) -> TaskRecord | None:
     """Wait for the supervisor to finish; the final record, or None at the timeout."""
     try:
         if not launched.wait_exit(timeout_s):
@@ -228,14 +235,14 @@ def wait_foreground(launched: Launched, timeout_s: float) -> dict[str, Any] | No
         launched.abandon(5.0)
         raise
     launched.close_control()
-    return read_snapshot(launched.dir / "task.json")
+    return _record_at(launched.dir)
 
 
-def promote(store: AgentStore, launched: Launched) -> dict[str, Any] | None:
+def promote(store: AgentStore, launched: Launched) -> TaskRecord | None:
     """Turn a running foreground call into a task. None when it finished first."""
-    promoted: dict[str, Any] | None = None
+    promoted: TaskRecord | None = None
     with procs.flocked(launched.dir / "lock"):
-        rec = read_snapshot(launched.dir / "task.json") or {}
+        rec: TaskRecord = _record_at(launched.dir) or {}
         if not tm.is_terminal(rec.get("status")):
             rec["promoted"] = True
             rec["owner"] = None
@@ -280,7 +287,7 @@ def run_task(
     tty: bool = False,
     config: Any = None,
     wait_start_s: float = 3.0,
-) -> dict[str, Any]:
+) -> TaskSnapshot:
     """``holon task run``: start ``cmd`` (``/bin/bash -c``) as a detached task.
     Returns the snapshot once the supervisor has started it (or recorded why
     it could not)."""

@@ -27,7 +27,10 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from holon_cli.model.task import ProcessIdentity, TaskProcess
 
 MARKER_VAR = "HOLON_EXEC_MARKER"
 _SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
@@ -103,8 +106,13 @@ def same_process_alive(pid: int | None, start_time: int | None) -> bool:
     return start_time is None or now == int(start_time)
 
 
-def process_identity(pid: int) -> dict[str, Any]:
+def process_identity(pid: int) -> ProcessIdentity:
     return {"pid": pid, "start_time": proc_start_time(pid)}
+
+
+def identity_alive(ident: ProcessIdentity | TaskProcess | None) -> bool:
+    """:func:`same_process_alive` for a recorded identity (None: not alive)."""
+    return ident is not None and same_process_alive(ident.get("pid"), ident.get("start_time"))
 
 
 # ----------------------------------------------------------- child set-up
@@ -329,7 +337,7 @@ def flocked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def put_record(path: Path, obj: dict[str, Any], *, durable: bool) -> None:
+def put_record(path: Path, obj: Mapping[str, Any], *, durable: bool) -> None:
     """Replace a task file atomically; fsync'd only when ``durable``.
 
     A foreground call's files need no fsync: they only matter while the

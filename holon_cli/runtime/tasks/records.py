@@ -19,8 +19,9 @@ Invariants:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, NotFoundError
@@ -30,6 +31,9 @@ from holon_cli.runtime.tasks.output import bound_output
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import AgentLayout
+
+if TYPE_CHECKING:
+    from holon_cli.model.task import TaskLedgerRecord, TaskRecord, TaskResultMetadata
 
 RESULT_PREVIEW_CHARS = 4000
 
@@ -50,14 +54,18 @@ def task_dir(store: AgentStore, task_id: str) -> Path:
     return tasks_root(store) / task_id
 
 
-def _read(d: Path) -> dict[str, Any] | None:
+def _snapshot(path: Path) -> TaskRecord | None:
+    return cast("TaskRecord | None", read_snapshot(path))
+
+
+def _read(d: Path) -> TaskRecord | None:
     try:
-        return read_snapshot(d / "task.json")
+        return _snapshot(d / "task.json")
     except HolonError:
         return None
 
 
-def read_task(store: AgentStore, task_id: str) -> dict[str, Any]:
+def read_task(store: AgentStore, task_id: str) -> TaskRecord:
     d = task_dir(store, task_id)
     rec = _read(d)
     if rec is None or not rec.get("promoted"):
@@ -68,16 +76,18 @@ def read_task(store: AgentStore, task_id: str) -> dict[str, Any]:
     return rec
 
 
-def update_task(d: Path, fn: Any) -> dict[str, Any]:
+def update_task(d: Path, fn: Callable[[TaskRecord], object]) -> TaskRecord:
+    """Read, change (``fn`` edits the record in place) and rewrite ``task.json``
+    under the task's lock; durable once the task is promoted."""
     with procs.flocked(d / "lock"):
-        rec = read_snapshot(d / "task.json") or {}
+        rec: TaskRecord = _snapshot(d / "task.json") or {}
         fn(rec)
         rec["updated_at"] = clock.now_iso()
         procs.put_record(d / "task.json", rec, durable=bool(rec.get("promoted")))
         return rec
 
 
-def iter_records(store: AgentStore) -> list[tuple[Path, dict[str, Any]]]:
+def iter_records(store: AgentStore) -> list[tuple[Path, TaskRecord]]:
     root = tasks_root(store)
     try:
         names = sorted(n for n in os.listdir(root) if n.startswith("task_"))
@@ -91,16 +101,16 @@ def iter_records(store: AgentStore) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
-def read_record_file(d: Path) -> dict[str, Any]:
+def read_record_file(d: Path) -> TaskRecord:
     """The raw record of a task directory (foreground calls included)."""
-    return read_snapshot(d / "task.json") or {}
+    return _snapshot(d / "task.json") or {}
 
 
 def _ledger(store: AgentStore) -> Any:
     return store.ledger("tasks")
 
 
-def _ledger_record(rec: dict[str, Any]) -> dict[str, Any]:
+def _ledger_record(rec: TaskRecord) -> TaskLedgerRecord:
     keep = (
         "id",
         "agent_id",
@@ -120,18 +130,18 @@ def _ledger_record(rec: dict[str, Any]) -> dict[str, Any]:
         "output_bytes",
         "status_before_restart",
     )
-    out = {k: rec.get(k) for k in keep if k in rec}
+    out = cast("TaskLedgerRecord", {k: rec.get(k) for k in keep if k in rec})
     out["v"] = tm.TASK_RECORD_VERSION
     out["at"] = clock.now_iso()
     return out
 
 
-def _store_for(d: Path, rec: dict[str, Any]) -> AgentStore:
+def _store_for(d: Path, rec: TaskRecord) -> AgentStore:
     home = d.parents[2]
     return AgentStore(AgentLayout(home, str(rec.get("agent_id") or home.name)))
 
 
-def result_text(d: Path, rec: dict[str, Any]) -> str:
+def result_text(d: Path, rec: TaskRecord) -> str:
     status = rec.get("status")
     head = f"Task {rec['id']} {status}"
     if rec.get("exit_status") is not None:
@@ -159,7 +169,7 @@ def result_text(d: Path, rec: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def report_terminal(d: Path, rec: dict[str, Any] | None = None) -> str | None:
+def report_terminal(d: Path, rec: TaskRecord | None = None) -> str | None:
     """Append the terminal record and admit the ONE ``task_result`` message.
 
     Idempotent: a second call finds ``result_message_id`` and does nothing.
@@ -167,7 +177,7 @@ def report_terminal(d: Path, rec: dict[str, Any] | None = None) -> str | None:
     from holon_cli.runtime.enqueue import admit
 
     with procs.flocked(d / "lock"):
-        cur = read_snapshot(d / "task.json") or {}
+        cur: TaskRecord = _snapshot(d / "task.json") or {}
         if (
             not cur.get("promoted")
             or not tm.is_terminal(cur.get("status"))
@@ -177,6 +187,14 @@ def report_terminal(d: Path, rec: dict[str, Any] | None = None) -> str | None:
             return None
         store = _store_for(d, cur)
         _ledger(store).append(_ledger_record(cur))
+        meta: TaskResultMetadata = {
+            "task_id": cur["id"],
+            "task_status": cur.get("status"),
+            "exit_status": cur.get("exit_status"),
+            "output_path": str(d / "output.log"),
+            "stop_reason": cur.get("stop_reason"),
+            "status_before_restart": cur.get("status_before_restart"),
+        }
         try:
             env = admit(
                 result_text(d, cur),
@@ -187,14 +205,7 @@ def report_terminal(d: Path, rec: dict[str, Any] | None = None) -> str | None:
                 causation_id=cur.get("parent_message_id"),
                 delivery_surface="task_rejoin",
                 admission_context="runtime_owned",
-                metadata={
-                    "task_id": cur["id"],
-                    "task_status": cur.get("status"),
-                    "exit_status": cur.get("exit_status"),
-                    "output_path": str(d / "output.log"),
-                    "stop_reason": cur.get("stop_reason"),
-                    "status_before_restart": cur.get("status_before_restart"),
-                },
+                metadata=dict(meta),
             )
             cur["result_message_id"] = env["id"]
         except HolonError as exc:

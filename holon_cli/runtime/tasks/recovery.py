@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
@@ -32,6 +32,9 @@ from holon_cli.runtime.tasks.records import (
     update_task,
 )
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.task import TaskProcess, TaskRecord
 
 DEFAULT_OUTPUTS_MAX_AGE_S = 7 * 86400
 DEFAULT_OUTPUTS_MAX_BYTES = 1024 * 1024 * 1024
@@ -57,9 +60,9 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
     now = time.time()
     for d, rec in iter_records(store):
         status = rec.get("status")
-        sup = rec.get("supervisor") or {}
-        sup_alive = procs.same_process_alive(sup.get("pid"), sup.get("start_time"))
-        owner = rec.get("owner") or {}
+        sup = rec.get("supervisor")
+        sup_alive = procs.identity_alive(sup)
+        owner = rec.get("owner")
         if not tm.is_terminal(status):
             if sup_alive:
                 continue
@@ -69,17 +72,15 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
                 except ValueError:
                     age = STARTING_GRACE_S
                 launcher = rec.get("launcher") or owner
-                if age < STARTING_GRACE_S and procs.same_process_alive(
-                    launcher.get("pid"), launcher.get("start_time")
-                ):
+                if age < STARTING_GRACE_S and procs.identity_alive(launcher):
                     continue  # being launched right now
-            p = rec.get("process") or {}
+            p: TaskProcess | dict[str, Any] = rec.get("process") or {}
             procs.stop_tree(
                 p.get("pgid"), p.get("marker") or rec["id"], grace_s=1.0, since=p.get("start_time")
             )
             if rec.get("promoted"):
 
-                def lost(r: dict[str, Any], prev: Any = status) -> None:
+                def lost(r: TaskRecord, prev: str | None = status) -> None:
                     if tm.is_terminal(r.get("status")):
                         return
                     r["status"] = "interrupted"
@@ -98,7 +99,7 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
             if not rec.get("result_message_id") and not rec.get("result_undeliverable"):
                 if not sup_alive and report_terminal(d):
                     reported.append(rec["id"])
-        elif not procs.same_process_alive(owner.get("pid"), owner.get("start_time")):
+        elif not procs.identity_alive(owner):
             _rmtree(d)  # a finished foreground call nobody collected
             reaped.append(rec["id"])
     if interrupted or reaped:
@@ -201,7 +202,7 @@ def tick_tasks(store: AgentStore, config: Any = None) -> list[dict[str, Any]]:
     return actions
 
 
-def unsettled_tasks(store: AgentStore) -> list[dict[str, Any]]:
+def unsettled_tasks(store: AgentStore) -> list[TaskRecord]:
     """Promoted tasks whose result has not been admitted yet (running, or
     ended a moment ago and still reporting)."""
     out = []

@@ -38,10 +38,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from holon_cli.runtime.tasks import handoff as handoff_state
 from holon_cli.runtime.tasks import procs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from holon_cli.model.task import TaskRecord
 
 READ_CHUNK = 65536
 INPUT_BUFFER = 1024 * 1024
@@ -107,21 +112,22 @@ class Supervisor:
         self.returncode = 0
 
     # -- record ----------------------------------------------------------
-    def update(self, fn: Any) -> dict[str, Any]:
-        from holon_cli.store.fsio import read_snapshot
-
+    def update(self, fn: Callable[[TaskRecord], object]) -> TaskRecord:
         with procs.flocked(self.dir / "lock"):
-            rec = read_snapshot(self.dir / "task.json") or {}
+            rec = self._read_unlocked()
             fn(rec)
             rec["updated_at"] = _now_iso()
             procs.put_record(self.dir / "task.json", rec, durable=bool(rec.get("promoted")))
             return rec
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> TaskRecord:
+        with procs.flocked(self.dir / "lock"):
+            return self._read_unlocked()
+
+    def _read_unlocked(self) -> TaskRecord:
         from holon_cli.store.fsio import read_snapshot
 
-        with procs.flocked(self.dir / "lock"):
-            return read_snapshot(self.dir / "task.json") or {}
+        return cast("TaskRecord", read_snapshot(self.dir / "task.json") or {})
 
     # -- output ----------------------------------------------------------
     def _write(self, data: bytes, stream_fd: int | None) -> None:
@@ -224,14 +230,16 @@ class Supervisor:
             err = f"{exc.strerror or exc} ({argv[0]}, cwd {spec['cwd']})"
             code = exc.errno
 
-            def failed(r: dict[str, Any]) -> None:
+            def failed(r: TaskRecord) -> None:
                 r.update(
-                    status="failed",
-                    error=err,
-                    errno=code,
-                    finished_at=_now_iso(),
-                    exit_status=None,
-                    supervisor=procs.process_identity(os.getpid()),
+                    {
+                        "status": "failed",
+                        "error": err,
+                        "errno": code,
+                        "finished_at": _now_iso(),
+                        "exit_status": None,
+                        "supervisor": procs.process_identity(os.getpid()),
+                    }
                 )
 
             rec = self.update(failed)
@@ -242,7 +250,7 @@ class Supervisor:
         self.start_ticks = ident["start_time"]
         me = procs.process_identity(os.getpid())
 
-        def running(r: dict[str, Any]) -> None:
+        def running(r: TaskRecord) -> None:
             if r.get("status") in ("starting", None):
                 r["status"] = "running"
             r["process"] = {**ident, "pgid": self.pgid, "marker": self.marker}
@@ -405,7 +413,7 @@ class Supervisor:
             except ValueError:
                 sig = f"signal {-rc}"
 
-        def done(r: dict[str, Any]) -> None:
+        def done(r: TaskRecord) -> None:
             from holon_cli.model.task import merge_status
 
             # under the record's lock, so a promotion cannot slip in between:
@@ -430,7 +438,7 @@ class Supervisor:
         rec = self.update(done)
         self.finish_reporting(rec)
 
-    def finish_reporting(self, rec: dict[str, Any]) -> None:
+    def finish_reporting(self, rec: TaskRecord) -> None:
         if not rec.get("promoted"):
             return
         if self.forked:
@@ -504,7 +512,7 @@ class Supervisor:
         self.request_stop("stop_requested", 5.0)
 
 
-def report(task_dir: Path, rec: dict[str, Any] | None = None) -> None:
+def report(task_dir: Path, rec: TaskRecord | None = None) -> None:
     """Report a promoted task's ONE result (loads site-packages first when
     this interpreter started with ``-S``: admission needs them)."""
     if sys.flags.no_site:

@@ -166,7 +166,7 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
         dup = tasks.find_duplicate(ctx.store, digest)
         if dup is not None:
             snap = tasks.snapshot(dup)
-            env = {
+            env: dict[str, Any] = {
                 "disposition": "already_running",
                 "task_handle": task_model.handle(dup),
                 "command": snap["command"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.model import task as task_model
 from holon_cli.runtime.tasks import plane as tasks
@@ -16,12 +16,15 @@ from holon_cli.tools.base import ToolContext, ToolError
 from holon_cli.tools.exec_command.budget import CHARS_PER_TOKEN
 from holon_cli.tools.exec_command.prepare import _Prepared
 
+if TYPE_CHECKING:
+    from holon_cli.model.task import TaskProcess, TaskRecord
 
-def _exit_fields(rec: dict[str, Any]) -> dict[str, Any]:
+
+def _exit_fields(rec: TaskRecord) -> dict[str, Any]:
     return {"exit_status": rec.get("exit_status"), "signal": rec.get("signal")}
 
 
-def _spawn_error(rec: dict[str, Any], p: _Prepared) -> ToolError:
+def _spawn_error(rec: TaskRecord, p: _Prepared) -> ToolError:
     return ToolError(
         "spawn_failed",
         f"could not start the command: {rec.get('error') or 'unknown error'}",
@@ -30,14 +33,14 @@ def _spawn_error(rec: dict[str, Any], p: _Prepared) -> ToolError:
     )
 
 
-def _check_finished(launched: tasks.Launched, rec: dict[str, Any], p: _Prepared) -> None:
+def _check_finished(launched: tasks.Launched, rec: TaskRecord, p: _Prepared) -> None:
     """Raise the tool error for a call that did not run to a recorded end."""
     if rec.get("status") == "failed" and rec.get("error"):
         tasks.discard_foreground(launched)
         raise _spawn_error(rec, p)
     if not task_model.is_terminal(rec.get("status")):
         # the supervisor died without recording an end (killed from outside)
-        proc = rec.get("process") or {}
+        proc: TaskProcess | dict[str, Any] = rec.get("process") or {}
         stop_tree(
             proc.get("pgid"),
             proc.get("marker") or launched.task_id,
@@ -59,7 +62,7 @@ def _check_finished(launched: tasks.Launched, rec: dict[str, Any], p: _Prepared)
 def _completed_envelope(
     ctx: ToolContext,
     launched: tasks.Launched,
-    rec: dict[str, Any],
+    rec: TaskRecord,
     p: _Prepared,
     duration_ms: int,
     *,
