@@ -271,3 +271,111 @@ AgentStateRepairedData = TypedDict(
     "AgentStateRepairedData",
     {"stale_run_id": str | None, "from": str, "to": str, "settled_turn_recorded": bool},
 )
+
+
+class TurnRoundLimitReachedData(TypedDict):
+    turn_id: NotRequired[str]
+    rounds: int
+    max_rounds: int
+
+
+class WorkItemStaleReminderData(TypedDict):
+    turn_id: NotRequired[str]
+    rounds_without_mutation: int
+
+
+# ----------------------------------------------------------- queue events
+
+
+class MessageAdmittedData(TypedDict):
+    queue_seq: int
+    kind: str | None
+    created_at: str | None
+
+
+class InboxMessageQuarantinedData(TypedDict):
+    file: str
+    path: str
+    reason: str
+
+
+class BriefRecordedData(TypedDict):
+    brief_id: str
+    kind: str
+    visibility: str
+    text_preview: str
+
+
+# ------------------------------------------------------- work plane events
+
+
+class WorkItemCreatedData(TypedDict):
+    objective: str
+    plan_status: str
+    todo_count: int
+    plan_path: str
+    plan_seeded: bool
+    source: str
+
+
+class WorkItemPickedData(TypedDict):
+    agent_id: str
+    previous_work_item_id: str | None
+    current_work_item_id: str
+    reason: str | None
+    previous_readiness: str | None
+    current_readiness: str
+    switch_kind: str
+    reason_required: bool
+    reason_missing: bool
+    source: str
+
+
+class WorkItemUpdatedData(TypedDict):
+    changed: list[str]
+    objective: str | None
+    plan_status: str
+    blocked_by: str | None
+    blocker_cleared: bool
+    recheck_at: str | None
+    todo_counts: dict[str, int] | None
+    focus_released: bool
+    source: str
+
+
+class WorkItemFocusReleasedData(TypedDict):
+    reason: str | None
+    source: str
+
+
+class WorkItemCompletedData(TypedDict):
+    objective: str
+    source: str
+    report_promoted: bool
+    delivery_summary_id: str | None
+    brief_id: str | None
+    completed_with_unfinished_todos: bool
+    unfinished_todo_count: int
+    pending_todo_count: int
+    in_progress_todo_count: int
+    focus_released: bool
+    warnings: list[str]
+
+
+# ------------------------------------------------- task and waiting events
+
+
+class TasksRecoveredData(TypedDict):
+    interrupted: list[str]
+    reported: list[str]
+    reaped_foreground: list[str]
+
+
+class TimerFiredData(TypedDict):
+    timer_id: str
+    fire_count: int
+    message_id: str | None
+    coalesced_into: str | None
+    missed_fires: int
+    next_fire_at: str | None
+    purpose: str

@@ -8,10 +8,13 @@ Contract). Both land in their own ledgers and as events.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import BriefRecordedData
 
 BRIEF_KINDS = ("ack", "result", "failure")
 VISIBILITIES = ("action_required", "work_done", "turn_result")
@@ -51,9 +54,15 @@ def write_brief(
         if v:
             rec[k] = v
     store.ledger("briefs").append(rec)
+    data: BriefRecordedData = {
+        "brief_id": rec["id"],
+        "kind": kind,
+        "visibility": visibility,
+        "text_preview": text[:280],
+    }
     store.emit(
         "brief_recorded",
-        {"brief_id": rec["id"], "kind": kind, "visibility": visibility, "text_preview": text[:280]},
+        data,
         work_item_id=work_item_id,
         message_id=related_message_id,
         turn_id=turn_id,

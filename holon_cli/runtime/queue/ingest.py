@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, UsageError
@@ -53,6 +53,9 @@ from holon_cli.runtime.queue.state import (
 )
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import fsync_dir
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import InboxMessageQuarantinedData, MessageAdmittedData
 
 
 def _body_file(store: AgentStore, message_id: str) -> Path:
@@ -151,9 +154,10 @@ def _with_envelope(store: AgentStore, entry: QueueEntry) -> QueueEntry:
 
 def _quarantine(store: AgentStore, path: Path, reason: str) -> None:
     dest = store.inbox.quarantine(path, reason)
+    data: InboxMessageQuarantinedData = {"file": path.name, "path": str(dest), "reason": reason}
     store.emit(
         "inbox_message_quarantined",
-        {"file": path.name, "path": str(dest), "reason": reason},
+        data,
     )
 
 
@@ -236,13 +240,14 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
             store.inbox.retain(path)
         moved = True
         changed = True
+        data: MessageAdmittedData = {
+            "queue_seq": rec["seq"],
+            "kind": env.get("kind"),
+            "created_at": env.get("created_at"),
+        }
         store.emit(
             "message_admitted",
-            {
-                "queue_seq": rec["seq"],
-                "kind": env.get("kind"),
-                "created_at": env.get("created_at"),
-            },
+            data,
             message=env,
         )
         admitted.append(envelope_head(env))

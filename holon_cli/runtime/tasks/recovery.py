@@ -34,6 +34,7 @@ from holon_cli.runtime.tasks.records import (
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.events import TasksRecoveredData
     from holon_cli.model.task import TaskProcess, TaskRecord
 
 DEFAULT_OUTPUTS_MAX_AGE_S = 7 * 86400
@@ -103,9 +104,14 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
             _rmtree(d)  # a finished foreground call nobody collected
             reaped.append(rec["id"])
     if interrupted or reaped:
+        data: TasksRecoveredData = {
+            "interrupted": interrupted,
+            "reported": reported,
+            "reaped_foreground": reaped,
+        }
         store.emit(
             "tasks_recovered",
-            {"interrupted": interrupted, "reported": reported, "reaped_foreground": reaped},
+            data,
         )
     return {"interrupted": interrupted, "reported": reported, "reaped_foreground": reaped}
 

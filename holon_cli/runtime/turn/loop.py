@@ -43,10 +43,13 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
+        MessageInterjectedData,
         MessageProcessingStartedData,
         ToolErrorEnvelope,
         ToolExecutedData,
         TurnContextBuiltData,
+        TurnRoundLimitReachedData,
+        WorkItemStaleReminderData,
     )
     from holon_cli.tools.catalog import ToolCatalog
 
@@ -391,7 +394,8 @@ class TurnRun:
             self.journal.add_interject(env["id"])
             self.journal.add_item(ConversationItem("user", render_message(env)))
             self.rec.message_entry(env, interject=True)
-            self.rec.event("message_interjected", {"into_message_id": self.mid}, message=env)
+            interjected: MessageInterjectedData = {"into_message_id": self.mid}
+            self.rec.event("message_interjected", interjected, message=env)
 
     # ---------------------------------------------------------- decide stop
 
@@ -403,18 +407,19 @@ class TurnRun:
             return True
         if self.journal.rounds >= self.max_rounds:
             self.final_text = rnd.response.text
-            self.rec.event(
-                "turn_round_limit_reached",
-                {"rounds": self.journal.rounds, "max_rounds": self.max_rounds},
-            )
+            limit: TurnRoundLimitReachedData = {
+                "rounds": self.journal.rounds,
+                "max_rounds": self.max_rounds,
+            }
+            self.rec.event("turn_round_limit_reached", limit)
             return True
         reminder = wi.stale_reminder(self.store, self.rounds_since_mutation)
         if reminder:
             self.journal.add_provider_only(ConversationItem("user", reminder))
-            self.rec.event(
-                "work_item_stale_reminder",
-                {"rounds_without_mutation": self.rounds_since_mutation},
-            )
+            stale: WorkItemStaleReminderData = {
+                "rounds_without_mutation": self.rounds_since_mutation
+            }
+            self.rec.event("work_item_stale_reminder", stale)
         return False
 
     # --------------------------------------------------------------- settle

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageError
@@ -45,6 +45,9 @@ from holon_cli.runtime.waiting.common import lock_file, queued_envelopes, source
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.locks import locked
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import TimerFiredData
 
 LEDGER = "timers"
 SNAPSHOT_VERSION = 1
@@ -333,17 +336,18 @@ def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, Any]
             if t.get("purpose") == "sleep":
                 action["purpose"] = "sleep"
             actions.append(action)
+            data: TimerFiredData = {
+                "timer_id": t["id"],
+                "fire_count": upd["fire_count"],
+                "message_id": message_id,
+                "coalesced_into": pending,
+                "missed_fires": missed,
+                "next_fire_at": upd["next_fire_at"],
+                "purpose": t.get("purpose") or "timer",
+            }
             store.emit(
                 "timer_fired",
-                {
-                    "timer_id": t["id"],
-                    "fire_count": upd["fire_count"],
-                    "message_id": message_id,
-                    "coalesced_into": pending,
-                    "missed_fires": missed,
-                    "next_fire_at": upd["next_fire_at"],
-                    "purpose": t.get("purpose") or "timer",
-                },
+                data,
                 work_item_id=t.get("work_item_id"),
             )
         _save(store, st)

@@ -17,7 +17,7 @@ CLI's words for ``source="operator"`` and the model's tool words otherwise
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import UsageError
@@ -49,6 +49,15 @@ from holon_cli.tools.workitem_hints import (
     Vocabulary,
     for_source,
 )
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import (
+        WorkItemCompletedData,
+        WorkItemCreatedData,
+        WorkItemFocusReleasedData,
+        WorkItemPickedData,
+        WorkItemUpdatedData,
+    )
 
 DEFAULT_RECHECK_AFTER_MS = 30 * 60 * 1000
 
@@ -104,16 +113,17 @@ def create_work_item(
         rec = append_item(store, idx, rec, "created")
         save(store, idx)
         current_id = state.get("current_work_item_id")
+    data: WorkItemCreatedData = {
+        "objective": objective,
+        "plan_status": status,
+        "todo_count": len(todos),
+        "plan_path": str(path),
+        "plan_seeded": bool(plan and plan.strip()),
+        "source": source,
+    }
     store.emit(
         "work_item_created",
-        {
-            "objective": objective,
-            "plan_status": status,
-            "todo_count": len(todos),
-            "plan_path": str(path),
-            "plan_seeded": bool(plan and plan.strip()),
-            "source": source,
-        },
+        data,
         work_item_id=wid,
         turn_id=turn_id,
     )
@@ -193,20 +203,21 @@ def pick_work_item(
                 "readiness": cur_readiness,
             }
         )
+    data: WorkItemPickedData = {
+        "agent_id": store.agent_id,
+        "previous_work_item_id": prev_id,
+        "current_work_item_id": wid,
+        "reason": reason,
+        "previous_readiness": prev_readiness,
+        "current_readiness": cur_readiness,
+        "switch_kind": switch_kind,
+        "reason_required": reason_required,
+        "reason_missing": reason_missing,
+        "source": source,
+    }
     store.emit(
         "work_item_picked",
-        {
-            "agent_id": store.agent_id,
-            "previous_work_item_id": prev_id,
-            "current_work_item_id": wid,
-            "reason": reason,
-            "previous_readiness": prev_readiness,
-            "current_readiness": cur_readiness,
-            "switch_kind": switch_kind,
-            "reason_required": reason_required,
-            "reason_missing": reason_missing,
-            "source": source,
-        },
+        data,
         work_item_id=wid,
         turn_id=turn_id,
     )
@@ -313,26 +324,28 @@ def update_work_item(
             focus_released = True
             current_id = None
         save(store, idx)
+    data: WorkItemUpdatedData = {
+        "changed": changed,
+        "objective": rec["objective"] if "objective" in changed else None,
+        "plan_status": rec["plan_status"],
+        "blocked_by": rec["blocked_by"],
+        "blocker_cleared": new_blocker is None,
+        "recheck_at": rec["recheck_at"],
+        "todo_counts": wm.todo_counts(rec["todo_list"]) if "todo_list" in changed else None,
+        "focus_released": focus_released,
+        "source": source,
+    }
     store.emit(
         "work_item_updated",
-        {
-            "changed": changed,
-            "objective": rec["objective"] if "objective" in changed else None,
-            "plan_status": rec["plan_status"],
-            "blocked_by": rec["blocked_by"],
-            "blocker_cleared": new_blocker is None,
-            "recheck_at": rec["recheck_at"],
-            "todo_counts": wm.todo_counts(rec["todo_list"]) if "todo_list" in changed else None,
-            "focus_released": focus_released,
-            "source": source,
-        },
+        data,
         work_item_id=wid,
         turn_id=turn_id,
     )
     if focus_released:
+        released: WorkItemFocusReleasedData = {"reason": release_reason, "source": source}
         store.emit(
             "work_item_focus_released",
-            {"reason": release_reason, "source": source},
+            released,
             work_item_id=wid,
             turn_id=turn_id,
         )
@@ -462,21 +475,22 @@ def complete_work_item(
         )
         brief_id = brief["id"]
     counts = wm.todo_counts(rec.get("todo_list") or [])
+    data: WorkItemCompletedData = {
+        "objective": rec["objective"],
+        "source": source,
+        "report_promoted": promote,
+        "delivery_summary_id": ds_rec["id"] if ds_rec else None,
+        "brief_id": brief_id,
+        "completed_with_unfinished_todos": unfinished is not None,
+        "unfinished_todo_count": counts["pending"] + counts["in_progress"],
+        "pending_todo_count": counts["pending"],
+        "in_progress_todo_count": counts["in_progress"],
+        "focus_released": focused,
+        "warnings": [w["kind"] for w in warnings],
+    }
     store.emit(
         "work_item_completed",
-        {
-            "objective": rec["objective"],
-            "source": source,
-            "report_promoted": promote,
-            "delivery_summary_id": ds_rec["id"] if ds_rec else None,
-            "brief_id": brief_id,
-            "completed_with_unfinished_todos": unfinished is not None,
-            "unfinished_todo_count": counts["pending"] + counts["in_progress"],
-            "pending_todo_count": counts["pending"],
-            "in_progress_todo_count": counts["in_progress"],
-            "focus_released": focused,
-            "warnings": [w["kind"] for w in warnings],
-        },
+        data,
         work_item_id=wid,
         turn_id=turn_id,
     )
