@@ -36,10 +36,27 @@ class ProcessIdentity(TypedDict):
     start_time: int | None
 
 
-class TaskProcess(ProcessIdentity, total=False):
+class TaskProcess(TypedDict, total=False):
     """The supervised command: its identity, process group and env marker."""
 
+    pid: int
+    start_time: int | None
     pgid: int | None
+    marker: str
+
+
+class TaskLaunchSpec(TypedDict):
+    """``.holon/tasks/<id>/spec.json``: what the supervisor starts, written
+    once before it starts."""
+
+    v: int
+    argv: list[str]
+    cwd: str
+    tty: bool
+    accepts_input: bool
+    mode: str  # "detached" | "foreground"
+    kill_after_ms: int | None
+    output_cap_bytes: int
     marker: str
 
 

@@ -257,7 +257,7 @@ def task_stop(
             time.sleep(0.05)
     if not tm.is_terminal(rec.get("status")):
         # no supervisor (or it did not answer): stop the tree ourselves
-        p: TaskProcess | dict[str, Any] = rec.get("process") or {}
+        p: TaskProcess = rec.get("process") or {}
         procs.stop_tree(
             p.get("pgid"),
             p.get("marker") or task_id,

@@ -45,7 +45,7 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 
 if TYPE_CHECKING:
-    from holon_cli.model.task import CommandSpec, TaskRecord, TaskSnapshot
+    from holon_cli.model.task import CommandSpec, TaskLaunchSpec, TaskRecord, TaskSnapshot
 
 DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024 * 1024
 
@@ -128,7 +128,7 @@ def launch(
     d.mkdir(parents=True, exist_ok=False)
     now = clock.now_iso()
     digest = tm.cmd_digest(cmd, str(cwd), shell, login, tty)
-    spec = {
+    spec: TaskLaunchSpec = {
         "v": 1,
         "argv": argv,
         "cwd": str(cwd),

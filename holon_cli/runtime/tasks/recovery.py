@@ -75,7 +75,7 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
                 launcher = rec.get("launcher") or owner
                 if age < STARTING_GRACE_S and procs.identity_alive(launcher):
                     continue  # being launched right now
-            p: TaskProcess | dict[str, Any] = rec.get("process") or {}
+            p: TaskProcess = rec.get("process") or {}
             procs.stop_tree(
                 p.get("pgid"), p.get("marker") or rec["id"], grace_s=1.0, since=p.get("start_time")
             )

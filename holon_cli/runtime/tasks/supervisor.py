@@ -46,7 +46,7 @@ from holon_cli.runtime.tasks import procs
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from holon_cli.model.task import TaskRecord
+    from holon_cli.model.task import TaskLaunchSpec, TaskRecord
 
 READ_CHUNK = 65536
 INPUT_BUFFER = 1024 * 1024
@@ -89,7 +89,7 @@ class Supervisor:
         self.env = dict(os.environ) if env is None else env
         self.forked = forked
         self.control = False
-        self.spec: dict[str, Any] = json.loads((task_dir / "spec.json").read_text())
+        self.spec: TaskLaunchSpec = json.loads((task_dir / "spec.json").read_text())
         self.cap = int(self.spec.get("output_cap_bytes") or 64 * 1024 * 1024)
         self.written = 0
         self.stop_reason: str | None = None

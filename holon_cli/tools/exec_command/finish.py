@@ -40,7 +40,7 @@ def _check_finished(launched: tasks.Launched, rec: TaskRecord, p: _Prepared) -> 
         raise _spawn_error(rec, p)
     if not task_model.is_terminal(rec.get("status")):
         # the supervisor died without recording an end (killed from outside)
-        proc: TaskProcess | dict[str, Any] = rec.get("process") or {}
+        proc: TaskProcess = rec.get("process") or {}
         stop_tree(
             proc.get("pgid"),
             proc.get("marker") or launched.task_id,
