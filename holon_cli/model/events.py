@@ -379,3 +379,12 @@ class TimerFiredData(TypedDict):
     missed_fires: int
     next_fire_at: str | None
     purpose: str
+
+
+class AgentCreatedData(TypedDict):
+    kind: str
+    visibility: str
+    ownership: str
+    profile_preset: str | None
+    template: dict[str, Any] | None
+    model_override: str | None

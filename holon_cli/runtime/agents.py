@@ -29,6 +29,7 @@ from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState, AgentStatus
+    from holon_cli.model.events import AgentCreatedData
 
 HOME_VERSION = 1
 
@@ -322,16 +323,17 @@ def create_agent(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     store = AgentStore(layout)
+    data: AgentCreatedData = {
+        "kind": kind,
+        "visibility": visibility,
+        "ownership": ownership,
+        "profile_preset": profile_preset,
+        "template": provenance,
+        "model_override": model,
+    }
     store.emit(
         "agent_created",
-        {
-            "kind": kind,
-            "visibility": visibility,
-            "ownership": ownership,
-            "profile_preset": profile_preset,
-            "template": provenance,
-            "model_override": model,
-        },
+        data,
     )
     return store
 
