@@ -14,6 +14,7 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.debug import debug_latency
 from holon_cli.runtime.enqueue import admit
+from holon_cli.runtime.tasks.procs import proc_start_time
 from holon_cli.runtime.turn import run_turn
 
 
@@ -197,6 +198,7 @@ def test_rm_stops_the_agents_running_tasks_first(script_runner: Any, holon_home:
     home = holon_home / "agents" / "rev"
     task_json = json.loads((home / ".holon" / "tasks" / tid / "task.json").read_text())
     pgid = int(task_json["process"]["pgid"])
+    supervisor = int(task_json["supervisor"]["pid"])
     assert _alive(pgid)
     holon(script_runner, "agent", "stop", "rev")
     res = holon(script_runner, "agent", "rm", "rev", "--force", "--json")
@@ -206,7 +208,10 @@ def test_rm_stops_the_agents_running_tasks_first(script_runner: Any, holon_home:
     while _alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(pgid)
-    time.sleep(0.3)  # nothing writes the home back afterwards
+    # nothing writes the home back afterwards: the supervisor, its last writer, is gone
+    while proc_start_time(supervisor) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc_start_time(supervisor) is None
     assert not home.exists() and agent_ids(holon_home) == []
 
 

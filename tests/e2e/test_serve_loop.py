@@ -153,14 +153,14 @@ def test_quiet_uvicorn_ticks_once_a_second_and_stops_at_once() -> None:
     srv.server.on_tick = counting
     srv.start()
     try:
-        time.sleep(1.5)
+        # uvicorn's own 0.1 s ticks would show as counters 1, 2, 3, 4 here
+        time.sleep(0.45)
     finally:
         t0 = time.monotonic()
         srv.stop()
         stopped_in = time.monotonic() - t0
     assert not srv.thread.is_alive()
-    # uvicorn's own loop ticks 10 times a second: ~15 here
-    assert 1 <= len(ticks) <= 4, ticks
+    assert 1 <= len(ticks) <= 2, ticks
     assert all(c % 10 == 0 for c in ticks)  # every tick refreshes the Date header
     assert stopped_in < 0.9, stopped_in  # woken, not waiting out the tick
 
@@ -223,7 +223,7 @@ def test_aborting_turns_are_backed_off_not_spun(
 
     monkeypatch.setattr(turn, "run_turn", failing_turn)
     monkeypatch.setattr(tick, "tick_agent", lambda store, **_kw: None)
-    monkeypatch.setattr(loop, "FAIL_BACKOFF_S", 0.3)
+    monkeypatch.setattr(loop, "FAIL_BACKOFF_S", 0.15)
     # a deadline due before the hold ends (a recheck, a timer): the agent
     # becomes runnable while held and must run when the hold ends
     monkeypatch.setattr(loop, "agent_deadline", lambda _aid: clock.now() + 0.1)
@@ -231,16 +231,16 @@ def test_aborting_turns_are_backed_off_not_spun(
     th = threading.Thread(target=sch.run, daemon=True)
     th.start()
     try:
-        time.sleep(1.6)
+        time.sleep(0.8)
     finally:
         t0 = time.monotonic()
         sch.stop()
         th.join(5)
     assert time.monotonic() - t0 < 1.0  # stop() wakes the main loop
-    # without the backoff: thousands of turns; with it: at 0, 0.3, 0.9 s (+0.6 doubling)
+    # without the backoff: thousands of turns; with it: at 0, 0.15, 0.45 s (+0.3 doubling)
     assert 2 <= len(calls) <= 4, len(calls)
     gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
-    assert all(g >= 0.25 for g in gaps), gaps
+    assert all(g >= 0.12 for g in gaps), gaps
     assert sch.stats.failures == len(calls)
     assert sch.stats.last_failure is not None
     assert "aborted" in sch.stats.last_failure["summary"]

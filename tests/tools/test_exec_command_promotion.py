@@ -47,6 +47,19 @@ def cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
 
 
+def wait_handed_off(store: AgentStore, tid: str, within: float = 10.0) -> None:
+    """Until the task's supervisor runs as the fresh interpreter and has read
+    its hand-off state."""
+    sup = tasks.read_task(store, tid)["supervisor"]["pid"]
+    handoff = tasks.task_dir(store, tid) / "handoff.json"
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if "holon_cli.runtime.tasks.supervisor" in cmdline(sup) and not handoff.exists():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"task {tid} was not handed off: {cmdline(sup)!r}")
+
+
 def promoted_id(r: ToolResult) -> str:
     assert r.ok, r.content
     assert r.data["disposition"] == "promoted_to_task", r.content
@@ -146,11 +159,12 @@ def test_input_output_cap_and_tty_survive_the_hand_off(call: Call, ctx: ToolCont
     capped = promoted_id(
         call(
             "ExecCommand",
-            cmd="head -c 100000 /dev/zero; sleep 0.5; yes",
+            cmd="head -c 100000 /dev/zero; sleep 0.45; yes",
             yield_time_ms=250,
         )
     )
-    time.sleep(0.5)  # let the hand-offs happen
+    wait_handed_off(ctx.store, reader)
+    wait_handed_off(ctx.store, term)
     assert tasks.task_input(ctx.store, reader, "one\n")["accepted_input"]
     assert tasks.task_input(ctx.store, term, "two\n")["accepted_input"]
     rec = wait_reported(ctx.store, reader)

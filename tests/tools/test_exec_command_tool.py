@@ -236,7 +236,7 @@ def test_env_budget_applies_to_exec(call: Call, monkeypatch: pytest.MonkeyPatch)
 
 def test_a_long_command_is_promoted_at_the_yield(call: Call, ctx: ToolContext) -> None:
     start = time.monotonic()
-    r = call("ExecCommand", cmd="echo started; sleep 30", yield_time_ms=1500)
+    r = call("ExecCommand", cmd="echo started; sleep 30", yield_time_ms=400)
     elapsed = time.monotonic() - start
     assert r.ok, r.content
     d = json.loads(r.content)
@@ -250,7 +250,7 @@ def test_a_long_command_is_promoted_at_the_yield(call: Call, ctx: ToolContext) -
     rec = tasks.read_task(ctx.store, h["task_id"])
     assert rec["promoted"] and rec["status"] == "running"
     # the same command again: the running task is reused
-    again = call("ExecCommand", cmd="echo started; sleep 30", yield_time_ms=1500)
+    again = call("ExecCommand", cmd="echo started; sleep 30", yield_time_ms=400)
     assert again.data["disposition"] == "already_running"
     assert again.data["task_handle"]["task_id"] == h["task_id"]
     assert again.data["command"]["cmd_digest"] == rec["command"]["cmd_digest"]
