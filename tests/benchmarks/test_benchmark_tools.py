@@ -33,7 +33,8 @@ def _load(name: str) -> ModuleType:
 def test_turn_benchmark_provider_keeps_alive_without_stalls() -> None:
     turn = _load("turn_overhead")
     srv = ThreadingHTTPServer(("127.0.0.1", 0), turn.Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    # shutdown() waits out a poll of serve_forever: the default is 0.5 s
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     times = []
     try:
         with socket.create_connection(("127.0.0.1", srv.server_address[1])) as s:

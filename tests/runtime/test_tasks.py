@@ -330,6 +330,18 @@ def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
     call("TaskStop", task_id=ptid)
 
 
+def test_a_stop_is_acted_on_at_once(store: AgentStore, tmp_path: Path) -> None:
+    """The stop signal wakes the supervisor's wait on the command; it used to
+    be noticed at the wait's next 0.5 s timeout (a TaskStop took ~0.5 s)."""
+    for _ in range(3):
+        tid = plane.run_task(store, "sleep 30", workdir=tmp_path)["task_id"]
+        t0 = time.monotonic()
+        stop = plane.task_stop(store, tid)
+        took = time.monotonic() - t0
+        assert stop["task"]["status"] == "cancelled", stop
+        assert took < 0.35, took
+
+
 def test_tick_prunes_old_outputs_and_recovers_tasks(store: AgentStore, tmp_path: Path) -> None:
     from holon_cli.runtime.tick import tick_agent
 

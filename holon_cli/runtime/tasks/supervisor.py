@@ -110,6 +110,9 @@ class Supervisor:
         self.streams: dict[int, int | None] = {}
         self.background_killed = False
         self.returncode = 0
+        # written to by request_stop so a stop signal wakes the loop's select
+        # (PEP 475 retries an interrupted select with its full timeout)
+        self._wake_w: int | None = None
 
     # -- record ----------------------------------------------------------
     def update(self, fn: Callable[[TaskRecord], object]) -> TaskRecord:
@@ -155,6 +158,11 @@ class Supervisor:
         if self.stop_reason is None:
             self.stop_reason = reason
             self.stop_grace = grace
+        if self._wake_w is not None:
+            try:
+                os.write(self._wake_w, b"\0")
+            except OSError:
+                pass  # full (a wake-up is already pending) or closed
 
     # -- run ---------------------------------------------------------------
     def spawn(self) -> bool:
@@ -281,6 +289,9 @@ class Supervisor:
                 sel.register(pidfd, selectors.EVENT_READ, "exit")
             except OSError:
                 pidfd = None
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_w = wake_w
+        sel.register(wake_r, selectors.EVENT_READ, "wake")
         kill_after = self.spec.get("kill_after_ms")
         deadline = time.monotonic() + kill_after / 1000 if kill_after else None
         while True:
@@ -321,6 +332,15 @@ class Supervisor:
                     self._forward_input(fifo)
                 elif what == "exit":
                     sel.unregister(fd)
+                elif what == "wake":
+                    try:
+                        os.read(fd, 512)
+                    except OSError:
+                        pass
+        self._wake_w = None
+        sel.unregister(wake_r)
+        os.close(wake_w)
+        os.close(wake_r)
         # the leader exited or a stop was requested: stop the rest of the tree
         grace = self.stop_grace if self.stop_reason else 0.2
         self.background_killed = procs.stop_tree(
