@@ -388,3 +388,61 @@ class AgentCreatedData(TypedDict):
     profile_preset: str | None
     template: dict[str, Any] | None
     model_override: str | None
+
+
+class PlanArtifactMissingData(TypedDict):
+    path: str
+    previous_hash: str | None
+
+
+class PlanArtifactChangedData(TypedDict):
+    path: str
+    hash: str | None
+    previous_hash: str | None
+    bytes: int
+    restored: bool
+
+
+class WorkItemRecheckDueData(TypedDict):
+    recheck_at: str | None
+    blocked_by: str | None
+
+
+class WorkItemTurnEndCommitData(TypedDict):
+    action: str
+    blocked_by: str
+    focus_released: bool
+
+
+class WorkItemContinuationHeldData(TypedDict):
+    reason: str
+    rev: int | None
+
+
+class WaitingIntentRecordedData(TypedDict):
+    waiting_intent_id: str
+    source: str | None
+    external_ref: str | None
+    turn_id: str | None
+
+
+class WaitingIntentCancelledData(TypedDict):
+    waiting_intent_id: str
+    reason: str
+
+
+class MessageSettledWithoutTurnData(TypedDict):
+    turn_id: NotRequired[str | None]
+    resolution: str
+    control: dict[str, Any] | None
+
+
+class TriggerProvisionedData(TypedDict):
+    external_trigger_id: str
+    delivery_mode: str
+
+
+class TriggerRotatedData(TypedDict):
+    external_trigger_id: str
+    token_generation: int
+    previous_status: str | None

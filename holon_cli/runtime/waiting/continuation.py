@@ -29,6 +29,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState, AgentStatus
     from holon_cli.model.envelope import QueueEntry
+    from holon_cli.model.events import MessageSettledWithoutTurnData
 
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
@@ -104,9 +105,14 @@ def before_turn(store: AgentStore, entry: QueueEntry, turn_id: str) -> Decision:
         timers.cancel_sleep_timers(store, keep=timers.timer_of(env))
         return Decision(True, res)
     control = apply_control(store, env) if res["resolution"] == "control" else None
+    data: MessageSettledWithoutTurnData = {
+        "turn_id": turn_id,
+        "resolution": res["resolution"],
+        "control": control,
+    }
     store.emit(
         "message_settled_without_turn",
-        {"turn_id": turn_id, "resolution": res["resolution"], "control": control},
+        data,
         message=env,
         turn_id=turn_id,
     )
@@ -134,9 +140,10 @@ def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:
         res = resolve_for(store, env)
         _persist(store, res)
         control = apply_control(store, env)
+        settled: MessageSettledWithoutTurnData = {"resolution": "control", "control": control}
         store.emit(
             "message_settled_without_turn",
-            {"resolution": "control", "control": control},
+            settled,
             message=env,
         )
         _settle(store, env, None, "control")

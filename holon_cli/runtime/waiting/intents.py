@@ -14,7 +14,7 @@ the item and never touches the trigger capability.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
@@ -22,6 +22,9 @@ from holon_cli.model.trigger import WaitingIntent
 from holon_cli.runtime.waiting.common import lock_file
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.locks import locked
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import WaitingIntentCancelledData, WaitingIntentRecordedData
 
 LEDGER = "waiting_intents"
 MAX_TEXT = 2000
@@ -128,9 +131,15 @@ def record_wait(
     }
     with _lock(store):
         store.ledger(LEDGER).append(dict(rec))
+    data: WaitingIntentRecordedData = {
+        "waiting_intent_id": rec["id"],
+        "source": src,
+        "external_ref": ref,
+        "turn_id": turn_id,
+    }
     store.emit(
         "waiting_intent_recorded",
-        {"waiting_intent_id": rec["id"], "source": src, "external_ref": ref, "turn_id": turn_id},
+        data,
         work_item_id=wid,
     )
     return rec
@@ -155,9 +164,10 @@ def cancel_wait(
         now = clock.now_iso()
         new: WaitingIntent = {**cur, "status": "cancelled", "cancelled_at": now, "updated_at": now}
         store.ledger(LEDGER).append(dict(new))
+    data: WaitingIntentCancelledData = {"waiting_intent_id": waiting_intent_id, "reason": reason}
     store.emit(
         "waiting_intent_cancelled",
-        {"waiting_intent_id": waiting_intent_id, "reason": reason},
+        data,
         work_item_id=cur.get("work_item_id"),
     )
     return new, True

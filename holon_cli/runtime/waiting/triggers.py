@@ -19,7 +19,7 @@ import json
 import os
 import secrets
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, RejectedError, UsageError
@@ -40,6 +40,9 @@ from holon_cli.runtime.waiting.common import lock_file, secrets_dir, state_file
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_bytes, fsync_dir, read_snapshot, write_snapshot
 from holon_cli.store.locks import locked
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import TriggerProvisionedData, TriggerRotatedData
 
 NAME = "trigger"
 LEDGER = "triggers"
@@ -150,9 +153,13 @@ def ensure(store: AgentStore) -> TriggerRecord:
         rec = _read(store)
         if rec is None:
             rec = _mint(store, None, "provisioned")
+            data: TriggerProvisionedData = {
+                "external_trigger_id": rec["external_trigger_id"],
+                "delivery_mode": DELIVERY_MODE,
+            }
             store.emit(
                 "trigger_provisioned",
-                {"external_trigger_id": rec["external_trigger_id"], "delivery_mode": DELIVERY_MODE},
+                data,
             )
         elif rec["status"] == "active" and not _token_ok(store, rec):
             # the secret file is gone or stale (a crash mid-rotate): re-mint
@@ -177,13 +184,14 @@ def rotate(store: AgentStore, *, advertise: str | None = None) -> TriggerDescrip
     with _lock(store):
         prev = _read(store)
         rec = _mint(store, prev, "rotated")
+    data: TriggerRotatedData = {
+        "external_trigger_id": rec["external_trigger_id"],
+        "token_generation": rec["token_generation"],
+        "previous_status": prev["status"] if prev else None,
+    }
     store.emit(
         "trigger_rotated",
-        {
-            "external_trigger_id": rec["external_trigger_id"],
-            "token_generation": rec["token_generation"],
-            "previous_status": prev["status"] if prev else None,
-        },
+        data,
     )
     tok = _read_token(store)
     return descriptor(rec, trigger_url(tok, advertise) if tok else None)

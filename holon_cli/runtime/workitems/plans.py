@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.model import workitem as wm
 from holon_cli.model.workitem import PlanDescriptor
@@ -24,6 +24,9 @@ from holon_cli.store.workitem_index import (
     unchanged_on_disk,
 )
 
+if TYPE_CHECKING:
+    from holon_cli.model.events import PlanArtifactChangedData, PlanArtifactMissingData
+
 
 def _plan_events(
     store: AgentStore,
@@ -33,22 +36,24 @@ def _plan_events(
     turn_id: str | None,
 ) -> None:
     if old and old.get("exists", True) and not new.get("exists"):
+        data: PlanArtifactMissingData = {"path": new["path"], "previous_hash": old.get("hash")}
         store.emit(
             "plan_artifact_missing",
-            {"path": new["path"], "previous_hash": old.get("hash")},
+            data,
             work_item_id=wid,
             turn_id=turn_id,
         )
     elif new.get("exists"):
+        changed: PlanArtifactChangedData = {
+            "path": new["path"],
+            "hash": new["hash"],
+            "previous_hash": old.get("hash") if old else None,
+            "bytes": new["bytes"],
+            "restored": bool(old and not old.get("exists", True)),
+        }
         store.emit(
             "plan_artifact_changed",
-            {
-                "path": new["path"],
-                "hash": new["hash"],
-                "previous_hash": old.get("hash") if old else None,
-                "bytes": new["bytes"],
-                "restored": bool(old and not old.get("exists", True)),
-            },
+            changed,
             work_item_id=wid,
             turn_id=turn_id,
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.model import workitem as wm
@@ -31,6 +31,13 @@ from holon_cli.tools.workitem_hints import (
     RECHECK_TEXT,
     REVIEW_TRIGGERED_LEAD,
 )
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import (
+        WorkItemContinuationHeldData,
+        WorkItemRecheckDueData,
+        WorkItemTurnEndCommitData,
+    )
 
 # provider failure kinds after which the runtime must not continue the
 # current work item on its own (runtime spec: provider failures)
@@ -93,9 +100,14 @@ def turn_end_commit(
         else None,
         source="turn_end",
     )
+    data: WorkItemTurnEndCommitData = {
+        "action": "blocked",
+        "blocked_by": wait.strip(),
+        "focus_released": res["focus_released"],
+    }
     store.emit(
         "work_item_turn_end_commit",
-        {"action": "blocked", "blocked_by": wait.strip(), "focus_released": res["focus_released"]},
+        data,
         work_item_id=bound_work_item_id,
     )
     return {
@@ -130,9 +142,10 @@ def _settle_hold(store: AgentStore, facts: Mapping[str, Any]) -> ContinuationHol
         "turn_id": turn_id if isinstance(turn_id, str) else None,
     }
     store.update_state(lambda s: s.update({HOLD_KEY: hold}))
+    data: WorkItemContinuationHeldData = {"reason": hold["reason"], "rev": hold["rev"]}
     store.emit(
         "work_item_continuation_held",
-        {"reason": hold["reason"], "rev": hold["rev"]},
+        data,
         work_item_id=wid,
         turn_id=hold["turn_id"],
     )
@@ -326,9 +339,13 @@ def recheck_due(store: AgentStore, now: float | str | None = None) -> list[dict[
         if out:
             save(store, idx)
     for item in out:
+        data: WorkItemRecheckDueData = {
+            "recheck_at": item["recheck_at"],
+            "blocked_by": item["blocked_by"],
+        }
         store.emit(
             "work_item_recheck_due",
-            {"recheck_at": item["recheck_at"], "blocked_by": item["blocked_by"]},
+            data,
             work_item_id=item["work_item_id"],
         )
     return out
