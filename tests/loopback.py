@@ -208,7 +208,8 @@ class LoopbackServer:
         self._httpd.owner = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.02},
+            # stop() waits for the next poll (half of it on average, per test)
+            kwargs={"poll_interval": 0.005},
             name="loopback-http",
             daemon=True,
         )

@@ -29,11 +29,11 @@ def test_follow_yields_appended_lines_and_survives_rotation(tmp_path: Path) -> N
     done = threading.Event()
 
     def writer() -> None:
-        time.sleep(0.1)
+        time.sleep(0.05)
         _append(log, "first\nsecond part")  # a line without its newline is held back
-        time.sleep(0.15)
+        time.sleep(0.08)  # several polls of 0.02 s
         _append(log, " done\n")
-        time.sleep(0.15)
+        time.sleep(0.08)
         log.rename(log.with_name("daemon.log.1"))  # rotation: a new file
         log.write_text("after rotation\n")
 

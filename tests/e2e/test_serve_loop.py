@@ -254,7 +254,11 @@ def test_stop_wakes_an_idle_main_loop(holon_home: Path) -> None:
     th = threading.Thread(target=sch.run, daemon=True)
     th.start()
     assert sch.ready.wait(10)
-    time.sleep(0.5)  # the start-up pass is over: nothing is due for an hour
+    # the start-up pass is over: nothing is due for an hour
+    end = time.monotonic() + 10
+    while (sch.stats.passes < 1 or sch.running()) and time.monotonic() < end:
+        time.sleep(0.02)
+    time.sleep(0.1)  # the main loop is back in its wait
     t0 = time.monotonic()
     sch.stop()
     th.join(5)

@@ -366,8 +366,8 @@ def test_a_result_for_a_stopped_agent_waits_until_it_is_started(
 ) -> None:
     from holon_cli.runtime.agents import set_lifecycle
 
-    tid = plane.run_task(store, "sleep 0.5", workdir=tmp_path)["task_id"]
-    set_lifecycle(store.agent_id, "stop")
+    tid = plane.run_task(store, "sleep 0.3", workdir=tmp_path)["task_id"]
+    set_lifecycle(store.agent_id, "stop")  # before the command ends
     end = time.monotonic() + 15
     while not plane.read_task(store, tid).get("result_deferred") and time.monotonic() < end:
         time.sleep(0.05)
@@ -387,7 +387,7 @@ def test_unread_input_never_blocks_the_output(store: AgentStore, tmp_path: Path)
     # already waiting: a supervisor that blocked on the stdin pipe would deadlock
     tid = plane.run_task(
         store,
-        "sleep 0.5; yes | head -c 300000; read first; echo got:$first",
+        "sleep 0.25; yes | head -c 300000; read first; echo got:$first",
         workdir=tmp_path,
         accepts_input=True,
     )["task_id"]

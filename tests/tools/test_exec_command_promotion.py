@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,19 @@ from holon_cli.tools.base import ToolContext, ToolResult
 
 Call = Callable[..., ToolResult]
 TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+
+
+@pytest.fixture(autouse=True)
+def _no_task_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    # a failing test must not leave a task (and its supervisor) running
+    if "ctx" not in request.fixturenames:
+        yield
+        return
+    store = request.getfixturevalue("ctx").store
+    yield
+    for rec in tasks.unsettled_tasks(store):
+        if rec["status"] not in TERMINAL:
+            tasks.task_stop(store, rec["id"], wait_s=2)
 
 
 def wait_reported(store: AgentStore, tid: str, within: float = 20.0) -> dict[str, Any]:

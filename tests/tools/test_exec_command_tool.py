@@ -300,7 +300,7 @@ def test_batch_runs_items_in_order_and_isolates_failures(call: Call, root: Path)
             {"cmd": "echo one > f.txt"},
             {"cmd": "cat f.txt; exit 2"},
             {"cmd": "true", "workdir": "/"},
-            {"cmd": "echo sh=$$; sleep 30 & sleep 30", "yield_time_ms": 500},
+            {"cmd": "echo sh=$$; sleep 30 & sleep 30", "yield_time_ms": 250},
             {"cmd": "echo last"},
         ],
     )
@@ -321,7 +321,7 @@ def test_batch_runs_items_in_order_and_isolates_failures(call: Call, root: Path)
     assert r.content.index("[1/5]") < r.content.index("[5/5]")
     pid = int(re.search(r"sh=(\d+)", items[3]["stdout_preview"]).group(1))  # type: ignore[union-attr]
     assert _wait_gone(pid)
-    assert "Timed out after 500 ms" in r.content
+    assert "Timed out after 250 ms" in r.content
 
 
 @pytest.mark.slow
