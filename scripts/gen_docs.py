@@ -17,7 +17,10 @@ Generated from ``holon_cli.cli.cli`` (every registered command):
 - the ``scripted:`` model's YAML format, from the docstring of
   ``holon_cli/providers/scripted.py`` (its one source), in ``README.md``
   between ``<!-- BEGIN SCRIPTED FORMAT -->`` and ``<!-- END SCRIPTED FORMAT -->``
-  and in the man page's SCRIPTED MODELS section.
+  and in the man page's SCRIPTED MODELS section;
+- ``holon_cli/tools/manifest.json``: each built-in tool's name, module,
+  description, schema and guidance, from the tool modules (the turn offers
+  tools from it and imports a tool's module only when the tool is called).
 
 The output is deterministic: no dates, no version numbers, commands in the
 order of ``holon --help`` and subcommands sorted, so the drift test in
@@ -438,6 +441,9 @@ def generate(root: Path) -> dict[Path, str]:
     service = render_service_man(current)
     if service is not None:
         out[root / "man" / "holon-service.7"] = service
+    from holon_cli.tools.catalog import render_manifest
+
+    out[root / "holon_cli" / "tools" / "manifest.json"] = render_manifest()
     return out
 
 

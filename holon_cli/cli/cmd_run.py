@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from holon_cli.cli import output
-from holon_cli.cli.params import MODEL, check_env_model
+from holon_cli.cli.params import MODEL
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,58 +73,19 @@ def run(
       holon run --model scripted:examples/hello.yaml "list the files here"
       holon run --json --model openai/gpt-4.1 "why does CI fail?" | jq .data.final_text
     """
-    from holon_cli.errors import EXIT_PROVIDER
-    from holon_cli.runtime.run import run_once
+    from holon_cli.cli import hot
 
-    if model is None:
-        check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
-    if text == "-":
-        try:
-            text = sys.stdin.read()
-        except UnicodeDecodeError:
-            from holon_cli.errors import UsageError
-
-            raise UsageError("stdin is not valid UTF-8 text") from None
-    data = run_once(
+    code = hot.run(
         text,
-        agent_id=agent_id,
-        create=create_agent,
-        model=model,
-        max_turns=max_turns,
-        workspace_root=workspace_root,
-        cwd=cwd,
-        keep_agent=keep_agent,
-        wait_for_tasks=not no_wait_for_tasks,
+        agent_id,
+        create_agent,
+        model,
+        max_turns,
+        no_wait_for_tasks,
+        workspace_root,
+        cwd,
+        keep_agent,
+        as_json,
     )
-    if as_json:
-        if data["final_status"] == "failed":
-            fa = data.get("failure_artifact") or {}
-            output.emit_json_failure_with_data(
-                "provider_failure",
-                fa.get("summary", "the run failed"),
-                "see data.failure_artifact and data.provider_attempt_timeline; "
-                + _inspect_hint(data["agent_id"]),
-                data,
-            )
-        else:
-            output.emit_json(data)
-    else:
-        if data["final_text"]:
-            output.echo(data["final_text"])
-        if data["final_status"] != "completed":
-            click.echo(f"[{data['final_status']}]", err=True)
-        if data.get("failure_artifact"):
-            output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
-        if data["final_status"] != "completed" and data.get("agent_kept"):
-            click.echo(f"agent {data['agent_id']} kept at {data['agent_home']}", err=True)
-            click.echo(_inspect_hint(data["agent_id"]), err=True)
-    if data["final_status"] == "failed":
-        raise click.exceptions.Exit(EXIT_PROVIDER)
-
-
-def _inspect_hint(agent_id: str) -> str:
-    return (
-        f"inspect it: `holon status --agent {agent_id}`, "
-        f"`holon transcript --agent {agent_id}`, `holon tail --agent {agent_id}`; "
-        f"remove it: `holon agent rm {agent_id}` (or `holon agent prune`)"
-    )
+    if code:
+        raise click.exceptions.Exit(code)

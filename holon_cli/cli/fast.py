@@ -1,11 +1,12 @@
 """The click-free fast path for the plain forms of the hottest commands.
 
 ``holon enqueue``, ``holon status``, ``holon workitem list`` and
-``holon --version`` run from shell loops, cron lines and ``watch``; importing
-click alone costs about three bare interpreter start-ups, more than the
-whole command's work. So :func:`run_fast` parses these commands' plain forms
-itself and calls the same bodies (:mod:`holon_cli.cli.hot`) as the click
-declarations do.
+``holon --version`` run from shell loops, cron lines and ``watch``, and
+``holon run`` from scripts that call a model once per item; importing click
+alone costs about three bare interpreter start-ups, more than the whole
+work of the first four. So :func:`run_fast` parses these commands' plain
+forms itself and calls the same bodies (:mod:`holon_cli.cli.hot`) as the
+click declarations do.
 
 It never decides anything click would decide differently: whatever it does
 not plainly understand (``--help``, an unknown, repeated or clustered option,
@@ -22,7 +23,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-# value kinds: "flag" (no value), "text", "int>=1", "workitem_filter"
+# value kinds: "flag" (no value), "text", "int>=1", "workitem_filter",
+# "model" (a model ref with a known provider), "dir" (click.Path(file_okay=False))
 ValueKind = str
 
 JSON = (("--json",), "as_json", "flag")
@@ -31,9 +33,10 @@ AGENT = (("--agent", "-a"), "agent_id", "text")
 
 class FastSpec:
     """One fast command: its options (flags, destination, value kind), its
-    optional positional's destination, and the defaults click would give."""
+    positional's destination (optional unless ``required``), and the defaults
+    click would give. ``short`` commands run with the cycle collector off."""
 
-    __slots__ = ("command", "options", "positional", "defaults", "body")
+    __slots__ = ("command", "options", "positional", "defaults", "body", "required", "short")
 
     def __init__(
         self,
@@ -42,12 +45,17 @@ class FastSpec:
         positional: str | None,
         defaults: dict[str, Any],
         body: str,
+        *,
+        required: bool = False,
+        short: bool = True,
     ) -> None:
         self.command = command
         self.options = options
         self.positional = positional
         self.defaults = defaults
-        self.body = body  # attribute of holon_cli.cli.hot
+        self.body = body  # attribute of holon_cli.cli.hot: returns None or an exit code
+        self.required = required
+        self.short = short
 
 
 SPECS: dict[tuple[str, ...], FastSpec] = {
@@ -80,6 +88,25 @@ SPECS: dict[tuple[str, ...], FastSpec] = {
         None,
         {"filter_": "all"},
         "workitem_list",
+    ),
+    ("run",): FastSpec(
+        "run",
+        (
+            AGENT,
+            (("--create-agent",), "create_agent", "flag"),
+            (("--model", "-m"), "model", "model"),
+            (("--max-turns",), "max_turns", "int>=1"),
+            (("--no-wait-for-tasks",), "no_wait_for_tasks", "flag"),
+            (("--workspace-root",), "workspace_root", "dir"),
+            (("--cwd",), "cwd", "dir"),
+            (("--keep-agent",), "keep_agent", "flag"),
+            JSON,
+        ),
+        "text",
+        {"max_turns": 8},
+        "run",
+        required=True,
+        short=False,  # a run can last hours: keep the cycle collector
     ),
 }
 
@@ -122,6 +149,8 @@ def parse(spec: FastSpec, words: list[str]) -> dict[str, Any] | None:
         values[dest] = converted
     if len(positional) > (1 if spec.positional else 0):
         return None
+    if spec.required and not positional:
+        return None  # click's "Missing argument" message
     kwargs: dict[str, Any] = {
         dest: False if kind == "flag" else None for _, dest, kind in spec.options
     }
@@ -139,7 +168,25 @@ def _convert(value: str, kind: ValueKind) -> Any:
         return value if value in LIST_FILTERS else None
     if kind == "int>=1":
         return int(value) if value.isascii() and value.isdigit() and int(value) >= 1 else None
+    if kind == "model":
+        from holon_cli.cli.refs import check_model_text
+        from holon_cli.errors import UsageError
+
+        try:
+            return check_model_text(value)
+        except UsageError:
+            return None
+    if kind == "dir":
+        # click.Path(file_okay=False): a path that does not exist yet is fine;
+        # one that exists must be a readable folder
+        if not value or (os.path.lexists(value) and not _readable_dir(value)):
+            return None
+        return value
     return value
+
+
+def _readable_dir(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.R_OK)
 
 
 def match(args: list[str]) -> tuple[FastSpec, list[str]] | None:
@@ -169,13 +216,16 @@ def run_fast(args: list[str]) -> int | None:
         return None
     from holon_cli.cli import failures, hot, output
 
-    body: Callable[..., None] = getattr(hot, spec.body)
+    body: Callable[..., int | None] = getattr(hot, spec.body)
     token = output.FAST_META.set(
         {"holon.command": spec.command, "holon.json": bool(kwargs.get("as_json"))}
     )
+    if not spec.short:
+        import gc
+
+        gc.enable()
     try:
-        body(**kwargs)
-        return 0
+        return body(**kwargs) or 0
     except failures.HANDLED as exc:
         return failures.exit_code_for(exc)
     finally:

@@ -155,3 +155,75 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
         output.write_line(
             f"({len(items)} of {res['total']} shown; raise --limit to see more)", err=True
         )
+
+
+def run(
+    text: str,
+    agent_id: str | None,
+    create_agent: bool,
+    model: str | None,
+    max_turns: int,
+    no_wait_for_tasks: bool,
+    workspace_root: str | None,
+    cwd: str | None,
+    keep_agent: bool,
+    as_json: bool,
+) -> int:
+    """``holon run``: one run to completion; returns the exit code (5 when a
+    provider failure ended it, after printing what happened)."""
+    output.begin("run", as_json)
+    from holon_cli.errors import EXIT_PROVIDER, UsageError
+    from holon_cli.runtime.run import run_once
+
+    if model is None:
+        from holon_cli.cli.refs import check_env_model
+
+        check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
+    if text == "-":
+        try:
+            text = sys.stdin.read()
+        except UnicodeDecodeError:
+            raise UsageError("stdin is not valid UTF-8 text") from None
+    data = run_once(
+        text,
+        agent_id=agent_id,
+        create=create_agent,
+        model=model,
+        max_turns=max_turns,
+        workspace_root=workspace_root,
+        cwd=cwd,
+        keep_agent=keep_agent,
+        wait_for_tasks=not no_wait_for_tasks,
+    )
+    failed = data["final_status"] == "failed"
+    if as_json:
+        if failed:
+            fa = data.get("failure_artifact") or {}
+            output.emit_json_failure_with_data(
+                "provider_failure",
+                fa.get("summary", "the run failed"),
+                "see data.failure_artifact and data.provider_attempt_timeline; "
+                + _inspect_hint(data["agent_id"]),
+                data,
+            )
+        else:
+            output.emit_json(data)
+    else:
+        if data["final_text"]:
+            output.echo(data["final_text"])
+        if data["final_status"] != "completed":
+            output.echo(f"[{data['final_status']}]", err=True)
+        if data.get("failure_artifact"):
+            output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
+        if data["final_status"] != "completed" and data.get("agent_kept"):
+            output.echo(f"agent {data['agent_id']} kept at {data['agent_home']}", err=True)
+            output.echo(_inspect_hint(data["agent_id"]), err=True)
+    return EXIT_PROVIDER if failed else 0
+
+
+def _inspect_hint(agent_id: str) -> str:
+    return (
+        f"inspect it: `holon status --agent {agent_id}`, "
+        f"`holon transcript --agent {agent_id}`, `holon tail --agent {agent_id}`; "
+        f"remove it: `holon agent rm {agent_id}` (or `holon agent prune`)"
+    )

@@ -381,6 +381,22 @@ class ScriptedTransport:
     def __repr__(self) -> str:
         return f"ScriptedTransport({str(self.path)!r})"
 
+    def preflight(self) -> None:
+        """Load the script now, so a bad one fails before anything is admitted
+        (``script_error``, or the loader's own failure, naming this model ref)."""
+        try:
+            load_script(self.path)
+        except ProviderFailure as exc:
+            exc.model_ref = self.model_ref
+            raise
+        except Exception as exc:  # a failure the loader does not name is still a bad script
+            raise ProviderFailure(
+                "script_error",
+                f"{self.path}: not a valid script ({type(exc).__name__}: {exc})",
+                provider="scripted",
+                model_ref=self.model_ref,
+            ) from None
+
     def cursor_path(self, state_dir: Path) -> Path:
         digest = hashlib.sha256(str(self.path).encode("utf-8")).hexdigest()[:16]
         return Path(state_dir) / f"scripted-{digest}.json"

@@ -17,7 +17,7 @@ def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any
     rec = store.read_record()
     state = rec["state"]
     ws = workspace_for(store.layout.home, state)
-    _, specs, guidance = tool_catalog()
+    specs, guidance = tool_catalog()
     message = None
     if text is not None:
         from holon_cli import clock

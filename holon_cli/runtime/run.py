@@ -59,6 +59,18 @@ def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
         raise
 
 
+def _stop_unsettled(store: AgentStore) -> list[str]:
+    """Stop the run's unfinished tasks (the task plane's control code is
+    loaded only when there is one: most runs start none)."""
+    from holon_cli.runtime.tasks.recovery import unsettled_tasks
+
+    if not unsettled_tasks(store):
+        return []
+    from holon_cli.runtime.tasks.control import stop_unsettled
+
+    return stop_unsettled(store)
+
+
 def run_once(
     text: str,
     *,
@@ -122,11 +134,11 @@ def run_once(
     final_status = "max_turns_exceeded"
     last: turn_mod.TurnResult | None = None
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.tasks import plane as tasks
+    from holon_cli.runtime.tasks.recovery import wait_for_task_result
 
     def task_result_arrived() -> bool:
         # the run's background tasks rejoin as task_result messages: wait for one
-        return wait_for_tasks and tasks.wait_for_task_result(store)
+        return wait_for_tasks and wait_for_task_result(store)
 
     try:
         while len(turns) < max_turns:
@@ -160,7 +172,7 @@ def run_once(
                 break
     except KeyboardInterrupt:
         # Ctrl-C: nothing the run started outlives it, and the kept agent is named
-        tasks.stop_unsettled(store)
+        _stop_unsettled(store)
         aid = store.agent_id
         raise InterruptedError_(
             f"interrupted; agent {aid} kept at {store.layout.home} "
@@ -168,7 +180,7 @@ def run_once(
             hint=f"finish it: `holon turn --agent {aid}`; remove it: `holon agent rm {aid}`",
         ) from None
     # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
-    tasks_stopped = tasks.stop_unsettled(store)
+    tasks_stopped = _stop_unsettled(store)
     raw = last.final_text if last else ""
     report = newest_completion_report_since(store, started_at)
     usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}

@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from holon_cli.errors import BusyError, CorruptStateError
+from holon_cli.errors import CorruptStateError
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, fsync_dir
+from holon_cli.store.locks import locked
 from holon_cli.store.records import Validator
 
 LEDGER_VERSION = 1
@@ -47,41 +47,6 @@ def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStat
         ),
         details={"path": str(path), "line": line, "offset": offset, "reason": why},
     )
-
-
-@contextmanager
-def flocked(
-    path: Path, *, timeout: float = 30.0, what: str = "resource", poll: float = 0.005
-) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` for the block (``timeout=0``:
-    one try). The same lock as :func:`holon_cli.store.locks.locked` (both
-    are ``flock`` on the same file), without importing ``filelock``: a
-    ledger append is on the hot path of every ``holon enqueue``. The fd is
-    not inheritable and the lock file is never deleted."""
-    import fcntl
-    import time
-
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise BusyError(
-                        f"{what} is locked by another process ({path})",
-                        hint="retry in a moment; flock locks are released when their holder exits",
-                    ) from None
-                time.sleep(poll)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _complete(raw: bytes, max_version: int) -> dict[str, Any] | None:
@@ -211,7 +176,7 @@ class Ledger:
         """Durably append one record. ``record`` may be a function of the last record
         (called under the lock), which is how sequence numbers are assigned."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with flocked(self.lock_path, what=f"ledger {self.path.name}"):
+        with locked(self.lock_path, what=f"ledger {self.path.name}"):
             created = not self.path.exists()
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
             try:

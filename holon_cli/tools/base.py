@@ -417,6 +417,11 @@ def tool(
     return deco
 
 
+def registered(name: str) -> ToolDef | None:
+    """The tool registered under ``name`` so far (imports nothing)."""
+    return _REGISTRY.get(name)
+
+
 def registry() -> dict[str, ToolDef]:
     """All built-in tools (imports the tool modules on first use)."""
     from holon_cli.tools import catalog

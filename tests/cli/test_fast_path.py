@@ -15,6 +15,7 @@ import pytest
 
 from holon_cli.cli import fast
 from holon_cli.cli.group import cli
+from holon_cli.cli.params import ModelRefType
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,14 +50,23 @@ def test_each_spec_matches_its_click_declaration(words: tuple[str, ...]) -> None
             assert kind == "workitem_filter" and tuple(opt.type.choices) == LIST_FILTERS
         elif isinstance(opt.type, click.types.IntRange):
             assert kind == "int>=1" and opt.type.min == 1 and not opt.type.min_open
+        elif isinstance(opt.type, ModelRefType):
+            assert kind == "model", dest
+        elif isinstance(opt.type, click.Path):
+            t = opt.type
+            assert kind == "dir" and not t.file_okay and t.dir_okay and not t.exists, dest
+            assert not (t.resolve_path or t.allow_dash or t.writable or t.executable), dest
+            assert t.readable and t.type is None, dest
         elif kind != "flag":
             assert kind == "text" and opt.type == click.STRING, dest
     arguments = [p for p in cmd.params if isinstance(p, click.Argument)]
     assert [a.name for a in arguments] == ([spec.positional] if spec.positional else [])
-    assert all(a.nargs == 1 and not a.required for a in arguments)
+    assert all(a.nargs == 1 and a.required == spec.required for a in arguments)
+    assert all(a.type == click.STRING for a in arguments)
     # the defaults click fills in
-    with cmd.make_context(cmd.name or "", []) as ctx:
-        assert fast.parse(spec, []) == ctx.params
+    words = ["x"] if spec.required else []
+    with cmd.make_context(cmd.name or "", list(words)) as ctx:
+        assert fast.parse(spec, words) == ctx.params
 
 
 CORPUS: list[list[str]] = [
@@ -75,6 +85,11 @@ CORPUS: list[list[str]] = [
     ["workitem", "list", "--filter", "open", "-n", "3", "--json"],
     ["workitem", "list", "--limit=12", "--filter=completed"],
     ["workitem", "list", "-n", "007"],
+    ["run", "hi"],
+    ["run", "-", "--json"],
+    ["run", "hi", "-m", "scripted:x.yaml", "--max-turns", "3", "--keep-agent"],
+    ["run", "--model=openai/gpt-4.1", "--no-wait-for-tasks", "--create-agent", "-a", "b", "x"],
+    ["run", "hi", "--workspace-root", ".", "--cwd", "does/not/exist/yet"],
 ]
 
 # click's job: help, typos, clusters, repeats, missing or odd values, extras
@@ -100,6 +115,16 @@ BAIL: list[list[str]] = [
     ["workitem", "list", "-n", "+3"],
     ["workitem", "list", "-n", "٣"],
     ["workitem", "show", "wi_1"],
+    ["run"],
+    ["run", "--json"],
+    ["run", "a", "b"],
+    ["run", "hi", "--model", "nope/x"],
+    ["run", "hi", "--model", "not a ref"],
+    ["run", "hi", "--max-turns", "0"],
+    ["run", "hi", "--workspace-root", "pyproject.toml"],
+    ["run", "hi", "--cwd", ""],
+    ["run", "hi", "-m"],
+    ["run", "--help"],
     ["workitem"],
     ["turn"],
     [],
@@ -261,3 +286,48 @@ def test_the_cycle_collector_is_back_on_after_a_fast_command(
     with pytest.raises(RuntimeError):
         run(["status"])
     assert gc.isenabled()
+
+
+def test_run_prints_the_same_on_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``holon run`` (fast since issue 12): answer, failure (exit 5 and what
+    was kept), bad script, stdin; each in a fresh home per path."""
+    import re
+
+    from holon_cli.cli import run
+
+    ok = tmp_path / "ok.yaml"
+    ok.write_text('steps:\n  - text: "the answer"\n')
+    fail = tmp_path / "fail.yaml"
+    fail.write_text('steps:\n  - fail: {kind: client_error, message: "no such model", status: 400}\n')
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps: [[[\n")
+    cases: list[tuple[list[str], str]] = [
+        (["run", "hi", "-m", f"scripted:{ok}"], ""),
+        (["run", "hi", "-m", f"scripted:{ok}", "--keep-agent"], ""),
+        (["run", "hi", "-m", f"scripted:{fail}"], ""),
+        (["run", "hi", "-m", f"scripted:{bad}"], ""),
+        (["run", "hi", "-m", f"scripted:{bad}", "--json"], ""),
+        (["run", "-", "-m", f"scripted:{ok}", "--max-turns", "2"], "from stdin"),
+        (["run", "hi", "-m", f"scripted:{tmp_path / 'missing.yaml'}"], ""),
+    ]
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for name in ("fast", "click"):
+        monkeypatch.setenv("HOLON_HOME", str(tmp_path / name))
+        monkeypatch.setenv("HOLON_NO_FAST_PATH", "1" if name == "click" else "")
+        out = []
+        for argv, stdin in cases:
+            monkeypatch.setattr("sys.stdin", __import__("io").StringIO(stdin))
+            code = run(list(argv))
+            cap = capsys.readouterr()
+            home = str(tmp_path / name)
+            norm = [re.sub(r"run-[0-9a-z]+", "run-X", t.replace(home, "HOME")) for t in cap]
+            out.append((code, *norm))
+        results.append(out)
+    assert results[0] == results[1]
+    codes = [r[0] for r in results[0]]
+    assert codes == [0, 0, 5, 5, 5, 0, 5]
+    assert results[0][0][1] == "the answer\n"
+    assert "[failed]" in results[0][2][2] and "kept at HOME/agents/run-X" in results[0][2][2]

@@ -101,7 +101,9 @@ def test_ctrl_c_while_waiting_stops_the_tasks_and_names_the_kept_agent(
     def interrupted(store: object) -> bool:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(plane, "wait_for_task_result", interrupted)
+    from holon_cli.runtime.tasks import recovery
+
+    monkeypatch.setattr(recovery, "wait_for_task_result", interrupted)
     with pytest.raises(InterruptedError_) as exc:
         run_once("build it", model=model, workspace_root=str(tmp_path))
     err = exc.value

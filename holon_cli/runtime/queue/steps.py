@@ -194,10 +194,10 @@ def try_ingest(store: AgentStore) -> list[EnvelopeHead] | None:
     message stays in the Maildir for the next pass). Never waits, never
     fails the caller: the message is already durable in the inbox."""
     from holon_cli.errors import BusyError, HolonError
-    from holon_cli.store.ledger import flocked
+    from holon_cli.store.locks import locked
 
     try:
-        with flocked(store.layout.agent_lock, timeout=0, what=f"agent {store.agent_id!r}"):
+        with locked(store.layout.agent_lock, timeout=0, what=f"agent {store.agent_id!r}"):
             return ingest(store, load(store))
     except BusyError:
         return None

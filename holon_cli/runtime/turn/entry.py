@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from holon_cli.tools.catalog import ToolCatalog
 
 
-def tool_catalog() -> tuple[dict[str, Any], list[Any], dict[str, str]]:
-    """The built-in catalog as ``(defs, specs, guidance)`` (for ``debug prompt``)."""
+def tool_catalog() -> tuple[list[Any], dict[str, str]]:
+    """The built-in catalog's ``(specs, guidance)`` (for ``debug prompt``)."""
     cat = _default_catalog()
-    return cat.defs, cat.specs, cat.guidance
+    return cat.specs, cat.guidance
 
 
 def _default_catalog() -> ToolCatalog:
@@ -121,7 +121,9 @@ def run_turn(
     try:
         # commands a killed turn left running are stopped before anything else
         # (and before the model hears "interrupted"); lost tasks report once
-        from holon_cli.runtime.tasks.plane import recovery_pass
+        # (the recovery module alone: the plane's launch and control code is
+        # not needed to find that nothing is left over, the common case)
+        from holon_cli.runtime.tasks.recovery import recovery_pass
 
         recovery_pass(store)
         repair_stale_run(store)

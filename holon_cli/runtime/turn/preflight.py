@@ -61,21 +61,8 @@ def resolve_chain(
 
 
 def _validate(transport: Any) -> None:
-    """Checks a transport can do at construction time only (no network)."""
-    from holon_cli.providers.scripted import ScriptedTransport, load_script
-
-    if isinstance(transport, ScriptedTransport):
-        try:
-            load_script(transport.path)
-        except Exception as exc:  # a failure the loader does not name is still a bad script
-            from holon_cli.providers.base import ProviderFailure
-
-            if isinstance(exc, ProviderFailure):
-                exc.model_ref = transport.model_ref
-                raise
-            raise ProviderFailure(
-                "script_error",
-                f"{transport.path}: not a valid script ({type(exc).__name__}: {exc})",
-                provider="scripted",
-                model_ref=transport.model_ref,
-            ) from None
+    """Checks a transport can do at construction time only (no network): its
+    optional ``preflight()`` (the scripted model loads its script there)."""
+    check = getattr(transport, "preflight", None)
+    if check is not None:
+        check()

@@ -1,0 +1,203 @@
+"""One-round ``holon run`` from outside: the whole process, as a user (or a
+script calling it in a loop) pays for it.
+
+    python benchmarks/run_oneshot.py [--runs 20] [--holon PATH] [--json]
+
+Three commands run interleaved round-robin, each as a fresh process:
+
+* ``python -c pass`` with the interpreter of the ``holon`` script's shebang
+  (the floor every Python CLI pays);
+* ``holon run --model openai/bench "hi"`` against a loopback OpenAI Responses
+  server in this process (127.0.0.1, keep-alive, ``TCP_NODELAY``, one write
+  per response) that answers one text message: one provider round, no tools.
+  This is the issue's "one-round ``holon run`` on the same fake";
+* ``holon run --model scripted:<one step>.yaml "hi"``: the same turn with the
+  offline scripted model (no HTTP stack, PyYAML instead).
+
+It prints the median and p90 wall time, the median CPU time (user + system of
+the child) and the peak RSS of each, and the ratio to the bare interpreter.
+Target (issue 12): the loopback run <= 100 ms median on this machine (half of
+``codex exec`` on the same fake, as measured when the issue was filed).
+Exits 1 when the target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+TARGET_MS = 100.0
+
+
+class Handler(BaseHTTPRequestHandler):
+    """A Responses server that always answers one assistant message."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    wbufsize = 64 * 1024
+
+    def log_message(self, *a: object) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["content-length"]))
+        resp = {
+            "id": "resp_bench",
+            "object": "response",
+            "status": "completed",
+            "model": "bench",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "done", "annotations": []}],
+                }
+            ],
+            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+        }
+        data = json.dumps(resp).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def shebang_python(script: str) -> str:
+    with open(script, "rb") as f:
+        first = f.readline().decode().strip()
+    if first.startswith("#!") and "python" in first:
+        return first[2:].split()[0]
+    return sys.executable
+
+
+def run_child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """Wall ms and CPU ms (user + system) of one child process (started with
+    posix_spawn, output to /dev/null, waited with wait4)."""
+    devnull = [
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=devnull)
+    finally:
+        os.chdir(old)
+    _, status, usage = os.wait4(pid, 0)
+    wall = (time.perf_counter() - t0) * 1000
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {code}")
+    return wall, (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def peak_rss_mib(argv: list[str], env: dict[str, str], cwd: str) -> float | None:
+    """Peak RSS of one run, from ``/usr/bin/time`` (a child's own ``ru_maxrss``
+    would include this benchmark's memory: the high-water mark survives exec)."""
+    if not os.access("/usr/bin/time", os.X_OK):
+        return None
+    import subprocess
+
+    res = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *argv], env=env, cwd=cwd, capture_output=True, text=True
+    )
+    try:
+        return int(res.stderr.strip().splitlines()[-1]) / 1024
+    except (ValueError, IndexError):
+        return None
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}MiB"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--holon", default=shutil.which("holon") or "holon")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    holon = os.path.abspath(args.holon)
+    python = shebang_python(holon)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+    with tempfile.TemporaryDirectory(prefix="holon-run-bench-") as tmp:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        (work / "one.yaml").write_text('steps:\n  - text: "done"\n')
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("HOLON_", "OPENAI_", "ANTHROPIC_"))
+        }
+        env.update(
+            HOLON_HOME=str(Path(tmp) / "home"), OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-bench"
+        )
+        commands = {
+            "python -c pass": [python, "-c", "pass"],
+            "holon run (loopback openai)": [holon, "run", "--model", "openai/bench", "hi"],
+            "holon run (scripted)": [holon, "run", "--model", "scripted:one.yaml", "hi"],
+        }
+        for argv in commands.values():  # warm caches, write .pyc files
+            run_child(argv, env, str(work))
+        samples: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
+        for _ in range(args.runs):
+            for name, argv in commands.items():
+                samples[name].append(run_child(argv, env, str(work)))
+        rss = {name: peak_rss_mib(argv, env, str(work)) for name, argv in commands.items()}
+    server.shutdown()
+
+    base = statistics.median(s[0] for s in samples["python -c pass"])
+    rows: dict[str, dict[str, Any]] = {}
+    for name, s in samples.items():
+        peak = rss[name]
+        walls = sorted(x[0] for x in s)
+        rows[name] = {
+            "wall_ms_median": round(statistics.median(walls), 1),
+            "wall_ms_p90": round(walls[int(0.9 * (len(walls) - 1))], 1),
+            "cpu_ms_median": round(statistics.median(x[1] for x in s), 1),
+            "peak_rss_mib": None if peak is None else round(peak, 1),
+            "ratio": round(statistics.median(walls) / base, 2),
+        }
+    loop = float(rows["holon run (loopback openai)"]["wall_ms_median"])
+    ok = loop <= TARGET_MS
+    if args.json:
+        print(json.dumps({"rows": rows, "target_ms": TARGET_MS, "ok": ok, "load": os.getloadavg()}))
+    else:
+        load = os.getloadavg()[0]
+        print(f"one-round holon run: {args.runs} runs each, interpreter {python}, load {load:.2f}")
+        print(
+            f"{'command':<30}{'wall med':>10}{'p90':>9}{'ratio':>8}{'cpu med':>10}{'peak RSS':>10}"
+        )
+        for name, r in rows.items():
+            print(
+                f"{name:<30}{r['wall_ms_median']:>8.1f}ms{r['wall_ms_p90']:>7.1f}ms"
+                f"{r['ratio']:>7.2f}x{r['cpu_ms_median']:>8.1f}ms{_mib(r['peak_rss_mib']):>10}"
+            )
+        verdict = "PASS" if ok else "MISS"
+        print(
+            f"{verdict}: loopback one-round run median {loop:.1f} ms (target <= {TARGET_MS:.0f} ms)"
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
