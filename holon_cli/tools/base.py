@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import types
 import typing
@@ -82,6 +81,8 @@ def render_error(tool_name: str | None, env: ToolErrorEnvelope) -> str:
     if details:
         text = json.dumps(details, ensure_ascii=False, default=str)
         if len(text) > MAX_ERROR_DETAIL_CHARS:
+            import hashlib  # OpenSSL: loaded only for an oversized detail
+
             out["details"] = {
                 "preview": text[:MAX_ERROR_DETAIL_CHARS],
                 "digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16],

@@ -300,7 +300,7 @@ def test_run_prints_the_same_on_both_paths(
     ok = tmp_path / "ok.yaml"
     ok.write_text('steps:\n  - text: "the answer"\n')
     fail = tmp_path / "fail.yaml"
-    fail.write_text('steps:\n  - fail: {kind: client_error, message: "no such model", status: 400}\n')
+    fail.write_text('steps:\n  - fail: {kind: client_error, message: "no model", status: 400}\n')
     bad = tmp_path / "bad.yaml"
     bad.write_text("steps: [[[\n")
     cases: list[tuple[list[str], str]] = [
