@@ -331,3 +331,52 @@ def test_run_prints_the_same_on_both_paths(
     assert codes == [0, 0, 5, 5, 5, 0, 5]
     assert results[0][0][1] == "the answer\n"
     assert "[failed]" in results[0][2][2] and "kept at HOME/agents/run-X" in results[0][2][2]
+
+
+@pytest.mark.script_launch_mode("subprocess")
+def test_ctrl_c_on_a_fast_path_run_exits_130_and_keeps_the_message(tmp_path: Path) -> None:
+    """A real ``holon run`` process (the fast path) interrupted mid-turn: exit
+    130, one JSON error naming the kept agent, and its next turn completes."""
+    import signal
+    import time
+
+    script = tmp_path / "slow.yaml"
+    script.write_text("steps:\n  - sleep_ms: 20000\n    text: slow\n  - text: replayed\n")
+    home = tmp_path / "h"
+    env = {**os.environ, "HOLON_HOME": str(home), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "holon_cli", "run", "--json", "-m", f"scripted:{script}", "hi"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        started = False
+        while time.monotonic() < deadline and not started:
+            logs = list(home.glob("agents/run-*/.holon/ledger/events.jsonl"))
+            started = bool(logs) and "message_processing_started" in logs[0].read_text()
+            time.sleep(0.05)
+        assert started, "the run never started its turn"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert len(out.splitlines()) == 1
+    error = json.loads(out)["error"]
+    assert error["kind"] == "interrupted"
+    aid = error["message"].split("agent ", 1)[1].split(" ", 1)[0]
+    again = subprocess.run(
+        [sys.executable, "-m", "holon_cli", "turn", "-a", aid, "--json", f"-mscripted:{script}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["data"]["final_text"] == "replayed"
