@@ -80,3 +80,32 @@ def test_slow_disk_shim_slows_fsync(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     assert float(out.stdout) >= 20.0  # each fsync paid the 20 ms the shim adds
+
+
+@pytest.mark.slow
+def test_run_oneshot_times_real_runs_that_answer(tmp_path: Path) -> None:
+    """The one-round run benchmark drives real `holon run` processes to a
+    completed answer (a failing run aborts it) against its loopback server."""
+    import json
+
+    holon = shutil.which("holon")
+    if holon is None:
+        pytest.skip("no holon console script on PATH")
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "run_oneshot.py"), "--runs", "1", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert res.returncode in (0, 1), res.stderr  # 1: the target missed, still a report
+    report = json.loads(res.stdout)
+    rows = report["rows"]
+    assert set(rows) == {
+        "python -c pass",
+        "holon run (loopback openai)",
+        "holon run (scripted)",
+    }
+    assert all(r["wall_ms_median"] > 0 and r["cpu_ms_median"] > 0 for r in rows.values())
+    assert report["ok"] == (rows["holon run (loopback openai)"]["wall_ms_median"] <= 100.0)
