@@ -265,10 +265,10 @@ def merge_status(current: str | None, new: str) -> str:
 
 def cmd_digest(cmd: str, workdir: str, shell: str | None, login: bool, tty: bool) -> str:
     """The machine identity of a command: equal digests are "the same command"."""
-    import hashlib  # lazily: the task supervisor imports this module at start-up
+    from holon_cli.digest import sha256_hex
 
     key = "\0".join([cmd, workdir, shell or "", "1" if login else "0", "1" if tty else "0"])
-    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    return "sha256:" + sha256_hex(key.encode("utf-8"))[:32]
 
 
 def summary_of(cmd: str, limit: int = 120) -> str:

@@ -8,10 +8,10 @@ secret file so ``holon trigger show`` can print it.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
 from typing import Any, Literal, TypedDict
+
+from holon_cli.digest import sha256_hex
 
 TRIGGER_VERSION = 1
 TOKEN_RE = re.compile(r"^cb_[0-9a-f]{32}$")
@@ -95,13 +95,15 @@ class WaitingIntent(TypedDict):
 
 
 def token_sha256(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return sha256_hex(token.encode("utf-8"))
 
 
 def token_matches(token: str, stored_sha256: str | None) -> bool:
     """Constant-time comparison of a presented token against a stored hash."""
     if not stored_sha256:
         return False
+    import hmac  # loads OpenSSL's hashlib: only when a token is checked
+
     return hmac.compare_digest(token_sha256(token), stored_sha256)
 
 

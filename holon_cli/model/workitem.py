@@ -468,6 +468,6 @@ def todo_warnings(todo_list: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib  # loaded on use: listing work items never hashes a plan
+    from holon_cli.digest import sha256_hex
 
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)

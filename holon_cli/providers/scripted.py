@@ -38,7 +38,6 @@ raises ``script_exhausted``; a missing or malformed script raises
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from holon_cli.digest import sha256_hex
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
     STOP_END_TURN,
@@ -398,7 +398,7 @@ class ScriptedTransport:
             ) from None
 
     def cursor_path(self, state_dir: Path) -> Path:
-        digest = hashlib.sha256(str(self.path).encode("utf-8")).hexdigest()[:16]
+        digest = sha256_hex(str(self.path).encode("utf-8"))[:16]
         return Path(state_dir) / f"scripted-{digest}.json"
 
     def _read_cursor(self, state_dir: Path | None) -> dict[str, Any]:

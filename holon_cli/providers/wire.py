@@ -10,11 +10,11 @@ context-overflow detection). No I/O and no httpx here.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import re
 from typing import Any
 
+from holon_cli.digest import sha256_hex
 from holon_cli.model.provider import PromptFrame, TokenUsage, ToolCall, ToolSpec
 
 # ------------------------------------------------------------------ frames
@@ -99,7 +99,7 @@ def arguments_json(call: ToolCall) -> str:
 
 def synth_call_id(seed: str, index: int, name: str) -> str:
     """A stable id for a tool call the provider sent without one."""
-    digest = hashlib.sha256(f"{seed}\x00{index}\x00{name}".encode()).hexdigest()[:16]
+    digest = sha256_hex(f"{seed}\x00{index}\x00{name}".encode())[:16]
     return f"call_{digest}"
 
 

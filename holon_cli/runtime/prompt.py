@@ -170,9 +170,9 @@ def fence(text: str, *, authority: str, source: str, salt: str = "", brief: bool
     infeasible, and the rendering stays deterministic (prompt caching, replay).
     Should the text contain it anyway, a random boundary is used instead.
     """
-    import hashlib
+    from holon_cli.digest import sha256_hex
 
-    token = hashlib.sha256(f"{salt}\x00{text}".encode("utf-8", "replace")).hexdigest()[:16]
+    token = sha256_hex(f"{salt}\x00{text}".encode("utf-8", "replace"))[:16]
     while f"evidence-{token}" in text:  # pragma: no cover - needs a hash fixed point
         import secrets
 
@@ -281,13 +281,9 @@ class BuiltPrompt:
 
 
 def _h(*parts: str) -> str:
-    import hashlib
+    from holon_cli.digest import sha256_hex
 
-    d = hashlib.sha256()
-    for p in parts:
-        d.update(p.encode("utf-8", errors="replace"))
-        d.update(b"\x00")
-    return d.hexdigest()[:24]
+    return sha256_hex(b"".join(p.encode("utf-8", errors="replace") + b"\x00" for p in parts))[:24]
 
 
 def tool_guidance(tools: list[ToolSpec], guidance: dict[str, str]) -> str:

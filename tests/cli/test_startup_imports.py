@@ -134,6 +134,7 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
     unwanted = {
         "click",
         "filelock",
+        "hashlib",  # OpenSSL: holon_cli.digest hashes with CPython's own sha256
         "subprocess",
         "holon_cli.runtime.tasks.control",
         "holon_cli.runtime.tasks.launch",

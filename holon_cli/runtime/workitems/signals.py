@@ -13,11 +13,11 @@ do about the work queue.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
+from holon_cli.digest import sha256_hex
 from holon_cli.model import workitem as wm
 from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import ContinuationHold, WorkItemRecord
@@ -197,7 +197,7 @@ def _compact(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any]:
 
 
 def _fingerprint(parts: Iterable[Any]) -> str:
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+    return sha256_hex("|".join(map(str, parts)).encode())[:16]
 
 
 def activation_signal(store: AgentStore) -> dict[str, Any] | None:
