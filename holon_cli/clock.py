@@ -52,10 +52,50 @@ def now_iso() -> str:
 
 
 def parse_iso(text: str) -> float:
-    """Inverse of :func:`iso` (accepts any ISO-8601 with offset or ``Z``)."""
+    """Inverse of :func:`iso` (accepts any ISO-8601 with offset or ``Z``).
+
+    The form :func:`iso` writes (``YYYY-MM-DDTHH:MM:SS.mmmZ``, on every
+    record) is parsed without importing datetime; anything else goes to
+    ``datetime.fromisoformat``. Both give the same value (a test checks)."""
+    if len(text) == 24 and text[23] == "Z" and text[19] == "." and text[10] == "T":
+        try:
+            y, mo, d = int(text[0:4]), int(text[5:7]), int(text[8:10])
+            h, mi, sec, ms = int(text[11:13]), int(text[14:16]), int(text[17:19]), int(text[20:23])
+        except ValueError:
+            pass
+        else:
+            if (
+                text[4] == text[7] == "-"
+                and text[13] == text[16] == ":"
+                and 1 <= mo <= 12
+                and 1 <= d <= _days_in_month(y, mo)
+                and h < 24
+                and mi < 60
+                and sec < 60
+                and text[0:4].isdigit()
+            ):
+                days = _days_from_civil(y, mo, d)
+                secs = days * 86400 + h * 3600 + mi * 60 + sec
+                return (secs * 1_000_000 + ms * 1000) / 1_000_000  # as datetime computes it
     from datetime import datetime
 
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _days_in_month(y: int, m: int) -> int:
+    if m == 2:
+        return 29 if (y % 4 == 0 and y % 100 != 0) or y % 400 == 0 else 28
+    return 30 if m in (4, 6, 9, 11) else 31
+
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
 
 
 _B32 = "0123456789abcdefghjkmnpqrstvwxyz"

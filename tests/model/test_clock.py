@@ -25,3 +25,37 @@ def test_iso_at_the_rounding_edges() -> None:
         assert clock.iso(t) == _datetime_iso(t), t
     assert clock.iso(0.0) == "1970-01-01T00:00:00.000Z"
     assert clock.parse_iso(clock.iso(1764000000.123)) == 1764000000.123
+
+
+def _datetime_parse(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@given(st.floats(min_value=-2e9, max_value=4e9, allow_nan=False, allow_infinity=False))
+def test_parse_iso_of_our_format_equals_datetimes(t: float) -> None:
+    text = clock.iso(t)
+    assert clock.parse_iso(text) == _datetime_parse(text)
+
+
+def test_parse_iso_edges_and_other_forms() -> None:
+    for text in (
+        "2024-02-29T23:59:59.999Z",  # leap day
+        "2000-02-29T00:00:00.000Z",
+        "1969-12-31T23:59:59.001Z",  # before the epoch
+        "0001-01-01T00:00:00.000Z",
+        "9999-12-31T23:59:59.999Z",
+        "2026-11-23T10:00:00+02:00",  # offsets and other forms: datetime's job
+        "2026-11-23T10:00:00.123456Z",
+        "2026-11-23",
+    ):
+        assert clock.parse_iso(text) == _datetime_parse(text), text
+    for bad in ("2023-02-29T00:00:00.000Z", "2026-13-01T00:00:00.000Z", "2026-11-23T24:00:00.000Z"):
+        try:
+            expected: object = _datetime_parse(bad)
+        except ValueError:
+            expected = ValueError
+        try:
+            got: object = clock.parse_iso(bad)
+        except ValueError:
+            got = ValueError
+        assert got == expected, bad
