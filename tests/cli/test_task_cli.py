@@ -33,7 +33,7 @@ def wait_status(script_runner: Any, tid: str, want: str, within: float = 20) -> 
 
 
 def test_task_run_list_output_status(script_runner: Any, tmp_path: Path) -> None:
-    r = holon(script_runner, "task", "run", "--workdir", str(tmp_path), "--", "echo hi; sleep 0.5")
+    r = holon(script_runner, "task", "run", "--workdir", str(tmp_path), "--", "echo hi; sleep 0.3")
     assert r.returncode == 0, r.stderr
     tid = r.stdout.strip()
     assert tid.startswith("task_")

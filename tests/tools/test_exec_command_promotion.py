@@ -98,9 +98,9 @@ def test_a_short_command_starts_no_python_interpreter(call: Call) -> None:
 def test_a_promoted_exit_code_and_signal_are_recorded(call: Call, ctx: ToolContext) -> None:
     assert ctx.store is not None
     tid = promoted_id(
-        call("ExecCommand", cmd="echo begun; sleep 0.6; echo ended; exit 7", yield_time_ms=150)
+        call("ExecCommand", cmd="echo begun; sleep 0.45; echo ended; exit 7", yield_time_ms=150)
     )
-    killed = promoted_id(call("ExecCommand", cmd="sleep 0.6; kill -KILL $$", yield_time_ms=150))
+    killed = promoted_id(call("ExecCommand", cmd="sleep 0.45; kill -KILL $$", yield_time_ms=150))
     rec = wait_reported(ctx.store, tid)
     assert rec["status"] == "failed" and rec["exit_status"] == 7 and rec["signal"] is None
     (msg,) = task_results(ctx.store, tid)
