@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -32,48 +33,24 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+# the shared fake provider sits next to this script (also when a test loads
+# the script by path)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_responses import ResponsesHandler, message  # noqa: E402
 
 TARGET_MS = 100.0
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(ResponsesHandler):
     """A Responses server that always answers one assistant message."""
 
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    wbufsize = 64 * 1024
-
-    def log_message(self, *a: object) -> None:  # quiet
-        pass
-
     def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers["content-length"]))
-        resp = {
-            "id": "resp_bench",
-            "object": "response",
-            "status": "completed",
-            "model": "bench",
-            "output": [
-                {
-                    "type": "message",
-                    "id": "msg_1",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": "done", "annotations": []}],
-                }
-            ],
-            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
-        }
-        data = json.dumps(resp).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+        self.read_json()
+        self.reply(message("done"), 100, 10)
 
 
 def shebang_python(script: str) -> str:
@@ -173,7 +150,7 @@ def main() -> int:
         walls = sorted(x[0] for x in s)
         rows[name] = {
             "wall_ms_median": round(statistics.median(walls), 1),
-            "wall_ms_p90": round(walls[int(0.9 * (len(walls) - 1))], 1),
+            "wall_ms_p90": round(walls[max(0, math.ceil(0.9 * len(walls)) - 1)], 1),
             "cpu_ms_median": round(statistics.median(x[1] for x in s), 1),
             "peak_rss_mib": None if peak is None else round(peak, 1),
             "ratio": round(statistics.median(walls) / base, 2),

@@ -29,51 +29,27 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+# the shared fake provider sits next to this script (also when a test loads
+# the script by path)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_responses import ResponsesHandler, message  # noqa: E402
 
 ARRIVALS: list[float] = []
 _ARRIVED = threading.Condition()
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    wbufsize = 64 * 1024
-
-    def log_message(self, *a: object) -> None:
-        pass
-
+class Handler(ResponsesHandler):
     def do_POST(self) -> None:  # noqa: N802
         now = time.time()
         with _ARRIVED:
             ARRIVALS.append(now)
             _ARRIVED.notify_all()
-        self.rfile.read(int(self.headers["content-length"]))
-        resp = {
-            "id": "resp_bench",
-            "object": "response",
-            "status": "completed",
-            "model": "bench",
-            "output": [
-                {
-                    "type": "message",
-                    "id": "msg_1",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": "done", "annotations": []}],
-                }
-            ],
-            "usage": {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11},
-        }
-        data = json.dumps(resp).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+        self.read_json()
+        self.reply(message("done"), 10, 1)
 
 
 def _start_serve(home: Path, log: Path) -> subprocess.Popen[bytes]:

@@ -30,29 +30,27 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+# the shared fake provider sits next to this script (also when a test loads
+# the script by path)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_responses import ResponsesHandler, message  # noqa: E402
 
 ROUNDS = 3
 
 
-class Handler(BaseHTTPRequestHandler):
-    """Answers like a real API server: keep-alive (HTTP/1.1), TCP_NODELAY, and
-    the status line, headers and body in one write. Without the last two,
-    Nagle's algorithm and the client's delayed ACK stall a round by ~40 ms."""
+class Handler(ResponsesHandler):
+    """Asks for ``ExecCommand`` (``true``) until ``ROUNDS - 1`` results came
+    back, then answers; records its own time per request."""
 
     server_ms: list[float] = []
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    wbufsize = 64 * 1024  # buffered: everything leaves at the one flush below
-
-    def log_message(self, *a: object) -> None:  # quiet
-        pass
 
     def do_POST(self) -> None:  # noqa: N802
         t0 = time.perf_counter()
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        body = self.read_json()
         outputs = sum(1 for it in body.get("input", []) if it.get("type") == "function_call_output")
         if outputs < ROUNDS - 1:
             output = [
@@ -66,30 +64,8 @@ class Handler(BaseHTTPRequestHandler):
                 }
             ]
         else:
-            output = [
-                {
-                    "type": "message",
-                    "id": "msg_1",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": "done", "annotations": []}],
-                }
-            ]
-        resp = {
-            "id": "resp_bench",
-            "object": "response",
-            "status": "completed",
-            "model": "bench",
-            "output": output,
-            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
-        }
-        data = json.dumps(resp).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+            output = message("done")
+        self.reply(output, 100, 10)
         Handler.server_ms.append((time.perf_counter() - t0) * 1000)
 
 

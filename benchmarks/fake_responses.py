@@ -1,0 +1,61 @@
+"""The fake OpenAI Responses server the benchmarks share (127.0.0.1, in the
+benchmark's own process).
+
+It answers like a real API server: keep-alive (HTTP/1.1), ``TCP_NODELAY``,
+and the status line, headers and body in one write. Without the last two,
+Nagle's algorithm and the client's delayed ACK stall a round by ~40 ms
+(``tests/benchmarks/test_benchmark_tools.py`` pins this). A benchmark
+subclasses :class:`ResponsesHandler` and answers each POST with :meth:`reply`.
+"""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+def message(text: str) -> list[dict[str, Any]]:
+    """A Responses ``output`` of one assistant message."""
+    return [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+    ]
+
+
+class ResponsesHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    wbufsize = 64 * 1024  # buffered: everything leaves at the one flush in reply()
+
+    def log_message(self, *a: object) -> None:  # quiet
+        pass
+
+    def read_json(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers["content-length"])))
+
+    def reply(self, output: list[dict[str, Any]], input_tokens: int, output_tokens: int) -> None:
+        resp = {
+            "id": "resp_bench",
+            "object": "response",
+            "status": "completed",
+            "model": "bench",
+            "output": output,
+            "usage": {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            },
+        }
+        data = json.dumps(resp).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
