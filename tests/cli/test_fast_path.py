@@ -333,6 +333,7 @@ def test_run_prints_the_same_on_both_paths(
     assert "[failed]" in results[0][2][2] and "kept at HOME/agents/run-X" in results[0][2][2]
 
 
+@pytest.mark.slow  # a signal sent to a real process mid-turn (run by .ci/run)
 @pytest.mark.script_launch_mode("subprocess")
 def test_ctrl_c_on_a_fast_path_run_exits_130_and_keeps_the_message(tmp_path: Path) -> None:
     """A real ``holon run`` process (the fast path) interrupted mid-turn: exit
