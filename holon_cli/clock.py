@@ -13,6 +13,7 @@ import os
 import time
 from _thread import allocate_lock
 from collections.abc import Callable
+from typing import Any
 
 _clock: Callable[[], float] = time.time
 _lock = allocate_lock()  # threading.Lock without importing threading
@@ -57,29 +58,30 @@ def parse_iso(text: str) -> float:
     The form :func:`iso` writes (``YYYY-MM-DDTHH:MM:SS.mmmZ``, on every
     record) is parsed without importing datetime; anything else goes to
     ``datetime.fromisoformat``. Both give the same value (a test checks)."""
-    if len(text) == 24 and text[23] == "Z" and text[19] == "." and text[10] == "T":
-        try:
-            y, mo, d = int(text[0:4]), int(text[5:7]), int(text[8:10])
-            h, mi, sec, ms = int(text[11:13]), int(text[14:16]), int(text[17:19]), int(text[20:23])
-        except ValueError:
-            pass
-        else:
-            if (
-                text[4] == text[7] == "-"
-                and text[13] == text[16] == ":"
-                and 1 <= mo <= 12
-                and 1 <= d <= _days_in_month(y, mo)
-                and h < 24
-                and mi < 60
-                and sec < 60
-                and text[0:4].isdigit()
-            ):
-                days = _days_from_civil(y, mo, d)
-                secs = days * 86400 + h * 3600 + mi * 60 + sec
-                return (secs * 1_000_000 + ms * 1000) / 1_000_000  # as datetime computes it
+    if len(text) == 24 and _our_form().fullmatch(text):
+        y, mo, d = int(text[0:4]), int(text[5:7]), int(text[8:10])
+        h, mi, sec, ms = int(text[11:13]), int(text[14:16]), int(text[17:19]), int(text[20:23])
+        ok = y >= 1 and 1 <= mo <= 12 and 1 <= d <= _days_in_month(y, mo)
+        if ok and h < 24 and mi < 60 and sec < 60:
+            secs = _days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec
+            return (secs * 1_000_000 + ms * 1000) / 1_000_000  # as datetime computes it
     from datetime import datetime
 
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+_OUR_FORM: Any = None
+
+
+def _our_form() -> Any:
+    """The pattern of :func:`iso`'s output (compiled on first use: ``re`` is
+    not loaded by the commands that only write timestamps)."""
+    global _OUR_FORM
+    if _OUR_FORM is None:
+        import re
+
+        _OUR_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+    return _OUR_FORM
 
 
 def _days_in_month(y: int, m: int) -> int:

@@ -49,7 +49,17 @@ def test_parse_iso_edges_and_other_forms() -> None:
         "2026-11-23",
     ):
         assert clock.parse_iso(text) == _datetime_parse(text), text
-    for bad in ("2023-02-29T00:00:00.000Z", "2026-13-01T00:00:00.000Z", "2026-11-23T24:00:00.000Z"):
+    for bad in (
+        "2023-02-29T00:00:00.000Z",
+        "2026-13-01T00:00:00.000Z",
+        "2026-11-23T24:00:00.000Z",
+        "2026-+1-01T00:00:00.000Z",  # int() would take a sign or a space
+        "2026-11- 1T00:00:00.000Z",
+        "2026-11-01T00:00:00.-01Z",
+        "２０２６-11-01T00:00:00.000Z",  # non-ASCII digits
+        "0000-01-01T00:00:00.000Z",  # no year 0
+        "2026-11-01T00:00:60.000Z",
+    ):
         try:
             expected: object = _datetime_parse(bad)
         except ValueError:
