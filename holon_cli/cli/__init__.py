@@ -10,7 +10,6 @@ click, httpx, rich or yaml.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from typing import Any
@@ -130,15 +129,9 @@ def run(args: list[str], *, fast_exit: bool = False) -> int:
         return err.exit_code
     from holon_cli.cli.fast import run_fast
 
-    # a fast-path process lives a few dozen milliseconds: the cycle collector
-    # would only re-scan the objects its imports create (refcounting still frees)
-    gc.disable()
-    try:
-        code = run_fast(args)
-        if code is not None and fast_exit:
-            _end_fast(code)
-    finally:
-        gc.enable()  # a library caller's process keeps its collector
+    code = run_fast(args)
+    if code is not None and fast_exit:
+        _end_fast(code)
     if code is None:
         from holon_cli.cli.group import run_click
 

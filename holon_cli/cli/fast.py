@@ -19,6 +19,7 @@ drift apart. ``HOLON_NO_FAST_PATH=1`` turns the fast path off.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,8 @@ AGENT = (("--agent", "-a"), "agent_id", "text")
 class FastSpec:
     """One fast command: its options (flags, destination, value kind), its
     positional's destination (optional unless ``required``), and the defaults
-    click would give. ``short`` commands run with the cycle collector off."""
+    click would give. ``short`` commands run with the cycle collector off
+    (a ``run`` can last hours and keeps it)."""
 
     __slots__ = ("command", "options", "positional", "defaults", "body", "required", "short")
 
@@ -106,7 +108,7 @@ SPECS: dict[tuple[str, ...], FastSpec] = {
         {"max_turns": 8},
         "run",
         required=True,
-        short=False,  # a run can last hours: keep the cycle collector
+        short=False,
     ),
 }
 
@@ -220,13 +222,16 @@ def run_fast(args: list[str]) -> int | None:
     token = output.FAST_META.set(
         {"holon.command": spec.command, "holon.json": bool(kwargs.get("as_json"))}
     )
-    if not spec.short:
-        import gc
-
-        gc.enable()
+    # a short command lives a few dozen milliseconds: the cycle collector would
+    # only re-scan the objects its imports create (refcounting still frees)
+    collect = gc.isenabled()
+    if spec.short:
+        gc.disable()
     try:
         return body(**kwargs) or 0
     except failures.HANDLED as exc:
         return failures.exit_code_for(exc)
     finally:
         output.FAST_META.reset(token)
+        if collect:
+            gc.enable()  # a library caller's process keeps its collector
