@@ -82,10 +82,6 @@ class ToolCatalog:
                 self._defs[name] = found
         return found
 
-    @property
-    def names(self) -> list[str]:
-        return [s.name for s in self.specs]
-
 
 def _module_defs() -> list[ToolDef]:
     """Every built-in tool, in ``MODULES`` order, then in registration order

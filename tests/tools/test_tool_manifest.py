@@ -26,8 +26,9 @@ def test_the_default_catalog_offers_exactly_what_the_modules_define() -> None:
     lazy, eager = catalog.default_catalog(), catalog.eager_catalog()
     assert lazy.specs == eager.specs
     assert lazy.guidance == eager.guidance
-    assert lazy.names == list(eager._defs)
-    for name in lazy.names:
+    names = [s.name for s in lazy.specs]
+    assert names == list(eager._defs)
+    for name in names:
         assert lazy.get(name) is eager.get(name)  # the very definition the module registered
 
 
