@@ -350,7 +350,9 @@ def test_ctrl_c_on_a_fast_path_run_exits_130_and_keeps_the_message(tmp_path: Pat
     """A real ``holon run`` process (the fast path) interrupted mid-turn: exit
     130, one JSON error naming the kept agent, and its next turn completes."""
     import signal
-    import time
+
+    from child_signals import default_sigint
+    from scenarios import wait_for_event
 
     script = tmp_path / "slow.yaml"
     script.write_text("steps:\n  - sleep_ms: 20000\n    text: slow\n  - text: replayed\n")
@@ -362,16 +364,10 @@ def test_ctrl_c_on_a_fast_path_run_exits_130_and_keeps_the_message(tmp_path: Pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,
     )
     try:
-        deadline = time.monotonic() + 30
-        started = False
-        while time.monotonic() < deadline and not started:
-            logs = list(home.glob("agents/run-*/.holon/ledger/events.jsonl"))
-            started = bool(logs) and "message_processing_started" in logs[0].read_text()
-            time.sleep(0.05)
-        assert started, "the run never started its turn"
+        wait_for_event(home, "message_processing_started", agent="run-*")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -12,11 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_signals import default_sigint
+from scenarios import wait_for_event
 
 
 def run(script_runner: Any, *args: str, stdin: Any = None) -> Any:
@@ -142,9 +143,7 @@ def test_ctrl_c_during_turn_is_exit_130_with_one_json_object(
 
 
 def _holon_proc(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    def default_sigint() -> None:  # a background job's child would ignore Ctrl-C
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-
+    # default_sigint: a background job's child would ignore Ctrl-C
     return subprocess.Popen(
         [sys.executable, "-m", "holon_cli", *args],
         env=env,
@@ -153,16 +152,6 @@ def _holon_proc(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
         text=True,
         preexec_fn=default_sigint,
     )
-
-
-def _wait_for_event(home: Path, kind: str, timeout: float = 30.0) -> None:
-    log = home / "agents" / "main" / ".holon" / "ledger" / "events.jsonl"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.is_file() and f'"kind":"{kind}"' in log.read_text(errors="replace"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no {kind} event within {timeout}s")
 
 
 @pytest.mark.slow
@@ -182,7 +171,7 @@ def test_two_turns_at_once_one_is_busy_and_ctrl_c_loses_nothing(
     subprocess.run([*h, "enqueue", "hello"], env=env, check=True, capture_output=True)
     first = _holon_proc("turn", "--json", env=env)
     try:
-        _wait_for_event(holon_home, "message_processing_started")
+        wait_for_event(holon_home, "message_processing_started")
         second = subprocess.run(
             [*h, "turn", "--json"], env=env, capture_output=True, text=True, timeout=60
         )
