@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_signals import default_sigint
 
 from holon_cli.serve import daemon as d
 
@@ -98,7 +99,7 @@ def test_follow_prints_new_lines_and_ctrl_c_exits_130(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None
