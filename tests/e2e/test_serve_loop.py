@@ -107,6 +107,7 @@ def _rebuilt(sch: Scheduler, builds: int, timeout: float = 3.0) -> bool:
     return sch.watch_builds > builds
 
 
+@pytest.mark.slow
 def test_watcher_grows_with_new_agents_and_tasks_and_ignores_workspaces(
     watcher: Scheduler,
 ) -> None:
@@ -132,6 +133,7 @@ def test_watcher_grows_with_new_agents_and_tasks_and_ignores_workspaces(
     assert _marked(watcher, "main")
 
 
+@pytest.mark.slow
 def test_quiet_uvicorn_ticks_once_a_second_and_stops_at_once() -> None:
     import socket
 
@@ -203,6 +205,7 @@ def test_idle_serve_wakes_a_bounded_number_of_times(tmp_path: Path, holon_home: 
     assert rate <= budget, f"{rate:.0f} wake-ups/s (budget {budget:.0f})"
 
 
+@pytest.mark.slow
 def test_aborting_turns_are_backed_off_not_spun(
     holon_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -90,6 +90,7 @@ def test_a_result_ingested_by_a_concurrent_tick_is_still_turned(tmp_path: Path) 
     assert plane.wait_for_task_result(store, timeout_s=1) is True
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_waiting_stops_the_tasks_and_names_the_kept_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -144,6 +144,7 @@ def test_a_killed_supervisor_is_recovered_as_interrupted_exactly_once(
     assert "interrupted" in msg["body"]["text"]
 
 
+@pytest.mark.slow
 def test_recovery_stops_an_escaped_descendant_after_the_whole_tree_was_killed(
     store: AgentStore, tmp_path: Path
 ) -> None:
@@ -330,6 +331,7 @@ def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
     call("TaskStop", task_id=ptid)
 
 
+@pytest.mark.slow
 def test_a_stop_is_acted_on_at_once(store: AgentStore, tmp_path: Path) -> None:
     """The stop signal wakes the supervisor's wait on the command; it used to
     be noticed at the wait's next 0.5 s timeout (a TaskStop took ~0.5 s)."""
@@ -361,6 +363,7 @@ def test_tick_prunes_old_outputs_and_recovers_tasks(store: AgentStore, tmp_path:
     assert plane.read_task(store, tid)["status"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_a_result_for_a_stopped_agent_waits_until_it_is_started(
     store: AgentStore, tmp_path: Path
 ) -> None:
@@ -382,6 +385,7 @@ def test_a_result_for_a_stopped_agent_waits_until_it_is_started(
     assert plane.reap_orphans(store)["reported"] == []
 
 
+@pytest.mark.slow
 def test_unread_input_never_blocks_the_output(store: AgentStore, tmp_path: Path) -> None:
     # the command writes 300 KB before it reads anything; 200 KB of input are
     # already waiting: a supervisor that blocked on the stdin pipe would deadlock

@@ -95,6 +95,7 @@ def test_a_short_command_starts_no_python_interpreter(call: Call) -> None:
     assert "supervisor" not in sup_cmdline and " -S " not in sup_cmdline
 
 
+@pytest.mark.slow
 def test_a_promoted_exit_code_and_signal_are_recorded(call: Call, ctx: ToolContext) -> None:
     assert ctx.store is not None
     tid = promoted_id(
@@ -118,6 +119,7 @@ def test_a_promoted_exit_code_and_signal_are_recorded(call: Call, ctx: ToolConte
     assert not (tasks.task_dir(ctx.store, tid) / "handoff.json").exists()
 
 
+@pytest.mark.slow
 def test_the_handed_off_supervisor_is_a_fresh_interpreter(call: Call, ctx: ToolContext) -> None:
     assert ctx.store is not None
     tid = promoted_id(call("ExecCommand", cmd="sleep 30", yield_time_ms=100))
@@ -135,6 +137,7 @@ def test_the_handed_off_supervisor_is_a_fresh_interpreter(call: Call, ctx: ToolC
     assert len(task_results(ctx.store, tid)) == 1
 
 
+@pytest.mark.slow
 def test_stop_right_after_promotion_is_not_lost_in_the_hand_off(
     call: Call, ctx: ToolContext
 ) -> None:
@@ -153,6 +156,7 @@ def test_stop_right_after_promotion_is_not_lost_in_the_hand_off(
         assert len(task_results(ctx.store, tid)) == 1
 
 
+@pytest.mark.slow
 def test_input_output_cap_and_tty_survive_the_hand_off(call: Call, ctx: ToolContext) -> None:
     assert ctx.store is not None
     ctx.config = {"runtime": {"task_output_max_bytes": 300_000}}
@@ -191,6 +195,7 @@ def test_input_output_cap_and_tty_survive_the_hand_off(call: Call, ctx: ToolCont
     assert (tasks.task_dir(ctx.store, capped) / "output.log").stat().st_size == 300_000
 
 
+@pytest.mark.slow
 def test_the_supervisor_does_not_inherit_the_callers_locks(
     call: Call, ctx: ToolContext, tmp_path: Path
 ) -> None:
@@ -252,6 +257,7 @@ def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Pat
     assert tasks.reap_orphans(store)["reported"] == []  # never twice
 
 
+@pytest.mark.slow
 def test_the_forked_supervisor_takes_no_lock_held_at_fork_time(
     call: Call, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,6 +287,7 @@ def test_the_forked_supervisor_takes_no_lock_held_at_fork_time(
     assert len(task_results(ctx.store, tid)) == 1
 
 
+@pytest.mark.slow
 def test_commands_from_concurrent_threads_like_serve(call: Call, ctx: ToolContext) -> None:
     """``holon serve`` runs turns in threads: each fork happens while other
     threads are mid-call (holding sockets, waiting, forking themselves)."""
