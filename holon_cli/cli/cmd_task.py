@@ -17,11 +17,12 @@ from holon_cli.cli import output
 
 if TYPE_CHECKING:
     from holon_cli.model.task import TaskSnapshot
+    from holon_cli.store.agent_store import AgentStore
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
 
-def _store(agent_id: str | None) -> Any:
+def _store(agent_id: str | None) -> AgentStore:
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.tasks.plane import recovery_pass
 

@@ -5,13 +5,26 @@ copies are appended to ``.holon/ledger/tasks.jsonl``. A terminal status is
 never replaced by a non-terminal one (:func:`merge_status`).
 """
 
-from typing import TypedDict
+from typing import Literal, TypedDict, cast
 
 TASK_RECORD_VERSION = 1
 TASK_KIND = "command_task"
-STATUSES = ("starting", "running", "completed", "failed", "cancelled", "interrupted")
-TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
-ACTIVE = frozenset({"starting", "running"})
+# ``starting``: the supervisor is launched, the command not yet spawned
+TaskStatus = Literal["starting", "running", "completed", "failed", "cancelled", "interrupted"]
+# what the contract shows (``starting`` reads as ``running``: :func:`public_status`)
+PublicTaskStatus = Literal["running", "completed", "failed", "cancelled", "interrupted"]
+# ``TaskOutputResult.retrieval_status`` (readiness rules of the spec)
+RetrievalStatus = Literal["success", "not_ready", "timeout"]
+STATUSES: tuple[TaskStatus, ...] = (
+    "starting",
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+    "interrupted",
+)
+TERMINAL: frozenset[TaskStatus] = frozenset({"completed", "failed", "cancelled", "interrupted"})
+ACTIVE: frozenset[TaskStatus] = frozenset({"starting", "running"})
 
 
 class CommandSpec(TypedDict, total=False):
@@ -77,7 +90,7 @@ class TaskRecord(TypedDict, total=False):
     id: str
     agent_id: str
     kind: str
-    status: str
+    status: TaskStatus
     promoted: bool
     promoted_at: str
     created_at: str
@@ -103,7 +116,7 @@ class TaskRecord(TypedDict, total=False):
     output_summary: str
     error: str | None
     errno: int | None
-    status_before_restart: str | None
+    status_before_restart: TaskStatus | None
     result_message_id: str | None
     result_deferred: str  # the agent was stopped: a recovery pass delivers it later
     result_undeliverable: str
@@ -118,7 +131,7 @@ class TaskLedgerRecord(TypedDict, total=False):
     id: str
     agent_id: str
     kind: str
-    status: str
+    status: TaskStatus
     created_at: str
     updated_at: str
     finished_at: str | None
@@ -131,7 +144,7 @@ class TaskLedgerRecord(TypedDict, total=False):
     stop_reason: str | None
     error: str | None
     output_bytes: int
-    status_before_restart: str | None
+    status_before_restart: TaskStatus | None
 
 
 class TaskHandle(TypedDict):
@@ -139,7 +152,7 @@ class TaskHandle(TypedDict):
 
     task_id: str
     task_kind: str
-    status: str
+    status: PublicTaskStatus
 
 
 class TaskCommandView(TypedDict):
@@ -161,7 +174,7 @@ class TaskSnapshot(TypedDict):
 
     task_id: str
     kind: str
-    status: str
+    status: PublicTaskStatus
     summary: str
     cmd_preview: str
     agent_id: str | None
@@ -172,7 +185,7 @@ class TaskSnapshot(TypedDict):
     signal: str | None
     stop_reason: str | None
     error: str | None
-    status_before_restart: str | None
+    status_before_restart: TaskStatus | None
     parent_message_id: str | None
     accepts_input: bool
     input_target: str | None
@@ -193,7 +206,7 @@ class TaskOutputView(TypedDict):
 
     task_id: str
     kind: str
-    status: str
+    status: PublicTaskStatus
     summary: str
     output_preview: str
     output_truncated: bool
@@ -209,7 +222,7 @@ class TaskOutputView(TypedDict):
 class TaskOutputResult(TypedDict):
     """``TaskOutput`` / ``holon task output --json``."""
 
-    retrieval_status: str  # success | not_ready | timeout
+    retrieval_status: RetrievalStatus
     task: TaskOutputView
 
 
@@ -237,7 +250,7 @@ class ActiveTask(TypedDict):
 
     task_id: str
     task_kind: str
-    status: str
+    status: PublicTaskStatus
     summary: str
 
 
@@ -245,21 +258,21 @@ class TaskResultMetadata(TypedDict):
     """The ``metadata`` of the ONE ``task_result`` message a promoted task admits."""
 
     task_id: str
-    task_status: str | None
+    task_status: TaskStatus | None
     exit_status: int | None
     output_path: str
     stop_reason: str | None
-    status_before_restart: str | None
+    status_before_restart: TaskStatus | None
 
 
 def is_terminal(status: str | None) -> bool:
     return status in TERMINAL
 
 
-def merge_status(current: str | None, new: str) -> str:
+def merge_status(current: TaskStatus | None, new: TaskStatus) -> TaskStatus:
     """A terminal status wins over anything later that is not terminal."""
-    if is_terminal(current) and not is_terminal(new):
-        return str(current)
+    if current is not None and is_terminal(current) and not is_terminal(new):
+        return current
     return new
 
 
@@ -276,10 +289,11 @@ def summary_of(cmd: str, limit: int = 120) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
-def public_status(status: str | None) -> str:
+def public_status(status: str | None) -> PublicTaskStatus:
     """The contract's status: ``starting`` (supervisor launched, command not
-    yet spawned) is reported as ``running``."""
-    return "running" if status in (None, "starting") else str(status)
+    yet spawned) is reported as ``running``. A status read from disk is passed
+    through as it is (the record is not validated here)."""
+    return "running" if status in (None, "starting") else cast("PublicTaskStatus", str(status))
 
 
 def handle(rec: TaskRecord) -> TaskHandle:

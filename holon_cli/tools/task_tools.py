@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import NotFoundError
 from holon_cli.runtime.tasks import plane
 from holon_cli.tools.base import ToolContext, ToolError, ToolResult, field_doc, tool
+
+if TYPE_CHECKING:
+    from holon_cli.store.agent_store import AgentStore
 
 MAX_BLOCK_MS = 600_000
 
@@ -24,11 +27,12 @@ def _result(data: Mapping[str, Any]) -> ToolResult:
     return ToolResult(True, json.dumps(data, ensure_ascii=False, default=str), data=dict(data))
 
 
-def _store(ctx: ToolContext) -> Any:
+def _store(ctx: ToolContext) -> AgentStore:
     if ctx.store is None:
         raise ToolError("unavailable", "tasks need an agent store")
-    plane.recovery_pass(ctx.store)
-    return ctx.store
+    store: AgentStore = ctx.store
+    plane.recovery_pass(store)
+    return store
 
 
 def _not_found(exc: NotFoundError, task_id: str) -> ToolError:

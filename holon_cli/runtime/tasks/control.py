@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from holon_cli.model.task import (
         ActiveTask,
         CommandSpec,
+        RetrievalStatus,
         TaskFailure,
         TaskInputResult,
         TaskOutputResult,
@@ -139,6 +140,7 @@ def task_output(
     b = bound_output(out, OUTPUT_PREVIEW_CHARS, saved_path=str(out))
     terminal = tm.is_terminal(rec.get("status"))
     file_backed = out.exists()
+    retrieval: RetrievalStatus
     if terminal and (file_backed or rec.get("output_summary")):
         retrieval = "success"
     elif block and not terminal:

@@ -35,7 +35,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.events import TasksRecoveredData
-    from holon_cli.model.task import TaskProcess, TaskRecord
+    from holon_cli.model.task import TaskProcess, TaskRecord, TaskStatus
 
 DEFAULT_OUTPUTS_MAX_AGE_S = 7 * 86400
 DEFAULT_OUTPUTS_MAX_BYTES = 1024 * 1024 * 1024
@@ -81,7 +81,7 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
             )
             if rec.get("promoted"):
 
-                def lost(r: TaskRecord, prev: str | None = status) -> None:
+                def lost(r: TaskRecord, prev: TaskStatus | None = status) -> None:
                     if tm.is_terminal(r.get("status")):
                         return
                     r["status"] = "interrupted"

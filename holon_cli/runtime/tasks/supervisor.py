@@ -46,7 +46,7 @@ from holon_cli.runtime.tasks import procs
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from holon_cli.model.task import TaskLaunchSpec, TaskRecord
+    from holon_cli.model.task import TaskLaunchSpec, TaskRecord, TaskStatus
 
 READ_CHUNK = 65536
 INPUT_BUFFER = 1024 * 1024
@@ -412,7 +412,7 @@ class Supervisor:
             sel.register(fifo, selectors.EVENT_READ, "input")
 
     # -- end ---------------------------------------------------------------
-    def status_for(self, rc: int) -> str:
+    def status_for(self, rc: int) -> TaskStatus:
         if self.stop_reason == "stop_requested":
             return "cancelled"
         if self.stop_reason == "owner_gone":
