@@ -13,9 +13,12 @@ are written (zero runtime cost; the JSON is unchanged).
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from holon_cli.model.turn import ClosureDecision
+
+if TYPE_CHECKING:
+    from holon_cli.model.timer import TimerPurpose
 
 EventKind = Literal[
     # agents
@@ -265,6 +268,17 @@ class MessageInterjectedData(TypedDict):
     into_message_id: str
 
 
+class SkillActivatedData(TypedDict):
+    """A skill a successful command used (spec: Skill Discovery And
+    Activation); its own record, so no ``turn_id`` key."""
+
+    skill: str
+    scope: str
+    load_reason: Literal["read_skill_md", "run_skill_script"]
+    path: str
+    entrypoint_path: str
+
+
 # ``from``/``to`` are Python keywords: the functional form keeps the JSON names
 AgentStateChangedData = TypedDict("AgentStateChangedData", {"from": str, "to": str, "reason": str})
 AgentStateRepairedData = TypedDict(
@@ -293,10 +307,27 @@ class MessageAdmittedData(TypedDict):
     created_at: str | None
 
 
+class MessageReplayedData(TypedDict):
+    attempts: int
+
+
+class MessageRequeuedData(TypedDict):
+    queue_seq: int
+
+
 class InboxMessageQuarantinedData(TypedDict):
     file: str
     path: str
     reason: str
+
+
+class TickCompletedData(TypedDict):
+    actions: list[dict[str, Any]]
+
+
+class WorkspaceBoundData(TypedDict):
+    workspace_anchor: str
+    cwd: str
 
 
 class BriefRecordedData(TypedDict):
@@ -369,6 +400,18 @@ class TasksRecoveredData(TypedDict):
     interrupted: list[str]
     reported: list[str]
     reaped_foreground: list[str]
+
+
+class TimerCreatedData(TypedDict):
+    next_fire_at: str | None
+    every_ms: int | None
+    purpose: TimerPurpose
+    timer_id: str
+
+
+class TimerCancelledData(TypedDict):
+    timer_id: str
+    reason: str
 
 
 class TimerFiredData(TypedDict):

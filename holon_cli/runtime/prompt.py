@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from holon_cli.model.envelope import body_text, origin_label
 from holon_cli.runtime.workspace import (
@@ -24,6 +24,7 @@ from holon_cli.runtime.workspace import (
 
 if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
     from holon_cli.model.envelope import Envelope
+    from holon_cli.model.events import SkillActivatedData
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
 SYSTEM_POLICY = """\
@@ -403,14 +404,16 @@ def build_frame(
     return BuiltPrompt(frame, sources, sections)
 
 
-def skill_activations(cmd: str, cwd: Path, skills: list[dict[str, str]]) -> list[dict[str, str]]:
+def skill_activations(
+    cmd: str, cwd: Path, skills: list[dict[str, str]]
+) -> list[SkillActivatedData]:
     """Skills a successful command activated (spec: Skill Discovery And Activation):
     referencing a skill's SKILL.md is ``read_skill_md``; referencing a file under
     its ``scripts/`` is ``run_skill_script``."""
     import os
     import re
 
-    out: list[dict[str, str]] = []
+    out: list[SkillActivatedData] = []
     for sk in skills:
         entry = Path(sk["path"])
         root = entry.parent
@@ -425,7 +428,9 @@ def skill_activations(cmd: str, cwd: Path, skills: list[dict[str, str]]) -> list
             m = re.search(re.escape(form.rstrip("/")) + r"/(SKILL\.md|scripts/[^\s'\";|&)]+)", cmd)
             if m:
                 rel = m.group(1)
-                reason = "read_skill_md" if rel == "SKILL.md" else "run_skill_script"
+                reason: Literal["read_skill_md", "run_skill_script"] = (
+                    "read_skill_md" if rel == "SKILL.md" else "run_skill_script"
+                )
                 out.append(
                     {
                         "skill": sk["name"],

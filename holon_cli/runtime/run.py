@@ -23,6 +23,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.events import WorkspaceBoundData
 
 
 def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
@@ -36,7 +37,8 @@ def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
             st["attached_workspaces"].append(str(root))
 
     store.update_state(bind)
-    store.emit("workspace_bound", {"workspace_anchor": str(root), "cwd": str(cwd)})
+    bound: WorkspaceBoundData = {"workspace_anchor": str(root), "cwd": str(cwd)}
+    store.emit("workspace_bound", bound)
 
 
 def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:

@@ -8,13 +8,16 @@ A tick never enqueues a second activation while one is still queued.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.enqueue import admit
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import TickCompletedData
 
 
 def _has_pending_tick(st: q.QueueState, reason: str) -> bool:
@@ -144,7 +147,8 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
                     {"action": "activated", "work_signal": signal, "message_id": msg["id"]}
                 )
     if actions:
-        store.emit("tick_completed", {"actions": actions})
+        completed: TickCompletedData = {"actions": actions}
+        store.emit("tick_completed", completed)
         return {"agent_id": store.agent_id, "actions": actions}
     # nothing happened: say why, so a cron log explains a quiet agent
     if asleep:

@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.model.envelope import (
@@ -33,6 +33,9 @@ from holon_cli.runtime.queue.state import (
     load,
 )
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import MessageRequeuedData
 
 
 def _summary(
@@ -193,5 +196,6 @@ def requeue(store: AgentStore, message_id: str) -> Envelope:
             admitted_record(st.next_seq, env, requeued=True),
         )
         _save(store, st)
-        store.emit("message_requeued", {"queue_seq": st.next_seq - 1}, message=env)
+        requeued: MessageRequeuedData = {"queue_seq": st.next_seq - 1}
+        store.emit("message_requeued", requeued, message=env)
         return env

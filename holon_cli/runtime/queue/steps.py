@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
@@ -33,6 +33,9 @@ from holon_cli.runtime.queue.state import (
     load,
 )
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import MessageReplayedData
 
 
 def recover(store: AgentStore, st: QueueState, settled: Collection[str] = ()) -> list[QueueEntry]:
@@ -60,7 +63,8 @@ def recover(store: AgentStore, st: QueueState, settled: Collection[str] = ()) ->
             )
         else:
             set_status(store, st, mid, "interrupted", reason="turn_crashed", save=False)
-            store.emit("message_replayed", {"attempts": entry.get("attempts", 0)}, message=head)
+            replayed: MessageReplayedData = {"attempts": entry.get("attempts", 0)}
+            store.emit("message_replayed", replayed, message=head)
         changed.append(entry)
     if changed:
         _save(store, st)

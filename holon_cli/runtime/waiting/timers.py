@@ -47,7 +47,7 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.locks import locked
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import TimerFiredData
+    from holon_cli.model.events import TimerCancelledData, TimerCreatedData, TimerFiredData
 
 LEDGER = "timers"
 SNAPSHOT_VERSION = 1
@@ -168,12 +168,13 @@ def add_timer(
         st = load(store)
         _append(store, st, "created", timer)
         _save(store, st)
-    store.emit(
-        "timer_created",
-        {"next_fire_at": timer["next_fire_at"], "every_ms": every_ms, "purpose": timer["purpose"]}
-        | {"timer_id": tid},
-        work_item_id=work_item_id,
-    )
+    created: TimerCreatedData = {
+        "next_fire_at": timer["next_fire_at"],
+        "every_ms": every_ms,
+        "purpose": timer["purpose"],
+        "timer_id": tid,
+    }
+    store.emit("timer_created", created, work_item_id=work_item_id)
     return public(timer)
 
 
@@ -216,7 +217,8 @@ def cancel_timer(store: AgentStore, timer_id: str, *, reason: str = "operator") 
         new: StoredTimer = {**t, "status": "cancelled", "next_fire_at": None}
         _append(store, st, "cancelled", new, reason=reason)
         _save(store, st)
-    store.emit("timer_cancelled", {"timer_id": timer_id, "reason": reason})
+    cancelled: TimerCancelledData = {"timer_id": timer_id, "reason": reason}
+    store.emit("timer_cancelled", cancelled)
     return {"timer": public(new), "changed": True, "previous_status": "active"}
 
 
