@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from holon_cli.model.turn import ClosureDecision
+from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
 
 if TYPE_CHECKING:
     from holon_cli.model.timer import TimerPurpose
@@ -215,7 +215,7 @@ class ProviderRoundCompletedData(TypedDict):
     provider_round_ms: float
     provider_started_at: str
     provider_completed_at: str
-    provider_attempt_timeline: dict[str, Any]
+    provider_attempt_timeline: ProviderAttemptTimeline
     stop_reason: str | None
     model_ref: str | None
 
@@ -244,7 +244,7 @@ class RuntimeErrorData(TypedDict):
     error: str
     failure_kind: str | None
     failure_artifact: NotRequired[dict[str, Any]]
-    provider_attempt_timeline: NotRequired[dict[str, Any]]
+    provider_attempt_timeline: NotRequired[ProviderAttemptTimeline]
     token_usage: NotRequired[dict[str, int] | None]
     provider_round_ms: NotRequired[float]
 

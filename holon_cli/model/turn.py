@@ -49,8 +49,32 @@ class TokenUsageDict(TypedDict):
     total_tokens: int
 
 
+AttemptOutcome = Literal["succeeded", "retrying", "retries_exhausted", "fail_fast_aborted"]
+AttemptDisposition = Literal["retryable", "fail_fast", "turn_terminal"]
+
+
+class ProviderAttemptRecord(TypedDict):
+    """One provider attempt (``providers.chain``); the failure fields only
+    when it failed, ``backoff_ms`` only before a retry."""
+
+    provider: str
+    model_ref: str
+    attempt: int
+    max_attempts: int
+    started_at: str
+    completed_at: str
+    duration_ms: int
+    failure_kind: NotRequired[str]
+    disposition: NotRequired[AttemptDisposition | None]
+    outcome: AttemptOutcome
+    advanced_to_fallback: bool
+    backoff_ms: NotRequired[int]
+    token_usage: NotRequired[dict[str, int]]
+    transport_diagnostics: NotRequired[dict[str, Any]]
+
+
 class ProviderAttemptTimeline(TypedDict):
-    attempts: list[dict[str, Any]]
+    attempts: list[ProviderAttemptRecord]
     requested_model_ref: str | None
     active_model_ref: NotRequired[str | None]
     winning_model_ref: NotRequired[str | None]

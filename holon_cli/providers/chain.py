@@ -24,7 +24,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock as holon_clock
 from holon_cli.errors import ConfigError, HolonError, ProviderError
@@ -37,6 +37,14 @@ from holon_cli.providers.base import (
     ProviderRequest,
     Transport,
 )
+
+if TYPE_CHECKING:
+    from holon_cli.model.turn import (
+        AttemptDisposition,
+        AttemptOutcome,
+        ProviderAttemptRecord,
+        ProviderAttemptTimeline,
+    )
 
 MAX_RETRIES = 2
 BACKOFF_BASE_S = 0.5
@@ -111,14 +119,14 @@ class ChainResult:
     """A successful provider round: the response and the attempt timeline."""
 
     response: ModelResponse
-    timeline: dict[str, Any]
+    timeline: ProviderAttemptTimeline
     model_ref: str
     provider: str
     # usage aggregated over every attempt that reported it (failed ones included)
     usage: TokenUsage | None
 
     @property
-    def attempts(self) -> list[dict[str, Any]]:
+    def attempts(self) -> list[ProviderAttemptRecord]:
         return list(self.timeline["attempts"])
 
 
@@ -133,7 +141,7 @@ class ChainFailure(ProviderError):
     def __init__(
         self,
         failure: ProviderFailure,
-        timeline: dict[str, Any],
+        timeline: ProviderAttemptTimeline,
         usage: TokenUsage | None,
         candidates: list[str],
         *,
@@ -165,7 +173,7 @@ class ChainFailure(ProviderError):
 
     def _outcomes(self) -> list[str]:
         """``ref: kind (HTTP n), retries exhausted after 3 attempts`` per candidate tried."""
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: dict[str, list[ProviderAttemptRecord]] = {}
         for rec in self.timeline.get("attempts", []):
             out.setdefault(rec["model_ref"], []).append(rec)
         parts = []
@@ -245,22 +253,26 @@ def _record(
     started_at: str,
     completed_at: str,
     duration_ms: int,
-    outcome: str,
+    outcome: AttemptOutcome,
     advanced: bool,
     failure: ProviderFailure | None = None,
-    disposition: str | None = None,
+    disposition: AttemptDisposition | None = None,
     backoff_ms: int | None = None,
     usage: TokenUsage | None = None,
-) -> dict[str, Any]:
-    rec: dict[str, Any] = {
-        "provider": provider,
-        "model_ref": ref,
-        "attempt": attempt,
-        "max_attempts": max_attempts,
-        "started_at": started_at,
-        "completed_at": completed_at,
-        "duration_ms": duration_ms,
-    }
+) -> ProviderAttemptRecord:
+    # filled in the JSON's key order: the failure fields precede ``outcome``
+    rec = cast(
+        "ProviderAttemptRecord",
+        {
+            "provider": provider,
+            "model_ref": ref,
+            "attempt": attempt,
+            "max_attempts": max_attempts,
+            "started_at": started_at,
+            "completed_at": completed_at,
+            "duration_ms": duration_ms,
+        },
+    )
     if failure is not None:
         rec["failure_kind"] = failure.kind
         rec["disposition"] = disposition
@@ -317,9 +329,9 @@ def call_with_fallback(
 
     resolver = resolve or default_resolve
 
-    attempts: list[dict[str, Any]] = []
+    attempts: list[ProviderAttemptRecord] = []
     usages: list[TokenUsage] = []
-    timeline: dict[str, Any] = {"attempts": attempts, "requested_model_ref": candidates[0]}
+    timeline: ProviderAttemptTimeline = {"attempts": attempts, "requested_model_ref": candidates[0]}
     max_attempts = 1 + max(max_retries, 0)
     last: ProviderFailure | None = None
 

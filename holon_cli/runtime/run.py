@@ -24,6 +24,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.events import WorkspaceBoundData
+    from holon_cli.model.turn import ProviderAttemptRecord
 
 
 def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
@@ -186,7 +187,7 @@ def run_once(
     raw = last.final_text if last else ""
     report = newest_completion_report_since(store, started_at)
     usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    attempts: list[dict[str, Any]] = []
+    attempts: list[ProviderAttemptRecord] = []
     for t in turns:
         for k in usage:
             usage[k] += t.token_usage.get(k, 0)

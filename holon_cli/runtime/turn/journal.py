@@ -38,7 +38,7 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_bytes, dumps
 
 if TYPE_CHECKING:
-    from holon_cli.model.turn import TurnSettlement
+    from holon_cli.model.turn import ProviderAttemptRecord, TurnSettlement
 
 JOURNAL_VERSION = 1
 
@@ -102,7 +102,7 @@ class Journal:
         self.usage_reported = False  # some provider answer carried token data
         # successful rounds' usage and count: added to the agent's totals at settle
         self.counted = {"input_tokens": 0, "output_tokens": 0, "rounds": 0}
-        self.timeline: list[dict[str, Any]] = []
+        self.timeline: list[ProviderAttemptRecord] = []
         self.interject_ids: list[str] = []
         self.settlement: TurnSettlement | None = None
         self._dirty = False
@@ -251,7 +251,9 @@ class Journal:
         for k in self.usage:
             self.usage[k] += int(usage.get(k, 0))
 
-    def record_round(self, usage: dict[str, Any] | None, attempts: list[dict[str, Any]]) -> None:
+    def record_round(
+        self, usage: dict[str, Any] | None, attempts: list[ProviderAttemptRecord]
+    ) -> None:
         """A successful provider round: its usage, its attempts, the round count."""
         self.add_usage(usage)
         self.timeline.extend(attempts)
@@ -271,7 +273,9 @@ class Journal:
             }
         )
 
-    def record_failure(self, usage: dict[str, Any] | None, attempts: list[dict[str, Any]]) -> None:
+    def record_failure(
+        self, usage: dict[str, Any] | None, attempts: list[ProviderAttemptRecord]
+    ) -> None:
         self.add_usage(usage)
         self.timeline.extend(attempts)
         self._append(

@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING, Any
 from holon_cli.errors import HolonError
 
 if TYPE_CHECKING:
-    from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
+    from holon_cli.model.turn import (
+        ClosureDecision,
+        ProviderAttemptRecord,
+        ProviderAttemptTimeline,
+    )
 
 
 def zero_usage() -> dict[str, int]:
@@ -16,7 +20,7 @@ def zero_usage() -> dict[str, int]:
 
 
 def attempt_timeline(
-    attempts: list[dict[str, Any]],
+    attempts: list[ProviderAttemptRecord],
     requested_model_ref: str | None,
     usage: dict[str, int] | None = None,
 ) -> ProviderAttemptTimeline:
