@@ -184,6 +184,15 @@ class ToolErrorEnvelope(TypedDict):
     retryable: bool
 
 
+class ToolWarning(TypedDict):
+    """A soft problem next to a successful tool result (``ToolResult.warnings``,
+    ``tool_executed.warnings``): a stable ``kind`` and a message for the model.
+    A work-item tool's warnings may carry a field of their own (a count)."""
+
+    kind: str
+    message: str
+
+
 # ----------------------------------------------------------- turn events
 # ``turn_id`` leads the data of every turn event; the turn's recorder adds it
 
@@ -236,7 +245,7 @@ class ToolExecutedData(TypedDict):
     duration_ms: float
     error: str | None
     tool_error: ToolErrorEnvelope | None
-    warnings: list[dict[str, Any]] | None
+    warnings: list[ToolWarning] | None
 
 
 class RuntimeErrorData(TypedDict):

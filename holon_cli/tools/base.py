@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get
 from holon_cli.providers.base import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import ToolErrorEnvelope, ToolErrorKind
+    from holon_cli.model.events import ToolErrorEnvelope, ToolErrorKind, ToolWarning
 
 MAX_ERROR_DETAIL_CHARS = 2000
 
@@ -167,7 +167,7 @@ class ToolResult:
     content: str  # exactly what the model sees
     data: dict[str, Any] = field(default_factory=dict)
     error: ToolErrorEnvelope | None = None
-    warnings: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[ToolWarning] = field(default_factory=list)
     effects: ToolEffects = field(default_factory=ToolEffects)
 
 

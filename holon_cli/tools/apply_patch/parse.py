@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from holon_cli.tools.base import ToolError
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import ToolWarning
 
 MAX_PATCH_CHARS = 5_000_000
 PREVIEW_LINES = 8
@@ -138,11 +141,11 @@ def _strip_prefixes(old: str | None, new: str | None) -> tuple[str | None, str |
     return old, new
 
 
-def parse_patch(text: str) -> tuple[list[FilePatch], list[dict[str, Any]]]:
+def parse_patch(text: str) -> tuple[list[FilePatch], list[ToolWarning]]:
     """Parse either dialect. Returns the file patches and parse warnings."""
     text = _strip_fences(text.replace("\r\n", "\n"))
     lines = text.split("\n")
-    warnings: list[dict[str, Any]] = []
+    warnings: list[ToolWarning] = []
     if lines and lines[0].strip() == "*** Begin Patch":
         files = _parse_codex(lines, warnings)
     else:
@@ -153,7 +156,7 @@ def parse_patch(text: str) -> tuple[list[FilePatch], list[dict[str, Any]]]:
 
 
 def _parse_hunk(
-    lines: list[str], i: int, warnings: list[dict[str, Any]], path: str
+    lines: list[str], i: int, warnings: list[ToolWarning], path: str
 ) -> tuple[Hunk, int]:
     header = lines[i]
     m = _HUNK_RE.match(header)
@@ -239,7 +242,7 @@ def _parse_hunk(
     return hunk, i
 
 
-def _parse_unified(lines: list[str], warnings: list[dict[str, Any]]) -> list[FilePatch]:
+def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatch]:
     files: list[FilePatch] = []
     i = 0
     git: dict[str, Any] | None = None  # the current ``diff --git`` block
@@ -310,7 +313,7 @@ def _parse_unified(lines: list[str], warnings: list[dict[str, Any]]) -> list[Fil
     return files
 
 
-def _parse_codex(lines: list[str], warnings: list[dict[str, Any]]) -> list[FilePatch]:
+def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatch]:
     files: list[FilePatch] = []
     i = 1
     ended = False

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import ToolWarning
 
 CHARS_PER_TOKEN = 4
 DEFAULT_OUTPUT_TOKENS = 8_000
 HARD_MAX_OUTPUT_TOKENS = 64_000
 
 
-def _int_setting(raw: Any, source: str, warnings: list[dict[str, Any]]) -> int | None:
+def _int_setting(raw: Any, source: str, warnings: list[ToolWarning]) -> int | None:
     if raw is None or raw == "":
         return None
     try:
@@ -33,7 +36,7 @@ def output_budget_tokens(
     config: dict[str, Any] | None,
     requested: int | None = None,
     *,
-    warnings: list[dict[str, Any]] | None = None,
+    warnings: list[ToolWarning] | None = None,
 ) -> int:
     """The model-visible output budget in estimated tokens.
 

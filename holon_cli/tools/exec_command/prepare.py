@@ -8,11 +8,14 @@ import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from holon_cli.runtime.tasks.procs import runtime_setting
 from holon_cli.tools.base import ToolContext, ToolError
 from holon_cli.tools.exec_command.budget import _int_setting, output_budget_tokens
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import ToolWarning
 
 MAX_EXEC_TIMEOUT_MS = 3_600_000
 DEFAULT_SHELL = "/bin/bash"
@@ -79,7 +82,7 @@ def _ms_setting(
     requested: int | None,
     key: str,
     default: int,
-    warnings: list[dict[str, Any]],
+    warnings: list[ToolWarning],
 ) -> int:
     if requested is not None:
         if requested <= 0:
@@ -110,7 +113,7 @@ class _Prepared:
     cwd: Path
     argv: list[str]
     tokens: int
-    warnings: list[dict[str, Any]]
+    warnings: list[ToolWarning]
 
 
 def _prepare(
@@ -139,7 +142,7 @@ def _prepare(
         )
     if ctx.store is None:
         raise ToolError("unavailable", "commands need an agent store", retryable=False)
-    warnings: list[dict[str, Any]] = []
+    warnings: list[ToolWarning] = []
     cwd = resolve_inside_root(ctx, workdir)
     if not cwd.is_dir():
         raise ToolError(
