@@ -296,6 +296,14 @@ AgentStateRepairedData = TypedDict(
 )
 
 
+AgentModelChangedData = TypedDict("AgentModelChangedData", {"from": str | None, "to": str | None})
+
+
+class TurnInterruptedData(TypedDict):
+    turn_id: str
+    reason: str  # keyboard_interrupt
+
+
 class TurnRoundLimitReachedData(TypedDict):
     turn_id: NotRequired[str]
     rounds: int
@@ -314,6 +322,34 @@ class MessageAdmittedData(TypedDict):
     queue_seq: int
     kind: str | None
     created_at: str | None
+
+
+class InboxMessageCorrectedData(TypedDict):
+    file: str
+    fields: list[str]
+    reason: str
+
+
+class QueueRebuiltFromInboxData(TypedDict):
+    reason: str
+    restored_message_ids: list[str]
+
+
+class QueueLedgerTruncatedData(TypedDict):
+    path: str
+    snapshot_offset: int
+    ledger_size: int
+    restored_message_ids: list[str]
+    lost_message_ids: list[str]
+
+
+class QueueRuntimeErrorData(TypedDict):
+    """A ``runtime_error`` of the queue itself (no turn): a message whose body
+    cannot be read, or one aborted after too many interrupted attempts."""
+
+    error: str
+    kind: Literal["message_unreadable", "replay_limit"]
+    hint: NotRequired[str]
 
 
 class MessageReplayedData(TypedDict):
@@ -403,6 +439,10 @@ class WorkItemCompletedData(TypedDict):
 
 
 # ------------------------------------------------- task and waiting events
+
+
+class TaskRecoveryFailedData(TypedDict):
+    error: str
 
 
 class TasksRecoveredData(TypedDict):
@@ -498,3 +538,25 @@ class TriggerRotatedData(TypedDict):
     external_trigger_id: str
     token_generation: int
     previous_status: str | None
+
+
+class TriggerRevokedData(TypedDict):
+    external_trigger_id: str
+
+
+class ExternalTriggerDeliveredData(TypedDict):
+    external_trigger_id: str
+    delivery_mode: str
+    source: str | None
+    content_type: str | None
+    body_bytes: int
+    disposition: str
+    message_id: str | None
+    coalesced_count: int
+    waiting_intent_ids: list[str]
+    trigger_count: int
+
+
+class WakeHintConvertedData(TypedDict):
+    coalesced_count: int | None
+    message_id: str

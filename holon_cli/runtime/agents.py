@@ -29,7 +29,11 @@ from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState, AgentStatus
-    from holon_cli.model.events import AgentCreatedData
+    from holon_cli.model.events import (
+        AgentCreatedData,
+        AgentModelChangedData,
+        AgentStateChangedData,
+    )
 
 HOME_VERSION = 1
 
@@ -423,10 +427,12 @@ def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
 
     store.update_state(mutate)
     if out["changed"]:
-        store.emit(
-            "agent_state_changed",
-            {"from": out["previous"], "to": out["status"], "reason": f"operator_{action}"},
-        )
+        changed: AgentStateChangedData = {
+            "from": out["previous"],
+            "to": out["status"],
+            "reason": f"operator_{action}",
+        }
+        store.emit("agent_state_changed", changed)
     out["agent_id"] = store.agent_id
     out["lifecycle_hint"] = lifecycle_hint(out["status"])
     return out
@@ -447,7 +453,8 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
         state["model_override"] = model
 
     store.update_state(mutate)
-    store.emit("agent_model_changed", {"from": out["previous"], "to": model})
+    model_changed: AgentModelChangedData = {"from": out["previous"], "to": model}
+    store.emit("agent_model_changed", model_changed)
     from holon_cli.runtime.models import model_state
 
     return {

@@ -55,7 +55,13 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import fsync_dir
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import InboxMessageQuarantinedData, MessageAdmittedData
+    from holon_cli.model.events import (
+        InboxMessageCorrectedData,
+        InboxMessageQuarantinedData,
+        MessageAdmittedData,
+        QueueLedgerTruncatedData,
+        QueueRebuiltFromInboxData,
+    )
 
 
 def _body_file(store: AgentStore, message_id: str) -> Path:
@@ -214,18 +220,15 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
             store.inbox.archive(path)
             continue
         if replaced:
-            store.emit(
-                "inbox_message_corrected",
-                {
-                    "file": path.name,
-                    "fields": replaced,
-                    "reason": (
-                        "trust, authority and provenance are derived from the origin and the "
-                        "admission surface, never taken from the file"
-                    ),
-                },
-                message=env,
-            )
+            corrected: InboxMessageCorrectedData = {
+                "file": path.name,
+                "fields": replaced,
+                "reason": (
+                    "trust, authority and provenance are derived from the origin and the "
+                    "admission surface, never taken from the file"
+                ),
+            }
+            store.emit("inbox_message_corrected", corrected, message=env)
         rec: dict[str, Any] = admitted_record(st.next_seq, env)
         _append(store, st, rec)
         if replaced:  # cur/ keeps the corrected envelope, never the claim
@@ -292,16 +295,13 @@ def _sweep_cur(store: AgentStore, st: QueueState) -> bool:
         )
         readmitted.append(env["id"])
     if readmitted:
-        store.emit(
-            "queue_rebuilt_from_inbox",
-            {
-                "reason": (
-                    "message bodies in inbox/cur that neither the queue ledger nor its "
-                    "snapshot knew"
-                ),
-                "restored_message_ids": readmitted,
-            },
-        )
+        rebuilt: QueueRebuiltFromInboxData = {
+            "reason": (
+                "message bodies in inbox/cur that neither the queue ledger nor its snapshot knew"
+            ),
+            "restored_message_ids": readmitted,
+        }
+        store.emit("queue_rebuilt_from_inbox", rebuilt)
     return bool(readmitted)
 
 
@@ -356,13 +356,11 @@ def _rebuild(store: AgentStore, st: QueueState) -> None:
         )
         restored.append(mid)
     st.offset = store.ledger("queue").size()
-    store.emit(
-        "queue_ledger_truncated",
-        {
-            "path": str(store.ledger("queue").path),
-            "snapshot_offset": was,
-            "ledger_size": now,
-            "restored_message_ids": restored,
-            "lost_message_ids": lost,
-        },
-    )
+    truncated: QueueLedgerTruncatedData = {
+        "path": str(store.ledger("queue").path),
+        "snapshot_offset": was,
+        "ledger_size": now,
+        "restored_message_ids": restored,
+        "lost_message_ids": lost,
+    }
+    store.emit("queue_ledger_truncated", truncated)

@@ -35,7 +35,7 @@ from holon_cli.runtime.queue.state import (
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import MessageReplayedData
+    from holon_cli.model.events import MessageReplayedData, QueueRuntimeErrorData
 
 
 def recover(store: AgentStore, st: QueueState, settled: Collection[str] = ()) -> list[QueueEntry]:
@@ -50,17 +50,12 @@ def recover(store: AgentStore, st: QueueState, settled: Collection[str] = ()) ->
         head = entry["head"]
         if int(entry.get("attempts", 0)) >= MAX_ATTEMPTS and mid not in settled:
             set_status(store, st, mid, "aborted", reason="max_attempts_exceeded", save=False)
-            store.emit(
-                "runtime_error",
-                {
-                    "error": f"message {mid} aborted after {MAX_ATTEMPTS} interrupted attempts",
-                    "kind": "replay_limit",
-                    "hint": (
-                        f"re-admit it with `holon queue requeue {mid} --agent {store.agent_id}`"
-                    ),
-                },
-                message=head,
-            )
+            limit: QueueRuntimeErrorData = {
+                "error": f"message {mid} aborted after {MAX_ATTEMPTS} interrupted attempts",
+                "kind": "replay_limit",
+                "hint": f"re-admit it with `holon queue requeue {mid} --agent {store.agent_id}`",
+            }
+            store.emit("runtime_error", limit, message=head)
         else:
             set_status(store, st, mid, "interrupted", reason="turn_crashed", save=False)
             replayed: MessageReplayedData = {"attempts": entry.get("attempts", 0)}
@@ -123,11 +118,11 @@ def dequeue_next(
             except (CorruptStateError, EnvelopeError) as exc:
                 mid = head["message_id"]
                 set_status(store, st, mid, "aborted", reason="body_missing")
-                store.emit(
-                    "runtime_error",
-                    {"error": str(exc), "kind": "message_unreadable"},
-                    message=head["head"],
-                )
+                unreadable: QueueRuntimeErrorData = {
+                    "error": str(exc),
+                    "kind": "message_unreadable",
+                }
+                store.emit("runtime_error", unreadable, message=head["head"])
                 continue
             set_status(store, st, head["message_id"], "dequeued", turn_id=turn_id)
             entry.update(st.entries[head["message_id"]])

@@ -34,7 +34,7 @@ from holon_cli.runtime.tasks.records import (
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import TasksRecoveredData
+    from holon_cli.model.events import TaskRecoveryFailedData, TasksRecoveredData
     from holon_cli.model.task import TaskProcess, TaskRecord, TaskStatus
 
 DEFAULT_OUTPUTS_MAX_AGE_S = 7 * 86400
@@ -185,7 +185,8 @@ def recovery_pass(store: AgentStore) -> dict[str, list[str]]:
     try:
         return reap_orphans(store)
     except Exception as exc:  # noqa: BLE001 - reported, not fatal
-        store.emit("task_recovery_failed", {"error": f"{type(exc).__name__}: {exc}"})
+        failed: TaskRecoveryFailedData = {"error": f"{type(exc).__name__}: {exc}"}
+        store.emit("task_recovery_failed", failed)
         return {"interrupted": [], "reported": [], "reaped_foreground": []}
 
 

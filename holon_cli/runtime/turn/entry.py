@@ -22,6 +22,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
     from holon_cli.tools.catalog import ToolCatalog
 
 
@@ -173,27 +174,19 @@ def run_turn(
         except KeyboardInterrupt:
             # Ctrl-C: the message stays dequeued and the next turn replays it
             # from the journal; the agent must not look busy meanwhile
-            store.emit(
-                "turn_interrupted",
-                {"turn_id": turn_id, "reason": "keyboard_interrupt"},
-                message=entry["envelope"],
-                turn_id=turn_id,
-            )
+            interrupted: TurnInterruptedData = {"turn_id": turn_id, "reason": "keyboard_interrupt"}
+            store.emit("turn_interrupted", interrupted, message=entry["envelope"], turn_id=turn_id)
             _release_run(store)
             raise
         except Exception as exc:
             # an internal failure: record it and leave the message dequeued, so
             # the next turn replays it (bounded by queue.MAX_ATTEMPTS)
-            store.emit(
-                "runtime_error",
-                {
-                    "turn_id": turn_id,
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "failure_kind": "internal",
-                },
-                message=entry["envelope"],
-                turn_id=turn_id,
-            )
+            internal: RuntimeErrorData = {
+                "turn_id": turn_id,
+                "error": f"{type(exc).__name__}: {exc}",
+                "failure_kind": "internal",
+            }
+            store.emit("runtime_error", internal, message=entry["envelope"], turn_id=turn_id)
             _release_run(store)
             raise
     finally:

@@ -29,7 +29,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState, AgentStatus
     from holon_cli.model.envelope import QueueEntry
-    from holon_cli.model.events import MessageSettledWithoutTurnData
+    from holon_cli.model.events import AgentStateChangedData, MessageSettledWithoutTurnData
 
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
@@ -73,11 +73,12 @@ def apply_control(store: AgentStore, env: Mapping[str, Any]) -> dict[str, Any]:
 
     store.update_state(mutate)
     if out["changed"]:
-        store.emit(
-            "agent_state_changed",
-            {"from": out["previous"], "to": out["status"], "reason": f"control_{action}"},
-            message=env,
-        )
+        changed: AgentStateChangedData = {
+            "from": out["previous"],
+            "to": out["status"],
+            "reason": f"control_{action}",
+        }
+        store.emit("agent_state_changed", changed, message=env)
     return out
 
 

@@ -37,6 +37,7 @@ from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.events import WakeHintConvertedData
 
 
 def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
@@ -201,11 +202,11 @@ def flush(store: AgentStore) -> dict[str, Any] | None:
             return None
         state["pending_wake_hint"] = None
         store.write_record(rec)
-    store.emit(
-        "wake_hint_converted",
-        {"coalesced_count": pending.get("coalesced_count"), "message_id": env["id"]},
-        message=env,
-    )
+    converted: WakeHintConvertedData = {
+        "coalesced_count": pending.get("coalesced_count"),
+        "message_id": env["id"],
+    }
+    store.emit("wake_hint_converted", converted, message=env)
     return {
         "action": "hint_converted",
         "message_id": env["id"],

@@ -20,6 +20,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.events import AgentStateChangedData
 
 before_turn = continuation.before_turn
 
@@ -42,9 +43,8 @@ def _wake_from_sleep(store: AgentStore) -> dict[str, Any] | None:
     store.update_state(mutate)
     if not out:
         return None
-    store.emit(
-        "agent_state_changed", {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"}
-    )
+    woke: AgentStateChangedData = {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"}
+    store.emit("agent_state_changed", woke)
     return {"action": "woke", "reason": "sleep_expired"}
 
 

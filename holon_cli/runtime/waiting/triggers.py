@@ -42,7 +42,12 @@ from holon_cli.store.fsio import atomic_write_bytes, fsync_dir, read_snapshot, w
 from holon_cli.store.locks import locked
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import TriggerProvisionedData, TriggerRotatedData
+    from holon_cli.model.events import (
+        ExternalTriggerDeliveredData,
+        TriggerProvisionedData,
+        TriggerRevokedData,
+        TriggerRotatedData,
+    )
 
 NAME = "trigger"
 LEDGER = "triggers"
@@ -209,7 +214,8 @@ def revoke(store: AgentStore) -> tuple[TriggerDescriptor, bool]:
             _write(store, rec, "revoked")
             _remove_token(store)
     if changed:
-        store.emit("trigger_revoked", {"external_trigger_id": rec["external_trigger_id"]})
+        revoked: TriggerRevokedData = {"external_trigger_id": rec["external_trigger_id"]}
+        store.emit("trigger_revoked", revoked)
     return descriptor(rec, None), changed
 
 
@@ -358,6 +364,7 @@ def deliver(
         }
         _write(store, cur, "delivered", source=source, content_type=content_type)
     touched = intents.mark_triggered(store, at)
+    intent_ids = [w["id"] for w in touched]
     hint = {
         "external_trigger_id": cur["external_trigger_id"],
         "target_agent_id": store.agent_id,
@@ -367,25 +374,26 @@ def deliver(
         "body": parsed,
         "correlation_id": correlation_id,
         "causation_id": causation_id,
-        "waiting_intent_ids": [w["id"] for w in touched],
+        "waiting_intent_ids": intent_ids,
         "work_item_ids": sorted({w["work_item_id"] for w in touched}),
         "received_at": at,
     }
     outcome = hints.submit(store, hint)  # type: ignore[arg-type]
+    delivered: ExternalTriggerDeliveredData = {
+        "external_trigger_id": cur["external_trigger_id"],
+        "delivery_mode": DELIVERY_MODE,
+        "source": source,
+        "content_type": content_type,
+        "body_bytes": len(body),
+        "disposition": outcome["disposition"],
+        "message_id": outcome.get("message_id"),
+        "coalesced_count": outcome["coalesced_count"],
+        "waiting_intent_ids": intent_ids,
+        "trigger_count": cur["trigger_count"],
+    }
     store.emit(
         "external_trigger_delivered",
-        {
-            "external_trigger_id": cur["external_trigger_id"],
-            "delivery_mode": DELIVERY_MODE,
-            "source": source,
-            "content_type": content_type,
-            "body_bytes": len(body),
-            "disposition": outcome["disposition"],
-            "message_id": outcome.get("message_id"),
-            "coalesced_count": outcome["coalesced_count"],
-            "waiting_intent_ids": hint["waiting_intent_ids"],
-            "trigger_count": cur["trigger_count"],
-        },
+        delivered,
         origin={"kind": "callback", "descriptor_id": cur["external_trigger_id"], "source": source},
         trust="trusted_integration",
         authority_class="integration_signal",
@@ -400,6 +408,6 @@ def deliver(
         trigger_count=int(cur["trigger_count"]),
         coalesced_count=int(outcome["coalesced_count"]),
         message_id=outcome.get("message_id"),
-        waiting_intent_ids=[w["id"] for w in touched],
+        waiting_intent_ids=list(intent_ids),
         received_at=at,
     )
