@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -368,6 +369,13 @@ def test_ctrl_c_on_a_fast_path_run_exits_130_and_keeps_the_message(tmp_path: Pat
     )
     try:
         wait_for_event(home, "message_processing_started", agent="run-*")
+        # Ctrl-C once the model call is under way (the script's cursor has
+        # taken step 1), so the next turn's replay is answered by step 2; a
+        # signal before the call would leave step 1 to answer it
+        deadline = time.monotonic() + 30
+        while not list(home.glob("agents/run-*/**/scripted-*.json")):
+            assert time.monotonic() < deadline, "the model call never started"
+            time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
