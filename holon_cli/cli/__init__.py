@@ -5,7 +5,7 @@ the click-free fast path when it can (:mod:`holon_cli.cli.fast`: the plain
 forms of the commands scripts call most) and through the click group
 (:mod:`holon_cli.cli.group`) otherwise. Subcommands are loaded from an
 explicit name -> module map on first use, so ``holon enqueue`` never imports
-click, httpx, rich or yaml.
+click, rich, yaml or the model transports.
 """
 
 from __future__ import annotations

@@ -12,6 +12,6 @@ scripted replay provider and the retry/fallback chain.
 - ``scripted``: the offline ``scripted:<path>`` model
 - ``wire``: pure helpers shared by the wire lowerings
 
-Nothing is imported here: the transports (and httpx) load only when a model
+Nothing is imported here: the transports (and their HTTP client) load only when a model
 ref that needs them is resolved.
 """

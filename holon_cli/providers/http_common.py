@@ -1,37 +1,38 @@
-"""Shared httpx plumbing for the HTTP transports.
+"""Shared HTTP plumbing for the HTTP transports.
 
-Owns: sending one request (one attempt; no retries here), mapping every
-transport-level failure and every HTTP error status to a classified
-:class:`ProviderFailure` (kind, stage, status, ``retry_after_s``), decoding
-JSON bodies, and reading ``text/event-stream`` bodies into :class:`SSEEvent`
-values (parsed by :mod:`holon_cli.providers.sse`). Transports supply the wire
-lowering and a parse callback.
+Owns: sending one request (one attempt; no retries here) through
+:mod:`holon_cli.providers.http_client`, mapping every transport-level failure
+and every HTTP error status to a classified :class:`ProviderFailure` (kind,
+stage, status, ``retry_after_s``), decoding JSON bodies, and reading
+``text/event-stream`` bodies into :class:`SSEEvent` values (parsed by
+:mod:`holon_cli.providers.sse`). Transports supply the wire lowering and a
+parse callback.
 
 Invariants:
 - credentials are sent in headers only and never appear in a failure
   message, a body preview, a diagnostic URL or a log line (values listed in
   ``HttpTarget.secrets`` are redacted from anything echoed back);
-- httpx is imported lazily, inside the functions that send requests, and
-  without its command-line module (``httpx/_main.py`` pulls in rich, click
-  and pygments when they are installed: most of the cost of ``import httpx``);
-- TLS is set up only for ``https`` URLs, from one ``ssl.SSLContext`` per
-  process (loading the CA bundle costs ~20 ms); plain ``http`` endpoints (a
-  local llama.cpp, Ollama or vLLM) never pay for it.
+- requests go through the standard-library client in ``http_client`` (httpx
+  and its client cost a process ~55 ms to import and build, more than half of
+  a one-round ``holon run``); keep-alive connections are pooled per process;
+- TLS is set up only for ``https`` (or an ``https`` proxy), from one verifying
+  ``ssl.SSLContext`` per process built on first use (loading the CA bundle
+  costs ~20 ms); plain ``http`` endpoints (a local llama.cpp, Ollama or vLLM)
+  never pay for it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from holon_cli import __version__, clock
 from holon_cli.model.provider import ModelResponse
+from holon_cli.providers import http_client as hc
 from holon_cli.providers.base import CONTEXT_OVERFLOW_HINT, DEFAULT_TIMEOUT_S, ProviderFailure
 from holon_cli.providers.sse import SSEEvent, iter_sse
 from holon_cli.providers.wire import (
@@ -222,24 +223,19 @@ def classify_http_error(
     )
 
 
-def map_httpx_error(exc: BaseException, target: HttpTarget, stage: str) -> ProviderFailure:
-    """Classify an httpx exception raised while sending (``request``), reading a
+def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> ProviderFailure:
+    """Classify a transport failure raised while sending (``request``), reading a
     body (``body``) or reading an event stream (``stream``)."""
-    load_httpx()
-    import httpx
-
     where = target.safe_url
     kind: str
-    if isinstance(exc, httpx.ConnectTimeout):
+    if isinstance(exc, hc.ConnectTimeout):
         kind, stage, what = "timeout", "connect", f"timed out connecting to {where}"
-    elif isinstance(exc, httpx.TimeoutException):
+    elif isinstance(exc, (hc.ReadTimeout, hc.WriteTimeout)):
         kind, what = "timeout", f"timed out after {target.timeout_s:g}s waiting for {where}"
-    elif isinstance(exc, httpx.ConnectError):
+    elif isinstance(exc, hc.ConnectError):
         kind, stage, what = "connection", "connect", f"could not connect to {where}"
-    elif isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+    elif isinstance(exc, hc.InvalidURL):
         kind, what = "client_error", f"invalid provider URL {where!r}"
-    elif isinstance(exc, httpx.TooManyRedirects):
-        kind, what = "client_error", f"too many redirects from {where}"
     elif stage == "stream":
         kind, what = "stream_interrupted", f"event stream from {where} was cut off"
     else:
@@ -308,90 +304,46 @@ class _Counted:
             yield ev
 
 
-def load_httpx() -> None:
-    """Import httpx without ``httpx._main``, its command-line client.
-
-    ``httpx/__init__`` imports ``._main`` inside ``try/except ImportError``;
-    a ``None`` entry in ``sys.modules`` makes that import fail at once, so
-    httpx binds its fallback ``main`` and never loads rich, click or pygments
-    for us. The entry is removed again afterwards, so anything that imports
-    ``httpx._main`` explicitly later still can. Call it before ``import httpx``.
-    """
-    if "httpx" in sys.modules or "httpx._main" in sys.modules:
-        return
-    sys.modules["httpx._main"] = None  # type: ignore[assignment]
-    try:
-        import httpx  # noqa: F401
-    finally:
-        if "httpx._main" in sys.modules and sys.modules["httpx._main"] is None:
-            del sys.modules["httpx._main"]
-
-
 _SSL_CONTEXT: Any = None
-_PROXY_ENV = ("https_proxy", "http_proxy", "all_proxy")
-
-
-def _needs_tls(url: str) -> bool:
-    """Whether a request to ``url`` may do a TLS handshake: an ``https`` URL,
-    or any URL when a proxy is configured (the proxy itself may be ``https``)."""
-    if urlsplit(url).scheme.lower() != "http":
-        return True
-    return any(os.environ.get(k) or os.environ.get(k.upper()) for k in _PROXY_ENV)
 
 
 def ssl_context() -> Any:
-    """The process's one verifying TLS context (as httpx builds it: certifi's
-    bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), built on first use."""
+    """The process's one verifying TLS context, built on first use: the CA
+    bundle from ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set, else certifi's
+    (as httpx and requests choose), else the system's; HTTP/1.1 by ALPN."""
     global _SSL_CONTEXT
     if _SSL_CONTEXT is None:
-        load_httpx()
-        import httpx
+        import ssl
 
-        _SSL_CONTEXT = httpx.create_ssl_context()
+        cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+        if not cafile and not capath:
+            try:
+                import certifi
+
+                cafile = certifi.where()
+            except ImportError:  # pragma: no cover - certifi comes with httpx
+                pass
+        ctx = ssl.create_default_context(cafile=cafile or None, capath=capath or None)
+        ctx.set_alpn_protocols(["http/1.1"])
+        _SSL_CONTEXT = ctx
     return _SSL_CONTEXT
 
 
-def _no_tls_context() -> Any:
-    """For plain ``http`` clients, which must not load the CA bundle: a context
-    that verifies but trusts no CA, so any TLS use by mistake fails closed."""
-    import ssl
-
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-
-
-_CLIENTS: dict[tuple[float, bool], Any] = {}
-
-
-@contextmanager
-def _client(target: HttpTarget) -> Iterator[Any]:
-    """A pooled ``httpx.Client`` per (timeout, TLS or not) for this process.
-
-    A long-lived agent or ``holon serve`` makes many requests, so clients and
-    their keep-alive connections are reused. A client that raised mid-request
-    is dropped.
-    """
-    load_httpx()
-    import httpx
-
-    tls = _needs_tls(target.url)
-    key = (target.timeout_s, tls)
-    client = _CLIENTS.get(key)
-    if client is None or client.is_closed:
-        timeout = httpx.Timeout(
-            target.timeout_s, connect=min(target.timeout_s, CONNECT_TIMEOUT_CAP_S)
-        )
-        client = httpx.Client(
-            timeout=timeout,
-            follow_redirects=False,
-            verify=ssl_context() if tls else _no_tls_context(),
-        )
-        _CLIENTS[key] = client
+def _send(target: HttpTarget, accept: str, payload: bytes) -> Any:
+    """POST ``payload`` and return the response with its head read (the
+    caller reads the body and closes it)."""
     try:
-        yield client
-    except BaseException:
-        _CLIENTS.pop(key, None)
-        client.close()
-        raise
+        return hc.POOL.request(
+            "POST",
+            target.url,
+            headers=_headers(target, accept),
+            body=payload,
+            timeout=target.timeout_s,
+            connect_timeout=min(target.timeout_s, CONNECT_TIMEOUT_CAP_S),
+            tls=ssl_context,
+        )
+    except hc.HttpError as exc:
+        raise map_transport_error(exc, target, "request") from None
 
 
 def _headers(target: HttpTarget, accept: str) -> dict[str, str]:
@@ -405,13 +357,10 @@ def _headers(target: HttpTarget, accept: str) -> dict[str, str]:
 
 
 def _read(resp: Any, target: HttpTarget) -> bytes:
-    load_httpx()
-    import httpx
-
     try:
         data: bytes = resp.read()
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise map_httpx_error(exc, target, "body") from None
+    except hc.HttpError as exc:
+        raise map_transport_error(exc, target, "body") from None
     return data
 
 
@@ -448,20 +397,11 @@ def post_json(
     target: HttpTarget, body: dict[str, Any], parse: Callable[[Any], ModelResponse]
 ) -> ModelResponse:
     """POST ``body`` as JSON, expect a JSON response, hand it to ``parse``. One attempt."""
-    load_httpx()
-    import httpx
-
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    with _client(target) as client:
-        try:
-            with client.stream(
-                "POST", target.url, headers=_headers(target, "application/json"), content=payload
-            ) as resp:
-                _check_status(resp, target)
-                raw = _read(resp, target)
-                status = resp.status_code
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise map_httpx_error(exc, target, "request") from None
+    with _send(target, "application/json", payload) as resp:
+        _check_status(resp, target)
+        raw = _read(resp, target)
+        status = resp.status_code
     obj = decode_json(raw, target, status)
     return _parse(parse, obj, target, status)
 
@@ -479,50 +419,37 @@ def post_stream(
     and answers with plain JSON is handed to ``on_json``. Read errors while
     streaming become ``stream_interrupted`` (or ``timeout``).
     """
-    load_httpx()
-    import httpx
-
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    with _client(target) as client:
+    with _send(target, "text/event-stream", payload) as resp:
+        _check_status(resp, target)
+        status = resp.status_code
+        ctype = resp.headers.get("content-type", "").lower()
+        if "json" in ctype and "event-stream" not in ctype and on_json is not None:
+            raw = _read(resp, target)
+            return _parse(on_json, decode_json(raw, target, status), target, status)
+
+        def lines() -> Iterator[str]:
+            try:
+                yield from resp.iter_lines()
+            except hc.HttpError as exc:
+                raise map_transport_error(exc, target, "stream") from None
+
+        counted = _Counted(iter_sse(lines()))
         try:
-            with client.stream(
-                "POST", target.url, headers=_headers(target, "text/event-stream"), content=payload
-            ) as resp:
-                _check_status(resp, target)
-                status = resp.status_code
-                ctype = resp.headers.get("content-type", "").lower()
-                if "json" in ctype and "event-stream" not in ctype and on_json is not None:
-                    raw = _read(resp, target)
-                    return _parse(on_json, decode_json(raw, target, status), target, status)
-
-                def lines() -> Iterator[str]:
-                    try:
-                        yield from resp.iter_lines()
-                    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                        raise map_httpx_error(exc, target, "stream") from None
-
-                counted = _Counted(iter_sse(lines()))
-                try:
-                    return on_events(counted)
-                except ProviderFailure as f:
-                    if (
-                        f.kind == "stream_interrupted"
-                        and counted.count == 0
-                        and f.source_chain == []
-                    ):
-                        raise stamp(
-                            ProviderFailure(
-                                "invalid_response",
-                                f"{target.provider} answered {status} "
-                                f"({ctype or 'no content-type'}) without any server-sent events",
-                                stage="stream",
-                            ),
-                            target,
-                            status,
-                        ) from None
-                    raise stamp(f, target, status) from None
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise map_httpx_error(exc, target, "request") from None
+            return on_events(counted)
+        except ProviderFailure as f:
+            if f.kind == "stream_interrupted" and counted.count == 0 and f.source_chain == []:
+                raise stamp(
+                    ProviderFailure(
+                        "invalid_response",
+                        f"{target.provider} answered {status} "
+                        f"({ctype or 'no content-type'}) without any server-sent events",
+                        stage="stream",
+                    ),
+                    target,
+                    status,
+                ) from None
+            raise stamp(f, target, status) from None
 
 
 class HttpTransport:

@@ -6,8 +6,8 @@ in ``$HOLON_HOME/config.yaml``, which wins over a built-in of the same name),
 where its endpoint and credential come from, and the precedence rules of
 model selection. Resolution fails closed with a classified
 :class:`ProviderFailure` (``unsupported_transport``, ``missing_credentials``)
-so the fallback chain can record it and move on. Transport modules (and so
-httpx) are imported only when a ref of that kind is resolved.
+so the fallback chain can record it and move on. Transport modules (and their
+HTTP client) are imported only when a ref of that kind is resolved.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # precedence rules alone: provider values, http_common (email.utils) and the
 # transports load only inside the functions that resolve a transport.
 
-# transport kind -> (module, class). Modules (and so httpx) are imported only
+# transport kind -> (module, class). Modules (and their HTTP client) load only
 # when a ref of that kind is resolved.
 TRANSPORTS: dict[str, tuple[str, str]] = {
     "openai_responses": ("holon_cli.providers.openai_responses", "OpenAIResponsesTransport"),

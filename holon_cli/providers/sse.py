@@ -1,7 +1,7 @@
 """Server-sent events: reading ``text/event-stream`` lines into events, and
 the JSON payloads of those events for the streaming parsers.
 
-Pure parsing (no I/O, no httpx): :mod:`holon_cli.providers.http_common`
+Pure parsing (no I/O): :mod:`holon_cli.providers.http_common`
 feeds it the response lines. Invariant: an event half-written when the
 stream ends is dropped, never dispatched, so a parser notices that its
 terminal event never arrived.

@@ -4,7 +4,7 @@ This module owns the provider-neutral pieces of request lowering (system
 text from a :class:`PromptFrame`, tool schemas as emitted to providers) and
 of response parsing (tool-call argument decoding, stable synthesized call
 ids, text-block merging, usage coercion, retry hints in error messages,
-context-overflow detection). No I/O and no httpx here.
+context-overflow detection). No I/O here.
 """
 
 from __future__ import annotations

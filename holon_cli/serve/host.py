@@ -296,22 +296,22 @@ class Host:
 
 
 def warm_up() -> None:
-    """Import what the first turn needs (the model transports, httpx) ahead
-    of it: the first message after serve starts waited ~150 ms longer than
-    the rest for these imports. Best effort, on a background thread."""
+    """Import what the first turn needs (the turn loop, the model transports
+    and their HTTP client) ahead of it: the first message after serve starts
+    waited ~150 ms longer than the rest for these imports. Best effort, on a
+    background thread."""
     import importlib
 
-    for name in ("holon_cli.runtime.turn", "holon_cli.runtime.tick", "holon_cli.providers.chain"):
+    for name in (
+        "holon_cli.runtime.turn",
+        "holon_cli.runtime.tick",
+        "holon_cli.providers.chain",
+        "holon_cli.providers.http_common",
+    ):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
-    try:  # httpx without its command-line client (rich, pygments), as the transports do
-        from holon_cli.providers.http_common import load_httpx
-    except ImportError:
-        pass
-    else:
-        load_httpx()
 
 
 def _pid() -> int:

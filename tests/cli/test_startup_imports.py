@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from loopback import LoopbackServer, Reply
+
 PROBE = """
 import json, sys
 from holon_cli.cli import main
@@ -142,4 +145,32 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
         "holon_cli.providers.http_common",
         "httpx",
     }
+    assert not (mods & unwanted), sorted(mods & unwanted)
+
+
+def test_a_one_round_run_over_http_loads_no_http_library_and_no_tls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same run against an OpenAI-compatible ``http://`` endpoint: the
+    request goes through ``providers.http_client`` on plain sockets, so httpx
+    (and http.client's email package) and the ssl module stay unloaded."""
+    with LoopbackServer() as srv:
+        srv.queue(
+            Reply.json_body(
+                {
+                    "id": "r",
+                    "status": "completed",
+                    "output": [
+                        {"type": "message", "content": [{"type": "output_text", "text": "ok"}]}
+                    ],
+                }
+            )
+        )
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{srv.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        mods = loaded_modules("run", "--model", "openai/m", "hi")
+        assert len(srv.requests) == 1  # the probe really sent the request
+    assert "holon_cli.providers.http_client" in mods
+    unwanted = {"httpx", "httpcore", "h11", "http.client", "email.parser", "ssl", "click"}
     assert not (mods & unwanted), sorted(mods & unwanted)

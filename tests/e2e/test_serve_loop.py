@@ -274,8 +274,8 @@ def test_warm_up_loads_what_the_first_turn_needs() -> None:
 
     code = (
         "import sys; from holon_cli.serve.host import warm_up; warm_up(); "
-        "print(all(m in sys.modules for m in ('httpx', 'holon_cli.providers.chain', "
-        "'holon_cli.runtime.turn')), 'httpx._main' in sys.modules)"
+        "print(all(m in sys.modules for m in ('holon_cli.providers.http_client', "
+        "'holon_cli.providers.chain', 'holon_cli.runtime.turn')), 'httpx' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]

@@ -1,6 +1,6 @@
 """What the HTTP transports cost a process before the first byte is sent:
-httpx without its command-line module (which drags in rich, click and
-pygments), and TLS set up only for ``https``, once per process."""
+no httpx at all (the standard-library client in ``http_client`` instead),
+and TLS set up only for ``https``, once per process."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from loopback import LoopbackServer, Reply
 
-from holon_cli.providers import http_common
-from holon_cli.providers.http_common import HttpTarget
+from holon_cli.providers import http_client, http_common
+from holon_cli.providers.http_common import HttpTarget, post_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,13 +33,13 @@ from holon_cli.providers.base import ProviderRequest
 from holon_cli.providers.openai_responses import OpenAIResponsesTransport
 t = OpenAIResponsesTransport(model="m", base_url=sys.argv[1], api_key="k")
 r = t.complete(ProviderRequest(PromptFrame("s"), [ConversationItem("user", "hi")], []))
-heavy = ("httpx._main", "rich", "pygments", "click")
+heavy = ("httpx", "httpcore", "h11", "http.client", "email.parser", "rich", "click")
 loaded = [m for m in heavy if m in sys.modules]
 print(json.dumps({"text": r.text, "loaded": loaded, "ca_loads": len(loads)}))
 """
 
 
-def test_a_request_loads_neither_httpx_cli_nor_tls(loopback: LoopbackServer) -> None:
+def test_a_request_loads_no_http_library_and_no_tls(loopback: LoopbackServer) -> None:
     loopback.queue(
         Reply.json_body(
             {
@@ -68,7 +68,7 @@ def test_a_request_loads_neither_httpx_cli_nor_tls(loopback: LoopbackServer) -> 
 @pytest.fixture
 def ca_loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Counts CA bundle loads (the expensive part of a TLS context) and gives
-    the test a fresh process-wide client pool and context."""
+    the test a fresh process-wide context and connection pool."""
     calls: list[Any] = []
     real = ssl.SSLContext.load_verify_locations
 
@@ -77,9 +77,9 @@ def ca_loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         real(self, *a, **kw)
 
     monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
-    monkeypatch.setattr(http_common, "_CLIENTS", {})
     monkeypatch.setattr(http_common, "_SSL_CONTEXT", None)
-    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+    monkeypatch.setattr(http_client, "POOL", http_client.Pool())
+    for k in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
         monkeypatch.delenv(k, raising=False)
     return calls
 
@@ -89,33 +89,31 @@ def _target(url: str, timeout_s: float = 30.0) -> HttpTarget:
 
 
 def test_plain_http_builds_no_tls_context(ca_loads: list[Any], loopback: LoopbackServer) -> None:
-    loopback.queue(Reply.json_body({"ok": 1}))
-    with http_common._client(_target(f"{loopback.url}/v1/x")) as client:
-        assert client.get(f"{loopback.url}/v1/x").json() == {"ok": 1}
+    loopback.queue(Reply.json_body({"ok": 1}), Reply.json_body({"ok": 2}))
+    for want in (1, 2):
+        assert post_json(_target(f"{loopback.url}/v1/x"), {}, lambda obj: obj) == {"ok": want}
     assert ca_loads == []
+    assert http_client.POOL.idle_count() == 1  # both requests went over one connection
 
 
-def test_https_context_is_built_once_per_process(ca_loads: list[Any]) -> None:
-    with http_common._client(_target("https://api.example.invalid/v1", 30.0)) as a:
-        pass
-    with http_common._client(_target("https://other.example.invalid/v1", 60.0)) as b:
-        pass
-    assert a is not b  # two timeouts, two pooled clients ...
-    assert len(ca_loads) == 1  # ... one CA bundle load
-    assert http_common.ssl_context().verify_mode == ssl.CERT_REQUIRED
-    assert http_common.ssl_context().check_hostname
-
-
-def test_http_with_a_proxy_configured_still_verifies(
-    ca_loads: list[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example.invalid:3128")
-    with http_common._client(_target("http://127.0.0.1:9/v1")):
-        pass
+def test_the_tls_context_is_built_once_per_process_and_verifies(ca_loads: list[Any]) -> None:
+    first = http_common.ssl_context()
+    assert http_common.ssl_context() is first
     assert len(ca_loads) == 1
+    assert first.verify_mode == ssl.CERT_REQUIRED and first.check_hostname
 
 
-def test_plain_http_context_refuses_tls_by_mistake() -> None:
-    ctx = http_common._no_tls_context()
-    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
-    assert ctx.get_ca_certs() == []
+@pytest.mark.parametrize("var", ["SSL_CERT_FILE", "SSL_CERT_DIR"])
+def test_ssl_cert_file_or_dir_replaces_the_bundled_cas(
+    var: str, ca_loads: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import certifi
+
+    (tmp_path / "corp-ca.pem").write_bytes(Path(certifi.where()).read_bytes())
+    where = str(tmp_path / "corp-ca.pem") if var == "SSL_CERT_FILE" else str(tmp_path)
+    monkeypatch.setenv(var, where)
+    http_common.ssl_context()
+    # create_default_context(cafile, capath) -> load_verify_locations(cafile, capath, None)
+    ((cafile, capath, _),) = ca_loads
+    assert (cafile if var == "SSL_CERT_FILE" else capath) == where
+    assert certifi.where() not in (cafile, capath)

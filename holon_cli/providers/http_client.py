@@ -1,0 +1,655 @@
+"""A small HTTP/1.1 client on the standard library's sockets, for the model
+transports.
+
+Why not httpx here: importing httpx and building its client costs a process
+~55 ms, more than half of a one-round ``holon run``. The transports need a
+narrow slice of HTTP, and this module is that slice (``socket`` is already
+loaded; ``ssl`` is imported only for a TLS connection):
+
+- one request at a time per connection, the body sent whole (no ``Expect``);
+- responses framed by ``Content-Length``, by the chunked transfer coding, or
+  by the connection closing; ``1xx`` interim responses skipped; ``gzip`` and
+  ``deflate`` content codings decoded; redirects are *not* followed (the
+  caller reports them);
+- keep-alive: one process-wide pool of idle connections per (scheme, host,
+  port, proxy). An idle connection the server has closed is noticed before
+  reuse (it reads as readable) and dropped;
+- timeouts: ``connect_timeout`` for name lookup, TCP connect, proxy
+  ``CONNECT`` and the TLS handshake; ``timeout`` for each read and write
+  after that (as httpx's read/write timeouts);
+- TLS only for ``https`` targets or ``https`` proxies, with the verifying
+  context the caller supplies (built on first use, once per process);
+- proxies from the environment as curl, urllib and httpx read them:
+  ``http_proxy`` / ``https_proxy`` / ``all_proxy`` (lower case first) chosen
+  by the target's scheme, ``no_proxy`` (``*``, host names with their
+  subdomains, ``.suffix``, IP addresses, ``host:port``). An ``http`` target
+  goes through the proxy in absolute form; an ``https`` target is tunnelled
+  with ``CONNECT``. Credentials in the proxy URL become ``Basic``
+  ``Proxy-Authorization``.
+
+Every failure is one of the :class:`HttpError` classes below;
+:mod:`holon_cli.providers.http_common` classifies them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from io import BufferedReader
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+MAX_LINE = 65536
+_NO_ANSWER = "the server closed the connection without answering"
+MAX_HEADERS = 200
+_READ_SIZE = 65536
+
+
+# ------------------------------------------------------------------ errors
+
+
+class HttpError(Exception):
+    """A request could not be completed (any transport-level failure)."""
+
+
+class InvalidURL(HttpError):
+    """The URL (or a header value) cannot be sent: bad scheme, host or port."""
+
+
+class ConnectError(HttpError):
+    """No connection: name lookup, TCP connect, proxy tunnel or TLS handshake failed."""
+
+
+class ConnectTimeout(ConnectError):
+    """Connecting took longer than the connect timeout."""
+
+
+class ReadTimeout(HttpError):
+    """The server sent nothing for longer than the timeout."""
+
+
+class WriteTimeout(HttpError):
+    """The request could not be sent within the timeout."""
+
+
+class RemoteProtocolError(HttpError):
+    """The server closed the connection early or sent something that is not HTTP/1.x."""
+
+
+# ------------------------------------------------------------------- URLs
+
+
+class _Url:
+    """A parsed request URL: scheme, host, port, and the request target."""
+
+    __slots__ = ("scheme", "host", "port", "target", "userinfo")
+
+    def __init__(self, url: str) -> None:
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise InvalidURL(f"invalid URL: {exc}") from None
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise InvalidURL(f"unsupported URL scheme {scheme or '(none)'!r}; use http or https")
+        host = parts.hostname or ""
+        if not host:
+            raise InvalidURL("the URL has no host")
+        if any(c in host for c in " \t\r\n/\\"):
+            raise InvalidURL(f"invalid host {host!r}")
+        self.scheme = scheme
+        self.host = host
+        self.port = port or (443 if scheme == "https" else 80)
+        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+        query = quote(parts.query, safe="/%:@!$&'()*+,;=-._~?")
+        self.target = path + (f"?{query}" if parts.query else "")
+        self.userinfo = (
+            (unquote(parts.username or ""), unquote(parts.password or ""))
+            if parts.username is not None
+            else None
+        )
+
+    @property
+    def authority(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.scheme == "https" else 80
+        return host if self.port == default else f"{host}:{self.port}"
+
+    @property
+    def origin(self) -> str:
+        return f"{self.scheme}://{self.authority}"
+
+
+# ---------------------------------------------------------------- proxies
+
+
+def _env(name: str, environ: Any) -> str:
+    return str(environ.get(name) or environ.get(name.upper()) or "").strip()
+
+
+def proxy_for(url: str, environ: Any = None) -> str | None:
+    """The proxy URL the environment sets for ``url``, or ``None`` for a direct connection."""
+    environ = os.environ if environ is None else environ
+    u = _Url(url)
+    proxy = _env(f"{u.scheme}_proxy", environ) or _env("all_proxy", environ)
+    if not proxy or _bypassed(u, _env("no_proxy", environ)):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _bypassed(u: _Url, no_proxy: str) -> bool:
+    host = u.host.lower().rstrip(".")
+    for entry in no_proxy.replace(" ", ",").split(","):
+        entry = entry.strip().lower()
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        if "://" in entry:
+            entry = entry.split("://", 1)[1]
+        name, port = entry, ""
+        if entry.startswith("["):  # [::1]:8080
+            name, _, rest = entry[1:].partition("]")
+            port = rest.lstrip(":")
+        elif entry.count(":") == 1:  # host:port (a bare IPv6 address has several colons)
+            name, port = entry.split(":")
+        if port and port != str(u.port):
+            continue
+        name = name.rstrip(".")
+        if name.startswith("*."):
+            name = name[1:]
+        if name.startswith("."):
+            if host.endswith(name) or host == name[1:]:
+                return True
+        elif host == name or host.endswith("." + name):
+            return True
+    return False
+
+
+# ------------------------------------------------------------ connections
+
+
+class _Conn:
+    """One socket (plain, TLS, or tunnelled TLS) and its buffered reader."""
+
+    def __init__(self, sock: socket.socket, key: tuple[str, ...]) -> None:
+        self.sock = sock
+        self.key = key
+        # a BufferedReader (typeshed types makefile's result loosely)
+        self.reader: BufferedReader = sock.makefile("rb", buffering=_READ_SIZE)  # type: ignore[assignment]
+        self.used = False
+
+    def close(self) -> None:
+        for closer in (self.reader.close, self.sock.close):
+            try:
+                closer()
+            except OSError:
+                pass
+
+    def stale(self) -> bool:
+        """An idle connection that is readable has been closed by the server
+        (or sent something unasked): not reusable."""
+        import select
+
+        try:
+            ready, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(ready)
+
+
+def _connect(
+    u: _Url,
+    proxy: _Url | None,
+    connect_timeout: float,
+    timeout: float,
+    tls: Callable[[], Any],
+    key: tuple[str, ...],
+) -> _Conn:
+    if proxy is not None and proxy.scheme == "https" and u.scheme == "https":
+        raise ConnectError(
+            "an https:// proxy cannot tunnel to an https:// URL here (TLS inside TLS); "
+            "give the proxy as http:// (the tunnel stays end-to-end TLS)"
+        )
+    hop = proxy or u
+    try:
+        sock = socket.create_connection((hop.host, hop.port), timeout=connect_timeout)
+    except TimeoutError as exc:
+        raise ConnectTimeout(f"timed out connecting to {hop.authority}") from exc
+    except OSError as exc:
+        raise ConnectError(f"{exc.strerror or exc} ({hop.authority})") from exc
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if proxy is not None and proxy.scheme == "https":
+            sock = _wrap_tls(sock, proxy.host, tls)
+        if proxy is not None and u.scheme == "https":
+            _tunnel(sock, u, proxy)
+        if u.scheme == "https":
+            sock = _wrap_tls(sock, u.host, tls)
+        sock.settimeout(timeout)
+    except BaseException:
+        sock.close()
+        raise
+    return _Conn(sock, key)
+
+
+def _wrap_tls(sock: socket.socket, host: str, tls: Callable[[], Any]) -> socket.socket:
+    import ssl
+
+    try:
+        return tls().wrap_socket(sock, server_hostname=host)  # type: ignore[no-any-return]
+    except TimeoutError as exc:
+        raise ConnectTimeout(f"timed out in the TLS handshake with {host}") from exc
+    except (ssl.SSLError, OSError) as exc:
+        raise ConnectError(f"TLS handshake with {host} failed: {exc}") from exc
+
+
+def _proxy_auth(proxy: _Url) -> dict[str, str]:
+    if proxy.userinfo is None:
+        return {}
+    import base64
+
+    token = base64.b64encode(":".join(proxy.userinfo).encode("utf-8")).decode("ascii")
+    return {"proxy-authorization": f"Basic {token}"}
+
+
+def _tunnel(sock: socket.socket, u: _Url, proxy: _Url) -> None:
+    """Ask the proxy for a ``CONNECT`` tunnel to ``u`` (still in the connect timeout)."""
+    hostport = f"[{u.host}]:{u.port}" if ":" in u.host else f"{u.host}:{u.port}"
+    head = f"CONNECT {hostport} HTTP/1.1\r\nhost: {hostport}\r\n"
+    for k, v in _proxy_auth(proxy).items():
+        head += f"{k}: {v}\r\n"
+    try:
+        sock.sendall((head + "\r\n").encode("latin-1"))
+        # unbuffered: the proxy's answer is read byte by byte, so nothing
+        # past it (the start of the TLS handshake) is taken off the socket
+        reader = sock.makefile("rb", buffering=0)
+        try:
+            _, status, reason, _ = _read_head(reader)
+        finally:
+            reader.close()
+    except TimeoutError as exc:
+        raise ConnectTimeout(f"timed out waiting for the proxy {proxy.authority}") from exc
+    except (OSError, RemoteProtocolError) as exc:
+        raise ConnectError(f"proxy {proxy.authority} failed: {exc}") from exc
+    if not 200 <= status < 300:
+        raise ConnectError(f"proxy {proxy.authority} refused the tunnel: {status} {reason}".strip())
+
+
+# -------------------------------------------------------------- responses
+
+
+def _read_line(reader: Any) -> bytes:
+    line: bytes = reader.readline(MAX_LINE + 1)
+    if len(line) > MAX_LINE:
+        raise RemoteProtocolError("the server sent a line longer than 64 KiB")
+    return line
+
+
+def _read_head(reader: Any) -> tuple[str, int, str, dict[str, str]]:
+    """HTTP version, status code, reason and headers (names lower-cased; repeats joined with
+    ``, ``) of the next final response; interim ``1xx`` responses are skipped."""
+    while True:
+        line = _read_line(reader)
+        if not line:
+            raise RemoteProtocolError(_NO_ANSWER)
+        parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise RemoteProtocolError(f"not an HTTP/1.x status line: {line[:80]!r}")
+        status = int(parts[1])
+        headers: dict[str, str] = {}
+        last = ""
+        for _ in range(MAX_HEADERS + 1):
+            raw = _read_line(reader)
+            if raw in (b"\r\n", b"\n"):
+                break
+            if not raw:
+                raise RemoteProtocolError("the connection closed inside the response headers")
+            text = raw.decode("latin-1").rstrip("\r\n")
+            if text[:1] in (" ", "\t") and last:  # obsolete line folding
+                headers[last] += " " + text.strip()
+                continue
+            name, sep, value = text.partition(":")
+            if not sep or not name or name != name.strip():
+                raise RemoteProtocolError(f"malformed header line {text[:80]!r}")
+            last = name.lower()
+            value = value.strip()
+            headers[last] = f"{headers[last]}, {value}" if last in headers else value
+        else:
+            raise RemoteProtocolError(f"more than {MAX_HEADERS} response headers")
+        if 100 <= status < 200 and status != 101:
+            continue
+        return parts[0], status, (parts[2] if len(parts) > 2 else ""), headers
+
+
+class Response:
+    """A response whose body is read on demand (``read``, ``iter_bytes``,
+    ``iter_lines``). ``headers`` maps lower-cased names to values."""
+
+    def __init__(self, conn: _Conn, head: tuple[str, int, str, dict[str, str]], pool: Pool) -> None:
+        self.http_version, status, self.reason, headers = head
+        self.status_code = status
+        self.headers = headers
+        self._conn: _Conn | None = conn
+        self._pool = pool
+        self._keep = _keep_alive(self.http_version, headers)
+        te = headers.get("transfer-encoding", "").lower()
+        length = headers.get("content-length")
+        self._remaining: int | None = None
+        self._chunked = False
+        if status in (204, 304):
+            self._remaining = 0
+        elif "chunked" in te:
+            self._chunked = True
+        elif length is not None:
+            values = {v.strip() for v in length.split(",")}
+            if len(values) != 1 or not next(iter(values)).isdigit():
+                raise RemoteProtocolError(f"invalid content-length {length!r}")
+            self._remaining = int(values.pop())
+        else:  # the body runs until the server closes
+            self._keep = False
+        self._decoder = _decoder(headers.get("content-encoding", ""))
+        self._done = False
+
+    # --------------------------------------------------------- raw body
+
+    def _raw(self) -> Iterator[bytes]:
+        conn = self._conn
+        if conn is None or self._done:
+            return
+        reader = conn.reader
+        if self._chunked:
+            while True:
+                size_line = _read_line(reader)
+                if not size_line:
+                    raise RemoteProtocolError("the connection closed inside a chunked body")
+                size_text = size_line.split(b";", 1)[0].strip()
+                try:
+                    size = int(size_text, 16)
+                except ValueError:
+                    raise RemoteProtocolError(f"bad chunk size {size_line[:40]!r}") from None
+                if size == 0:
+                    while _read_line(reader) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    break
+                while size:
+                    data = reader.read1(min(size, _READ_SIZE))
+                    if not data:
+                        raise RemoteProtocolError("the connection closed inside a chunk")
+                    size -= len(data)
+                    yield data
+                if _read_line(reader) not in (b"\r\n", b"\n"):
+                    raise RemoteProtocolError("a chunk was not followed by CRLF")
+        elif self._remaining is not None:
+            while self._remaining:
+                data = reader.read1(min(self._remaining, _READ_SIZE))
+                if not data:
+                    raise RemoteProtocolError(
+                        f"the connection closed with {self._remaining} body bytes still due"
+                    )
+                self._remaining -= len(data)
+                yield data
+        else:
+            while data := reader.read1(_READ_SIZE):
+                yield data
+        self._done = True
+        self._release()
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The decoded body, as it arrives."""
+        try:
+            for data in self._raw():
+                out = self._decoder(data) if self._decoder else data
+                if out:
+                    yield out
+            if self._decoder:
+                tail = self._decoder(None)
+                if tail:
+                    yield tail
+        except TimeoutError as exc:
+            self.close()
+            raise ReadTimeout("timed out reading the response") from exc
+        except OSError as exc:
+            self.close()
+            raise RemoteProtocolError(f"reading the response failed: {exc}") from exc
+        except HttpError:
+            self.close()
+            raise
+
+    def read(self) -> bytes:
+        return b"".join(self.iter_bytes())
+
+    def iter_lines(self) -> Iterator[str]:
+        """The body as text lines without their terminators (``\\r\\n``,
+        ``\\n`` or ``\\r``, as event streams end lines), decoded as UTF-8
+        with replacement; a last line without a terminator is yielded too."""
+        import codecs
+
+        decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        rest = ""
+        for data in self.iter_bytes():
+            lines, rest = _split_lines(rest + decode(data))
+            yield from lines
+        tail = rest + decode(b"", final=True)
+        if tail:
+            yield from _split_lines(tail + "\n")[0]
+
+    # ------------------------------------------------------ connection
+
+    def _release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._keep:
+            self._pool.put(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        """Done with the response: an unread body means the connection cannot be reused."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            if self._done and self._keep:
+                self._pool.put(conn)
+            else:
+                conn.close()
+
+    def __enter__(self) -> Response:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _split_lines(text: str) -> tuple[list[str], str]:
+    """The complete lines in ``text`` and the unterminated rest. A trailing CR
+    stays in the rest: it may be the first half of a CRLF."""
+    cut = len(text) - 1 if text.endswith("\r") else len(text)
+    lines = text[:cut].replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines, lines.pop() + text[cut:]
+
+
+def _keep_alive(version: str, headers: dict[str, str]) -> bool:
+    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    if "close" in tokens:
+        return False
+    return version != "HTTP/1.0" or "keep-alive" in tokens
+
+
+def _decoder(coding: str) -> Callable[[bytes | None], bytes] | None:
+    """A streaming decoder for the ``gzip``/``deflate`` content codings
+    (``None`` flushes); ``None`` for identity or anything else."""
+    codings = [c.strip().lower() for c in coding.split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return None
+    if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
+        raise RemoteProtocolError(f"unsupported content-encoding {coding!r}")
+    import zlib
+
+    return _Inflate(zlib, deflate=codings[0] == "deflate")
+
+
+class _Inflate:
+    """Streaming gzip/deflate decoding (deflate arrives zlib-wrapped or raw)."""
+
+    def __init__(self, zlib: Any, *, deflate: bool) -> None:
+        self._zlib = zlib
+        self._d = zlib.decompressobj(zlib.MAX_WBITS if deflate else 16 + zlib.MAX_WBITS)
+        self._sniff = deflate
+
+    def __call__(self, data: bytes | None) -> bytes:
+        try:
+            if data is None:
+                return bytes(self._d.flush())
+            if self._sniff:
+                self._sniff = False
+                try:
+                    return bytes(self._d.decompress(data))
+                except self._zlib.error:
+                    self._d = self._zlib.decompressobj(-self._zlib.MAX_WBITS)
+            return bytes(self._d.decompress(data))
+        except self._zlib.error as exc:
+            raise RemoteProtocolError(f"the body could not be decompressed: {exc}") from None
+
+
+# ------------------------------------------------------------------ pool
+
+
+class Pool:
+    """Idle keep-alive connections, shared by the threads of one process."""
+
+    def __init__(self, max_idle_per_key: int = 4) -> None:
+        self._idle: dict[tuple[str, ...], list[_Conn]] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self.max_idle_per_key = max_idle_per_key
+
+    def get(self, key: tuple[str, ...]) -> _Conn | None:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child must not share its parent's sockets
+                self._idle, self._pid = {}, os.getpid()
+            idle = self._idle.get(key) or []
+            while idle:
+                conn = idle.pop()
+                if not conn.stale():
+                    return conn
+                conn.close()
+        return None
+
+    def put(self, conn: _Conn) -> None:
+        conn.used = True
+        with self._lock:
+            idle = self._idle.setdefault(conn.key, [])
+            if self._pid == os.getpid() and len(idle) < self.max_idle_per_key:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            conns = [c for idle in self._idle.values() for c in idle]
+            self._idle.clear()
+        for c in conns:
+            c.close()
+
+    def idle_count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._idle.values())
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        timeout: float,
+        connect_timeout: float | None = None,
+        tls: Callable[[], Any],
+        environ: Any = None,
+    ) -> Response:
+        """Send one request and return the response with its head read. The
+        caller reads the body and closes the response (it is a context manager)."""
+        u = _Url(url)
+        proxy_url = proxy_for(url, environ)
+        proxy = _Url(proxy_url) if proxy_url else None
+        head = _request_head(method, u, proxy, headers or {}, len(body))
+        key = (u.scheme, u.host, str(u.port), proxy_url or "")
+        # a reused connection the server closed meanwhile fails before any
+        # answer: such a request is sent once more, on a new connection
+        conn = self.get(key)
+        reused = conn is not None
+        while True:
+            if conn is None:
+                conn = _connect(
+                    u,
+                    proxy,
+                    timeout if connect_timeout is None else connect_timeout,
+                    timeout,
+                    tls,
+                    key,
+                )
+            try:
+                return Response(conn, _exchange(conn, head + body), self)
+            except BaseException as exc:
+                conn.close()
+                if reused and _unanswered(exc):
+                    conn, reused = None, False
+                    continue
+                raise
+
+
+def _exchange(conn: _Conn, data: bytes) -> tuple[str, int, str, dict[str, str]]:
+    """Send a whole request and read the head of its answer."""
+    try:
+        conn.sock.sendall(data)
+    except TimeoutError as exc:
+        raise WriteTimeout("timed out sending the request") from exc
+    except OSError as exc:
+        raise RemoteProtocolError(f"sending the request failed: {exc}") from exc
+    try:
+        return _read_head(conn.reader)
+    except TimeoutError as exc:
+        raise ReadTimeout("timed out waiting for the response") from exc
+    except OSError as exc:
+        raise RemoteProtocolError(f"reading the response failed: {exc}") from exc
+
+
+def _unanswered(exc: BaseException) -> bool:
+    """The failure a server's idle-timeout close looks like: nothing came back."""
+    if not isinstance(exc, RemoteProtocolError):
+        return False
+    cause = exc.__cause__
+    if isinstance(cause, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+        return True
+    return cause is None and str(exc) == _NO_ANSWER
+
+
+def _request_head(
+    method: str, u: _Url, proxy: _Url | None, headers: dict[str, str], length: int
+) -> bytes:
+    target = u.origin + u.target if proxy is not None and u.scheme == "http" else u.target
+    fields: dict[str, str] = {"host": u.authority}
+    fields.update({k.lower(): v for k, v in headers.items()})
+    fields.setdefault("accept-encoding", "gzip, deflate")
+    if length or method in ("POST", "PUT", "PATCH"):
+        fields["content-length"] = str(length)
+    if proxy is not None and u.scheme == "http":
+        fields.update(_proxy_auth(proxy))
+    lines = [f"{method} {target} HTTP/1.1"]
+    for k, v in fields.items():
+        v = str(v)
+        if any(c in k for c in " :\r\n\t") or "\r" in v or "\n" in v:
+            raise InvalidURL(f"header {k!r} has a line break or a bad name")
+        lines.append(f"{k}: {v}")
+    try:
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError as exc:
+        raise InvalidURL(f"a header holds a character that is not Latin-1: {exc}") from None
+
+
+POOL = Pool()
