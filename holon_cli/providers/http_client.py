@@ -14,18 +14,23 @@ loaded; ``ssl`` is imported only for a TLS connection):
 - keep-alive: one process-wide pool of idle connections per (scheme, host,
   port, proxy). An idle connection the server has closed is noticed before
   reuse (it reads as readable) and dropped;
-- timeouts: ``connect_timeout`` for name lookup, TCP connect, proxy
-  ``CONNECT`` and the TLS handshake; ``timeout`` for each read and write
-  after that (as httpx's read/write timeouts);
+- timeouts: ``connect_timeout`` for the TCP connect, a proxy's ``CONNECT``
+  and the TLS handshake (not the name lookup: ``getaddrinfo`` takes no
+  timeout); ``timeout`` for each read and write after that (as httpx's
+  read/write timeouts);
 - TLS only for ``https`` targets or ``https`` proxies, with the verifying
   context the caller supplies (built on first use, once per process);
 - proxies from the environment as curl, urllib and httpx read them:
   ``http_proxy`` / ``https_proxy`` / ``all_proxy`` (lower case first) chosen
   by the target's scheme, ``no_proxy`` (``*``, host names with their
-  subdomains, ``.suffix``, IP addresses, ``host:port``). An ``http`` target
-  goes through the proxy in absolute form; an ``https`` target is tunnelled
-  with ``CONNECT``. Credentials in the proxy URL become ``Basic``
-  ``Proxy-Authorization``.
+  subdomains, ``.suffix``, IP addresses and networks, ``host:port``; under
+  CGI, where ``HTTP_PROXY`` is a request header, only ``http_proxy``). An
+  ``http`` target goes through the proxy in absolute form; an ``https``
+  target is tunnelled with ``CONNECT``. Credentials in the proxy URL become
+  ``Basic`` ``Proxy-Authorization``, those in the target URL ``Basic``
+  ``Authorization`` (unless the caller sends its own). Not supported, and
+  refused with :class:`InvalidURL`: SOCKS proxies, and an ``https`` proxy for
+  an ``https`` target (TLS inside TLS).
 
 Every failure is one of the :class:`HttpError` classes below;
 :mod:`holon_cli.providers.http_common` classifies them.
@@ -95,6 +100,8 @@ class _Url:
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https"):
             raise InvalidURL(f"unsupported URL scheme {scheme or '(none)'!r}; use http or https")
+        if port == 0:  # ``port or default`` below would quietly connect to 80/443
+            raise InvalidURL("invalid URL: port 0")
         host = parts.hostname or ""
         if not host:
             raise InvalidURL("the URL has no host")
@@ -127,7 +134,10 @@ class _Url:
 
 
 def _env(name: str, environ: Any) -> str:
-    return str(environ.get(name) or environ.get(name.upper()) or "").strip()
+    """``name`` or, unset, its upper-case form; not ``HTTP_PROXY`` under CGI,
+    where it is the request's ``Proxy:`` header ("httpoxy")."""
+    upper = "" if name == "http_proxy" and "REQUEST_METHOD" in environ else name.upper()
+    return str(environ.get(name) or (upper and environ.get(upper)) or "").strip()
 
 
 def proxy_for(url: str, environ: Any = None) -> str | None:
@@ -159,6 +169,11 @@ def _bypassed(u: _Url, no_proxy: str) -> bool:
         if port and port != str(u.port):
             continue
         name = name.rstrip(".")
+        by_ip = _ip_match(host, name)
+        if by_ip is not None:
+            if by_ip:
+                return True
+            continue
         if name.startswith("*."):
             name = name[1:]
         if name.startswith("."):
@@ -167,6 +182,44 @@ def _bypassed(u: _Url, no_proxy: str) -> bool:
         elif host == name or host.endswith("." + name):
             return True
     return False
+
+
+def _ip_match(host: str, entry: str) -> bool | None:
+    """For an IP address ``host``: whether ``entry`` is that address or a
+    network holding it (``10.0.0.0/8``). ``None`` when ``host`` is a name,
+    which is matched by suffix instead (for an address that would make
+    ``0.1`` cover ``10.0.0.1``)."""
+    import ipaddress
+
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    try:
+        return addr in ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return False
+
+
+def _proxy_hop(proxy_url: str, u: _Url) -> _Url:
+    """The parsed proxy for ``u``; a proxy this client cannot use is a
+    configuration error (:class:`InvalidURL`), not a connection failure."""
+    scheme = proxy_url.split("://", 1)[0].lower()
+    if scheme not in ("http", "https"):
+        raise InvalidURL(
+            f"unsupported proxy scheme {scheme!r} in the environment's {u.scheme}_proxy "
+            "or all_proxy; give an http:// proxy"
+        )
+    try:
+        proxy = _Url(proxy_url)
+    except InvalidURL as exc:
+        raise InvalidURL(f"invalid proxy URL in the environment: {exc}") from None
+    if proxy.scheme == "https" and u.scheme == "https":
+        raise InvalidURL(
+            "an https:// proxy cannot tunnel to an https:// URL here (TLS inside TLS); "
+            "give the proxy as http:// (the tunnel stays end-to-end TLS)"
+        )
+    return proxy
 
 
 # ------------------------------------------------------------ connections
@@ -180,7 +233,8 @@ class _Conn:
         self.key = key
         # a BufferedReader (typeshed types makefile's result loosely)
         self.reader: BufferedReader = sock.makefile("rb", buffering=_READ_SIZE)  # type: ignore[assignment]
-        self.used = False
+        # False once a request could not be sent whole: never pooled
+        self.reusable = True
 
     def close(self) -> None:
         for closer in (self.reader.close, self.sock.close):
@@ -191,14 +245,31 @@ class _Conn:
 
     def stale(self) -> bool:
         """An idle connection that is readable has been closed by the server
-        (or sent something unasked): not reusable."""
+        (or sent something unasked): not reusable. Bytes the server sent past
+        the last response may already sit in the reader's buffer, where
+        ``select`` cannot see them; they would be read as the next answer."""
         import select
 
-        try:
-            ready, _, _ = select.select([self.sock], [], [], 0)
+        try:  # poll, not select: a busy process (serve) may hold fds past FD_SETSIZE
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            ready = poller.poll(0)
         except (OSError, ValueError):
             return True
-        return bool(ready)
+        return bool(ready) or self._buffered()
+
+    def _buffered(self) -> bool:
+        """Whether the reader holds unread bytes. ``peek`` reads the socket
+        only when the buffer is empty, so it is made non-blocking for the call
+        (a TLS socket then raises ``SSLWantReadError``: nothing there)."""
+        timeout = self.sock.gettimeout()
+        self.sock.setblocking(False)
+        try:
+            return bool(self.reader.peek(1))
+        except OSError:
+            return False
+        finally:
+            self.sock.settimeout(timeout)
 
 
 def _connect(
@@ -209,14 +280,11 @@ def _connect(
     tls: Callable[[], Any],
     key: tuple[str, ...],
 ) -> _Conn:
-    if proxy is not None and proxy.scheme == "https" and u.scheme == "https":
-        raise ConnectError(
-            "an https:// proxy cannot tunnel to an https:// URL here (TLS inside TLS); "
-            "give the proxy as http:// (the tunnel stays end-to-end TLS)"
-        )
     hop = proxy or u
+    # an ASCII name as bytes: a str is IDNA-encoded, which imports that codec
+    host: str | bytes = hop.host.encode("ascii") if hop.host.isascii() else hop.host
     try:
-        sock = socket.create_connection((hop.host, hop.port), timeout=connect_timeout)
+        sock = socket.create_connection((host, hop.port), timeout=connect_timeout)  # type: ignore[arg-type]
     except TimeoutError as exc:
         raise ConnectTimeout(f"timed out connecting to {hop.authority}") from exc
     except OSError as exc:
@@ -247,13 +315,14 @@ def _wrap_tls(sock: socket.socket, host: str, tls: Callable[[], Any]) -> socket.
         raise ConnectError(f"TLS handshake with {host} failed: {exc}") from exc
 
 
-def _proxy_auth(proxy: _Url) -> dict[str, str]:
-    if proxy.userinfo is None:
-        return {}
+def _basic(userinfo: tuple[str, str]) -> str:
     import base64
 
-    token = base64.b64encode(":".join(proxy.userinfo).encode("utf-8")).decode("ascii")
-    return {"proxy-authorization": f"Basic {token}"}
+    return "Basic " + base64.b64encode(":".join(userinfo).encode("utf-8")).decode("ascii")
+
+
+def _proxy_auth(proxy: _Url) -> dict[str, str]:
+    return {} if proxy.userinfo is None else {"proxy-authorization": _basic(proxy.userinfo)}
 
 
 def _tunnel(sock: socket.socket, u: _Url, proxy: _Url) -> None:
@@ -289,6 +358,21 @@ def _read_line(reader: Any) -> bytes:
     return line
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts ``²`` and other digits
+    ``int`` refuses, which would escape as a ``ValueError``."""
+    return text.isascii() and text.isdigit()
+
+
+def _chunk_size(line: bytes) -> int:
+    """The size on a chunk-size line (extensions after ``;`` ignored): hex
+    digits only, as ``int(x, 16)`` alone would also take ``-5``, ``0x5`` and ``5_0``."""
+    text = line.split(b";", 1)[0].strip()
+    if not text or text.strip(b"0123456789abcdefABCDEF"):
+        raise RemoteProtocolError(f"bad chunk size {line[:40]!r}")
+    return int(text, 16)
+
+
 def _read_head(reader: Any) -> tuple[str, int, str, dict[str, str]]:
     """HTTP version, status code, reason and headers (names lower-cased; repeats joined with
     ``, ``) of the next final response; interim ``1xx`` responses are skipped."""
@@ -297,7 +381,7 @@ def _read_head(reader: Any) -> tuple[str, int, str, dict[str, str]]:
         if not line:
             raise RemoteProtocolError(_NO_ANSWER)
         parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not _digits(parts[1]):
             raise RemoteProtocolError(f"not an HTTP/1.x status line: {line[:80]!r}")
         status = int(parts[1])
         headers: dict[str, str] = {}
@@ -329,7 +413,13 @@ class Response:
     """A response whose body is read on demand (``read``, ``iter_bytes``,
     ``iter_lines``). ``headers`` maps lower-cased names to values."""
 
-    def __init__(self, conn: _Conn, head: tuple[str, int, str, dict[str, str]], pool: Pool) -> None:
+    def __init__(
+        self,
+        conn: _Conn,
+        head: tuple[str, int, str, dict[str, str]],
+        pool: Pool,
+        method: str = "POST",
+    ) -> None:
         self.http_version, status, self.reason, headers = head
         self.status_code = status
         self.headers = headers
@@ -340,13 +430,13 @@ class Response:
         length = headers.get("content-length")
         self._remaining: int | None = None
         self._chunked = False
-        if status in (204, 304):
+        if status in (204, 304) or method == "HEAD":
             self._remaining = 0
         elif "chunked" in te:
             self._chunked = True
         elif length is not None:
             values = {v.strip() for v in length.split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit():
+            if len(values) != 1 or not _digits(next(iter(values))):
                 raise RemoteProtocolError(f"invalid content-length {length!r}")
             self._remaining = int(values.pop())
         else:  # the body runs until the server closes
@@ -366,11 +456,7 @@ class Response:
                 size_line = _read_line(reader)
                 if not size_line:
                     raise RemoteProtocolError("the connection closed inside a chunked body")
-                size_text = size_line.split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise RemoteProtocolError(f"bad chunk size {size_line[:40]!r}") from None
+                size = _chunk_size(size_line)
                 if size == 0:
                     while _read_line(reader) not in (b"\r\n", b"\n", b""):
                         pass  # trailers
@@ -429,13 +515,18 @@ class Response:
         import codecs
 
         decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-        rest = ""
+        rest: list[str] = []  # the unterminated line so far, in pieces
         for data in self.iter_bytes():
-            lines, rest = _split_lines(rest + decode(data))
+            text = decode(data)
+            if "\n" not in text and "\r" not in text:  # a long line arriving in pieces
+                rest.append(text)
+                continue
+            lines, tail = _split_lines("".join(rest) + text)
+            rest = [tail]
             yield from lines
-        tail = rest + decode(b"", final=True)
-        if tail:
-            yield from _split_lines(tail + "\n")[0]
+        last = "".join(rest) + decode(b"", final=True)
+        if last:
+            yield from _split_lines(last + "\n")[0]
 
     # ------------------------------------------------------ connection
 
@@ -499,21 +590,33 @@ class _Inflate:
     def __init__(self, zlib: Any, *, deflate: bool) -> None:
         self._zlib = zlib
         self._d = zlib.decompressobj(zlib.MAX_WBITS if deflate else 16 + zlib.MAX_WBITS)
-        self._sniff = deflate
+        # deflate: the bytes so far, until the 2-byte zlib header has been checked
+        self._head: bytes | None = b"" if deflate else None
 
     def __call__(self, data: bytes | None) -> bytes:
         try:
             if data is None:
                 return bytes(self._d.flush())
-            if self._sniff:
-                self._sniff = False
-                try:
-                    return bytes(self._d.decompress(data))
-                except self._zlib.error:
-                    self._d = self._zlib.decompressobj(-self._zlib.MAX_WBITS)
+            if self._head is not None:
+                return self._sniff(data)
             return bytes(self._d.decompress(data))
         except self._zlib.error as exc:
             raise RemoteProtocolError(f"the body could not be decompressed: {exc}") from None
+
+    def _sniff(self, data: bytes) -> bytes:
+        """Try the zlib wrapper; if its header check fails the body is raw
+        deflate, decoded from its start. The check needs 2 bytes, and a first
+        read may hold only 1: sniffing lasts until 2 bytes have been seen."""
+        head = self._head = (self._head or b"") + data
+        try:
+            out = bytes(self._d.decompress(data))
+        except self._zlib.error:
+            self._head = None
+            self._d = self._zlib.decompressobj(-self._zlib.MAX_WBITS)
+            return bytes(self._d.decompress(head))
+        if len(head) >= 2:
+            self._head = None
+        return out
 
 
 # ------------------------------------------------------------------ pool
@@ -541,10 +644,9 @@ class Pool:
         return None
 
     def put(self, conn: _Conn) -> None:
-        conn.used = True
         with self._lock:
             idle = self._idle.setdefault(conn.key, [])
-            if self._pid == os.getpid() and len(idle) < self.max_idle_per_key:
+            if conn.reusable and self._pid == os.getpid() and len(idle) < self.max_idle_per_key:
                 idle.append(conn)
                 return
         conn.close()
@@ -555,6 +657,13 @@ class Pool:
             self._idle.clear()
         for c in conns:
             c.close()
+
+    def _after_fork(self) -> None:
+        """In a forked child: a fresh lock (another thread may have held this
+        one at the fork) and no idle connections (they are the parent's)."""
+        self._lock = threading.Lock()
+        self._idle = {}
+        self._pid = os.getpid()
 
     def idle_count(self) -> int:
         with self._lock:
@@ -576,13 +685,15 @@ class Pool:
         caller reads the body and closes the response (it is a context manager)."""
         u = _Url(url)
         proxy_url = proxy_for(url, environ)
-        proxy = _Url(proxy_url) if proxy_url else None
+        proxy = _proxy_hop(proxy_url, u) if proxy_url else None
         head = _request_head(method, u, proxy, headers or {}, len(body))
         key = (u.scheme, u.host, str(u.port), proxy_url or "")
         # a reused connection the server closed meanwhile fails before any
         # answer: such a request is sent once more, on a new connection
         conn = self.get(key)
         reused = conn is not None
+        if conn is not None:  # this request's timeout, not that of the one that opened it
+            conn.sock.settimeout(timeout)
         while True:
             if conn is None:
                 conn = _connect(
@@ -594,7 +705,7 @@ class Pool:
                     key,
                 )
             try:
-                return Response(conn, _exchange(conn, head + body), self)
+                return Response(conn, _exchange(conn, head + body), self, method)
             except BaseException as exc:
                 conn.close()
                 if reused and _unanswered(exc):
@@ -604,12 +715,19 @@ class Pool:
 
 
 def _exchange(conn: _Conn, data: bytes) -> tuple[str, int, str, dict[str, str]]:
-    """Send a whole request and read the head of its answer."""
+    """Send a whole request and read the head of its answer. A server may
+    answer before it has read the whole body (``413``, ``401``) and close: the
+    send then fails, but the answer is there to read (as httpcore does)."""
     try:
         conn.sock.sendall(data)
     except TimeoutError as exc:
         raise WriteTimeout("timed out sending the request") from exc
     except OSError as exc:
+        conn.reusable = False
+        try:
+            return _read_head(conn.reader)
+        except (HttpError, OSError):
+            pass
         raise RemoteProtocolError(f"sending the request failed: {exc}") from exc
     try:
         return _read_head(conn.reader)
@@ -638,6 +756,8 @@ def _request_head(
     fields.setdefault("accept-encoding", "gzip, deflate")
     if length or method in ("POST", "PUT", "PATCH"):
         fields["content-length"] = str(length)
+    if u.userinfo is not None and "authorization" not in fields:
+        fields["authorization"] = _basic(u.userinfo)
     if proxy is not None and u.scheme == "http":
         fields.update(_proxy_auth(proxy))
     lines = [f"{method} {target} HTTP/1.1"]
@@ -653,3 +773,4 @@ def _request_head(
 
 
 POOL = Pool()
+os.register_at_fork(after_in_child=POOL._after_fork)
