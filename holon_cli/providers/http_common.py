@@ -235,7 +235,8 @@ def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> P
     elif isinstance(exc, hc.ConnectError):
         kind, stage, what = "connection", "connect", f"could not connect to {where}"
     elif isinstance(exc, hc.InvalidURL):
-        kind, what = "client_error", f"invalid provider URL {where!r}"
+        # the endpoint's URL or the environment's proxy setting: the message says which
+        kind, what = "client_error", f"cannot send a request to {where!r}"
     elif stage == "stream":
         kind, what = "stream_interrupted", f"event stream from {where} was cut off"
     else:

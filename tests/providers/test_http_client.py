@@ -1129,6 +1129,22 @@ def test_transport_with_proxy_down(
     assert loopback.requests == []
 
 
+def test_transport_with_a_socks_proxy_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, loopback: LoopbackServer, global_pool: None
+) -> None:
+    _proxy_env(monkeypatch, f"socks5://user:{PROXY_PASSWORD}@127.0.0.1:1080")
+    t = OpenAIResponsesTransport(model="m", base_url=f"{loopback.url}/v1", api_key=KEY)
+    with pytest.raises(ProviderFailure) as ei:
+        t.complete(build_request())
+    f = ei.value
+    assert f.kind == "client_error" and not f.retryable
+    assert "unsupported proxy scheme 'socks5'" in f.message
+    assert "cannot send a request to" in f.message
+    shown = [str(f), f.message, f.hint or "", f.url or "", *f.source_chain]
+    assert not [s for s in shown if PROXY_PASSWORD in s]
+    assert loopback.requests == []
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_fork_while_another_thread_holds_the_pool_lock_does_not_deadlock_the_child(
     serve: Any,
