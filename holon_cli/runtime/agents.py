@@ -23,7 +23,14 @@ from holon_cli.errors import (
 )
 from holon_cli.model.agent import lifecycle_hint, new_agent_record
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import PRIVATE_DIR_MODE, fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.fsio import (
+    PRIVATE_DIR_MODE,
+    defer_fsyncs,
+    durable,
+    fsync_dir,
+    read_snapshot,
+    write_snapshot,
+)
 from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, validate_agent_id
 from holon_cli.store.locks import pid_alive
 
@@ -278,7 +285,11 @@ def create_agent(
     profile_preset: str = "public_named",
     lineage_parent_agent_id: str | None = None,
     exist_ok: bool = False,
+    unsynced: bool = False,
 ) -> AgentStore:
+    """Create an agent home from a template. ``unsynced``: ``holon run``'s
+    temporary agent, whose files are fsync'd only if the run keeps it (see
+    :func:`holon_cli.store.fsio.defer_fsyncs`; the run ends the deferral)."""
     validate_agent_id(agent_id)
     home = ensure_home()
     layout = home.agent(agent_id)
@@ -311,6 +322,8 @@ def create_agent(
 
     sweep_staging(home)
     staging = home.agents_dir / f"{STAGING_PREFIX}{agent_id}-{os.getpid()}"
+    if unsynced:
+        defer_fsyncs(layout.home, staging)
     if staging.exists():
         shutil.rmtree(staging)
     try:
@@ -322,7 +335,8 @@ def create_agent(
                 shutil.rmtree(staging, ignore_errors=True)
                 return AgentStore(layout)
             raise RejectedError(f"agent {agent_id!r} already exists at {layout.home}") from None
-        fsync_dir(home.agents_dir)
+        if durable(layout.home):  # holon run's temporary agent: synced if kept
+            fsync_dir(home.agents_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -9,9 +9,11 @@ assistant text.
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from holon_cli import clock
 from holon_cli.errors import InterruptedError_, NotFoundError, UsageError
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.events import WorkspaceBoundData
     from holon_cli.model.turn import ProviderAttemptRecord
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
@@ -74,6 +79,25 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
     return stop_unsettled(store)
 
 
+def _durable_if_kept(fn: Callable[P, R]) -> Callable[P, R]:
+    """A temporary agent made for the run is written without fsyncs
+    (``create_agent(unsynced=True)``); whatever is left of it when the run
+    returns or raises (kept: failed, waiting, interrupted) is made durable
+    then, on every way out."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        from holon_cli.store.fsio import end_deferred_fsyncs
+
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            end_deferred_fsyncs()
+
+    return run
+
+
+@_durable_if_kept
 def run_once(
     text: str,
     *,
@@ -109,6 +133,7 @@ def run_once(
             kind="named",
             visibility="private",
             profile_preset="private_child",
+            unsynced=True,
         )
     temporary = not agent_id
     state = store.read_record()["state"]

@@ -1,0 +1,184 @@
+"""``holon run``'s temporary agent is written without fsyncs while the run
+lasts: a completed run removes it and never paid for them; a kept one
+(failed, waiting, interrupted, ``--keep-agent``) is made durable, file by file,
+before ``run_once`` returns or raises. Named agents sync as they go."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from holon_cli.errors import InterruptedError_
+from holon_cli.runtime import run as run_mod
+from holon_cli.runtime.agents import ensure_home
+from holon_cli.runtime.run import run_once
+from holon_cli.store import fsio
+
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/fd"), reason="names fsync'd files through /proc/self/fd"
+)
+
+
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of every fsync'd file or folder, in order (nothing waits for a disk)."""
+    paths: list[str] = []
+
+    def fsync(fd: int) -> None:
+        os.fstat(fd)
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    ensure_home()  # the home's own folders exist already, as on every run but the first
+    paths.clear()
+    return paths
+
+
+@pytest.fixture(autouse=True)
+def _no_deferral_left_over() -> object:
+    yield None
+    assert fsio._DEFERRED == (), "a run left fsyncs deferred for the rest of the process"
+
+
+def script(tmp_path: Path, *steps: object) -> str:
+    p = tmp_path / "s.yaml"
+    p.write_text(json.dumps({"steps": list(steps)}))
+    return f"scripted:{p}"
+
+
+def everything_under(home: Path) -> set[str]:
+    found = {str(home)}
+    for folder, dirs, files in os.walk(home):
+        found.update(os.path.join(folder, n) for n in dirs + files)
+    return {p for p in found if not os.path.islink(p)}
+
+
+def test_a_completed_temporary_run_makes_no_fsync(tmp_path: Path, synced: list[str]) -> None:
+    data = run_once("hi", model=script(tmp_path, {"text": "ok"}), workspace_root=str(tmp_path))
+    assert data["final_status"] == "completed" and data["agent_kept"] is False
+    assert not Path(data["agent_home"]).exists()
+    assert synced == []
+
+
+@pytest.mark.parametrize("how", ["failed", "keep_agent"])
+def test_a_kept_temporary_agent_is_durable_when_the_run_returns(
+    tmp_path: Path, synced: list[str], how: str
+) -> None:
+    step = {"fail": {"kind": "auth"}} if how == "failed" else {"text": "ok"}
+    data = run_once(
+        "hi",
+        model=script(tmp_path, step),
+        workspace_root=str(tmp_path),
+        keep_agent=how == "keep_agent",
+    )
+    home = Path(data["agent_home"])
+    assert data["agent_kept"] is True and home.is_dir()
+    assert everything_under(home) <= set(synced)
+    assert str(home.parent) == synced[-1]  # the agent's entry in agents/, last
+
+
+def test_an_interrupted_temporary_run_is_durable_when_it_raises(
+    tmp_path: Path, synced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(**kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_mod.turn_mod, "run_turn", interrupted)
+    with pytest.raises(InterruptedError_) as ei:
+        run_once("hi", model=script(tmp_path, {"text": "ok"}), workspace_root=str(tmp_path))
+    (home,) = [p for p in (ensure_home().agents_dir).iterdir() if p.name.startswith("run-")]
+    assert str(home) in str(ei.value)  # kept, and named in the message
+    assert everything_under(home) <= set(synced)
+    inbox = [p for p in everything_under(home) if "/inbox/" in p and p.endswith(".json")]
+    assert inbox, "the admitted message is on disk"
+
+
+def test_a_run_that_fails_its_preflight_leaves_nothing_deferred(
+    tmp_path: Path, synced: list[str]
+) -> None:
+    from holon_cli.errors import HolonError
+
+    with pytest.raises(HolonError):
+        run_once("hi", model="nosuchprovider/x", workspace_root=str(tmp_path))
+    assert [p for p in ensure_home().agents_dir.iterdir() if p.name.startswith("run-")] == []
+
+
+def test_a_named_agent_run_syncs_as_it_goes(tmp_path: Path, synced: list[str]) -> None:
+    data = run_once(
+        "hi",
+        agent_id="named",
+        create=True,
+        model=script(tmp_path, {"text": "ok"}),
+        workspace_root=str(tmp_path),
+    )
+    home = str(Path(data["agent_home"]))
+    during = [p for p in synced if p.startswith(home + os.sep)]
+    assert len(during) >= 10  # ledgers, inbox, snapshots: each write, as it happens
+
+
+# ------------------------------------------------------------ fsio itself
+
+
+def test_deferral_covers_exactly_the_named_trees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fsio.defer_fsyncs(tmp_path / "run-1", tmp_path / ".creating-run-1-7")
+    try:
+        assert not fsio.durable(tmp_path / "run-1")
+        assert not fsio.durable(tmp_path / "run-1" / "state" / "agent.json")
+        assert not fsio.durable(tmp_path / ".creating-run-1-7" / "x")
+        assert fsio.durable(tmp_path / "run-10" / "x")  # a prefix of the name is not the tree
+        assert fsio.durable(tmp_path)
+        monkeypatch.chdir(tmp_path)
+        assert not fsio.durable(Path("run-1") / "x")  # relative paths resolve first
+    finally:
+        fsio.defer_fsyncs()
+    assert fsio.durable(tmp_path / "run-1" / "x")
+
+
+def test_atomic_writes_and_ledger_appends_skip_fsync_only_inside(
+    tmp_path: Path, synced: list[str]
+) -> None:
+    from holon_cli.store.ledger import Ledger
+
+    inside, outside = tmp_path / "run-1", tmp_path / "other"
+    fsio.defer_fsyncs(inside)
+    try:
+        for root in (inside, outside):
+            fsio.write_snapshot(root / "snap.json", {"a": 1})
+            Ledger(root / "events.jsonl", root / "events.lock").append({"kind": "x"})
+    finally:
+        fsio.defer_fsyncs()
+    assert synced and all(p.startswith(str(outside)) for p in synced)
+    assert any(p.startswith(str(outside / ".snap.json.")) for p in synced)  # its temp file
+    assert str(outside / "events.jsonl") in synced and str(outside) in synced
+
+
+def test_end_deferred_fsyncs_syncs_what_is_left_and_skips_what_is_gone(
+    tmp_path: Path, synced: list[str]
+) -> None:
+    kept, gone = tmp_path / "kept", tmp_path / "gone"
+    (kept / "sub").mkdir(parents=True)
+    (kept / "sub" / "f").write_text("x")
+    (kept / "link").symlink_to("/etc/hostname")
+    fsio.defer_fsyncs(kept, gone)
+    assert fsio.end_deferred_fsyncs() == 4  # f, sub, kept, and tmp_path (kept's entry)
+    assert synced == [str(kept / "sub" / "f"), str(kept / "sub"), str(kept), str(tmp_path)]
+    assert fsio.end_deferred_fsyncs() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_syncs_everything(tmp_path: Path) -> None:
+    fsio.defer_fsyncs(tmp_path)
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (a task supervisor, say)
+            os._exit(0 if fsio.durable(tmp_path / "x") else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert not fsio.durable(tmp_path / "x")  # the parent still defers
+    finally:
+        fsio.defer_fsyncs()
