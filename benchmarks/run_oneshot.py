@@ -12,7 +12,11 @@ Three commands run interleaved round-robin, each as a fresh process:
   per response) that answers one text message: one provider round, no tools.
   This is the issue's "one-round ``holon run`` on the same fake";
 * ``holon run --model scripted:<one step>.yaml "hi"``: the same turn with the
-  offline scripted model (no HTTP stack, PyYAML instead).
+  offline scripted model (no HTTP stack, PyYAML instead);
+* the loopback run again on a slow disk: every ``fsync`` made ``--fsync-ms``
+  slower by the ``LD_PRELOAD`` shim of ``slow_disk.py`` (skipped when no C
+  compiler can build it). A completed temporary run should make no fsync, so
+  this row should match the first one.
 
 It prints the median and p90 wall time, the median CPU time (user + system of
 the child) and the peak RSS of each, and the ratio to the bare interpreter.
@@ -41,6 +45,7 @@ from typing import Any
 # the script by path)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_responses import ResponsesHandler, message  # noqa: E402
+from slow_disk import build_shim  # noqa: E402
 
 TARGET_MS = 100.0
 
@@ -109,6 +114,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--holon", default=shutil.which("holon") or "holon")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--fsync-ms", type=float, default=3.0, help="the slow disk's extra fsync cost")
     args = ap.parse_args()
 
     holon = os.path.abspath(args.holon)
@@ -129,18 +135,29 @@ def main() -> int:
         env.update(
             HOLON_HOME=str(Path(tmp) / "home"), OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-bench"
         )
+        loopback = [holon, "run", "--model", "openai/bench", "hi"]
         commands = {
             "python -c pass": [python, "-c", "pass"],
-            "holon run (loopback openai)": [holon, "run", "--model", "openai/bench", "hi"],
+            "holon run (loopback openai)": loopback,
             "holon run (scripted)": [holon, "run", "--model", "scripted:one.yaml", "hi"],
         }
-        for argv in commands.values():  # warm caches, write .pyc files
-            run_child(argv, env, str(work))
+        envs = {name: env for name in commands}
+        shim = build_shim(Path(tmp))
+        slow = f"loopback, fsync +{args.fsync_ms:g} ms"
+        if shim is not None:
+            commands[slow] = loopback
+            envs[slow] = {
+                **env,
+                "LD_PRELOAD": str(shim),
+                "SLOW_FSYNC_US": str(int(args.fsync_ms * 1000)),
+            }
+        for name, argv in commands.items():  # warm caches, write .pyc files
+            run_child(argv, envs[name], str(work))
         samples: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
         for _ in range(args.runs):
             for name, argv in commands.items():
-                samples[name].append(run_child(argv, env, str(work)))
-        rss = {name: peak_rss_mib(argv, env, str(work)) for name, argv in commands.items()}
+                samples[name].append(run_child(argv, envs[name], str(work)))
+        rss = {name: peak_rss_mib(argv, envs[name], str(work)) for name, argv in commands.items()}
     server.shutdown()
 
     base = statistics.median(s[0] for s in samples["python -c pass"])

@@ -102,10 +102,8 @@ def test_run_oneshot_times_real_runs_that_answer(tmp_path: Path) -> None:
     assert res.returncode in (0, 1), res.stderr  # 1: the target missed, still a report
     report = json.loads(res.stdout)
     rows = report["rows"]
-    assert set(rows) == {
-        "python -c pass",
-        "holon run (loopback openai)",
-        "holon run (scripted)",
-    }
+    expected = {"python -c pass", "holon run (loopback openai)", "holon run (scripted)"}
+    # plus the slow-disk row when a C compiler built the LD_PRELOAD shim
+    assert expected <= set(rows) <= expected | {"loopback, fsync +3 ms"}
     assert all(r["wall_ms_median"] > 0 and r["cpu_ms_median"] > 0 for r in rows.values())
     assert report["ok"] == (rows["holon run (loopback openai)"]["wall_ms_median"] <= 100.0)
