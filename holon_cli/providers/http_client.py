@@ -59,7 +59,12 @@ class HttpError(Exception):
     """A request could not be completed (any transport-level failure)."""
 
 
-class InvalidURL(HttpError):
+class InvalidRequest(HttpError):
+    """The request cannot be sent as configured: a setting has to change
+    (the URL, a header, the proxy, the CA bundle), so retrying cannot help."""
+
+
+class InvalidURL(InvalidRequest):
     """The URL (or a header value) cannot be sent: bad scheme, host or port."""
 
 
@@ -307,8 +312,9 @@ def _connect(
 def _wrap_tls(sock: socket.socket, host: str, tls: Callable[[], Any]) -> socket.socket:
     import ssl
 
+    context = tls()  # may raise InvalidRequest (a CA bundle that cannot be loaded)
     try:
-        return tls().wrap_socket(sock, server_hostname=host)  # type: ignore[no-any-return]
+        return context.wrap_socket(sock, server_hostname=host)  # type: ignore[no-any-return]
     except TimeoutError as exc:
         raise ConnectTimeout(f"timed out in the TLS handshake with {host}") from exc
     except (ssl.SSLError, OSError) as exc:

@@ -234,8 +234,8 @@ def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> P
         kind, what = "timeout", f"timed out after {target.timeout_s:g}s waiting for {where}"
     elif isinstance(exc, hc.ConnectError):
         kind, stage, what = "connection", "connect", f"could not connect to {where}"
-    elif isinstance(exc, hc.InvalidURL):
-        # the endpoint's URL or the environment's proxy setting: the message says which
+    elif isinstance(exc, hc.InvalidRequest):
+        # the endpoint's URL, the proxy or CA setting: the message says which
         kind, what = "client_error", f"cannot send a request to {where!r}"
     elif stage == "stream":
         kind, what = "stream_interrupted", f"event stream from {where} was cut off"
@@ -324,7 +324,11 @@ def ssl_context() -> Any:
                 cafile = certifi.where()
             except ImportError:  # pragma: no cover - certifi comes with httpx
                 pass
-        ctx = ssl.create_default_context(cafile=cafile or None, capath=capath or None)
+        try:
+            ctx = ssl.create_default_context(cafile=cafile or None, capath=capath or None)
+        except (OSError, ssl.SSLError) as exc:
+            where = f"SSL_CERT_FILE={cafile}" if cafile else f"SSL_CERT_DIR={capath}"
+            raise hc.InvalidRequest(f"cannot load the CA certificates from {where}: {exc}") from exc
         ctx.set_alpn_protocols(["http/1.1"])
         _SSL_CONTEXT = ctx
     return _SSL_CONTEXT

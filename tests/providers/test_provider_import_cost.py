@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from loopback import LoopbackServer, Reply
+from provider_helpers import build_request
 
 from holon_cli.providers import http_client, http_common
 from holon_cli.providers.http_common import HttpTarget, post_json
@@ -117,3 +118,22 @@ def test_ssl_cert_file_or_dir_replaces_the_bundled_cas(
     ((cafile, capath, _),) = ca_loads
     assert (cafile if var == "SSL_CERT_FILE" else capath) == where
     assert certifi.where() not in (cafile, capath)
+
+
+def test_an_unreadable_ca_bundle_is_a_configuration_error(
+    ca_loads: list[Any], loopback: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holon_cli.providers.base import ProviderFailure
+    from holon_cli.providers.openai_responses import OpenAIResponsesTransport
+
+    missing = tmp_path / "no-such-ca.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(missing))
+    # https to the loopback port: the TCP connect succeeds, then TLS needs the context
+    https_url = f"https://127.0.0.1:{loopback.port}/v1"
+    t = OpenAIResponsesTransport(model="m", base_url=https_url, api_key="k")
+    with pytest.raises(ProviderFailure) as ei:
+        t.complete(build_request())
+    f = ei.value
+    assert f.kind == "client_error" and not f.retryable
+    assert f"cannot load the CA certificates from SSL_CERT_FILE={missing}" in f.message
+    assert http_common._SSL_CONTEXT is None  # nothing half-built is kept: fixing the file works
