@@ -318,7 +318,10 @@ def _wrap_tls(sock: socket.socket, host: str, tls: Callable[[], Any]) -> socket.
     except TimeoutError as exc:
         raise ConnectTimeout(f"timed out in the TLS handshake with {host}") from exc
     except (ssl.SSLError, OSError) as exc:
-        raise ConnectError(f"TLS handshake with {host} failed: {exc}") from exc
+        why = f"TLS handshake with {host} failed: {exc}"
+        if "WRONG_VERSION_NUMBER" in str(exc):  # what a plain HTTP server's answer reads as
+            why += "; the server does not speak TLS there (a plain http:// endpoint?)"
+        raise ConnectError(why) from exc
 
 
 def _basic(userinfo: tuple[str, str]) -> str:

@@ -202,10 +202,13 @@ def run_once(
         # Ctrl-C: nothing the run started outlives it, and the kept agent is named
         _stop_unsettled(store)
         aid = store.agent_id
+        import shlex  # the run's --model is not stored on the agent: the hint repeats it
+
+        finish = f"holon turn --agent {aid}" + (f" --model {shlex.quote(model)}" if model else "")
         raise InterruptedError_(
             f"interrupted; agent {aid} kept at {store.layout.home} "
             "(its message is replayed by its next turn)",
-            hint=f"finish it: `holon turn --agent {aid}`; remove it: `holon agent rm {aid}`",
+            hint=f"finish it: `{finish}`; remove it: `holon agent rm {aid}`",
         ) from None
     # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
     tasks_stopped = _stop_unsettled(store)

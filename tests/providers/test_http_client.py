@@ -1235,3 +1235,9 @@ def test_an_ascii_host_is_looked_up_without_the_idna_codec() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_https_to_a_plain_http_server_says_so(pool: hc.Pool, loopback: LoopbackServer) -> None:
+    plain = r"does not speak TLS there \(a plain http:// endpoint"
+    with pytest.raises(hc.ConnectError, match=plain):
+        get(pool, f"https://127.0.0.1:{loopback.port}/v1", tls=ssl.create_default_context)

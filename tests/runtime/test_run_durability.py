@@ -91,6 +91,8 @@ def test_an_interrupted_temporary_run_is_durable_when_it_raises(
         run_once("hi", model=script(tmp_path, {"text": "ok"}), workspace_root=str(tmp_path))
     (home,) = [p for p in (ensure_home().agents_dir).iterdir() if p.name.startswith("run-")]
     assert str(home) in str(ei.value)  # kept, and named in the message
+    model = script(tmp_path, {"text": "ok"})
+    assert f"holon turn --agent {home.name} --model {model}" in (ei.value.hint or "")
     assert everything_under(home) <= set(synced)
     inbox = [p for p in everything_under(home) if "/inbox/" in p and p.endswith(".json")]
     assert inbox, "the admitted message is on disk"
