@@ -26,7 +26,7 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import (
     PRIVATE_DIR_MODE,
     defer_fsyncs,
-    durable,
+    deferred,
     fsync_dir,
     read_snapshot,
     write_snapshot,
@@ -335,7 +335,7 @@ def create_agent(
                 shutil.rmtree(staging, ignore_errors=True)
                 return AgentStore(layout)
             raise RejectedError(f"agent {agent_id!r} already exists at {layout.home}") from None
-        if durable(layout.home):  # holon run's temporary agent: synced if kept
+        if not deferred(layout.home):  # holon run's temporary agent: synced if kept
             fsync_dir(home.agents_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -42,7 +42,7 @@ class UnsafePathError(OSError):
 
 
 def fsync_dir(path: Path) -> None:
-    if durable(path):
+    if not deferred(path):
         _fsync_path(path, os.O_RDONLY | os.O_DIRECTORY)
 
 
@@ -59,56 +59,58 @@ def _fsync_path(path: str | Path, flags: int = os.O_RDONLY) -> None:
 # ``holon run``'s temporary agent lives for one foreground command. Until the
 # run decides to keep it, nothing it holds has been acknowledged to anyone
 # (the user's text is still on their command line), so its files are not
-# fsync'd as they are written: a kept agent is made durable in one pass at the
-# end (``sync_tree``), a removed one never pays (on a disk where an fsync
-# costs 3 ms that was ~150 ms of a one-round run). A killed process loses
-# nothing either way (the page cache outlives it); only an OS crash during
-# the run can lose the temporary agent. A forked child (a task supervisor)
-# syncs everything again.
+# fsync'd as they are written. When the run ends, a kept agent is made
+# durable in one pass over its tree (``end_deferred_fsyncs``: a pass, not a
+# list of what was put off, so a file renamed since, such as a message moved
+# from ``inbox/new`` to ``cur``, is still covered); a removed one never pays
+# (on a disk where an fsync costs 3 ms that was ~150 ms of a one-round run).
+# A killed process loses nothing either way (the page cache outlives it);
+# only an OS crash during the run can lose the temporary agent. A forked
+# child (a task supervisor) syncs everything again.
 
 _DEFERRED: tuple[str, ...] = ()
 
 
 def defer_fsyncs(*roots: Path) -> None:
-    """Skip fsyncs of files and folders under ``roots`` until called again
-    (with no roots: sync everything, as normal)."""
+    """Put off fsyncs of files and folders under ``roots`` until
+    :func:`end_deferred_fsyncs` (with no roots: sync everything, as normal)."""
     global _DEFERRED
     _DEFERRED = tuple(os.path.join(os.path.abspath(r), "") for r in roots)
 
 
-def durable(path: str | Path) -> bool:
-    """Whether a write to ``path`` is fsync'd now (anything outside a deferred tree)."""
+def deferred(*paths: str | Path) -> bool:
+    """Whether the fsyncs of ``paths`` (a file and its folder, say) are put off."""
     if not _DEFERRED:
-        return True
-    where = os.path.join(os.path.abspath(path), "")
-    return not where.startswith(_DEFERRED)
+        return False
+    return all(os.path.join(os.path.abspath(p), "").startswith(_DEFERRED) for p in paths)
 
 
 def end_deferred_fsyncs() -> int:
-    """Stop deferring, and make what is left of each deferred tree durable
-    (a tree removed meanwhile costs nothing); the number of fsyncs."""
+    """Stop deferring, and make each deferred tree that still exists durable:
+    every regular file, then every folder (deepest first), then the folder
+    holding the tree. Nothing but regular files and folders is opened (a
+    task's ``stdin.fifo`` would block). Returns the number of fsyncs."""
     roots, count = _DEFERRED, 0
     defer_fsyncs()
     for root in roots:
-        if os.path.isdir(root):
-            count += sync_tree(Path(root))
-    return count
-
-
-def sync_tree(root: Path) -> int:
-    """fsync every file and folder under ``root`` (each folder after its
-    contents), then the folder that holds ``root``; the number of fsyncs."""
-    count = 0
-    for folder, _dirs, files in os.walk(root, topdown=False):
-        for name in files:
-            path = os.path.join(folder, name)
-            if not os.path.islink(path):
-                _fsync_path(path)
-                count += 1
-        _fsync_path(folder, os.O_RDONLY | os.O_DIRECTORY)
+        root = root.rstrip(os.sep)
+        if not os.path.isdir(root) or os.path.islink(root):
+            continue
+        for folder, _dirs, files in os.walk(root, topdown=False):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    regular = stat.S_ISREG(os.lstat(path).st_mode)
+                except OSError:
+                    continue
+                if regular:
+                    _fsync_path(path)
+                    count += 1
+            _fsync_path(folder, os.O_RDONLY | os.O_DIRECTORY)
+            count += 1
+        _fsync_path(os.path.dirname(root), os.O_RDONLY | os.O_DIRECTORY)
         count += 1
-    _fsync_path(os.path.dirname(os.path.abspath(root)), os.O_RDONLY | os.O_DIRECTORY)
-    return count + 1
+    return count
 
 
 os.register_at_fork(after_in_child=defer_fsyncs)
@@ -203,7 +205,7 @@ def atomic_write_bytes(
                 mode = 0o666 & ~current_umask()
             else:
                 mode = new_mode
-        sync = durable(parent)
+        sync = not deferred(path, parent)
         fd, tmp_name = _create_temp(dfd, name)
         try:
             try:

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, durable, fsync_dir
+from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
 from holon_cli.store.locks import pid_alive
 
 
@@ -50,7 +50,7 @@ class Inbox:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            if durable(tmp):
+            if not deferred(tmp):
                 os.fsync(fd)
         finally:
             os.close(fd)

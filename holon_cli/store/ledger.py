@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, durable, fsync_dir
+from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
 from holon_cli.store.locks import locked
 from holon_cli.store.records import Validator
 
@@ -199,7 +199,7 @@ class Ledger:
                     )
                 if self.defer_sync:
                     self._unsynced = True
-                elif durable(self.path):
+                elif not deferred(self.path):
                     os.fsync(fd)
                 self._cached_size = size + n
                 self._cached_last = rec
@@ -213,7 +213,7 @@ class Ledger:
         """Make appends made with ``defer_sync`` durable (one fsync)."""
         if not self._unsynced:
             return
-        if not durable(self.path):
+        if deferred(self.path):
             self._unsynced = False
             return
         fd = os.open(self.path, os.O_RDONLY)

@@ -129,16 +129,17 @@ def test_deferral_covers_exactly_the_named_trees(
 ) -> None:
     fsio.defer_fsyncs(tmp_path / "run-1", tmp_path / ".creating-run-1-7")
     try:
-        assert not fsio.durable(tmp_path / "run-1")
-        assert not fsio.durable(tmp_path / "run-1" / "state" / "agent.json")
-        assert not fsio.durable(tmp_path / ".creating-run-1-7" / "x")
-        assert fsio.durable(tmp_path / "run-10" / "x")  # a prefix of the name is not the tree
-        assert fsio.durable(tmp_path)
+        assert fsio.deferred(tmp_path / "run-1")
+        assert fsio.deferred(tmp_path / "run-1" / "state" / "agent.json", tmp_path / "run-1")
+        assert fsio.deferred(tmp_path / ".creating-run-1-7" / "x")
+        assert not fsio.deferred(tmp_path / "run-10" / "x")  # a prefix of the name is not the tree
+        assert not fsio.deferred(tmp_path)
+        assert not fsio.deferred(tmp_path / "run-1" / "x", tmp_path)  # all of them, or none
         monkeypatch.chdir(tmp_path)
-        assert not fsio.durable(Path("run-1") / "x")  # relative paths resolve first
+        assert fsio.deferred(Path("run-1") / "x")  # relative paths resolve first
     finally:
         fsio.defer_fsyncs()
-    assert fsio.durable(tmp_path / "run-1" / "x")
+    assert not fsio.deferred(tmp_path / "run-1" / "x")
 
 
 def test_atomic_writes_and_ledger_appends_skip_fsync_only_inside(
@@ -165,7 +166,9 @@ def test_end_deferred_fsyncs_syncs_what_is_left_and_skips_what_is_gone(
     kept, gone = tmp_path / "kept", tmp_path / "gone"
     (kept / "sub").mkdir(parents=True)
     (kept / "sub" / "f").write_text("x")
-    (kept / "link").symlink_to("/etc/hostname")
+    (kept / "link").symlink_to("/etc/hostname")  # not followed
+    (kept / "dirlink").symlink_to(tmp_path)  # not followed
+    os.mkfifo(kept / "sub" / "stdin.fifo")  # opening it would block: never opened
     fsio.defer_fsyncs(kept, gone)
     assert fsio.end_deferred_fsyncs() == 4  # f, sub, kept, and tmp_path (kept's entry)
     assert synced == [str(kept / "sub" / "f"), str(kept / "sub"), str(kept), str(tmp_path)]
@@ -178,9 +181,9 @@ def test_a_forked_child_syncs_everything(tmp_path: Path) -> None:
     try:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child (a task supervisor, say)
-            os._exit(0 if fsio.durable(tmp_path / "x") else 1)
+            os._exit(1 if fsio.deferred(tmp_path / "x") else 0)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert not fsio.durable(tmp_path / "x")  # the parent still defers
+        assert fsio.deferred(tmp_path / "x")  # the parent still defers
     finally:
         fsio.defer_fsyncs()
