@@ -1115,34 +1115,38 @@ def test_transport_through_proxy(
     assert "proxy-authorization" not in loopback.requests[0].headers
 
 
-def test_transport_with_proxy_down(
-    monkeypatch: pytest.MonkeyPatch, loopback: LoopbackServer, global_pool: None
-) -> None:
-    _proxy_env(monkeypatch, f"http://user:{PROXY_PASSWORD}@127.0.0.1:{closed_port()}")
+def _failure_through_proxy(
+    monkeypatch: pytest.MonkeyPatch, loopback: LoopbackServer, proxy_url: str
+) -> ProviderFailure:
+    """The transport's failure with ``proxy_url`` set: nothing reached the
+    endpoint, and the proxy password shows nowhere in what is reported."""
+    _proxy_env(monkeypatch, proxy_url)
     t = OpenAIResponsesTransport(model="m", base_url=f"{loopback.url}/v1", api_key=KEY)
     with pytest.raises(ProviderFailure) as ei:
         t.complete(build_request())
     f = ei.value
-    assert (f.kind, f.stage) == ("connection", "connect")
     shown = [str(f), f.message, f.hint or "", f.url or "", *f.source_chain]
     assert not [s for s in shown if PROXY_PASSWORD in s]
     assert loopback.requests == []
+    return f
+
+
+def test_transport_with_proxy_down(
+    monkeypatch: pytest.MonkeyPatch, loopback: LoopbackServer, global_pool: None
+) -> None:
+    down = f"http://user:{PROXY_PASSWORD}@127.0.0.1:{closed_port()}"
+    f = _failure_through_proxy(monkeypatch, loopback, down)
+    assert (f.kind, f.stage) == ("connection", "connect")
 
 
 def test_transport_with_a_socks_proxy_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch, loopback: LoopbackServer, global_pool: None
 ) -> None:
-    _proxy_env(monkeypatch, f"socks5://user:{PROXY_PASSWORD}@127.0.0.1:1080")
-    t = OpenAIResponsesTransport(model="m", base_url=f"{loopback.url}/v1", api_key=KEY)
-    with pytest.raises(ProviderFailure) as ei:
-        t.complete(build_request())
-    f = ei.value
+    socks = f"socks5://user:{PROXY_PASSWORD}@127.0.0.1:1080"
+    f = _failure_through_proxy(monkeypatch, loopback, socks)
     assert f.kind == "client_error" and not f.retryable
     assert "unsupported proxy scheme 'socks5'" in f.message
     assert "cannot send a request to" in f.message
-    shown = [str(f), f.message, f.hint or "", f.url or "", *f.source_chain]
-    assert not [s for s in shown if PROXY_PASSWORD in s]
-    assert loopback.requests == []
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
