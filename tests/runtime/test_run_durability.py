@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,59 @@ def test_a_forked_child_syncs_everything(tmp_path: Path) -> None:
         assert fsio.deferred(tmp_path / "x")  # the parent still defers
     finally:
         fsio.defer_fsyncs()
+
+
+@pytest.mark.slow
+def test_a_temporary_run_killed_mid_turn_is_finished_by_holon_turn(tmp_path: Path) -> None:
+    """SIGKILL loses nothing of the unsynced agent (the page cache outlives
+    the process): its next turn replays the message and completes it once."""
+    import signal
+    import subprocess
+    import time
+
+    holon = [sys.executable, "-m", "holon_cli"]
+    model = script(
+        tmp_path,
+        {
+            "text": "working",
+            "tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "sleep 5"}}],
+        },
+        {"text": "finished"},
+    )
+    agents = ensure_home().agents_dir
+    proc = subprocess.Popen(
+        [*holon, "run", "--model", model, "hi"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the command is running: mid-turn
+            if any(agents.glob("run-*/.holon/tasks/*/stdout.log")):
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the run never started its command")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    (home,) = [p for p in agents.iterdir() if p.name.startswith("run-")]
+    assert proc.returncode == -signal.SIGKILL
+    out = subprocess.run(
+        [*holon, "turn", "--agent", home.name, "--model", model, "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(home.name)
+    done = [
+        e
+        for e in store.events.records()
+        if e["kind"] == "turn_terminal" and e["data"]["status"] == "completed"
+    ]
+    assert len(done) == 1
