@@ -45,7 +45,7 @@ import socket
 import threading
 from collections.abc import Callable
 from io import BufferedReader
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from holon_cli.providers.http_response import (
@@ -58,6 +58,11 @@ from holon_cli.providers.http_response import (
     Response,
     read_head,
 )
+
+if TYPE_CHECKING:
+    import ssl
+
+    TLSContext = Callable[[], ssl.SSLContext]
 
 __all__ = [
     "MAX_HEADERS",
@@ -296,7 +301,7 @@ def _connect(
     proxy: _Url | None,
     connect_timeout: float,
     timeout: float,
-    tls: Callable[[], Any],
+    tls: TLSContext,
     key: tuple[str, ...],
 ) -> _Conn:
     hop = proxy or u
@@ -323,12 +328,12 @@ def _connect(
     return _Conn(sock, key)
 
 
-def _wrap_tls(sock: socket.socket, host: str, tls: Callable[[], Any]) -> socket.socket:
+def _wrap_tls(sock: socket.socket, host: str, tls: TLSContext) -> socket.socket:
     import ssl
 
     context = tls()  # may raise InvalidRequest (a CA bundle that cannot be loaded)
     try:
-        return context.wrap_socket(sock, server_hostname=host)  # type: ignore[no-any-return]
+        return context.wrap_socket(sock, server_hostname=host)
     except TimeoutError as exc:
         raise ConnectTimeout(f"timed out in the TLS handshake with {host}") from exc
     except (ssl.SSLError, OSError) as exc:
@@ -430,7 +435,7 @@ class Pool:
         body: bytes = b"",
         timeout: float,
         connect_timeout: float | None = None,
-        tls: Callable[[], Any],
+        tls: TLSContext,
         environ: Any = None,
     ) -> Response:
         """Send one request and return the response with its head read. The

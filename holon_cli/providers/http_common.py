@@ -27,7 +27,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from holon_cli import __version__, clock
@@ -35,6 +35,10 @@ from holon_cli.model.provider import ModelResponse
 from holon_cli.providers import http_client as hc
 from holon_cli.providers.base import CONTEXT_OVERFLOW_HINT, DEFAULT_TIMEOUT_S, ProviderFailure
 from holon_cli.providers.sse import SSEEvent, iter_sse
+
+if TYPE_CHECKING:
+    import ssl
+
 from holon_cli.providers.wire import (
     error_fields,
     is_context_overflow,
@@ -305,10 +309,10 @@ class _Counted:
             yield ev
 
 
-_SSL_CONTEXT: Any = None
+_SSL_CONTEXT: ssl.SSLContext | None = None
 
 
-def ssl_context() -> Any:
+def ssl_context() -> ssl.SSLContext:
     """The process's one verifying TLS context, built on first use: the CA
     bundle from ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set, else certifi's
     (as httpx and requests choose), else the system's; HTTP/1.1 by ALPN."""
@@ -334,7 +338,7 @@ def ssl_context() -> Any:
     return _SSL_CONTEXT
 
 
-def _send(target: HttpTarget, accept: str, payload: bytes) -> Any:
+def _send(target: HttpTarget, accept: str, payload: bytes) -> hc.Response:
     """POST ``payload`` and return the response with its head read (the
     caller reads the body and closes it)."""
     try:
@@ -361,7 +365,7 @@ def _headers(target: HttpTarget, accept: str) -> dict[str, str]:
     return h
 
 
-def _read(resp: Any, target: HttpTarget) -> bytes:
+def _read(resp: hc.Response, target: HttpTarget) -> bytes:
     try:
         data: bytes = resp.read()
     except hc.HttpError as exc:
@@ -369,7 +373,7 @@ def _read(resp: Any, target: HttpTarget) -> bytes:
     return data
 
 
-def _check_status(resp: Any, target: HttpTarget) -> None:
+def _check_status(resp: hc.Response, target: HttpTarget) -> None:
     status = resp.status_code
     if 200 <= status < 300:
         return
