@@ -1245,3 +1245,49 @@ def test_https_to_a_plain_http_server_says_so(pool: hc.Pool, loopback: LoopbackS
     plain = r"does not speak TLS there \(a plain http:// endpoint"
     with pytest.raises(hc.ConnectError, match=plain):
         get(pool, f"https://127.0.0.1:{loopback.port}/v1", tls=ssl.create_default_context)
+
+
+def test_threads_share_one_pool_without_crossing_answers(pool: hc.Pool) -> None:
+    """``holon serve`` runs turns on several threads through the one pool:
+    each request gets its own answer, and idle connections are reused."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Echo(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            body = self.path.encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    wrong: list[str] = []
+
+    def client(n: int) -> None:
+        for i in range(15):
+            path = f"/t{n}/r{i}"
+            got = fetch(pool, url + path).decode()
+            if got != path:
+                wrong.append(f"{path} got {got}")
+
+    try:
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads)
+        assert wrong == []
+        assert 1 <= pool.idle_count() <= pool.max_idle_per_key
+    finally:
+        server.shutdown()
+        server.server_close()
