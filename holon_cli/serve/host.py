@@ -297,9 +297,9 @@ class Host:
 
 def warm_up() -> None:
     """Import what the first turn needs (the turn loop, the model transports
-    and their HTTP client) ahead of it: the first message after serve starts
-    waited ~150 ms longer than the rest for these imports. Best effort, on a
-    background thread."""
+    and their HTTP client, and for an ``https`` model the TLS context) ahead
+    of it: the first message after serve starts waited ~150 ms longer than
+    the rest for these. Best effort, on a background thread."""
     import importlib
 
     for name in (
@@ -312,6 +312,33 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
+    if _default_models_use_https():
+        # the ssl module and the CA bundle (~30 ms), built once per process
+        from holon_cli.providers.http_common import ssl_context
+
+        try:
+            ssl_context()
+        except Exception:  # noqa: BLE001 - the first https request reports it
+            pass
+
+
+def _default_models_use_https() -> bool:
+    """Whether the home's default model chain (``$HOLON_MODEL``, config) has
+    an ``https`` endpoint; plain-http setups (a local server) never load TLS."""
+    from holon_cli.providers.registry import model_chain, resolve_transport
+
+    try:
+        primary, fallbacks = model_chain(None)
+    except Exception:  # noqa: BLE001 - no model configured: nothing to warm
+        return False
+    for ref in (primary, *fallbacks):
+        try:
+            base = str(getattr(resolve_transport(ref), "base_url", "") or "")
+        except Exception:  # noqa: BLE001 - a ref that cannot be served is reported by its turn
+            continue
+        if base.lower().startswith("https://"):
+            return True
+    return False
 
 
 def _pid() -> int:

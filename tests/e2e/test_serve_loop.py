@@ -279,3 +279,25 @@ def test_warm_up_loads_what_the_first_turn_needs() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+@pytest.mark.parametrize(("base_url", "built"), [(None, True), ("http://127.0.0.1:9/v1", False)])
+def test_warm_up_builds_the_tls_context_only_for_an_https_model(
+    base_url: str | None, built: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("HOLON_MODEL", "openai/gpt-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    if base_url:
+        monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    else:  # the default endpoint, https://api.openai.com (nothing is sent)
+        monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code = (
+        "from holon_cli.serve.host import warm_up; warm_up(); "
+        "from holon_cli.providers import http_common; "
+        "print(http_common._SSL_CONTEXT is not None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(built)]
