@@ -28,9 +28,10 @@ loaded; ``ssl`` is imported only for a TLS connection):
   ``http`` target goes through the proxy in absolute form; an ``https``
   target is tunnelled with ``CONNECT``. Credentials in the proxy URL become
   ``Basic`` ``Proxy-Authorization``, those in the target URL ``Basic``
-  ``Authorization`` (unless the caller sends its own). Not supported, and
-  refused with :class:`InvalidURL`: SOCKS proxies, and an ``https`` proxy for
-  an ``https`` target (TLS inside TLS).
+  ``Authorization`` (unless the caller sends its own). An ``https`` proxy in
+  front of an ``https`` target means TLS inside TLS
+  (:mod:`holon_cli.providers.http_tls`). SOCKS proxies are not supported
+  (refused with :class:`InvalidURL`).
 
 Reading a response (its framing, codings and lines) is
 :mod:`holon_cli.providers.http_response`. Every failure is one of the
@@ -61,6 +62,8 @@ from holon_cli.providers.http_response import (
 
 if TYPE_CHECKING:
     import ssl
+
+    from holon_cli.providers.http_tls import TLSInTLS
 
     TLSContext = Callable[[], ssl.SSLContext]
 
@@ -238,11 +241,6 @@ def _proxy_hop(proxy_url: str, u: _Url) -> _Url:
         proxy = _Url(proxy_url)
     except InvalidURL as exc:
         raise InvalidURL(f"invalid proxy URL in the environment: {exc}") from None
-    if proxy.scheme == "https" and u.scheme == "https":
-        raise InvalidURL(
-            "an https:// proxy cannot tunnel to an https:// URL here (TLS inside TLS); "
-            "give the proxy as http:// (the tunnel stays end-to-end TLS)"
-        )
     return proxy
 
 
@@ -252,7 +250,7 @@ def _proxy_hop(proxy_url: str, u: _Url) -> _Url:
 class _Conn:
     """One socket (plain, TLS, or tunnelled TLS) and its buffered reader."""
 
-    def __init__(self, sock: socket.socket, key: tuple[str, ...]) -> None:
+    def __init__(self, sock: socket.socket | TLSInTLS, key: tuple[str, ...]) -> None:
         self.sock = sock
         self.key = key
         # a BufferedReader (typeshed types makefile's result loosely)
@@ -305,6 +303,7 @@ def _connect(
     key: tuple[str, ...],
 ) -> _Conn:
     hop = proxy or u
+    sock: socket.socket | TLSInTLS
     # an ASCII name as bytes: a str is IDNA-encoded, which imports that codec
     host: str | bytes = hop.host.encode("ascii") if hop.host.isascii() else hop.host
     try:
@@ -328,11 +327,20 @@ def _connect(
     return _Conn(sock, key)
 
 
-def _wrap_tls(sock: socket.socket, host: str, tls: TLSContext) -> socket.socket:
+def _wrap_tls(
+    sock: socket.socket | TLSInTLS, host: str, tls: TLSContext
+) -> socket.socket | TLSInTLS:
+    """TLS to ``host`` over ``sock``; over an ``https`` proxy's socket, TLS
+    inside TLS (:mod:`holon_cli.providers.http_tls`)."""
     import ssl
 
     context = tls()  # may raise InvalidRequest (a CA bundle that cannot be loaded)
     try:
+        if isinstance(sock, ssl.SSLSocket):
+            from holon_cli.providers.http_tls import TLSInTLS
+
+            return TLSInTLS(sock, context, host)
+        assert isinstance(sock, socket.socket)
         return context.wrap_socket(sock, server_hostname=host)
     except TimeoutError as exc:
         raise ConnectTimeout(f"timed out in the TLS handshake with {host}") from exc
@@ -353,7 +361,7 @@ def _proxy_auth(proxy: _Url) -> dict[str, str]:
     return {} if proxy.userinfo is None else {"proxy-authorization": _basic(proxy.userinfo)}
 
 
-def _tunnel(sock: socket.socket, u: _Url, proxy: _Url) -> None:
+def _tunnel(sock: socket.socket | TLSInTLS, u: _Url, proxy: _Url) -> None:
     """Ask the proxy for a ``CONNECT`` tunnel to ``u`` (still in the connect timeout)."""
     hostport = f"[{u.host}]:{u.port}" if ":" in u.host else f"{u.host}:{u.port}"
     head = f"CONNECT {hostport} HTTP/1.1\r\nhost: {hostport}\r\n"

@@ -201,15 +201,51 @@ def _pipe(src: Any, dst: socket.socket) -> None:
         pass
 
 
+def _relay(peer: Peer, up: socket.socket) -> None:
+    """Copy both ways between a TLS client connection and a plain upstream in
+    this one thread (OpenSSL does not allow a concurrent read and write on
+    one connection), until either side ends."""
+    import select
+
+    tls = peer.sock
+    assert isinstance(tls, ssl.SSLSocket)
+    tls.setblocking(False)  # whatever the head's reader buffered goes first
+    try:
+        leftover = peer.reader.read1(65536) or b""
+    except (BlockingIOError, ssl.SSLWantReadError):
+        leftover = b""
+    tls.setblocking(True)
+    try:
+        if leftover:
+            up.sendall(leftover)
+        while True:
+            ready = [tls] if tls.pending() else select.select([tls, up], [], [], 10)[0]
+            if not ready:
+                return
+            if tls in ready:
+                data = tls.recv(65536)
+                if not data:
+                    return
+                up.sendall(data)
+            if up in ready:
+                data = up.recv(65536)
+                if not data:
+                    return
+                tls.sendall(data)
+    except (OSError, ValueError):
+        pass
+
+
 class ForwardProxy:
     """A forward HTTP proxy on 127.0.0.1 (absolute-form requests and
     ``CONNECT`` tunnels). ``refuse`` makes it answer every request with that
     status line instead. ``requests`` holds what clients asked the proxy."""
 
-    def __init__(self, refuse: str | None = None) -> None:
+    def __init__(self, refuse: str | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.refuse = refuse
+        self.tls = tls  # an https proxy: clients speak TLS to it first
         self._upstreams: list[socket.socket] = []
-        self.server = ScriptedServer(self._handle)
+        self.server = ScriptedServer(self._handle, tls=tls)
 
     @property
     def requests(self) -> list[Request]:
@@ -220,7 +256,8 @@ class ForwardProxy:
         return self.server.port
 
     def url(self, userinfo: str = "") -> str:
-        return f"http://{userinfo + '@' if userinfo else ''}127.0.0.1:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{userinfo + '@' if userinfo else ''}127.0.0.1:{self.port}"
 
     def _handle(self, peer: Peer) -> None:
         req = peer.read_request()
@@ -243,6 +280,9 @@ class ForwardProxy:
                 f"{k}: {v}\r\n" for k, v in req.headers.items() if k != "proxy-authorization"
             )
             up.sendall(head.encode("latin-1") + b"\r\n" + req.body)
+        if self.tls is not None:  # one SSL object must not be read and written by two threads
+            _relay(peer, up)
+            return
         back = threading.Thread(target=_pipe, args=(up, peer.sock), daemon=True)
         back.start()
         _pipe(peer.reader, up)

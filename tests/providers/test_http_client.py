@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import os
 import shutil
 import ssl
@@ -925,13 +926,46 @@ def test_connect_refused_by_proxy(pool: hc.Pool, tls_server: ScriptedServer, cer
     assert tls_server.accepted == 0
 
 
-def test_https_proxy_for_https_target_is_refused_up_front(
-    pool: hc.Pool, proxy: ForwardProxy
+def test_https_through_an_https_proxy_is_tls_inside_tls(
+    pool: hc.Pool, tls_server: ScriptedServer, certs: Any
 ) -> None:
-    env = {"https_proxy": f"https://127.0.0.1:{proxy.port}"}
-    with pytest.raises(hc.InvalidURL, match="TLS inside TLS"):  # configuration, not the network
-        get(pool, "https://127.0.0.1:1/", environ=env, tls=ssl.create_default_context)
-    assert proxy.server.accepted == 0
+    tls = trusting(certs["good"][0])  # the proxy and the endpoint both use this certificate
+    with ForwardProxy(tls=server_context(*certs["good"])) as p:
+        env = {"https_proxy": p.url("u:pw")}
+        assert env["https_proxy"].startswith("https://")
+        url = f"https://127.0.0.1:{tls_server.port}/inner"
+        assert fetch(pool, url, environ=env, tls=tls) == b"secret 0"
+        assert fetch(pool, url, environ=env, tls=tls) == b"secret 1"  # kept, inside and out
+        assert p.server.accepted == 1
+        (seen,) = p.requests
+    assert (seen.method, seen.target) == ("CONNECT", f"127.0.0.1:{tls_server.port}")
+    assert seen.headers["proxy-authorization"] == "Basic " + base64.b64encode(b"u:pw").decode()
+    assert tls_server.requests[0].target == "/inner"
+
+
+def test_tls_inside_tls_checks_the_endpoints_certificate(
+    pool: hc.Pool, serve: Any, certs: Any
+) -> None:
+    wrong = serve(answering(response(b"x")), tls=server_context(*certs["wrong"]))
+    with ForwardProxy(tls=server_context(*certs["good"])) as p:
+        with pytest.raises(hc.ConnectError, match="TLS handshake with 127.0.0.1 failed"):
+            get(
+                pool,
+                f"https://127.0.0.1:{wrong.port}/",
+                environ={"https_proxy": p.url()},
+                tls=trusting(certs["good"][0]),
+            )
+    assert wrong.requests == []
+
+
+def test_tls_inside_tls_reads_a_large_streamed_body(pool: hc.Pool, serve: Any, certs: Any) -> None:
+    lines = [b"data: %d %s\n\n" % (i, b"y" * 300) for i in range(400)]
+    srv = serve(answering(chunked(*lines)), tls=server_context(*certs["good"]))
+    with ForwardProxy(tls=server_context(*certs["good"])) as p:
+        url = f"https://127.0.0.1:{srv.port}/stream"
+        with get(pool, url, environ={"https_proxy": p.url()}, tls=trusting(certs["good"][0])) as r:
+            got = [line for line in r.iter_lines() if line]
+    assert len(got) == 400 and got[-1].startswith("data: 399 ")
 
 
 # -------------------------------------------------------------------- TLS
@@ -1113,6 +1147,33 @@ def test_transport_through_proxy(
     assert seen.headers["proxy-authorization"] == f"Basic {token}"
     assert loopback.requests[0].headers["authorization"] == f"Bearer {KEY}"
     assert "proxy-authorization" not in loopback.requests[0].headers
+
+
+def test_transport_over_https_through_an_https_proxy_with_a_corporate_ca(
+    monkeypatch: pytest.MonkeyPatch, serve: Any, certs: Any, global_pool: None
+) -> None:
+    """The whole stack: SSL_CERT_FILE names the CA (the transports' one TLS
+    context), HTTPS_PROXY is an https:// proxy, the endpoint is https: TLS
+    inside TLS through CONNECT."""
+    from holon_cli.providers import http_common
+
+    body = json.dumps(TEXT_OK).encode()
+    endpoint = serve(
+        answering(response(body, headers={"content-type": "application/json"})),
+        tls=server_context(*certs["good"]),
+    )
+    # a fresh context from the test CA; monkeypatch puts the process's own back after
+    monkeypatch.setattr(http_common, "_SSL_CONTEXT", None)
+    monkeypatch.setenv("SSL_CERT_FILE", str(certs["good"][0]))
+    with ForwardProxy(tls=server_context(*certs["good"])) as p:
+        monkeypatch.setenv("HTTPS_PROXY", p.url(f"user:{PROXY_PASSWORD}"))
+        monkeypatch.setenv("NO_PROXY", "")
+        t = OpenAIResponsesTransport(
+            model="m", base_url=f"https://127.0.0.1:{endpoint.port}/v1", api_key=KEY
+        )
+        assert t.complete(build_request()).text == "hi"
+        assert p.requests[0].method == "CONNECT"
+    assert endpoint.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 
 def _failure_through_proxy(
