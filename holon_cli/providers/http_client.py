@@ -41,9 +41,11 @@ Reading a response (its framing, codings and lines) is
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
+import weakref
 from collections.abc import Callable
 from io import BufferedReader
 from typing import TYPE_CHECKING, Any
@@ -169,8 +171,11 @@ def _env(name: str, environ: Any) -> str:
 
 def proxy_for(url: str, environ: Any = None) -> str | None:
     """The proxy URL the environment sets for ``url``, or ``None`` for a direct connection."""
+    return _proxy_url(_Url(url), environ)
+
+
+def _proxy_url(u: _Url, environ: Any) -> str | None:
     environ = os.environ if environ is None else environ
-    u = _Url(url)
     proxy = _env(f"{u.scheme}_proxy", environ) or _env("all_proxy", environ)
     if not proxy or _bypassed(u, _env("no_proxy", environ)):
         return None
@@ -303,23 +308,25 @@ def _connect(
     key: tuple[str, ...],
 ) -> _Conn:
     hop = proxy or u
-    sock: socket.socket | TLSInTLS
     # an ASCII name as bytes: a str is IDNA-encoded, which imports that codec
     host: str | bytes = hop.host.encode("ascii") if hop.host.isascii() else hop.host
     try:
-        sock = socket.create_connection((host, hop.port), timeout=connect_timeout)  # type: ignore[arg-type]
+        raw = socket.create_connection((host, hop.port), timeout=connect_timeout)  # type: ignore[arg-type]
     except TimeoutError as exc:
         raise ConnectTimeout(f"timed out connecting to {hop.authority}") from exc
     except OSError as exc:
         raise ConnectError(f"{exc.strerror or exc} ({hop.authority})") from exc
+    sock: socket.socket | TLSInTLS = raw
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if proxy is not None and proxy.scheme == "https":
-            sock = _wrap_tls(sock, proxy.host, tls)
+            to_proxy = _wrap_tls(raw, proxy.host, tls)
+            assert isinstance(to_proxy, socket.socket)  # TLS over a plain socket: an SSLSocket
+            raw = sock = to_proxy
         if proxy is not None and u.scheme == "https":
-            _tunnel(sock, u, proxy)
+            _tunnel(raw, u, proxy)
         if u.scheme == "https":
-            sock = _wrap_tls(sock, u.host, tls)
+            sock = _wrap_tls(raw, u.host, tls)
         sock.settimeout(timeout)
     except BaseException:
         sock.close()
@@ -327,9 +334,7 @@ def _connect(
     return _Conn(sock, key)
 
 
-def _wrap_tls(
-    sock: socket.socket | TLSInTLS, host: str, tls: TLSContext
-) -> socket.socket | TLSInTLS:
+def _wrap_tls(sock: socket.socket, host: str, tls: TLSContext) -> socket.socket | TLSInTLS:
     """TLS to ``host`` over ``sock``; over an ``https`` proxy's socket, TLS
     inside TLS (:mod:`holon_cli.providers.http_tls`)."""
     import ssl
@@ -340,7 +345,6 @@ def _wrap_tls(
             from holon_cli.providers.http_tls import TLSInTLS
 
             return TLSInTLS(sock, context, host)
-        assert isinstance(sock, socket.socket)
         return context.wrap_socket(sock, server_hostname=host)
     except TimeoutError as exc:
         raise ConnectTimeout(f"timed out in the TLS handshake with {host}") from exc
@@ -361,7 +365,7 @@ def _proxy_auth(proxy: _Url) -> dict[str, str]:
     return {} if proxy.userinfo is None else {"proxy-authorization": _basic(proxy.userinfo)}
 
 
-def _tunnel(sock: socket.socket | TLSInTLS, u: _Url, proxy: _Url) -> None:
+def _tunnel(sock: socket.socket, u: _Url, proxy: _Url) -> None:
     """Ask the proxy for a ``CONNECT`` tunnel to ``u`` (still in the connect timeout)."""
     hostport = f"[{u.host}]:{u.port}" if ":" in u.host else f"{u.host}:{u.port}"
     head = f"CONNECT {hostport} HTTP/1.1\r\nhost: {hostport}\r\n"
@@ -393,13 +397,11 @@ class Pool:
     def __init__(self, max_idle_per_key: int = 4) -> None:
         self._idle: dict[tuple[str, ...], list[_Conn]] = {}
         self._lock = threading.Lock()
-        self._pid = os.getpid()
         self.max_idle_per_key = max_idle_per_key
+        os.register_at_fork(after_in_child=functools.partial(_reset_after_fork, weakref.ref(self)))
 
     def get(self, key: tuple[str, ...]) -> _Conn | None:
         with self._lock:
-            if self._pid != os.getpid():  # a forked child must not share its parent's sockets
-                self._idle, self._pid = {}, os.getpid()
             idle = self._idle.get(key) or []
             while idle:
                 conn = idle.pop()
@@ -411,7 +413,7 @@ class Pool:
     def put(self, conn: _Conn) -> None:
         with self._lock:
             idle = self._idle.setdefault(conn.key, [])
-            if conn.reusable and self._pid == os.getpid() and len(idle) < self.max_idle_per_key:
+            if conn.reusable and len(idle) < self.max_idle_per_key:
                 idle.append(conn)
                 return
         conn.close()
@@ -428,7 +430,6 @@ class Pool:
         one at the fork) and no idle connections (they are the parent's)."""
         self._lock = threading.Lock()
         self._idle = {}
-        self._pid = os.getpid()
 
     def idle_count(self) -> int:
         with self._lock:
@@ -449,7 +450,7 @@ class Pool:
         """Send one request and return the response with its head read. The
         caller reads the body and closes the response (it is a context manager)."""
         u = _Url(url)
-        proxy_url = proxy_for(url, environ)
+        proxy_url = _proxy_url(u, environ)
         proxy = _proxy_hop(proxy_url, u) if proxy_url else None
         head = _request_head(method, u, proxy, headers or {}, len(body))
         key = (u.scheme, u.host, str(u.port), proxy_url or "")
@@ -537,5 +538,11 @@ def _request_head(
         raise InvalidURL(f"a header holds a character that is not Latin-1: {exc}") from None
 
 
+def _reset_after_fork(ref: weakref.ref[Pool]) -> None:
+    """The fork hook of a pool (held weakly: the hook must not keep it alive)."""
+    pool = ref()
+    if pool is not None:
+        pool._after_fork()
+
+
 POOL = Pool()
-os.register_at_fork(after_in_child=POOL._after_fork)

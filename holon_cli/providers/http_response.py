@@ -166,7 +166,7 @@ class Response:
             while data := reader.read1(READ_SIZE):
                 yield data
         self._done = True
-        self._release()
+        self.close()  # read to the end: back to the pool if the server keeps it
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The decoded body, as it arrives."""
@@ -213,15 +213,6 @@ class Response:
             yield from _split_lines(last + "\n")[0]
 
     # ------------------------------------------------------ connection
-
-    def _release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        if self._keep:
-            self._pool.put(conn)
-        else:
-            conn.close()
 
     def close(self) -> None:
         """Done with the response: an unread body means the connection cannot be reused."""

@@ -46,6 +46,13 @@ def fsync_dir(path: Path) -> None:
         _fsync_path(path, os.O_RDONLY | os.O_DIRECTORY)
 
 
+def fsync_file(path: Path) -> None:
+    """Make what was written to ``path`` durable (a ledger or journal synced
+    after its appends), unless its fsyncs are deferred."""
+    if not deferred(path):
+        _fsync_path(path)
+
+
 def _fsync_path(path: str | Path, flags: int = os.O_RDONLY) -> None:
     fd = os.open(path, flags | os.O_CLOEXEC)
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
+from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir, fsync_file
 from holon_cli.store.locks import locked
 from holon_cli.store.records import Validator
 
@@ -213,14 +213,7 @@ class Ledger:
         """Make appends made with ``defer_sync`` durable (one fsync)."""
         if not self._unsynced:
             return
-        if deferred(self.path):
-            self._unsynced = False
-            return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(self.path)
         self._unsynced = False
 
     # -- reading ---------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli.errors import CorruptStateError
 from holon_cli.providers.base import ConversationItem, ToolCall
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import atomic_write_bytes, deferred, dumps
+from holon_cli.store.fsio import atomic_write_bytes, dumps, fsync_file
 
 if TYPE_CHECKING:
     from holon_cli.model.turn import ProviderAttemptRecord, TurnSettlement
@@ -229,14 +229,7 @@ class Journal:
         """Make every append so far durable (one fsync)."""
         if not self._dirty:
             return
-        if deferred(self.path):  # holon run's temporary agent: synced if kept
-            self._dirty = False
-            return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(self.path)
         self._dirty = False
 
     def add_item(self, item: ConversationItem) -> None:
