@@ -31,7 +31,8 @@ def main() -> int:
     os.environ["HOLON_HOME"] = home
     from holon_cli.providers.base import ToolCall
     from holon_cli.runtime.agents import open_agent
-    from holon_cli.tools.base import ToolContext, execute, registry
+    from holon_cli.tools.base import ToolContext, execute
+    from holon_cli.tools.catalog import registry
 
     store = open_agent(None)
     root = Path(home) / "root"

@@ -250,6 +250,7 @@ def measure(agent_id: str, turns: int) -> dict[str, float]:
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
+    from holon_cli.tools.catalog import default_catalog
 
     store = open_agent(agent_id, create_default=False)
     per_round: list[float] = []
@@ -260,7 +261,7 @@ def measure(agent_id: str, turns: int) -> dict[str, float]:
         before = store.events.last()["event_seq"]
         calls_before = FSYNCS.calls
         t0 = time.perf_counter()
-        res = run_turn(store=store, cli_model="openai/bench")
+        res = run_turn(store=store, cli_model="openai/bench", catalog=default_catalog())
         wall = (time.perf_counter() - t0) * 1000
         turn_fsyncs = FSYNCS.calls - calls_before
         assert res.status == "completed" and res.model_rounds == ROUNDS, res

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import ErrorKind
+    from holon_cli.kinds import ErrorKind
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1

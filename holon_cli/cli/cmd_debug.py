@@ -36,8 +36,9 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
     """
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.debug import debug_prompt
+    from holon_cli.tools.catalog import default_catalog
 
-    d = debug_prompt(open_agent(agent_id), text=text)
+    d = debug_prompt(open_agent(agent_id), catalog=default_catalog(), text=text)
     if as_json:
         output.emit_json(d)
         return

@@ -45,7 +45,7 @@ def _store(agent_id: str | None) -> Any:
 
 def _vocab(agent_id: str | None, **flags: str) -> Any:
     """Hints and errors in this command's flags, repeating the ``--agent`` given."""
-    from holon_cli.tools.workitem_hints import CliVocabulary
+    from holon_cli.runtime.workitems.hints import CliVocabulary
 
     return CliVocabulary(agent_id, flags)
 

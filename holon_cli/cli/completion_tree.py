@@ -240,7 +240,7 @@ def command_tree(
     one that takes no value) is an error, so the map cannot go stale quietly.
     """
     if root is None:
-        from holon_cli.cli import cli
+        from holon_cli.cli.group import cli
 
         root = cli
     used: set[tuple[str, str]] = set()

@@ -1,6 +1,6 @@
 """The click group: ``holon --help``, every subcommand, click's own errors.
 
-Subcommands are loaded from :data:`holon_cli.cli.COMMANDS` on first use, so
+Subcommands are loaded from :data:`holon_cli.cli.commands.COMMANDS` on first use, so
 ``holon turn`` never imports what ``holon serve`` needs.
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from holon_cli import __version__
-from holon_cli.cli import COMMANDS, command_words, failures, json_requested, output
+from holon_cli.cli import failures, output
+from holon_cli.cli.commands import COMMANDS, command_words, json_requested
 from holon_cli.errors import EXIT_INTERRUPTED, HolonError
 
 

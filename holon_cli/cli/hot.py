@@ -132,7 +132,7 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
         return
     items = res["work_items"]
     if not items:
-        from holon_cli.tools.workitem_hints import CliVocabulary
+        from holon_cli.runtime.workitems.hints import CliVocabulary
 
         create = CliVocabulary(agent_id, {}).command("create OBJECTIVE")
         output.write_line(f"no work items ({filter_}); create one with {create}", err=True)
@@ -174,6 +174,7 @@ def run(
     output.begin("run", as_json)
     from holon_cli.errors import EXIT_PROVIDER, UsageError
     from holon_cli.runtime.run import run_once
+    from holon_cli.tools.catalog import default_catalog
 
     if model is None:
         from holon_cli.cli.refs import check_env_model
@@ -194,6 +195,7 @@ def run(
         cwd=cwd,
         keep_agent=keep_agent,
         wait_for_tasks=not no_wait_for_tasks,
+        catalog=default_catalog(),
     )
     failed = data["final_status"] == "failed"
     if as_json:

@@ -1,9 +1,9 @@
 """Event kinds, error kinds and the main event payloads, in one place.
 
 ``EventKind`` is what :meth:`AgentStore.emit` accepts: a new event kind is
-added here first (mypy rejects an unknown one). ``ErrorKind`` is every stable
-``kind`` of :class:`holon_cli.errors.HolonError` (the ``--json`` error
-envelope), including the provider failure kinds a turn can end with.
+added here first (mypy rejects an unknown one). ``ErrorKind`` (every stable
+``kind`` of :class:`holon_cli.errors.HolonError`, provider failure kinds
+included) lives in :mod:`holon_cli.kinds`, below the error tree.
 ``ToolErrorKind`` is every ``kind`` of a tool's error envelope
 (:class:`holon_cli.tools.base.ToolError`): the tool-specific ones plus any
 ``ErrorKind`` a tool passes through from the runtime. The
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
+from holon_cli.kinds import ErrorKind
 from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
 
 if TYPE_CHECKING:
@@ -81,69 +82,6 @@ EventKind = Literal[
     "waiting_intent_cancelled",
 ]
 
-# retried on the same provider (providers.base.RETRYABLE_KINDS)
-RetryableFailureKind = Literal[
-    "timeout",
-    "connection",
-    "rate_limited",
-    "server_error",
-    "stream_interrupted",
-]
-# fail fast: the chain moves to the next fallback (providers.base.FAIL_FAST_KINDS)
-FailFastFailureKind = Literal[
-    "auth",
-    "client_error",
-    "invalid_response",
-    "context_length_exceeded",
-    "unsupported_transport",
-    "missing_credentials",
-    "quota_exceeded",
-    "script_exhausted",
-    "incomplete",
-    "provider_error",
-    "script_error",
-]
-ProviderFailureKind = Literal[RetryableFailureKind, FailFastFailureKind]
-
-ErrorKind = (
-    Literal[
-        # one per HolonError class
-        "runtime_error",
-        "usage_error",
-        "not_found",
-        "rejected",
-        "provider_failure",
-        "busy",
-        "corrupt_state",
-        "config_error",
-        "interrupted",
-        # refinements raised with an explicit kind
-        "internal_error",
-        "agent_stopped",
-        "agent_paused",
-        "invalid_arguments",
-        "io_error",
-        "editor_failed",
-        "work_item_not_found",
-        "work_item_not_owned",
-        "work_item_completed",
-        "input_refused",
-        # admission and queue (store)
-        "invalid_utf8",
-        "kind_origin_mismatch",
-        "origin_not_admissible",
-        "message_not_found",
-        "not_requeueable",
-        # waiting plane (callback ingress; HTTP status in waiting.triggers)
-        "invalid_callback_token",
-        "payload_too_large",
-        "invalid_json",
-        "invalid_body",
-        "illegal_transition",
-    ]
-    | ProviderFailureKind
-)
-
 ToolErrorKind = (
     Literal[
         # the framework (tools.base)
@@ -175,7 +113,7 @@ ToolErrorKind = (
 class ToolErrorEnvelope(TypedDict):
     """The spec's Tool Error Envelope: what a failing tool call records
     (``ToolResult.error``, ``tool_executed.tool_error``); the model sees it
-    rendered by :func:`holon_cli.tools.base.render_error`."""
+    rendered by :func:`holon_cli.model.tool.render_error`."""
 
     kind: ToolErrorKind
     message: str

@@ -16,7 +16,7 @@ from typing import Any, Protocol, get_args
 
 # The neutral values live in ``model/``; re-exported here for code that still
 # imports them from their old place.
-from holon_cli.model.events import FailFastFailureKind, RetryableFailureKind
+from holon_cli.kinds import FailFastFailureKind, RetryableFailureKind
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
     STOP_END_TURN,

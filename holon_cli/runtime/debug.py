@@ -3,21 +3,24 @@ per-turn latency breakdown derived from the event ledger."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.prompt import build_frame
-from holon_cli.runtime.turn import recent_conversation, tool_catalog
+from holon_cli.runtime.turn import recent_conversation
 from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
 
+if TYPE_CHECKING:
+    from holon_cli.model.tool import Toolbox
 
-def debug_prompt(store: AgentStore, *, text: str | None = None) -> dict[str, Any]:
+
+def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None) -> dict[str, Any]:
     rec = store.read_record()
     state = rec["state"]
     ws = workspace_for(store.layout.home, state)
-    specs, guidance = tool_catalog()
+    specs, guidance = catalog.specs, catalog.guidance
     message = None
     if text is not None:
         from holon_cli import clock

@@ -26,6 +26,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.events import WorkspaceBoundData
+    from holon_cli.model.tool import Toolbox
     from holon_cli.model.turn import ProviderAttemptRecord
 
 P = ParamSpec("P")
@@ -110,6 +111,7 @@ def run_once(
     sleep: Any = None,
     keep_agent: bool = False,
     wait_for_tasks: bool = True,
+    catalog: Toolbox,
 ) -> dict[str, Any]:
     if max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
@@ -156,7 +158,7 @@ def run_once(
     started_at = clock.now_iso()
     env = admit(text, store=store, delivery_surface="run_once")
     turns: list[turn_mod.TurnResult] = []
-    kw: dict[str, Any] = {"cli_model": model}
+    kw: dict[str, Any] = {"cli_model": model, "catalog": catalog}
     if sleep is not None:
         kw["sleep"] = sleep
     final_status = "max_turns_exceeded"

@@ -10,10 +10,13 @@ import sys
 import threading
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.serve.loop import Scheduler
+
+if TYPE_CHECKING:
+    from holon_cli.model.tool import Toolbox
 
 
 def log_line(msg: str) -> None:
@@ -60,7 +63,7 @@ def resolve_token(token_file: str | None) -> str | None:
 class Host:
     """One serve process: owns the scheduler and, when configured, the HTTP server."""
 
-    def __init__(self, opts: ServeOptions, *, catalog: Any = None) -> None:
+    def __init__(self, opts: ServeOptions, *, catalog: Toolbox | None = None) -> None:
         self.opts = opts
         self.scheduler = Scheduler(
             concurrency=opts.concurrency, catalog=catalog, log=log_line, drain_s=opts.drain_s

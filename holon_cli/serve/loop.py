@@ -26,10 +26,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.store.layout import HomeLayout
+
+if TYPE_CHECKING:
+    from holon_cli.model.tool import Toolbox
 
 Log = Callable[[str], None]
 
@@ -218,13 +221,17 @@ class Scheduler:
         self,
         *,
         concurrency: int = 4,
-        catalog: Any = None,
+        catalog: Toolbox | None = None,
         log: Log | None = None,
         sweep_s: float = SWEEP_S,
         drain_s: float = 10.0,
     ) -> None:
         self.concurrency = max(1, concurrency)
-        self.catalog = catalog
+        if catalog is None:
+            from holon_cli.tools.catalog import default_catalog
+
+            catalog = default_catalog()
+        self.catalog: Toolbox = catalog
         self.log: Log = log or (lambda _m: None)
         self.sweep_s = sweep_s
         self.drain_s = drain_s

@@ -1,6 +1,10 @@
 """The tool framework: typed definitions, generated schemas, argument
 validation, execution with the spec's Tool Error Envelope.
 
+The values a call shares with the turn loop (``ToolContext``, ``ToolResult``,
+``ToolEffects``, ``SleepRequest``, ``render_error``) are defined in
+:mod:`holon_cli.model.tool` and importable from here.
+
 A tool is a frozen dataclass of arguments plus a handler. The source schema
 is derived from the dataclass type hints (optional fields stay optional);
 ``emit_schema(strict=True)`` produces the strict provider form (every field
@@ -16,18 +20,19 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from holon_cli.providers.base import ToolCall, ToolSpec
+from holon_cli.model.provider import ToolCall, ToolSpec
+from holon_cli.model.tool import SleepRequest as SleepRequest
+from holon_cli.model.tool import ToolContext as ToolContext
+from holon_cli.model.tool import ToolEffects as ToolEffects
+from holon_cli.model.tool import ToolResult as ToolResult
+from holon_cli.model.tool import render_error as render_error
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import ToolErrorEnvelope, ToolErrorKind, ToolWarning
-
-MAX_ERROR_DETAIL_CHARS = 2000
-
+    from holon_cli.model.events import ToolErrorEnvelope, ToolErrorKind
 
 # ------------------------------------------------------------------ errors
 
@@ -62,113 +67,6 @@ class ToolError(Exception):
             "recovery_hint": self.recovery_hint,
             "retryable": self.retryable,
         }
-
-
-def render_error(tool_name: str | None, env: ToolErrorEnvelope) -> str:
-    """The shared model-visible error receipt: bounded JSON."""
-    out: dict[str, Any] = {
-        "ok": False,
-        "tool_name": tool_name,
-        "kind": env["kind"],
-        "message": env["message"],
-    }
-    if env.get("recovery_hint"):
-        out["hint"] = env["recovery_hint"]
-    details = env.get("details") or {}
-    if details.get("field"):
-        out["field"] = details["field"]
-    out["retryable"] = bool(env.get("retryable"))
-    if details:
-        text = json.dumps(details, ensure_ascii=False, default=str)
-        if len(text) > MAX_ERROR_DETAIL_CHARS:
-            import hashlib  # OpenSSL: loaded only for an oversized detail
-
-            out["details"] = {
-                "preview": text[:MAX_ERROR_DETAIL_CHARS],
-                "digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16],
-                "truncated_chars": len(text) - MAX_ERROR_DETAIL_CHARS,
-            }
-        else:
-            out["details"] = details
-    return json.dumps(out, ensure_ascii=False, default=str)
-
-
-# ------------------------------------------------------------------ effects
-
-
-@dataclass(frozen=True)
-class SleepRequest:
-    """The model asked to rest: the turn ends after the current round."""
-
-    duration_ms: int | None = None  # None: until the next wake signal
-    reason: str | None = None
-
-
-@dataclass
-class ToolEffects:
-    """What one successful call did, as far as the turn loop cares.
-
-    Handlers report through ``ctx.report`` (a fresh record per call);
-    :func:`execute` attaches it to the :class:`ToolResult` of a call that
-    succeeded (a failed call reports nothing). The loop reads these fields and
-    never a tool's name, so a new tool is one module plus one catalog line.
-    To extend: add a field here with a neutral default and read it in the
-    turn loop's ``run_tools`` step.
-    """
-
-    # a work item was created, picked, updated or completed (resets the
-    # stale-round reminder; focus is re-read after the round)
-    work_item_mutated: bool = False
-    # the call changed the current work item (to ``current_work_item_id``)
-    focus_changed: bool = False
-    current_work_item_id: str | None = None
-    # the work item the call concerns (its events and transcript bind to it)
-    work_item_id: str | None = None
-    # a work_done brief this call wrote (the turn then writes no result brief
-    # repeating the same text)
-    completion_brief_id: str | None = None
-    # shell command lines the call ran (skill activation reads them)
-    commands: list[str] = field(default_factory=list)
-    # background tasks the call started
-    tasks_started: list[str] = field(default_factory=list)
-    # the model asked to rest after this round
-    sleep: SleepRequest | None = None
-    # an external wait (timer, trigger, task result) the call recorded
-    external_wait: dict[str, Any] | None = None
-
-
-# ------------------------------------------------------------------ context
-
-
-@dataclass
-class ToolContext:
-    """What a tool may see and touch during one call."""
-
-    store: Any  # holon_cli.store.agent_store.AgentStore
-    agent_id: str
-    execution_root: Path
-    cwd: Path
-    workspace_anchor: Path
-    turn_id: str
-    message: Mapping[str, Any] | None = None  # the turn's Envelope
-    round_text: str = ""  # assistant text of the same round (CompleteWorkItem reports)
-    round_calls: list[ToolCall] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    # turn-local scratch state shared by the calls of one turn (e.g. Enqueue's
-    # follow-up count); the turn loop never reads it
-    effects: dict[str, Any] = field(default_factory=dict)
-    # what the current call did: reset by ``execute`` before each call
-    report: ToolEffects = field(default_factory=ToolEffects)
-
-
-@dataclass
-class ToolResult:
-    ok: bool
-    content: str  # exactly what the model sees
-    data: dict[str, Any] = field(default_factory=dict)
-    error: ToolErrorEnvelope | None = None
-    warnings: list[ToolWarning] = field(default_factory=list)
-    effects: ToolEffects = field(default_factory=ToolEffects)
 
 
 Handler = Callable[[ToolContext, Any], "ToolResult | dict[str, Any] | str"]
@@ -423,11 +321,9 @@ def registered(name: str) -> ToolDef | None:
     return _REGISTRY.get(name)
 
 
-def registry() -> dict[str, ToolDef]:
-    """All built-in tools (imports the tool modules on first use)."""
-    from holon_cli.tools import catalog
-
-    catalog.load_all()
+def registrations() -> dict[str, ToolDef]:
+    """Every tool registered so far (imports nothing; ``catalog.registry``
+    imports the built-in tool modules first)."""
     return dict(_REGISTRY)
 
 

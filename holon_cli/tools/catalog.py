@@ -1,10 +1,12 @@
 """The built-in tool catalog: the tools one turn offers, as one
-:class:`ToolCatalog` value the turn loop takes as an argument.
+:class:`ToolCatalog` value the turn loop takes as an argument (it satisfies
+the turn's :class:`~holon_cli.model.tool.Toolbox` protocol).
 
-The turn loop never imports the tool modules itself (tools call runtime
-planes; the runtime does not call tools by name). Each tool family lives in
-its own module, listed in ``MODULES``; a module registers its tools with
-``@tool`` when imported.
+The runtime never imports ``tools/`` (tools call runtime planes; the runtime
+does not call tools by name): ``holon turn``, ``holon run`` and ``holon
+serve`` build :func:`default_catalog` and pass it down. Each tool family
+lives in its own module, listed in ``MODULES``; a module registers its tools
+with ``@tool`` when imported.
 
 Offering a tool needs only its name, description, schema and guidance, so the
 default catalog reads them from ``manifest.json`` (generated from the tool
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from holon_cli.model.provider import ToolSpec
+    from holon_cli.model.provider import ToolCall, ToolSpec
+    from holon_cli.model.tool import ToolContext, ToolResult
     from holon_cli.tools.base import ToolDef
 
 MODULES = (
@@ -48,6 +51,14 @@ def load_all() -> None:
     for mod in MODULES:
         importlib.import_module(mod)
     _loaded = True
+
+
+def registry() -> dict[str, ToolDef]:
+    """All built-in tools by name (imports the tool modules on first use)."""
+    from holon_cli.tools.base import registrations
+
+    load_all()
+    return registrations()
 
 
 class ToolCatalog:
@@ -82,11 +93,16 @@ class ToolCatalog:
                 self._defs[name] = found
         return found
 
+    def execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
+        """Run one call (an unknown tool is an error result, never a raise)."""
+        from holon_cli.tools.base import execute
+
+        return execute(self.get(call.name), ctx, call)
+
 
 def _module_defs() -> list[ToolDef]:
     """Every built-in tool, in ``MODULES`` order, then in registration order
     within a module (whatever order the modules happened to be imported in)."""
-    from holon_cli.tools.base import registry
 
     def family(d: ToolDef) -> int:
         mod = d.handler.__module__

@@ -27,8 +27,8 @@ from typing import Any, Literal, TypeVar, cast
 from holon_cli.errors import BusyError, HolonError
 from holon_cli.model.workitem import UNSET
 from holon_cli.runtime import workitems as rt
+from holon_cli.runtime.workitems.hints import round_completion_targets
 from holon_cli.tools.base import ToolContext, ToolError, field_doc, tool
-from holon_cli.tools.workitem_hints import round_completion_targets
 
 PlanStatus = Literal["draft", "ready", "needs_input"]
 TodoState = Literal["pending", "in_progress", "completed"]

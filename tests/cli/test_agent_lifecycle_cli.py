@@ -16,6 +16,7 @@ from holon_cli.runtime.debug import debug_latency
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.tasks.procs import proc_start_time
 from holon_cli.runtime.turn import run_turn
+from holon_cli.tools.catalog import default_catalog
 
 
 def script(tmp_path: Path, steps: list[Any], name: str = "s.yaml") -> str:
@@ -169,7 +170,7 @@ def test_queue_wait_is_measured_from_admission(tmp_path: Path, now: list[float])
     with store.lock():
         q.ingest(store, q.load(store))
     now[0] += 5
-    run_turn(None, cli_model=script(tmp_path, [{"text": "ok"}]))
+    run_turn(None, cli_model=script(tmp_path, [{"text": "ok"}]), catalog=default_catalog())
     (t,) = debug_latency(open_agent(None))
     assert t["message_id"] == env["id"]
     assert t["queue_wait_ms"] == 5000 and t["queue_wait_from"] == "message_admitted"

@@ -122,18 +122,15 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
     tmp_path: Path,
 ) -> None:
     """``holon run`` with an answer and no tool call (issue 12 item 2): the
-    tools are offered from the manifest, the task plane's launch and control
-    code stay unloaded (the run started no task), and so do click and filelock."""
+    tools are offered from the manifest (the catalog alone: not even the tool
+    framework loads before a call), the task plane's launch and control code
+    stay unloaded (the run started no task), and so do click and filelock."""
     script = tmp_path / "one.yaml"
     script.write_text('steps:\n  - text: "done"\n')
     mods = loaded_modules("run", "--model", f"scripted:{script}", "hi")
     assert "holon_cli.runtime.run" in mods and "holon_cli.cli.hot" in mods
-    tool_modules = {
-        m for m in mods if m.startswith("holon_cli.tools.") and m != "holon_cli.tools.base"
-    }
-    assert tool_modules <= {"holon_cli.tools.catalog", "holon_cli.tools.workitem_hints"}, sorted(
-        tool_modules
-    )
+    tool_modules = {m for m in mods if m.startswith("holon_cli.tools.")}
+    assert tool_modules == {"holon_cli.tools.catalog"}, sorted(tool_modules)
     unwanted = {
         "click",
         "filelock",

@@ -15,6 +15,7 @@ from loopback import LoopbackServer, Reply  # noqa: E402
 
 from holon_cli.runtime.agents import open_agent  # noqa: E402
 from holon_cli.runtime.run import run_once  # noqa: E402
+from holon_cli.tools.catalog import default_catalog
 
 
 @pytest.fixture
@@ -90,7 +91,13 @@ def test_openai_tool_round_trip(srv: LoopbackServer, tmp_path: Path) -> None:
         Reply.json_body(responses_call("call_abc123", "echo hello-from-tool")),
         Reply.json_body(responses_text("all done")),
     )
-    data = run_once("say hi", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
+    data = run_once(
+        "say hi",
+        model="openai/gpt-test",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        catalog=default_catalog(),
+    )
     assert data["final_status"] == "completed" and data["final_text"] == "all done"
     assert data["token_usage"] == {"input_tokens": 130, "output_tokens": 12, "total_tokens": 142}
     first, second = srv.requests
@@ -129,7 +136,11 @@ def test_anthropic_tool_round_trip(srv: LoopbackServer, tmp_path: Path) -> None:
         Reply.json_body(anthropic_msg([{"type": "text", "text": "finished"}], "end_turn")),
     )
     data = run_once(
-        "go", model="anthropic/claude-test", workspace_root=str(tmp_path), sleep=no_sleep
+        "go",
+        model="anthropic/claude-test",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        catalog=default_catalog(),
     )
     assert data["final_text"] == "finished"
     first, second = srv.requests
@@ -205,7 +216,13 @@ def test_config_chat_completions_provider(
             }
         ),
     )
-    data = run_once("go", model="local/llama", workspace_root=str(tmp_path), sleep=no_sleep)
+    data = run_once(
+        "go",
+        model="local/llama",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        catalog=default_catalog(),
+    )
     assert data["final_text"] == "chat done"
     first, second = srv.requests
     assert (
@@ -232,7 +249,13 @@ def test_429_retry_then_success_honours_retry_after(srv: LoopbackServer, tmp_pat
         ),
         Reply.json_body(responses_text("after retry")),
     )
-    data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=waits.append)
+    data = run_once(
+        "x",
+        model="openai/gpt-test",
+        workspace_root=str(tmp_path),
+        sleep=waits.append,
+        catalog=default_catalog(),
+    )
     assert data["final_text"] == "after retry"
     assert waits and abs(waits[0] - 2.0) < 0.01
     outcomes = [a["outcome"] for a in data["provider_attempt_timeline"]["attempts"]]
@@ -256,7 +279,12 @@ def test_500s_exhaust_retries_then_fallback(
         Reply.json_body(anthropic_msg([{"type": "text", "text": "from fallback"}], "end_turn")),
     )
     data = run_once(
-        "x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep, keep_agent=True
+        "x",
+        model="openai/gpt-test",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        keep_agent=True,
+        catalog=default_catalog(),
     )
     assert data["final_status"] == "completed" and data["final_text"] == "from fallback"
     tl = data["provider_attempt_timeline"]["attempts"]
@@ -286,7 +314,13 @@ def test_401_fails_fast_to_fallback(
         ),
         Reply.json_body(anthropic_msg([{"type": "text", "text": "ok"}], "end_turn")),
     )
-    data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
+    data = run_once(
+        "x",
+        model="openai/gpt-test",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        catalog=default_catalog(),
+    )
     assert [a["outcome"] for a in data["provider_attempt_timeline"]["attempts"]] == [
         "fail_fast_aborted",
         "succeeded",
@@ -311,7 +345,13 @@ def test_context_length_exceeded_fails_turn_without_continuation(
             status=400,
         )
     )
-    data = run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
+    data = run_once(
+        "x",
+        model="openai/gpt-test",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        catalog=default_catalog(),
+    )
     assert data["final_status"] == "failed"
     assert len(srv.requests) == 1  # no fallback, no retry
     fa = data["failure_artifact"]
@@ -348,7 +388,9 @@ def test_stale_work_item_reminder_is_provider_only(
     from holon_cli.runtime.turn import run_turn
 
     admit("keep going", store=store)
-    res = run_turn(store=store, cli_model="openai/gpt-test", sleep=no_sleep)
+    res = run_turn(
+        store=store, cli_model="openai/gpt-test", sleep=no_sleep, catalog=default_catalog()
+    )
     assert res.final_text == "done for now"
     bodies = [json.dumps(r.json()["input"]) for r in srv.requests]
     hits = [i for i, b in enumerate(bodies) if "Work-item progress reminder" in b]
@@ -389,9 +431,21 @@ def test_provider_max_output_tokens_beats_the_runtime_default(
         ),
         Reply.json_body(responses_text("ok")),
     )
-    run_once("x", model="local/m", workspace_root=str(tmp_path), sleep=no_sleep)
+    run_once(
+        "x",
+        model="local/m",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        catalog=default_catalog(),
+    )
     assert srv.requests[0].json()["max_tokens"] == 200
-    run_once("x", model="openai/gpt-test", workspace_root=str(tmp_path), sleep=no_sleep)
+    run_once(
+        "x",
+        model="openai/gpt-test",
+        workspace_root=str(tmp_path),
+        sleep=no_sleep,
+        catalog=default_catalog(),
+    )
     assert (
         srv.requests[1].json()["max_output_tokens"] == 1000
     )  # no provider setting: the runtime default

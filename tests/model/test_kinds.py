@@ -1,5 +1,6 @@
-"""Event and error kinds live in one place (model/events.py) and stay in sync
-with the code that raises and emits them."""
+"""Event and error kinds live in one place each (``model/events.py``;
+``kinds.py`` for the error tree's) and stay in sync with the code that raises
+and emits them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import holon_cli
 from holon_cli import errors
-from holon_cli.model.events import ErrorKind, EventKind, ProviderFailureKind, ToolErrorKind
+from holon_cli.kinds import ErrorKind, ProviderFailureKind
+from holon_cli.model.events import EventKind, ToolErrorKind
 from holon_cli.providers.base import FAIL_FAST_KINDS, RETRYABLE_KINDS
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from holon_cli.providers.base import ConversationItem, PromptFrame, ProviderRequest
 from holon_cli.providers.registry import resolve_transport
-from holon_cli.tools.base import registry
+from holon_cli.tools.catalog import registry
 
 CONTRACT_TOOLS = {
     "ExecCommand",

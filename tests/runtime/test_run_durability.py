@@ -17,6 +17,7 @@ from holon_cli.runtime import run as run_mod
 from holon_cli.runtime.agents import ensure_home
 from holon_cli.runtime.run import run_once
 from holon_cli.store import fsio
+from holon_cli.tools.catalog import default_catalog
 
 pytestmark = pytest.mark.skipif(
     not os.path.isdir("/proc/self/fd"), reason="names fsync'd files through /proc/self/fd"
@@ -58,7 +59,12 @@ def everything_under(home: Path) -> set[str]:
 
 
 def test_a_completed_temporary_run_makes_no_fsync(tmp_path: Path, synced: list[str]) -> None:
-    data = run_once("hi", model=script(tmp_path, {"text": "ok"}), workspace_root=str(tmp_path))
+    data = run_once(
+        "hi",
+        model=script(tmp_path, {"text": "ok"}),
+        workspace_root=str(tmp_path),
+        catalog=default_catalog(),
+    )
     assert data["final_status"] == "completed" and data["agent_kept"] is False
     assert not Path(data["agent_home"]).exists()
     assert synced == []
@@ -74,6 +80,7 @@ def test_a_kept_temporary_agent_is_durable_when_the_run_returns(
         model=script(tmp_path, step),
         workspace_root=str(tmp_path),
         keep_agent=how == "keep_agent",
+        catalog=default_catalog(),
     )
     home = Path(data["agent_home"])
     assert data["agent_kept"] is True and home.is_dir()
@@ -89,7 +96,12 @@ def test_an_interrupted_temporary_run_is_durable_when_it_raises(
 
     monkeypatch.setattr(run_mod.turn_mod, "run_turn", interrupted)
     with pytest.raises(InterruptedError_) as ei:
-        run_once("hi", model=script(tmp_path, {"text": "ok"}), workspace_root=str(tmp_path))
+        run_once(
+            "hi",
+            model=script(tmp_path, {"text": "ok"}),
+            workspace_root=str(tmp_path),
+            catalog=default_catalog(),
+        )
     (home,) = [p for p in (ensure_home().agents_dir).iterdir() if p.name.startswith("run-")]
     assert str(home) in str(ei.value)  # kept, and named in the message
     model = script(tmp_path, {"text": "ok"})
@@ -105,7 +117,9 @@ def test_a_run_that_fails_its_preflight_leaves_nothing_deferred(
     from holon_cli.errors import HolonError
 
     with pytest.raises(HolonError):
-        run_once("hi", model="nosuchprovider/x", workspace_root=str(tmp_path))
+        run_once(
+            "hi", model="nosuchprovider/x", workspace_root=str(tmp_path), catalog=default_catalog()
+        )
     assert [p for p in ensure_home().agents_dir.iterdir() if p.name.startswith("run-")] == []
 
 
@@ -116,6 +130,7 @@ def test_a_named_agent_run_syncs_as_it_goes(tmp_path: Path, synced: list[str]) -
         create=True,
         model=script(tmp_path, {"text": "ok"}),
         workspace_root=str(tmp_path),
+        catalog=default_catalog(),
     )
     home = str(Path(data["agent_home"]))
     during = [p for p in synced if p.startswith(home + os.sep)]

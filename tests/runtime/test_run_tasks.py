@@ -12,6 +12,7 @@ from holon_cli.errors import InterruptedError_
 from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.run import run_once
 from holon_cli.runtime.tasks import plane
+from holon_cli.tools.catalog import default_catalog
 
 
 def _script(tmp_path: Path, cmd: str) -> str:
@@ -47,6 +48,7 @@ def test_run_waits_for_its_task_and_turns_the_result(tmp_path: Path) -> None:
         create=True,
         model=model,
         workspace_root=str(tmp_path),
+        catalog=default_catalog(),
     )
     assert time.monotonic() - start >= 0.5
     assert data["final_status"] == "completed", data
@@ -67,6 +69,7 @@ def test_no_wait_for_tasks_stops_unfinished_tasks(tmp_path: Path) -> None:
         model=model,
         workspace_root=str(tmp_path),
         wait_for_tasks=False,
+        catalog=default_catalog(),
     )
     assert data["final_status"] == "completed" and data["turns"] == 1
     (tid,) = data["tasks_stopped"]
@@ -106,7 +109,7 @@ def test_ctrl_c_while_waiting_stops_the_tasks_and_names_the_kept_agent(
 
     monkeypatch.setattr(recovery, "wait_for_task_result", interrupted)
     with pytest.raises(InterruptedError_) as exc:
-        run_once("build it", model=model, workspace_root=str(tmp_path))
+        run_once("build it", model=model, workspace_root=str(tmp_path), catalog=default_catalog())
     err = exc.value
     assert err.exit_code == 130
     aid = err.message.split("agent ", 1)[1].split(" ", 1)[0]

@@ -281,7 +281,8 @@ def test_prune_outputs_by_age_and_size(store: AgentStore) -> None:
 
 def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
     from holon_cli.providers.base import ToolCall
-    from holon_cli.tools.base import ToolContext, execute, registry
+    from holon_cli.tools.base import ToolContext, execute
+    from holon_cli.tools.catalog import registry
 
     ctx = ToolContext(
         store=store,

@@ -13,6 +13,7 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents import open_agent, set_lifecycle
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.turn import run_turn
+from holon_cli.tools.catalog import default_catalog
 
 
 def script(tmp_path: Path, steps: list[dict], name: str = "s.yaml") -> str:
@@ -27,7 +28,7 @@ def kinds(store) -> list[str]:
 
 def test_nothing_queued_is_a_no_op(tmp_path: Path) -> None:
     model = script(tmp_path, [{"text": "hi"}])
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.ran is False
 
 
@@ -36,7 +37,7 @@ def test_text_turn_records_everything(tmp_path: Path) -> None:
         tmp_path, [{"text": "Hello operator.", "usage": {"input_tokens": 10, "output_tokens": 3}}]
     )
     env = admit("hi there")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.ran and res.status == "completed" and res.final_text == "Hello operator."
     assert res.closure == {"outcome": "completed", "runtime_posture": "awake"}
     store = open_agent(None)
@@ -99,7 +100,7 @@ def test_tool_loop_runs_exec_command_in_workspace(tmp_path: Path) -> None:
     store = open_agent(None)
     store.update_state(lambda s: s.update(workspace_anchor=str(ws), cwd=str(ws)))
     admit("list files")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.model_rounds == 2 and res.final_text == "done"
     tool = next(t for t in store.ledger("transcript").records() if t["kind"] == "tool_result")
     assert tool["tool_name"] == "ExecCommand" and tool["ok"] and "marker.txt" in tool["output"]
@@ -122,7 +123,7 @@ def test_tool_failure_is_a_result_not_the_end_of_the_turn(tmp_path: Path) -> Non
         ],
     )
     admit("go")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "completed" and res.final_text == "recovered"
     store = open_agent(None)
     results = [t for t in store.ledger("transcript").records() if t["kind"] == "tool_result"]
@@ -137,7 +138,7 @@ def test_priority_order_across_turns(tmp_path: Path) -> None:
     admit("normal one")
     admit("background one", priority="background")
     first = admit("urgent", priority="next")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.message_id == first["id"]
 
 
@@ -146,7 +147,7 @@ def test_stopped_agent_refuses_turn(tmp_path: Path) -> None:
     admit("x")
     set_lifecycle(None, "stop")
     with pytest.raises(RejectedError):
-        run_turn(None, cli_model=model)
+        run_turn(None, cli_model=model, catalog=default_catalog())
     assert q.pending_count(open_agent(None)) == 1
 
 
@@ -158,7 +159,7 @@ def test_second_turn_on_same_agent_is_busy(tmp_path: Path) -> None:
     held.try_acquire()
     try:
         with pytest.raises(BusyError):
-            run_turn(None, cli_model=model)
+            run_turn(None, cli_model=model, catalog=default_catalog())
     finally:
         held.release()
     assert q.pending_count(store) == 1  # nothing was dequeued
@@ -169,7 +170,7 @@ def test_provider_failure_aborts_turn_with_failure_brief(tmp_path: Path) -> None
         tmp_path, [{"fail": {"kind": "auth", "message": "invalid api key", "status": 401}}]
     )
     env = admit("x")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "aborted" and res.closure["outcome"] == "failed"
     assert res.failure_artifact and "invalid api key" in res.failure_artifact["summary"]
     store = open_agent(None)
@@ -192,7 +193,7 @@ def test_sleep_ends_turn_and_sets_posture(tmp_path: Path) -> None:
         ],
     )
     admit("x")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.slept and res.model_rounds == 1
     assert res.closure["outcome"] == "waiting" and res.closure["waiting_reason"] == "awaiting_timer"
     st = open_agent(None).read_record()["state"]
@@ -212,9 +213,9 @@ def test_prompt_presents_provenance_and_external_evidence(tmp_path: Path) -> Non
 def test_prompt_cache_key_stable_across_ordinary_turns(tmp_path: Path) -> None:
     model = script(tmp_path, [{"text": "a"}, {"text": "b"}])
     admit("first")
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     admit("second, different")
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     built = [
         e["data"] for e in open_agent(None).events.records() if e["kind"] == "turn_context_built"
     ]
@@ -230,11 +231,11 @@ def test_workspace_agents_md_and_claude_fallback(tmp_path: Path) -> None:
     (ws / "CLAUDE.md").write_text("claude rules")
     store = open_agent(None)
     store.update_state(lambda s: s.update(workspace_anchor=str(ws), cwd=str(ws)))
-    d = debug_prompt(store)
+    d = debug_prompt(store, catalog=default_catalog())
     assert [s["scope"] for s in d["instructions"]] == ["agent", "workspace"]
     assert d["instructions"][1]["kind"] == "CLAUDE.md"
     (ws / "AGENTS.md").write_text("agents rules")
-    d = debug_prompt(store)
+    d = debug_prompt(store, catalog=default_catalog())
     assert d["instructions"][1]["kind"] == "AGENTS.md"
     titles = [s["title"] for s in d["sections"]]
     # the order contract: policy, mode guidance, agent, workspace, skills, tools
@@ -264,7 +265,7 @@ def test_interject_joins_running_turn(tmp_path: Path) -> None:
         ],
     )
     admit("work")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.final_text == "saw it"
     store = open_agent(None)
     msgs = [t for t in store.ledger("transcript").records() if t["kind"] == "message"]
@@ -302,14 +303,14 @@ def test_skill_activation_by_reading_skill_md_and_running_a_script(tmp_path: Pat
         ],
     )
     admit("cut a release")
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     acts = [e["data"] for e in store.events.records() if e["kind"] == "skill_activated"]
     assert [a["load_reason"] for a in acts] == ["read_skill_md"]  # once per skill per turn
     assert acts[0]["skill"] == "release" and acts[0]["entrypoint_path"] == str(skill / "SKILL.md")
     active = store.read_record()["state"]["active_skills"]
     assert [a["skill"] for a in active] == ["release"]  # promoted to session-active
     admit("again")
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     built = [e for e in store.events.records() if e["kind"] == "turn_context_built"][-1]["data"]
     assert any(s["title"] == "active skills" for s in built["sections"])
 

@@ -13,9 +13,9 @@ import yaml
 
 from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.enqueue import admit
-from holon_cli.runtime.turn import loop as turn_loop
 from holon_cli.runtime.turn import run_turn
 from holon_cli.runtime.turn.journal import Journal, journal_path
+from holon_cli.tools.catalog import default_catalog
 
 
 class Killed(BaseException):
@@ -52,7 +52,9 @@ def test_at_most_three_fsyncs_per_round(tmp_path: Path, monkeypatch: pytest.Monk
     def fsyncs(rounds: int, name: str) -> int:
         admit(name)
         counted.clear()
-        res = run_turn(None, cli_model=tool_rounds(tmp_path, rounds, name))
+        res = run_turn(
+            None, cli_model=tool_rounds(tmp_path, rounds, name), catalog=default_catalog()
+        )
         assert res.status == "completed" and res.model_rounds == rounds
         return len(counted)
 
@@ -67,7 +69,7 @@ def test_journal_is_append_only_and_ignores_a_torn_tail(
     marker = tmp_path / "ran.txt"
     admit("work")
     store = open_agent(None)
-    real = turn_loop.execute
+    real = default_catalog().execute
     calls = {"n": 0}
 
     def execute_then_kill(*a: Any, **k: Any) -> Any:
@@ -76,11 +78,11 @@ def test_journal_is_append_only_and_ignores_a_torn_tail(
             raise Killed  # dies while the second round's call is in flight
         return real(*a, **k)
 
-    monkeypatch.setattr(turn_loop, "execute", execute_then_kill)
+    monkeypatch.setattr(default_catalog(), "execute", execute_then_kill)
     model = tool_rounds(tmp_path, 3, "s", cmd=f"echo ran >> {marker}")
     with pytest.raises(Killed):
-        run_turn(None, cli_model=model)
-    monkeypatch.setattr(turn_loop, "execute", real)
+        run_turn(None, cli_model=model, catalog=default_catalog())
+    monkeypatch.setattr(default_catalog(), "execute", real)
     lines = journal_path(store).read_bytes().splitlines()
     assert all(line.startswith(b'{"v":1,"op":') for line in lines)  # compact JSON records
     # a writer killed mid-append leaves a fragment: replay ignores it
@@ -88,7 +90,7 @@ def test_journal_is_append_only_and_ignores_a_torn_tail(
         f.write(b'{"v":1,"op":"item","item":{"role":"to')
     j = Journal.load(store)
     assert j is not None and j.rounds == 2 and len(j.items) == 4
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "completed" and res.replayed and res.model_rounds == 3
     assert marker.read_text().splitlines() == ["ran"]  # the recorded call did not run again
     state = store.read_record()["state"]
@@ -121,7 +123,7 @@ def test_a_legacy_snapshot_journal_is_replayed(tmp_path: Path) -> None:
             ],
         },
     )
-    res = run_turn(None, cli_model=tool_rounds(tmp_path, 1, "unused"))
+    res = run_turn(None, cli_model=tool_rounds(tmp_path, 1, "unused"), catalog=default_catalog())
     assert res.replayed and res.final_text == "answered before the upgrade"
     assert not (store.layout.state_dir / "turn_journal.json").exists()
     assert not journal_path(store).exists()

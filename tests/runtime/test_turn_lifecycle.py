@@ -20,6 +20,7 @@ from holon_cli.runtime.turn import run_turn
 from holon_cli.runtime.turn import settle as turn_settle
 from holon_cli.runtime.turn.journal import journal_path
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.tools.catalog import default_catalog
 
 
 class Killed(BaseException):
@@ -68,11 +69,11 @@ def test_a_settled_turn_is_finished_not_aborted_at_the_replay_limit(
     monkeypatch.setattr(q, "settle", kill)
     for _ in range(q.MAX_ATTEMPTS):
         with pytest.raises(Killed):
-            run_turn(None, cli_model=model)
+            run_turn(None, cli_model=model, catalog=default_catalog())
     monkeypatch.setattr(q, "settle", real_settle)
     assert int(q.load(store).in_flight()[0].get("attempts", 0)) >= q.MAX_ATTEMPTS
 
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.ran and res.message_id == env["id"] and res.status == "completed"
     st = q.load(store)
     assert st.entries == {} and st.processed == 1 and st.aborted == 0
@@ -94,9 +95,9 @@ def test_an_unsettled_turn_is_still_aborted_at_the_replay_limit(
     monkeypatch.setattr(turn_loop.TurnRun, "execute", kill)
     for _ in range(q.MAX_ATTEMPTS):
         with pytest.raises(Killed):
-            run_turn(None, cli_model=model)
+            run_turn(None, cli_model=model, catalog=default_catalog())
     monkeypatch.setattr(turn_loop.TurnRun, "execute", real_execute)
-    assert run_turn(None, cli_model=model).ran is False
+    assert run_turn(None, cli_model=model, catalog=default_catalog()).ran is False
     st = q.load(store)
     assert st.entries == {} and st.aborted == 1
     assert terminals(store) == (0, 0, 0)
@@ -133,13 +134,13 @@ def test_kill_before_queue_settle_completes_the_message_once(
 
         monkeypatch.setattr(turn_loop.TurnRecorder, "transcript", transcript_then_kill)
     with pytest.raises(Killed):
-        run_turn(None, cli_model=model)
+        run_turn(None, cli_model=model, catalog=default_catalog())
     monkeypatch.setattr(q, "settle", real_settle)
     monkeypatch.setattr(turn_settle, "write_brief", real_brief)
     monkeypatch.setattr(turn_loop.TurnRecorder, "transcript", real_transcript)
     assert q.load(store).in_flight(), "the kill left the message dequeued"
 
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.ran and res.replayed and res.message_id == env["id"]
     assert res.status == "completed" and res.final_text == "all done"
     assert terminals(store) == (1, 1, 1)
@@ -148,7 +149,7 @@ def test_kill_before_queue_settle_completes_the_message_once(
     assert not journal_path(store).exists()
     assert store.read_record()["state"]["status"] == "awake_idle"
     # nothing left to replay
-    assert run_turn(None, cli_model=model).ran is False
+    assert run_turn(None, cli_model=model, catalog=default_catalog()).ran is False
     assert terminals(store) == (1, 1, 1)
 
 
@@ -161,9 +162,9 @@ def test_failed_turn_replay_writes_one_failure_brief(
     real = q.settle
     monkeypatch.setattr(q, "settle", lambda *a, **k: (_ for _ in ()).throw(Killed()))
     with pytest.raises(Killed):
-        run_turn(None, cli_model=model)
+        run_turn(None, cli_model=model, catalog=default_catalog())
     monkeypatch.setattr(q, "settle", real)
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "aborted"
     assert terminals(store) == (1, 1, 1)
     assert q.load(store).aborted == 1
@@ -183,14 +184,14 @@ def test_stop_during_a_turn_holds_after_it_ends(
         ],
     )
     admit("work")
-    real = turn_loop.execute
+    real = default_catalog().execute
 
     def stop_then_execute(*a: Any, **k: Any) -> Any:
         set_lifecycle(None, "stop")
         return real(*a, **k)
 
-    monkeypatch.setattr(turn_loop, "execute", stop_then_execute)
-    res = run_turn(None, cli_model=model)
+    monkeypatch.setattr(default_catalog(), "execute", stop_then_execute)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "completed"
     state = open_agent(None).read_record()["state"]
     assert state["status"] == "stopped"
@@ -202,14 +203,14 @@ def test_stop_during_a_turn_holds_after_it_ends(
 def test_stop_during_a_sleeping_turn_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = script(tmp_path, [{"tool_calls": [{"name": "Sleep", "arguments": {}}]}])
     admit("rest")
-    real = turn_loop.execute
+    real = default_catalog().execute
 
     def stop_then_execute(*a: Any, **k: Any) -> Any:
         set_lifecycle(None, "stop")
         return real(*a, **k)
 
-    monkeypatch.setattr(turn_loop, "execute", stop_then_execute)
-    run_turn(None, cli_model=model)
+    monkeypatch.setattr(default_catalog(), "execute", stop_then_execute)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     assert open_agent(None).read_record()["state"]["status"] == "stopped"
 
 
@@ -227,9 +228,9 @@ def test_stop_during_a_failing_turn_holds(
         set_lifecycle(None, "stop")
         raise exc
 
-    monkeypatch.setattr(turn_loop, "execute", stop_then_fail)
+    monkeypatch.setattr(default_catalog(), "execute", stop_then_fail)
     with pytest.raises(type(exc)):
-        run_turn(None, cli_model=model)
+        run_turn(None, cli_model=model, catalog=default_catalog())
     assert open_agent(None).read_record()["state"]["status"] == "stopped"
 
 
@@ -247,7 +248,7 @@ def test_stop_before_the_turn_marks_running_holds(
         return entry
 
     monkeypatch.setattr(q, "dequeue_next", dequeue_then_stop)
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     assert open_agent(None).read_record()["state"]["status"] == "stopped"
 
 
@@ -288,7 +289,7 @@ def _kill_after_queue_settle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(turn_loop, "finish_agent_state", kill)
     with pytest.raises(Killed):
-        run_turn(None, cli_model=model)
+        run_turn(None, cli_model=model, catalog=default_catalog())
     monkeypatch.setattr(turn_loop, "finish_agent_state", real)
     dead = _dead_pid()
     store.update_state(lambda s: s.update(current_run_pid=dead))
@@ -302,7 +303,7 @@ def test_next_turn_repairs_a_run_killed_after_the_queue_settle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _kill_after_queue_settle(tmp_path, monkeypatch)
-    res = run_turn(None, cli_model=script(tmp_path, [{"text": "x"}]))
+    res = run_turn(None, cli_model=script(tmp_path, [{"text": "x"}]), catalog=default_catalog())
     assert res.ran is False
     st = store.read_record()["state"]
     assert st["status"] == "awake_idle" and st["current_run_id"] is None
@@ -344,7 +345,9 @@ def test_last_turn_is_the_last_completed_turn_that_reported_usage(tmp_path: Path
         p = tmp_path / f"{name}.yaml"
         p.write_text(yaml.safe_dump({"steps": steps}))
         admit(name)
-        run_turn(None, cli_model=f"scripted:{p}", sleep=lambda s: None)  # no retry backoff
+        run_turn(
+            None, cli_model=f"scripted:{p}", sleep=lambda s: None, catalog=default_catalog()
+        )  # no retry backoff
 
     store = open_agent(None)
     run([{"text": "a", "usage": {"input_tokens": 7, "output_tokens": 2}}], "first")

@@ -14,6 +14,7 @@ from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.run import run_once
 from holon_cli.runtime.turn import run_turn
+from holon_cli.tools.catalog import default_catalog
 
 
 def _untouched(mid: str) -> None:
@@ -54,14 +55,14 @@ def test_unservable_model_leaves_the_message_queued(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     mid = admit("important")["id"]
     with pytest.raises(ProviderError) as ei:
-        run_turn(None, cli_model=make_ref(tmp_path))
+        run_turn(None, cli_model=make_ref(tmp_path), catalog=default_catalog())
     assert ei.value.kind == kind and ei.value.exit_code == EXIT_PROVIDER
     assert "nothing was dequeued" in ei.value.message
     _untouched(mid)
     # the message is still there for a good model
     good = tmp_path / "good.yaml"
     good.write_text(yaml.safe_dump({"steps": [{"text": "ok"}]}))
-    res = run_turn(None, cli_model=f"scripted:{good}")
+    res = run_turn(None, cli_model=f"scripted:{good}", catalog=default_catalog())
     assert res.ran and res.message_id == mid and res.status == "completed"
 
 
@@ -69,7 +70,9 @@ def test_a_servable_fallback_is_enough(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text(yaml.safe_dump({"steps": [{"text": "from the fallback"}]}))
     admit("hi")
-    res = run_turn(None, cli_model="foo/bar", cli_fallbacks=[f"scripted:{good}"])
+    res = run_turn(
+        None, cli_model="foo/bar", cli_fallbacks=[f"scripted:{good}"], catalog=default_catalog()
+    )
     assert res.status == "completed" and res.final_text == "from the fallback"
     outcomes = [a["outcome"] for a in res.provider_attempt_timeline["attempts"]]
     assert outcomes == ["fail_fast_aborted", "succeeded"]
@@ -81,7 +84,7 @@ def test_run_with_an_unservable_model_admits_nothing(tmp_path: Path) -> None:
     open_agent(None)
     agents_before = sorted(p.name for p in HomeLayout.current().agents_dir.iterdir())
     with pytest.raises(ProviderError) as ei:
-        run_once("hi", model=f"scripted:{tmp_path / 'missing.yaml'}")
+        run_once("hi", model=f"scripted:{tmp_path / 'missing.yaml'}", catalog=default_catalog())
     assert "nothing was run" in ei.value.message
     # the temporary agent made for the run is gone again
     assert sorted(p.name for p in HomeLayout.current().agents_dir.iterdir()) == agents_before

@@ -21,6 +21,7 @@ from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.turn import run_turn
 from holon_cli.runtime.waiting import timers, triggers
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.tools.catalog import default_catalog
 
 T0 = 1_780_000_000.0
 
@@ -172,13 +173,13 @@ def test_observational_messages_make_no_provider_request(
         )
     else:
         admit("progress 40%", kind=kind, origin="operator")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.ran and res.status == "settled" and res.model_rounds == 0
     assert provider_rounds(store) == 0
     lc = agent_summary(store)["last_continuation"]
     assert lc["model_visible"] is False and lc["resolution"] == "observational"
     assert q.load(store).processed == 1 and q.pending_count(store) == 0
-    assert run_turn(None, cli_model=model).ran is False
+    assert run_turn(None, cli_model=model, catalog=default_catalog()).ran is False
 
 
 def test_rest_then_plain_hint_makes_no_provider_request(tmp_path: Path, store: AgentStore) -> None:
@@ -187,11 +188,13 @@ def test_rest_then_plain_hint_makes_no_provider_request(tmp_path: Path, store: A
         [{"text": "resting", "tool_calls": [{"name": "Sleep", "arguments": {}}]}],
     )
     admit("nothing to do for now")
-    assert run_turn(None, cli_model=model).status == "completed"
+    assert run_turn(None, cli_model=model, catalog=default_catalog()).status == "completed"
     assert state(store)["status"] == "asleep" and provider_rounds(store) == 1
     res = triggers.deliver(token(store))
     assert res.disposition == "system_tick_admitted"
-    turn = run_turn(None, cli_model=model)  # the script is exhausted: a request would fail
+    turn = run_turn(
+        None, cli_model=model, catalog=default_catalog()
+    )  # the script is exhausted: a request would fail
     assert turn.status == "settled" and provider_rounds(store) == 1
     st = state(store)
     assert st["status"] == "asleep"  # a liveness-only wake does not end the rest
@@ -206,7 +209,7 @@ def test_plain_hint_while_waiting_on_external_change_resumes(
     model = script(tmp_path, [{"text": "checked the external system"}])
     store.update_state(lambda s: s.update(last_closure=dict(WAIT_EXT)))
     triggers.deliver(token(store))
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "completed" and provider_rounds(store) == 1
     lc = state(store)["last_continuation"]
     assert lc["resolution"] == "resume_expected_wait" and lc["matched_waiting_reason"] is True
@@ -217,7 +220,7 @@ def test_control_messages_drive_the_lifecycle(tmp_path: Path, store: AgentStore)
     admit('{"action": "pause"}', kind="control", json_body=True)
     admit("work after the pause")
     admit('{"action": "resume"}', kind="control", json_body=True)
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "settled" and state(store)["status"] == "paused"
     assert provider_rounds(store) == 0
     # a paused agent runs no turn, but tick applies the queued resume
@@ -226,9 +229,12 @@ def test_control_messages_drive_the_lifecycle(tmp_path: Path, store: AgentStore)
         "status"
     ] == "awake_idle"
     assert state(store)["status"] == "awake_idle"
-    assert run_turn(None, cli_model=model).status == "completed" and provider_rounds(store) == 1
+    assert (
+        run_turn(None, cli_model=model, catalog=default_catalog()).status == "completed"
+        and provider_rounds(store) == 1
+    )
     admit('{"action": "stop"}', kind="control", json_body=True)
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     assert state(store)["status"] == "stopped"
 
 
@@ -264,7 +270,7 @@ def admit_refused(text: str, **kw: Any) -> str:
 
 def test_status_shows_last_continuation(tmp_path: Path, store: AgentStore) -> None:
     admit("hello")
-    run_turn(None, cli_model=script(tmp_path, [{"text": "hi"}]))
+    run_turn(None, cli_model=script(tmp_path, [{"text": "hi"}]), catalog=default_catalog())
     lc = agent_summary(store)["last_continuation"]
     assert lc["model_visible"] is True and lc["trigger_kind"] == "operator_input"
     assert set(lc) >= {
@@ -307,7 +313,7 @@ def test_turn_ending_with_an_external_wait_closes_waiting(
         ],
     )
     admit("ship v2 once CI is green")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.closure is not None
     assert res.closure["outcome"] == "waiting"
     assert res.closure["waiting_reason"] == "awaiting_external_change"
@@ -334,23 +340,23 @@ def test_timed_sleep_in_a_turn_wakes_once_through_a_timer(
         ],
     )
     admit("wait a minute then continue")
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.closure and res.closure["waiting_reason"] == "awaiting_timer"
     (t,) = timers.list_timers(store)
     assert t["next_fire_at"] == clock.iso(T0 + 60)
     now[0] += 30
     tick_agent(store)
-    assert run_turn(None, cli_model=model).ran is False
+    assert run_turn(None, cli_model=model, catalog=default_catalog()).ran is False
     now[0] += 31
     acts = [a["action"] for a in tick_agent(store)["actions"]]
     assert "timer_fired" in acts and "woke" in acts
-    res = run_turn(None, cli_model=model)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.status == "completed" and res.final_text == "awake again"
     assert state(store)["last_continuation"]["trigger_kind"] == "timer_fire"
     assert state(store)["last_continuation"]["matched_waiting_reason"] is True
     now[0] += 3600
     tick_agent(store)
-    assert run_turn(None, cli_model=model).ran is False
+    assert run_turn(None, cli_model=model, catalog=default_catalog()).ran is False
 
 
 def test_a_message_turn_cancels_a_pending_sleep_wake(
@@ -364,9 +370,9 @@ def test_a_message_turn_cancels_a_pending_sleep_wake(
         ],
     )
     admit("nap")
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     admit("actually, look at this now")
-    run_turn(None, cli_model=model)
+    run_turn(None, cli_model=model, catalog=default_catalog())
     assert timers.list_timers(store) == []
     now[0] += 120
     tick_agent(store)

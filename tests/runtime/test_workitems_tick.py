@@ -11,6 +11,7 @@ from holon_cli import clock
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents import open_agent
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.tools.catalog import default_catalog
 
 T0 = 1_780_000_000.0
 
@@ -376,7 +377,7 @@ def test_tick_after_context_length_exceeded_queues_no_continue_active(
         yaml.safe_dump({"steps": [{"fail": {"kind": "context_length_exceeded", "status": 400}}]})
     )
     admit("go on")
-    res = run_turn(None, cli_model=f"scripted:{script}")
+    res = run_turn(None, cli_model=f"scripted:{script}", catalog=default_catalog())
     assert res.status == "aborted" and res.failure_kind == "context_length_exceeded"
     assert q.pending_count(store) == 0
     out = tick_agent(store)

@@ -11,7 +11,8 @@ import pytest
 
 from holon_cli.providers.base import ToolCall
 from holon_cli.runtime.agents import open_agent
-from holon_cli.tools.base import ToolContext, ToolResult, execute, registry
+from holon_cli.tools.base import ToolContext, ToolResult, execute
+from holon_cli.tools.catalog import registry
 
 Call = Callable[..., ToolResult]
 

@@ -226,7 +226,8 @@ def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Pat
             import os, signal, sys
             from holon_cli.providers.base import ToolCall
             from holon_cli.runtime.agents import open_agent
-            from holon_cli.tools.base import ToolContext, execute, registry
+            from holon_cli.tools.base import ToolContext, execute
+            from holon_cli.tools.catalog import registry
 
             store = open_agent(None)
             root = {str(root)!r}

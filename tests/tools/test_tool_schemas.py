@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from holon_cli.tools.base import registry
+from holon_cli.tools.catalog import registry
 
 OURS = {
     "ExecCommand": (

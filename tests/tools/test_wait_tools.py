@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.waiting import intents
-from holon_cli.tools.base import ToolContext, ToolResult, emit_schema, registry
+from holon_cli.tools.base import ToolContext, ToolResult, emit_schema
+from holon_cli.tools.catalog import registry
 
 Call = Callable[..., ToolResult]
 

@@ -12,7 +12,7 @@ from holon_cli.providers.base import ToolCall
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents import open_agent
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.tools import base
+from holon_cli.tools import base, catalog
 from holon_cli.tools import workitem_tools as _tools  # noqa: F401  (registers the tools)
 
 NAMES = (
@@ -50,7 +50,7 @@ def run(
 
 
 def test_all_six_tools_are_registered() -> None:
-    reg = base.registry()
+    reg = catalog.registry()
     for name in NAMES:
         assert name in reg and reg[name].description
 

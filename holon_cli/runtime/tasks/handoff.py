@@ -16,15 +16,47 @@ import base64
 import json
 import os
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from holon_cli.runtime.tasks import procs
 
 if TYPE_CHECKING:
-    from holon_cli.runtime.tasks.supervisor import Supervisor
+    from pathlib import Path
 
 HANDOFF_FILE = "handoff.json"
 _FDS = ("out_fd", "stdout_fd", "stderr_fd", "master", "stdin_w", "fifo")
+
+
+class Proc(Protocol):
+    """The supervised command: a ``Popen`` before a hand-off, a :class:`_Child` after."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+
+class Carried(Protocol):
+    """What a hand-off carries of a supervisor
+    (:class:`~holon_cli.runtime.tasks.supervisor.Supervisor` is one)."""
+
+    dir: Path
+    proc: Proc | None
+    pgid: int | None
+    start_ticks: int | None
+    written: int
+    cap_hit: bool
+    stop_reason: str | None
+    stop_grace: float
+    streams: dict[int, int | None]
+    pending_in: bytearray
+    out_fd: int | None
+    stdout_fd: int | None
+    stderr_fd: int | None
+    master: int | None
+    stdin_w: int | None
+    fifo: int | None
 
 
 class _Child:
@@ -56,7 +88,7 @@ class _Child:
         return rc
 
 
-def save(sup: Supervisor) -> None:
+def save(sup: Carried) -> None:
     assert sup.proc is not None
     state: dict[str, Any] = {
         "v": 1,
@@ -75,7 +107,7 @@ def save(sup: Supervisor) -> None:
     procs.put_record(sup.dir / HANDOFF_FILE, state, durable=False)
 
 
-def load(sup: Supervisor) -> None:
+def load(sup: Carried) -> None:
     path = sup.dir / HANDOFF_FILE
     st = json.loads(path.read_text())
     sup.proc = _Child(int(st["pid"]))

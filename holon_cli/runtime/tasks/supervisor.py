@@ -38,10 +38,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.runtime.tasks import handoff as handoff_state
 from holon_cli.runtime.tasks import procs
+from holon_cli.runtime.tasks.handoff import Proc
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,14 +64,6 @@ BOOT = (
 
 def package_parent() -> str:
     return str(Path(__file__).resolve().parents[3])
-
-
-class _Proc(Protocol):
-    pid: int
-
-    def poll(self) -> int | None: ...
-
-    def wait(self) -> int: ...
 
 
 def _now_iso() -> str:
@@ -95,7 +88,7 @@ class Supervisor:
         self.stop_reason: str | None = None
         self.stop_grace = 1.0
         self.cap_hit = False
-        self.proc: _Proc | None = None
+        self.proc: Proc | None = None
         self.pgid: int | None = None
         self.marker: str = self.spec["marker"]
         self.pending_in = bytearray()

@@ -31,7 +31,6 @@ from holon_cli.runtime.turn.entry import (
     repair_stale_run,
     run_turn,
     run_turns_all,
-    tool_catalog,
 )
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import DEFAULT_MAX_ROUNDS, TurnRun
@@ -52,5 +51,4 @@ __all__ = [
     "repair_stale_run",
     "run_turn",
     "run_turns_all",
-    "tool_catalog",
 ]

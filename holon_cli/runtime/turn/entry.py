@@ -23,21 +23,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
-    from holon_cli.tools.catalog import ToolCatalog
-
-
-def tool_catalog() -> tuple[list[Any], dict[str, str]]:
-    """The built-in catalog's ``(specs, guidance)`` (for ``debug prompt``)."""
-    cat = _default_catalog()
-    return cat.specs, cat.guidance
-
-
-def _default_catalog() -> ToolCatalog:
-    # the one place the runtime names the tools layer: the default for callers
-    # (tests, library use) that pass no catalog; the CLI passes its own
-    from holon_cli.tools.catalog import default_catalog
-
-    return default_catalog()
+    from holon_cli.model.tool import Toolbox
 
 
 def _runtime_cfg() -> dict[str, Any]:
@@ -112,10 +98,12 @@ def run_turn(
     cli_fallbacks: list[str] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     max_rounds: int | None = None,
-    catalog: ToolCatalog | None = None,
+    catalog: Toolbox,
 ) -> TurnResult:
-    """Run one turn for the agent if it has queued work. Raises BusyError (75)
-    when another turn holds the agent, RejectedError (4) when it is stopped."""
+    """Run one turn for the agent if it has queued work, offering the tools of
+    ``catalog`` (the caller builds it: ``tools.catalog.default_catalog()``).
+    Raises BusyError (75) when another turn holds the agent, RejectedError (4)
+    when it is stopped."""
     store = store or open_agent(agent_id)
     lock = store.turn_lock()
     lock.try_acquire()
@@ -161,7 +149,7 @@ def run_turn(
             entry,
             turn_id,
             models,
-            catalog=catalog or _default_catalog(),
+            catalog=catalog,
             config=_runtime_cfg(),
             sleep=sleep,
             max_rounds=max_rounds,

@@ -4,9 +4,11 @@
     record round -> run tools -> take interjects -> decide stop)* -> settle
 
 Each step is a short method; the loop itself is :meth:`TurnRun.execute`.
-The loop knows no tool by name: tools report what they did through the
-typed :class:`~holon_cli.tools.base.ToolEffects` on their result, and the
-tool catalog is passed in. Events and transcript entries go through one
+The loop knows no tool by name and imports no tool: the catalog is passed
+in (a :class:`~holon_cli.model.tool.Toolbox`: specs to offer, a call to
+execute), and tools report what they did through the typed
+:class:`~holon_cli.model.tool.ToolEffects` on their result. Events and
+transcript entries go through one
 :class:`~holon_cli.runtime.turn.recorder.TurnRecorder` bound to the turn.
 """
 
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.model.tool import SleepRequest, ToolContext, ToolResult, render_error
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
@@ -37,7 +40,6 @@ from holon_cli.runtime.turn.settle import decide_settlement, finish_agent_state,
 from holon_cli.runtime.workspace import WorkspaceBinding, workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
-from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult, execute, render_error
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
         TurnRoundLimitReachedData,
         WorkItemStaleReminderData,
     )
-    from holon_cli.tools.catalog import ToolCatalog
+    from holon_cli.model.tool import Toolbox
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -74,7 +76,7 @@ class TurnRun:
         turn_id: str,
         models: list[str],
         *,
-        catalog: ToolCatalog,
+        catalog: Toolbox,
         config: dict[str, Any],
         sleep: Callable[[float], None],
         max_rounds: int | None = None,
@@ -329,7 +331,7 @@ class TurnRun:
         self.completion_briefs = []
         for call in resp.tool_calls:
             t_tool = time.monotonic()
-            res = execute(self.catalog.get(call.name), ctx, call)
+            res = self.catalog.execute(ctx, call)
             tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
             fx = res.effects
             mutated = mutated or fx.work_item_mutated

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli.errors import ProviderError
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import ProviderFailureKind
+    from holon_cli.kinds import ProviderFailureKind
 
 
 def resolve_chain(

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
+    from holon_cli.model.tool import SleepRequest
     from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
-    from holon_cli.tools.base import SleepRequest
 
 
 def decide_settlement(

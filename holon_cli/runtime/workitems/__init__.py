@@ -12,7 +12,7 @@ Where each part lives
                        the turn-end commit
   :mod:`.projection`   the ``## Work queue`` prompt block
   :mod:`.reminders`    the stale-progress reminder
-  :mod:`holon_cli.tools.workitem_hints`   tool names and caller-facing hint prose
+  :mod:`.hints`        tool names and caller-facing hint prose (the caller's vocabulary)
 
 Durable truth is in the agent's ledgers (``work_items``,
 ``delivery_summaries``, ``waiting_intents``) and ``work-items/<id>/plan.md``;
@@ -36,6 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from holon_cli.runtime.workitems.access import require_work_item
+    from holon_cli.runtime.workitems.hints import (
+        COMPLETE_TOOL,
+        MUTATION_TOOLS,
+        is_work_item_mutation,
+        round_completion_targets,
+    )
     from holon_cli.runtime.workitems.mutations import (
         DEFAULT_RECHECK_AFTER_MS,
         complete_work_item,
@@ -76,12 +82,6 @@ if TYPE_CHECKING:
         load,
         plan_path,
     )
-    from holon_cli.tools.workitem_hints import (
-        COMPLETE_TOOL,
-        MUTATION_TOOLS,
-        is_work_item_mutation,
-        round_completion_targets,
-    )
 
 # name -> module: submodules load on first use, so a command that only reads
 # (``holon status``, ``holon workitem list``) does not import the mutations,
@@ -121,10 +121,10 @@ _LAZY = {
     "index_path": "holon_cli.store.workitem_index",
     "load": "holon_cli.store.workitem_index",
     "plan_path": "holon_cli.store.workitem_index",
-    "COMPLETE_TOOL": "holon_cli.tools.workitem_hints",
-    "MUTATION_TOOLS": "holon_cli.tools.workitem_hints",
-    "is_work_item_mutation": "holon_cli.tools.workitem_hints",
-    "round_completion_targets": "holon_cli.tools.workitem_hints",
+    "COMPLETE_TOOL": "holon_cli.runtime.workitems.hints",
+    "MUTATION_TOOLS": "holon_cli.runtime.workitems.hints",
+    "is_work_item_mutation": "holon_cli.runtime.workitems.hints",
+    "round_completion_targets": "holon_cli.runtime.workitems.hints",
 }
 
 

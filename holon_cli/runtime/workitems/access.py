@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Final
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.model import workitem as wm
 from holon_cli.model.workitem import WorkItemRecord
+from holon_cli.runtime.workitems.hints import TOOLS, Vocabulary
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import WorkItemIndex, load
-from holon_cli.tools.workitem_hints import TOOLS, Vocabulary
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord

@@ -12,7 +12,7 @@ Focus
 
 Hints and warnings are worded for the caller: ``vocab`` when given, else the
 CLI's words for ``source="operator"`` and the model's tool words otherwise
-(:mod:`holon_cli.tools.workitem_hints`).
+(:mod:`holon_cli.runtime.workitems.hints`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,14 @@ from holon_cli.runtime.workitems.access import (
     require,
     require_open,
 )
+from holon_cli.runtime.workitems.hints import (
+    BINDING_NOTE,
+    COMPLETION_REPORT_AMBIGUOUS,
+    COMPLETION_REPORT_NOT_FOCUSED,
+    MISSING_COMPLETION_REPORT,
+    Vocabulary,
+    for_source,
+)
 from holon_cli.runtime.workitems.views import completion_report, view
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_text
@@ -40,14 +48,6 @@ from holon_cli.store.workitem_index import (
     describe_file,
     plan_path,
     save,
-)
-from holon_cli.tools.workitem_hints import (
-    BINDING_NOTE,
-    COMPLETION_REPORT_AMBIGUOUS,
-    COMPLETION_REPORT_NOT_FOCUSED,
-    MISSING_COMPLETION_REPORT,
-    Vocabulary,
-    for_source,
 )
 
 if TYPE_CHECKING:

@@ -18,16 +18,16 @@ from holon_cli.model import workitem as wm
 from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import WorkItemRecord
 from holon_cli.runtime.workitems.access import current_id as _current_id
-from holon_cli.runtime.workitems.views import completion_report, wait_brief
-from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.workitem_index import WorkItemIndex, describe_file, load
-from holon_cli.tools.workitem_hints import (
+from holon_cli.runtime.workitems.hints import (
     NO_CURRENT_ITEM,
     NOT_RUNNABLE_NOTE,
     PRIORITY_NOTE,
     SECTION_OMITTED,
     SECTION_TITLES,
 )
+from holon_cli.runtime.workitems.views import completion_report, wait_brief
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.workitem_index import WorkItemIndex, describe_file, load
 
 DEFAULT_PROJECTION_CHARS = 12_000
 DEFAULT_TRACE_ENTRIES = 6

@@ -11,10 +11,10 @@ import os
 
 from holon_cli.errors import UsageError
 from holon_cli.runtime.workitems.access import config_runtime, current_id
+from holon_cli.runtime.workitems.hints import STALE_REMINDER_CLOSING
 from holon_cli.runtime.workitems.projection import plan_gist, todo_mark
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import load
-from holon_cli.tools.workitem_hints import STALE_REMINDER_CLOSING
 
 STALE_REMINDER_DEFAULTS = {"rounds": 8, "cooldown_rounds": 8, "max_tokens": 400}
 

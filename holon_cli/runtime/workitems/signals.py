@@ -23,14 +23,14 @@ from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import ContinuationHold, WorkItemRecord
 from holon_cli.runtime.workitems.access import HOLD_KEY, mutation
 from holon_cli.runtime.workitems.access import current_id as _current_id
-from holon_cli.runtime.workitems.mutations import update_work_item
-from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.workitem_index import WorkItemIndex, append_item, load, save
-from holon_cli.tools.workitem_hints import (
+from holon_cli.runtime.workitems.hints import (
     ACTIVATE_QUEUED_LEAD,
     RECHECK_TEXT,
     REVIEW_TRIGGERED_LEAD,
 )
+from holon_cli.runtime.workitems.mutations import update_work_item
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.workitem_index import WorkItemIndex, append_item, load, save
 
 if TYPE_CHECKING:
     from holon_cli.model.events import (

@@ -15,10 +15,10 @@ from holon_cli.model import workitem_readiness as wr
 from holon_cli.model.workitem import WorkItemRecord
 from holon_cli.runtime.workitems.access import current_id as _current_id
 from holon_cli.runtime.workitems.access import require
+from holon_cli.runtime.workitems.hints import TOOLS, Vocabulary
 from holon_cli.runtime.workitems.plans import refresh as refresh_descriptors
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import WorkItemIndex, load
-from holon_cli.tools.workitem_hints import TOOLS, Vocabulary
 
 
 def completion_report(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any] | None:

@@ -9,8 +9,9 @@ repeats the ``--agent`` the operator used. The model-facing context texts
 (work-queue projection, tick signals, reminders) are here too, so the runtime
 never spells a tool name.
 
-This module imports nothing of holon but the error tree: the runtime may
-import it without importing the tool registry.
+This module imports nothing of holon but the error tree. It lives with the
+plane (not in ``tools/``) because the plane speaks it: imports run from tools
+to the runtime, never back.
 """
 
 from __future__ import annotations
