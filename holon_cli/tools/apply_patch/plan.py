@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from holon_cli.store.fsio import UnsafePathError, atomic_write_bytes, fd_real_path, fsync_dir
-from holon_cli.tools.apply_patch.hunks import _Conflict, _key, _preview, apply_hunks, split_lines
+from holon_cli.tools.apply_patch.hunks import (
+    _Applied,
+    _Conflict,
+    _key,
+    _preview,
+    apply_hunks,
+    split_lines,
+)
 from holon_cli.tools.apply_patch.parse import (
     NEARBY_RADIUS,
     PREVIEW_LINE_CHARS,
@@ -230,7 +237,11 @@ def _conflict_error(c: _Conflict, fp: FilePatch, lines: list[str]) -> ToolError:
 def plan_patch(
     ctx: ToolContext, files: list[FilePatch], guard: _Guard | None = None
 ) -> tuple[list[_FileOp], list[str]]:
-    """Validate every file change in memory. Raises :class:`ToolError`; touches nothing."""
+    """Validate every file change in memory. Raises :class:`ToolError`; touches nothing.
+
+    Each file is planned against an overlay of the earlier files' results, so
+    a patch that adds a file and then updates it applies as one.
+    """
     guard = guard or _Guard(ctx)
     overlay = _Overlay()
     ops: list[_FileOp] = []
@@ -239,44 +250,10 @@ def plan_patch(
         target = _resolve(ctx, guard, fp.path, fp.patch_line)
         current = overlay.read(target)
         if fp.action == "add":
-            if current is not None:
-                raise ToolError(
-                    "file_exists",
-                    f"cannot create {fp.path}: the file already exists; no file was changed",
-                    details={"path": fp.path, "resolved": str(target)},
-                    recovery_hint="patch it with an update hunk (`--- a/path` / `+++ b/path`) "
-                    "instead, after reading it with `sed -n`",
-                )
-            blocker = _file_ancestor(overlay, target)
-            if blocker is not None:
-                raise _not_a_directory(fp, fp.path, target, blocker)
-            body: list[str] = []
-            no_eol = False
-            for h in fp.hunks:
-                if any(tag != "+" for tag, _ in h.lines):
-                    raise _invalid(
-                        f"the hunk creating {fp.path} has context or removed lines",
-                        h.patch_line,
-                        "a new file's hunk is `@@ -0,0 +1,N @@` with only '+' lines",
-                    )
-                body.extend(t for _, t in h.lines)
-                no_eol = h.new_no_eol
-            text = "".join(t + "\n" for t in body)
-            if no_eol and text:
-                text = text[:-1]
-            data = _encode(text)
-            overlay.state[target] = data
-            ops.append(_FileOp("added", fp.path, target, data, added=len(body)))
+            ops.append(_plan_add(fp, target, current, overlay))
             continue
         if current is None:
-            verb = "delete" if fp.action == "delete" else "modify"
-            raise ToolError(
-                "file_not_found",
-                f"cannot {verb} {fp.path}: the file does not exist; no file was changed",
-                details={"path": fp.path, "resolved": str(target)},
-                recovery_hint="check the path with `rg --files | rg NAME`; to create a file use "
-                "`--- /dev/null` / `+++ b/path`",
-            )
+            raise _missing_file(fp, target)
         lines = split_lines(_decode(current, fp.path))
         try:
             applied = apply_hunks(lines, fp.hunks)
@@ -284,56 +261,114 @@ def plan_patch(
             raise _conflict_error(c, fp, lines) from None
         notes.extend(f"{fp.path}: {n}" for n in applied.notes)
         if fp.action == "delete":
-            if fp.hunks and any(_key(ln).strip() for ln in applied.lines):
-                raise ToolError(
-                    "patch_conflict",
-                    f"cannot delete {fp.path}: the file has content the patch does not remove; no "
-                    "file was changed",
-                    details={
-                        "path": fp.path,
-                        "remaining_lines": len(applied.lines),
-                        "remaining_preview": [
-                            _preview(_key(x)) for x in applied.lines[:PREVIEW_LINES]
-                        ],
-                    },
-                    recovery_hint=f"re-read the file with `sed -n '1,200p' {fp.path}` and "
-                    "regenerate the deletion",
-                )
-            overlay.state[target] = None
-            ops.append(_FileOp("deleted", fp.path, target, None, removed=len(lines)))
-            continue
-        data = _encode("".join(applied.lines))
-        if fp.move_to is not None:
-            dest = _resolve(ctx, guard, fp.move_to, fp.patch_line)
-            blocker = _file_ancestor(overlay, dest)
-            if blocker is not None:
-                raise _not_a_directory(fp, fp.move_to, dest, blocker)
-            if dest != target and overlay.exists(dest):
-                raise ToolError(
-                    "file_exists",
-                    f"cannot move {fp.path} to {fp.move_to}: the destination exists; no file was "
-                    "changed",
-                    details={"path": fp.move_to, "resolved": str(dest)},
-                    recovery_hint="pick another destination or delete it first",
-                )
-            overlay.state[target] = None
-            overlay.state[dest] = data
-            ops.append(
-                _FileOp(
-                    "moved",
-                    fp.move_to,
-                    dest,
-                    data,
-                    applied.added,
-                    applied.removed,
-                    source=target,
-                    source_path=fp.path,
-                )
-            )
-            continue
-        overlay.state[target] = data
-        ops.append(_FileOp("modified", fp.path, target, data, applied.added, applied.removed))
+            ops.append(_plan_delete(fp, target, lines, applied, overlay))
+        elif fp.move_to is not None:
+            ops.append(_plan_move(ctx, guard, fp, target, applied, overlay))
+        else:
+            data = _encode("".join(applied.lines))
+            overlay.state[target] = data
+            ops.append(_FileOp("modified", fp.path, target, data, applied.added, applied.removed))
     return ops, notes
+
+
+def _plan_add(fp: FilePatch, target: Path, current: bytes | None, overlay: _Overlay) -> _FileOp:
+    """A new file: only '+' lines, no existing file, no file where a folder must be."""
+    if current is not None:
+        raise ToolError(
+            "file_exists",
+            f"cannot create {fp.path}: the file already exists; no file was changed",
+            details={"path": fp.path, "resolved": str(target)},
+            recovery_hint="patch it with an update hunk (`--- a/path` / `+++ b/path`) "
+            "instead, after reading it with `sed -n`",
+        )
+    blocker = _file_ancestor(overlay, target)
+    if blocker is not None:
+        raise _not_a_directory(fp, fp.path, target, blocker)
+    body: list[str] = []
+    no_eol = False
+    for h in fp.hunks:
+        if any(tag != "+" for tag, _ in h.lines):
+            raise _invalid(
+                f"the hunk creating {fp.path} has context or removed lines",
+                h.patch_line,
+                "a new file's hunk is `@@ -0,0 +1,N @@` with only '+' lines",
+            )
+        body.extend(t for _, t in h.lines)
+        no_eol = h.new_no_eol
+    text = "".join(t + "\n" for t in body)
+    if no_eol and text:
+        text = text[:-1]
+    data = _encode(text)
+    overlay.state[target] = data
+    return _FileOp("added", fp.path, target, data, added=len(body))
+
+
+def _missing_file(fp: FilePatch, target: Path) -> ToolError:
+    verb = "delete" if fp.action == "delete" else "modify"
+    return ToolError(
+        "file_not_found",
+        f"cannot {verb} {fp.path}: the file does not exist; no file was changed",
+        details={"path": fp.path, "resolved": str(target)},
+        recovery_hint="check the path with `rg --files | rg NAME`; to create a file use "
+        "`--- /dev/null` / `+++ b/path`",
+    )
+
+
+def _plan_delete(
+    fp: FilePatch, target: Path, lines: list[str], applied: _Applied, overlay: _Overlay
+) -> _FileOp:
+    """A deletion whose hunks (if any) must remove every non-blank line."""
+    if fp.hunks and any(_key(ln).strip() for ln in applied.lines):
+        raise ToolError(
+            "patch_conflict",
+            f"cannot delete {fp.path}: the file has content the patch does not remove; no "
+            "file was changed",
+            details={
+                "path": fp.path,
+                "remaining_lines": len(applied.lines),
+                "remaining_preview": [_preview(_key(x)) for x in applied.lines[:PREVIEW_LINES]],
+            },
+            recovery_hint=f"re-read the file with `sed -n '1,200p' {fp.path}` and "
+            "regenerate the deletion",
+        )
+    overlay.state[target] = None
+    return _FileOp("deleted", fp.path, target, None, removed=len(lines))
+
+
+def _plan_move(
+    ctx: ToolContext,
+    guard: _Guard,
+    fp: FilePatch,
+    target: Path,
+    applied: _Applied,
+    overlay: _Overlay,
+) -> _FileOp:
+    """An update that also renames: the destination must be free (or the file itself)."""
+    assert fp.move_to is not None
+    data = _encode("".join(applied.lines))
+    dest = _resolve(ctx, guard, fp.move_to, fp.patch_line)
+    blocker = _file_ancestor(overlay, dest)
+    if blocker is not None:
+        raise _not_a_directory(fp, fp.move_to, dest, blocker)
+    if dest != target and overlay.exists(dest):
+        raise ToolError(
+            "file_exists",
+            f"cannot move {fp.path} to {fp.move_to}: the destination exists; no file was changed",
+            details={"path": fp.move_to, "resolved": str(dest)},
+            recovery_hint="pick another destination or delete it first",
+        )
+    overlay.state[target] = None
+    overlay.state[dest] = data
+    return _FileOp(
+        "moved",
+        fp.move_to,
+        dest,
+        data,
+        applied.added,
+        applied.removed,
+        source=target,
+        source_path=fp.path,
+    )
 
 
 # ----------------------------------------------------------------- writing
