@@ -149,6 +149,7 @@ def _json_object(value: dict[Any, Any]) -> dict[str, Any] | None:
 
 
 def _step(path: Path, number: int, raw: Any) -> ScriptStep:
+    """One step of a script, checked field by field; errors name the file and the step."""
     where = f"step {number}"
     if isinstance(raw, str):
         return ScriptStep(number, text=raw)
@@ -167,82 +168,15 @@ def _step(path: Path, number: int, raw: Any) -> ScriptStep:
     calls = raw.get("tool_calls") or []
     if not isinstance(calls, list):
         raise _err(path, f"{where}: 'tool_calls' must be a list")
-    for i, c in enumerate(calls, 1):
-        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
-            raise _err(path, f"{where}: tool_calls[{i}] needs a 'name'")
-        bad = _unknown_key(c, CALL_KEYS)
-        if bad:
-            raise _err(
-                path,
-                f"{where}: tool_calls[{i}]: unknown key {bad} (known: name, arguments, id)",
-            )
-        args = c.get("arguments", {})
-        if args is None:
-            args = {}
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                raise _err(
-                    path, f"{where}: tool_calls[{i}].arguments is a string but not JSON"
-                ) from None
-        if not isinstance(args, dict):
-            raise _err(path, f"{where}: tool_calls[{i}].arguments must be a mapping")
-        json_args = _json_object(args)
-        if json_args is None:
-            raise _err(
-                path,
-                f"{where}: tool_calls[{i}].arguments has no JSON form "
-                "(keys must be distinct strings; no dates, NaN or infinity)",
-                hint='quote keys and dates in the script, e.g. "1": "2026-01-01"',
-            )
-        args = json_args
-        if "id" in c and not isinstance(c["id"], str):
-            raise _err(path, f"{where}: tool_calls[{i}].id must be a string")
-        step.tool_calls.append({"name": c["name"], "arguments": args, "id": c.get("id")})
-    usage = raw.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict) or not all(
-            type(usage.get(k, 0)) is int and usage.get(k, 0) >= 0 for k in sorted(USAGE_KEYS)
-        ):
-            raise _err(
-                path,
-                f"{where}: 'usage' must map input_tokens/output_tokens to non-negative integers",
-            )
-        i_t, o_t = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-        step.usage = TokenUsage(i_t, o_t, usage.get("total_tokens") or i_t + o_t)
+    step.tool_calls = [_step_call(path, where, i, c) for i, c in enumerate(calls, 1)]
+    if raw.get("usage") is not None:
+        step.usage = _step_usage(path, where, raw["usage"])
     stop = raw.get("stop_reason")
     if stop is not None and not (isinstance(stop, str) and stop in STOP_REASONS):
         raise _err(path, f"{where}: stop_reason must be one of {', '.join(sorted(STOP_REASONS))}")
     step.stop_reason = stop
-    fail = raw.get("fail")
-    if fail is not None:
-        if isinstance(fail, str):
-            fail = {"kind": fail}
-        if not isinstance(fail, dict):
-            raise _err(path, f"{where}: 'fail' must be a mapping with at least 'kind'")
-        bad = _unknown_key(fail, FAIL_KEYS)
-        if bad:
-            raise _err(
-                path,
-                f"{where}: fail: unknown key {bad} (known: {', '.join(sorted(FAIL_KEYS))})",
-            )
-        kind = fail.get("kind")
-        known = RETRYABLE_KINDS | FAIL_FAST_KINDS
-        if not (isinstance(kind, str) and kind in known):
-            raise _err(
-                path,
-                f"{where}: fail.kind {kind!r} is not a failure kind "
-                f"(one of: {', '.join(sorted(known))})",
-            )
-        if "status" in fail and type(fail["status"]) is not int:
-            raise _err(path, f"{where}: fail.status must be an integer")
-        if "message" in fail and not isinstance(fail["message"], (str, type(None))):
-            raise _err(path, f"{where}: fail.message must be a string")
-        ra = fail.get("retry_after_s")
-        if ra is not None and (not _is_number(ra) or ra < 0):
-            raise _err(path, f"{where}: fail.retry_after_s must be a non-negative number")
-        step.fail = dict(fail)
+    if raw.get("fail") is not None:
+        step.fail = _step_fail(path, where, raw["fail"])
     sleep_ms = raw.get("sleep_ms", 0) or 0
     if not _is_number(sleep_ms) or not 0 <= sleep_ms <= MAX_SLEEP_MS:
         raise _err(path, f"{where}: sleep_ms must be a number from 0 to {MAX_SLEEP_MS}")
@@ -254,6 +188,81 @@ def _step(path: Path, number: int, raw: Any) -> ScriptStep:
     if not (step.text or step.tool_calls or step.fail):
         raise _err(path, f"{where}: needs 'text', 'tool_calls' or 'fail'")
     return step
+
+
+def _step_call(path: Path, where: str, i: int, c: Any) -> dict[str, Any]:
+    """``tool_calls[i]``: a name, JSON-able arguments (a mapping or a JSON string), an id."""
+    if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
+        raise _err(path, f"{where}: tool_calls[{i}] needs a 'name'")
+    bad = _unknown_key(c, CALL_KEYS)
+    if bad:
+        raise _err(
+            path, f"{where}: tool_calls[{i}]: unknown key {bad} (known: name, arguments, id)"
+        )
+    args = c.get("arguments", {})
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            raise _err(
+                path, f"{where}: tool_calls[{i}].arguments is a string but not JSON"
+            ) from None
+    if not isinstance(args, dict):
+        raise _err(path, f"{where}: tool_calls[{i}].arguments must be a mapping")
+    json_args = _json_object(args)
+    if json_args is None:
+        raise _err(
+            path,
+            f"{where}: tool_calls[{i}].arguments has no JSON form "
+            "(keys must be distinct strings; no dates, NaN or infinity)",
+            hint='quote keys and dates in the script, e.g. "1": "2026-01-01"',
+        )
+    if "id" in c and not isinstance(c["id"], str):
+        raise _err(path, f"{where}: tool_calls[{i}].id must be a string")
+    return {"name": c["name"], "arguments": json_args, "id": c.get("id")}
+
+
+def _step_usage(path: Path, where: str, usage: Any) -> TokenUsage:
+    if not isinstance(usage, dict) or not all(
+        type(usage.get(k, 0)) is int and usage.get(k, 0) >= 0 for k in sorted(USAGE_KEYS)
+    ):
+        raise _err(
+            path,
+            f"{where}: 'usage' must map input_tokens/output_tokens to non-negative integers",
+        )
+    i_t, o_t = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    return TokenUsage(i_t, o_t, usage.get("total_tokens") or i_t + o_t)
+
+
+def _step_fail(path: Path, where: str, fail: Any) -> dict[str, Any]:
+    """``fail``: a failure kind (or a mapping with ``kind``, ``status``, ``message``, ...)."""
+    if isinstance(fail, str):
+        fail = {"kind": fail}
+    if not isinstance(fail, dict):
+        raise _err(path, f"{where}: 'fail' must be a mapping with at least 'kind'")
+    bad = _unknown_key(fail, FAIL_KEYS)
+    if bad:
+        raise _err(
+            path, f"{where}: fail: unknown key {bad} (known: {', '.join(sorted(FAIL_KEYS))})"
+        )
+    kind = fail.get("kind")
+    known = RETRYABLE_KINDS | FAIL_FAST_KINDS
+    if not (isinstance(kind, str) and kind in known):
+        raise _err(
+            path,
+            f"{where}: fail.kind {kind!r} is not a failure kind "
+            f"(one of: {', '.join(sorted(known))})",
+        )
+    if "status" in fail and type(fail["status"]) is not int:
+        raise _err(path, f"{where}: fail.status must be an integer")
+    if "message" in fail and not isinstance(fail["message"], (str, type(None))):
+        raise _err(path, f"{where}: fail.message must be a string")
+    ra = fail.get("retry_after_s")
+    if ra is not None and (not _is_number(ra) or ra < 0):
+        raise _err(path, f"{where}: fail.retry_after_s must be a non-negative number")
+    return dict(fail)
 
 
 def load_script(path: Path) -> Script:
@@ -428,38 +437,17 @@ class ScriptedTransport:
         atomic_write_text(self.cursor_path(state_dir), json.dumps(cursor, indent=2) + "\n")
 
     def complete(self, request: ProviderRequest) -> ModelResponse:
+        """Replay the next step: advance the cursor first, then answer or fail as scripted."""
         try:
             script = load_script(self.path)
         except ProviderFailure as f:
             f.model_ref = self.model_ref
             raise
         cursor = self._read_cursor(request.state_dir)
-        pos = cursor.get("next", 0)
-        consumed = cursor.get("consumed", 0)
-        if not isinstance(pos, int) or pos < 0:
-            pos = 0
-        if not isinstance(consumed, int) or consumed < 0:
-            consumed = 0
-        n = len(script.steps)
-        if pos >= n:
+        pos, consumed = _cursor_position(cursor)
+        if pos >= len(script.steps):
             if not script.loop:
-                where = (
-                    self.cursor_path(request.state_dir) if request.state_dir is not None else None
-                )
-                raise ProviderFailure(
-                    "script_exhausted",
-                    f"{self.path}: script exhausted: "
-                    f"all {n} step{'s' if n != 1 else ''} were replayed",
-                    stage="request",
-                    provider="scripted",
-                    model_ref=self.model_ref,
-                    hint="add steps, set `loop: true`, or "
-                    + (
-                        f"delete {where} to replay from the first step"
-                        if where
-                        else "start a new run"
-                    ),
-                )
+                raise self._exhausted(len(script.steps), request.state_dir)
             pos = 0
         step = script.steps[pos]
         remembered = _remember_results(request, cursor.get("results") or {})
@@ -476,64 +464,87 @@ class ScriptedTransport:
         if step.sleep_ms:
             self._sleep(step.sleep_ms / 1000.0)
         if step.expect_tool_result_contains is not None:
-            results = _latest_tool_results(request)
-            if not any(step.expect_tool_result_contains in r for r in results):
-                got = (
-                    "; ".join(r[:160] for r in results)
-                    or "no tool results since the last model step"
-                )
-                raise ProviderFailure(
-                    "script_error",
-                    f"{self.path}: step {step.number} expected a tool result containing "
-                    f"{step.expect_tool_result_contains!r}; got: {got}",
-                    stage="request",
-                    provider="scripted",
-                    model_ref=self.model_ref,
-                    hint="the workflow under test did not produce the expected tool output",
-                )
+            self._check_expectation(step, step.expect_tool_result_contains, request)
         if step.fail is not None:
-            spec = step.fail
-            retry_after = spec.get("retry_after_s")
-            raise ProviderFailure(
-                spec["kind"],
-                str(
-                    spec.get("message") or f"scripted failure at step {step.number} of {self.path}"
-                ),
-                status=spec.get("status"),
-                retry_after_s=float(retry_after) if retry_after is not None else None,
-                stage="request",
-                provider="scripted",
-                model_ref=self.model_ref,
-            )
+            raise self._scripted_failure(step, step.fail)
+        return self._response(step, remembered, consumed + 1)
+
+    def _failure(self, kind: str, message: str, hint: str) -> ProviderFailure:
+        return ProviderFailure(
+            kind,
+            message,
+            stage="request",
+            provider="scripted",
+            model_ref=self.model_ref,
+            hint=hint,
+        )
+
+    def _exhausted(self, n: int, state_dir: Path | None) -> ProviderFailure:
+        where = self.cursor_path(state_dir) if state_dir is not None else None
+        return self._failure(
+            "script_exhausted",
+            f"{self.path}: script exhausted: all {n} step{'s' if n != 1 else ''} were replayed",
+            "add steps, set `loop: true`, or "
+            + (f"delete {where} to replay from the first step" if where else "start a new run"),
+        )
+
+    def _check_expectation(self, step: ScriptStep, expected: str, request: ProviderRequest) -> None:
+        results = _latest_tool_results(request)
+        if any(expected in r for r in results):
+            return
+        got = "; ".join(r[:160] for r in results) or "no tool results since the last model step"
+        raise self._failure(
+            "script_error",
+            f"{self.path}: step {step.number} expected a tool result containing "
+            f"{expected!r}; got: {got}",
+            "the workflow under test did not produce the expected tool output",
+        )
+
+    def _scripted_failure(self, step: ScriptStep, spec: dict[str, Any]) -> ProviderFailure:
+        retry_after = spec.get("retry_after_s")
+        return ProviderFailure(
+            spec["kind"],
+            str(spec.get("message") or f"scripted failure at step {step.number} of {self.path}"),
+            status=spec.get("status"),
+            retry_after_s=float(retry_after) if retry_after is not None else None,
+            stage="request",
+            provider="scripted",
+            model_ref=self.model_ref,
+        )
+
+    def _response(self, step: ScriptStep, remembered: dict[str, Any], number: int) -> ModelResponse:
+        """The step's text and tool calls, with ``{{id.field}}`` references filled in."""
         try:
             text = _substitute(step.text, remembered) if step.text else step.text
             calls = [(c, _substitute(dict(c["arguments"]), remembered)) for c in step.tool_calls]
         except KeyError as exc:
-            raise ProviderFailure(
+            raise self._failure(
                 "script_error",
                 f"{self.path}: step {step.number}: unresolved reference {exc.args[0]}",
-                stage="request",
-                provider="scripted",
-                model_ref=self.model_ref,
-                hint="give the earlier tool call an `id:` and refer to it as {{id.field}}",
+                "give the earlier tool call an `id:` and refer to it as {{id.field}}",
             ) from None
         blocks: list[dict[str, Any]] = []
         if text:
             blocks.append({"type": "text", "text": _as_text(text)})
         for i, (c, arguments) in enumerate(calls, 1):
-            call_id = c["id"] or f"call_s{consumed + 1}_{i}"
-            blocks.append(
-                {
-                    "type": "tool_call",
-                    "call": ToolCall(id=call_id, name=c["name"], arguments=arguments),
-                }
+            call = ToolCall(
+                id=c["id"] or f"call_s{number}_{i}", name=c["name"], arguments=arguments
             )
-        stop = step.stop_reason or (STOP_TOOL_USE if step.tool_calls else STOP_END_TURN)
+            blocks.append({"type": "tool_call", "call": call})
         return ModelResponse(
             blocks=blocks,
-            stop_reason=stop,
+            stop_reason=step.stop_reason or (STOP_TOOL_USE if step.tool_calls else STOP_END_TURN),
             usage=step.usage,
             raw_stop_reason=step.stop_reason,
-            response_id=f"scripted-{consumed + 1}",
+            response_id=f"scripted-{number}",
             model=f"scripted:{self.path.name}",
         )
+
+
+def _cursor_position(cursor: dict[str, Any]) -> tuple[int, int]:
+    """(next step index, steps consumed so far); a damaged value counts from 0."""
+    pos = cursor.get("next", 0)
+    consumed = cursor.get("consumed", 0)
+    pos = pos if isinstance(pos, int) and pos >= 0 else 0
+    consumed = consumed if isinstance(consumed, int) and consumed >= 0 else 0
+    return pos, consumed
