@@ -81,7 +81,7 @@ _holon_command() {
         opts='--json --help -h'
         ;;
     'debug')
-        cmds='latency prompt'
+        cmds='latency prompt providers'
         opts='--help -h'
         ;;
     'debug latency')
@@ -91,6 +91,10 @@ _holon_command() {
     'debug prompt')
         opts='--agent -a --message --full --json --help -h'
         vopts='--agent -a --message'
+        ;;
+    'debug providers')
+        opts='--agent -a --model --json --help -h'
+        vopts='--agent -a --model'
         ;;
     'enqueue')
         opts='--agent -a --kind -k --origin -o --priority -p --json-body --work-item --correlation-id --causation-id --json --help -h'

@@ -45,11 +45,13 @@ function __holon_is
                 case 'daemon status'
                     set vopts --listen --socket --advertise --token-file --concurrency
                 case 'debug'
-                    set cmds latency prompt
+                    set cmds latency prompt providers
                 case 'debug latency'
                     set vopts --agent -a --limit -n
                 case 'debug prompt'
                     set vopts --agent -a --message
+                case 'debug providers'
+                    set vopts --agent -a --model
                 case 'enqueue'
                     set vopts --agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id
                 case 'home'
@@ -289,6 +291,7 @@ complete -c holon -n "__holon_is 'daemon stop' 0+" -f
 complete -c holon -n "__holon_is 'debug'" -l help -s h -d 'Show this message and exit'
 complete -c holon -f -n "__holon_is 'debug' 0" -a latency -d 'Per-turn latency: queue wait, context build, provider rounds, tools, cleanup'
 complete -c holon -f -n "__holon_is 'debug' 0" -a prompt -d 'Show the prompt frame and where each instruction came from'
+complete -c holon -f -n "__holon_is 'debug' 0" -a providers -d 'Check the model chain without sending a request (the provider doctor)'
 complete -c holon -f -n "__holon_is 'debug' 1+"
 
 # holon debug latency
@@ -305,6 +308,13 @@ complete -c holon -n "__holon_is 'debug prompt'" -l full -d 'Print the full text
 complete -c holon -n "__holon_is 'debug prompt'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'debug prompt'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'debug prompt' 0+" -f
+
+# holon debug providers
+complete -c holon -n "__holon_is 'debug providers'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'debug providers'" -l model -r -d 'Check this model ref instead of the agent\'s'
+complete -c holon -n "__holon_is 'debug providers'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'debug providers'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'debug providers' 0+" -f
 
 # holon enqueue
 complete -c holon -n "__holon_is 'enqueue'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'

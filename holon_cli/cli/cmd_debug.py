@@ -139,3 +139,57 @@ def debug_latency_cmd(agent_id: str | None, limit: int, as_json: bool) -> None:
         ],
         rows,
     )
+
+
+@debug.command("providers")
+@output.agent_option
+@click.option(
+    "--model", "model", metavar="REF", help="Check this model ref instead of the agent's."
+)
+@output.json_option
+def debug_providers_cmd(agent_id: str | None, model: str | None, as_json: bool) -> None:
+    """Check the model chain without sending a request (the provider doctor).
+
+    Prints the retry policy and, per candidate of the agent's model chain
+    (primary, then fallbacks), its transport, base URL, whether its
+    credential variable is set (never its value), and why it cannot be
+    served. Exit 0 even when a candidate is unusable: read `supported`.
+
+    \b
+    Example:
+      holon debug providers --json | jq '.data.candidates[] | select(.supported | not)'
+    """
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.debug import debug_providers
+
+    d = debug_providers(open_agent(agent_id), cli_model=model)
+    if as_json:
+        output.emit_json(d)
+        return
+    policy = d["retry_policy"]
+    output.print_kv(
+        [
+            ("agent", d["agent_id"]),
+            ("model source", d["model_source"]),
+            (
+                "retries",
+                f"{policy['max_retries']} per candidate, on: {', '.join(policy['retryable'])}",
+            ),
+        ]
+    )
+    rows = [
+        [
+            c["model"],
+            c["transport"] or "-",
+            c["base_url"] or "-",
+            c["credentials"] + (f" (${c['credentials_env']})" if c["credentials_env"] else ""),
+            "yes" if c["supported"] else "no",
+            c["reason"] or "",
+        ]
+        for c in d["candidates"]
+    ]
+    if rows:
+        click.echo("")
+        output.print_table(["model", "transport", "base url", "credentials", "ok", "reason"], rows)
+    if d["problem"]:
+        click.echo(f"\nproblem: {d['problem']}", err=True)

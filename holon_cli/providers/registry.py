@@ -16,7 +16,7 @@ import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli.errors import ConfigError
 
@@ -109,15 +109,24 @@ def _missing_key(ref: str, env_name: str) -> ProviderFailure:
     )
 
 
-def resolve_transport(
-    model_ref: str,
-    *,
-    config: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
-) -> Transport:
-    """The transport serving ``model_ref``. Raises ``ProviderFailure`` (fail-fast
-    kinds) when the ref cannot be served; never touches the network."""
+class Endpoint(NamedTuple):
+    """Where a model ref goes, before any transport is built or credential checked."""
+
+    ref: str
+    kind: str  # a TRANSPORTS key, or "scripted"
+    provider: str
+    model: str
+    base_url: str | None
+    key_env: str | None  # the variable the credential comes from; None: none needed
+    spec: Mapping[str, Any]  # the config.yaml provider entry ({} for built-ins)
+
+
+def endpoint(
+    model_ref: str, config: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Endpoint:
+    """The transport kind, endpoint and credential variable of ``model_ref``.
+    Raises ``ProviderFailure`` (``unsupported_transport``) when no transport
+    can serve it; reads no credential and touches no network."""
     from holon_cli.providers.base import ProviderFailure
 
     env = os.environ if env is None else env
@@ -132,10 +141,7 @@ def resolve_transport(
                 model_ref=ref,
                 hint="e.g. scripted:examples/hello.yaml",
             )
-        from holon_cli.providers.scripted import ScriptedTransport
-
-        return ScriptedTransport(path, cwd=cwd)
-
+        return Endpoint(ref, "scripted", "scripted", path, None, None, {})
     if config is None:
         config = _load_config()
     provider, sep, model = ref.partition("/")
@@ -149,7 +155,7 @@ def resolve_transport(
         )
     declared = (config.get("providers") or {}).get(provider)
     if isinstance(declared, Mapping):
-        return _from_config(ref, provider, model, declared, config, env)
+        return _declared_endpoint(ref, provider, model, declared)
     if provider not in BUILTIN:
         raise ProviderFailure(
             "unsupported_transport",
@@ -160,37 +166,10 @@ def resolve_transport(
             "declare others under `providers:` in config.yaml",
         )
     kind, url_env, default_url, key_env = BUILTIN[provider]
-    api_key = env.get(key_env) or None
-    if not api_key:
-        raise _missing_key(ref, key_env)
-    return _construct(
-        kind,
-        model=model,
-        provider=provider,
-        base_url=env.get(url_env) or default_url,
-        api_key=api_key,
-        key_env=key_env,
-        timeout_s=_timeout({}, config),
-        max_output_tokens=_max_output({}, config),
-    )
+    return Endpoint(ref, kind, provider, model, env.get(url_env) or default_url, key_env, {})
 
 
-def _construct(kind: str, **kwargs: Any) -> Transport:
-    """The transport of ``kind``, from the one table; the only place a transport
-    class is named."""
-    module, cls = TRANSPORTS[kind]
-    transport: Transport = getattr(importlib.import_module(module), cls)(**kwargs)
-    return transport
-
-
-def _from_config(
-    ref: str,
-    provider: str,
-    model: str,
-    spec: Mapping[str, Any],
-    config: Mapping[str, Any],
-    env: Mapping[str, str],
-) -> Transport:
+def _declared_endpoint(ref: str, provider: str, model: str, spec: Mapping[str, Any]) -> Endpoint:
     from holon_cli.providers.base import ProviderFailure
 
     kind = spec.get("transport")
@@ -212,26 +191,58 @@ def _from_config(
             hint=f"add providers.{provider}.base_url",
         )
     key_env = spec.get("api_key_env")
-    api_key: str | None = None
-    if key_env:
-        api_key = env.get(str(key_env)) or None
-        if not api_key:
-            raise _missing_key(ref, str(key_env))
-    headers = spec.get("headers") or {}
-    return _construct(
-        kind,
-        model=model,
-        provider=provider,
-        base_url=base_url,
-        api_key=api_key,
-        key_env=str(key_env) if key_env else None,
-        timeout_s=_timeout(spec, config),
-        headers={str(k): str(v) for k, v in headers.items()}
-        if isinstance(headers, Mapping)
-        else None,
-        max_output_tokens=_max_output(spec, config),
-        stream=bool(spec.get("stream", False)),
+    return Endpoint(
+        ref, str(kind), provider, model, base_url, str(key_env) if key_env else None, spec
     )
+
+
+def resolve_transport(
+    model_ref: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Transport:
+    """The transport serving ``model_ref``. Raises ``ProviderFailure`` (fail-fast
+    kinds) when the ref cannot be served; never touches the network."""
+    env = os.environ if env is None else env
+    if config is None and not model_ref.strip().startswith("scripted:"):
+        config = _load_config()
+    ep = endpoint(model_ref, config, env)
+    if ep.kind == "scripted":
+        from holon_cli.providers.scripted import ScriptedTransport
+
+        return ScriptedTransport(ep.model, cwd=cwd)
+    assert config is not None
+    api_key: str | None = None
+    if ep.key_env:
+        api_key = env.get(ep.key_env) or None
+        if not api_key:
+            raise _missing_key(ep.ref, ep.key_env)
+    kwargs: dict[str, Any] = {
+        "model": ep.model,
+        "provider": ep.provider,
+        "base_url": ep.base_url,
+        "api_key": api_key,
+        "key_env": ep.key_env,
+        "timeout_s": _timeout(ep.spec, config),
+        "max_output_tokens": _max_output(ep.spec, config),
+    }
+    if ep.spec:  # declared in config.yaml: extra headers, streaming
+        headers = ep.spec.get("headers") or {}
+        kwargs["headers"] = (
+            {str(k): str(v) for k, v in headers.items()} if isinstance(headers, Mapping) else None
+        )
+        kwargs["stream"] = bool(ep.spec.get("stream", False))
+    return _construct(ep.kind, **kwargs)
+
+
+def _construct(kind: str, **kwargs: Any) -> Transport:
+    """The transport of ``kind``, from the one table; the only place a transport
+    class is named."""
+    module, cls = TRANSPORTS[kind]
+    transport: Transport = getattr(importlib.import_module(module), cls)(**kwargs)
+    return transport
 
 
 # ---------------------------------------------------------- model selection

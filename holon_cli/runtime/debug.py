@@ -147,3 +147,33 @@ def _ms_between(start_iso: str, end_iso: str) -> int | None:
         return max(0, round((clock.parse_iso(end_iso) - clock.parse_iso(start_iso)) * 1000))
     except (TypeError, ValueError):
         return None
+
+
+def debug_providers(store: AgentStore, *, cli_model: str | None = None) -> dict[str, Any]:
+    """The provider doctor for ``store``'s model chain: the retry policy, and
+    per candidate its transport, endpoint, credential presence and whether it
+    can be served. Sends nothing; never includes a credential's value."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.providers.chain import retry_policy
+    from holon_cli.providers.doctor import describe_candidate
+    from holon_cli.providers.registry import model_chain
+    from holon_cli.store.config import load_config
+
+    config = load_config()
+    override = store.read_record()["state"].get("model_override")
+    out: dict[str, Any] = {
+        "agent_id": store.agent_id,
+        "retry_policy": retry_policy(),
+        "model_source": "cli" if cli_model else "agent_override" if override else "runtime_default",
+        "candidates": [],
+        "problem": None,
+    }
+    try:
+        primary, fallbacks = model_chain(override, cli_model, config=config)
+    except ConfigError as exc:
+        out["problem"] = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+        return out
+    out["candidates"] = [describe_candidate(r, config=config) for r in (primary, *fallbacks)]
+    if not any(c["supported"] for c in out["candidates"]):
+        out["problem"] = "no candidate of the model chain can be served"
+    return out

@@ -105,7 +105,7 @@ BASH_CASES: list[tuple[list[str], list[str]]] = [
     (["holon", "agent", "c"], ["create"]),
     (["holon", "agent", "st"], ["start", "status", "stop"]),
     (["holon", "home", ""], ["check", "init", "path"]),
-    (["holon", "debug", ""], ["latency", "prompt"]),
+    (["holon", "debug", ""], ["latency", "prompt", "providers"]),
     (["holon", "workitem", "p"], ["path", "pick"]),
     (["holon", "enqueue", "--priority", ""], sorted(PRIORITIES)),
     (["holon", "enqueue", "-p", "n"], ["next", "normal"]),

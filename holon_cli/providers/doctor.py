@@ -1,0 +1,97 @@
+"""The provider doctor: what each candidate of a model chain would use, and
+whether it can be served, without sending a request.
+
+Owns the report of ``holon debug providers``. Never reads a credential's
+value into the report: only whether the variable that holds it is set.
+Resolution goes through :func:`holon_cli.providers.registry.endpoint`, the
+same step a turn takes, so the doctor and a real turn cannot disagree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from holon_cli.providers.base import ProviderFailure
+from holon_cli.providers.registry import endpoint
+
+Credentials = Literal["present", "missing", "not_needed"]
+
+
+class CandidateReport(TypedDict):
+    model: str
+    transport: str | None
+    base_url: str | None
+    credentials: Credentials
+    credentials_env: str | None
+    supported: bool
+    reason: str | None
+
+
+def describe_candidate(
+    ref: str,
+    *,
+    config: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> CandidateReport:
+    """One candidate: transport, endpoint, whether its credential is set, and
+    why it cannot be served (``supported: false`` + ``reason``) if not."""
+    env = os.environ if env is None else env
+    try:
+        ep = endpoint(ref, config, env)
+    except ProviderFailure as f:
+        return _report(ref, None, None, "not_needed", None, f)
+    if ep.kind == "scripted":
+        from holon_cli.providers.scripted import ScriptedTransport
+
+        try:
+            ScriptedTransport(ep.model, cwd=cwd).preflight()
+        except ProviderFailure as f:
+            return _report(ref, "scripted", None, "not_needed", None, f)
+        return _report(ref, "scripted", None, "not_needed", None, None)
+    if ep.key_env is None:
+        return _report(ref, ep.kind, ep.base_url, "not_needed", None, None)
+    if env.get(ep.key_env):
+        return _report(ref, ep.kind, ep.base_url, "present", ep.key_env, None)
+    missing = f"${ep.key_env} is not set (export it, or choose another model)"
+    return _report(ref, ep.kind, ep.base_url, "missing", ep.key_env, missing)
+
+
+def _report(
+    ref: str,
+    transport: str | None,
+    base_url: str | None,
+    credentials: Credentials,
+    key_env: str | None,
+    why: ProviderFailure | str | None,
+) -> CandidateReport:
+    reason: str | None
+    if isinstance(why, ProviderFailure):
+        reason = f"{why.kind}: {why.message}" + (f" ({why.hint})" if why.hint else "")
+    else:
+        reason = why
+    return {
+        "model": ref,
+        "transport": transport,
+        "base_url": _without_userinfo(base_url),
+        "credentials": credentials,
+        "credentials_env": key_env,
+        "supported": why is None,
+        "reason": reason,
+    }
+
+
+def _without_userinfo(url: str | None) -> str | None:
+    """A base URL as shown to a person: ``user:password@`` never printed."""
+    if url is None or "@" not in url:
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    host, slash, path = rest.partition("/")
+    if "@" in host:
+        host = "***@" + host.rpartition("@")[2]
+    return f"{scheme}://{host}{slash}{path}"
