@@ -11,7 +11,7 @@ _holon_command() {
     cmds='' opts='' vopts='' nargs=0
     case $1 in
     '')
-        cmds='agent completion daemon debug enqueue home queue run serve status tail task tick timer transcript trigger turn workitem'
+        cmds='agent completion daemon debug enqueue home queue run serve skills status tail task tick timer transcript trigger turn workitem'
         opts='--version -V --help -h'
         ;;
     'agent')
@@ -135,6 +135,19 @@ _holon_command() {
     'serve')
         opts='--listen --socket --advertise --token-file --concurrency --help -h'
         vopts='--listen --socket --advertise --token-file --concurrency'
+        ;;
+    'skills')
+        cmds='install list'
+        opts='--help -h'
+        ;;
+    'skills install')
+        opts='--remote --name --agent -a --json --help -h'
+        vopts='--remote --name --agent -a'
+        nargs='1'
+        ;;
+    'skills list')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
         ;;
     'status')
         opts='--agent -a --json --help -h'

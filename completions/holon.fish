@@ -11,7 +11,7 @@ function __holon_is
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l cmdpath
-    set -l cmds agent completion daemon debug enqueue home queue run serve status tail task tick timer transcript trigger turn workitem
+    set -l cmds agent completion daemon debug enqueue home queue run serve skills status tail task tick timer transcript trigger turn workitem
     set -l vopts
     set -l nargs 0
     set -l pending 0
@@ -66,6 +66,12 @@ function __holon_is
                     set vopts --agent -a --model -m --max-turns --workspace-root --cwd
                 case 'serve'
                     set vopts --listen --socket --advertise --token-file --concurrency
+                case 'skills'
+                    set cmds install list
+                case 'skills install'
+                    set vopts --remote --name --agent -a
+                case 'skills list'
+                    set vopts --agent -a
                 case 'status'
                     set vopts --agent -a
                 case 'tail'
@@ -154,6 +160,7 @@ complete -c holon -f -n "__holon_is '' 0" -a home -d 'Manage the state home ($HO
 complete -c holon -f -n "__holon_is '' 0" -a queue -d 'Inspect an agent\'s message queue and requeue aborted messages'
 complete -c holon -f -n "__holon_is '' 0" -a run -d 'Run TEXT to completion on a temporary private agent and print the answer'
 complete -c holon -f -n "__holon_is '' 0" -a serve -d 'Run every agent of the home as a service, in the foreground'
+complete -c holon -f -n "__holon_is '' 0" -a skills -d 'Install and list agent skills (folders with a SKILL.md)'
 complete -c holon -f -n "__holon_is '' 0" -a status -d 'Show an agent\'s summary: status, pending messages, focus, tokens'
 complete -c holon -f -n "__holon_is '' 0" -a tail -d 'Print an agent\'s event ledger; every event has an increasing event_seq'
 complete -c holon -f -n "__holon_is '' 0" -a task -d 'Run and manage command tasks: commands that outlive a turn'
@@ -179,7 +186,7 @@ complete -c holon -f -n "__holon_is 'agent' 0" -a stop -d 'Stop an agent: new me
 complete -c holon -f -n "__holon_is 'agent' 1+"
 
 # holon agent create
-complete -c holon -n "__holon_is 'agent create'" -l template -s t -r -d 'Template id (~/.agents/templates/<id>/), absolute directory, or holon-default'
+complete -c holon -n "__holon_is 'agent create'" -l template -s t -r -d 'Template: an id (~/.agents/templates/<id>/; builtin: holon-default, holon-developer), an absolute directory, or https://github.com/<owner>/<repo>/tree/<ref>/<path>'
 complete -c holon -n "__holon_is 'agent create'" -l model -s m -r -d 'Agent model override, e.g. openai/gpt-4.1 or scripted:demo.yaml'
 complete -c holon -n "__holon_is 'agent create'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'agent create'" -l help -s h -d 'Show this message and exit'
@@ -392,6 +399,26 @@ complete -c holon -n "__holon_is 'serve'" -l token-file -r -F -d 'File holding t
 complete -c holon -n "__holon_is 'serve'" -l concurrency -r -d 'How many agents may run a turn at the same time (one turn per agent)'
 complete -c holon -n "__holon_is 'serve'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'serve' 0+" -f
+
+# holon skills
+complete -c holon -n "__holon_is 'skills'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'skills' 0" -a install -d 'Install a skill into an agent\'s skills/ folder'
+complete -c holon -f -n "__holon_is 'skills' 0" -a list -d 'List the skills an agent discovers, in prompt order, and the builtin refs'
+complete -c holon -f -n "__holon_is 'skills' 1+"
+
+# holon skills install
+complete -c holon -n "__holon_is 'skills install'" -l remote -r -d 'A GitHub folder: https://github.com/<owner>/<repo>/tree/<ref>/<path> (fetched with git, so insteadOf mirrors and credentials apply)'
+complete -c holon -n "__holon_is 'skills install'" -l name -r -d 'Install under this folder name (default: the last path part)'
+complete -c holon -n "__holon_is 'skills install'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'skills install'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'skills install'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'skills install' 1+" -f
+
+# holon skills list
+complete -c holon -n "__holon_is 'skills list'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'skills list'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'skills list'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'skills list' 0+" -f
 
 # holon status
 complete -c holon -n "__holon_is 'status'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'

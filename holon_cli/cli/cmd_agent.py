@@ -27,7 +27,8 @@ def agent() -> None:
     "--template",
     "-t",
     metavar="T",
-    help="Template id (~/.agents/templates/<id>/), absolute directory, or holon-default.",
+    help="Template: an id (~/.agents/templates/<id>/; builtin: holon-default, holon-developer), "
+    "an absolute directory, or https://github.com/<owner>/<repo>/tree/<ref>/<path>.",
 )
 @click.option(
     "--model",
@@ -45,6 +46,7 @@ def agent_create(agent_id: str, template: str | None, model: str | None, as_json
     \b
     Example:
       holon agent create reviewer --model anthropic/claude-sonnet-4-5
+      holon agent create dev --template holon-developer
     """
     from holon_cli.runtime.agents import create_agent
 

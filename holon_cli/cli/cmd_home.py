@@ -22,25 +22,35 @@ def home() -> None:
 def home_init(as_json: bool) -> None:
     """Create the home and the default agent (idempotent).
 
+    Also seeds the builtin templates (holon-default, holon-developer) into
+    ~/.agents/templates/ ($HOLON_TEMPLATES_DIR): an unchanged seeded copy is
+    refreshed, a copy you edited is never overwritten.
+
     \b
     Example:
       HOLON_HOME=/srv/holon holon home init
     """
     output.begin("home init", as_json)
     from holon_cli.runtime.agents import ensure_home, open_agent
+    from holon_cli.runtime.templates import seed_builtin_templates
 
     layout = ensure_home()
     store = open_agent(None)
+    seeded = seed_builtin_templates()
     data = {
         "home": str(layout.root),
         "default_agent": store.agent_id,
         "agent_home": str(store.layout.home),
+        "templates": seeded,
     }
     if as_json:
         output.emit_json(data)
     else:
         click.echo(f"home: {layout.root}")
         click.echo(f"default agent: {store.agent_id} ({store.layout.home})")
+        for t in seeded:
+            note = " (edited by you: left as is)" if t["status"] == "diverged" else ""
+            click.echo(f"template {t['template_id']}: {t['status']} ({t['path']}){note}")
 
 
 @home.command("path")

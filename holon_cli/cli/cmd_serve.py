@@ -95,6 +95,9 @@ def serve(
     token when one is configured; without one, loopback only) and on a
     token-free 0600 Unix socket.
 
+    At start it seeds the builtin templates into ~/.agents/templates/, as
+    `holon home init` does (an edited copy is never overwritten).
+
     SIGTERM or Ctrl-C: no new work; running turns get 10 s to finish, then
     are interrupted (the next turn replays them). Agents are never marked
     stopped.
@@ -109,6 +112,22 @@ def serve(
 
     opts = build_options(listen, socket_path, advertise, token_file, concurrency)
     assert isinstance(opts, ServeOptions)
+    _seed_templates()
     code = Host(opts, catalog=default_catalog()).serve_forever()
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _seed_templates() -> None:
+    """Seed the builtin templates, as `holon home init` does; a folder that
+    cannot be written (a read-only HOME) is a warning, never a reason not to serve."""
+    from holon_cli.runtime.templates import seed_builtin_templates, user_templates_dir
+
+    try:
+        seed_builtin_templates()
+    except OSError as exc:
+        click.echo(
+            f"holon serve: warning: cannot seed templates into {user_templates_dir()}: "
+            f"{exc.strerror or exc}",
+            err=True,
+        )

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "serve": "holon_cli.cli.cmd_serve:serve",
     "daemon": "holon_cli.cli.cmd_daemon:daemon",
     "home": "holon_cli.cli.cmd_home:home",
+    "skills": "holon_cli.cli.cmd_skills:skills",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",
 }
@@ -44,5 +45,5 @@ def command_words(args: list[str]) -> str:
 
 
 _GROUPS = frozenset(
-    {"agent", "workitem", "task", "home", "debug", "timer", "trigger", "queue", "daemon"}
+    {"agent", "workitem", "task", "home", "debug", "timer", "trigger", "queue", "daemon", "skills"}
 )

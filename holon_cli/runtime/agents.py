@@ -8,7 +8,6 @@ next to its final place and renames it in one step: a failed template (no
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
@@ -19,7 +18,6 @@ from holon_cli.errors import (
     HolonError,
     NotFoundError,
     RejectedError,
-    UsageError,
 )
 from holon_cli.model.agent import lifecycle_hint, new_agent_record
 from holon_cli.store.agent_store import AgentStore
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
         AgentModelChangedData,
         AgentStateChangedData,
     )
+    from holon_cli.runtime.templates import SkillSource
 
 HOME_VERSION = 1
 
@@ -55,64 +54,6 @@ AGENTS_GUIDANCE = """
 - `work-items/<id>/plan.md` is the plan of each work item; edit it directly.
 - `.holon/` belongs to the runtime; never edit it.
 """
-
-
-def bundled_template_dir() -> Path:
-    import holon_cli
-
-    pkg = Path(holon_cli.__file__).resolve().parent
-    for cand in (pkg / "agent_home_template", pkg.parent / "agent_home_template"):
-        if (cand / "AGENTS.md").is_file():
-            return cand
-    raise RejectedError(
-        "the bundled agent home template is missing from this installation",
-        hint="reinstall holon-cli (`pip install --force-reinstall holon-cli`)",
-    )
-
-
-def user_templates_dir() -> Path:
-    return Path(os.environ.get("HOLON_TEMPLATES_DIR") or (Path.home() / ".agents" / "templates"))
-
-
-BUILTIN_TEMPLATES = ("holon-default",)
-
-
-def resolve_template(selector: str | None) -> tuple[Path, dict[str, Any]]:
-    """Return the template directory and its provenance record."""
-    if selector is None or selector in BUILTIN_TEMPLATES:
-        path = bundled_template_dir()
-        return path, {"kind": "builtin", "selector": selector or "holon-default", "path": str(path)}
-    if selector.startswith(("http://", "https://")):
-        raise RejectedError(
-            (
-                f"remote template {selector!r} cannot be used: this build installs templates "
-                "from local directories only"
-            ),
-            hint=(
-                "clone the repository yourself and pass the template directory as an absolute path"
-            ),
-        )
-    p = Path(selector).expanduser()
-    if p.is_absolute():
-        kind = "path"
-    elif "/" in selector or selector in (".", ".."):
-        raise UsageError(
-            f"template {selector!r} is neither a template id nor an absolute path",
-            hint=(
-                "pass a template id (a folder under ~/.agents/templates/) or an absolute "
-                "directory path"
-            ),
-        )
-    else:
-        p = user_templates_dir() / selector
-        kind = "template_id"
-    if not p.is_dir():
-        raise NotFoundError(f"template not found: {p}", hint="check the template id or path")
-    if not (p / "AGENTS.md").is_file():
-        raise RejectedError(
-            f"template {p} has no AGENTS.md", hint="a template directory must contain AGENTS.md"
-        )
-    return p, {"kind": kind, "selector": selector, "path": str(p)}
 
 
 def ensure_home(layout: HomeLayout | None = None) -> HomeLayout:
@@ -147,46 +88,19 @@ def ensure_home(layout: HomeLayout | None = None) -> HomeLayout:
     return layout
 
 
-def _skill_refs(template: Path) -> list[Path]:
-    sj = template / "skills.json"
-    if not sj.exists():
-        return []
-    try:
-        data = json.loads(sj.read_text())
-        refs = data.get("skill_refs", [])
-        assert isinstance(refs, list)
-    except (ValueError, AssertionError, AttributeError):
-        raise RejectedError(
-            f'{sj}: expected {{"skill_refs": [...]}}', hint="fix skills.json in the template"
-        ) from None
-    out: list[Path] = []
-    for ref in refs:
-        if not isinstance(ref, str):
-            raise RejectedError(f"{sj}: skill ref {ref!r} is not a string")
-        p = Path(ref).expanduser()
-        if ref.startswith(("http://", "https://")):
-            raise RejectedError(
-                f"{sj}: remote skill ref {ref!r} cannot be installed by this build",
-                hint="use an absolute local path",
-            )
-        if not p.is_absolute():
-            p = template / "skills" / ref
-        if not (p / "SKILL.md").is_file():
-            raise RejectedError(
-                f"{sj}: skill ref {ref!r} has no SKILL.md at {p}", hint="fix the ref or remove it"
-            )
-        out.append(p)
-    return out
-
-
 def _materialize(
-    dest: Path, template: Path, provenance: dict[str, Any], record: AgentRecord
+    dest: Path,
+    template: Path,
+    provenance: dict[str, Any],
+    record: AgentRecord,
+    skills: list[SkillSource],
 ) -> None:
     import shutil  # only agent creation copies trees: `holon enqueue` skips bz2/lzma
 
-    ignore = shutil.ignore_patterns(".holon", "__pycache__", "*.pyc", "skills.json")
+    from holon_cli.runtime.templates import MARKER
+
+    ignore = shutil.ignore_patterns(".holon", "__pycache__", "*.pyc", "skills.json", MARKER)
     shutil.copytree(template, dest, ignore=ignore, symlinks=False)
-    skills = _skill_refs(template)
     for d in ("memory", "notes", "work", "skills", "work-items"):
         (dest / d).mkdir(exist_ok=True)
     for name, text in (("self.md", "# Self\n"), ("operator.md", "# Operator\n")):
@@ -198,9 +112,9 @@ def _materialize(
     if "holon: agent-home guidance" not in body:
         agents_md.write_text(body.rstrip() + "\n" + AGENTS_GUIDANCE)
     for skill in skills:
-        target = dest / "skills" / skill.name
+        target = dest / "skills" / skill.path.name
         if not target.exists():
-            shutil.copytree(skill, target)
+            shutil.copytree(skill.path, target, symlinks=False)
     layout = AgentLayout(dest, record["identity"]["agent_id"])
     for runtime_dir in (
         layout.state_dir,
@@ -214,7 +128,13 @@ def _materialize(
         runtime_dir.mkdir(parents=True, exist_ok=True)
     write_snapshot(
         layout.template_file,
-        {"v": 1, **provenance, "applied_at": clock.now_iso(), "skills": [str(s) for s in skills]},
+        {
+            "v": 1,
+            **provenance,
+            "applied_at": clock.now_iso(),
+            "skills": [s.ref for s in skills],
+            "skill_sources": [s.provenance for s in skills],
+        },
     )
     write_snapshot(layout.agent_file, cast(dict[str, Any], record))
 
@@ -306,40 +226,24 @@ def create_agent(
         from holon_cli.runtime.models import normalize_model_ref
 
         model = normalize_model_ref(model)
-    tpl, provenance = resolve_template(template)
-    record = new_agent_record(
-        agent_id=agent_id,
-        kind=kind,
-        created_at=clock.now_iso(),
-        visibility=visibility,
-        ownership=ownership,
-        profile_preset=profile_preset,
-        lineage_parent_agent_id=lineage_parent_agent_id,
-        model_override=model,
-        template=provenance,
-    )
-    import shutil
+    from holon_cli.runtime.templates import resolve_skill_refs, resolve_template
 
-    sweep_staging(home)
-    staging = home.agents_dir / f"{STAGING_PREFIX}{agent_id}-{os.getpid()}"
-    if unsynced:
-        defer_fsyncs(layout.home, staging)
-    if staging.exists():
-        shutil.rmtree(staging)
-    try:
-        _materialize(staging, tpl, provenance, record)
-        try:
-            os.rename(staging, layout.home)
-        except OSError:
-            if layout.exists and exist_ok:  # lost a creation race: fine
-                shutil.rmtree(staging, ignore_errors=True)
-                return AgentStore(layout)
-            raise RejectedError(f"agent {agent_id!r} already exists at {layout.home}") from None
-        if not deferred(layout.home):  # holon run's temporary agent: synced if kept
-            fsync_dir(home.agents_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    # resolved (and fetched, for a GitHub selector) before anything is made
+    with resolve_template(template) as tpl, resolve_skill_refs(tpl.path) as skills:
+        provenance = tpl.provenance
+        record = new_agent_record(
+            agent_id=agent_id,
+            kind=kind,
+            created_at=clock.now_iso(),
+            visibility=visibility,
+            ownership=ownership,
+            profile_preset=profile_preset,
+            lineage_parent_agent_id=lineage_parent_agent_id,
+            model_override=model,
+            template=provenance,
+        )
+        if not _stage_and_rename(home, layout, unsynced, exist_ok, tpl.path, record, skills):
+            return AgentStore(layout)  # lost a creation race to an identical request
     store = AgentStore(layout)
     data: AgentCreatedData = {
         "kind": kind,
@@ -356,6 +260,62 @@ def create_agent(
     return store
 
 
+def _stage_and_rename(
+    home: HomeLayout,
+    layout: AgentLayout,
+    unsynced: bool,
+    exist_ok: bool,
+    template: Path,
+    record: AgentRecord,
+    skills: list[SkillSource],
+) -> bool:
+    """Materialize the agent home in a staging folder, then rename it into
+    place; False when another process created the agent first (``exist_ok``)."""
+    import shutil
+
+    sweep_staging(home)
+    staging = home.agents_dir / f"{STAGING_PREFIX}{layout.agent_id}-{os.getpid()}"
+    if unsynced:
+        defer_fsyncs(layout.home, staging)
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        _materialize(staging, template, record["identity"]["template"] or {}, record, skills)
+        try:
+            os.rename(staging, layout.home)
+        except OSError:
+            if layout.exists and exist_ok:  # lost a creation race: fine
+                shutil.rmtree(staging, ignore_errors=True)
+                return False
+            raise RejectedError(
+                f"agent {layout.agent_id!r} already exists at {layout.home}"
+            ) from None
+        if not deferred(layout.home):  # holon run's temporary agent: synced if kept
+            fsync_dir(home.agents_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return True
+
+
+def restore_default_agents_md(layout: AgentLayout) -> None:
+    """Re-create the default agent's deleted ``AGENTS.md`` from the
+    ``holon-default`` template (spec: never over an existing one)."""
+    from holon_cli.runtime.templates import resolve_template
+    from holon_cli.store.fsio import atomic_write_bytes
+
+    with resolve_template("holon-default") as tpl:
+        body = (tpl.path / "AGENTS.md").read_text(encoding="utf-8")
+    if "holon: agent-home guidance" not in body:
+        body = body.rstrip() + "\n" + AGENTS_GUIDANCE
+    try:
+        fd = os.open(layout.home / "AGENTS.md", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return  # another process restored it first
+    os.close(fd)
+    atomic_write_bytes(layout.home / "AGENTS.md", body.encode("utf-8"))
+
+
 def open_agent(agent_id: str | None = None, *, create_default: bool = True) -> AgentStore:
     """Resolve an agent; the default agent is created on first use, others are not."""
     aid = default_agent_id() if agent_id is None else agent_id
@@ -363,6 +323,8 @@ def open_agent(agent_id: str | None = None, *, create_default: bool = True) -> A
     home = HomeLayout.current()
     layout = home.agent(aid)
     if layout.exists:
+        if aid == default_agent_id() and not os.path.lexists(layout.home / "AGENTS.md"):
+            restore_default_agents_md(layout)
         return AgentStore(layout)
     if layout.home.exists():
         raise _record_missing(layout)

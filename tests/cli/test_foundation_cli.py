@@ -354,11 +354,13 @@ def test_home_init_path_and_check(script_runner: Any, holon_home: Path) -> None:
     data = assert_ok_envelope(
         one_json(run(script_runner, "home", "init", "--json").stdout), "home init"
     )
+    seeded = data.pop("templates")
     assert data == {
         "home": str(holon_home),
         "default_agent": "main",
         "agent_home": str(holon_home / "agents" / "main"),
     }
+    assert [t["status"] for t in seeded] == ["created", "created"]
     assert run(script_runner, "home", "init").returncode == 0  # idempotent
     assert run(script_runner, "home", "path").stdout.strip() == str(holon_home)
     assert run(script_runner, "agent", "path").stdout.strip() == str(holon_home / "agents" / "main")

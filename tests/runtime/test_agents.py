@@ -126,7 +126,7 @@ def test_existing_agents_md_guidance_not_duplicated(tmp_path: Path) -> None:
         ("skills_json_not_object", RejectedError, "skill_refs"),
         ("missing_skill_ref", RejectedError, "has no SKILL.md"),
         ("non_string_skill_ref", RejectedError, "not a string"),
-        ("remote_skill_ref", RejectedError, "remote skill ref"),
+        ("remote_skill_ref", RejectedError, "is not a GitHub tree URL"),
         ("missing_template", NotFoundError, "template not found"),
         ("relative_path", UsageError, "neither a template id nor an absolute path"),
         ("remote_template", RejectedError, "remote template"),
@@ -148,14 +148,14 @@ def test_bad_templates_fail_closed(
         tpl = make_template(tmp_path / "tpl", skills_json={"skill_refs": [42]})
     elif case == "remote_skill_ref":
         tpl = make_template(
-            tmp_path / "tpl", skills_json={"skill_refs": ["https://github.com/o/r/tree/main/s"]}
+            tmp_path / "tpl", skills_json={"skill_refs": ["https://example.invalid/o/r/s"]}
         )
     elif case == "missing_template":
         tpl = str(tmp_path / "nope")
     elif case == "relative_path":
         tpl = "some/dir"
     else:
-        tpl = "https://github.com/o/r/tree/main/tpl"
+        tpl = "https://gitlab.invalid/o/r/-/tree/main/tpl"
     with pytest.raises(exc) as ei:  # type: ignore[call-overload]
         A.create_agent("broken", template=str(tpl))
     assert needle in ei.value.message

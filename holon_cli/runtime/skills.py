@@ -1,0 +1,134 @@
+"""Agent-local skills: install one from GitHub, a builtin or a folder, and list
+what an agent discovers (spec "Skill Discovery And Activation Contract").
+
+An installed skill is an ordinary folder ``<agent_home>/skills/<name>/``
+holding ``SKILL.md``: the live truth, as for templates. Its source is
+recorded in ``.holon/state/installed_skills.json`` (name → provenance) so
+``holon skills list`` can say where it came from. An install is staged next
+to its final place and renamed in one step: a failed fetch leaves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from holon_cli import clock
+from holon_cli.errors import RejectedError, UsageError
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+INSTALLED_FILE = "installed_skills.json"
+
+
+def _installed_path(store: AgentStore) -> Path:
+    return store.layout.state_dir / INSTALLED_FILE
+
+
+def _read_installed(store: AgentStore) -> dict[str, Any]:
+    """Name → provenance; informational only, so a damaged record reads as empty
+    (the skills themselves are the folders, which nothing here touches)."""
+    from holon_cli.errors import CorruptStateError
+
+    try:
+        data = read_snapshot(_installed_path(store))
+    except CorruptStateError:
+        return {}
+    skills = data.get("skills") if isinstance(data, dict) else None
+    return skills if isinstance(skills, dict) else {}
+
+
+def install_skill(store: AgentStore, source: str, *, name: str | None = None) -> dict[str, Any]:
+    """Install ``source`` (a GitHub tree URL, ``builtin:<name>`` or an absolute
+    folder holding ``SKILL.md``) as ``<agent_home>/skills/<name>``."""
+    from holon_cli.runtime.templates import builtin_skill
+
+    if source.startswith(("http://", "https://")):  # fetch_tree refuses all but GitHub
+        from holon_cli.runtime import remote_git
+
+        with remote_git.fetch_tree(source) as f:
+            prov = {"kind": "github", "source": source, "ref": f.ref, "commit": f.commit}
+            return _install_folder(store, f.path, name or f.path.name, prov)
+    if source.startswith("builtin:"):
+        path = builtin_skill(source)
+        return _install_folder(
+            store, path, name or path.name, {"kind": "builtin", "source": source}
+        )
+    p = Path(source).expanduser()
+    if not p.is_absolute():
+        raise UsageError(
+            f"skill source {source!r} is neither a GitHub tree URL, builtin:<name>, "
+            "nor an absolute folder",
+            hint="e.g. --remote https://github.com/<owner>/<repo>/tree/<ref>/<path>, "
+            "or builtin:verify-before-done (see `holon skills list`)",
+        )
+    if not p.is_dir():
+        from holon_cli.errors import NotFoundError
+
+        raise NotFoundError(f"skill folder not found: {p}", hint="check the path")
+    return _install_folder(store, p, name or p.name, {"kind": "path", "source": str(p)})
+
+
+def _install_folder(
+    store: AgentStore, folder: Path, name: str, provenance: dict[str, Any]
+) -> dict[str, Any]:
+    if not (folder / "SKILL.md").is_file():
+        raise RejectedError(
+            f"{provenance['source']} has no SKILL.md at its top",
+            hint="a skill is a folder with SKILL.md; point at that folder",
+        )
+    if not _NAME.match(name):
+        raise UsageError(
+            f"{name!r} is not a usable skill name",
+            hint="pass --name with letters, digits, '.', '_' or '-' (at most 64)",
+        )
+    skills_dir = store.layout.home / "skills"
+    skills_dir.mkdir(exist_ok=True)
+    dest = skills_dir / name
+    if dest.exists() or dest.is_symlink():
+        raise RejectedError(
+            f"agent {store.agent_id!r} already has a skill {name!r} at {dest}",
+            hint=f"remove {dest} first to replace it, or pass --name to install it beside",
+        )
+    staging = skills_dir / f".installing-{name}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        shutil.copytree(folder, staging, symlinks=False, ignore=shutil.ignore_patterns(".git"))
+        os.rename(staging, dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    fsync_dir(skills_dir)
+    record = {**provenance, "name": name, "installed_at": clock.now_iso()}
+    installed = _read_installed(store)
+    installed[name] = record
+    write_snapshot(_installed_path(store), {"v": 1, "skills": installed})
+    return {"agent_id": store.agent_id, "name": name, "path": str(dest / "SKILL.md"), **record}
+
+
+def list_skills(store: AgentStore) -> dict[str, Any]:
+    """What the agent's prompt would list (scope order, first root per scope),
+    each with where an installed one came from, and the builtin refs."""
+    from holon_cli.runtime.prompt import discover_skills
+    from holon_cli.runtime.templates import builtin_skill_names
+    from holon_cli.runtime.workspace import workspace_for
+    from holon_cli.store.layout import default_agent_id
+
+    rec = store.read_record()
+    ws = workspace_for(store.layout.home, rec["state"])
+    is_default = rec["identity"]["kind"] == "default" or store.agent_id == default_agent_id()
+    installed = _read_installed(store)
+    skills: list[dict[str, Any]] = []
+    for s in discover_skills(store.layout.home, ws, is_default_agent=is_default):
+        folder = Path(s["path"]).parent.name
+        src = installed.get(folder) if s["scope"] == "agent" else None
+        skills.append({**s, "source": src.get("source") if isinstance(src, dict) else None})
+    return {
+        "agent_id": store.agent_id,
+        "skills": skills,
+        "builtin": [f"builtin:{n}" for n in builtin_skill_names()],
+    }
