@@ -94,11 +94,19 @@ def _install_folder(
             f"agent {store.agent_id!r} already has a skill {name!r} at {dest}",
             hint=f"remove {dest} first to replace it, or pass --name to install it beside",
         )
-    staging = skills_dir / f".installing-{name}-{os.getpid()}"
+    staging = skills_dir / f".installing-{name}-{os.getpid()}-{os.urandom(4).hex()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         shutil.copytree(folder, staging, symlinks=False, ignore=shutil.ignore_patterns(".git"))
         os.rename(staging, dest)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if dest.exists():  # a concurrent install of the same name won
+            raise RejectedError(
+                f"agent {store.agent_id!r} already has a skill {name!r} at {dest}",
+                hint=f"remove {dest} first to replace it, or pass --name to install it beside",
+            ) from None
+        raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

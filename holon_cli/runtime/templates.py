@@ -120,7 +120,7 @@ def _install_copy(source: Path, dest: Path, template_id: str) -> None:
     from holon_cli.store.fsio import write_snapshot
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = dest.parent / f".{dest.name}.seeding-{os.getpid()}"
+    staging = dest.parent / f".{dest.name}.seeding-{os.getpid()}-{os.urandom(4).hex()}"
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging, ignore=shutil.ignore_patterns(*_COPY_IGNORE))
     write_snapshot(
@@ -133,10 +133,18 @@ def _install_copy(source: Path, dest: Path, template_id: str) -> None:
             "seeded_at": clock.now_iso(),
         },
     )
-    old = dest.parent / f".{dest.name}.old-{os.getpid()}"
-    if dest.exists():
-        os.rename(dest, old)
-    os.rename(staging, dest)
+    old = dest.parent / f".{dest.name}.old-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        if dest.exists():
+            os.rename(dest, old)
+        os.rename(staging, dest)
+    except OSError:
+        # another holon seeded it at the same moment: theirs stands
+        shutil.rmtree(staging, ignore_errors=True)
+        if old.exists() and not dest.exists():
+            os.rename(old, dest)
+        if not dest.exists():
+            raise
     shutil.rmtree(old, ignore_errors=True)
 
 

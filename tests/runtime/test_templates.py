@@ -300,3 +300,53 @@ def test_remote_git_refuses_when_git_is_missing(monkeypatch: pytest.MonkeyPatch)
 
 def test_not_found_errors_are_exit_3() -> None:
     assert NotFoundError("x").exit_code == 3
+
+
+def test_two_seeders_at_once_leave_one_whole_copy(tmp_path: Path) -> None:
+    import threading
+
+    target = tmp_path / "templates"
+    errors: list[BaseException] = []
+
+    def seed() -> None:
+        try:
+            T.seed_builtin_templates(target)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=seed) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(p.name for p in target.iterdir()) == ["holon-default", "holon-developer"]
+    for tid in ("holon-default", "holon-developer"):
+        folder = target / tid
+        assert json.loads((folder / T.MARKER).read_text())["digest"] == T.tree_digest(folder)
+
+
+def test_concurrent_skill_installs_of_one_name(holon_home: Path) -> None:
+    import threading
+
+    from holon_cli.runtime.skills import install_skill
+
+    store = A.open_agent(None)
+    results: list[str] = []
+
+    def install() -> None:
+        try:
+            install_skill(store, "builtin:verify-before-done")
+            results.append("ok")
+        except RejectedError as exc:
+            results.append(exc.message)
+
+    threads = [threading.Thread(target=install) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count("ok") == 1
+    assert all("already has a skill" in r for r in results if r != "ok")
+    left = sorted(p.name for p in (store.layout.home / "skills").iterdir())
+    assert left == [".keep", "verify-before-done"]
