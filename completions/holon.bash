@@ -11,7 +11,7 @@ _holon_command() {
     cmds='' opts='' vopts='' nargs=0
     case $1 in
     '')
-        cmds='agent completion daemon debug enqueue home queue run serve skills status tail task tick timer transcript trigger turn workitem'
+        cmds='agent completion daemon debug enqueue home memory queue run serve skills status tail task tick timer transcript trigger turn workitem'
         opts='--version -V --help -h'
         ;;
     'agent')
@@ -113,6 +113,24 @@ _holon_command() {
         ;;
     'home path')
         opts='--json --help -h'
+        ;;
+    'memory')
+        cmds='get rebuild search'
+        opts='--help -h'
+        ;;
+    'memory get')
+        opts='--agent -a --max-chars --json --help -h'
+        vopts='--agent -a --max-chars'
+        nargs='1'
+        ;;
+    'memory rebuild')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        ;;
+    'memory search')
+        opts='--agent -a --all-workspaces --limit -n --json --help -h'
+        vopts='--agent -a --limit -n'
+        nargs='1'
         ;;
     'queue')
         cmds='list requeue'

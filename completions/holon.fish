@@ -11,7 +11,7 @@ function __holon_is
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l cmdpath
-    set -l cmds agent completion daemon debug enqueue home queue run serve skills status tail task tick timer transcript trigger turn workitem
+    set -l cmds agent completion daemon debug enqueue home memory queue run serve skills status tail task tick timer transcript trigger turn workitem
     set -l vopts
     set -l nargs 0
     set -l pending 0
@@ -56,6 +56,14 @@ function __holon_is
                     set vopts --agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id
                 case 'home'
                     set cmds check init path
+                case 'memory'
+                    set cmds get rebuild search
+                case 'memory get'
+                    set vopts --agent -a --max-chars
+                case 'memory rebuild'
+                    set vopts --agent -a
+                case 'memory search'
+                    set vopts --agent -a --limit -n
                 case 'queue'
                     set cmds list requeue
                 case 'queue list'
@@ -157,6 +165,7 @@ complete -c holon -f -n "__holon_is '' 0" -a daemon -d 'Run `holon serve` in the
 complete -c holon -f -n "__holon_is '' 0" -a debug -d 'Inspect what the runtime would send and where time went'
 complete -c holon -f -n "__holon_is '' 0" -a enqueue -d 'Admit a message into an agent\'s queue and print its id'
 complete -c holon -f -n "__holon_is '' 0" -a home -d 'Manage the state home ($HOLON_HOME, default ~/.holon)'
+complete -c holon -f -n "__holon_is '' 0" -a memory -d 'Search what an agent remembers (memory files, briefs, work items, episodes)'
 complete -c holon -f -n "__holon_is '' 0" -a queue -d 'Inspect an agent\'s message queue and requeue aborted messages'
 complete -c holon -f -n "__holon_is '' 0" -a run -d 'Run TEXT to completion on a temporary private agent and print the answer'
 complete -c holon -f -n "__holon_is '' 0" -a serve -d 'Run every agent of the home as a service, in the foreground'
@@ -357,6 +366,34 @@ complete -c holon -n "__holon_is 'home init' 0+" -f
 complete -c holon -n "__holon_is 'home path'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'home path'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'home path' 0+" -f
+
+# holon memory
+complete -c holon -n "__holon_is 'memory'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'memory' 0" -a get -d 'Print the exact text of one source found by `holon memory search`'
+complete -c holon -f -n "__holon_is 'memory' 0" -a rebuild -d 'Rebuild the agent\'s memory index from its sources (it is disposable)'
+complete -c holon -f -n "__holon_is 'memory' 0" -a search -d 'Ranked search: exact phrase first, then every word, then any word'
+complete -c holon -f -n "__holon_is 'memory' 1+"
+
+# holon memory get
+complete -c holon -n "__holon_is 'memory get'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'memory get'" -l max-chars -r -d 'Print at most N characters (1-50000)'
+complete -c holon -n "__holon_is 'memory get'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'memory get'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'memory get' 1+" -f
+
+# holon memory rebuild
+complete -c holon -n "__holon_is 'memory rebuild'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'memory rebuild'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'memory rebuild'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'memory rebuild' 0+" -f
+
+# holon memory search
+complete -c holon -n "__holon_is 'memory search'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'memory search'" -l all-workspaces -d 'Also search other workspaces\' memory'
+complete -c holon -n "__holon_is 'memory search'" -l limit -s n -r -d 'At most N results'
+complete -c holon -n "__holon_is 'memory search'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'memory search'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'memory search' 1+" -f
 
 # holon queue
 complete -c holon -n "__holon_is 'queue'" -l help -s h -d 'Show this message and exit'

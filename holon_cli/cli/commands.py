@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "serve": "holon_cli.cli.cmd_serve:serve",
     "daemon": "holon_cli.cli.cmd_daemon:daemon",
     "home": "holon_cli.cli.cmd_home:home",
+    "memory": "holon_cli.cli.cmd_memory:memory",
     "skills": "holon_cli.cli.cmd_skills:skills",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",
@@ -45,5 +46,17 @@ def command_words(args: list[str]) -> str:
 
 
 _GROUPS = frozenset(
-    {"agent", "workitem", "task", "home", "debug", "timer", "trigger", "queue", "daemon", "skills"}
+    {
+        "agent",
+        "workitem",
+        "task",
+        "home",
+        "debug",
+        "timer",
+        "trigger",
+        "queue",
+        "daemon",
+        "skills",
+        "memory",
+    }
 )

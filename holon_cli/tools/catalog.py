@@ -36,6 +36,7 @@ MODULES = (
     "holon_cli.tools.workitem_tools",
     "holon_cli.tools.task_tools",
     "holon_cli.tools.wait_tools",
+    "holon_cli.tools.memory_tools",
 )
 
 MANIFEST = Path(__file__).with_name("manifest.json")

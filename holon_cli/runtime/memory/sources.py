@@ -1,0 +1,166 @@
+"""The sources of the memory index, as :class:`~holon_cli.store.memory_index.Doc`.
+
+Each source has a stable ``source_key`` (``memory:self``, ``brief:<id>``,
+``work_item:<id>``, ``episode:<id>``) and a fingerprint that changes when
+its content does. Workspace attribution is the record's own
+``workspace_id`` (``agent_home`` when it has none): never inferred later.
+The agent's memory files are agent-scoped (found from every workspace).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from holon_cli.digest import sha256_hex
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.memory_index import Doc
+
+MEMORY_FILES = ("self", "operator")
+MAX_BODY_CHARS = 200_000  # a source larger than this is indexed (and returned) cut
+AGENT_HOME = "agent_home"
+
+
+def memory_file(store: AgentStore, name: str) -> Path:
+    return store.layout.home / "memory" / f"{name}.md"
+
+
+def memory_file_doc(store: AgentStore, name: str) -> Doc | None:
+    path = memory_file(store, name)
+    try:
+        raw = path.read_bytes()
+        st = path.stat()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    body = raw.decode("utf-8", errors="replace")[:MAX_BODY_CHARS]
+    from holon_cli.clock import iso
+
+    return Doc(
+        source_key=f"memory:{name}",
+        kind="memory_file",
+        scope_kind="agent",
+        workspace_id=None,
+        agent_id=store.agent_id,
+        source_path=f"memory/{name}.md",
+        title=f"memory/{name}.md",
+        body=body,
+        updated_at=iso(st.st_mtime),
+        metadata={"bytes": len(raw)},
+        fingerprint=sha256_hex(raw),
+    )
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    for line in text.splitlines():
+        line = line.strip().lstrip("#").strip()
+        if line:
+            return line[:limit]
+    return ""
+
+
+def brief_doc(store: AgentStore, rec: Mapping[str, Any]) -> Doc | None:
+    bid, text = rec.get("id"), rec.get("text")
+    if not isinstance(bid, str) or not isinstance(text, str):
+        return None
+    meta = {k: rec[k] for k in ("kind", "visibility", "work_item_id", "turn_id") if rec.get(k)}
+    return Doc(
+        source_key=f"brief:{bid}",
+        kind="brief",
+        scope_kind="workspace",
+        workspace_id=rec.get("workspace_id") or AGENT_HOME,
+        agent_id=store.agent_id,
+        source_path=None,
+        title=str(rec.get("title") or _first_line(text) or f"brief {bid}"),
+        body=text[:MAX_BODY_CHARS],
+        updated_at=rec.get("at"),
+        metadata=meta,
+        fingerprint=sha256_hex(text.encode("utf-8", "replace")),
+    )
+
+
+def episode_doc(store: AgentStore, rec: Mapping[str, Any]) -> Doc | None:
+    eid = rec.get("episode_id")
+    if not isinstance(eid, str):
+        return None
+    parts = [str(rec.get("summary") or "")]
+    for label, key in (("files", "touched_files"), ("commands", "commands")):
+        vals = rec.get(key)
+        if isinstance(vals, list) and vals:
+            parts.append(f"{label}: " + ", ".join(str(v) for v in vals[:50]))
+    body = "\n".join(p for p in parts if p)
+    meta = {k: rec[k] for k in ("work_item_id", "turn_range") if rec.get(k) is not None}
+    return Doc(
+        source_key=f"episode:{eid}",
+        kind="episode",
+        scope_kind="workspace",
+        workspace_id=rec.get("workspace_id") or AGENT_HOME,
+        agent_id=store.agent_id,
+        source_path=None,
+        title=_first_line(str(rec.get("summary") or "")) or f"episode {eid}",
+        body=body[:MAX_BODY_CHARS],
+        updated_at=rec.get("finalized_at") or rec.get("at"),
+        metadata=meta,
+        fingerprint=sha256_hex(body.encode("utf-8", "replace")),
+    )
+
+
+def plan_signature(store: AgentStore, work_item_id: str) -> str:
+    from holon_cli.store.workitem_index import plan_path
+
+    try:
+        st = os.stat(plan_path(store, work_item_id))
+    except OSError:
+        return "-"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def work_item_fingerprint(store: AgentStore, rec: Mapping[str, Any], report: str | None) -> str:
+    """Changes with the record's revision, its plan file and its report."""
+    sig = f"{rec.get('rev')}|{rec.get('updated_at')}|{plan_signature(store, rec['id'])}"
+    return sha256_hex(f"{sig}|{report or ''}".encode())
+
+
+def work_item_doc(
+    store: AgentStore, rec: Mapping[str, Any], report: str | None, fingerprint: str
+) -> Doc:
+    from holon_cli.store.workitem_index import plan_path
+
+    wid = rec["id"]
+    objective = str(rec.get("objective") or "")
+    parts = [objective]
+    try:
+        plan = plan_path(store, wid).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        plan = ""
+    if plan.strip():
+        parts.append("## Plan\n" + plan)
+    if report:
+        parts.append("## Completion report\n" + report)
+    elif rec.get("result_summary"):
+        parts.append("## Result\n" + str(rec["result_summary"]))
+    return Doc(
+        source_key=f"work_item:{wid}",
+        kind="work_item",
+        scope_kind="workspace",
+        workspace_id=rec.get("workspace_id") or AGENT_HOME,
+        agent_id=store.agent_id,
+        source_path=f"work-items/{wid}/plan.md" if plan else None,
+        title=_first_line(objective) or wid,
+        body="\n\n".join(parts)[:MAX_BODY_CHARS],
+        updated_at=rec.get("updated_at"),
+        metadata={"state": rec.get("state"), "work_item_id": wid},
+        fingerprint=fingerprint,
+    )
+
+
+def reports_by_item(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The newest completion report text per work item."""
+    out: dict[str, str] = {}
+    for r in records:
+        wid = r.get("work_item_id")
+        text = r.get("text")
+        if isinstance(wid, str) and isinstance(text, str):
+            out[wid] = text
+    return out

@@ -1,0 +1,297 @@
+"""The memory search index: one SQLite database per agent with FTS5.
+
+Owns ``agent_home/.holon/indexes/memory.sqlite3`` (disposable: every row is
+derived from a stronger source and can be rebuilt) and the text projection
+that FTS5 searches. Each document keeps its exact body beside the
+projection; the projection expands CJK runs to overlapping bigrams, so
+``蓝绿`` finds ``部署流程使用蓝绿发布``, and nothing read back for a person or a
+model ever comes from the projection.
+
+Invariants:
+- WAL mode and a busy timeout: a search during an update reads the last
+  committed state and never sees ``database is locked``.
+- Every change (a sync, a rebuild) is one transaction: a process killed in
+  the middle leaves the previous state, and the dirty marker (removed only
+  after the commit) makes the next search redo the work.
+- A database that SQLite cannot read is removed and rebuilt, never a
+  reason for a search to fail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from holon_cli.errors import RejectedError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5000
+
+# Han (incl. extensions A and compatibility), kana, Hangul syllables and jamo
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_]+", re.UNICODE)
+
+
+class Doc(NamedTuple):
+    """One indexed source, as the runtime hands it over."""
+
+    source_key: str  # stable identity of the source, e.g. "work_item:wi_…"
+    kind: str
+    scope_kind: str  # "agent" (always searched) or "workspace"
+    workspace_id: str | None
+    agent_id: str
+    source_path: str | None
+    title: str
+    body: str
+    updated_at: str | None
+    metadata: dict[str, Any]
+    fingerprint: str
+
+
+class Hit(NamedTuple):
+    row: dict[str, Any]
+    rank: float  # lower is better
+    tier: int  # 0: exact phrase, 1: every term, 2: any term
+
+
+def _bigrams(run: str) -> str:
+    if len(run) == 1:
+        return run
+    return " ".join(run[i : i + 2] for i in range(len(run) - 1))
+
+
+def project(text: str) -> str:
+    """The FTS projection: CJK runs become space-separated bigrams."""
+    return _CJK_RUN.sub(lambda m: " " + _bigrams(m.group(0)) + " ", text)
+
+
+def query_terms(query: str) -> list[str]:
+    """A query's terms as FTS5 phrases: each a quoted string (no operator a
+    caller types reaches FTS5), a CJK run as its bigram phrase."""
+    out: list[str] = []
+    for tok in _TOKEN.findall(query):
+        text = _bigrams(tok) if _CJK_RUN.fullmatch(tok) else tok
+        out.append('"' + text.replace('"', '""') + '"')
+    return out
+
+
+def fts5_available() -> bool:
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute("CREATE VIRTUAL TABLE t USING fts5(a)")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        con.close()
+
+
+class MemoryIndex:
+    """A connection to one agent's index; use as a context manager."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.con = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        if not fts5_available():
+            raise RejectedError(
+                f"this Python's sqlite3 (SQLite {sqlite3.sqlite_version}) has no FTS5, "
+                "which memory search needs",
+                hint="use a Python whose SQLite is built with FTS5 (python.org, Debian and "
+                "Homebrew builds have it)",
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError:
+            remove_files(self.path)  # unreadable: it is only a cache
+            return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                con.close()
+                remove_files(self.path)
+                return self._connect()
+            if version == 0:
+                self._create(con)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    @staticmethod
+    def _create(con: sqlite3.Connection) -> None:
+        con.executescript(
+            f"""
+            BEGIN IMMEDIATE;
+            CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS docs(
+              id INTEGER PRIMARY KEY,
+              source_key TEXT UNIQUE NOT NULL,
+              source_ref TEXT UNIQUE NOT NULL,
+              kind TEXT NOT NULL, scope_kind TEXT NOT NULL, workspace_id TEXT,
+              agent_id TEXT NOT NULL, source_path TEXT, title TEXT NOT NULL,
+              body TEXT NOT NULL, updated_at TEXT, metadata TEXT NOT NULL,
+              fingerprint TEXT NOT NULL);
+            CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+              title, body, tokenize='unicode61 remove_diacritics 2');
+            PRAGMA user_version={SCHEMA_VERSION};
+            COMMIT;
+            """
+        )
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> MemoryIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- writes
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def upsert(self, doc: Doc, source_ref: str) -> None:
+        """Insert or replace ``doc`` (inside :meth:`transaction`)."""
+        self.delete(doc.source_key)
+        cur = self.con.execute(
+            "INSERT INTO docs(source_key, source_ref, kind, scope_kind, workspace_id, agent_id,"
+            " source_path, title, body, updated_at, metadata, fingerprint)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                doc.source_key,
+                source_ref,
+                doc.kind,
+                doc.scope_kind,
+                doc.workspace_id,
+                doc.agent_id,
+                doc.source_path,
+                doc.title,
+                doc.body,
+                doc.updated_at,
+                json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True),
+                doc.fingerprint,
+            ),
+        )
+        self.con.execute(
+            "INSERT INTO fts(rowid, title, body) VALUES (?,?,?)",
+            (cur.lastrowid, project(doc.title), project(doc.body)),
+        )
+
+    def delete(self, source_key: str) -> None:
+        row = self.con.execute("SELECT id FROM docs WHERE source_key=?", (source_key,)).fetchone()
+        if row:
+            self.con.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+            self.con.execute("DELETE FROM docs WHERE id=?", (row[0],))
+
+    def delete_prefix(self, prefix: str) -> None:
+        ids = [
+            r[0]
+            for r in self.con.execute(
+                "SELECT id FROM docs WHERE substr(source_key, 1, ?)=?", (len(prefix), prefix)
+            )
+        ]
+        for i in ids:
+            self.con.execute("DELETE FROM fts WHERE rowid=?", (i,))
+            self.con.execute("DELETE FROM docs WHERE id=?", (i,))
+
+    def clear(self) -> None:
+        self.con.execute("DELETE FROM fts")
+        self.con.execute("DELETE FROM docs")
+        self.con.execute("DELETE FROM meta")
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.con.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
+        )
+
+    # ----------------------------------------------------------------- reads
+
+    def meta(self, key: str) -> Any:
+        row = self.con.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def fingerprints(self, prefix: str) -> dict[str, str]:
+        return dict(
+            self.con.execute(
+                "SELECT source_key, fingerprint FROM docs WHERE substr(source_key, 1, ?)=?",
+                (len(prefix), prefix),
+            ).fetchall()
+        )
+
+    def count(self) -> int:
+        return int(self.con.execute("SELECT count(*) FROM docs").fetchone()[0])
+
+    def get(self, source_ref: str) -> dict[str, Any] | None:
+        cur = self.con.execute("SELECT * FROM docs WHERE source_ref=?", (source_ref,))
+        row = cur.fetchone()
+        return _row(cur, row) if row else None
+
+    def search(
+        self, query: str, *, limit: int, workspace_id: str | None, all_workspaces: bool
+    ) -> list[Hit]:
+        """Exact-phrase hits first, then documents with every term, then any
+        term; bm25 orders each tier."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        tiers = [" ".join(terms), " AND ".join(terms), " OR ".join(terms)]
+        if len(terms) > 1:
+            tiers[0] = '"' + " ".join(t.strip('"') for t in terms) + '"'
+        else:
+            tiers = tiers[:1]
+        scope = "" if all_workspaces else " AND (d.scope_kind='agent' OR d.workspace_id IS ?)"
+        seen: set[int] = set()
+        hits: list[Hit] = []
+        for tier, match in enumerate(tiers):
+            if len(hits) >= limit:
+                break
+            sql = (
+                "SELECT d.*, bm25(fts, 2.0, 1.0) AS rank FROM fts JOIN docs d ON d.id = fts.rowid"
+                f" WHERE fts MATCH ?{scope} ORDER BY rank LIMIT ?"
+            )
+            args: tuple[Any, ...] = (match, limit + len(seen))
+            if not all_workspaces:
+                args = (match, workspace_id, limit + len(seen))
+            cur = self.con.execute(sql, args)
+            for row in cur.fetchall():
+                rec = _row(cur, row)
+                if rec["id"] in seen:
+                    continue
+                seen.add(rec["id"])
+                hits.append(Hit(rec, float(rec.pop("rank")), tier if len(tiers) > 1 else 0))
+        return hits[:limit]
+
+
+def _row(cur: sqlite3.Cursor, row: Iterable[Any]) -> dict[str, Any]:
+    rec = dict(zip([c[0] for c in cur.description], row, strict=True))
+    rec["metadata"] = json.loads(rec["metadata"])
+    return rec
+
+
+def remove_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
