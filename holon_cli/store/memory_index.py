@@ -81,15 +81,22 @@ def query_terms(query: str) -> list[str]:
     return out
 
 
+_FTS5: bool | None = None
+
+
 def fts5_available() -> bool:
-    con = sqlite3.connect(":memory:")
-    try:
-        con.execute("CREATE VIRTUAL TABLE t USING fts5(a)")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        con.close()
+    """Whether this Python's SQLite has FTS5 (checked once per process)."""
+    global _FTS5
+    if _FTS5 is None:
+        con = sqlite3.connect(":memory:")
+        try:
+            con.execute("CREATE VIRTUAL TABLE t USING fts5(a)")
+            _FTS5 = True
+        except sqlite3.OperationalError:
+            _FTS5 = False
+        finally:
+            con.close()
+    return _FTS5
 
 
 class MemoryIndex:
@@ -118,7 +125,6 @@ class MemoryIndex:
         con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
             con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")
             version = con.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
@@ -126,6 +132,7 @@ class MemoryIndex:
                 remove_files(self.path)
                 return self._connect()
             if version == 0:
+                con.execute("PRAGMA journal_mode=WAL")  # persistent: set once, at creation
                 self._create(con)
         except BaseException:
             con.close()

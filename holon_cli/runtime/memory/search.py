@@ -21,6 +21,8 @@ something a model can make up; anything not in the index is ``not_found``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +159,10 @@ class _Sync:
             return  # `holon home check` reports it; search keeps what it has
         items = wix.items.values() if moved else wix.open_records()
         known = self.idx.fingerprints("work_item:")
+        home = str(self.store.layout.home)
         for rec in items:
             report = (wix.reports.get(rec["id"]) or {}).get("text")
-            fp = S.work_item_fingerprint(self.store, rec, report)
+            fp = S.work_item_fingerprint(home, rec, report)
             if known.get(f"work_item:{rec['id']}") != fp:
                 self.put(S.work_item_doc(self.store, rec, report, fp))
         if moved:
@@ -191,6 +194,17 @@ def _head(path: Path) -> str | None:
 def sync(store: AgentStore, *, rebuild: bool = False) -> dict[str, Any]:
     """Bring the index in step with its sources; a full rebuild when asked,
     when ``memory.dirty`` is present, or when the index is new."""
+    with _synced(store, rebuild=rebuild) as (idx, out):
+        out["documents"] = idx.count()
+    return out
+
+
+@contextmanager
+def _synced(
+    store: AgentStore, *, rebuild: bool = False
+) -> Iterator[tuple[MemoryIndex, dict[str, Any]]]:
+    """An open index, in step with its sources (one connection for the sync
+    and the read that follows it)."""
     marker = dirty_marker(store)
     path = index_path(store)
     full = rebuild or marker.exists() or not path.exists()
@@ -199,10 +213,9 @@ def sync(store: AgentStore, *, rebuild: bool = False) -> dict[str, Any]:
     with MemoryIndex(path) as idx:
         s = _Sync(store, idx)
         s.run(full=full)
-        count = idx.count()
-    if full:
-        marker.unlink(missing_ok=True)
-    return {"rebuilt": full, "changed": s.changed, "documents": count}
+        if full:
+            marker.unlink(missing_ok=True)
+        yield idx, {"rebuilt": full, "changed": s.changed}
 
 
 # ----------------------------------------------------------- search, get
@@ -262,9 +275,8 @@ def memory_search(
             hint=f"pass a limit from 1 to {MAX_LIMIT}",
             details={"field": "limit"},
         )
-    sync(store)
     ws = active_workspace_id(store)
-    with MemoryIndex(index_path(store)) as idx:
+    with _synced(store) as (idx, _):
         hits = idx.search(
             query, limit=limit, workspace_id=ws, all_workspaces=include_all_workspaces
         )
@@ -292,8 +304,7 @@ def memory_get(
             hint=f"pass max_chars from 1 to {MAX_CHARS} (default {DEFAULT_MAX_CHARS})",
             details={"field": "max_chars"},
         )
-    sync(store)
-    with MemoryIndex(index_path(store)) as idx:
+    with _synced(store) as (idx, _):
         row = idx.get(ref) if ref.startswith("mem_") else None
     if row is None:
         raise NotFoundError(

@@ -106,20 +106,20 @@ def episode_doc(store: AgentStore, rec: Mapping[str, Any]) -> Doc | None:
     )
 
 
-def plan_signature(store: AgentStore, work_item_id: str) -> str:
-    from holon_cli.store.workitem_index import plan_path
-
+def plan_signature(home: str, work_item_id: str) -> str:
+    """Size and mtime of a plan file (a string path: this runs for every open
+    item before every search, and pathlib would double its cost)."""
     try:
-        st = os.stat(plan_path(store, work_item_id))
+        st = os.stat(f"{home}/work-items/{work_item_id}/plan.md")
     except OSError:
         return "-"
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-def work_item_fingerprint(store: AgentStore, rec: Mapping[str, Any], report: str | None) -> str:
+def work_item_fingerprint(home: str, rec: Mapping[str, Any], report: str | None) -> str:
     """Changes with the record's revision, its plan file and its report."""
-    sig = f"{rec.get('rev')}|{rec.get('updated_at')}|{plan_signature(store, rec['id'])}"
-    return sha256_hex(f"{sig}|{report or ''}".encode())
+    sig = f"{rec.get('rev')}|{rec.get('updated_at')}|{plan_signature(home, rec['id'])}"
+    return f"{sig}|{sha256_hex((report or '').encode())[:16]}"
 
 
 def work_item_doc(
