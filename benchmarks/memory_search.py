@@ -150,6 +150,10 @@ def main() -> int:
             "   (target p99 <= 20 ms)"
         )
         print(
+            f"search CPU p50 / p99       {out['search_cpu_p50_ms']} / {out['search_cpu_p99_ms']} ms"
+            f"   (load average {out['load_avg_1m']} on {os.cpu_count()} cores)"
+        )
+        print(
             f"one change, then search    p50 {out['update_then_search_p50_ms']} ms, "
             f"max {out['update_then_search_max_ms']} ms   (target <= 50 ms)"
         )
