@@ -294,3 +294,59 @@ def test_record_wait_needs_an_open_item(store: AgentStore) -> None:
     wi.complete_work_item(store, wid, source="operator")
     with pytest.raises(RejectedError):
         intents.record_wait(store, description="x", source="y", work_item_id=wid)
+
+
+def test_completing_an_item_cancels_its_waits_and_later_deliveries_skip_it(
+    store: AgentStore,
+) -> None:
+    """Runtime spec: work-item cleanup cancels its bound waiting state (never
+    the capability); later deliveries no longer count against the item."""
+    from holon_cli.runtime import workitems as wi
+
+    done = wi.create_work_item(store, "ship it")["work_item"]["id"]
+    other = wi.create_work_item(store, "keep waiting")["work_item"]["id"]
+    w = intents.record_wait(store, description="CI run", source="github", work_item_id=done)
+    keep = intents.record_wait(store, description="review", source="github", work_item_id=other)
+    res = wi.complete_work_item(store, done, source="operator", report="shipped")
+    assert res["cancelled_waiting_intent_ids"] == [w["id"]]
+    cur = intents.load(store)
+    assert cur[w["id"]]["status"] == "cancelled" and cur[w["id"]]["cancelled_at"]
+    assert cur[keep["id"]]["status"] == "active"
+    ev = [e for e in store.ledger("events").records() if e["kind"] == "waiting_intent_cancelled"]
+    assert [(e["data"]["waiting_intent_id"], e["data"]["reason"]) for e in ev] == [
+        (w["id"], "work_item_completed")
+    ]
+    delivered = triggers.deliver(token_of(store), b"ci done", "text/plain")
+    assert delivered.waiting_intent_ids == [keep["id"]]
+    cur = intents.load(store)
+    assert cur[w["id"]]["trigger_count"] == 0 and cur[w["id"]]["last_triggered_at"] is None
+    assert wi.get_work_item(store, done)["work_item"]["has_active_waits"] is False
+    assert triggers.show(store)["status"] == "active"  # the capability is untouched
+
+
+def test_a_triggered_blocked_item_stays_triggered_after_an_update(store: AgentStore) -> None:
+    """Work-item RFC: candidate classes are derived from `triggered`
+    (trigger_count > 0, last_triggered_at set), whatever changed since."""
+    from holon_cli.model import workitem_readiness as wr
+    from holon_cli.runtime import workitems as wi
+    from holon_cli.store.workitem_index import load
+
+    wid = wi.create_work_item(store, "ship it")["work_item"]["id"]
+    wi.update_work_item(store, wid, blocked_by="waiting for CI")
+    intents.record_wait(store, description="CI run", source="github", work_item_id=wid)
+    triggers.deliver(token_of(store), b"ci green", "text/plain")
+
+    def classes() -> dict[str, list[str]]:
+        idx = load(store)
+        cand = wr.classify(idx.open_records(), current_id=None, waits=idx.wait_summaries())
+        return {c: [r["id"] for r in rs] for c, rs in cand.classes.items() if rs}
+
+    assert classes() == {"triggered_blocked": [wid]}
+    wi.update_work_item(store, wid, blocked_by="still waiting for CI")
+    assert classes() == {"triggered_blocked": [wid]}
+    assert "triggered" in (wi.project_work_queue(store) or "")
+    # the review tick is still once per event: the update reviewed this one
+    assert wi.activation_signal(store) is None
+    triggers.deliver(token_of(store), b"ci red", "text/plain")
+    sig = wi.activation_signal(store)
+    assert sig is not None and sig["action"] == "review_triggered"
