@@ -299,6 +299,10 @@ class TaskResultMetadata(TypedDict):
     output_path: str
     stop_reason: str | None
     status_before_restart: TaskStatus | None
+    # where the command's output sits in the body text (characters): the
+    # prompt fences exactly that span as evidence
+    output_offset: NotRequired[int]
+    output_length: NotRequired[int]
 
 
 def is_terminal(status: str | None) -> bool:
