@@ -55,7 +55,7 @@ _TEMPLATES: dict[str, str] = {
     "recheck_reminder": "recheck reminder queued for work item {work_item_id}",
     "tasks_interrupted": "task(s) {task_ids} lost their supervisor: marked interrupted",
     "timer_fired": "timer {timer_id} fired (fire {fire_count}): message {message_id}",
-    "timer_coalesced": "timer {timer_id} fired (fire {fire_count}) into the pending message {message_id}",
+    "timer_coalesced": "timer {timer_id} fired (fire {fire_count}) into pending {message_id}",
     "timer_skipped": "timer {timer_id} skipped ({reason})",
     "woke": "woke up ({reason})",
     "sleep_timer_set": "sleep timer {timer_id} set for {next_fire_at}",

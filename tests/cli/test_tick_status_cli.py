@@ -71,3 +71,58 @@ def test_every_tick_action_reads_as_text(action: dict[str, Any]) -> None:
     for v in action.values():
         if isinstance(v, (str, int)) and not isinstance(v, bool) and v != action["action"]:
             assert str(v) in text, (v, text)
+
+
+def _status(script_runner: Any) -> tuple[dict[str, Any], str]:
+    res = script_runner.run(["holon", "status", "--json"])
+    assert res.returncode == 0, res.stderr
+    text = script_runner.run(["holon", "status"])
+    assert text.returncode == 0, text.stderr
+    return j(res)["data"], text.stdout
+
+
+def test_status_shows_aborted_messages_the_last_failure_and_a_broken_config(
+    script_runner: Any, tmp_path: Any
+) -> None:
+    from holon_cli.runtime import queue as q
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.store.layout import HomeLayout
+
+    d, text = _status(script_runner)
+    assert d["aborted"] == 0 and d["aborted_messages"] == []
+    assert d["last_failure"] is None and d["config_error"] is None
+    keys = {line.split("  ")[0] for line in text.splitlines()}
+    assert not keys & {"aborted", "last failure", "config"}
+
+    # a turn whose model fails: the failure is persisted on the agent
+    script = tmp_path / "fail.yaml"
+    script.write_text('steps:\n  - fail: {kind: client_error, message: "the model said no"}\n')
+    script_runner.run(["holon", "enqueue", "first"], check=True)
+    script_runner.run(["holon", "turn", "--model", f"scripted:{script}"])
+    # an aborted message, with its reason
+    mid = script_runner.run(["holon", "enqueue", "second"], check=True).stdout.strip()
+    store = open_agent(None)
+    with store.lock():
+        q.ingest(store, q.load(store))
+    q.settle(store, mid, "aborted", reason="max_attempts_exceeded")
+    # and a config.yaml that does not parse
+    HomeLayout.current().config.write_text("runtime: [unclosed\n")
+
+    d, text = _status(script_runner)
+    assert d["aborted"] >= 1
+    assert {"message_id": mid, "reason": "max_attempts_exceeded"}.items() <= d["aborted_messages"][
+        0
+    ].items()
+    assert "the model said no" in d["last_failure"]["summary"]
+    assert d["last_failure"]["turn_id"] and d["last_failure"]["at"]
+    assert "config.yaml" in d["config_error"]
+    assert f"{mid} (max_attempts_exceeded)" in text and "holon queue requeue" in text
+    assert "last failure" in text and "the model said no" in text
+    assert "BROKEN" in text and "config.yaml" in text
+
+    # a requeued message is no longer listed as aborted
+    HomeLayout.current().config.unlink()
+    script_runner.run(["holon", "queue", "requeue", mid], check=True)
+    d, text = _status(script_runner)
+    assert mid not in [m["message_id"] for m in d["aborted_messages"]]
+    assert d["config_error"] is None and "BROKEN" not in text
