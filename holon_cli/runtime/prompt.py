@@ -229,9 +229,8 @@ def _render_task_result(env: Envelope, text: str, origin: str, salt: str) -> str
     meta = env.get("metadata") or {}
     off, length = meta.get("output_offset"), meta.get("output_length")
     if (
-        isinstance(off, int)
-        and isinstance(length, int)
-        and not isinstance(off, bool)
+        type(off) is int  # not a bool
+        and type(length) is int
         and 0 <= off <= off + length <= len(text)
     ):
         head, output, tail = text[:off], text[off : off + length], text[off + length :]
@@ -240,6 +239,22 @@ def _render_task_result(env: Envelope, text: str, origin: str, salt: str) -> str
         head, tail = first + "\n", ""
     fenced = fence(output, authority="task_output", source=origin, salt=salt)
     return f"{head}{fenced}{tail}"
+
+
+def _recent_task_result(t: dict[str, Any], label: str, authority: str, text: str) -> str:
+    """A task result in the recent conversation: its first line (the
+    runtime's status line) as is, the rest (command and output) fenced."""
+    first, _, rest = text.partition("\n")
+    line = f"{label} ({authority}): {first}"
+    if rest:
+        line += "\n" + fence(
+            rest,
+            authority="task_output",
+            source=str(t.get("origin_label") or "task"),
+            salt=str(t.get("message_id") or ""),
+            brief=True,
+        )
+    return line
 
 
 RECENT_CHARS_DEFAULT = 4000
@@ -272,16 +287,7 @@ def render_recent(
             authority = str(t.get("authority_class") or "external_evidence")
             label = header_value(t.get("origin_label") or "message")
             if authority in TRUSTED_AUTHORITIES and t.get("message_kind") == "task_result":
-                first, _, rest = text.partition("\n")
-                line = f"{label} ({authority}): {first}"
-                if rest:
-                    line += "\n" + fence(
-                        rest,
-                        authority="task_output",
-                        source=str(t.get("origin_label") or "task"),
-                        salt=str(t.get("message_id") or ""),
-                        brief=True,
-                    )
+                line = _recent_task_result(t, label, authority, text)
             elif authority in TRUSTED_AUTHORITIES:
                 line = f"{label} ({authority}): {text}"
             else:
