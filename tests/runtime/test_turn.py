@@ -413,3 +413,13 @@ def test_a_failed_command_activates_no_skill_and_resumed_skills_are_restored(
     text = "\n".join(s["text"] for s in debug_prompt(store, catalog=default_catalog())["sections"])
     assert f"- release (restored): {skill / 'SKILL.md'}" in text
     assert "(session_active)" not in text and "(turn_active)" not in text
+    # a later turn resumes it: the agent (and `holon status`) says restored
+    admit("and now?")
+    run_turn(None, cli_model=model, catalog=default_catalog())
+    (active,) = store.read_record()["state"]["active_skills"]
+    assert active["state"] == "restored"
+    from holon_cli.runtime.inspect import agent_summary
+
+    assert [(k["skill"], k["state"]) for k in agent_summary(store)["skills"]] == [
+        ("release", "restored")
+    ]

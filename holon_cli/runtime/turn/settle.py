@@ -198,9 +198,10 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
         if s["status"] == "completed" and journal.usage_reported:
             # the spec: the most recent completed turn that reported token data
             st["last_turn_token_usage"] = dict(journal.usage)
-        if turn_skills:
-            # successful turn completion promotes turn-active skills to session-active
-            merged = {a["skill"]: a for a in st.get("active_skills") or []}
+        if turn_skills or st.get("active_skills"):
+            # skills this turn resumed from earlier ones are `restored`; a
+            # successful turn promotes its turn-active skills to session-active
+            merged = {a["skill"]: {**a, "state": "restored"} for a in st.get("active_skills") or []}
             for name, a in turn_skills.items():
                 merged[name] = {**a, "state": "session_active"}
             st["active_skills"] = list(merged.values())
