@@ -32,15 +32,9 @@ def context_trigger(store: AgentStore, *, provision: bool = True) -> TriggerDesc
     for it). Read again for every round, so a revoke takes the URL out of the
     next request. A damaged capability leaves it out of the prompt (``holon
     home check`` reports it) rather than failing the turn."""
-    from holon_cli.runtime.waiting.common import state_file
+    from holon_cli.runtime.waiting import triggers
 
     try:
-        # checked before the capability's module loads (it brings `secrets`
-        # and OpenSSL's hashlib, which a plain `holon run` does not need)
-        if not provision and not state_file(store, "trigger").exists():
-            return None
-        from holon_cli.runtime.waiting import triggers
-
-        return triggers.show(store)
+        return triggers.context_descriptor(store, provision=provision)
     except (HolonError, OSError, ValueError):
         return None
