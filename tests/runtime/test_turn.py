@@ -423,3 +423,33 @@ def test_a_failed_command_activates_no_skill_and_resumed_skills_are_restored(
     assert [(k["skill"], k["state"]) for k in agent_summary(store)["skills"]] == [
         ("release", "restored")
     ]
+
+
+def test_a_revoke_during_a_turn_takes_the_url_out_of_the_next_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trigger descriptor is read for every round (issue 31 item 9)."""
+    from holon_cli.runtime.prompt import trigger_block
+    from holon_cli.runtime.turn import loop
+
+    seen: list[str] = []
+    real = loop.build_frame
+
+    def recording(**kw: Any) -> Any:
+        seen.append(trigger_block(kw["trigger"]) if kw.get("trigger") else "")
+        return real(**kw)
+
+    monkeypatch.setattr(loop, "build_frame", recording)
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "holon trigger revoke"}}]},
+            {"text": "revoked"},
+        ],
+    )
+    admit("revoke your trigger")
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
+    assert res.status == "completed"
+    assert len(seen) == 2
+    assert "trigger_url (capability secret): http" in seen[0] and "status: active" in seen[0]
+    assert "cb_" not in seen[1] and "status: revoked" in seen[1]
