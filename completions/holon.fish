@@ -416,7 +416,7 @@ complete -c holon -n "__holon_is 'queue requeue'" -l help -s h -d 'Show this mes
 complete -c holon -n "__holon_is 'queue requeue' 1+" -f
 
 # holon run
-complete -c holon -n "__holon_is 'run'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'run'" -l agent -s a -r -d 'Run on this existing agent (--create-agent makes it)'
 complete -c holon -n "__holon_is 'run'" -l create-agent -d 'Create the --agent on first use'
 complete -c holon -n "__holon_is 'run'" -l model -s m -r -d 'Model ref, e.g. openai/gpt-4.1 or scripted:examples/hello.yaml'
 complete -c holon -n "__holon_is 'run'" -l max-turns -r -d 'Stop after this many turns'

@@ -10,7 +10,17 @@ from holon_cli.cli.params import MODEL
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("text", metavar="TEXT")
-@output.agent_option
+@click.option(
+    "--agent",
+    "-a",
+    "agent_id",
+    metavar="ID",
+    default=None,
+    help=(
+        "Run on this existing agent (--create-agent makes it). Default: a new temporary "
+        "private agent, removed after a completed run; $HOLON_AGENT_ID is not used."
+    ),
+)
 @click.option("--create-agent", is_flag=True, help="Create the --agent on first use.")
 @click.option(
     "--model",

@@ -24,8 +24,66 @@ def _print_agent(r: dict[str, Any], *, verbose: bool, quiet_idle: bool) -> None:
             click.echo(f"{aid}: nothing to do{why}")
     else:
         for a in r["actions"]:
-            detail = " ".join(f"{k}={v}" for k, v in a.items() if k != "action")
-            output.echo(f"{aid}: {a['action']} {detail}".rstrip())
+            output.echo(f"{aid}: {describe_action(a)}")
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(_plain(v) for v in value) or "-"
+    return "-" if value is None else str(value)
+
+
+def _activated(a: dict[str, Any]) -> str:
+    sig = a.get("work_signal") or {}
+    mode = sig.get("reactivation_mode") or sig.get("action") or "work"
+    if sig.get("work_item_id"):
+        what = f"work item {sig['work_item_id']}"
+    else:
+        ids = [
+            c.get("work_item_id") or c.get("id")
+            for c in sig.get("candidates") or []
+            if isinstance(c, dict)
+        ]
+        what = "work items " + ", ".join(map(str, ids)) if ids else "the work queue"
+    return f"activated {what} ({mode}): system tick {a.get('message_id')}"
+
+
+# one line of plain text per action kind, for cron mail and terminals
+_TEMPLATES: dict[str, str] = {
+    "ingested": "ingested {count} message(s) from the inbox",
+    "repaired_stale_run": "repaired the stale run {stale_run_id} ({from} -> {to})",
+    "recheck_reminder": "recheck reminder queued for work item {work_item_id}",
+    "tasks_interrupted": "task(s) {task_ids} lost their supervisor: marked interrupted",
+    "timer_fired": "timer {timer_id} fired (fire {fire_count}): message {message_id}",
+    "timer_coalesced": "timer {timer_id} fired (fire {fire_count}) into pending {message_id}",
+    "timer_skipped": "timer {timer_id} skipped ({reason})",
+    "woke": "woke up ({reason})",
+    "sleep_timer_set": "sleep timer {timer_id} set for {next_fire_at}",
+    "hint_converted": "wake hint ({coalesced_count} delivery(ies)) -> system tick {message_id}",
+    "control_applied": "control {control} applied (message {message_id})",
+}
+
+
+def describe_action(a: dict[str, Any]) -> str:
+    """A tick action as one line of text: no Python reprs; nested values (the
+    activation's work signal, task lists) are summarised, never dumped."""
+    kind = str(a.get("action"))
+    if kind == "activated":
+        return _activated(a)
+    if kind == "outputs_pruned":
+        return (
+            f"pruned {a.get('removed')} old task output(s): {a.get('freed_bytes')} bytes "
+            f"freed, {a.get('kept_bytes')} bytes kept"
+        )
+    fields = {k: _plain(v) for k, v in a.items() if not isinstance(v, dict)}
+    template = _TEMPLATES.get(kind)
+    if template is not None:
+        try:
+            return template.format_map(fields)
+        except KeyError:
+            pass
+    detail = " ".join(f"{k}={v}" for k, v in fields.items() if k != "action")
+    return f"{kind} {detail}".rstrip()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

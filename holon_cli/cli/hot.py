@@ -117,7 +117,43 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
         )
+    rows += _attention_rows(s)
     output.print_kv(rows)
+
+
+def _attention_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What `holon status` flags for the operator: skills, the trigger, a
+    broken config.yaml, the last failed turn, aborted messages."""
+    rows: list[tuple[str, Any]] = []
+    if s.get("skills"):
+        rows.append(("skills", ", ".join(f"{k['skill']} ({k['state']})" for k in s["skills"])))
+    trig = s.get("external_trigger")
+    if trig:
+        line = str(trig.get("status"))
+        if trig.get("trigger_count"):
+            line += f", {trig['trigger_count']} delivery(ies), last {trig['last_triggered_at']}"
+        rows.append(("trigger", line + " (`holon trigger show` prints the URL)"))
+    if s.get("config_error"):
+        rows.append(("config", f"BROKEN: {s['config_error']}"))
+    fail = s.get("last_failure")
+    if fail:
+        rows.append(
+            ("last failure", f"{fail.get('at')} turn {fail.get('turn_id')}: {fail.get('summary')}")
+        )
+    if s.get("aborted_messages"):
+        shown = ", ".join(
+            f"{m['message_id']} ({m.get('reason') or 'no reason recorded'})"
+            for m in s["aborted_messages"]
+        )
+        rows.append(("aborted", f"{s['aborted']} message(s): {shown}"))
+        rows.append(
+            (
+                "",
+                "`holon queue list --status aborted` lists them; "
+                "`holon queue requeue ID` runs one again",
+            )
+        )
+    return rows
 
 
 def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json: bool) -> None:

@@ -27,6 +27,8 @@ AGENT_RECORD_VERSION = 1
 
 if TYPE_CHECKING:
     # type-only: the record shapes cost nothing at import (enqueue imports this module)
+    from collections.abc import Mapping
+
     from holon_cli.model.continuation import ContinuationRecord
     from holon_cli.model.turn import ClosureDecision
     from holon_cli.model.workitem import ContinuationHold
@@ -73,6 +75,8 @@ if TYPE_CHECKING:
         # written once a turn or a skill needs them
         current_run_pid: NotRequired[int | None]
         active_skills: NotRequired[list[dict[str, Any]]]
+        # the last failed turn: at, turn_id, summary, category, failure_kind
+        last_failure: NotRequired[dict[str, Any] | None]
         # set by the work plane after a context_length_exceeded turn
         work_continuation_hold: NotRequired[ContinuationHold | None]
         # what the runtime did with the last dequeued message (waiting.continuation)
@@ -82,6 +86,22 @@ if TYPE_CHECKING:
         v: int
         identity: AgentIdentity
         state: AgentState
+
+
+# what each profile preset means (runtime spec: Agent Identity And Visibility)
+PRESET_PROFILE = {
+    "public_named": ("public", "self_owned"),
+    "private_child": ("private", "parent_supervised"),
+}
+
+
+def profile_is_coherent(identity: Mapping[str, Any]) -> bool:
+    """Visibility and ownership agree with the profile preset, and only a
+    child is parent-supervised (the default and named agents own themselves)."""
+    want = PRESET_PROFILE.get(str(identity.get("profile_preset")))
+    if want is not None and (identity.get("visibility"), identity.get("ownership")) != want:
+        return False
+    return identity.get("ownership") != "parent_supervised" or identity.get("kind") == "child"
 
 
 def new_agent_record(
@@ -97,6 +117,14 @@ def new_agent_record(
     template: dict[str, Any] | None = None,
 ) -> AgentRecord:
     assert kind in AGENT_KINDS and visibility in VISIBILITIES and ownership in OWNERSHIPS
+    assert profile_is_coherent(
+        {
+            "kind": kind,
+            "visibility": visibility,
+            "ownership": ownership,
+            "profile_preset": profile_preset,
+        }
+    ), (kind, visibility, ownership, profile_preset)
     return {
         "v": AGENT_RECORD_VERSION,
         "identity": {

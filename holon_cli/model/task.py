@@ -5,7 +5,8 @@ copies are appended to ``.holon/ledger/tasks.jsonl``. A terminal status is
 never replaced by a non-terminal one (:func:`merge_status`).
 """
 
-from typing import Literal, TypedDict, cast
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 TASK_RECORD_VERSION = 1
 TASK_KIND = "command_task"
@@ -193,12 +194,47 @@ class TaskSnapshot(TypedDict):
 
 
 class TaskFailure(TypedDict):
-    """The ``failure_artifact`` of a task that failed, was cancelled or interrupted."""
+    """The ``failure_artifact`` of a task that failed, was cancelled or
+    interrupted: the spec's ``FailureArtifact`` (``summary`` required; fields
+    the spec does not name go under ``metadata``, strings only)."""
 
+    summary: str
     category: str  # "task"
     task_id: str
-    exit_status: int | None
-    reason: str | None
+    exit_status: NotRequired[int]
+    metadata: dict[str, str]
+
+
+FAILED_TASK_STATUSES = ("failed", "cancelled", "interrupted")
+
+
+def failure_artifact(rec: Mapping[str, Any]) -> TaskFailure | None:
+    """The failure artifact of a task record, or ``None`` when it did not fail."""
+    status = rec.get("status")
+    if status not in FAILED_TASK_STATUSES:
+        return None
+    summary = f"task {rec.get('id')} {status}"
+    exit_status = rec.get("exit_status")
+    if isinstance(exit_status, int):
+        summary += f" with exit status {exit_status}"
+    reason = rec.get("stop_reason") or rec.get("error")
+    if reason:
+        summary += f" ({reason})"
+    meta: dict[str, str] = {"task_status": str(status)}
+    for key in ("stop_reason", "error", "signal", "status_before_restart"):
+        if rec.get(key):
+            meta[key] = str(rec[key])[:500]
+    if rec.get("summary"):
+        meta["command"] = str(rec["summary"])[:500]
+    art: TaskFailure = {
+        "summary": summary,
+        "category": "task",
+        "task_id": str(rec.get("id")),
+        "metadata": meta,
+    }
+    if isinstance(exit_status, int):
+        art["exit_status"] = exit_status
+    return art
 
 
 class TaskOutputView(TypedDict):
@@ -263,6 +299,10 @@ class TaskResultMetadata(TypedDict):
     output_path: str
     stop_reason: str | None
     status_before_restart: TaskStatus | None
+    # where the command's output sits in the body text (characters): the
+    # prompt fences exactly that span as evidence
+    output_offset: NotRequired[int]
+    output_length: NotRequired[int]
 
 
 def is_terminal(status: str | None) -> bool:

@@ -230,7 +230,7 @@ def classify(
             buckets["queued_runnable"].append(rec)
         elif rd == "waiting_for_operator":
             buckets["waiting_for_operator"].append(rec)
-        elif w.unreviewed:
+        elif w.triggered:  # derived, sticky across updates (work-item RFC)
             buckets["triggered_blocked"].append(rec)
         else:
             buckets["blocked"].append(rec)

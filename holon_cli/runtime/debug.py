@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.prompt import build_frame
-from holon_cli.runtime.turn import recent_conversation
+from holon_cli.runtime.prompt import active_skill_rows, build_frame
+from holon_cli.runtime.turn import context_trigger, recent_conversation
 from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
@@ -45,6 +45,10 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
             store, bound_work_item_id=state.get("current_work_item_id")
         ),
         recent=recent_conversation(store, None),
+        active_skills=active_skill_rows(list(state.get("active_skills") or []), {}),
+        trigger=context_trigger(
+            store, provision=rec["identity"].get("ownership", "self_owned") == "self_owned"
+        ),
     )
     f = built.frame
     return {
@@ -52,7 +56,8 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         **built.sources,
         "prompt_cache_key": f.prompt_cache_key,
         "context_fingerprint": f.context_fingerprint,
-        "sections": built.sections,
+        # in prompt order, each with its text (the contract's `sections[] {title, text}`)
+        "sections": [{**m, "text": t} for m, t in zip(built.sections, built.texts, strict=True)],
         "system_prompt": f.system_prompt,
         "system_blocks": f.system_blocks,
         "context_blocks": f.context_blocks,

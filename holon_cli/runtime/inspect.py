@@ -77,6 +77,17 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "last_event_seq": last["event_seq"] if last else 0,
         "loaded_agents_md": _loaded_agents_md(store, state),
         "active_skills": [a.get("skill") for a in state.get("active_skills") or []],
+        "skills": _skills(state),
+        "external_trigger": _trigger_status(store),
+    }
+    # what needs an operator: aborted messages (newest first, with why), the
+    # last failed turn, a config.yaml that does not load
+    summary["aborted"], summary["aborted_messages"] = (
+        _aborted_messages(store) if st.aborted else (0, [])
+    )
+    summary |= {
+        "last_failure": state.get("last_failure"),
+        "config_error": _config_error(),
     }
     from holon_cli.runtime.models import model_state
     from holon_cli.runtime.workitems import readiness_counts
@@ -87,6 +98,63 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     return summary
+
+
+def _skills(state: AgentState) -> list[dict[str, Any]]:
+    """Active skills with their state (``session_active`` once a turn promoted them)."""
+    return [
+        {
+            "skill": a.get("skill"),
+            "scope": a.get("scope"),
+            "state": a.get("state") or "session_active",
+            "entrypoint_path": a.get("entrypoint_path"),
+        }
+        for a in state.get("active_skills") or []
+    ]
+
+
+ABORTED_SHOWN = 5
+
+
+def _aborted_messages(store: AgentStore) -> tuple[int, list[dict[str, Any]]]:
+    """How many messages are aborted now (a requeued one is not) and the
+    newest few: id, kind, origin, when and why. A scan of the queue ledger,
+    paid only by an agent that has aborted a message."""
+    rows = q.list_messages(store, status="aborted")
+    rows.sort(key=lambda r: str(r.get("settled_at") or ""), reverse=True)
+    keys = ("message_id", "kind", "origin", "settled_at", "reason")
+    return len(rows), [{k: r.get(k) for k in keys} for r in rows[:ABORTED_SHOWN]]
+
+
+def _config_error() -> str | None:
+    """Why ``config.yaml`` does not load, or ``None`` (no file is fine)."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.store.config import load_config
+
+    try:
+        load_config()
+    except ConfigError as exc:
+        return exc.message
+    return None
+
+
+def _trigger_status(store: AgentStore) -> dict[str, Any] | None:
+    """The default trigger's state without its URL (a capability secret that
+    `holon trigger show` prints on request); ``None`` until provisioned. Read
+    only: status never provisions it."""
+    try:
+        rec = read_snapshot(store.layout.state_dir / "trigger.json")
+    except (CorruptStateError, OSError, ValueError) as exc:
+        return {"status": "damaged", "error": str(exc)[:300]}
+    if not isinstance(rec, dict):
+        return None
+    return {
+        "external_trigger_id": rec.get("external_trigger_id"),
+        "status": rec.get("status"),
+        "delivery_mode": rec.get("delivery_mode"),
+        "trigger_count": int(rec.get("trigger_count") or 0),
+        "last_triggered_at": rec.get("last_triggered_at"),
+    }
 
 
 def _loaded_agents_md(store: AgentStore, state: AgentState) -> list[dict[str, Any]]:

@@ -130,10 +130,14 @@ def run_once(
                 ) from None
             store = create_agent(agent_id, exist_ok=True)
     else:
+        # one coherent identity, the spec's private_child profile: private,
+        # supervised by the `holon run` that made it (which settles and removes
+        # it), no parent agent; no external ingress of its own
         store = create_agent(
             clock.new_id("run").replace("_", "-"),
-            kind="named",
+            kind="child",
             visibility="private",
+            ownership="parent_supervised",
             profile_preset="private_child",
             unsynced=True,
         )

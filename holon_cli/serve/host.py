@@ -169,17 +169,19 @@ class Host:
                 )
             finally:
                 probe.close()
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        from holon_cli.serve.listen import unix_socket_error
+
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        except OSError as exc:
+            raise unix_socket_error(path, exc) from None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
             sock.bind(path)
         except OSError as exc:
             sock.close()
-            raise RejectedError(
-                f"cannot create the socket {path}: {exc.strerror or exc}",
-                hint="pass a shorter --socket path (at most 107 bytes)",
-            ) from None
+            raise unix_socket_error(path, exc) from None
         finally:
             os.umask(old)
         os.chmod(path, 0o600)

@@ -53,3 +53,37 @@ def bind_tcp(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.set_inheritable(False)
     return sock
+
+
+# the longest AF_UNIX path Linux accepts (sun_path is 108 bytes with its NUL)
+UNIX_PATH_MAX = 107
+
+
+def unix_socket_error(path: str, exc: OSError) -> RejectedError:
+    """Why the socket cannot be created there, with the advice that fits the
+    cause: a path too long, a folder that is read-only or not ours, a file in
+    the way; never "shorter path" for a read-only home."""
+    import errno
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    why = exc.strerror or str(exc)
+    if len(os.fsencode(path)) > UNIX_PATH_MAX:
+        hint = (
+            f"the path is {len(os.fsencode(path))} bytes; a Unix socket path holds at most "
+            f"{UNIX_PATH_MAX}: pass a shorter --socket path"
+        )
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = (
+            f"{folder} is not writable ({why}); pass --socket with a path in a writable "
+            "folder (e.g. $XDG_RUNTIME_DIR/holon.sock), or make the home writable"
+        )
+    elif exc.errno in (errno.ENOTDIR, errno.ENOENT):
+        hint = f"{folder} is not a folder that can hold the socket; pass another --socket path"
+    elif exc.errno == errno.EADDRINUSE:
+        hint = f"something else is at {path}; remove it or pass another --socket path"
+    elif exc.errno == errno.ENOSPC:
+        hint = f"the file system of {folder} is full; free space or pass another --socket path"
+    else:
+        hint = "pass another --socket path"
+    return RejectedError(f"cannot create the socket {path}: {why}", hint=hint)

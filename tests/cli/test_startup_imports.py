@@ -171,3 +171,20 @@ def test_a_one_round_run_over_http_loads_no_http_library_and_no_tls(
     assert "holon_cli.providers.http_client" in mods
     unwanted = {"httpx", "httpcore", "h11", "http.client", "email.parser", "ssl", "click"}
     assert not (mods & unwanted), sorted(mods & unwanted)
+
+
+def test_a_turn_showing_its_trigger_loads_no_openssl(tmp_path: Path) -> None:
+    """The prompt's trigger descriptor (issue 31 item 9) is read, not checked
+    in constant time: a turn of an agent whose capability exists loads no
+    hashlib (OpenSSL) for it."""
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.runtime.waiting import triggers
+
+    triggers.show(open_agent(None))  # provisioned before
+    admit("hi")
+    script = tmp_path / "one.yaml"
+    script.write_text('steps:\n  - text: "done"\n')
+    mods = loaded_modules("turn", "--model", f"scripted:{script}")
+    assert "holon_cli.runtime.waiting.triggers" in mods  # the prompt read it
+    assert "hashlib" not in mods and "secrets" not in mods

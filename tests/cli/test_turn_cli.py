@@ -304,3 +304,27 @@ def test_bad_inputs_of_turn_engine_commands(script_runner, tmp_path: Path) -> No
     # nothing was created for the unknown agent
     listed = j(script_runner.run(["holon", "agent", "list", "--json"]))["data"]["agents"]
     assert "ghost" not in [a["agent_id"] for a in listed]
+
+
+def test_debug_prompt_sections_carry_text_in_prompt_order(script_runner) -> None:
+    """Contract: `holon debug prompt --json` data `sections[] {title, text}` in
+    prompt order; `execution binding` before `tool guidance` (runtime spec:
+    the execution contract is block 1, tool guidance block 6)."""
+    res = script_runner.run(["holon", "debug", "prompt", "--json", "--message", "hello"])
+    assert res.returncode == 0, res.stderr
+    d = j(res)["data"]
+    titles = [s["title"] for s in d["sections"]]
+    assert titles[:3] == ["runtime policy", "execution binding", "turn mode guidance"]
+    assert titles.index("execution binding") < titles.index("tool guidance")
+    assert all(isinstance(s["text"], str) and len(s["text"]) == s["chars"] for s in d["sections"])
+    # the texts, in order, are the frame: system prompt, system blocks, context blocks
+    assert [s["text"] for s in d["sections"]] == [
+        d["system_prompt"],
+        *d["system_blocks"],
+        *d["context_blocks"],
+    ]
+    binding = d["sections"][1]["text"]
+    assert f"cwd: {d['cwd']}" in binding and f"agent_home: {d['agent_home']}" in binding
+    again = j(script_runner.run(["holon", "debug", "prompt", "--json", "--message", "hello"]))
+    assert again["data"]["sections"] == d["sections"]  # byte-stable
+    assert again["data"]["prompt_cache_key"] == d["prompt_cache_key"]

@@ -259,3 +259,35 @@ def test_a_temporary_run_killed_mid_turn_is_finished_by_holon_turn(tmp_path: Pat
         if e["kind"] == "turn_terminal" and e["data"]["status"] == "completed"
     ]
     assert len(done) == 1
+
+
+def test_the_temporary_run_agent_has_one_coherent_identity(tmp_path: Path) -> None:
+    """Runtime spec (Agent Identity And Visibility): `holon run` without
+    --agent uses a temporary private agent. Its identity is the private_child
+    profile throughout (private, parent-supervised: the run that made it
+    settles and removes it; no parent agent), never private_child and
+    self_owned at once; it gets no external trigger of its own."""
+    from holon_cli.model.agent import profile_is_coherent
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.inspect import agent_summary
+
+    data = run_once(
+        "hi",
+        model=script(tmp_path, {"text": "ok"}),
+        workspace_root=str(tmp_path),
+        keep_agent=True,
+        catalog=default_catalog(),
+    )
+    store = open_agent(data["agent_id"], create_default=False)
+    ident = store.read_record()["identity"]
+    assert {k: ident.get(k) for k in ("kind", "visibility", "ownership", "profile_preset")} == {
+        "kind": "child",
+        "visibility": "private",
+        "ownership": "parent_supervised",
+        "profile_preset": "private_child",
+    }
+    assert ident.get("lineage_parent_agent_id") is None
+    assert profile_is_coherent(ident)
+    assert agent_summary(store)["external_trigger"] is None
+    built = [e for e in store.events.records() if e["kind"] == "turn_context_built"][-1]
+    assert "external trigger" not in [s["title"] for s in built["data"]["sections"]]

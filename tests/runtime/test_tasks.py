@@ -86,6 +86,14 @@ def test_a_task_runs_detached_and_rejoins_with_one_result(
     out = plane.task_output(store, tid)
     assert out["retrieval_status"] == "success" and "out" in out["task"]["output_preview"]
     assert out["task"]["artifacts"][out["task"]["output_artifact"]]["path"] == str(log)
+    # the spec's FailureArtifact: `summary` required, unnamed fields under `metadata`
+    fa = out["task"]["failure_artifact"]
+    assert fa is not None
+    assert fa["summary"] == f"task {tid} failed with exit status 3"
+    assert fa["category"] == "task" and fa["task_id"] == tid and fa["exit_status"] == 3
+    assert set(fa) <= {"summary", "category", "task_id", "exit_status", "metadata"}
+    assert fa["metadata"]["task_status"] == "failed"
+    assert all(isinstance(v, str) for v in fa["metadata"].values())
 
 
 def test_terminal_status_is_never_downgraded() -> None:
@@ -240,6 +248,9 @@ def test_an_unspawnable_command_is_a_failed_task_with_the_os_error(
     assert rec["status"] == "failed" and "No such file" in rec["error"]
     (msg,) = results(store)
     assert "No such file" in msg["body"]["text"]
+    fa = plane.task_output(store, launched.task_id)["task"]["failure_artifact"]
+    assert fa is not None and "No such file" in fa["summary"]
+    assert "No such file" in fa["metadata"]["error"] and "exit_status" not in fa
 
 
 def test_unknown_task_is_not_found(store: AgentStore) -> None:

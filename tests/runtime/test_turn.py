@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -331,3 +332,124 @@ def test_skill_activations_detects_script_paths(tmp_path: Path) -> None:
         }
     ]
     assert skill_activations("ls skills", tmp_path, skills) == []
+
+
+def test_the_prompt_is_byte_stable_with_the_binding_before_tool_guidance(tmp_path: Path) -> None:
+    """Two builds of the same frame are identical (the prompt cache key holds);
+    the execution binding is part of block 1, before tool guidance."""
+    from holon_cli.runtime.prompt import build_frame
+    from holon_cli.runtime.workspace import workspace_for
+
+    store = open_agent(None)
+    ws = workspace_for(store.layout.home, store.read_record()["state"])
+    cat = default_catalog()
+
+    def build() -> Any:
+        return build_frame(
+            agent_id=store.agent_id,
+            agent_home=store.layout.home,
+            is_default_agent=True,
+            ws=ws,
+            message=None,
+            tools=cat.specs,
+            guidance=cat.guidance,
+            work_queue=None,
+            recent=None,
+            trigger={
+                "external_trigger_id": "etr_1",
+                "delivery_mode": "wake_hint",
+                "status": "revoked",
+                "trigger_url": None,
+            },
+        )
+
+    a, b = build(), build()
+    assert a.frame == b.frame and a.texts == b.texts and a.sections == b.sections
+    blocks = a.frame.system_blocks
+    binding = next(i for i, t in enumerate(blocks) if t.startswith("# Execution\n"))
+    tools = next(i for i, t in enumerate(blocks) if t.startswith("Tools available"))
+    assert binding == 0 < tools == len(blocks) - 1
+
+
+def test_a_failed_command_activates_no_skill_and_resumed_skills_are_restored(
+    tmp_path: Path,
+) -> None:
+    """Runtime spec: only a *successful* command activates a skill; skills
+    promoted to session-active come back in a later turn as `restored`."""
+    from holon_cli.runtime.debug import debug_prompt
+
+    store = open_agent(None)
+    skill = store.layout.home / "skills" / "release"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: release\ndescription: Cut a release\n---\n")
+    md = "skills/release/SKILL.md"
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"cat {md}; exit 3"}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "ExecCommandBatch",
+                        "arguments": {"commands": [{"cmd": f"grep -q nomatch {md}"}]},
+                    }
+                ]
+            },
+            {"text": "could not read it"},
+            {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": f"cat {md}"}}]},
+            {"text": "read it"},
+            {"text": "next turn"},
+        ],
+    )
+    admit("cut a release")
+    run_turn(None, cli_model=model, catalog=default_catalog())
+    assert "skill_activated" not in kinds(store)
+    assert not store.read_record()["state"].get("active_skills")
+    admit("try again")
+    run_turn(None, cli_model=model, catalog=default_catalog())
+    assert kinds(store).count("skill_activated") == 1
+    (active,) = store.read_record()["state"]["active_skills"]
+    assert active["skill"] == "release" and active["state"] == "session_active"
+    text = "\n".join(s["text"] for s in debug_prompt(store, catalog=default_catalog())["sections"])
+    assert f"- release (restored): {skill / 'SKILL.md'}" in text
+    assert "(session_active)" not in text and "(turn_active)" not in text
+    # a later turn resumes it: the agent (and `holon status`) says restored
+    admit("and now?")
+    run_turn(None, cli_model=model, catalog=default_catalog())
+    (active,) = store.read_record()["state"]["active_skills"]
+    assert active["state"] == "restored"
+    from holon_cli.runtime.inspect import agent_summary
+
+    assert [(k["skill"], k["state"]) for k in agent_summary(store)["skills"]] == [
+        ("release", "restored")
+    ]
+
+
+def test_a_revoke_during_a_turn_takes_the_url_out_of_the_next_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trigger descriptor is read for every round (issue 31 item 9)."""
+    from holon_cli.runtime.prompt import trigger_block
+    from holon_cli.runtime.turn import loop
+
+    seen: list[str] = []
+    real = loop.build_frame
+
+    def recording(**kw: Any) -> Any:
+        seen.append(trigger_block(kw["trigger"]) if kw.get("trigger") else "")
+        return real(**kw)
+
+    monkeypatch.setattr(loop, "build_frame", recording)
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "holon trigger revoke"}}]},
+            {"text": "revoked"},
+        ],
+    )
+    admit("revoke your trigger")
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
+    assert res.status == "completed"
+    assert len(seen) == 2
+    assert "trigger_url (capability secret): http" in seen[0] and "status: active" in seen[0]
+    assert "cb_" not in seen[1] and "status: revoked" in seen[1]

@@ -294,3 +294,124 @@ def test_record_wait_needs_an_open_item(store: AgentStore) -> None:
     wi.complete_work_item(store, wid, source="operator")
     with pytest.raises(RejectedError):
         intents.record_wait(store, description="x", source="y", work_item_id=wid)
+
+
+def test_completing_an_item_cancels_its_waits_and_later_deliveries_skip_it(
+    store: AgentStore,
+) -> None:
+    """Runtime spec: work-item cleanup cancels its bound waiting state (never
+    the capability); later deliveries no longer count against the item."""
+    from holon_cli.runtime import workitems as wi
+
+    done = wi.create_work_item(store, "ship it")["work_item"]["id"]
+    other = wi.create_work_item(store, "keep waiting")["work_item"]["id"]
+    w = intents.record_wait(store, description="CI run", source="github", work_item_id=done)
+    keep = intents.record_wait(store, description="review", source="github", work_item_id=other)
+    res = wi.complete_work_item(store, done, source="operator", report="shipped")
+    assert res["cancelled_waiting_intent_ids"] == [w["id"]]
+    cur = intents.load(store)
+    assert cur[w["id"]]["status"] == "cancelled" and cur[w["id"]]["cancelled_at"]
+    assert cur[keep["id"]]["status"] == "active"
+    ev = [e for e in store.ledger("events").records() if e["kind"] == "waiting_intent_cancelled"]
+    assert [(e["data"]["waiting_intent_id"], e["data"]["reason"]) for e in ev] == [
+        (w["id"], "work_item_completed")
+    ]
+    delivered = triggers.deliver(token_of(store), b"ci done", "text/plain")
+    assert delivered.waiting_intent_ids == [keep["id"]]
+    cur = intents.load(store)
+    assert cur[w["id"]]["trigger_count"] == 0 and cur[w["id"]]["last_triggered_at"] is None
+    assert wi.get_work_item(store, done)["work_item"]["has_active_waits"] is False
+    assert triggers.show(store)["status"] == "active"  # the capability is untouched
+
+
+@pytest.fixture
+def ticking_clock() -> Any:
+    """Every reading of the clock is 1 ms later: each step has its own
+    timestamp (the review rule compares an event's time with an update's)."""
+    from holon_cli import clock
+
+    t = [1_800_000_000.0]
+
+    def tick() -> float:
+        t[0] += 0.001
+        return t[0]
+
+    clock.set_clock(tick)
+    yield
+    clock.set_clock(None)
+
+
+@pytest.mark.usefixtures("ticking_clock")
+def test_a_triggered_blocked_item_stays_triggered_after_an_update(store: AgentStore) -> None:
+    """Work-item RFC: candidate classes are derived from `triggered`
+    (trigger_count > 0, last_triggered_at set), whatever changed since."""
+    from holon_cli.model import workitem_readiness as wr
+    from holon_cli.runtime import workitems as wi
+    from holon_cli.store.workitem_index import load
+
+    wid = wi.create_work_item(store, "ship it")["work_item"]["id"]
+    wi.update_work_item(store, wid, blocked_by="waiting for CI")
+    intents.record_wait(store, description="CI run", source="github", work_item_id=wid)
+    triggers.deliver(token_of(store), b"ci green", "text/plain")
+
+    def classes() -> dict[str, list[str]]:
+        idx = load(store)
+        cand = wr.classify(idx.open_records(), current_id=None, waits=idx.wait_summaries())
+        return {c: [r["id"] for r in rs] for c, rs in cand.classes.items() if rs}
+
+    assert classes() == {"triggered_blocked": [wid]}
+    wi.update_work_item(store, wid, blocked_by="still waiting for CI")
+    assert classes() == {"triggered_blocked": [wid]}
+    assert "triggered" in (wi.project_work_queue(store) or "")
+    # the review tick is still once per event: the update reviewed this one
+    assert wi.activation_signal(store) is None
+    triggers.deliver(token_of(store), b"ci red", "text/plain")
+    sig = wi.activation_signal(store)
+    assert sig is not None and sig["action"] == "review_triggered"
+
+
+def test_the_trigger_descriptor_is_in_context_as_a_capability_secret(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    """Runtime spec (Default External Ingress Flow): the model learns its wake
+    URL from context, marked as a capability secret, without a tool call;
+    after `revoke` the URL is gone from context; status shows the state."""
+    import yaml
+
+    from holon_cli.runtime.debug import debug_prompt
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.runtime.inspect import agent_summary
+    from holon_cli.runtime.turn import run_turn
+    from holon_cli.tools.catalog import default_catalog
+
+    def context_text() -> str:
+        d = debug_prompt(store, catalog=default_catalog())
+        return "\n".join(d["context_blocks"])
+
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"steps": [{"text": "ok"}]}))
+    admit("hello")
+    run_turn(None, cli_model=f"scripted:{script}", catalog=default_catalog())
+    built = [e for e in store.events.records() if e["kind"] == "turn_context_built"][-1]
+    assert "external trigger" in [s["title"] for s in built["data"]["sections"]]
+    url = triggers.show(store)["trigger_url"]  # provisioned by the turn, not by show
+    assert sum(1 for e in store.events.records() if e["kind"] == "trigger_provisioned") == 1
+    text = context_text()
+    assert f"trigger_url (capability secret): {url}" in text
+    assert "Do not repeat, store or forward it" in text
+    assert agent_summary(store)["external_trigger"]["status"] == "active"
+    assert "trigger_url" not in agent_summary(store)["external_trigger"]  # status shows no secret
+
+    triggers.revoke(store)
+    text = context_text()
+    assert url not in text and "cb_" not in text and "status: revoked" in text
+    assert agent_summary(store)["external_trigger"]["status"] == "revoked"
+    new_url = triggers.rotate(store)["trigger_url"]
+    assert new_url and new_url in context_text()
+
+
+def test_status_shows_no_trigger_before_one_is_provisioned(store: AgentStore) -> None:
+    from holon_cli.runtime.inspect import agent_summary
+
+    assert agent_summary(store)["external_trigger"] is None
+    assert not (store.layout.state_dir / "trigger.json").exists()  # status provisions nothing

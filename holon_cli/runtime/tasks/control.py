@@ -40,7 +40,6 @@ if TYPE_CHECKING:
         ActiveTask,
         CommandSpec,
         RetrievalStatus,
-        TaskFailure,
         TaskInputResult,
         TaskOutputResult,
         TaskProcess,
@@ -149,14 +148,7 @@ def task_output(
         retrieval = "not_ready"
     artifacts = [{"kind": "output", "path": str(out)}] if file_backed else []
     status = rec.get("status")
-    failure: TaskFailure | None = None
-    if status in ("failed", "cancelled", "interrupted"):
-        failure = {
-            "category": "task",
-            "task_id": rec["id"],
-            "exit_status": rec.get("exit_status"),
-            "reason": rec.get("stop_reason") or rec.get("error"),
-        }
+    failure = tm.failure_artifact(rec)
     result_summary = None
     if terminal:
         result_summary = f"{status}" + (

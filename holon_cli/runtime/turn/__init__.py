@@ -25,7 +25,7 @@ Invariants:
 
 from holon_cli.runtime.agents import agent_ids
 from holon_cli.runtime.turn.closure import derive_closure
-from holon_cli.runtime.turn.context import RECENT_CHARS, recent_conversation
+from holon_cli.runtime.turn.context import RECENT_CHARS, context_trigger, recent_conversation
 from holon_cli.runtime.turn.entry import (
     agents_with_work,
     repair_stale_run,
@@ -48,6 +48,7 @@ __all__ = [
     "agents_with_work",
     "derive_closure",
     "recent_conversation",
+    "context_trigger",
     "repair_stale_run",
     "run_turn",
     "run_turns_all",

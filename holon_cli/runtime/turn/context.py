@@ -1,10 +1,17 @@
 """What a turn shows the model besides the message: the recent operator-visible
-conversation (bounded, read from the transcript tail)."""
+conversation (bounded, read from the transcript tail) and the agent's default
+trigger descriptor."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from holon_cli.errors import HolonError
 from holon_cli.runtime.prompt import render_recent
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.trigger import TriggerDescriptor
 
 RECENT_CHARS = 4000
 
@@ -15,3 +22,19 @@ def recent_conversation(store: AgentStore, exclude_message_id: str | None) -> st
     return render_recent(
         store.ledger("transcript").tail(40), exclude_message_id, max_chars=RECENT_CHARS
     )
+
+
+def context_trigger(store: AgentStore, *, provision: bool = True) -> TriggerDescriptor | None:
+    """The agent's default trigger descriptor for the prompt, provisioned on
+    first use (runtime spec: Default External Ingress Flow) when ``provision``
+    (a self-owned agent; a parent-supervised one, such as `holon run`'s
+    temporary agent, has no external ingress of its own unless one was made
+    for it). Read again for every round, so a revoke takes the URL out of the
+    next request. A damaged capability leaves it out of the prompt (``holon
+    home check`` reports it) rather than failing the turn."""
+    from holon_cli.runtime.waiting import triggers
+
+    try:
+        return triggers.context_descriptor(store, provision=provision)
+    except (HolonError, OSError, ValueError):
+        return None

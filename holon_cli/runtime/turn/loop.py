@@ -27,11 +27,12 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.prompt import (
     BuiltPrompt,
+    active_skill_rows,
     build_frame,
     first_user_item,
     render_message,
 )
-from holon_cli.runtime.turn.context import recent_conversation
+from holon_cli.runtime.turn.context import context_trigger, recent_conversation
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.model_round import ModelRound, record_chain_failure, record_model_round
 from holon_cli.runtime.turn.recorder import TurnRecorder
@@ -106,6 +107,7 @@ class TurnRun:
         self.turn_index = 0
         self.ws: WorkspaceBinding | None = None
         self.is_default = False
+        self.self_owned = True  # provisions its trigger capability (start() reads it)
         self.bound_wi: str | None = None
         self.focus: str | None = None  # the current work item as it changes during the turn
         self.completion_briefs: list[str] = []  # work_done briefs written in the final round
@@ -191,6 +193,7 @@ class TurnRun:
         self.is_default = (
             agent_rec["identity"]["kind"] == "default" or self.store.agent_id == default_agent_id()
         )
+        self.self_owned = agent_rec["identity"].get("ownership", "self_owned") == "self_owned"
         self.bound_wi = self.state.get("current_work_item_id")
         self.focus = self.bound_wi
         self.session_skills = list(self.state.get("active_skills") or [])
@@ -243,14 +246,8 @@ class TurnRun:
             guidance=self.catalog.guidance,
             work_queue=wi.project_work_queue(self.store, bound_work_item_id=self.focus),
             recent=self.recent,
-            active_skills=[
-                *(
-                    {**a, "state": "session_active"}
-                    for a in self.session_skills
-                    if a["skill"] not in self.turn_skills
-                ),
-                *self.turn_skills.values(),
-            ],
+            active_skills=active_skill_rows(self.session_skills, self.turn_skills),
+            trigger=context_trigger(self.store, provision=self.self_owned),
         )
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:

@@ -185,14 +185,25 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
         st["current_run_pid"] = None
         st["last_turn_at"] = completed_at
         st["last_closure"] = s["closure"]
+        fa = s.get("failure_artifact")
+        if s["status"] != "completed" and fa:
+            # `holon status` shows the last failed turn (persisted state)
+            st["last_failure"] = {
+                "at": completed_at,
+                "turn_id": s["turn_id"],
+                "summary": str(fa.get("summary") or "turn failed"),
+                "category": fa.get("category"),
+                "failure_kind": s.get("failure_kind"),
+            }
         if s["status"] == "completed" and journal.usage_reported:
             # the spec: the most recent completed turn that reported token data
             st["last_turn_token_usage"] = dict(journal.usage)
-        if turn_skills:
-            # successful turn completion promotes turn-active skills to session-active
-            merged = {a["skill"]: a for a in st.get("active_skills") or []}
+        if turn_skills or st.get("active_skills"):
+            # skills this turn resumed from earlier ones are `restored`; a
+            # successful turn promotes its turn-active skills to session-active
+            merged = {a["skill"]: {**a, "state": "restored"} for a in st.get("active_skills") or []}
             for name, a in turn_skills.items():
-                merged[name] = {k: v for k, v in a.items() if k != "state"}
+                merged[name] = {**a, "state": "session_active"}
             st["active_skills"] = list(merged.values())
         if sleep:
             st["sleep_reason"] = sleep.get("reason") or "model_sleep"

@@ -91,8 +91,6 @@ def record_wait(
     turn_id: str | None = None,
 ) -> WaitingIntent:
     """Record an active external wait on a work item (default: the current one)."""
-    from holon_cli.runtime import workitems as wi
-
     desc = _text(description, "description", required=True)
     src = _text(source, "source", required=True)
     ref = _text(external_ref, "external_ref", required=False)
@@ -102,13 +100,7 @@ def record_wait(
             "no work item to bind the wait to: none is current and `work_item_id` was not given",
             hint="pick the item the wait belongs to (PickWorkItem) or pass `work_item_id`",
         )
-    item = wi.require_work_item(store, wid)
-    if item.get("state") == "completed":
-        raise RejectedError(
-            f"work item {wid} is completed; a wait on it would never matter",
-            hint="record the wait on an open work item",
-            kind="illegal_transition",
-        )
+    _require_open_item(store, wid)
     now = clock.now_iso()
     rec: WaitingIntent = {
         "v": 1,
@@ -130,6 +122,9 @@ def record_wait(
         "cancelled_at": None,
     }
     with _lock(store):
+        # checked again under the lock: a completion cancels its item's waits
+        # under this lock after it is written, so no wait outlives it
+        _require_open_item(store, wid)
         store.ledger(LEDGER).append(dict(rec))
     data: WaitingIntentRecordedData = {
         "waiting_intent_id": rec["id"],
@@ -143,6 +138,17 @@ def record_wait(
         work_item_id=wid,
     )
     return rec
+
+
+def _require_open_item(store: AgentStore, wid: str) -> None:
+    from holon_cli.runtime.workitems.access import require_work_item
+
+    if require_work_item(store, wid).get("state") == "completed":
+        raise RejectedError(
+            f"work item {wid} is completed; a wait on it would never matter",
+            hint="record the wait on an open work item",
+            kind="illegal_transition",
+        )
 
 
 def cancel_wait(
@@ -171,6 +177,40 @@ def cancel_wait(
         work_item_id=cur.get("work_item_id"),
     )
     return new, True
+
+
+def cancel_for_work_item(
+    store: AgentStore, work_item_id: str, *, reason: str = "work_item_completed"
+) -> list[WaitingIntent]:
+    """Cancel every active wait bound to ``work_item_id`` (runtime spec: work
+    item cleanup cancels its waiting state, never the trigger capability).
+    Later deliveries then no longer count against the item."""
+
+    def bound() -> list[WaitingIntent]:  # every kind of wait, not only external ones
+        return [
+            w
+            for w in load(store).values()
+            if w.get("status") == "active" and w.get("work_item_id") == work_item_id
+        ]
+
+    if not bound():
+        return []
+    out: list[WaitingIntent] = []
+    with _lock(store):
+        now = clock.now_iso()
+        for cur in bound():
+            new: WaitingIntent = {
+                **cur,
+                "status": "cancelled",
+                "cancelled_at": now,
+                "updated_at": now,
+            }
+            store.ledger(LEDGER).append(dict(new))
+            out.append(new)
+    for w in out:
+        data: WaitingIntentCancelledData = {"waiting_intent_id": w["id"], "reason": reason}
+        store.emit("waiting_intent_cancelled", data, work_item_id=work_item_id)
+    return out
 
 
 def mark_triggered(store: AgentStore, at: str) -> list[WaitingIntent]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -65,6 +64,8 @@ HTTP_STATUS_BY_KIND = {
 
 
 def new_token() -> str:
+    import secrets  # loads OpenSSL's hashlib: only when a token is minted
+
     return "cb_" + secrets.token_hex(16)
 
 
@@ -181,6 +182,24 @@ def show(store: AgentStore, *, advertise: str | None = None) -> TriggerDescripto
     rec = ensure(store)
     tok = _read_token(store) if rec["status"] == "active" else None
     return descriptor(rec, trigger_url(tok, advertise) if tok else None)
+
+
+def context_descriptor(store: AgentStore, *, provision: bool = True) -> TriggerDescriptor | None:
+    """The descriptor a turn's prompt shows, read again every round (a revoke
+    takes the URL out of the next request). Provisions the capability on
+    first use when ``provision``; otherwise ``None`` until one exists. An
+    intact capability is only read: the token file is ours, so it is checked
+    against the stored hash without a constant-time comparison (no presented
+    token is involved, and the turn does not load OpenSSL for it)."""
+    rec = _read(store)
+    if rec is None:
+        return show(store) if provision else None
+    if rec["status"] != "active":
+        return descriptor(rec, None)
+    tok = _read_token(store)
+    if tok is None or token_sha256(tok) != rec.get("token_sha256"):
+        return show(store)  # the secret file is gone or stale: ensure() repairs it
+    return descriptor(rec, trigger_url(tok))
 
 
 def rotate(store: AgentStore, *, advertise: str | None = None) -> TriggerDescriptor:

@@ -460,6 +460,11 @@ def complete_work_item(
             append_report(store, idx, ds_rec)
         save(store, idx)
         current_id = state.get("current_work_item_id")
+    from holon_cli.runtime.waiting.intents import cancel_for_work_item
+
+    # runtime spec: completing the item cancels its waiting intents (after the
+    # completion is written: RecordExternalWait re-checks under the same lock)
+    cancelled = cancel_for_work_item(store, wid)
     brief_id = None
     if ds_rec is not None:
         from holon_cli.runtime.briefs import write_brief
@@ -495,6 +500,8 @@ def complete_work_item(
         turn_id=turn_id,
     )
     note = f"{wid} completed."
+    if cancelled:
+        note += f" Its {len(cancelled)} waiting intent(s) were cancelled."
     if focused:
         note += f" Focus released; no work item is current: {vocab.pick()} for the next one."
     return {
@@ -505,5 +512,6 @@ def complete_work_item(
         "focus_released": focused,
         "current_work_item_id": current_id,
         "note": note,
+        "cancelled_waiting_intent_ids": [w["id"] for w in cancelled],
         "warnings": warnings,
     }

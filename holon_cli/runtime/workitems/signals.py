@@ -244,7 +244,9 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
             ACTIVATE_QUEUED_LEAD,
         ),
     ):
-        top = cand.top(cls)
+        # a triggered item stays triggered; its review tick is sent once per
+        # event: only for items whose newest event came after their last update
+        top = _unreviewed(idx, cand) if cls == "triggered_blocked" else cand.top(cls)
         if top:
             lines = [lead] + [f"- {r['id']}: {r['objective']}" for r in top]
             return {
@@ -264,6 +266,12 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
     return None
 
 
+def _unreviewed(idx: WorkItemIndex, cand: wr.Candidates) -> list[WorkItemRecord]:
+    """Triggered blocked candidates with an event the agent has not looked at."""
+    rows = [r for r in cand.classes["triggered_blocked"] if idx.waits_for(r).unreviewed]
+    return rows[: wr.PROMPT_LIMITS["triggered_blocked"]]
+
+
 def closure_waiting_reason(store: AgentStore) -> str | None:
     """What the agent waits for when the work queue holds open work but none
     of it is actionable (no runnable current or queued item, no unreviewed
@@ -277,7 +285,9 @@ def closure_waiting_reason(store: AgentStore) -> str | None:
     cand = wr.classify(
         idx.open_records(), current_id=_current_id(store), waits=idx.wait_summaries()
     )
-    if any(cand.classes[c] for c in ("current_runnable", "triggered_blocked", "queued_runnable")):
+    if any(cand.classes[c] for c in ("current_runnable", "queued_runnable")) or _unreviewed(
+        idx, cand
+    ):
         return None
     open_items = idx.open_records()
     states = {wr.scheduling_state(r, idx.waits_for(r)) for r in open_items}

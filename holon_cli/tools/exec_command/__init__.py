@@ -149,7 +149,6 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
     tty = bool(args.tty)
     accepts_input = bool(args.accepts_input)
     login = bool(args.login)
-    ctx.report.commands.append(args.cmd)  # the turn loop activates skills from these
     p = _prepare(
         ctx,
         cmd=args.cmd,
@@ -220,6 +219,9 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
     env = _completed_envelope(
         ctx, launched, rec, p, int((time.monotonic() - start) * 1000), tty=tty
     )
+    if env.get("exit_status") == 0:
+        # only a successful command activates skills (the turn loop reads these)
+        ctx.report.commands.append(args.cmd)
     return ToolResult(True, _json(env), data=env, warnings=list(env["warnings"]))
 
 

@@ -87,7 +87,6 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
             field="commands",
             recovery_hint="split the work into several batches",
         )
-    ctx.report.commands.extend(item.cmd for item in args.commands)
     # the batch as a whole stays within one default budget unless items ask for more
     share = max(250, output_budget_tokens(ctx.config) // n)
     items: list[dict[str, Any]] = []
@@ -119,6 +118,8 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
             else ("succeeded" if r["exit_status"] == 0 else "exited_nonzero")
         )
         items.append({"index": i, "cmd": item.cmd, "status": status, **r})
+        if status == "succeeded":  # only a successful command activates skills
+            ctx.report.commands.append(item.cmd)
         blocks.append(f"{label}\n{_render_item(r)}")
     summary = {
         s: sum(1 for it in items if it["status"] == s)
