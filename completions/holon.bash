@@ -172,8 +172,8 @@ _holon_command() {
         vopts='--agent -a'
         ;;
     'tail')
-        opts='--agent -a --follow -f --jsonl --since --limit -n --help -h'
-        vopts='--agent -a --since --limit -n --poll'
+        opts='--agent -a --follow -f --jsonl --since --limit -n --presented --display --help -h'
+        vopts='--agent -a --since --limit -n --display --poll'
         ;;
     'task')
         cmds='input list output run status stop'

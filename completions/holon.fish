@@ -83,7 +83,7 @@ function __holon_is
                 case 'status'
                     set vopts --agent -a
                 case 'tail'
-                    set vopts --agent -a --since --limit -n --poll
+                    set vopts --agent -a --since --limit -n --display --poll
                 case 'task'
                     set cmds input list output run status stop
                 case 'task input'
@@ -469,6 +469,8 @@ complete -c holon -n "__holon_is 'tail'" -l follow -s f -d 'Keep printing new ev
 complete -c holon -n "__holon_is 'tail'" -l jsonl -d 'One JSON object per line, flushed per line'
 complete -c holon -n "__holon_is 'tail'" -l since -r -d 'Only events with event_seq greater than SEQ'
 complete -c holon -n "__holon_is 'tail'" -l limit -s n -r -d 'At most N events (the newest N without --since)'
+complete -c holon -n "__holon_is 'tail'" -l presented -d 'Show events as the operator console does (the shared presentation layer)'
+complete -c holon -n "__holon_is 'tail'" -l display -r -d 'With --presented: info|verbose|debug (or 3|4|5)'
 complete -c holon -n "__holon_is 'tail'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'tail' 0+" -f
 

@@ -260,6 +260,7 @@ class MessageAdmittedData(TypedDict):
     queue_seq: int
     kind: str | None
     created_at: str | None
+    text_preview: str  # the body's first 280 characters (operator consoles show it)
 
 
 class InboxMessageCorrectedData(TypedDict):

@@ -133,7 +133,7 @@ BASH_CASES: list[tuple[list[str], list[str]]] = [
         ["--help", "--json", "--model", "--template", "-h", "-m", "-t"],
     ),
     # a hidden option is not offered, but its value is still skipped
-    (["holon", "tail", "--p"], []),
+    (["holon", "tail", "--po"], []),
     (["holon", "tail", "--poll", "1", "--l"], ["--limit"]),
     (["holon", "run", "--cwd", ""], ["src", "sub"]),
     (["holon", "run", "--workspace-root", "su"], ["sub"]),
