@@ -144,6 +144,8 @@ class _Holon(ShellComplete):
         if prefix and not (isinstance(obj, click.Option) and prefix[:-1] in obj.opts):
             return []  # --flag=x, --unknown=x: nothing goes there
         if isinstance(obj, click.Group):
+            if [*getattr(ctx, "_protected_args", ()), *ctx.args]:
+                return []  # `holon agent nosuch <TAB>`: no command of that name
             items = _commands(ctx, obj, value, self.shows_help)
             items += click.Command.shell_complete(obj, ctx, value)
         else:
@@ -328,11 +330,11 @@ _holon_completion() {
     if (( $#plain )); then compadd -U -V holon -a plain; fi
 }
 
-if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then
-    # autoloaded from $fpath as _holon: this run is the first TAB, so complete it too
+compdef _holon_completion holon
+if (( $+compstate )); then
+    # run as the completion function _holon (autoloaded from $fpath): a TAB
+    # is waiting, so complete it too (later TABs call _holon_completion)
     _holon_completion "$@"
-else
-    compdef _holon_completion holon
 fi
 """
 
