@@ -349,6 +349,30 @@ def test_completing_takes_no_lock(workdir: Path, live: Live) -> None:
     assert got == [sorted([live.open1, live.open2]), [live.timer], ["alpha-742"]]
 
 
+def test_running_tasks_for_stop_and_input(workdir: Path, tmp_path: Path) -> None:
+    """`task stop`/`task input` offer running tasks only; `task status` all."""
+    home = tmp_path / "tasks-home"
+    env = {**os.environ, "HOLON_HOME": str(home)}
+    running = run("task", "run", "--", "sleep 30", env=env).stdout.strip()
+    finished = run("task", "run", "--", "true", env=env).stdout.strip()
+    try:
+        deadline = time.monotonic() + 30
+        while '"running"' in run("task", "status", finished, "--json", env=env).stdout:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        lines = [["holon", "task", cmd, ""] for cmd in ("stop", "input", "status")]
+        got = [
+            sorted(
+                ln.partition(",")[2]
+                for ln in complete_in_process("bash", w, HOLON_HOME=str(home)).stdout.splitlines()
+            )
+            for w in lines
+        ]
+        assert got == [[running], [running], sorted([running, finished])]
+    finally:
+        assert run("task", "stop", running, env=env).returncode == 0
+
+
 def test_completing_creates_no_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "no-home"
     monkeypatch.setenv("HOLON_HOME", str(home))
