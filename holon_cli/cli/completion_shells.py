@@ -117,12 +117,24 @@ def _resolve(
     cli: click.Command, args: list[str], incomplete: str
 ) -> tuple[Any, click.Context, str]:
     """click's own walk: the context of the complete args, then the command or
-    parameter that completes ``incomplete`` (and the part of it to complete)."""
+    parameter that completes ``incomplete`` (and the part of it to complete).
+
+    These two helpers are what ``ShellComplete.get_completions`` calls (the
+    same names and signatures from click 8.0 to 8.5); called here so the
+    object under the cursor is known (free text, ``--opt=`` on an option)."""
     from click import shell_completion as sc
 
     ctx = sc._resolve_context(cli, {}, PROG, list(args))
     obj, value = sc._resolve_incomplete(ctx, list(args), incomplete)
     return obj, ctx, value
+
+
+def _unresolved(ctx: click.Context) -> bool:
+    """Words left over after the walk: a command name the group does not know."""
+    left = getattr(ctx, "_protected_args", None)  # click >= 8.2
+    if left is None:
+        left = ctx.protected_args  # click 8.1
+    return bool([*left, *ctx.args])
 
 
 class _Holon(ShellComplete):
@@ -144,7 +156,7 @@ class _Holon(ShellComplete):
         if prefix and not (isinstance(obj, click.Option) and prefix[:-1] in obj.opts):
             return []  # --flag=x, --unknown=x: nothing goes there
         if isinstance(obj, click.Group):
-            if [*getattr(ctx, "_protected_args", ()), *ctx.args]:
+            if _unresolved(ctx):
                 return []  # `holon agent nosuch <TAB>`: no command of that name
             items = _commands(ctx, obj, value, self.shows_help)
             items += click.Command.shell_complete(obj, ctx, value)

@@ -671,13 +671,17 @@ def test_fish_describes_commands_options_and_ids(workdir: Path, live: Live) -> N
 
 
 def complete_in_process(shell: str, words: Sequence[str], **env: str) -> Any:
-    """One TAB's answer from `holon` run in this process (bash/zsh protocol:
-    the words before the cursor and the cursor's index)."""
+    """One TAB's answer from `holon` run in this process, for the cursor at
+    the end of ``words``."""
+    line = " ".join(shlex.quote(w) for w in words)
+    if shell == "fish" and not words[-1]:
+        line = " ".join(shlex.quote(w) for w in words[:-1]) + " "  # `commandline -cp`
     environ = {
         **os.environ,
         "_HOLON_COMPLETE": f"{shell}_complete",
-        "COMP_WORDS": " ".join(shlex.quote(w) for w in words),
-        "COMP_CWORD": str(len(words) - 1),
+        "COMP_WORDS": line,
+        # fish passes the token under the cursor, bash and zsh its index
+        "COMP_CWORD": words[-1] if shell == "fish" else str(len(words) - 1),
         **env,
     }
     return run(env=environ)
@@ -740,6 +744,22 @@ def test_free_text_falls_back_to_the_shells_default(workdir: Path) -> None:
     # a value with completions of its own never falls back, even with no match
     assert complete_in_process("bash", ["holon", "enqueue", "--agent", "zz"]).stdout == ""
     assert complete_in_process("bash", ["holon", "status", "x"]).stdout == ""
+
+
+def test_descriptions_are_one_printable_line(workdir: Path, tmp_path: Path) -> None:
+    """An objective is the user's text: its control characters never reach
+    the terminal through a description, and a long one is cut."""
+    env = {**os.environ, "HOLON_HOME": str(tmp_path / "h")}
+    objective = "Deploy \x1b[31mred\x1b[0m\tnow " + "x" * 100
+    assert run("workitem", "create", objective, env=env).returncode == 0
+    res = complete_in_process(
+        "fish", ["holon", "workitem", "show", ""], HOLON_HOME=env["HOLON_HOME"]
+    )
+    (line,) = res.stdout.splitlines()
+    value, _, desc = line.partition("\t")
+    assert value.startswith("plain,wi_") and "\x1b" not in desc and "\t" not in desc
+    assert desc.startswith("open Deploy [31mred [0m now xxx") and desc.endswith("...")
+    assert len(desc) == 60
 
 
 def test_a_damaged_home_completes_quietly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
