@@ -5,15 +5,17 @@
 
 A temporary HOLON_HOME gets ``--agents`` agents (``alpha-742`` and
 ``agent-001``...), ``--work-items`` open work items and one timer on
-``alpha-742``. One bash sources ``completions/holon.bash`` and, round after
-round, calls ``_holon_completion`` as bash does on TAB (``COMP_WORDS``,
-``COMP_CWORD``) for each line below, timing each call with
-``$EPOCHREALTIME``; the same loop times ``python -c pass`` with the
-interpreter of the ``holon`` script's shebang (the bare interpreter start-up
-every TAB pays) and ``holon --version`` (the click-free fast path). Lines run
+``alpha-742``. Each measurement is one bash that sources
+``completions/holon.bash`` and calls ``_holon_completion`` as bash does on
+TAB (``COMP_WORDS``, ``COMP_CWORD``) for one line below; the same kind of
+bash runs ``python -c pass`` with the interpreter of the ``holon`` script's
+shebang (the bare interpreter start-up every TAB pays) and ``holon
+--version`` (the click-free fast path), so all pay the same bash. Lines run
 interleaved round-robin so machine noise hits all alike. For each: the
-median and p90 of wall time and the median's ratio to the bare interpreter.
-Each completion's reply is checked first (a fast wrong answer is no figure).
+median and p90 of wall time, the median CPU time (user + system of bash and
+what it ran, from ``wait4``; steadier than wall on a busy machine), and the
+medians' ratios to the bare interpreter's. Each completion's reply is
+checked first (a fast wrong answer is no figure).
 
 No target: a report. A TAB that answers within ~100 ms feels immediate.
 """
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,21 +92,31 @@ def make_home(root: Path, agents: int, items: int, env: dict[str, str]) -> None:
     )
 
 
-def bash_loop(runs: int, interpreter: str, holon: str) -> str:
-    """A bash script printing ``NAME<TAB>MICROSECONDS`` per call, round-robin."""
-    lines = [
-        f"source {shlex.quote(str(SCRIPT))}",
-        't() { local s=${EPOCHREALTIME/./} e; "${@:2}" > /dev/null; e=${EPOCHREALTIME/./};'
-        " printf '%s\\t%s\\n' \"$1\" $((e - s)); }",
-        'tab() { COMP_WORDS=("${@:2}"); COMP_CWORD=$(( $# - 2 )); _holon_completion holon; }',
-        f"for (( r = 0; r < {runs}; r++ )); do",
-        f"  t 'python -c pass' {shlex.quote(interpreter)} -c pass",
-        f"  t 'holon --version' {shlex.quote(holon)} --version",
-    ]
-    for name, words in LINES.items():
-        lines.append(f"  t {shlex.quote(name)} tab {' '.join(shlex.quote(w) for w in words)}")
-    lines.append("done")
-    return "\n".join(lines)
+def bash_line(words: list[str] | None, argv: list[str] | None = None) -> str:
+    """One bash run: source the script, then one TAB on ``words`` (or run ``argv``)."""
+    src = f"source {shlex.quote(str(SCRIPT))}; "
+    if words is None:
+        return src + " ".join(shlex.quote(a) for a in argv or [])
+    quoted = " ".join(shlex.quote(w) for w in words)
+    return src + f"COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _holon_completion holon"
+
+
+def timed(script: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one bash run; CPU is user + system of bash and
+    everything it ran (``wait4`` counts the children it reaped)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"completion: {script!r} failed")
+    return wall * 1000, (ru.ru_utime + ru.ru_stime) * 1000
 
 
 def check_replies(env: dict[str, str], agents: int, items: int) -> None:
@@ -146,40 +159,55 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLON_", "_HOLON"))}
         env["HOLON_HOME"] = str(Path(tmp) / "home")
         env["PATH"] = f"{Path(holon).parent}{os.pathsep}{env.get('PATH', '')}"
+        # bytecode as an installed package has it, even when the environment
+        # says not to write any (else every TAB compiles holon_cli again)
         env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         make_home(Path(tmp), args.agents, args.work_items, env)
         check_replies(env, args.agents, args.work_items)
-        out = subprocess.run(
-            ["bash", "--norc", "--noprofile", "-c", bash_loop(args.runs, interpreter, holon)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-            timeout=3600,
-        ).stdout
-    samples: dict[str, list[float]] = {}
-    for line in out.splitlines():
-        name, _, us = line.rpartition("\t")
-        samples.setdefault(name, []).append(int(us) / 1000)
-    base = statistics.median(samples["python -c pass"])
+        scripts = {
+            "python -c pass": bash_line(None, [interpreter, "-c", "pass"]),
+            "holon --version": bash_line(None, [holon, "--version"]),
+            **{name: bash_line(words) for name, words in LINES.items()},
+        }
+        walls: dict[str, list[float]] = {name: [] for name in scripts}
+        cpus: dict[str, list[float]] = {name: [] for name in scripts}
+        for _ in range(args.runs):  # round-robin: noise hits every line alike
+            for name, script in scripts.items():
+                wall, cpu = timed(script, env)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    base_wall = statistics.median(walls["python -c pass"])
+    base_cpu = statistics.median(cpus["python -c pass"])
     rows = []
-    for name, ms in samples.items():
-        ms.sort()
-        med = statistics.median(ms)
-        p90 = ms[min(len(ms) - 1, int(len(ms) * 0.9))]
-        rows.append({"line": name, "median_ms": med, "p90_ms": p90, "ratio": med / base})
+    for name in scripts:
+        ms = sorted(walls[name])
+        med, cpu = statistics.median(ms), statistics.median(cpus[name])
+        rows.append(
+            {
+                "line": name,
+                "median_ms": med,
+                "p90_ms": ms[min(len(ms) - 1, int(len(ms) * 0.9))],
+                "ratio": med / base_wall,
+                "cpu_ms": cpu,
+                "cpu_ratio": cpu / base_cpu,
+            }
+        )
     if args.json:
         print(json.dumps({"agents": args.agents, "runs": args.runs, "rows": rows}, indent=2))
         return 0
-    load = os.getloadavg()[0]
     print(
         f"TAB in bash, {args.agents} agents, {args.work_items} work items on alpha-742; "
-        f"{args.runs} rounds; load average {load:.2f}"
+        f"{args.runs} rounds; load average {os.getloadavg()[0]:.2f}; each line is one "
+        "bash that sources completions/holon.bash first"
     )
     width = max(len(r["line"]) for r in rows)
-    print(f"{'':{width}}  median ms    p90 ms   x python -c pass")
+    print(f"{'':{width}}  wall med      p90   ratio   cpu med   ratio")
     for r in rows:
-        print(f"{r['line']:{width}}  {r['median_ms']:9.1f} {r['p90_ms']:9.1f}   {r['ratio']:5.2f}x")
+        print(
+            f"{r['line']:{width}}  {r['median_ms']:6.1f}ms {r['p90_ms']:6.1f}ms "
+            f"{r['ratio']:5.2f}x  {r['cpu_ms']:6.1f}ms {r['cpu_ratio']:5.2f}x"
+        )
     return 0
 
 
