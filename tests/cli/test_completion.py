@@ -733,10 +733,24 @@ def test_zsh_protocol_escapes_colons_and_describes(workdir: Path, live: Live) ->
     assert ["plain", live.open1, "open Fix the flaky test"] in triples
     res = complete_in_process("zsh", ["holon", "run", "--cwd=s"])
     assert res.stdout.splitlines() == ["dir", "--cwd=", "_"]
+    from click.shell_completion import CompletionItem
+
+    from holon_cli.cli.completion_shells import HolonZsh
+
+    zsh = HolonZsh(click.Command("holon"), {}, "holon", "_HOLON_COMPLETE")
+    # _describe splits VALUE:DESCRIPTION at the first unescaped colon
+    assert zsh.format_completion(CompletionItem("a:b", help="c:d")) == "plain\na\\:b\nc:d"
+    assert zsh.format_completion(CompletionItem("a:b")) == "plain\na:b\n_"  # compadd
     res = complete_in_process("zsh", ["holon", "enqueue", "-k", "ti"])
     assert res.stdout.splitlines() == ["plain", "timer_tick", "_"]
     res = complete_in_process("zsh", ["holon", "enqueue", "--priority=ne"])
     assert res.stdout.splitlines() == ["plain", "--priority=next", "_"]
+
+
+def test_ids_are_the_default_agents_without_agent(workdir: Path, live: Live) -> None:
+    """Without --agent, the ids are $HOLON_AGENT_ID's (as the command would use)."""
+    res = complete_in_process("bash", ["holon", "workitem", "pick", ""], HOLON_AGENT_ID="alpha-742")
+    assert sorted(res.stdout.splitlines()) == sorted(f"plain,{w}" for w in (live.open1, live.open2))
 
 
 def test_free_text_falls_back_to_the_shells_default(workdir: Path) -> None:
