@@ -108,8 +108,8 @@ print(json.dumps(ids))
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Live:
     """alpha-742 (work items, timers, a task), beta (stopped), child-1 (private),
-    broken (a record that is not JSON), gamma (a damaged work-item ledger), a
-    staging folder and a stray file; no `main` agent."""
+    broken (a record that is not JSON), delta (no record), gamma (a damaged
+    work-item ledger), a staging folder and a stray file; no `main` agent."""
     home = tmp_path_factory.mktemp("live") / "holon-home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLON_", "_HOLON", "COMP_"))}
     env["HOLON_HOME"] = str(home)
@@ -124,6 +124,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Live:
     ledger.write_bytes(b"{torn in the middle\n" + ledger.read_bytes())
     (agents / "gamma" / ".holon" / "state" / "work_items.json").unlink(missing_ok=True)
     (agents / ".staging-zz").mkdir()
+    (agents / "delta").mkdir()  # a folder without a record: damaged too
     (agents / "stray-file").write_text("")
     return Live(home=home, **ids)
 
@@ -190,7 +191,7 @@ def bash_complete_many(
     return [sorted(ln for ln in block.splitlines() if ln) for block in blocks[:-1]]
 
 
-AGENTS = ["alpha-742", "beta", "child-1", "gamma"]  # `broken` is damaged: skipped
+AGENTS = ["alpha-742", "beta", "child-1", "gamma"]  # `broken`, `delta` are damaged: skipped
 
 BASH_CASES: list[tuple[list[str], list[str]]] = [
     (["holon", ""], ROOT_COMMANDS),
