@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
-from holon_cli.cli.params import MODEL
+from holon_cli.cli.params import MODEL, complete_agents
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -90,7 +90,7 @@ def agent_list(include_private: bool, as_json: bool) -> None:
 
 
 @agent.command("status")
-@click.argument("agent_id", metavar="[ID]", required=False)
+@click.argument("agent_id", metavar="[ID]", required=False, shell_complete=complete_agents)
 @output.json_option
 def agent_status(agent_id: str | None, as_json: bool) -> None:
     """Show one agent's summary (same as `holon status --agent ID`).
@@ -117,7 +117,7 @@ def _lifecycle(action: str, agent_id: str, as_json: bool) -> None:
 
 
 @agent.command("stop")
-@click.argument("agent_id", metavar="ID")
+@click.argument("agent_id", metavar="ID", shell_complete=complete_agents)
 @output.json_option
 def agent_stop(agent_id: str, as_json: bool) -> None:
     """Stop an agent: new messages are rejected (exit 4) until it is started.
@@ -130,7 +130,7 @@ def agent_stop(agent_id: str, as_json: bool) -> None:
 
 
 @agent.command("start")
-@click.argument("agent_id", metavar="ID")
+@click.argument("agent_id", metavar="ID", shell_complete=complete_agents)
 @output.json_option
 def agent_start(agent_id: str, as_json: bool) -> None:
     """Start (resume) a stopped or paused agent.
@@ -143,7 +143,7 @@ def agent_start(agent_id: str, as_json: bool) -> None:
 
 
 @agent.command("path")
-@click.argument("agent_id", metavar="[ID]", required=False)
+@click.argument("agent_id", metavar="[ID]", required=False, shell_complete=complete_agents)
 @output.json_option
 def agent_path(agent_id: str | None, as_json: bool) -> None:
     """Print an agent's home directory.
@@ -162,7 +162,7 @@ def agent_path(agent_id: str | None, as_json: bool) -> None:
 
 
 @agent.command("model")
-@click.argument("agent_id", metavar="[ID]", required=False)
+@click.argument("agent_id", metavar="[ID]", required=False, shell_complete=complete_agents)
 @click.argument("model", metavar="[MODEL]", required=False, type=MODEL)
 @click.option(
     "--clear", is_flag=True, help="Remove the override: back to the runtime default and fallbacks."
@@ -202,7 +202,7 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
 
 
 @agent.command("rm")
-@click.argument("agent_id", metavar="ID")
+@click.argument("agent_id", metavar="ID", shell_complete=complete_agents)
 @click.option("--force", is_flag=True, help="Remove a stopped named agent (its home is deleted).")
 @output.json_option
 def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:

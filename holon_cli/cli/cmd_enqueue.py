@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import complete_open_work_items, complete_words
 from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
 
 
@@ -17,6 +18,7 @@ from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
     "--kind",
     "-k",
     metavar="KIND",
+    shell_complete=complete_words(MESSAGE_KINDS),
     help=f"Message kind: {', '.join(MESSAGE_KINDS)} (default from the origin).",
 )
 @click.option(
@@ -35,6 +37,7 @@ from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
     metavar="PRIORITY",
     default="normal",
     show_default=True,
+    shell_complete=complete_words(PRIORITIES),
     help=f"One of: {', '.join(PRIORITIES)}.",
 )
 @click.option(
@@ -43,7 +46,11 @@ from holon_cli.model.envelope import MESSAGE_KINDS, PRIORITIES
     help="TEXT is a JSON document; the body becomes {type: json, value}.",
 )
 @click.option(
-    "--work-item", "work_item_id", metavar="ID", help="Bind the message to this work item."
+    "--work-item",
+    "work_item_id",
+    metavar="ID",
+    shell_complete=complete_open_work_items,
+    help="Bind the message to this work item.",
 )
 @click.option(
     "--correlation-id", metavar="ID", help="Ties related messages together across a workflow."

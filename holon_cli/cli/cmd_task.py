@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import complete_running_tasks, complete_tasks
 
 if TYPE_CHECKING:
     from holon_cli.model.task import TaskSnapshot
@@ -178,7 +179,7 @@ def task_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
 
 
 @task.command("status", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_tasks)
 @output.agent_option
 @output.json_option
 def task_status(task_id: str, agent_id: str | None, as_json: bool) -> None:
@@ -199,7 +200,7 @@ def task_status(task_id: str, agent_id: str | None, as_json: bool) -> None:
 
 
 @task.command("output", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_tasks)
 @output.agent_option
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the task ends.")
 @output.json_option
@@ -237,7 +238,7 @@ def task_output(task_id: str, agent_id: str | None, follow: bool, as_json: bool)
 
 
 @task.command("input", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_running_tasks)
 @click.argument("text", metavar="TEXT|-")
 @output.agent_option
 @output.json_option
@@ -270,7 +271,7 @@ def task_input(task_id: str, text: str, agent_id: str | None, as_json: bool) -> 
 
 
 @task.command("stop", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_running_tasks)
 @output.agent_option
 @output.json_option
 def task_stop(task_id: str, agent_id: str | None, as_json: bool) -> None:
