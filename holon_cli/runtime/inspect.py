@@ -86,6 +86,10 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.tasks.control import active_tasks
 
     summary["active_tasks"] = active_tasks(store)
+    from holon_cli.runtime.budgets import status as budget_status
+    from holon_cli.store.config import load_config
+
+    summary["budget"] = budget_status(store, load_config())
     return summary
 
 
