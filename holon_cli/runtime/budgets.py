@@ -38,6 +38,8 @@ from holon_cli import clock
 from holon_cli.errors import UsageError
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import AgentLayout, validate_agent_id
+from holon_cli.store.ledger import Ledger
+from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.errors import ConfigError
@@ -149,37 +151,72 @@ def lineage(store: AgentStore) -> list[AgentStore]:
     return out
 
 
-def record_spend(
-    store: AgentStore,
-    cfg: dict[str, Any],
-    *,
-    turn_id: str,
-    message_id: str | None,
-    work_item_id: str | None,
-    model_ref: str | None,
-    input_tokens: int,
-    output_tokens: int,
-    estimated: bool = False,
-) -> SpendRecord:
-    """Append one provider round's spend to the agent's ledger and each
-    ancestor's (each append durable before the next request is checked)."""
-    now = clock.now()
-    rec: SpendRecord = {
-        "v": SPEND_VERSION,
-        "at": clock.iso(now),
-        "ts": now,
-        "agent_id": store.agent_id,
-        "turn_id": turn_id,
-        "message_id": message_id,
-        "work_item_id": work_item_id,
-        "model_ref": model_ref,
-        "input_tokens": int(input_tokens),
-        "output_tokens": int(output_tokens),
-        "cost_usd": round(_cost(cfg, model_ref, input_tokens, output_tokens), 9),
-        "estimated": estimated,
-    }
-    for s in lineage(store):
-        s.ledger(LEDGER).append(dict(rec))
+class SpendWriter:
+    """One turn's spend appends, to the agent's ledger and each ancestor's.
+
+    Each record is written at once (readers, and the check before the next
+    request, see it; a killed process loses nothing) and fsync'd once per
+    turn, by :meth:`sync` at its settlement: a round's own durable batch
+    stays at its three fsyncs (events, transcript, journal)."""
+
+    def __init__(self, store: AgentStore) -> None:
+        self.store = store
+        self._ledgers: list[Ledger] | None = None
+
+    def _targets(self) -> list[Ledger]:
+        if self._ledgers is None:
+            self._ledgers = []
+            for s in lineage(self.store):
+                led = Ledger(
+                    s.layout.ledger_path(LEDGER),
+                    s.layout.ledger_lock(LEDGER),
+                    validate=ledger_validator(LEDGER),
+                )
+                led.defer_sync = True
+                self._ledgers.append(led)
+        return self._ledgers
+
+    def record(
+        self,
+        cfg: dict[str, Any],
+        *,
+        turn_id: str,
+        message_id: str | None,
+        work_item_id: str | None,
+        model_ref: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        estimated: bool = False,
+    ) -> SpendRecord:
+        now = clock.now()
+        rec: SpendRecord = {
+            "v": SPEND_VERSION,
+            "at": clock.iso(now),
+            "ts": now,
+            "agent_id": self.store.agent_id,
+            "turn_id": turn_id,
+            "message_id": message_id,
+            "work_item_id": work_item_id,
+            "model_ref": model_ref,
+            "input_tokens": int(input_tokens),
+            "output_tokens": int(output_tokens),
+            "cost_usd": round(_cost(cfg, model_ref, input_tokens, output_tokens), 9),
+            "estimated": estimated,
+        }
+        for led in self._targets():
+            led.append(dict(rec))
+        return rec
+
+    def sync(self) -> None:
+        for led in self._ledgers or ():
+            led.sync()
+
+
+def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendRecord:
+    """Append one provider round's spend (durable when this returns)."""
+    writer = SpendWriter(store)
+    rec = writer.record(cfg, **kw)
+    writer.sync()
     return rec
 
 

@@ -126,6 +126,7 @@ class TurnRun:
         self.budget_hit: BudgetHit | None = None  # a budget refused the next request
         self.tool_calls_made = 0  # the no-progress guard's view of the turn
         self.work_item_changed = False
+        self.spend = budgets.SpendWriter(store)  # fsync'd once, at settle
 
     # ------------------------------------------------------------ the loop
 
@@ -333,8 +334,7 @@ class TurnRun:
     def _record_spend(
         self, model_ref: str | None, usage: dict[str, int], *, estimated: bool
     ) -> None:
-        budgets.record_spend(
-            self.store,
+        self.spend.record(
             self.cfg,
             turn_id=self.turn_id,
             message_id=self.mid,
@@ -503,6 +503,7 @@ class TurnRun:
         replaying = s is not None
         if s is None:
             self.make_durable()  # the last round's tool results first
+            self.spend.sync()
             s = decide_settlement(
                 self.store,
                 turn_id=self.turn_id,
