@@ -49,6 +49,7 @@ DAY_S = 86400.0
 HOUR_S = 3600.0
 LEDGER = "spend"
 SPEND_VERSION = 1
+TAIL_STEP = 256  # records read from the end at a time
 MAX_LINEAGE = 32  # a cycle in hand-edited records must not loop forever
 WAITING_REASON = "budget_exhausted"
 _TOKEN_BUDGETS = ("tokens_per_day", "tokens_per_work_item")
@@ -220,9 +221,28 @@ def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendReco
     return rec
 
 
-def _records(store: AgentStore) -> list[dict[str, Any]]:
+def _records(store: AgentStore, since: float | None = None) -> list[dict[str, Any]]:
+    """The agent's spend records; with ``since``, at least those from then on
+    (read backwards from the end: a long history costs nothing here)."""
     led = store.ledger(LEDGER)
-    return led.records() if led.path.exists() else []
+    if not led.path.exists():
+        return []
+    if since is None:
+        return led.records()
+    n = TAIL_STEP
+    while True:
+        recs = led.tail(n)
+        if len(recs) < n or float(recs[0].get("ts", 0)) < since:
+            return recs
+        n *= 4
+
+
+def _window(lim: dict[str, float], now: float) -> float | None:
+    """How far back the budgets in ``lim`` look (``None``: the whole history,
+    for ``tokens_per_work_item``)."""
+    if "tokens_per_work_item" in lim:
+        return None
+    return min(now - now % DAY_S, now - HOUR_S)
 
 
 def _tokens(r: dict[str, Any]) -> int:
@@ -281,9 +301,9 @@ def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
     lim = limits(cfg, store.agent_id)
     if not lim:
         return {}
-    records = _records(store)
-    wid = store.read_record()["state"].get("current_work_item_id")
     now = clock.now()
+    records = _records(store, _window(lim, now))
+    wid = store.read_record()["state"].get("current_work_item_id")
     return {n: use_of(n, lim[n], records, now, wid) for n in BUDGET_NAMES if n in lim}
 
 
@@ -332,7 +352,7 @@ def check(
         lim = limits(cfg, s.agent_id)
         if not lim:
             continue
-        records = _records(s)
+        records = _records(s, _window(lim, now))
         est_tokens, est_cost = _next_request(records, store.agent_id)
         new_turn = turn_id is None or not any(
             r.get("turn_id") == turn_id and r.get("agent_id") == store.agent_id for r in records

@@ -420,3 +420,38 @@ def test_tick_does_not_reactivate_an_agent_a_budget_stopped(
     assert tick["actions"] == []
     assert "budget tokens_per_day is exhausted" in tick["idle_reason"]
     assert "2026-05-29T00:00:00.000Z" in tick["idle_reason"]
+
+
+def test_a_long_history_is_read_from_the_end(
+    model: str, holon_home: Path, now: list[float]
+) -> None:
+    """Day and hour budgets read back only as far as they look: months of
+    spend do not make every request's check slower."""
+    store = open_agent()
+    old = [
+        {
+            "v": 1,
+            "at": clock.iso(T0 - 2 * 86400 + i),
+            "ts": T0 - 2 * 86400 + i,
+            "agent_id": "main",
+            "turn_id": f"turn_{i}",
+            "message_id": None,
+            "work_item_id": None,
+            "model_ref": model,
+            "input_tokens": 1000,
+            "output_tokens": 0,
+            "cost_usd": 0.0,
+            "estimated": False,
+        }
+        for i in range(5000)
+    ]
+    path = store.layout.ledger_path("spend")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    config(holon_home, {"budgets": {"tokens_per_day": 1000, "turns_per_hour": 5}})
+    prompt_and_turn(1)
+    recent = budgets._records(store, budgets._window({"tokens_per_day": 1}, now[0]))
+    assert len(recent) < 1000
+    assert recent[-1]["turn_id"] != "turn_4999"
+    assert data("status")["budget"]["tokens_per_day"]["used"] == 100
+    assert data("status")["budget"]["turns_per_hour"]["used"] == 1
