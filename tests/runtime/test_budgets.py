@@ -455,3 +455,22 @@ def test_a_long_history_is_read_from_the_end(
     assert recent[-1]["turn_id"] != "turn_4999"
     assert data("status")["budget"]["tokens_per_day"]["used"] == 100
     assert data("status")["budget"]["turns_per_hour"]["used"] == 1
+
+
+def test_status_text_shows_each_budget(model: str, holon_home: Path, now: list[float]) -> None:
+    config(holon_home, {"budgets": {"tokens_per_day": 300}})
+    prompt_and_turn(1)
+    out = ok("status").stdout
+    assert "budget tokens_per_day" in out
+    assert "100 of 300 (resets 2026-05-29T00:00:00.000Z)" in out
+
+
+def test_a_damaged_spend_record_is_reported_by_home_check(model: str, now: list[float]) -> None:
+    prompt_and_turn(1)
+    path = open_agent().layout.ledger_path("spend")
+    with path.open("a") as f:
+        f.write(json.dumps({"v": 1, "ts": "yesterday", "agent_id": "main"}) + "\n")
+    res = holon("home", "check")
+    assert res.returncode == 1
+    assert "spend.jsonl" in res.stdout + res.stderr
+    assert "`ts` must be" in res.stdout + res.stderr
