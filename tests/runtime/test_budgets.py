@@ -474,3 +474,41 @@ def test_a_damaged_spend_record_is_reported_by_home_check(model: str, now: list[
     assert res.returncode == 1
     assert "spend.jsonl" in res.stdout + res.stderr
     assert "`ts` must be" in res.stdout + res.stderr
+
+
+class Killed(BaseException):
+    pass
+
+
+def test_a_crash_mid_turn_keeps_the_spend_and_the_replay_adds_only_new_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holon_home: Path, now: list[float]
+) -> None:
+    from holon_cli.runtime.turn import run_turn
+    from holon_cli.tools.catalog import default_catalog
+
+    call = {
+        "text": "looking",
+        "tool_calls": [{"name": "AgentGet", "arguments": {}}],
+        "usage": {"input_tokens": 80, "output_tokens": 20},
+    }
+    monkeypatch.setenv("HOLON_MODEL", script(tmp_path, [call, TEXT]))
+    open_agent()
+    config(holon_home, {"budgets": {"tokens_per_day": 150}})
+    ok("enqueue", "go")
+    catalog = default_catalog()
+    real = catalog.execute
+
+    def killed(*a: Any, **k: Any) -> Any:
+        raise Killed  # the process dies while the first round's call is in flight
+
+    monkeypatch.setattr(catalog, "execute", killed)
+    with pytest.raises(Killed):
+        run_turn(None, catalog=catalog)
+    monkeypatch.setattr(catalog, "execute", real)
+    assert data("status")["budget"]["tokens_per_day"]["used"] == 100
+    # the replay finishes the turn; its next request (100 more) would pass 150
+    res = run_turn(None, catalog=catalog)
+    assert res.replayed and res.closure is not None
+    assert res.closure.get("waiting_reason") == "budget_exhausted"
+    assert rounds() == 1
+    assert len(open_agent().ledger("spend").records()) == 1
