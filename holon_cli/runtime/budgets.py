@@ -268,12 +268,27 @@ def use_of(
     now: float,
     work_item_id: str | None = None,
 ) -> BudgetUse:
-    """What ``records`` spent of one budget, and when that budget resets."""
+    """What ``records`` spent of one budget, and when that budget resets (a
+    limit of 0 never does: only raising it lets a request through)."""
+    use = _use_of(name, limit, records, now, work_item_id)
+    if limit <= 0:
+        use["resets_at"] = None
+    return use
+
+
+def _use_of(
+    name: BudgetName,
+    limit: float,
+    records: list[dict[str, Any]],
+    now: float,
+    work_item_id: str | None,
+) -> BudgetUse:
     if name == "turns_per_hour":
         firsts = sorted(_turn_starts(records, now - HOUR_S).values())
         used = len(firsts)
-        at = firsts[max(0, used - int(limit))] if firsts and used >= limit else None
-        at = at if at is not None else (firsts[0] if firsts else None)
+        # when spent, the window frees a turn once the (used - limit + 1)th
+        # oldest turn leaves it; otherwise report when the oldest one does
+        at = firsts[used - int(limit)] if 1 <= limit <= used else (firsts[0] if firsts else None)
         return {"limit": limit, "used": used, "resets_at": clock.iso(at + HOUR_S) if at else None}
     if name == "tokens_per_work_item":
         used_wi = (
@@ -405,11 +420,12 @@ def brief_text(hit: BudgetHit, agent_id: str) -> str:
     if name == "tokens_per_work_item":
         what += f" on work item {hit.get('work_item_id')}"
     key = f"agents.{hit['agent_id']}.budgets.{name} or budgets.{name}"
-    when = (
-        f"It resets at {hit['resets_at']}; no provider request is sent until then"
-        if hit["resets_at"]
-        else "It does not reset; no provider request is sent for this work item"
-    )
+    if hit["resets_at"]:
+        when = f"It resets at {hit['resets_at']}; no provider request is sent until then"
+    elif name == "tokens_per_work_item":
+        when = "It does not reset; no provider request is sent for this work item"
+    else:
+        when = "It does not reset (a limit of 0); no provider request is sent"
     return (
         f"Stopped before a provider request: {what}. {when}, unless you raise {key} in config.yaml."
     )

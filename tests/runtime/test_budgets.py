@@ -512,3 +512,19 @@ def test_a_crash_mid_turn_keeps_the_spend_and_the_replay_adds_only_new_rounds(
     assert res.closure.get("waiting_reason") == "budget_exhausted"
     assert rounds() == 1
     assert len(open_agent().ledger("spend").records()) == 1
+
+
+@pytest.mark.parametrize("name", ["tokens_per_day", "turns_per_hour", "cost_usd_per_day"])
+def test_a_zero_budget_sends_nothing_and_never_resets(
+    model: str, holon_home: Path, now: list[float], name: str
+) -> None:
+    prompt_and_turn(1)
+    config(
+        holon_home,
+        {"model": model, "budgets": {name: 0}, "prices": {model: {"input": 1, "output": 1}}},
+    )
+    (res,) = prompt_and_turn(1)
+    assert res["closure"]["waiting_reason"] == "budget_exhausted"
+    assert rounds() == 1
+    assert data("status")["budget"][name]["resets_at"] is None
+    assert "does not reset" in briefs()[-1]["text"]
