@@ -528,3 +528,10 @@ def test_a_zero_budget_sends_nothing_and_never_resets(
     assert rounds() == 1
     assert data("status")["budget"][name]["resets_at"] is None
     assert "does not reset" in briefs()[-1]["text"]
+
+
+def test_status_still_answers_with_a_broken_budget_config(model: str, holon_home: Path) -> None:
+    config(holon_home, {"budgets": {"tokens_per_day": "lots"}})
+    st = data("status")
+    assert st["budget"] == {}
+    assert "budgets.tokens_per_day must be an integer" in st["budget_error"]
