@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.tool import Toolbox
     from holon_cli.model.turn import TurnProgress
+    from holon_cli.providers.chain import ChainResult
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -317,7 +318,7 @@ class TurnRun:
         if budgets.configured(self.cfg):
             budgets.gate(self.store, self.cfg, self.turn_id, self.focus)
 
-    def _spend_of_round(self, chain: Any, request: ProviderRequest) -> None:
+    def _spend_of_round(self, chain: ChainResult, request: ProviderRequest) -> None:
         """The round's spend: the provider's usage, or sizes / 4 when it reports none."""
         if chain.usage is not None:
             self._record_spend(chain.model_ref, chain.usage.to_dict(), estimated=False)
