@@ -535,3 +535,19 @@ def test_status_still_answers_with_a_broken_budget_config(model: str, holon_home
     st = data("status")
     assert st["budget"] == {}
     assert "budgets.tokens_per_day must be an integer" in st["budget_error"]
+
+
+def test_a_provider_without_usage_is_counted_by_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holon_home: Path, now: list[float]
+) -> None:
+    monkeypatch.setenv("HOLON_MODEL", script(tmp_path, [{"text": "no usage reported " * 40}]))
+    open_agent()
+    config(holon_home, {"budgets": {"tokens_per_day": 1_000_000}})
+    prompt_and_turn(1)
+    (rec,) = open_agent().ledger("spend").records()
+    assert rec["estimated"] is True
+    assert rec["output_tokens"] == len("no usage reported " * 40) // 4
+    assert rec["input_tokens"] > 100  # the system prompt alone is far more than 400 chars
+    assert data("status")["budget"]["tokens_per_day"]["used"] == (
+        rec["input_tokens"] + rec["output_tokens"]
+    )
