@@ -220,6 +220,14 @@ def agent_deadline(agent_id: str) -> float | None:
     return min(cands) if cands else None
 
 
+def _budget_line(hit: Any) -> str:
+    resets = f"resets at {hit['resets_at']}" if hit.get("resets_at") else "does not reset"
+    return (
+        f"budget {hit['budget']} of {hit['agent_id']} is exhausted "
+        f"({hit['used']:g} of {hit['limit']:g}; {resets})"
+    )
+
+
 class Scheduler:
     """Runs agent passes on daemon threads as changes and deadlines call for them."""
 
@@ -337,12 +345,18 @@ class Scheduler:
                 tick_agent(store)
                 res = run_turn(aid, store=store, catalog=self.catalog)
                 if not res.ran:
+                    if res.budget is not None:
+                        self.log(f"{aid}: held: {_budget_line(res.budget)}")
                     break
                 self.stats.turns += 1
                 self.log(
                     f"{aid}: turn {res.turn_id} {res.status} "
                     f"(message {res.message_id}, {res.duration_ms} ms)"
                 )
+                if res.budget is not None:
+                    self.log(
+                        f"{aid}: stopped before a provider request: {_budget_line(res.budget)}"
+                    )
                 if res.status == "aborted":
                     retry_at = self._hold_after_failure(aid, res)
                     break

@@ -128,6 +128,7 @@ def test_a_token_budget_stops_serve_exactly_at_the_limit(
     assert st["last_closure"]["waiting_reason"] == "budget_exhausted"
     (brief,) = [b for b in _briefs() if b["visibility"] == "action_required"]
     assert use["resets_at"] in brief["text"]
+    assert "stopped before a provider request: budget tokens_per_day of main" in log
     # the operator raises the limit: serve sees config.yaml change and goes on
     proc = start_serve(tmp_path, name="serve2")
     try:
