@@ -423,7 +423,10 @@ def brief_text(hit: BudgetHit, agent_id: str) -> str:
     if hit["resets_at"]:
         when = f"It resets at {hit['resets_at']}; no provider request is sent until then"
     elif name == "tokens_per_work_item":
-        when = "It does not reset; no provider request is sent for this work item"
+        when = (
+            "It does not reset; no provider request is sent while this work item is "
+            "current (`holon workitem pick` another one, or complete it)"
+        )
     else:
         when = "It does not reset (a limit of 0); no provider request is sent"
     return (

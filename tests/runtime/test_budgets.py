@@ -401,6 +401,12 @@ def test_tokens_per_work_item_binds_the_current_item(
     # tick does not continue that item while its budget is spent
     tick = data("tick")["agents"][0]
     assert tick["actions"] == [] and "tokens_per_work_item" in tick["idle_reason"]
+    # other work is not bound by that item's budget
+    other = wi.create_work_item(store, "Write the changelog")["work_item"]["id"]
+    ok("workitem", "pick", other)
+    (res,) = prompt_and_turn(1)
+    assert res["model_rounds"] == 1 and rounds() == 2
+    assert data("status")["budget"]["tokens_per_work_item"]["work_item_id"] == other
 
 
 def test_status_without_budgets_is_an_empty_map(model: str) -> None:
