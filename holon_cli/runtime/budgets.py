@@ -19,7 +19,11 @@ with that ancestor's budgets:
 - ``turns_per_hour``: turns that sent a request in the last 60 minutes
   (rolling); only a request that would start a new turn is refused.
 - ``tokens_per_work_item``: tokens spent on the current work item, ever; it
-  does not reset (the operator raises it, or the work moves on).
+  does not reset (the operator raises it, or the work moves on). Its totals
+  are folded into ``state/spend_by_work_item.json`` (:func:`work_item_tokens`).
+
+Day and hour budgets read the ledger back from its end only as far as they
+look, so a long history does not slow the check before each request.
 
 A request is refused when what is spent already reaches the limit, or when
 spent + the size of the agent's previous request would pass it (the
@@ -32,6 +36,8 @@ Runtime steps never print; nothing here holds a lock beyond a ledger append.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -50,6 +56,8 @@ HOUR_S = 3600.0
 LEDGER = "spend"
 SPEND_VERSION = 1
 TAIL_STEP = 256  # records read from the end at a time
+FOLD_FILE = "spend_by_work_item.json"
+FOLD_EVERY = 64  # new records that make a check write the fold again
 MAX_LINEAGE = 32  # a cycle in hand-edited records must not loop forever
 WAITING_REASON = "budget_exhausted"
 _TOKEN_BUDGETS = ("tokens_per_day", "tokens_per_work_item")
@@ -237,12 +245,46 @@ def _records(store: AgentStore, since: float | None = None) -> list[dict[str, An
         n *= 4
 
 
-def _window(lim: dict[str, float], now: float) -> float | None:
-    """How far back the budgets in ``lim`` look (``None``: the whole history,
-    for ``tokens_per_work_item``)."""
-    if "tokens_per_work_item" in lim:
-        return None
+def _window(now: float) -> float:
+    """How far back the day and hour budgets look."""
     return min(now - now % DAY_S, now - HOUR_S)
+
+
+def _fold_path(store: AgentStore) -> Path:
+    return store.layout.state_dir / FOLD_FILE
+
+
+def work_item_tokens(store: AgentStore, work_item_id: str) -> int:
+    """Tokens the agent's ledger holds for one work item, ever. The totals per
+    work item are folded into ``state/spend_by_work_item.json`` (derived
+    data: the ledger's inode and the offset folded so far; rebuilt from the
+    ledger when missing, damaged, or the ledger was replaced), so a check
+    reads only what was appended since the last fold."""
+    from holon_cli.store.fsio import read_snapshot, write_snapshot
+
+    led = store.ledger(LEDGER)
+    try:
+        st = os.stat(led.path)
+    except FileNotFoundError:
+        return 0
+    totals: dict[str, int] = {}
+    offset = 0
+    try:
+        snap = read_snapshot(_fold_path(store))
+    except Exception:  # noqa: BLE001 - derived data: rebuild it
+        snap = None
+    if snap and snap.get("inode") == st.st_ino and 0 < int(snap.get("offset", 0)) <= st.st_size:
+        totals, offset = dict(snap.get("totals") or {}), int(snap["offset"])
+    new, end = led.read_from(offset)
+    for r in new:
+        wid = r.get("work_item_id")
+        if wid:
+            totals[wid] = totals.get(wid, 0) + _tokens(r)
+    if len(new) >= FOLD_EVERY:
+        write_snapshot(
+            _fold_path(store), {"v": 1, "inode": st.st_ino, "offset": end, "totals": totals}
+        )
+    return totals.get(work_item_id, 0)
 
 
 def _tokens(r: dict[str, Any]) -> int:
@@ -267,10 +309,12 @@ def use_of(
     records: list[dict[str, Any]],
     now: float,
     work_item_id: str | None = None,
+    work_item_used: int = 0,
 ) -> BudgetUse:
-    """What ``records`` spent of one budget, and when that budget resets (a
+    """What ``records`` (the day and hour budgets) or ``work_item_used`` (the
+    work-item budget) spent of one budget, and when that budget resets (a
     limit of 0 never does: only raising it lets a request through)."""
-    use = _use_of(name, limit, records, now, work_item_id)
+    use = _use_of(name, limit, records, now, work_item_id, work_item_used)
     if limit <= 0:
         use["resets_at"] = None
     return use
@@ -282,6 +326,7 @@ def _use_of(
     records: list[dict[str, Any]],
     now: float,
     work_item_id: str | None,
+    work_item_used: int,
 ) -> BudgetUse:
     if name == "turns_per_hour":
         firsts = sorted(_turn_starts(records, now - HOUR_S).values())
@@ -291,11 +336,7 @@ def _use_of(
         at = firsts[used - int(limit)] if 1 <= limit <= used else (firsts[0] if firsts else None)
         return {"limit": limit, "used": used, "resets_at": clock.iso(at + HOUR_S) if at else None}
     if name == "tokens_per_work_item":
-        used_wi = (
-            sum(_tokens(r) for r in records if r.get("work_item_id") == work_item_id)
-            if work_item_id
-            else 0
-        )
+        used_wi = work_item_used if work_item_id else 0
         return {"limit": limit, "used": used_wi, "resets_at": None, "work_item_id": work_item_id}
     day = now - now % DAY_S  # POSIX time has no leap seconds: days are exact
     today = [r for r in records if float(r.get("ts", 0)) >= day]
@@ -317,9 +358,10 @@ def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
     if not lim:
         return {}
     now = clock.now()
-    records = _records(store, _window(lim, now))
+    records = _records(store, _window(now))
     wid = store.read_record()["state"].get("current_work_item_id")
-    return {n: use_of(n, lim[n], records, now, wid) for n in BUDGET_NAMES if n in lim}
+    wi_used = work_item_tokens(store, wid) if wid and "tokens_per_work_item" in lim else 0
+    return {n: use_of(n, lim[n], records, now, wid, wi_used) for n in BUDGET_NAMES if n in lim}
 
 
 # ------------------------------------------------------------------- check
@@ -367,7 +409,7 @@ def check(
         lim = limits(cfg, s.agent_id)
         if not lim:
             continue
-        records = _records(s, _window(lim, now))
+        records = _records(s, _window(now))
         est_tokens, est_cost = _next_request(records, store.agent_id)
         new_turn = turn_id is None or not any(
             r.get("turn_id") == turn_id and r.get("agent_id") == store.agent_id for r in records
@@ -375,7 +417,12 @@ def check(
         for name in BUDGET_NAMES:
             if name not in lim or (name == "tokens_per_work_item" and (i or agent_wide)):
                 continue
-            use = use_of(name, lim[name], records, now, work_item_id)
+            wi_used = (
+                work_item_tokens(s, work_item_id)
+                if name == "tokens_per_work_item" and work_item_id
+                else 0
+            )
+            use = use_of(name, lim[name], records, now, work_item_id, wi_used)
             est = est_cost if name == "cost_usd_per_day" else est_tokens
             if _hit_of(name, use, est if name != "turns_per_hour" else 0, new_turn=new_turn):
                 hit: BudgetHit = {

@@ -456,7 +456,7 @@ def test_a_long_history_is_read_from_the_end(
     path.write_text("".join(json.dumps(r) + "\n" for r in old))
     config(holon_home, {"budgets": {"tokens_per_day": 1000, "turns_per_hour": 5}})
     prompt_and_turn(1)
-    recent = budgets._records(store, budgets._window({"tokens_per_day": 1}, now[0]))
+    recent = budgets._records(store, budgets._window(now[0]))
     assert len(recent) < 1000
     assert recent[-1]["turn_id"] != "turn_4999"
     assert data("status")["budget"]["tokens_per_day"]["used"] == 100
@@ -557,3 +557,44 @@ def test_a_provider_without_usage_is_counted_by_size(
     assert data("status")["budget"]["tokens_per_day"]["used"] == (
         rec["input_tokens"] + rec["output_tokens"]
     )
+
+
+def _old_spend(store: AgentStore, n: int, wid: str | None, ts: float) -> None:
+    path = store.layout.ledger_path("spend")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rec = {
+        "v": 1,
+        "agent_id": store.agent_id,
+        "message_id": None,
+        "work_item_id": wid,
+        "model_ref": "m",
+        "input_tokens": 10,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "estimated": False,
+    }
+    with path.open("a") as f:
+        for i in range(n):
+            f.write(json.dumps({**rec, "at": clock.iso(ts), "ts": ts, "turn_id": f"t{i}"}) + "\n")
+
+
+def test_work_item_totals_are_folded_and_rebuilt_from_the_ledger(
+    model: str, now: list[float]
+) -> None:
+    store = open_agent()
+    fold = store.layout.state_dir / budgets.FOLD_FILE
+    _old_spend(store, 100, "wi_a", T0 - 40 * 86400)
+    _old_spend(store, 10, "wi_b", T0 - 40 * 86400)
+    assert budgets.work_item_tokens(store, "wi_a") == 1000
+    snap = json.loads(fold.read_text())
+    assert snap["totals"] == {"wi_a": 1000, "wi_b": 100}
+    # appended since the fold: read from its offset, counted once
+    _old_spend(store, 3, "wi_a", T0)
+    assert budgets.work_item_tokens(store, "wi_a") == 1030
+    assert budgets.work_item_tokens(store, "wi_b") == 100
+    # a damaged or stale fold is rebuilt from the ledger, never trusted
+    fold.write_text("not json")
+    assert budgets.work_item_tokens(store, "wi_a") == 1030
+    fold.write_text(json.dumps({"v": 1, "inode": -1, "offset": 5, "totals": {"wi_a": 1}}))
+    assert budgets.work_item_tokens(store, "wi_a") == 1030
+    assert budgets.work_item_tokens(store, "wi_none") == 0
