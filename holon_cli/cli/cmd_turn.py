@@ -12,6 +12,15 @@ from holon_cli.cli.params import MODEL
 
 def _print_turn(res: dict[str, Any]) -> None:
     if not res["ran"]:
+        hit = res.get("budget")
+        if hit:
+            resets = f"resets at {hit['resets_at']}" if hit["resets_at"] else "does not reset"
+            click.echo(
+                f"{res['agent_id']}: no turn: budget {hit['budget']} is exhausted "
+                f"({hit['used']:g} of {hit['limit']:g}; {resets}); queued messages wait",
+                err=True,
+            )
+            return
         click.echo(f"{res['agent_id']}: nothing queued", err=True)
         return
     closure = (res.get("closure") or {}).get("outcome", "?")

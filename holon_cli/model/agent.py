@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.continuation import ContinuationRecord
-    from holon_cli.model.turn import ClosureDecision
+    from holon_cli.model.turn import ClosureDecision, NoProgressStreak
     from holon_cli.model.workitem import ContinuationHold
 
     AgentStatus = Literal[
@@ -81,6 +81,8 @@ if TYPE_CHECKING:
         work_continuation_hold: NotRequired[ContinuationHold | None]
         # what the runtime did with the last dequeued message (waiting.continuation)
         last_continuation: NotRequired[ContinuationRecord]
+        # the no-progress guard's streak (runtime/guard.py)
+        no_progress: NotRequired[NoProgressStreak | None]
 
     class AgentRecord(TypedDict):
         v: int

@@ -36,14 +36,19 @@ def config_problems(home: HomeLayout) -> list[Problem]:
     from holon_cli.store.config import load_config
 
     try:
-        load_config(home)
+        cfg = load_config(home)
     except ConfigError as exc:
         key = exc.details.get("key")
         msg = exc.message.removeprefix(f"{home.config}: ")
         if exc.hint:
             msg += f" ({exc.hint})"
         return [Problem(str(home.config), None, msg if key is None else msg)]
-    return []
+    from holon_cli.runtime.budgets import config_errors
+
+    return [
+        Problem(str(home.config), None, f"{e.message} ({e.hint})" if e.hint else e.message)
+        for e in config_errors(cfg)
+    ]
 
 
 def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:

@@ -97,6 +97,15 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.tasks.control import active_tasks
 
     summary["active_tasks"] = active_tasks(store)
+    from holon_cli.errors import ConfigError
+    from holon_cli.runtime.budgets import status as budget_status
+    from holon_cli.store.config import load_config
+
+    try:
+        summary["budget"] = budget_status(store, load_config())
+    except ConfigError as exc:  # status still answers; turn and home check name the key
+        summary["budget"] = {}
+        summary["budget_error"] = exc.message
     return summary
 
 

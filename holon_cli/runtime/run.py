@@ -177,6 +177,9 @@ def run_once(
     try:
         while len(turns) < max_turns:
             res = turn_mod.run_turn(store=store, **kw)
+            if not res.ran and res.budget is not None:
+                final_status = "waiting"  # a spent budget holds the agent: the message waits
+                break
             if not res.ran:
                 if task_result_arrived():
                     continue

@@ -203,6 +203,12 @@ def agent_deadline(agent_id: str) -> float | None:
             and not r.get("recheck_consumed_at")
         ):
             cands.append(clock.parse_iso(at))
+    from holon_cli.runtime.budgets import configured, wake_at
+    from holon_cli.store.config import load_config
+
+    cfg = load_config()
+    if configured(cfg) and (reset := wake_at(store, cfg)) is not None:
+        cands.append(reset)  # a budget that stopped a turn resets: look again then
     try:  # the waiting plane's timers, once it has landed
         timers = importlib.import_module("holon_cli.runtime.waiting.timers")
     except ImportError:
@@ -212,6 +218,14 @@ def agent_deadline(agent_id: str) -> float | None:
         if nd:
             cands.append(clock.parse_iso(nd))
     return min(cands) if cands else None
+
+
+def _budget_line(hit: Any) -> str:
+    resets = f"resets at {hit['resets_at']}" if hit.get("resets_at") else "does not reset"
+    return (
+        f"budget {hit['budget']} of {hit['agent_id']} is exhausted "
+        f"({hit['used']:g} of {hit['limit']:g}; {resets})"
+    )
 
 
 class Scheduler:
@@ -331,12 +345,18 @@ class Scheduler:
                 tick_agent(store)
                 res = run_turn(aid, store=store, catalog=self.catalog)
                 if not res.ran:
+                    if res.budget is not None:
+                        self.log(f"{aid}: held: {_budget_line(res.budget)}")
                     break
                 self.stats.turns += 1
                 self.log(
                     f"{aid}: turn {res.turn_id} {res.status} "
                     f"(message {res.message_id}, {res.duration_ms} ms)"
                 )
+                if res.budget is not None:
+                    self.log(
+                        f"{aid}: stopped before a provider request: {_budget_line(res.budget)}"
+                    )
                 if res.status == "aborted":
                     retry_at = self._hold_after_failure(aid, res)
                     break

@@ -131,10 +131,27 @@ def transcript_record(rec: Mapping[str, Any]) -> str | None:
     return _need(rec, "kind", str, "transcript entry")
 
 
+def spend_record(rec: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _need(rec, "ts", (int, float), "spend record"),
+        _need(rec, "agent_id", str, "spend record"),
+        _need(rec, "turn_id", str, "spend record"),
+        _need(rec, "input_tokens", int, "spend record"),
+        _need(rec, "output_tokens", int, "spend record"),
+        _opt(rec, "cost_usd", (int, float), "spend record"),
+    )
+    if reason:
+        return reason
+    if rec["input_tokens"] < 0 or rec["output_tokens"] < 0:
+        return "spend record: negative token count"
+    return None
+
+
 LEDGERS: dict[str, Validator] = {
     "queue": queue_record,
     "events": event_record,
     "transcript": transcript_record,
+    "spend": spend_record,
 }
 
 

@@ -81,6 +81,25 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     return out
 
 
+def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> TurnResult | None:
+    """Before the dequeue: a cost budget with a model of the chain unpriced is
+    a config error (nothing consumed); an agent whose last turn a budget
+    stopped, with that budget still spent, runs no turn (its messages stay
+    queued until the budget resets or is raised)."""
+    from holon_cli.runtime import budgets
+
+    if not budgets.configured(cfg):
+        return None
+    err = budgets.price_error(cfg, store.agent_id, models)
+    if err is not None:
+        err.message += "; nothing was dequeued"
+        raise err
+    hit = budgets.exhausted(store, cfg)
+    if hit is None:
+        return None
+    return TurnResult(store.agent_id, ran=False, budget=hit)
+
+
 def _settled_message_ids(store: AgentStore) -> tuple[str, ...]:
     """The message whose crashed turn already saved its settlement: its replay
     only finishes recording the ending, so the replay limit must not abort it."""
@@ -126,6 +145,10 @@ def run_turn(
             )
         models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
         resolve = resolve_chain(models)  # before the dequeue: a bad chain consumes nothing
+        cfg = _runtime_cfg()
+        held = _budget_hold(store, cfg, models)
+        if held is not None:
+            return held
         turn_id = clock.new_id("turn")
         entry = q.dequeue_next(store, turn_id, settled=_settled_message_ids(store))
         if entry is None:
@@ -150,7 +173,7 @@ def run_turn(
             turn_id,
             models,
             catalog=catalog,
-            config=_runtime_cfg(),
+            config=cfg,
             sleep=sleep,
             max_rounds=max_rounds,
             resolve=resolve,

@@ -23,8 +23,10 @@ from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.model.tool import SleepRequest, ToolContext, ToolResult, render_error
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
+from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.guard import activation_of
 from holon_cli.runtime.prompt import (
     BuiltPrompt,
     active_skill_rows,
@@ -44,6 +46,7 @@ from holon_cli.store.layout import default_agent_id
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
         MessageInterjectedData,
@@ -55,6 +58,8 @@ if TYPE_CHECKING:
         WorkItemStaleReminderData,
     )
     from holon_cli.model.tool import Toolbox
+    from holon_cli.model.turn import TurnProgress
+    from holon_cli.providers.chain import ChainResult
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -121,6 +126,10 @@ class TurnRun:
         self.turn_local: dict[str, Any] = {}  # tools' turn-local scratch (ToolContext.effects)
         self.context_reported = False
         self.context_build_ms = 0.0
+        self.budget_hit: BudgetHit | None = None  # a budget refused the next request
+        self.tool_calls_made = 0  # the no-progress guard's view of the turn
+        self.work_item_changed = False
+        self.spend = budgets.SpendWriter(store)  # fsync'd once, at settle
 
     # ------------------------------------------------------------ the loop
 
@@ -280,14 +289,59 @@ class TurnRun:
         started_at = clock.now_iso()
         t0 = time.monotonic()
         try:
-            chain = call_with_fallback(self.models, request, sleep=self.sleep, resolve=self.resolve)
+            chain = call_with_fallback(
+                self.models,
+                request,
+                sleep=self.sleep,
+                resolve=self.resolve,
+                before_attempt=self._budget_gate,
+            )
+        except budgets.BudgetStop as stop:
+            self.budget_hit = stop.hit
+            return None
         except ChainFailure as failure:
             self.failed = True
             self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
                 self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
             )
+            if failure.usage is not None:
+                self._record_spend(failure.last.model_ref, failure.usage.to_dict(), estimated=False)
             return None
+        self._spend_of_round(chain, request)
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
+
+    def _budget_gate(self, _model_ref: str) -> None:
+        """Before every provider request (retries and fallbacks included)."""
+        if budgets.configured(self.cfg):
+            budgets.gate(self.store, self.cfg, self.turn_id, self.focus)
+
+    def _spend_of_round(self, chain: ChainResult, request: ProviderRequest) -> None:
+        """The round's spend: the provider's usage, or sizes / 4 when it reports none."""
+        if chain.usage is not None:
+            self._record_spend(chain.model_ref, chain.usage.to_dict(), estimated=False)
+            return
+        resp = chain.response
+        sent = len(request.frame.system_prompt) + sum(
+            len(b) for b in (*request.frame.system_blocks, *request.frame.context_blocks)
+        )
+        sent += sum(len(i.text) for i in request.conversation)
+        got = len(resp.text) + sum(len(str(c.arguments)) for c in resp.tool_calls)
+        usage = {"input_tokens": sent // 4, "output_tokens": got // 4}
+        self._record_spend(chain.model_ref, usage, estimated=True)
+
+    def _record_spend(
+        self, model_ref: str | None, usage: dict[str, int], *, estimated: bool
+    ) -> None:
+        self.spend.record(
+            self.cfg,
+            turn_id=self.turn_id,
+            message_id=self.mid,
+            work_item_id=self.focus,
+            model_ref=model_ref,
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
+            estimated=estimated,
+        )
 
     # --------------------------------------------------------- record round
 
@@ -340,6 +394,8 @@ class TurnRun:
                 self._activate_skills(fx.commands, built.sources["skills"])
             self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
         self.rounds_since_mutation = 0 if mutated else self.rounds_since_mutation + 1
+        self.tool_calls_made += len(resp.tool_calls)
+        self.work_item_changed = self.work_item_changed or mutated
         if mutated:
             self.focus = self.store.read_record()["state"].get("current_work_item_id")
 
@@ -423,6 +479,19 @@ class TurnRun:
 
     # --------------------------------------------------------------- settle
 
+    def progress(self) -> TurnProgress:
+        """What this turn did, for the no-progress guard."""
+        operator = self.msg.get("authority_class") == "operator_instruction"
+        return {
+            "turn_id": self.turn_id,
+            "activation": activation_of(self.msg),
+            "work_item_id": self.msg.get("work_item_id") or self.bound_wi,
+            "tool_calls": self.tool_calls_made,
+            "work_item_changed": self.work_item_changed,
+            "operator_input": operator or bool(self.journal.interject_ids),
+            "budget_stopped": self.budget_hit is not None,
+        }
+
     def settle(self) -> TurnResult:
         """Decide the ending once (saved in the journal), write the terminal
         records that are not written yet, settle the queue entries, and
@@ -432,6 +501,7 @@ class TurnRun:
         replaying = s is not None
         if s is None:
             self.make_durable()  # the last round's tool results first
+            self.spend.sync()
             s = decide_settlement(
                 self.store,
                 turn_id=self.turn_id,
@@ -445,6 +515,8 @@ class TurnRun:
                 sleep_req=self.sleep_req,
                 wrote_completion_brief=bool(self.completion_briefs),
                 turn_skills=self.turn_skills,
+                budget_hit=self.budget_hit,
+                progress=self.progress(),
             )
             self.journal.settle(s)
         self.result.closure = s["closure"]
@@ -452,6 +524,7 @@ class TurnRun:
         self.result.status = s["status"]
         self.result.failure_artifact = s.get("failure_artifact")
         self.result.failure_kind = s.get("failure_kind")
+        self.result.budget = cast("BudgetHit | None", s.get("budget"))
         self.result.slept = s.get("sleep") is not None
         self.result.model_rounds = self.journal.rounds
         self.result.token_usage = dict(self.journal.usage)

@@ -21,10 +21,11 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.tool import SleepRequest
-    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
+    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnProgress, TurnSettlement
 
 
 def decide_settlement(
@@ -41,10 +42,15 @@ def decide_settlement(
     sleep_req: SleepRequest | None,
     wrote_completion_brief: bool,
     turn_skills: dict[str, dict[str, Any]],
+    budget_hit: BudgetHit | None = None,
+    progress: TurnProgress | None = None,
 ) -> TurnSettlement:
     """How the turn ends: the work plane's turn-end commit, the closure, and
     the brief to write (none when the final round completed a work item: its
-    ``work_done`` brief already carries this text)."""
+    ``work_done`` brief already carries this text). A turn a budget stopped
+    before a request closes ``waiting``/``budget_exhausted`` with an
+    ``action_required`` brief naming the budget; the no-progress streak it
+    leaves (and the guard's brief, when it trips) is decided here too."""
     wi.refresh_all(store)
     # runtime facts of blocking waits come from the task plane; none is known
     # at this layer yet. How the turn ended decides the continuation hold.
@@ -64,7 +70,22 @@ def decide_settlement(
     )
     closure = derive_closure(store, failed=failed, sleep_req=sleep)
     brief: BriefPlan | None = None
-    if failed:
+    if budget_hit is not None and not failed:
+        from holon_cli.runtime.budgets import WAITING_REASON, brief_text
+
+        closure = {
+            "outcome": "waiting",
+            "waiting_reason": WAITING_REASON,
+            "runtime_posture": "awake",
+        }
+        text = brief_text(budget_hit, store.agent_id)
+        brief = {
+            "kind": "result",
+            "text": f"{final_text}\n\n{text}" if final_text else text,
+            "visibility": "action_required",
+            "work_item_id": focus,
+        }
+    elif failed:
         fa = failure_artifact or {}
         brief = {
             "kind": "failure",
@@ -81,10 +102,17 @@ def decide_settlement(
             else "turn_result",
             "work_item_id": focus,
         }
+    from holon_cli.runtime import guard
+
+    prev = store.read_record()["state"].get("no_progress")
+    streak = guard.next_streak(prev, progress) if progress is not None else prev
     return {
         "turn_id": turn_id,
         "turn_index": turn_index,
         "status": "aborted" if failed else "completed",
+        "no_progress": streak,
+        "notice": guard.notice(prev, streak),
+        "budget": dict(budget_hit) if budget_hit is not None else None,
         "closure": closure,
         "final_text": final_text,
         "brief": brief,
@@ -119,7 +147,11 @@ def write_terminal(
     if brief and not (
         replaying
         and _already(
-            store, "briefs", lambda r: r.get("turn_id") == tid and r.get("kind") == brief["kind"]
+            store,
+            "briefs",
+            lambda r: (
+                r.get("turn_id") == tid and r.get("kind") == brief["kind"] and not r.get("title")
+            ),
         )
     ):
         write_brief(
@@ -130,6 +162,25 @@ def write_terminal(
             related_message_id=mid,
             turn_id=tid,
             work_item_id=brief.get("work_item_id"),
+        )
+    notice = s.get("notice")
+    if notice and not (
+        replaying
+        and _already(
+            store,
+            "briefs",
+            lambda r: r.get("turn_id") == tid and r.get("title") == notice.get("title"),
+        )
+    ):
+        write_brief(
+            store,
+            kind=notice["kind"],
+            text=notice["text"],
+            visibility=notice["visibility"],
+            related_message_id=mid,
+            turn_id=tid,
+            work_item_id=notice.get("work_item_id"),
+            title=notice.get("title"),
         )
     cleanup_ms = round((time.monotonic() - t_cleanup) * 1000, 3)
     if "duration_ms" not in s:
@@ -195,6 +246,8 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
                 "category": fa.get("category"),
                 "failure_kind": s.get("failure_kind"),
             }
+        if "no_progress" in s:
+            st["no_progress"] = s["no_progress"]
         if s["status"] == "completed" and journal.usage_reported:
             # the spec: the most recent completed turn that reported token data
             st["last_turn_token_usage"] = dict(journal.usage)
