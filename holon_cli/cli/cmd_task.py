@@ -112,8 +112,9 @@ def task_run(
     """Start CMD as a background task of an agent and print the task id.
 
     One argument is a shell command line (run with /bin/bash -c); several
-    are quoted and joined. Secrets (*_API_KEY, *_TOKEN, *_SECRET,
-    *PASSWORD*, HOLON_CONTROL_TOKEN) are withheld from its environment
+    are quoted and joined. Secrets are withheld from its environment:
+    names containing KEY, SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL,
+    URL values with user:password@, and every api_key_env of config.yaml,
     unless runtime.exec_env_passthrough names them.
 
     \b
