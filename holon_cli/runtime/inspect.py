@@ -129,19 +129,9 @@ def _tail_events(
     led = store.events
     if since is None:
         return led.tail(limit) if limit is not None else led.records()
-    out: list[dict[str, Any]] = []
-    # event_seq is dense and strictly increasing from 1, so a tail window of
-    # (last - since) records covers everything after ``since`` without a full scan
-    last = led.last()
-    if last is None or last["event_seq"] <= since:
-        return []
-    want = int(last["event_seq"]) - since
-    for rec in led.tail(want):
-        if rec["event_seq"] > since:
-            out.append(rec)
-    if limit is not None:
-        out = out[:limit]
-    return out
+    # one read of one snapshot of the file: an event appended meanwhile is
+    # either in it or left for the next call, never skipped (issue 31 item 21)
+    return led.records_after("event_seq", since, limit)[0]
 
 
 def follow_events(
@@ -156,18 +146,10 @@ def follow_events(
     Runs until the consumer stops iterating or, when idle, ``stop()`` returns
     true (the CLI uses it to notice that its reader went away)."""
     led = store.events
-    # event_seq is dense from 1, so the events after ``since`` are the last
-    # (last_seq - since) records: read that window from the end instead of
-    # scanning the whole history; fall back to a scan if a gap shows up
-    last = led.last()
-    want = max(0, int(last["event_seq"]) - since) if last else 0
-    window, offset = led.tail_with_offset(want + 1) if last else ([], 0)
-    if window and window[0]["event_seq"] > since + 1:
-        window, offset = led.read_from(0)
+    window, offset = led.records_after("event_seq", since)
     for rec in window:
-        if rec["event_seq"] > since:
-            yield rec
-            since = rec["event_seq"]
+        yield rec
+        since = rec["event_seq"]
     while True:
         recs, new_off = led.read_from(offset)
         if new_off < offset:  # file replaced: start over by seq

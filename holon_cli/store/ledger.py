@@ -404,6 +404,80 @@ class Ledger:
             offset += len(ln) + 1
         return out, offset
 
+    def records_after(
+        self, key: str, since: int, limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The complete records whose integer ``key`` is greater than ``since``
+        (at most ``limit``, oldest first) and the byte offset just after the last
+        one returned (or after everything read), where a follower continues
+        with :meth:`read_from`.
+
+        One snapshot of the file: its size is taken once and every byte read
+        lies before it, so an append racing this read is either wholly inside
+        the snapshot or wholly after it (the next call returns it): a record is
+        never skipped and never returned twice. ``key`` must increase along the
+        file (``event_seq`` does; gaps are allowed): the read goes backwards
+        from the end only until it meets a record at or below ``since``."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return [], 0
+        try:
+            size = os.fstat(fd).st_size
+            lines, offset = self._lines_after(fd, size, key, since)
+        finally:
+            os.close(fd)
+        out: list[dict[str, Any]] = []
+        for raw in lines:
+            if limit is not None and len(out) >= limit:
+                break
+            rec = self._parse_line(raw, offset)
+            offset = min(offset + len(raw) + 1, size)
+            seq = rec.get(key)
+            if isinstance(seq, int) and seq > since:
+                out.append(rec)
+        return out, offset
+
+    def _parse_line(self, raw: bytes, offset: int) -> dict[str, Any]:
+        if not raw.strip():
+            raise _corrupt(self.path, None, offset, "empty line")
+        return _parse(self.path, raw, None, offset, self.max_version, self.validate)
+
+    def _key_of(self, raw: bytes, offset: int, key: str) -> int | None:
+        seq = self._parse_line(raw, offset).get(key)
+        return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+    def _lines_after(self, fd: int, size: int, key: str, since: int) -> tuple[list[bytes], int]:
+        """The whole lines among the file's first ``size`` bytes from the first
+        whose ``key`` exceeds ``since``, and the offset where they start (read
+        backwards in chunks). A last line without its newline is kept only when
+        it is a complete record (else it is a write in progress)."""
+        pos, buf = size, b""
+        while pos > 0:
+            start = max(0, pos - 65536)
+            buf = os.pread(fd, pos - start, start) + buf
+            pos = start
+            first = 0 if pos == 0 else buf.find(b"\n") + 1
+            end = buf.find(b"\n", first)
+            if pos > 0 and (first == 0 or end < 0):
+                continue  # no whole line in the buffer yet
+            seq = self._key_of(buf[first:end], pos + first, key) if end >= 0 else None
+            if seq is not None and seq <= since:
+                break  # every record after ``since`` is in the buffer
+        first = 0 if pos == 0 else buf.find(b"\n") + 1
+        lines = buf[first:].split(b"\n")
+        tail = lines.pop()  # "" after the final newline, or a fragment
+        if tail and _complete(tail, self.max_version) is not None:
+            lines.append(tail)
+        offset, skip = pos + first, 0
+        for raw in lines:  # drop the records at or below ``since``
+            seq = self._key_of(raw, offset, key)
+            if seq is not None and seq > since:
+                break
+            offset += len(raw) + 1
+            skip += 1
+        return lines[skip:], min(offset, size)
+
     def records_skipping_damaged(self) -> tuple[list[dict[str, Any]], list[Problem]]:
         """Every complete record, damaged lines left out and reported with their
         line numbers (read-only views: ``holon tail``). A full scan: callers use
