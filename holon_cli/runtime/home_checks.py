@@ -129,3 +129,63 @@ def human_bytes(n: int) -> str:
 
 def outputs_path(layout: AgentLayout) -> Path:
     return layout.runtime / "outputs"
+
+
+def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """``event_seq`` must increase along ``events.jsonl`` and stay below its
+    high-water mark (``events.seq``). A file whose last number is below the
+    mark was cut or replaced (the lost numbers are never reused: the next
+    event continues above the mark); a jump inside the file is what such a
+    cut left behind (a note: nothing to repair, the events are gone)."""
+    from holon_cli.store.ledger import Ledger, read_high_water
+
+    path = layout.ledger_path("events")
+    led = Ledger(path, layout.ledger_lock("events"), seq_key="event_seq")
+    problems: list[Problem] = []
+    notes: list[dict[str, Any]] = []
+    prev = 0
+    try:
+        for line, _, rec in led.scan(0):
+            seq = rec.get("event_seq")
+            if not isinstance(seq, int) or seq <= prev:
+                problems.append(
+                    Problem(
+                        str(path), line, f"event_seq {seq!r} does not increase (previous {prev})"
+                    )
+                )
+                return problems, notes
+            if seq > prev + 1:
+                notes.append(
+                    {
+                        "path": f"{path}:{line}",
+                        "message": f"event_seq jumps from {prev} to {seq}: events "
+                        f"{prev + 1}-{seq - 1} were lost from the file (a cut or an older copy); "
+                        "their numbers are not reused",
+                    }
+                )
+            prev = seq
+    except Exception:  # noqa: BLE001 - the line check reports the damage itself
+        return problems, notes
+    mark = read_high_water(led.mark_path)
+    if isinstance(mark, str):
+        problems.append(
+            Problem(
+                str(led.mark_path),
+                None,
+                f"the event number high-water mark is damaged ({mark}); "
+                "`holon home check --repair` rewrites it from the ledger",
+            )
+        )
+    elif mark is not None and mark > prev:
+        problems.append(
+            Problem(
+                str(path),
+                None,
+                f"events.jsonl ends at event_seq {prev} but events up to {mark} were written "
+                f"({led.mark_path.name}): the file was cut or replaced by an older copy and "
+                f"events {prev + 1}-{mark} are lost; the next event is numbered {mark + 1} "
+                "(numbers are never reused). Restore the file from a backup if you have one; "
+                "`holon home check --repair` accepts the loss",
+            )
+        )
+    return problems, notes

@@ -258,8 +258,9 @@ def home_check() -> dict[str, Any]:
         from holon_cli.runtime.tasks.plane import outputs_usage
 
         checked["output_bytes"] = checked.get("output_bytes", 0) + outputs_usage(AgentStore(layout))
-        if lname_seq_problem := _event_seq_problem(layout.ledger_path("events")):
-            problems.append(lname_seq_problem)
+        seq_problems, seq_notes = hc.event_seq_findings(layout)
+        problems.extend(seq_problems)
+        notes.extend(seq_notes)
         if qp := _queue_offset_problem(layout):
             problems.append(qp)
         qdir = layout.inbox_dir / "quarantine"
@@ -320,19 +321,3 @@ def _queue_offset_problem(layout: Any) -> Problem | None:
         f"it was truncated or replaced; {n} unfinished message(s) are kept from the snapshot and "
         "the inbox and written back by the next `holon tick` or `holon turn`",
     )
-
-
-def _event_seq_problem(path: Any) -> Problem | None:
-    led = Ledger(path, path.with_suffix(".lock"))
-    prev = 0
-    try:
-        for line, _, rec in led.scan(0):
-            seq = rec.get("event_seq")
-            if not isinstance(seq, int) or seq <= prev:
-                return Problem(
-                    str(path), line, f"event_seq {seq!r} does not increase (previous {prev})"
-                )
-            prev = seq
-    except Exception:  # noqa: BLE001 - already reported by the line check
-        return None
-    return None

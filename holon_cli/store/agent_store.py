@@ -43,6 +43,8 @@ _PROVENANCE = (
 )
 # ledgers whose records moved past format v1 (readers upgrade older records)
 LEDGER_MAX_VERSION = {"queue": 2, "briefs": 2}
+# ledgers numbered from a high-water mark that survives a cut file
+SEQ_KEYS = {"events": "event_seq"}
 
 
 class AgentStore:
@@ -62,6 +64,7 @@ class AgentStore:
                 self.layout.ledger_lock(name),
                 max_version=LEDGER_MAX_VERSION.get(name, 1),
                 validate=ledger_validator(name),
+                seq_key=SEQ_KEYS.get(name),
             )
             led.defer_sync = self._defer_sync
             self._ledgers[name] = led

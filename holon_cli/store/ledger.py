@@ -9,6 +9,14 @@ progress (or a torn tail) and is ignored, unless it parses as a complete
 record (some editors drop the final newline): then it is a record, and the
 next append adds the missing newline instead of cutting it off. Any other
 unreadable line is corruption, reported with the file and line.
+
+A ledger numbered by a sequence key (``events.jsonl``: ``event_seq``) keeps
+its high-water mark in a sidecar (``events.seq``), rewritten in place under
+the ledger's lock by every append: a number once written is never handed out
+again, even when the file is later cut or replaced by an older copy (the
+numbers then jump; clients resuming from their last id skip nothing new).
+The sidecar is not fsync'd: a killed process loses nothing the kernel holds,
+and the ledger itself stays the truth for every number it still has.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from holon_cli.store.records import Validator
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
+# the sidecar is one line of this many bytes, overwritten in place
+MARK_WIDTH = 64
 
 
 class Problem(NamedTuple):
@@ -107,6 +117,45 @@ def _parse(
     return rec
 
 
+def read_high_water(path: Path) -> int | str | None:
+    """The mark in a sequence sidecar: an int, ``None`` when there is none,
+    or a string saying why it cannot be read (damage; ``home check`` reports
+    it and ``--repair`` rewrites it from the ledger)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return "not valid JSON"
+    mark = obj.get("high_water") if isinstance(obj, dict) else None
+    if not isinstance(mark, int) or isinstance(mark, bool) or mark < 0:
+        return "no non-negative integer `high_water`"
+    return mark
+
+
+def write_high_water(path: Path, mark: int) -> None:
+    """Overwrite the sidecar in place with one fixed-width line (one
+    ``pwrite``: a reader sees the old or the new line, never a mix)."""
+    line = json.dumps({"v": 1, "high_water": int(mark)}).encode()
+    data = line.ljust(MARK_WIDTH - 1) + b"\n"
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    try:
+        os.pwrite(fd, data, 0)
+        if os.fstat(fd).st_size > len(data):
+            os.ftruncate(fd, len(data))
+        if created and not deferred(path):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created and not deferred(path):
+        fsync_dir(path.parent)
+
+
 class Ledger:
     def __init__(
         self,
@@ -115,8 +164,12 @@ class Ledger:
         *,
         max_version: int = LEDGER_VERSION,
         validate: Validator | None = None,
+        seq_key: str | None = None,
     ) -> None:
         self.path = path
+        # the record field numbered from a high-water mark kept in mark_path
+        self.seq_key = seq_key
+        self.mark_path = path.with_name(path.stem + ".seq")
         self.lock_path = lock_path
         self.max_version = max_version
         # the record kind's schema check (store/records.py): a record that is
@@ -186,6 +239,8 @@ class Ledger:
                     rec = record(last)
                 else:
                     rec = record
+                if self.seq_key is not None:
+                    self._above_high_water(rec)
                 rec.setdefault("v", LEDGER_VERSION)
                 data = (dumps(rec) + "\n").encode("utf-8")
                 self.last_append_offset = size
@@ -203,11 +258,21 @@ class Ledger:
                     os.fsync(fd)
                 self._cached_size = size + n
                 self._cached_last = rec
+                if self.seq_key is not None:
+                    write_high_water(self.mark_path, rec[self.seq_key])
             finally:
                 os.close(fd)
             if created:
                 fsync_dir(self.path.parent)
         return rec
+
+    def _above_high_water(self, rec: dict[str, Any]) -> None:
+        """Number ``rec`` above every number this ledger ever wrote."""
+        assert self.seq_key is not None
+        seq = rec.get(self.seq_key)
+        mark = read_high_water(self.mark_path)
+        if isinstance(mark, int) and isinstance(seq, int) and seq <= mark:
+            rec[self.seq_key] = mark + 1
 
     def sync(self) -> None:
         """Make appends made with ``defer_sync`` durable (one fsync)."""
