@@ -136,8 +136,12 @@ def task_run(
         output.emit_json(snap)
         return
     click.echo(snap["task_id"])
-    if snap["status"] == "failed":
-        click.echo(f"the task could not start: {snap.get('error')}", err=True)
+    from holon_cli.model.task import never_started
+
+    # a command that ran and already exited non-zero is "failed" too: that
+    # is its result, not a failure to start (the two raced here before)
+    if never_started(snap):
+        click.echo(f"the task could not start: {snap['error']}", err=True)
 
 
 @task.command("list", context_settings=CTX)
