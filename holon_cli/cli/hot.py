@@ -95,6 +95,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         ("pending", s["pending"]),
         ("in flight", s["in_flight"]),
         ("processed", s["processed"]),
+        ("aborted", _aborted_line(s)),
         ("work item", s["current_work_item_id"] or "-"),
         ("last wake", s["last_wake_reason"] or "-"),
         (
@@ -118,6 +119,17 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
         )
     output.print_kv(rows)
+
+
+def _aborted_line(s: dict[str, Any]) -> str:
+    """``3 (msg_a: max_attempts_exceeded, ...); holon queue requeue ID``."""
+    ab = s.get("aborted_messages") or []
+    if not ab:
+        return str(s.get("aborted", 0))
+    newest = ", ".join(f"{a['message_id']}: {a['reason']}" for a in ab[-3:])
+    more = f" and {len(ab) - 3} more" if len(ab) > 3 else ""
+    again = "`holon queue requeue ID` runs one again"
+    return f"{s.get('aborted', len(ab))} (newest: {newest}{more}; {again})"
 
 
 def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json: bool) -> None:

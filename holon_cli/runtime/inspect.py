@@ -60,6 +60,10 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "pending": q.pending_count(store, st),
         "in_flight": len(st.in_flight()),
         "processed": st.processed,
+        "aborted": st.aborted,
+        # the newest aborted messages and why (max_attempts_exceeded, body_missing,
+        # ...): `holon queue requeue ID` runs one again
+        "aborted_messages": list(st.recent_aborted),
         "current_work_item_id": state.get("current_work_item_id"),
         "last_wake_reason": state.get("last_wake_reason"),
         "sleeping_until": state.get("sleeping_until"),
