@@ -137,7 +137,7 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
     mark was cut or replaced (the lost numbers are never reused: the next
     event continues above the mark); a jump inside the file is what such a
     cut left behind (a note: nothing to repair, the events are gone)."""
-    from holon_cli.store.ledger import Ledger, read_high_water
+    from holon_cli.store.ledger import Ledger, read_mark
 
     path = layout.ledger_path("events")
     led = Ledger(path, layout.ledger_lock("events"), seq_key="event_seq")
@@ -166,17 +166,9 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
             prev = seq
     except Exception:  # noqa: BLE001 - the line check reports the damage itself
         return problems, notes
-    mark = read_high_water(led.mark_path)
-    if isinstance(mark, str):
-        problems.append(
-            Problem(
-                str(led.mark_path),
-                None,
-                f"the event number high-water mark is damaged ({mark}); "
-                "`holon home check --repair` rewrites it from the ledger",
-            )
-        )
-    elif mark is not None and mark > prev:
+    got = read_mark(led.mark_path)
+    mark = got.get("high_water") if isinstance(got, dict) else None
+    if mark is not None and mark > prev:
         problems.append(
             Problem(
                 str(path),
@@ -189,3 +181,38 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
             )
         )
     return problems, notes
+
+
+def ledger_mark_findings(led: Any) -> list[Problem]:
+    """A ledger shorter than its mark (``<name>.mark``: the size after the
+    last append) was emptied, cut (mid-line included) or replaced by an older
+    copy: what was in the lost bytes is gone from the file. A damaged mark is
+    a problem too (``--repair`` rewrites it from the ledger)."""
+    from holon_cli.store.ledger import read_mark
+
+    got = read_mark(led.mark_path)
+    if got is None:
+        return []
+    if isinstance(got, str):
+        return [
+            Problem(
+                str(led.mark_path),
+                None,
+                f"the ledger's mark is damaged ({got}); "
+                "`holon home check --repair` rewrites it from the ledger",
+            )
+        ]
+    have = led.complete_size()
+    if have >= got["size"]:
+        return []
+    what = "emptied" if have == 0 else "cut or replaced by an older copy"
+    return [
+        Problem(
+            str(led.path),
+            None,
+            f"the ledger was {what}: it holds {have} bytes of complete records but "
+            f"{got['size']} were written ({led.mark_path.name}); "
+            "restore it from a backup if you have one, else `holon home check --repair` "
+            "rebuilds what a snapshot still holds and accepts the rest of the loss",
+        )
+    ]

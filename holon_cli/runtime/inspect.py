@@ -243,9 +243,11 @@ def home_check() -> dict[str, Any]:
                 validate=ledger_validator(lname),
             )
             if not led.path.exists():
+                if led.mark_path.exists():  # deleted: the mark says it held records
+                    problems.extend(hc.ledger_mark_findings(led))
                 continue
             checked["ledgers"] += 1
-            found = led.check()
+            found = led.check() + hc.ledger_mark_findings(led)
             problems.extend(found)
             if led.has_torn_tail():
                 notes.append(

@@ -10,13 +10,16 @@ record (some editors drop the final newline): then it is a record, and the
 next append adds the missing newline instead of cutting it off. Any other
 unreadable line is corruption, reported with the file and line.
 
-A ledger numbered by a sequence key (``events.jsonl``: ``event_seq``) keeps
-its high-water mark in a sidecar (``events.seq``), rewritten in place under
-the ledger's lock by every append: a number once written is never handed out
-again, even when the file is later cut or replaced by an older copy (the
-numbers then jump; clients resuming from their last id skip nothing new).
-The sidecar is not fsync'd: a killed process loses nothing the kernel holds,
-and the ledger itself stays the truth for every number it still has.
+Every ledger keeps a mark in a sidecar (``events.mark`` next to
+``events.jsonl``), rewritten in place under the ledger's lock by every append:
+the size the file had after it and, for a ledger numbered by a sequence key
+(``events``: ``event_seq``), the highest number written. A file shorter than
+its mark was cut, emptied or replaced by an older copy (``holon home check``
+says so; a torn tail left by a killed writer makes a file *longer*), and a
+number once written is never handed out again (the numbers then jump;
+clients resuming from their last id skip nothing new). The sidecar is not
+fsync'd: a killed process loses nothing the kernel holds, and the ledger
+itself stays the truth for everything it still has.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from holon_cli.store.records import Validator
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
 # the sidecar is one line of this many bytes, overwritten in place
-MARK_WIDTH = 64
+MARK_WIDTH = 80
 
 
 class Problem(NamedTuple):
@@ -117,10 +120,14 @@ def _parse(
     return rec
 
 
-def read_high_water(path: Path) -> int | str | None:
-    """The mark in a sequence sidecar: an int, ``None`` when there is none,
-    or a string saying why it cannot be read (damage; ``home check`` reports
-    it and ``--repair`` rewrites it from the ledger)."""
+def mark_path_of(path: Path) -> Path:
+    return path.with_name(path.stem + ".mark")
+
+
+def read_mark(path: Path) -> dict[str, int] | str | None:
+    """A ledger's mark (``{"size": N}`` plus ``"high_water"`` for a numbered
+    ledger), ``None`` when there is none, or a string saying why it cannot be
+    read (damage: ``home check`` reports it, ``--repair`` rewrites it)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -131,17 +138,26 @@ def read_high_water(path: Path) -> int | str | None:
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return "not valid JSON"
-    mark = obj.get("high_water") if isinstance(obj, dict) else None
-    if not isinstance(mark, int) or isinstance(mark, bool) or mark < 0:
-        return "no non-negative integer `high_water`"
-    return mark
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    out: dict[str, int] = {}
+    for key in ("size", "high_water"):
+        v = obj.get(key)
+        if v is None and key == "high_water":
+            continue
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return f"no non-negative integer `{key}`"
+        out[key] = v
+    return out
 
 
-def write_high_water(path: Path, mark: int) -> None:
+def write_mark(path: Path, size: int, high_water: int | None = None) -> None:
     """Overwrite the sidecar in place with one fixed-width line (one
     ``pwrite``: a reader sees the old or the new line, never a mix)."""
-    line = json.dumps({"v": 1, "high_water": int(mark)}).encode()
-    data = line.ljust(MARK_WIDTH - 1) + b"\n"
+    obj: dict[str, int] = {"v": 1, "size": int(size)}
+    if high_water is not None:
+        obj["high_water"] = int(high_water)
+    data = json.dumps(obj).encode().ljust(MARK_WIDTH - 1) + b"\n"
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     try:
@@ -169,7 +185,7 @@ class Ledger:
         self.path = path
         # the record field numbered from a high-water mark kept in mark_path
         self.seq_key = seq_key
-        self.mark_path = path.with_name(path.stem + ".seq")
+        self.mark_path = mark_path_of(path)
         self.lock_path = lock_path
         self.max_version = max_version
         # the record kind's schema check (store/records.py): a record that is
@@ -258,8 +274,8 @@ class Ledger:
                     os.fsync(fd)
                 self._cached_size = size + n
                 self._cached_last = rec
-                if self.seq_key is not None:
-                    write_high_water(self.mark_path, rec[self.seq_key])
+                seq = rec.get(self.seq_key) if self.seq_key is not None else None
+                write_mark(self.mark_path, size + n, seq if isinstance(seq, int) else None)
             finally:
                 os.close(fd)
             if created:
@@ -270,9 +286,10 @@ class Ledger:
         """Number ``rec`` above every number this ledger ever wrote."""
         assert self.seq_key is not None
         seq = rec.get(self.seq_key)
-        mark = read_high_water(self.mark_path)
-        if isinstance(mark, int) and isinstance(seq, int) and seq <= mark:
-            rec[self.seq_key] = mark + 1
+        mark = read_mark(self.mark_path)
+        high = mark.get("high_water") if isinstance(mark, dict) else None
+        if isinstance(high, int) and isinstance(seq, int) and seq <= high:
+            rec[self.seq_key] = high + 1
 
     def sync(self) -> None:
         """Make appends made with ``defer_sync`` durable (one fsync)."""
@@ -609,6 +626,31 @@ class Ledger:
         with open(self.path, "rb") as f:
             data = f.read()
         return _complete(data[data.rfind(b"\n") + 1 :], self.max_version) is not None
+
+    def complete_size(self) -> int:
+        """The file's size without a torn last line (what the last complete
+        append left; compare with the mark)."""
+        try:
+            data_size = self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if data_size == 0:
+            return 0
+        with open(self.path, "rb") as f:
+            f.seek(max(0, data_size - 65536))
+            chunk = f.read()
+            if chunk.endswith(b"\n"):
+                return data_size
+            nl = chunk.rfind(b"\n")
+            if nl < 0 and data_size > len(chunk):
+                f.seek(0)
+                whole = f.read()
+                nl_whole = whole.rfind(b"\n")
+                frag, keep = whole[nl_whole + 1 :], nl_whole + 1
+            else:
+                frag = chunk[nl + 1 :]
+                keep = data_size - len(frag)
+        return data_size if _complete(frag, self.max_version) is not None else keep
 
     def read_at(self, offset: int) -> dict[str, Any] | None:
         """The complete record starting at byte ``offset`` (``None`` if there is

@@ -47,7 +47,8 @@ def test_a_cut_file_never_reuses_numbers(holon_home: Path) -> None:
     _cut_to_lines(path, 12)
     code, problems, _ = _problems()
     assert code == 1
-    (p,) = [p for p in problems if p["path"] == str(path)]
+    (p,) = [p for p in problems if p["path"] == str(path) and "event_seq" in p["message"]]
+    assert any("was cut" in q["message"] for q in problems if q["path"] == str(path))
     assert "ends at event_seq 12" in p["message"] and "up to 25" in p["message"]
     assert "next event is numbered 26" in p["message"]
     # a fresh handle (another process) numbers above the mark
@@ -79,6 +80,7 @@ def test_the_mark_sidecar_missing_or_damaged(holon_home: Path) -> None:
     _emit(store, 3)  # 1..4
     mark = store.events.mark_path
     assert json.loads(mark.read_bytes())["high_water"] == 4
+    assert json.loads(mark.read_bytes())["size"] == store.events.size()
     mark.unlink()  # a home from before the mark: the file is the truth
     assert _problems()[0] == 0
     assert open_agent(None).emit("agent_state_changed", {})["event_seq"] == 5
