@@ -216,3 +216,106 @@ def ledger_mark_findings(led: Any) -> list[Problem]:
             "rebuilds what a snapshot still holds and accepts the rest of the loss",
         )
     ]
+
+
+# snapshots of an agent's state/ folder that home check reads (agent.json,
+# queue.json and template.json are read by the caller)
+STATE_SNAPSHOTS = ("timers.json", "trigger.json", "work_items.json")
+
+
+def _fold(led: Any, upto: int | None = None) -> list[dict[str, Any]]:
+    out = []
+    for _, end, rec in led.scan(0):
+        if upto is not None and end > upto:
+            break
+        out.append(rec)
+    return out
+
+
+def _disagrees(path: Path, why: str) -> Problem:
+    return Problem(
+        str(path),
+        None,
+        f"disagrees with its ledger: {why}; `holon home check --repair` rebuilds it "
+        "from the ledger",
+    )
+
+
+def snapshot_ledger_findings(layout: AgentLayout) -> list[Problem]:
+    """A snapshot that is a fold of a ledger must say what the ledger says up
+    to the offset it records (timers.json, work_items.json) or match the
+    ledger's last record (trigger.json). Unreadable snapshots or ledgers are
+    reported by their own checks; this one then stays quiet."""
+    from holon_cli.store.fsio import read_snapshot
+    from holon_cli.store.ledger import Ledger
+    from holon_cli.store.records import ledger_validator
+
+    def led(name: str) -> Ledger:
+        return Ledger(
+            layout.ledger_path(name), layout.ledger_lock(name), validate=ledger_validator(name)
+        )
+
+    out: list[Problem] = []
+    state = layout.state_dir
+    try:
+        snap = read_snapshot(state / "timers.json")
+        if snap is not None:
+            timers = led("timers")
+            if snap["offset"] > timers.size():
+                out.append(
+                    _disagrees(
+                        state / "timers.json",
+                        "it reflects more of timers.jsonl "
+                        f"({snap['offset']} bytes) than the file holds ({timers.size()})",
+                    )
+                )
+            else:
+                folded = {r["timer"]["id"]: r["timer"] for r in _fold(timers, snap["offset"])}
+                mine = {t["id"]: t for t in snap["timers"]}
+                if folded != mine:
+                    diff = sorted(set(folded) ^ set(mine)) or sorted(
+                        k for k in mine if mine[k] != folded.get(k)
+                    )
+                    out.append(_disagrees(state / "timers.json", f"timer(s) {', '.join(diff[:3])}"))
+    except Exception:  # noqa: BLE001 - reported by the file's own check
+        pass
+    try:
+        snap = read_snapshot(state / "work_items.json")
+        if snap is not None:
+            items = led("work_items")
+            if snap["offset"] > items.size():
+                out.append(
+                    _disagrees(
+                        state / "work_items.json",
+                        "it reflects more of "
+                        f"work_items.jsonl ({snap['offset']} bytes) than the file "
+                        f"holds ({items.size()})",
+                    )
+                )
+            else:
+                folded_items = {r["id"]: r for r in _fold(items, snap["offset"])}
+                states = {k: v.get("state") for k, v in snap["items"].items()}
+                if states != {k: v.get("state") for k, v in folded_items.items()}:
+                    out.append(
+                        _disagrees(
+                            state / "work_items.json",
+                            "its work items or their states differ from work_items.jsonl",
+                        )
+                    )
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        snap = read_snapshot(state / "trigger.json")
+        last = led("triggers").last()
+        if snap is not None and last is not None and isinstance(last.get("trigger"), dict):
+            keys = ("external_trigger_id", "status", "token_sha256", "token_generation")
+            if any(snap.get(k) != last["trigger"].get(k) for k in keys):
+                out.append(
+                    _disagrees(
+                        state / "trigger.json",
+                        "its capability differs from the last record of triggers.jsonl",
+                    )
+                )
+    except Exception:  # noqa: BLE001
+        pass
+    return out

@@ -221,7 +221,8 @@ def home_check() -> dict[str, Any]:
     for name in names:
         layout = home.agent(name)
         checked["agents"] += 1
-        for snap in (layout.agent_file, layout.queue_file, layout.template_file):
+        extra = tuple(layout.state_dir / n for n in hc.STATE_SNAPSHOTS)
+        for snap in (layout.agent_file, layout.queue_file, layout.template_file, *extra):
             try:
                 obj = read_snapshot(
                     snap,
@@ -269,6 +270,7 @@ def home_check() -> dict[str, Any]:
         notes.extend(seq_notes)
         if qp := _queue_offset_problem(layout):
             problems.append(qp)
+        problems.extend(hc.snapshot_ledger_findings(layout))
         qdir = layout.inbox_dir / "quarantine"
         if qdir.is_dir():
             bad = [p for p in qdir.iterdir() if not p.name.endswith(".reason")]

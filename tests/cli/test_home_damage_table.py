@@ -1,0 +1,151 @@
+"""Issue 31 item 23: ``holon home check`` flags every kind of damage to every
+file it owns (the probe's 133 cases found 58 that passed as "ok").
+
+Each case takes a home where every file below exists (built once per module
+by real commands, copied per case), damages one file one way and expects
+``home check`` to exit 1 with a problem naming that file, no traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess_cli import bind_runner as bind_runner  # autouse: holon() runs in-process
+from inprocess_cli import run as run_holon
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = f"scripted:{REPO / 'examples' / 'hello.yaml'}"
+AGENT = Path("agents/main/.holon")
+
+LEDGERS = [
+    "ledger/events.jsonl",
+    "ledger/queue.jsonl",
+    "ledger/transcript.jsonl",
+    "ledger/briefs.jsonl",
+    "ledger/work_items.jsonl",
+    "ledger/timers.jsonl",
+    "ledger/triggers.jsonl",
+    "ledger/tasks.jsonl",
+]
+SNAPSHOTS = [
+    "state/agent.json",
+    "state/queue.json",
+    "state/template.json",
+    "state/timers.json",
+    "state/trigger.json",
+    "state/work_items.json",
+]
+FILES = [str(AGENT / f) for f in LEDGERS + SNAPSHOTS] + ["home.json"]
+
+
+def holon(*args: str) -> Any:
+    return run_holon(*args, stdin=io.StringIO(""), env=dict(os.environ))
+
+
+def _wrong_types(obj: Any) -> Any:
+    """Every field but ``v`` given a value of another JSON type."""
+    if not isinstance(obj, dict):
+        return {"v": 1}
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if k == "v":
+            out[k] = v
+        elif isinstance(v, str):
+            out[k] = 12345
+        elif isinstance(v, bool) or v is None:
+            out[k] = [v]
+        else:
+            out[k] = "not the right type"
+    return out
+
+
+def emptied(data: bytes) -> bytes:
+    return b""
+
+
+def truncated_mid_line(data: bytes) -> bytes:
+    body = data.rstrip(b"\n")
+    return body[: max(1, len(body) - 7)]
+
+
+def garbage(data: bytes) -> bytes:
+    return b"\x00\x13garbage {{{ not json ]]]\n" * 3
+
+
+def wrong_types(data: bytes) -> bytes:
+    lines = [ln for ln in data.split(b"\n") if ln.strip()]
+    return b"".join(json.dumps(_wrong_types(json.loads(ln))).encode() + b"\n" for ln in lines)
+
+
+def non_utf8(data: bytes) -> bytes:
+    """Bytes that are not UTF-8 inside the first string value (or key)."""
+    i = data.find(b'":"')
+    at = i + 3 if i >= 0 else data.index(b'"') + 1
+    return data[:at] + b"\xff\xfe\xfd" + data[at:]
+
+
+KINDS: dict[str, Callable[[bytes], bytes]] = {
+    "emptied": emptied,
+    "truncated_mid_line": truncated_mid_line,
+    "garbage": garbage,
+    "wrong_types": wrong_types,
+    "non_utf8": non_utf8,
+}
+
+
+@pytest.fixture(scope="module")
+def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One home where every file of FILES exists (built by real commands)."""
+    home = tmp_path_factory.mktemp("damage") / "home"
+    old = {k: os.environ.get(k) for k in ("HOLON_HOME", "HOLON_MODEL")}
+    os.environ["HOLON_HOME"] = str(home)
+    os.environ["HOLON_MODEL"] = MODEL
+    try:
+        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.enqueue import admit
+        from holon_cli.runtime.tasks.plane import run_task
+        from holon_cli.runtime.turn import run_turn
+        from holon_cli.runtime.waiting import timers, triggers
+        from holon_cli.runtime.workitems import create_work_item
+        from holon_cli.tools.catalog import default_catalog
+
+        store = open_agent(None)
+        admit("hello")
+        run_turn(None, catalog=default_catalog())
+        timers.add_timer(store, after_ms=3_600_000)
+        create_work_item(store, "keep the lights on")
+        triggers.show(store)
+        run_task(store, "true", workdir=home)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    for f in FILES:
+        assert (home / f).stat().st_size > 0, f
+    return home
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("rel", FILES)
+def test_every_damage_is_flagged(
+    template_home: Path, holon_home: Path, rel: str, kind: str
+) -> None:
+    shutil.copytree(template_home, holon_home, symlinks=True)
+    assert holon("home", "check").returncode == 0
+    path = holon_home / rel
+    path.write_bytes(KINDS[kind](path.read_bytes()))
+    res = holon("home", "check", "--json")
+    out = res.stdout + res.stderr
+    assert "Traceback" not in out, out
+    assert res.returncode == 1, f"{rel} {kind}: home check said ok\n{out}"
+    problems = json.loads(res.stdout)["error"]["details"]["problems"]
+    assert any(p["path"] == str(path) for p in problems), problems
