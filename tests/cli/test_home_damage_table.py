@@ -149,3 +149,44 @@ def test_every_damage_is_flagged(
     assert res.returncode == 1, f"{rel} {kind}: home check said ok\n{out}"
     problems = json.loads(res.stdout)["error"]["details"]["problems"]
     assert any(p["path"] == str(path) for p in problems), problems
+
+
+DAMAGE = {k: KINDS[k] for k in ("emptied", "garbage", "wrong_types", "non_utf8")}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_a_damaged_timers_snapshot_does_not_wedge_the_agent(
+    template_home: Path, holon_home: Path, kind: str, tmp_path: Path
+) -> None:
+    """The probe: a damaged timers.json made every turn exit 1."""
+    model = tmp_path / "loop.yaml"
+    model.write_text("loop: true\nsteps:\n  - text: fine\n")
+    shutil.copytree(template_home, holon_home, symlinks=True)
+    snap = holon_home / AGENT / "state/timers.json"
+    snap.write_bytes(DAMAGE[kind](snap.read_bytes()))
+    listed = holon("timer", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)["data"]["timers"]) == 1  # folded from the ledger
+    assert holon("enqueue", "still here?").returncode == 0
+    res = holon("turn", "--model", f"scripted:{model}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert holon("tick").returncode == 0
+    assert holon("timer", "add", "--after", "1h").returncode == 0
+    assert len(json.loads(holon("timer", "list", "--json").stdout)["data"]["timers"]) == 2
+    assert holon("home", "check").returncode == 0  # the add rewrote the snapshot
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_a_damaged_trigger_snapshot_still_accepts_deliveries(
+    template_home: Path, holon_home: Path, kind: str
+) -> None:
+    """The probe: a damaged trigger.json made every delivery 403, silently."""
+    shutil.copytree(template_home, holon_home, symlinks=True)
+    url = json.loads(holon("trigger", "show", "--json").stdout)["data"]["trigger_url"]
+    snap = holon_home / AGENT / "state/trigger.json"
+    snap.write_bytes(DAMAGE[kind](snap.read_bytes()))
+    res = holon("trigger", "deliver", url, "build finished")
+    assert res.returncode == 0, res.stdout + res.stderr
+    # the delivery was recorded through the ledger and rewrote the snapshot
+    assert holon("home", "check").returncode == 0
+    assert json.loads(snap.read_bytes())["trigger_count"] == 1
