@@ -102,7 +102,7 @@ _holon_command() {
         opts='--help -h'
         ;;
     'home check')
-        opts='--json --help -h'
+        opts='--repair --json --help -h'
         ;;
     'home init')
         opts='--json --help -h'

@@ -327,6 +327,7 @@ complete -c holon -f -n "__holon_is 'home' 0" -a path -d 'Print the home directo
 complete -c holon -f -n "__holon_is 'home' 1+"
 
 # holon home check
+complete -c holon -n "__holon_is 'home check'" -l repair -d 'First rebuild what can be rebuilt (damaged agent records and snapshots, ledger marks), setting damaged files aside; then check'
 complete -c holon -n "__holon_is 'home check'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'home check'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'home check' 0+" -f

@@ -190,3 +190,48 @@ def test_a_damaged_trigger_snapshot_still_accepts_deliveries(
     # the delivery was recorded through the ledger and rewrote the snapshot
     assert holon("home", "check").returncode == 0
     assert json.loads(snap.read_bytes())["trigger_count"] == 1
+
+
+# what --repair can fix without a person's judgement: every snapshot however
+# damaged, and every ledger that lost its end (emptied, cut mid-line). Damaged
+# lines inside a ledger stay for the operator (home check names file and line).
+REPAIRABLE = [(f, k) for f in FILES if not f.endswith(".jsonl") for k in KINDS] + [
+    (f, k) for f in FILES if f.endswith(".jsonl") for k in ("emptied", "truncated_mid_line")
+]
+
+
+def _counts() -> tuple[int, int, list[str]]:
+    timers = json.loads(holon("timer", "list", "--json").stdout)["data"]["timers"]
+    items = json.loads(holon("workitem", "list", "--json").stdout)["data"]["work_items"]
+    agents = json.loads(holon("agent", "list", "--json").stdout)["data"]["agents"]
+    return len(timers), len(items), [a["status"] for a in agents]
+
+
+@pytest.mark.parametrize(("rel", "kind"), REPAIRABLE)
+def test_repair_rebuilds_and_loses_nothing_a_snapshot_holds(
+    template_home: Path, holon_home: Path, rel: str, kind: str
+) -> None:
+    shutil.copytree(template_home, holon_home, symlinks=True)
+    before = _counts()
+    path = holon_home / rel
+    path.write_bytes(KINDS[kind](path.read_bytes()))
+    res = holon("home", "check", "--repair", "--json")
+    out = res.stdout + res.stderr
+    assert "Traceback" not in out, out
+    assert res.returncode == 0, out
+    repairs = json.loads(res.stdout)["data"]["repairs"]
+    assert repairs, "nothing was repaired"
+    assert holon("home", "check").returncode == 0
+    # nothing another file still held is lost: the timer, the work item, the agent
+    assert _counts() == before, (rel, kind)
+    # damaged files are set aside, never deleted
+    if kind != "emptied" and not rel.endswith(".jsonl"):
+        assert list(path.parent.glob(path.name + ".damaged-*")), repairs
+    assert holon("enqueue", "after the repair").returncode == 0
+    assert holon("status").returncode == 0
+
+
+def test_repair_of_a_clean_home_changes_nothing(template_home: Path, holon_home: Path) -> None:
+    shutil.copytree(template_home, holon_home, symlinks=True)
+    res = holon("home", "check", "--repair")
+    assert res.returncode == 0 and "nothing to repair" in res.stderr
