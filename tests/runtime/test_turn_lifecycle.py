@@ -176,7 +176,8 @@ def test_a_kill_inside_the_provider_round_counts(
     assert ab["attempts"] == q.MAX_ATTEMPTS
     res = script_runner.run(["holon", "status"], print_result=False, env=dict(os.environ))
     text = res.stdout
-    assert res.returncode == 0 and f"{env['id']}: max_attempts_exceeded" in text and "holon queue requeue" in text
+    assert res.returncode == 0, res.stderr
+    assert f"{env['id']}: max_attempts_exceeded" in text and "holon queue requeue" in text
     # a requeue takes it off the list
     q.requeue(store, env["id"])
     assert agent_summary(store)["aborted_messages"] == []
