@@ -134,6 +134,10 @@ def read_mark(path: Path) -> dict[str, int] | str | None:
         return None
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
+    return parse_mark(raw)
+
+
+def parse_mark(raw: bytes) -> dict[str, int] | str:
     try:
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -151,25 +155,38 @@ def read_mark(path: Path) -> dict[str, int] | str | None:
     return out
 
 
-def write_mark(path: Path, size: int, high_water: int | None = None) -> None:
-    """Overwrite the sidecar in place with one fixed-width line (one
-    ``pwrite``: a reader sees the old or the new line, never a mix)."""
+def _mark_bytes(size: int, high_water: int | None) -> bytes:
     obj: dict[str, int] = {"v": 1, "size": int(size)}
     if high_water is not None:
         obj["high_water"] = int(high_water)
-    data = json.dumps(obj).encode().ljust(MARK_WIDTH - 1) + b"\n"
-    created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    try:
-        os.pwrite(fd, data, 0)
-        if os.fstat(fd).st_size > len(data):
-            os.ftruncate(fd, len(data))
-        if created and not deferred(path):
+    return json.dumps(obj).encode().ljust(MARK_WIDTH - 1) + b"\n"
+
+
+def open_mark(path: Path) -> tuple[int, bool]:
+    """The mark's fd (read-write, created when missing) and whether it was new."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    return fd, os.fstat(fd).st_size == 0
+
+
+def put_mark(fd: int, path: Path, created: bool, size: int, high_water: int | None) -> None:
+    """Overwrite the mark in place with one fixed-width line (one ``pwrite``:
+    a reader sees the old or the new line, never a mix)."""
+    data = _mark_bytes(size, high_water)
+    os.pwrite(fd, data, 0)
+    if created:
+        if not deferred(path):
             os.fsync(fd)
+            fsync_dir(path.parent)
+    elif os.fstat(fd).st_size > len(data):
+        os.ftruncate(fd, len(data))
+
+
+def write_mark(path: Path, size: int, high_water: int | None = None) -> None:
+    fd, created = open_mark(path)
+    try:
+        put_mark(fd, path, created, size, high_water)
     finally:
         os.close(fd)
-    if created and not deferred(path):
-        fsync_dir(path.parent)
 
 
 class Ledger:
@@ -248,6 +265,7 @@ class Ledger:
         with locked(self.lock_path, what=f"ledger {self.path.name}"):
             created = not self.path.exists()
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+            mark_fd = -1
             try:
                 size = self._repair_tail(fd)
                 if callable(record):
@@ -255,8 +273,9 @@ class Ledger:
                     rec = record(last)
                 else:
                     rec = record
+                mark_fd, mark_new = open_mark(self.mark_path)
                 if self.seq_key is not None:
-                    self._above_high_water(rec)
+                    self._above_high_water(rec, mark_fd)
                 rec.setdefault("v", LEDGER_VERSION)
                 data = (dumps(rec) + "\n").encode("utf-8")
                 self.last_append_offset = size
@@ -275,18 +294,22 @@ class Ledger:
                 self._cached_size = size + n
                 self._cached_last = rec
                 seq = rec.get(self.seq_key) if self.seq_key is not None else None
-                write_mark(self.mark_path, size + n, seq if isinstance(seq, int) else None)
+                high = seq if isinstance(seq, int) else None
+                put_mark(mark_fd, self.mark_path, mark_new, size + n, high)
             finally:
                 os.close(fd)
+                if mark_fd >= 0:
+                    os.close(mark_fd)
             if created:
                 fsync_dir(self.path.parent)
         return rec
 
-    def _above_high_water(self, rec: dict[str, Any]) -> None:
+    def _above_high_water(self, rec: dict[str, Any], mark_fd: int) -> None:
         """Number ``rec`` above every number this ledger ever wrote."""
         assert self.seq_key is not None
         seq = rec.get(self.seq_key)
-        mark = read_mark(self.mark_path)
+        raw = os.pread(mark_fd, MARK_WIDTH, 0)
+        mark = parse_mark(raw) if raw else None
         high = mark.get("high_water") if isinstance(mark, dict) else None
         if isinstance(high, int) and isinstance(seq, int) and seq <= high:
             rec[self.seq_key] = high + 1
@@ -526,6 +549,18 @@ class Ledger:
         return _parse(self.path, raw, None, offset, self.max_version, self.validate)
 
     def _key_of(self, raw: bytes, offset: int, key: str) -> int | None:
+        """``key`` of the record on this line. Our own records put it among the
+        first keys (``{"v":1,"event_seq":12,...``): read the digits there
+        without parsing the line; anything else is parsed."""
+        needle = b'"' + key.encode() + b'":'
+        at = raw.find(needle, 0, 48)
+        if at > 0 and raw[at - 1 : at] in (b"{", b","):
+            start = at + len(needle)
+            end = start
+            while end < len(raw) and 48 <= raw[end] <= 57:
+                end += 1
+            if end > start and raw[end : end + 1] in (b",", b"}"):
+                return int(raw[start:end])
         seq = self._parse_line(raw, offset).get(key)
         return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
