@@ -319,3 +319,37 @@ def snapshot_ledger_findings(layout: AgentLayout) -> list[Problem]:
     except Exception:  # noqa: BLE001
         pass
     return out
+
+
+def task_problems(layout: AgentLayout) -> list[Problem]:
+    """Each command task's ``task.json`` (a damaged one made its task vanish
+    from ``task list`` without a word)."""
+    import json
+
+    from holon_cli.store.records import task_ledger_record
+
+    out: list[Problem] = []
+    try:
+        dirs = sorted(p for p in layout.tasks_dir.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for d in dirs:
+        path = d / "task.json"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            continue  # a launch in progress (or one that never got this far)
+        except OSError as exc:
+            out.append(Problem(str(path), None, f"cannot be read ({exc.strerror or exc})"))
+            continue
+        try:
+            rec = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            out.append(Problem(str(path), None, f"not valid JSON ({exc.__class__.__name__})"))
+            continue
+        reason = (
+            task_ledger_record(rec) if isinstance(rec, dict) else "task record is not an object"
+        )
+        if reason:
+            out.append(Problem(str(path), None, reason))
+    return out

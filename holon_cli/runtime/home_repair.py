@@ -277,7 +277,10 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
             for wid, item in got["items"].items():
                 if wid not in folded or (cut and folded[wid] != item):
                     led.append(dict(item))
+                    folded[wid] = item
                     out.append(_act(led.path, "reappended", f"work item {wid} from {path.name}"))
+            if cut:  # the index is checkpointed lazily: the events know the rest
+                out += _work_items_from_events(store, led, folded)
             _set_aside(path)
         else:
             out.append(_act(_set_aside(path), "set_aside", f"the damaged index ({got})"))
@@ -285,6 +288,58 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
         idx = wi.load(store)
         wi.save(store, idx, force=True)
     return [*out, _act(path, "rebuilt", f"from {led.path.name} ({len(idx.items)} item(s))")]
+
+
+def _work_items_from_events(
+    store: AgentStore, led: Ledger, known: dict[str, Any]
+) -> list[RepairAction]:
+    """What a cut ledger lost and no snapshot held, from the work items'
+    events: items created since (objective, plan status, plan file) and
+    changes newer than the record the ledger kept (updates, completion)."""
+    from holon_cli.model import workitem as wm
+    from holon_cli.store import workitem_index as wi
+
+    items: dict[str, dict[str, Any]] = {k: dict(v) for k, v in known.items()}
+    changed: set[str] = set()
+    for ev in store.events.records_skipping_damaged()[0]:
+        wid, kind, data = ev.get("work_item_id"), ev.get("kind"), ev.get("data") or {}
+        at = str(ev.get("at") or "")
+        if not isinstance(wid, str):
+            continue
+        if kind == "work_item_created" and wid not in items:
+            if not isinstance(data.get("objective"), str):
+                continue
+            new = wm.new_work_item_record(
+                work_item_id=wid,
+                agent_id=store.agent_id,
+                workspace_id=None,
+                objective=data["objective"],
+                plan_status=str(data.get("plan_status") or "draft"),
+                todo_list=[],
+                plan_artifact=wi.describe_file(wi.plan_path(store, wid)),
+                created_at=at,
+            )
+            items[wid] = cast(dict[str, Any], new)
+            changed.add(wid)
+            continue
+        rec = items.get(wid)
+        if rec is None or at <= str(rec.get("updated_at") or ""):
+            continue  # the ledger's record already reflects it
+        if kind == "work_item_updated":
+            if isinstance(data.get("plan_status"), str):
+                rec["plan_status"] = data["plan_status"]
+            rec["blocked_by"] = data.get("blocked_by")
+        elif kind == "work_item_completed":
+            rec.update(state="completed", completed_at=at)
+        else:
+            continue
+        rec["updated_at"] = at
+        changed.add(wid)
+    out = []
+    for wid in sorted(changed):
+        led.append({**items[wid], "change": "recovered_from_events"})
+        out.append(_act(led.path, "reappended", f"work item {wid} from its events"))
+    return out
 
 
 def _repair_trigger(store: AgentStore) -> list[RepairAction]:
@@ -358,6 +413,30 @@ def _repair_template(store: AgentStore) -> list[RepairAction]:
         _act(aside, "set_aside", f"the damaged snapshot ({got})"),
         _act(path, "rebuilt", "from the agent_created event"),
     ]
+
+
+def _repair_tasks(store: AgentStore) -> list[RepairAction]:
+    """A damaged ``tasks/<id>/task.json`` from the task's last ``tasks.jsonl``
+    record (a copy of its public fields at promotion and at its end)."""
+    from holon_cli.runtime.home_checks import task_problems
+
+    damaged = {Path(p.path).parent.name: Path(p.path) for p in task_problems(store.layout)}
+    if not damaged:
+        return []
+    last: dict[str, dict[str, Any]] = {}
+    for _, _, line in store.ledger("tasks").scan(0):
+        if line.get("id") in damaged:
+            last[line["id"]] = line
+    out: list[RepairAction] = []
+    for tid, path in damaged.items():
+        rec = last.get(tid)
+        if rec is None:
+            out.append(_act(path, "skipped", "no record of this task in tasks.jsonl"))
+            continue
+        out.append(_act(_set_aside(path), "set_aside", "the damaged task record"))
+        write_snapshot(path, {**rec, "promoted": True})
+        out.append(_act(path, "rebuilt", "from its last record in tasks.jsonl"))
+    return out
 
 
 def _repair_queue(store: AgentStore) -> list[RepairAction]:
@@ -440,6 +519,7 @@ STEPS = (
     _repair_work_items,
     _repair_trigger,
     _repair_template,
+    _repair_tasks,
     _repair_queue,
     _repair_marks,
 )

@@ -273,6 +273,7 @@ def home_check() -> dict[str, Any]:
         if qp := _queue_offset_problem(layout):
             problems.append(qp)
         problems.extend(hc.snapshot_ledger_findings(layout))
+        problems.extend(hc.task_problems(layout))
         qdir = layout.inbox_dir / "quarantine"
         if qdir.is_dir():
             bad = [p for p in qdir.iterdir() if not p.name.endswith(".reason")]

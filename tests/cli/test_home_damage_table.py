@@ -33,6 +33,8 @@ LEDGERS = [
     "ledger/timers.jsonl",
     "ledger/triggers.jsonl",
     "ledger/tasks.jsonl",
+    "ledger/waiting_intents.jsonl",
+    "ledger/delivery_summaries.jsonl",
 ]
 SNAPSHOTS = [
     "state/agent.json",
@@ -41,6 +43,7 @@ SNAPSHOTS = [
     "state/timers.json",
     "state/trigger.json",
     "state/work_items.json",
+    "tasks/*/task.json",
 ]
 FILES = [str(AGENT / f) for f in LEDGERS + SNAPSHOTS] + ["home.json"]
 
@@ -121,6 +124,13 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run_turn(None, catalog=default_catalog())
         timers.add_timer(store, after_ms=3_600_000)
         create_work_item(store, "keep the lights on")
+        from holon_cli.runtime.waiting.intents import record_wait
+        from holon_cli.runtime.workitems import complete_work_item, pick_work_item
+
+        wid = create_work_item(store, "ship it")["work_item"]["id"]
+        pick_work_item(store, wid)
+        record_wait(store, description="CI run", source="github", work_item_id=wid)
+        complete_work_item(store, wid, report="shipped: all green")
         triggers.show(store)
         run_task(store, "true", workdir=home)
     finally:
@@ -130,7 +140,8 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
             else:
                 os.environ[k] = v
     for f in FILES:
-        assert (home / f).stat().st_size > 0, f
+        (path,) = home.glob(f)
+        assert path.stat().st_size > 0, f
     return home
 
 
@@ -141,7 +152,7 @@ def test_every_damage_is_flagged(
 ) -> None:
     shutil.copytree(template_home, holon_home, symlinks=True)
     assert holon("home", "check").returncode == 0
-    path = holon_home / rel
+    (path,) = holon_home.glob(rel)
     path.write_bytes(KINDS[kind](path.read_bytes()))
     res = holon("home", "check", "--json")
     out = res.stdout + res.stderr
@@ -200,11 +211,17 @@ REPAIRABLE = [(f, k) for f in FILES if not f.endswith(".jsonl") for k in KINDS] 
 ]
 
 
-def _counts() -> tuple[int, int, list[str]]:
+def _counts() -> tuple[int, list[tuple[str, str]], list[str], int]:
     timers = json.loads(holon("timer", "list", "--json").stdout)["data"]["timers"]
-    items = json.loads(holon("workitem", "list", "--json").stdout)["data"]["work_items"]
+    items = json.loads(holon("workitem", "list", "--filter", "all", "--json").stdout)["data"]
     agents = json.loads(holon("agent", "list", "--json").stdout)["data"]["agents"]
-    return len(timers), len(items), [a["status"] for a in agents]
+    tasks = json.loads(holon("task", "list", "--all", "--json").stdout)["data"]["tasks"]
+    return (
+        len(timers),
+        sorted((w["objective"], w["state"]) for w in items["work_items"]),
+        [a["status"] for a in agents],
+        len(tasks),
+    )
 
 
 @pytest.mark.parametrize(("rel", "kind"), REPAIRABLE)
@@ -213,7 +230,7 @@ def test_repair_rebuilds_and_loses_nothing_a_snapshot_holds(
 ) -> None:
     shutil.copytree(template_home, holon_home, symlinks=True)
     before = _counts()
-    path = holon_home / rel
+    (path,) = holon_home.glob(rel)
     path.write_bytes(KINDS[kind](path.read_bytes()))
     res = holon("home", "check", "--repair", "--json")
     out = res.stdout + res.stderr
