@@ -33,6 +33,7 @@ from holon_cli.store.agent_store import SEQ_KEYS, AgentStore
 from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.ledger import Ledger, read_mark, write_mark
+from holon_cli.store.locks import locked
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
@@ -496,7 +497,8 @@ def _repair_marks(store: AgentStore) -> list[RepairAction]:
             continue  # the append rewrote the mark
         if isinstance(got, dict) and got["size"] <= size:
             continue
-        write_mark(mark_path, size, high if seq_key else None)
+        with locked(led.lock_path, what=f"ledger {led.path.name}"):  # as appends do
+            write_mark(mark_path, led.complete_size(), _last_seq(led, seq_key) or None)
         why = got if isinstance(got, str) else f"the ledger holds {size} of {got['size']} bytes"
         out.append(_act(mark_path, "mark_rewritten", why))
     return out

@@ -91,3 +91,24 @@ def test_the_mark_sidecar_missing_or_damaged(holon_home: Path) -> None:
     # appending still works (the ledger's last number) and rewrites the mark
     assert open_agent(None).emit("agent_state_changed", {})["event_seq"] == 6
     assert json.loads(mark.read_bytes())["high_water"] == 6
+
+
+def test_repair_records_the_loss_and_rewrites_a_damaged_mark(holon_home: Path) -> None:
+    store = open_agent(None)
+    _emit(store, 9)  # 1..10
+    path = store.layout.ledger_path("events")
+    _cut_to_lines(path, 6)
+    res = holon("home", "check", "--repair", "--json")
+    assert res.returncode == 0, res.stdout
+    (lost,) = [
+        r for r in json.loads(res.stdout)["data"]["repairs"] if r["action"] == "loss_recorded"
+    ]
+    assert "events 7-10" in lost["detail"]
+    last = open_agent(None).events.last()
+    assert last is not None and last["event_seq"] == 11 and last["kind"] == "agent_state_repaired"
+    assert last["data"]["lost_event_seq"] == [7, 10]
+    store.events.mark_path.write_bytes(b"garbage")
+    assert _problems()[0] == 1
+    assert holon("home", "check", "--repair").returncode == 0
+    assert json.loads(store.events.mark_path.read_bytes())["high_water"] == 11
+    assert open_agent(None).emit("agent_state_changed", {})["event_seq"] == 12
