@@ -252,3 +252,24 @@ def test_repair_of_a_clean_home_changes_nothing(template_home: Path, holon_home:
     shutil.copytree(template_home, holon_home, symlinks=True)
     res = holon("home", "check", "--repair")
     assert res.returncode == 0 and "nothing to repair" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("rel", "command"),
+    [
+        ("ledger/work_items.jsonl", ("workitem", "list")),
+        ("ledger/timers.jsonl", ("timer", "list")),
+    ],
+)
+def test_an_emptied_ledger_is_not_silent(
+    template_home: Path, holon_home: Path, rel: str, command: tuple[str, ...]
+) -> None:
+    """The probe: `: > work_items.jsonl` and `workitem list` was empty, nothing said."""
+    shutil.copytree(template_home, holon_home, symlinks=True)
+    (holon_home / AGENT / rel).write_bytes(b"")
+    res = holon(*command)
+    assert res.returncode == 0
+    assert "home check --repair" in res.stderr, res.stderr
+    assert holon("home", "check", "--repair").returncode == 0
+    again = holon(*command)
+    assert "home check --repair" not in again.stderr and again.stdout.strip()

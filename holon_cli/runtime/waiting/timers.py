@@ -89,6 +89,15 @@ def load(store: AgentStore) -> TimerState:
     except CorruptStateError:
         snap = None
     st = TimerState()
+    if snap and int(snap.get("offset", 0)) > led.size():
+        import logging
+
+        logging.getLogger("holon.timers").warning(
+            "warning: %s is shorter than %s says (emptied or cut); `holon home check "
+            "--repair` appends its timers back",
+            led.path,
+            state_file(store, LEDGER).name,
+        )
     if snap and int(snap.get("offset", 0)) <= led.size():
         st.offset = int(snap["offset"])
         for t in snap.get("timers", []):
