@@ -10,6 +10,10 @@ event exactly once, in order.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 from holon_cli.runtime.agents import open_agent
 from holon_cli.runtime.inspect import follow_events, tail_events
@@ -99,3 +103,30 @@ def test_resume_across_a_gap_in_event_seq() -> None:
     assert [e["event_seq"] for e in tail_events(store, since=10, limit=1)] == [11]
     assert tail_events(store, since=12) == [] and tail_events(store, since=99) == []
     assert tail_events(store, since=0, limit=0) == []
+
+
+def test_tail_follow_continues_right_after_what_it_showed(
+    monkeypatch: pytest.MonkeyPatch, script_runner: Any
+) -> None:
+    """`holon tail --follow` printed the recent events, then read the last
+    event_seq separately: one appended in between was never shown."""
+    from holon_cli.runtime import inspect
+
+    store = open_agent(None)
+    real_tail = inspect.tail_events
+    seen: dict[str, int] = {}
+
+    def tail_then_append(*a: Any, **k: Any) -> list[dict[str, Any]]:
+        out = real_tail(*a, **k)
+        store.emit("agent_state_changed", {"racing": True})  # lands between the reads
+        return out
+
+    def follow(store_: Any, *, since: int, **k: Any) -> Iterator[dict[str, Any]]:
+        seen["since"] = since
+        return iter(())
+
+    monkeypatch.setattr(inspect, "tail_events", tail_then_append)
+    monkeypatch.setattr(inspect, "follow_events", follow)
+    res = script_runner.run(["holon", "tail", "--follow"], print_result=False)
+    assert res.returncode == 0, res.stderr
+    assert seen["since"] == 1  # agent_created was shown; the racing event 2 comes next
