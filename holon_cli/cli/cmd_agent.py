@@ -87,6 +87,13 @@ def agent_list(include_private: bool, as_json: bool) -> None:
         ["agent", "kind", "visibility", "status", "home"],
         [[a.agent_id, a.kind, a.visibility, a.status, a.agent_home] for a in agents],
     )
+    for a in agents:
+        if a.problem:
+            click.echo(
+                f"warning: agent {a.agent_id!r} is damaged: {a.problem}; "
+                "`holon home check --repair` rebuilds its record (nothing is lost)",
+                err=True,
+            )
 
 
 @agent.command("status")

@@ -139,7 +139,9 @@ def tail(
             warn_damaged()
             for e in recent:
                 show(e)
-            last = store.events.last()
+            # continue right after what was shown: a separate read of the last
+            # event would skip one appended in between (issue 31 item 21)
+            last = recent[-1] if recent else store.events.last()
             start = int(last["event_seq"]) if last else 0
         for e in follow_events(store, since=start, poll=poll, stop=_stdout_closed):
             show(e)

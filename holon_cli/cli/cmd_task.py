@@ -113,8 +113,9 @@ def task_run(
     """Start CMD as a background task of an agent and print the task id.
 
     One argument is a shell command line (run with /bin/bash -c); several
-    are quoted and joined. Secrets (*_API_KEY, *_TOKEN, *_SECRET,
-    *PASSWORD*, HOLON_CONTROL_TOKEN) are withheld from its environment
+    are quoted and joined. Secrets are withheld from its environment:
+    names containing KEY, SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL,
+    URL values with user:password@, and every api_key_env of config.yaml,
     unless runtime.exec_env_passthrough names them.
 
     \b
@@ -136,8 +137,12 @@ def task_run(
         output.emit_json(snap)
         return
     click.echo(snap["task_id"])
-    if snap["status"] == "failed":
-        click.echo(f"the task could not start: {snap.get('error')}", err=True)
+    from holon_cli.model.task import never_started
+
+    # a command that ran and already exited non-zero is "failed" too: that
+    # is its result, not a failure to start (the two raced here before)
+    if never_started(snap):
+        click.echo(f"the task could not start: {snap['error']}", err=True)
 
 
 @task.command("list", context_settings=CTX)

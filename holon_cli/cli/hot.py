@@ -95,6 +95,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         ("pending", s["pending"]),
         ("in flight", s["in_flight"]),
         ("processed", s["processed"]),
+        ("aborted", _aborted_line(s)),
         ("work item", s["current_work_item_id"] or "-"),
         ("last wake", s["last_wake_reason"] or "-"),
         (
@@ -126,7 +127,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
 
 def _attention_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
     """What `holon status` flags for the operator: skills, the trigger, a
-    broken config.yaml, the last failed turn, aborted messages."""
+    broken config.yaml, the last failed turn (aborted messages: `_aborted_line`)."""
     rows: list[tuple[str, Any]] = []
     if s.get("skills"):
         rows.append(("skills", ", ".join(f"{k['skill']} ({k['state']})" for k in s["skills"])))
@@ -143,20 +144,18 @@ def _attention_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
         rows.append(
             ("last failure", f"{fail.get('at')} turn {fail.get('turn_id')}: {fail.get('summary')}")
         )
-    if s.get("aborted_messages"):
-        shown = ", ".join(
-            f"{m['message_id']} ({m.get('reason') or 'no reason recorded'})"
-            for m in s["aborted_messages"]
-        )
-        rows.append(("aborted", f"{s['aborted']} message(s): {shown}"))
-        rows.append(
-            (
-                "",
-                "`holon queue list --status aborted` lists them; "
-                "`holon queue requeue ID` runs one again",
-            )
-        )
     return rows
+
+
+def _aborted_line(s: dict[str, Any]) -> str:
+    """``3 (msg_a: max_attempts_exceeded, ...); holon queue requeue ID``."""
+    ab = s.get("aborted_messages") or []
+    if not ab:
+        return str(s.get("aborted", 0))
+    newest = ", ".join(f"{a['message_id']}: {a['reason']}" for a in ab[-3:])
+    more = f" and {len(ab) - 3} more" if len(ab) > 3 else ""
+    again = "`holon queue requeue ID` runs one again"
+    return f"{s.get('aborted', len(ab))} (newest: {newest}{more}; {again})"
 
 
 def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json: bool) -> None:

@@ -188,8 +188,9 @@ def _record_missing(layout: AgentLayout) -> CorruptStateError:
     return CorruptStateError(
         f"agent {layout.agent_id!r}: the folder {layout.home} exists but its record "
         f"{layout.agent_file} is missing (deleted?)",
-        hint=f"restore {layout.agent_file} from a backup; or move {layout.home} aside "
-        f"and run `holon agent create {layout.agent_id}` again",
+        hint="run `holon home check --repair`: it rebuilds the record from the copy kept "
+        "before its last change or from the agent's ledgers (nothing is lost); "
+        f"or move {layout.home} aside and run `holon agent create {layout.agent_id}` again",
         details={"path": str(layout.agent_file)},
     )
 
@@ -340,11 +341,19 @@ class AgentListEntry(NamedTuple):
     agent_id: str
     kind: str
     visibility: str
-    status: str
+    status: str  # "damaged": the record cannot be read (see ``problem``)
     agent_home: str
+    problem: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self._asdict())
+        d = dict(self._asdict())
+        if d["problem"] is None:
+            del d["problem"]  # the contract's shape for a sound agent
+        return d
+
+
+def _damaged_entry(name: str, home: str, exc: CorruptStateError) -> AgentListEntry:
+    return AgentListEntry(name, "?", "?", "damaged", home, exc.message)
 
 
 def agent_ids() -> list[str]:
@@ -369,8 +378,16 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
         if name.startswith(".") or not (home.agents_dir / name).is_dir():
             continue  # staging folders of a crashed creation, stray files
         layout = home.agent(name)
-        snap = read_snapshot(layout.agent_file)
+        try:
+            snap = read_snapshot(layout.agent_file)
+        except CorruptStateError as exc:
+            # one damaged record must not hide the other agents: list it, marked
+            out.append(_damaged_entry(name, str(layout.home), exc))
+            continue
         if snap is None:
+            if layout.ledger_dir.is_dir() and any(layout.ledger_dir.glob("*.jsonl")):
+                why = CorruptStateError(f"{layout.agent_file}: the agent record is missing")
+                out.append(_damaged_entry(name, str(layout.home), why))
             continue
         rec = cast("AgentRecord", snap)
         ident = rec["identity"]

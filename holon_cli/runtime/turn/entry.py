@@ -100,13 +100,17 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     return TurnResult(store.agent_id, ran=False, budget=hit)
 
 
-def _settled_message_ids(store: AgentStore) -> tuple[str, ...]:
-    """The message whose crashed turn already saved its settlement: its replay
-    only finishes recording the ending, so the replay limit must not abort it."""
+def _journal_facts(store: AgentStore) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """From the crashed turn's journal: the message whose settlement is already
+    saved (its replay only finishes recording the ending, so the replay limit
+    must not abort it) and the turns that got as far as a provider request
+    (only those count as attempts: a turn killed before it reached the model
+    costs its message nothing)."""
     journal = Journal.load(store)
-    if journal is None or journal.settlement is None:
-        return ()
-    return (journal.message_id,)
+    if journal is None:
+        return (), ()
+    settled = (journal.message_id,) if journal.settlement is not None else ()
+    return settled, tuple(sorted(journal.requested))
 
 
 def run_turn(
@@ -150,7 +154,8 @@ def run_turn(
         if held is not None:
             return held
         turn_id = clock.new_id("turn")
-        entry = q.dequeue_next(store, turn_id, settled=_settled_message_ids(store))
+        settled, attempted = _journal_facts(store)
+        entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
         from holon_cli.runtime.waiting import scheduler as waiting

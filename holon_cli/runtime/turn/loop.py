@@ -286,6 +286,8 @@ class TurnRun:
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
         )
+        # from here on a crash counts as an attempt of this message
+        self.journal.mark_request()
         started_at = clock.now_iso()
         t0 = time.monotonic()
         try:
