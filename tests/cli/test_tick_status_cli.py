@@ -113,9 +113,11 @@ def test_status_shows_aborted_messages_the_last_failure_and_a_broken_config(
 
     d, text = _status(script_runner)
     assert d["aborted"] >= 1
-    assert {"message_id": mid, "reason": "max_attempts_exceeded"}.items() <= d["aborted_messages"][
-        0
-    ].items()
+    by_id = {m["message_id"]: m for m in d["aborted_messages"]}
+    assert by_id[mid]["reason"] == "max_attempts_exceeded"
+    assert [m["reason"] for m in by_id.values() if m["message_id"] != mid] == [
+        "turn_failed:client_error"
+    ]
     assert "the model said no" in d["last_failure"]["summary"]
     assert d["last_failure"]["turn_id"] and d["last_failure"]["at"]
     assert "config.yaml" in d["config_error"]

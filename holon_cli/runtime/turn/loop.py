@@ -538,11 +538,14 @@ class TurnRun:
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
         self.result.duration_ms = int(s.get("duration_ms", 0))
         self.store.sync_ledgers()  # the terminal records are durable before the queue settles
+        aborted = s["status"] == "aborted"
         q.settle(
             self.store,
             self.mid,
-            "aborted" if s["status"] == "aborted" else "processed",
+            "aborted" if aborted else "processed",
             turn_id=s["turn_id"],
+            # why, for `holon status` (the failure kind of the turn that ended it)
+            reason=f"turn_failed:{s.get('failure_kind') or 'unknown'}" if aborted else None,
         )
         for iid in self.journal.interject_ids:
             q.settle(self.store, iid, "processed", turn_id=s["turn_id"], reason="interject")
