@@ -77,6 +77,8 @@ if TYPE_CHECKING:
         work_continuation_hold: NotRequired[ContinuationHold | None]
         # what the runtime did with the last dequeued message (waiting.continuation)
         last_continuation: NotRequired[ContinuationRecord]
+        # the last turn that ended in a runtime failure (daemon status reads it)
+        last_failure: NotRequired[dict[str, Any] | None]
 
     class AgentRecord(TypedDict):
         v: int

@@ -47,6 +47,7 @@ EventKind = Literal[
     "skill_activated",
     "turn_round_limit_reached",
     "turn_interrupted",
+    "turn_abort_requested",
     "turn_terminal",
     "runtime_error",
     "brief_recorded",
@@ -208,6 +209,7 @@ class TurnTerminalData(TypedDict):
     model_rounds: int
     token_usage: dict[str, int]
     failure_kind: str | None
+    reason: NotRequired[str]  # ``operator_aborted`` for an operator's abort
 
 
 class MessageInterjectedData(TypedDict):

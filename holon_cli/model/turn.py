@@ -107,6 +107,9 @@ class TurnSettlement(TypedDict):
     failure_kind: str | None
     sleep: SleepRequestDict | None
     turn_skills: dict[str, dict[str, Any]]
+    # why an aborted turn ended, when it was not a provider failure
+    # (``operator_aborted``: ``holon agent abort``)
+    reason: NotRequired[str]
     # filled when the terminal records are written
     duration_ms: NotRequired[int]
     completed_at: NotRequired[str]

@@ -36,11 +36,7 @@ from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState, AgentStatus
-    from holon_cli.model.events import (
-        AgentCreatedData,
-        AgentModelChangedData,
-        AgentStateChangedData,
-    )
+    from holon_cli.model.events import AgentCreatedData, AgentModelChangedData
 
 HOME_VERSION = 1
 
@@ -422,31 +418,31 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
     return out
 
 
+def _lifecycle_target(action: str, prev: AgentStatus) -> AgentStatus:
+    """``stop`` holds everything; ``pause`` holds a live agent (a stopped one
+    stays stopped); ``start`` releases either hold and nothing else."""
+    if action == "stop":
+        return "stopped"
+    if action == "pause":
+        return prev if prev == "stopped" else "paused"
+    return "awake_idle" if prev in ("stopped", "paused") else prev
+
+
 def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
-    """``stop`` or ``start`` an agent. Returns ``{agent_id, previous, status, changed}``."""
+    """``stop``, ``pause`` or ``start`` an agent. Returns ``{agent_id,
+    previous, status, changed}``. A pause lets a running turn finish; a paused
+    agent still accepts messages, which wait until ``start``."""
+    assert action in ("stop", "pause", "start")
     store = open_agent(agent_id)
     out: dict[str, Any] = {}
 
     def mutate(state: AgentState) -> None:
         prev = state["status"]
-        new: AgentStatus = (
-            "stopped"
-            if action == "stop"
-            else ("awake_idle" if prev in ("stopped", "paused") else prev)
-        )
+        new = _lifecycle_target(action, prev)
         out.update(previous=prev, status=new, changed=new != prev)
-        if new != prev:
-            state["status"] = new
-            state["status_changed_at"] = clock.now_iso()
+        state["status"] = new
 
-    store.update_state(mutate)
-    if out["changed"]:
-        changed: AgentStateChangedData = {
-            "from": out["previous"],
-            "to": out["status"],
-            "reason": f"operator_{action}",
-        }
-        store.emit("agent_state_changed", changed)
+    store.update_state(mutate, reason=f"operator_{action}")
     out["agent_id"] = store.agent_id
     out["lifecycle_hint"] = lifecycle_hint(out["status"])
     return out

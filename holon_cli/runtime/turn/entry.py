@@ -32,7 +32,7 @@ def _runtime_cfg() -> dict[str, Any]:
     return load_config()
 
 
-def _release_run(store: AgentStore) -> None:
+def _release_run(store: AgentStore, reason: str) -> None:
     """After an interrupted or failed turn: the agent must not look busy; an
     operator's stop or pause holds."""
 
@@ -42,7 +42,7 @@ def _release_run(store: AgentStore) -> None:
         st["current_run_id"] = None
         st["current_run_pid"] = None
 
-    store.update_state(release)
+    store.update_state(release, reason=reason)
 
 
 def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
@@ -69,7 +69,7 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
         finish_agent_state(store, journal.settlement, journal)
         journal.clear()
     else:
-        _release_run(store)
+        _release_run(store, "stale_run_repaired")
     status = store.read_record()["state"]["status"]
     out = {
         "stale_run_id": stale_run_id,
@@ -164,7 +164,7 @@ def run_turn(
             # from the journal; the agent must not look busy meanwhile
             interrupted: TurnInterruptedData = {"turn_id": turn_id, "reason": "keyboard_interrupt"}
             store.emit("turn_interrupted", interrupted, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store)
+            _release_run(store, "turn_interrupted")
             raise
         except Exception as exc:
             # an internal failure: record it and leave the message dequeued, so
@@ -175,7 +175,7 @@ def run_turn(
                 "failure_kind": "internal",
             }
             store.emit("runtime_error", internal, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store)
+            _release_run(store, "turn_failed")
             raise
     finally:
         lock.release()
