@@ -237,6 +237,7 @@ class Host:
         from holon_cli.runtime.agents import ensure_home
 
         ensure_home()
+        _ensure_default_agent()  # /agents/main/... answers from the first request
         socks = self._bind()
         server = None
         if socks:
@@ -296,6 +297,18 @@ class Host:
             os._exit(0)
         log_line("stopped")
         return 0
+
+
+def _ensure_default_agent() -> None:
+    """Create the default agent (``main`` or ``HOLON_AGENT_ID``) as ``holon
+    enqueue`` does. A damaged one is logged; serve still runs the others."""
+    from holon_cli.errors import HolonError
+    from holon_cli.runtime.agents import open_agent
+
+    try:
+        open_agent(None)
+    except HolonError as exc:
+        log_line(f"default agent: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
 
 def warm_up() -> None:
