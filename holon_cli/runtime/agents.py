@@ -472,3 +472,21 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
         "previous_override": out["previous"],
         "model": model_state(store.read_record()["state"]),
     }
+
+
+def last_runtime_failure() -> dict[str, Any] | None:
+    """The newest runtime-turn failure persisted on any agent (``state.
+    last_failure``, written when a turn ends in a failure): what ``holon
+    daemon status`` reports, also after a restart of the daemon."""
+    newest: dict[str, Any] | None = None
+    for aid in agent_ids():
+        try:
+            snap = read_snapshot(HomeLayout.current().agent(aid).agent_file)
+        except HolonError:
+            continue  # a damaged agent: `holon home check` reports it
+        lf = ((snap or {}).get("state") or {}).get("last_failure")
+        if isinstance(lf, dict) and str(lf.get("occurred_at", "")) > str(
+            (newest or {}).get("occurred_at", "")
+        ):
+            newest = lf
+    return newest

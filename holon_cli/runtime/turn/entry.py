@@ -32,11 +32,22 @@ def _runtime_cfg() -> dict[str, Any]:
     return load_config()
 
 
-def _release_run(store: AgentStore, reason: str) -> None:
+def _release_run(store: AgentStore, reason: str, failure: str | None = None) -> None:
     """After an interrupted or failed turn: the agent must not look busy; an
-    operator's stop or pause holds."""
+    operator's stop or pause holds. ``failure``: an internal failure, kept
+    as the agent's ``last_failure`` (daemon status reads it)."""
 
     def release(st: AgentState) -> None:
+        if failure is not None:
+            st["last_failure"] = {
+                "occurred_at": clock.now_iso(),
+                "summary": f"{store.agent_id}: turn {st.get('current_run_id')} failed: {failure}"[
+                    :500
+                ],
+                "phase": "runtime_turn",
+                "detail_hint": f"see `holon tail --agent {store.agent_id}`",
+                "turn_id": st.get("current_run_id"),
+            }
         if st["status"] not in HELD_STATUSES:
             st["status"] = "awake_idle"
         st["current_run_id"] = None
@@ -175,7 +186,7 @@ def run_turn(
                 "failure_kind": "internal",
             }
             store.emit("runtime_error", internal, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store, "turn_failed")
+            _release_run(store, "turn_failed", internal["error"])
             raise
     finally:
         lock.release()
