@@ -15,8 +15,13 @@ _holon_command() {
         opts='--version -V --help -h'
         ;;
     'agent')
-        cmds='create list model path prune rm start status stop'
+        cmds='abort create list model path pause prune rm start status stop'
         opts='--help -h'
+        ;;
+    'agent abort')
+        opts='--run-id --no-wait --json --help -h'
+        vopts='--run-id'
+        nargs='1'
         ;;
     'agent create')
         opts='--template -t --model -m --json --help -h'
@@ -31,6 +36,10 @@ _holon_command() {
         nargs='2'
         ;;
     'agent path')
+        opts='--json --help -h'
+        nargs='1'
+        ;;
+    'agent pause')
         opts='--json --help -h'
         nargs='1'
         ;;

@@ -31,7 +31,9 @@ function __holon_is
             set vopts
             switch "$cmdpath"
                 case 'agent'
-                    set cmds create list model path prune rm start status stop
+                    set cmds abort create list model path pause prune rm start status stop
+                case 'agent abort'
+                    set vopts --run-id
                 case 'agent create'
                     set vopts --template -t --model -m
                 case 'daemon'
@@ -143,7 +145,7 @@ end
 # holon
 complete -c holon -n "__holon_is ''" -l version -s V -d 'Show the version and exit'
 complete -c holon -n "__holon_is ''" -l help -s h -d 'Show this message and exit'
-complete -c holon -f -n "__holon_is '' 0" -a agent -d 'Create, list, inspect, stop and start agents'
+complete -c holon -f -n "__holon_is '' 0" -a agent -d 'Create, list, inspect, stop, pause, start and abort agents'
 complete -c holon -f -n "__holon_is '' 0" -a completion -d 'Print the completion script for SHELL'
 complete -c holon -f -n "__holon_is '' 0" -a daemon -d 'Run `holon serve` in the background (one per HOLON_HOME)'
 complete -c holon -f -n "__holon_is '' 0" -a debug -d 'Inspect what the runtime would send and where time went'
@@ -165,16 +167,25 @@ complete -c holon -f -n "__holon_is '' 1+"
 
 # holon agent
 complete -c holon -n "__holon_is 'agent'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'agent' 0" -a abort -d 'Abort the running turn: cancel its provider or tool call, settle its message `aborted` (reason operator_aborted) and leave the agent paused'
 complete -c holon -f -n "__holon_is 'agent' 0" -a create -d 'Create a public named agent and materialize its agent home'
 complete -c holon -f -n "__holon_is 'agent' 0" -a list -d 'List agents'
 complete -c holon -f -n "__holon_is 'agent' 0" -a model -d 'Show, set or clear an agent\'s model override (future turns only)'
 complete -c holon -f -n "__holon_is 'agent' 0" -a path -d 'Print an agent\'s home directory'
+complete -c holon -f -n "__holon_is 'agent' 0" -a pause -d 'Pause an agent: no new turn starts until `holon agent start`'
 complete -c holon -f -n "__holon_is 'agent' 0" -a prune -d 'Remove finished temporary agents left by `holon run`'
 complete -c holon -f -n "__holon_is 'agent' 0" -a rm -d 'Remove an agent and its home'
 complete -c holon -f -n "__holon_is 'agent' 0" -a start -d 'Start (resume) a stopped or paused agent'
 complete -c holon -f -n "__holon_is 'agent' 0" -a status -d 'Show one agent\'s summary (same as `holon status --agent ID`)'
 complete -c holon -f -n "__holon_is 'agent' 0" -a stop -d 'Stop an agent: new messages are rejected (exit 4) until it is started'
 complete -c holon -f -n "__holon_is 'agent' 1+"
+
+# holon agent abort
+complete -c holon -n "__holon_is 'agent abort'" -l run-id -r -d 'Abort only if R is the running turn (its current_run_id); else exit 4'
+complete -c holon -n "__holon_is 'agent abort'" -l no-wait -d 'Return once the abort is requested (default: wait up to 10 s for the turn to end)'
+complete -c holon -n "__holon_is 'agent abort'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'agent abort'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'agent abort' 1+" -f
 
 # holon agent create
 complete -c holon -n "__holon_is 'agent create'" -l template -s t -r -d 'Template id (~/.agents/templates/<id>/), absolute directory, or holon-default'
@@ -199,6 +210,11 @@ complete -c holon -n "__holon_is 'agent model' 2+" -f
 complete -c holon -n "__holon_is 'agent path'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'agent path'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'agent path' 1+" -f
+
+# holon agent pause
+complete -c holon -n "__holon_is 'agent pause'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'agent pause'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'agent pause' 1+" -f
 
 # holon agent prune
 complete -c holon -n "__holon_is 'agent prune'" -l dry-run -d 'List what would be removed; remove nothing'
