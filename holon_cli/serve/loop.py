@@ -311,6 +311,14 @@ class Scheduler:
         new agent or task folder), the watcher is rebuilt and then the agents
         concerned are marked once more: a change that landed while no watcher
         was up is still seen by that pass."""
+        try:
+            self._watch_until_stopped()
+        finally:
+            # start-up waits for this event; a stop() that came before the
+            # first watcher was up must not leave it waiting for its timeout
+            self.watching.set()
+
+    def _watch_until_stopped(self) -> None:
         from watchfiles._rust_notify import RustNotify
 
         keep = watch_filter(self.root)
@@ -465,7 +473,8 @@ class Scheduler:
     # ------------------------------------------------------------ main loop
     def start_watching(self, timeout: float = 30.0) -> None:
         """Start the watcher and wait until it is up, so nothing written
-        after this returns goes unseen (the start-up pass covers the rest)."""
+        after this returns goes unseen (the start-up pass covers the rest),
+        or until it has left because :meth:`stop` came first."""
         if self._watcher is None:
             self._watcher = threading.Thread(target=self._watch, name="holon-watch", daemon=True)
             self._watcher.start()

@@ -344,3 +344,18 @@ def test_the_watcher_marks_a_started_agent_at_once(watcher: Scheduler) -> None:
     assert not _marked(watcher, "main", 0.3)
     set_lifecycle("main", "start")
     assert _marked(watcher, "main")
+
+
+def test_a_stop_before_the_watcher_is_up_ends_start_up_at_once(holon_home: Path) -> None:
+    """A shutdown request that lands between serve writing run/serve.json and
+    its watcher coming up (a loaded machine) made start-up wait for the
+    watcher's 30 s timeout twice: `test_shutdown_route_drains_and_exits`
+    failed under load. Start-up waits on the watcher's state, not a time."""
+    create_agent("main")
+    sch = Scheduler(concurrency=1, sweep_s=3600)
+    sch.stop()
+    t0 = time.monotonic()
+    sch.start_watching(timeout=20)
+    sch.run()
+    assert time.monotonic() - t0 < 2.0
+    assert sch.drain() == []
