@@ -179,8 +179,9 @@ def agent_abort(agent_id: str, run_id: str | None, no_wait: bool, as_json: bool)
     \b
     Example:
       holon agent abort main
-      holon agent abort main --run-id "$(holon status --json | jq -r .data.current_run_id)"
-      holon agent start main     # resume afterwards
+      run=$(holon agent status main --json | jq -r .data.current_run_id)
+      holon agent abort main --run-id "$run"   # only if that turn still runs
+      holon agent start main                   # resume afterwards
     """
     from holon_cli.runtime.turn.abort import ABORT_WAIT_S, abort_agent
 

@@ -185,6 +185,8 @@ def test_abort_cancels_a_slow_provider_call(tmp_path: Path) -> None:
     admit("think slowly", agent_id="main")
     t, box = _turn_in_thread(script(tmp_path, [{"sleep_ms": 4000, "text": "late"}]))
     run_id = running_run(store)
+    status_data = json.loads(run("agent", "status", "main", "--json").stdout)["data"]
+    assert status_data["current_run_id"] == run_id  # what --run-id names
     t0 = time.monotonic()
     res = run("agent", "abort", "main", "--run-id", str(run_id), "--json")
     assert res.returncode == 0, res.stderr
