@@ -208,3 +208,37 @@ def test_abort_ends_a_real_turn_process_within_2_s(
                 os.killpg(pgid, 0)
         assert open_agent("main").read_record()["state"]["status"] == "paused"
         assert holon("agent", "start", "main").returncode == 0
+
+
+def test_abort_ends_a_turn_waiting_on_a_slow_http_provider_within_2_s(
+    tmp_path: Path, holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider call blocked in a socket read (a real HTTP endpoint on
+    127.0.0.1 that answers after 30 s): the `holon turn` process still ends
+    within 2 s of the abort."""
+    from loopback import LoopbackServer, Reply
+
+    with LoopbackServer() as srv:
+        srv.queue(Reply(status=200, body=b"{}", delay_s=30.0))
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
+        assert holon("agent", "create", "main").returncode == 0
+        assert holon("enqueue", "ask the slow endpoint").returncode == 0
+        turn = subprocess.Popen(
+            [*HOLON, "turn", "--json", "--model", "openai/gpt-4.1-mini"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert wait_for(lambda: len(srv.requests) == 1, 20)
+            t0 = time.monotonic()
+            res = holon("agent", "abort", "main", "--json")
+            assert res.returncode == 0, res.stderr
+            code = turn.wait(timeout=10)
+            assert time.monotonic() - t0 < 2.0
+        finally:
+            if turn.poll() is None:
+                turn.kill()
+                turn.wait()
+        assert code == 130
+        assert json.loads(res.stdout)["data"]["outcome"] == "aborted"
