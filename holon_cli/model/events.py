@@ -230,6 +230,14 @@ class SkillActivatedData(TypedDict):
 
 # ``from``/``to`` are Python keywords: the functional form keeps the JSON names
 AgentStateChangedData = TypedDict("AgentStateChangedData", {"from": str, "to": str, "reason": str})
+
+
+class TurnAbortRequestedData(TypedDict):
+    """``holon agent abort``: the run asked to stop (the turn settles it)."""
+
+    run_id: str
+
+
 AgentStateRepairedData = TypedDict(
     "AgentStateRepairedData",
     {"stale_run_id": str | None, "from": str, "to": str, "settled_turn_recorded": bool},

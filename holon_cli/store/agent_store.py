@@ -23,7 +23,7 @@ from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
-    from holon_cli.model.events import EventKind
+    from holon_cli.model.events import AgentStateChangedData, EventKind
 
 EVENT_VERSION = 1
 
@@ -178,10 +178,6 @@ class AgentStore:
                 state["status_changed_at"] = clock.now_iso()
             self.write_record(rec)
         if after != before:
-            self.emit(
-                "agent_state_changed",
-                {"from": before, "to": after, "reason": reason},
-                message=message,
-                **provenance,
-            )
+            changed: AgentStateChangedData = {"from": before, "to": after, "reason": reason}
+            self.emit("agent_state_changed", changed, message=message, **provenance)
         return rec

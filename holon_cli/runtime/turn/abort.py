@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, RejectedError
@@ -31,6 +31,9 @@ from holon_cli.model.agent import lifecycle_hint
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.locks import pid_alive
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import TurnAbortRequestedData
 
 POLL_S = 0.05
 # after the abort is seen: how long the tool call gets to return once its
@@ -93,7 +96,8 @@ def request_abort(store: AgentStore, run_id: str | None = None) -> dict[str, Any
         request_path(store),
         {"v": REQUEST_VERSION, "run_id": current, "requested_at": clock.now_iso()},
     )
-    store.emit("turn_abort_requested", {"run_id": current}, turn_id=current)
+    requested: TurnAbortRequestedData = {"run_id": current}
+    store.emit("turn_abort_requested", requested, turn_id=current)
     return out
 
 
