@@ -191,9 +191,9 @@ def _serve_owner(addr: str) -> str:
     meta = {"http_addr": addr}
     rt = _get(meta, "/control/runtime/status")
     if rt and rt.get("home_dir"):
-        return f" by holon serve (pid {rt.get('pid')}) of the home {rt['home_dir']}"
+        return f" (held by holon serve, pid {rt.get('pid')}, of the home {rt['home_dir']})"
     if _get(meta, "/healthz") == {"ok": True}:
-        return " by another holon serve"
+        return " (held by another holon serve)"
     return ""
 
 
@@ -211,7 +211,7 @@ def _check_port_free(listen: str | None) -> None:
         bind_tcp(host, port).close()
     except RejectedError as exc:
         raise RejectedError(
-            f"{exc.message}: the port is in use{_serve_owner(listen)}",
+            f"{exc.message}{_serve_owner(listen)}",
             hint="each HOLON_HOME needs its own port: pass --listen 127.0.0.1:PORT "
             "(port 0 picks a free one) or set HOLON_HTTP_ADDR for this home",
             details={"http_addr": listen},
