@@ -250,3 +250,48 @@ def test_abort_stops_the_running_command_but_not_earlier_background_tasks(
     from holon_cli.runtime.tasks.control import task_stop
 
     task_stop(store, by_cmd["sleep 30"]["id"])
+
+
+def test_ctrl_c_during_a_tool_call_stops_its_command(tmp_path: Path) -> None:
+    """The call runs on a worker thread: Ctrl-C (on the turn's thread) must
+    still take the call's command with it, as when the call ran there."""
+    import _thread
+
+    from holon_cli.runtime.tasks.records import iter_records
+
+    store = open_agent()
+    admit("run it", agent_id="main")
+    steps = [
+        {
+            "tool_calls": [
+                {"name": "ExecCommand", "arguments": {"cmd": "sleep 60", "yield_time_ms": 30000}}
+            ]
+        }
+    ]
+    found: list[int] = []
+
+    def interrupt_when_running() -> None:
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            procs = [r.get("process") for _d, r in iter_records(store) if r.get("process")]
+            if procs:
+                found.append(int(procs[0]["pgid"]))
+                _thread.interrupt_main()
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=interrupt_when_running, daemon=True).start()
+    try:
+        run_turn("main", cli_model=script(tmp_path, steps), catalog=default_catalog())
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("no KeyboardInterrupt")
+    assert found
+    try:
+        os.killpg(found[0], 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError("the command outlived Ctrl-C")
+    assert store.read_record()["state"]["current_run_id"] is None

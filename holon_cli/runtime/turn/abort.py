@@ -179,12 +179,19 @@ class AbortWatch:
                 done.set()
 
         threading.Thread(target=work, name=f"holon-call-{self.run_id}", daemon=True).start()
-        while not done.wait(self.poll_s):
-            if self.requested():
-                if on_abort is not None:
-                    on_abort()
-                    done.wait(TOOL_GRACE_S)
-                raise TurnAborted
+        try:
+            while not done.wait(self.poll_s):
+                if self.requested():
+                    if on_abort is not None:
+                        on_abort()
+                        done.wait(TOOL_GRACE_S)
+                    raise TurnAborted
+        except KeyboardInterrupt:
+            # Ctrl-C reaches this thread, not the call's: its command goes
+            # too, as it did when the call ran here
+            if on_abort is not None:
+                on_abort()
+            raise
         if "error" in box:
             raise box["error"]
         return box["value"]  # type: ignore[no-any-return]
