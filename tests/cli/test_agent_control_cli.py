@@ -295,3 +295,14 @@ def test_ctrl_c_during_a_tool_call_stops_its_command(tmp_path: Path) -> None:
     else:
         raise AssertionError("the command outlived Ctrl-C")
     assert store.read_record()["state"]["current_run_id"] is None
+
+
+def test_abort_no_wait_returns_once_requested(tmp_path: Path) -> None:
+    open_agent()
+    admit("think slowly", agent_id="main")
+    t, box = _turn_in_thread(script(tmp_path, [{"sleep_ms": 3000, "text": "late"}]))
+    res = run("agent", "abort", "main", "--no-wait")
+    assert res.returncode == 0, res.stderr
+    assert "requested" in res.stdout and "holon agent start main" in res.stderr
+    t.join(5)
+    _assert_aborted(box["res"])
