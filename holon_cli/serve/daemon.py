@@ -436,11 +436,13 @@ def follow_log(
     """The daemon log's lines as they are appended, from ``start`` (the
     (inode, offset) where :func:`logs_with_position` stopped reading, so no line
     logged in between is lost) or else from its current end (``logs --follow``).
-    A rotation (the file replaced or shrunk) continues at the start of the new
-    file. Runs until ``stop()`` or Ctrl-C."""
+    The file is read through an open descriptor: at a rotation (the file
+    replaced) the old file is read to its end before the new one is read
+    from its start, however late the next poll comes; a file cut short is
+    read again from its start. Runs until ``stop()`` or Ctrl-C."""
     path = log_path()
     ino: int | None = None
-    pos, buf = 0, b""
+    pos = 0
     if start is not None:
         ino, pos = start
     else:
@@ -449,25 +451,78 @@ def follow_log(
             ino, pos = st.st_ino, st.st_size
         except FileNotFoundError:
             pass
-    while not stop():
+    reader = _LogReader(path, ino, pos)
+    try:
+        while not stop():
+            lines = reader.poll()
+            if lines is None:
+                time.sleep(poll_s)
+                continue
+            yield from lines
+    finally:
+        reader.close()
+
+
+class _LogReader:
+    """One followed log file: new complete lines per :meth:`poll`."""
+
+    def __init__(self, path: Path, ino: int | None, pos: int) -> None:
+        self.path = path
+        self.ino = ino  # the file the offset belongs to (None: whatever appears)
+        self.pos = pos
+        self.buf = b""
+        self.f: Any = None
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+
+    def _open(self) -> bool:
+        """Open the file the offset belongs to: the log, or (rotated before
+        we got to it) its previous generation; else the log from its start."""
+        for cand in (self.path, self.path.with_suffix(".log.1")):
+            try:
+                f = open(cand, "rb")  # noqa: SIM115 - held across polls, closed by close()
+            except FileNotFoundError:
+                continue
+            if os.fstat(f.fileno()).st_ino == self.ino:
+                self.f = f
+                return True
+            f.close()
         try:
-            st = path.stat()
+            f = open(self.path, "rb")  # noqa: SIM115 - held across polls, closed by close()
         except FileNotFoundError:
-            time.sleep(poll_s)
-            continue
-        if st.st_ino != ino or st.st_size < pos:
-            ino, pos, buf = st.st_ino, 0, b""
-        if st.st_size > pos:
-            with open(path, "rb") as f:
-                f.seek(pos)
-                chunk = f.read(st.st_size - pos)
-            pos += len(chunk)
-            buf += chunk
-            *complete, buf = buf.split(b"\n")
-            for line in complete:
-                yield line.decode("utf-8", errors="replace")
-        else:
-            time.sleep(poll_s)
+            return False
+        self.ino, self.pos, self.buf = os.fstat(f.fileno()).st_ino, 0, b""
+        self.f = f
+        return True
+
+    def poll(self) -> list[str] | None:
+        """New complete lines, or None when there is nothing new."""
+        if self.f is None and not self._open():
+            return None
+        size = os.fstat(self.f.fileno()).st_size
+        if size < self.pos:  # cut short: read it again from its start
+            self.pos, self.buf = 0, b""
+        if size > self.pos:
+            self.f.seek(self.pos)
+            chunk = self.f.read(size - self.pos)
+            self.pos += len(chunk)
+            *complete, self.buf = (self.buf + chunk).split(b"\n")
+            return [line.decode("utf-8", errors="replace") for line in complete] or None
+        try:
+            replaced = self.path.stat().st_ino != self.ino
+        except FileNotFoundError:
+            replaced = False  # rotated, the new file not there yet: keep reading this one
+        if not replaced:
+            return None
+        # the old file is read to its end: a last line without its newline is
+        # still a line; then the new file from its start
+        rest = [self.buf.decode("utf-8", errors="replace")] if self.buf else []
+        self.close()
+        self.ino, self.pos, self.buf = None, 0, b""
+        return rest or None
 
 
 def logs(tail: int = 50) -> dict[str, Any]:
