@@ -71,6 +71,8 @@ ErrorKind = (
         "invalid_json",
         "invalid_body",
         "illegal_transition",
+        # agent control (holon agent abort --run-id)
+        "stale_run_id",
     ]
     | ProviderFailureKind
 )

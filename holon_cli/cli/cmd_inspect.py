@@ -135,14 +135,14 @@ def tail(
     try:
         start = since
         if start is None:
+            # the last seq is read before the recent window, not after it: an
+            # event appended in between is in the window or followed, never lost
+            last = store.events.last()
             recent = tail_events(store, limit=limit if limit is not None else 10, damaged=damaged)
             warn_damaged()
             for e in recent:
                 show(e)
-            # continue right after what was shown: a separate read of the last
-            # event would skip one appended in between (issue 31 item 21)
-            last = recent[-1] if recent else store.events.last()
-            start = int(last["event_seq"]) if last else 0
+            start = max([int(last["event_seq"]) if last else 0, *(e["event_seq"] for e in recent)])
         for e in follow_events(store, since=start, poll=poll, stop=_stdout_closed):
             show(e)
     except KeyboardInterrupt:

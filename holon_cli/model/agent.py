@@ -75,7 +75,9 @@ if TYPE_CHECKING:
         # written once a turn or a skill needs them
         current_run_pid: NotRequired[int | None]
         active_skills: NotRequired[list[dict[str, Any]]]
-        # the last failed turn: at, turn_id, summary, category, failure_kind
+        # the last failed turn (not an operator's abort): occurred_at (= at),
+        # turn_id, summary, category, failure_kind, phase, detail_hint;
+        # `holon status` and `holon daemon status` read it
         last_failure: NotRequired[dict[str, Any] | None]
         # set by the work plane after a context_length_exceeded turn
         work_continuation_hold: NotRequired[ContinuationHold | None]

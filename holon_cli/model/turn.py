@@ -136,6 +136,9 @@ class TurnSettlement(TypedDict):
     no_progress: NotRequired[NoProgressStreak | None]
     notice: NotRequired[BriefPlan | None]
     budget: NotRequired[dict[str, Any] | None]  # a BudgetHit: the budget that stopped it
+    # why an aborted turn ended, when it was not a provider failure
+    # (``operator_aborted``: ``holon agent abort``)
+    reason: NotRequired[str]
     # filled when the terminal records are written
     duration_ms: NotRequired[int]
     completed_at: NotRequired[str]

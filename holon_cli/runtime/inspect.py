@@ -48,6 +48,10 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "agent_id": store.agent_id,
         "status": state["status"],
         "stale_run": stale_run,
+        # the running turn (the run `holon agent abort --run-id` names), or null
+        "current_run_id": state.get("current_run_id")
+        if pid_alive(state.get("current_run_pid"))
+        else None,
         "lifecycle_hint": hint,
         "identity": {
             "kind": ident["kind"],

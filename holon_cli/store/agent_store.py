@@ -24,7 +24,7 @@ from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
-    from holon_cli.model.events import EventKind
+    from holon_cli.model.events import AgentStateChangedData, EventKind
 
 EVENT_VERSION = 1
 
@@ -183,10 +183,30 @@ class AgentStore:
             tmp.unlink(missing_ok=True)  # no hard links here: keep no copy
         write_snapshot(path, cast(dict[str, Any], rec))
 
-    def update_state(self, fn: Callable[[AgentState], None]) -> AgentRecord:
-        """Read-modify-write the agent record under the agent lock."""
+    def update_state(
+        self,
+        fn: Callable[[AgentState], None],
+        *,
+        reason: str = "runtime",
+        message: Mapping[str, Any] | None = None,
+        **provenance: Any,
+    ) -> AgentRecord:
+        """Read-modify-write the agent record under the agent lock. A status
+        change is stamped (``status_changed_at``) and announced as one
+        ``agent_state_changed`` event {from, to, reason} (after the write, so
+        a reader of the event finds the new state): every status change of
+        the runtime goes through here, so none goes unrecorded."""
         with self.lock():
             rec = self.read_record()
-            fn(rec["state"])
+            state = rec["state"]
+            before = state["status"]
+            stamp = state.get("status_changed_at")
+            fn(state)
+            after = state["status"]
+            if after != before and state.get("status_changed_at") == stamp:
+                state["status_changed_at"] = clock.now_iso()
             self.write_record(rec)
-            return rec
+        if after != before:
+            changed: AgentStateChangedData = {"from": before, "to": after, "reason": reason}
+            self.emit("agent_state_changed", changed, message=message, **provenance)
+        return rec

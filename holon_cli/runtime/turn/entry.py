@@ -32,17 +32,30 @@ def _runtime_cfg() -> dict[str, Any]:
     return load_config()
 
 
-def _release_run(store: AgentStore) -> None:
+def _release_run(store: AgentStore, reason: str, failure: str | None = None) -> None:
     """After an interrupted or failed turn: the agent must not look busy; an
-    operator's stop or pause holds."""
+    operator's stop or pause holds. ``failure``: an internal failure, kept
+    as the agent's ``last_failure`` (daemon status reads it)."""
 
     def release(st: AgentState) -> None:
+        if failure is not None:
+            now = clock.now_iso()
+            st["last_failure"] = {
+                "occurred_at": now,
+                "at": now,
+                "summary": f"{store.agent_id}: turn {st.get('current_run_id')} failed: {failure}"[
+                    :500
+                ],
+                "phase": "runtime_turn",
+                "detail_hint": f"see `holon tail --agent {store.agent_id}`",
+                "turn_id": st.get("current_run_id"),
+            }
         if st["status"] not in HELD_STATUSES:
             st["status"] = "awake_idle"
         st["current_run_id"] = None
         st["current_run_pid"] = None
 
-    store.update_state(release)
+    store.update_state(release, reason=reason)
 
 
 def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
@@ -69,7 +82,7 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
         finish_agent_state(store, journal.settlement, journal)
         journal.clear()
     else:
-        _release_run(store)
+        _release_run(store, "stale_run_repaired")
     status = store.read_record()["state"]["status"]
     out = {
         "stale_run_id": stale_run_id,
@@ -192,7 +205,7 @@ def run_turn(
             # from the journal; the agent must not look busy meanwhile
             interrupted: TurnInterruptedData = {"turn_id": turn_id, "reason": "keyboard_interrupt"}
             store.emit("turn_interrupted", interrupted, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store)
+            _release_run(store, "turn_interrupted")
             raise
         except Exception as exc:
             # an internal failure: record it and leave the message dequeued, so
@@ -203,7 +216,7 @@ def run_turn(
                 "failure_kind": "internal",
             }
             store.emit("runtime_error", internal, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store)
+            _release_run(store, "turn_failed", internal["error"])
             raise
     finally:
         lock.release()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
@@ -33,6 +34,12 @@ from holon_cli.runtime.prompt import (
     build_frame,
     first_user_item,
     render_message,
+)
+from holon_cli.runtime.turn.abort import (
+    ABORT_REASON,
+    AbortWatch,
+    TurnAborted,
+    stop_call_commands,
 )
 from holon_cli.runtime.turn.context import context_trigger, recent_conversation
 from holon_cli.runtime.turn.journal import Journal
@@ -130,26 +137,37 @@ class TurnRun:
         self.tool_calls_made = 0  # the no-progress guard's view of the turn
         self.work_item_changed = False
         self.spend = budgets.SpendWriter(store)  # fsync'd once, at settle
+        # an operator's abort: each provider and tool call is waited for here
+        self.abort = AbortWatch(store, turn_id)
+        self.abort_reason: str | None = None
 
     # ------------------------------------------------------------ the loop
 
     def execute(self) -> TurnResult:
         self.start()
         if self.journal.settlement is None:
-            done = self.close_in_flight_calls()
-            while not done:
-                built = self.build_prompt()
-                rnd = self.call_model(built)
-                if rnd is None:
-                    break
-                self.record_round(rnd)
-                if not rnd.tool_calls:
-                    self.final_text = rnd.text
-                    break
-                self.run_tools(rnd, built)
-                self.take_interjects()
-                done = self.decide_stop(rnd)
+            try:
+                self.rounds()
+            except TurnAborted:
+                # the operator aborted the call in flight: nothing more runs
+                self.failed = True
+                self.abort_reason = self.result.failure_kind = ABORT_REASON
         return self.settle()
+
+    def rounds(self) -> None:
+        done = self.close_in_flight_calls()
+        while not done:
+            built = self.build_prompt()
+            rnd = self.call_model(built)
+            if rnd is None:
+                break
+            self.record_round(rnd)
+            if not rnd.tool_calls:
+                self.final_text = rnd.text
+                break
+            self.run_tools(rnd, built)
+            self.take_interjects()
+            done = self.decide_stop(rnd)
 
     def make_durable(self) -> None:
         """One fsync batch: the ledgers' deferred appends and the journal."""
@@ -167,7 +185,6 @@ class TurnRun:
         def mark(state: AgentState) -> None:
             if state["status"] not in HELD_STATUSES:
                 state["status"] = "awake_running"
-                state["status_changed_at"] = clock.now_iso()
             state["current_run_id"] = self.turn_id
             state["current_run_pid"] = os.getpid()
             state["last_wake_reason"] = msg.get("trigger_kind") or msg.get("kind")
@@ -177,7 +194,10 @@ class TurnRun:
                 0 if replayed else 1
             )
 
-        agent_rec = self.store.update_state(mark)
+        self.abort.clear_stale()
+        agent_rec = self.store.update_state(
+            mark, reason="turn_started", message=msg, turn_id=self.turn_id
+        )
         self.state = agent_rec["state"]
         self.turn_index = self.state["turn_index"]
         queue_wait_ms = None
@@ -291,12 +311,14 @@ class TurnRun:
         started_at = clock.now_iso()
         t0 = time.monotonic()
         try:
-            chain = call_with_fallback(
-                self.models,
-                request,
-                sleep=self.sleep,
-                resolve=self.resolve,
-                before_attempt=self._budget_gate,
+            chain = self.abort.call(
+                lambda: call_with_fallback(
+                    self.models,
+                    request,
+                    sleep=self.sleep,
+                    resolve=self.resolve,
+                    before_attempt=self._budget_gate,
+                )
             )
         except budgets.BudgetStop as stop:
             self.budget_hit = stop.hit
@@ -384,7 +406,9 @@ class TurnRun:
         self.completion_briefs = []
         for call in resp.tool_calls:
             t_tool = time.monotonic()
-            res = self.catalog.execute(ctx, call)
+            res = self.abort.call(
+                partial(self.catalog.execute, ctx, call), on_abort=self._stop_call
+            )
             tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
             fx = res.effects
             mutated = mutated or fx.work_item_mutated
@@ -400,6 +424,9 @@ class TurnRun:
         self.work_item_changed = self.work_item_changed or mutated
         if mutated:
             self.focus = self.store.read_record()["state"].get("current_work_item_id")
+
+    def _stop_call(self) -> None:
+        stop_call_commands(self.store, self.turn_id)
 
     def _activate_skills(self, commands: list[str], skills: Any) -> None:
         from holon_cli.runtime.prompt import skill_activations
@@ -519,6 +546,7 @@ class TurnRun:
                 turn_skills=self.turn_skills,
                 budget_hit=self.budget_hit,
                 progress=self.progress(),
+                abort_reason=self.abort_reason,
             )
             self.journal.settle(s)
         self.result.closure = s["closure"]
@@ -544,14 +572,16 @@ class TurnRun:
             self.mid,
             "aborted" if aborted else "processed",
             turn_id=s["turn_id"],
-            # why, for `holon status` (the failure kind of the turn that ended it)
-            reason=f"turn_failed:{s.get('failure_kind') or 'unknown'}" if aborted else None,
+            # why, for `holon status`: the operator's abort, or the failure kind
+            reason=s.get("reason")
+            or (f"turn_failed:{s.get('failure_kind') or 'unknown'}" if aborted else None),
         )
         for iid in self.journal.interject_ids:
             q.settle(self.store, iid, "processed", turn_id=s["turn_id"], reason="interject")
         self.store.sync_ledgers()
         finish_agent_state(self.store, s, self.journal)
         self.journal.clear()
+        self.abort.clear()
         from holon_cli.runtime.waiting.scheduler import after_turn
 
         slept = s.get("sleep")
