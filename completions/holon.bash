@@ -98,8 +98,11 @@ _holon_command() {
         nargs='1'
         ;;
     'home')
-        cmds='check init path'
+        cmds='audit check init path'
         opts='--help -h'
+        ;;
+    'home audit')
+        opts='--json --help -h'
         ;;
     'home check')
         opts='--json --help -h'

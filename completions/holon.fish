@@ -53,7 +53,7 @@ function __holon_is
                 case 'enqueue'
                     set vopts --agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id
                 case 'home'
-                    set cmds check init path
+                    set cmds audit check init path
                 case 'queue'
                     set cmds list requeue
                 case 'queue list'
@@ -321,10 +321,16 @@ complete -c holon -n "__holon_is 'enqueue' 1+" -f
 
 # holon home
 complete -c holon -n "__holon_is 'home'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'home' 0" -a audit -d 'Check that no agent is silently stuck; exit 1 with the findings if one is'
 complete -c holon -f -n "__holon_is 'home' 0" -a check -d 'Validate config.yaml, every ledger, snapshot and inbox file; report problems with file and line'
 complete -c holon -f -n "__holon_is 'home' 0" -a init -d 'Create the home and the default agent (idempotent)'
 complete -c holon -f -n "__holon_is 'home' 0" -a path -d 'Print the home directory path'
 complete -c holon -f -n "__holon_is 'home' 1+"
+
+# holon home audit
+complete -c holon -n "__holon_is 'home audit'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'home audit'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'home audit' 0+" -f
 
 # holon home check
 complete -c holon -n "__holon_is 'home check'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'

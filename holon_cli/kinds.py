@@ -71,6 +71,9 @@ ErrorKind = (
         "invalid_json",
         "invalid_body",
         "illegal_transition",
+        # liveness audit and one-shot answers
+        "audit_findings",
+        "wait_timeout",
     ]
     | ProviderFailureKind
 )
