@@ -93,8 +93,8 @@ _holon_command() {
         vopts='--agent -a --message'
         ;;
     'enqueue')
-        opts='--agent -a --kind -k --origin -o --priority -p --json-body --work-item --correlation-id --causation-id --json --help -h'
-        vopts='--agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id'
+        opts='--agent -a --kind -k --origin -o --priority -p --json-body --work-item --correlation-id --causation-id --idempotency-key --wait --timeout --json --help -h'
+        vopts='--agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id --idempotency-key --timeout'
         nargs='1'
         ;;
     'home')

@@ -51,7 +51,7 @@ function __holon_is
                 case 'debug prompt'
                     set vopts --agent -a --message
                 case 'enqueue'
-                    set vopts --agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id
+                    set vopts --agent -a --kind -k --origin -o --priority -p --work-item --correlation-id --causation-id --idempotency-key --timeout
                 case 'home'
                     set cmds audit check init path
                 case 'queue'
@@ -315,6 +315,9 @@ complete -c holon -n "__holon_is 'enqueue'" -l json-body -d 'TEXT is a JSON docu
 complete -c holon -n "__holon_is 'enqueue'" -l work-item -r -d 'Bind the message to this work item'
 complete -c holon -n "__holon_is 'enqueue'" -l correlation-id -r -d 'Ties related messages together across a workflow'
 complete -c holon -n "__holon_is 'enqueue'" -l causation-id -r -d 'The message or task that caused this one'
+complete -c holon -n "__holon_is 'enqueue'" -l idempotency-key -r -d 'Admit the message once per KEY: the same KEY within 24 h prints the first message\'s id and admits nothing (safe to retry after a kill or a timeout)'
+complete -c holon -n "__holon_is 'enqueue'" -l wait -d 'Wait until this message is settled (by `holon serve`, cron or another `holon turn`) and print its outcome instead of its id'
+complete -c holon -n "__holon_is 'enqueue'" -l timeout -r -d 'With --wait: give up after DURATION (500ms, 90s, 5m, 2h): exit 75, id on stdout'
 complete -c holon -n "__holon_is 'enqueue'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'enqueue'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'enqueue' 1+" -f

@@ -74,6 +74,8 @@ ErrorKind = (
         # liveness audit and one-shot answers
         "audit_findings",
         "wait_timeout",
+        "message_aborted",
+        "idempotency_conflict",
     ]
     | ProviderFailureKind
 )

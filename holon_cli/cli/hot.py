@@ -26,11 +26,20 @@ def enqueue(
     correlation_id: str | None,
     causation_id: str | None,
     as_json: bool,
-) -> None:
-    """``holon enqueue``: admit one message and print its id."""
+    wait: bool = False,
+    timeout: float | None = None,
+    idempotency_key: str | None = None,
+) -> int | None:
+    """``holon enqueue``: admit one message and print its id (with ``--wait``:
+    its outcome once it is settled; returns the exit code)."""
     output.begin("enqueue", as_json)
     from holon_cli.errors import UsageError
     from holon_cli.runtime.enqueue import admit
+
+    if timeout is not None and not wait:
+        raise UsageError("--timeout needs --wait", hint="holon enqueue TEXT --wait --timeout 5m")
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout must be positive", hint="e.g. --timeout 90s")
 
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
@@ -48,6 +57,14 @@ def enqueue(
                 hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
                 kind="invalid_utf8",
             ) from None
+    since = None
+    store = None
+    if wait:
+        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.outcome import marks
+
+        store = open_agent(agent_id)
+        since = marks(store)  # nothing about the message can lie before these offsets
     env = admit(
         text,
         agent_id=agent_id,
@@ -58,12 +75,80 @@ def enqueue(
         work_item_id=work_item_id,
         correlation_id=correlation_id,
         causation_id=causation_id,
+        idempotency_key=idempotency_key,
+        store=store,
         ingest_now=True,
     )
+    if store is not None and since is not None:
+        return _wait_and_print(store, env, since, timeout, as_json)
     if as_json:
         output.emit_json(env)
     else:
         output.write_line(env["id"])
+    return None
+
+
+def _wait_and_print(
+    store: Any, env: Any, since: Any, timeout: float | None, as_json: bool
+) -> int | None:
+    """``enqueue --wait``: block until the message is settled, print its
+    outcome; exit 75 (the id on stdout) when ``timeout`` passes first."""
+    from holon_cli.errors import EXIT_PROVIDER, EXIT_RUNTIME, BusyError
+    from holon_cli.runtime.outcome import Marks, wait_for_outcome
+
+    mid = env["id"]
+    if env.get("duplicate"):
+        since = Marks()  # the first message with this key: read its ledgers from the start
+    res = wait_for_outcome(store, mid, since, timeout_s=timeout)
+    if res is None:
+        if not as_json:
+            output.write_line(mid)
+        raise BusyError(
+            f"message {mid} was not settled within {_seconds(timeout)}; it stays queued",
+            hint=(
+                f"see it with `holon queue list --agent {store.agent_id}`; `holon turn --agent "
+                f"{store.agent_id}` or a running `holon serve` settles it"
+            ),
+            kind="wait_timeout",
+            details={"message_id": mid},
+        )
+    data = {
+        "message_id": mid,
+        "status": res["status"],
+        "final_text": res["final_text"],
+        "brief": res["brief"],
+        "reason": res["reason"],
+        "turn_id": res["turn_id"],
+        "agent_id": store.agent_id,
+    }
+    code = None
+    if res["status"] != "processed":
+        brief = res["brief"] or {}
+        code = EXIT_PROVIDER if brief.get("kind") == "failure" else EXIT_RUNTIME
+    if as_json:
+        if code is None:
+            output.emit_json(data)
+        else:
+            output.emit_json_failure_with_data(
+                "message_aborted",
+                f"message {mid} was aborted ({res['reason'] or 'see its brief'})",
+                f"see `holon tail --agent {store.agent_id}`; requeue it with "
+                f"`holon queue requeue {mid} --agent {store.agent_id}`",
+                data,
+            )
+        return code
+    text = res["final_text"] or (res["brief"] or {}).get("text") or ""
+    if text:
+        output.echo(text, err=code is not None)
+    if code is not None:
+        output.echo(f"[aborted: {res['reason'] or 'failed'}] {mid}", err=True)
+    return code
+
+
+def _seconds(timeout: float | None) -> str:
+    if timeout is None:
+        return "the time allowed"
+    return f"{timeout:g} s"
 
 
 def status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
