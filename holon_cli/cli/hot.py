@@ -46,17 +46,7 @@ def enqueue(
             raise UsageError(
                 "no message given", hint="pass TEXT, or `-` to read the message from stdin"
             )
-        # read bytes: decoding is admission's job, with one clear error for
-        # anything that is not UTF-8 (the text stream would surrogate-escape)
-        buf = getattr(sys.stdin, "buffer", None)
-        try:
-            text = buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
-        except UnicodeDecodeError:
-            raise UsageError(
-                "message is not valid UTF-8",
-                hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
-                kind="invalid_utf8",
-            ) from None
+        text = _read_stdin()
     since = None
     store = None
     if wait:
@@ -149,6 +139,23 @@ def _seconds(timeout: float | None) -> str:
     if timeout is None:
         return "the time allowed"
     return f"{timeout:g} s"
+
+
+def _read_stdin(what: str = "message") -> str:
+    """All of stdin as text. Bytes are read and decoded strictly: one clear
+    error (exit 2) for anything that is not UTF-8 (the text stream would
+    surrogate-escape it or fail with a traceback)."""
+    from holon_cli.errors import UsageError
+
+    buf = getattr(sys.stdin, "buffer", None)
+    try:
+        return buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"{what} is not valid UTF-8",
+            hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
+            kind="invalid_utf8",
+        ) from None
 
 
 def status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
@@ -266,10 +273,13 @@ def run(
 
         check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
     if text == "-":
-        try:
-            text = sys.stdin.read()
-        except UnicodeDecodeError:
-            raise UsageError("stdin is not valid UTF-8 text") from None
+        text = _read_stdin("stdin")
+        if "\x00" in text:
+            raise UsageError(
+                "stdin holds binary data (NUL bytes), not text",
+                hint="pipe UTF-8 text to `holon run -`; for a binary file, pass its path in TEXT",
+                kind="invalid_utf8",
+            )
     data = run_once(
         text,
         agent_id=agent_id,
