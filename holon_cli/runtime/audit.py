@@ -8,7 +8,12 @@ Two properties, checked per agent from its ledgers and state files only:
    first ``admitted`` record, or an operator's ``requeued`` one) with no final
    status must still be unfinished in the queue state (``state/queue.json``
    plus the ledger tail); one with two or more is a duplicate outcome.
-   Messages delivered to the inbox but not ingested yet count as queued.
+   Messages delivered to the inbox but not ingested yet count as queued. A
+   message taken by a turn that is no longer running (killed) is an
+   ``interrupted_turn``: the next ``holon turn --agent A`` (or ``serve``)
+   replays it, but ``holon turn --all`` only looks for queued messages, so a
+   cron-driven agent would hold it forever. Whether a turn runs is read from
+   ``/proc/locks`` (the turn lock's inode), so the audit takes no lock.
 2. **Every agent with runnable work has a future wake.** Runnable work is a
    work item the scheduler would act on (the current item when runnable, a
    triggered blocked item, a queued runnable item). A future wake is one of:
@@ -39,11 +44,14 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.runtime.queue import QueueState
 
-FindingKind = Literal["damaged", "missing_outcome", "duplicate_outcome", "no_future_wake"]
+FindingKind = Literal[
+    "damaged", "missing_outcome", "duplicate_outcome", "interrupted_turn", "no_future_wake"
+]
 FINDING_KINDS: tuple[FindingKind, ...] = (
     "damaged",
     "missing_outcome",
     "duplicate_outcome",
+    "interrupted_turn",
     "no_future_wake",
 )
 
@@ -127,6 +135,52 @@ def _outcome_findings(store: AgentStore, st: QueueState, counts: _Counts) -> lis
                 }
             )
     return out
+
+
+def _locked_inodes() -> set[str] | None:
+    """``dev:ino`` of every file with a lock held (Linux ``/proc/locks``), or
+    ``None`` when that cannot be read (then every turn counts as running)."""
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    out = set()
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] != "->":
+            out.add(parts[5])
+    return out
+
+
+def _turn_running(store: AgentStore, locks: set[str] | None) -> bool:
+    if locks is None:
+        return True
+    try:
+        st = os.stat(store.layout.turn_lock)
+    except FileNotFoundError:
+        return False
+    return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}" in locks
+
+
+def _interrupted(store: AgentStore, st: QueueState) -> list[AuditFinding]:
+    """Messages taken by a turn that no longer runs (its process was killed)."""
+    in_flight = st.in_flight()
+    if not in_flight or _turn_running(store, _locked_inodes()):
+        return []
+    aid = store.agent_id
+    return [
+        {
+            "agent_id": aid,
+            "kind": "interrupted_turn",
+            "detail": (
+                f"message {e['message_id']} was taken by turn {e.get('turn_id') or '?'}, "
+                f"which is no longer running; `holon turn --agent {aid}` (or `holon serve`) "
+                "replays it, `holon turn --all` does not look for it"
+            ),
+        }
+        for e in in_flight
+    ]
 
 
 def _runnable_work(store: AgentStore, state: AgentState) -> list[str]:
@@ -218,7 +272,7 @@ def audit_agent(store: AgentStore) -> tuple[int, list[AuditFinding]]:
     state = store.read_record()["state"]
     st = q.load(store)
     counts = _scan_queue(store)
-    findings = _outcome_findings(store, st, counts)
+    findings = _outcome_findings(store, st, counts) + _interrupted(store, st)
     wake = _wake_finding(store, state, st)
     if wake is not None:
         findings.append(wake)

@@ -221,3 +221,20 @@ def test_the_audit_takes_no_lock_and_writes_nothing(tmp_path: Path) -> None:
     with store.lock():  # a turn or tick holding the agent lock does not block the audit
         assert kinds(audit_home()) == [("stuck", "no_future_wake")]
     assert tree() == before
+
+
+def test_a_message_held_by_a_killed_turn_is_an_interrupted_turn() -> None:
+    store = open_agent(None)
+    env = admit("taken by a turn that died", ingest_now=True)
+    with store.lock():
+        st = q.load(store)
+        q.set_status(store, st, env["id"], "dequeued", turn_id="turn_dead")
+    rep = audit_home()
+    assert kinds(rep) == [("main", "interrupted_turn")]
+    assert env["id"] in rep["findings"][0]["detail"]
+    lock = store.turn_lock()
+    lock.try_acquire()  # a live turn holds it: the message is being worked on
+    try:
+        assert audit_home()["findings"] == []
+    finally:
+        lock.release()
