@@ -89,7 +89,18 @@ def _wait_and_print(
     mid = env["id"]
     if env.get("duplicate"):
         since = Marks()  # the first message with this key: read its ledgers from the start
-    res = wait_for_outcome(store, mid, since, timeout_s=timeout)
+    try:
+        res = wait_for_outcome(store, mid, since, timeout_s=timeout)
+    except KeyboardInterrupt:
+        from holon_cli.errors import InterruptedError_
+
+        if not as_json:
+            output.write_line(mid)
+        raise InterruptedError_(
+            f"stopped waiting; message {mid} stays queued",
+            hint=f"see it with `holon queue list --agent {store.agent_id}`",
+            details={"message_id": mid},
+        ) from None
     if res is None:
         if not as_json:
             output.write_line(mid)

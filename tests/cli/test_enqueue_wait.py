@@ -258,3 +258,36 @@ def test_a_retry_after_a_kill_between_storing_and_printing_gets_the_first_id(
     assert retry.returncode == 0, retry.stderr
     assert retry.stdout.strip() == stored
     assert q.pending_count(store) == 1
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_waiting_exits_130_with_the_id_and_keeps_the_message() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from child_signals import default_sigint
+
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "holon_cli", "enqueue", "hi", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    try:
+        store = open_agent(None)
+        end = time.monotonic() + 20
+        while q.pending_count(store) == 0 and time.monotonic() < end:
+            time.sleep(0.02)
+        time.sleep(0.5)  # past the ingest, into the wait (no state shows it)
+        waiter.send_signal(signal.SIGINT)
+        out, err = waiter.communicate(timeout=20)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+    assert waiter.returncode == 130, err
+    mid = out.strip()
+    assert mid.startswith("msg_") and "stays queued" in err and "Traceback" not in err
+    assert q.load(store).entries[mid]["status"] == "queued"
