@@ -10,9 +10,14 @@ scripts, cron lines and watch loops call most; their click declarations
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.cli import output
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
+    from holon_cli.runtime.outcome import Marks, MessageOutcome
+    from holon_cli.store.agent_store import AgentStore
 
 
 def enqueue(
@@ -47,8 +52,8 @@ def enqueue(
                 "no message given", hint="pass TEXT, or `-` to read the message from stdin"
             )
         text = _read_stdin()
-    since = None
-    store = None
+    since: Marks | None = None
+    store: AgentStore | None = None
     if wait:
         from holon_cli.runtime.agents import open_agent
         from holon_cli.runtime.outcome import marks
@@ -79,49 +84,48 @@ def enqueue(
 
 
 def _wait_and_print(
-    store: Any, env: Any, since: Any, timeout: float | None, as_json: bool
+    store: AgentStore, env: Envelope, since: Marks, timeout: float | None, as_json: bool
 ) -> int | None:
     """``enqueue --wait``: block until the message is settled, print its
-    outcome; exit 75 (the id on stdout) when ``timeout`` passes first."""
-    from holon_cli.errors import EXIT_PROVIDER, EXIT_RUNTIME, BusyError
+    outcome; exit 75 (the id on stdout) when ``timeout`` passes first, 130
+    (the id on stdout) on Ctrl-C. The message stays queued either way."""
+    from holon_cli.errors import BusyError, InterruptedError_
     from holon_cli.runtime.outcome import Marks, wait_for_outcome
 
     mid = env["id"]
-    if env.get("duplicate"):
+    if cast(dict[str, Any], env).get("duplicate"):
         since = Marks()  # the first message with this key: read its ledgers from the start
+    see = f"see it with `holon queue list --agent {store.agent_id}`"
     try:
         res = wait_for_outcome(store, mid, since, timeout_s=timeout)
     except KeyboardInterrupt:
-        from holon_cli.errors import InterruptedError_
-
         if not as_json:
             output.write_line(mid)
         raise InterruptedError_(
             f"stopped waiting; message {mid} stays queued",
-            hint=f"see it with `holon queue list --agent {store.agent_id}`",
+            hint=see,
             details={"message_id": mid},
         ) from None
     if res is None:
         if not as_json:
             output.write_line(mid)
         raise BusyError(
-            f"message {mid} was not settled within {_seconds(timeout)}; it stays queued",
-            hint=(
-                f"see it with `holon queue list --agent {store.agent_id}`; `holon turn --agent "
-                f"{store.agent_id}` or a running `holon serve` settles it"
-            ),
+            f"message {mid} was not settled within {timeout:g} s; it stays queued",
+            hint=f"{see}; `holon turn --agent {store.agent_id}` or a running `holon serve` "
+            "settles it",
             kind="wait_timeout",
             details={"message_id": mid},
         )
-    data = {
-        "message_id": mid,
-        "status": res["status"],
-        "final_text": res["final_text"],
-        "brief": res["brief"],
-        "reason": res["reason"],
-        "turn_id": res["turn_id"],
-        "agent_id": store.agent_id,
-    }
+    return _print_outcome(store.agent_id, res, as_json)
+
+
+def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | None:
+    """A settled message: its final text (exit 0); aborted: exit 5 when its
+    turn failed on the provider, else 1."""
+    from holon_cli.errors import EXIT_PROVIDER, EXIT_RUNTIME
+
+    mid = res["message_id"]
+    data = {**res, "agent_id": agent_id}
     code = None
     if res["status"] != "processed":
         brief = res["brief"] or {}
@@ -133,8 +137,8 @@ def _wait_and_print(
             output.emit_json_failure_with_data(
                 "message_aborted",
                 f"message {mid} was aborted ({res['reason'] or 'see its brief'})",
-                f"see `holon tail --agent {store.agent_id}`; requeue it with "
-                f"`holon queue requeue {mid} --agent {store.agent_id}`",
+                f"see `holon tail --agent {agent_id}`; requeue it with "
+                f"`holon queue requeue {mid} --agent {agent_id}`",
                 data,
             )
         return code
@@ -144,12 +148,6 @@ def _wait_and_print(
     if code is not None:
         output.echo(f"[aborted: {res['reason'] or 'failed'}] {mid}", err=True)
     return code
-
-
-def _seconds(timeout: float | None) -> str:
-    if timeout is None:
-        return "the time allowed"
-    return f"{timeout:g} s"
 
 
 def _read_stdin(what: str = "message") -> str:
