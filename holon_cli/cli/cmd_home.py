@@ -162,3 +162,49 @@ def home_check(repair: bool, as_json: bool) -> None:
             "backup), then re-run `holon home check`",
         )
     click.echo(f"ok: {summary}")
+
+
+@home.command("audit")
+@output.json_option
+def home_audit(as_json: bool) -> None:
+    """Check that no agent is silently stuck; exit 1 with the findings if one is.
+
+    Every admitted message must have exactly one outcome (processed or
+    aborted) or still be queued, and every agent holding runnable work must
+    have a future wake: a queued message, a timer, a recheck, a pending wake
+    hint, a running task, or (awake agents) the activation the next `holon
+    tick` makes. Reads ledgers and state only and takes no lock, so it is
+    safe next to a running `holon serve`. A damaged agent is a finding.
+
+    \b
+    Examples:
+      holon home audit
+      # crontab: cron mails the findings (and only then) when an agent is stuck
+      */15 * * * * holon home audit > ~/.holon-audit.txt 2>&1 || cat ~/.holon-audit.txt
+    """
+    output.begin("home audit", as_json)
+    from holon_cli.runtime.audit import audit_home
+
+    report = audit_home()
+    findings = report["findings"]
+    if as_json:
+        if not findings:
+            output.emit_json(report)
+            return
+        output.emit_json_failure_with_data(
+            "audit_findings",
+            f"{len(findings)} finding(s) under {report['home']}",
+            "see data.findings: each names the agent and what is missing",
+            report,
+        )
+        raise click.exceptions.Exit(1)
+    for f in findings:
+        click.echo(f"{f['kind']:<18} {f['agent_id']}: {f['detail']}")
+    summary = (
+        f"audited {report['agents']} agent(s) and {report['messages']} message(s) "
+        f"under {report['home']}"
+    )
+    if findings:
+        click.echo(f"{len(findings)} finding(s); {summary}", err=True)
+        raise click.exceptions.Exit(1)
+    click.echo(f"ok: {summary}")
