@@ -34,7 +34,8 @@ finding naming the file, never a crash; the other agents are still audited.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal, TypedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.store.agent_store import AgentStore
@@ -235,11 +236,27 @@ def _future_wake(store: AgentStore, state: AgentState) -> str | None:
     return None
 
 
+def _held_by_safety(state: AgentState) -> bool:
+    """Held on purpose by a safety rule: a spent budget (it wakes at the
+    reset, or when the limit is raised) or the no-progress guard (operator
+    input lifts it)."""
+    from holon_cli.runtime.budgets import WAITING_REASON
+    from holon_cli.runtime.guard import GUARD_TURNS
+
+    closure: Mapping[str, Any] = state.get("last_closure") or {}
+    if closure.get("waiting_reason") == WAITING_REASON:
+        return True
+    streak: Mapping[str, Any] = state.get("no_progress") or {}
+    return int(streak.get("turns", 0) or 0) >= GUARD_TURNS
+
+
 def _wake_finding(store: AgentStore, state: AgentState, st: QueueState) -> AuditFinding | None:
     from holon_cli.runtime import queue as q
 
     if state["status"] in HELD_STATUSES:
         return None  # held by its operator on purpose: `agent start`/`resume` wakes it
+    if _held_by_safety(state):
+        return None  # an action_required brief already told the operator why
     if st.in_flight() or q.pending_count(store, st):
         return None
     work = _runnable_work(store, state)

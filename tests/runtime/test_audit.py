@@ -238,3 +238,22 @@ def test_a_message_held_by_a_killed_turn_is_an_interrupted_turn() -> None:
         assert audit_home()["findings"] == []
     finally:
         lock.release()
+
+
+@pytest.mark.parametrize("hold", ["no_progress_guard", "budget_exhausted"])
+def test_agents_held_by_a_safety_rule_are_not_stuck(hold: str) -> None:
+    """The guard and a spent budget hold an agent on purpose (an
+    action_required brief says why): not a missing wake."""
+    store = create_agent("held-safe")
+    create_work_item(store, "runnable", plan_status="ready")
+    fall_asleep(store)
+    assert kinds(audit_home()) == [("held-safe", "no_future_wake")]
+
+    def hold_it(st: Any) -> None:
+        if hold == "no_progress_guard":
+            st["no_progress"] = {"activation": "wq:x", "turns": 3}
+        else:
+            st["last_closure"] = {"outcome": "waiting", "waiting_reason": "budget_exhausted"}
+
+    store.update_state(hold_it)
+    assert audit_home()["findings"] == []
