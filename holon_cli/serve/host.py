@@ -246,7 +246,7 @@ class Host:
 
             settings = http.HttpSettings(
                 host=parse_listen(self.opts.listen)[0] if self.opts.listen else "127.0.0.1",
-                port=0,
+                port=parse_listen(self.http_addr)[1] if self.http_addr else 0,
                 token=self.opts.token,
                 advertise=self.opts.advertise,
                 socket_path=self.socket_path,

@@ -8,6 +8,13 @@ adds transport concerns:
 
 - ``Host`` check on every request (DNS rebinding): the listen host,
   ``localhost``, ``127.0.0.1``, ``[::1]`` or the ``--advertise`` host, else 403;
+- no cross-site control: a control route refuses (403) a request whose
+  ``Origin`` is not one of the server's own origins (``Origin: null``
+  included) or whose ``Sec-Fetch-Site`` is ``cross-site`` or ``same-site``
+  (another port of localhost is "same-site"); a control POST with a body needs
+  ``Content-Type: application/json`` (415), so a page cannot send one as a
+  "simple" request without a preflight; no CORS header is ever sent.
+  Requests without ``Origin`` (curl, the CLI) are not browsers' and pass;
 - control routes (``/control/...``, ``/agents/...``, ``/events``) need
   ``Authorization: Bearer <token>`` whenever a token is configured (compared
   in constant time); without a token serve listens on loopback only, and a
@@ -52,7 +59,7 @@ SSE_HEARTBEAT_S = 15.0
 @dataclass
 class HttpSettings:
     host: str
-    port: int
+    port: int  # the bound TCP port (its own origins are http://<loopback>:port)
     token: str | None = None
     advertise: str | None = None
     socket_path: str | None = None
@@ -77,6 +84,77 @@ _STATUS_BY_EXIT = {2: 400, 3: 404, 4: 409, 75: 409}
 def _from_holon(err: HolonError) -> JSONResponse:
     status = _STATUS_BY_EXIT.get(err.exit_code, 500)
     return error_response(status, str(err.kind), err.message, err.hint or "")
+
+
+# ------------------------------------------------------------ browsers
+
+OriginKey = tuple[str, str, int]
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# what a browser says of a request it makes on a page's behalf: only the
+# server's own pages ("same-origin") and a typed-in URL ("none") may control
+_OWN_FETCH_SITES = {"same-origin", "none"}
+
+
+def origin_key(value: str, *, url: bool = False) -> OriginKey | None:
+    """``scheme://host[:port]`` -> (scheme, host, port) with the default port
+    filled in; None for anything else (``null``, a path, a bad port). With
+    ``url`` a path is allowed (the origin of the ``--advertise`` URL)."""
+    try:
+        parts = urlsplit(value.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    if parts.path not in ("", "/") and not url:
+        return None
+    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+
+
+def own_origins(settings: HttpSettings) -> set[OriginKey]:
+    """The origins of this server: each loopback name and the listen host on
+    the bound port, and the ``--advertise`` origin."""
+    hosts = {"127.0.0.1", "localhost", "::1", settings.host.lower().strip("[]")}
+    own = {("http", h, settings.port) for h in hosts}
+    adv = origin_key(settings.advertise, url=True) if settings.advertise else None
+    if adv is not None:
+        own.add(adv)
+    return own
+
+
+def check_not_cross_site(request: Request, own: set[OriginKey]) -> None:
+    """403 for a request a browser makes on behalf of another site's page."""
+    hint = "control routes serve the CLI, scripts and this server's own pages only"
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site.strip().lower() not in _OWN_FETCH_SITES:
+        raise HttpError(
+            403, "cross_site", f"cross-site request refused (Sec-Fetch-Site: {site})", hint
+        )
+    origin = request.headers.get("origin")
+    if origin is not None and origin_key(origin) not in own:
+        raise HttpError(
+            403, "cross_site", f"requests from origin {origin!r} may not use control routes", hint
+        )
+
+
+def check_json_content_type(request: Request) -> None:
+    """415 for a control POST with a body that is not ``application/json``
+    (a bodiless POST such as shutdown may omit the header)."""
+    ctype = request.headers.get("content-type")
+    if ctype is None:
+        length = request.headers.get("content-length")
+        chunked = "transfer-encoding" in request.headers
+        if not chunked and (length is None or length.strip() == "0"):
+            return
+    media = (ctype or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise HttpError(
+            415,
+            "unsupported_media_type",
+            f"control POSTs take Content-Type: application/json, not {ctype or 'none'}",
+            "send the body as JSON with `Content-Type: application/json`",
+        )
 
 
 # ------------------------------------------------------------------ app
@@ -105,6 +183,7 @@ def build_app(
         adv = urlsplit(settings.advertise).hostname
         if adv:
             allowed.add(adv.lower())
+    own = own_origins(settings)
 
     def via_unix(request: Request) -> bool:
         server = request.scope.get("server")
@@ -125,7 +204,8 @@ def build_app(
 
     def check_control(request: Request) -> None:
         if via_unix(request):
-            return
+            return  # a browser cannot reach the 0600 socket
+        check_not_cross_site(request, own)
         if settings.token is None:
             client = request.client.host if request.client else ""
             if not is_loopback(client):
@@ -157,6 +237,8 @@ def build_app(
                 check_host(request)
                 if control:
                     check_control(request)
+                    if request.method == "POST" and not via_unix(request):
+                        check_json_content_type(request)
                 return await handler(request)
             except HttpError as e:
                 return error_response(e.status, e.kind, e.message, e.hint)

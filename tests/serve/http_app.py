@@ -1,0 +1,38 @@
+"""An in-process ``holon serve`` HTTP app for route tests (starlette's
+TestClient: no socket, no uvicorn), as a loopback client on 127.0.0.1:7878."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from holon_cli.serve.http import HttpSettings, build_app
+
+PORT = 7878
+BASE = f"http://127.0.0.1:{PORT}"
+
+
+def make_client(
+    *,
+    token: str | None = None,
+    advertise: str | None = None,
+    client_addr: str = "127.0.0.1",
+    shutdowns: list[int] | None = None,
+) -> TestClient:
+    settings = HttpSettings(host="127.0.0.1", port=PORT, token=token, advertise=advertise)
+
+    def status() -> dict[str, Any]:
+        return {"pid": 1}
+
+    def shutdown() -> None:
+        if shutdowns is not None:
+            shutdowns.append(1)
+
+    app = build_app(
+        settings, runtime_status=status, request_shutdown=shutdown, stopping=threading.Event()
+    )
+    return TestClient(
+        app, base_url=BASE, client=(client_addr, 50000), raise_server_exceptions=False
+    )
