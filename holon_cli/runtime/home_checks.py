@@ -97,6 +97,9 @@ def inbox_problems(layout: AgentLayout) -> tuple[list[Problem], int]:
         except (OSError, ValueError) as exc:
             problems.append(Problem(str(p), None, f"unreadable inbox message: {exc}"))
             continue
+        except RecursionError:  # e.g. megabytes of `[`
+            problems.append(Problem(str(p), None, "unreadable inbox message: nested too deeply"))
+            continue
         reason = envelope_problem(obj, "inbox message")
         if reason:
             problems.append(Problem(str(p), None, reason))

@@ -45,7 +45,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from holon_cli.errors import HolonError
+from holon_cli.errors import HolonError, UsageError
+from holon_cli.model.jsontext import parse_json
 from holon_cli.serve.listen import is_loopback
 
 PROMPT_CAP = 1 << 20
@@ -259,11 +260,9 @@ def build_app(
                 raise _too_large(cap)
             chunks.append(chunk)
         try:
-            value = json.loads(b"".join(chunks) or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise HttpError(
-                400, "invalid_json", f"the body is not valid JSON ({exc})", "send a JSON object"
-            ) from None
+            value = parse_json(b"".join(chunks) or b"null")
+        except UsageError as exc:
+            raise HttpError(400, "invalid_json", exc.message, exc.hint or "") from None
         if not isinstance(value, dict):
             raise HttpError(400, "invalid_body", "the body must be a JSON object", "")
         return value

@@ -111,6 +111,8 @@ def _read_token(store: AgentStore) -> str | None:
         t = _token_path(store).read_text().strip()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError:  # damaged: like a stale token, ensure() re-mints it
+        return None
     return t if TOKEN_RE.match(t) else None
 
 
