@@ -36,14 +36,24 @@ def config_problems(home: HomeLayout) -> list[Problem]:
     from holon_cli.store.config import load_config
 
     try:
-        load_config(home)
+        data = load_config(home)
     except ConfigError as exc:
         key = exc.details.get("key")
         msg = exc.message.removeprefix(f"{home.config}: ")
         if exc.hint:
             msg += f" ({exc.hint})"
         return [Problem(str(home.config), None, msg if key is None else msg)]
-    return []
+    if "ingress" not in data:
+        return []
+    import os
+
+    from holon_cli.store.config_schema import ingress_problems
+
+    # what `holon serve` needs from its environment (a webhook secret unset)
+    return [
+        Problem(str(home.config), None, f"{msg} (export it before `holon serve`)")
+        for _key, msg in ingress_problems(data, os.environ)
+    ]
 
 
 def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:

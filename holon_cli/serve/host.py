@@ -237,6 +237,10 @@ class Host:
         from holon_cli.runtime.agents import ensure_home
 
         ensure_home()
+        if self.opts.listen is not None or self.opts.socket_path is not None:
+            from holon_cli.serve.ingress import check_ingress_env
+
+            check_ingress_env()  # a bad ingress config or unset secret: refuse to start
         socks = self._bind()
         server = None
         if socks:

@@ -47,6 +47,10 @@ from starlette.routing import Route
 
 from holon_cli.errors import HolonError, UsageError
 from holon_cli.model.jsontext import parse_json
+from holon_cli.serve.http_errors import HttpError as HttpError
+from holon_cli.serve.http_errors import error_response as error_response
+from holon_cli.serve.http_errors import from_holon as _from_holon
+from holon_cli.serve.http_errors import too_large as _too_large
 from holon_cli.serve.listen import is_loopback
 
 PROMPT_CAP = 1 << 20
@@ -65,26 +69,6 @@ class HttpSettings:
     advertise: str | None = None
     socket_path: str | None = None
     allowed_hosts: set[str] = field(default_factory=set)
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, kind: str, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.status, self.kind, self.message, self.hint = status, kind, message, hint
-
-
-def error_response(status: int, kind: str, message: str, hint: str = "") -> JSONResponse:
-    return JSONResponse(
-        {"error": {"kind": kind, "message": message, "hint": hint}}, status_code=status
-    )
-
-
-_STATUS_BY_EXIT = {2: 400, 3: 404, 4: 409, 75: 409}
-
-
-def _from_holon(err: HolonError) -> JSONResponse:
-    status = _STATUS_BY_EXIT.get(err.exit_code, 500)
-    return error_response(status, str(err.kind), err.message, err.hint or "")
 
 
 # ------------------------------------------------------------ browsers
@@ -156,6 +140,21 @@ def check_json_content_type(request: Request) -> None:
             f"control POSTs take Content-Type: application/json, not {ctype or 'none'}",
             "send the body as JSON with `Content-Type: application/json`",
         )
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The raw body, at most ``cap`` bytes (413 beyond, before reading it all)."""
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > cap:
+        raise _too_large(cap)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise _too_large(cap)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 # ------------------------------------------------------------------ app
@@ -230,37 +229,50 @@ def build_app(
                 "send `Authorization: Bearer <token>` (HOLON_CONTROL_TOKEN or --token-file)",
             )
 
+    from holon_cli import clock
+    from holon_cli.serve.ingress import RateLimiter, rate_per_minute
+
+    limiter = RateLimiter(clock.now)
+
+    def check_rate(request: Request) -> None:
+        """Public routes: ``ingress.rate_per_minute`` per client address (429)."""
+        if via_unix(request):
+            return
+        client = request.client.host if request.client else ""
+        wait = limiter.take(client, rate_per_minute())
+        if wait is not None:
+            raise HttpError(
+                429,
+                "rate_limited",
+                f"too many requests from {client} (ingress.rate_per_minute)",
+                f"retry in {wait:.0f} s, or raise ingress.rate_per_minute in config.yaml",
+                headers={"Retry-After": str(max(1, round(wait + 0.5)))},
+            )
+
     Handler = Callable[[Request], Awaitable[Response]]
 
-    def route(handler: Handler, *, control: bool = True) -> Handler:
+    def route(handler: Handler, *, control: bool = True, public: bool = False) -> Handler:
         async def wrapped(request: Request) -> Response:
             try:
                 check_host(request)
+                if public:
+                    check_rate(request)
                 if control:
                     check_control(request)
                     if request.method == "POST" and not via_unix(request):
                         check_json_content_type(request)
                 return await handler(request)
             except HttpError as e:
-                return error_response(e.status, e.kind, e.message, e.hint)
+                return error_response(e.status, e.kind, e.message, e.hint, e.headers)
             except HolonError as e:
                 return _from_holon(e)
 
         return wrapped
 
     async def read_json(request: Request, cap: int) -> dict[str, Any]:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > cap:
-            raise _too_large(cap)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > cap:
-                raise _too_large(cap)
-            chunks.append(chunk)
+        raw = await read_body(request, cap)
         try:
-            value = parse_json(b"".join(chunks) or b"null")
+            value = parse_json(raw or b"null")
         except UsageError as exc:
             raise HttpError(400, "invalid_json", exc.message, exc.hint or "") from None
         if not isinstance(value, dict):
@@ -442,27 +454,56 @@ def build_app(
         )
         return JSONResponse({"message_id": env["id"]}, status_code=202)
 
+    async def webhook(request: Request) -> Response:
+        from holon_cli.model.envelope import parse_origin
+        from holon_cli.runtime.enqueue import admit
+        from holon_cli.serve import webhooks
+        from holon_cli.serve.ingress import webhook_config
+
+        source = request.path_params["source"]
+        parse_origin(f"webhook:{source}")  # a malformed source is a 400
+        body = await read_body(request, PROMPT_CAP)
+        headers = request.headers
+        await run_in_threadpool(webhooks.verify, source, webhook_config(source), body, headers)
+        did = webhooks.delivery_id(headers)
+        text, is_json = webhooks.body_text(body, headers.get("content-type"))
+        event = headers.get("x-github-event") or headers.get("x-event-type")
+        origin = {"kind": "webhook", "source": source}
+        if event:
+            origin["event_type"] = event[:100]
+
+        def go() -> dict[str, Any]:
+            store = open_public(request.path_params["agent_id"])
+
+            def admit_one() -> Any:
+                return admit(
+                    text,
+                    store=store,
+                    json_body=is_json,
+                    kind="webhook_event",
+                    origin=origin,
+                    metadata={"webhook_delivery_id": did} if did else None,
+                    delivery_surface="http_webhook",
+                    admission_context="public_unauthenticated",
+                )
+
+            return webhooks.receive(store, source, did, admit_one)
+
+        res = await run_in_threadpool(go)
+        return JSONResponse(res, status_code=200 if res.get("duplicate") else 202)
+
     async def callback_wake(request: Request) -> Response:
         # capability URL: the token in the path is the authorization; the
         # waiting plane's deliver() is what `holon trigger deliver` runs
         import importlib
 
         triggers = importlib.import_module("holon_cli.runtime.waiting.triggers")
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > CALLBACK_CAP:
-            raise _too_large(CALLBACK_CAP)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > CALLBACK_CAP:
-                raise _too_large(CALLBACK_CAP)
-            chunks.append(chunk)
+        raw = await read_body(request, CALLBACK_CAP)
 
         def go() -> Any:
             return triggers.deliver(
                 request.path_params["token"],
-                b"".join(chunks),
+                raw,
                 request.headers.get("content-type"),
                 request.headers.get("x-holon-source"),
                 correlation_id=request.headers.get("x-correlation-id"),
@@ -478,7 +519,16 @@ def build_app(
         return JSONResponse(res.to_dict(), status_code=202)
 
     routes = [
-        Route("/callbacks/wake/{token}", route(callback_wake, control=False), methods=["POST"]),
+        Route(
+            "/callbacks/wake/{token}",
+            route(callback_wake, control=False, public=True),
+            methods=["POST"],
+        ),
+        Route(
+            "/webhooks/{source}/{agent_id}",
+            route(webhook, control=False, public=True),
+            methods=["POST"],
+        ),
         Route("/healthz", route(healthz, control=False), methods=["GET"]),
         Route("/control/runtime/status", route(runtime_status_route), methods=["GET"]),
         Route("/control/runtime/shutdown", route(shutdown), methods=["POST"]),
@@ -487,7 +537,11 @@ def build_app(
         Route("/agents/{agent_id}/state", route(agent_state), methods=["GET"]),
         Route("/agents/{agent_id}/events", route(events_page), methods=["GET"]),
         Route("/agents/{agent_id}/events/stream", route(events_stream), methods=["GET"]),
-        Route("/agents/{agent_id}/enqueue", route(public_enqueue, control=False), methods=["POST"]),
+        Route(
+            "/agents/{agent_id}/enqueue",
+            route(public_enqueue, control=False, public=True),
+            methods=["POST"],
+        ),
         Route("/control/agents/{agent_id}/prompt", route(control_prompt), methods=["POST"]),
         Route("/control/agents/{agent_id}/work-items", route(control_work_item), methods=["POST"]),
     ]
@@ -501,12 +555,3 @@ def build_app(
         )
 
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})
-
-
-def _too_large(cap: int) -> HttpError:
-    return HttpError(
-        413,
-        "payload_too_large",
-        f"the body is larger than {cap} bytes",
-        "put large content in a file and send its path",
-    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from holon_cli.serve.http import HttpSettings, build_app
@@ -14,13 +15,9 @@ PORT = 7878
 BASE = f"http://127.0.0.1:{PORT}"
 
 
-def make_client(
-    *,
-    token: str | None = None,
-    advertise: str | None = None,
-    client_addr: str = "127.0.0.1",
-    shutdowns: list[int] | None = None,
-) -> TestClient:
+def make_app(
+    *, token: str | None = None, advertise: str | None = None, shutdowns: list[int] | None = None
+) -> Starlette:
     settings = HttpSettings(host="127.0.0.1", port=PORT, token=token, advertise=advertise)
 
     def status() -> dict[str, Any]:
@@ -30,9 +27,23 @@ def make_client(
         if shutdowns is not None:
             shutdowns.append(1)
 
-    app = build_app(
+    return build_app(
         settings, runtime_status=status, request_shutdown=shutdown, stopping=threading.Event()
     )
+
+
+def client_for(app: Starlette, client_addr: str = "127.0.0.1") -> TestClient:
     return TestClient(
         app, base_url=BASE, client=(client_addr, 50000), raise_server_exceptions=False
     )
+
+
+def make_client(
+    *,
+    token: str | None = None,
+    advertise: str | None = None,
+    client_addr: str = "127.0.0.1",
+    shutdowns: list[int] | None = None,
+) -> TestClient:
+    app = make_app(token=token, advertise=advertise, shutdowns=shutdowns)
+    return client_for(app, client_addr)
