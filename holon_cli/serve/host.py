@@ -152,39 +152,10 @@ class Host:
 
     def _bind_unix(self, path: str) -> Any:
         import os
-        import socket
 
-        from holon_cli.errors import RejectedError
+        from holon_cli.serve.listen import bind_unix
 
-        if os.path.exists(path):
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.connect(path)
-            except OSError:
-                os.unlink(path)  # left by a dead serve: ours to clean
-            else:
-                raise RejectedError(
-                    f"the socket {path} is owned by a live process",
-                    hint="stop it first (`holon daemon stop`), or pass another --socket",
-                )
-            finally:
-                probe.close()
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            sock.bind(path)
-        except OSError as exc:
-            sock.close()
-            raise RejectedError(
-                f"cannot create the socket {path}: {exc.strerror or exc}",
-                hint="pass a shorter --socket path (at most 107 bytes)",
-            ) from None
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-        sock.listen(128)
-        sock.set_inheritable(False)
+        sock = bind_unix(path)
         self.socket_path = path
         self._unix_ino = os.stat(path).st_ino
         return sock

@@ -53,3 +53,69 @@ def bind_tcp(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.set_inheritable(False)
     return sock
+
+
+def _clear_stale_socket(path: str) -> None:
+    """Remove ``path`` only when it is a socket nobody listens on (left by a
+    dead serve); anything else there is refused and left alone."""
+    import errno
+    import os
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a socket"
+        raise RejectedError(
+            f"--socket {path} exists and is {what}; holon does not delete it",
+            hint="pass another --socket path, or move that file away yourself",
+        )
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise RejectedError(
+                f"cannot check the socket {path}: {exc.strerror or exc}",
+                hint="pass another --socket path",
+            ) from None
+        os.unlink(path)  # a socket left by a dead serve: ours to clean
+    else:
+        raise RejectedError(
+            f"the socket {path} is owned by a live process",
+            hint="stop it first (`holon daemon stop`), or pass another --socket",
+        )
+    finally:
+        probe.close()
+
+
+def bind_unix(path: str) -> socket.socket:
+    """Bind and listen on a 0600 Unix socket at ``path`` (see _clear_stale_socket)."""
+    import errno
+    import os
+
+    _clear_stale_socket(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(path)
+    except OSError as exc:
+        sock.close()
+        too_long = len(os.fsencode(path)) > 107 or exc.errno == errno.ENAMETOOLONG
+        raise RejectedError(
+            f"cannot create the socket {path}: {exc.strerror or exc}",
+            hint=(
+                "pass a shorter --socket path (at most 107 bytes)"
+                if too_long
+                else "pass a --socket path in a folder you can write to"
+            ),
+        ) from None
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
