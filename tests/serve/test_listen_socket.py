@@ -74,3 +74,44 @@ def test_serve_socket_on_a_regular_file_exits_4(tmp_path: Path, holon_home: Path
     assert out.returncode == 4, out.stderr
     assert "not a socket" in out.stderr and "Traceback" not in out.stderr
     assert f.read_text() == "keep me"
+
+
+def test_tcp_listener_gives_nodelay_connections() -> None:
+    """issue 31, item 28: accepted connections have TCP_NODELAY, and their
+    proto is TCP (asyncio sets TCP_NODELAY itself only then)."""
+    from holon_cli.serve.listen import bind_tcp
+
+    listener = bind_tcp("127.0.0.1", 0)
+    client = socket.create_connection(listener.getsockname()[:2])
+    conn, _ = listener.accept()
+    try:
+        assert conn.proto == socket.IPPROTO_TCP
+        assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        for s in (conn, client, listener):
+            s.close()
+
+
+@pytest.mark.slow
+def test_keepalive_tcp_requests_are_not_delayed(tmp_path: Path, holon_home: Path) -> None:
+    """A kept-alive TCP request to a real serve took 44 ms (Nagle + delayed ACK)."""
+    import statistics
+    import time
+
+    import httpx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+    from serve_helpers import serve_addr, start_serve, stop
+
+    proc = start_serve(tmp_path)
+    try:
+        with httpx.Client(base_url=serve_addr(holon_home), timeout=10) as c:
+            c.get("/healthz")
+            lat = []
+            for _ in range(30):
+                t0 = time.perf_counter()
+                assert c.get("/healthz").status_code == 200
+                lat.append((time.perf_counter() - t0) * 1000)
+        assert statistics.median(lat) < 25, sorted(lat)
+    finally:
+        stop(proc)
