@@ -4,10 +4,14 @@ TestClient: no socket, no uvicorn), as a loopback client on 127.0.0.1:7878."""
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.testclient import TestClient
+
+with warnings.catch_warnings():  # starlette asks for httpx2 here; httpx is what is installed
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from starlette.testclient import TestClient
 
 from holon_cli.serve.http import HttpSettings, build_app
 
