@@ -130,17 +130,33 @@ class RateLimiter:
 
 
 def rate_per_minute() -> int:
-    """``ingress.rate_per_minute`` from config.yaml (checked by the schema)."""
+    """``ingress.rate_per_minute`` from config.yaml (checked by the schema);
+    the default while config.yaml is broken (serve keeps limiting)."""
+    from holon_cli.errors import ConfigError
     from holon_cli.store.config import load_config
 
-    section = load_config().get("ingress") or {}
+    try:
+        section = load_config().get("ingress") or {}
+    except ConfigError:
+        return DEFAULT_RATE_PER_MINUTE
     return int(section.get("rate_per_minute") or DEFAULT_RATE_PER_MINUTE)
 
 
 def webhook_config(source: str) -> dict[str, Any] | None:
+    """``ingress.webhooks.<source>``; while config.yaml is broken no delivery
+    is taken (its secret cannot be known): 503."""
+    from holon_cli.errors import ConfigError
     from holon_cli.store.config import load_config
 
-    hooks = (load_config().get("ingress") or {}).get("webhooks") or {}
+    try:
+        hooks = (load_config().get("ingress") or {}).get("webhooks") or {}
+    except ConfigError as exc:
+        raise HttpError(
+            503,
+            "config_error",
+            f"webhooks are paused: {exc.message}",
+            "fix config.yaml (`holon home check`); the sender will retry",
+        ) from None
     hook = hooks.get(source)
     return hook if isinstance(hook, dict) else None
 

@@ -304,3 +304,17 @@ def test_concurrent_copies_of_a_delivery_admit_one_message(holon_home: Path) -> 
         t.join()
     assert sorted(codes) == [200] * 7 + [202]
     assert len(_messages()) == 1
+
+
+def test_broken_config_pauses_webhooks_and_keeps_the_default_rate(
+    holon_home: Path, now: list[float]
+) -> None:
+    (holon_home / "config.yaml").write_text("ingress: [unclosed\n")
+    c = make_client(client_addr="10.0.0.9")
+    r = c.post("/webhooks/ci/main", content=b"x", headers={"webhook-id": "e1"})
+    assert r.status_code == 503 and r.json()["error"]["kind"] == "config_error"
+    _nothing_persisted()
+    body = {"text": "x", "origin": "channel:c"}
+    codes = [c.post("/agents/main/enqueue", json=body).status_code for _ in range(59)]
+    assert codes == [202] * 59  # the default 60 a minute, 1 spent on the webhook
+    assert c.post("/agents/main/enqueue", json=body).status_code == 429
