@@ -10,7 +10,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 with warnings.catch_warnings():  # starlette asks for httpx2 here; httpx is what is installed
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 from holon_cli.serve.http import HttpSettings, build_app
