@@ -45,3 +45,25 @@ def test_good_json_still_admitted() -> None:
         "/agents/main/enqueue", json={"json": {"n": 2.5, "a": [1] * 3}, "origin": "webhook:gh"}
     )
     assert r.status_code == 202, r.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"a": NaN}', b'{"a": "\\ud800"}', b"[" * 5000 + b"]" * 5000, b"9" * 5000],
+    ids=["nan", "surrogate", "deep", "bigint"],
+)
+def test_callback_route_refuses_bad_json_with_400(body: bytes) -> None:
+    from holon_cli.runtime.waiting import triggers
+
+    store = open_agent("main")
+    url = triggers.show(store)["trigger_url"]
+    assert url
+    token = url.rsplit("/", 1)[-1]
+    c = make_client()
+    r = c.post(
+        f"/callbacks/wake/{token}", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["kind"] == "invalid_json"
+    assert q.pending_count(store) + store.inbox.pending_count() == 0
+    assert triggers.show(store)["trigger_count"] == 0
