@@ -71,7 +71,7 @@ def verify_standard(key: bytes, body: bytes, headers: Mapping[str, str], now: fl
     hint = "send webhook-id, webhook-timestamp and webhook-signature (Standard Webhooks)"
     if not (wid and stamp and sigs):
         raise _unauthorized("the delivery lacks the Standard Webhooks headers", hint)
-    if not stamp.isdigit():
+    if not stamp.isdigit() or len(stamp) > 12:
         raise _unauthorized("webhook-timestamp is not a Unix time in seconds", hint)
     if abs(now - int(stamp)) > TOLERANCE_S:
         raise _unauthorized(
