@@ -44,7 +44,7 @@ async def public_enqueue(request: Request) -> Response:
 
 
 async def webhook(request: Request) -> Response:
-    from holon_cli.model.envelope import parse_origin
+    from holon_cli.model.envelope import ORIGIN_ID_RE, parse_origin
     from holon_cli.runtime.enqueue import admit
     from holon_cli.serve import webhooks
     from holon_cli.serve.ingress import webhook_config
@@ -56,10 +56,10 @@ async def webhook(request: Request) -> Response:
     await run_in_threadpool(webhooks.verify, source, webhook_config(source), body, headers)
     did = webhooks.delivery_id(headers)
     text, is_json = webhooks.body_text(body, headers.get("content-type"))
-    event = headers.get("x-github-event") or headers.get("x-event-type")
     origin = {"kind": "webhook", "source": source}
-    if event:
-        origin["event_type"] = event[:100]
+    event = (headers.get("x-github-event") or headers.get("x-event-type") or "").strip()
+    if ORIGIN_ID_RE.fullmatch(event):  # metadata: an odd value is dropped, not refused
+        origin["event_type"] = event
 
     def go() -> dict[str, Any]:
         store = open_public(request.path_params["agent_id"])

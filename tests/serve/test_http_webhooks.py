@@ -319,3 +319,11 @@ def test_broken_config_pauses_webhooks_and_keeps_the_default_rate(
     codes = [c.post("/agents/main/enqueue", json=body).status_code for _ in range(59)]
     assert codes == [202] * 59  # the default 60 a minute, 1 spent on the webhook
     assert c.post("/agents/main/enqueue", json=body).status_code == 429
+
+
+def test_an_odd_event_header_is_dropped_not_refused(holon_home: Path) -> None:
+    c = make_client()
+    for event in ("push event!", "x" * 300, ""):
+        r = c.post("/webhooks/gh/main", content=b"x", headers={"X-GitHub-Event": event})
+        assert r.status_code == 202, r.text
+    assert [m["origin"] for m in _messages()] == [{"kind": "webhook", "source": "gh"}] * 3
