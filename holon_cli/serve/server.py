@@ -31,6 +31,10 @@ KEEP_ALIVE_S = 5  # idle connection (before a request or between two) is closed
 MAX_CONNECTIONS = 1000
 CAP_MARGIN = 16  # connections past the cap kept just long enough to answer 503
 FD_RESERVE = 128  # descriptors left for turns, tasks, ledgers whatever the cap
+# listen backlog, and how many connections asyncio accepts per wake-up (each
+# holds a descriptor before the protocol can refuse it; uvicorn's default
+# 2048 let one burst take every descriptor of the process)
+ACCEPT_BACKLOG = 64
 REPEAT_WINDOW_S = 60.0
 
 
@@ -51,8 +55,10 @@ def raise_fd_limit() -> int:
 
 def connection_cap(fd_limit: int) -> int:
     """Open HTTP connections served at once: at most half the descriptors
-    (after a reserve), so the turns always have the other half."""
-    return max(8, min(MAX_CONNECTIONS, (fd_limit - FD_RESERVE) // 2 - CAP_MARGIN))
+    left after a reserve and two accept batches in flight, so the turns
+    always have the other half."""
+    spare = fd_limit - FD_RESERVE - 2 * ACCEPT_BACKLOG
+    return max(8, min(MAX_CONNECTIONS, spare // 2 - CAP_MARGIN))
 
 
 class RepeatFilter(logging.Filter):
@@ -205,6 +211,7 @@ class HttpServer:
             timeout_graceful_shutdown=3,
             server_header=False,
             limit_concurrency=self.cap,
+            backlog=ACCEPT_BACKLOG,
             timeout_keep_alive=KEEP_ALIVE_S,
         )
         install_repeat_filter()

@@ -5,27 +5,35 @@ failure once with a count."""
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
 
-from holon_cli.serve.server import CAP_MARGIN, RepeatFilter, connection_cap, raise_fd_limit
+from holon_cli.serve.server import (
+    ACCEPT_BACKLOG,
+    CAP_MARGIN,
+    RepeatFilter,
+    connection_cap,
+    raise_fd_limit,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from serve_helpers import HOLON, scripted_model, serve_addr, stop, wait_for  # noqa: E402
 
 
 def test_connection_cap_leaves_half_the_descriptors() -> None:
-    assert connection_cap(1024) == (1024 - 128) // 2 - CAP_MARGIN
+    assert connection_cap(1024) == (1024 - 128 - 2 * ACCEPT_BACKLOG) // 2 - CAP_MARGIN
     assert connection_cap(1 << 20) == 1000
     assert connection_cap(100) == 8
-    for limit in (256, 1024, 4096):
-        assert connection_cap(limit) + CAP_MARGIN <= limit // 2
+    for limit in (1024, 4096, 65536):
+        in_flight = connection_cap(limit) + CAP_MARGIN + 2 * ACCEPT_BACKLOG
+        assert in_flight <= limit // 2
 
 
 def test_raise_fd_limit_goes_to_the_hard_limit() -> None:
@@ -66,7 +74,8 @@ def test_repeat_filter_logs_once_with_a_count(caplog: pytest.LogCaptureFixture) 
 
 
 def _low_fd_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    # the issue's machine: 1,024 descriptors, and a hard limit serve cannot raise
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
 
 @pytest.mark.slow
@@ -84,22 +93,30 @@ def test_many_idle_connections_do_not_stop_turns(tmp_path: Path, holon_home: Pat
             [*HOLON, "serve", "--listen", "127.0.0.1:0"],
             stdout=subprocess.DEVNULL,
             stderr=f,
-            env={**__import__("os").environ, **env},
-            preexec_fn=_low_fd_limit,  # a hard limit serve cannot raise
+            env={**os.environ, **env},
+            preexec_fn=_low_fd_limit,
         )
-    idle: list[socket.socket] = []
+    stop_flood = threading.Event()
     try:
         addr = serve_addr(holon_home)
         host, port = addr.removeprefix("http://").rsplit(":", 1)
-        for _ in range(400):  # more than the 256 descriptors serve has
-            try:
-                idle.append(socket.create_connection((host, int(port)), timeout=5))
-            except OSError:
-                break
-        time.sleep(0.5)
+        flood = threading.Thread(target=_flood, args=(host, int(port), stop_flood), daemon=True)
+        flood.start()
+
+        def fds() -> int:
+            return len(os.listdir(f"/proc/{proc.pid}/fd"))
+
+        peak = [0]
+
+        def at_cap() -> bool:  # serve holds idle connections up to its cap
+            peak[0] = max(peak[0], fds())
+            return peak[0] >= 300
+
+        assert wait_for(at_cap, 20), peak
         mids = [admit(f"while flooded {i}", store=store)["id"] for i in range(3)]
 
         def completed() -> bool:
+            peak[0] = max(peak[0], fds())
             done = {
                 e.get("message_id")
                 for e in store.events.records()
@@ -108,14 +125,43 @@ def test_many_idle_connections_do_not_stop_turns(tmp_path: Path, holon_home: Pat
             return set(mids) <= done
 
         assert wait_for(completed, 30), log.read_text()[-3000:]
+        assert peak[0] < 1000, peak  # the cap held: descriptors are left for turns
+        stop_flood.set()
+        flood.join()
         # idle connections are closed after the keep-alive timeout; serve answers again
         assert wait_for(lambda: _healthy(httpx, addr), 20), log.read_text()[-3000:]
         text = log.read_text()
         assert text.count("Traceback") <= 2 and len(text) < 50_000, text[-3000:]
     finally:
-        for s in idle:
-            s.close()
+        stop_flood.set()
         stop(proc)
+
+
+def _flood(host: str, port: int, stop_flood: threading.Event, live: int = 1100) -> None:
+    """Hold ``live`` idle connections (never a request), replacing each one
+    serve closes or resets, until told to stop."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+
+    def open_one() -> None:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)  # the kernel completes it as serve accepts
+        s.connect_ex((host, port))
+        sel.register(s, selectors.EVENT_READ)
+
+    for _ in range(live):
+        open_one()
+    while not stop_flood.is_set():
+        for key, _ev in sel.select(timeout=0.05):  # readable: closed or reset by serve
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            sel.unregister(sock)
+            sock.close()
+            open_one()
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()  # type: ignore[union-attr]
+    sel.close()
 
 
 def _healthy(httpx: object, addr: str) -> bool:
