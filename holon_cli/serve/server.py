@@ -34,7 +34,7 @@ FD_RESERVE = 128  # descriptors left for turns, tasks, ledgers whatever the cap
 # listen backlog, and how many connections asyncio accepts per wake-up (each
 # holds a descriptor before the protocol can refuse it; uvicorn's default
 # 2048 let one burst take every descriptor of the process)
-ACCEPT_BACKLOG = 64
+ACCEPT_BACKLOG = 128  # as bind_tcp listens
 REPEAT_WINDOW_S = 60.0
 
 

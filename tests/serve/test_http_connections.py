@@ -32,8 +32,10 @@ def test_connection_cap_leaves_half_the_descriptors() -> None:
     assert connection_cap(1 << 20) == 1000
     assert connection_cap(100) == 8
     for limit in (1024, 4096, 65536):
+        # what HTTP can hold at worst: the cap, its margin, two accept batches
         in_flight = connection_cap(limit) + CAP_MARGIN + 2 * ACCEPT_BACKLOG
-        assert in_flight <= limit // 2
+        # the rest of the process has at least as many, plus the reserve
+        assert limit - in_flight >= connection_cap(limit) + 128
 
 
 def test_raise_fd_limit_goes_to_the_hard_limit() -> None:
@@ -110,7 +112,7 @@ def test_many_idle_connections_do_not_stop_turns(tmp_path: Path, holon_home: Pat
 
         def at_cap() -> bool:  # serve holds idle connections up to its cap
             peak[0] = max(peak[0], fds())
-            return peak[0] >= 300
+            return peak[0] >= 250
 
         assert wait_for(at_cap, 20), peak
         mids = [admit(f"while flooded {i}", store=store)["id"] for i in range(3)]
