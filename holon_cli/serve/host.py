@@ -19,10 +19,23 @@ if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
 
 
+_last_line: list[Any] = [None, 0]  # the last message and how often it repeated since
+_log_lock = threading.Lock()
+
+
 def log_line(msg: str) -> None:
-    """One timestamped line on stderr (the daemon points stderr at its log)."""
+    """One timestamped line on stderr (the daemon points stderr at its log).
+    The same message again and again (an agent failing the same way on every
+    pass) is written once; the count follows with the next other message."""
+    with _log_lock:
+        if msg == _last_line[0]:
+            _last_line[1] += 1
+            return
+        repeats, _last_line[:] = _last_line[1], [msg, 0]
+    now = clock.now_iso()
+    lines = f"{now} serve: (the line before was repeated {repeats} more times)\n" if repeats else ""
     try:
-        sys.stderr.write(f"{clock.now_iso()} serve: {msg}\n")
+        sys.stderr.write(f"{lines}{now} serve: {msg}\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

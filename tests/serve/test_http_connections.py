@@ -171,3 +171,16 @@ def _healthy(httpx: object, addr: str) -> bool:
         return httpx.get(addr + "/healthz", timeout=2).status_code == 200  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001
         return False
+
+
+def test_serve_log_line_writes_a_repeated_message_once(capsys: pytest.CaptureFixture[str]) -> None:
+    from holon_cli.serve.host import log_line
+
+    for _ in range(200):
+        log_line("main: error: Too many open files")
+    log_line("main: turn t1 completed")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3, err
+    assert err[0].endswith("serve: main: error: Too many open files")
+    assert err[1].endswith("(the line before was repeated 199 more times)")
+    assert err[2].endswith("serve: main: turn t1 completed")
