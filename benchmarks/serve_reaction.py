@@ -111,11 +111,11 @@ def wakeups(pid: int) -> int:
 
 
 def _wait_settled(home: Path, agents: int, timeout: float = 120.0) -> None:
-    import httpx
+    import httpx2
 
     sock = str(home / "run" / "holon.sock")
     end = time.monotonic() + timeout
-    with httpx.Client(transport=httpx.HTTPTransport(uds=sock), timeout=5) as c:
+    with httpx2.Client(transport=httpx2.HTTPTransport(uds=sock), timeout=5) as c:
         while time.monotonic() < end:
             st = c.get("http://serve/control/runtime/status").json()
             if st["passes"] >= agents and not st["running_agents"]:

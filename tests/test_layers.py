@@ -50,10 +50,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "issue 22: being untangled with serve/http.py's build_app (the routes "
         "become module-level handlers); remove this entry with that change"
     ),
-    frozenset({"holon_cli.providers.http_client", "holon_cli.providers.http_response"}): (
-        "issue 22: our own HTTP/1.1 client is being deleted for httpx2; "
-        "remove this entry with those modules"
-    ),
     frozenset(
         {
             "holon_cli.cli.commands",

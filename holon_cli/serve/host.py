@@ -299,10 +299,10 @@ class Host:
 
 
 def warm_up() -> None:
-    """Import what the first turn needs (the turn loop, the model transports
-    and their HTTP client, and for an ``https`` model the TLS context) ahead
-    of it: the first message after serve starts waited ~150 ms longer than
-    the rest for these. Best effort, on a background thread."""
+    """Import what the first turn needs (the turn loop, the model transports,
+    and for a model behind an HTTP endpoint the httpx2 client with its CA
+    store) ahead of it: the first message after serve starts waited ~150 ms
+    longer than the rest for these. Best effort, on a background thread."""
     import importlib
 
     for name in (
@@ -315,19 +315,19 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
-    if _default_models_use_https():
-        # the ssl module and the CA bundle (~30 ms), built once per process
-        from holon_cli.providers.http_common import ssl_context
+    if _default_models_use_http():
+        # httpx2 and its client (the CA store: ~120 ms), built once per process
+        from holon_cli.providers.http_common import warm_client
 
         try:
-            ssl_context()
-        except Exception:  # noqa: BLE001 - the first https request reports it
+            warm_client()
+        except Exception:  # noqa: BLE001 - the first request reports it
             pass
 
 
-def _default_models_use_https() -> bool:
+def _default_models_use_http() -> bool:
     """Whether the home's default model chain (``$HOLON_MODEL``, config) has
-    an ``https`` endpoint; plain-http setups (a local server) never load TLS."""
+    an HTTP endpoint; a scripted model never loads httpx2."""
     from holon_cli.providers.registry import model_chain, resolve_transport
 
     try:
@@ -339,7 +339,7 @@ def _default_models_use_https() -> bool:
             base = str(getattr(resolve_transport(ref), "base_url", "") or "")
         except Exception:  # noqa: BLE001 - a ref that cannot be served is reported by its turn
             continue
-        if base.lower().startswith("https://"):
+        if base.lower().startswith(("https://", "http://")):
             return True
     return False
 

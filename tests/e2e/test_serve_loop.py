@@ -274,21 +274,28 @@ def test_warm_up_loads_what_the_first_turn_needs() -> None:
 
     code = (
         "import sys; from holon_cli.serve.host import warm_up; warm_up(); "
-        "print(all(m in sys.modules for m in ('holon_cli.providers.http_client', "
-        "'holon_cli.providers.chain', 'holon_cli.runtime.turn')), 'httpx' in sys.modules)"
+        "print(all(m in sys.modules for m in ('holon_cli.providers.http_common', "
+        "'holon_cli.providers.chain', 'holon_cli.runtime.turn')), 'httpx2' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
 
 
-@pytest.mark.parametrize(("base_url", "built"), [(None, True), ("http://127.0.0.1:9/v1", False)])
-def test_warm_up_builds_the_tls_context_only_for_an_https_model(
-    base_url: str | None, built: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("model", "base_url", "built"),
+    [
+        ("openai/gpt-test", None, True),
+        ("openai/gpt-test", "http://127.0.0.1:9/v1", True),
+        ("scripted:/nonexistent.yaml", None, False),
+    ],
+)
+def test_warm_up_builds_the_http_client_only_for_an_http_model(
+    model: str, base_url: str | None, built: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import subprocess
     import sys
 
-    monkeypatch.setenv("HOLON_MODEL", "openai/gpt-test")
+    monkeypatch.setenv("HOLON_MODEL", model)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     if base_url:
         monkeypatch.setenv("OPENAI_BASE_URL", base_url)
@@ -296,8 +303,8 @@ def test_warm_up_builds_the_tls_context_only_for_an_https_model(
         monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code = (
         "from holon_cli.serve.host import warm_up; warm_up(); "
-        "from holon_cli.providers import http_common; "
-        "print(http_common._SSL_CONTEXT is not None)"
+        "from holon_cli.providers import http_session; "
+        "print(http_session._client is not None)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [str(built)]
