@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -496,3 +498,34 @@ def test_threads_share_the_client_without_crossing_answers(serve: Any) -> None:
     for th in threads:
         th.join(30)
     assert results == {i: [{"i": i, "k": k} for k in range(5)] for i in range(4)}
+
+
+# ------------------------------------------------- what a user sees: exit 5
+
+
+def test_a_run_ending_on_an_oversized_event_exits_5_with_a_clear_message(
+    serve: Any, script_runner: Any
+) -> None:
+    """``holon run`` against a streaming endpoint whose event passes 8 MiB:
+    the attempt fails as invalid_response (no retry: it would come back the
+    same), the run ends with exit 5 and says what happened, no traceback."""
+
+    def handler(peer: Peer) -> None:
+        while peer.read_request() is not None:
+            try:
+                peer.send(SSE_HEAD + chunk(b"data: " + b"x" * (9 * MiB) + b"\n\n"))
+            except OSError:
+                return
+
+    srv = serve(handler)
+    home = Path(os.environ["HOLON_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(
+        "providers:\n"
+        f"  big:\n    transport: openai_responses\n    base_url: {srv.url}/v1\n"
+        "    stream: true\n"
+    )
+    res = script_runner.run(["holon", "run", "--model", "big/m", "hi"], print_result=False)
+    assert res.returncode == 5, res.stderr
+    assert "exceeded 8 MiB" in res.stderr and "Traceback" not in res.stderr
+    assert len(srv.requests) == 1
