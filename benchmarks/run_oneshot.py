@@ -1,7 +1,8 @@
 """One-round ``holon run`` from outside: the whole process, as a user (or a
 script calling it in a loop) pays for it.
 
-    python benchmarks/run_oneshot.py [--runs 20] [--holon PATH] [--codex PATH] [--json]
+    python benchmarks/run_oneshot.py [--runs 20] [--holon PATH] [--codex PATH]
+        [--compare PATH] [--json]
 
 The commands run interleaved round-robin, each as a fresh process:
 
@@ -23,6 +24,10 @@ The commands run interleaved round-robin, each as a fresh process:
   event stream, which the fake answers in one write as it answers holon's
   JSON), a fresh ``CODEX_HOME``, stdin from ``/dev/null``. Codex CLI
   0.169.0 from npm: ``npm install --prefix DIR @openai/codex@0.169.0``.
+
+``--compare PATH`` adds the two ``holon run`` rows again for another
+``holon`` script (an A/B of two builds in one interleaved run; rows marked
+``@compare``).
 
 It prints the median and p90 wall time, the median CPU time (user + system of
 the child) and the peak RSS of each, and the ratio to the bare interpreter.
@@ -146,6 +151,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--holon", default=shutil.which("holon") or "holon")
     ap.add_argument("--codex", default=shutil.which("codex"), help="Codex CLI to compare with")
+    ap.add_argument("--compare", default=None, help="another holon script, measured alongside")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--fsync-ms", type=float, default=3.0, help="the slow disk's extra fsync cost")
     args = ap.parse_args()
@@ -175,6 +181,13 @@ def main() -> int:
             "holon run (scripted)": [holon, "run", "--model", "scripted:one.yaml", "hi"],
         }
         envs = {name: env for name in commands}
+        if args.compare:
+            other = os.path.abspath(args.compare)
+            commands["holon run (loopback) @compare"] = [other, *loopback[1:]]
+            commands["holon run (scripted) @compare"] = [
+                other, "run", "--model", "scripted:one.yaml", "hi"
+            ]  # fmt: skip
+            envs.update({name: env for name in commands if name.endswith("@compare")})
         if args.codex:
             codex_argv, codex_env = codex_command(
                 os.path.abspath(args.codex), url, Path(tmp) / "codex-home", env
