@@ -46,6 +46,9 @@ import httpx2
 
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# a whole event stream (a long answer is tens of MiB of events at most): the
+# parsers keep what the events say, so endless small events would fill memory
+MAX_STREAM_BYTES = 256 * 1024 * 1024
 # an error answer is read this far, for its message; the rest is not needed
 MAX_ERROR_BODY_BYTES = 64 * 1024
 CONNECT_TIMEOUT_CAP_S = 30.0
@@ -293,15 +296,21 @@ def read_body(resp: httpx2.Response, limit: int = MAX_BODY_BYTES, *, cut: bool =
     return b"".join(chunks)
 
 
-def iter_lines(chunks: Iterable[bytes], limit: int = MAX_EVENT_BYTES) -> Iterator[str]:
+def iter_lines(
+    chunks: Iterable[bytes], limit: int = MAX_EVENT_BYTES, total: int = MAX_STREAM_BYTES
+) -> Iterator[str]:
     """Event-stream lines (UTF-8, replacement for bad bytes) without their
     terminators: CRLF, LF or CR, and nothing else. One line, or one event
-    (the lines up to a blank one), longer than ``limit`` bytes raises
-    :class:`TooLarge` before more is read; an unterminated last line is
-    yielded too."""
+    (the lines up to a blank one), longer than ``limit`` bytes, or a stream
+    longer than ``total``, raises :class:`TooLarge` before more is read; an
+    unterminated last line is yielded too."""
     buf = bytearray()
     event = 0  # bytes of the event so far
+    seen = 0
     for data in chunks:
+        seen += len(data)
+        if seen > total:
+            raise TooLarge(f"the event stream exceeded {total // (1024 * 1024) or 1} MiB")
         buf += data
         pos = 0
         while True:

@@ -439,6 +439,29 @@ def test_iter_lines(pieces: list[bytes], lines: list[str]) -> None:
     assert list(http_session.iter_lines(iter(pieces))) == lines
 
 
+def test_iter_lines_caps_the_whole_stream() -> None:
+    def endless_small_events() -> Iterator[bytes]:
+        while True:
+            yield b'data: {"delta": "x"}\n\n' * 100
+
+    it = http_session.iter_lines(endless_small_events(), total=MiB)
+    with pytest.raises(http_session.TooLarge, match="event stream exceeded 1 MiB"):
+        for _ in it:
+            pass
+    assert http_session.MAX_STREAM_BYTES == 256 * MiB
+
+
+def test_every_pool_of_the_client_is_under_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline is wired into httpx2's pools (its private network backend):
+    the direct one and each env proxy's. A new httpx2 that moved it fails here."""
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")
+    c = http_session.client()
+    pools = [t._pool for t in [c._transport, *c._mounts.values()] if t is not None]
+    assert len(pools) >= 3
+    assert all(isinstance(p._network_backend, http_session._DeadlineBackend) for p in pools)
+
+
 def test_iter_lines_holds_at_most_one_event() -> None:
     def endless() -> Iterator[bytes]:
         while True:
