@@ -462,6 +462,42 @@ def test_every_pool_of_the_client_is_under_the_deadline(monkeypatch: pytest.Monk
     assert all(isinstance(p._network_backend, http_session._DeadlineBackend) for p in pools)
 
 
+def test_an_endless_event_is_refused_with_memory_bounded_by_the_cap() -> None:
+    import tracemalloc
+
+    def endless() -> Iterator[bytes]:
+        while True:
+            yield b"data: " + b"q" * 65530 + b"\n"  # lines, never a blank one
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(http_session.TooLarge):
+            for _ in http_session.iter_lines(endless(), limit=4 * MiB):
+                pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * MiB  # each line is handed on; nothing of the event is kept here
+
+
+def test_an_endless_line_is_refused_with_memory_bounded_by_the_cap() -> None:
+    import tracemalloc
+
+    def endless() -> Iterator[bytes]:
+        while True:
+            yield b"z" * 65536  # one line that never ends
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(http_session.TooLarge):
+            for _ in http_session.iter_lines(endless(), limit=4 * MiB):
+                pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 4 * MiB  # the line's buffer, at most the cap and a read
+
+
 def test_iter_lines_holds_at_most_one_event() -> None:
     def endless() -> Iterator[bytes]:
         while True:
