@@ -14,7 +14,8 @@ Invariants:
   message, a body preview, a diagnostic URL or a log line (values listed in
   ``HttpTarget.secrets`` are redacted from anything echoed back);
 - httpx2 is imported only when a request is sent (this module loads without
-  it: the CLI's hot paths never pay for it);
+  it: the CLI's hot paths never pay for it), and the CA store only for the
+  first ``https`` connection (a local ``http://`` model server never loads it);
 - every attempt has an overall deadline (``HttpTarget.deadline_s``), a body
   is read to at most ``MAX_BODY_BYTES`` (on the wire and decompressed), one
   event of a stream to at most ``MAX_EVENT_BYTES`` (8 MiB); each limit is a
@@ -494,11 +495,15 @@ def post_stream(
             raise stamp(f, target, status) from None
 
 
-def warm_client() -> None:
-    """Build the process's httpx2 client ahead of the first request (serve's warm-up)."""
+def warm_client(tls: bool = False) -> None:
+    """Build the process's httpx2 client ahead of the first request, and with
+    ``tls`` its CA store (serve's warm-up)."""
     from holon_cli.providers import http_session
 
-    http_session.client()
+    if tls:
+        http_session.warm_trust()
+    else:
+        http_session.client()
 
 
 class HttpTransport:

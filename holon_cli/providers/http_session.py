@@ -14,6 +14,9 @@ Owns:
   followed). It is rebuilt when those environment variables change, and a
   forked child drops its parent's (``os.register_at_fork``): the pooled
   sockets and the pool's lock belong to the parent;
+- trust on first use (:class:`_TrustOnFirstUse`): the CA store (~20 ms to
+  load) is httpx2's own choice, built on the first TLS connection; a plain
+  ``http://`` endpoint (a local model server) never loads it;
 - one retry of a request that got no answer on a *reused* idle connection
   (the server closed it while it sat in the pool): nothing was answered, so
   sending it again cannot do anything twice that the server acknowledged;
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -87,6 +91,7 @@ class DeadlineExceeded(Exception):
 _lock = threading.Lock()
 _client: httpx2.Client | None = None
 _client_env: tuple[str | None, ...] = ()
+_trust: _TrustOnFirstUse | None = None  # the client's, to warm it
 
 
 def client() -> httpx2.Client:
@@ -104,8 +109,11 @@ def client() -> httpx2.Client:
 
 
 def _build() -> httpx2.Client:
+    global _trust
+    trust = _TrustOnFirstUse()
     try:
         c = httpx2.Client(
+            verify=trust,
             http1=True,
             http2=False,
             follow_redirects=False,
@@ -122,7 +130,61 @@ def _build() -> httpx2.Client:
         pool = getattr(transport, "_pool", None)
         if pool is not None:  # every connection's socket goes through the deadline
             pool._network_backend = _DeadlineBackend(pool._network_backend)
+    _trust = trust
     return c
+
+
+class _TrustOnFirstUse(ssl.SSLContext):
+    """The client's ``verify``: a context that hands every TLS connection to
+    the one httpx2 would have built (``httpcore2.default_ssl_context()``:
+    ``SSL_CERT_FILE``, ``SSL_CERT_DIR``, else the OS trust store), built on
+    the first TLS connection instead of with the client. httpcore2 calls
+    ``set_alpn_protocols``, ``wrap_socket`` and ``wrap_bio`` on it; a CA
+    store that cannot be loaded is a :class:`SetupError` (not retried)."""
+
+    def __new__(cls) -> _TrustOnFirstUse:
+        return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
+
+    def __init__(self) -> None:
+        self._real: ssl.SSLContext | None = None
+        self._alpn: list[str] | None = None
+        self._guard = threading.Lock()
+
+    def real(self) -> ssl.SSLContext:
+        with self._guard:
+            if self._real is None:
+                try:
+                    ctx = httpcore2.default_ssl_context()
+                except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                    raise SetupError(_setup_message(exc)) from None
+                if self._alpn:
+                    ctx.set_alpn_protocols(self._alpn)
+                self._real = ctx
+            return self._real
+
+    @property
+    def loaded(self) -> bool:
+        return self._real is not None
+
+    def set_alpn_protocols(self, alpn_protocols: Iterable[str]) -> None:
+        with self._guard:
+            self._alpn = list(alpn_protocols)
+            if self._real is not None:
+                self._real.set_alpn_protocols(self._alpn)
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        return self.real().wrap_socket(*args, **kwargs)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        return self.real().wrap_bio(*args, **kwargs)
+
+
+def warm_trust() -> None:
+    """Build the client and load its CA store now (serve's warm-up, for an
+    ``https`` model: the first request then does not wait for it)."""
+    client()
+    if _trust is not None:
+        _trust.real()
 
 
 def _setup_message(exc: BaseException) -> str:

@@ -284,13 +284,13 @@ def test_warm_up_loads_what_the_first_turn_needs() -> None:
 @pytest.mark.parametrize(
     ("model", "base_url", "built"),
     [
-        ("openai/gpt-test", None, True),
-        ("openai/gpt-test", "http://127.0.0.1:9/v1", True),
-        ("scripted:/nonexistent.yaml", None, False),
+        ("openai/gpt-test", None, ["True", "True"]),  # https://api.openai.com
+        ("openai/gpt-test", "http://127.0.0.1:9/v1", ["True", "False"]),
+        ("scripted:/nonexistent.yaml", None, ["False", "False"]),
     ],
 )
-def test_warm_up_builds_the_http_client_only_for_an_http_model(
-    model: str, base_url: str | None, built: bool, monkeypatch: pytest.MonkeyPatch
+def test_warm_up_builds_the_http_client_for_an_http_model_and_its_trust_for_https(
+    model: str, base_url: str | None, built: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import subprocess
     import sys
@@ -303,8 +303,8 @@ def test_warm_up_builds_the_http_client_only_for_an_http_model(
         monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code = (
         "from holon_cli.serve.host import warm_up; warm_up(); "
-        "from holon_cli.providers import http_session; "
-        "print(http_session._client is not None)"
+        "from holon_cli.providers import http_session as hs; "
+        "print(hs._client is not None, hs._trust is not None and hs._trust.loaded)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(built)]
+    assert out.stdout.split() == built

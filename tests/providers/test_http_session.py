@@ -281,9 +281,45 @@ def test_an_unreadable_ssl_cert_file_is_a_configuration_error_that_a_fix_clears(
     f = fails(https(tls_origin))
     assert f.kind == "client_error" and not f.retryable
     assert f"cannot load the CA certificates from SSL_CERT_FILE={missing}" in f.message
-    assert http_session._client is None  # nothing half-built is kept
+    assert http_session._trust is not None and not http_session._trust.loaded
     monkeypatch.setenv("SSL_CERT_FILE", str(certs["good"][0]))
     assert get(https(tls_origin)) == {"path": "/secure"}
+
+
+_TRUST_PROBE = """
+import json, ssl, sys
+loads = []
+_real = ssl.SSLContext.load_verify_locations
+def _counting(self, *a, **kw):
+    loads.append(1)
+    return _real(self, *a, **kw)
+ssl.SSLContext.load_verify_locations = _counting
+from holon_cli.providers.http_common import HttpTarget, post_json
+counts = []
+for url in sys.argv[1:]:
+    try:
+        post_json(HttpTarget("p", "p/m", url, timeout_s=5), {}, lambda obj: obj)
+    except Exception as exc:
+        pass
+    counts.append(len(loads))
+print(json.dumps(counts))
+"""
+
+
+def test_the_ca_store_loads_on_the_first_https_request_only(
+    origin: ScriptedServer, tls_origin: ScriptedServer, certs: Any
+) -> None:
+    """A plain ``http://`` endpoint (a local model server) never loads the CA
+    store; the first ``https`` request loads it once for the process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_PROXY": "127.0.0.1"}
+    env["SSL_CERT_FILE"] = str(certs["good"][0])
+    urls = [f"{origin.url}/a", f"{origin.url}/b", https(tls_origin), https(tls_origin)]
+    out = subprocess.run(
+        [sys.executable, "-c", _TRUST_PROBE, *urls],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    assert json.loads(out.stdout) == [0, 0, 1, 1]
+    assert len(tls_origin.requests) == 2
 
 
 def test_https_through_a_connect_tunnel(
