@@ -82,10 +82,6 @@ class TooLarge(Exception):
     """A body, line or event went past its cap."""
 
 
-class DeadlineExceeded(Exception):
-    """The attempt's overall deadline passed (raised as httpx2's timeout classes)."""
-
-
 # ------------------------------------------------------------------ client
 
 _lock = threading.Lock()
