@@ -249,11 +249,16 @@ def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> P
 
     where = target.safe_url
     kind: str
+    hint: str | None = None
     if isinstance(exc, httpx2.TimeoutException) and hs.deadline_passed():
         kind = "timeout"
         what = (
             f"no complete answer from {where} within the attempt's deadline of "
             f"{target.attempt_deadline_s:g}s"
+        )
+        hint = (
+            "the server kept the request open without finishing its answer; "
+            "retry, or check the endpoint (a proxy or gateway in between?)"
         )
     elif isinstance(exc, (httpx2.ConnectTimeout, httpx2.PoolTimeout)):
         kind, stage, what = "timeout", "connect", f"timed out connecting to {where}"
@@ -269,7 +274,11 @@ def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> P
     elif isinstance(exc, (httpx2.LocalProtocolError, UnicodeEncodeError)):
         kind, what = "client_error", f"cannot send this request to {where!r}"
     elif isinstance(exc, hs.TooLarge):
-        kind, what = "invalid_response", f"{target.provider} sent too much ({where})"
+        kind, what = "invalid_response", f"{target.provider} sent more than holon reads ({where})"
+        hint = (
+            "a model answer is far smaller (limits: 32 MiB per body, 8 MiB per event, "
+            "256 MiB per stream); check that the base URL points at the model API"
+        )
     elif stage == "stream":
         kind, what = "stream_interrupted", f"event stream from {where} was cut off"
     else:
@@ -284,6 +293,7 @@ def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> P
             f"{what}: {exc or type(exc).__name__}",
             stage=stage,
             source_chain=exception_chain(exc),
+            hint=hint,
         ),
         target,
     )

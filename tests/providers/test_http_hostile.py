@@ -250,6 +250,7 @@ def test_a_body_dripping_a_byte_at_a_time_ends_at_the_deadline(serve: Any) -> No
     assert time.monotonic() - t0 < 3
     assert f.kind == "timeout" and f.retryable and f.stage == "body"
     assert "within the attempt's deadline of 0.6s" in f.message
+    assert f.hint is not None and "without finishing its answer" in f.hint
 
 
 def test_a_flood_of_1xx_answers_ends_at_the_deadline(serve: Any) -> None:
@@ -319,6 +320,7 @@ def test_a_body_over_the_cap_fails_without_reading_it_all(serve: Any) -> None:
     f = fail_json(srv)
     assert f.kind == "invalid_response" and not f.retryable and f.stage == "body"
     assert "body exceeded 32 MiB" in f.message
+    assert f.hint is not None and "32 MiB per body" in f.hint
 
 
 def test_a_gzip_bomb_fails_at_the_decompressed_cap(serve: Any) -> None:
