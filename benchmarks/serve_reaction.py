@@ -118,11 +118,11 @@ def wakeups(pid: int) -> int:
 
 
 def _wait_settled(home: Path, agents: int, timeout: float = 120.0) -> None:
-    import httpx
+    import httpx2
 
     sock = str(home / "run" / "holon.sock")
     end = time.monotonic() + timeout
-    with httpx.Client(transport=httpx.HTTPTransport(uds=sock), timeout=5) as c:
+    with httpx2.Client(transport=httpx2.HTTPTransport(uds=sock), timeout=5) as c:
         while time.monotonic() < end:
             st = c.get("http://serve/control/runtime/status").json()
             if st["passes"] >= agents and not st["running_agents"]:
@@ -134,7 +134,7 @@ def _wait_settled(home: Path, agents: int, timeout: float = 120.0) -> None:
 
 def keepalive(home: Path, requests: int = 50) -> dict[str, Any]:
     """Median and p99 ms of ``GET /healthz`` on one kept-alive connection."""
-    import httpx
+    import httpx2 as httpx
 
     addr = json.loads((home / "run" / "serve.json").read_text())["http_addr"]
     sock = str(home / "run" / "holon.sock")

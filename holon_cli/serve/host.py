@@ -306,10 +306,10 @@ def _ensure_default_agent() -> None:
 
 
 def warm_up() -> None:
-    """Import what the first turn needs (the turn loop, the model transports
-    and their HTTP client, and for an ``https`` model the TLS context) ahead
-    of it: the first message after serve starts waited ~150 ms longer than
-    the rest for these. Best effort, on a background thread."""
+    """Import what the first turn needs (the turn loop, the model transports,
+    and for a model behind an HTTP endpoint the httpx2 client with its CA
+    store) ahead of it: the first message after serve starts waited ~150 ms
+    longer than the rest for these. Best effort, on a background thread."""
     import importlib
 
     for name in (
@@ -322,33 +322,37 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
-    if _default_models_use_https():
-        # the ssl module and the CA bundle (~30 ms), built once per process
-        from holon_cli.providers.http_common import ssl_context
+    schemes = _default_model_schemes()
+    if schemes:
+        # httpx2 and its client (~80 ms), for https its CA store (~20 ms)
+        from holon_cli.providers.http_common import warm_client
 
         try:
-            ssl_context()
-        except Exception:  # noqa: BLE001 - the first https request reports it
+            warm_client(tls="https" in schemes)
+        except Exception:  # noqa: BLE001 - the first request reports it
             pass
 
 
-def _default_models_use_https() -> bool:
-    """Whether the home's default model chain (``$HOLON_MODEL``, config) has
-    an ``https`` endpoint; plain-http setups (a local server) never load TLS."""
+def _default_model_schemes() -> set[str]:
+    """The URL schemes (``http``, ``https``) of the home's default model chain
+    (``$HOLON_MODEL``, config); empty for a scripted model, which never loads
+    httpx2. Plain-http setups (a local server) never load the CA store."""
     from holon_cli.providers.registry import model_chain, resolve_transport
 
+    schemes: set[str] = set()
     try:
         primary, fallbacks = model_chain(None)
     except Exception:  # noqa: BLE001 - no model configured: nothing to warm
-        return False
+        return schemes
     for ref in (primary, *fallbacks):
         try:
             base = str(getattr(resolve_transport(ref), "base_url", "") or "")
         except Exception:  # noqa: BLE001 - a ref that cannot be served is reported by its turn
             continue
-        if base.lower().startswith("https://"):
-            return True
-    return False
+        scheme = base.lower().partition("://")[0]
+        if scheme in ("http", "https"):
+            schemes.add(scheme)
+    return schemes
 
 
 def _pid() -> int:

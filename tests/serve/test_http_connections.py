@@ -82,7 +82,7 @@ def _low_fd_limit() -> None:
 
 @pytest.mark.slow
 def test_many_idle_connections_do_not_stop_turns(tmp_path: Path, holon_home: Path) -> None:
-    import httpx
+    import httpx2 as httpx
 
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.enqueue import admit

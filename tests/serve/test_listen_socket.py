@@ -98,7 +98,7 @@ def test_keepalive_tcp_requests_are_not_delayed(tmp_path: Path, holon_home: Path
     import statistics
     import time
 
-    import httpx
+    import httpx2 as httpx
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
     from serve_helpers import serve_addr, start_serve, stop
