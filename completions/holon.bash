@@ -11,7 +11,7 @@ _holon_command() {
     cmds='' opts='' vopts='' nargs=0
     case $1 in
     '')
-        cmds='agent completion daemon debug enqueue home memory queue run serve skills status tail task tick timer transcript trigger turn workitem'
+        cmds='agent completion daemon debug enqueue home memory queue run serve skills status tail task tick timer transcript trigger turn workitem workspace'
         opts='--version -V --help -h'
         ;;
     'agent')
@@ -299,6 +299,24 @@ _holon_command() {
     'workitem update')
         opts='--agent -a --objective --plan-status --todo --clear-todos --blocked-by --clear-blocker --recheck-after --json --help -h'
         vopts='--agent -a --objective --plan-status --todo --blocked-by --recheck-after'
+        nargs='1'
+        ;;
+    'workspace')
+        cmds='detach list use'
+        opts='--help -h'
+        ;;
+    'workspace detach')
+        opts='--agent -a --json --help -h'
+        vopts='--agent -a'
+        nargs='1'
+        ;;
+    'workspace list')
+        opts='--agent -a --all --json --help -h'
+        vopts='--agent -a'
+        ;;
+    'workspace use')
+        opts='--agent -a --isolated --json --help -h'
+        vopts='--agent -a'
         nargs='1'
         ;;
     esac

@@ -11,7 +11,7 @@ function __holon_is
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l cmdpath
-    set -l cmds agent completion daemon debug enqueue home memory queue run serve skills status tail task tick timer transcript trigger turn workitem
+    set -l cmds agent completion daemon debug enqueue home memory queue run serve skills status tail task tick timer transcript trigger turn workitem workspace
     set -l vopts
     set -l nargs 0
     set -l pending 0
@@ -140,6 +140,14 @@ function __holon_is
                     set vopts --agent -a
                 case 'workitem update'
                     set vopts --agent -a --objective --plan-status --todo --blocked-by --recheck-after
+                case 'workspace'
+                    set cmds detach list use
+                case 'workspace detach'
+                    set vopts --agent -a
+                case 'workspace list'
+                    set vopts --agent -a
+                case 'workspace use'
+                    set vopts --agent -a
             end
         else
             set nargs (math $nargs + 1)
@@ -179,6 +187,7 @@ complete -c holon -f -n "__holon_is '' 0" -a transcript -d 'Print an agent\'s tr
 complete -c holon -f -n "__holon_is '' 0" -a trigger -d 'The agent\'s external trigger: a secret URL that wakes it'
 complete -c holon -f -n "__holon_is '' 0" -a turn -d 'Run one turn: take the next queued message and work it to the end'
 complete -c holon -f -n "__holon_is '' 0" -a workitem -d 'Inspect and manage an agent\'s work items (the work plane)'
+complete -c holon -f -n "__holon_is '' 0" -a workspace -d 'Which project an agent works in: AgentHome or an attached workspace'
 complete -c holon -f -n "__holon_is '' 1+"
 
 # holon agent
@@ -681,3 +690,30 @@ complete -c holon -n "__holon_is 'workitem update'" -l recheck-after -r -d 'With
 complete -c holon -n "__holon_is 'workitem update'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
 complete -c holon -n "__holon_is 'workitem update'" -l help -s h -d 'Show this message and exit'
 complete -c holon -n "__holon_is 'workitem update' 1+" -f
+
+# holon workspace
+complete -c holon -n "__holon_is 'workspace'" -l help -s h -d 'Show this message and exit'
+complete -c holon -f -n "__holon_is 'workspace' 0" -a detach -d 'Forget an attached workspace (never the active one; nothing on disk is deleted)'
+complete -c holon -f -n "__holon_is 'workspace' 0" -a list -d 'List the attached workspaces and which one is active'
+complete -c holon -f -n "__holon_is 'workspace' 0" -a use -d 'Make a workspace active: a directory (attached on first use), a workspace id, or agent_home'
+complete -c holon -f -n "__holon_is 'workspace' 1+"
+
+# holon workspace detach
+complete -c holon -n "__holon_is 'workspace detach'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'workspace detach'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'workspace detach'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'workspace detach' 1+" -f
+
+# holon workspace list
+complete -c holon -n "__holon_is 'workspace list'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'workspace list'" -l all -d 'Also list known, detached workspaces'
+complete -c holon -n "__holon_is 'workspace list'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'workspace list'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'workspace list' 0+" -f
+
+# holon workspace use
+complete -c holon -n "__holon_is 'workspace use'" -l agent -s a -r -d 'Agent id (default: $HOLON_AGENT_ID or \'main\')'
+complete -c holon -n "__holon_is 'workspace use'" -l isolated -d 'Work in a managed git worktree on a branch of its own (made, or resumed)'
+complete -c holon -n "__holon_is 'workspace use'" -l json -d 'Print one JSON object (the contract\'s envelope) on stdout'
+complete -c holon -n "__holon_is 'workspace use'" -l help -s h -d 'Show this message and exit'
+complete -c holon -n "__holon_is 'workspace use' 1+" -f

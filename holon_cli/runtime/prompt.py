@@ -346,8 +346,20 @@ def execution_binding(agent_id: str, agent_home: Path, ws: WorkspaceBinding) -> 
         f"# Execution\nagent_id: {agent_id}\nagent_home: {agent_home}\n"
         f"workspace_id: {ws.workspace_id}\n"
         f"workspace_anchor: {ws.workspace_anchor}\nexecution_root: {ws.execution_root}\n"
-        f"cwd: {ws.cwd}\n"
-        "execution policy: host_local (path/network/secret confinement: not_enforced)"
+        f"cwd: {ws.cwd}\nprojection_kind: {ws.projection_kind}\n"
+        + _worktree_lines(ws)
+        + "execution policy: host_local (path/network/secret confinement: not_enforced)"
+    )
+
+
+def _worktree_lines(ws: WorkspaceBinding) -> str:
+    wt = ws.worktree_session
+    if not wt:
+        return ""
+    return (
+        f"worktree: {wt['worktree_path']} on branch {wt['worktree_branch']} "
+        f"(from {wt['original_branch']} in {wt['original_working_directory']}; "
+        "project guidance and skills still come from the workspace anchor)\n"
     )
 
 

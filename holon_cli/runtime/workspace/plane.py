@@ -71,6 +71,9 @@ def anchors(store: AgentStore) -> dict[str, str]:
     found = {r["workspace_id"]: r["workspace_anchor"] for r in read_registry(_home(store))}
     for wid, path in legacy_anchors(state).items():
         found.setdefault(wid, path)
+    active = workspace_for(store.layout.home, state)
+    if active.workspace_id != AGENT_HOME:  # a temporary run's agent is not registered
+        found.setdefault(active.workspace_id, str(active.workspace_anchor))
     return found
 
 
@@ -150,7 +153,8 @@ def worktree_session(
             hint="commit or stash them first, or use mode direct to work on them in place",
             details={"uncommitted": dirty[:50]},
         )
-    suffix = clock.new_id("wt")[3:].lower()
+    raw = clock.new_id("wt")[3:]  # 10 chars of ms, 4 of counter, 6 random
+    suffix = (raw[6:10] + raw[14:]).lower()
     path = _home(store).worktrees_dir / store.agent_id / f"{checkout.name}-{suffix}"
     session: WorktreeSession = {
         "original_working_directory": str(checkout),
@@ -272,11 +276,16 @@ def _upgrade_legacy(store: AgentStore) -> None:
         register(_home(store), Path(path))
 
 
-def bind(store: AgentStore, target: Target, *, source: str) -> dict[str, Any]:
-    """Write ``target`` as the active entry; returns the UseWorkspace result."""
+def bind(
+    store: AgentStore, target: Target, *, source: str, register_anchor: bool = True
+) -> dict[str, Any]:
+    """Write ``target`` as the active entry; returns the UseWorkspace result.
+    ``register_anchor=False``: a temporary run's agent (its id is derived
+    from the anchor all the same; a home-level write would cost the run its
+    no-fsync path)."""
     b = target.binding
     _upgrade_legacy(store)
-    if b.workspace_id != AGENT_HOME:
+    if b.workspace_id != AGENT_HOME and register_anchor:
         register(_home(store), b.workspace_anchor)
     box: dict[str, Any] = {}
 
@@ -352,7 +361,9 @@ def use_workspace(
     return bind(store, target, source=source)
 
 
-def bind_for_run(store: AgentStore, root_raw: str | None, cwd_raw: str | None) -> dict[str, Any]:
+def bind_for_run(
+    store: AgentStore, root_raw: str | None, cwd_raw: str | None, *, temporary: bool = False
+) -> dict[str, Any]:
     """``holon run``'s binding: the directory (``--workspace-root``, else the
     current one) in direct mode, ``cwd`` inside it."""
     root = Path(os.path.realpath(root_raw or os.getcwd()))
@@ -374,7 +385,7 @@ def bind_for_run(store: AgentStore, root_raw: str | None, cwd_raw: str | None) -
         "canonical_root" if loc.execution_root == loc.anchor else "git_worktree_root"
     )
     b = WorkspaceBinding(workspace_id(loc.anchor), loc.anchor, loc.execution_root, c, kind)
-    return bind(store, Target(b, "direct"), source="run")
+    return bind(store, Target(b, "direct"), source="run", register_anchor=not temporary)
 
 
 def detach_workspace(store: AgentStore, wid: str, *, source: str = "tool") -> dict[str, Any]:
