@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
     from holon_cli.model.continuation import ContinuationRecord
     from holon_cli.model.turn import ClosureDecision
-    from holon_cli.model.workspace import ProjectionKind, WorktreeSession
     from holon_cli.model.workitem import ContinuationHold
+    from holon_cli.model.workspace import ProjectionKind, WorktreeSession
 
     AgentStatus = Literal[
         "booting", "awake_idle", "awake_running", "awaiting_task", "asleep", "paused", "stopped"
