@@ -133,6 +133,16 @@ def _workspace_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
         rows.append(("cwd", ws["cwd"]))
     if wt:
         rows.append(("worktree", f"branch {wt['worktree_branch']} from {wt['original_branch']}"))
+    import os
+
+    if not os.path.isdir(ws["execution_root"]):
+        rows.append(
+            (
+                "",
+                "MISSING: the execution root is gone; `holon workspace use agent_home` "
+                "(or another workspace) rebinds the agent",
+            )
+        )
     return rows
 
 

@@ -208,3 +208,15 @@ def test_a_second_process_sees_the_same_binding(
     tr = data(holon("transcript", "--agent", dev, "--json"))
     outputs = [e.get("output", "") for e in tr["entries"] if e["kind"] == "tool_result"]
     assert any(iso["worktree_session"]["worktree_path"] in o for o in outputs), outputs
+
+
+def test_status_flags_an_execution_root_that_is_gone(dev: str, tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    holon("workspace", "use", str(gone), "--agent", dev)
+    assert "MISSING" not in holon("status", "--agent", dev).stdout
+    gone.rmdir()
+    res = holon("status", "--agent", dev)
+    assert res.returncode == 0 and "MISSING: the execution root is gone" in res.stdout
+    assert holon("workspace", "use", "agent_home", "--agent", dev).returncode == 0
+    assert "MISSING" not in holon("status", "--agent", dev).stdout

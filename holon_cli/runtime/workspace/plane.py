@@ -33,7 +33,11 @@ from holon_cli.store.workspace_registry import read_registry, update_registry
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
-    from holon_cli.model.events import WorkspaceBoundData, WorkspaceDetachedData
+    from holon_cli.model.events import (
+        WorkspaceBoundData,
+        WorkspaceDetachedData,
+        WorktreeCreatedData,
+    )
     from holon_cli.model.workspace import ProjectionKind, RegistryEntry, WorktreeSession
     from holon_cli.store.agent_store import AgentStore
 
@@ -297,15 +301,13 @@ def bind(
     store.update_state(write)
     if target.worktree_created and b.worktree_session is not None:
         s = b.worktree_session
-        store.emit(
-            "worktree_created",
-            {
-                "workspace_id": b.workspace_id,
-                "worktree_path": s["worktree_path"],
-                "worktree_branch": s["worktree_branch"],
-                "original_branch": s["original_branch"],
-            },
-        )
+        created: WorktreeCreatedData = {
+            "workspace_id": b.workspace_id,
+            "worktree_path": s["worktree_path"],
+            "worktree_branch": s["worktree_branch"],
+            "original_branch": s["original_branch"],
+        }
+        store.emit("worktree_created", created)
     bound: WorkspaceBoundData = {
         "workspace_anchor": str(b.workspace_anchor),
         "cwd": str(b.cwd),
