@@ -373,3 +373,24 @@ def test_cwd_outside_the_execution_root_reads_as_the_root(store: AgentStore, rep
     store.update_state(lambda s: s.update(cwd=os.path.dirname(repo)))
     ws = workspace_for(store.layout.home, state(store))
     assert ws.cwd == repo
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"v": 1, "workspaces": {}}', "`workspaces` must be a list"),
+        ('{"v": 1, "workspaces": [{"workspace_id": "ws_1"}]}', "needs a `workspace_id`"),
+        ('{"v": 9, "workspaces": []}', "newer than this holon understands"),
+    ],
+)
+def test_a_damaged_registry_is_named_and_the_binding_stays(
+    store: AgentStore, repo: Path, holon_home: Path, text: str, words: str
+) -> None:
+    from holon_cli.errors import CorruptStateError
+
+    (holon_home / "workspaces.json").write_text(text)
+    with pytest.raises(CorruptStateError) as exc:
+        plane.use_workspace(store, path=str(repo))
+    assert "workspaces.json" in exc.value.message and words in exc.value.message
+    assert state(store)["active_workspace_id"] is None
