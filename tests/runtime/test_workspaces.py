@@ -394,3 +394,14 @@ def test_a_damaged_registry_is_named_and_the_binding_stays(
         plane.use_workspace(store, path=str(repo))
     assert "workspaces.json" in exc.value.message and words in exc.value.message
     assert state(store)["active_workspace_id"] is None
+
+
+def test_an_agent_may_enter_its_own_managed_worktree_by_path(store: AgentStore, repo: Path) -> None:
+    iso = plane.use_workspace(store, path=str(repo), mode="isolated")
+    plane.use_workspace(store, workspace_id=AGENT_HOME)
+    path = iso["worktree_session"]["worktree_path"]
+    out = plane.use_workspace(store, path=path, source="tool")
+    assert out["workspace_id"] == iso["workspace_id"] and out["execution_root"] == path
+    assert out["projection_kind"] == "git_worktree_root" and "guidance" in out
+    with pytest.raises(RejectedError, match="may not be attached"):
+        plane.use_workspace(create_agent("ops"), path=path, source="tool")

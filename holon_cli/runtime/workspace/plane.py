@@ -102,11 +102,12 @@ def resolve_path(raw: str, base: Path) -> Path:
 
 def check_attachable(store: AgentStore, path: Path) -> None:
     """What an agent may not attach by itself: the filesystem root and the
-    runtime's own home (other agents' homes, the registry, worktrees)."""
+    runtime's home (other agents' homes and worktrees, the registry)."""
     home = Path(os.path.realpath(_home(store).root))
-    own = Path(os.path.realpath(store.layout.home))
-    if path == own or own in path.parents:
-        return
+    for own in (store.layout.home, _home(store).worktrees_dir / store.agent_id):
+        mine = Path(os.path.realpath(own))
+        if path == mine or mine in path.parents:
+            return  # its own home, its own managed worktrees
     if path == Path(path.anchor) or path == home or home in path.parents:
         raise RejectedError(
             f"{path} may not be attached as a workspace: it is "
