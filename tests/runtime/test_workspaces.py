@@ -405,3 +405,20 @@ def test_an_agent_may_enter_its_own_managed_worktree_by_path(store: AgentStore, 
     assert out["projection_kind"] == "git_worktree_root" and "guidance" in out
     with pytest.raises(RejectedError, match="may not be attached"):
         plane.use_workspace(create_agent("ops"), path=path, source="tool")
+
+
+def test_the_prompt_names_the_binding_and_the_other_attached_ids(
+    store: AgentStore, repo: Path, tmp_path: Path
+) -> None:
+    from holon_cli.runtime.debug import debug_prompt
+    from holon_cli.tools.catalog import default_catalog
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    shop = plane.use_workspace(store, path=str(repo))["workspace_id"]
+    plane.use_workspace(store, path=str(notes))
+    d = debug_prompt(store, catalog=default_catalog())
+    [text] = [s["text"] for s in d["sections"] if s["text"].startswith("# Execution")]
+    assert f"execution_root: {notes.resolve()}" in text
+    assert "projection_kind: canonical_root" in text
+    assert f"other attached workspaces: {shop}\n" in text

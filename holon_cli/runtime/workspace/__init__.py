@@ -44,6 +44,8 @@ class WorkspaceBinding(NamedTuple):
     cwd: Path
     projection_kind: ProjectionKind = "canonical_root"
     worktree_session: WorktreeSession | None = None
+    # the agent's other attached workspace ids (what UseWorkspace can return to)
+    attached: tuple[str, ...] = ()
 
     @property
     def execution_root_id(self) -> str:
@@ -76,8 +78,9 @@ def workspace_for(agent_home: Path, state: Mapping[str, Any] | AgentState) -> Wo
     cwd, no execution root) read as a direct binding of that anchor."""
     anchor = state.get("workspace_anchor")
     wid = state.get("active_workspace_id")
+    attached = tuple(attached_ids(state))
     if not anchor or wid == AGENT_HOME:
-        return agent_home_binding(agent_home)
+        return agent_home_binding(agent_home)._replace(attached=attached)
     root = Path(state.get("execution_root") or anchor)
     cwd = Path(state.get("cwd") or root)
     if cwd != root and root not in cwd.parents:
@@ -92,6 +95,7 @@ def workspace_for(agent_home: Path, state: Mapping[str, Any] | AgentState) -> Wo
         cwd,
         kind,
         state.get("worktree_session"),
+        attached,
     )
 
 
