@@ -422,3 +422,11 @@ def test_the_prompt_names_the_binding_and_the_other_attached_ids(
     assert f"execution_root: {notes.resolve()}" in text
     assert "projection_kind: canonical_root" in text
     assert f"other attached workspaces: {shop}\n" in text
+
+
+@pytest.mark.parametrize("agent_id", ["dev", "a..b", "x.lock", "v1.", "A_b-c.d"])
+def test_worktree_branch_names_are_valid_refs(agent_id: str, tmp_path: Path) -> None:
+    from holon_cli.runtime.workspace.worktree import _branch_name
+
+    name = _branch_name(agent_id, "abc123")
+    git("check-ref-format", "--branch", name, cwd=tmp_path)

@@ -12,7 +12,8 @@ apply to it (runtime spec "Execution Binding", "Worktree Session",
   guidance applies).
 - :mod:`.locate`: a path's anchor and execution root (git layout read from
   the files, no git process).
-- :mod:`.gitops`: the git commands of isolated mode (worktrees, branches).
+- :mod:`.gitops`: the git commands of isolated mode (worktrees, branches);
+  :mod:`.worktree`: the managed worktree of a workspace (made or resumed).
 - :mod:`.plane`: UseWorkspace, DetachWorkspace, the list, and ``holon
   run``'s binding; the registry (``store/workspace_registry.py``).
 

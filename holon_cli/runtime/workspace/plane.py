@@ -12,7 +12,6 @@ deletes a directory, a worktree, a branch or a registry entry.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -28,6 +27,7 @@ from holon_cli.runtime.workspace import (
     workspace_id,
 )
 from holon_cli.runtime.workspace.locate import Located, locate
+from holon_cli.runtime.workspace.worktree import worktree_session
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.workspace_registry import read_registry, update_registry
 
@@ -117,60 +117,6 @@ def check_attachable(store: AgentStore, path: Path) -> None:
         )
 
 
-# -------------------------------------------------------------- worktrees
-
-
-def _branch_name(agent_id: str, suffix: str) -> str:
-    safe = re.sub(r"\.{2,}", "-", agent_id).rstrip(".")
-    if safe.endswith(".lock"):
-        safe += "-"
-    return f"holon/{safe}/{suffix}"
-
-
-def worktree_session(
-    store: AgentStore, wid: str, checkout: Path, remembered: WorktreeSession | None
-) -> tuple[WorktreeSession, bool]:
-    """The managed worktree for ``wid``: the agent's earlier one while it
-    exists, else a new one on its own branch from ``checkout``'s HEAD.
-    Returns the session and whether it was created now."""
-    from holon_cli.runtime.workspace import gitops
-
-    if remembered and Path(remembered["worktree_path"]).is_dir():
-        wt = Path(remembered["worktree_path"])
-        if not gitops.branch_exists(wt, remembered["worktree_branch"]):
-            raise RejectedError(
-                f"the worktree {wt} lost its branch {remembered['worktree_branch']!r} "
-                "(deleted by hand?); the worktree and its files are kept",
-                hint=(
-                    f"recreate the branch (`git -C {wt} checkout -b "
-                    f"{remembered['worktree_branch']}`), or use mode direct"
-                ),
-                details={"worktree_path": str(wt)},
-            )
-        return remembered, False
-    gitops.head_commit(checkout)
-    dirty = gitops.uncommitted(checkout)
-    if dirty:
-        shown = ", ".join(dirty[:5]) + (f" (+{len(dirty) - 5} more)" if len(dirty) > 5 else "")
-        raise RejectedError(
-            f"{checkout} has uncommitted changes ({shown}); an isolated worktree would "
-            "start without them",
-            hint="commit or stash them first, or use mode direct to work on them in place",
-            details={"uncommitted": dirty[:50]},
-        )
-    raw = clock.new_id("wt")[3:]  # 10 chars of ms, 4 of counter, 6 random
-    suffix = (raw[6:10] + raw[14:]).lower()
-    path = _home(store).worktrees_dir / store.agent_id / f"{checkout.name}-{suffix}"
-    session: WorktreeSession = {
-        "original_working_directory": str(checkout),
-        "original_branch": gitops.current_branch(checkout),
-        "worktree_path": str(path),
-        "worktree_branch": _branch_name(store.agent_id, suffix),
-    }
-    gitops.add_worktree(checkout, path, session["worktree_branch"])
-    return session, True
-
-
 # ---------------------------------------------------------------- targets
 
 
@@ -194,7 +140,9 @@ def _isolated(store: AgentStore, wid: str, loc: Located, cwd: Path | None) -> Ta
             'use mode "direct" there, or `git init` it first',
         )
     checkout = loc.execution_root
-    session, created = worktree_session(store, wid, checkout, _remembered(store, wid))
+    session, created = worktree_session(
+        store.agent_id, _home(store).worktrees_dir, checkout, _remembered(store, wid)
+    )
     wt = Path(session["worktree_path"])
     inner = wt
     if cwd is not None and cwd != checkout and checkout in cwd.parents:
