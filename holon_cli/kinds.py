@@ -71,6 +71,13 @@ ErrorKind = (
         "invalid_json",
         "invalid_body",
         "illegal_transition",
+        # agent control (holon agent abort --run-id)
+        "stale_run_id",
+        # liveness audit and one-shot answers
+        "audit_findings",
+        "wait_timeout",
+        "message_aborted",
+        "idempotency_conflict",
     ]
     | ProviderFailureKind
 )

@@ -8,9 +8,10 @@ Generated from ``holon_cli.cli.cli`` (every registered command):
 
 - ``man/holon.1``: the roff manual page;
 - ``completions/holon.bash``, ``completions/_holon`` (zsh),
-  ``completions/holon.fish``: static completion scripts from
-  ``holon_cli/cli/completion_gen.py`` over the spec of ``completion_tree.py``
-  (the same text ``holon completion`` prints);
+  ``completions/holon.fish``: the activation scripts of click's shell
+  completion, from ``holon_cli/cli/completion_shells.py`` (the same text
+  ``holon completion`` prints; each TAB asks ``holon``, so they do not list
+  the commands themselves);
 - the command reference in ``README.md`` between
   ``<!-- BEGIN COMMAND REFERENCE -->`` and ``<!-- END COMMAND REFERENCE -->``
   (appended at the end when the markers are missing);
@@ -424,14 +425,12 @@ def render_service_man(readme: str) -> str | None:
 
 
 def generate(root: Path) -> dict[Path, str]:
-    from holon_cli.cli.completion_gen import render as render_completion
-    from holon_cli.cli.completion_tree import command_tree
+    from holon_cli.cli.completion_shells import source as completion_source
 
     docs = command_docs()
     out: dict[Path, str] = {root / "man" / "holon.1": render_man(docs)}
-    tree = command_tree()
     for shell, rel in SHELL_FILES.items():
-        out[root / rel] = render_completion(shell, tree)
+        out[root / rel] = completion_source(shell)
     readme = root / "README.md"
     current = readme.read_text(encoding="utf-8") if readme.exists() else ""
     current = splice_readme(current, render_reference(docs))

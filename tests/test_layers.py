@@ -54,21 +54,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "issue 22: our own HTTP/1.1 client is being deleted for httpx2; "
         "remove this entry with those modules"
     ),
-    frozenset(
-        {
-            "holon_cli.cli.commands",
-            "holon_cli.cli.group",
-            "holon_cli.cli.cmd_completion",
-            "holon_cli.cli.completion_gen",
-            "holon_cli.cli.completion_tree",
-        }
-    ): (
-        "issue 22: `holon completion` describes the whole command tree, itself "
-        "included, and reaches it by importing the click group (inside "
-        "completion_tree.command_tree) while the group loads commands by name; "
-        "the completion rewrite can take the root from click's context "
-        "(ctx.find_root().command) or as an argument instead"
-    ),
 }
 
 

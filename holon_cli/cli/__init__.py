@@ -85,6 +85,12 @@ def run(args: list[str], *, fast_exit: bool = False) -> int:
     from holon_cli.cli import output
     from holon_cli.errors import HolonError
 
+    instruction = os.environ.get("_HOLON_COMPLETE")
+    if instruction:  # a TAB press: the completion script asks (cli/completion_shells.py)
+        from holon_cli.cli.completion_shells import complete
+        from holon_cli.cli.group import cli
+
+        return complete(cli, instruction)
     _strict_stdin()
     try:
         _check_utf8_args(args)

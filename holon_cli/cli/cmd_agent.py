@@ -1,4 +1,4 @@
-"""``holon agent``: create, list, inspect, stop and start agents."""
+"""``holon agent``: create, list, inspect, stop, pause, start and abort agents."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
-from holon_cli.cli.params import MODEL
+from holon_cli.cli.params import MODEL, complete_agents
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def agent() -> None:
-    """Create, list, inspect, stop and start agents.
+    """Create, list, inspect, stop, pause, start and abort agents.
 
     \b
     Example:
@@ -87,10 +87,17 @@ def agent_list(include_private: bool, as_json: bool) -> None:
         ["agent", "kind", "visibility", "status", "home"],
         [[a.agent_id, a.kind, a.visibility, a.status, a.agent_home] for a in agents],
     )
+    for a in agents:
+        if a.problem:
+            click.echo(
+                f"warning: agent {a.agent_id!r} is damaged: {a.problem}; "
+                "`holon home check --repair` rebuilds its record (nothing is lost)",
+                err=True,
+            )
 
 
 @agent.command("status")
-@click.argument("agent_id", metavar="[ID]", required=False)
+@click.argument("agent_id", metavar="[ID]", required=False, shell_complete=complete_agents)
 @output.json_option
 def agent_status(agent_id: str | None, as_json: bool) -> None:
     """Show one agent's summary (same as `holon status --agent ID`).
@@ -117,7 +124,7 @@ def _lifecycle(action: str, agent_id: str, as_json: bool) -> None:
 
 
 @agent.command("stop")
-@click.argument("agent_id", metavar="ID")
+@click.argument("agent_id", metavar="ID", shell_complete=complete_agents)
 @output.json_option
 def agent_stop(agent_id: str, as_json: bool) -> None:
     """Stop an agent: new messages are rejected (exit 4) until it is started.
@@ -130,7 +137,7 @@ def agent_stop(agent_id: str, as_json: bool) -> None:
 
 
 @agent.command("start")
-@click.argument("agent_id", metavar="ID")
+@click.argument("agent_id", metavar="ID", shell_complete=complete_agents)
 @output.json_option
 def agent_start(agent_id: str, as_json: bool) -> None:
     """Start (resume) a stopped or paused agent.
@@ -142,8 +149,69 @@ def agent_start(agent_id: str, as_json: bool) -> None:
     _lifecycle("start", agent_id, as_json)
 
 
+@agent.command("pause")
+@click.argument("agent_id", metavar="ID")
+@output.json_option
+def agent_pause(agent_id: str, as_json: bool) -> None:
+    """Pause an agent: no new turn starts until `holon agent start`.
+
+    A paused agent still accepts messages; they wait in its queue. A turn
+    already running finishes (to stop it now: `holon agent abort`).
+
+    \b
+    Example:
+      holon agent pause reviewer && holon enqueue --agent reviewer "later"
+    """
+    _lifecycle("pause", agent_id, as_json)
+
+
+@agent.command("abort")
+@click.argument("agent_id", metavar="ID")
+@click.option(
+    "--run-id",
+    metavar="R",
+    help="Abort only if R is the running turn (its current_run_id); else exit 4.",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Return once the abort is requested (default: wait up to 10 s for the turn to end).",
+)
+@output.json_option
+def agent_abort(agent_id: str, run_id: str | None, no_wait: bool, as_json: bool) -> None:
+    """Abort the running turn: cancel its provider or tool call, settle its
+    message `aborted` (reason operator_aborted) and leave the agent paused.
+
+    Nothing running: exit 0 and says so. A --run-id that is not the running
+    turn: exit 4. Background tasks of earlier calls keep running.
+
+    \b
+    Example:
+      holon agent abort main
+      run=$(holon agent status main --json | jq -r .data.current_run_id)
+      holon agent abort main --run-id "$run"   # only if that turn still runs
+      holon agent start main                   # resume afterwards
+    """
+    from holon_cli.runtime.turn.abort import ABORT_WAIT_S, abort_agent
+
+    res = abort_agent(agent_id, run_id, wait_s=0.0 if no_wait else ABORT_WAIT_S)
+    if as_json:
+        output.emit_json(res)
+        return
+    aid = res["agent_id"]
+    if not res["running"]:
+        click.echo(f"{aid}: no turn is running; nothing to abort")
+        return
+    outcome = res.get("outcome", "requested")
+    line = f"{aid}: turn {res['run_id']} {outcome}"
+    if res.get("message_id"):
+        line += f" (message {res['message_id']})"
+    click.echo(line)
+    click.echo(f"{aid} is {res['status']}: `holon agent start {aid}` resumes", err=True)
+
+
 @agent.command("path")
-@click.argument("agent_id", metavar="[ID]", required=False)
+@click.argument("agent_id", metavar="[ID]", required=False, shell_complete=complete_agents)
 @output.json_option
 def agent_path(agent_id: str | None, as_json: bool) -> None:
     """Print an agent's home directory.
@@ -162,7 +230,7 @@ def agent_path(agent_id: str | None, as_json: bool) -> None:
 
 
 @agent.command("model")
-@click.argument("agent_id", metavar="[ID]", required=False)
+@click.argument("agent_id", metavar="[ID]", required=False, shell_complete=complete_agents)
 @click.argument("model", metavar="[MODEL]", required=False, type=MODEL)
 @click.option(
     "--clear", is_flag=True, help="Remove the override: back to the runtime default and fallbacks."
@@ -202,7 +270,7 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
 
 
 @agent.command("rm")
-@click.argument("agent_id", metavar="ID")
+@click.argument("agent_id", metavar="ID", shell_complete=complete_agents)
 @click.option("--force", is_flag=True, help="Remove a stopped named agent (its home is deleted).")
 @output.json_option
 def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:

@@ -1,22 +1,15 @@
-"""``holon completion``: print the static shell completion script.
+"""``holon completion``: print the shell's activation script.
 
-The scripts come from :mod:`holon_cli.cli.completion_gen` (the same generator
-writes the committed ``completions/``): plain shell that completes from the
-command tree without starting Python on TAB.
+The script (:mod:`holon_cli.cli.completion_shells`; ``completions/`` holds the
+same text) asks ``holon`` itself on each TAB through click's shell completion,
+so the values of the moment complete: agent, work-item, task and timer ids.
 """
 
 from __future__ import annotations
 
 import click
 
-SHELLS = ("bash", "zsh", "fish")
-
-
-def completion_source(shell: str) -> str:
-    """The completion script for ``shell``, exactly as ``completions/`` holds it."""
-    from holon_cli.cli.completion_gen import render
-
-    return render(shell)
+from holon_cli.cli.completion_shells import SHELLS, source
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,8 +17,10 @@ def completion_source(shell: str) -> str:
 def completion(shell: str) -> None:
     """Print the completion script for SHELL.
 
-    The script is static: completing a word never starts Python. Re-run this
-    (or reinstall the file) after upgrading holon.
+    Each TAB runs holon to complete the word (commands, options, choices, paths
+    and live ids: `holon agent status al<TAB>` offers your agents, `holon
+    workitem pick <TAB>` the agent's open work items). The script calls the
+    `holon` on your PATH, so an upgrade needs no new script.
 
     \b
     Examples:
@@ -33,4 +28,4 @@ def completion(shell: str) -> None:
       eval "$(holon completion zsh)"             # in ~/.zshrc, after compinit
       holon completion fish > ~/.config/fish/completions/holon.fish
     """
-    click.echo(completion_source(shell), nl=False)
+    click.echo(source(shell), nl=False)

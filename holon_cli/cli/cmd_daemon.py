@@ -107,7 +107,9 @@ def start(
 
     Already running with the same options: exit 0, no second process.
     Running with different options: exit 4 (use `holon daemon restart`).
-    A dead pid or leftover socket is cleaned up first.
+    A dead pid or leftover socket is cleaned up first. A socket another
+    live process answers on, or a listen port in use (e.g. by the daemon of
+    another HOLON_HOME, named in the message): exit 4.
 
     \b
     Example:
@@ -205,8 +207,12 @@ def status(
     """Show the daemon: state (running|stopped|stale), pid, addresses, health,
     whether its configuration matches these options, activity, last failure.
 
+    Exit 0 when running and healthy, 1 when stale or unhealthy, 3 when
+    stopped; --json prints the success envelope with `state` in every case.
+
     \b
     Example:
+      holon daemon status >/dev/null || holon daemon start
       holon daemon status --json | jq .data.activity
     """
     from holon_cli.serve import daemon as d
@@ -215,8 +221,21 @@ def status(
     res = d.status(args, token)
     if as_json:
         output.emit_json(res)
-        return
-    _print_status(res)
+    else:
+        _print_status(res)
+    code = _status_exit_code(res)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _status_exit_code(res: dict[str, Any]) -> int:
+    from holon_cli.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_RUNTIME
+
+    if res["state"] == "stopped":
+        return EXIT_NOT_FOUND
+    if res["state"] == "running" and res["healthy"]:
+        return EXIT_OK
+    return EXIT_RUNTIME
 
 
 @daemon.command("logs", context_settings={"help_option_names": ["-h", "--help"]})

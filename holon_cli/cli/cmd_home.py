@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from holon_cli.cli import output
@@ -73,25 +75,54 @@ def home_path(as_json: bool) -> None:
 
 
 @home.command("check")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="First rebuild what can be rebuilt (damaged agent records and snapshots, "
+    "ledger marks), setting damaged files aside; then check.",
+)
 @output.json_option
-def home_check(as_json: bool) -> None:
+def home_check(repair: bool, as_json: bool) -> None:
     """Validate config.yaml, every ledger, snapshot and inbox file; report
     problems with file and line.
 
-    Records are checked against their schema, not just parsed. Exits 1 when a
-    problem is found. A torn last line (an interrupted write) is a note, not a
-    problem: it is ignored and repaired on the next append. Also reports the
-    space used by full command outputs (.holon/outputs/).
+    Records are checked against their schema, not just parsed; a ledger
+    shorter than its mark (emptied, cut, an older copy) and a snapshot that
+    disagrees with its ledger are problems too. Exits 1 when a problem is
+    found. A torn last line (an interrupted write) is a note, not a problem:
+    it is ignored and repaired on the next append. Also reports the space
+    used by full command outputs (.holon/outputs/).
+
+    --repair never deletes: a damaged file is renamed aside
+    (NAME.damaged-TIME); agent.json is restored from the copy kept before its
+    last change or rebuilt from the ledgers; queue, timer, work item and
+    trigger snapshots are rebuilt from their ledgers (records a cut ledger
+    lost are appended back from the snapshot first); events cut from
+    events.jsonl are recorded as lost. Damaged lines inside a ledger are left
+    for you to move aside.
 
     \b
-    Example:
+    Examples:
       holon home check || echo "home needs attention"
+      holon home check --repair
     """
     output.begin("home check", as_json)
     from holon_cli.errors import CorruptStateError
     from holon_cli.runtime.inspect import home_check as check
 
+    repairs: list[Any] = []
+    if repair:
+        from holon_cli.runtime.home_repair import repair_home
+
+        repairs = list(repair_home())
     report = check()
+    if repair:
+        report["repairs"] = repairs
+        if not as_json:
+            for a in repairs:
+                click.echo(f"repaired {a['path']}: {a['action']}: {a['detail']}", err=True)
+            if not repairs:
+                click.echo("nothing to repair", err=True)
     if as_json:
         if report["ok"]:
             output.emit_json(report)
@@ -106,6 +137,7 @@ def home_check(as_json: bool) -> None:
                     "notes": report["notes"],
                     "checked": report["checked"],
                     "outputs": report.get("outputs"),
+                    **({"repairs": report["repairs"]} if repair else {}),
                 },
             )
             raise click.exceptions.Exit(1)
@@ -129,4 +161,50 @@ def home_check(as_json: bool) -> None:
             hint="fix each PROBLEM above (move damaged lines or files aside, keeping a "
             "backup), then re-run `holon home check`",
         )
+    click.echo(f"ok: {summary}")
+
+
+@home.command("audit")
+@output.json_option
+def home_audit(as_json: bool) -> None:
+    """Check that no agent is silently stuck; exit 1 with the findings if one is.
+
+    Every admitted message must have exactly one outcome (processed or
+    aborted) or still be queued, and every agent holding runnable work must
+    have a future wake: a queued message, a timer, a recheck, a pending wake
+    hint, a running task, or (awake agents) the activation the next `holon
+    tick` makes. Reads ledgers and state only and takes no lock, so it is
+    safe next to a running `holon serve`. A damaged agent is a finding.
+
+    \b
+    Examples:
+      holon home audit
+      # crontab: cron mails the findings (and only then) when an agent is stuck
+      */15 * * * * holon home audit > ~/.holon-audit.txt 2>&1 || cat ~/.holon-audit.txt
+    """
+    output.begin("home audit", as_json)
+    from holon_cli.runtime.audit import audit_home
+
+    report = audit_home()
+    findings = report["findings"]
+    if as_json:
+        if not findings:
+            output.emit_json(report)
+            return
+        output.emit_json_failure_with_data(
+            "audit_findings",
+            f"{len(findings)} finding(s) under {report['home']}",
+            "see data.findings: each names the agent and what is missing",
+            report,
+        )
+        raise click.exceptions.Exit(1)
+    for f in findings:
+        click.echo(f"{f['kind']:<18} {f['agent_id']}: {f['detail']}")
+    summary = (
+        f"audited {report['agents']} agent(s) and {report['messages']} message(s) "
+        f"under {report['home']}"
+    )
+    if findings:
+        click.echo(f"{len(findings)} finding(s); {summary}", err=True)
+        raise click.exceptions.Exit(1)
     click.echo(f"ok: {summary}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -68,6 +69,19 @@ def _event_line(e: dict[str, Any]) -> str:
     help="At most N events (the newest N without --since).",
 )
 @click.option(
+    "--presented",
+    is_flag=True,
+    help="Show events as the operator console does (the shared presentation layer).",
+)
+@click.option(
+    "--display",
+    "display",
+    metavar="MODE",
+    default="info",
+    show_default=True,
+    help="With --presented: info|verbose|debug (or 3|4|5).",
+)
+@click.option(
     "--poll", type=click.FloatRange(min=0.01), default=0.2, show_default=True, hidden=True
 )
 def tail(
@@ -76,31 +90,30 @@ def tail(
     jsonl: bool,
     since: int | None,
     limit: int | None,
+    presented: bool,
+    display: str,
     poll: float,
 ) -> None:
     """Print an agent's event ledger; every event has an increasing event_seq.
+
+    With --presented, each event goes through the presentation layer
+    (visibility, category, title, summary) and only the rows the display
+    mode shows are printed: info = results, verbose = + progress, debug =
+    + tool and runtime detail. State changes are never conversation rows.
 
     \b
     Examples:
       holon tail --limit 20
       holon tail --follow --jsonl | jq -c 'select(.kind == "turn_terminal")'
       holon tail --since 120
+      holon tail --presented --display verbose --follow
     """
     output.begin("tail", False)
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.inspect import follow_events, tail_events
 
+    show = _presented_printer(display, jsonl, follow) if presented else _raw_printer(jsonl, follow)
     store = open_agent(agent_id)
-
-    def show(e: dict[str, Any]) -> None:
-        line = (
-            json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str)
-            if jsonl
-            else output.visible(_event_line(e))
-        )
-        click.echo(line)
-        if follow:  # a live stream: every line reaches the reader now
-            sys.stdout.flush()
 
     damaged: list[Any] = []
 
@@ -122,12 +135,14 @@ def tail(
     try:
         start = since
         if start is None:
+            # the last seq is read before the recent window, not after it: an
+            # event appended in between is in the window or followed, never lost
+            last = store.events.last()
             recent = tail_events(store, limit=limit if limit is not None else 10, damaged=damaged)
             warn_damaged()
             for e in recent:
                 show(e)
-            last = store.events.last()
-            start = int(last["event_seq"]) if last else 0
+            start = max([int(last["event_seq"]) if last else 0, *(e["event_seq"] for e in recent)])
         for e in follow_events(store, since=start, poll=poll, stop=_stdout_closed):
             show(e)
     except KeyboardInterrupt:
@@ -135,6 +150,46 @@ def tail(
         from holon_cli.errors import EXIT_INTERRUPTED
 
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+def _raw_printer(jsonl: bool, follow: bool) -> Callable[[dict[str, Any]], None]:
+    def show(e: dict[str, Any]) -> None:
+        line = (
+            json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str)
+            if jsonl
+            else output.visible(_event_line(e))
+        )
+        click.echo(line)
+        if follow:  # a live stream: every line reaches the reader now
+            sys.stdout.flush()
+
+    return show
+
+
+def _presented_printer(display: str, jsonl: bool, follow: bool) -> Callable[[dict[str, Any]], None]:
+    from holon_cli.errors import UsageError
+    from holon_cli.runtime.presentation import display_mode, present, shown_at
+
+    try:
+        mode = display_mode(display)
+    except ValueError as exc:
+        raise UsageError(str(exc), hint="e.g. --display verbose (or 4)") from None
+
+    def show(e: dict[str, Any]) -> None:
+        row = present(e)
+        if not shown_at(row, mode):
+            return
+        if jsonl:
+            rec = {"event_seq": e.get("event_seq"), "at": e.get("at"), **row}
+            click.echo(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
+        else:
+            click.echo(
+                output.visible(f"{e.get('at', '')[11:19]}  {row['title']}: {row['summary']}")
+            )
+        if follow:
+            sys.stdout.flush()
+
+    return show
 
 
 def _stdout_closed() -> bool:

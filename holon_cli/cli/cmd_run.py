@@ -5,17 +5,18 @@ from __future__ import annotations
 import click
 
 from holon_cli.cli import output
-from holon_cli.cli.params import MODEL
+from holon_cli.cli.params import MODEL, complete_agents
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("text", metavar="TEXT")
+@click.argument("text", metavar="TEXT|-")
 @click.option(
     "--agent",
     "-a",
     "agent_id",
     metavar="ID",
     default=None,
+    shell_complete=complete_agents,
     help=(
         "Run on this existing agent (--create-agent makes it). Default: a new temporary "
         "private agent, removed after a completed run; $HOLON_AGENT_ID is not used."
@@ -75,13 +76,20 @@ def run(
 ) -> None:
     """Run TEXT to completion on a temporary private agent and print the answer.
 
-    Loops turns until the closure settles (completed, waiting, failed) or
-    --max-turns. Exit 5 when a provider failure ended the run.
+    TEXT `-` reads the text from stdin (UTF-8; anything else is refused with
+    exit 2). Loops turns until the closure settles (completed, waiting,
+    failed) or --max-turns. Exit 5 when a provider failure ended the run.
+
+    With --agent A the run reports the outcome of its own message: messages
+    A had queued before it are turned first (they do not count against
+    --max-turns; `--json` data `older_turns` counts them).
 
     \b
     Examples:
       holon run --model scripted:examples/hello.yaml "list the files here"
       holon run --json --model openai/gpt-4.1 "why does CI fail?" | jq .data.final_text
+      git diff | holon run --model openai/gpt-4.1 -
+      holon run --agent main "what is left on the release checklist?"
     """
     from holon_cli.cli import hot
 

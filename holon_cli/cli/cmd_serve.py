@@ -112,6 +112,11 @@ def serve(
 
     opts = build_options(listen, socket_path, advertise, token_file, concurrency)
     assert isinstance(opts, ServeOptions)
+    from holon_cli.runtime.budgets import config_errors
+    from holon_cli.store.config import load_config
+
+    for err in config_errors(load_config()):  # the schema itself was checked on load
+        raise err
     _seed_templates()
     code = Host(opts, catalog=default_catalog()).serve_forever()
     if code:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import complete_running_tasks, complete_tasks
 
 if TYPE_CHECKING:
     from holon_cli.model.task import TaskSnapshot
@@ -112,8 +113,9 @@ def task_run(
     """Start CMD as a background task of an agent and print the task id.
 
     One argument is a shell command line (run with /bin/bash -c); several
-    are quoted and joined. Secrets (*_API_KEY, *_TOKEN, *_SECRET,
-    *PASSWORD*, HOLON_CONTROL_TOKEN) are withheld from its environment
+    are quoted and joined. Secrets are withheld from its environment:
+    names containing KEY, SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL,
+    URL values with user:password@, and every api_key_env of config.yaml,
     unless runtime.exec_env_passthrough names them.
 
     \b
@@ -135,8 +137,12 @@ def task_run(
         output.emit_json(snap)
         return
     click.echo(snap["task_id"])
-    if snap["status"] == "failed":
-        click.echo(f"the task could not start: {snap.get('error')}", err=True)
+    from holon_cli.model.task import never_started
+
+    # a command that ran and already exited non-zero is "failed" too: that
+    # is its result, not a failure to start (the two raced here before)
+    if never_started(snap):
+        click.echo(f"the task could not start: {snap['error']}", err=True)
 
 
 @task.command("list", context_settings=CTX)
@@ -178,7 +184,7 @@ def task_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
 
 
 @task.command("status", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_tasks)
 @output.agent_option
 @output.json_option
 def task_status(task_id: str, agent_id: str | None, as_json: bool) -> None:
@@ -199,7 +205,7 @@ def task_status(task_id: str, agent_id: str | None, as_json: bool) -> None:
 
 
 @task.command("output", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_tasks)
 @output.agent_option
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the task ends.")
 @output.json_option
@@ -237,7 +243,7 @@ def task_output(task_id: str, agent_id: str | None, follow: bool, as_json: bool)
 
 
 @task.command("input", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_running_tasks)
 @click.argument("text", metavar="TEXT|-")
 @output.agent_option
 @output.json_option
@@ -270,7 +276,7 @@ def task_input(task_id: str, text: str, agent_id: str | None, as_json: bool) -> 
 
 
 @task.command("stop", context_settings=CTX)
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_running_tasks)
 @output.agent_option
 @output.json_option
 def task_stop(task_id: str, agent_id: str | None, as_json: bool) -> None:

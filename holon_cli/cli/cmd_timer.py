@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import complete_open_work_items, complete_timers
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -60,7 +61,11 @@ def _row(t: dict[str, Any]) -> list[Any]:
     help="Text of the timer_tick message (default names the timer).",
 )
 @click.option(
-    "--work-item", "work_item_id", metavar="ID", help="Bind the fired messages to this work item."
+    "--work-item",
+    "work_item_id",
+    metavar="ID",
+    shell_complete=complete_open_work_items,
+    help="Bind the fired messages to this work item.",
 )
 @output.json_option
 def timer_add(
@@ -125,7 +130,7 @@ def timer_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
 
 
 @timer.command("cancel")
-@click.argument("timer_id", metavar="TIMER_ID")
+@click.argument("timer_id", metavar="TIMER_ID", shell_complete=complete_timers)
 @output.agent_option
 @output.json_option
 def timer_cancel(timer_id: str, agent_id: str | None, as_json: bool) -> None:

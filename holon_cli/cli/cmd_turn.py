@@ -12,6 +12,15 @@ from holon_cli.cli.params import MODEL
 
 def _print_turn(res: dict[str, Any]) -> None:
     if not res["ran"]:
+        hit = res.get("budget")
+        if hit:
+            resets = f"resets at {hit['resets_at']}" if hit["resets_at"] else "does not reset"
+            click.echo(
+                f"{res['agent_id']}: no turn: budget {hit['budget']} is exhausted "
+                f"({hit['used']:g} of {hit['limit']:g}; {resets}); queued messages wait",
+                err=True,
+            )
+            return
         click.echo(f"{res['agent_id']}: nothing queued", err=True)
         return
     closure = (res.get("closure") or {}).get("outcome", "?")
@@ -23,6 +32,9 @@ def _print_turn(res: dict[str, Any]) -> None:
         ),
         err=True,
     )
+    if res.get("failure_kind") == "operator_aborted":
+        aid = res["agent_id"]
+        click.echo(f"{aid}: aborted by the operator; `holon agent start {aid}` resumes", err=True)
     if res.get("failure_artifact"):
         output.echo(
             f"{res['agent_id']}: failure: {res['failure_artifact'].get('summary')}", err=True
@@ -31,17 +43,25 @@ def _print_turn(res: dict[str, Any]) -> None:
         output.echo(res["final_text"])
 
 
+def _exit_code(status: str | None, failure_kind: str | None) -> int:
+    """0 for a settled turn; 130 for a turn the operator aborted (`holon agent
+    abort`); 5 for a provider failure that ended it."""
+    from holon_cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROVIDER
+
+    if status != "aborted":
+        return EXIT_OK
+    return EXIT_INTERRUPTED if failure_kind == "operator_aborted" else EXIT_PROVIDER
+
+
 def _turn_all(model: str | None, catalog: Any, as_json: bool) -> None:
     """One turn per agent with queued work; each failure names its agent; the
     exit code is the worst per-agent outcome (see ``errors.EXIT_SEVERITY``)."""
-    from holon_cli.errors import EXIT_OK, EXIT_PROVIDER, worst_exit_code
+    from holon_cli.errors import worst_exit_code
     from holon_cli.runtime.turn import AgentFailure, run_turns_all
 
     results = run_turns_all(cli_model=model, catalog=catalog)
     codes = [
-        r.exit_code
-        if isinstance(r, AgentFailure)
-        else (EXIT_PROVIDER if r.status == "aborted" else EXIT_OK)
+        r.exit_code if isinstance(r, AgentFailure) else _exit_code(r.status, r.failure_kind)
         for r in results
     ]
     code = worst_exit_code(codes)
@@ -77,7 +97,8 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
     """Run one turn: take the next queued message and work it to the end.
 
     Nothing queued: exit 0. Another turn running on the agent: exit 75.
-    A provider failure that ends the turn: exit 5.
+    A provider failure that ends the turn: exit 5. A turn the operator
+    aborted (`holon agent abort`): exit 130.
 
     With --all, an agent that cannot run (e.g. a damaged queue) is reported
     by name and skipped; the others run. The exit code is the worst outcome
@@ -90,7 +111,7 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
       */5 * * * * holon tick --all && holon turn --all   # crontab
     """
     output.begin("turn", as_json)
-    from holon_cli.errors import EXIT_PROVIDER, UsageError
+    from holon_cli.errors import UsageError
     from holon_cli.runtime.turn import run_turn
     from holon_cli.tools.catalog import default_catalog
 
@@ -101,7 +122,15 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
         _turn_all(model, catalog, as_json)
         return
     res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
-    if as_json and res["status"] == "aborted":
+    code = _exit_code(res["status"], res.get("failure_kind"))
+    if as_json and res.get("failure_kind") == "operator_aborted":
+        output.emit_json_failure_with_data(
+            "interrupted",
+            "the operator aborted the turn (`holon agent abort`)",
+            f"the agent is paused: `holon agent start {res['agent_id']}` resumes it",
+            res,
+        )
+    elif as_json and res["status"] == "aborted":
         fa = res.get("failure_artifact") or {}
         output.emit_json_failure_with_data(
             "provider_failure",
@@ -113,5 +142,5 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
         output.emit_json(res)
     else:
         _print_turn(res)
-    if res["status"] == "aborted":
-        raise click.exceptions.Exit(EXIT_PROVIDER)
+    if code:
+        raise click.exceptions.Exit(code)

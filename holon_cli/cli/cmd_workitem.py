@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
-from holon_cli.cli.params import DURATION
+from holon_cli.cli.params import DURATION, complete_open_work_items, complete_work_items
 from holon_cli.model.workitem import LIST_FILTERS, PLAN_STATUSES
 
 CTX = {"help_option_names": ["-h", "--help"]}
@@ -119,7 +119,7 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
 
 
 @workitem.command("show")
-@click.argument("work_item_id", metavar="ID")
+@click.argument("work_item_id", metavar="ID", shell_complete=complete_work_items)
 @output.agent_option
 @output.json_option
 def workitem_show(work_item_id: str, agent_id: str | None, as_json: bool) -> None:
@@ -175,7 +175,7 @@ def workitem_show(work_item_id: str, agent_id: str | None, as_json: bool) -> Non
 
 
 @workitem.command("path")
-@click.argument("work_item_id", metavar="ID")
+@click.argument("work_item_id", metavar="ID", shell_complete=complete_work_items)
 @output.agent_option
 @output.json_option
 def workitem_path(work_item_id: str, agent_id: str | None, as_json: bool) -> None:
@@ -277,7 +277,7 @@ def workitem_create(
 
 
 @workitem.command("update")
-@click.argument("work_item_id", metavar="ID")
+@click.argument("work_item_id", metavar="ID", shell_complete=complete_open_work_items)
 @output.agent_option
 @click.option("--objective", metavar="T", help="Refined short objective.")
 @click.option(
@@ -369,7 +369,7 @@ def workitem_update(
 
 
 @workitem.command("pick")
-@click.argument("work_item_id", metavar="ID")
+@click.argument("work_item_id", metavar="ID", shell_complete=complete_open_work_items)
 @output.agent_option
 @click.option(
     "--reason",
@@ -405,7 +405,7 @@ def workitem_pick(
 
 
 @workitem.command("complete")
-@click.argument("work_item_id", metavar="ID")
+@click.argument("work_item_id", metavar="ID", shell_complete=complete_open_work_items)
 @output.agent_option
 @click.option(
     "--report",
@@ -440,7 +440,7 @@ def workitem_complete(
 
 
 @workitem.command("edit")
-@click.argument("work_item_id", metavar="ID")
+@click.argument("work_item_id", metavar="ID", shell_complete=complete_work_items)
 @output.agent_option
 @output.json_option
 def workitem_edit(work_item_id: str, agent_id: str | None, as_json: bool) -> None:

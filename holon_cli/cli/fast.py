@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 # value kinds: "flag" (no value), "text", "int>=1", "workitem_filter",
-# "model" (a model ref with a known provider), "dir" (click.Path(file_okay=False))
+# "model" (a model ref with a known provider), "dir" (click.Path(file_okay=False)),
+# "duration" (params.Duration: 500ms, 90s, 5m, 2h, 1d -> seconds)
 ValueKind = str
 
 JSON = (("--json",), "as_json", "flag")
@@ -72,6 +73,9 @@ SPECS: dict[tuple[str, ...], FastSpec] = {
             (("--work-item",), "work_item_id", "text"),
             (("--correlation-id",), "correlation_id", "text"),
             (("--causation-id",), "causation_id", "text"),
+            (("--idempotency-key",), "idempotency_key", "text"),
+            (("--wait",), "wait", "flag"),
+            (("--timeout",), "timeout", "duration"),
             JSON,
         ),
         "text",
@@ -177,6 +181,13 @@ def _convert(value: str, kind: ValueKind) -> Any:
         try:
             return check_model_text(value)
         except UsageError:
+            return None
+    if kind == "duration":
+        from holon_cli.clock import parse_duration
+
+        try:
+            return parse_duration(value)
+        except ValueError:
             return None
     if kind == "dir":
         # click.Path(file_okay=False): a path that does not exist yet is fine;

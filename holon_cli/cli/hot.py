@@ -10,9 +10,14 @@ scripts, cron lines and watch loops call most; their click declarations
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.cli import output
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
+    from holon_cli.runtime.outcome import Marks, MessageOutcome
+    from holon_cli.store.agent_store import AgentStore
 
 
 def enqueue(
@@ -26,28 +31,35 @@ def enqueue(
     correlation_id: str | None,
     causation_id: str | None,
     as_json: bool,
-) -> None:
-    """``holon enqueue``: admit one message and print its id."""
+    wait: bool = False,
+    timeout: float | None = None,
+    idempotency_key: str | None = None,
+) -> int | None:
+    """``holon enqueue``: admit one message and print its id (with ``--wait``:
+    its outcome once it is settled; returns the exit code)."""
     output.begin("enqueue", as_json)
     from holon_cli.errors import UsageError
     from holon_cli.runtime.enqueue import admit
+
+    if timeout is not None and not wait:
+        raise UsageError("--timeout needs --wait", hint="holon enqueue TEXT --wait --timeout 5m")
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout must be positive", hint="e.g. --timeout 90s")
 
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
             raise UsageError(
                 "no message given", hint="pass TEXT, or `-` to read the message from stdin"
             )
-        # read bytes: decoding is admission's job, with one clear error for
-        # anything that is not UTF-8 (the text stream would surrogate-escape)
-        buf = getattr(sys.stdin, "buffer", None)
-        try:
-            text = buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
-        except UnicodeDecodeError:
-            raise UsageError(
-                "message is not valid UTF-8",
-                hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
-                kind="invalid_utf8",
-            ) from None
+        text = _read_stdin()
+    since: Marks | None = None
+    store: AgentStore | None = None
+    if wait:
+        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.outcome import marks
+
+        store = open_agent(agent_id)
+        since = marks(store)  # nothing about the message can lie before these offsets
     env = admit(
         text,
         agent_id=agent_id,
@@ -58,12 +70,101 @@ def enqueue(
         work_item_id=work_item_id,
         correlation_id=correlation_id,
         causation_id=causation_id,
+        idempotency_key=idempotency_key,
+        store=store,
         ingest_now=True,
     )
+    if store is not None and since is not None:
+        return _wait_and_print(store, env, since, timeout, as_json)
     if as_json:
         output.emit_json(env)
     else:
         output.write_line(env["id"])
+    return None
+
+
+def _wait_and_print(
+    store: AgentStore, env: Envelope, since: Marks, timeout: float | None, as_json: bool
+) -> int | None:
+    """``enqueue --wait``: block until the message is settled, print its
+    outcome; exit 75 (the id on stdout) when ``timeout`` passes first, 130
+    (the id on stdout) on Ctrl-C. The message stays queued either way."""
+    from holon_cli.errors import BusyError, InterruptedError_
+    from holon_cli.runtime.outcome import Marks, wait_for_outcome
+
+    mid = env["id"]
+    if cast(dict[str, Any], env).get("duplicate"):
+        since = Marks()  # the first message with this key: read its ledgers from the start
+    see = f"see it with `holon queue list --agent {store.agent_id}`"
+    try:
+        res = wait_for_outcome(store, mid, since, timeout_s=timeout)
+    except KeyboardInterrupt:
+        if not as_json:
+            output.write_line(mid)
+        raise InterruptedError_(
+            f"stopped waiting; message {mid} stays queued",
+            hint=see,
+            details={"message_id": mid},
+        ) from None
+    if res is None:
+        if not as_json:
+            output.write_line(mid)
+        raise BusyError(
+            f"message {mid} was not settled within {timeout:g} s; it stays queued",
+            hint=f"{see}; `holon turn --agent {store.agent_id}` or a running `holon serve` "
+            "settles it",
+            kind="wait_timeout",
+            details={"message_id": mid},
+        )
+    return _print_outcome(store.agent_id, res, as_json)
+
+
+def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | None:
+    """A settled message: its final text (exit 0); aborted: exit 5 when its
+    turn failed on the provider, else 1."""
+    from holon_cli.errors import EXIT_PROVIDER, EXIT_RUNTIME
+
+    mid = res["message_id"]
+    data = {**res, "agent_id": agent_id}
+    code = None
+    if res["status"] != "processed":
+        brief = res["brief"] or {}
+        code = EXIT_PROVIDER if brief.get("kind") == "failure" else EXIT_RUNTIME
+    if as_json:
+        if code is None:
+            output.emit_json(data)
+        else:
+            output.emit_json_failure_with_data(
+                "message_aborted",
+                f"message {mid} was aborted ({res['reason'] or 'see its brief'})",
+                f"see `holon tail --agent {agent_id}`; requeue it with "
+                f"`holon queue requeue {mid} --agent {agent_id}`",
+                data,
+            )
+        return code
+    text = res["final_text"] or (res["brief"] or {}).get("text") or ""
+    if text:
+        output.echo(text, err=code is not None)
+    if code is not None:
+        output.echo(f"[aborted: {res['reason'] or 'failed'}] {mid}", err=True)
+    return code
+
+
+def _read_stdin(what: str = "message") -> str:
+    """All of stdin as text. Bytes are read and decoded strictly: one clear
+    error (exit 2) for anything that is not UTF-8 (the text stream would
+    surrogate-escape it or fail with a traceback)."""
+    from holon_cli.errors import UsageError
+
+    buf = getattr(sys.stdin, "buffer", None)
+    try:
+        return buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"{what} is not valid UTF-8",
+            hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
+            kind="invalid_utf8",
+        ) from None
 
 
 def status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
@@ -96,6 +197,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         ("pending", s["pending"]),
         ("in flight", s["in_flight"]),
         ("processed", s["processed"]),
+        ("aborted", _aborted_line(s)),
         ("work item", s["current_work_item_id"] or "-"),
         ("last wake", s["last_wake_reason"] or "-"),
         (
@@ -114,6 +216,9 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
             rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
     if "work_items" in s:
         rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
+    for name, use in (s.get("budget") or {}).items():
+        resets = f"resets {use['resets_at']}" if use["resets_at"] else "does not reset"
+        rows.append((f"budget {name}", f"{use['used']:g} of {use['limit']:g} ({resets})"))
     if s.get("active_tasks"):
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
@@ -148,7 +253,7 @@ def _workspace_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def _attention_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
     """What `holon status` flags for the operator: skills, the trigger, a
-    broken config.yaml, the last failed turn, aborted messages."""
+    broken config.yaml, the last failed turn (aborted messages: `_aborted_line`)."""
     rows: list[tuple[str, Any]] = []
     if s.get("skills"):
         rows.append(("skills", ", ".join(f"{k['skill']} ({k['state']})" for k in s["skills"])))
@@ -165,20 +270,18 @@ def _attention_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
         rows.append(
             ("last failure", f"{fail.get('at')} turn {fail.get('turn_id')}: {fail.get('summary')}")
         )
-    if s.get("aborted_messages"):
-        shown = ", ".join(
-            f"{m['message_id']} ({m.get('reason') or 'no reason recorded'})"
-            for m in s["aborted_messages"]
-        )
-        rows.append(("aborted", f"{s['aborted']} message(s): {shown}"))
-        rows.append(
-            (
-                "",
-                "`holon queue list --status aborted` lists them; "
-                "`holon queue requeue ID` runs one again",
-            )
-        )
     return rows
+
+
+def _aborted_line(s: dict[str, Any]) -> str:
+    """``3 (msg_a: max_attempts_exceeded, ...); holon queue requeue ID``."""
+    ab = s.get("aborted_messages") or []
+    if not ab:
+        return str(s.get("aborted", 0))
+    newest = ", ".join(f"{a['message_id']}: {a['reason']}" for a in ab[-3:])
+    more = f" and {len(ab) - 3} more" if len(ab) > 3 else ""
+    again = "`holon queue requeue ID` runs one again"
+    return f"{s.get('aborted', len(ab))} (newest: {newest}{more}; {again})"
 
 
 def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json: bool) -> None:
@@ -242,10 +345,13 @@ def run(
 
         check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
     if text == "-":
-        try:
-            text = sys.stdin.read()
-        except UnicodeDecodeError:
-            raise UsageError("stdin is not valid UTF-8 text") from None
+        text = _read_stdin("stdin")
+        if "\x00" in text:
+            raise UsageError(
+                "stdin holds binary data (NUL bytes), not text",
+                hint="pipe UTF-8 text to `holon run -`; for a binary file, pass its path in TEXT",
+                kind="invalid_utf8",
+            )
     data = run_once(
         text,
         agent_id=agent_id,

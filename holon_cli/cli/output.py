@@ -276,11 +276,14 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def agent_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     import click
 
+    from holon_cli.cli.params import complete_agents
+
     return click.option(
         "--agent",
         "-a",
         "agent_id",
         metavar="ID",
         default=None,
+        shell_complete=complete_agents,
         help="Agent id (default: $HOLON_AGENT_ID or 'main').",
     )(fn)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.continuation import ContinuationRecord
-    from holon_cli.model.turn import ClosureDecision
+    from holon_cli.model.turn import ClosureDecision, NoProgressStreak
     from holon_cli.model.workitem import ContinuationHold
     from holon_cli.model.workspace import ProjectionKind, WorktreeSession
 
@@ -77,12 +77,16 @@ if TYPE_CHECKING:
         # written once a turn or a skill needs them
         current_run_pid: NotRequired[int | None]
         active_skills: NotRequired[list[dict[str, Any]]]
-        # the last failed turn: at, turn_id, summary, category, failure_kind
+        # the last failed turn (not an operator's abort): occurred_at (= at),
+        # turn_id, summary, category, failure_kind, phase, detail_hint;
+        # `holon status` and `holon daemon status` read it
         last_failure: NotRequired[dict[str, Any] | None]
         # set by the work plane after a context_length_exceeded turn
         work_continuation_hold: NotRequired[ContinuationHold | None]
         # what the runtime did with the last dequeued message (waiting.continuation)
         last_continuation: NotRequired[ContinuationRecord]
+        # the no-progress guard's streak (runtime/guard.py)
+        no_progress: NotRequired[NoProgressStreak | None]
         # the active workspace entry beyond its anchor (runtime/workspace);
         # absent in older records: the anchor is then the execution root
         execution_root: NotRequired[str | None]

@@ -49,6 +49,7 @@ EventKind = Literal[
     "skill_activated",
     "turn_round_limit_reached",
     "turn_interrupted",
+    "turn_abort_requested",
     "turn_terminal",
     "runtime_error",
     "brief_recorded",
@@ -210,6 +211,7 @@ class TurnTerminalData(TypedDict):
     model_rounds: int
     token_usage: dict[str, int]
     failure_kind: str | None
+    reason: NotRequired[str]  # ``operator_aborted`` for an operator's abort
 
 
 class MessageInterjectedData(TypedDict):
@@ -230,6 +232,14 @@ class SkillActivatedData(TypedDict):
 
 # ``from``/``to`` are Python keywords: the functional form keeps the JSON names
 AgentStateChangedData = TypedDict("AgentStateChangedData", {"from": str, "to": str, "reason": str})
+
+
+class TurnAbortRequestedData(TypedDict):
+    """``holon agent abort``: the run asked to stop (the turn settles it)."""
+
+    run_id: str
+
+
 AgentStateRepairedData = TypedDict(
     "AgentStateRepairedData",
     {"stale_run_id": str | None, "from": str, "to": str, "settled_turn_recorded": bool},
@@ -262,6 +272,7 @@ class MessageAdmittedData(TypedDict):
     queue_seq: int
     kind: str | None
     created_at: str | None
+    text_preview: str  # the body's first 280 characters (operator consoles show it)
 
 
 class InboxMessageCorrectedData(TypedDict):

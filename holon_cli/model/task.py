@@ -309,6 +309,17 @@ def is_terminal(status: str | None) -> bool:
     return status in TERMINAL
 
 
+def never_started(snap: TaskSnapshot | TaskRecord) -> bool:
+    """A task that failed before its command ran (no exit status, no signal):
+    not one that ran and exited non-zero, which is also ``failed``."""
+    return (
+        snap.get("status") == "failed"
+        and snap.get("exit_status") is None
+        and snap.get("signal") is None
+        and bool(snap.get("error"))
+    )
+
+
 def merge_status(current: TaskStatus | None, new: TaskStatus) -> TaskStatus:
     """A terminal status wins over anything later that is not terminal."""
     if current is not None and is_terminal(current) and not is_terminal(new):

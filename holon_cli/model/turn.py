@@ -13,6 +13,7 @@ WaitingReason = Literal[
     "awaiting_external_change",
     "awaiting_task_result",
     "awaiting_timer",
+    "budget_exhausted",
 ]
 RuntimePosture = Literal["awake", "asleep"]
 
@@ -91,6 +92,29 @@ class BriefPlan(TypedDict):
     text: str
     visibility: Literal["action_required", "work_done", "turn_result"]
     work_item_id: str | None
+    title: NotRequired[str]
+
+
+class TurnProgress(TypedDict):
+    """What a turn did, for the no-progress guard (``runtime/guard.py``)."""
+
+    turn_id: str
+    activation: str | None  # the work-queue activation it answered (its tick reason)
+    work_item_id: str | None
+    tool_calls: int
+    work_item_changed: bool
+    operator_input: bool
+    budget_stopped: bool
+
+
+class NoProgressStreak(TypedDict):
+    """``state.no_progress``: consecutive turns of one activation without progress."""
+
+    activation: str
+    turns: int
+    work_item_id: str | None
+    since: str
+    last_turn_id: str
 
 
 class TurnSettlement(TypedDict):
@@ -107,6 +131,14 @@ class TurnSettlement(TypedDict):
     failure_kind: str | None
     sleep: SleepRequestDict | None
     turn_skills: dict[str, dict[str, Any]]
+    # the no-progress streak this turn leaves on the agent, and the guard's
+    # brief when this turn trips it (absent in settlements of earlier builds)
+    no_progress: NotRequired[NoProgressStreak | None]
+    notice: NotRequired[BriefPlan | None]
+    budget: NotRequired[dict[str, Any] | None]  # a BudgetHit: the budget that stopped it
+    # why an aborted turn ended, when it was not a provider failure
+    # (``operator_aborted``: ``holon agent abort``)
+    reason: NotRequired[str]
     # filled when the terminal records are written
     duration_ms: NotRequired[int]
     completed_at: NotRequired[str]

@@ -315,8 +315,13 @@ def call_with_fallback(
     resolve: Callable[[str], Transport] | None = None,
     config: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    before_attempt: Callable[[str], None] | None = None,
 ) -> ChainResult:
-    """One provider round over ``candidates`` (primary first). Raises :class:`ChainFailure`."""
+    """One provider round over ``candidates`` (primary first). Raises :class:`ChainFailure`.
+
+    ``before_attempt(model_ref)`` runs before every request is sent (retries
+    and fallbacks included); whatever it raises ends the round unsent (the
+    turn's budget check)."""
     if not candidates:
         from holon_cli.providers.registry import NO_MODEL_HINT
 
@@ -372,6 +377,8 @@ def call_with_fallback(
             continue
         provider = getattr(transport, "provider", provider) or provider
         for attempt in range(1, max_attempts + 1):
+            if before_attempt is not None:
+                before_attempt(ref)
             t0 = clock()
             started_at = holon_clock.now_iso()
             try:

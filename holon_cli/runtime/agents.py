@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from holon_cli.model.events import (
         AgentCreatedData,
         AgentModelChangedData,
-        AgentStateChangedData,
     )
     from holon_cli.runtime.templates import SkillSource
 
@@ -188,8 +187,9 @@ def _record_missing(layout: AgentLayout) -> CorruptStateError:
     return CorruptStateError(
         f"agent {layout.agent_id!r}: the folder {layout.home} exists but its record "
         f"{layout.agent_file} is missing (deleted?)",
-        hint=f"restore {layout.agent_file} from a backup; or move {layout.home} aside "
-        f"and run `holon agent create {layout.agent_id}` again",
+        hint="run `holon home check --repair`: it rebuilds the record from the copy kept "
+        "before its last change or from the agent's ledgers (nothing is lost); "
+        f"or move {layout.home} aside and run `holon agent create {layout.agent_id}` again",
         details={"path": str(layout.agent_file)},
     )
 
@@ -340,11 +340,19 @@ class AgentListEntry(NamedTuple):
     agent_id: str
     kind: str
     visibility: str
-    status: str
+    status: str  # "damaged": the record cannot be read (see ``problem``)
     agent_home: str
+    problem: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self._asdict())
+        d = dict(self._asdict())
+        if d["problem"] is None:
+            del d["problem"]  # the contract's shape for a sound agent
+        return d
+
+
+def _damaged_entry(name: str, home: str, exc: CorruptStateError) -> AgentListEntry:
+    return AgentListEntry(name, "?", "?", "damaged", home, exc.message)
 
 
 def agent_ids() -> list[str]:
@@ -369,8 +377,16 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
         if name.startswith(".") or not (home.agents_dir / name).is_dir():
             continue  # staging folders of a crashed creation, stray files
         layout = home.agent(name)
-        snap = read_snapshot(layout.agent_file)
+        try:
+            snap = read_snapshot(layout.agent_file)
+        except CorruptStateError as exc:
+            # one damaged record must not hide the other agents: list it, marked
+            out.append(_damaged_entry(name, str(layout.home), exc))
+            continue
         if snap is None:
+            if layout.ledger_dir.is_dir() and any(layout.ledger_dir.glob("*.jsonl")):
+                why = CorruptStateError(f"{layout.agent_file}: the agent record is missing")
+                out.append(_damaged_entry(name, str(layout.home), why))
             continue
         rec = cast("AgentRecord", snap)
         ident = rec["identity"]
@@ -384,31 +400,31 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
     return out
 
 
+def _lifecycle_target(action: str, prev: AgentStatus) -> AgentStatus:
+    """``stop`` holds everything; ``pause`` holds a live agent (a stopped one
+    stays stopped); ``start`` releases either hold and nothing else."""
+    if action == "stop":
+        return "stopped"
+    if action == "pause":
+        return prev if prev == "stopped" else "paused"
+    return "awake_idle" if prev in ("stopped", "paused") else prev
+
+
 def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
-    """``stop`` or ``start`` an agent. Returns ``{agent_id, previous, status, changed}``."""
+    """``stop``, ``pause`` or ``start`` an agent. Returns ``{agent_id,
+    previous, status, changed}``. A pause lets a running turn finish; a paused
+    agent still accepts messages, which wait until ``start``."""
+    assert action in ("stop", "pause", "start")
     store = open_agent(agent_id)
     out: dict[str, Any] = {}
 
     def mutate(state: AgentState) -> None:
         prev = state["status"]
-        new: AgentStatus = (
-            "stopped"
-            if action == "stop"
-            else ("awake_idle" if prev in ("stopped", "paused") else prev)
-        )
+        new = _lifecycle_target(action, prev)
         out.update(previous=prev, status=new, changed=new != prev)
-        if new != prev:
-            state["status"] = new
-            state["status_changed_at"] = clock.now_iso()
+        state["status"] = new
 
-    store.update_state(mutate)
-    if out["changed"]:
-        changed: AgentStateChangedData = {
-            "from": out["previous"],
-            "to": out["status"],
-            "reason": f"operator_{action}",
-        }
-        store.emit("agent_state_changed", changed)
+    store.update_state(mutate, reason=f"operator_{action}")
     out["agent_id"] = store.agent_id
     out["lifecycle_hint"] = lifecycle_hint(out["status"])
     return out
@@ -438,3 +454,21 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
         "previous_override": out["previous"],
         "model": model_state(store.read_record()["state"]),
     }
+
+
+def last_runtime_failure() -> dict[str, Any] | None:
+    """The newest runtime-turn failure persisted on any agent (``state.
+    last_failure``, written when a turn ends in a failure): what ``holon
+    daemon status`` reports, also after a restart of the daemon."""
+    newest: dict[str, Any] | None = None
+    for aid in agent_ids():
+        try:
+            snap = read_snapshot(HomeLayout.current().agent(aid).agent_file)
+        except HolonError:
+            continue  # a damaged agent: `holon home check` reports it
+        lf = ((snap or {}).get("state") or {}).get("last_failure")
+        if isinstance(lf, dict) and str(lf.get("occurred_at", "")) > str(
+            (newest or {}).get("occurred_at", "")
+        ):
+            newest = lf
+    return newest

@@ -109,6 +109,7 @@ def admit(
     source_refs: dict[str, str] | None = None,
     store: AgentStore | None = None,
     ingest_now: bool = False,
+    idempotency_key: str | None = None,
 ) -> Envelope:
     """Validate, normalize and durably deliver one message. Returns the envelope.
 
@@ -135,6 +136,11 @@ def admit(
     ):
         if value is not None:
             check_utf8(value, what)
+    if idempotency_key is not None:
+        from holon_cli.runtime.idempotency import check_key
+
+        check_key(check_utf8(idempotency_key, "--idempotency-key"))
+        metadata = {**(metadata or {}), "idempotency_key": idempotency_key}
     if kind is not None:
         check_kind(kind)
     check_priority(priority)
@@ -177,9 +183,28 @@ def admit(
         from holon_cli.runtime.workitems import require_work_item
 
         require_work_item(store, work_item_id)
-    store.inbox.deliver(message_id, cast(dict[str, Any], env))
+    if idempotency_key is None:
+        store.inbox.deliver(message_id, cast(dict[str, Any], env))
+    else:
+        first = _deliver_once(store, idempotency_key, env)
+        if first is not None:
+            return first
     if ingest_now:
         from holon_cli.runtime.queue import try_ingest
 
         try_ingest(store)
     return env
+
+
+def _deliver_once(store: AgentStore, key: str, env: Envelope) -> Envelope | None:
+    """Deliver ``env`` unless ``key`` was admitted in the last 24 h; then
+    return that first envelope (marked ``duplicate``) instead."""
+    from holon_cli.runtime import idempotency as idem
+
+    with idem.keyed(store):
+        first = idem.lookup(store, key)
+        if first is not None:
+            return cast(Envelope, {**first, "duplicate": True})
+        idem.record(store, key, env["id"])  # before the delivery: see the module's protocol
+        store.inbox.deliver(env["id"], cast(dict[str, Any], env))
+    return None

@@ -36,14 +36,19 @@ def config_problems(home: HomeLayout) -> list[Problem]:
     from holon_cli.store.config import load_config
 
     try:
-        load_config(home)
+        cfg = load_config(home)
     except ConfigError as exc:
         key = exc.details.get("key")
         msg = exc.message.removeprefix(f"{home.config}: ")
         if exc.hint:
             msg += f" ({exc.hint})"
         return [Problem(str(home.config), None, msg if key is None else msg)]
-    return []
+    from holon_cli.runtime.budgets import config_errors
+
+    return [
+        Problem(str(home.config), None, f"{e.message} ({e.hint})" if e.hint else e.message)
+        for e in config_errors(cfg)
+    ]
 
 
 def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
@@ -129,3 +134,227 @@ def human_bytes(n: int) -> str:
 
 def outputs_path(layout: AgentLayout) -> Path:
     return layout.runtime / "outputs"
+
+
+def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """``event_seq`` must increase along ``events.jsonl`` and stay below its
+    high-water mark (``events.seq``). A file whose last number is below the
+    mark was cut or replaced (the lost numbers are never reused: the next
+    event continues above the mark); a jump inside the file is what such a
+    cut left behind (a note: nothing to repair, the events are gone)."""
+    from holon_cli.store.ledger import Ledger, read_mark
+
+    path = layout.ledger_path("events")
+    led = Ledger(path, layout.ledger_lock("events"), seq_key="event_seq")
+    problems: list[Problem] = []
+    notes: list[dict[str, Any]] = []
+    prev = 0
+    try:
+        for line, _, rec in led.scan(0):
+            seq = rec.get("event_seq")
+            if not isinstance(seq, int) or seq <= prev:
+                problems.append(
+                    Problem(
+                        str(path), line, f"event_seq {seq!r} does not increase (previous {prev})"
+                    )
+                )
+                return problems, notes
+            if seq > prev + 1:
+                notes.append(
+                    {
+                        "path": f"{path}:{line}",
+                        "message": f"event_seq jumps from {prev} to {seq}: events "
+                        f"{prev + 1}-{seq - 1} were lost from the file (a cut or an older copy); "
+                        "their numbers are not reused",
+                    }
+                )
+            prev = seq
+    except Exception:  # noqa: BLE001 - the line check reports the damage itself
+        return problems, notes
+    got = read_mark(led.mark_path)
+    mark = got.get("high_water") if isinstance(got, dict) else None
+    if mark is not None and mark > prev:
+        problems.append(
+            Problem(
+                str(path),
+                None,
+                f"events.jsonl ends at event_seq {prev} but events up to {mark} were written "
+                f"({led.mark_path.name}): the file was cut or replaced by an older copy and "
+                f"events {prev + 1}-{mark} are lost; the next event is numbered {mark + 1} "
+                "(numbers are never reused). Restore the file from a backup if you have one; "
+                "`holon home check --repair` accepts the loss",
+            )
+        )
+    return problems, notes
+
+
+def ledger_mark_findings(led: Any) -> list[Problem]:
+    """A ledger shorter than its mark (``<name>.mark``: the size after the
+    last append) was emptied, cut (mid-line included) or replaced by an older
+    copy: what was in the lost bytes is gone from the file. A damaged mark is
+    a problem too (``--repair`` rewrites it from the ledger)."""
+    from holon_cli.store.ledger import read_mark
+
+    got = read_mark(led.mark_path)
+    if got is None:
+        return []
+    if isinstance(got, str):
+        return [
+            Problem(
+                str(led.mark_path),
+                None,
+                f"the ledger's mark is damaged ({got}); "
+                "`holon home check --repair` rewrites it from the ledger",
+            )
+        ]
+    have = led.complete_size()
+    if have >= got["size"]:
+        return []
+    what = "emptied" if have == 0 else "cut or replaced by an older copy"
+    return [
+        Problem(
+            str(led.path),
+            None,
+            f"the ledger was {what}: it holds {have} bytes of complete records but "
+            f"{got['size']} were written ({led.mark_path.name}); "
+            "restore it from a backup if you have one, else `holon home check --repair` "
+            "rebuilds what a snapshot still holds and accepts the rest of the loss",
+        )
+    ]
+
+
+# snapshots of an agent's state/ folder that home check reads (agent.json,
+# queue.json and template.json are read by the caller)
+STATE_SNAPSHOTS = ("timers.json", "trigger.json", "work_items.json")
+
+
+def _fold(led: Any, upto: int | None = None) -> list[dict[str, Any]]:
+    out = []
+    for _, end, rec in led.scan(0):
+        if upto is not None and end > upto:
+            break
+        out.append(rec)
+    return out
+
+
+def _disagrees(path: Path, why: str) -> Problem:
+    return Problem(
+        str(path),
+        None,
+        f"disagrees with its ledger: {why}; `holon home check --repair` rebuilds it "
+        "from the ledger",
+    )
+
+
+def snapshot_ledger_findings(layout: AgentLayout) -> list[Problem]:
+    """A snapshot that is a fold of a ledger must say what the ledger says up
+    to the offset it records (timers.json, work_items.json) or match the
+    ledger's last record (trigger.json). Unreadable snapshots or ledgers are
+    reported by their own checks; this one then stays quiet."""
+    from holon_cli.store.fsio import read_snapshot
+    from holon_cli.store.ledger import Ledger
+    from holon_cli.store.records import ledger_validator
+
+    def led(name: str) -> Ledger:
+        return Ledger(
+            layout.ledger_path(name), layout.ledger_lock(name), validate=ledger_validator(name)
+        )
+
+    out: list[Problem] = []
+    state = layout.state_dir
+    try:
+        snap = read_snapshot(state / "timers.json")
+        if snap is not None:
+            timers = led("timers")
+            if snap["offset"] > timers.size():
+                out.append(
+                    _disagrees(
+                        state / "timers.json",
+                        "it reflects more of timers.jsonl "
+                        f"({snap['offset']} bytes) than the file holds ({timers.size()})",
+                    )
+                )
+            else:
+                folded = {r["timer"]["id"]: r["timer"] for r in _fold(timers, snap["offset"])}
+                mine = {t["id"]: t for t in snap["timers"]}
+                if folded != mine:
+                    diff = sorted(set(folded) ^ set(mine)) or sorted(
+                        k for k in mine if mine[k] != folded.get(k)
+                    )
+                    out.append(_disagrees(state / "timers.json", f"timer(s) {', '.join(diff[:3])}"))
+    except Exception:  # noqa: BLE001 - reported by the file's own check
+        pass
+    try:
+        snap = read_snapshot(state / "work_items.json")
+        if snap is not None:
+            items = led("work_items")
+            if snap["offset"] > items.size():
+                out.append(
+                    _disagrees(
+                        state / "work_items.json",
+                        "it reflects more of "
+                        f"work_items.jsonl ({snap['offset']} bytes) than the file "
+                        f"holds ({items.size()})",
+                    )
+                )
+            else:
+                folded_items = {r["id"]: r for r in _fold(items, snap["offset"])}
+                states = {k: v.get("state") for k, v in snap["items"].items()}
+                if states != {k: v.get("state") for k, v in folded_items.items()}:
+                    out.append(
+                        _disagrees(
+                            state / "work_items.json",
+                            "its work items or their states differ from work_items.jsonl",
+                        )
+                    )
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        snap = read_snapshot(state / "trigger.json")
+        last = led("triggers").last()
+        if snap is not None and last is not None and isinstance(last.get("trigger"), dict):
+            keys = ("external_trigger_id", "status", "token_sha256", "token_generation")
+            if any(snap.get(k) != last["trigger"].get(k) for k in keys):
+                out.append(
+                    _disagrees(
+                        state / "trigger.json",
+                        "its capability differs from the last record of triggers.jsonl",
+                    )
+                )
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def task_problems(layout: AgentLayout) -> list[Problem]:
+    """Each command task's ``task.json`` (a damaged one made its task vanish
+    from ``task list`` without a word)."""
+    import json
+
+    from holon_cli.store.records import task_ledger_record
+
+    out: list[Problem] = []
+    try:
+        dirs = sorted(p for p in layout.tasks_dir.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for d in dirs:
+        path = d / "task.json"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            continue  # a launch in progress (or one that never got this far)
+        except OSError as exc:
+            out.append(Problem(str(path), None, f"cannot be read ({exc.strerror or exc})"))
+            continue
+        try:
+            rec = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            out.append(Problem(str(path), None, f"not valid JSON ({exc.__class__.__name__})"))
+            continue
+        reason = (
+            task_ledger_record(rec) if isinstance(rec, dict) else "task record is not an object"
+        )
+        if reason:
+            out.append(Problem(str(path), None, reason))
+    return out

@@ -48,6 +48,10 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "agent_id": store.agent_id,
         "status": state["status"],
         "stale_run": stale_run,
+        # the running turn (the run `holon agent abort --run-id` names), or null
+        "current_run_id": state.get("current_run_id")
+        if pid_alive(state.get("current_run_pid"))
+        else None,
         "lifecycle_hint": hint,
         "identity": {
             "kind": ident["kind"],
@@ -60,6 +64,10 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "pending": q.pending_count(store, st),
         "in_flight": len(st.in_flight()),
         "processed": st.processed,
+        "aborted": st.aborted,
+        # the newest aborted messages and why (max_attempts_exceeded, body_missing,
+        # ...): `holon queue requeue ID` runs one again
+        "aborted_messages": list(st.recent_aborted),
         "current_work_item_id": state.get("current_work_item_id"),
         "last_wake_reason": state.get("last_wake_reason"),
         "sleeping_until": state.get("sleeping_until"),
@@ -81,11 +89,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "skills": _skills(state),
         "external_trigger": _trigger_status(store),
     }
-    # what needs an operator: aborted messages (newest first, with why), the
-    # last failed turn, a config.yaml that does not load
-    summary["aborted"], summary["aborted_messages"] = (
-        _aborted_messages(store) if st.aborted else (0, [])
-    )
+    # what needs an operator: the last failed turn, a config.yaml that does not load
     summary |= {
         "last_failure": state.get("last_failure"),
         "config_error": _config_error(),
@@ -98,6 +102,15 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.tasks.control import active_tasks
 
     summary["active_tasks"] = active_tasks(store)
+    from holon_cli.errors import ConfigError
+    from holon_cli.runtime.budgets import status as budget_status
+    from holon_cli.store.config import load_config
+
+    try:
+        summary["budget"] = budget_status(store, load_config())
+    except ConfigError as exc:  # status still answers; turn and home check name the key
+        summary["budget"] = {}
+        summary["budget_error"] = exc.message
     return summary
 
 
@@ -112,19 +125,6 @@ def _skills(state: AgentState) -> list[dict[str, Any]]:
         }
         for a in state.get("active_skills") or []
     ]
-
-
-ABORTED_SHOWN = 5
-
-
-def _aborted_messages(store: AgentStore) -> tuple[int, list[dict[str, Any]]]:
-    """How many messages are aborted now (a requeued one is not) and the
-    newest few: id, kind, origin, when and why. A scan of the queue ledger,
-    paid only by an agent that has aborted a message."""
-    rows = q.list_messages(store, status="aborted")
-    rows.sort(key=lambda r: str(r.get("settled_at") or ""), reverse=True)
-    keys = ("message_id", "kind", "origin", "settled_at", "reason")
-    return len(rows), [{k: r.get(k) for k in keys} for r in rows[:ABORTED_SHOWN]]
 
 
 def _config_error() -> str | None:
@@ -207,19 +207,9 @@ def _tail_events(
     led = store.events
     if since is None:
         return led.tail(limit) if limit is not None else led.records()
-    out: list[dict[str, Any]] = []
-    # event_seq is dense and strictly increasing from 1, so a tail window of
-    # (last - since) records covers everything after ``since`` without a full scan
-    last = led.last()
-    if last is None or last["event_seq"] <= since:
-        return []
-    want = int(last["event_seq"]) - since
-    for rec in led.tail(want):
-        if rec["event_seq"] > since:
-            out.append(rec)
-    if limit is not None:
-        out = out[:limit]
-    return out
+    # one read of one snapshot of the file: an event appended meanwhile is
+    # either in it or left for the next call, never skipped (issue 31 item 21)
+    return led.records_after("event_seq", since, limit)[0]
 
 
 def follow_events(
@@ -234,18 +224,10 @@ def follow_events(
     Runs until the consumer stops iterating or, when idle, ``stop()`` returns
     true (the CLI uses it to notice that its reader went away)."""
     led = store.events
-    # event_seq is dense from 1, so the events after ``since`` are the last
-    # (last_seq - since) records: read that window from the end instead of
-    # scanning the whole history; fall back to a scan if a gap shows up
-    last = led.last()
-    want = max(0, int(last["event_seq"]) - since) if last else 0
-    window, offset = led.tail_with_offset(want + 1) if last else ([], 0)
-    if window and window[0]["event_seq"] > since + 1:
-        window, offset = led.read_from(0)
+    window, offset = led.records_after("event_seq", since)
     for rec in window:
-        if rec["event_seq"] > since:
-            yield rec
-            since = rec["event_seq"]
+        yield rec
+        since = rec["event_seq"]
     while True:
         recs, new_off = led.read_from(offset)
         if new_off < offset:  # file replaced: start over by seq
@@ -313,7 +295,8 @@ def home_check() -> dict[str, Any]:
     for name in names:
         layout = home.agent(name)
         checked["agents"] += 1
-        for snap in (layout.agent_file, layout.queue_file, layout.template_file):
+        extra = tuple(layout.state_dir / n for n in hc.STATE_SNAPSHOTS)
+        for snap in (layout.agent_file, layout.queue_file, layout.template_file, *extra):
             try:
                 obj = read_snapshot(
                     snap,
@@ -335,9 +318,13 @@ def home_check() -> dict[str, Any]:
                 validate=ledger_validator(lname),
             )
             if not led.path.exists():
+                if led.mark_path.exists():  # deleted: the mark says it held records
+                    problems.extend(hc.ledger_mark_findings(led))
                 continue
             checked["ledgers"] += 1
             found = led.check()
+            if not found:  # a damaged line changes the size too: that is not a cut
+                found = hc.ledger_mark_findings(led)
             problems.extend(found)
             if led.has_torn_tail():
                 notes.append(
@@ -354,10 +341,13 @@ def home_check() -> dict[str, Any]:
         from holon_cli.runtime.tasks.plane import outputs_usage
 
         checked["output_bytes"] = checked.get("output_bytes", 0) + outputs_usage(AgentStore(layout))
-        if lname_seq_problem := _event_seq_problem(layout.ledger_path("events")):
-            problems.append(lname_seq_problem)
+        seq_problems, seq_notes = hc.event_seq_findings(layout)
+        problems.extend(seq_problems)
+        notes.extend(seq_notes)
         if qp := _queue_offset_problem(layout):
             problems.append(qp)
+        problems.extend(hc.snapshot_ledger_findings(layout))
+        problems.extend(hc.task_problems(layout))
         qdir = layout.inbox_dir / "quarantine"
         if qdir.is_dir():
             bad = [p for p in qdir.iterdir() if not p.name.endswith(".reason")]
@@ -416,19 +406,3 @@ def _queue_offset_problem(layout: Any) -> Problem | None:
         f"it was truncated or replaced; {n} unfinished message(s) are kept from the snapshot and "
         "the inbox and written back by the next `holon tick` or `holon turn`",
     )
-
-
-def _event_seq_problem(path: Any) -> Problem | None:
-    led = Ledger(path, path.with_suffix(".lock"))
-    prev = 0
-    try:
-        for line, _, rec in led.scan(0):
-            seq = rec.get("event_seq")
-            if not isinstance(seq, int) or seq <= prev:
-                return Problem(
-                    str(path), line, f"event_seq {seq!r} does not increase (previous {prev})"
-                )
-            prev = seq
-    except Exception:  # noqa: BLE001 - already reported by the line check
-        return None
-    return None

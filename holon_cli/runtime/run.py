@@ -69,6 +69,14 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
     return stop_unsettled(store)
 
 
+def _unfinished(store: AgentStore) -> int:
+    """Messages queued or in flight (the inbox's included) before the run's own."""
+    from holon_cli.runtime import queue as q
+
+    st = q.load(store)
+    return q.pending_count(store, st) + len(st.in_flight())
+
+
 def _durable_if_kept(fn: Callable[P, R]) -> Callable[P, R]:
     """A temporary agent made for the run is written without fsyncs
     (``create_agent(unsynced=True)``); whatever is left of it when the run
@@ -147,14 +155,23 @@ def run_once(
             raise
     _preflight(store, model, remove=temporary)
     started_at = clock.now_iso()
+    from holon_cli.runtime import queue as q
+    from holon_cli.runtime.outcome import OutcomeReader, marks
+
+    # a named agent may hold older messages: they are turned first (queue
+    # order), and the run reports from the turn that settles its own message
+    older = 0 if temporary else _unfinished(store) + max_turns  # a bound, never reached
+    older_turns = 0
+    since = marks(store)
     env = admit(text, store=store, delivery_surface="run_once")
+    own = OutcomeReader(store, env["id"], since)
     turns: list[turn_mod.TurnResult] = []
     kw: dict[str, Any] = {"cli_model": model, "catalog": catalog}
     if sleep is not None:
         kw["sleep"] = sleep
     final_status = "max_turns_exceeded"
     last: turn_mod.TurnResult | None = None
-    from holon_cli.runtime import queue as q
+    settled = temporary  # a fresh agent's first turn is the run's message
     from holon_cli.runtime.tasks.recovery import wait_for_task_result
 
     def task_result_arrived() -> bool:
@@ -164,6 +181,16 @@ def run_once(
     try:
         while len(turns) < max_turns:
             res = turn_mod.run_turn(store=store, **kw)
+            if not res.ran and res.budget is not None:
+                final_status = "waiting"  # a spent budget holds the agent: the message waits
+                break
+            if res.ran and not settled:
+                settled = own.poll() is not None
+                if not settled:
+                    older_turns += 1  # an older message's turn: not this run's
+                    if older_turns > older:  # more than were queued: something is stuck
+                        break
+                    continue
             if not res.ran:
                 if task_result_arrived():
                     continue
@@ -224,6 +251,7 @@ def run_once(
         "agent_home": str(store.layout.home),
         "message_id": env["id"],
         "turns": len(turns),
+        "older_turns": older_turns,
         "model_rounds": sum(t.model_rounds for t in turns),
         "token_usage": usage,
         "provider_attempt_timeline": timeline,

@@ -58,13 +58,14 @@ def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str,
     """Admit the runtime-owned system tick for a work signal (continue the current
     item, review a triggered blocked item, or pick a queued one), unless the same
     signal is already queued."""
+    from holon_cli.runtime.guard import activation_key
+
     wid = signal.get("work_item_id")
-    mode = signal.get("reactivation_mode") or "continue_active"
     text = "Runtime continuation: " + (
         signal.get("text")
         or (f"continue the current work item {wid}." if wid else "review the work queue.")
     )
-    reason = f"{mode}:{signal.get('fingerprint') or wid}"
+    reason = activation_key(signal)
     with store.lock():
         st = q.load(store)
         q.ingest(store, st)
@@ -91,6 +92,29 @@ def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
         return repair_stale_run(store)
     finally:
         lock.release()
+
+
+def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
+    """Why the work signal is not queued: the no-progress guard holds this
+    activation, or a budget that already stopped a turn is still spent."""
+    from holon_cli.runtime import budgets
+    from holon_cli.runtime.guard import GUARD_TURNS, activation_key, holds
+
+    if holds(store.read_record()["state"], activation_key(signal)):
+        return (
+            f"no-progress guard: the last {GUARD_TURNS} turns for this activation made no "
+            "tool call and changed no work item; a message to the agent lifts it"
+        )
+    from holon_cli.store.config import load_config
+
+    cfg = load_config()
+    if not budgets.configured(cfg):
+        return None
+    hit = budgets.exhausted(store, cfg, signal.get("work_item_id"))
+    if hit is None:
+        return None
+    resets = f"it resets at {hit['resets_at']}" if hit["resets_at"] else "it does not reset"
+    return f"budget {hit['budget']} is exhausted ({hit['used']:g} of {hit['limit']:g}); {resets}"
 
 
 def tick_agent(store: AgentStore) -> dict[str, Any]:
@@ -138,9 +162,11 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
     # idle activation: only when nothing else is queued, and never for an
     # agent resting after an open-ended Sleep (only a real wake ends that)
     asleep = store.read_record()["state"]["status"] == "asleep"
+    held: str | None = None
     if not asleep and q.pending_count(store) == 0:
         signal = wi.activation_signal(store)
-        if signal:
+        held = _activation_held(store, signal) if signal else None
+        if signal and held is None:
             msg = enqueue_continuation(store, signal)
             if msg:
                 actions.append(
@@ -151,7 +177,9 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
         store.emit("tick_completed", completed)
         return {"agent_id": store.agent_id, "actions": actions}
     # nothing happened: say why, so a cron log explains a quiet agent
-    if asleep:
+    if held:
+        why = held
+    elif asleep:
         why = "asleep: waits for a message, timer, trigger delivery, task result or due recheck"
     elif q.pending_count(store):
         why = "messages are queued: `holon turn` runs them"

@@ -13,7 +13,13 @@ Invariants:
   ``holon serve`` (``/proc/<pid>/cmdline`` where available), so stale
   metadata never makes us signal an unrelated process;
 - stop asks the control surface first (the token-free Unix socket), then
-  SIGTERM, then SIGKILL after 10 s; it never marks an agent stopped.
+  SIGTERM, then SIGKILL after 10 s; it never marks an agent stopped;
+- start refuses (exit 4, before launching anything) a socket path owned by
+  a live process that is not this home's daemon, and a listen port in use,
+  naming what holds it when that is another ``holon serve``;
+- status: ``state`` running (healthy or not), stale or stopped; the last
+  runtime-turn failure is read from the agents' persisted state, so it
+  survives a restart of the daemon.
 """
 
 from __future__ import annotations
@@ -151,6 +157,67 @@ def _cleanup_stale(meta: dict[str, Any] | None) -> bool:
     return True
 
 
+def _arg(serve_args: list[str], flag: str) -> str | None:
+    try:
+        return serve_args[serve_args.index(flag) + 1]
+    except (ValueError, IndexError):
+        return None
+
+
+def _check_socket_free(path: str | None) -> None:
+    """A socket a live process answers on is not ours to take over (spec:
+    socket-path takeover by an unrelated process fails closed): exit 4."""
+    import socket
+
+    if not path or not os.path.exists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        return  # nobody answers: serve removes a stale socket itself
+    finally:
+        probe.close()
+    raise RejectedError(
+        f"the socket {path} is owned by a live process that is not this home's daemon",
+        hint="stop that process, or pass another --socket path",
+        details={"socket_path": path},
+    )
+
+
+def _serve_owner(addr: str) -> str:
+    """What answers on ``addr``, in words, when it is a ``holon serve``."""
+    meta = {"http_addr": addr}
+    rt = _get(meta, "/control/runtime/status")
+    if rt and rt.get("home_dir"):
+        return f" (held by holon serve, pid {rt.get('pid')}, of the home {rt['home_dir']})"
+    if _get(meta, "/healthz") == {"ok": True}:
+        return " (held by another holon serve)"
+    return ""
+
+
+def _check_port_free(listen: str | None) -> None:
+    """A busy listen port is refused here, with the address and what holds
+    it, rather than as a child that exited during startup."""
+    from holon_cli.serve.listen import bind_tcp, parse_listen
+
+    if not listen:
+        return
+    host, port = parse_listen(listen)
+    if port == 0:
+        return
+    try:
+        bind_tcp(host, port).close()
+    except RejectedError as exc:
+        raise RejectedError(
+            f"{exc.message}{_serve_owner(listen)}",
+            hint="each HOLON_HOME needs its own port: pass --listen 127.0.0.1:PORT "
+            "(port 0 picks a free one) or set HOLON_HTTP_ADDR for this home",
+            details={"http_addr": listen},
+        ) from None
+
+
 def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) -> dict[str, Any]:
     """Launch ``holon serve <serve_args>`` detached and wait for ``/healthz``."""
     fp = fingerprint(serve_args, token)
@@ -164,6 +231,8 @@ def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) 
             kind="rejected",
         )
     cleaned = _cleanup_stale(meta)
+    _check_socket_free(_arg(serve_args, "--socket"))
+    _check_port_free(_arg(serve_args, "--listen"))
     run_dir().mkdir(parents=True, exist_ok=True)
     _rotate_log()
     env = dict(os.environ)
@@ -218,9 +287,28 @@ def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) 
         why = f"serve did not answer /healthz within {timeout_s:g} s"
     else:
         why = f"serve exited with code {code} during startup"
+        reason = _last_error_line()
+        if reason:
+            why += f": {reason}"
     meta_path().unlink(missing_ok=True)
     _record_failure("startup", why)
+    if code == 4:  # serve refused (policy or state): the same exit code here
+        raise RejectedError(f"the daemon did not start: {why}", hint="see `holon daemon logs`")
     raise HolonError(f"the daemon did not start: {why}", hint="see `holon daemon logs`")
+
+
+def _last_error_line() -> str | None:
+    """The last ``Error:`` line serve wrote to the log (its refusal)."""
+    try:
+        with open(log_path(), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 8192))
+            tail = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(tail):
+        if line.startswith("Error:"):
+            return line[len("Error:") :].strip()
+    return None
 
 
 def stop() -> dict[str, Any]:
@@ -290,6 +378,7 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
         out["last_failure"] = {
             k: failure.get(k) for k in ("occurred_at", "summary", "phase", "detail_hint")
         }
+    _newest_failure(out, _persisted_turn_failure())
     if meta is None:
         return out
     out.update(
@@ -316,9 +405,26 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
             "activity",
         ):
             out[k] = rt.get(k)
-        if rt.get("last_failure") and out["last_failure"] is None:
-            out["last_failure"] = rt["last_failure"]
+        _newest_failure(out, rt.get("last_failure"))
     return out
+
+
+def _persisted_turn_failure() -> dict[str, Any] | None:
+    from holon_cli.runtime.agents import last_runtime_failure
+
+    try:
+        lf = last_runtime_failure()
+    except HolonError:
+        return None
+    if lf is None:
+        return None
+    return {k: lf.get(k) for k in ("occurred_at", "summary", "phase", "detail_hint")}
+
+
+def _newest_failure(out: dict[str, Any], cand: dict[str, Any] | None) -> None:
+    cur = out.get("last_failure")
+    if cand and (cur is None or str(cand.get("occurred_at")) > str(cur.get("occurred_at"))):
+        out["last_failure"] = cand
 
 
 def follow_log(
@@ -330,11 +436,13 @@ def follow_log(
     """The daemon log's lines as they are appended, from ``start`` (the
     (inode, offset) where :func:`logs_with_position` stopped reading, so no line
     logged in between is lost) or else from its current end (``logs --follow``).
-    A rotation (the file replaced or shrunk) continues at the start of the new
-    file. Runs until ``stop()`` or Ctrl-C."""
+    The file is read through an open descriptor: at a rotation (the file
+    replaced) the old file is read to its end before the new one is read
+    from its start, however late the next poll comes; a file cut short is
+    read again from its start. Runs until ``stop()`` or Ctrl-C."""
     path = log_path()
     ino: int | None = None
-    pos, buf = 0, b""
+    pos = 0
     if start is not None:
         ino, pos = start
     else:
@@ -343,25 +451,78 @@ def follow_log(
             ino, pos = st.st_ino, st.st_size
         except FileNotFoundError:
             pass
-    while not stop():
+    reader = _LogReader(path, ino, pos)
+    try:
+        while not stop():
+            lines = reader.poll()
+            if lines is None:
+                time.sleep(poll_s)
+                continue
+            yield from lines
+    finally:
+        reader.close()
+
+
+class _LogReader:
+    """One followed log file: new complete lines per :meth:`poll`."""
+
+    def __init__(self, path: Path, ino: int | None, pos: int) -> None:
+        self.path = path
+        self.ino = ino  # the file the offset belongs to (None: whatever appears)
+        self.pos = pos
+        self.buf = b""
+        self.f: Any = None
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+
+    def _open(self) -> bool:
+        """Open the file the offset belongs to: the log, or (rotated before
+        we got to it) its previous generation; else the log from its start."""
+        for cand in (self.path, self.path.with_suffix(".log.1")):
+            try:
+                f = open(cand, "rb")  # noqa: SIM115 - held across polls, closed by close()
+            except FileNotFoundError:
+                continue
+            if os.fstat(f.fileno()).st_ino == self.ino:
+                self.f = f
+                return True
+            f.close()
         try:
-            st = path.stat()
+            f = open(self.path, "rb")  # noqa: SIM115 - held across polls, closed by close()
         except FileNotFoundError:
-            time.sleep(poll_s)
-            continue
-        if st.st_ino != ino or st.st_size < pos:
-            ino, pos, buf = st.st_ino, 0, b""
-        if st.st_size > pos:
-            with open(path, "rb") as f:
-                f.seek(pos)
-                chunk = f.read(st.st_size - pos)
-            pos += len(chunk)
-            buf += chunk
-            *complete, buf = buf.split(b"\n")
-            for line in complete:
-                yield line.decode("utf-8", errors="replace")
-        else:
-            time.sleep(poll_s)
+            return False
+        self.ino, self.pos, self.buf = os.fstat(f.fileno()).st_ino, 0, b""
+        self.f = f
+        return True
+
+    def poll(self) -> list[str] | None:
+        """New complete lines, or None when there is nothing new."""
+        if self.f is None and not self._open():
+            return None
+        size = os.fstat(self.f.fileno()).st_size
+        if size < self.pos:  # cut short: read it again from its start
+            self.pos, self.buf = 0, b""
+        if size > self.pos:
+            self.f.seek(self.pos)
+            chunk = self.f.read(size - self.pos)
+            self.pos += len(chunk)
+            *complete, self.buf = (self.buf + chunk).split(b"\n")
+            return [line.decode("utf-8", errors="replace") for line in complete] or None
+        try:
+            replaced = self.path.stat().st_ino != self.ino
+        except FileNotFoundError:
+            replaced = False  # rotated, the new file not there yet: keep reading this one
+        if not replaced:
+            return None
+        # the old file is read to its end: a last line without its newline is
+        # still a line; then the new file from its start
+        rest = [self.buf.decode("utf-8", errors="replace")] if self.buf else []
+        self.close()
+        self.ino, self.pos, self.buf = None, 0, b""
+        return rest or None
 
 
 def logs(tail: int = 50) -> dict[str, Any]:

@@ -89,8 +89,9 @@ class Host:
         import os
 
         from holon_cli import __version__
-        from holon_cli.runtime.agents import list_agents, open_agent
+        from holon_cli.runtime.agents import last_runtime_failure, list_agents, open_agent
         from holon_cli.runtime.tasks.plane import active_tasks
+        from holon_cli.serve.loop import agent_deadline
 
         agents = list_agents()
         running = self.scheduler.running()
@@ -101,13 +102,18 @@ class Host:
         for a in active:
             try:
                 n = len(active_tasks(open_agent(a.agent_id, create_default=False)))
+                # resting is not waiting: an asleep agent waits only on a timer
+                # (spec L516-520); an awaiting_task agent on its task
+                timed = a.status == "asleep" and agent_deadline(a.agent_id) is not None
             except Exception:  # noqa: BLE001 - a damaged agent does not hide the others
-                n = 0
+                n, timed = 0, False
             tasks += n
-            if a.agent_id not in processing and (n or a.status == "asleep"):
+            if a.agent_id not in processing and (n or timed or a.status == "awaiting_task"):
                 waiting += 1
         activity = "processing" if processing else ("waiting" if waiting else "idle")
         st = self.scheduler.stats
+        failures = [f for f in (st.last_failure, last_runtime_failure()) if f]
+        last_failure = max(failures, key=lambda f: str(f.get("occurred_at", "")), default=None)
         return {
             "pid": os.getpid(),
             "version": __version__,
@@ -127,7 +133,7 @@ class Host:
             "passes": st.passes,
             "busy_skips": st.busy_skips,
             "failures": st.failures,
-            "last_failure": st.last_failure,
+            "last_failure": last_failure,
         }
 
     # ------------------------------------------------------------ sockets
@@ -239,6 +245,7 @@ class Host:
         from holon_cli.runtime.agents import ensure_home
 
         ensure_home()
+        _ensure_default_agent()  # /agents/main/... answers from the first request
         socks = self._bind()
         server = None
         if socks:
@@ -298,6 +305,18 @@ class Host:
             os._exit(0)
         log_line("stopped")
         return 0
+
+
+def _ensure_default_agent() -> None:
+    """Create the default agent (``main`` or ``HOLON_AGENT_ID``) as ``holon
+    enqueue`` does. A damaged one is logged; serve still runs the others."""
+    from holon_cli.errors import HolonError
+    from holon_cli.runtime.agents import open_agent
+
+    try:
+        open_agent(None)
+    except HolonError as exc:
+        log_line(f"default agent: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
 
 def warm_up() -> None:

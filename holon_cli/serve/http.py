@@ -165,7 +165,7 @@ def build_app(
 
         return wrapped
 
-    async def read_json(request: Request, cap: int) -> dict[str, Any]:
+    async def read_json(request: Request, cap: int, allow_empty: bool = False) -> dict[str, Any]:
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > cap:
             raise _too_large(cap)
@@ -176,6 +176,8 @@ def build_app(
             if size > cap:
                 raise _too_large(cap)
             chunks.append(chunk)
+        if allow_empty and not b"".join(chunks).strip():
+            return {}
         try:
             value = json.loads(b"".join(chunks) or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -277,6 +279,21 @@ def build_app(
             return wi.create_work_item(store, objective, source="control_plane")
 
         return JSONResponse(await run_in_threadpool(go), status_code=201)
+
+    async def control_abort(request: Request) -> Response:
+        """Abort the running turn (``holon agent abort``): 202 once requested;
+        body optional, ``{"run_id": R}`` aborts only that run (else 409)."""
+        from holon_cli.runtime.turn.abort import request_abort
+
+        body = await read_json(request, PROMPT_CAP, allow_empty=True)
+        run_id = body.get("run_id")
+        if run_id is not None and not isinstance(run_id, str):
+            raise HttpError(400, "invalid_body", "`run_id` must be a string", "")
+
+        def go() -> dict[str, Any]:
+            return request_abort(open_public(request.path_params["agent_id"]), run_id)
+
+        return JSONResponse(await run_in_threadpool(go), status_code=202)
 
     def _cursor(request: Request, name: str = "after") -> int | None:
         raw = request.query_params.get(name)
@@ -409,6 +426,7 @@ def build_app(
         Route("/agents/{agent_id}/enqueue", route(public_enqueue, control=False), methods=["POST"]),
         Route("/control/agents/{agent_id}/prompt", route(control_prompt), methods=["POST"]),
         Route("/control/agents/{agent_id}/work-items", route(control_work_item), methods=["POST"]),
+        Route("/control/agents/{agent_id}/abort", route(control_abort), methods=["POST"]),
     ]
 
     async def not_found(request: Request, _exc: Exception) -> Response:

@@ -10,8 +10,9 @@ Invariants:
 - a pass ends at an aborted turn and the agent's next pass is held back
   (``FAIL_BACKOFF_S`` doubling to ``FAIL_BACKOFF_MAX_S``), never spun;
 - wake-ups come from watchfiles (inbox arrivals, task records, the timers
-  ledger, config, new agent folders; :func:`watch_dirs`, each folder watched
-  non-recursively), from the earliest deadline of each
+  ledger, config, new agent folders, an agent's status leaving ``paused`` or
+  ``stopped``; :func:`watch_dirs`, each folder watched non-recursively),
+  from the earliest deadline of each
   agent (sleep end, work-item recheck, the waiting plane's timer
   ``next_deadline``) and from a slow safety sweep over every agent;
 - stopping takes no new work; running passes get ``drain_s`` to finish, then
@@ -105,8 +106,38 @@ def _classify(root: Path, paths: Iterable[str]) -> tuple[set[str], bool]:
 
 
 # per agent, the folders whose changes are news (each watched on its own,
-# not recursively); a task's own folder under tasks/ is watched as well
-_AGENT_DIRS = ((".holon", "inbox", "new"), (".holon", "ledger"), (".holon", "tasks"))
+# not recursively); a task's own folder under tasks/ is watched as well;
+# state/ for agent.json: `holon agent start` must restart processing at once
+_AGENT_DIRS = (
+    (".holon", "inbox", "new"),
+    (".holon", "ledger"),
+    (".holon", "tasks"),
+    (".holon", "state"),
+)
+_STATE_FILE = (".holon", "state", "agent.json")
+
+
+def _state_agent(root: Path, path: str) -> str | None:
+    """The agent whose record (``state/agent.json``) this path is, or None."""
+    try:
+        rel = Path(path).relative_to(root / "agents").parts
+    except ValueError:
+        return None
+    if len(rel) == 4 and rel[1:] == _STATE_FILE and not rel[0].startswith("."):
+        return rel[0]
+    return None
+
+
+def _agent_status(root: Path, agent_id: str) -> str | None:
+    from holon_cli.store.fsio import read_snapshot
+
+    try:
+        rec = read_snapshot(root / "agents" / agent_id / ".holon" / "state" / "agent.json")
+    except Exception:  # noqa: BLE001 - a damaged record: the sweep reports it
+        return None
+    state = (rec or {}).get("state") or {}
+    status = state.get("status")
+    return status if isinstance(status, str) else None
 
 
 def watch_dirs(root: Path) -> list[str]:
@@ -176,7 +207,9 @@ def watch_filter(root: Path) -> Callable[[Any, str], bool]:
         if int(change) == 3:  # deleted: ingest archiving inbox/new, not news
             return False
         ids, everyone = _classify(root, [path])
-        return everyone or bool(ids) or _structural(root, path) is not None
+        if everyone or ids or _state_agent(root, path) is not None:
+            return True
+        return _structural(root, path) is not None
 
     return keep
 
@@ -203,6 +236,12 @@ def agent_deadline(agent_id: str) -> float | None:
             and not r.get("recheck_consumed_at")
         ):
             cands.append(clock.parse_iso(at))
+    from holon_cli.runtime.budgets import configured, wake_at
+    from holon_cli.store.config import load_config
+
+    cfg = load_config()
+    if configured(cfg) and (reset := wake_at(store, cfg)) is not None:
+        cands.append(reset)  # a budget that stopped a turn resets: look again then
     try:  # the waiting plane's timers, once it has landed
         timers = importlib.import_module("holon_cli.runtime.waiting.timers")
     except ImportError:
@@ -212,6 +251,14 @@ def agent_deadline(agent_id: str) -> float | None:
         if nd:
             cands.append(clock.parse_iso(nd))
     return min(cands) if cands else None
+
+
+def _budget_line(hit: Any) -> str:
+    resets = f"resets at {hit['resets_at']}" if hit.get("resets_at") else "does not reset"
+    return (
+        f"budget {hit['budget']} of {hit['agent_id']} is exhausted "
+        f"({hit['used']:g} of {hit['limit']:g}; {resets})"
+    )
 
 
 class Scheduler:
@@ -248,6 +295,7 @@ class Scheduler:
         self.watch_builds = 0  # how often the watcher (re)started: tests and status
         # agent -> (monotonic time before which no pass starts, current backoff)
         self._held: dict[str, tuple[float, float]] = {}
+        self._status: dict[str, str | None] = {}  # agent -> status the watcher last read
 
     # ------------------------------------------------------------ inputs
     def mark(self, ids: Iterable[str]) -> None:
@@ -277,6 +325,14 @@ class Scheduler:
         new agent or task folder), the watcher is rebuilt and then the agents
         concerned are marked once more: a change that landed while no watcher
         was up is still seen by that pass."""
+        try:
+            self._watch_until_stopped()
+        finally:
+            # start-up waits for this event; a stop() that came before the
+            # first watcher was up must not leave it waiting for its timeout
+            self.watching.set()
+
+    def _watch_until_stopped(self) -> None:
         from watchfiles._rust_notify import RustNotify
 
         keep = watch_filter(self.root)
@@ -285,6 +341,7 @@ class Scheduler:
         while not self.stopping.is_set():
             try:
                 with RustNotify(watch_dirs(self.root), False, False, 300, False, True) as notify:
+                    self._remember_statuses()
                     self.watch_builds += 1
                     self.watching.set()
                     if "*" in recheck:
@@ -299,6 +356,7 @@ class Scheduler:
                             continue
                         paths = [p for c, p in raw if keep(c, p)]
                         ids, everyone = _classify(self.root, paths)
+                        ids |= self._resumed(paths)
                         if everyone:
                             self.mark_all()
                         elif ids:
@@ -313,6 +371,35 @@ class Scheduler:
                     self.log(f"watcher failed ({type(exc).__name__}: {exc}); restarting in 1 s")
                     self.watching.set()  # start-up goes on: deadlines and the sweep still run
                     time.sleep(1.0)
+
+    def _resumed(self, paths: Iterable[str]) -> set[str]:
+        """Agents whose record changed from a held status (``paused``,
+        ``stopped``) to a runnable one: ``holon agent start`` (or a resume
+        control). Their queued messages, pending wake hint and deferred
+        task results were passed over while held; their pass runs now, not
+        at the next sweep. Any other change of the record (a turn's own
+        writes) is no news."""
+        from holon_cli.model.agent import HELD_STATUSES
+
+        out: set[str] = set()
+        for aid in {a for a in (_state_agent(self.root, p) for p in paths) if a}:
+            status = _agent_status(self.root, aid)
+            before = self._status.get(aid, "unknown")
+            self._status[aid] = status
+            if status is None or status == before or status in HELD_STATUSES:
+                continue
+            if before in HELD_STATUSES or before == "unknown":
+                out.add(aid)
+        return out
+
+    def _remember_statuses(self) -> None:
+        """The status of every agent as the watcher starts (a held agent's
+        resume is recognised by the change away from it)."""
+        from holon_cli.runtime.agents import agent_ids
+
+        for aid in agent_ids():
+            if aid not in self._status:
+                self._status[aid] = _agent_status(self.root, aid)
 
     # ------------------------------------------------------------ passes
     def _pass(self, aid: str) -> None:
@@ -331,14 +418,22 @@ class Scheduler:
                 tick_agent(store)
                 res = run_turn(aid, store=store, catalog=self.catalog)
                 if not res.ran:
+                    if res.budget is not None:
+                        self.log(f"{aid}: held: {_budget_line(res.budget)}")
                     break
                 self.stats.turns += 1
                 self.log(
                     f"{aid}: turn {res.turn_id} {res.status} "
                     f"(message {res.message_id}, {res.duration_ms} ms)"
                 )
+                if res.budget is not None:
+                    self.log(
+                        f"{aid}: stopped before a provider request: {_budget_line(res.budget)}"
+                    )
                 if res.status == "aborted":
-                    retry_at = self._hold_after_failure(aid, res)
+                    # an operator's abort paused the agent: no failure, no backoff
+                    if res.failure_kind != "operator_aborted":
+                        retry_at = self._hold_after_failure(aid, res)
                     break
                 with self._cv:
                     self._held.pop(aid, None)
@@ -398,7 +493,8 @@ class Scheduler:
     # ------------------------------------------------------------ main loop
     def start_watching(self, timeout: float = 30.0) -> None:
         """Start the watcher and wait until it is up, so nothing written
-        after this returns goes unseen (the start-up pass covers the rest)."""
+        after this returns goes unseen (the start-up pass covers the rest),
+        or until it has left because :meth:`stop` came first."""
         if self._watcher is None:
             self._watcher = threading.Thread(target=self._watch, name="holon-watch", daemon=True)
             self._watcher.start()

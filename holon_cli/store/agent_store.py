@@ -7,6 +7,7 @@ read-modify-write cycles; each ledger additionally has its own append lock.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -23,7 +24,7 @@ from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
-    from holon_cli.model.events import EventKind
+    from holon_cli.model.events import AgentStateChangedData, EventKind
 
 EVENT_VERSION = 1
 
@@ -41,8 +42,15 @@ _PROVENANCE = (
     ("causation_id", "causation_id"),
     ("priority", "priority"),
 )
+REPAIR_HINT = (
+    "run `holon home check --repair`: it restores state/agent.json from the copy kept "
+    "before its last change (agent.json.prev) or rebuilds it from the agent's ledgers, "
+    "keeping the damaged file aside; no message or event is lost"
+)
 # ledgers whose records moved past format v1 (readers upgrade older records)
 LEDGER_MAX_VERSION = {"queue": 2, "briefs": 2}
+# ledgers numbered from a high-water mark that survives a cut file
+SEQ_KEYS = {"events": "event_seq"}
 
 
 class AgentStore:
@@ -62,6 +70,7 @@ class AgentStore:
                 self.layout.ledger_lock(name),
                 max_version=LEDGER_MAX_VERSION.get(name, 1),
                 validate=ledger_validator(name),
+                seq_key=SEQ_KEYS.get(name),
             )
             led.defer_sync = self._defer_sync
             self._ledgers[name] = led
@@ -143,21 +152,61 @@ class AgentStore:
     def read_record(self) -> AgentRecord:
         """The agent record (``state/agent.json``); its shape is the contract's
         (:class:`holon_cli.model.agent.AgentRecord`), not re-validated here."""
-        rec = read_snapshot(self.layout.agent_file, max_version=AGENT_RECORD_VERSION)
+        try:
+            rec = read_snapshot(self.layout.agent_file, max_version=AGENT_RECORD_VERSION)
+        except CorruptStateError as exc:
+            if "newer than this holon" in exc.message:
+                raise
+            raise CorruptStateError(
+                exc.message, hint=REPAIR_HINT, details=exc.details, kind=exc.kind
+            ) from None
         if rec is None:
             raise CorruptStateError(
                 f"agent record missing: {self.layout.agent_file}",
-                hint="the agent home is incomplete; recreate it with `holon agent create`",
+                hint=REPAIR_HINT,
+                details={"path": str(self.layout.agent_file)},
             )
         return cast("AgentRecord", rec)
 
     def write_record(self, rec: AgentRecord) -> None:
-        write_snapshot(self.layout.agent_file, cast(dict[str, Any], rec))
+        """Replace ``agent.json``; the version it replaces is kept as
+        ``agent.json.prev`` (a hard link, no copy) for ``home check --repair``."""
+        path = self.layout.agent_file
+        prev = path.with_name(path.name + ".prev")
+        tmp = path.with_name(f".{path.name}.prev.{os.getpid()}")
+        try:
+            os.link(path, tmp)
+            os.replace(tmp, prev)
+        except FileNotFoundError:
+            pass  # the first write: nothing to keep
+        except OSError:
+            tmp.unlink(missing_ok=True)  # no hard links here: keep no copy
+        write_snapshot(path, cast(dict[str, Any], rec))
 
-    def update_state(self, fn: Callable[[AgentState], None]) -> AgentRecord:
-        """Read-modify-write the agent record under the agent lock."""
+    def update_state(
+        self,
+        fn: Callable[[AgentState], None],
+        *,
+        reason: str = "runtime",
+        message: Mapping[str, Any] | None = None,
+        **provenance: Any,
+    ) -> AgentRecord:
+        """Read-modify-write the agent record under the agent lock. A status
+        change is stamped (``status_changed_at``) and announced as one
+        ``agent_state_changed`` event {from, to, reason} (after the write, so
+        a reader of the event finds the new state): every status change of
+        the runtime goes through here, so none goes unrecorded."""
         with self.lock():
             rec = self.read_record()
-            fn(rec["state"])
+            state = rec["state"]
+            before = state["status"]
+            stamp = state.get("status_changed_at")
+            fn(state)
+            after = state["status"]
+            if after != before and state.get("status_changed_at") == stamp:
+                state["status_changed_at"] = clock.now_iso()
             self.write_record(rec)
-            return rec
+        if after != before:
+            changed: AgentStateChangedData = {"from": before, "to": after, "reason": reason}
+            self.emit("agent_state_changed", changed, message=message, **provenance)
+        return rec

@@ -87,6 +87,43 @@ class RuntimeConfig:
     outputs_max_bytes: int | None = _opt("bytes kept in .holon/outputs/ per agent", min=0)
 
 
+# ---------------------------------------------------------------- budgets
+# (runtime/budgets.py reads them; the price check across sections is
+# ``price_problem`` below, run by ``validate_config``)
+
+
+@dataclass(frozen=True)
+class BudgetsConfig:
+    """``budgets`` (all agents) and ``agents.<id>.budgets`` (one agent, key by key
+    over the default): spend limits checked before every provider request."""
+
+    tokens_per_day: int | None = _opt("input + output tokens per UTC day", min=0)
+    cost_usd_per_day: float | None = _opt(
+        "USD per UTC day, priced by `prices.<provider/model>`", min=0
+    )
+    turns_per_hour: int | None = _opt("turns that reach the model in a rolling 60 minutes", min=0)
+    tokens_per_work_item: int | None = _opt("input + output tokens spent on one work item", min=0)
+
+
+@dataclass(frozen=True)
+class PriceConfig:
+    """``prices.<provider/model>``: USD per million tokens."""
+
+    input: float = field(
+        default=0.0, metadata={"required": True, "min": 0, "doc": "USD per million input tokens"}
+    )
+    output: float = field(
+        default=0.0, metadata={"required": True, "min": 0, "doc": "USD per million output tokens"}
+    )
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """``agents.<id>``: settings of one agent."""
+
+    budgets: BudgetsConfig | None = _opt("this agent's budgets (over the default `budgets`)")
+
+
 @dataclass(frozen=True)
 class HolonConfig:
     """The whole file."""
@@ -97,6 +134,9 @@ class HolonConfig:
     runtime: RuntimeConfig | None = _opt("runtime limits")
     http_addr: str | None = _opt("listen address of `holon serve`")
     control_token: str | None = _opt("bearer token of the control surface")
+    budgets: BudgetsConfig | None = _opt("spend limits of every agent")
+    prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
+    agents: dict[str, AgentConfig] | None = _opt("per-agent settings")
 
 
 # -------------------------------------------------------------- validation
@@ -270,6 +310,44 @@ def _build_value(tp: Any, value: Any) -> Any:
     return value
 
 
+def cost_budget_keys(data: dict[str, Any]) -> list[str]:
+    """The key paths that set a ``cost_usd_per_day`` budget."""
+    out = []
+    if ((data.get("budgets") or {}).get("cost_usd_per_day")) is not None:
+        out.append("budgets.cost_usd_per_day")
+    for aid, sect in sorted((data.get("agents") or {}).items()):
+        if ((sect or {}).get("budgets") or {}).get("cost_usd_per_day") is not None:
+            out.append(f"agents.{aid}.budgets.cost_usd_per_day")
+    return out
+
+
+def missing_price(data: dict[str, Any], refs: list[str], budget_key: str) -> ConfigError | None:
+    """A cost budget cannot be kept for a model without a price: the error
+    naming ``prices.<ref>`` for the first model of ``refs`` that has none."""
+    prices = data.get("prices") or {}
+    for ref in refs:
+        if ref and ref not in prices:
+            return ConfigError(
+                f"prices.{ref} is missing: {budget_key} needs a price for model {ref!r}",
+                hint=(
+                    f"add `prices: {{{ref!r}: {{input: 2.5, output: 10}}}}` (USD per million "
+                    f"tokens) to config.yaml, or remove {budget_key}"
+                ),
+                details={"key": f"prices.{ref}"},
+            )
+    return None
+
+
+def _check_prices(data: dict[str, Any]) -> None:
+    costed = cost_budget_keys(data)
+    if not costed:
+        return
+    refs = [data.get("model"), *(data.get("fallback_models") or [])]
+    err = missing_price(data, [r for r in refs if isinstance(r, str)], costed[0])
+    if err is not None:
+        raise _Invalid(str(err.details["key"]), err.message, err.hint)
+
+
 def validate_config(data: Any, where: str = "config.yaml") -> None:
     """Raise :class:`ConfigError` naming ``where`` and the key path of the first problem."""
     if data is None:
@@ -281,6 +359,7 @@ def validate_config(data: Any, where: str = "config.yaml") -> None:
         )
     try:
         _check_section(data, HolonConfig, "")
+        _check_prices(data)
     except _Invalid as exc:
         raise ConfigError(
             f"{where}: {exc.message}",

@@ -271,8 +271,8 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CorruptStateError(
             f"{path}: not valid JSON ({exc})",
-            hint="restore the file from a backup or remove it; "
-            "`holon home check` lists every problem",
+            hint="`holon home check --repair` rebuilds it from the ledgers where it can "
+            "(keeping the damaged file aside); `holon home check` lists every problem",
             details={"path": str(path)},
         ) from None
     if not isinstance(obj, dict):
@@ -292,8 +292,8 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
     if reason:
         raise CorruptStateError(
             f"{path}: {reason}",
-            hint="restore the file from a backup (or move it aside if the runtime can "
-            "rebuild it); `holon home check` lists every problem",
+            hint="`holon home check --repair` rebuilds it from the ledgers where it can "
+            "(keeping the damaged file aside); `holon home check` lists every problem",
             details={"path": str(path), "reason": reason},
         )
     return obj

@@ -127,6 +127,15 @@ class AgentLayout(NamedTuple):
         return self.state_dir / "template.json"
 
     @property
+    def idempotency_dir(self) -> Path:
+        """Idempotency keys of ``holon enqueue --idempotency-key`` (one file each)."""
+        return self.state_dir / "idempotency"
+
+    @property
+    def idempotency_lock(self) -> Path:
+        return self.locks_dir / "idempotency.lock"
+
+    @property
     def agent_lock(self) -> Path:
         return self.locks_dir / "agent.lock"
 

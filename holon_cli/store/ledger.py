@@ -9,6 +9,17 @@ progress (or a torn tail) and is ignored, unless it parses as a complete
 record (some editors drop the final newline): then it is a record, and the
 next append adds the missing newline instead of cutting it off. Any other
 unreadable line is corruption, reported with the file and line.
+
+Every ledger keeps a mark in a sidecar (``events.mark`` next to
+``events.jsonl``), rewritten in place under the ledger's lock by every append:
+the size the file had after it and, for a ledger numbered by a sequence key
+(``events``: ``event_seq``), the highest number written. A file shorter than
+its mark was cut, emptied or replaced by an older copy (``holon home check``
+says so; a torn tail left by a killed writer makes a file *longer*), and a
+number once written is never handed out again (the numbers then jump;
+clients resuming from their last id skip nothing new). The sidecar is not
+fsync'd: a killed process loses nothing the kernel holds, and the ledger
+itself stays the truth for everything it still has.
 """
 
 from __future__ import annotations
@@ -26,6 +37,8 @@ from holon_cli.store.records import Validator
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
+# the sidecar is one line of this many bytes, overwritten in place
+MARK_WIDTH = 80
 
 
 class Problem(NamedTuple):
@@ -107,6 +120,75 @@ def _parse(
     return rec
 
 
+def mark_path_of(path: Path) -> Path:
+    return path.with_name(path.stem + ".mark")
+
+
+def read_mark(path: Path) -> dict[str, int] | str | None:
+    """A ledger's mark (``{"size": N}`` plus ``"high_water"`` for a numbered
+    ledger), ``None`` when there is none, or a string saying why it cannot be
+    read (damage: ``home check`` reports it, ``--repair`` rewrites it)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return parse_mark(raw)
+
+
+def parse_mark(raw: bytes) -> dict[str, int] | str:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return "not valid JSON"
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    out: dict[str, int] = {}
+    for key in ("size", "high_water"):
+        v = obj.get(key)
+        if v is None and key == "high_water":
+            continue
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return f"no non-negative integer `{key}`"
+        out[key] = v
+    return out
+
+
+def _mark_bytes(size: int, high_water: int | None) -> bytes:
+    obj: dict[str, int] = {"v": 1, "size": int(size)}
+    if high_water is not None:
+        obj["high_water"] = int(high_water)
+    return json.dumps(obj).encode().ljust(MARK_WIDTH - 1) + b"\n"
+
+
+def open_mark(path: Path) -> tuple[int, bool]:
+    """The mark's fd (read-write, created when missing) and whether it was new."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    return fd, os.fstat(fd).st_size == 0
+
+
+def put_mark(fd: int, path: Path, created: bool, size: int, high_water: int | None) -> None:
+    """Overwrite the mark in place with one fixed-width line (one ``pwrite``:
+    a reader sees the old or the new line, never a mix)."""
+    data = _mark_bytes(size, high_water)
+    os.pwrite(fd, data, 0)
+    if created:
+        if not deferred(path):
+            os.fsync(fd)
+            fsync_dir(path.parent)
+    elif os.fstat(fd).st_size > len(data):
+        os.ftruncate(fd, len(data))
+
+
+def write_mark(path: Path, size: int, high_water: int | None = None) -> None:
+    fd, created = open_mark(path)
+    try:
+        put_mark(fd, path, created, size, high_water)
+    finally:
+        os.close(fd)
+
+
 class Ledger:
     def __init__(
         self,
@@ -115,8 +197,12 @@ class Ledger:
         *,
         max_version: int = LEDGER_VERSION,
         validate: Validator | None = None,
+        seq_key: str | None = None,
     ) -> None:
         self.path = path
+        # the record field numbered from a high-water mark kept in mark_path
+        self.seq_key = seq_key
+        self.mark_path = mark_path_of(path)
         self.lock_path = lock_path
         self.max_version = max_version
         # the record kind's schema check (store/records.py): a record that is
@@ -179,6 +265,7 @@ class Ledger:
         with locked(self.lock_path, what=f"ledger {self.path.name}"):
             created = not self.path.exists()
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+            mark_fd = -1
             try:
                 size = self._repair_tail(fd)
                 if callable(record):
@@ -186,6 +273,9 @@ class Ledger:
                     rec = record(last)
                 else:
                     rec = record
+                mark_fd, mark_new = open_mark(self.mark_path)
+                if self.seq_key is not None:
+                    self._above_high_water(rec, mark_fd)
                 rec.setdefault("v", LEDGER_VERSION)
                 data = (dumps(rec) + "\n").encode("utf-8")
                 self.last_append_offset = size
@@ -203,11 +293,26 @@ class Ledger:
                     os.fsync(fd)
                 self._cached_size = size + n
                 self._cached_last = rec
+                seq = rec.get(self.seq_key) if self.seq_key is not None else None
+                high = seq if isinstance(seq, int) else None
+                put_mark(mark_fd, self.mark_path, mark_new, size + n, high)
             finally:
                 os.close(fd)
+                if mark_fd >= 0:
+                    os.close(mark_fd)
             if created:
                 fsync_dir(self.path.parent)
         return rec
+
+    def _above_high_water(self, rec: dict[str, Any], mark_fd: int) -> None:
+        """Number ``rec`` above every number this ledger ever wrote."""
+        assert self.seq_key is not None
+        seq = rec.get(self.seq_key)
+        raw = os.pread(mark_fd, MARK_WIDTH, 0)
+        mark = parse_mark(raw) if raw else None
+        high = mark.get("high_water") if isinstance(mark, dict) else None
+        if isinstance(high, int) and isinstance(seq, int) and seq <= high:
+            rec[self.seq_key] = high + 1
 
     def sync(self) -> None:
         """Make appends made with ``defer_sync`` durable (one fsync)."""
@@ -404,6 +509,92 @@ class Ledger:
             offset += len(ln) + 1
         return out, offset
 
+    def records_after(
+        self, key: str, since: int, limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The complete records whose integer ``key`` is greater than ``since``
+        (at most ``limit``, oldest first) and the byte offset just after the last
+        one returned (or after everything read), where a follower continues
+        with :meth:`read_from`.
+
+        One snapshot of the file: its size is taken once and every byte read
+        lies before it, so an append racing this read is either wholly inside
+        the snapshot or wholly after it (the next call returns it): a record is
+        never skipped and never returned twice. ``key`` must increase along the
+        file (``event_seq`` does; gaps are allowed): the read goes backwards
+        from the end only until it meets a record at or below ``since``."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return [], 0
+        try:
+            size = os.fstat(fd).st_size
+            lines, offset = self._lines_after(fd, size, key, since)
+        finally:
+            os.close(fd)
+        out: list[dict[str, Any]] = []
+        for raw in lines:
+            if limit is not None and len(out) >= limit:
+                break
+            rec = self._parse_line(raw, offset)
+            offset = min(offset + len(raw) + 1, size)
+            seq = rec.get(key)
+            if isinstance(seq, int) and seq > since:
+                out.append(rec)
+        return out, offset
+
+    def _parse_line(self, raw: bytes, offset: int) -> dict[str, Any]:
+        if not raw.strip():
+            raise _corrupt(self.path, None, offset, "empty line")
+        return _parse(self.path, raw, None, offset, self.max_version, self.validate)
+
+    def _key_of(self, raw: bytes, offset: int, key: str) -> int | None:
+        """``key`` of the record on this line. Our own records put it among the
+        first keys (``{"v":1,"event_seq":12,...``): read the digits there
+        without parsing the line; anything else is parsed."""
+        needle = b'"' + key.encode() + b'":'
+        at = raw.find(needle, 0, 48)
+        if at > 0 and raw[at - 1 : at] in (b"{", b","):
+            start = at + len(needle)
+            end = start
+            while end < len(raw) and 48 <= raw[end] <= 57:
+                end += 1
+            if end > start and raw[end : end + 1] in (b",", b"}"):
+                return int(raw[start:end])
+        seq = self._parse_line(raw, offset).get(key)
+        return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+    def _lines_after(self, fd: int, size: int, key: str, since: int) -> tuple[list[bytes], int]:
+        """The whole lines among the file's first ``size`` bytes from the first
+        whose ``key`` exceeds ``since``, and the offset where they start (read
+        backwards in chunks). A last line without its newline is kept only when
+        it is a complete record (else it is a write in progress)."""
+        pos, buf = size, b""
+        while pos > 0:
+            start = max(0, pos - 65536)
+            buf = os.pread(fd, pos - start, start) + buf
+            pos = start
+            first = 0 if pos == 0 else buf.find(b"\n") + 1
+            end = buf.find(b"\n", first)
+            if pos > 0 and (first == 0 or end < 0):
+                continue  # no whole line in the buffer yet
+            seq = self._key_of(buf[first:end], pos + first, key) if end >= 0 else None
+            if seq is not None and seq <= since:
+                break  # every record after ``since`` is in the buffer
+        first = 0 if pos == 0 else buf.find(b"\n") + 1
+        lines = buf[first:].split(b"\n")
+        tail = lines.pop()  # "" after the final newline, or a fragment
+        if tail and _complete(tail, self.max_version) is not None:
+            lines.append(tail)
+        offset, skip = pos + first, 0
+        for raw in lines:  # drop the records at or below ``since``
+            seq = self._key_of(raw, offset, key)
+            if seq is not None and seq > since:
+                break
+            offset += len(raw) + 1
+            skip += 1
+        return lines[skip:], min(offset, size)
+
     def records_skipping_damaged(self) -> tuple[list[dict[str, Any]], list[Problem]]:
         """Every complete record, damaged lines left out and reported with their
         line numbers (read-only views: ``holon tail``). A full scan: callers use
@@ -470,6 +661,31 @@ class Ledger:
         with open(self.path, "rb") as f:
             data = f.read()
         return _complete(data[data.rfind(b"\n") + 1 :], self.max_version) is not None
+
+    def complete_size(self) -> int:
+        """The file's size without a torn last line (what the last complete
+        append left; compare with the mark)."""
+        try:
+            data_size = self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if data_size == 0:
+            return 0
+        with open(self.path, "rb") as f:
+            f.seek(max(0, data_size - 65536))
+            chunk = f.read()
+            if chunk.endswith(b"\n"):
+                return data_size
+            nl = chunk.rfind(b"\n")
+            if nl < 0 and data_size > len(chunk):
+                f.seek(0)
+                whole = f.read()
+                nl_whole = whole.rfind(b"\n")
+                frag, keep = whole[nl_whole + 1 :], nl_whole + 1
+            else:
+                frag = chunk[nl + 1 :]
+                keep = data_size - len(frag)
+        return data_size if _complete(frag, self.max_version) is not None else keep
 
     def read_at(self, offset: int) -> dict[str, Any] | None:
         """The complete record starting at byte ``offset`` (``None`` if there is

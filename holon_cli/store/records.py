@@ -131,10 +131,93 @@ def transcript_record(rec: Mapping[str, Any]) -> str | None:
     return _need(rec, "kind", str, "transcript entry")
 
 
+def spend_record(rec: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _need(rec, "ts", (int, float), "spend record"),
+        _need(rec, "agent_id", str, "spend record"),
+        _need(rec, "turn_id", str, "spend record"),
+        _need(rec, "input_tokens", int, "spend record"),
+        _need(rec, "output_tokens", int, "spend record"),
+        _opt(rec, "cost_usd", (int, float), "spend record"),
+    )
+    if reason:
+        return reason
+    if rec["input_tokens"] < 0 or rec["output_tokens"] < 0:
+        return "spend record: negative token count"
+    return None
+
+
+def brief_record(rec: Mapping[str, Any]) -> str | None:
+    return _first(_need(rec, "kind", str, "brief"), _opt(rec, "text", str, "brief"))
+
+
+def work_item_record(rec: Mapping[str, Any]) -> str | None:
+    return _first(
+        _need(rec, "id", str, "work item record"),
+        _need(rec, "state", str, "work item record"),
+        _opt(rec, "objective", str, "work item record"),
+    )
+
+
+def delivery_summary_record(rec: Mapping[str, Any]) -> str | None:
+    return _first(
+        _need(rec, "work_item_id", str, "delivery summary"),
+        _opt(rec, "text", str, "delivery summary"),
+    )
+
+
+def waiting_intent_record(rec: Mapping[str, Any]) -> str | None:
+    return _first(
+        _need(rec, "id", str, "waiting intent"),
+        _opt(rec, "work_item_id", str, "waiting intent"),
+        _opt(rec, "status", str, "waiting intent"),
+    )
+
+
+def timer_ledger_record(rec: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _need(rec, "op", str, "timer record"), _need(rec, "timer", dict, "timer record")
+    )
+    return reason or timer_problem(rec["timer"], "timer record's timer")
+
+
+def timer_problem(t: Any, what: str) -> str | None:
+    if not isinstance(t, Mapping):
+        return f"{what} must be an object, got {_type(t)}"
+    return _first(
+        _need(t, "id", str, what),
+        _need(t, "status", str, what),
+        _opt(t, "next_fire_at", str, what),
+        _opt(t, "every_ms", int, what),
+        _opt(t, "fire_count", int, what),
+    )
+
+
+def trigger_ledger_record(rec: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _need(rec, "op", str, "trigger record"), _opt(rec, "trigger", dict, "trigger record")
+    )
+    if reason or rec.get("trigger") is None:
+        return reason
+    return trigger_snapshot(rec["trigger"])
+
+
+def task_ledger_record(rec: Mapping[str, Any]) -> str | None:
+    return _first(_need(rec, "id", str, "task record"), _need(rec, "status", str, "task record"))
+
+
 LEDGERS: dict[str, Validator] = {
     "queue": queue_record,
     "events": event_record,
     "transcript": transcript_record,
+    "spend": spend_record,
+    "briefs": brief_record,
+    "work_items": work_item_record,
+    "delivery_summaries": delivery_summary_record,
+    "waiting_intents": waiting_intent_record,
+    "timers": timer_ledger_record,
+    "triggers": trigger_ledger_record,
+    "tasks": task_ledger_record,
 }
 
 
@@ -208,9 +291,63 @@ def home_marker(rec: Mapping[str, Any]) -> str | None:
     return _opt(rec, "created_at", str, "home marker")
 
 
+def timers_snapshot(snap: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _need(snap, "offset", int, "timers snapshot"),
+        _need(snap, "timers", list, "timers snapshot"),
+    )
+    if reason:
+        return reason
+    for i, t in enumerate(snap["timers"]):
+        reason = timer_problem(t, f"timers snapshot timers[{i}]")
+        if reason:
+            return reason
+    return None
+
+
+def trigger_snapshot(rec: Mapping[str, Any]) -> str | None:
+    return _first(
+        _need(rec, "external_trigger_id", str, "trigger record"),
+        _need(rec, "status", str, "trigger record"),
+        _opt(rec, "token_sha256", str, "trigger record"),
+        _opt(rec, "token_generation", int, "trigger record"),
+        _opt(rec, "trigger_count", int, "trigger record"),
+    )
+
+
+def work_items_snapshot(snap: Mapping[str, Any]) -> str | None:
+    reason = _first(
+        _need(snap, "offset", int, "work item index"),
+        _opt(snap, "ds_offset", int, "work item index"),
+        _opt(snap, "wait_offset", int, "work item index"),
+        _need(snap, "items", dict, "work item index"),
+        _opt(snap, "reports", dict, "work item index"),
+        _opt(snap, "waits", dict, "work item index"),
+    )
+    if reason:
+        return reason
+    for wid, item in snap["items"].items():
+        if not isinstance(item, Mapping):
+            return f"work item index items[{wid!r}] must be an object, got {_type(item)}"
+        reason = work_item_record(item)
+        if reason:
+            return f"work item index items[{wid!r}]: {reason}"
+    return None
+
+
+def template_snapshot(rec: Mapping[str, Any]) -> str | None:
+    return _first(
+        _opt(rec, "kind", str, "template record"), _opt(rec, "skills", list, "template record")
+    )
+
+
 SNAPSHOTS: dict[tuple[str, str], Validator] = {
     ("state", "agent.json"): agent_snapshot,
     ("state", "queue.json"): queue_snapshot,
+    ("state", "timers.json"): timers_snapshot,
+    ("state", "trigger.json"): trigger_snapshot,
+    ("state", "work_items.json"): work_items_snapshot,
+    ("state", "template.json"): template_snapshot,
     ("", "home.json"): home_marker,
 }
 

@@ -277,7 +277,17 @@ def _load_uncached(
         or idx.ds_offset > ds_led.size()
         or idx.wait_offset > wait_led.size()
     ):
-        idx = WorkItemIndex()  # the index describes other ledgers: rebuild
+        # the index describes more than the ledgers hold: they were cut or
+        # replaced. Fold what is there, and say so (never silently)
+        import logging
+
+        logging.getLogger("holon.workitems").warning(
+            "warning: %s describes more than the work item ledgers hold (they were emptied "
+            "or cut); `holon home check --repair` appends back what the index and the "
+            "events still hold",
+            index_path(store),
+        )
+        idx = WorkItemIndex()
     if snap is None or idx.offset == 0:
         # missing, unreadable or foreign snapshot: the next save rewrites it
         idx.saved_offset = idx.saved_ds_offset = idx.saved_wait_offset = -(1 << 60)

@@ -107,3 +107,23 @@ def test_run_oneshot_times_real_runs_that_answer(tmp_path: Path) -> None:
     assert expected <= set(rows) <= expected | {"loopback, fsync +3 ms"}
     assert all(r["wall_ms_median"] > 0 and r["cpu_ms_median"] > 0 for r in rows.values())
     assert report["ok"] == (rows["holon run (loopback openai)"]["wall_ms_median"] <= 100.0)
+
+
+@pytest.mark.slow
+def test_completion_benchmark_times_tabs_that_answer() -> None:
+    """The TAB benchmark checks each reply (the agents, the work items) before
+    it times anything, and reports every line."""
+    import json
+
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "completion.py"), "--runs", "1"]
+        + ["--agents", "5", "--work-items", "3", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    lines = {r["line"] for r in report["rows"]}
+    assert {"python -c pass", "holon --version", "holon agent status al<TAB>"} <= lines
+    assert len(lines) == 9 and all(r["median_ms"] > 0 for r in report["rows"])

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,29 +22,40 @@ def _append(path: Path, text: str) -> None:
 
 
 def test_follow_yields_appended_lines_and_survives_rotation(tmp_path: Path) -> None:
+    """Each step waits on what the follower printed, not on a time: the old
+    version slept 0.05 s and 0.08 s and assumed the follower had polled in
+    between (on a loaded machine it had not, and lines were lost)."""
     log = d.log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("old line\n")
+    _res, position = d.logs_with_position(1)
+    _append(log, "first\nsecond part")  # a line without its newline is held back
+    follow = d.follow_log(0.01, start=position)
+    assert next(follow) == "first"
+    _append(log, " done\n")
+    # rotated at once, before the follower polls again: the old file is
+    # still read to its end before the new one
+    log.rename(log.with_name("daemon.log.1"))
+    log.write_text("after rotation\n")
+    assert next(follow) == "second part done"
+    assert next(follow) == "after rotation"
+    follow.close()
+
+
+def test_follow_reads_a_log_rotated_before_it_started_from_the_old_file(
+    tmp_path: Path,
+) -> None:
+    log = d.log_path()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("boot\n")
+    _res, position = d.logs_with_position(1)
+    _append(log, "last words\n")
+    log.rename(log.with_name("daemon.log.1"))  # a restart rotated it
+    log.write_text("new daemon\n")
     got: list[str] = []
-    done = threading.Event()
-
-    def writer() -> None:
-        time.sleep(0.05)
-        _append(log, "first\nsecond part")  # a line without its newline is held back
-        time.sleep(0.08)  # several polls of 0.02 s
-        _append(log, " done\n")
-        time.sleep(0.08)
-        log.rename(log.with_name("daemon.log.1"))  # rotation: a new file
-        log.write_text("after rotation\n")
-
-    t = threading.Thread(target=writer)
-    t.start()
-    for line in d.follow_log(0.02, stop=done.is_set):
+    for line in d.follow_log(0.01, stop=lambda: len(got) == 2, start=position):
         got.append(line)
-        if len(got) == 3:
-            done.set()
-    t.join()
-    assert got == ["first", "second part done", "after rotation"]  # not the old line
+    assert got == ["last words", "new daemon"]
 
 
 def test_follow_continues_where_the_tail_stopped(tmp_path: Path) -> None:

@@ -157,9 +157,9 @@ def test_completion_command_prints_the_committed_scripts(script_runner) -> None:
         res = script_runner.run(["holon", "completion", shell])
         assert res.returncode == 0
         assert res.stdout == (REPO / rel).read_text()
-        # static scripts (tests/cli/test_completion.py runs them in real shells),
-        # not click's, whose text and callback protocol change between versions
-        assert "_HOLON_COMPLETE" not in res.stdout
+        # ours (tests/cli/test_completion.py runs them in real shells): each TAB
+        # asks holon through click's completion variable
+        assert f"_HOLON_COMPLETE={shell}_complete" in res.stdout
 
 
 def test_service_page_follows_the_readme_section(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from holon_cli.cli import fast
 from holon_cli.cli.group import cli
-from holon_cli.cli.params import ModelRefType
+from holon_cli.cli.params import Duration, ModelRefType
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,6 +53,8 @@ def test_each_spec_matches_its_click_declaration(words: tuple[str, ...]) -> None
             assert kind == "int>=1" and opt.type.min == 1 and not opt.type.min_open
         elif isinstance(opt.type, ModelRefType):
             assert kind == "model", dest
+        elif isinstance(opt.type, Duration):
+            assert kind == "duration", dest
         elif isinstance(opt.type, click.Path):
             t = opt.type
             assert kind == "dir" and not t.file_okay and t.dir_okay and not t.exists, dest
@@ -80,6 +82,8 @@ CORPUS: list[list[str]] = [
     ["enqueue", "hi", "--work-item", "wi_1", "--correlation-id", "c", "--causation-id", "m"],
     ["enqueue", ""],
     ["enqueue", "--origin=-odd", "x"],
+    ["enqueue", "x", "--wait", "--timeout", "90s", "--idempotency-key", "k-1"],
+    ["enqueue", "x", "--timeout=500ms", "--wait"],
     ["status"],
     ["status", "--json", "-a", "main"],
     ["workitem", "list"],
@@ -107,6 +111,8 @@ BAIL: list[list[str]] = [
     ["enqueue", "hi", "-a=alpha"],
     ["enqueue", "hi", "--json=yes"],
     ["enqueue", "hi", "--origin", "-x"],
+    ["enqueue", "hi", "--wait", "--timeout", "soon"],
+    ["enqueue", "hi", "--wait", "--timeout"],
     ["status", "extra"],
     ["status", "--agent"],
     ["workitem", "list", "--filter", "nope"],

@@ -184,3 +184,35 @@ def test_plain_tail_into_a_closed_pipe_exits_0_quietly() -> None:
     assert json.loads(out)["event_seq"] == 1
     assert "Traceback" not in err and "BrokenPipe" not in err
     assert "holon_rc=0" in err
+
+
+def test_follow_without_since_loses_no_event_appended_after_the_recent_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`holon tail -f` prints the recent events, then follows from the last
+    seq. It read that seq after printing, so an event appended in between
+    (another process, right after the first line was read) was skipped:
+    `test_follow_streams_events_from_another_process_and_stops_on_sigint`
+    waited for it in vain on a loaded machine. Made deterministic here."""
+    from holon_cli.runtime import inspect
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(None)  # event 1
+    real_tail = inspect.tail_events
+    followed_from: list[int] = []
+
+    def tail_then_append(*args: Any, **kwargs: Any) -> Any:
+        out = real_tail(*args, **kwargs)
+        store.emit("agent_state_changed", {"from": "x", "to": "y", "reason": "race"})  # event 2
+        return out
+
+    def follow(_store: Any, *, since: int, **_kw: Any) -> Any:
+        followed_from.append(since)
+        return iter(())
+
+    monkeypatch.setattr(inspect, "tail_events", tail_then_append)
+    monkeypatch.setattr(inspect, "follow_events", follow)
+    res = holon("tail", "--follow", "--jsonl")
+    assert res.returncode == 0, res.stderr
+    assert [json.loads(line)["event_seq"] for line in res.stdout.splitlines()] == [1]
+    assert followed_from == [1]  # event 2 is followed, not skipped

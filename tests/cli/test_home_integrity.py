@@ -87,11 +87,12 @@ def test_agent_record_without_state(agent: Path) -> None:
     _check_problem(path, None, "state")
     for args in (
         ("status",),
-        ("agent", "list"),
         ("turn", "--model", MODEL),
         ("agent", "stop", "main"),
     ):
         clean_failure(holon(*args), 1, str(path), "state")
+    # agent list lists the home, the damaged agent marked (issue 31 item 18)
+    clean_failure(holon("agent", "list"), 0, str(path), "state", "damaged")
     res = holon("status", "--json")
     err = one_json(res.stdout)["error"]
     assert err["kind"] == "corrupt_state" and str(path) in err["message"]

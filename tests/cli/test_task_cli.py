@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def holon(script_runner: Any, *args: str, stdin: str | None = None) -> Any:
     kwargs: dict[str, Any] = {"print_result": False}
@@ -84,3 +86,38 @@ def test_task_input_from_stdin(script_runner: Any) -> None:
     assert r.returncode == 0, r.stderr
     wait_status(script_runner, tid, "completed")
     assert holon(script_runner, "task", "output", tid).stdout == "got:line\n"
+
+
+def _run_exit_3(script_runner: Any) -> None:
+    r = holon(script_runner, "task", "run", "--", "sh", "-c", "exit 3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith("task_")
+    assert "could not start" not in r.stderr, r.stderr
+
+
+def test_a_task_that_exits_at_once_started(script_runner: Any) -> None:
+    """Issue 31 item 16: a command that ran and already exited non-zero is
+    ``failed`` with an exit status; that is not "could not start: None"."""
+    _run_exit_3(script_runner)
+    _, listed = jrun(script_runner, "task", "list", "--all")
+    (t,) = listed["data"]["tasks"]
+    snap = wait_status(script_runner, t["task_id"], "failed")
+    assert snap["exit_status"] == 3 and snap["error"] is None
+
+
+@pytest.mark.slow
+def test_task_run_start_exit_race_50_times(script_runner: Any) -> None:
+    for _ in range(50):
+        _run_exit_3(script_runner)
+
+
+def test_a_task_that_cannot_start_says_why(script_runner: Any, tmp_path: Path) -> None:
+    from holon_cli.model.task import never_started
+
+    assert never_started(
+        {"status": "failed", "exit_status": None, "signal": None, "error": "ENOENT"}
+    )  # type: ignore[typeddict-item]
+    assert not never_started({"status": "failed", "exit_status": 3, "signal": None, "error": None})  # type: ignore[typeddict-item]
+    assert not never_started(
+        {"status": "failed", "exit_status": None, "signal": "SIGKILL", "error": None}
+    )  # type: ignore[typeddict-item]

@@ -92,7 +92,10 @@ def test_status_shows_aborted_messages_the_last_failure_and_a_broken_config(
     assert d["aborted"] == 0 and d["aborted_messages"] == []
     assert d["last_failure"] is None and d["config_error"] is None
     keys = {line.split("  ")[0] for line in text.splitlines()}
-    assert not keys & {"aborted", "last failure", "config"}
+    assert not keys & {"last failure", "config"}
+    assert any(
+        line.startswith("aborted") and line.rstrip().endswith("0") for line in text.splitlines()
+    )
 
     # a turn whose model fails: the failure is persisted on the agent
     script = tmp_path / "fail.yaml"
@@ -110,13 +113,15 @@ def test_status_shows_aborted_messages_the_last_failure_and_a_broken_config(
 
     d, text = _status(script_runner)
     assert d["aborted"] >= 1
-    assert {"message_id": mid, "reason": "max_attempts_exceeded"}.items() <= d["aborted_messages"][
-        0
-    ].items()
+    by_id = {m["message_id"]: m for m in d["aborted_messages"]}
+    assert by_id[mid]["reason"] == "max_attempts_exceeded"
+    assert [m["reason"] for m in by_id.values() if m["message_id"] != mid] == [
+        "turn_failed:client_error"
+    ]
     assert "the model said no" in d["last_failure"]["summary"]
     assert d["last_failure"]["turn_id"] and d["last_failure"]["at"]
     assert "config.yaml" in d["config_error"]
-    assert f"{mid} (max_attempts_exceeded)" in text and "holon queue requeue" in text
+    assert f"{mid}: max_attempts_exceeded" in text and "holon queue requeue" in text
     assert "last failure" in text and "the model said no" in text
     assert "BROKEN" in text and "config.yaml" in text
 

@@ -72,7 +72,9 @@ def test_start_status_idempotent_stop(home: Path) -> None:
     # different options: refused, exit 4
     diff = _holon("daemon", "start", *LISTEN, "--concurrency", "2")
     assert diff.returncode == 4 and "restart" in diff.stderr
-    st = _data(_holon("daemon", "status", *LISTEN, "--json"))
+    out = _holon("daemon", "status", *LISTEN, "--json")
+    assert out.returncode == 0  # running and healthy
+    st = _data(out)
     assert st["state"] == "running" and st["config_matches"] is True
     assert st["activity"] in ("idle", "waiting", "processing")
     for k in (
@@ -95,7 +97,8 @@ def test_start_status_idempotent_stop(home: Path) -> None:
     stop = _data(_holon("daemon", "stop", "--json"))
     assert stop["was_running"] is True and stop["method"] == "control_surface"
     assert wait_for(lambda: not _alive(pid), 5)
-    assert _data(_holon("daemon", "status", "--json"))["state"] == "stopped"
+    out = _holon("daemon", "status", "--json")
+    assert out.returncode == 3 and _data(out)["state"] == "stopped"
     assert _data(_holon("daemon", "stop", "--json"))["was_running"] is False
     assert open_agent(None).read_record()["state"]["status"] != "stopped"
 
@@ -126,3 +129,35 @@ def test_start_failure_points_to_logs(home: Path) -> None:
     assert "holon daemon logs" in out.stderr
     logs = _data(_holon("daemon", "logs", "--json"))
     assert logs["last_failure"]["phase"] == "startup"  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_a_second_home_on_a_busy_port_is_told_which_home_holds_it(
+    home: Path, tmp_path: Path
+) -> None:
+    import socket
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    listen = ["--listen", f"127.0.0.1:{port}"]
+    out = _holon("daemon", "start", *listen, "--json")
+    assert out.returncode == 0, out.stderr
+    pid = _data(out)["pid"]
+    try:
+        other = tmp_path / "other-home"
+        res = subprocess.run(
+            [*HOLON, "daemon", "start", *listen, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env={**os.environ, "HOLON_HOME": str(other)},
+        )
+        assert res.returncode == 4, res.stdout
+        err = json.loads(res.stdout)["error"]
+        assert f"127.0.0.1:{port}" in err["message"] and str(home) in err["message"]
+        assert not (other / "run" / "daemon.json").exists()
+    finally:
+        assert _holon("daemon", "stop").returncode == 0
+    assert wait_for(lambda: not _alive(pid), 5)  # type: ignore[arg-type]

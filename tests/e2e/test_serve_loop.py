@@ -41,6 +41,7 @@ def test_watch_dirs_are_the_folders_that_matter_not_workspaces(holon_home: Path)
         "agents/alpha/.holon/ledger",
         "agents/alpha/.holon/tasks",
         "agents/alpha/.holon/tasks/t_1",
+        "agents/alpha/.holon/state",
     }
 
 
@@ -301,3 +302,60 @@ def test_warm_up_builds_the_tls_context_only_for_an_https_model(
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [str(built)]
+
+
+def test_an_agent_started_again_is_marked_but_not_its_own_record_writes(
+    holon_home: Path,
+) -> None:
+    """`holon agent start` changes only agent.json: serve must see it (the
+    queued messages of a paused agent waited for the 300 s sweep), while the
+    record writes of a turn (status running/idle, totals) are no news."""
+    from holon_cli.runtime.agents import set_lifecycle, set_model_override
+
+    store = create_agent("main")
+    sch = Scheduler(concurrency=1)
+    state = str(store.layout.agent_file)
+    keep = loop.watch_filter(holon_home)
+    assert keep(2, state) and not keep(2, state + ".tmp")
+    sch._remember_statuses()
+    set_lifecycle("main", "pause")
+    assert sch._resumed([state]) == set()
+    set_model_override("main", None)  # a write that leaves the status alone
+    assert sch._resumed([state]) == set()
+    set_lifecycle("main", "start")
+    assert sch._resumed([state]) == {"main"}
+    assert sch._resumed([state]) == set()  # seen once
+    # a turn's own writes: idle -> running -> idle
+    store.update_state(lambda s: s.update({"status": "awake_running"}))
+    assert sch._resumed([state]) == set()
+    store.update_state(lambda s: s.update({"status": "awake_idle"}))
+    assert sch._resumed([state]) == set()
+    set_lifecycle("main", "stop")
+    assert sch._resumed([state]) == set()
+    set_lifecycle("main", "start")
+    assert sch._resumed([state]) == {"main"}
+
+
+@pytest.mark.slow
+def test_the_watcher_marks_a_started_agent_at_once(watcher: Scheduler) -> None:
+    from holon_cli.runtime.agents import set_lifecycle
+
+    set_lifecycle("main", "pause")
+    assert not _marked(watcher, "main", 0.3)
+    set_lifecycle("main", "start")
+    assert _marked(watcher, "main")
+
+
+def test_a_stop_before_the_watcher_is_up_ends_start_up_at_once(holon_home: Path) -> None:
+    """A shutdown request that lands between serve writing run/serve.json and
+    its watcher coming up (a loaded machine) made start-up wait for the
+    watcher's 30 s timeout twice: `test_shutdown_route_drains_and_exits`
+    failed under load. Start-up waits on the watcher's state, not a time."""
+    create_agent("main")
+    sch = Scheduler(concurrency=1, sweep_s=3600)
+    sch.stop()
+    t0 = time.monotonic()
+    sch.start_watching(timeout=20)
+    sch.run()
+    assert time.monotonic() - t0 < 2.0
+    assert sch.drain() == []

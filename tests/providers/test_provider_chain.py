@@ -412,3 +412,46 @@ def test_retry_policy_surface() -> None:
     assert p["max_retries"] == 2 and p["max_attempts_per_candidate"] == 3
     assert "rate_limited" in p["retryable"] and "auth" in p["fail_fast"]
     assert p["turn_terminal"] == ["context_length_exceeded"]
+
+
+def test_before_attempt_runs_before_every_request_and_can_stop_it() -> None:
+    """The turn's budget check: retries and fallbacks are requests too."""
+    table, resolve = fakes(
+        a__m=[
+            ProviderFailure("server_error", "x", status=503),
+            ProviderFailure("server_error", "y"),
+        ],
+        b__m=[text_response("b")],
+    )
+    seen: list[str] = []
+    res = call_with_fallback(
+        ["a/m", "b/m"],
+        build_request(),
+        sleep=lambda s: None,
+        resolve=resolve,
+        max_retries=1,
+        before_attempt=seen.append,
+    )
+    assert res.response.text == "b"
+    assert seen == ["a/m", "a/m", "b/m"]
+
+    class Refused(Exception):
+        pass
+
+    table, resolve = fakes(a__m=[ProviderFailure("server_error", "x", status=503), text_response()])
+    calls: list[str] = []
+
+    def refuse_second(ref: str) -> None:
+        calls.append(ref)
+        if len(calls) == 2:
+            raise Refused(ref)
+
+    with pytest.raises(Refused):
+        call_with_fallback(
+            ["a/m"],
+            build_request(),
+            sleep=lambda s: None,
+            resolve=resolve,
+            before_attempt=refuse_second,
+        )
+    assert table["a/m"].calls == 1  # the refused retry was never sent

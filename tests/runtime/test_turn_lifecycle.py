@@ -71,7 +71,9 @@ def test_a_settled_turn_is_finished_not_aborted_at_the_replay_limit(
         with pytest.raises(Killed):
             run_turn(None, cli_model=model, catalog=default_catalog())
     monkeypatch.setattr(q, "settle", real_settle)
-    assert int(q.load(store).in_flight()[0].get("attempts", 0)) >= q.MAX_ATTEMPTS
+    # the first attempt reached the model; the replays only finish recording
+    # the saved settlement (no model request) and do not count
+    assert len(q.load(store).in_flight()) == 1
 
     res = run_turn(None, cli_model=model, catalog=default_catalog())
     assert res.ran and res.message_id == env["id"] and res.status == "completed"
@@ -83,9 +85,37 @@ def test_a_settled_turn_is_finished_not_aborted_at_the_replay_limit(
 def test_an_unsettled_turn_is_still_aborted_at_the_replay_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The replay limit still holds for a turn that dies before deciding its end."""
+    """The replay limit still holds for a turn that reaches the model and dies
+    before deciding its end (killed during the provider request)."""
+    from holon_cli.providers import chain
+
     model = script(tmp_path, [{"text": "all done"}])
     admit("do it")
+    store = open_agent(None)
+
+    def kill(*a: Any, **k: Any) -> Any:
+        raise Killed
+
+    real_call = chain.call_with_fallback
+    monkeypatch.setattr(chain, "call_with_fallback", kill)
+    for _ in range(q.MAX_ATTEMPTS):
+        with pytest.raises(Killed):
+            run_turn(None, cli_model=model, catalog=default_catalog())
+    monkeypatch.setattr(chain, "call_with_fallback", real_call)
+    assert run_turn(None, cli_model=model, catalog=default_catalog()).ran is False
+    st = q.load(store)
+    assert st.entries == {} and st.aborted == 1
+    assert terminals(store) == (0, 0, 0)
+
+
+def test_kills_before_the_model_is_reached_never_abort_the_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31 item 29: three kills in a row aborted a message even when no
+    turn got as far as the model (start-up, context building). Such a crash
+    is requeued without counting an attempt, however often it happens."""
+    model = script(tmp_path, [{"text": "all done"}])
+    env = admit("do it")
     store = open_agent(None)
     real_execute = turn_loop.TurnRun.execute
 
@@ -93,14 +123,64 @@ def test_an_unsettled_turn_is_still_aborted_at_the_replay_limit(
         raise Killed
 
     monkeypatch.setattr(turn_loop.TurnRun, "execute", kill)
-    for _ in range(q.MAX_ATTEMPTS):
+    for _ in range(q.MAX_ATTEMPTS * 3):
         with pytest.raises(Killed):
             run_turn(None, cli_model=model, catalog=default_catalog())
     monkeypatch.setattr(turn_loop.TurnRun, "execute", real_execute)
+    res = run_turn(None, cli_model=model, catalog=default_catalog())
+    assert res.ran and res.message_id == env["id"] and res.status == "completed"
+    st = q.load(store)
+    assert st.aborted == 0 and st.processed == 1
+    requeued = [
+        r
+        for r in store.ledger("queue").records()
+        if r.get("op") == "status" and r.get("status") == "interrupted"
+    ]
+    assert len(requeued) == q.MAX_ATTEMPTS * 3
+    assert all(r.get("counted") is False for r in requeued)
+    assert terminals(store) == (1, 1, 1)
+
+
+def test_a_kill_inside_the_provider_round_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script_runner: Any
+) -> None:
+    """Mixed: kills before the model do not count, kills during the request
+    do; the message is aborted at the third counted one, and says why."""
+    from holon_cli.providers import chain
+
+    model = script(tmp_path, [{"text": "all done"}])
+    env = admit("do it")
+    store = open_agent(None)
+    real_execute = turn_loop.TurnRun.execute
+    real_call = chain.call_with_fallback
+
+    def kill(*a: Any, **k: Any) -> Any:
+        raise Killed
+
+    for _ in range(q.MAX_ATTEMPTS):
+        monkeypatch.setattr(turn_loop.TurnRun, "execute", kill)
+        with pytest.raises(Killed):
+            run_turn(None, cli_model=model, catalog=default_catalog())
+        monkeypatch.setattr(turn_loop.TurnRun, "execute", real_execute)
+        monkeypatch.setattr(chain, "call_with_fallback", kill)
+        with pytest.raises(Killed):
+            run_turn(None, cli_model=model, catalog=default_catalog())
+        monkeypatch.setattr(chain, "call_with_fallback", real_call)
     assert run_turn(None, cli_model=model, catalog=default_catalog()).ran is False
     st = q.load(store)
-    assert st.entries == {} and st.aborted == 1
-    assert terminals(store) == (0, 0, 0)
+    assert st.aborted == 1
+    from holon_cli.runtime.inspect import agent_summary
+
+    (ab,) = agent_summary(store)["aborted_messages"]
+    assert ab["message_id"] == env["id"] and ab["reason"] == "max_attempts_exceeded"
+    assert ab["attempts"] == q.MAX_ATTEMPTS
+    res = script_runner.run(["holon", "status"], print_result=False, env=dict(os.environ))
+    text = res.stdout
+    assert res.returncode == 0, res.stderr
+    assert f"{env['id']}: max_attempts_exceeded" in text and "holon queue requeue" in text
+    # a requeue takes it off the list
+    q.requeue(store, env["id"])
+    assert agent_summary(store)["aborted_messages"] == []
 
 
 @pytest.mark.parametrize("fail_at", ["queue_settle", "after_brief", "after_transcript"])

@@ -49,6 +49,7 @@ from holon_cli.model.envelope.schema import _V1_FIELDS as _V1_FIELDS
 from holon_cli.model.envelope.schema import _V1_ORIGIN_FIELDS as _V1_ORIGIN_FIELDS
 from holon_cli.model.envelope.schema import (
     ENVELOPE_VERSION,
+    AbortedMessage,
     AdmittedRecord,
     AuthorityClass,
     Envelope,
@@ -103,6 +104,7 @@ __all__ = [
     "PRIORITY_RANK",
     "Priority",
     "QueueEntry",
+    "AbortedMessage",
     "QueueSnapshot",
     "QueueStatus",
     "RUNTIME_ORIGINS",

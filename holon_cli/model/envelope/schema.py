@@ -124,6 +124,16 @@ class QueueEntry(TypedDict):
     envelope: NotRequired[Envelope]
 
 
+class AbortedMessage(TypedDict):
+    """One of the newest aborted messages (``holon status``): why it stopped."""
+
+    message_id: str
+    reason: str  # max_attempts_exceeded | body_missing | operator_aborted | ...
+    at: str | None
+    kind: str | None
+    attempts: int
+
+
 class QueueSnapshot(TypedDict):
     v: int
     offset: int
@@ -132,6 +142,7 @@ class QueueSnapshot(TypedDict):
     aborted: int
     entries: list[QueueEntry]
     recent_final: list[str]
+    recent_aborted: NotRequired[list[AbortedMessage]]
 
 
 class AdmittedRecord(TypedDict):

@@ -36,6 +36,7 @@ from holon_cli.model.envelope import (
     EnvelopeError,
     EnvelopeHead,
     QueueEntry,
+    body_text,
     check_body,
     check_kind,
     check_origin,
@@ -53,6 +54,8 @@ from holon_cli.runtime.queue.state import (
 )
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import fsync_dir
+
+TEXT_PREVIEW_CHARS = 280  # message_admitted carries this much of the body (consoles show it)
 
 if TYPE_CHECKING:
     from holon_cli.model.events import (
@@ -247,6 +250,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
             "queue_seq": rec["seq"],
             "kind": env.get("kind"),
             "created_at": env.get("created_at"),
+            "text_preview": body_text(env.get("body"))[:TEXT_PREVIEW_CHARS],
         }
         store.emit(
             "message_admitted",

@@ -23,6 +23,7 @@ from typing import Any, cast
 from holon_cli import clock
 from holon_cli.model.envelope import (
     PRIORITY_RANK,
+    AbortedMessage,
     EnvelopeError,
     QueueEntry,
     QueueSnapshot,
@@ -40,6 +41,8 @@ MAX_ATTEMPTS = 3
 # dequeue under the same lock, so the unfinished entries are the first guard);
 # small, because the snapshot is rewritten on every queue change
 RECENT_IDS = 256
+# aborted messages `holon status` names with their reason (requeue removes one)
+RECENT_ABORTED = 20
 FINAL = ("processed", "aborted")
 # an inbox file larger than this cannot be a message admit() wrote
 # (bodies are capped at 1 MB; JSON escaping can at most ~6x that)
@@ -57,6 +60,7 @@ class QueueState:
         "processed",
         "aborted",
         "recent_final",
+        "recent_aborted",
         "truncated",
     )
 
@@ -78,6 +82,8 @@ class QueueState:
         self.recent_final: deque[str] = (
             deque(maxlen=RECENT_IDS) if recent_final is None else recent_final
         )
+        # the newest aborted messages: {message_id, reason, at, kind, attempts}
+        self.recent_aborted: deque[AbortedMessage] = deque(maxlen=RECENT_ABORTED)
         # set by load() when the snapshot's offset lies past the end of the ledger
         self.truncated = truncated
 
@@ -97,6 +103,8 @@ class QueueState:
                     return
                 if mid in self.recent_final:
                     self.recent_final.remove(mid)
+                for a in [a for a in self.recent_aborted if a.get("message_id") == mid]:
+                    self.recent_aborted.remove(a)
             elif mid in self.entries or mid in self.recent_final:
                 return
             seq = rec.get("seq", self.next_seq)
@@ -131,6 +139,9 @@ class QueueState:
             elif status == "interrupted":
                 entry_["status"] = "queued"
                 entry_["interrupted"] = int(entry_.get("interrupted", 0)) + 1
+                if rec.get("counted") is False:
+                    # the crashed turn never reached the model: not an attempt
+                    entry_["attempts"] = max(0, int(entry_.get("attempts", 0)) - 1)
                 entry_.pop("turn_id", None)
             elif status in FINAL:
                 del self.entries[smid]
@@ -139,6 +150,16 @@ class QueueState:
                     self.processed += 1
                 else:
                     self.aborted += 1
+                    head = cast(dict[str, Any], entry_.get("head") or {})
+                    self.recent_aborted.append(
+                        {
+                            "message_id": smid,
+                            "reason": str(rec.get("reason") or "unknown"),
+                            "at": rec.get("at"),
+                            "kind": head.get("kind"),
+                            "attempts": int(entry_.get("attempts", 0)),
+                        }
+                    )
 
     def pending(self) -> list[QueueEntry]:
         """Queued entries in dequeue order: priority band, then admission order."""
@@ -162,6 +183,7 @@ class QueueState:
             "aborted": self.aborted,
             "entries": entries,
             "recent_final": list(self.recent_final),
+            "recent_aborted": list(self.recent_aborted),
         }
 
     @classmethod
@@ -183,6 +205,9 @@ class QueueState:
                 e["priority"] = "normal"
             st.entries[e["message_id"]] = cast(QueueEntry, e)
         st.recent_final.extend(snap.get("recent_final", []))
+        st.recent_aborted.extend(
+            cast(AbortedMessage, a) for a in snap.get("recent_aborted") or [] if isinstance(a, dict)
+        )
         return st
 
 

@@ -38,26 +38,42 @@ if TYPE_CHECKING:
     from holon_cli.model.events import MessageReplayedData, QueueRuntimeErrorData
 
 
-def recover(store: AgentStore, st: QueueState, settled: Collection[str] = ()) -> list[QueueEntry]:
+def recover(
+    store: AgentStore,
+    st: QueueState,
+    settled: Collection[str] = (),
+    attempted: Collection[str] | None = None,
+) -> list[QueueEntry]:
     """Requeue entries whose turn died. Caller holds the agent lock *and* the turn lock
-    (so no live turn owns a dequeued entry). Entries past ``MAX_ATTEMPTS`` are aborted,
-    except those in ``settled``: their turn already decided how it ended (a durable
-    settlement in the turn journal), so the replay only finishes recording it and runs
-    no model; aborting them would leave a completed terminal on an aborted message."""
+    (so no live turn owns a dequeued entry).
+
+    A crashed turn counts as an attempt only when it got as far as a provider
+    request (its id is in ``attempted``; ``None``: count every crash); one
+    killed earlier (start-up, context building) is requeued with
+    ``counted: false`` and costs its message nothing. Entries past
+    ``MAX_ATTEMPTS`` counted attempts are aborted (``max_attempts_exceeded``),
+    except those in ``settled``: their turn already decided how it ended (a
+    durable settlement in the turn journal), so the replay only finishes
+    recording it and runs no model; aborting them would leave a completed
+    terminal on an aborted message."""
     changed: list[QueueEntry] = []
     for entry in list(st.in_flight()):
         mid = entry["message_id"]
         head = entry["head"]
-        if int(entry.get("attempts", 0)) >= MAX_ATTEMPTS and mid not in settled:
+        counted = attempted is None or entry.get("turn_id") in attempted
+        over = int(entry.get("attempts", 0)) >= MAX_ATTEMPTS
+        if counted and over and mid not in settled:
             set_status(store, st, mid, "aborted", reason="max_attempts_exceeded", save=False)
             limit: QueueRuntimeErrorData = {
-                "error": f"message {mid} aborted after {MAX_ATTEMPTS} interrupted attempts",
+                "error": f"message {mid} aborted after {MAX_ATTEMPTS} interrupted attempts "
+                "(each reached the model and was killed)",
                 "kind": "replay_limit",
                 "hint": f"re-admit it with `holon queue requeue {mid} --agent {store.agent_id}`",
             }
             store.emit("runtime_error", limit, message=head)
         else:
-            set_status(store, st, mid, "interrupted", reason="turn_crashed", save=False)
+            extra: dict[str, Any] = {} if counted else {"counted": False}
+            set_status(store, st, mid, "interrupted", reason="turn_crashed", save=False, **extra)
             replayed: MessageReplayedData = {"attempts": entry.get("attempts", 0)}
             store.emit("message_replayed", replayed, message=head)
         changed.append(entry)
@@ -75,6 +91,7 @@ def set_status(
     turn_id: str | None = None,
     reason: str | None = None,
     save: bool = True,
+    **extra: Any,
 ) -> None:
     rec: dict[str, Any] = {
         "v": QUEUE_RECORD_VERSION,
@@ -82,6 +99,7 @@ def set_status(
         "message_id": message_id,
         "status": status,
         "at": clock.now_iso(),
+        **extra,
     }
     if turn_id:
         rec["turn_id"] = turn_id
@@ -95,7 +113,11 @@ def set_status(
 
 
 def dequeue_next(
-    store: AgentStore, turn_id: str, *, settled: Collection[str] = ()
+    store: AgentStore,
+    turn_id: str,
+    *,
+    settled: Collection[str] = (),
+    attempted: Collection[str] | None = None,
 ) -> QueueEntry | None:
     """The turn engine's dequeue step: ingest, recover, take the head of the queue.
 
@@ -107,7 +129,7 @@ def dequeue_next(
     with store.lock():
         st = load(store)
         ingest(store, st)
-        recover(store, st, settled)
+        recover(store, st, settled, attempted)
         while True:
             pending = st.pending()
             if not pending:

@@ -32,17 +32,30 @@ def _runtime_cfg() -> dict[str, Any]:
     return load_config()
 
 
-def _release_run(store: AgentStore) -> None:
+def _release_run(store: AgentStore, reason: str, failure: str | None = None) -> None:
     """After an interrupted or failed turn: the agent must not look busy; an
-    operator's stop or pause holds."""
+    operator's stop or pause holds. ``failure``: an internal failure, kept
+    as the agent's ``last_failure`` (daemon status reads it)."""
 
     def release(st: AgentState) -> None:
+        if failure is not None:
+            now = clock.now_iso()
+            st["last_failure"] = {
+                "occurred_at": now,
+                "at": now,
+                "summary": f"{store.agent_id}: turn {st.get('current_run_id')} failed: {failure}"[
+                    :500
+                ],
+                "phase": "runtime_turn",
+                "detail_hint": f"see `holon tail --agent {store.agent_id}`",
+                "turn_id": st.get("current_run_id"),
+            }
         if st["status"] not in HELD_STATUSES:
             st["status"] = "awake_idle"
         st["current_run_id"] = None
         st["current_run_pid"] = None
 
-    store.update_state(release)
+    store.update_state(release, reason=reason)
 
 
 def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
@@ -69,7 +82,7 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
         finish_agent_state(store, journal.settlement, journal)
         journal.clear()
     else:
-        _release_run(store)
+        _release_run(store, "stale_run_repaired")
     status = store.read_record()["state"]["status"]
     out = {
         "stale_run_id": stale_run_id,
@@ -81,13 +94,36 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     return out
 
 
-def _settled_message_ids(store: AgentStore) -> tuple[str, ...]:
-    """The message whose crashed turn already saved its settlement: its replay
-    only finishes recording the ending, so the replay limit must not abort it."""
+def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> TurnResult | None:
+    """Before the dequeue: a cost budget with a model of the chain unpriced is
+    a config error (nothing consumed); an agent whose last turn a budget
+    stopped, with that budget still spent, runs no turn (its messages stay
+    queued until the budget resets or is raised)."""
+    from holon_cli.runtime import budgets
+
+    if not budgets.configured(cfg):
+        return None
+    err = budgets.price_error(cfg, store.agent_id, models)
+    if err is not None:
+        err.message += "; nothing was dequeued"
+        raise err
+    hit = budgets.exhausted(store, cfg)
+    if hit is None:
+        return None
+    return TurnResult(store.agent_id, ran=False, budget=hit)
+
+
+def _journal_facts(store: AgentStore) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """From the crashed turn's journal: the message whose settlement is already
+    saved (its replay only finishes recording the ending, so the replay limit
+    must not abort it) and the turns that got as far as a provider request
+    (only those count as attempts: a turn killed before it reached the model
+    costs its message nothing)."""
     journal = Journal.load(store)
-    if journal is None or journal.settlement is None:
-        return ()
-    return (journal.message_id,)
+    if journal is None:
+        return (), ()
+    settled = (journal.message_id,) if journal.settlement is not None else ()
+    return settled, tuple(sorted(journal.requested))
 
 
 def run_turn(
@@ -126,8 +162,13 @@ def run_turn(
             )
         models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
         resolve = resolve_chain(models)  # before the dequeue: a bad chain consumes nothing
+        cfg = _runtime_cfg()
+        held = _budget_hold(store, cfg, models)
+        if held is not None:
+            return held
         turn_id = clock.new_id("turn")
-        entry = q.dequeue_next(store, turn_id, settled=_settled_message_ids(store))
+        settled, attempted = _journal_facts(store)
+        entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
         from holon_cli.runtime.waiting import scheduler as waiting
@@ -150,7 +191,7 @@ def run_turn(
             turn_id,
             models,
             catalog=catalog,
-            config=_runtime_cfg(),
+            config=cfg,
             sleep=sleep,
             max_rounds=max_rounds,
             resolve=resolve,
@@ -164,7 +205,7 @@ def run_turn(
             # from the journal; the agent must not look busy meanwhile
             interrupted: TurnInterruptedData = {"turn_id": turn_id, "reason": "keyboard_interrupt"}
             store.emit("turn_interrupted", interrupted, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store)
+            _release_run(store, "turn_interrupted")
             raise
         except Exception as exc:
             # an internal failure: record it and leave the message dequeued, so
@@ -175,7 +216,7 @@ def run_turn(
                 "failure_kind": "internal",
             }
             store.emit("runtime_error", internal, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store)
+            _release_run(store, "turn_failed", internal["error"])
             raise
     finally:
         lock.release()

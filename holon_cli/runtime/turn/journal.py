@@ -10,6 +10,7 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "round", "rounds", "usage", "usage_reported", "attempts", "counted"}
     {"op": "failure", "usage", "attempts"}         a provider failure's usage/attempts
     {"op": "interject", "message_id"}
+    {"op": "request", "turn_id"}                   a turn's first provider request starts
     {"op": "settlement", "settlement": {...}}
 
 Invariants:
@@ -22,6 +23,10 @@ Invariants:
   entry, ``turn_terminal`` event) are written; a replay that finds it writes
   only the records that are missing and settles the queue entry, so a
   message gets exactly one terminal and one result brief under any kill;
+- ``request`` is written (a plain write: a killed process loses nothing the
+  kernel holds) just before a turn's first provider request: a crashed turn
+  without one never reached the model, and its replay is not counted as an
+  attempt (``queue.recover``);
 - removed once the agent record reflects the settled turn.
 """
 
@@ -105,6 +110,8 @@ class Journal:
         self.timeline: list[ProviderAttemptRecord] = []
         self.interject_ids: list[str] = []
         self.settlement: TurnSettlement | None = None
+        # turns (of this message) that got as far as a provider request
+        self.requested: set[str] = set()
         self._dirty = False
 
     # ------------------------------------------------------------- replay
@@ -191,6 +198,8 @@ class Journal:
             self.timeline.extend(rec.get("attempts") or [])
         elif op == "interject":
             self.interject_ids.append(str(rec["message_id"]))
+        elif op == "request":
+            self.requested.add(str(rec.get("turn_id") or ""))
         elif op == "settlement":
             self.settlement = cast("TurnSettlement", rec["settlement"])
 
@@ -231,6 +240,13 @@ class Journal:
             return
         fsync_file(self.path)
         self._dirty = False
+
+    def mark_request(self) -> None:
+        """Say (once per turn) that this turn is about to call the model."""
+        if self.turn_id in self.requested:
+            return
+        self.requested.add(self.turn_id)
+        self._append({"op": "request", "turn_id": self.turn_id})
 
     def add_item(self, item: ConversationItem) -> None:
         self.items.append(item)

@@ -17,20 +17,29 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.model.tool import SleepRequest, ToolContext, ToolResult, render_error
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
+from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.guard import activation_of
 from holon_cli.runtime.prompt import (
     BuiltPrompt,
     active_skill_rows,
     build_frame,
     first_user_item,
     render_message,
+)
+from holon_cli.runtime.turn.abort import (
+    ABORT_REASON,
+    AbortWatch,
+    TurnAborted,
+    stop_call_commands,
 )
 from holon_cli.runtime.turn.context import context_trigger, recent_conversation
 from holon_cli.runtime.turn.journal import Journal
@@ -44,6 +53,7 @@ from holon_cli.store.layout import default_agent_id
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
         MessageInterjectedData,
@@ -55,6 +65,8 @@ if TYPE_CHECKING:
         WorkItemStaleReminderData,
     )
     from holon_cli.model.tool import Toolbox
+    from holon_cli.model.turn import TurnProgress
+    from holon_cli.providers.chain import ChainResult
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -121,26 +133,41 @@ class TurnRun:
         self.turn_local: dict[str, Any] = {}  # tools' turn-local scratch (ToolContext.effects)
         self.context_reported = False
         self.context_build_ms = 0.0
+        self.budget_hit: BudgetHit | None = None  # a budget refused the next request
+        self.tool_calls_made = 0  # the no-progress guard's view of the turn
+        self.work_item_changed = False
+        self.spend = budgets.SpendWriter(store)  # fsync'd once, at settle
+        # an operator's abort: each provider and tool call is waited for here
+        self.abort = AbortWatch(store, turn_id)
+        self.abort_reason: str | None = None
 
     # ------------------------------------------------------------ the loop
 
     def execute(self) -> TurnResult:
         self.start()
         if self.journal.settlement is None:
-            done = self.close_in_flight_calls()
-            while not done:
-                built = self.build_prompt()
-                rnd = self.call_model(built)
-                if rnd is None:
-                    break
-                self.record_round(rnd)
-                if not rnd.tool_calls:
-                    self.final_text = rnd.text
-                    break
-                self.run_tools(rnd, built)
-                self.take_interjects()
-                done = self.decide_stop(rnd)
+            try:
+                self.rounds()
+            except TurnAborted:
+                # the operator aborted the call in flight: nothing more runs
+                self.failed = True
+                self.abort_reason = self.result.failure_kind = ABORT_REASON
         return self.settle()
+
+    def rounds(self) -> None:
+        done = self.close_in_flight_calls()
+        while not done:
+            built = self.build_prompt()
+            rnd = self.call_model(built)
+            if rnd is None:
+                break
+            self.record_round(rnd)
+            if not rnd.tool_calls:
+                self.final_text = rnd.text
+                break
+            self.run_tools(rnd, built)
+            self.take_interjects()
+            done = self.decide_stop(rnd)
 
     def make_durable(self) -> None:
         """One fsync batch: the ledgers' deferred appends and the journal."""
@@ -158,7 +185,6 @@ class TurnRun:
         def mark(state: AgentState) -> None:
             if state["status"] not in HELD_STATUSES:
                 state["status"] = "awake_running"
-                state["status_changed_at"] = clock.now_iso()
             state["current_run_id"] = self.turn_id
             state["current_run_pid"] = os.getpid()
             state["last_wake_reason"] = msg.get("trigger_kind") or msg.get("kind")
@@ -168,7 +194,10 @@ class TurnRun:
                 0 if replayed else 1
             )
 
-        agent_rec = self.store.update_state(mark)
+        self.abort.clear_stale()
+        agent_rec = self.store.update_state(
+            mark, reason="turn_started", message=msg, turn_id=self.turn_id
+        )
         self.state = agent_rec["state"]
         self.turn_index = self.state["turn_index"]
         queue_wait_ms = None
@@ -277,17 +306,66 @@ class TurnRun:
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
         )
+        # from here on a crash counts as an attempt of this message
+        self.journal.mark_request()
         started_at = clock.now_iso()
         t0 = time.monotonic()
         try:
-            chain = call_with_fallback(self.models, request, sleep=self.sleep, resolve=self.resolve)
+            chain = self.abort.call(
+                lambda: call_with_fallback(
+                    self.models,
+                    request,
+                    sleep=self.sleep,
+                    resolve=self.resolve,
+                    before_attempt=self._budget_gate,
+                )
+            )
+        except budgets.BudgetStop as stop:
+            self.budget_hit = stop.hit
+            return None
         except ChainFailure as failure:
             self.failed = True
             self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
                 self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
             )
+            if failure.usage is not None:
+                self._record_spend(failure.last.model_ref, failure.usage.to_dict(), estimated=False)
             return None
+        self._spend_of_round(chain, request)
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
+
+    def _budget_gate(self, _model_ref: str) -> None:
+        """Before every provider request (retries and fallbacks included)."""
+        if budgets.configured(self.cfg):
+            budgets.gate(self.store, self.cfg, self.turn_id, self.focus)
+
+    def _spend_of_round(self, chain: ChainResult, request: ProviderRequest) -> None:
+        """The round's spend: the provider's usage, or sizes / 4 when it reports none."""
+        if chain.usage is not None:
+            self._record_spend(chain.model_ref, chain.usage.to_dict(), estimated=False)
+            return
+        resp = chain.response
+        sent = len(request.frame.system_prompt) + sum(
+            len(b) for b in (*request.frame.system_blocks, *request.frame.context_blocks)
+        )
+        sent += sum(len(i.text) for i in request.conversation)
+        got = len(resp.text) + sum(len(str(c.arguments)) for c in resp.tool_calls)
+        usage = {"input_tokens": sent // 4, "output_tokens": got // 4}
+        self._record_spend(chain.model_ref, usage, estimated=True)
+
+    def _record_spend(
+        self, model_ref: str | None, usage: dict[str, int], *, estimated: bool
+    ) -> None:
+        self.spend.record(
+            self.cfg,
+            turn_id=self.turn_id,
+            message_id=self.mid,
+            work_item_id=self.focus,
+            model_ref=model_ref,
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
+            estimated=estimated,
+        )
 
     # --------------------------------------------------------- record round
 
@@ -328,7 +406,9 @@ class TurnRun:
         self.completion_briefs = []
         for call in resp.tool_calls:
             t_tool = time.monotonic()
-            res = self.catalog.execute(ctx, call)
+            res = self.abort.call(
+                partial(self.catalog.execute, ctx, call), on_abort=self._stop_call
+            )
             tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
             fx = res.effects
             mutated = mutated or fx.work_item_mutated
@@ -342,6 +422,8 @@ class TurnRun:
                 self._activate_skills(fx.commands, built.sources["skills"])
             self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
         self.rounds_since_mutation = 0 if mutated else self.rounds_since_mutation + 1
+        self.tool_calls_made += len(resp.tool_calls)
+        self.work_item_changed = self.work_item_changed or mutated
         if mutated:
             self.focus = self.store.read_record()["state"].get("current_work_item_id")
 
@@ -351,6 +433,9 @@ class TurnRun:
         ctx.execution_root = self.ws.execution_root
         ctx.cwd = self.ws.cwd
         ctx.workspace_anchor = self.ws.workspace_anchor
+
+    def _stop_call(self) -> None:
+        stop_call_commands(self.store, self.turn_id)
 
     def _activate_skills(self, commands: list[str], skills: Any) -> None:
         from holon_cli.runtime.prompt import skill_activations
@@ -432,6 +517,19 @@ class TurnRun:
 
     # --------------------------------------------------------------- settle
 
+    def progress(self) -> TurnProgress:
+        """What this turn did, for the no-progress guard."""
+        operator = self.msg.get("authority_class") == "operator_instruction"
+        return {
+            "turn_id": self.turn_id,
+            "activation": activation_of(self.msg),
+            "work_item_id": self.msg.get("work_item_id") or self.bound_wi,
+            "tool_calls": self.tool_calls_made,
+            "work_item_changed": self.work_item_changed,
+            "operator_input": operator or bool(self.journal.interject_ids),
+            "budget_stopped": self.budget_hit is not None,
+        }
+
     def settle(self) -> TurnResult:
         """Decide the ending once (saved in the journal), write the terminal
         records that are not written yet, settle the queue entries, and
@@ -441,6 +539,7 @@ class TurnRun:
         replaying = s is not None
         if s is None:
             self.make_durable()  # the last round's tool results first
+            self.spend.sync()
             s = decide_settlement(
                 self.store,
                 turn_id=self.turn_id,
@@ -454,6 +553,9 @@ class TurnRun:
                 sleep_req=self.sleep_req,
                 wrote_completion_brief=bool(self.completion_briefs),
                 turn_skills=self.turn_skills,
+                budget_hit=self.budget_hit,
+                progress=self.progress(),
+                abort_reason=self.abort_reason,
             )
             self.journal.settle(s)
         self.result.closure = s["closure"]
@@ -461,6 +563,7 @@ class TurnRun:
         self.result.status = s["status"]
         self.result.failure_artifact = s.get("failure_artifact")
         self.result.failure_kind = s.get("failure_kind")
+        self.result.budget = cast("BudgetHit | None", s.get("budget"))
         self.result.slept = s.get("sleep") is not None
         self.result.model_rounds = self.journal.rounds
         self.result.token_usage = dict(self.journal.usage)
@@ -472,17 +575,22 @@ class TurnRun:
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
         self.result.duration_ms = int(s.get("duration_ms", 0))
         self.store.sync_ledgers()  # the terminal records are durable before the queue settles
+        aborted = s["status"] == "aborted"
         q.settle(
             self.store,
             self.mid,
-            "aborted" if s["status"] == "aborted" else "processed",
+            "aborted" if aborted else "processed",
             turn_id=s["turn_id"],
+            # why, for `holon status`: the operator's abort, or the failure kind
+            reason=s.get("reason")
+            or (f"turn_failed:{s.get('failure_kind') or 'unknown'}" if aborted else None),
         )
         for iid in self.journal.interject_ids:
             q.settle(self.store, iid, "processed", turn_id=s["turn_id"], reason="interject")
         self.store.sync_ledgers()
         finish_agent_state(self.store, s, self.journal)
         self.journal.clear()
+        self.abort.clear()
         from holon_cli.runtime.waiting.scheduler import after_turn
 
         slept = s.get("sleep")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from holon_cli.errors import HolonError
 
 if TYPE_CHECKING:
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.turn import (
         ClosureDecision,
         ProviderAttemptRecord,
@@ -61,6 +62,10 @@ class TurnResult:
     slept: bool = False
     duration_ms: int = 0
     replayed: bool = False
+    # the budget that stopped the turn before a provider request (closure
+    # waiting/budget_exhausted), or that held it back before any dequeue (ran
+    # is false then and every message stays queued)
+    budget: BudgetHit | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

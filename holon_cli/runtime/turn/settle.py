@@ -21,10 +21,11 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.tool import SleepRequest
-    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnSettlement
+    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnProgress, TurnSettlement
 
 
 def decide_settlement(
@@ -41,10 +42,16 @@ def decide_settlement(
     sleep_req: SleepRequest | None,
     wrote_completion_brief: bool,
     turn_skills: dict[str, dict[str, Any]],
+    budget_hit: BudgetHit | None = None,
+    progress: TurnProgress | None = None,
+    abort_reason: str | None = None,
 ) -> TurnSettlement:
     """How the turn ends: the work plane's turn-end commit, the closure, and
     the brief to write (none when the final round completed a work item: its
-    ``work_done`` brief already carries this text)."""
+    ``work_done`` brief already carries this text). A turn a budget stopped
+    before a request closes ``waiting``/``budget_exhausted`` with an
+    ``action_required`` brief naming the budget; the no-progress streak it
+    leaves (and the guard's brief, when it trips) is decided here too."""
     wi.refresh_all(store)
     # runtime facts of blocking waits come from the task plane; none is known
     # at this layer yet. How the turn ended decides the continuation hold.
@@ -64,7 +71,29 @@ def decide_settlement(
     )
     closure = derive_closure(store, failed=failed, sleep_req=sleep)
     brief: BriefPlan | None = None
-    if failed:
+    if abort_reason is not None:
+        brief = {
+            "kind": "failure",
+            "text": "Turn aborted by the operator (`holon agent abort`); the agent is paused.",
+            "visibility": "turn_result",
+            "work_item_id": bound_work_item_id,
+        }
+    elif budget_hit is not None and not failed:
+        from holon_cli.runtime.budgets import WAITING_REASON, brief_text
+
+        closure = {
+            "outcome": "waiting",
+            "waiting_reason": WAITING_REASON,
+            "runtime_posture": "awake",
+        }
+        text = brief_text(budget_hit, store.agent_id)
+        brief = {
+            "kind": "result",
+            "text": f"{final_text}\n\n{text}" if final_text else text,
+            "visibility": "action_required",
+            "work_item_id": focus,
+        }
+    elif failed:
         fa = failure_artifact or {}
         brief = {
             "kind": "failure",
@@ -81,10 +110,17 @@ def decide_settlement(
             else "turn_result",
             "work_item_id": focus,
         }
-    return {
+    from holon_cli.runtime import guard
+
+    prev = store.read_record()["state"].get("no_progress")
+    streak = guard.next_streak(prev, progress) if progress is not None else prev
+    out: TurnSettlement = {
         "turn_id": turn_id,
         "turn_index": turn_index,
         "status": "aborted" if failed else "completed",
+        "no_progress": streak,
+        "notice": guard.notice(prev, streak),
+        "budget": dict(budget_hit) if budget_hit is not None else None,
         "closure": closure,
         "final_text": final_text,
         "brief": brief,
@@ -93,6 +129,9 @@ def decide_settlement(
         "sleep": sleep,
         "turn_skills": {} if failed else turn_skills,
     }
+    if abort_reason is not None:
+        out["reason"] = abort_reason
+    return out
 
 
 def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
@@ -119,7 +158,11 @@ def write_terminal(
     if brief and not (
         replaying
         and _already(
-            store, "briefs", lambda r: r.get("turn_id") == tid and r.get("kind") == brief["kind"]
+            store,
+            "briefs",
+            lambda r: (
+                r.get("turn_id") == tid and r.get("kind") == brief["kind"] and not r.get("title")
+            ),
         )
     ):
         write_brief(
@@ -130,6 +173,25 @@ def write_terminal(
             related_message_id=mid,
             turn_id=tid,
             work_item_id=brief.get("work_item_id"),
+        )
+    notice = s.get("notice")
+    if notice and not (
+        replaying
+        and _already(
+            store,
+            "briefs",
+            lambda r: r.get("turn_id") == tid and r.get("title") == notice.get("title"),
+        )
+    ):
+        write_brief(
+            store,
+            kind=notice["kind"],
+            text=notice["text"],
+            visibility=notice["visibility"],
+            related_message_id=mid,
+            turn_id=tid,
+            work_item_id=notice.get("work_item_id"),
+            title=notice.get("title"),
         )
     cleanup_ms = round((time.monotonic() - t_cleanup) * 1000, 3)
     if "duration_ms" not in s:
@@ -147,6 +209,7 @@ def write_terminal(
             status=s["status"],
             text=s["final_text"],
             closure=s["closure"],
+            reason=s.get("reason"),
         )
     if not (replaying and _already(store, "events", is_terminal)):
         terminal: TurnTerminalData = {
@@ -161,6 +224,8 @@ def write_terminal(
             "token_usage": journal.usage,
             "failure_kind": s.get("failure_kind"),
         }
+        if s.get("reason"):
+            terminal["reason"] = s["reason"]
         rec.event("turn_terminal", terminal)
 
 
@@ -181,20 +246,19 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
         if st["status"] not in HELD_STATUSES:
             st["status"] = "asleep" if sleep else "awake_idle"
             st["status_changed_at"] = completed_at
+        if s.get("brief"):
+            st["last_brief_at"] = completed_at
+        if s["status"] == "aborted" and s.get("reason") != "operator_aborted":
+            # the daemon's last runtime failure (spec L521-523) and `holon
+            # status`'s "last failure" come from here: it outlives the turn
+            # and a restart of serve
+            st["last_failure"] = _failure_record(store.agent_id, s, completed_at)
         st["current_run_id"] = None
         st["current_run_pid"] = None
         st["last_turn_at"] = completed_at
         st["last_closure"] = s["closure"]
-        fa = s.get("failure_artifact")
-        if s["status"] != "completed" and fa:
-            # `holon status` shows the last failed turn (persisted state)
-            st["last_failure"] = {
-                "at": completed_at,
-                "turn_id": s["turn_id"],
-                "summary": str(fa.get("summary") or "turn failed"),
-                "category": fa.get("category"),
-                "failure_kind": s.get("failure_kind"),
-            }
+        if "no_progress" in s:
+            st["no_progress"] = s["no_progress"]
         if s["status"] == "completed" and journal.usage_reported:
             # the spec: the most recent completed turn that reported token data
             st["last_turn_token_usage"] = dict(journal.usage)
@@ -211,4 +275,21 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
             if duration:
                 st["sleeping_until"] = clock.iso(clock.now() + int(duration) / 1000)
 
-    store.update_state(finish)
+    reason = "turn_aborted" if s["status"] == "aborted" else "turn_settled"
+    store.update_state(finish, reason="turn_slept" if sleep else reason, turn_id=s["turn_id"])
+
+
+def _failure_record(agent_id: str, s: TurnSettlement, at: str) -> dict[str, Any]:
+    fa = s.get("failure_artifact") or {}
+    kind = s.get("failure_kind") or "failed"
+    return {
+        "occurred_at": at,
+        "at": at,
+        "summary": f"{agent_id}: turn {s['turn_id']} aborted ({kind}): "
+        f"{fa.get('summary', 'provider failure')}"[:500],
+        "phase": "runtime_turn",
+        "detail_hint": f"see `holon tail --agent {agent_id}`",
+        "turn_id": s["turn_id"],
+        "category": fa.get("category"),
+        "failure_kind": s.get("failure_kind"),
+    }

@@ -29,7 +29,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState, AgentStatus
     from holon_cli.model.envelope import QueueEntry
-    from holon_cli.model.events import AgentStateChangedData, MessageSettledWithoutTurnData
+    from holon_cli.model.events import MessageSettledWithoutTurnData
 
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
@@ -71,14 +71,7 @@ def apply_control(store: AgentStore, env: Mapping[str, Any]) -> dict[str, Any]:
             state["status"] = new
             state["status_changed_at"] = clock.now_iso()
 
-    store.update_state(mutate)
-    if out["changed"]:
-        changed: AgentStateChangedData = {
-            "from": out["previous"],
-            "to": out["status"],
-            "reason": f"control_{action}",
-        }
-        store.emit("agent_state_changed", changed, message=env)
+    store.update_state(mutate, reason=f"control_{action}", message=env)
     return out
 
 

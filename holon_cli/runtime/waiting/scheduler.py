@@ -20,7 +20,6 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
-    from holon_cli.model.events import AgentStateChangedData
 
 before_turn = continuation.before_turn
 
@@ -40,11 +39,9 @@ def _wake_from_sleep(store: AgentStore) -> dict[str, Any] | None:
                 }
             )
 
-    store.update_state(mutate)
+    store.update_state(mutate, reason="sleep_expired")
     if not out:
         return None
-    woke: AgentStateChangedData = {"from": "asleep", "to": "awake_idle", "reason": "sleep_expired"}
-    store.emit("agent_state_changed", woke)
     return {"action": "woke", "reason": "sleep_expired"}
 
 

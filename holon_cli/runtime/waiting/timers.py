@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
-from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageError
+from holon_cli.errors import (
+    CorruptStateError,
+    HolonError,
+    NotFoundError,
+    RejectedError,
+    UsageError,
+)
 from holon_cli.model.timer import (
     MIN_EVERY_MS,
     TIMER_VERSION,
@@ -71,10 +77,27 @@ class TimerState:
 
 
 def load(store: AgentStore) -> TimerState:
-    """Snapshot plus ledger tail. Read-only; safe without the lock."""
+    """Snapshot plus ledger tail. Read-only; safe without the lock.
+
+    The snapshot is only a fold of ``timers.jsonl``: a damaged one (or one
+    that reflects more than the ledger holds) is ignored and the state is
+    folded from the whole ledger, so it never wedges the agent (``home
+    check`` reports it; the next save or ``home check --repair`` rewrites it)."""
     led = store.ledger(LEDGER)
-    snap = read_snapshot(state_file(store, LEDGER), max_version=SNAPSHOT_VERSION)
+    try:
+        snap = read_snapshot(state_file(store, LEDGER), max_version=SNAPSHOT_VERSION)
+    except CorruptStateError:
+        snap = None
     st = TimerState()
+    if snap and int(snap.get("offset", 0)) > led.size():
+        import logging
+
+        logging.getLogger("holon.timers").warning(
+            "warning: %s is shorter than %s says (emptied or cut); `holon home check "
+            "--repair` appends its timers back",
+            led.path,
+            state_file(store, LEDGER).name,
+        )
     if snap and int(snap.get("offset", 0)) <= led.size():
         st.offset = int(snap["offset"])
         for t in snap.get("timers", []):

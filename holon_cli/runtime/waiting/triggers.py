@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
-from holon_cli.errors import HolonError, RejectedError, UsageError
+from holon_cli.errors import CorruptStateError, HolonError, RejectedError, UsageError
 from holon_cli.model.agent import lifecycle_hint
 from holon_cli.model.trigger import (
     DELIVERY_MODE,
@@ -84,7 +84,26 @@ def trigger_url(token: str, advertise: str | None = None) -> str:
 
 
 def _read(store: AgentStore) -> TriggerRecord | None:
-    rec = read_snapshot(state_file(store, NAME), max_version=TRIGGER_VERSION)
+    """``state/trigger.json``; when it is damaged, the capability as the last
+    record of ``triggers.jsonl`` has it (every change, deliveries included,
+    appends the whole record there first), so a damaged snapshot does not
+    refuse every delivery. ``home check`` reports the damage and
+    ``home check --repair`` rewrites the snapshot."""
+    try:
+        rec = read_snapshot(state_file(store, NAME), max_version=TRIGGER_VERSION)
+    except CorruptStateError as exc:
+        last = store.ledger(LEDGER).last()
+        trig = last.get("trigger") if last else None
+        if not isinstance(trig, dict):
+            raise
+        import logging
+
+        logging.getLogger("holon.trigger").warning(
+            "%s; using the last record of %s (run `holon home check --repair`)",
+            exc.message,
+            store.ledger(LEDGER).path,
+        )
+        return cast(TriggerRecord, trig)
     return rec  # type: ignore[return-value]
 
 
@@ -287,14 +306,14 @@ def find_target(token: str) -> tuple[AgentStore, TriggerRecord]:
             continue
         layout = home.agent(name)
         try:
-            rec = read_snapshot(layout.state_dir / f"{NAME}.json", max_version=TRIGGER_VERSION)
+            rec = _read(AgentStore(layout))
         except HolonError:
             continue
         if rec is None or rec.get("status") != "active":
             continue
         # compare against every agent: timing does not depend on which matched
         if token_matches(token, rec.get("token_sha256")) and found is None:
-            found = (AgentStore(layout), cast(TriggerRecord, rec))
+            found = (AgentStore(layout), rec)
     if found is None:
         raise _invalid_token()
     return found

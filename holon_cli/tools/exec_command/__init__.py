@@ -20,9 +20,10 @@ Invariants:
 - Every command runs under a supervisor process (forked from the caller:
   no interpreter start; see :mod:`holon_cli.runtime.tasks.forked`), in its
   own session and process group, with stdin on ``/dev/null`` (unless
-  ``accepts_input``) and without secret environment variables (``*_API_KEY``, ``*_TOKEN``,
-  ``*_SECRET``, ``*PASSWORD*``, ``HOLON_CONTROL_TOKEN``; unless
-  ``runtime.exec_env_passthrough`` names them).
+  ``accepts_input``) and without secret environment variables (names containing ``KEY``,
+  ``SECRET``, ``TOKEN``, ``PASSWORD``, ``PASSWD`` or ``CREDENTIAL``, URL values
+  with ``user:password@``, every ``api_key_env`` of the config; unless
+  ``runtime.exec_env_passthrough`` names them: ``procs.command_env``).
 - ``ExecCommand`` waits up to ``yield_time_ms`` (default 10 s). A finished
   command returns ``disposition: completed``; one still running is promoted
   to a ``command_task`` (``promoted_to_task``) that outlives the turn. When a

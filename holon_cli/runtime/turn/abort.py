@@ -1,0 +1,240 @@
+"""Operator abort of the running turn (``holon agent abort``, ``POST
+/control/agents/{id}/abort``; control-plane RFC "Agent Plane").
+
+The turn runs in another process (``holon turn``, ``holon run`` or a serve
+thread), so the request travels through a file: :func:`request_abort` writes
+``state/abort_request.json`` naming the run (the turn id) and pauses the
+agent; the turn waits for each provider call and each tool call on a worker
+thread and looks at that file every :data:`POLL_S` while it waits
+(:class:`AbortWatch`). No signal is sent: a recorded pid may have been reused,
+and under serve the turn is one thread among many.
+
+When the turn sees a request for its own run it stops waiting: a command the
+current tool call started (an ``ExecCommand`` still in its yield window) is
+stopped, the provider call is left to end on its own (its answer is
+dropped), and the turn settles ``aborted`` with reason ``operator_aborted``.
+Calls of earlier rounds (promoted background tasks) are not touched. A
+request for another run is stale and ignored; a new turn removes it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from holon_cli import clock
+from holon_cli.errors import HolonError, RejectedError
+from holon_cli.model.agent import lifecycle_hint
+from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import read_snapshot, write_snapshot
+from holon_cli.store.locks import pid_alive
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import TurnAbortRequestedData
+
+POLL_S = 0.05
+# after the abort is seen: how long the tool call gets to return once its
+# command is stopped (its result is dropped either way)
+TOOL_GRACE_S = 1.0
+ABORT_REASON = "operator_aborted"
+ABORT_WAIT_S = 10.0  # how long `holon agent abort` waits for the turn to end
+REQUEST_VERSION = 1
+
+T = TypeVar("T")
+
+
+class TurnAborted(Exception):
+    """Raised inside the turn when the operator aborted it."""
+
+
+def request_path(store: AgentStore) -> Any:
+    return store.layout.state_dir / "abort_request.json"
+
+
+def running_run(store: AgentStore) -> str | None:
+    """The id of the turn running now, or None. A run marker whose process is
+    gone (a killed turn) is not running."""
+    st = store.read_record()["state"]
+    run_id = st.get("current_run_id")
+    pid = st.get("current_run_pid")
+    if not run_id or not isinstance(pid, int) or not pid_alive(pid):
+        return None
+    return str(run_id)
+
+
+def request_abort(store: AgentStore, run_id: str | None = None) -> dict[str, Any]:
+    """Ask the running turn to abort and pause the agent. ``run_id``: abort
+    only if that is the running turn (else RejectedError, exit 4). Nothing
+    running and no ``run_id``: ``{"running": False}``, nothing changed."""
+    current = running_run(store)
+    if run_id is not None and run_id != current:
+        raise RejectedError(
+            f"run {run_id!r} is not running on agent {store.agent_id!r} "
+            + (f"(the running turn is {current})" if current else "(no turn is running)"),
+            hint=f"check `holon agent status {store.agent_id}` for current_run_id",
+            kind="stale_run_id",
+            details={"run_id": run_id, "current_run_id": current},
+        )
+    out: dict[str, Any] = {"agent_id": store.agent_id, "run_id": current, "running": bool(current)}
+    if current is None:
+        return out
+
+    def pause(st: Any) -> None:
+        out["previous"] = st["status"]
+        if st["status"] != "stopped":
+            st["status"] = "paused"
+
+    # paused first: the turn, once it sees the request, settles into a held
+    # status and no scheduler starts the next message meanwhile
+    rec = store.update_state(pause, reason=ABORT_REASON, turn_id=current)
+    out["status"] = rec["state"]["status"]
+    out["lifecycle_hint"] = lifecycle_hint(out["status"])
+    write_snapshot(
+        request_path(store),
+        {"v": REQUEST_VERSION, "run_id": current, "requested_at": clock.now_iso()},
+    )
+    requested: TurnAbortRequestedData = {"run_id": current}
+    store.emit("turn_abort_requested", requested, turn_id=current)
+    return out
+
+
+def wait_for_end(store: AgentStore, run_id: str, timeout_s: float) -> dict[str, Any] | None:
+    """Wait until run ``run_id`` is no longer running; return its
+    ``turn_terminal`` event data (None: still running at the timeout, or it
+    ended without a terminal record)."""
+    end = time.monotonic() + timeout_s
+    while running_run(store) == run_id and time.monotonic() < end:
+        time.sleep(POLL_S)
+    if running_run(store) == run_id:
+        return None
+    for ev in reversed(store.events.tail(200)):
+        if ev.get("kind") == "turn_terminal" and ev.get("turn_id") == run_id:
+            data: dict[str, Any] = ev.get("data") or {}
+            return {"message_id": ev.get("message_id"), **data}
+    return None
+
+
+class AbortWatch:
+    """The turn's side: runs blocking calls on a worker thread and gives up
+    on them when an abort for ``run_id`` is requested."""
+
+    def __init__(self, store: AgentStore, run_id: str, *, poll_s: float = POLL_S) -> None:
+        self.path = request_path(store)
+        self.run_id = run_id
+        self.poll_s = poll_s
+        self.aborted = False
+        self._seen: tuple[int, int] | None = None
+
+    def clear_stale(self) -> None:
+        """At turn start: a request for another run is left over."""
+        rec = self._read()
+        if rec is not None and rec.get("run_id") != self.run_id:
+            self.path.unlink(missing_ok=True)
+
+    def clear(self) -> None:
+        """After the turn settled: its request is done."""
+        rec = self._read()
+        if rec is not None and rec.get("run_id") == self.run_id:
+            self.path.unlink(missing_ok=True)
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            return read_snapshot(self.path)
+        except HolonError:
+            return None  # a damaged request is no request
+
+    def requested(self) -> bool:
+        if self.aborted:
+            return True
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        key = (st.st_ino, st.st_mtime_ns)
+        if key == self._seen:
+            return False
+        self._seen = key
+        rec = self._read()
+        self.aborted = rec is not None and rec.get("run_id") == self.run_id
+        return self.aborted
+
+    def call(self, fn: Callable[[], T], on_abort: Callable[[], None] | None = None) -> T:
+        """``fn()`` on a worker thread; raises :class:`TurnAborted` when an
+        abort arrives first (``on_abort`` runs, then the call gets
+        :data:`TOOL_GRACE_S` to return if it has one; its result is dropped)."""
+        if self.requested():
+            raise TurnAborted
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the turn's thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f"holon-call-{self.run_id}", daemon=True).start()
+        try:
+            while not done.wait(self.poll_s):
+                if self.requested():
+                    if on_abort is not None:
+                        on_abort()
+                        done.wait(TOOL_GRACE_S)
+                    raise TurnAborted
+        except KeyboardInterrupt:
+            # Ctrl-C reaches this thread, not the call's: its command goes
+            # too, as it did when the call ran here
+            if on_abort is not None:
+                on_abort()
+            raise
+        if "error" in box:
+            raise box["error"]
+        return box["value"]  # type: ignore[no-any-return]
+
+
+def stop_call_commands(store: AgentStore, turn_id: str) -> list[str]:
+    """Stop the commands the running tool call started: this turn's tasks
+    that are neither promoted nor finished (an ``ExecCommand`` in its yield
+    window; a call of an earlier round has ended or been promoted by now).
+    Promoted background tasks are left running."""
+    from holon_cli.model import task as tm
+    from holon_cli.runtime.tasks import procs
+    from holon_cli.runtime.tasks.records import iter_records
+
+    stopped = []
+    for _d, rec in iter_records(store):
+        if rec.get("turn_id") != turn_id or rec.get("promoted"):
+            continue
+        if tm.is_terminal(rec.get("status")):
+            continue
+        p: dict[str, Any] = dict(rec.get("process") or {})
+        procs.stop_tree(
+            p.get("pgid"), p.get("marker") or rec["id"], grace_s=0.5, since=p.get("start_time")
+        )
+        stopped.append(rec["id"])
+    return stopped
+
+
+def abort_agent(agent_id: str, run_id: str | None = None, *, wait_s: float = 0.0) -> dict[str, Any]:
+    """``holon agent abort``: request the abort, then wait up to ``wait_s`` for
+    the turn to end and report how it ended (``outcome``: ``aborted``, or
+    the status it reached first, or ``still_running``)."""
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(agent_id, create_default=False)
+    out = request_abort(store, run_id)
+    if not out["running"] or wait_s <= 0:
+        return out
+    terminal = wait_for_end(store, out["run_id"], wait_s)
+    if terminal is None:
+        out["outcome"] = "still_running" if running_run(store) == out["run_id"] else "unknown"
+    else:
+        out["message_id"] = terminal.get("message_id")
+        aborted = terminal.get("reason") == ABORT_REASON
+        out["outcome"] = "aborted" if aborted else str(terminal.get("status"))
+    return out
