@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from holon_cli.cli import output
+from holon_cli.cli.params import complete_attached_workspaces, complete_workspace_targets
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,7 +60,7 @@ def _state(r: dict[str, Any]) -> str:
 
 
 @workspace.command("use")
-@click.argument("target", metavar="PATH|WS_ID")
+@click.argument("target", metavar="PATH|WS_ID", shell_complete=complete_workspace_targets)
 @output.agent_option
 @click.option(
     "--isolated",
@@ -108,7 +109,7 @@ def use_cmd(target: str, agent_id: str | None, isolated: bool, as_json: bool) ->
 
 
 @workspace.command("detach")
-@click.argument("workspace_id", metavar="WS_ID")
+@click.argument("workspace_id", metavar="WS_ID", shell_complete=complete_attached_workspaces)
 @output.agent_option
 @output.json_option
 def detach_cmd(workspace_id: str, agent_id: str | None, as_json: bool) -> None:
