@@ -46,10 +46,6 @@ TOP_LEVEL = {
 # Deliberate exceptions, each with its reason (none for the layer order). An
 # entry that no longer matches fails the test, so a fixed one leaves the list.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"holon_cli.serve.http", "holon_cli.serve.ingress"}): (
-        "issue 22: being untangled with serve/http.py's build_app (the routes "
-        "become module-level handlers); remove this entry with that change"
-    ),
     frozenset({"holon_cli.providers.http_client", "holon_cli.providers.http_response"}): (
         "issue 22: our own HTTP/1.1 client is being deleted for httpx2; "
         "remove this entry with those modules"
