@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.continuation import ContinuationRecord
+    from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.turn import ClosureDecision, NoProgressStreak
     from holon_cli.model.workitem import ContinuationHold
 
@@ -83,6 +84,8 @@ if TYPE_CHECKING:
         last_continuation: NotRequired[ContinuationRecord]
         # the no-progress guard's streak (runtime/guard.py)
         no_progress: NotRequired[NoProgressStreak | None]
+        # working memory, episodes and compaction (runtime/memory/working.py)
+        working_memory: NotRequired[WorkingMemoryState]
 
     class AgentRecord(TypedDict):
         v: int

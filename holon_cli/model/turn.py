@@ -5,7 +5,10 @@ TypedDicts: zero runtime cost, the JSON is unchanged."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from holon_cli.model.memory import TurnMemoryDelta
 
 ClosureOutcome = Literal["completed", "continuable", "failed", "waiting"]
 WaitingReason = Literal[
@@ -136,6 +139,8 @@ class TurnSettlement(TypedDict):
     no_progress: NotRequired[NoProgressStreak | None]
     notice: NotRequired[BriefPlan | None]
     budget: NotRequired[dict[str, Any] | None]  # a BudgetHit: the budget that stopped it
+    # what the turn adds to working memory (applied when the agent records the turn)
+    memory: NotRequired[TurnMemoryDelta]
     # filled when the terminal records are written
     duration_ms: NotRequired[int]
     completed_at: NotRequired[str]

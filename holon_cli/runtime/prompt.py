@@ -5,9 +5,11 @@ Order (a contract): 1 runtime/system policy and execution contract (the
 execution binding: agent home, workspace, execution root, cwd), 2 turn
 mode guidance, 3 agent-scoped AGENTS.md, 4 workspace AGENTS.md (else
 CLAUDE.md), 5 skill catalog, 6 tool guidance. Blocks 1-6 are the *stable*
-and *agent-scoped* surface and feed ``prompt_cache_key``; the work queue
-projection, recent conversation and the current message are *turn-scoped*
-context blocks and only feed ``context_fingerprint``.
+and *agent-scoped* surface and feed ``prompt_cache_key``; working memory and
+its pending delta (changed only when a turn settles), the work queue
+projection, recent conversation and the current message are context blocks
+and only feed ``context_fingerprint`` (so the cache key and the instruction
+prefix stay byte-identical across turns).
 """
 
 from __future__ import annotations
@@ -460,6 +462,8 @@ def build_frame(
     recent: str | None,
     active_skills: list[dict[str, Any]] | None = None,
     trigger: Mapping[str, Any] | None = None,
+    working_memory: str | None = None,
+    memory_delta: str | None = None,
 ) -> BuiltPrompt:
     """The prompt frame. Deterministic: the same inputs give the same bytes
     (the cache key and fingerprint are hashes of them)."""
@@ -483,6 +487,12 @@ def build_frame(
         context_blocks.append(
             sec.add("turn", "external trigger", trigger_block(trigger), "trigger capability")
         )
+    if working_memory:
+        context_blocks.append(
+            sec.add("agent", "working memory", working_memory, "agent working memory")
+        )
+    if memory_delta:
+        context_blocks.append(sec.add("turn", "memory delta", memory_delta, "settled turns"))
     if work_queue:
         context_blocks.append(sec.add("turn", "work queue", work_queue, "work items"))
     if active_skills:

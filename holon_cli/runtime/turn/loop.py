@@ -27,6 +27,8 @@ from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.guard import activation_of
+from holon_cli.runtime.memory import compaction as cp
+from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (
     BuiltPrompt,
     active_skill_rows,
@@ -34,7 +36,7 @@ from holon_cli.runtime.prompt import (
     first_user_item,
     render_message,
 )
-from holon_cli.runtime.turn.context import context_trigger, recent_conversation
+from holon_cli.runtime.turn.context import context_trigger, recent_chars_for, recent_conversation
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.model_round import ModelRound, record_chain_failure, record_model_round
 from holon_cli.runtime.turn.recorder import TurnRecorder
@@ -49,16 +51,19 @@ if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
+        ContextCompactedData,
         MessageInterjectedData,
         MessageProcessingStartedData,
+        RuntimeErrorData,
         ToolErrorEnvelope,
         ToolExecutedData,
         TurnContextBuiltData,
         TurnRoundLimitReachedData,
         WorkItemStaleReminderData,
     )
+    from holon_cli.model.memory import CommandRun, TurnMemoryDelta
     from holon_cli.model.tool import Toolbox
-    from holon_cli.model.turn import TurnProgress
+    from holon_cli.model.turn import TurnProgress, TurnSettlement
     from holon_cli.providers.chain import ChainResult
 
 DEFAULT_MAX_ROUNDS = 50
@@ -130,6 +135,17 @@ class TurnRun:
         self.tool_calls_made = 0  # the no-progress guard's view of the turn
         self.work_item_changed = False
         self.spend = budgets.SpendWriter(store)  # fsync'd once, at settle
+        # memory plane: the compacted view of this turn's conversation, the
+        # last request's size, and what the turn did (working memory at settle)
+        self.budget_tokens = cp.context_budget(config)
+        self.window = cp.Window()
+        self.frame_t = 0
+        self.sent: tuple[int, int, int, int] | None = None  # reported, items, cut, frame
+        self.overflow_retried = False
+        self.wm = working.empty_state()
+        self.files_touched: list[str] = []
+        self.command_runs: list[CommandRun] = []
+        self.completed_work_item = False
 
     # ------------------------------------------------------------ the loop
 
@@ -139,6 +155,8 @@ class TurnRun:
             done = self.close_in_flight_calls()
             while not done:
                 built = self.build_prompt()
+                if not self.fit(built):
+                    break
                 rnd = self.call_model(built)
                 if rnd is None:
                     break
@@ -206,7 +224,10 @@ class TurnRun:
         self.bound_wi = self.state.get("current_work_item_id")
         self.focus = self.bound_wi
         self.session_skills = list(self.state.get("active_skills") or [])
-        self.recent = recent_conversation(self.store, self.mid)
+        self.wm = working.state_of(self.state.get("working_memory"))
+        self.recent = recent_conversation(
+            self.store, self.mid, max_chars=recent_chars_for(self.budget_tokens)
+        )
 
     # ---------------------------------------------- close in-flight calls
 
@@ -257,7 +278,10 @@ class TurnRun:
             recent=self.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
+            working_memory=working.render(self.wm),
+            memory_delta=working.render_delta(self.wm),
         )
+        self.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:
             self.context_reported = True
@@ -272,6 +296,69 @@ class TurnRun:
             self.rec.event("turn_context_built", built_data)
         return built
 
+    # ---------------------------------------------------------- fit budget
+
+    def fit(self, built: BuiltPrompt) -> bool:
+        """Keep the next request under ``runtime.context_budget_tokens``:
+        compact older rounds when it would exceed it. False (the turn fails)
+        when the frame's fixed part alone does not fit."""
+        fixed = cp.fixed_tokens(built.frame, self.catalog.specs)
+        if fixed > self.budget_tokens:
+            self._fail_budget(fixed)
+            return False
+        est = self._estimate()
+        if est > self.budget_tokens:
+            target = int((self.budget_tokens - self.frame_t) * cp.HEADROOM)
+            self._compact(target, est, "over_budget")
+        return True
+
+    def _estimate(self) -> int:
+        """The next request: the provider's last reported input tokens plus
+        bytes / 4 of what was appended since (the whole request without a
+        report, or once the window changed)."""
+        items = self.journal.items
+        if self.sent is not None and self.sent[0] > 0 and self.sent[2] == self.window.cut:
+            reported, n_sent, _, frame_sent = self.sent
+            grown = max(0, self.frame_t - frame_sent)
+            return reported + cp.items_tokens(items[n_sent:]) + grown
+        return self.frame_t + cp.items_tokens(self.window.view(items))
+
+    def _compact(self, target: int, est: int, reason: str) -> int:
+        n = self.window.compact(self.journal.items, target, self.focus)
+        if n:
+            data: ContextCompactedData = {
+                "compacted_message_count": n,
+                "compression_epoch": self.window.epoch,
+                "budget_tokens": self.budget_tokens,
+                "estimated_tokens": est,
+                "kept_message_count": len(self.journal.items) - self.window.cut,
+                "reason": reason,
+            }
+            self.rec.event("context_compacted", data, work_item_id=self.focus)
+        return n
+
+    def _fail_budget(self, fixed: int) -> None:
+        """A budget below the frame's fixed part: the turn fails, naming both."""
+        summary = cp.budget_too_small(fixed, self.budget_tokens)
+        artifact = {
+            "summary": summary,
+            "category": "config",
+            "budget_tokens": self.budget_tokens,
+            "fixed_tokens": fixed,
+            "hint": f"raise runtime.context_budget_tokens in config.yaml above {fixed}, "
+            "or shorten AGENTS.md and the skill catalog",
+        }
+        self.failed = True
+        self.result.failure_artifact = artifact
+        self.result.failure_kind = "context_budget_too_small"
+        err: RuntimeErrorData = {
+            "error": summary,
+            "failure_kind": "context_budget_too_small",
+            "failure_artifact": artifact,
+        }
+        self.rec.event("runtime_error", err)
+        self.rec.transcript("runtime_failure", text=summary, failure_artifact=artifact)
+
     # ----------------------------------------------------------- call model
 
     def call_model(self, built: BuiltPrompt) -> ModelRound | None:
@@ -281,7 +368,7 @@ class TurnRun:
 
         request = ProviderRequest(
             frame=built.frame,
-            conversation=list(self.journal.items),
+            conversation=self.window.view(self.journal.items),
             tools=self.catalog.specs,
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
@@ -300,6 +387,8 @@ class TurnRun:
             self.budget_hit = stop.hit
             return None
         except ChainFailure as failure:
+            if self._overflow_compacted(failure):
+                return self.call_model(built)  # once: _overflow_compacted says no again
             self.failed = True
             self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
                 self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
@@ -308,7 +397,23 @@ class TurnRun:
                 self._record_spend(failure.last.model_ref, failure.usage.to_dict(), estimated=False)
             return None
         self._spend_of_round(chain, request)
+        reported = int(getattr(chain.usage, "input_tokens", 0) or 0) if chain.usage else 0
+        self.sent = (reported, len(self.journal.items), self.window.cut, self.frame_t)
+        self.overflow_retried = False
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
+
+    def _overflow_compacted(self, failure: Any) -> bool:
+        """A provider ``context_length_exceeded``: one compaction (to half of
+        the conversation) and a retry instead of ending the turn."""
+        if getattr(failure.last, "kind", None) != "context_length_exceeded":
+            return False
+        if self.overflow_retried:
+            return False
+        self.overflow_retried = True
+        usage = failure.usage.to_dict() if failure.usage is not None else None
+        self.journal.record_failure(usage, list(failure.timeline.get("attempts", [])))
+        conv = cp.items_tokens(self.window.view(self.journal.items))
+        return self._compact(conv // 2, self.frame_t + conv, "context_length_exceeded") > 0
 
     def _budget_gate(self, _model_ref: str) -> None:
         """Before every provider request (retries and fallbacks included)."""
@@ -388,6 +493,12 @@ class TurnRun:
             mutated = mutated or fx.work_item_mutated
             if fx.completion_brief_id:
                 self.completion_briefs.append(fx.completion_brief_id)
+                self.completed_work_item = True
+            self.files_touched.extend(fx.files_touched)
+            self.command_runs.extend(
+                {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")}
+                for c in fx.command_runs
+            )
             if fx.sleep is not None:
                 self.sleep_req = fx.sleep
             if fx.commands and built.sources.get("skills"):
@@ -492,6 +603,31 @@ class TurnRun:
             "budget_stopped": self.budget_hit is not None,
         }
 
+    def memory_delta(self, s: TurnSettlement) -> TurnMemoryDelta:
+        """What this turn adds to working memory, saved in the settlement (a
+        replay applies these very values)."""
+        closure = s["closure"]
+        waiting = closure.get("waiting_reason") if closure["outcome"] == "waiting" else None
+        slept = s.get("sleep")
+        if slept is not None:
+            waiting = f"asleep ({slept.get('reason') or 'model_sleep'})"
+        return working.turn_delta(
+            self.store,
+            self.msg,
+            turn_id=self.turn_id,
+            turn_index=self.turn_index,
+            status=s["status"],
+            focus=self.store.read_record()["state"].get("current_work_item_id") or self.focus,
+            workspace_id=self.ws.workspace_id if self.ws else None,
+            files_touched=self.files_touched,
+            commands=self.command_runs,
+            completed_work_item=self.completed_work_item,
+            waiting=waiting,
+            final_text=s["final_text"],
+            prompted_revision=self.wm["working_memory_revision"],
+            compacted_message_count=self.window.compacted,
+        )
+
     def settle(self) -> TurnResult:
         """Decide the ending once (saved in the journal), write the terminal
         records that are not written yet, settle the queue entries, and
@@ -518,6 +654,7 @@ class TurnRun:
                 budget_hit=self.budget_hit,
                 progress=self.progress(),
             )
+            s["memory"] = self.memory_delta(s)
             self.journal.settle(s)
         self.result.closure = s["closure"]
         self.result.final_text = s["final_text"]

@@ -1,0 +1,177 @@
+"""Compaction inside a turn: the conversation a provider request carries is
+kept under ``runtime.context_budget_tokens`` (default
+:data:`DEFAULT_BUDGET_TOKENS`).
+
+The size of the next request is the provider's last reported input tokens
+plus an estimate (UTF-8 bytes / 4) of what was appended since; without a
+report it is the estimate of the whole request. When it would exceed the
+budget, whole older rounds (an assistant answer with its tool results and
+any message that joined after it) are replaced by one structured,
+deterministic summary appended to the current input:
+
+- the current input (the first item, with its provenance header) is sent
+  exactly once, first; the direct predecessor (the newest round) is always
+  kept whole, as is every kept message with its provenance header; the
+  header lines of compacted messages are listed in the summary;
+- rounds are dropped oldest first down to :data:`HEADROOM` of what the
+  frame leaves, so the next rounds append to a stable prefix instead of
+  compacting again at once;
+- the journal is never rewritten: the window is a view over it, so a replay
+  recomputes it from the same items.
+
+The work queue context block (current work item: objective, plan preview,
+open todos, blocker, waits) is part of the frame and never compacted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from holon_cli.model.provider import ConversationItem, PromptFrame, ToolSpec
+
+DEFAULT_BUDGET_TOKENS = 128_000
+HEADROOM = 0.6  # after a compaction the conversation takes at most this share of what is left
+ITEM_OVERHEAD_TOKENS = 4
+SUMMARY_NOTES = 6
+SUMMARY_COMMANDS = 8
+SUMMARY_HEADERS = 12
+
+
+def context_budget(config: dict[str, Any]) -> int:
+    """``runtime.context_budget_tokens`` (validated by the config schema)."""
+    rt = config.get("runtime") or {}
+    value = rt.get("context_budget_tokens")
+    return int(value) if value else DEFAULT_BUDGET_TOKENS
+
+
+def estimate(text: str) -> int:
+    return (len(text.encode("utf-8", "replace")) + 3) // 4
+
+
+def fixed_tokens(frame: PromptFrame, tools: list[ToolSpec]) -> int:
+    """The frame's fixed part: instructions and tool schemas."""
+    schemas = json.dumps(
+        [[t.name, t.description, t.input_schema] for t in tools], sort_keys=True, default=str
+    )
+    return (
+        estimate(frame.system_prompt)
+        + sum(estimate(b) for b in frame.system_blocks)
+        + estimate(schemas)
+    )
+
+
+def frame_tokens(frame: PromptFrame, tools: list[ToolSpec]) -> int:
+    return fixed_tokens(frame, tools) + sum(estimate(b) for b in frame.context_blocks)
+
+
+def item_tokens(it: ConversationItem) -> int:
+    calls = sum(estimate(json.dumps(c.arguments, default=str)) for c in it.tool_calls)
+    return estimate(it.text) + calls + ITEM_OVERHEAD_TOKENS
+
+
+def items_tokens(items: list[ConversationItem]) -> int:
+    return sum(item_tokens(it) for it in items)
+
+
+def budget_too_small(fixed: int, budget: int) -> str:
+    return (
+        f"runtime.context_budget_tokens is {budget}, but the prompt's fixed part "
+        f"(instructions + tool schemas) alone needs about {fixed} tokens"
+    )
+
+
+def _round_starts(items: list[ConversationItem], after: int) -> list[int]:
+    return [i for i in range(max(after, 1), len(items)) if items[i].role == "assistant"]
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def summarize(items: list[ConversationItem], epoch: int, focus: str | None) -> str:
+    """The summary of the compacted items (``items[1:cut]``); deterministic."""
+    calls: dict[str, list[int]] = {}
+    commands: list[str] = []
+    notes: list[str] = []
+    headers: list[str] = []
+    rounds = 0
+    for it in items:
+        if it.role == "assistant":
+            rounds += 1
+            if it.text.strip():
+                notes.append(_first_line(it.text))
+            for c in it.tool_calls:
+                calls.setdefault(c.name, [0, 0])[0] += 1
+                cmd = c.arguments.get("cmd") if isinstance(c.arguments, dict) else None
+                if isinstance(cmd, str):
+                    commands.append(_first_line(cmd, 120))
+        elif it.role == "tool" and it.is_error:
+            calls.setdefault(it.name or "tool", [0, 0])[1] += 1
+        elif it.role == "user" and it.text.startswith("[message "):
+            headers.append(it.text.split("\n", 1)[0])
+    lines = [
+        f"[runtime: context compacted, epoch {epoch}: {len(items)} earlier message(s) of this "
+        f"turn ({rounds} round(s)) are replaced by this summary; their tool outputs are not "
+        "shown again: re-run a command or read a file when you need them]"
+    ]
+    if focus:
+        lines.append(f"Current work item: {focus} (see the work queue above)")
+    if calls:
+        lines.append(
+            "Tool calls: "
+            + ", ".join(
+                f"{n} x{k}" + (f" ({e} failed)" if e else "") for n, (k, e) in sorted(calls.items())
+            )
+        )
+    if commands:
+        lines.append("Last commands: " + "; ".join(f"`{c}`" for c in commands[-SUMMARY_COMMANDS:]))
+    if notes:
+        lines.append("Your last notes: " + " | ".join(notes[-SUMMARY_NOTES:]))
+    if headers:
+        lines.append("Messages that joined (provenance):")
+        lines.extend(headers[-SUMMARY_HEADERS:])
+    return "\n".join(lines)
+
+
+@dataclass
+class Window:
+    """The compacted view of one turn's conversation: ``items[1:cut]`` are
+    replaced by ``summary`` (appended to the current input)."""
+
+    cut: int = 1
+    summary: str = ""
+    epoch: int = 0
+    compacted: int = 0  # messages compacted in this turn so far
+
+    def view(self, items: list[ConversationItem]) -> list[ConversationItem]:
+        if self.cut <= 1 or not items:
+            return list(items)
+        head = items[0]
+        return [replace(head, text=f"{head.text}\n\n{self.summary}"), *items[self.cut :]]
+
+    def compact(self, items: list[ConversationItem], target_tokens: int, focus: str | None) -> int:
+        """Drop the oldest whole rounds until the kept ones (with the new
+        summary) fit ``target_tokens``; the newest round always stays.
+        Returns how many messages this compaction removed (0: nothing to drop)."""
+        starts = _round_starts(items, self.cut)
+        if len(starts) < 2:
+            return 0
+        head = items_tokens(items[:1])
+        chosen = starts[-1]
+        for s in starts[1:]:
+            draft = summarize(items[1:s], self.epoch + 1, focus)
+            if head + estimate(draft) + items_tokens(items[s:]) <= target_tokens:
+                chosen = s
+                break
+        removed = chosen - self.cut
+        if removed <= 0:
+            return 0
+        self.epoch += 1
+        self.summary = summarize(items[1:chosen], self.epoch, focus)
+        self.cut = chosen
+        self.compacted += removed
+        return removed
