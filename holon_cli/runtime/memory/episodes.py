@@ -39,9 +39,13 @@ MAX_COMMANDS = 30
 LINE_CHARS = 420
 
 
-def _line(d: TurnMemoryDelta) -> str:
-    from holon_cli.runtime.memory.working import one_line
+def one_line(text: object, limit: int) -> str:
+    """Whitespace folded, cut to ``limit`` characters (with an ellipsis)."""
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= limit else s[: max(0, limit - 1)] + "…"
 
+
+def _line(d: TurnMemoryDelta) -> str:
     who = "operator" if d["authority_class"] == "operator_instruction" else d["message_kind"]
     text = f"turn {d['turn_index']} {who}"
     if d["input_excerpt"]:

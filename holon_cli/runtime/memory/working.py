@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.runtime.memory import episodes as ep
+from holon_cli.runtime.memory.episodes import one_line
 
 if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
@@ -43,11 +44,6 @@ MAX_OPEN_ITEMS = 8
 EXCERPT_CHARS = 400
 PLAN_PREVIEW_CHARS = 600
 TRUSTED = ("operator_instruction", "runtime_instruction")
-
-
-def one_line(text: Any, limit: int) -> str:
-    s = " ".join(str(text or "").split())
-    return s if len(s) <= limit else s[: max(0, limit - 1)] + "…"
 
 
 def empty_state() -> WorkingMemoryState:
