@@ -493,14 +493,17 @@ def build_frame(
         )
     if memory_delta:
         context_blocks.append(sec.add("turn", "memory delta", memory_delta, "settled turns"))
+    # stable-first: the blocks above and the recent conversation do not change
+    # within a turn; the work queue and active skills change when a round
+    # mutates them, so a request's bytes start with the previous request's
+    if recent:
+        context_blocks.append(sec.add("turn", "recent conversation", recent, "transcript tail"))
     if work_queue:
         context_blocks.append(sec.add("turn", "work queue", work_queue, "work items"))
     if active_skills:
         lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
         text = "# Active skills\n" + "\n".join(lines)
         context_blocks.append(sec.add("turn", "active skills", text, "skill activation"))
-    if recent:
-        context_blocks.append(sec.add("turn", "recent conversation", recent, "transcript tail"))
 
     tool_sig = json.dumps([[t.name, t.input_schema] for t in tools], sort_keys=True)
     cache_key = "pck_" + _h(agent_id, *system_blocks, tool_sig)

@@ -77,3 +77,13 @@ def test_a_budget_below_the_frame_fails_the_turn_naming_both_numbers(tmp_path: P
     assert res.returncode == 5, res.stderr
     out = res.stdout + res.stderr
     assert "runtime.context_budget_tokens is 1000" in out and "fixed part" in out
+
+
+def test_debug_prompt_shows_working_memory_before_the_work_queue(tmp_path: Path) -> None:
+    run("enqueue", "the deploy window is 02:00-04:00 UTC")
+    assert run("turn", "--model", script(tmp_path, ["Noted."])).returncode == 0
+    sections = data(run("debug", "prompt", "--json"))["sections"]
+    titles = [s["title"] for s in sections]
+    assert titles.index("working memory") < titles.index("memory delta")
+    wm = sections[titles.index("working memory")]["text"]
+    assert "deploy window is 02:00-04:00 UTC" in wm and wm.startswith("# Working memory")

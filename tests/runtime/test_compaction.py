@@ -240,3 +240,43 @@ def test_a_smaller_budget_never_keeps_more() -> None:
         w.compact(items, target, None)
         kept.append(len(w.view(items)))
     assert kept == sorted(kept, reverse=True)
+
+
+# ------------------------------------------------------- prompt caching
+
+
+def _request_bytes(req: Any) -> bytes:
+    f = req.frame
+    parts = [f.system_prompt, *f.system_blocks, *f.context_blocks]
+    parts += [
+        f"{i.role}\x00{i.text}\x00{[c.to_dict() for c in i.tool_calls]}" for i in req.conversation
+    ]
+    return "\x01".join(parts).encode()
+
+
+def test_within_a_turn_each_request_starts_with_the_previous_one(
+    tmp_path: Path, window: dict[str, Any]
+) -> None:
+    """A tool loop on a work item: the frame (work queue included: the
+    running turn's own trace is in its conversation, not in the block) does
+    not change between rounds, so each request extends the previous one."""
+    from holon_cli.runtime import workitems as wi
+
+    store = open_agent(None)
+    wid = wi.create_work_item(store, "check the build", plan="# check the build\n- run it\n")[
+        "work_item"
+    ]["id"]
+    wi.pick_work_item(store, wid)
+    call = {"name": "ExecCommand", "arguments": {"cmd": "echo step"}}
+    model = script(tmp_path, [{"tool_calls": [call]}] * 5 + [{"text": "done"}])
+    admit("go on with the build check")
+    assert run_turn(None, cli_model=model, catalog=Only("ExecCommand")).status == "completed"
+    reqs = window["requests"]
+    assert len(reqs) == 6
+    assert any(wid in b for b in reqs[0].frame.context_blocks)
+    sent = [_request_bytes(r) for r in reqs]
+    reused = 0
+    for prev, nxt in zip(sent, sent[1:], strict=False):
+        assert nxt.startswith(prev)
+        reused += len(prev)
+    assert reused / sum(len(s) for s in sent[1:]) >= 0.9

@@ -274,7 +274,9 @@ class TurnRun:
             message=self.msg,
             tools=self.catalog.specs,
             guidance=self.catalog.guidance,
-            work_queue=wi.project_work_queue(self.store, bound_work_item_id=self.focus),
+            work_queue=wi.project_work_queue(
+                self.store, bound_work_item_id=self.focus, exclude_turn_id=self.turn_id
+            ),
             recent=self.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
