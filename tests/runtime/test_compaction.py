@@ -280,3 +280,40 @@ def test_within_a_turn_each_request_starts_with_the_previous_one(
         assert nxt.startswith(prev)
         reused += len(prev)
     assert reused / sum(len(s) for s in sent[1:]) >= 0.9
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL inside a provider request."""
+
+
+def test_a_restart_sends_the_request_it_would_have_sent(
+    tmp_path: Path, window: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restart then compaction equals compaction without restart: the window
+    is journaled, so the replayed turn's first request is byte-identical to
+    the one in flight when the process died."""
+    set_budget(3000)
+    call = {"name": "ExecCommand", "arguments": {"cmd": KB_CMD}}
+    model = script(tmp_path, [{"tool_calls": [call]}] * 20 + [{"text": "done"}])
+    admit("run them")
+    inner = ScriptedTransport.complete  # the window fixture's recorder
+
+    def dies_at_15(self: ScriptedTransport, request: Any) -> Any:
+        if len(window["requests"]) == 14:
+            window["requests"].append(request)
+            raise _Killed
+        return inner(self, request)
+
+    monkeypatch.setattr(ScriptedTransport, "complete", dies_at_15)
+    with pytest.raises(_Killed):
+        run_turn(None, cli_model=model, catalog=Only("ExecCommand"))
+    in_flight = window["requests"][-1]
+    assert "context compacted" in in_flight.conversation[0].text
+    monkeypatch.setattr(ScriptedTransport, "complete", inner)
+    res = run_turn(None, cli_model=model, catalog=Only("ExecCommand"))
+    assert res.status == "completed", res
+    replayed = window["requests"][15]
+    assert [(i.role, i.text) for i in replayed.conversation] == [
+        (i.role, i.text) for i in in_flight.conversation
+    ]
+    assert replayed.frame.system_blocks == in_flight.frame.system_blocks

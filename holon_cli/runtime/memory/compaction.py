@@ -16,8 +16,9 @@ deterministic summary appended to the current input:
 - rounds are dropped oldest first down to :data:`HEADROOM` of what the
   frame leaves, so the next rounds append to a stable prefix instead of
   compacting again at once;
-- the journal is never rewritten: the window is a view over it, so a replay
-  recomputes it from the same items.
+- the journal's items are never rewritten: the window is a view over them,
+  and each compaction is journaled (by round), so a turn replayed after a
+  restart sends the bytes it would have sent without one.
 
 The work queue context block (current work item: objective, plan preview,
 open todos, blocker, waits) is part of the frame and never compacted.
@@ -137,6 +138,22 @@ def summarize(items: list[ConversationItem], epoch: int, focus: str | None) -> s
     return "\n".join(lines)
 
 
+def round_ordinal(items: list[ConversationItem], cut: int) -> int:
+    """How many rounds (assistant items) lie before position ``cut``."""
+    return sum(1 for it in items[:cut] if it.role == "assistant")
+
+
+def round_index(items: list[ConversationItem], ordinal: int) -> int:
+    """The position of round number ``ordinal`` (0-based), or the end."""
+    seen = 0
+    for i, it in enumerate(items):
+        if it.role == "assistant":
+            if seen == ordinal:
+                return i
+            seen += 1
+    return len(items)
+
+
 @dataclass
 class Window:
     """The compacted view of one turn's conversation: ``items[1:cut]`` are
@@ -146,6 +163,18 @@ class Window:
     summary: str = ""
     epoch: int = 0
     compacted: int = 0  # messages compacted in this turn so far
+
+    @classmethod
+    def restore(cls, items: list[ConversationItem], saved: dict[str, Any] | None) -> Window:
+        """The window a journal recorded (a replay sends the same bytes)."""
+        if not saved:
+            return cls()
+        return cls(
+            cut=max(1, round_index(items, int(saved["cut_round"]))),
+            summary=str(saved["summary"]),
+            epoch=int(saved["epoch"]),
+            compacted=int(saved["compacted"]),
+        )
 
     def view(self, items: list[ConversationItem]) -> list[ConversationItem]:
         if self.cut <= 1 or not items:

@@ -10,6 +10,7 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "round", "rounds", "usage", "usage_reported", "attempts", "counted"}
     {"op": "failure", "usage", "attempts"}         a provider failure's usage/attempts
     {"op": "interject", "message_id"}
+    {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
     {"op": "settlement", "settlement": {...}}
 
 Invariants:
@@ -105,6 +106,9 @@ class Journal:
         self.timeline: list[ProviderAttemptRecord] = []
         self.interject_ids: list[str] = []
         self.settlement: TurnSettlement | None = None
+        # the compacted window of the conversation (runtime/memory/compaction.py):
+        # restored on replay, so a restart sends the bytes it would have sent
+        self.compaction: dict[str, Any] | None = None
         self._dirty = False
 
     # ------------------------------------------------------------- replay
@@ -172,6 +176,8 @@ class Journal:
         lines += [
             {"v": JOURNAL_VERSION, "op": "interject", "message_id": m} for m in self.interject_ids
         ]
+        if self.compaction is not None:
+            lines.append({"v": JOURNAL_VERSION, "op": "compaction", **self.compaction})
         atomic_write_bytes(self.path, "".join(dumps(r) + "\n" for r in lines).encode("utf-8"))
         _legacy_path(self.store).unlink(missing_ok=True)
 
@@ -193,6 +199,9 @@ class Journal:
             self.interject_ids.append(str(rec["message_id"]))
         elif op == "settlement":
             self.settlement = cast("TurnSettlement", rec["settlement"])
+        elif op == "compaction":
+            keys = ("cut_round", "epoch", "compacted", "summary")
+            self.compaction = {k: rec[k] for k in keys}
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:
@@ -282,6 +291,18 @@ class Journal:
                 "attempts": attempts,
             }
         )
+
+    def record_compaction(self, cut_round: int, epoch: int, compacted: int, summary: str) -> None:
+        """The conversation's compacted window, by round (reminders are not
+        journaled, so item positions are not stable); durable with the next
+        round."""
+        self.compaction = {
+            "cut_round": cut_round,
+            "epoch": epoch,
+            "compacted": compacted,
+            "summary": summary,
+        }
+        self._append({"op": "compaction", **self.compaction})
 
     def add_interject(self, message_id: str) -> None:
         self.interject_ids.append(message_id)

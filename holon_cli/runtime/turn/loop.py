@@ -138,7 +138,7 @@ class TurnRun:
         # memory plane: the compacted view of this turn's conversation, the
         # last request's size, and what the turn did (working memory at settle)
         self.budget_tokens = cp.context_budget(config)
-        self.window = cp.Window()
+        self.window = cp.Window.restore(self.journal.items, self.journal.compaction)
         self.frame_t = 0
         self.sent: tuple[int, int, int, int] | None = None  # reported, items, cut, frame
         self.overflow_retried = False
@@ -328,6 +328,9 @@ class TurnRun:
     def _compact(self, target: int, est: int, reason: str) -> int:
         n = self.window.compact(self.journal.items, target, self.focus)
         if n:
+            w = self.window
+            cut_round = cp.round_ordinal(self.journal.items, w.cut)
+            self.journal.record_compaction(cut_round, w.epoch, w.compacted, w.summary)
             data: ContextCompactedData = {
                 "compacted_message_count": n,
                 "compression_epoch": self.window.epoch,
