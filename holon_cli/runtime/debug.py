@@ -56,7 +56,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         trigger=context_trigger(
             store, provision=rec["identity"].get("ownership", "self_owned") == "self_owned"
         ),
-        working_memory=working.render(wm),
+        working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
         memory_delta=working.render_delta(wm),
     )
     f = built.frame

@@ -334,3 +334,17 @@ def test_a_damaged_episode_line_does_not_stop_turns_and_home_check_reports_it(
     assert json.loads(path.read_bytes().splitlines()[-1])["turn_range"] == [1, 8]
     report = home_check()
     assert any(str(path) in str(p) for p in report["problems"]), report
+
+
+def test_the_working_memory_block_keeps_to_its_share_of_the_budget() -> None:
+    wm = working.empty_state()
+    for i in range(1, 12):
+        d = _delta(f"turn_{i}", i, text=f"request {i} " + "y" * 380, files=[f"f{i}.py"])
+        wm, _ = working.apply_delta(wm, d, agent_id="main", now="t")
+    full = working.render(wm)
+    assert full is not None and "request 11" in full and "request 4 " in full
+    small = working.render(wm, max_chars=working.memory_chars_for(2000))
+    assert small is not None and len(small) <= 1000
+    # the newest request survives; the oldest went first
+    assert "request 11" in small and "request 4 " not in small
+    assert working.render(wm, max_chars=working.memory_chars_for(2000)) == small

@@ -229,12 +229,41 @@ def apply_delta(
 # ------------------------------------------------------------ projection
 
 
-def render(wm: WorkingMemoryState) -> str | None:
+MEMORY_MAX_CHARS = 8000
+MEMORY_MIN_CHARS = 600
+
+
+def memory_chars_for(budget_tokens: int | None) -> int:
+    """The working-memory block's share of the context budget: about an
+    eighth (``budget / 2`` characters), within the bounds above."""
+    if not budget_tokens:
+        return MEMORY_MAX_CHARS
+    return max(MEMORY_MIN_CHARS, min(MEMORY_MAX_CHARS, budget_tokens // 2))
+
+
+def render(wm: WorkingMemoryState, *, max_chars: int = MEMORY_MAX_CHARS) -> str | None:
     """The prompt's working-memory block (deterministic), or ``None`` before
-    the first settled turn."""
+    the first settled turn. Within ``max_chars``: the oldest operator
+    requests go first, then older commands and files, then the text is cut
+    at a line."""
     cur = wm["current_working_memory"]
     if cur is None:
         return None
+    cur = {**cur}
+    while True:
+        text = _render(wm, cur)
+        if len(text) <= max_chars:
+            return text
+        for key in ("operator_requests", "recent_commands", "recent_files", "open_work_items"):
+            if cur[key]:
+                cur[key] = cur[key][1:]
+                break
+        else:
+            cut = text.rfind("\n", 0, max_chars)
+            return text[:cut] if cut > 0 else text[:max_chars]
+
+
+def _render(wm: WorkingMemoryState, cur: CurrentWorkingMemory) -> str:
     lines = [f"# Working memory (revision {wm['working_memory_revision']})"]
     focus = cur["active_work_item"]
     if focus:

@@ -143,6 +143,7 @@ class TurnRun:
         self.sent: tuple[int, int, int, int] | None = None  # reported, items, cut, frame
         self.overflow_retried = False
         self.wm = working.empty_state()
+        self.memory_chars = working.memory_chars_for(self.budget_tokens)
         self.files_touched: list[str] = []
         self.command_runs: list[CommandRun] = []
         self.completed_work_item = False
@@ -154,9 +155,10 @@ class TurnRun:
         if self.journal.settlement is None:
             done = self.close_in_flight_calls()
             while not done:
-                built = self.build_prompt()
-                if not self.fit(built):
+                fitted = self.fit(self.build_prompt())
+                if fitted is None:
                     break
+                built = fitted
                 rnd = self.call_model(built)
                 if rnd is None:
                     break
@@ -280,7 +282,7 @@ class TurnRun:
             recent=self.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
-            working_memory=working.render(self.wm),
+            working_memory=working.render(self.wm, max_chars=self.memory_chars),
             memory_delta=working.render_delta(self.wm),
         )
         self.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
@@ -300,19 +302,24 @@ class TurnRun:
 
     # ---------------------------------------------------------- fit budget
 
-    def fit(self, built: BuiltPrompt) -> bool:
+    def fit(self, built: BuiltPrompt) -> BuiltPrompt | None:
         """Keep the next request under ``runtime.context_budget_tokens``:
-        compact older rounds when it would exceed it. False (the turn fails)
-        when the frame's fixed part alone does not fit."""
+        compact older rounds when it would exceed it, and when that is not
+        enough, leave the recent conversation out (working memory and the
+        archived episodes still carry it). ``None`` (the turn fails) when the
+        frame's fixed part alone does not fit."""
         fixed = cp.fixed_tokens(built.frame, self.catalog.specs)
         if fixed > self.budget_tokens:
             self._fail_budget(fixed)
-            return False
+            return None
         est = self._estimate()
         if est > self.budget_tokens:
             target = int((self.budget_tokens - self.frame_t) * cp.HEADROOM)
             self._compact(target, est, "over_budget")
-        return True
+            if self._estimate() > self.budget_tokens and self.recent:
+                self.recent = None  # for the rest of the turn: the prefix settles again
+                return self.fit(self.build_prompt())
+        return built
 
     def _estimate(self) -> int:
         """The next request: the provider's last reported input tokens plus
