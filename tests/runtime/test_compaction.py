@@ -317,3 +317,18 @@ def test_a_restart_sends_the_request_it_would_have_sent(
         (i.role, i.text) for i in in_flight.conversation
     ]
     assert replayed.frame.system_blocks == in_flight.frame.system_blocks
+
+
+def test_clipping_is_the_last_resort_and_says_so() -> None:
+    items = _items(2, 2000)
+    w = cp.Window()
+    assert w.clip_to(items, 200) is True
+    view = w.view(items)
+    tool = view[-1]
+    assert (
+        tool.text.startswith("x" * 256) and "characters cut to fit the context budget" in tool.text
+    )
+    assert len(tool.text) < 2000
+    assert [i.text for i in view if i.role != "tool"] == [i.text for i in items if i.role != "tool"]
+    w.clip = cp.MIN_CLIP
+    assert w.clip_to(items, 10_000) is False  # nothing more to cut

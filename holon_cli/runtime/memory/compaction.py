@@ -138,6 +138,17 @@ def summarize(items: list[ConversationItem], epoch: int, focus: str | None) -> s
     return "\n".join(lines)
 
 
+MIN_CLIP = 256
+
+
+def clip_result(it: ConversationItem, limit: int) -> ConversationItem:
+    if it.role != "tool" or len(it.text) <= limit:
+        return it
+    cut = len(it.text) - limit
+    note = f"\n[... {cut} characters cut to fit the context budget; run the call again to see them]"
+    return replace(it, text=it.text[:limit] + note)
+
+
 def round_ordinal(items: list[ConversationItem], cut: int) -> int:
     """How many rounds (assistant items) lie before position ``cut``."""
     return sum(1 for it in items[:cut] if it.role == "assistant")
@@ -163,6 +174,7 @@ class Window:
     summary: str = ""
     epoch: int = 0
     compacted: int = 0  # messages compacted in this turn so far
+    clip: int | None = None  # last resort: tool results longer than this are cut
 
     @classmethod
     def restore(cls, items: list[ConversationItem], saved: dict[str, Any] | None) -> Window:
@@ -178,9 +190,24 @@ class Window:
 
     def view(self, items: list[ConversationItem]) -> list[ConversationItem]:
         if self.cut <= 1 or not items:
-            return list(items)
-        head = items[0]
-        return [replace(head, text=f"{head.text}\n\n{self.summary}"), *items[self.cut :]]
+            out = list(items)
+        else:
+            head = items[0]
+            out = [replace(head, text=f"{head.text}\n\n{self.summary}"), *items[self.cut :]]
+        if self.clip is not None:
+            out = [clip_result(it, self.clip) for it in out]
+        return out
+
+    def clip_to(self, items: list[ConversationItem], over_tokens: int) -> bool:
+        """The last resort when the newest round alone does not fit: cut the
+        longest tool results (the model is told; re-running the call shows
+        it again). False when they are already at :data:`MIN_CLIP`."""
+        longest = max((len(it.text) for it in self.view(items) if it.role == "tool"), default=0)
+        want = max(MIN_CLIP, longest - over_tokens * 4 - 160)
+        if want >= longest:
+            return False
+        self.clip = want
+        return True
 
     def compact(self, items: list[ConversationItem], target_tokens: int, focus: str | None) -> int:
         """Drop the oldest whole rounds until the kept ones (with the new

@@ -241,6 +241,19 @@ def memory_chars_for(budget_tokens: int | None) -> int:
     return max(MEMORY_MIN_CHARS, min(MEMORY_MAX_CHARS, budget_tokens // 2))
 
 
+QUEUE_MAX_CHARS = 12_000  # the work queue projection's own default
+QUEUE_MIN_CHARS = 800
+
+
+def queue_chars_for(budget_tokens: int | None) -> int:
+    """The work queue block's share of the context budget (about an eighth:
+    ``budget / 2`` characters), within the bounds above; at the default
+    budget it is the projection's own default."""
+    if not budget_tokens:
+        return QUEUE_MAX_CHARS
+    return max(QUEUE_MIN_CHARS, min(QUEUE_MAX_CHARS, budget_tokens // 2))
+
+
 def render(wm: WorkingMemoryState, *, max_chars: int = MEMORY_MAX_CHARS) -> str | None:
     """The prompt's working-memory block (deterministic), or ``None`` before
     the first settled turn. Within ``max_chars``: the oldest operator

@@ -140,10 +140,12 @@ class TurnRun:
         self.budget_tokens = cp.context_budget(config)
         self.window = cp.Window.restore(self.journal.items, self.journal.compaction)
         self.frame_t = 0
-        self.sent: tuple[int, int, int, int] | None = None  # reported, items, cut, frame
+        # the last request: reported input tokens, items, cut, frame tokens, clip
+        self.sent: tuple[int, int, int, int, int | None] | None = None
         self.overflow_retried = False
         self.wm = working.empty_state()
         self.memory_chars = working.memory_chars_for(self.budget_tokens)
+        self.queue_chars = working.queue_chars_for(self.budget_tokens)
         self.files_touched: list[str] = []
         self.command_runs: list[CommandRun] = []
         self.completed_work_item = False
@@ -277,7 +279,10 @@ class TurnRun:
             tools=self.catalog.specs,
             guidance=self.catalog.guidance,
             work_queue=wi.project_work_queue(
-                self.store, bound_work_item_id=self.focus, exclude_turn_id=self.turn_id
+                self.store,
+                bound_work_item_id=self.focus,
+                exclude_turn_id=self.turn_id,
+                max_chars=self.queue_chars,
             ),
             recent=self.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
@@ -305,8 +310,9 @@ class TurnRun:
     def fit(self, built: BuiltPrompt) -> BuiltPrompt | None:
         """Keep the next request under ``runtime.context_budget_tokens``:
         compact older rounds when it would exceed it, and when that is not
-        enough, leave the recent conversation out (working memory and the
-        archived episodes still carry it). ``None`` (the turn fails) when the
+        enough, shrink the context blocks (:meth:`_shrink_context`: the
+        recent conversation first; working memory and the archived episodes
+        still carry it). ``None`` (the turn fails) when the
         frame's fixed part alone does not fit."""
         fixed = cp.fixed_tokens(built.frame, self.catalog.specs)
         if fixed > self.budget_tokens:
@@ -316,18 +322,36 @@ class TurnRun:
         if est > self.budget_tokens:
             target = int((self.budget_tokens - self.frame_t) * cp.HEADROOM)
             self._compact(target, est, "over_budget")
-            if self._estimate() > self.budget_tokens and self.recent:
-                self.recent = None  # for the rest of the turn: the prefix settles again
-                return self.fit(self.build_prompt())
+            if self._estimate() > self.budget_tokens and self._shrink_context():
+                return self.fit(self.build_prompt())  # the prefix settles again after this
+            over = self._estimate() - self.budget_tokens
+            if over > 0:
+                self.window.clip_to(self.journal.items, over)
         return built
+
+    def _shrink_context(self) -> bool:
+        """One step down, for the rest of the turn: leave the recent
+        conversation out, then halve the working-memory and work-queue
+        blocks down to their floors. False when nothing is left to shrink."""
+        if self.recent:
+            self.recent = None
+            return True
+        if self.memory_chars > working.MEMORY_MIN_CHARS:
+            self.memory_chars = max(working.MEMORY_MIN_CHARS, self.memory_chars // 2)
+            return True
+        if self.queue_chars > working.QUEUE_MIN_CHARS:
+            self.queue_chars = max(working.QUEUE_MIN_CHARS, self.queue_chars // 2)
+            return True
+        return False
 
     def _estimate(self) -> int:
         """The next request: the provider's last reported input tokens plus
         bytes / 4 of what was appended since (the whole request without a
         report, or once the window changed)."""
         items = self.journal.items
-        if self.sent is not None and self.sent[0] > 0 and self.sent[2] == self.window.cut:
-            reported, n_sent, _, frame_sent = self.sent
+        w = self.window
+        if self.sent is not None and self.sent[0] > 0 and self.sent[2:5:2] == (w.cut, w.clip):
+            reported, n_sent, _, frame_sent, _ = self.sent
             grown = max(0, self.frame_t - frame_sent)
             return reported + cp.items_tokens(items[n_sent:]) + grown
         return self.frame_t + cp.items_tokens(self.window.view(items))
@@ -410,7 +434,8 @@ class TurnRun:
             return None
         self._spend_of_round(chain, request)
         reported = int(getattr(chain.usage, "input_tokens", 0) or 0) if chain.usage else 0
-        self.sent = (reported, len(self.journal.items), self.window.cut, self.frame_t)
+        w = self.window
+        self.sent = (reported, len(self.journal.items), w.cut, self.frame_t, w.clip)
         self.overflow_retried = False
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
 
