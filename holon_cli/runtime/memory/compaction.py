@@ -202,9 +202,11 @@ class Window:
         """The last resort when the newest round alone does not fit: cut the
         longest tool results (the model is told; re-running the call shows
         it again). False when they are already at :data:`MIN_CLIP`."""
-        longest = max((len(it.text) for it in self.view(items) if it.role == "tool"), default=0)
-        want = max(MIN_CLIP, longest - over_tokens * 4 - 160)
-        if want >= longest:
+        kept = items[self.cut :] if self.cut > 1 else items
+        longest = max((len(it.text) for it in kept if it.role == "tool"), default=0)
+        current = min(longest, self.clip) if self.clip is not None else longest
+        want = max(MIN_CLIP, current - over_tokens * 4 - 160)
+        if want >= current:
             return False
         self.clip = want
         return True
