@@ -348,3 +348,46 @@ def test_the_working_memory_block_keeps_to_its_share_of_the_budget() -> None:
     # the newest request survives; the oldest went first
     assert "request 11" in small and "request 4 " not in small
     assert working.render(wm, max_chars=working.memory_chars_for(2000)) == small
+
+
+def test_the_agent_state_is_not_touched_by_memory_during_the_tool_loop(tmp_path: Path) -> None:
+    store = open_agent(None)
+    agent_file = store.layout.agent_file
+    cat = {"name": "ExecCommand", "arguments": {"cmd": f"cat '{agent_file}'"}}
+    model = script(tmp_path, [{"tool_calls": [cat]}, "first", {"tool_calls": [cat]}, "second"])
+    admit("one")
+    turn(model)
+    results = [r for r in store.ledger("transcript").records() if r["kind"] == "tool_result"]
+    assert "working_memory" not in results[-1]["output"]  # mid-loop: nothing yet
+    admit("two")
+    turn(model)
+    results = [r for r in store.ledger("transcript").records() if r["kind"] == "tool_result"]
+    # the second turn's loop sees revision 1 (the first turn's), not its own
+    seen = json.loads(json.loads(results[-1]["output"])["stdout_preview"])
+    assert seen["state"]["working_memory"]["working_memory_revision"] == 1
+    assert working.state_of(wm_of(store))["working_memory_revision"] == 2
+
+
+def test_switching_work_items_between_turns_archives_the_first_episode(tmp_path: Path) -> None:
+    from holon_cli.runtime import workitems as wi
+
+    store = open_agent(None)
+    a = wi.create_work_item(store, "write the parser")["work_item"]["id"]
+    wi.pick_work_item(store, a)
+    model = script(tmp_path, ["parser started", "parser progress", "scheduler started"])
+    for text in ("start the parser", "continue the parser"):
+        admit(text)
+        turn(model)
+    b = wi.create_work_item(store, "fix the scheduler")["work_item"]["id"]
+    wi.pick_work_item(store, b, reason="operator asked")
+    admit("now the scheduler")
+    turn(model)
+    eps = store.ledger("context_episodes").records()
+    assert [(e["work_item_id"], e["boundary"], e["turn_range"]) for e in eps] == [
+        (a, "work_item_switch", [1, 2])
+    ]
+    assert "start the parser" in eps[0]["summary"] and "parser progress" in eps[0]["summary"]
+    wm = working.state_of(wm_of(store))
+    cur = wm["current_working_memory"]
+    assert cur is not None and cur["active_work_item"] is not None
+    assert cur["active_work_item"]["id"] == b and wm["archived_episode_count"] == 1
