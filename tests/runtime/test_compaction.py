@@ -332,3 +332,23 @@ def test_clipping_is_the_last_resort_and_says_so() -> None:
     assert [i.text for i in view if i.role != "tool"] == [i.text for i in items if i.role != "tool"]
     w.clip = cp.MIN_CLIP
     assert w.clip_to(items, 10_000) is False  # nothing more to cut
+
+
+def test_the_providers_reported_input_tokens_count_toward_the_budget(
+    tmp_path: Path, window: dict[str, Any]
+) -> None:
+    """The contract's count: last reported input tokens plus bytes / 4 of
+    what was appended since (here the bytes alone are far below the budget)."""
+    set_budget(3000)
+    call = {"name": "ExecCommand", "arguments": {"cmd": "echo small"}}
+    usage = {"input_tokens": 2990, "output_tokens": 5}
+    model = script(
+        tmp_path, [{"tool_calls": [call], "usage": usage}] * 3 + [{"text": "done", "usage": usage}]
+    )
+    admit("go")
+    assert run_turn(None, cli_model=model, catalog=Only("ExecCommand")).status == "completed"
+    assert max(window["sizes"]) < 2500  # what was really sent
+    store = open_agent(None)
+    compacted = [e["data"] for e in store.events.records() if e["kind"] == "context_compacted"]
+    assert compacted and compacted[0]["estimated_tokens"] > 3000
+    assert compacted[0]["reason"] == "over_budget"

@@ -352,8 +352,8 @@ class TurnRun:
         w = self.window
         if self.sent is not None and self.sent[0] > 0 and self.sent[2:5:2] == (w.cut, w.clip):
             reported, n_sent, _, frame_sent, _ = self.sent
-            grown = max(0, self.frame_t - frame_sent)
-            return reported + cp.items_tokens(items[n_sent:]) + grown
+            # the frame may have grown (a work item changed) or shrunk (_shrink_context)
+            return reported + cp.items_tokens(items[n_sent:]) + self.frame_t - frame_sent
         return self.frame_t + cp.items_tokens(self.window.view(items))
 
     def _compact(self, target: int, est: int, reason: str) -> int:
