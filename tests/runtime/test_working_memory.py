@@ -391,3 +391,16 @@ def test_switching_work_items_between_turns_archives_the_first_episode(tmp_path:
     cur = wm["current_working_memory"]
     assert cur is not None and cur["active_work_item"] is not None
     assert cur["active_work_item"]["id"] == b and wm["archived_episode_count"] == 1
+
+
+def test_home_check_names_an_episode_line_of_the_wrong_shape() -> None:
+    from holon_cli.runtime.inspect import home_check
+
+    store = open_agent(None)
+    _, done = _fold([_delta("turn_x", 1, completed=True)])
+    ep.append_once(store, done[0])
+    path = store.ledger("context_episodes").path
+    path.write_bytes(path.read_bytes() + b'{"v": 1, "episode_id": 7, "summary": "s"}\n')
+    report = home_check()
+    found = [p for p in report["problems"] if str(path) in str(p)]
+    assert found and "episode_id" in str(found[0]), report["problems"]
