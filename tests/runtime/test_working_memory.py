@@ -404,3 +404,38 @@ def test_home_check_names_an_episode_line_of_the_wrong_shape() -> None:
     report = home_check()
     found = [p for p in report["problems"] if str(path) in str(p)]
     assert found and "episode_id" in str(found[0]), report["problems"]
+
+
+def test_a_turn_replayed_after_a_kill_keeps_the_effects_of_its_earlier_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool calls' effects are journaled with their round, so the settled
+    delta of a replayed turn still names the files and commands of the
+    rounds before the kill."""
+    patch = "--- /dev/null\n+++ b/kept.txt\n@@ -0,0 +1 @@\n+kept\n"
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "ApplyPatch", "arguments": {"patch": patch}}]},
+            {"tool_calls": [{"name": "ExecCommand", "arguments": {"cmd": "cat kept.txt"}}]},
+            "done",
+        ],
+    )
+    real = ScriptedTransport.complete
+    calls = {"n": 0}
+
+    def dies_on_third(self: ScriptedTransport, request: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise _Killed
+        return real(self, request)
+
+    monkeypatch.setattr(ScriptedTransport, "complete", dies_on_third)
+    admit("make kept.txt and show it")
+    with pytest.raises(_Killed):
+        run_turn(None, cli_model=model, catalog=default_catalog())
+    monkeypatch.setattr(ScriptedTransport, "complete", real)
+    assert turn(model).status == "completed"
+    cur = working.state_of(wm_of(open_agent(None)))["current_working_memory"]
+    assert cur is not None and cur["recent_files"] == ["kept.txt"]
+    assert cur["recent_commands"] == [{"cmd": "cat kept.txt", "exit_status": 0}]

@@ -11,6 +11,7 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "failure", "usage", "attempts"}         a provider failure's usage/attempts
     {"op": "interject", "message_id"}
     {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
+    {"op": "effects", "files", "commands", "completed"}  a tool call's memory effects
     {"op": "settlement", "settlement": {...}}
 
 Invariants:
@@ -109,6 +110,10 @@ class Journal:
         # the compacted window of the conversation (runtime/memory/compaction.py):
         # restored on replay, so a restart sends the bytes it would have sent
         self.compaction: dict[str, Any] | None = None
+        # what the turn's tool calls did, for working memory at settle
+        self.files: list[str] = []
+        self.commands: list[dict[str, Any]] = []
+        self.completed_work_item = False
         self._dirty = False
 
     # ------------------------------------------------------------- replay
@@ -178,6 +183,8 @@ class Journal:
         ]
         if self.compaction is not None:
             lines.append({"v": JOURNAL_VERSION, "op": "compaction", **self.compaction})
+        if self.files or self.commands or self.completed_work_item:
+            lines.append({"v": JOURNAL_VERSION, "op": "effects", **self._effects()})
         atomic_write_bytes(self.path, "".join(dumps(r) + "\n" for r in lines).encode("utf-8"))
         _legacy_path(self.store).unlink(missing_ok=True)
 
@@ -199,6 +206,8 @@ class Journal:
             self.interject_ids.append(str(rec["message_id"]))
         elif op == "settlement":
             self.settlement = cast("TurnSettlement", rec["settlement"])
+        elif op == "effects":
+            self._fold_effects(rec)
         elif op == "compaction":
             keys = ("cut_round", "epoch", "compacted", "summary")
             self.compaction = {k: rec[k] for k in keys}
@@ -303,6 +312,28 @@ class Journal:
             "summary": summary,
         }
         self._append({"op": "compaction", **self.compaction})
+
+    def _effects(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "commands": self.commands,
+            "completed": self.completed_work_item,
+        }
+
+    def _fold_effects(self, rec: dict[str, Any]) -> None:
+        self.files.extend(str(f) for f in rec.get("files") or [])
+        self.commands.extend(c for c in rec.get("commands") or [] if isinstance(c, dict))
+        self.completed_work_item = self.completed_work_item or bool(rec.get("completed"))
+
+    def add_effects(
+        self, files: list[str], commands: list[dict[str, Any]], completed: bool
+    ) -> None:
+        """One tool call's memory effects (durable with its round's batch)."""
+        if not (files or commands or completed):
+            return
+        rec = {"files": list(files), "commands": list(commands), "completed": completed}
+        self._fold_effects(rec)
+        self._append({"op": "effects", **rec})
 
     def add_interject(self, message_id: str) -> None:
         self.interject_ids.append(message_id)

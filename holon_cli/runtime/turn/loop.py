@@ -146,9 +146,6 @@ class TurnRun:
         self.wm = working.empty_state()
         self.memory_chars = working.memory_chars_for(self.budget_tokens)
         self.queue_chars = working.queue_chars_for(self.budget_tokens)
-        self.files_touched: list[str] = []
-        self.command_runs: list[CommandRun] = []
-        self.completed_work_item = False
 
     # ------------------------------------------------------------ the loop
 
@@ -530,17 +527,17 @@ class TurnRun:
             mutated = mutated or fx.work_item_mutated
             if fx.completion_brief_id:
                 self.completion_briefs.append(fx.completion_brief_id)
-                self.completed_work_item = True
-            self.files_touched.extend(fx.files_touched)
-            self.command_runs.extend(
-                {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")}
-                for c in fx.command_runs
-            )
             if fx.sleep is not None:
                 self.sleep_req = fx.sleep
             if fx.commands and built.sources.get("skills"):
                 self._activate_skills(fx.commands, built.sources["skills"])
             self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
+            # after its result: a replay counts the effects of recorded calls only
+            runs = [
+                {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")}
+                for c in fx.command_runs
+            ]
+            self.journal.add_effects(fx.files_touched, runs, bool(fx.completion_brief_id))
         self.rounds_since_mutation = 0 if mutated else self.rounds_since_mutation + 1
         self.tool_calls_made += len(resp.tool_calls)
         self.work_item_changed = self.work_item_changed or mutated
@@ -656,9 +653,9 @@ class TurnRun:
             status=s["status"],
             focus=self.store.read_record()["state"].get("current_work_item_id") or self.focus,
             workspace_id=self.ws.workspace_id if self.ws else None,
-            files_touched=self.files_touched,
-            commands=self.command_runs,
-            completed_work_item=self.completed_work_item,
+            files_touched=self.journal.files,
+            commands=cast("list[CommandRun]", self.journal.commands),
+            completed_work_item=self.journal.completed_work_item,
             waiting=waiting,
             final_text=s["final_text"],
             prompted_revision=self.wm["working_memory_revision"],
