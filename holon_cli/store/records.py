@@ -206,7 +206,20 @@ def task_ledger_record(rec: Mapping[str, Any]) -> str | None:
     return _first(_need(rec, "id", str, "task record"), _need(rec, "status", str, "task record"))
 
 
+def episode_record(rec: Mapping[str, Any]) -> str | None:
+    """A finalized context episode (runtime/memory/episodes.py)."""
+    return _first(
+        _need(rec, "episode_id", str, "episode"),
+        _need(rec, "summary", str, "episode"),
+        _need(rec, "turn_range", list, "episode"),
+        _opt(rec, "work_item_id", str, "episode"),
+        _opt(rec, "touched_files", list, "episode"),
+        _opt(rec, "commands", list, "episode"),
+    )
+
+
 LEDGERS: dict[str, Validator] = {
+    "context_episodes": episode_record,
     "queue": queue_record,
     "events": event_record,
     "transcript": transcript_record,
