@@ -71,6 +71,9 @@ ErrorKind = (
         "invalid_json",
         "invalid_body",
         "illegal_transition",
+        # the operator console (holon tui)
+        "serve_unavailable",
+        "missing_extra",
     ]
     | ProviderFailureKind
 )

@@ -396,7 +396,23 @@ def build_app(
             return error_response(status, str(e.kind), e.message, e.hint or "")
         return JSONResponse(res.to_dict(), status_code=202)
 
+    def default_agent(handler: Handler) -> Handler:
+        """``/status``, ``/state``, ``/events``: the default agent's routes."""
+
+        async def aliased(request: Request) -> Response:
+            from holon_cli.store.layout import default_agent_id
+
+            request.scope["path_params"] = {"agent_id": default_agent_id()}
+            if handler is events_page and "text/event-stream" in request.headers.get("accept", ""):
+                return await events_stream(request)  # the live form of /events
+            return await handler(request)
+
+        return aliased
+
     routes = [
+        Route("/status", route(default_agent(agent_status)), methods=["GET"]),
+        Route("/state", route(default_agent(agent_state)), methods=["GET"]),
+        Route("/events", route(default_agent(events_page)), methods=["GET"]),
         Route("/callbacks/wake/{token}", route(callback_wake, control=False), methods=["POST"]),
         Route("/healthz", route(healthz, control=False), methods=["GET"]),
         Route("/control/runtime/status", route(runtime_status_route), methods=["GET"]),
