@@ -88,12 +88,12 @@ def tui(
     if script:
         _script(sock, agent, mode, timeout_s)
         return
+    _require_textual()
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             "the interactive console needs a terminal",
             hint="use `holon tui --script` to drive it from a pipe",
         )
-    _require_textual()
     from holon_cli.cli.tui.app import run_app
 
     run_app(sock, agent, mode, inline=no_alt_screen)
