@@ -162,9 +162,7 @@ def test_script_control_characters_are_shown_not_executed(
     assert "Operator: red ␛[31mtext" in out and "Result: bell␇ and ␛[2J clear" in out
 
 
-def test_script_times_out_with_the_message_still_queued(
-    holon_home: Path, surface: Surface
-) -> None:
+def test_script_times_out_with_the_message_still_queued(holon_home: Path, surface: Surface) -> None:
     code, _, err = _script("nobody answers\n", "--timeout", "0.5")  # no turner: nothing runs
     assert code == 1
     assert "was not settled within 0.5 s" in err and "holon tail --presented" in err

@@ -123,7 +123,9 @@ class ActionsOverlay(ModalScreen[None]):
             yield Static("Enter runs the action, Esc closes", classes="overlay-hint")
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).highlighted = 0
+        options = self.query_one(OptionList)
+        options.highlighted = 0
+        options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         app = self.app
