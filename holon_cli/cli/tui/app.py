@@ -168,7 +168,9 @@ class ConsoleApp(App[None]):
         yield Static(id="banner")
         yield RichLog(id="conversation", wrap=True, markup=False)
         yield Static(id="activity")
-        yield Input(placeholder="Type a prompt and press Enter (/help: commands)", id="composer")
+        composer = Input(placeholder="Type a prompt and press Enter (/help: commands)", id="composer")
+        composer.cursor_blink = False  # a blinking cursor repaints twice a second: idle CPU
+        yield composer
 
     def on_mount(self) -> None:
         self.query_one("#conversation", RichLog).can_focus = False
