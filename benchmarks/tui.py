@@ -69,10 +69,14 @@ class Tmux:
 
 def _serve(home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     holon = [sys.executable, "-m", "holon_cli"]
-    subprocess.run([*holon, "agent", "create", "main"], env=env, check=True, capture_output=True)
+
+    def sh(*args: str) -> None:
+        subprocess.run([*holon, *args], env=env, check=True, capture_output=True)
+
+    sh("agent", "create", "main")
     for i in range(5):
-        subprocess.run([*holon, "enqueue", f"history {i}"], env=env, check=True, capture_output=True)
-    subprocess.run([*holon, "turn", "--all"], env=env, check=True, capture_output=True)
+        sh("enqueue", f"history {i}")
+    sh("turn", "--all")
     proc = subprocess.Popen(
         [*holon, "serve", "--listen", "127.0.0.1:0"],
         env=env,

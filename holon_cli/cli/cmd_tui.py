@@ -56,6 +56,7 @@ def _require_textual() -> None:
     "--timeout",
     "timeout_s",
     type=click.FloatRange(min=0.1),
+    metavar="SECONDS",
     default=300.0,
     show_default=True,
     help="With --script: seconds to wait for each prompt to be settled.",

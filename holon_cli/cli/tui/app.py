@@ -45,6 +45,7 @@ from holon_cli.runtime.presentation import DisplayMode
 from holon_cli.serve.client import ServeUnavailable
 
 RECONNECT_MAX_S = 2.0
+PLACEHOLDER = "Type a prompt and press Enter (/help: commands)"
 REFRESH_KINDS = frozenset(
     {"agent_state_changed", "session_state_changed", "turn_terminal", "message_admitted"}
 )
@@ -168,7 +169,7 @@ class ConsoleApp(App[None]):
         yield Static(id="banner")
         yield RichLog(id="conversation", wrap=True, markup=False)
         yield Static(id="activity")
-        composer = Input(placeholder="Type a prompt and press Enter (/help: commands)", id="composer")
+        composer = Input(placeholder=PLACEHOLDER, id="composer")
         composer.cursor_blink = False  # a blinking cursor repaints twice a second: idle CPU
         yield composer
 
