@@ -193,3 +193,33 @@ def test_http_aliases_are_the_default_agents_routes(
                     break
             surface.stopping.set()
         assert c.post("/status").status_code == 405
+
+
+BLOCK_TEXTUAL = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "textual" or name.startswith("textual."):
+            raise ImportError("textual is not installed (blocked by the test)")
+sys.meta_path.insert(0, Block())
+from holon_cli.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_script_runs_on_the_base_install_without_textual(
+    holon_home: Path, surface: Surface, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    with Turner(_model(tmp_path, "no textual needed")):
+        res = subprocess.run(
+            [sys.executable, "-c", BLOCK_TEXTUAL, "tui", "--script"],
+            input="hello\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["Operator: hello", "Result: no textual needed"]

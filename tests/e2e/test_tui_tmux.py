@@ -130,3 +130,26 @@ def test_console_in_a_real_terminal(
         tmux("kill-server")
     status = _holon("daemon", "status")
     assert status.returncode == 0, status.stdout + status.stderr  # closing it stopped nothing
+
+
+@pytest.mark.slow
+def test_no_alt_screen_leaves_the_conversation_in_the_scrollback(
+    daemon: LoopbackServer, holon_home: Path, tmp_path: Path
+) -> None:
+    tmux = Tmux(tmp_path)
+    tui = f"{sys.executable} -m holon_cli tui --no-alt-screen"
+    cmd = f"echo BEFORE; {tui}; echo TUI-EXIT=$?; sleep 30"
+    env = [f"HOLON_HOME={holon_home}", "TERM=xterm-256color", "LANG=C.UTF-8"]
+    tmux("new-session", "-d", "-s", "tui", "-x", "100", "-y", "40", "env", *env, "sh", "-c", cmd)
+    try:
+        tmux.wait("connected")
+        tmux.keys("inline hello", literal=True)
+        tmux.keys("Enter")
+        tmux.wait(f"Result: {REPLY}")
+        tmux.keys("C-q")
+        screen = tmux.wait("TUI-EXIT=0")
+    finally:
+        tmux("kill-server")
+    # drawn below the shell's output, and still there after the console left
+    assert screen.index("BEFORE") < screen.index("Operator: inline hello")
+    assert screen.index(f"Result: {REPLY}") < screen.index("TUI-EXIT=0")
