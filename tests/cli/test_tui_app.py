@@ -84,6 +84,7 @@ async def test_layout_history_and_a_prompt_with_its_reply(surface: Surface, tmp_
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: "connected" in bar(app, "agentbar"))
             assert "agent main" in bar(app, "agentbar") and "display info" in bar(app, "agentbar")
+            await until(pilot, lambda: "workspace agent home" in bar(app, "statebar"))
             state = bar(app, "statebar")
             assert "workspace agent home" in state and "projection agent_home" in state
             assert "access public_named" in state

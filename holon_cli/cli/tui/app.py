@@ -161,36 +161,40 @@ class ConsoleApp(App[None]):
         self.connected = False
         self.notices: list[str] = []
         self.state: dict[str, str] = {}
+        self._state_stale = self._state_reading = False
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
-        yield Static(id="agentbar")
-        yield Static(id="statebar")
-        yield Static(id="banner")
-        yield RichLog(id="conversation", wrap=True, markup=False)
-        yield Static(id="activity")
-        composer = Input(placeholder=PLACEHOLDER, id="composer")
-        composer.cursor_blink = False  # a blinking cursor repaints twice a second: idle CPU
-        yield composer
+        # kept as attributes: a worker finishing while the console closes
+        # updates detached widgets instead of failing to find them
+        self.agentbar, self.statebar = Static(id="agentbar"), Static(id="statebar")
+        self.banner = Static(id="banner")
+        self.log_view = RichLog(id="conversation", wrap=True, markup=False)
+        self.log_view.can_focus = False  # the composer keeps the focus
+        self.activity = Static(id="activity")
+        self.composer = Input(placeholder=PLACEHOLDER, id="composer")
+        self.composer.cursor_blink = False  # a blinking cursor repaints twice a second
+        yield from (self.agentbar, self.statebar, self.banner, self.log_view)
+        yield from (self.activity, self.composer)
 
     def on_mount(self) -> None:
-        self.query_one("#conversation", RichLog).can_focus = False
         self._bars()
         self.attach(self.agent_id)
 
     async def on_unmount(self) -> None:
+        self.workers.cancel_all()
         await self.control.aclose()
 
     def _bars(self) -> None:
         st = self.state
         link = "connected" if self.connected else "connecting…"
-        self.query_one("#agentbar", Static).update(
+        self.agentbar.update(
             Text(
                 f"agent {visible(self.agent_id)} · {st.get('status', '?')} · "
                 f"display {self.conv.mode} · {link}"
             )
         )
-        self.query_one("#statebar", Static).update(
+        self.statebar.update(
             Text(
                 f"workspace {st.get('workspace', '-')} · projection {st.get('projection', '-')}"
                 f" · access {st.get('access', '-')} · pending {st.get('pending', '-')}"
@@ -198,16 +202,14 @@ class ConsoleApp(App[None]):
             )
         )
         act = self.conv.activity
-        self.query_one("#activity", Static).update(Text(f"working: {act}" if act else ""))
+        self.activity.update(Text(f"working: {act}" if act else ""))
 
     def _write(self, line: Line) -> None:
         style = STYLES.get(line.visibility, "")
-        text = Text.assemble((line.title + ": ", style), line.text)
-        self.query_one("#conversation", RichLog).write(text)
+        self.log_view.write(Text.assemble((line.title + ": ", style), line.text))
 
     def _rerender(self) -> None:
-        log = self.query_one("#conversation", RichLog)
-        log.clear()
+        self.log_view.clear()
         for line in self.conv.lines():
             self._write(line)
         self._bars()
@@ -216,12 +218,11 @@ class ConsoleApp(App[None]):
         """A console message (not part of the agent's conversation)."""
         text = visible(message + (f" ({hint})" if hint else ""))
         self.notices.append(text)
-        self.query_one("#conversation", RichLog).write(Text("console: " + text, style="yellow"))
+        self.log_view.write(Text("console: " + text, style="yellow"))
 
     def _banner(self, text: str | None) -> None:
-        banner = self.query_one("#banner", Static)
-        banner.update(Text(visible(text or "")))
-        banner.set_class(bool(text), "shown")
+        self.banner.update(Text(visible(text or "")))
+        self.banner.set_class(bool(text), "shown")
 
     # ------------------------------------------------------------ serve
     def attach(self, agent_id: str) -> None:
@@ -281,14 +282,26 @@ class ConsoleApp(App[None]):
             self.refresh_state()
         self._bars()
 
-    @work(exclusive=True, group="state")
-    async def refresh_state(self) -> None:
+    def refresh_state(self) -> None:
+        """Re-read the state line; requests already under way are not
+        cancelled (one more read follows them instead)."""
+        self._state_stale = True
+        if not self._state_reading:
+            self._state_reading = True
+            self._read_state()
+
+    @work(group="state")
+    async def _read_state(self) -> None:
         try:
-            payload = await self.control.get(f"/agents/{self.agent_id}/state")
+            while self._state_stale:
+                self._state_stale = False
+                payload = await self.control.get(f"/agents/{self.agent_id}/state")
+                self.state = state_summary(payload)
+                self._bars()
         except HolonError:
-            return  # the follower reports a serve that is gone
-        self.state = state_summary(payload)
-        self._bars()
+            pass  # the follower reports a serve that is gone
+        finally:
+            self._state_reading = False
 
     # ------------------------------------------------------------ input
     async def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -325,9 +338,8 @@ class ConsoleApp(App[None]):
         try:
             await self.control.prompt(self.agent_id, text)
         except HolonError as exc:
-            composer = self.query_one("#composer", Input)
-            if not composer.value:
-                composer.value = typed  # not sent: nothing typed is lost
+            if not self.composer.value:
+                self.composer.value = typed  # not sent: nothing typed is lost
             self.notice(f"not sent: {exc.message}", exc.hint)
 
     @work(group="switch")
@@ -347,7 +359,7 @@ class ConsoleApp(App[None]):
         self.open_overlay(name)
 
     def action_scroll_conversation(self, direction: int) -> None:
-        log = self.query_one("#conversation", RichLog)
+        log = self.log_view
         (log.scroll_page_down if direction > 0 else log.scroll_page_up)()
 
     @work(group="overlay")
