@@ -153,6 +153,9 @@ def main() -> int:
         }
         serve = _serve(home, env)
         tmux = Tmux(Path(tmp) / "tmux.sock", env)
+        # a session that outlives the measured ones: a tmux server exits with
+        # its last session, and a new-session racing that exit is lost
+        tmux.start("keep", "sleep 3600")
         try:
             res = first_paint(tmux, args.runs) | idle(tmux, serve.pid, args.idle_seconds)
         finally:
