@@ -17,7 +17,7 @@ from tui_serve import Surface, Turner
 pytest.importorskip("textual", reason="textual (the tui extra) is not installed")
 
 from textual.pilot import Pilot  # noqa: E402
-from textual.widgets import Input, RichLog, Static  # noqa: E402
+from textual.widgets import Input, OptionList, RichLog, Static  # noqa: E402
 
 from holon_cli.cli.tui.app import ConsoleApp, Overlay  # noqa: E402
 from holon_cli.runtime.agents import create_agent, open_agent  # noqa: E402
@@ -171,8 +171,10 @@ async def test_overlays_stack_and_esc_closes_the_top_one(surface: Surface) -> No
         assert app.query_one("#composer", Input).has_focus
         await pilot.press("f2")
         await until(pilot, lambda: app.screen.name == "agents")
-        agents = _overlay_text(app)
-        assert "* main" in agents and "    kid" in agents and "private child" in agents
+        options = app.screen.query_one(OptionList)
+        labels = [str(o.prompt) for o in options.options]
+        assert labels[0].startswith("* main") and labels[1].startswith("    kid")
+        assert "private child" in labels[1] and options.get_option("kid").disabled
         await pilot.press("escape")
         for key, name in (("f1", "help"), ("f3", "transcript"), ("f4", "tasks")):
             await pilot.press(key)
@@ -184,6 +186,25 @@ async def test_overlays_stack_and_esc_closes_the_top_one(surface: Surface) -> No
         assert "agent_created" in _overlay_text(app)
         await pilot.press("escape")
         await until(pilot, lambda: len(app.screen_stack) == 1)
+
+
+async def test_the_agents_overlay_switches_agent(surface: Surface, tmp_path: Path) -> None:
+    create_agent("helper", kind="named")
+    app = _app(surface)
+    with Turner(_model(tmp_path, "helping"), agents=("main", "helper")):
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.connected)
+            await pilot.press("f2")
+            await until(pilot, lambda: app.screen.name == "agents")
+            options = app.screen.query_one(OptionList)
+            options.highlighted = [o.id for o in options.options].index("helper")
+            await pilot.press("enter")
+            await until(pilot, lambda: "agent helper" in bar(app, "agentbar"))
+            assert len(app.screen_stack) == 1 and app.agent_id == "helper"
+            await submit(pilot, "help me")
+            await until(pilot, lambda: "Result: helping" in _joined(app))
+    helper = open_agent("helper", create_default=False)
+    assert any(e["kind"] == "brief_recorded" for e in helper.events.records())
 
 
 def _overlay_text(app: ConsoleApp) -> str:

@@ -137,6 +137,36 @@ class ActionsOverlay(ModalScreen[None]):
         self.dismiss()
 
 
+class AgentsOverlay(ModalScreen[None]):
+    """Agents with their children; Enter switches to the highlighted one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
+
+    def __init__(self, rows: list[views.AgentRow]) -> None:
+        super().__init__(name="agents")
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="overlay"):
+            yield Static("Agents", classes="overlay-title")
+            yield OptionList(
+                *(Option(r.label, id=r.agent_id, disabled=not r.selectable) for r in self.rows)
+            )
+            yield Static("Enter switches to the agent, Esc closes", classes="overlay-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        app = self.app
+        assert isinstance(app, ConsoleApp)
+        self.dismiss()
+        app.switch(str(event.option.id))
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+
 class ConsoleApp(App[None]):
     CSS = CSS
     TITLE = "holon"
@@ -367,6 +397,14 @@ class ConsoleApp(App[None]):
         if name == "actions":
             self.push_screen(ActionsOverlay())
             return
+        if name == "agents":
+            try:
+                rows = await asyncio.to_thread(views.agent_rows, self.agent_id)
+            except HolonError as exc:
+                self.notice(exc.message, exc.hint)
+                return
+            self.push_screen(AgentsOverlay(rows))
+            return
         try:
             title, lines = await self._overlay_lines(name)
         except HolonError as exc:
@@ -383,7 +421,6 @@ class ConsoleApp(App[None]):
             page = await self.control.get(f"/agents/{agent}/events", after=after, limit=50)
             return f"Events of {agent} (trace)", views.event_lines(page.get("events") or [])
         readers = {
-            "agents": ("Agents", lambda: views.agents_lines(agent)),
             "transcript": (f"Transcript of {agent}", lambda: views.transcript_lines(agent)),
             "tasks": (f"Tasks of {agent}", lambda: views.tasks_lines(agent)),
             "debug-prompt": (f"Debug prompt of {agent}", lambda: views.debug_prompt_lines(agent)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from holon_cli.cli.tui.session import COMMANDS, visible
 
@@ -36,7 +36,13 @@ def help_lines() -> list[str]:
     return [*KEYS, "", *COMMANDS.values()]
 
 
-def agents_lines(current: str) -> list[str]:
+class AgentRow(NamedTuple):
+    agent_id: str
+    label: str  # terminal-safe, indented under its parent
+    selectable: bool  # private children are watched, not selected
+
+
+def agent_rows(current: str) -> list[AgentRow]:
     """Every agent, children under their parent; private ones are marked
     (they can be watched with ``holon tail``, not selected)."""
     from holon_cli.runtime.agents import list_agents
@@ -44,25 +50,26 @@ def agents_lines(current: str) -> list[str]:
     from holon_cli.store.layout import HomeLayout
 
     home = HomeLayout.current()
-    entries = list_agents(include_private=True)
-    parent: dict[str, str | None] = {}
-    for e in entries:
-        ident = AgentStore(home.agent(e.agent_id)).read_record()["identity"]
-        parent[e.agent_id] = ident.get("lineage_parent_agent_id")
-    by_id = {e.agent_id: e for e in entries}
-    out: list[str] = []
+    entries = {e.agent_id: e for e in list_agents(include_private=True)}
+    parent = {
+        aid: AgentStore(home.agent(aid)).read_record()["identity"].get("lineage_parent_agent_id")
+        for aid in entries
+    }
+    out: list[AgentRow] = []
 
     def walk(aid: str, depth: int) -> None:
-        e = by_id[aid]
+        e = entries[aid]
         mark = "*" if aid == current else " "
-        private = "  (private child: not selectable)" if e.visibility == "private" else ""
-        out.append(visible(f"{mark} {'  ' * depth}{aid}  {e.status}  {e.kind}{private}"))
+        private = e.visibility == "private"
+        note = "  (private child: not selectable)" if private else ""
+        label = visible(f"{mark} {'  ' * depth}{aid}  {e.status}  {e.kind}{note}")
+        out.append(AgentRow(aid, label, not private))
         for child in sorted(a for a, p in parent.items() if p == aid):
             walk(child, depth + 1)
 
-    for aid in sorted(a for a, p in parent.items() if p not in by_id):
+    for aid in sorted(a for a, p in parent.items() if p not in entries):
         walk(aid, 0)
-    return out or ["(no agents)"]
+    return out
 
 
 def transcript_lines(agent_id: str) -> list[str]:
