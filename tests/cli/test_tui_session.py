@@ -93,6 +93,9 @@ def test_conversation_rows_modes_and_settlement() -> None:
     with pytest.raises(UsageError) as e:
         conv.set_mode("loud")
     assert "unknown display mode 'loud'" in e.value.message and conv.mode == "debug"
+    with pytest.raises(UsageError) as e:
+        conv.set_mode(" ")
+    assert e.value.message == "/display needs a mode" and "verbose" in (e.value.hint or "")
 
 
 def test_a_resumed_stream_applies_each_event_once() -> None:

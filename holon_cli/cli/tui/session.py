@@ -93,6 +93,8 @@ def parse_input(text: str, known: tuple[str, ...] | None = None) -> Command:
 
 
 def parse_mode(arg: str) -> DisplayMode:
+    if not arg.strip():
+        raise UsageError("/display needs a mode", hint="info, verbose, debug (or 3, 4, 5)")
     try:
         return display_mode(arg)
     except ValueError as exc:
