@@ -1,9 +1,10 @@
 """``holon tui``: the operator console over a running serve (its Unix socket).
 
 The console owns no runtime: it reads and admits through serve's control
-surface, so closing it stops nothing. Order of checks (each cheap before
-anything heavy is imported): a usable display mode, a serve answering on
-``run/holon.sock``, then Textual (interactive mode only).
+surface, so closing it stops nothing. Order of checks: a usable display
+mode, a serve answering on ``run/holon.sock`` (both before anything heavy
+is imported), then for the interactive console Textual, the agent (known
+and public) and a terminal.
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ def _require_textual() -> None:
             kind="missing_extra",
             hint="pip install 'holon-cli[tui]' (or use `holon tui --script` on the base install)",
         )
+
+
+def _require_agent(sock: Path, agent_id: str) -> None:
+    """An unknown or private agent is exit 3 before the console opens."""
+    from holon_cli.serve.client import ServeClient
+
+    client = ServeClient(sock)
+    try:
+        client.get(f"/agents/{agent_id}/status")
+    finally:
+        client.close()
 
 
 @click.command(context_settings=CTX)
@@ -90,6 +102,7 @@ def tui(
         _script(sock, agent, mode, timeout_s)
         return
     _require_textual()
+    _require_agent(sock, agent)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             "the interactive console needs a terminal",

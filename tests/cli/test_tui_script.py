@@ -100,6 +100,14 @@ def test_interactive_without_textual_says_how_to_install_it(
     assert "pip install 'holon-cli[tui]'" in res.stderr
 
 
+def test_interactive_unknown_or_private_agent_is_exit_3(holon_home: Path, surface: Surface) -> None:
+    private_child("kid")
+    for agent in ("nobody", "kid"):
+        res = run("tui", "--agent", agent)
+        assert res.returncode == 3, res.stderr
+        assert f"unknown agent '{agent}'" in res.stderr
+
+
 def test_interactive_needs_a_terminal(holon_home: Path, surface: Surface) -> None:
     res = run("tui", stdin=io.StringIO(""))
     assert res.returncode == 2 and "--script" in res.stderr
