@@ -92,6 +92,11 @@ async def test_layout_history_and_a_prompt_with_its_reply(surface: Surface, tmp_
             await until(pilot, lambda: "Result: hello back" in _joined(app))
             assert conversation(app)[:2] == ["Operator: hi there", "Result: hello back"]
             assert app.query_one("#composer", Input).value == ""
+            (admitted,) = [
+                e for e in open_agent(None).events.records() if e["kind"] == "message_admitted"
+            ]
+            assert admitted["delivery_surface"] == "http_control_prompt"
+            assert admitted["authority_class"] == "operator_instruction"
             svg = app.export_screenshot()
             for word in ("agent", "main", "workspace", "Operator:", "Result:", "press", "Enter"):
                 assert word in svg, word
