@@ -78,6 +78,9 @@ ErrorKind = (
         "wait_timeout",
         "message_aborted",
         "idempotency_conflict",
+        # the operator console (holon tui)
+        "serve_unavailable",
+        "missing_extra",
     ]
     | ProviderFailureKind
 )

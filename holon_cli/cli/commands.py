@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "trigger": "holon_cli.cli.cmd_trigger:trigger",
     "serve": "holon_cli.cli.cmd_serve:serve",
     "daemon": "holon_cli.cli.cmd_daemon:daemon",
+    "tui": "holon_cli.cli.cmd_tui:tui",
     "home": "holon_cli.cli.cmd_home:home",
     "memory": "holon_cli.cli.cmd_memory:memory",
     "workspace": "holon_cli.cli.cmd_workspace:workspace",

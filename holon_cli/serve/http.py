@@ -242,6 +242,9 @@ def guarded(handler: Handler, access: str) -> Handler:
 # (path, handler, access, method)
 ROUTES: list[tuple[str, Handler, str, str]] = [
     ("/healthz", control.healthz, "open", "GET"),
+    ("/status", control.default_status, "control", "GET"),
+    ("/state", control.default_state, "control", "GET"),
+    ("/events", control.default_events, "control", "GET"),
     ("/control/runtime/status", control.runtime_status_route, "control", "GET"),
     ("/control/runtime/shutdown", control.shutdown, "control", "POST"),
     ("/agents/list", control.agents_list, "control", "GET"),

@@ -195,3 +195,23 @@ async def events_stream(request: Request) -> Response:
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _default_agent(handler: Handler) -> Handler:
+    """``/status``, ``/state``, ``/events``: the default agent's routes
+    (``/events`` with ``Accept: text/event-stream`` is the live stream)."""
+
+    async def aliased(request: Request) -> Response:
+        from holon_cli.store.layout import default_agent_id
+
+        request.scope["path_params"] = {"agent_id": default_agent_id()}
+        if handler is events_page and "text/event-stream" in request.headers.get("accept", ""):
+            return await events_stream(request)
+        return await handler(request)
+
+    return aliased
+
+
+default_status = _default_agent(agent_status)
+default_state = _default_agent(agent_state)
+default_events = _default_agent(events_page)

@@ -63,8 +63,18 @@ def test_status_loads_no_provider_code_and_no_email() -> None:
         "httpx2",
         "httpcore2",
         "rich",
+        "textual",  # the tui extra: only `holon tui` (interactive) imports it
         "yaml",
     }
+    assert not (mods & heavy), sorted(mods & heavy)
+
+
+def test_tui_without_a_serve_stops_before_anything_heavy() -> None:
+    """``holon tui`` checks for a serve on ``run/holon.sock`` with the standard
+    library: no HTTP library, no Textual, no rich, no serve code loaded."""
+    mods = loaded_modules("tui")
+    assert "holon_cli.serve.client" in mods  # the probe really ran the check
+    heavy = {"httpx", "textual", "rich", "starlette", "uvicorn", "holon_cli.cli.tui.app"}
     assert not (mods & heavy), sorted(mods & heavy)
 
 
@@ -74,7 +84,7 @@ def test_enqueue_loads_no_yaml_rich_httpx_or_providers() -> None:
     open_agent(None)  # the everyday case: the agent exists (creating it copies a tree)
     mods = loaded_modules("enqueue", "hello")
     assert "holon_cli.runtime.enqueue" in mods
-    unwanted = ("holon_cli.providers", "httpx", "httpx2", "httpcore", "rich", "yaml")
+    unwanted = ("holon_cli.providers", "httpx", "httpx2", "httpcore", "rich", "yaml", "textual")
     assert not {m for m in mods if m.startswith(unwanted)}
     # agent creation's tree copy (shutil pulls bz2 and lzma) is not an enqueue cost
     assert not (mods & {"shutil", "bz2", "lzma"}), sorted(mods & {"shutil", "bz2", "lzma"})
@@ -86,6 +96,7 @@ def test_enqueue_loads_no_yaml_rich_httpx_or_providers() -> None:
 # start or remove something
 NEVER_ON_THE_FAST_PATH = {
     "click",
+    "textual",
     "dataclasses",
     "inspect",
     "hashlib",

@@ -1,0 +1,197 @@
+"""The one client of a running serve's control surface, over the token-free
+Unix socket ``$HOLON_HOME/run/holon.sock`` (its 0600 mode is the access
+control). ``holon tui`` (interactive and ``--script``) talks to serve only
+through this module, so the HTTP library is one import here.
+
+- :func:`require_serve` answers "is a serve listening?" with the standard
+  library alone (no HTTP library loaded), so a console without a serve
+  fails fast and cheap;
+- every refusal of the server (``{"error": {kind, message, hint}}``) becomes
+  the matching :class:`~holon_cli.errors.HolonError` (404 not found, 400
+  usage, 409 rejected); a socket that stops answering is
+  :class:`ServeUnavailable`;
+- :meth:`AsyncServeClient.events` follows ``/agents/{id}/events/stream`` (SSE)
+  from an ``event_seq`` cursor (``Last-Event-ID``), so a caller resumes
+  exactly where it stopped after a reconnect.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageError
+from holon_cli.store.layout import HomeLayout
+
+STREAM_READ_TIMEOUT_S = 40.0  # serve sends a keep-alive comment every 15 s
+
+
+class ServeUnavailable(HolonError):
+    """No serve answers on the home's socket (or it stopped answering)."""
+
+    kind = "serve_unavailable"
+
+
+def socket_path() -> Path:
+    return HomeLayout.current().run_dir / "holon.sock"
+
+
+def serve_listening(path: Path, timeout: float = 1.0) -> bool:
+    """Whether something accepts connections on the Unix socket ``path``."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        s.close()
+    return True
+
+
+def require_serve() -> Path:
+    """The socket of this home's running serve, or :class:`ServeUnavailable`."""
+    path = socket_path()
+    if not serve_listening(path):
+        raise ServeUnavailable(
+            f"no serve is running for this home (nothing answers on {path})",
+            hint="start one with `holon daemon start` (or `holon serve` in another terminal)",
+        )
+    return path
+
+
+def _refusal(status: int, body: Any) -> HolonError:
+    err = body.get("error") if isinstance(body, dict) else None
+    err = err if isinstance(err, dict) else {}
+    message = str(err.get("message") or f"serve answered HTTP {status}")
+    hint = str(err.get("hint") or "") or None
+    cls = {404: NotFoundError, 400: UsageError, 409: RejectedError}.get(status, HolonError)
+    return cls(message, hint=hint)
+
+
+def _gone(exc: Exception) -> ServeUnavailable:
+    return ServeUnavailable(
+        f"serve stopped answering ({type(exc).__name__})",
+        hint="check it with `holon daemon status`; start it with `holon daemon start`",
+    )
+
+
+class ServeClient:
+    """Requests to one serve over its Unix socket."""
+
+    def __init__(self, path: Path, timeout: float = 5.0) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(path)),
+            base_url="http://holon.sock",
+            timeout=timeout,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self._http.request(method, path, **kw)
+        except self._httpx.HTTPError as exc:
+            raise _gone(exc) from None
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if resp.status_code >= 400:
+            raise _refusal(resp.status_code, body)
+        return body
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self._send("GET", path, params=params or None)
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return self._send("POST", path, json=body)
+
+    def prompt(self, agent_id: str, text: str) -> str:
+        """Admit an operator prompt (surface ``http_control_prompt``); its message id."""
+        return str(self.post(f"/control/agents/{agent_id}/prompt", {"text": text})["message_id"])
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _sse_step(line: str, data: list[str]) -> list[dict[str, Any]]:
+    """One line of an SSE stream: the event it completes, if any."""
+    if line.startswith("data:"):
+        data.append(line[5:].removeprefix(" "))
+        return []
+    if line != "" or not data:
+        return []
+    ev = _json_or_none("\n".join(data))
+    data.clear()
+    return [ev] if isinstance(ev, dict) else []
+
+
+class AsyncServeClient:
+    """The same requests for an asyncio caller (the Textual console): a
+    cancelled task stops its read at once, so closing the console never
+    waits on an open event stream."""
+
+    def __init__(self, path: Path, timeout: float = 5.0) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self._http = httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(uds=str(path)),
+            base_url="http://holon.sock",
+            timeout=timeout,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = await self._http.request(method, path, **kw)
+        except self._httpx.HTTPError as exc:
+            raise _gone(exc) from None
+        body = _json_or_none(resp.text)
+        if resp.status_code >= 400:
+            raise _refusal(resp.status_code, body)
+        return body
+
+    async def get(self, path: str, **params: Any) -> Any:
+        return await self._send("GET", path, params=params or None)
+
+    async def prompt(self, agent_id: str, text: str) -> str:
+        body = await self._send("POST", f"/control/agents/{agent_id}/prompt", json={"text": text})
+        return str(body["message_id"])
+
+    async def events(
+        self, agent_id: str, after: int, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Events after ``after`` as they are appended (``Last-Event-ID``: resume
+        exactly after it); ``on_open`` runs once the stream is established."""
+        timeout = self._httpx.Timeout(5.0, read=STREAM_READ_TIMEOUT_S)
+        headers = {"Last-Event-ID": str(after), "Accept": "text/event-stream"}
+        try:
+            async with self._http.stream(
+                "GET", f"/agents/{agent_id}/events/stream", headers=headers, timeout=timeout
+            ) as resp:
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise _refusal(resp.status_code, _json_or_none(resp.text))
+                if on_open is not None:
+                    on_open()
+                data: list[str] = []
+                async for line in resp.aiter_lines():
+                    for ev in _sse_step(line, data):
+                        yield ev
+        except self._httpx.HTTPError as exc:
+            raise _gone(exc) from None
