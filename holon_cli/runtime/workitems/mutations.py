@@ -169,41 +169,15 @@ def pick_work_item(
         prev_id = state.get("current_work_item_id")
         prev = idx.items.get(prev_id) if isinstance(prev_id, str) else None
         prev_open = prev is not None and prev.get("state") == "open"
-        prev_readiness = (
-            wr.readiness(prev, idx.waits_for(prev)) if prev is not None and prev_open else None
-        )
+        prev_readiness = wr.readiness(prev, idx.waits_for(prev)) if prev and prev_open else None
         cur_readiness = wr.readiness(rec, idx.waits_for(rec))
-        if prev_id == wid:
-            switch_kind, reason_required = "reaffirm", False
-        elif prev_open and prev_readiness == "runnable":
-            switch_kind, reason_required = "explicit_focus_override", True
-        elif prev_open:
-            switch_kind, reason_required = "switch_from_non_runnable", False
-        else:
-            switch_kind, reason_required = "select", False
+        switch_kind, reason_required = _switch_kind(prev_id, wid, prev_open, prev_readiness)
         if prev_id != wid or state.get(HOLD_KEY):
             state["current_work_item_id"] = wid
             if state.get(HOLD_KEY):
                 state[HOLD_KEY] = None  # picking is the explicit action that lifts a hold
             store.write_record(agent)
     reason_missing = reason_required and reason is None
-    warnings: list[dict[str, Any]] = []
-    if reason_missing:
-        warnings.append(
-            {
-                "kind": "pick_reason_missing",
-                "message": vocab.pick_reason_missing(prev_id),
-                "previous_work_item_id": prev_id,
-            }
-        )
-    if cur_readiness != "runnable":
-        warnings.append(
-            {
-                "kind": "picked_non_runnable",
-                "message": vocab.picked_non_runnable(wid, cur_readiness),
-                "readiness": cur_readiness,
-            }
-        )
     data: WorkItemPickedData = {
         "agent_id": store.agent_id,
         "previous_work_item_id": prev_id,
@@ -216,12 +190,7 @@ def pick_work_item(
         "reason_missing": reason_missing,
         "source": source,
     }
-    store.emit(
-        "work_item_picked",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
-    )
+    store.emit("work_item_picked", data, work_item_id=wid, turn_id=turn_id)
     return {
         "work_item": view(idx, rec, current_id=wid),
         "previous_work_item": view(idx, prev, current_id=wid)
@@ -230,8 +199,46 @@ def pick_work_item(
         "current_work_item_id": wid,
         "switch_kind": switch_kind,
         "binding": BINDING_NOTE.format(wid=wid),
-        "warnings": warnings,
+        "warnings": _pick_warnings(vocab, data),
     }
+
+
+def _switch_kind(
+    prev_id: str | None, wid: str, prev_open: bool, prev_readiness: str | None
+) -> tuple[str, bool]:
+    """What a pick does to the focus, and whether it needs a reason: only
+    switching away from a runnable open item does."""
+    if prev_id == wid:
+        return "reaffirm", False
+    if prev_open and prev_readiness == "runnable":
+        return "explicit_focus_override", True
+    if prev_open:
+        return "switch_from_non_runnable", False
+    return "select", False
+
+
+def _pick_warnings(vocab: Vocabulary, data: WorkItemPickedData) -> list[dict[str, Any]]:
+    """The pick's warnings: a missing reason, then a non-runnable pick."""
+    warnings: list[dict[str, Any]] = []
+    prev_id = data["previous_work_item_id"]
+    if data["reason_missing"]:
+        warnings.append(
+            {
+                "kind": "pick_reason_missing",
+                "message": vocab.pick_reason_missing(prev_id),
+                "previous_work_item_id": prev_id,
+            }
+        )
+    cur_readiness = data["current_readiness"]
+    if cur_readiness != "runnable":
+        warnings.append(
+            {
+                "kind": "picked_non_runnable",
+                "message": vocab.picked_non_runnable(data["current_work_item_id"], cur_readiness),
+                "readiness": cur_readiness,
+            }
+        )
+    return warnings
 
 
 def update_work_item(
