@@ -17,6 +17,7 @@ CLI's words for ``source="operator"`` and the model's tool words otherwise
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -260,6 +261,66 @@ def update_work_item(
     released inside this mutation when it blocks the current item or marks
     it ``needs_input``; clearing a blocker never re-picks."""
     vocab = for_source(source, vocab)
+    upd = _validated_update(vocab, objective, plan_status, todo_list, blocked_by, recheck_after_ms)
+    with mutation(store) as (idx, agent):
+        rec = require(store, idx, work_item_id, vocab)
+        wid = rec["id"]
+        require_open(
+            rec,
+            "is completed; completed work items cannot be updated",
+            "create a new work item for follow-up work",
+        )
+        new, changed = _apply_update(rec, upd)
+        state = agent["state"]
+        current_id = state.get("current_work_item_id")
+        release_reason = _release_reason(upd) if current_id == wid else None
+        rec = append_item(store, idx, new, "updated")
+        if release_reason:
+            state["current_work_item_id"] = None
+            store.write_record(agent)
+            current_id = None
+        save(store, idx)
+    focus_released = release_reason is not None
+    _emit_updated(store, rec, upd, changed, release_reason, source=source, turn_id=turn_id)
+    notes = []
+    if focus_released:
+        notes.append(
+            f"Focus released: {wid} is no longer current ({release_reason}). "
+            f"No work item is current; {vocab.pick()} for the next one."
+        )
+    if upd.blocker is None and current_id != wid:
+        notes.append(f"Blocker cleared; {wid} is not current: {vocab.pick(wid)} to resume it.")
+    return {
+        "work_item": view(idx, rec, current_id=current_id),
+        "changed": changed,
+        "focus_released": focus_released,
+        "current_work_item_id": current_id,
+        "note": " ".join(notes) or None,
+        "warnings": wm.todo_warnings(rec["todo_list"]) if "todo_list" in changed else [],
+    }
+
+
+@dataclass(frozen=True)
+class _Update:
+    """Validated update fields: ``None`` leaves a field as it is, except
+    ``blocker``, where :data:`UNSET` keeps it and ``None`` clears it."""
+
+    objective: str | None
+    plan_status: str | None
+    todos: list[wm.TodoItem] | None
+    blocker: str | None | Unset
+    recheck_after_ms: int | None
+
+
+def _validated_update(
+    vocab: Vocabulary,
+    objective: str | None,
+    plan_status: str | None,
+    todo_list: list[Any] | None,
+    blocked_by: str | None | Unset,
+    recheck_after_ms: int | None,
+) -> _Update:
+    """Check the arguments before any lock is taken, worded for the caller."""
     if (
         objective is None
         and plan_status is None
@@ -273,106 +334,90 @@ def update_work_item(
             kind="invalid_arguments",
         )
     with vocab.worded():
-        new_objective = wm.validate_objective(objective) if objective is not None else None
-        new_status = wm.validate_plan_status(plan_status) if plan_status is not None else None
-        new_todos = wm.normalize_todo_list(todo_list) if todo_list is not None else None
-        new_blocker = (
-            wm.validate_blocked_by(blocked_by) if isinstance(blocked_by, str) else blocked_by
+        upd = _Update(
+            objective=wm.validate_objective(objective) if objective is not None else None,
+            plan_status=wm.validate_plan_status(plan_status) if plan_status is not None else None,
+            todos=wm.normalize_todo_list(todo_list) if todo_list is not None else None,
+            blocker=(
+                wm.validate_blocked_by(blocked_by) if isinstance(blocked_by, str) else blocked_by
+            ),
+            recheck_after_ms=(
+                wm.validate_recheck_after_ms(recheck_after_ms)
+                if recheck_after_ms is not None
+                else None
+            ),
         )
-        if recheck_after_ms is not None:
-            recheck_after_ms = wm.validate_recheck_after_ms(recheck_after_ms)
-    if recheck_after_ms is not None and not isinstance(new_blocker, str):
+    if upd.recheck_after_ms is not None and not isinstance(upd.blocker, str):
         message, hint = vocab.recheck_without_blocker()
         raise UsageError(
             message, hint=hint, kind="invalid_arguments", details={"field": "recheck_after"}
         )
-    focus_released = False
-    with mutation(store) as (idx, agent):
-        rec = require(store, idx, work_item_id, vocab)
-        wid = rec["id"]
-        require_open(
-            rec,
-            "is completed; completed work items cannot be updated",
-            "create a new work item for follow-up work",
-        )
-        new = dict(rec)
-        changed: list[str] = []
-        if new_objective is not None:
-            new["objective"] = new_objective
-            changed.append("objective")
-        if new_status is not None:
-            new["plan_status"] = new_status
-            changed.append("plan_status")
-        if new_todos is not None:
-            new["todo_list"] = new_todos
-            changed.append("todo_list")
-        if isinstance(new_blocker, str):
-            new["blocked_by"] = new_blocker
-            new["recheck_at"] = _deadline(recheck_after_ms or default_recheck_after_ms())
-            new["recheck_consumed_at"] = None
-            changed.append("blocked_by")
-        elif new_blocker is None:
-            new["blocked_by"] = None
-            new["recheck_at"] = None
-            new["recheck_consumed_at"] = None
-            changed.append("blocked_by")
-        new["updated_at"] = clock.now_iso()
-        state = agent["state"]
-        current_id = state.get("current_work_item_id")
-        release_reason = None
-        if current_id == wid:
-            if isinstance(new_blocker, str):
-                release_reason = "blocked"
-            elif new_status == "needs_input":
-                release_reason = "needs_input"
-        rec = append_item(store, idx, new, "updated")
-        if release_reason:
-            state["current_work_item_id"] = None
-            store.write_record(agent)
-            focus_released = True
-            current_id = None
-        save(store, idx)
+    return upd
+
+
+def _apply_update(rec: wm.WorkItemRecord, upd: _Update) -> tuple[dict[str, Any], list[str]]:
+    """The next revision of ``rec`` and the names of the fields that changed."""
+    new: dict[str, Any] = dict(rec)
+    changed: list[str] = []
+    if upd.objective is not None:
+        new["objective"] = upd.objective
+        changed.append("objective")
+    if upd.plan_status is not None:
+        new["plan_status"] = upd.plan_status
+        changed.append("plan_status")
+    if upd.todos is not None:
+        new["todo_list"] = upd.todos
+        changed.append("todo_list")
+    if isinstance(upd.blocker, str):
+        new["blocked_by"] = upd.blocker
+        new["recheck_at"] = _deadline(upd.recheck_after_ms or default_recheck_after_ms())
+        new["recheck_consumed_at"] = None
+        changed.append("blocked_by")
+    elif upd.blocker is None:
+        new["blocked_by"] = None
+        new["recheck_at"] = None
+        new["recheck_consumed_at"] = None
+        changed.append("blocked_by")
+    new["updated_at"] = clock.now_iso()
+    return new, changed
+
+
+def _release_reason(upd: _Update) -> str | None:
+    """Why updating the current item releases the focus, if it does."""
+    if isinstance(upd.blocker, str):
+        return "blocked"
+    if upd.plan_status == "needs_input":
+        return "needs_input"
+    return None
+
+
+def _emit_updated(
+    store: AgentStore,
+    rec: wm.WorkItemRecord,
+    upd: _Update,
+    changed: list[str],
+    release_reason: str | None,
+    *,
+    source: str,
+    turn_id: str | None,
+) -> None:
+    """``work_item_updated``, then ``work_item_focus_released`` when it was."""
+    wid = rec["id"]
     data: WorkItemUpdatedData = {
         "changed": changed,
         "objective": rec["objective"] if "objective" in changed else None,
         "plan_status": rec["plan_status"],
         "blocked_by": rec["blocked_by"],
-        "blocker_cleared": new_blocker is None,
+        "blocker_cleared": upd.blocker is None,
         "recheck_at": rec["recheck_at"],
         "todo_counts": wm.todo_counts(rec["todo_list"]) if "todo_list" in changed else None,
-        "focus_released": focus_released,
+        "focus_released": release_reason is not None,
         "source": source,
     }
-    store.emit(
-        "work_item_updated",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
-    )
-    if focus_released:
+    store.emit("work_item_updated", data, work_item_id=wid, turn_id=turn_id)
+    if release_reason is not None:
         released: WorkItemFocusReleasedData = {"reason": release_reason, "source": source}
-        store.emit(
-            "work_item_focus_released",
-            released,
-            work_item_id=wid,
-            turn_id=turn_id,
-        )
-    notes = []
-    if focus_released:
-        notes.append(
-            f"Focus released: {wid} is no longer current ({release_reason}). "
-            f"No work item is current; {vocab.pick()} for the next one."
-        )
-    if new_blocker is None and current_id != wid:
-        notes.append(f"Blocker cleared; {wid} is not current: {vocab.pick(wid)} to resume it.")
-    return {
-        "work_item": view(idx, rec, current_id=current_id),
-        "changed": changed,
-        "focus_released": focus_released,
-        "current_work_item_id": current_id,
-        "note": " ".join(notes) or None,
-        "warnings": wm.todo_warnings(rec["todo_list"]) if "todo_list" in changed else [],
-    }
+        store.emit("work_item_focus_released", released, work_item_id=wid, turn_id=turn_id)
 
 
 def complete_work_item(
