@@ -45,6 +45,7 @@ from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_text
 from holon_cli.store.workitem_index import (
+    WorkItemIndex,
     append_item,
     append_report,
     describe_file,
@@ -443,7 +444,6 @@ def complete_work_item(
     """
     vocab = for_source(source, vocab)
     text = report.strip() if isinstance(report, str) else ""
-    warnings: list[dict[str, Any]] = []
     ds_rec: DeliverySummaryRecord | None = None
     with mutation(store) as (idx, agent):
         rec = require(store, idx, work_item_id, vocab)
@@ -454,63 +454,15 @@ def complete_work_item(
         state = agent["state"]
         focused = state.get("current_work_item_id") == wid
         unfinished = wm.unfinished_todos_warning(rec.get("todo_list") or [])
-        if unfinished:
-            warnings.append(unfinished)
-        promote = False
-        if source == "operator":
-            promote = bool(text)
-        elif not text:
-            warnings.append(
-                {
-                    "kind": "missing_completion_report",
-                    "message": MISSING_COMPLETION_REPORT,
-                }
-            )
-        elif ambiguous_round:
-            warnings.append(
-                {
-                    "kind": "completion_report_ambiguous",
-                    "message": COMPLETION_REPORT_AMBIGUOUS,
-                }
-            )
-        elif not focused:
-            warnings.append(
-                {
-                    "kind": "completion_report_not_focused",
-                    "message": COMPLETION_REPORT_NOT_FOCUSED.format(wid=wid),
-                }
-            )
-        else:
-            promote = True
+        promote, refused = _report_promotion(source, text, ambiguous_round, focused, wid)
+        warnings = [w for w in (unfinished, refused) if w]
         now = clock.now_iso()
-        new = dict(rec)
-        new.update(
-            {
-                "state": "completed",
-                "blocked_by": None,
-                "recheck_at": None,
-                "recheck_consumed_at": None,
-                "result_summary": text if promote else None,
-                "completed_at": now,
-                "updated_at": now,
-            }
-        )
-        rec = append_item(store, idx, new, "completed")
+        rec = append_item(store, idx, _completed(rec, text if promote else None, now), "completed")
         if focused:
             state["current_work_item_id"] = None
             store.write_record(agent)
         if promote and source != "operator":
-            ds_rec = wm.new_delivery_summary(
-                summary_id=clock.new_id("dsum"),
-                agent_id=store.agent_id,
-                work_item_id=wid,
-                text=text,
-                source="assistant_round",
-                created_at=now,
-                turn_id=turn_id,
-                warnings=[unfinished] if unfinished else None,
-            )
-            append_report(store, idx, ds_rec)
+            ds_rec = _delivery_summary(store, idx, wid, text, now, turn_id, unfinished)
         save(store, idx)
         current_id = state.get("current_work_item_id")
     from holon_cli.runtime.waiting.intents import cancel_for_work_item
@@ -518,40 +470,11 @@ def complete_work_item(
     # runtime spec: completing the item cancels its waiting intents (after the
     # completion is written: RecordExternalWait re-checks under the same lock)
     cancelled = cancel_for_work_item(store, wid)
-    brief_id = None
-    if ds_rec is not None:
-        from holon_cli.runtime.briefs import write_brief
-
-        brief = write_brief(
-            store,
-            kind="result",
-            text=text,
-            visibility="work_done",
-            work_item_id=wid,
-            turn_id=turn_id,
-            title=rec["objective"][:200],
-        )
-        brief_id = brief["id"]
-    counts = wm.todo_counts(rec.get("todo_list") or [])
-    data: WorkItemCompletedData = {
-        "objective": rec["objective"],
-        "source": source,
-        "report_promoted": promote,
-        "delivery_summary_id": ds_rec["id"] if ds_rec else None,
-        "brief_id": brief_id,
-        "completed_with_unfinished_todos": unfinished is not None,
-        "unfinished_todo_count": counts["pending"] + counts["in_progress"],
-        "pending_todo_count": counts["pending"],
-        "in_progress_todo_count": counts["in_progress"],
-        "focus_released": focused,
-        "warnings": [w["kind"] for w in warnings],
-    }
-    store.emit(
-        "work_item_completed",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
+    brief_id = _result_brief(store, rec, text, turn_id) if ds_rec is not None else None
+    data = _completed_data(
+        rec, source, promote, ds_rec, brief_id, focused, unfinished is not None, warnings
     )
+    store.emit("work_item_completed", data, work_item_id=wid, turn_id=turn_id)
     note = f"{wid} completed."
     if cancelled:
         note += f" Its {len(cancelled)} waiting intent(s) were cancelled."
@@ -560,11 +483,119 @@ def complete_work_item(
     return {
         "work_item": view(idx, rec, current_id=current_id),
         "completion_report": completion_report(idx, rec),
-        "delivery_summary_id": ds_rec["id"] if ds_rec else None,
+        "delivery_summary_id": data["delivery_summary_id"],
         "brief_id": brief_id,
         "focus_released": focused,
         "current_work_item_id": current_id,
         "note": note,
         "cancelled_waiting_intent_ids": [w["id"] for w in cancelled],
         "warnings": warnings,
+    }
+
+
+def _report_promotion(
+    source: str, text: str, ambiguous_round: bool, focused: bool, wid: str
+) -> tuple[bool, dict[str, Any] | None]:
+    """Whether the completion report is promoted, else the warning saying why
+    not. An operator's explicit report is promoted when non-empty (no
+    warning); an agent's needs text, one completion in the round, and focus."""
+    if source == "operator":
+        return bool(text), None
+    if not text:
+        return False, {"kind": "missing_completion_report", "message": MISSING_COMPLETION_REPORT}
+    if ambiguous_round:
+        return False, {
+            "kind": "completion_report_ambiguous",
+            "message": COMPLETION_REPORT_AMBIGUOUS,
+        }
+    if not focused:
+        return False, {
+            "kind": "completion_report_not_focused",
+            "message": COMPLETION_REPORT_NOT_FOCUSED.format(wid=wid),
+        }
+    return True, None
+
+
+def _completed(rec: wm.WorkItemRecord, summary: str | None, now: str) -> dict[str, Any]:
+    """The completed revision of ``rec``: blocker and recheck cleared."""
+    new: dict[str, Any] = dict(rec)
+    new.update(
+        {
+            "state": "completed",
+            "blocked_by": None,
+            "recheck_at": None,
+            "recheck_consumed_at": None,
+            "result_summary": summary,
+            "completed_at": now,
+            "updated_at": now,
+        }
+    )
+    return new
+
+
+def _result_brief(store: AgentStore, rec: wm.WorkItemRecord, text: str, turn_id: str | None) -> str:
+    """Write the promoted report as a ``work_done`` result brief; its id."""
+    from holon_cli.runtime.briefs import write_brief
+
+    brief = write_brief(
+        store,
+        kind="result",
+        text=text,
+        visibility="work_done",
+        work_item_id=rec["id"],
+        turn_id=turn_id,
+        title=rec["objective"][:200],
+    )
+    brief_id: str = brief["id"]
+    return brief_id
+
+
+def _delivery_summary(
+    store: AgentStore,
+    idx: WorkItemIndex,
+    wid: str,
+    text: str,
+    now: str,
+    turn_id: str | None,
+    unfinished: dict[str, Any] | None,
+) -> DeliverySummaryRecord:
+    """Append the promoted assistant-round report as a delivery summary."""
+    ds_rec = wm.new_delivery_summary(
+        summary_id=clock.new_id("dsum"),
+        agent_id=store.agent_id,
+        work_item_id=wid,
+        text=text,
+        source="assistant_round",
+        created_at=now,
+        turn_id=turn_id,
+        warnings=[unfinished] if unfinished else None,
+    )
+    append_report(store, idx, ds_rec)
+    return ds_rec
+
+
+def _completed_data(
+    rec: wm.WorkItemRecord,
+    source: str,
+    promote: bool,
+    ds_rec: DeliverySummaryRecord | None,
+    brief_id: str | None,
+    focused: bool,
+    unfinished: bool,
+    warnings: list[dict[str, Any]],
+) -> WorkItemCompletedData:
+    """The ``work_item_completed`` event's data."""
+    counts = wm.todo_counts(rec.get("todo_list") or [])
+    return {
+        "objective": rec["objective"],
+        "source": source,
+        "report_promoted": promote,
+        "delivery_summary_id": ds_rec["id"] if ds_rec else None,
+        "brief_id": brief_id,
+        "completed_with_unfinished_todos": unfinished,
+        "unfinished_todo_count": counts["pending"] + counts["in_progress"],
+        "pending_todo_count": counts["pending"],
+        "in_progress_todo_count": counts["in_progress"],
+        "focus_released": focused,
+        "warnings": [w["kind"] for w in warnings],
     }
