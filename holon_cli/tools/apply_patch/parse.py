@@ -159,8 +159,28 @@ def _parse_hunk(
     lines: list[str], i: int, warnings: list[ToolWarning], path: str
 ) -> tuple[Hunk, int]:
     header = lines[i]
+    hunk = _hunk_header(header, i + 1)
+    i, blank_tail = _read_hunk_body(hunk, lines, i + 1)
+    _drop_blank_separators(hunk, blank_tail)
+    if not hunk.lines:
+        raise _invalid(f"hunk {header!r} for {path} has no lines", hunk.patch_line)
+    n_old, n_new = len(hunk.old), len(hunk.new)
+    if hunk.old_count is not None and (n_old, n_new) != (hunk.old_count, hunk.new_count):
+        warnings.append(
+            {
+                "kind": "hunk_counts_mismatch",
+                "message": f"{path}: hunk {header.strip()!r} says -{hunk.old_count} "
+                f"+{hunk.new_count} lines but its body has -{n_old} +{n_new}; the body was used",
+            }
+        )
+    return hunk, i
+
+
+def _hunk_header(header: str, patch_line: int) -> Hunk:
+    """An empty hunk from its ``@@`` line: positioned and counted when the
+    line is a unified ``@@ -l,s +l,s @@``, else found by content later."""
     m = _HUNK_RE.match(header)
-    hunk = Hunk([], header, i + 1)
+    hunk = Hunk([], header, patch_line)
     if m:
         hunk.old_start = int(m.group(1))
         hunk.old_count = int(m.group(2)) if m.group(2) is not None else 1
@@ -169,31 +189,21 @@ def _parse_hunk(
         # a bare ``@@`` (or ``@@ text``): position unknown, found by content
         anchor = header[2:].strip().removesuffix("@@").strip()
         hunk.anchor = anchor or None
-    i += 1
+    return hunk
+
+
+def _read_hunk_body(hunk: Hunk, lines: list[str], i: int) -> tuple[int, int]:
+    """Append the hunk's lines from ``lines[i]`` on, up to the next hunk or
+    file or the first line that is not part of a hunk. Returns the index
+    after the body and how many trailing entries came from empty lines."""
     n_old = n_new = 0
     blank_tail = 0  # trailing entries that came from empty patch lines
-
-    def counts_met() -> bool:
-        return (
-            hunk.old_count is not None
-            and hunk.new_count is not None
-            and n_old >= hunk.old_count
-            and n_new >= hunk.new_count
-        )
-
     while i < len(lines):
         raw = lines[i]
         if raw.startswith("@@") or raw.startswith("diff --git "):
             break
-        if raw.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            # a next-file header, unless the counts say this hunk still needs
-            # lines and no hunk follows (then it is a removed "-- " line)
-            if (
-                hunk.old_count is None
-                or counts_met()
-                or (i + 2 < len(lines) and lines[i + 2].startswith("@@"))
-            ):
-                break
+        if _at_next_file(hunk, lines, i, n_old, n_new):
+            break
         if raw.startswith("\\"):
             if hunk.lines:
                 tag = hunk.lines[-1][0]
@@ -217,7 +227,31 @@ def _parse_hunk(
         if tag != "-":
             n_new += 1
         i += 1
-    # blank lines after a complete hunk are separators, not context
+    return i, blank_tail
+
+
+def _at_next_file(hunk: Hunk, lines: list[str], i: int, n_old: int, n_new: int) -> bool:
+    """Whether ``lines[i]`` starts a next-file ``---``/``+++`` header: it
+    does unless the counts say this hunk still needs lines and no hunk
+    follows (then it is a removed "-- " line)."""
+    if not (lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+        return False
+    counts_met = (
+        hunk.old_count is not None
+        and hunk.new_count is not None
+        and n_old >= hunk.old_count
+        and n_new >= hunk.new_count
+    )
+    return (
+        hunk.old_count is None
+        or counts_met
+        or (i + 2 < len(lines) and lines[i + 2].startswith("@@"))
+    )
+
+
+def _drop_blank_separators(hunk: Hunk, blank_tail: int) -> None:
+    """Blank lines after a complete hunk are separators, not context."""
+    n_old, n_new = len(hunk.old), len(hunk.new)
     while blank_tail and hunk.lines and hunk.lines[-1] == (" ", ""):
         if (
             hunk.old_count is not None
@@ -229,17 +263,6 @@ def _parse_hunk(
         n_old -= 1
         n_new -= 1
         blank_tail -= 1
-    if not hunk.lines:
-        raise _invalid(f"hunk {header!r} for {path} has no lines", hunk.patch_line)
-    if hunk.old_count is not None and (n_old, n_new) != (hunk.old_count, hunk.new_count):
-        warnings.append(
-            {
-                "kind": "hunk_counts_mismatch",
-                "message": f"{path}: hunk {header.strip()!r} says -{hunk.old_count} "
-                f"+{hunk.new_count} lines but its body has -{n_old} +{n_new}; the body was used",
-            }
-        )
-    return hunk, i
 
 
 def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatch]:
