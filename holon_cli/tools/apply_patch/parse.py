@@ -347,20 +347,7 @@ def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatc
             ended = True
             break
         if line.startswith("*** Add File: "):
-            fp = FilePatch("add", line[len("*** Add File: ") :].strip(), i + 1)
-            hunk = Hunk([], line, i + 1, old_start=1)
-            i += 1
-            while i < len(lines) and not lines[i].startswith("*** "):
-                if not lines[i].startswith("+"):
-                    if lines[i] == "" and (i + 1 >= len(lines) or lines[i + 1].startswith("*** ")):
-                        i += 1
-                        continue
-                    raise _invalid(
-                        f"every line of an added file must start with '+' ({fp.path})", i + 1
-                    )
-                hunk.lines.append(("+", lines[i][1:]))
-                i += 1
-            fp.hunks = [hunk] if hunk.lines else []
+            fp, i = _codex_add(lines, i)
             files.append(fp)
             continue
         if line.startswith("*** Delete File: "):
@@ -368,47 +355,7 @@ def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatc
             i += 1
             continue
         if line.startswith("*** Update File: "):
-            fp = FilePatch("update", line[len("*** Update File: ") :].strip(), i + 1)
-            i += 1
-            if i < len(lines) and lines[i].startswith("*** Move to: "):
-                fp.move_to = lines[i][len("*** Move to: ") :].strip()
-                i += 1
-            current: Hunk | None = None
-            while i < len(lines):
-                raw = lines[i]
-                if raw.strip() == "*** End of File":
-                    if current is None:
-                        raise _invalid("`*** End of File` before any hunk line", i + 1)
-                    current.at_eof = True
-                    i += 1
-                    continue
-                if raw.startswith("*** "):
-                    break
-                if raw.startswith("@@"):
-                    current = Hunk(
-                        [], raw, i + 1, anchor=raw[2:].strip().removesuffix("@@").strip() or None
-                    )
-                    fp.hunks.append(current)
-                    i += 1
-                    continue
-                if raw == "" or raw[0] in " +-":
-                    if current is None:
-                        current = Hunk([], "@@", i + 1)
-                        fp.hunks.append(current)
-                    current.lines.append((" ", "") if raw == "" else (raw[0], raw[1:]))
-                    i += 1
-                    continue
-                raise _invalid(
-                    f"unexpected line in the update of {fp.path}: {raw[:60]!r}",
-                    i + 1,
-                    "hunk lines start with ' ', '-' or '+'; a new hunk starts with '@@'",
-                )
-            for h in fp.hunks:
-                while h.lines and h.lines[-1] == (" ", "") and any(t != " " for t, _ in h.lines):
-                    h.lines.pop()  # blank separator lines before the next file
-            fp.hunks = [h for h in fp.hunks if h.lines]
-            if not fp.hunks and fp.move_to is None:
-                raise _invalid(f"`*** Update File: {fp.path}` has no hunks", fp.patch_line)
+            fp, i = _codex_update(lines, i)
             files.append(fp)
             continue
         if not stripped:
@@ -427,3 +374,77 @@ def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatc
             }
         )
     return files
+
+
+def _codex_add(lines: list[str], i: int) -> tuple[FilePatch, int]:
+    """``*** Add File: path`` at ``lines[i]`` and its ``+`` lines (a blank
+    line just before the next ``***`` line or the end is a separator)."""
+    line = lines[i]
+    fp = FilePatch("add", line[len("*** Add File: ") :].strip(), i + 1)
+    hunk = Hunk([], line, i + 1, old_start=1)
+    i += 1
+    while i < len(lines) and not lines[i].startswith("*** "):
+        if not lines[i].startswith("+"):
+            if lines[i] == "" and (i + 1 >= len(lines) or lines[i + 1].startswith("*** ")):
+                i += 1
+                continue
+            raise _invalid(f"every line of an added file must start with '+' ({fp.path})", i + 1)
+        hunk.lines.append(("+", lines[i][1:]))
+        i += 1
+    fp.hunks = [hunk] if hunk.lines else []
+    return fp, i
+
+
+def _codex_update(lines: list[str], i: int) -> tuple[FilePatch, int]:
+    """``*** Update File: path`` at ``lines[i]``, an optional ``*** Move to:``
+    and its hunks, up to the next ``***`` line."""
+    fp = FilePatch("update", lines[i][len("*** Update File: ") :].strip(), i + 1)
+    i += 1
+    if i < len(lines) and lines[i].startswith("*** Move to: "):
+        fp.move_to = lines[i][len("*** Move to: ") :].strip()
+        i += 1
+    i = _codex_hunks(fp, lines, i)
+    for h in fp.hunks:
+        while h.lines and h.lines[-1] == (" ", "") and any(t != " " for t, _ in h.lines):
+            h.lines.pop()  # blank separator lines before the next file
+    fp.hunks = [h for h in fp.hunks if h.lines]
+    if not fp.hunks and fp.move_to is None:
+        raise _invalid(f"`*** Update File: {fp.path}` has no hunks", fp.patch_line)
+    return fp, i
+
+
+def _codex_hunks(fp: FilePatch, lines: list[str], i: int) -> int:
+    """Append the update's hunks from ``lines[i]`` on (``@@ [anchor]`` starts
+    one; lines before any ``@@`` form one without an anchor); the index of
+    the next ``***`` line or the end."""
+    current: Hunk | None = None
+    while i < len(lines):
+        raw = lines[i]
+        if raw.strip() == "*** End of File":
+            if current is None:
+                raise _invalid("`*** End of File` before any hunk line", i + 1)
+            current.at_eof = True
+            i += 1
+            continue
+        if raw.startswith("*** "):
+            break
+        if raw.startswith("@@"):
+            current = Hunk(
+                [], raw, i + 1, anchor=raw[2:].strip().removesuffix("@@").strip() or None
+            )
+            fp.hunks.append(current)
+            i += 1
+            continue
+        if raw == "" or raw[0] in " +-":
+            if current is None:
+                current = Hunk([], "@@", i + 1)
+                fp.hunks.append(current)
+            current.lines.append((" ", "") if raw == "" else (raw[0], raw[1:]))
+            i += 1
+            continue
+        raise _invalid(
+            f"unexpected line in the update of {fp.path}: {raw[:60]!r}",
+            i + 1,
+            "hunk lines start with ' ', '-' or '+'; a new hunk starts with '@@'",
+        )
+    return i
