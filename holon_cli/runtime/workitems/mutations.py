@@ -471,15 +471,8 @@ def complete_work_item(
     # completion is written: RecordExternalWait re-checks under the same lock)
     cancelled = cancel_for_work_item(store, wid)
     brief_id = _result_brief(store, rec, text, turn_id) if ds_rec is not None else None
-    data = _completed_data(
-        rec, source, promote, ds_rec, brief_id, focused, unfinished is not None, warnings
-    )
+    data = _completed_data(rec, source, promote, ds_rec, brief_id, focused, unfinished, warnings)
     store.emit("work_item_completed", data, work_item_id=wid, turn_id=turn_id)
-    note = f"{wid} completed."
-    if cancelled:
-        note += f" Its {len(cancelled)} waiting intent(s) were cancelled."
-    if focused:
-        note += f" Focus released; no work item is current: {vocab.pick()} for the next one."
     return {
         "work_item": view(idx, rec, current_id=current_id),
         "completion_report": completion_report(idx, rec),
@@ -487,10 +480,19 @@ def complete_work_item(
         "brief_id": brief_id,
         "focus_released": focused,
         "current_work_item_id": current_id,
-        "note": note,
+        "note": _completed_note(wid, len(cancelled), focused, vocab),
         "cancelled_waiting_intent_ids": [w["id"] for w in cancelled],
         "warnings": warnings,
     }
+
+
+def _completed_note(wid: str, cancelled: int, focused: bool, vocab: Vocabulary) -> str:
+    note = f"{wid} completed."
+    if cancelled:
+        note += f" Its {cancelled} waiting intent(s) were cancelled."
+    if focused:
+        note += f" Focus released; no work item is current: {vocab.pick()} for the next one."
+    return note
 
 
 def _report_promotion(
@@ -581,7 +583,7 @@ def _completed_data(
     ds_rec: DeliverySummaryRecord | None,
     brief_id: str | None,
     focused: bool,
-    unfinished: bool,
+    unfinished: dict[str, Any] | None,
     warnings: list[dict[str, Any]],
 ) -> WorkItemCompletedData:
     """The ``work_item_completed`` event's data."""
@@ -592,7 +594,7 @@ def _completed_data(
         "report_promoted": promote,
         "delivery_summary_id": ds_rec["id"] if ds_rec else None,
         "brief_id": brief_id,
-        "completed_with_unfinished_todos": unfinished,
+        "completed_with_unfinished_todos": unfinished is not None,
         "unfinished_todo_count": counts["pending"] + counts["in_progress"],
         "pending_todo_count": counts["pending"],
         "in_progress_todo_count": counts["in_progress"],
