@@ -269,23 +269,10 @@ def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePa
     files: list[FilePatch] = []
     i = 0
     git: dict[str, Any] | None = None  # the current ``diff --git`` block
-
-    def flush_git() -> None:
-        # a git block without ---/+++ (pure rename, empty new or deleted file)
-        if git is None or git["emitted"]:
-            return
-        old, new = git.get("rename_from"), git.get("rename_to")
-        if old and new:
-            files.append(FilePatch("update", old, git["line"], move_to=new))
-        elif git.get("new_file") and git.get("path"):
-            files.append(FilePatch("add", git["path"], git["line"]))
-        elif git.get("deleted_file") and git.get("path"):
-            files.append(FilePatch("delete", git["path"], git["line"]))
-
     while i < len(lines):
         line = lines[i]
         if line.startswith("diff --git "):
-            flush_git()
+            _flush_git(git, files)
             git = {"line": i + 1, "emitted": False}
             m = re.match(r"^diff --git (?:a/)?(\S+) (?:b/)?(\S+)$", line)
             if m and m.group(1) == m.group(2):
@@ -293,29 +280,7 @@ def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePa
             i += 1
             continue
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            start = i + 1
-            old, new = _strip_prefixes(_header_path(line[4:]), _header_path(lines[i + 1][4:]))
-            i += 2
-            hunks: list[Hunk] = []
-            label = new or old or "?"
-            while i < len(lines) and lines[i].startswith("@@"):
-                hunk, i = _parse_hunk(lines, i, warnings, label)
-                hunks.append(hunk)
-            if old is None and new is None:
-                raise _invalid("both sides of the file header are /dev/null", start)
-            if old is None:
-                assert new is not None
-                fp = FilePatch("add", new, start, hunks)
-            elif new is None:
-                fp = FilePatch("delete", old, start, hunks)
-            else:
-                fp = FilePatch("update", old, start, hunks, move_to=new if new != old else None)
-                if not hunks and fp.move_to is None:
-                    raise _invalid(
-                        f"file header for {old} has no hunks",
-                        start,
-                        "add `@@ -l,s +l,s @@` hunks after the `+++` line",
-                    )
+            fp, i = _unified_file(lines, i, warnings)
             if git is not None:
                 git["emitted"] = True
             files.append(fp)
@@ -332,8 +297,49 @@ def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePa
             elif line.startswith("deleted file mode"):
                 git["deleted_file"] = True
         i += 1
-    flush_git()
+    _flush_git(git, files)
     return files
+
+
+def _flush_git(git: dict[str, Any] | None, files: list[FilePatch]) -> None:
+    """A ``diff --git`` block without ---/+++ (pure rename, empty new or
+    deleted file) becomes its file patch."""
+    if git is None or git["emitted"]:
+        return
+    old, new = git.get("rename_from"), git.get("rename_to")
+    if old and new:
+        files.append(FilePatch("update", old, git["line"], move_to=new))
+    elif git.get("new_file") and git.get("path"):
+        files.append(FilePatch("add", git["path"], git["line"]))
+    elif git.get("deleted_file") and git.get("path"):
+        files.append(FilePatch("delete", git["path"], git["line"]))
+
+
+def _unified_file(lines: list[str], i: int, warnings: list[ToolWarning]) -> tuple[FilePatch, int]:
+    """The ``---``/``+++`` header at ``lines[i]`` and its ``@@`` hunks."""
+    start = i + 1
+    old, new = _strip_prefixes(_header_path(lines[i][4:]), _header_path(lines[i + 1][4:]))
+    i += 2
+    hunks: list[Hunk] = []
+    label = new or old or "?"
+    while i < len(lines) and lines[i].startswith("@@"):
+        hunk, i = _parse_hunk(lines, i, warnings, label)
+        hunks.append(hunk)
+    if old is None and new is None:
+        raise _invalid("both sides of the file header are /dev/null", start)
+    if old is None:
+        assert new is not None
+        return FilePatch("add", new, start, hunks), i
+    if new is None:
+        return FilePatch("delete", old, start, hunks), i
+    fp = FilePatch("update", old, start, hunks, move_to=new if new != old else None)
+    if not hunks and fp.move_to is None:
+        raise _invalid(
+            f"file header for {old} has no hunks",
+            start,
+            "add `@@ -l,s +l,s @@` hunks after the `+++` line",
+        )
+    return fp, i
 
 
 def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatch]:
