@@ -124,22 +124,16 @@ def create_work_item(
         "plan_seeded": bool(plan and plan.strip()),
         "source": source,
     }
-    store.emit(
-        "work_item_created",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
-    )
+    store.emit("work_item_created", data, work_item_id=wid, turn_id=turn_id)
     note = (
         f"Created {wid}; focus unchanged (current: {current_id})."
         if current_id
         else f"Created {wid}. No work item is current: {vocab.pick(wid)} to make it current."
     )
-    note += f" Edit the plan file directly: {path}"
     return {
         "work_item": view(idx, rec, current_id=current_id),
         "current_work_item_id": current_id,
-        "note": note,
+        "note": f"{note} Edit the plan file directly: {path}",
         "warnings": wm.todo_warnings(todos),
     }
 
