@@ -123,12 +123,7 @@ def run_once(
     wait_for_tasks: bool = True,
     catalog: Toolbox,
 ) -> dict[str, Any]:
-    if max_turns < 1:
-        raise UsageError("--max-turns must be at least 1")
-    if model is not None:
-        from holon_cli.model.modelref import check_model_ref
-
-        check_model_ref(model)
+    _check_args(max_turns, model)
     store, new_agent = _run_agent(agent_id, create)
     temporary = not agent_id
     # a new agent is bound to the directory; an existing one keeps its active
@@ -171,6 +166,15 @@ def run_once(
     if not data["agent_kept"]:
         _remove(store)
     return data
+
+
+def _check_args(max_turns: int, model: str | None) -> None:
+    if max_turns < 1:
+        raise UsageError("--max-turns must be at least 1")
+    if model is not None:
+        from holon_cli.model.modelref import check_model_ref
+
+        check_model_ref(model)
 
 
 def _run_agent(agent_id: str | None, create: bool) -> tuple[AgentStore, bool]:
