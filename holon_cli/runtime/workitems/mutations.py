@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         WorkItemPickedData,
         WorkItemUpdatedData,
     )
+    from holon_cli.model.trigger import WaitingIntent
 
 DEFAULT_RECHECK_AFTER_MS = 30 * 60 * 1000
 
@@ -459,11 +460,7 @@ def complete_work_item(
             ds_rec = _delivery_summary(store, idx, wid, text, now, turn_id, unfinished)
         save(store, idx)
         current_id = state.get("current_work_item_id")
-    from holon_cli.runtime.waiting.intents import cancel_for_work_item
-
-    # runtime spec: completing the item cancels its waiting intents (after the
-    # completion is written: RecordExternalWait re-checks under the same lock)
-    cancelled = cancel_for_work_item(store, wid)
+    cancelled = _cancel_waiting(store, wid)
     brief_id = _result_brief(store, rec, text, turn_id) if ds_rec is not None else None
     data = _completed_data(rec, source, promote, ds_rec, brief_id, focused, unfinished, warnings)
     store.emit("work_item_completed", data, work_item_id=wid, turn_id=turn_id)
@@ -478,6 +475,15 @@ def complete_work_item(
         "cancelled_waiting_intent_ids": [w["id"] for w in cancelled],
         "warnings": warnings,
     }
+
+
+def _cancel_waiting(store: AgentStore, wid: str) -> list[WaitingIntent]:
+    """Runtime spec: completing the item cancels its waiting intents (after
+    the completion is written: RecordExternalWait re-checks under the same
+    lock)."""
+    from holon_cli.runtime.waiting.intents import cancel_for_work_item
+
+    return cancel_for_work_item(store, wid)
 
 
 def _completed_note(wid: str, cancelled: int, focused: bool, vocab: Vocabulary) -> str:
