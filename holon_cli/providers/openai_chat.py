@@ -262,82 +262,112 @@ class _StreamCall:
         self.args_obj: dict[str, Any] | None = None
 
 
-def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
-    text: list[str] = []
-    calls: dict[Any, _StreamCall] = {}
-    order: list[Any] = []
-    finish: Any = None
-    usage = None
-    resp_id: str | None = None
-    model: str | None = None
-    last_key: Any = None
-    stream = JsonEventStream(events, "chunk")
-    for ev, obj in stream:
-        if not isinstance(obj, dict):
-            continue
+class _ChatStream:
+    """What the chunks of one chat completion stream have said so far: text,
+    tool calls in first-seen order (keyed by index, else id, else position;
+    a continuation delta naming nothing extends the last call), finish
+    reason, usage, response id and model."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[Any, _StreamCall] = {}
+        self.order: list[Any] = []
+        self.finish: Any = None
+        self.usage: Any = None
+        self.resp_id: str | None = None
+        self.model: str | None = None
+        self.last_key: Any = None
+
+    def chunk(self, obj: dict[str, Any]) -> None:
         if obj.get("error") and not obj.get("choices"):
             raise _error_in_body(obj)
-        resp_id = resp_id or (obj.get("id") if isinstance(obj.get("id"), str) else None)
-        model = model or (obj.get("model") if isinstance(obj.get("model"), str) else None)
+        self.resp_id = self.resp_id or (obj.get("id") if isinstance(obj.get("id"), str) else None)
+        self.model = self.model or (obj.get("model") if isinstance(obj.get("model"), str) else None)
         u = _usage(obj)
         if u is not None:
-            usage = u
+            self.usage = u
         for choice in obj.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
             delta = choice.get("delta") or choice.get("message") or {}
             if isinstance(delta, dict):
-                piece = _content_text(delta.get("content"))
-                if piece:
-                    text.append(piece)
-                for pos, tc in enumerate(delta.get("tool_calls") or []):
-                    if not isinstance(tc, dict):
-                        continue
-                    fn: dict[str, Any] = (
-                        tc["function"] if isinstance(tc.get("function"), dict) else {}
-                    )
-                    tc_id = tc.get("id") or None
-                    idx = tc.get("index")
-                    if isinstance(idx, int):
-                        key: Any = ("i", idx)
-                    elif tc_id is not None:
-                        key = ("id", tc_id)
-                    elif last_key is not None and not fn.get("name"):
-                        key = last_key  # a continuation delta that names nothing
-                    else:
-                        key = ("p", len(order) + pos)
-                    call = calls.get(key)
-                    if call is None:
-                        call = calls[key] = _StreamCall()
-                        order.append(key)
-                    last_key = key
-                    if tc_id and not call.id:
-                        call.id = str(tc_id)
-                    name = fn.get("name")
-                    if isinstance(name, str) and name and name != call.name:
-                        call.name = (
-                            call.name + name
-                            if call.name and not name.startswith(call.name)
-                            else name
-                        )
-                    args = fn.get("arguments")
-                    if isinstance(args, str):
-                        call.args.append(args)
-                    elif isinstance(args, dict):
-                        call.args_obj = args
-                legacy = delta.get("function_call")
-                if isinstance(legacy, dict) and not delta.get("tool_calls"):
-                    key = ("legacy", 0)
-                    call = calls.get(key)
-                    if call is None:
-                        call = calls[key] = _StreamCall()
-                        order.append(key)
-                    if isinstance(legacy.get("name"), str) and legacy["name"] != call.name:
-                        call.name += legacy["name"]
-                    if isinstance(legacy.get("arguments"), str):
-                        call.args.append(legacy["arguments"])
+                self._delta(delta)
             if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
+                self.finish = choice["finish_reason"]
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        piece = _content_text(delta.get("content"))
+        if piece:
+            self.text.append(piece)
+        for pos, tc in enumerate(delta.get("tool_calls") or []):
+            if isinstance(tc, dict):
+                self._tool_call(tc, pos)
+        legacy = delta.get("function_call")
+        if isinstance(legacy, dict) and not delta.get("tool_calls"):
+            call = self._call(("legacy", 0))
+            if isinstance(legacy.get("name"), str) and legacy["name"] != call.name:
+                call.name += legacy["name"]
+            if isinstance(legacy.get("arguments"), str):
+                call.args.append(legacy["arguments"])
+
+    def _tool_call(self, tc: dict[str, Any], pos: int) -> None:
+        fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
+        tc_id = tc.get("id") or None
+        idx = tc.get("index")
+        if isinstance(idx, int):
+            key: Any = ("i", idx)
+        elif tc_id is not None:
+            key = ("id", tc_id)
+        elif self.last_key is not None and not fn.get("name"):
+            key = self.last_key  # a continuation delta that names nothing
+        else:
+            key = ("p", len(self.order) + pos)
+        call = self._call(key)
+        self.last_key = key
+        if tc_id and not call.id:
+            call.id = str(tc_id)
+        name = fn.get("name")
+        if isinstance(name, str) and name and name != call.name:
+            call.name = call.name + name if call.name and not name.startswith(call.name) else name
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            call.args.append(args)
+        elif isinstance(args, dict):
+            call.args_obj = args
+
+    def _call(self, key: Any) -> _StreamCall:
+        call = self.calls.get(key)
+        if call is None:
+            call = self.calls[key] = _StreamCall()
+            self.order.append(key)
+        return call
+
+    def tool_calls(self) -> list[ToolCall]:
+        seed = self.resp_id or ""
+        tool_calls: list[ToolCall] = []
+        for i, key in enumerate(self.order):
+            sc = self.calls[key]
+            if not sc.name:
+                raise ProviderFailure(
+                    "invalid_response",
+                    f"streamed tool call {i} has no function name",
+                    stage="stream",
+                )
+            raw_args: Any = sc.args_obj if sc.args_obj is not None else "".join(sc.args)
+            tool_calls.append(
+                make_tool_call(sc.id or synth_call_id(seed, i, sc.name), sc.name, raw_args)
+            )
+        dedupe_call_ids(tool_calls)
+        return tool_calls
+
+
+def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
+    acc = _ChatStream()
+    stream = JsonEventStream(events, "chunk")
+    for _ev, obj in stream:
+        if isinstance(obj, dict):
+            acc.chunk(obj)
+    finish = acc.finish
     if not stream.done and finish is None:
         where = f"after {stream.count} chunks" if stream.count else "before any chunk"
         raise ProviderFailure(
@@ -345,22 +375,10 @@ def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
             f"chat completion stream ended {where} without a finish_reason or [DONE]",
             stage="stream",
         )
-    seed = resp_id or ""
-    tool_calls: list[ToolCall] = []
-    for i, key in enumerate(order):
-        sc = calls[key]
-        if not sc.name:
-            raise ProviderFailure(
-                "invalid_response", f"streamed tool call {i} has no function name", stage="stream"
-            )
-        raw_args: Any = sc.args_obj if sc.args_obj is not None else "".join(sc.args)
-        tool_calls.append(
-            make_tool_call(sc.id or synth_call_id(seed, i, sc.name), sc.name, raw_args)
-        )
-    dedupe_call_ids(tool_calls)
+    tool_calls = acc.tool_calls()
     blocks: list[dict[str, Any]] = []
-    if text:
-        blocks.append(text_block("".join(text)))
+    if acc.text:
+        blocks.append(text_block("".join(acc.text)))
     blocks.extend(call_block(c) for c in tool_calls)
     stop = _stop(finish, bool(tool_calls))
     if stop == STOP_MAX_TOKENS:
@@ -368,10 +386,10 @@ def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
     return ModelResponse(
         blocks=merge_text(blocks),
         stop_reason=stop,
-        usage=usage,
+        usage=acc.usage,
         raw_stop_reason=str(finish) if finish is not None else None,
-        response_id=resp_id,
-        model=model,
+        response_id=acc.resp_id,
+        model=acc.model,
     )
 
 

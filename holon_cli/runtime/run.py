@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from holon_cli import clock
@@ -24,6 +25,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
     from holon_cli.model.turn import ProviderAttemptRecord
+    from holon_cli.runtime.outcome import OutcomeReader
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,9 +34,22 @@ R = TypeVar("R")
 def _bind_workspace(
     store: AgentStore, root: str | None, cwd: str | None, *, temporary: bool
 ) -> None:
+    """Bind the run's workspace; a refused binding removes a temporary agent
+    made for this run."""
     from holon_cli.runtime.workspace.plane import bind_for_run
 
-    bind_for_run(store, root, cwd, temporary=temporary)
+    try:
+        bind_for_run(store, root, cwd, temporary=temporary)
+    except UsageError:
+        if temporary:
+            _remove(store)
+        raise
+
+
+def _remove(store: AgentStore) -> None:
+    import shutil
+
+    shutil.rmtree(store.layout.home, ignore_errors=True)
 
 
 def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
@@ -51,9 +66,7 @@ def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
         )
     except HolonError:
         if remove:
-            import shutil
-
-            shutil.rmtree(store.layout.home, ignore_errors=True)
+            _remove(store)
         raise
 
 
@@ -110,128 +123,181 @@ def run_once(
     wait_for_tasks: bool = True,
     catalog: Toolbox,
 ) -> dict[str, Any]:
+    _check_args(max_turns, model)
+    store, new_agent = _run_agent(agent_id, create)
+    temporary = not agent_id
+    # a new agent is bound to the directory; an existing one keeps its active
+    # workspace (AgentHome and an isolated worktree included) unless told
+    # otherwise (runtime spec L740-742)
+    if workspace_root or cwd or new_agent:
+        _bind_workspace(store, workspace_root, cwd, temporary=temporary)
+    _preflight(store, model, remove=temporary)
+    started_at = clock.now_iso()
+    from holon_cli.runtime.outcome import OutcomeReader, marks
+
+    # a named agent may hold older messages: they are turned first (queue
+    # order), and the run reports from the turn that settles its own message
+    older = 0 if temporary else _unfinished(store) + max_turns  # a bound, never reached
+    since = marks(store)
+    env = admit(text, store=store, delivery_surface="run_once")
+    kw: dict[str, Any] = {"cli_model": model, "catalog": catalog}
+    if sleep is not None:
+        kw["sleep"] = sleep
+    run = _RunLoop(
+        store,
+        OutcomeReader(store, env["id"], since),
+        kw,
+        max_turns=max_turns,
+        older=older,
+        wait_for_tasks=wait_for_tasks,
+        settled=temporary,  # a fresh agent's first turn is the run's message
+    )
+    try:
+        run.loop()
+    except KeyboardInterrupt:
+        # Ctrl-C: nothing the run started outlives it, and the kept agent is named
+        raise _interrupted(store, model) from None
+    # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
+    tasks_stopped = _stop_unsettled(store)
+    data = _run_result(store, run, env["id"], started_at, tasks_stopped)
+    # a temporary agent that completed has nothing left to inspect or resume;
+    # failed, waiting and unfinished runs keep it (its home is in the result)
+    data["agent_kept"] = not (temporary and run.final_status == "completed" and not keep_agent)
+    if not data["agent_kept"]:
+        _remove(store)
+    return data
+
+
+def _check_args(max_turns: int, model: str | None) -> None:
     if max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
     if model is not None:
         from holon_cli.model.modelref import check_model_ref
 
         check_model_ref(model)
-    new_agent = True
+
+
+def _run_agent(agent_id: str | None, create: bool) -> tuple[AgentStore, bool]:
+    """The run's agent, and whether it was made for this run: the named one
+    (made when ``create``), else a fresh temporary private child."""
     if agent_id:
         try:
-            store = open_agent(agent_id, create_default=False)
-            new_agent = False
+            return open_agent(agent_id, create_default=False), False
         except NotFoundError:
             if not create:
                 raise NotFoundError(
                     f"unknown agent {agent_id!r}",
                     hint=f"add --create-agent to create it, or `holon agent create {agent_id}`",
                 ) from None
-            store = create_agent(agent_id, exist_ok=True)
-    else:
-        # one coherent identity, the spec's private_child profile: private,
-        # supervised by the `holon run` that made it (which settles and removes
-        # it), no parent agent; no external ingress of its own
-        store = create_agent(
-            clock.new_id("run").replace("_", "-"),
-            kind="child",
-            visibility="private",
-            ownership="parent_supervised",
-            profile_preset="private_child",
-            unsynced=True,
-        )
-    temporary = not agent_id
-    # a new agent is bound to the directory; an existing one keeps its active
-    # workspace (AgentHome and an isolated worktree included) unless told
-    # otherwise (runtime spec L740-742)
-    if workspace_root or cwd or new_agent:
-        try:
-            _bind_workspace(store, workspace_root, cwd, temporary=temporary)
-        except UsageError:
-            if temporary:
-                import shutil
+            return create_agent(agent_id, exist_ok=True), True
+    # one coherent identity, the spec's private_child profile: private,
+    # supervised by the `holon run` that made it (which settles and removes
+    # it), no parent agent; no external ingress of its own
+    store = create_agent(
+        clock.new_id("run").replace("_", "-"),
+        kind="child",
+        visibility="private",
+        ownership="parent_supervised",
+        profile_preset="private_child",
+        unsynced=True,
+    )
+    return store, True
 
-                shutil.rmtree(store.layout.home, ignore_errors=True)
-            raise
-    _preflight(store, model, remove=temporary)
-    started_at = clock.now_iso()
-    from holon_cli.runtime import queue as q
-    from holon_cli.runtime.outcome import OutcomeReader, marks
 
-    # a named agent may hold older messages: they are turned first (queue
-    # order), and the run reports from the turn that settles its own message
-    older = 0 if temporary else _unfinished(store) + max_turns  # a bound, never reached
-    older_turns = 0
-    since = marks(store)
-    env = admit(text, store=store, delivery_surface="run_once")
-    own = OutcomeReader(store, env["id"], since)
-    turns: list[turn_mod.TurnResult] = []
-    kw: dict[str, Any] = {"cli_model": model, "catalog": catalog}
-    if sleep is not None:
-        kw["sleep"] = sleep
-    final_status = "max_turns_exceeded"
+@dataclass
+class _RunLoop:
+    """The run's turns: older queued messages first (at most ``older`` turns),
+    then the run's own message and what follows from it (continuations, self
+    follow-ups, task results) until the closure settles, nothing is left, or
+    ``max_turns`` of the run's own turns. ``final_status`` says which."""
+
+    store: AgentStore
+    own: OutcomeReader
+    kw: dict[str, Any]
+    max_turns: int
+    older: int
+    wait_for_tasks: bool
+    settled: bool
+    turns: list[turn_mod.TurnResult] = field(default_factory=list)
+    older_turns: int = 0
     last: turn_mod.TurnResult | None = None
-    settled = temporary  # a fresh agent's first turn is the run's message
-    from holon_cli.runtime.tasks.recovery import wait_for_task_result
+    final_status: str = "max_turns_exceeded"
 
-    def task_result_arrived() -> bool:
+    def loop(self) -> None:
+        while len(self.turns) < self.max_turns:
+            if not self._step(turn_mod.run_turn(store=self.store, **self.kw)):
+                break
+
+    def _step(self, res: turn_mod.TurnResult) -> bool:
+        """Take one turn's result; ``False`` ends the run."""
+        if not res.ran and res.budget is not None:
+            self.final_status = "waiting"  # a spent budget holds the agent: the message waits
+            return False
+        if res.ran and not self.settled:
+            self.settled = self.own.poll() is not None
+            if not self.settled:
+                self.older_turns += 1  # an older message's turn: not this run's
+                return self.older_turns <= self.older  # more: something is stuck
+        if not res.ran:
+            if self._task_result_arrived():
+                return True
+            self.final_status = "completed"  # nothing (left) to do: the run has settled
+            return False
+        self.turns.append(res)
+        self.last = res
+        return self._after_own_turn(res)
+
+    def _after_own_turn(self, res: turn_mod.TurnResult) -> bool:
+        outcome = res.closure["outcome"] if res.closure else None
+        if res.status == "aborted" or outcome == "failed":
+            self.final_status = "failed"
+            return False
+        if outcome == "waiting":
+            if self._task_result_arrived():
+                return True
+            self.final_status = "waiting"
+            return False
+        if outcome == "continuable":
+            from holon_cli.runtime.tick import enqueue_continuation
+
+            signal = res.closure.get("work_signal") if res.closure else None
+            enqueue_continuation(self.store, dict(signal) if signal else {})
+            return True
+        # completed: keep going while messages remain queued (self follow-ups,
+        # task results)
+        from holon_cli.runtime import queue as q
+
+        if q.pending_count(self.store) == 0 and not self._task_result_arrived():
+            self.final_status = "completed"
+            return False
+        return True
+
+    def _task_result_arrived(self) -> bool:
         # the run's background tasks rejoin as task_result messages: wait for one
-        return wait_for_tasks and wait_for_task_result(store)
+        from holon_cli.runtime.tasks.recovery import wait_for_task_result
 
-    try:
-        while len(turns) < max_turns:
-            res = turn_mod.run_turn(store=store, **kw)
-            if not res.ran and res.budget is not None:
-                final_status = "waiting"  # a spent budget holds the agent: the message waits
-                break
-            if res.ran and not settled:
-                settled = own.poll() is not None
-                if not settled:
-                    older_turns += 1  # an older message's turn: not this run's
-                    if older_turns > older:  # more than were queued: something is stuck
-                        break
-                    continue
-            if not res.ran:
-                if task_result_arrived():
-                    continue
-                final_status = "completed"  # nothing (left) to do: the run has settled
-                break
-            turns.append(res)
-            last = res
-            outcome = res.closure["outcome"] if res.closure else None
-            if res.status == "aborted" or outcome == "failed":
-                final_status = "failed"
-                break
-            if outcome == "waiting":
-                if task_result_arrived():
-                    continue
-                final_status = "waiting"
-                break
-            if outcome == "continuable":
-                from holon_cli.runtime.tick import enqueue_continuation
+        return self.wait_for_tasks and wait_for_task_result(self.store)
 
-                signal = res.closure.get("work_signal") if res.closure else None
-                enqueue_continuation(store, dict(signal) if signal else {})
-                continue
-            # completed: keep going while messages remain queued (self follow-ups,
-            # task results)
-            if q.pending_count(store) == 0 and not task_result_arrived():
-                final_status = "completed"
-                break
-    except KeyboardInterrupt:
-        # Ctrl-C: nothing the run started outlives it, and the kept agent is named
-        _stop_unsettled(store)
-        aid = store.agent_id
-        import shlex  # the run's --model is not stored on the agent: the hint repeats it
 
-        finish = f"holon turn --agent {aid}" + (f" --model {shlex.quote(model)}" if model else "")
-        raise InterruptedError_(
-            f"interrupted; agent {aid} kept at {store.layout.home} "
-            "(its message is replayed by its next turn)",
-            hint=f"finish it: `{finish}`; remove it: `holon agent rm {aid}`",
-        ) from None
-    # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
-    tasks_stopped = _stop_unsettled(store)
+def _interrupted(store: AgentStore, model: str | None) -> InterruptedError_:
+    """Stop what the run started; the error naming the kept agent."""
+    _stop_unsettled(store)
+    aid = store.agent_id
+    import shlex  # the run's --model is not stored on the agent: the hint repeats it
+
+    finish = f"holon turn --agent {aid}" + (f" --model {shlex.quote(model)}" if model else "")
+    return InterruptedError_(
+        f"interrupted; agent {aid} kept at {store.layout.home} "
+        "(its message is replayed by its next turn)",
+        hint=f"finish it: `{finish}`; remove it: `holon agent rm {aid}`",
+    )
+
+
+def _run_result(
+    store: AgentStore, run: _RunLoop, message_id: str, started_at: str, tasks_stopped: list[str]
+) -> dict[str, Any]:
+    """The run's result (``agent_kept`` is added by the caller)."""
+    turns, last = run.turns, run.last
     raw = last.final_text if last else ""
     report = newest_completion_report_since(store, started_at)
     usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -244,26 +310,19 @@ def run_once(
     reported = any("aggregated_token_usage" in t.provider_attempt_timeline for t in turns)
     timeline = turn_mod.attempt_timeline(attempts, requested, usage if reported else None)
     data: dict[str, Any] = {
-        "final_status": final_status,
+        "final_status": run.final_status,
         "final_text": report if report else raw,
         "raw_final_text": raw,
         "agent_id": store.agent_id,
         "agent_home": str(store.layout.home),
-        "message_id": env["id"],
+        "message_id": message_id,
         "turns": len(turns),
-        "older_turns": older_turns,
+        "older_turns": run.older_turns,
         "model_rounds": sum(t.model_rounds for t in turns),
         "token_usage": usage,
         "provider_attempt_timeline": timeline,
         "tasks_stopped": tasks_stopped,
     }
-    if final_status == "failed" and last is not None:
+    if run.final_status == "failed" and last is not None:
         data["failure_artifact"] = last.failure_artifact
-    # a temporary agent that completed has nothing left to inspect or resume;
-    # failed, waiting and unfinished runs keep it (its home is in the result)
-    data["agent_kept"] = not (temporary and final_status == "completed" and not keep_agent)
-    if not data["agent_kept"]:
-        import shutil
-
-        shutil.rmtree(store.layout.home, ignore_errors=True)
     return data

@@ -355,3 +355,27 @@ def test_batch_shares_the_output_budget(call: Call) -> None:
     r = call("ExecCommandBatch", commands=[{"cmd": "seq 1 100000"}, {"cmd": "seq 1 100000"}])
     assert all(it["truncated"] for it in r.data["items"])
     assert len(r.content) < 8000 * 4 + 2000
+
+
+@pytest.mark.parametrize(
+    ("sizes", "tty", "shares"),
+    [
+        ({"output": 10_000}, True, {"output": 1000}),  # a terminal's one stream
+        ({"stdout": 600, "stderr": 400}, False, {"stdout": 1000, "stderr": 1000}),  # both fit
+        ({"stdout": 5000, "stderr": 100}, False, {"stdout": 900, "stderr": 100}),
+        ({"stdout": 100, "stderr": 5000}, False, {"stdout": 100, "stderr": 900}),
+        ({"stdout": 5000, "stderr": 5000}, False, {"stdout": 500, "stderr": 500}),
+    ],
+)
+def test_preview_shares_split_the_budget(
+    sizes: dict[str, int], tty: bool, shares: dict[str, int]
+) -> None:
+    """Both streams fit: each may use the whole budget; otherwise stderr gets
+    at least half (all of itself when smaller) and stdout the rest, so the
+    two previews never exceed the budget together."""
+    from holon_cli.tools.exec_command.finish import _preview_shares
+
+    got = _preview_shares(1000, sizes, tty=tty)
+    assert got == shares
+    if not tty and sum(sizes.values()) > 1000:
+        assert sum(got.values()) == 1000

@@ -21,7 +21,8 @@ from holon_cli.runtime.turn.settle import finish_agent_state
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.model.agent import AgentState
+    from holon_cli.model.agent import AgentRecord, AgentState
+    from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
     from holon_cli.model.tool import Toolbox
 
@@ -144,22 +145,7 @@ def run_turn(
     lock = store.turn_lock()
     lock.try_acquire()
     try:
-        # commands a killed turn left running are stopped before anything else
-        # (and before the model hears "interrupted"); lost tasks report once
-        # (the recovery module alone: the plane's launch and control code is
-        # not needed to find that nothing is left over, the common case)
-        from holon_cli.runtime.tasks.recovery import recovery_pass
-
-        recovery_pass(store)
-        repair_stale_run(store)
-        rec = store.read_record()
-        status = rec["state"]["status"]
-        if status in HELD_STATUSES:
-            raise RejectedError(
-                f"agent {store.agent_id!r} is {status}; no turn was run",
-                hint=lifecycle_hint(status) or "",
-                kind="agent_stopped" if status == "stopped" else "agent_paused",
-            )
+        rec = _recovered_record(store)
         models = candidates(rec["state"], cli_model=cli_model, cli_fallbacks=cli_fallbacks)
         resolve = resolve_chain(models)  # before the dequeue: a bad chain consumes nothing
         cfg = _runtime_cfg()
@@ -196,30 +182,59 @@ def run_turn(
             max_rounds=max_rounds,
             resolve=resolve,
         )
-        try:
-            # appends become durable in batches: one per round (see TurnRun)
-            with store.deferred_sync():
-                return run.execute()
-        except KeyboardInterrupt:
-            # Ctrl-C: the message stays dequeued and the next turn replays it
-            # from the journal; the agent must not look busy meanwhile
-            interrupted: TurnInterruptedData = {"turn_id": turn_id, "reason": "keyboard_interrupt"}
-            store.emit("turn_interrupted", interrupted, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store, "turn_interrupted")
-            raise
-        except Exception as exc:
-            # an internal failure: record it and leave the message dequeued, so
-            # the next turn replays it (bounded by queue.MAX_ATTEMPTS)
-            internal: RuntimeErrorData = {
-                "turn_id": turn_id,
-                "error": f"{type(exc).__name__}: {exc}",
-                "failure_kind": "internal",
-            }
-            store.emit("runtime_error", internal, message=entry["envelope"], turn_id=turn_id)
-            _release_run(store, "turn_failed", internal["error"])
-            raise
+        return _execute(store, run, entry, turn_id)
     finally:
         lock.release()
+
+
+def _recovered_record(store: AgentStore) -> AgentRecord:
+    """Under the turn lock, before anything else: stop the commands a killed
+    turn left running (before the model hears "interrupted"; lost tasks
+    report once), repair a stale run marker, and refuse a held agent. The
+    agent record as it is then."""
+    # the recovery module alone: the plane's launch and control code is not
+    # needed to find that nothing is left over, the common case
+    from holon_cli.runtime.tasks.recovery import recovery_pass
+
+    recovery_pass(store)
+    repair_stale_run(store)
+    rec = store.read_record()
+    status = rec["state"]["status"]
+    if status in HELD_STATUSES:
+        raise RejectedError(
+            f"agent {store.agent_id!r} is {status}; no turn was run",
+            hint=lifecycle_hint(status) or "",
+            kind="agent_stopped" if status == "stopped" else "agent_paused",
+        )
+    return rec
+
+
+def _execute(store: AgentStore, run: TurnRun, entry: QueueEntry, turn_id: str) -> TurnResult:
+    """Run the dequeued turn. Interrupted or failed, the message stays
+    dequeued (the next turn replays it from the journal) and the agent is
+    released so it does not look busy meanwhile."""
+    try:
+        # appends become durable in batches: one per round (see TurnRun)
+        with store.deferred_sync():
+            return run.execute()
+    except KeyboardInterrupt:
+        # Ctrl-C: the message stays dequeued and the next turn replays it
+        # from the journal; the agent must not look busy meanwhile
+        interrupted: TurnInterruptedData = {"turn_id": turn_id, "reason": "keyboard_interrupt"}
+        store.emit("turn_interrupted", interrupted, message=entry["envelope"], turn_id=turn_id)
+        _release_run(store, "turn_interrupted")
+        raise
+    except Exception as exc:
+        # an internal failure: record it and leave the message dequeued, so
+        # the next turn replays it (bounded by queue.MAX_ATTEMPTS)
+        internal: RuntimeErrorData = {
+            "turn_id": turn_id,
+            "error": f"{type(exc).__name__}: {exc}",
+            "failure_kind": "internal",
+        }
+        store.emit("runtime_error", internal, message=entry["envelope"], turn_id=turn_id)
+        _release_run(store, "turn_failed", internal["error"])
+        raise
 
 
 def _has_work(agent_id: str) -> bool:

@@ -372,7 +372,7 @@ def deliver(
     from holon_cli.runtime.waiting import hints, intents
 
     token = token_from(token)
-    store, rec = find_target(token)
+    store, _rec = find_target(token)
     state = store.read_record()["state"]
     if state["status"] == "stopped":
         raise RejectedError(
@@ -383,24 +383,8 @@ def deliver(
     parsed = parse_body(body, content_type)
     if source is not None:
         source = source.strip()[:200] or None
-    # accepted: record delivery tracking (re-check the token under the lock:
-    # a rotate or revoke that won the race makes this delivery fail)
     at = clock.now_iso()
-    with _lock(store):
-        cur = _read(store)
-        if (
-            cur is None
-            or cur["status"] != "active"
-            or not token_matches(token, cur.get("token_sha256"))
-        ):
-            raise _invalid_token()
-        cur = {
-            **cur,
-            "trigger_count": int(cur.get("trigger_count") or 0) + 1,
-            "last_triggered_at": at,
-            "updated_at": at,
-        }
-        _write(store, cur, "delivered", source=source, content_type=content_type)
+    cur = _count_delivery(store, token, at, source=source, content_type=content_type)
     touched = intents.mark_triggered(store, at)
     intent_ids = [w["id"] for w in touched]
     hint = {
@@ -417,16 +401,64 @@ def deliver(
         "received_at": at,
     }
     outcome = hints.submit(store, hint)  # type: ignore[arg-type]
+    _emit_delivered(store, cur, hint, outcome, body_bytes=len(body))
+    return Delivery(
+        disposition=outcome["disposition"],
+        agent_id=store.agent_id,
+        external_trigger_id=cur["external_trigger_id"],
+        trigger_count=int(cur["trigger_count"]),
+        coalesced_count=int(outcome["coalesced_count"]),
+        message_id=outcome.get("message_id"),
+        waiting_intent_ids=list(intent_ids),
+        received_at=at,
+    )
+
+
+def _count_delivery(
+    store: AgentStore, token: str, at: str, *, source: str | None, content_type: str | None
+) -> TriggerRecord:
+    """Record an accepted delivery on the capability. The token is checked
+    again under the lock: a rotate or revoke that won the race makes this
+    delivery fail."""
+    with _lock(store):
+        cur = _read(store)
+        if (
+            cur is None
+            or cur["status"] != "active"
+            or not token_matches(token, cur.get("token_sha256"))
+        ):
+            raise _invalid_token()
+        cur = {
+            **cur,
+            "trigger_count": int(cur.get("trigger_count") or 0) + 1,
+            "last_triggered_at": at,
+            "updated_at": at,
+        }
+        _write(store, cur, "delivered", source=source, content_type=content_type)
+    return cur
+
+
+def _emit_delivered(
+    store: AgentStore,
+    cur: TriggerRecord,
+    hint: dict[str, Any],
+    outcome: dict[str, Any],
+    *,
+    body_bytes: int,
+) -> None:
+    """The ``external_trigger_delivered`` event: the delivery as the wake
+    hint describes it, and what became of the hint."""
+    source = hint["source"]
     delivered: ExternalTriggerDeliveredData = {
         "external_trigger_id": cur["external_trigger_id"],
         "delivery_mode": DELIVERY_MODE,
         "source": source,
-        "content_type": content_type,
-        "body_bytes": len(body),
+        "content_type": hint["content_type"],
+        "body_bytes": body_bytes,
         "disposition": outcome["disposition"],
         "message_id": outcome.get("message_id"),
         "coalesced_count": outcome["coalesced_count"],
-        "waiting_intent_ids": intent_ids,
+        "waiting_intent_ids": hint["waiting_intent_ids"],
         "trigger_count": cur["trigger_count"],
     }
     store.emit(
@@ -437,15 +469,5 @@ def deliver(
         authority_class="integration_signal",
         delivery_surface="http_callback_wake",
         admission_context="external_trigger_capability",
-        correlation_id=correlation_id,
-    )
-    return Delivery(
-        disposition=outcome["disposition"],
-        agent_id=store.agent_id,
-        external_trigger_id=cur["external_trigger_id"],
-        trigger_count=int(cur["trigger_count"]),
-        coalesced_count=int(outcome["coalesced_count"]),
-        message_id=outcome.get("message_id"),
-        waiting_intent_ids=list(intent_ids),
-        received_at=at,
+        correlation_id=hint["correlation_id"],
     )

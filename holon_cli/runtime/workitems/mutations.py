@@ -17,6 +17,7 @@ CLI's words for ``source="operator"`` and the model's tool words otherwise
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -44,6 +45,7 @@ from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_text
 from holon_cli.store.workitem_index import (
+    WorkItemIndex,
     append_item,
     append_report,
     describe_file,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
         WorkItemPickedData,
         WorkItemUpdatedData,
     )
+    from holon_cli.model.trigger import WaitingIntent
 
 DEFAULT_RECHECK_AFTER_MS = 30 * 60 * 1000
 
@@ -122,22 +125,16 @@ def create_work_item(
         "plan_seeded": bool(plan and plan.strip()),
         "source": source,
     }
-    store.emit(
-        "work_item_created",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
-    )
+    store.emit("work_item_created", data, work_item_id=wid, turn_id=turn_id)
     note = (
         f"Created {wid}; focus unchanged (current: {current_id})."
         if current_id
         else f"Created {wid}. No work item is current: {vocab.pick(wid)} to make it current."
     )
-    note += f" Edit the plan file directly: {path}"
     return {
         "work_item": view(idx, rec, current_id=current_id),
         "current_work_item_id": current_id,
-        "note": note,
+        "note": f"{note} Edit the plan file directly: {path}",
         "warnings": wm.todo_warnings(todos),
     }
 
@@ -169,41 +166,15 @@ def pick_work_item(
         prev_id = state.get("current_work_item_id")
         prev = idx.items.get(prev_id) if isinstance(prev_id, str) else None
         prev_open = prev is not None and prev.get("state") == "open"
-        prev_readiness = (
-            wr.readiness(prev, idx.waits_for(prev)) if prev is not None and prev_open else None
-        )
+        prev_readiness = wr.readiness(prev, idx.waits_for(prev)) if prev and prev_open else None
         cur_readiness = wr.readiness(rec, idx.waits_for(rec))
-        if prev_id == wid:
-            switch_kind, reason_required = "reaffirm", False
-        elif prev_open and prev_readiness == "runnable":
-            switch_kind, reason_required = "explicit_focus_override", True
-        elif prev_open:
-            switch_kind, reason_required = "switch_from_non_runnable", False
-        else:
-            switch_kind, reason_required = "select", False
+        switch_kind, reason_required = _switch_kind(prev_id, wid, prev_open, prev_readiness)
         if prev_id != wid or state.get(HOLD_KEY):
             state["current_work_item_id"] = wid
             if state.get(HOLD_KEY):
                 state[HOLD_KEY] = None  # picking is the explicit action that lifts a hold
             store.write_record(agent)
     reason_missing = reason_required and reason is None
-    warnings: list[dict[str, Any]] = []
-    if reason_missing:
-        warnings.append(
-            {
-                "kind": "pick_reason_missing",
-                "message": vocab.pick_reason_missing(prev_id),
-                "previous_work_item_id": prev_id,
-            }
-        )
-    if cur_readiness != "runnable":
-        warnings.append(
-            {
-                "kind": "picked_non_runnable",
-                "message": vocab.picked_non_runnable(wid, cur_readiness),
-                "readiness": cur_readiness,
-            }
-        )
     data: WorkItemPickedData = {
         "agent_id": store.agent_id,
         "previous_work_item_id": prev_id,
@@ -216,12 +187,7 @@ def pick_work_item(
         "reason_missing": reason_missing,
         "source": source,
     }
-    store.emit(
-        "work_item_picked",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
-    )
+    store.emit("work_item_picked", data, work_item_id=wid, turn_id=turn_id)
     return {
         "work_item": view(idx, rec, current_id=wid),
         "previous_work_item": view(idx, prev, current_id=wid)
@@ -230,8 +196,46 @@ def pick_work_item(
         "current_work_item_id": wid,
         "switch_kind": switch_kind,
         "binding": BINDING_NOTE.format(wid=wid),
-        "warnings": warnings,
+        "warnings": _pick_warnings(vocab, data),
     }
+
+
+def _switch_kind(
+    prev_id: str | None, wid: str, prev_open: bool, prev_readiness: str | None
+) -> tuple[str, bool]:
+    """What a pick does to the focus, and whether it needs a reason: only
+    switching away from a runnable open item does."""
+    if prev_id == wid:
+        return "reaffirm", False
+    if prev_open and prev_readiness == "runnable":
+        return "explicit_focus_override", True
+    if prev_open:
+        return "switch_from_non_runnable", False
+    return "select", False
+
+
+def _pick_warnings(vocab: Vocabulary, data: WorkItemPickedData) -> list[dict[str, Any]]:
+    """The pick's warnings: a missing reason, then a non-runnable pick."""
+    warnings: list[dict[str, Any]] = []
+    prev_id = data["previous_work_item_id"]
+    if data["reason_missing"]:
+        warnings.append(
+            {
+                "kind": "pick_reason_missing",
+                "message": vocab.pick_reason_missing(prev_id),
+                "previous_work_item_id": prev_id,
+            }
+        )
+    cur_readiness = data["current_readiness"]
+    if cur_readiness != "runnable":
+        warnings.append(
+            {
+                "kind": "picked_non_runnable",
+                "message": vocab.picked_non_runnable(data["current_work_item_id"], cur_readiness),
+                "readiness": cur_readiness,
+            }
+        )
+    return warnings
 
 
 def update_work_item(
@@ -253,6 +257,66 @@ def update_work_item(
     released inside this mutation when it blocks the current item or marks
     it ``needs_input``; clearing a blocker never re-picks."""
     vocab = for_source(source, vocab)
+    upd = _validated_update(vocab, objective, plan_status, todo_list, blocked_by, recheck_after_ms)
+    with mutation(store) as (idx, agent):
+        rec = require(store, idx, work_item_id, vocab)
+        wid = rec["id"]
+        require_open(
+            rec,
+            "is completed; completed work items cannot be updated",
+            "create a new work item for follow-up work",
+        )
+        new, changed = _apply_update(rec, upd)
+        state = agent["state"]
+        current_id = state.get("current_work_item_id")
+        release_reason = _release_reason(upd) if current_id == wid else None
+        rec = append_item(store, idx, new, "updated")
+        if release_reason:
+            state["current_work_item_id"] = None
+            store.write_record(agent)
+            current_id = None
+        save(store, idx)
+    focus_released = release_reason is not None
+    _emit_updated(store, rec, upd, changed, release_reason, source=source, turn_id=turn_id)
+    notes = []
+    if focus_released:
+        notes.append(
+            f"Focus released: {wid} is no longer current ({release_reason}). "
+            f"No work item is current; {vocab.pick()} for the next one."
+        )
+    if upd.blocker is None and current_id != wid:
+        notes.append(f"Blocker cleared; {wid} is not current: {vocab.pick(wid)} to resume it.")
+    return {
+        "work_item": view(idx, rec, current_id=current_id),
+        "changed": changed,
+        "focus_released": focus_released,
+        "current_work_item_id": current_id,
+        "note": " ".join(notes) or None,
+        "warnings": wm.todo_warnings(rec["todo_list"]) if "todo_list" in changed else [],
+    }
+
+
+@dataclass(frozen=True)
+class _Update:
+    """Validated update fields: ``None`` leaves a field as it is, except
+    ``blocker``, where :data:`UNSET` keeps it and ``None`` clears it."""
+
+    objective: str | None
+    plan_status: str | None
+    todos: list[wm.TodoItem] | None
+    blocker: str | None | Unset
+    recheck_after_ms: int | None
+
+
+def _validated_update(
+    vocab: Vocabulary,
+    objective: str | None,
+    plan_status: str | None,
+    todo_list: list[Any] | None,
+    blocked_by: str | None | Unset,
+    recheck_after_ms: int | None,
+) -> _Update:
+    """Check the arguments before any lock is taken, worded for the caller."""
     if (
         objective is None
         and plan_status is None
@@ -266,106 +330,90 @@ def update_work_item(
             kind="invalid_arguments",
         )
     with vocab.worded():
-        new_objective = wm.validate_objective(objective) if objective is not None else None
-        new_status = wm.validate_plan_status(plan_status) if plan_status is not None else None
-        new_todos = wm.normalize_todo_list(todo_list) if todo_list is not None else None
-        new_blocker = (
-            wm.validate_blocked_by(blocked_by) if isinstance(blocked_by, str) else blocked_by
+        upd = _Update(
+            objective=wm.validate_objective(objective) if objective is not None else None,
+            plan_status=wm.validate_plan_status(plan_status) if plan_status is not None else None,
+            todos=wm.normalize_todo_list(todo_list) if todo_list is not None else None,
+            blocker=(
+                wm.validate_blocked_by(blocked_by) if isinstance(blocked_by, str) else blocked_by
+            ),
+            recheck_after_ms=(
+                wm.validate_recheck_after_ms(recheck_after_ms)
+                if recheck_after_ms is not None
+                else None
+            ),
         )
-        if recheck_after_ms is not None:
-            recheck_after_ms = wm.validate_recheck_after_ms(recheck_after_ms)
-    if recheck_after_ms is not None and not isinstance(new_blocker, str):
+    if upd.recheck_after_ms is not None and not isinstance(upd.blocker, str):
         message, hint = vocab.recheck_without_blocker()
         raise UsageError(
             message, hint=hint, kind="invalid_arguments", details={"field": "recheck_after"}
         )
-    focus_released = False
-    with mutation(store) as (idx, agent):
-        rec = require(store, idx, work_item_id, vocab)
-        wid = rec["id"]
-        require_open(
-            rec,
-            "is completed; completed work items cannot be updated",
-            "create a new work item for follow-up work",
-        )
-        new = dict(rec)
-        changed: list[str] = []
-        if new_objective is not None:
-            new["objective"] = new_objective
-            changed.append("objective")
-        if new_status is not None:
-            new["plan_status"] = new_status
-            changed.append("plan_status")
-        if new_todos is not None:
-            new["todo_list"] = new_todos
-            changed.append("todo_list")
-        if isinstance(new_blocker, str):
-            new["blocked_by"] = new_blocker
-            new["recheck_at"] = _deadline(recheck_after_ms or default_recheck_after_ms())
-            new["recheck_consumed_at"] = None
-            changed.append("blocked_by")
-        elif new_blocker is None:
-            new["blocked_by"] = None
-            new["recheck_at"] = None
-            new["recheck_consumed_at"] = None
-            changed.append("blocked_by")
-        new["updated_at"] = clock.now_iso()
-        state = agent["state"]
-        current_id = state.get("current_work_item_id")
-        release_reason = None
-        if current_id == wid:
-            if isinstance(new_blocker, str):
-                release_reason = "blocked"
-            elif new_status == "needs_input":
-                release_reason = "needs_input"
-        rec = append_item(store, idx, new, "updated")
-        if release_reason:
-            state["current_work_item_id"] = None
-            store.write_record(agent)
-            focus_released = True
-            current_id = None
-        save(store, idx)
+    return upd
+
+
+def _apply_update(rec: wm.WorkItemRecord, upd: _Update) -> tuple[dict[str, Any], list[str]]:
+    """The next revision of ``rec`` and the names of the fields that changed."""
+    new: dict[str, Any] = dict(rec)
+    changed: list[str] = []
+    if upd.objective is not None:
+        new["objective"] = upd.objective
+        changed.append("objective")
+    if upd.plan_status is not None:
+        new["plan_status"] = upd.plan_status
+        changed.append("plan_status")
+    if upd.todos is not None:
+        new["todo_list"] = upd.todos
+        changed.append("todo_list")
+    if isinstance(upd.blocker, str):
+        new["blocked_by"] = upd.blocker
+        new["recheck_at"] = _deadline(upd.recheck_after_ms or default_recheck_after_ms())
+        new["recheck_consumed_at"] = None
+        changed.append("blocked_by")
+    elif upd.blocker is None:
+        new["blocked_by"] = None
+        new["recheck_at"] = None
+        new["recheck_consumed_at"] = None
+        changed.append("blocked_by")
+    new["updated_at"] = clock.now_iso()
+    return new, changed
+
+
+def _release_reason(upd: _Update) -> str | None:
+    """Why updating the current item releases the focus, if it does."""
+    if isinstance(upd.blocker, str):
+        return "blocked"
+    if upd.plan_status == "needs_input":
+        return "needs_input"
+    return None
+
+
+def _emit_updated(
+    store: AgentStore,
+    rec: wm.WorkItemRecord,
+    upd: _Update,
+    changed: list[str],
+    release_reason: str | None,
+    *,
+    source: str,
+    turn_id: str | None,
+) -> None:
+    """``work_item_updated``, then ``work_item_focus_released`` when it was."""
+    wid = rec["id"]
     data: WorkItemUpdatedData = {
         "changed": changed,
         "objective": rec["objective"] if "objective" in changed else None,
         "plan_status": rec["plan_status"],
         "blocked_by": rec["blocked_by"],
-        "blocker_cleared": new_blocker is None,
+        "blocker_cleared": upd.blocker is None,
         "recheck_at": rec["recheck_at"],
         "todo_counts": wm.todo_counts(rec["todo_list"]) if "todo_list" in changed else None,
-        "focus_released": focus_released,
+        "focus_released": release_reason is not None,
         "source": source,
     }
-    store.emit(
-        "work_item_updated",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
-    )
-    if focus_released:
+    store.emit("work_item_updated", data, work_item_id=wid, turn_id=turn_id)
+    if release_reason is not None:
         released: WorkItemFocusReleasedData = {"reason": release_reason, "source": source}
-        store.emit(
-            "work_item_focus_released",
-            released,
-            work_item_id=wid,
-            turn_id=turn_id,
-        )
-    notes = []
-    if focus_released:
-        notes.append(
-            f"Focus released: {wid} is no longer current ({release_reason}). "
-            f"No work item is current; {vocab.pick()} for the next one."
-        )
-    if new_blocker is None and current_id != wid:
-        notes.append(f"Blocker cleared; {wid} is not current: {vocab.pick(wid)} to resume it.")
-    return {
-        "work_item": view(idx, rec, current_id=current_id),
-        "changed": changed,
-        "focus_released": focus_released,
-        "current_work_item_id": current_id,
-        "note": " ".join(notes) or None,
-        "warnings": wm.todo_warnings(rec["todo_list"]) if "todo_list" in changed else [],
-    }
+        store.emit("work_item_focus_released", released, work_item_id=wid, turn_id=turn_id)
 
 
 def complete_work_item(
@@ -391,7 +439,6 @@ def complete_work_item(
     """
     vocab = for_source(source, vocab)
     text = report.strip() if isinstance(report, str) else ""
-    warnings: list[dict[str, Any]] = []
     ds_rec: DeliverySummaryRecord | None = None
     with mutation(store) as (idx, agent):
         rec = require(store, idx, work_item_id, vocab)
@@ -402,86 +449,146 @@ def complete_work_item(
         state = agent["state"]
         focused = state.get("current_work_item_id") == wid
         unfinished = wm.unfinished_todos_warning(rec.get("todo_list") or [])
-        if unfinished:
-            warnings.append(unfinished)
-        promote = False
-        if source == "operator":
-            promote = bool(text)
-        elif not text:
-            warnings.append(
-                {
-                    "kind": "missing_completion_report",
-                    "message": MISSING_COMPLETION_REPORT,
-                }
-            )
-        elif ambiguous_round:
-            warnings.append(
-                {
-                    "kind": "completion_report_ambiguous",
-                    "message": COMPLETION_REPORT_AMBIGUOUS,
-                }
-            )
-        elif not focused:
-            warnings.append(
-                {
-                    "kind": "completion_report_not_focused",
-                    "message": COMPLETION_REPORT_NOT_FOCUSED.format(wid=wid),
-                }
-            )
-        else:
-            promote = True
+        promote, refused = _report_promotion(source, text, ambiguous_round, focused, wid)
+        warnings = [w for w in (unfinished, refused) if w]
         now = clock.now_iso()
-        new = dict(rec)
-        new.update(
-            {
-                "state": "completed",
-                "blocked_by": None,
-                "recheck_at": None,
-                "recheck_consumed_at": None,
-                "result_summary": text if promote else None,
-                "completed_at": now,
-                "updated_at": now,
-            }
-        )
-        rec = append_item(store, idx, new, "completed")
+        rec = append_item(store, idx, _completed(rec, text if promote else None, now), "completed")
         if focused:
             state["current_work_item_id"] = None
             store.write_record(agent)
         if promote and source != "operator":
-            ds_rec = wm.new_delivery_summary(
-                summary_id=clock.new_id("dsum"),
-                agent_id=store.agent_id,
-                work_item_id=wid,
-                text=text,
-                source="assistant_round",
-                created_at=now,
-                turn_id=turn_id,
-                warnings=[unfinished] if unfinished else None,
-            )
-            append_report(store, idx, ds_rec)
+            ds_rec = _delivery_summary(store, idx, wid, text, now, turn_id, unfinished)
         save(store, idx)
         current_id = state.get("current_work_item_id")
+    cancelled = _cancel_waiting(store, wid)
+    brief_id = _result_brief(store, rec, text, turn_id) if ds_rec is not None else None
+    data = _completed_data(rec, source, promote, ds_rec, brief_id, focused, unfinished, warnings)
+    store.emit("work_item_completed", data, work_item_id=wid, turn_id=turn_id)
+    return {
+        "work_item": view(idx, rec, current_id=current_id),
+        "completion_report": completion_report(idx, rec),
+        "delivery_summary_id": data["delivery_summary_id"],
+        "brief_id": brief_id,
+        "focus_released": focused,
+        "current_work_item_id": current_id,
+        "note": _completed_note(wid, len(cancelled), focused, vocab),
+        "cancelled_waiting_intent_ids": [w["id"] for w in cancelled],
+        "warnings": warnings,
+    }
+
+
+def _cancel_waiting(store: AgentStore, wid: str) -> list[WaitingIntent]:
+    """Runtime spec: completing the item cancels its waiting intents (after
+    the completion is written: RecordExternalWait re-checks under the same
+    lock)."""
     from holon_cli.runtime.waiting.intents import cancel_for_work_item
 
-    # runtime spec: completing the item cancels its waiting intents (after the
-    # completion is written: RecordExternalWait re-checks under the same lock)
-    cancelled = cancel_for_work_item(store, wid)
-    brief_id = None
-    if ds_rec is not None:
-        from holon_cli.runtime.briefs import write_brief
+    return cancel_for_work_item(store, wid)
 
-        brief = write_brief(
-            store,
-            kind="result",
-            text=text,
-            visibility="work_done",
-            work_item_id=wid,
-            turn_id=turn_id,
-            title=rec["objective"][:200],
-        )
-        brief_id = brief["id"]
+
+def _completed_note(wid: str, cancelled: int, focused: bool, vocab: Vocabulary) -> str:
+    note = f"{wid} completed."
+    if cancelled:
+        note += f" Its {cancelled} waiting intent(s) were cancelled."
+    if focused:
+        note += f" Focus released; no work item is current: {vocab.pick()} for the next one."
+    return note
+
+
+def _report_promotion(
+    source: str, text: str, ambiguous_round: bool, focused: bool, wid: str
+) -> tuple[bool, dict[str, Any] | None]:
+    """Whether the completion report is promoted, else the warning saying why
+    not. An operator's explicit report is promoted when non-empty (no
+    warning); an agent's needs text, one completion in the round, and focus."""
+    if source == "operator":
+        return bool(text), None
+    if not text:
+        return False, {"kind": "missing_completion_report", "message": MISSING_COMPLETION_REPORT}
+    if ambiguous_round:
+        return False, {
+            "kind": "completion_report_ambiguous",
+            "message": COMPLETION_REPORT_AMBIGUOUS,
+        }
+    if not focused:
+        return False, {
+            "kind": "completion_report_not_focused",
+            "message": COMPLETION_REPORT_NOT_FOCUSED.format(wid=wid),
+        }
+    return True, None
+
+
+def _completed(rec: wm.WorkItemRecord, summary: str | None, now: str) -> dict[str, Any]:
+    """The completed revision of ``rec``: blocker and recheck cleared."""
+    new: dict[str, Any] = dict(rec)
+    new.update(
+        {
+            "state": "completed",
+            "blocked_by": None,
+            "recheck_at": None,
+            "recheck_consumed_at": None,
+            "result_summary": summary,
+            "completed_at": now,
+            "updated_at": now,
+        }
+    )
+    return new
+
+
+def _result_brief(store: AgentStore, rec: wm.WorkItemRecord, text: str, turn_id: str | None) -> str:
+    """Write the promoted report as a ``work_done`` result brief; its id."""
+    from holon_cli.runtime.briefs import write_brief
+
+    brief = write_brief(
+        store,
+        kind="result",
+        text=text,
+        visibility="work_done",
+        work_item_id=rec["id"],
+        turn_id=turn_id,
+        title=rec["objective"][:200],
+    )
+    brief_id: str = brief["id"]
+    return brief_id
+
+
+def _delivery_summary(
+    store: AgentStore,
+    idx: WorkItemIndex,
+    wid: str,
+    text: str,
+    now: str,
+    turn_id: str | None,
+    unfinished: dict[str, Any] | None,
+) -> DeliverySummaryRecord:
+    """Append the promoted assistant-round report as a delivery summary."""
+    ds_rec = wm.new_delivery_summary(
+        summary_id=clock.new_id("dsum"),
+        agent_id=store.agent_id,
+        work_item_id=wid,
+        text=text,
+        source="assistant_round",
+        created_at=now,
+        turn_id=turn_id,
+        warnings=[unfinished] if unfinished else None,
+    )
+    append_report(store, idx, ds_rec)
+    return ds_rec
+
+
+def _completed_data(
+    rec: wm.WorkItemRecord,
+    source: str,
+    promote: bool,
+    ds_rec: DeliverySummaryRecord | None,
+    brief_id: str | None,
+    focused: bool,
+    unfinished: dict[str, Any] | None,
+    warnings: list[dict[str, Any]],
+) -> WorkItemCompletedData:
+    """The ``work_item_completed`` event's data."""
     counts = wm.todo_counts(rec.get("todo_list") or [])
-    data: WorkItemCompletedData = {
+    return {
         "objective": rec["objective"],
         "source": source,
         "report_promoted": promote,
@@ -493,26 +600,4 @@ def complete_work_item(
         "in_progress_todo_count": counts["in_progress"],
         "focus_released": focused,
         "warnings": [w["kind"] for w in warnings],
-    }
-    store.emit(
-        "work_item_completed",
-        data,
-        work_item_id=wid,
-        turn_id=turn_id,
-    )
-    note = f"{wid} completed."
-    if cancelled:
-        note += f" Its {len(cancelled)} waiting intent(s) were cancelled."
-    if focused:
-        note += f" Focus released; no work item is current: {vocab.pick()} for the next one."
-    return {
-        "work_item": view(idx, rec, current_id=current_id),
-        "completion_report": completion_report(idx, rec),
-        "delivery_summary_id": ds_rec["id"] if ds_rec else None,
-        "brief_id": brief_id,
-        "focus_released": focused,
-        "current_work_item_id": current_id,
-        "note": note,
-        "cancelled_waiting_intent_ids": [w["id"] for w in cancelled],
-        "warnings": warnings,
     }

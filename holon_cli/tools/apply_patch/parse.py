@@ -159,8 +159,28 @@ def _parse_hunk(
     lines: list[str], i: int, warnings: list[ToolWarning], path: str
 ) -> tuple[Hunk, int]:
     header = lines[i]
+    hunk = _hunk_header(header, i + 1)
+    i, blank_tail = _read_hunk_body(hunk, lines, i + 1)
+    _drop_blank_separators(hunk, blank_tail)
+    if not hunk.lines:
+        raise _invalid(f"hunk {header!r} for {path} has no lines", hunk.patch_line)
+    n_old, n_new = len(hunk.old), len(hunk.new)
+    if hunk.old_count is not None and (n_old, n_new) != (hunk.old_count, hunk.new_count):
+        warnings.append(
+            {
+                "kind": "hunk_counts_mismatch",
+                "message": f"{path}: hunk {header.strip()!r} says -{hunk.old_count} "
+                f"+{hunk.new_count} lines but its body has -{n_old} +{n_new}; the body was used",
+            }
+        )
+    return hunk, i
+
+
+def _hunk_header(header: str, patch_line: int) -> Hunk:
+    """An empty hunk from its ``@@`` line: positioned and counted when the
+    line is a unified ``@@ -l,s +l,s @@``, else found by content later."""
     m = _HUNK_RE.match(header)
-    hunk = Hunk([], header, i + 1)
+    hunk = Hunk([], header, patch_line)
     if m:
         hunk.old_start = int(m.group(1))
         hunk.old_count = int(m.group(2)) if m.group(2) is not None else 1
@@ -169,31 +189,21 @@ def _parse_hunk(
         # a bare ``@@`` (or ``@@ text``): position unknown, found by content
         anchor = header[2:].strip().removesuffix("@@").strip()
         hunk.anchor = anchor or None
-    i += 1
+    return hunk
+
+
+def _read_hunk_body(hunk: Hunk, lines: list[str], i: int) -> tuple[int, int]:
+    """Append the hunk's lines from ``lines[i]`` on, up to the next hunk or
+    file or the first line that is not part of a hunk. Returns the index
+    after the body and how many trailing entries came from empty lines."""
     n_old = n_new = 0
     blank_tail = 0  # trailing entries that came from empty patch lines
-
-    def counts_met() -> bool:
-        return (
-            hunk.old_count is not None
-            and hunk.new_count is not None
-            and n_old >= hunk.old_count
-            and n_new >= hunk.new_count
-        )
-
     while i < len(lines):
         raw = lines[i]
         if raw.startswith("@@") or raw.startswith("diff --git "):
             break
-        if raw.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            # a next-file header, unless the counts say this hunk still needs
-            # lines and no hunk follows (then it is a removed "-- " line)
-            if (
-                hunk.old_count is None
-                or counts_met()
-                or (i + 2 < len(lines) and lines[i + 2].startswith("@@"))
-            ):
-                break
+        if _at_next_file(hunk, lines, i, n_old, n_new):
+            break
         if raw.startswith("\\"):
             if hunk.lines:
                 tag = hunk.lines[-1][0]
@@ -217,7 +227,31 @@ def _parse_hunk(
         if tag != "-":
             n_new += 1
         i += 1
-    # blank lines after a complete hunk are separators, not context
+    return i, blank_tail
+
+
+def _at_next_file(hunk: Hunk, lines: list[str], i: int, n_old: int, n_new: int) -> bool:
+    """Whether ``lines[i]`` starts a next-file ``---``/``+++`` header: it
+    does unless the counts say this hunk still needs lines and no hunk
+    follows (then it is a removed "-- " line)."""
+    if not (lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+        return False
+    counts_met = (
+        hunk.old_count is not None
+        and hunk.new_count is not None
+        and n_old >= hunk.old_count
+        and n_new >= hunk.new_count
+    )
+    return (
+        hunk.old_count is None
+        or counts_met
+        or (i + 2 < len(lines) and lines[i + 2].startswith("@@"))
+    )
+
+
+def _drop_blank_separators(hunk: Hunk, blank_tail: int) -> None:
+    """Blank lines after a complete hunk are separators, not context."""
+    n_old, n_new = len(hunk.old), len(hunk.new)
     while blank_tail and hunk.lines and hunk.lines[-1] == (" ", ""):
         if (
             hunk.old_count is not None
@@ -229,40 +263,16 @@ def _parse_hunk(
         n_old -= 1
         n_new -= 1
         blank_tail -= 1
-    if not hunk.lines:
-        raise _invalid(f"hunk {header!r} for {path} has no lines", hunk.patch_line)
-    if hunk.old_count is not None and (n_old, n_new) != (hunk.old_count, hunk.new_count):
-        warnings.append(
-            {
-                "kind": "hunk_counts_mismatch",
-                "message": f"{path}: hunk {header.strip()!r} says -{hunk.old_count} "
-                f"+{hunk.new_count} lines but its body has -{n_old} +{n_new}; the body was used",
-            }
-        )
-    return hunk, i
 
 
 def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatch]:
     files: list[FilePatch] = []
     i = 0
     git: dict[str, Any] | None = None  # the current ``diff --git`` block
-
-    def flush_git() -> None:
-        # a git block without ---/+++ (pure rename, empty new or deleted file)
-        if git is None or git["emitted"]:
-            return
-        old, new = git.get("rename_from"), git.get("rename_to")
-        if old and new:
-            files.append(FilePatch("update", old, git["line"], move_to=new))
-        elif git.get("new_file") and git.get("path"):
-            files.append(FilePatch("add", git["path"], git["line"]))
-        elif git.get("deleted_file") and git.get("path"):
-            files.append(FilePatch("delete", git["path"], git["line"]))
-
     while i < len(lines):
         line = lines[i]
         if line.startswith("diff --git "):
-            flush_git()
+            _flush_git(git, files)
             git = {"line": i + 1, "emitted": False}
             m = re.match(r"^diff --git (?:a/)?(\S+) (?:b/)?(\S+)$", line)
             if m and m.group(1) == m.group(2):
@@ -270,29 +280,7 @@ def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePa
             i += 1
             continue
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            start = i + 1
-            old, new = _strip_prefixes(_header_path(line[4:]), _header_path(lines[i + 1][4:]))
-            i += 2
-            hunks: list[Hunk] = []
-            label = new or old or "?"
-            while i < len(lines) and lines[i].startswith("@@"):
-                hunk, i = _parse_hunk(lines, i, warnings, label)
-                hunks.append(hunk)
-            if old is None and new is None:
-                raise _invalid("both sides of the file header are /dev/null", start)
-            if old is None:
-                assert new is not None
-                fp = FilePatch("add", new, start, hunks)
-            elif new is None:
-                fp = FilePatch("delete", old, start, hunks)
-            else:
-                fp = FilePatch("update", old, start, hunks, move_to=new if new != old else None)
-                if not hunks and fp.move_to is None:
-                    raise _invalid(
-                        f"file header for {old} has no hunks",
-                        start,
-                        "add `@@ -l,s +l,s @@` hunks after the `+++` line",
-                    )
+            fp, i = _unified_file(lines, i, warnings)
             if git is not None:
                 git["emitted"] = True
             files.append(fp)
@@ -309,8 +297,49 @@ def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePa
             elif line.startswith("deleted file mode"):
                 git["deleted_file"] = True
         i += 1
-    flush_git()
+    _flush_git(git, files)
     return files
+
+
+def _flush_git(git: dict[str, Any] | None, files: list[FilePatch]) -> None:
+    """A ``diff --git`` block without ---/+++ (pure rename, empty new or
+    deleted file) becomes its file patch."""
+    if git is None or git["emitted"]:
+        return
+    old, new = git.get("rename_from"), git.get("rename_to")
+    if old and new:
+        files.append(FilePatch("update", old, git["line"], move_to=new))
+    elif git.get("new_file") and git.get("path"):
+        files.append(FilePatch("add", git["path"], git["line"]))
+    elif git.get("deleted_file") and git.get("path"):
+        files.append(FilePatch("delete", git["path"], git["line"]))
+
+
+def _unified_file(lines: list[str], i: int, warnings: list[ToolWarning]) -> tuple[FilePatch, int]:
+    """The ``---``/``+++`` header at ``lines[i]`` and its ``@@`` hunks."""
+    start = i + 1
+    old, new = _strip_prefixes(_header_path(lines[i][4:]), _header_path(lines[i + 1][4:]))
+    i += 2
+    hunks: list[Hunk] = []
+    label = new or old or "?"
+    while i < len(lines) and lines[i].startswith("@@"):
+        hunk, i = _parse_hunk(lines, i, warnings, label)
+        hunks.append(hunk)
+    if old is None and new is None:
+        raise _invalid("both sides of the file header are /dev/null", start)
+    if old is None:
+        assert new is not None
+        return FilePatch("add", new, start, hunks), i
+    if new is None:
+        return FilePatch("delete", old, start, hunks), i
+    fp = FilePatch("update", old, start, hunks, move_to=new if new != old else None)
+    if not hunks and fp.move_to is None:
+        raise _invalid(
+            f"file header for {old} has no hunks",
+            start,
+            "add `@@ -l,s +l,s @@` hunks after the `+++` line",
+        )
+    return fp, i
 
 
 def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatch]:
@@ -324,20 +353,7 @@ def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatc
             ended = True
             break
         if line.startswith("*** Add File: "):
-            fp = FilePatch("add", line[len("*** Add File: ") :].strip(), i + 1)
-            hunk = Hunk([], line, i + 1, old_start=1)
-            i += 1
-            while i < len(lines) and not lines[i].startswith("*** "):
-                if not lines[i].startswith("+"):
-                    if lines[i] == "" and (i + 1 >= len(lines) or lines[i + 1].startswith("*** ")):
-                        i += 1
-                        continue
-                    raise _invalid(
-                        f"every line of an added file must start with '+' ({fp.path})", i + 1
-                    )
-                hunk.lines.append(("+", lines[i][1:]))
-                i += 1
-            fp.hunks = [hunk] if hunk.lines else []
+            fp, i = _codex_add(lines, i)
             files.append(fp)
             continue
         if line.startswith("*** Delete File: "):
@@ -345,47 +361,7 @@ def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatc
             i += 1
             continue
         if line.startswith("*** Update File: "):
-            fp = FilePatch("update", line[len("*** Update File: ") :].strip(), i + 1)
-            i += 1
-            if i < len(lines) and lines[i].startswith("*** Move to: "):
-                fp.move_to = lines[i][len("*** Move to: ") :].strip()
-                i += 1
-            current: Hunk | None = None
-            while i < len(lines):
-                raw = lines[i]
-                if raw.strip() == "*** End of File":
-                    if current is None:
-                        raise _invalid("`*** End of File` before any hunk line", i + 1)
-                    current.at_eof = True
-                    i += 1
-                    continue
-                if raw.startswith("*** "):
-                    break
-                if raw.startswith("@@"):
-                    current = Hunk(
-                        [], raw, i + 1, anchor=raw[2:].strip().removesuffix("@@").strip() or None
-                    )
-                    fp.hunks.append(current)
-                    i += 1
-                    continue
-                if raw == "" or raw[0] in " +-":
-                    if current is None:
-                        current = Hunk([], "@@", i + 1)
-                        fp.hunks.append(current)
-                    current.lines.append((" ", "") if raw == "" else (raw[0], raw[1:]))
-                    i += 1
-                    continue
-                raise _invalid(
-                    f"unexpected line in the update of {fp.path}: {raw[:60]!r}",
-                    i + 1,
-                    "hunk lines start with ' ', '-' or '+'; a new hunk starts with '@@'",
-                )
-            for h in fp.hunks:
-                while h.lines and h.lines[-1] == (" ", "") and any(t != " " for t, _ in h.lines):
-                    h.lines.pop()  # blank separator lines before the next file
-            fp.hunks = [h for h in fp.hunks if h.lines]
-            if not fp.hunks and fp.move_to is None:
-                raise _invalid(f"`*** Update File: {fp.path}` has no hunks", fp.patch_line)
+            fp, i = _codex_update(lines, i)
             files.append(fp)
             continue
         if not stripped:
@@ -404,3 +380,77 @@ def _parse_codex(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatc
             }
         )
     return files
+
+
+def _codex_add(lines: list[str], i: int) -> tuple[FilePatch, int]:
+    """``*** Add File: path`` at ``lines[i]`` and its ``+`` lines (a blank
+    line just before the next ``***`` line or the end is a separator)."""
+    line = lines[i]
+    fp = FilePatch("add", line[len("*** Add File: ") :].strip(), i + 1)
+    hunk = Hunk([], line, i + 1, old_start=1)
+    i += 1
+    while i < len(lines) and not lines[i].startswith("*** "):
+        if not lines[i].startswith("+"):
+            if lines[i] == "" and (i + 1 >= len(lines) or lines[i + 1].startswith("*** ")):
+                i += 1
+                continue
+            raise _invalid(f"every line of an added file must start with '+' ({fp.path})", i + 1)
+        hunk.lines.append(("+", lines[i][1:]))
+        i += 1
+    fp.hunks = [hunk] if hunk.lines else []
+    return fp, i
+
+
+def _codex_update(lines: list[str], i: int) -> tuple[FilePatch, int]:
+    """``*** Update File: path`` at ``lines[i]``, an optional ``*** Move to:``
+    and its hunks, up to the next ``***`` line."""
+    fp = FilePatch("update", lines[i][len("*** Update File: ") :].strip(), i + 1)
+    i += 1
+    if i < len(lines) and lines[i].startswith("*** Move to: "):
+        fp.move_to = lines[i][len("*** Move to: ") :].strip()
+        i += 1
+    i = _codex_hunks(fp, lines, i)
+    for h in fp.hunks:
+        while h.lines and h.lines[-1] == (" ", "") and any(t != " " for t, _ in h.lines):
+            h.lines.pop()  # blank separator lines before the next file
+    fp.hunks = [h for h in fp.hunks if h.lines]
+    if not fp.hunks and fp.move_to is None:
+        raise _invalid(f"`*** Update File: {fp.path}` has no hunks", fp.patch_line)
+    return fp, i
+
+
+def _codex_hunks(fp: FilePatch, lines: list[str], i: int) -> int:
+    """Append the update's hunks from ``lines[i]`` on (``@@ [anchor]`` starts
+    one; lines before any ``@@`` form one without an anchor); the index of
+    the next ``***`` line or the end."""
+    current: Hunk | None = None
+    while i < len(lines):
+        raw = lines[i]
+        if raw.strip() == "*** End of File":
+            if current is None:
+                raise _invalid("`*** End of File` before any hunk line", i + 1)
+            current.at_eof = True
+            i += 1
+            continue
+        if raw.startswith("*** "):
+            break
+        if raw.startswith("@@"):
+            current = Hunk(
+                [], raw, i + 1, anchor=raw[2:].strip().removesuffix("@@").strip() or None
+            )
+            fp.hunks.append(current)
+            i += 1
+            continue
+        if raw == "" or raw[0] in " +-":
+            if current is None:
+                current = Hunk([], "@@", i + 1)
+                fp.hunks.append(current)
+            current.lines.append((" ", "") if raw == "" else (raw[0], raw[1:]))
+            i += 1
+            continue
+        raise _invalid(
+            f"unexpected line in the update of {fp.path}: {raw[:60]!r}",
+            i + 1,
+            "hunk lines start with ' ', '-' or '+'; a new hunk starts with '@@'",
+        )
+    return i

@@ -418,14 +418,7 @@ def commit(ops: list[_FileOp], guard: _Guard | None = None) -> None:
     undo: list[tuple[Path, bytes | None, int | None]] = []
     created_dirs: list[Path] = []
     # every original is read before anything is written
-    originals: dict[Path, tuple[bytes | None, int | None]] = {}
-    for op in ops:
-        for p in (op.target, op.source):
-            if p is not None and p not in originals:
-                try:
-                    originals[p] = (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
-                except FileNotFoundError:
-                    originals[p] = (None, None)
+    originals = _read_originals(ops)
     final: dict[Path, bytes | None] = {}
     for op in ops:
         if op.source is not None and op.source != op.target:
@@ -444,54 +437,82 @@ def commit(ops: list[_FileOp], guard: _Guard | None = None) -> None:
             undo.append((p, orig, mode))
             _unlink_checked(p, check)
     except OSError as exc:
-        for p, orig, mode in reversed(undo):
-            try:
-                if orig is None:
-                    _unlink_checked(p, check)
-                else:
-                    _atomic_write(p, orig, mode, check)
-            except OSError:
-                pass
-        for made in reversed(created_dirs):
-            try:
-                made.rmdir()
-            except OSError:
-                pass
-        if isinstance(exc, _Escaped):
-            raise ToolError(
-                exc.why,
-                f"{exc.real} is outside the execution root or protected now (a folder or "
-                "file was replaced by a symlink after the patch was checked); nothing was "
-                "written there and the files already written were restored",
-                details={"resolved": str(exc.real)},
-                recovery_hint="inspect the paths with `ls -la`; remove the symlink, then retry",
-            ) from None
-        if isinstance(exc, UnsafePathError):
-            raise ToolError(
-                "unsafe_path",
-                f"{exc}; the files already written were restored",
-                recovery_hint="inspect the paths with `ls -la`; remove the symlink, then retry",
-            ) from None
-        if isinstance(exc, NotADirectoryError):
-            raise ToolError(
-                "not_a_directory",
-                f"writing the patch failed: a folder on the way to "
-                f"{getattr(exc, 'filename', '') or 'a target'} is a file; "
-                "the files already written were restored",
-                details={"path": str(getattr(exc, "filename", "") or "")},
-                recovery_hint="pick a path whose folders are folders",
-            ) from None
-        raise ToolError(
-            "write_failed",
-            f"writing the patch failed ({exc.strerror or exc}: "
-            f"{getattr(exc, 'filename', '')}); the files already written were restored",
-            details={"path": str(getattr(exc, "filename", "") or "")},
-            recovery_hint="check permissions and free space, then retry",
-            retryable=True,
-        ) from None
+        _roll_back(undo, created_dirs, check)
+        raise _write_error(exc) from None
     dirs = {p.parent for p in deletes}
     for folder in dirs:
         try:
             fsync_dir(folder)
         except OSError:
             continue
+
+
+def _read_originals(ops: list[_FileOp]) -> dict[Path, tuple[bytes | None, int | None]]:
+    """Content and mode of every path the ops touch (``None`` when missing)."""
+    originals: dict[Path, tuple[bytes | None, int | None]] = {}
+    for op in ops:
+        for p in (op.target, op.source):
+            if p is not None and p not in originals:
+                try:
+                    originals[p] = (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
+                except FileNotFoundError:
+                    originals[p] = (None, None)
+    return originals
+
+
+def _roll_back(
+    undo: list[tuple[Path, bytes | None, int | None]],
+    created_dirs: list[Path],
+    check: Callable[[Path], None] | None,
+) -> None:
+    """Restore what was written, newest first, then remove the folders made
+    for it; best effort (a restore that fails leaves the rest to restore)."""
+    for p, orig, mode in reversed(undo):
+        try:
+            if orig is None:
+                _unlink_checked(p, check)
+            else:
+                _atomic_write(p, orig, mode, check)
+        except OSError:
+            pass
+    for made in reversed(created_dirs):
+        try:
+            made.rmdir()
+        except OSError:
+            pass
+
+
+def _write_error(exc: OSError) -> ToolError:
+    """The tool error for a write that failed (and was rolled back)."""
+    if isinstance(exc, _Escaped):
+        return ToolError(
+            exc.why,
+            f"{exc.real} is outside the execution root or protected now (a folder or "
+            "file was replaced by a symlink after the patch was checked); nothing was "
+            "written there and the files already written were restored",
+            details={"resolved": str(exc.real)},
+            recovery_hint="inspect the paths with `ls -la`; remove the symlink, then retry",
+        )
+    if isinstance(exc, UnsafePathError):
+        return ToolError(
+            "unsafe_path",
+            f"{exc}; the files already written were restored",
+            recovery_hint="inspect the paths with `ls -la`; remove the symlink, then retry",
+        )
+    if isinstance(exc, NotADirectoryError):
+        return ToolError(
+            "not_a_directory",
+            f"writing the patch failed: a folder on the way to "
+            f"{getattr(exc, 'filename', '') or 'a target'} is a file; "
+            "the files already written were restored",
+            details={"path": str(getattr(exc, "filename", "") or "")},
+            recovery_hint="pick a path whose folders are folders",
+        )
+    return ToolError(
+        "write_failed",
+        f"writing the patch failed ({exc.strerror or exc}: "
+        f"{getattr(exc, 'filename', '')}); the files already written were restored",
+        details={"path": str(getattr(exc, "filename", "") or "")},
+        recovery_hint="check permissions and free space, then retry",
+        retryable=True,
+    )

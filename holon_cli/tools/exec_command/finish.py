@@ -17,6 +17,7 @@ from holon_cli.tools.exec_command.budget import CHARS_PER_TOKEN
 from holon_cli.tools.exec_command.prepare import _Prepared
 
 if TYPE_CHECKING:
+    from holon_cli.model.events import ToolWarning
     from holon_cli.model.task import TaskProcess, TaskRecord
 
 
@@ -73,17 +74,7 @@ def _completed_envelope(
     budget = p.tokens * CHARS_PER_TOKEN
     names = ("output",) if tty else ("stdout", "stderr")
     sizes = {n: _size(launched.dir / f"{n}.log") for n in names}
-    shares: dict[str, int] = {}
-    if tty:
-        shares["output"] = budget
-    else:
-        so, se = sizes["stdout"], sizes["stderr"]
-        if so + se <= budget:
-            shares = {"stdout": budget, "stderr": budget}
-        else:
-            half = budget // 2
-            shares["stderr"] = min(se, max(half, budget - so))
-            shares["stdout"] = budget - shares["stderr"]
+    shares = _preview_shares(budget, sizes, tty=tty)
     previews = {n: bound_output(launched.dir / f"{n}.log", max(1, shares[n])) for n in names}
     truncated = any(b.truncated for b in previews.values())
     artifacts: list[dict[str, Any]] = []
@@ -95,9 +86,48 @@ def _completed_envelope(
                 index[n] = len(artifacts)
                 artifacts.append({"kind": n, "path": kept[n], "bytes": sizes[n]})
     tasks.discard_foreground(launched)
+    env: dict[str, Any] = {
+        "disposition": "completed",
+        **_exit_fields(rec),
+        "stdout_preview": previews["output" if tty else "stdout"].text,
+        "stderr_preview": "" if tty else previews["stderr"].text,
+        "truncated": truncated,
+        "artifacts": artifacts,
+        "stdout_artifact": index.get("output" if tty else "stdout"),
+        "stderr_artifact": index.get("stderr"),
+        "duration_ms": duration_ms,
+        "cwd": str(p.cwd),
+        "output_bytes": int(rec.get("output_bytes") or 0),
+        "output_budget_tokens": p.tokens,
+    }
+    if rec.get("timed_out"):
+        env["timed_out"] = True
+    env["warnings"] = _completed_warnings(p, rec, artifacts if truncated else None)
+    return env
+
+
+def _preview_shares(budget: int, sizes: dict[str, int], *, tty: bool) -> dict[str, int]:
+    """Characters of the preview budget per stream: all of it for a terminal's
+    one stream; for stdout and stderr all of it each when both fit, else
+    stderr gets at least half (less when it is smaller) and stdout the rest."""
+    if tty:
+        return {"output": budget}
+    so, se = sizes["stdout"], sizes["stderr"]
+    if so + se <= budget:
+        return {"stdout": budget, "stderr": budget}
+    half = budget // 2
+    stderr = min(se, max(half, budget - so))
+    return {"stderr": stderr, "stdout": budget - stderr}
+
+
+def _completed_warnings(
+    p: _Prepared, rec: TaskRecord, kept: list[dict[str, Any]] | None
+) -> list[ToolWarning]:
+    """The preparation's warnings, then: output cut (``kept``: the files the
+    full output was saved to), output cap reached, background processes killed."""
     warnings = list(p.warnings)
-    if truncated:
-        where = ", ".join(a["path"] for a in artifacts)
+    if kept is not None:
+        where = ", ".join(a["path"] for a in kept)
         warnings.append(
             {
                 "kind": "output_truncated",
@@ -128,24 +158,7 @@ def _completed_envelope(
                 ),
             }
         )
-    env: dict[str, Any] = {
-        "disposition": "completed",
-        **_exit_fields(rec),
-        "stdout_preview": previews["output" if tty else "stdout"].text,
-        "stderr_preview": "" if tty else previews["stderr"].text,
-        "truncated": truncated,
-        "artifacts": artifacts,
-        "stdout_artifact": index.get("output" if tty else "stdout"),
-        "stderr_artifact": index.get("stderr"),
-        "duration_ms": duration_ms,
-        "cwd": str(p.cwd),
-        "output_bytes": int(rec.get("output_bytes") or 0),
-        "output_budget_tokens": p.tokens,
-    }
-    if rec.get("timed_out"):
-        env["timed_out"] = True
-    env["warnings"] = warnings
-    return env
+    return warnings
 
 
 def _size(path: Path) -> int:
