@@ -85,6 +85,13 @@ class RuntimeConfig:
     task_output_max_bytes: int | None = _pos("output kept per command task")
     outputs_max_age_days: float | None = _opt("days kept in .holon/outputs/", min=0)
     outputs_max_bytes: int | None = _opt("bytes kept in .holon/outputs/ per agent", min=0)
+    # opt-in provider wire features (providers/registry.py reads them)
+    openai_incremental: bool | None = _opt(
+        "Responses rounds continue the previous response (stored) and send only new items"
+    )
+    anthropic_context_management: bool | None = _opt(
+        "Anthropic clears old tool results server-side as the context fills (beta)"
+    )
 
 
 # ---------------------------------------------------------------- budgets

@@ -305,6 +305,7 @@ class TurnRun:
             tools=self.catalog.specs,
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
+            turn_id=self.turn_id,
         )
         # from here on a crash counts as an attempt of this message
         self.journal.mark_request()
