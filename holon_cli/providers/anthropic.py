@@ -47,6 +47,7 @@ from holon_cli.providers.http_common import (
 )
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
+    ANTHROPIC_CONTEXT_MANAGEMENT_BETA,
     as_int,
     call_block,
     context_text,
@@ -75,7 +76,7 @@ _STOP = {
 }
 _EPHEMERAL = {"type": "ephemeral"}
 MAX_CACHE_BREAKPOINTS = 4
-CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+CONTEXT_MANAGEMENT_BETA = ANTHROPIC_CONTEXT_MANAGEMENT_BETA
 CONTEXT_EDITS = [{"type": "clear_tool_uses_20250919"}]
 
 # ------------------------------------------------------------------ lowering
