@@ -78,7 +78,8 @@ def wire_features(kind: str, config: Mapping[str, Any], spec: Mapping[str, Any])
         ANTHROPIC_CONTEXT_MANAGEMENT_BETA as CONTEXT_MANAGEMENT_BETA,
     )
 
-    headers = spec.get("headers") if isinstance(spec.get("headers"), Mapping) else {}
+    raw = spec.get("headers")
+    headers: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     declared = next((str(v) for k, v in headers.items() if k.lower() == "anthropic-beta"), "")
     beta = [n.strip() for n in declared.split(",") if n.strip()]
     managed = rt.get("anthropic_context_management") is True
