@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.model.execution_policy import execution_policy
 from holon_cli.model.tool import SleepRequest, ToolContext, ToolResult, render_error
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import budgets
@@ -277,6 +278,7 @@ class TurnRun:
             recent=self.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
+            policy=execution_policy(self.cfg),
         )
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:
