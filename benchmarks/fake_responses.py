@@ -39,9 +39,15 @@ class ResponsesHandler(BaseHTTPRequestHandler):
     def read_json(self) -> Any:
         return json.loads(self.rfile.read(int(self.headers["content-length"])))
 
-    def reply(self, output: list[dict[str, Any]], input_tokens: int, output_tokens: int) -> None:
+    def reply(
+        self,
+        output: list[dict[str, Any]],
+        input_tokens: int,
+        output_tokens: int,
+        resp_id: str = "resp_bench",
+    ) -> None:
         resp = {
-            "id": "resp_bench",
+            "id": resp_id,
             "object": "response",
             "status": "completed",
             "model": "bench",

@@ -127,3 +127,18 @@ def test_completion_benchmark_times_tabs_that_answer() -> None:
     lines = {r["line"] for r in report["rows"]}
     assert {"python -c pass", "holon --version", "holon agent status al<TAB>"} <= lines
     assert len(lines) == 9 and all(r["median_ms"] > 0 for r in report["rows"])
+
+
+@pytest.mark.slow
+def test_incremental_benchmark_measures_both_modes_of_one_turn(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes it prints come from a real turn in each mode: the same number
+    of rounds, full requests in one, continued ones from round 2 in the other."""
+    bench = _load("incremental")
+    full = bench.run_turn(False, 3, 100, 0)
+    inc = bench.run_turn(True, 3, 100, 0)
+    assert [r["incremental"] for r in full] == [0, 0, 0]
+    assert [r["incremental"] for r in inc] == [0, 1, 1]
+    assert inc[2]["input_bytes"] < full[2]["input_bytes"]
+    assert inc[2]["input_items"] == 1 and full[2]["input_items"] == 6
