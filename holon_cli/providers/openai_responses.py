@@ -476,9 +476,14 @@ class OpenAIResponsesTransport(HttpTransport):
             inc.STATE.forget(scope)
             plan = inc.Plan(body, "full", "previous_response_unknown")
             response = self._send(body)
-        inc.STATE.advance(
-            scope, request.turn_id, body, echoed_output(response), response.response_id
-        )
+        if (response.raw_stop_reason or "").startswith("incomplete"):
+            # the stored output may hold a call cut off mid-arguments that the
+            # runtime dropped: the next round cannot answer it, so it goes full
+            inc.STATE.forget(scope)
+        else:
+            inc.STATE.advance(
+                scope, request.turn_id, body, echoed_output(response), response.response_id
+            )
         response.request_mode = plan.mode
         response.request_mode_reason = plan.reason
         return response

@@ -320,3 +320,47 @@ def test_config_flag_must_be_a_boolean(holon_home: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config()
     assert "runtime.openai_incremental" in str(err.value)
+
+
+def test_streamed_rounds_continue_too_and_recover_from_an_unknown_previous_response(
+    loopback: LoopbackServer,
+) -> None:
+    """A config provider with ``stream: true``: the event feed's terminal
+    response id is the next round's ``previous_response_id``; the refusal of
+    an unknown one arrives as plain JSON before any event."""
+    call = Reply.sse((FIXTURES / "stream_function_call.sse").read_text())
+    after = Reply.sse((FIXTURES / "stream_text_after_tool.sse").read_text())
+    loopback.queue(call, fixture("error_400_previous_response_not_found"), after, call, after)
+    t = OpenAIResponsesTransport(
+        model="gpt-4o", base_url=f"{loopback.url}/v1", api_key=KEY, incremental=True, stream=True
+    )
+    turn = Turn()
+    round_trip(t, turn)
+    resp = round_trip(t, turn)
+    assert resp.request_mode_reason == "previous_response_unknown" and resp.text
+    bodies = [r.json() for r in loopback.requests]
+    assert bodies[1]["previous_response_id"] == (
+        "resp_67e554a155508191900ee113293c4c830794405d35281ae2"
+    )
+    assert bodies[1]["stream"] is True and "previous_response_id" not in bodies[2]
+    # a new turn of the same agent starts full, then continues the streamed head
+    turn.turn_id = "turn_2"
+    round_trip(t, turn)
+    round_trip(t, turn)
+    assert "previous_response_id" not in loopback.requests[3].json()
+    assert loopback.requests[4].json()["previous_response_id"] == (
+        "resp_67e554a155508191900ee113293c4c830794405d35281ae2"
+    )
+
+
+def test_an_incomplete_response_is_not_continued(loopback: LoopbackServer) -> None:
+    """A response cut off by max_output_tokens may hold a call the runtime
+    dropped (its arguments never finished): the next round goes in full."""
+    loopback.queue(fixture("incomplete_nonstream_max_output_tokens"), fixture("text_nonstream"))
+    t, turn = transport(loopback), Turn()
+    first = round_trip(t, turn)
+    assert first.stop_reason == "max_tokens"
+    turn.items.append(ConversationItem("user", "go on"))
+    resp = round_trip(t, turn)
+    assert "previous_response_id" not in loopback.requests[1].json()
+    assert resp.request_mode_reason == "first_request"
