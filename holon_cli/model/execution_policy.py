@@ -65,8 +65,10 @@ def execution_policy(config: Mapping[str, Any] | None) -> ExecutionPolicy:
 def describe(policy: ExecutionPolicy) -> str:
     """One line for the prompt: the backend, then what is and is not enforced."""
 
+    states: dict[str, object] = dict(policy)
+
     def names(state: Confinement) -> str:
-        picked = [k.removesuffix("_confinement") for k in CONFINEMENTS if policy[k] == state]  # type: ignore[literal-required]
+        picked = [k.removesuffix("_confinement") for k in CONFINEMENTS if states[k] == state]
         return ", ".join(n.replace("_", "-") for n in picked) or "none"
 
     return (

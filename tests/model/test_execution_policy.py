@@ -20,7 +20,8 @@ __all__ = ["bind_runner"]
 def test_nothing_is_enforced_without_a_sandbox(config: Any) -> None:
     p = execution_policy(config)
     assert p["backend"] == "host_local"
-    assert {k: p[k] for k in CONFINEMENTS} == dict.fromkeys(CONFINEMENTS, "not_enforced")  # type: ignore[literal-required]
+    states: dict[str, object] = dict(p)
+    assert {k: states[k] for k in CONFINEMENTS} == dict.fromkeys(CONFINEMENTS, "not_enforced")
 
 
 @pytest.mark.parametrize(
