@@ -180,10 +180,17 @@ def serve(**flags: Any) -> None:
     may run beside it.
 
     Serves the HTTP surface on --listen (or --host/--port) and on a
-    token-free 0600 Unix socket. --access local (the default without a
-    token) serves loopback only; --access token (the default with one)
-    requires the bearer token on every control route and may listen on
-    any address. Control routes need the token whenever one is configured.
+    token-free 0600 Unix socket (a file at --socket that is not a stale
+    socket is refused, never deleted). --access local (the default without
+    a token) serves loopback only; --access token (the default with one)
+    requires the bearer token on every control route and may listen on any
+    address. Control routes need the token whenever one is configured,
+    refuse browsers' cross-site requests (Origin, Sec-Fetch-Site: 403) and
+    control POSTs need Content-Type: application/json (415). Public routes
+    (enqueue, POST /webhooks/SOURCE/AGENT, callbacks) are limited per client
+    address (config.yaml ingress.rate_per_minute, default 60); webhook
+    signatures are set in ingress.webhooks (see README "Running unattended
+    safely").
 
     At start it seeds the builtin templates into ~/.agents/templates/, as
     `holon home init` does (an edited copy is never overwritten).
