@@ -48,9 +48,15 @@ class ResponsesHandler(BaseHTTPRequestHandler):
         self.stream = isinstance(body, dict) and body.get("stream") is True
         return body
 
-    def reply(self, output: list[dict[str, Any]], input_tokens: int, output_tokens: int) -> None:
+    def reply(
+        self,
+        output: list[dict[str, Any]],
+        input_tokens: int,
+        output_tokens: int,
+        resp_id: str = "resp_bench",
+    ) -> None:
         resp = {
-            "id": "resp_bench",
+            "id": resp_id,
             "object": "response",
             "status": "completed",
             "model": "bench",

@@ -10,30 +10,15 @@ from holon_cli.cli import output
 from holon_cli.cli.cmd_serve import serve_options
 
 
-def _serve_args(
-    listen: str | None,
-    socket_path: str | None,
-    advertise: str | None,
-    token_file: str | None,
-    concurrency: int,
-) -> tuple[list[str], str | None]:
+def _serve_args(flags: dict[str, Any]) -> tuple[list[str], str | None]:
     """Validate the serve options here (before launch) and turn them into the
-    child's argv plus the effective token."""
+    child's argv plus the effective token (handed to it in its environment,
+    never on its command line)."""
     from holon_cli.cli.cmd_serve import build_options
-    from holon_cli.serve.host import ServeOptions
 
-    opts = build_options(listen, socket_path, advertise, token_file, concurrency)
-    assert isinstance(opts, ServeOptions)
-    from holon_cli.errors import RejectedError
-    from holon_cli.serve.listen import is_loopback, parse_listen
-
+    opts, access = build_options(flags)
     assert opts.listen is not None and opts.socket_path is not None
-    if not is_loopback(parse_listen(opts.listen)[0]) and not opts.token:
-        raise RejectedError(
-            f"refusing to listen on {opts.listen} without a control token",
-            hint="set HOLON_CONTROL_TOKEN or pass --token-file, or listen on 127.0.0.1",
-        )
-    args = ["--listen", opts.listen, "--socket", opts.socket_path]
+    args = ["--listen", opts.listen, "--socket", opts.socket_path, "--access", access]
     args += ["--concurrency", str(opts.concurrency)]
     if opts.advertise:
         args += ["--advertise", opts.advertise]
@@ -94,15 +79,7 @@ def daemon() -> None:
     help="How long to wait for /healthz.",
 )
 @output.json_option
-def start(
-    listen: str | None,
-    socket_path: str | None,
-    advertise: str | None,
-    token_file: str | None,
-    concurrency: int,
-    start_timeout: str,
-    as_json: bool,
-) -> None:
+def start(start_timeout: str, as_json: bool, **flags: Any) -> None:
     """Start `holon serve` detached and wait until it answers /healthz.
 
     Already running with the same options: exit 0, no second process.
@@ -114,10 +91,11 @@ def start(
     \b
     Example:
       holon daemon start --listen 127.0.0.1:7878 --concurrency 8
+      holon daemon start --host 0.0.0.0 --port 7878 --access token --token-file ~/.holon-token
     """
     from holon_cli.serve import daemon as d
 
-    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    args, token = _serve_args(flags)
     res = d.start(args, token, timeout_s=_duration(start_timeout))
     if as_json:
         output.emit_json(res)
@@ -164,15 +142,7 @@ def stop(as_json: bool) -> None:
 @serve_options
 @click.option("--start-timeout", default="20s", show_default=True, metavar="DURATION")
 @output.json_option
-def restart(
-    listen: str | None,
-    socket_path: str | None,
-    advertise: str | None,
-    token_file: str | None,
-    concurrency: int,
-    start_timeout: str,
-    as_json: bool,
-) -> None:
+def restart(start_timeout: str, as_json: bool, **flags: Any) -> None:
     """Stop (if running), then start with the given options. In-flight turns
     are interrupted and replayed later.
 
@@ -182,7 +152,7 @@ def restart(
     """
     from holon_cli.serve import daemon as d
 
-    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    args, token = _serve_args(flags)
     timeout = _duration(start_timeout)
     d.stop()
     res = d.start(args, token, timeout_s=timeout)
@@ -196,14 +166,7 @@ def restart(
 @daemon.command("status", context_settings={"help_option_names": ["-h", "--help"]})
 @serve_options
 @output.json_option
-def status(
-    listen: str | None,
-    socket_path: str | None,
-    advertise: str | None,
-    token_file: str | None,
-    concurrency: int,
-    as_json: bool,
-) -> None:
+def status(as_json: bool, **flags: Any) -> None:
     """Show the daemon: state (running|stopped|stale), pid, addresses, health,
     whether its configuration matches these options, activity, last failure.
 
@@ -217,7 +180,7 @@ def status(
     """
     from holon_cli.serve import daemon as d
 
-    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    args, token = _serve_args(flags)
     res = d.status(args, token)
     if as_json:
         output.emit_json(res)
@@ -246,7 +209,9 @@ def _status_exit_code(res: dict[str, Any]) -> int:
 @output.json_option
 def logs(tail_n: int, follow: bool, as_json: bool) -> None:
     """Show the daemon log's last lines, with the paths of daemon.json and
-    the last failure file.
+    the last failure file, and the most recent start-up and shutdown
+    failures, each on its own line (a later successful start or stop clears
+    its own).
 
     \b
     Example:
@@ -266,9 +231,14 @@ def logs(tail_n: int, follow: bool, as_json: bool) -> None:
     output.echo(f"log: {res['log_path']}", err=True)
     output.echo(f"metadata: {res['daemon_json']}", err=True)
     output.echo(f"last failure: {res['last_failure_path']}", err=True)
-    lf = res["last_failure"]
-    if lf:
-        output.echo(f"  {lf.get('occurred_at')} [{lf.get('phase')}] {lf.get('summary')}", err=True)
+    for label, key in (
+        ("startup failure", "startup_failure"),
+        ("shutdown failure", "shutdown_failure"),
+    ):
+        lf = res[key]
+        output.echo(
+            f"{label}: {lf['occurred_at']} {lf['summary']}" if lf else f"{label}: none", err=True
+        )
     for line in res["lines"]:
         output.echo(line)
     if follow:

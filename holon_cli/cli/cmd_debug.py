@@ -195,5 +195,17 @@ def debug_providers_cmd(agent_id: str | None, model: str | None, as_json: bool) 
     if rows:
         click.echo("")
         output.print_table(["model", "transport", "base url", "credentials", "ok", "reason"], rows)
+    for c in d["candidates"]:
+        features = ", ".join(_wire_text(k, v) for k, v in c.get("wire", {}).items())
+        if features:
+            click.echo(f"wire {c['model']}: {features}")
     if d["problem"]:
         click.echo(f"\nproblem: {d['problem']}", err=True)
+
+
+def _wire_text(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return f"{key} {'on' if value else 'off'}"
+    if isinstance(value, list):
+        return f"{key} {'+'.join(map(str, value)) or 'none'}"
+    return f"{key} {value}"

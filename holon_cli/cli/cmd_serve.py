@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
+
+if TYPE_CHECKING:
+    from holon_cli.serve.host import ServeOptions
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
 
 
+ACCESS_MODES = ("local", "token")
+
+
 def serve_options(f: click.decorators.FC) -> click.decorators.FC:
-    """The options shared by ``holon serve`` and ``holon daemon start|restart``."""
+    """The options shared by ``holon serve`` and ``holon daemon start|restart|status``."""
     for opt in reversed(
         [
+            click.option(
+                "--access",
+                type=click.Choice(ACCESS_MODES),
+                help="Who may use the control routes: `local` = this machine only (loopback "
+                "address; a token, if configured, is still required), `token` = anyone "
+                "with the bearer token (any address; a token is required). "
+                "[default: token when one is configured, else local]",
+            ),
+            click.option(
+                "--host",
+                metavar="HOST",
+                help="HTTP listen host (with --port; the two halves of --listen).",
+            ),
+            click.option(
+                "--port",
+                type=click.IntRange(0, 65535),
+                metavar="PORT",
+                help="HTTP listen port (0 picks a free one).",
+            ),
             click.option(
                 "--listen",
                 metavar="HOST:PORT",
@@ -27,6 +54,12 @@ def serve_options(f: click.decorators.FC) -> click.decorators.FC:
                 "--advertise",
                 metavar="URL",
                 help="The public URL this server is reached at (its host is accepted in Host).",
+            ),
+            click.option(
+                "--token",
+                metavar="TOKEN",
+                help="Bearer token for control routes (other users can read a command "
+                "line: prefer --token-file or HOLON_CONTROL_TOKEN).",
             ),
             click.option(
                 "--token-file",
@@ -48,40 +81,95 @@ def serve_options(f: click.decorators.FC) -> click.decorators.FC:
     return f
 
 
-def build_options(
-    listen: str | None,
-    socket_path: str | None,
-    advertise: str | None,
-    token_file: str | None,
-    concurrency: int,
-) -> object:
+def resolve_listen(listen: str | None, host: str | None, port: int | None) -> str:
+    """The effective ``HOST:PORT``: ``--listen`` or ``--host``/``--port`` over
+    ``HOLON_HTTP_ADDR`` over the default. Raises UsageError."""
     import os
 
-    from holon_cli.serve.host import ServeOptions, resolve_token
-    from holon_cli.serve.listen import parse_listen
+    from holon_cli.errors import UsageError
+    from holon_cli.serve.listen import format_addr, parse_listen
+
+    if listen and (host is not None or port is not None):
+        raise UsageError(
+            "--listen cannot be combined with --host/--port",
+            hint="pass --listen HOST:PORT, or --host HOST and/or --port PORT",
+        )
+    base = listen or os.environ.get("HOLON_HTTP_ADDR") or DEFAULT_LISTEN
+    base_host, base_port = parse_listen(base)  # a bad value is a usage error before anything starts
+    if host is not None:
+        host = host.strip()
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not host or any(c in host for c in " /@?#"):
+            raise UsageError(f"invalid --host {host!r}", hint="use e.g. 127.0.0.1, ::1 or a name")
+    return format_addr(host or base_host, base_port if port is None else port)
+
+
+def resolve_access(access: str | None, listen: str, token: str | None) -> str:
+    """``--access``: checked against the listen host and the token before launch."""
+    from holon_cli.errors import RejectedError
+    from holon_cli.serve.listen import is_loopback, parse_listen
+
+    mode = access or ("token" if token else "local")
+    loopback = is_loopback(parse_listen(listen)[0])
+    if mode == "token" and not token:
+        raise RejectedError(
+            "--access token needs a control token",
+            hint="pass --token-file FILE (or --token, or set HOLON_CONTROL_TOKEN)",
+        )
+    if mode == "local" and not loopback:
+        raise RejectedError(
+            f"refusing to listen on {listen} without a control token"
+            if not token
+            else f"--access local serves this machine only; {listen} is not a loopback address",
+            hint="listen on 127.0.0.1 (the default), or use --access token with "
+            "--token-file FILE (or HOLON_CONTROL_TOKEN)",
+        )
+    return mode
+
+
+def resolve_flag_token(token: str | None, token_file: str | None) -> str | None:
+    from holon_cli.errors import UsageError
+    from holon_cli.serve.host import resolve_token
+
+    if token is not None:
+        if token_file:
+            raise UsageError(
+                "--token and --token-file both give the token; pass one",
+                hint="prefer --token-file (a command line is visible to other users)",
+            )
+        if not token.strip():
+            raise UsageError("--token is empty", hint="pass the bearer token, or drop --token")
+        return token.strip()
+    return resolve_token(token_file)
+
+
+def build_options(flags: dict[str, Any]) -> tuple[ServeOptions, str]:
+    """The serve options from the command's flags (``holon serve``, ``daemon``),
+    validated: a bad value is an error before anything starts; and the
+    effective access mode."""
+    import os
+
+    from holon_cli.serve.host import ServeOptions
     from holon_cli.store.layout import HomeLayout
 
-    listen = listen or os.environ.get("HOLON_HTTP_ADDR") or DEFAULT_LISTEN
-    parse_listen(listen)  # a bad value is a usage error before anything starts
-    sock = socket_path or str(HomeLayout.current().run_dir / "holon.sock")
-    return ServeOptions(
-        concurrency=concurrency,
+    listen = resolve_listen(flags.get("listen"), flags.get("host"), flags.get("port"))
+    token = resolve_flag_token(flags.get("token"), flags.get("token_file"))
+    access = resolve_access(flags.get("access"), listen, token)
+    sock = flags.get("socket_path") or str(HomeLayout.current().run_dir / "holon.sock")
+    opts = ServeOptions(
+        concurrency=int(flags.get("concurrency") or 4),
         listen=listen,
-        token=resolve_token(token_file),
-        advertise=advertise,
+        token=token,
+        advertise=flags.get("advertise"),
         socket_path=os.path.abspath(sock),
     )
+    return opts, access
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @serve_options
-def serve(
-    listen: str | None,
-    socket_path: str | None,
-    advertise: str | None,
-    token_file: str | None,
-    concurrency: int,
-) -> None:
+def serve(**flags: Any) -> None:
     """Run every agent of the home as a service, in the foreground.
 
     Watches the home (inbox arrivals, task exits, config, new agents) and
@@ -91,15 +179,18 @@ def serve(
     `holon turn` is left alone and retried. Cron lines and manual commands
     may run beside it.
 
-    Serves the HTTP surface on --listen (control routes need the bearer
-    token when one is configured; without one, loopback only) and on a
+    Serves the HTTP surface on --listen (or --host/--port) and on a
     token-free 0600 Unix socket (a file at --socket that is not a stale
-    socket is refused, never deleted). Control routes refuse browsers'
-    cross-site requests (Origin, Sec-Fetch-Site: 403) and control POSTs
-    need Content-Type: application/json (415). Public routes (enqueue,
-    POST /webhooks/SOURCE/AGENT, callbacks) are limited per client address
-    (config.yaml ingress.rate_per_minute, default 60); webhook signatures
-    are set in ingress.webhooks (see README "Running unattended safely").
+    socket is refused, never deleted). --access local (the default without
+    a token) serves loopback only; --access token (the default with one)
+    requires the bearer token on every control route and may listen on any
+    address. Control routes need the token whenever one is configured,
+    refuse browsers' cross-site requests (Origin, Sec-Fetch-Site: 403) and
+    control POSTs need Content-Type: application/json (415). Public routes
+    (enqueue, POST /webhooks/SOURCE/AGENT, callbacks) are limited per client
+    address (config.yaml ingress.rate_per_minute, default 60); webhook
+    signatures are set in ingress.webhooks (see README "Running unattended
+    safely").
 
     At start it seeds the builtin templates into ~/.agents/templates/, as
     `holon home init` does (an edited copy is never overwritten).
@@ -113,11 +204,10 @@ def serve(
       HOLON_MODEL=openai/gpt-4.1-mini holon serve --concurrency 8
       curl -s localhost:7878/healthz
     """
-    from holon_cli.serve.host import Host, ServeOptions
+    from holon_cli.serve.host import Host
     from holon_cli.tools.catalog import default_catalog
 
-    opts = build_options(listen, socket_path, advertise, token_file, concurrency)
-    assert isinstance(opts, ServeOptions)
+    opts, _access = build_options(flags)
     from holon_cli.runtime.budgets import config_errors
     from holon_cli.store.config import load_config
 

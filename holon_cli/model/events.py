@@ -182,6 +182,11 @@ class ProviderRoundCompletedData(TypedDict):
     provider_attempt_timeline: ProviderAttemptTimeline
     stop_reason: str | None
     model_ref: str | None
+    # incremental Responses requests: ``full`` | ``incremental``, and why full
+    request_mode: NotRequired[str]
+    request_mode_reason: NotRequired[str]
+    # server-side context edits the provider applied (counts only)
+    context_edits: NotRequired[list[dict[str, Any]]]
 
 
 class AssistantRoundRecordedData(TypedDict):

@@ -118,6 +118,12 @@ class ModelResponse:
     raw_stop_reason: str | None = None
     response_id: str | None = None
     model: str | None = None
+    # how the request went out when a transport can send less than the whole
+    # conversation (``full`` | ``incremental``), and why it was full
+    request_mode: str | None = None
+    request_mode_reason: str | None = None
+    # server-side context edits the provider applied to this request (Anthropic)
+    context_edits: list[dict[str, Any]] | None = None
 
     @property
     def text(self) -> str:

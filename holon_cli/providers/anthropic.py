@@ -1,12 +1,20 @@
 """Anthropic Messages transport (``anthropic/<model>``, and config providers with
 ``transport: anthropic_messages``): ``POST {base}/v1/messages``.
 
-Owns the Messages lowering: ``system`` as text blocks (the last one marked
-``cache_control: ephemeral``, plus one rolling marker on the newest
-conversation block), context blocks leading the first user message,
+Owns the Messages lowering: ``system`` as text blocks, context blocks leading
+the first user message,
 assistant ``tool_use`` blocks, tool results as ``tool_result`` blocks grouped
 into one user message (``tool_use_id``, ``is_error``), consecutive same-role
-messages merged, ``max_tokens`` always set. Parses the JSON ``message`` and
+messages merged, ``max_tokens`` always set. Prompt caching: at most four
+``cache_control: ephemeral`` breakpoints (the API's limit), on the stable
+prefix first: the last tool (the catalog, identical across agents), the last
+system block (policy, binding, instructions, skills, tool guidance: stable
+for the agent), the frame's context block (stable within a turn), and one
+rolling marker on the newest conversation block. Opt-in context management
+(``runtime.anthropic_context_management``) asks the API to clear old tool
+results server-side (``clear_tool_uses_20250919`` under the
+``context-management-2025-06-27`` beta); the edits it applied come back on
+the response. Parses the JSON ``message`` and
 the SSE feed (``message_start``, ``content_block_*`` with ``text_delta`` and
 ``input_json_delta``, ``message_delta``, ``ping``, mid-stream ``error``).
 
@@ -39,6 +47,7 @@ from holon_cli.providers.http_common import (
 )
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
+    ANTHROPIC_CONTEXT_MANAGEMENT_BETA,
     as_int,
     call_block,
     context_text,
@@ -66,6 +75,9 @@ _STOP = {
     "model_context_window_exceeded": STOP_MAX_TOKENS,
 }
 _EPHEMERAL = {"type": "ephemeral"}
+MAX_CACHE_BREAKPOINTS = 4
+CONTEXT_MANAGEMENT_BETA = ANTHROPIC_CONTEXT_MANAGEMENT_BETA
+CONTEXT_EDITS = [{"type": "clear_tool_uses_20250919"}]
 
 # ------------------------------------------------------------------ lowering
 
@@ -91,7 +103,12 @@ def lower_messages(request: ProviderRequest, *, cache_marker: bool = True) -> li
 
     ctx = context_text(request.frame)
     if ctx:
-        add("user", [{"type": "text", "text": ctx}])
+        # the frame is stable within a turn: a breakpoint after it survives
+        # any number of rounds (the rolling marker only looks 20 blocks back)
+        frame: dict[str, Any] = {"type": "text", "text": ctx}
+        if cache_marker:
+            frame["cache_control"] = dict(_EPHEMERAL)
+        add("user", [frame])
     for item in request.conversation:
         if item.role == "user":
             if item.text.strip():
@@ -127,12 +144,41 @@ def lower_messages(request: ProviderRequest, *, cache_marker: bool = True) -> li
     return msgs
 
 
+def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": tool_schema(t)}
+        for t in request.tools
+    ]
+    if tools:
+        tools[-1]["cache_control"] = dict(_EPHEMERAL)
+    return tools
+
+
+def cache_breakpoints(body: dict[str, Any]) -> list[str]:
+    """Where a body's ``cache_control`` markers sit, in prompt order
+    (``tools[i]``, ``system[i]``, ``messages[i].content[j]``)."""
+    where = [f"tools[{i}]" for i, t in enumerate(body.get("tools") or []) if "cache_control" in t]
+    where += [
+        f"system[{i}]" for i, b in enumerate(body.get("system") or []) if "cache_control" in b
+    ]
+    for i, m in enumerate(body.get("messages") or []):
+        content = m.get("content")
+        if isinstance(content, list):
+            where += [
+                f"messages[{i}].content[{j}]"
+                for j, b in enumerate(content)
+                if isinstance(b, dict) and "cache_control" in b
+            ]
+    return where
+
+
 def build_body(
     request: ProviderRequest,
     model: str,
     *,
     stream: bool = False,
     max_output_tokens: int | None = None,
+    context_management: bool = False,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
@@ -143,17 +189,33 @@ def build_body(
         body["system"] = system
     body["messages"] = lower_messages(request)
     if request.tools:
-        body["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": tool_schema(t)}
-            for t in request.tools
-        ]
+        body["tools"] = lower_tools(request)
         body["tool_choice"] = {"type": "auto"}
+    if context_management:
+        body["context_management"] = {"edits": [dict(e) for e in CONTEXT_EDITS]}
     if stream:
         body["stream"] = True
     return body
 
 
+def with_beta(current: str | None, beta: str) -> str:
+    """``anthropic-beta`` with ``beta`` added once to what config already asks for."""
+    names = [n.strip() for n in (current or "").split(",") if n.strip()]
+    return ",".join(names if beta in names else [*names, beta])
+
+
 # ------------------------------------------------------------------- parsing
+
+
+def context_edits(obj: Any) -> list[dict[str, Any]] | None:
+    """The context edits the API applied (``context_management.applied_edits``):
+    type and the counts only, nothing of the cleared content."""
+    cm = obj.get("context_management") if isinstance(obj, dict) else None
+    edits = cm.get("applied_edits") if isinstance(cm, dict) else None
+    if not isinstance(edits, list):
+        return None
+    keep = ("type", "cleared_tool_uses", "cleared_input_tokens", "cleared_thinking_turns")
+    return [{k: e[k] for k in keep if k in e} for e in edits if isinstance(e, dict)]
 
 
 def classify_error_object(body: Any, *, stage: str) -> ProviderFailure:
@@ -241,6 +303,7 @@ def parse_message(obj: Any) -> ModelResponse:
         raw_stop_reason=str(raw_stop) if raw_stop is not None else None,
         response_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
         model=obj.get("model") if isinstance(obj.get("model"), str) else None,
+        context_edits=context_edits(obj),
     )
 
 
@@ -250,6 +313,7 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
     msg_id: str | None = None
     model: str | None = None
     raw_stop: Any = None
+    edits: list[dict[str, Any]] | None = None
     got_delta = False
     stopped = False
     stream = JsonEventStream(events, "event")
@@ -297,6 +361,7 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
                 raw_stop = d["stop_reason"]
             if isinstance(obj.get("usage"), dict):
                 usage.update({k: v for k, v in obj["usage"].items() if v is not None})
+            edits = context_edits(obj) or edits
         elif typ == "message_stop":
             stopped = True
             break
@@ -344,6 +409,7 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
         raw_stop_reason=str(raw_stop) if raw_stop is not None else None,
         response_id=msg_id,
         model=model,
+        context_edits=edits,
     )
 
 
@@ -359,10 +425,16 @@ class AnthropicTransport(HttpTransport):
         model: str,
         provider: str = "anthropic",
         base_url: str = DEFAULT_ANTHROPIC_BASE_URL,
+        context_management: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(model=model, provider=provider, base_url=base_url, **kwargs)
         self.extra_headers = {"anthropic-version": ANTHROPIC_VERSION, **self.extra_headers}
+        self.context_management = context_management
+        if context_management:
+            self.extra_headers["anthropic-beta"] = with_beta(
+                self.extra_headers.get("anthropic-beta"), CONTEXT_MANAGEMENT_BETA
+            )
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key}
@@ -373,7 +445,11 @@ class AnthropicTransport(HttpTransport):
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         return build_body(
-            request, self.model, stream=self.stream, max_output_tokens=self.max_output_tokens
+            request,
+            self.model,
+            stream=self.stream,
+            max_output_tokens=self.max_output_tokens,
+            context_management=self.context_management,
         )
 
     def complete(self, request: ProviderRequest) -> ModelResponse:

@@ -67,6 +67,8 @@ class ProviderRequest:
     # where a provider may keep per-agent state (the scripted provider's cursor)
     state_dir: Path | None = None
     agent_id: str | None = None
+    # the turn this round belongs to (incremental requests never cross turns)
+    turn_id: str | None = None
 
 
 # ---------------------------------------------------------------- failures

@@ -28,6 +28,8 @@ class CandidateReport(TypedDict):
     credentials_env: str | None
     supported: bool
     reason: str | None
+    # the opt-in wire features this candidate would use (never a header value)
+    wire: dict[str, Any]
 
 
 def describe_candidate(
@@ -52,12 +54,42 @@ def describe_candidate(
         except ProviderFailure as f:
             return _report(ref, "scripted", None, "not_needed", None, f)
         return _report(ref, "scripted", None, "not_needed", None, None)
+    wire = wire_features(ep.kind, config, ep.spec)
     if ep.key_env is None:
-        return _report(ref, ep.kind, ep.base_url, "not_needed", None, None)
+        return _report(ref, ep.kind, ep.base_url, "not_needed", None, None, wire)
     if env.get(ep.key_env):
-        return _report(ref, ep.kind, ep.base_url, "present", ep.key_env, None)
+        return _report(ref, ep.kind, ep.base_url, "present", ep.key_env, None, wire)
     missing = f"${ep.key_env} is not set (export it, or choose another model)"
-    return _report(ref, ep.kind, ep.base_url, "missing", ep.key_env, missing)
+    return _report(ref, ep.kind, ep.base_url, "missing", ep.key_env, missing, wire)
+
+
+def wire_features(kind: str, config: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a transport kind adds to its requests under this config: incremental
+    Responses requests (and so stored responses), Anthropic cache breakpoints,
+    context management and the beta names asked for. Header *values* other
+    than the public beta names are never read into the report."""
+    rt = config.get("runtime") or {}
+    if kind == "openai_responses":
+        on = rt.get("openai_incremental") is True
+        return {"incremental": on, "store": on}
+    if kind != "anthropic_messages":
+        return {}
+    from holon_cli.providers.wire import (
+        ANTHROPIC_CONTEXT_MANAGEMENT_BETA as CONTEXT_MANAGEMENT_BETA,
+    )
+
+    raw = spec.get("headers")
+    headers: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    declared = next((str(v) for k, v in headers.items() if k.lower() == "anthropic-beta"), "")
+    beta = [n.strip() for n in declared.split(",") if n.strip()]
+    managed = rt.get("anthropic_context_management") is True
+    if managed and CONTEXT_MANAGEMENT_BETA not in beta:
+        beta.append(CONTEXT_MANAGEMENT_BETA)
+    return {
+        "cache_breakpoints": ["tools", "system", "frame", "newest_block"],
+        "context_management": managed,
+        "beta": beta,
+    }
 
 
 def _report(
@@ -67,6 +99,7 @@ def _report(
     credentials: Credentials,
     key_env: str | None,
     why: ProviderFailure | str | None,
+    wire: dict[str, Any] | None = None,
 ) -> CandidateReport:
     reason: str | None
     if isinstance(why, ProviderFailure):
@@ -81,6 +114,7 @@ def _report(
         "credentials_env": key_env,
         "supported": why is None,
         "reason": reason,
+        "wire": wire or {},
     }
 
 

@@ -19,6 +19,8 @@ from holon_cli.providers.openai_responses import OpenAIResponsesTransport, build
 class OpenAICodexTransport(OpenAIResponsesTransport):
     """``POST {base_url}/responses`` with ``stream: true``; parses the event feed."""
 
+    incremental_capable = False  # the Codex backend stores nothing
+
     def __init__(self, *, model: str, provider: str = "openai-codex", **kwargs: Any) -> None:
         kwargs.pop("max_output_tokens", None)  # the Codex backend rejects it
         kwargs["stream"] = True

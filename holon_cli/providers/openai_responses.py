@@ -10,7 +10,8 @@ context blocks lead the ``input`` as one user message; user turns are
 calls are ``function_call`` items (arguments as a JSON string); tool results
 are ``function_call_output`` items correlated by ``call_id``.
 Requests are sent with ``store: false``: the runtime always sends the full
-replayable conversation.
+replayable conversation, unless incremental requests are on
+(``runtime.openai_incremental``), which store responses and continue them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from holon_cli.model.provider import (
     STOP_END_TURN,
     STOP_MAX_TOKENS,
     STOP_TOOL_USE,
+    ConversationItem,
     ModelResponse,
 )
 from holon_cli.providers.base import CONTEXT_OVERFLOW_HINT, ProviderFailure, ProviderRequest
@@ -59,33 +61,45 @@ def lower_input(request: ProviderRequest) -> list[dict[str, Any]]:
     if ctx:
         items.append({"role": "user", "content": [{"type": "input_text", "text": ctx}]})
     for item in request.conversation:
-        if item.role == "user":
-            items.append({"role": "user", "content": [{"type": "input_text", "text": item.text}]})
-        elif item.role == "assistant":
-            if item.text:
-                items.append(
-                    {
-                        "type": "message",
-                        "role": "assistant",
-                        "content": [{"type": "output_text", "text": item.text, "annotations": []}],
-                    }
-                )
-            for call in item.tool_calls:
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": call.id,
-                        "name": call.name,
-                        "arguments": arguments_json(call),
-                    }
-                )
-        elif item.role == "tool":
-            items.append(
-                {"type": "function_call_output", "call_id": item.call_id or "", "output": item.text}
-            )
-        else:
-            raise ValueError(f"unknown conversation role {item.role!r}")
+        items.extend(lower_item(item))
     return items
+
+
+def lower_item(item: ConversationItem) -> list[dict[str, Any]]:
+    """One conversation entry as Responses input items."""
+    if item.role == "user":
+        return [{"role": "user", "content": [{"type": "input_text", "text": item.text}]}]
+    if item.role == "assistant":
+        items: list[dict[str, Any]] = []
+        if item.text:
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": item.text, "annotations": []}],
+                }
+            )
+        for call in item.tool_calls:
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": arguments_json(call),
+                }
+            )
+        return items
+    if item.role == "tool":
+        return [
+            {"type": "function_call_output", "call_id": item.call_id or "", "output": item.text}
+        ]
+    raise ValueError(f"unknown conversation role {item.role!r}")
+
+
+def echoed_output(response: ModelResponse) -> list[dict[str, Any]]:
+    """A response's output as the next request's input will echo it (the turn
+    journals it as one assistant entry)."""
+    return lower_item(ConversationItem("assistant", response.text, response.tool_calls))
 
 
 def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
@@ -399,9 +413,17 @@ def parse_responses_stream(events: Iterable[SSEEvent]) -> ModelResponse:
 
 class OpenAIResponsesTransport(HttpTransport):
     """``POST {base_url}/responses``: non-streaming JSON, or SSE when ``stream``
-    (a config-declared provider with ``stream: true``)."""
+    (a config-declared provider with ``stream: true``).
+
+    With ``incremental`` (``runtime.openai_incremental: true``) requests are
+    stored (``store: true``) and later rounds of a turn continue the previous
+    response (see :mod:`holon_cli.providers.incremental`); a provider that no
+    longer knows the previous response gets the same round once more in full.
+    """
 
     endpoint = "responses"
+    # the Codex backend keeps nothing (``store`` must stay false)
+    incremental_capable = True
 
     def __init__(
         self,
@@ -409,18 +431,59 @@ class OpenAIResponsesTransport(HttpTransport):
         model: str,
         provider: str = "openai",
         base_url: str = DEFAULT_OPENAI_BASE_URL,
+        incremental: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(model=model, provider=provider, base_url=base_url, **kwargs)
+        self.incremental = incremental and self.incremental_capable
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         body = build_body(request, self.model, max_output_tokens=self.max_output_tokens)
         if self.stream:
             body["stream"] = True
+        if self.incremental:
+            body["store"] = True
         return body
 
     def complete(self, request: ProviderRequest) -> ModelResponse:
         body = self.build_body(request)
+        if not self.incremental:
+            return self._send(body)
+        return self._complete_incremental(request, body)
+
+    def _send(self, body: dict[str, Any]) -> ModelResponse:
         if self.stream:
             return post_stream(self.target(), body, parse_responses_stream, parse_response_object)
         return post_json(self.target(), body, parse_response_object)
+
+    def _complete_incremental(
+        self, request: ProviderRequest, body: dict[str, Any]
+    ) -> ModelResponse:
+        from holon_cli.providers import incremental as inc
+
+        scope = inc.scope_of(
+            request.agent_id, request.frame.prompt_cache_key, self.model_ref, self.url()
+        )
+        plan = inc.STATE.plan(scope, request.turn_id, body)
+        try:
+            response = self._send(plan.body)
+        except ProviderFailure as failure:
+            if plan.mode != "incremental" or not inc.unknown_previous_response(
+                failure.status, failure.message, failure.body_preview
+            ):
+                raise
+            # expired or never stored: this round once more, in full
+            inc.STATE.forget(scope)
+            plan = inc.Plan(body, "full", "previous_response_unknown")
+            response = self._send(body)
+        if (response.raw_stop_reason or "").startswith("incomplete"):
+            # the stored output may hold a call cut off mid-arguments that the
+            # runtime dropped: the next round cannot answer it, so it goes full
+            inc.STATE.forget(scope)
+        else:
+            inc.STATE.advance(
+                scope, request.turn_id, body, echoed_output(response), response.response_id
+            )
+        response.request_mode = plan.mode
+        response.request_mode_reason = plan.reason
+        return response

@@ -234,7 +234,18 @@ def resolve_transport(
             {str(k): str(v) for k, v in headers.items()} if isinstance(headers, Mapping) else None
         )
         kwargs["stream"] = bool(ep.spec.get("stream", False))
+    kwargs.update(_wire_options(ep.kind, config))
     return _construct(ep.kind, **kwargs)
+
+
+def _wire_options(kind: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The opt-in wire features of ``runtime`` a transport kind understands."""
+    rt = config.get("runtime") or {}
+    if kind == "openai_responses":
+        return {"incremental": rt.get("openai_incremental") is True}
+    if kind == "anthropic_messages":
+        return {"context_management": rt.get("anthropic_context_management") is True}
+    return {}
 
 
 def _construct(kind: str, **kwargs: Any) -> Transport:

@@ -17,6 +17,10 @@ from typing import Any
 from holon_cli.digest import sha256_hex
 from holon_cli.model.provider import PromptFrame, TokenUsage, ToolCall, ToolSpec
 
+# the Anthropic beta that turns on server-side context management
+# (here, not in the transport: the doctor names it without loading HTTP code)
+ANTHROPIC_CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+
 # ------------------------------------------------------------------ frames
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from holon_cli.model.execution_policy import execution_policy
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.memory.compaction import context_budget
@@ -13,6 +14,7 @@ from holon_cli.runtime.turn import context_trigger, recent_conversation
 from holon_cli.runtime.turn.context import recent_chars_for
 from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.config import load_config
 from holon_cli.store.layout import default_agent_id
 
 if TYPE_CHECKING:
@@ -24,7 +26,6 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
     state = rec["state"]
     ws = workspace_for(store.layout.home, state)
     specs, guidance = catalog.specs, catalog.guidance
-    from holon_cli.store.config import load_config
 
     cfg = load_config()
     wm = working.state_of(state.get("working_memory"))
@@ -58,6 +59,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         ),
         working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
         memory_delta=working.render_delta(wm),
+        policy=execution_policy(cfg),
     )
     f = built.frame
     return {
@@ -171,7 +173,6 @@ def debug_providers(store: AgentStore, *, cli_model: str | None = None) -> dict[
     from holon_cli.providers.chain import retry_policy
     from holon_cli.providers.doctor import describe_candidate
     from holon_cli.providers.registry import model_chain
-    from holon_cli.store.config import load_config
 
     config = load_config()
     override = store.read_record()["state"].get("model_override")

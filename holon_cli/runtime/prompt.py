@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from holon_cli.model.envelope import body_text, origin_label
+from holon_cli.model.execution_policy import ExecutionPolicy, execution_policy
+from holon_cli.model.execution_policy import describe as describe_policy
 from holon_cli.runtime.workspace import (
     WorkspaceBinding,
     load_instructions,
@@ -55,8 +57,9 @@ Engineering guardrails:
   `head`, `tail`; avoid whole-file dumps.
 - Change files with ApplyPatch (a unified diff).
 
-Execution contract: the backend is `host_local`; commands run on the host in
-the execution root. Path, network and secret confinement are not enforced.
+Execution contract: commands run in the execution root on the backend the
+execution binding names, with the confinement it lists as enforced (path,
+write, network, secret, child processes); anything not enforced is not.
 
 When the work is done, or you are waiting on something outside your control,
 end your turn with a short operator-facing answer; call Sleep when there is
@@ -343,14 +346,16 @@ def tool_guidance(tools: list[ToolSpec], guidance: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def execution_binding(agent_id: str, agent_home: Path, ws: WorkspaceBinding) -> str:
+def execution_binding(
+    agent_id: str, agent_home: Path, ws: WorkspaceBinding, policy: ExecutionPolicy
+) -> str:
     return (
         f"# Execution\nagent_id: {agent_id}\nagent_home: {agent_home}\n"
         f"workspace_id: {ws.workspace_id}\n"
         f"workspace_anchor: {ws.workspace_anchor}\nexecution_root: {ws.execution_root}\n"
         f"cwd: {ws.cwd}\nprojection_kind: {ws.projection_kind}\n"
         + _workspace_lines(ws)
-        + "execution policy: host_local (path/network/secret confinement: not_enforced)"
+        + describe_policy(policy)
     )
 
 
@@ -433,13 +438,14 @@ def _system_blocks(
     skills: list[dict[str, str]],
     tools: list[ToolSpec],
     guidance: dict[str, str],
+    policy: ExecutionPolicy,
 ) -> list[str]:
     """The stable and agent-scoped blocks in the contract's order: 1 runtime
     policy and execution contract (the execution binding belongs to it), 2
     turn-mode guidance, 3 agent and 4 workspace instructions, 5 skills, 6
     tool guidance."""
     blocks = [sec.add("stable", "runtime policy", SYSTEM_POLICY, "holon runtime")]
-    binding = execution_binding(agent_id, agent_home, ws)
+    binding = execution_binding(agent_id, agent_home, ws, policy)
     blocks.append(sec.add("agent", "execution binding", binding, "agent state"))
     # position 2: the mode guidance for every trigger is stable (cacheable);
     # which mode applies to this turn is a context block
@@ -478,9 +484,12 @@ def build_frame(
     trigger: Mapping[str, Any] | None = None,
     working_memory: str | None = None,
     memory_delta: str | None = None,
+    policy: ExecutionPolicy | None = None,
 ) -> BuiltPrompt:
     """The prompt frame. Deterministic: the same inputs give the same bytes
-    (the cache key and fingerprint are hashes of them)."""
+    (the cache key and fingerprint are hashes of them). ``policy``: the
+    execution policy projection (default: no sandbox, nothing enforced)."""
+    policy = policy or execution_policy(None)
     sec = _Sections()
     instructions = load_instructions(agent_home, ws)
     skills = discover_skills(agent_home, ws, is_default_agent=is_default_agent)
@@ -493,6 +502,7 @@ def build_frame(
         skills=skills,
         tools=tools,
         guidance=guidance,
+        policy=policy,
     )
     trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
     mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
@@ -536,12 +546,7 @@ def build_frame(
     sources = {
         "agent_home": str(agent_home),
         **ws.to_dict(),
-        "execution_policy": {
-            "backend": "host_local",
-            "path_confinement": "not_enforced",
-            "network_confinement": "not_enforced",
-            "secret_confinement": "not_enforced",
-        },
+        "execution_policy": dict(policy),
         "instructions": [s.to_dict() for _, s in instructions],
         "skills": skills,
     }

@@ -83,7 +83,7 @@ class ServeClient:
     """Requests to one serve over its Unix socket."""
 
     def __init__(self, path: Path, timeout: float = 5.0) -> None:
-        import httpx
+        import httpx2 as httpx
 
         self._httpx = httpx
         self._http = httpx.Client(
@@ -144,7 +144,7 @@ class AsyncServeClient:
     waits on an open event stream."""
 
     def __init__(self, path: Path, timeout: float = 5.0) -> None:
-        import httpx
+        import httpx2 as httpx
 
         self._httpx = httpx
         self._http = httpx.AsyncClient(

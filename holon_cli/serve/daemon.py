@@ -97,6 +97,8 @@ def read_meta() -> dict[str, Any] | None:
 
 
 def _record_failure(phase: str, summary: str) -> dict[str, Any]:
+    """Persist a lifecycle failure: the newest at the top level (what status
+    reads) and the newest of each phase under ``phases`` (what logs shows)."""
     rec = {
         "v": 1,
         "occurred_at": clock.now_iso(),
@@ -104,15 +106,21 @@ def _record_failure(phase: str, summary: str) -> dict[str, Any]:
         "phase": phase,
         "detail_hint": f"see `holon daemon logs` ({log_path()})",
     }
+    phases = dict(failures_by_phase())
+    phases[phase] = {k: v for k, v in rec.items() if k != "v"}
     run_dir().mkdir(parents=True, exist_ok=True)
-    write_snapshot(failure_path(), rec)
+    write_snapshot(failure_path(), {**rec, "phases": phases})
     return rec
 
 
 def _clear_failure(phase: str) -> None:
-    rec = read_snapshot(failure_path()) if failure_path().exists() else None
-    if rec and rec.get("phase") == phase:
+    """A later success of ``phase`` clears its failure; the other phase's stays."""
+    phases = {k: v for k, v in failures_by_phase().items() if k != phase}
+    if not phases:
         failure_path().unlink(missing_ok=True)
+        return
+    newest = max(phases.values(), key=lambda r: str(r.get("occurred_at") or ""))
+    write_snapshot(failure_path(), {"v": 1, **newest, "phases": phases})
 
 
 def _client(meta: dict[str, Any], timeout: float = 2.0) -> Any:
@@ -348,7 +356,12 @@ def stop() -> dict[str, Any]:
                 _record_failure("shutdown", f"pid {pid} survived SIGKILL")
                 raise HolonError(f"pid {pid} did not exit", hint="see `holon daemon logs`")
     meta_path().unlink(missing_ok=True)
-    _clear_failure("shutdown")
+    if method == "sigkill":  # stopped, but not gracefully: worth a look
+        _record_failure(
+            "shutdown", f"serve (pid {pid}) ignored SIGTERM for {STOP_GRACE_S:g} s; killed"
+        )
+    else:
+        _clear_failure("shutdown")
     return {"was_running": True, "pid": pid, "method": method}
 
 
@@ -539,6 +552,22 @@ class _LogReader:
         return rest or None
 
 
+def failures_by_phase() -> dict[str, dict[str, Any]]:
+    """The newest persisted failure of each lifecycle phase (``startup``,
+    ``shutdown``); a record from before ``phases`` counts for its own phase."""
+    try:
+        rec = read_snapshot(failure_path()) if failure_path().exists() else None
+    except HolonError:
+        return {}
+    if not isinstance(rec, dict):
+        return {}
+    phases = rec.get("phases")
+    if isinstance(phases, dict):
+        return {str(k): v for k, v in phases.items() if isinstance(v, dict)}
+    phase = rec.get("phase")
+    return {str(phase): {k: v for k, v in rec.items() if k != "v"}} if phase else {}
+
+
 def logs(tail: int = 50) -> dict[str, Any]:
     return logs_with_position(tail)[0]
 
@@ -558,10 +587,21 @@ def logs_with_position(tail: int = 50) -> tuple[dict[str, Any], tuple[int, int]]
     except FileNotFoundError:
         pass
     failure = read_snapshot(failure_path()) if failure_path().exists() else None
+    if isinstance(failure, dict):
+        failure = {k: v for k, v in failure.items() if k != "phases"}
+    phases = failures_by_phase()
     return {
         "log_path": str(log_path()),
         "daemon_json": str(meta_path()),
         "last_failure_path": str(failure_path()),
         "last_failure": failure,
+        "startup_failure": _summary(phases.get("startup")),
+        "shutdown_failure": _summary(phases.get("shutdown")),
         "lines": lines,
     }, position
+
+
+def _summary(rec: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not rec:
+        return None
+    return {k: rec.get(k) for k in ("occurred_at", "summary", "phase", "detail_hint")}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -197,7 +197,9 @@ async def events_stream(request: Request) -> Response:
     )
 
 
-def _default_agent(handler: Handler) -> Handler:
+def _default_agent(
+    handler: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
     """``/status``, ``/state``, ``/events``: the default agent's routes
     (``/events`` with ``Accept: text/event-stream`` is the live stream)."""
 
@@ -207,7 +209,8 @@ def _default_agent(handler: Handler) -> Handler:
         request.scope["path_params"] = {"agent_id": default_agent_id()}
         if handler is events_page and "text/event-stream" in request.headers.get("accept", ""):
             return await events_stream(request)
-        return await handler(request)
+        response: Response = await handler(request)
+        return response
 
     return aliased
 

@@ -93,6 +93,13 @@ class RuntimeConfig:
         "prompt budget in tokens; older rounds are compacted above it (default 128000)",
         min=MIN_CONTEXT_BUDGET_TOKENS,
     )
+    # opt-in provider wire features (providers/registry.py reads them)
+    openai_incremental: bool | None = _opt(
+        "Responses rounds continue the previous response (stored) and send only new items"
+    )
+    anthropic_context_management: bool | None = _opt(
+        "Anthropic clears old tool results server-side as the context fills (beta)"
+    )
 
 
 # ---------------------------------------------------------------- budgets

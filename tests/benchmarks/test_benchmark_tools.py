@@ -190,3 +190,18 @@ def test_tui_benchmark_measures_a_console_that_painted() -> None:
     assert 0 < report["tmux_floor_s"] < report["first_paint_s"] <= report["connected_s"]
     assert report["console_cpu_s"] >= 0 and report["idle_seconds"] == 2
     assert report["target_met"] == (res.returncode == 0)
+
+
+@pytest.mark.slow
+def test_incremental_benchmark_measures_both_modes_of_one_turn(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes it prints come from a real turn in each mode: the same number
+    of rounds, full requests in one, continued ones from round 2 in the other."""
+    bench = _load("incremental")
+    full = bench.run_turn(False, 3, 100, 0)
+    inc = bench.run_turn(True, 3, 100, 0)
+    assert [r["incremental"] for r in full] == [0, 0, 0]
+    assert [r["incremental"] for r in inc] == [0, 1, 1]
+    assert inc[2]["input_bytes"] < full[2]["input_bytes"]
+    assert inc[2]["input_items"] == 1 and full[2]["input_items"] == 6

@@ -43,6 +43,7 @@ def test_present_and_missing_credentials_never_show_the_value(
         "credentials_env": "OPENAI_API_KEY",
         "supported": True,
         "reason": None,
+        "wire": {"incremental": False, "store": False},
     }
     assert second["credentials"] == "missing"
     assert second["supported"] is False
@@ -116,3 +117,37 @@ def test_a_broken_config_is_a_config_error_naming_the_key(holon_home: Path) -> N
     r = run("debug", "providers")
     assert r.returncode == 2
     assert "providers.odd.transport" in r.stderr
+
+
+def test_wire_features_show_beta_names_never_header_values(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "model": "gw/claude-x",
+                "fallback_models": ["openai/gpt-5"],
+                "runtime": {"openai_incremental": True, "anthropic_context_management": True},
+                "providers": {
+                    "gw": {
+                        "transport": "anthropic_messages",
+                        "base_url": "https://gw.example/anthropic",
+                        "headers": {"X-Gateway-Key": SECRET, "anthropic-beta": "token-efficient"},
+                    }
+                },
+            }
+        )
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    gw, openai = doctor()["candidates"]
+    assert gw["wire"] == {
+        "cache_breakpoints": ["tools", "system", "frame", "newest_block"],
+        "context_management": True,
+        "beta": ["token-efficient", "context-management-2025-06-27"],
+    }
+    assert openai["wire"] == {"incremental": True, "store": True}
+    human = run("debug", "providers")
+    assert human.returncode == 0 and SECRET not in human.stdout + human.stderr
+    assert "wire openai/gpt-5: incremental on, store on" in human.stdout
+    assert "context_management on" in human.stdout

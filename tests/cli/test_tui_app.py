@@ -266,7 +266,7 @@ async def test_resize_and_control_characters(surface: Surface, tmp_path: Path) -
 
 
 async def test_quit_leaves_the_runtime_running(surface: Surface) -> None:
-    import httpx
+    import httpx2 as httpx
 
     before = open_agent(None).read_record()["state"]["status"]
     for how in ("/quit", "ctrl+q"):

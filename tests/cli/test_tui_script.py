@@ -10,7 +10,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import pytest
 import yaml
 from inprocess_cli import bind_runner, run  # noqa: F401

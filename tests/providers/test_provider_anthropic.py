@@ -70,12 +70,13 @@ def test_headers_and_request_shape(loopback: LoopbackServer) -> None:
         {"type": "text", "text": "SYS"},
         {"type": "text", "text": "GUIDE", "cache_control": {"type": "ephemeral"}},
     ]
-    # context leads the first user message; consecutive user entries merge into one message
+    # context leads the first user message (a breakpoint after the frame);
+    # consecutive user entries merge into one message
     assert body["messages"] == [
         {
             "role": "user",
             "content": [
-                {"type": "text", "text": "CTX"},
+                {"type": "text", "text": "CTX", "cache_control": {"type": "ephemeral"}},
                 {"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}},
             ],
         }
@@ -85,9 +86,11 @@ def test_headers_and_request_shape(loopback: LoopbackServer) -> None:
             "name": "get_weather",
             "description": "Current weather for a city.",
             "input_schema": WEATHER_TOOL.input_schema,
+            "cache_control": {"type": "ephemeral"},
         }
     ]
     assert "stream" not in body
+    assert "context_management" not in body and "anthropic-beta" not in r.headers
 
 
 def test_max_tokens_from_request_and_base_url_with_v1(loopback: LoopbackServer) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.model.execution_policy import execution_policy
 from holon_cli.model.tool import SleepRequest, ToolContext, ToolResult, render_error
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import budgets
@@ -306,6 +307,7 @@ class TurnRun:
             trigger=context_trigger(self.store, provision=self.self_owned),
             working_memory=working.render(self.wm, max_chars=self.memory_chars),
             memory_delta=working.render_delta(self.wm),
+            policy=execution_policy(self.cfg),
         )
         self.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
@@ -425,6 +427,7 @@ class TurnRun:
             tools=self.catalog.specs,
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
+            turn_id=self.turn_id,
         )
         # from here on a crash counts as an attempt of this message
         self.journal.mark_request()

@@ -79,6 +79,12 @@ def record_model_round(
         "stop_reason": resp.stop_reason,
         "model_ref": tl.get("winning_model_ref"),
     }
+    if resp.request_mode:
+        round_data["request_mode"] = resp.request_mode
+        if resp.request_mode_reason:
+            round_data["request_mode_reason"] = resp.request_mode_reason
+    if resp.context_edits:
+        round_data["context_edits"] = resp.context_edits
     rec.event("provider_round_completed", round_data)
     recorded: AssistantRoundRecordedData = {
         "round": round_no,

@@ -1,0 +1,77 @@
+"""The execution policy projection: which confinement the command backend
+enforces, as ``holon debug prompt --json`` (``execution_policy``) and the
+prompt's execution binding show it.
+
+Pure: derived from ``config.yaml``'s ``execution`` section alone
+(``sandbox: none|bwrap``, ``network: on|off``). Without a sandbox nothing is
+enforced: commands run on the host as the user. Under ``bwrap`` paths, writes
+(only the execution root), child processes (inside the sandbox, gone with
+it) and, unless ``network`` is on, the network are confined. Secret
+confinement is never claimed: what the sandbox leaves readable is not a
+promise this projection can make. Claiming less than is enforced is safe;
+claiming more is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
+
+Confinement = Literal["enforced", "not_enforced"]
+
+CONFINEMENTS = (
+    "path_confinement",
+    "write_confinement",
+    "network_confinement",
+    "secret_confinement",
+    "child_process_confinement",
+)
+
+
+class ExecutionPolicy(TypedDict):
+    backend: str  # host_local | bwrap
+    path_confinement: Confinement
+    write_confinement: Confinement
+    network_confinement: Confinement
+    secret_confinement: Confinement
+    child_process_confinement: Confinement
+
+
+def _on(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("on", "true", "yes", "1")
+
+
+def execution_policy(config: Mapping[str, Any] | None) -> ExecutionPolicy:
+    """The projection for this config (``execution.sandbox`` read if present)."""
+    section = (config or {}).get("execution")
+    ex: Mapping[str, Any] = section if isinstance(section, Mapping) else {}
+    sandboxed = str(ex.get("sandbox") or "none").strip().lower() == "bwrap"
+
+    def c(enforced: bool) -> Confinement:
+        return "enforced" if enforced else "not_enforced"
+
+    return {
+        "backend": "bwrap" if sandboxed else "host_local",
+        "path_confinement": c(sandboxed),
+        "write_confinement": c(sandboxed),
+        "network_confinement": c(sandboxed and not _on(ex.get("network", False))),
+        "secret_confinement": "not_enforced",
+        "child_process_confinement": c(sandboxed),
+    }
+
+
+def describe(policy: ExecutionPolicy) -> str:
+    """One line for the prompt: the backend, then what is and is not enforced."""
+
+    states: dict[str, object] = dict(policy)
+
+    def names(state: Confinement) -> str:
+        picked = [k.removesuffix("_confinement") for k in CONFINEMENTS if states[k] == state]
+        return ", ".join(n.replace("_", "-") for n in picked) or "none"
+
+    return (
+        f"execution policy: {policy['backend']} (confinement enforced: {names('enforced')}; "
+        f"not enforced: {names('not_enforced')})"
+    )
