@@ -68,6 +68,11 @@ EventKind = Literal[
     # task plane
     "tasks_recovered",
     "task_recovery_failed",
+    # child agents (runtime/children): in the parent, except child_agent_archived
+    "child_agent_spawned",
+    "child_agent_result_reported",
+    "child_agent_archived",
+    "worktree_retained",
     # waiting plane
     "timer_created",
     "timer_fired",

@@ -206,6 +206,7 @@ def create_agent(
     lineage_parent_agent_id: str | None = None,
     exist_ok: bool = False,
     unsynced: bool = False,
+    supervision_task_id: str | None = None,
 ) -> AgentStore:
     """Create an agent home from a template. ``unsynced``: ``holon run``'s
     temporary agent, whose files are fsync'd only if the run keeps it (see
@@ -241,6 +242,7 @@ def create_agent(
             lineage_parent_agent_id=lineage_parent_agent_id,
             model_override=model,
             template=provenance,
+            supervision_task_id=supervision_task_id,
         )
         if not _stage_and_rename(home, layout, unsynced, exist_ok, tpl.path, record, skills):
             return AgentStore(layout)  # lost a creation race to an identical request

@@ -206,6 +206,15 @@ def task_ledger_record(rec: Mapping[str, Any]) -> str | None:
     return _first(_need(rec, "id", str, "task record"), _need(rec, "status", str, "task record"))
 
 
+def delegation_record(rec: Mapping[str, Any]) -> str | None:
+    return _first(
+        _need(rec, "event", str, "delegation record"),
+        _need(rec, "delegation_id", str, "delegation record"),
+        _need(rec, "supervision_task_id", str, "delegation record"),
+        _need(rec, "child_agent_id", str, "delegation record"),
+    )
+
+
 LEDGERS: dict[str, Validator] = {
     "queue": queue_record,
     "events": event_record,
@@ -218,6 +227,7 @@ LEDGERS: dict[str, Validator] = {
     "timers": timer_ledger_record,
     "triggers": trigger_ledger_record,
     "tasks": task_ledger_record,
+    "delegations": delegation_record,
 }
 
 

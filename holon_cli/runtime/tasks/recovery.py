@@ -60,6 +60,8 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
     reaped: list[str] = []
     now = time.time()
     for d, rec in iter_records(store):
+        if tm.is_child_task(rec):
+            continue  # a child's handle has no process: runtime/children supervises it
         status = rec.get("status")
         sup = rec.get("supervisor")
         sup_alive = procs.identity_alive(sup)

@@ -199,7 +199,12 @@ def run_turn(
         try:
             # appends become durable in batches: one per round (see TurnRun)
             with store.deferred_sync():
-                return run.execute()
+                result = run.execute()
+            if rec["identity"].get("kind") == "child":
+                from holon_cli.runtime.children.supervision import after_child_turn
+
+                after_child_turn(store)  # a closed child reports to its parent now
+            return result
         except KeyboardInterrupt:
             # Ctrl-C: the message stays dequeued and the next turn replays it
             # from the journal; the agent must not look busy meanwhile
