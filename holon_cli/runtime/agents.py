@@ -345,11 +345,16 @@ class AgentListEntry(NamedTuple):
     status: str  # "damaged": the record cannot be read (see ``problem``)
     agent_home: str
     problem: str | None = None
+    # a child: its parent, and whether it was archived (its handle ended)
+    lineage_parent_agent_id: str | None = None
+    archived: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self._asdict())
         if d["problem"] is None:
             del d["problem"]  # the contract's shape for a sound agent
+        if self.kind != "child":
+            del d["lineage_parent_agent_id"], d["archived"]
         return d
 
 
@@ -396,7 +401,13 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
             continue
         out.append(
             AgentListEntry(
-                name, ident["kind"], ident["visibility"], rec["state"]["status"], str(layout.home)
+                name,
+                ident["kind"],
+                ident["visibility"],
+                rec["state"]["status"],
+                str(layout.home),
+                lineage_parent_agent_id=ident.get("lineage_parent_agent_id"),
+                archived=bool(rec["state"].get("archived_at")),
             )
         )
     return out
