@@ -90,7 +90,11 @@ def test_spawn_creates_a_supervised_private_child_with_the_contract_shape(
     supervision_result = res["child_supervision"]
     cid, tid = res["agent_id"], res["supervision_task_id"]
     assert res["child_agent_id"] == cid and cid.startswith("child-")
-    assert res["task_handle"] == {"task_id": tid, "task_kind": "child_agent_task", "status": "running"}
+    assert res["task_handle"] == {
+        "task_id": tid,
+        "task_kind": "child_agent_task",
+        "status": "running",
+    }
     assert supervision_result == {
         "parent_agent_id": "main",
         "child_agent_id": cid,
@@ -155,8 +159,9 @@ def test_one_task_result_reaches_the_parent_with_the_work_item_of_spawn_time(
     assert msg["work_item_id"] == wid and msg["metadata"]["work_item_id"] == wid
     assert msg["metadata"]["result_summary"] == "child result: 42"
     admitted = [
-        e for e in parent.events.records() if e["kind"] == "message_admitted"
-        and e.get("message_id") == msg["id"]
+        e
+        for e in parent.events.records()
+        if e["kind"] == "message_admitted" and e.get("message_id") == msg["id"]
     ]
     assert admitted and admitted[0].get("work_item_id") == wid
     # every later pass finds it reported: still one
@@ -173,3 +178,212 @@ def test_one_task_result_reaches_the_parent_with_the_work_item_of_spawn_time(
     child = open_agent(cid)
     assert child.read_record()["state"].get("archived_at")
     assert child.layout.agent_file.exists()
+
+
+# ------------------------------------------------------------ task tools on the handle
+
+
+def tool_call(store: AgentStore, name: str, **arguments: Any) -> Any:
+    from holon_cli.providers.base import ToolCall
+    from holon_cli.tools.base import ToolContext, execute
+    from holon_cli.tools.catalog import registry
+
+    home = store.layout.home
+    ctx = ToolContext(
+        store=store,
+        agent_id=store.agent_id,
+        execution_root=home,
+        cwd=home,
+        workspace_anchor=home,
+        turn_id="turn_test",
+    )
+    return execute(registry()[name], ctx, ToolCall(id="c1", name=name, arguments=arguments))
+
+
+def test_task_tools_on_the_handle_follow_the_child(tmp_path: Path) -> None:
+    parent, tid, cid = spawn_one(tmp_path, ["first answer", "after the follow-up"])
+    status = tool_call(parent, "TaskStatus", task_id=tid)
+    assert status.ok, status.content
+    task = status.data["task"]
+    assert task["kind"] == "child_agent_task" and task["child_agent_id"] == cid
+    assert task["child_observability"]["phase"] == "running"
+    assert set(task["child_observability"]) == {
+        "phase",
+        "blocked_reason",
+        "waiting_reason",
+        "active_work_item_id",
+        "work_summary",
+        "last_progress_brief",
+        "last_result_brief",
+    }
+    assert task["child_supervision"]["supervision_task_id"] == tid
+    out = tool_call(parent, "TaskOutput", task_id=tid)
+    assert out.data["retrieval_status"] == "not_ready"
+    assert out.data["task"]["child_supervision"]["child_agent_id"] == cid
+    follow = tool_call(parent, "TaskInput", task_id=tid, input="Also check the units.")
+    assert follow.data["accepted_input"] is True
+    assert follow.data["input_target"] == "child_followup" and follow.data["bytes_written"] == 21
+    child = open_agent(cid)
+    assert turn(cid).final_text == "first answer"
+    assert task_results(parent) == []  # the follow-up is still queued: not terminal yet
+    assert turn(cid).final_text == "after the follow-up"
+    (result,) = task_results(parent)
+    assert result["metadata"]["result_summary"] == "after the follow-up"
+    out = tool_call(parent, "TaskOutput", task_id=tid)
+    assert out.data["retrieval_status"] == "success"
+    assert out.data["task"]["result_summary"] == "after the follow-up"
+    late = tool_call(parent, "TaskInput", task_id=tid, input="one more thing")
+    assert late.ok and late.data["accepted_input"] is False
+    assert late.data["input_target"] == "child_followup"
+    assert q.pending_count(child) + child.inbox.pending_count() == 0
+
+
+def test_task_stop_stops_the_child_recursively_and_archives_it(tmp_path: Path) -> None:
+    from holon_cli.runtime.tasks import plane
+
+    parent, tid, cid = spawn_one(tmp_path)
+    child = open_agent(cid)
+    snap = plane.run_task(child, "sleep 60", workdir=tmp_path)
+    cmd_id = snap["task_id"]
+    stop = tool_call(parent, "TaskStop", task_id=tid)
+    assert stop.ok, stop.content
+    assert stop.data["stop_requested"] is True and stop.data["archived"] is True
+    assert stop.data["task"]["status"] == "cancelled"
+    assert plane.read_task(child, cmd_id)["status"] == "cancelled"  # its own task, stopped
+    state = child.read_record()["state"]
+    assert state["status"] == "stopped" and state.get("archived_at")
+    (msg,) = task_results(parent)
+    assert msg["metadata"]["task_status"] == "cancelled"
+    again = tool_call(parent, "TaskStop", task_id=tid)
+    assert again.data["stop_requested"] is False
+    assert len(task_results(parent)) == 1
+    from holon_cli.runtime.agents import list_agents
+
+    (entry,) = [a for a in list_agents(include_private=True) if a.agent_id == cid]
+    assert entry.to_dict()["archived"] is True
+    assert entry.to_dict()["lineage_parent_agent_id"] == "main"
+
+
+def test_agent_get_lists_active_children(tmp_path: Path) -> None:
+    parent, tid, cid = spawn_one(tmp_path)
+    got = tool_call(parent, "AgentGet")
+    (entry,) = got.data["agent"]["active_children"]
+    assert entry["child_agent_id"] == cid and entry["supervision_task_id"] == tid
+    assert entry["child_observability"]["phase"] == "running"
+    child_view = tool_call(parent, "AgentGet", agent_id=cid)
+    assert child_view.ok and child_view.data["agent"]["identity"]["visibility"] == "private"
+    turn(cid)
+    assert tool_call(parent, "AgentGet").data["agent"]["active_children"] == []
+
+
+# ------------------------------------------------------------------ the child boundary
+
+
+def test_spawn_refuses_unknown_fields_by_name(tmp_path: Path) -> None:
+    setup(tmp_path, ["x"])
+    parent = open_agent("main")
+    for field in ("summary", "prompt", "work_item", "task_summary"):
+        res = tool_call(parent, "SpawnAgent", initial_message="do it", **{field: "x"})
+        assert not res.ok and res.error["kind"] == "invalid_arguments"
+        assert field in res.error["message"]
+    empty = tool_call(parent, "SpawnAgent", initial_message="  ")
+    assert not empty.ok and "initial_message" in empty.error["message"]
+    named = tool_call(parent, "SpawnAgent", preset="public_named")
+    assert not named.ok and "agent_id" in named.error["message"]
+    assert [a for a in open_agent("main").layout.home.parent.iterdir() if a.name != "main"] == []
+
+
+def test_a_child_cannot_spawn_nor_take_operator_ingress(tmp_path: Path) -> None:
+    parent, tid, cid = spawn_one(tmp_path)
+    child = open_agent(cid)
+    res = tool_call(child, "SpawnAgent", initial_message="grandchild")
+    assert not res.ok and "cannot spawn" in res.error["message"]
+    with pytest.raises(RejectedError) as ei:
+        admit("operator says hi", agent_id=cid)
+    assert ei.value.kind == "private_agent" and ei.value.exit_code == 4
+    with pytest.raises(RejectedError):
+        admit("a webhook", agent_id=cid, origin="webhook:gh", kind="webhook_event")
+
+
+def test_a_child_writes_no_other_agents_home(tmp_path: Path) -> None:
+    parent, tid, cid = spawn_one(tmp_path)
+    child = open_agent(cid)
+    target = parent.layout.home / "memory" / "self.md"
+    from holon_cli.providers.base import ToolCall
+    from holon_cli.tools.base import ToolContext, execute
+    from holon_cli.tools.catalog import registry
+
+    root = parent.layout.home  # even with the parent's home as its workspace
+    ctx = ToolContext(
+        store=child,
+        agent_id=cid,
+        execution_root=root,
+        cwd=root,
+        workspace_anchor=root,
+        turn_id="t",
+    )
+    patch = "*** Begin Patch\n*** Add File: memory/evil.md\n+x\n*** End Patch\n"
+    res = execute(
+        registry()["ApplyPatch"],
+        ctx,
+        ToolCall(id="p", name="ApplyPatch", arguments={"patch": patch}),
+    )
+    assert not res.ok and res.error["kind"] == "protected_path"
+    assert "another agent's home" in res.error["message"]
+    assert not (target.parent / "evil.md").exists()
+
+
+def test_a_childs_skills_come_from_agent_and_workspace_scopes_only(tmp_path: Path) -> None:
+    import os
+
+    from holon_cli.runtime.skills import list_skills
+
+    user_skill = Path(os.environ["HOME"]) / ".agents" / "skills" / "mine"
+    user_skill.mkdir(parents=True)
+    (user_skill / "SKILL.md").write_text("---\nname: mine\ndescription: user scope\n---\n")
+    parent, tid, cid = spawn_one(tmp_path)
+    scopes = {s["scope"] for s in list_skills(open_agent(cid))["skills"]}
+    assert "user" not in scopes
+    assert "user" in {s["scope"] for s in list_skills(parent)["skills"]}
+
+
+# ------------------------------------------------------------------------ public_named
+
+
+def test_public_named_returns_only_the_id_and_inherits_attached_workspaces(
+    tmp_path: Path,
+) -> None:
+    setup(tmp_path, ["x"])
+    parent = open_agent("main")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    parent.update_state(
+        lambda st: st.update(
+            attached_workspaces=[str(ws)], workspace_anchor=str(ws), active_workspace_id="ws_1"
+        )
+    )
+    res = tool_call(
+        parent, "SpawnAgent", preset="public_named", agent_id="peer", initial_message="hello peer"
+    )
+    assert res.ok, res.content
+    assert res.data == {"agent_id": "peer"}
+    peer = open_agent("peer")
+    rec = peer.read_record()
+    ident, state = rec["identity"], rec["state"]
+    assert (ident["kind"], ident["visibility"], ident["ownership"]) == (
+        "named",
+        "public",
+        "self_owned",
+    )
+    assert ident["lineage_parent_agent_id"] == "main" and "supervision_task_id" not in ident
+    assert state["attached_workspaces"] == [str(ws)]
+    assert state["workspace_anchor"] is None and state["active_workspace_id"] is None
+    q.ingest(peer, q.load(peer))
+    (boot,) = [r["message"] for r in peer.ledger("queue").records() if r.get("op") == "admitted"]
+    assert boot["origin"] == {"kind": "system", "subsystem": "bootstrap"}
+    assert boot["metadata"]["creator_agent_id"] == "main"
+    assert (
+        boot["metadata"]["delivery"] == "bootstrap"
+        and "supervision_task_id" not in boot["metadata"]
+    )
+    assert handle.list_tasks(parent) == []  # no supervision handle
