@@ -387,3 +387,100 @@ def test_public_named_returns_only_the_id_and_inherits_attached_workspaces(
         and "supervision_task_id" not in boot["metadata"]
     )
     assert handle.list_tasks(parent) == []  # no supervision handle
+
+
+# ---------------------------------------------------------------------- restart safety
+
+
+def _handle_file(parent: AgentStore, tid: str) -> Path:
+    return Path(parent.layout.runtime) / "tasks" / tid / "task.json"
+
+
+def _edit_handle(parent: AgentStore, tid: str, **changes: Any) -> None:
+    path = _handle_file(parent, tid)
+    rec = json.loads(path.read_text())
+    for k, v in changes.items():
+        if k.startswith("child."):
+            rec["child"][k[6:]] = v
+        else:
+            rec[k] = v
+    path.write_text(json.dumps(rec))
+
+
+def test_a_result_admitted_before_a_kill_is_not_admitted_again(tmp_path: Path) -> None:
+    parent, tid, cid = spawn_one(tmp_path)
+    turn(cid)
+    (first,) = task_results(parent)
+    # killed after the admission, before the handle recorded it
+    _edit_handle(parent, tid, status="running", result_message_id=None)
+    tick_agent(parent)
+    assert [m["id"] for m in task_results(parent)] == [first["id"]]
+    assert json.loads(_handle_file(parent, tid).read_text())["result_message_id"] == first["id"]
+
+
+def test_a_spawn_killed_before_the_first_message_is_finished_by_the_next_tick(
+    tmp_path: Path,
+) -> None:
+    parent, tid, cid = spawn_one(tmp_path)
+    child = open_agent(cid)
+    # as if killed before the delivery: nothing in the child's inbox, none recorded
+    for f in (child.layout.inbox_dir / "new").iterdir():
+        f.unlink()
+    for name in ("idempotency.jsonl",):
+        (child.layout.ledger_dir / name).unlink(missing_ok=True)
+    import shutil
+
+    for f in child.layout.state_dir.glob("idempotency*"):
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
+    _edit_handle(parent, tid, **{"child.initial_message_id": None})
+    actions = tick_agent(parent)["actions"]
+    assert any(a["action"] == "child_message_delivered" for a in actions)
+    assert q.pending_count(child) == 1
+    tick_agent(parent)  # delivered once
+    assert q.pending_count(child) == 1
+    assert turn(cid).final_text == "child result: 42"
+    assert len(task_results(parent)) == 1
+
+
+def test_an_interrupted_handle_keeps_its_child_and_resumes(tmp_path: Path) -> None:
+    parent, tid, cid = spawn_one(tmp_path)
+    _edit_handle(parent, tid, status="interrupted")
+    tick_agent(open_agent(cid))  # the child's own pass never archives a live handle
+    assert not open_agent(cid).read_record()["state"].get("archived_at")
+    actions = tick_agent(parent)["actions"]
+    assert {"action": "child_handle_resumed", "task_id": tid} in actions
+    assert handle.task_status(parent, tid)["task"]["status"] == "running"
+    turn(cid)
+    assert len(task_results(parent)) == 1
+
+
+def test_a_missing_child_fails_its_handle_once_and_a_missing_handle_archives_the_child(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    parent, tid, cid = spawn_one(tmp_path)
+    _edit_handle(parent, tid, created_at="2000-01-01T00:00:00.000Z")
+    shutil.rmtree(open_agent(cid).layout.home)
+    tick_agent(parent)
+    tick_agent(parent)
+    (msg,) = task_results(parent)
+    assert msg["metadata"]["task_status"] == "failed"
+    assert handle.task_status(parent, tid)["task"]["stop_reason"] == "child_missing"
+    # the other way round: a child whose handle is gone is archived, not erased
+    admit("again")
+    p2 = tmp_path / "s2"
+    p2.mkdir()
+    parent2, tid2, cid2 = spawn_one(p2)
+    shutil.rmtree(_handle_file(parent2, tid2).parent)
+    tick_agent(open_agent(cid2))
+    state = open_agent(cid2).read_record()["state"]
+    assert state.get("archived_at") and state["status"] == "stopped"
+
+
+def test_childrens_spend_counts_against_the_parents_budget(tmp_path: Path) -> None:
+    usage = {"input_tokens": 1000, "output_tokens": 500}
+    parent, tid, cid = spawn_one(tmp_path, [{"text": "done", "usage": usage}])
+    turn(cid)
+    spent = [r for r in parent.ledger("spend").records() if r["agent_id"] == cid]
+    assert [(r["input_tokens"], r["output_tokens"]) for r in spent] == [(1000, 500)]

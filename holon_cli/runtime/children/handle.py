@@ -44,7 +44,7 @@ def child_snapshot(parent: AgentStore, rec: TaskRecord) -> ChildTaskSnapshot:
     snap["workspace_mode"] = mode
     snap["worktree"] = live_view(wt)
     snap["result_summary"] = rec.get("result_summary")
-    live = not tm.is_terminal(rec.get("status"))
+    live = not sv.is_final(rec)
     snap["accepts_input"] = live
     snap["input_target"] = "child_followup" if live else None
     return snap
@@ -63,7 +63,7 @@ def list_tasks(store: AgentStore, *, include_all: bool = False) -> list[dict[str
     for _d, rec in plane.iter_records(store):
         if not rec.get("promoted"):
             continue
-        if include_all or not tm.is_terminal(rec.get("status")):
+        if include_all or not sv.is_final(rec):
             snap = child_snapshot(store, rec) if tm.is_child_task(rec) else plane.snapshot(rec)
             out.append(cast(dict[str, Any], snap))
     return out
@@ -77,12 +77,12 @@ def task_output(
         out = plane.task_output(store, task_id, block=block, timeout_ms=timeout_ms)
         return cast(dict[str, Any], out)
     end = time.monotonic() + max(0, timeout_ms) / 1000
-    while block and not tm.is_terminal(rec.get("status")) and time.monotonic() < end:
+    while block and not sv.is_final(rec) and time.monotonic() < end:
         time.sleep(0.05)
         sv.sweep_parent(store)
         rec = plane.read_task(store, task_id)
     snap = child_snapshot(store, rec)
-    terminal = tm.is_terminal(rec.get("status"))
+    terminal = sv.is_final(rec)
     obs = snap["child_observability"]
     progress = obs["last_progress_brief"] if obs is not None else None
     text = rec.get("result_summary") if terminal else progress
@@ -114,7 +114,7 @@ def task_input(store: AgentStore, task_id: str, data: str) -> dict[str, Any]:
     if not tm.is_child_task(rec):
         return cast(dict[str, Any], plane.task_input(store, task_id, data))
     child = sv.open_child((rec.get("child") or {}).get("child_agent_id"))
-    if child is not None and not tm.is_terminal(rec.get("status")):
+    if child is not None and not sv.is_final(rec):
         sv.settle_if_terminal(store, rec, child)  # a closure not reported yet
         rec = plane.read_task(store, task_id)
 
@@ -127,7 +127,7 @@ def task_input(store: AgentStore, task_id: str, data: str) -> dict[str, Any]:
             "summary_text": text,
         }
 
-    if child is None or tm.is_terminal(rec.get("status")):
+    if child is None or sv.is_final(rec):
         why = f"child task {task_id} is {rec.get('status')}; the child takes no more follow-ups"
         return receipt(False, 0, why)
     from holon_cli.runtime.enqueue import admit
@@ -174,7 +174,7 @@ def active_children(parent: AgentStore) -> list[ActiveChild]:
     """The parent's live child handles, each with the child's observability."""
     out: list[ActiveChild] = []
     for _d, rec in plane.iter_records(parent):
-        if not tm.is_child_task(rec) or tm.is_terminal(rec.get("status")):
+        if not tm.is_child_task(rec) or sv.is_final(rec):
             continue
         cid = str((rec.get("child") or {}).get("child_agent_id"))
         child = sv.open_child(cid)
@@ -203,7 +203,7 @@ def stop_children(parent: AgentStore) -> list[str]:
     """Stop every live child handle of ``parent`` (``agent rm --force``)."""
     stopped = []
     for _d, rec in plane.iter_records(parent):
-        if tm.is_child_task(rec) and not tm.is_terminal(rec.get("status")):
+        if tm.is_child_task(rec) and not sv.is_final(rec):
             sv.stop_handle(parent, rec["id"])
             stopped.append(rec["id"])
     return stopped
@@ -213,5 +213,5 @@ def running_children(parent: AgentStore) -> list[str]:
     return [
         str((rec.get("child") or {}).get("child_agent_id"))
         for _d, rec in plane.iter_records(parent)
-        if tm.is_child_task(rec) and not tm.is_terminal(rec.get("status"))
+        if tm.is_child_task(rec) and not sv.is_final(rec)
     ]

@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,6 +46,13 @@ RESULT_KEY_PREFIX = "child_result:"
 SPAWN_GRACE_S = 60.0
 DELIVERY_KEY_PREFIX = "delegation:"
 BRIEF_CHARS = 2000
+
+
+def is_final(rec: Mapping[str, Any]) -> bool:
+    """A child handle that ended for good; ``interrupted`` is not: the next
+    pass resumes it while its child lives."""
+    status = rec.get("status")
+    return tm.is_terminal(status) and status != "interrupted"
 
 
 def open_child(agent_id: str | None) -> AgentStore | None:
@@ -83,7 +91,7 @@ def _work_summary(child: AgentStore, wid: str | None) -> str | None:
 def _pending(child: AgentStore) -> int:
     from holon_cli.runtime import queue as q
 
-    return q.pending_count(child) + child.inbox.pending_count()
+    return q.pending_count(child)  # the inbox's undelivered files included
 
 
 def observe(child: AgentStore) -> ChildObservability:
@@ -177,7 +185,7 @@ def report_child(
             return None
         if rec.get("result_undeliverable"):
             return None
-        if not tm.is_terminal(rec.get("status")):
+        if not is_final(rec):
             rec["status"] = status
             rec["finished_at"] = clock.now_iso()
             rec["stop_reason"] = stop_reason
@@ -243,7 +251,7 @@ def append_delegation(
 def settle_if_terminal(parent: AgentStore, rec: TaskRecord, child: AgentStore) -> str | None:
     """Report the handle when its child reached terminal closure."""
     obs = observe(child)
-    if obs["phase"] != "terminal" or tm.is_terminal(rec.get("status")):
+    if obs["phase"] != "terminal" or is_final(rec):
         return None
     closure = child.read_record()["state"].get("last_closure")
     failed = closure is not None and closure.get("outcome") == "failed"
@@ -306,7 +314,7 @@ def _sweep_handle(parent: AgentStore, rec: TaskRecord) -> dict[str, Any] | None:
     child_id = (rec.get("child") or {}).get("child_agent_id")
     child = open_child(child_id)
     tid = rec["id"]
-    if tm.is_terminal(rec.get("status")):
+    if is_final(rec):
         if not rec.get("result_message_id") and not rec.get("result_undeliverable"):
             if report_child(parent, tid, status="completed", result_summary=None):
                 return {"action": "child_result_reported", "task_id": tid}
@@ -358,7 +366,7 @@ def sweep_parent(parent: AgentStore) -> list[dict[str, Any]]:
     for _d, rec in iter_records(parent):
         if not tm.is_child_task(rec) or not rec.get("promoted"):
             continue
-        if tm.is_terminal(rec.get("status")) and rec.get("result_message_id"):
+        if is_final(rec) and rec.get("result_message_id"):
             continue
         try:
             action = _sweep_handle(parent, rec)
@@ -378,7 +386,7 @@ def sweep_child(child: AgentStore) -> list[dict[str, Any]]:
         return []
     parent, task_id = parent_of(child)
     handle = read_record_file(handle_dir(parent, task_id)) if parent and task_id else {}
-    if handle and not tm.is_terminal(handle.get("status")):
+    if handle and not is_final(handle):
         return []
     if handle and not handle.get("result_message_id") and parent is not None:
         return []  # the parent's sweep reports it first
@@ -400,7 +408,7 @@ def archive_child(child: AgentStore, reason: str) -> bool:
     if child.read_record()["state"].get("archived_at"):
         return False
     for _d, rec in iter_records(child):  # its own supervised children first
-        if tm.is_child_task(rec) and not tm.is_terminal(rec.get("status")):
+        if tm.is_child_task(rec) and not is_final(rec):
             stop_handle(child, rec["id"])
     from holon_cli.runtime.tasks.control import stop_unsettled
     from holon_cli.runtime.turn.abort import request_abort
@@ -423,7 +431,7 @@ def stop_handle(parent: AgentStore, task_id: str) -> bool:
     cleaned up. False when the handle had already ended."""
     d = handle_dir(parent, task_id)
     rec = read_record_file(d)
-    was_active = not tm.is_terminal(rec.get("status"))
+    was_active = not is_final(rec)
     child = open_child((rec.get("child") or {}).get("child_agent_id"))
     summary = None
     if child is not None:
