@@ -137,14 +137,18 @@ def child_phase(
     """(phase, blocked_reason, waiting_reason) of a child from its state.
 
     Terminal: archived, or its last closure is ``completed``/``failed`` with
-    nothing queued and no turn running. An operator hold (stopped, paused)
-    or a wait on its own tasks is ``blocked``; any other wait is ``waiting``."""
+    nothing queued, no turn running and no rest asked for (a child that
+    called ``Sleep`` is parked: ``waiting``). An operator hold (stopped,
+    paused) or a wait on its own tasks is ``blocked``; any other wait is
+    ``waiting``."""
     if archived:
         return "terminal", None, None
     if status in ("stopped", "paused"):
         return "blocked", f"agent_{status}", None
     running = status == "awake_running" or pending > 0
     outcome = (closure or {}).get("outcome")
+    if not running and status == "asleep" and outcome != "failed":
+        return "waiting", None, str((closure or {}).get("waiting_reason") or "asleep")
     if not running and closure is not None and outcome in ("completed", "failed"):
         return "terminal", None, None
     if not running and outcome == "waiting":
