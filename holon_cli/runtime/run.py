@@ -80,6 +80,18 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
     return stop_unsettled(store)
 
 
+def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> None:
+    """Run the turns of the children ``store`` spawned (nothing else would
+    without `holon serve`); a child that rests or waits is left as it is."""
+    from holon_cli.runtime import turn as turn_mod
+    from holon_cli.runtime.children.handle import running_children
+
+    for cid in running_children(store):
+        for _ in range(max_turns):
+            if not turn_mod.run_turn(cid, **kw).ran:
+                break
+
+
 def _unfinished(store: AgentStore) -> int:
     """Messages queued or in flight (the inbox's included) before the run's own."""
     from holon_cli.runtime import queue as q
@@ -189,6 +201,8 @@ def run_once(
 
     def task_result_arrived() -> bool:
         # the run's background tasks rejoin as task_result messages: wait for one
+        # (children the run's agent spawned are run here first, to their closure)
+        _drive_children(store, kw, max_turns)
         return wait_for_tasks and wait_for_task_result(store)
 
     try:

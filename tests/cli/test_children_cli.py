@@ -133,3 +133,23 @@ def test_http_routes_answer_404_for_a_child(tmp_path: Path) -> None:
             res = client.request(method, path, json=body)
             assert res.status_code == 404, (path, res.status_code, res.text)
         assert client.get("/agents/main/status").status_code == 200
+
+
+def test_run_drives_the_children_it_spawns_to_their_result(tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    spawn = {"tool_calls": [{"name": "SpawnAgent", "arguments": {"initial_message": "Compute."}}]}
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "agents": {"child-*": {"steps": ["child result: 42"]}},
+                "steps": [spawn, "Spawned; waiting.", "Got the result."],
+            }
+        )
+    )
+    assert run("agent", "create", "boss", "--model", f"scripted:{p}").returncode == 0
+    res = run("run", "--agent", "boss", "delegate")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "Got the result."
+    tasks = json.loads(run("task", "list", "--all", "--agent", "boss", "--json").stdout)
+    (t,) = tasks["data"]["tasks"]
+    assert t["status"] == "completed" and t["result_summary"] == "child result: 42"
