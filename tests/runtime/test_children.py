@@ -303,6 +303,16 @@ def test_a_child_cannot_spawn_nor_take_operator_ingress(tmp_path: Path) -> None:
     assert ei.value.kind == "private_agent" and ei.value.exit_code == 4
     with pytest.raises(RejectedError):
         admit("a webhook", agent_id=cid, origin="webhook:gh", kind="webhook_event")
+    # no child-to-child: a sibling's handle and identity are out of a child's reach
+    from holon_cli.runtime.children.spawn import spawn_private_child
+
+    sib = spawn_private_child(parent, "a sibling")
+    poke = tool_call(child, "TaskInput", task_id=sib["supervision_task_id"], input="hi sibling")
+    assert not poke.ok and poke.error["kind"] == "not_found"
+    peek = tool_call(child, "AgentGet", agent_id=sib["agent_id"])
+    assert not peek.ok and peek.error["kind"] == "not_found"
+    sibling = open_agent(sib["agent_id"])
+    assert q.pending_count(sibling) == 1  # only its own first message
 
 
 def test_a_child_writes_no_other_agents_home(tmp_path: Path) -> None:
