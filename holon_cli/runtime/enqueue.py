@@ -86,12 +86,14 @@ def check_ingress(store: AgentStore, rec: AgentRecord, admission_context: str) -
     ident = rec["identity"]
     if admission_context != "runtime_owned" and is_supervised_child(ident):
         parent = ident.get("lineage_parent_agent_id")
+        tid = ident.get("supervision_task_id")
+        via = f" {tid}" if tid else ""
         raise RejectedError(
             f"agent {store.agent_id!r} is a private child of {parent!r}; it takes no "
             "operator or external messages",
-            hint=f"send the message to {parent!r}; it supervises the child through its "
-            f"task handle (TaskInput {ident.get('supervision_task_id') or ''})".rstrip()
-            + "; `holon status --agent` and `holon tail --agent` still inspect the child",
+            hint=f"send the message to {parent!r}, which supervises the child through its "
+            f"task handle{via} (`holon task input{via} TEXT --agent {parent}`); "
+            f"`holon status --agent {store.agent_id}` and `holon tail` still inspect it",
             kind="private_agent",
         )
 

@@ -83,10 +83,16 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
 def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> None:
     """Run the turns of the children ``store`` spawned (nothing else would
     without `holon serve`); a child that rests or waits is left as it is."""
+    from holon_cli.model.task import is_child_task, is_terminal
     from holon_cli.runtime import turn as turn_mod
-    from holon_cli.runtime.children.handle import running_children
+    from holon_cli.runtime.tasks.records import iter_records
 
-    for cid in running_children(store):
+    running = [
+        str((rec.get("child") or {}).get("child_agent_id"))
+        for _d, rec in iter_records(store)
+        if is_child_task(rec) and not is_terminal(rec.get("status"))
+    ]
+    for cid in running:
         for _ in range(max_turns):
             if not turn_mod.run_turn(cid, **kw).ran:
                 break

@@ -31,7 +31,6 @@ from holon_cli.model.child import (
     DELEGATION_RECORD_VERSION,
     child_phase,
 )
-from holon_cli.runtime.children.worktree import cleanup_for
 from holon_cli.runtime.tasks import procs
 from holon_cli.runtime.tasks.records import iter_records, read_record_file, tasks_root
 from holon_cli.store.agent_store import AgentStore
@@ -398,6 +397,16 @@ def sweep_child(child: AgentStore) -> list[dict[str, Any]]:
     reason = "supervision handle final" if handle else "supervision handle missing"
     archive_child(child, reason)
     return [{"action": "child_archived", "reason": reason}]
+
+
+def cleanup_for(parent: AgentStore, task_id: str) -> None:
+    """The handle's worktree cleanup (git, and so ``subprocess``, loaded only
+    for a handle that has a worktree)."""
+    rec = read_record_file(handle_dir(parent, task_id))
+    if (rec.get("child") or {}).get("worktree"):
+        from holon_cli.runtime.children.worktree import cleanup_for as cleanup
+
+        cleanup(parent, task_id)
 
 
 def _age_s(rec: TaskRecord) -> float:

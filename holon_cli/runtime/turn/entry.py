@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, as_holon_error
-from holon_cli.model.agent import HELD_STATUSES, lifecycle_hint
+from holon_cli.model.agent import HELD_STATUSES, is_supervised_child, lifecycle_hint
 from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents import agent_ids, open_agent
 from holon_cli.runtime.models import candidates
@@ -200,7 +200,7 @@ def run_turn(
             # appends become durable in batches: one per round (see TurnRun)
             with store.deferred_sync():
                 result = run.execute()
-            if rec["identity"].get("kind") == "child":
+            if is_supervised_child(rec["identity"]):
                 from holon_cli.runtime.children.supervision import after_child_turn
 
                 after_child_turn(store)  # a closed child reports to its parent now
