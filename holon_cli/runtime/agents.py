@@ -255,6 +255,10 @@ def create_agent(
         "template": provenance,
         "model_override": model,
     }
+    if lineage_parent_agent_id is not None:
+        data["lineage_parent_agent_id"] = lineage_parent_agent_id
+    if supervision_task_id is not None:
+        data["supervision_task_id"] = supervision_task_id
     store.emit(
         "agent_created",
         data,

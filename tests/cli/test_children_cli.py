@@ -153,3 +153,16 @@ def test_run_drives_the_children_it_spawns_to_their_result(tmp_path: Path) -> No
     tasks = json.loads(run("task", "list", "--all", "--agent", "boss", "--json").stdout)
     (t,) = tasks["data"]["tasks"]
     assert t["status"] == "completed" and t["result_summary"] == "child result: 42"
+
+
+def test_repair_rebuilds_a_childs_identity_with_its_lineage_and_handle(tmp_path: Path) -> None:
+    tid, cid = family(tmp_path)
+    home = Path(json.loads(run("agent", "path", cid, "--json").stdout)["data"]["agent_home"])
+    agent_file = home / ".holon" / "state" / "agent.json"
+    agent_file.unlink()
+    agent_file.with_name("agent.json.prev").unlink(missing_ok=True)
+    res = run("home", "check", "--repair")
+    assert res.returncode == 0, res.stderr
+    ident = json.loads(agent_file.read_text())["identity"]
+    assert ident["lineage_parent_agent_id"] == "main" and ident["supervision_task_id"] == tid
+    assert run("enqueue", "--agent", cid, "still a child").returncode == 4

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.events import ChildAgentSpawnedData
     from holon_cli.model.task import TaskRecord, WorktreeInfo
 
 
@@ -161,9 +162,14 @@ def spawn_private_child(
         r.setdefault("child", {})["initial_message_id"] = mid
 
     rec = update_task(d, note)
+    spawned: ChildAgentSpawnedData = {
+        "child_agent_id": child_id,
+        "task_id": task_id,
+        "workspace_mode": workspace_mode,
+    }
     parent.emit(
         "child_agent_spawned",
-        {"child_agent_id": child_id, "task_id": task_id, "workspace_mode": workspace_mode},
+        spawned,
         task_id=task_id,
         work_item_id=detail["work_item_id"],
     )

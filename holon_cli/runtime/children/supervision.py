@@ -39,6 +39,7 @@ from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
     from holon_cli.model.child import ChildObservability, DelegationRecord
+    from holon_cli.model.events import ChildAgentArchivedData, ChildAgentResultReportedData
     from holon_cli.model.task import TaskRecord
 
 RESULT_KEY_PREFIX = "child_result:"
@@ -218,14 +219,15 @@ def _record_completion(parent: AgentStore, rec: TaskRecord, message_id: str) -> 
     parent.ledger("tasks").append(cast(dict[str, Any], _ledger_record(rec)))
     append_delegation(parent, rec, "completed", result_message_id=message_id)
     child = rec.get("child") or {}
+    reported: ChildAgentResultReportedData = {
+        "task_id": rec["id"],
+        "child_agent_id": child.get("child_agent_id"),
+        "task_status": rec.get("status"),
+        "result_message_id": message_id,
+    }
     parent.emit(
         "child_agent_result_reported",
-        {
-            "task_id": rec["id"],
-            "child_agent_id": child.get("child_agent_id"),
-            "task_status": rec.get("status"),
-            "result_message_id": message_id,
-        },
+        reported,
         task_id=rec["id"],
         work_item_id=child.get("work_item_id"),
     )
@@ -435,7 +437,8 @@ def archive_child(child: AgentStore, reason: str) -> bool:
         st["archived_at"] = clock.now_iso()
 
     child.update_state(archive, reason="child_archived")
-    child.emit("child_agent_archived", {"reason": reason})
+    archived: ChildAgentArchivedData = {"reason": reason}
+    child.emit("child_agent_archived", archived)
     return True
 
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli.errors import RejectedError
 from holon_cli.runtime.tasks.records import read_record_file, tasks_root, update_task
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.events import WorktreeRetainedData
     from holon_cli.model.task import TaskRecord, WorktreeInfo
 
 BRANCH_PREFIX = "holon/child/"
@@ -144,7 +145,7 @@ def cleanup_for(parent: AgentStore, task_id: str) -> WorktreeInfo | None:
 
     update_task(d, put)
     if why is not None:
-        data: dict[str, Any] = {"task_id": task_id, "reason": why, **new}
+        data: WorktreeRetainedData = {"task_id": task_id, "reason": why, **new}
         parent.emit("worktree_retained", data, task_id=task_id)
     return new
 
