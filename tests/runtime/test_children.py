@@ -386,7 +386,9 @@ def test_public_named_returns_only_the_id_and_inherits_attached_workspaces(
         "self_owned",
     )
     assert ident["lineage_parent_agent_id"] == "main" and "supervision_task_id" not in ident
-    assert state["attached_workspaces"] == [str(ws)]
+    from holon_cli.runtime.workspace import workspace_id
+
+    assert state["attached_workspaces"] == [workspace_id(ws)]
     assert state["workspace_anchor"] is None and state["active_workspace_id"] is None
     q.ingest(peer, q.load(peer))
     (boot,) = [r["message"] for r in peer.ledger("queue").records() if r.get("op") == "admitted"]

@@ -44,11 +44,9 @@ def parent(tmp_path: Path) -> AgentStore:
     p.write_text(yaml.safe_dump({"agents": {"child-*": ["done"]}, "steps": ["x"], "loop": True}))
     store = open_agent(None)
     set_model_override(store.agent_id, f"scripted:{p}")
-    store.update_state(
-        lambda st: st.update(
-            workspace_anchor=str(repo), cwd=str(repo), attached_workspaces=[str(repo)]
-        )
-    )
+    from holon_cli.runtime.workspace.plane import use_workspace
+
+    use_workspace(store, path=str(repo), mode="direct")  # the parent works in the repository
     return store
 
 
@@ -73,7 +71,11 @@ def test_a_clean_worktree_is_removed_with_its_branch_at_terminal_cleanup(
     assert (path / "README.md").read_text() == "hello\n"
     assert wt["branch"] in branches(tmp_path / "repo")
     child_state = open_agent(cid).read_record()["state"]
-    assert child_state["workspace_anchor"] == str(path) and child_state["cwd"] == str(path)
+    # the parent's workspace, projected onto the task's worktree (the workspace plane's binding)
+    assert child_state["workspace_anchor"] == str(tmp_path / "repo")
+    assert child_state["execution_root"] == str(path) and child_state["cwd"] == str(path)
+    assert child_state["projection_kind"] == "git_worktree_root"
+    assert child_state["worktree_session"]["worktree_branch"] == wt["branch"]
     detail = handle.task_status(parent, tid)["task"]["worktree"]
     assert detail["changed_files"] == [] and detail["cleanup_status"] == "pending"
     run_turn(cid, catalog=default_catalog())
@@ -126,3 +128,25 @@ def test_worktree_mode_outside_a_git_repository_leaves_nothing(tmp_path: Path) -
     assert not res.ok and "git" in res.error["message"]
     assert handle.list_tasks(store, include_all=True) == []
     assert [p.name for p in store.layout.home.parent.iterdir()] == ["main"]
+
+
+def test_inherit_binds_the_child_to_the_parents_active_workspace(
+    parent: AgentStore, tmp_path: Path
+) -> None:
+    res = tool_call(parent, "SpawnAgent", initial_message="Work here.")
+    assert res.ok and res.data["child_supervision"]["worktree"] is None
+    state = open_agent(res.data["agent_id"]).read_record()["state"]
+    pstate = parent.read_record()["state"]
+    assert state["active_workspace_id"] == pstate["active_workspace_id"]
+    assert state["workspace_anchor"] == str(tmp_path / "repo")
+    assert state["execution_root"] == str(tmp_path / "repo")
+    assert state["projection_kind"] == "canonical_root"
+
+
+def test_a_dirty_parent_checkout_is_refused_for_a_worktree_child(
+    parent: AgentStore, tmp_path: Path
+) -> None:
+    (tmp_path / "repo" / "README.md").write_text("uncommitted\n")
+    res = tool_call(parent, "SpawnAgent", initial_message="Try it.", workspace_mode="worktree")
+    assert not res.ok and "uncommitted changes" in res.error["message"]
+    assert handle.list_tasks(parent, include_all=True) == []

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.events import ChildAgentSpawnedData
     from holon_cli.model.task import TaskRecord, WorktreeInfo
+    from holon_cli.runtime.workspace import WorkspaceBinding
 
 
 def _refuse_child_caller(parent: AgentStore) -> None:
@@ -88,33 +89,36 @@ def _handle_record(
 
 
 def _bind_workspace(
-    child: AgentStore, pstate: AgentState, worktree: WorktreeInfo | None, public: bool
+    child: AgentStore, parent: AgentStore, worktree: WorktreeInfo | None, public: bool
 ) -> None:
-    """inherit: the parent's workspace binding (a public peer: its attached
-    workspaces only); worktree: the task-owned worktree."""
-    from holon_cli.runtime.workspace import workspace_id
+    """The child's workspace, through the workspace plane. inherit: the
+    parent's active entry (its execution root, a managed worktree included);
+    worktree: the parent's workspace projected onto the task's worktree; a
+    public peer, or a parent in its agent home: the attached set only."""
+    from holon_cli.model.workspace import AGENT_HOME
+    from holon_cli.runtime.workspace import attached_ids, workspace_for
+    from holon_cli.runtime.workspace.plane import Target, bind
 
-    def bind(st: AgentState) -> None:
-        st["attached_workspaces"] = list(pstate.get("attached_workspaces") or [])
-        if worktree is not None:
-            root = worktree["path"]
-            st["workspace_anchor"] = st["cwd"] = root
-            st["active_workspace_id"] = workspace_id(Path(root))
-        elif not public:
-            st["workspace_anchor"] = pstate.get("workspace_anchor")
-            st["active_workspace_id"] = pstate.get("active_workspace_id")
-            st["cwd"] = pstate.get("cwd")
+    pstate = parent.read_record()["state"]
+    ids = attached_ids(pstate)
 
-    child.update_state(bind)
-    anchor = child.read_record()["state"].get("workspace_anchor")
-    if anchor:
-        child.emit("workspace_bound", {"workspace_anchor": anchor, "cwd": anchor})
+    def attach(st: AgentState) -> None:
+        st["attached_workspaces"] = list(ids)
+
+    child.update_state(attach)
+    pb = workspace_for(parent.layout.home, pstate)
+    if public or pb.workspace_id == AGENT_HOME:
+        return
+    if worktree is not None:
+        bind(child, Target(wt_plane.binding(pb, worktree), "isolated"), source="spawn")
+    else:
+        bind(child, Target(pb._replace(worktree_session=None), "direct"), source="spawn")
 
 
-def _parent_workspace(parent: AgentStore, pstate: AgentState) -> Path:
+def _parent_binding(parent: AgentStore) -> WorkspaceBinding:
     from holon_cli.runtime.workspace import workspace_for
 
-    return workspace_for(parent.layout.home, pstate).execution_root
+    return workspace_for(parent.layout.home, parent.read_record()["state"])
 
 
 def spawn_private_child(
@@ -135,7 +139,7 @@ def spawn_private_child(
     child_id = clock.new_id("child").replace("_", "-")
     worktree = None
     if workspace_mode == "worktree":
-        worktree = wt_plane.create(parent, _parent_workspace(parent, pstate), task_id)
+        worktree = wt_plane.create(_parent_binding(parent), child_id, task_id)
     detail = {
         "child_agent_id": child_id,
         "delegation_id": clock.new_id("dlg"),
@@ -151,7 +155,7 @@ def spawn_private_child(
     d.mkdir(parents=True)
     procs.put_record(d / "task.json", rec, durable=True)
     try:
-        child = _make_child(parent, child_id, task_id, template, pstate, worktree)
+        child = _make_child(parent, child_id, task_id, template, worktree)
     except BaseException:
         _undo_handle(d, worktree)
         raise
@@ -181,13 +185,12 @@ def _make_child(
     child_id: str,
     task_id: str,
     template: str | None,
-    pstate: AgentState,
     worktree: WorktreeInfo | None,
 ) -> AgentStore:
     child = create_agent(
         child_id,
         template=template,
-        model=pstate.get("model_override"),
+        model=parent.read_record()["state"].get("model_override"),
         kind="child",
         visibility="private",
         ownership="parent_supervised",
@@ -195,7 +198,7 @@ def _make_child(
         lineage_parent_agent_id=parent.agent_id,
         supervision_task_id=task_id,
     )
-    _bind_workspace(child, pstate, worktree, public=False)
+    _bind_workspace(child, parent, worktree, public=False)
     return child
 
 
@@ -238,7 +241,7 @@ def spawn_public_named(
         model=cstate.get("model_override"),
         lineage_parent_agent_id=creator.agent_id,
     )
-    _bind_workspace(agent, cstate, None, public=True)
+    _bind_workspace(agent, creator, None, public=True)
     if initial_message is not None and initial_message.strip():
         from holon_cli.runtime.enqueue import admit
 

@@ -3,85 +3,97 @@
 
 The worktree is an artifact of the supervision handle, not of the child:
 it is made at spawn on a unique branch ``holon/child/<task_id>`` from the
-parent's workspace HEAD, in the parent's ``.holon/worktrees/<task_id>``, so
-nothing appears in the user's repository but the branch. At terminal
-cleanup or ``TaskStop`` a clean worktree still on its branch is removed
-with its branch; a dirty or mismatched one (other branch, moved, changed
-files) is kept and a ``worktree_retained`` event is written in the
-parent's events. The handle's ``child.worktree`` carries path, branch,
-changed files and ``cleanup_status`` (pending | removed | retained).
-
-Self-contained (``git worktree add/remove``, ``git branch -D``) until the
-workspace plane's worktree sessions land in main.
+HEAD of the parent's execution root (the workspace plane's git helpers,
+:mod:`holon_cli.runtime.workspace.gitops`), under the home's managed
+worktrees (``$HOLON_HOME/worktrees/<child_id>/``), and bound as the child's
+``git_worktree_root`` projection of the parent's workspace. At terminal
+cleanup or ``TaskStop`` a clean worktree still on its branch is removed with
+its branch; a dirty or mismatched one (other branch, moved, changed files)
+is kept and a ``worktree_retained`` event is written in the parent's events.
+The handle's ``child.worktree`` carries path, branch, changed files and
+``cleanup_status`` (pending | removed | retained). This module is the one
+place a worktree is removed: the workspace plane never removes one.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holon_cli.errors import RejectedError
+from holon_cli.errors import HolonError, RejectedError
 from holon_cli.runtime.tasks.records import read_record_file, tasks_root, update_task
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
+    import subprocess
+
     from holon_cli.model.events import WorktreeRetainedData
     from holon_cli.model.task import TaskRecord, WorktreeInfo
+    from holon_cli.runtime.workspace import WorkspaceBinding
 
 BRANCH_PREFIX = "holon/child/"
-GIT_TIMEOUT_S = 60.0
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=GIT_TIMEOUT_S,
-        check=False,
-    )
-    if check and proc.returncode != 0:
+    from holon_cli.runtime.workspace.gitops import git
+
+    return git(*args, cwd=repo, check=check)
+
+
+def create(parent_binding: WorkspaceBinding, child_id: str, task_id: str) -> WorktreeInfo:
+    """A new worktree for the handle ``task_id`` on a unique branch, from the
+    HEAD of the parent's execution root (RejectedError when that is no git
+    checkout with a commit, or has uncommitted tracked changes)."""
+    from holon_cli.runtime.workspace import gitops
+    from holon_cli.runtime.workspace.locate import locate
+
+    checkout = parent_binding.execution_root
+    if not locate(checkout.resolve()).git:
         raise RejectedError(
-            f"git {' '.join(args[:2])} failed in {repo}: {proc.stderr.strip()[:300]}",
-            hint="workspace_mode 'worktree' needs the parent's workspace to be a git "
-            "repository with at least one commit",
+            f"workspace_mode 'worktree': {checkout} is not a git repository",
+            hint="bind a git workspace first (UseWorkspace), or spawn with workspace_mode "
+            "'inherit'",
         )
-    return proc
-
-
-def repo_root(workspace: Path) -> Path:
-    """The top of the git repository holding ``workspace`` (RejectedError if none)."""
-    try:
-        out = _git(workspace, "rev-parse", "--show-toplevel").stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
+    base = gitops.head_commit(checkout)
+    dirty = gitops.uncommitted(checkout)
+    if dirty:
         raise RejectedError(
-            f"workspace_mode 'worktree': cannot run git ({exc})",
-            hint="install git, or spawn with workspace_mode 'inherit'",
-        ) from None
-    return Path(out)
-
-
-def create(parent: AgentStore, workspace: Path, task_id: str) -> WorktreeInfo:
-    """A new worktree for the handle ``task_id`` on a unique branch."""
-    repo = repo_root(workspace)
-    base = _git(repo, "rev-parse", "HEAD").stdout.strip()
+            f"workspace_mode 'worktree': {checkout} has uncommitted changes "
+            f"({', '.join(dirty[:5])}); the child's worktree would start without them",
+            hint="commit or stash them first, or spawn with workspace_mode 'inherit'",
+        )
     branch = BRANCH_PREFIX + task_id
-    root = Path(parent.layout.runtime) / "worktrees"
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / task_id
-    _git(repo, "worktree", "add", "-b", branch, str(path), base)
+    path = HomeLayout.current().worktrees_dir / child_id / checkout.name
+    gitops.add_worktree(checkout, path, branch)
     return {
         "path": str(path),
         "branch": branch,
-        "repo": str(repo),
+        "repo": str(checkout),
         "base_commit": base,
         "changed_files": [],
         "cleanup_status": "pending",
     }
+
+
+def binding(parent_binding: WorkspaceBinding, wt: WorktreeInfo) -> WorkspaceBinding:
+    """The child's active entry: the parent's workspace, projected onto the
+    task's worktree."""
+    from holon_cli.runtime.workspace import gitops
+
+    path = Path(wt["path"])
+    session = {
+        "original_working_directory": wt["repo"],
+        "original_branch": gitops.current_branch(Path(wt["repo"])),
+        "worktree_path": wt["path"],
+        "worktree_branch": wt["branch"],
+    }
+    return parent_binding._replace(
+        execution_root=path,
+        cwd=path,
+        projection_kind="git_worktree_root",
+        worktree_session=session,  # type: ignore[arg-type]
+    )
 
 
 def changed_files(wt: WorktreeInfo) -> list[str]:
@@ -116,6 +128,10 @@ def _remove(wt: WorktreeInfo) -> None:
     repo = Path(wt["repo"])
     _git(repo, "worktree", "remove", wt["path"])
     _git(repo, "branch", "-D", wt["branch"], check=False)
+    try:
+        Path(wt["path"]).parent.rmdir()  # the child's folder under worktrees/, if empty
+    except OSError:
+        pass
 
 
 def cleanup_for(parent: AgentStore, task_id: str) -> WorktreeInfo | None:
@@ -132,7 +148,7 @@ def cleanup_for(parent: AgentStore, task_id: str) -> WorktreeInfo | None:
     if why is None:
         try:
             _remove(wt)
-        except RejectedError as exc:
+        except HolonError as exc:
             why = exc.message
     new: WorktreeInfo = {
         **wt,
