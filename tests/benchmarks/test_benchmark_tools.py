@@ -168,3 +168,20 @@ def test_codex_command_points_codex_at_the_loopback_provider(tmp_path: Path) -> 
     assert 'base_url="http://127.0.0.1:9/v1"' in " ".join(argv)
     assert env["CODEX_HOME"] == str(tmp_path / "ch") and (tmp_path / "ch").is_dir()
     assert env["BENCH_API_KEY"] and env["PATH"] == "/bin"
+
+
+def test_children_benchmark_measures_live_idle_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle-children figure is about live children (handle running,
+    child resting), not children that already ended and were archived."""
+    bench = _load("children")
+    monkeypatch.setenv("HOLON_HOME", str(tmp_path / "unused"))
+    out = bench.idle_children(tmp_path, 3, 1)
+    assert out["children"] == 3 and out["parent_with_idle_children_pass_ms"] > 0
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.children.handle import active_children
+
+    kids = active_children(open_agent("main"))
+    assert len(kids) == 3
+    assert {k["child_observability"]["phase"] for k in kids} == {"waiting"}
