@@ -76,6 +76,8 @@ def test_a_clean_worktree_is_removed_with_its_branch_at_terminal_cleanup(
     assert child_state["execution_root"] == str(path) and child_state["cwd"] == str(path)
     assert child_state["projection_kind"] == "git_worktree_root"
     assert child_state["worktree_session"]["worktree_branch"] == wt["branch"]
+    created = [e for e in open_agent(cid).events.records() if e["kind"] == "worktree_created"]
+    assert [e["data"]["worktree_path"] for e in created] == [str(path)]
     detail = handle.task_status(parent, tid)["task"]["worktree"]
     assert detail["changed_files"] == [] and detail["cleanup_status"] == "pending"
     run_turn(cid, catalog=default_catalog())

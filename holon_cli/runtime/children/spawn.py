@@ -110,7 +110,8 @@ def _bind_workspace(
     if public or pb.workspace_id == AGENT_HOME:
         return
     if worktree is not None:
-        bind(child, Target(wt_plane.binding(pb, worktree), "isolated"), source="spawn")
+        target = Target(wt_plane.binding(pb, worktree), "isolated", worktree_created=True)
+        bind(child, target, source="spawn")
     else:
         bind(child, Target(pb._replace(worktree_session=None), "direct"), source="spawn")
 
