@@ -51,6 +51,7 @@ def test_operator_ingress_to_a_child_is_refused(tmp_path: Path) -> None:
     res = run("turn", "--agent", cid, "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["data"]["final_text"] == "7 files"
     assert run("transcript", "--agent", cid).returncode == 0
+    assert run("tick", "--agent", cid).returncode == 0
 
 
 def test_agent_list_hides_children_and_all_shows_them(tmp_path: Path) -> None:
