@@ -219,6 +219,15 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
     for name, use in (s.get("budget") or {}).items():
         resets = f"resets {use['resets_at']}" if use["resets_at"] else "does not reset"
         rows.append((f"budget {name}", f"{use['used']:g} of {use['limit']:g} ({resets})"))
+    wm = s.get("working_memory") or {}
+    if wm.get("working_memory_revision"):
+        rows.append(
+            (
+                "memory",
+                f"revision {wm['working_memory_revision']}, "
+                f"{wm['archived_episode_count']} episode(s) archived",
+            )
+        )
     if s.get("active_tasks"):
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.continuation import ContinuationRecord
+    from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.turn import ClosureDecision, NoProgressStreak
     from holon_cli.model.workitem import ContinuationHold
     from holon_cli.model.workspace import ProjectionKind, WorktreeSession
@@ -99,6 +100,8 @@ if TYPE_CHECKING:
         worktree_session: NotRequired[WorktreeSession | None]
         # managed worktrees by workspace id, reused when isolation is resumed
         worktree_sessions: NotRequired[dict[str, WorktreeSession]]
+        # working memory, episodes and compaction (runtime/memory/working.py)
+        working_memory: NotRequired[WorkingMemoryState]
 
     class AgentRecord(TypedDict):
         v: int

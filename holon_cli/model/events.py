@@ -48,6 +48,7 @@ EventKind = Literal[
     "tool_executed",
     "skill_activated",
     "turn_round_limit_reached",
+    "context_compacted",
     "turn_interrupted",
     "turn_abort_requested",
     "turn_terminal",
@@ -160,6 +161,19 @@ class TurnContextBuiltData(TypedDict):
     sections: Any
     tool_count: int
     bound_work_item_id: str | None
+
+
+class ContextCompactedData(TypedDict):
+    """Older rounds of the running turn were replaced by a summary: how many
+    messages (this compaction) and the turn's compaction count so far."""
+
+    turn_id: NotRequired[str]
+    compacted_message_count: int
+    compression_epoch: int
+    budget_tokens: int
+    estimated_tokens: int
+    kept_message_count: int
+    reason: str  # over_budget | context_length_exceeded
 
 
 class ProviderRoundCompletedData(TypedDict):

@@ -63,6 +63,10 @@ class ToolEffects:
     completion_brief_id: str | None = None
     # shell command lines the call ran (skill activation reads them)
     commands: list[str] = field(default_factory=list)
+    # files the call created, changed, moved or deleted (working memory)
+    files_touched: list[str] = field(default_factory=list)
+    # commands the call ran to their end: {cmd, exit_status} (working memory)
+    command_runs: list[dict[str, Any]] = field(default_factory=list)
     # background tasks the call started
     tasks_started: list[str] = field(default_factory=list)
     # the model asked to rest after this round

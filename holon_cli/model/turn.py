@@ -5,7 +5,10 @@ TypedDicts: zero runtime cost, the JSON is unchanged."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from holon_cli.model.memory import TurnMemoryDelta
 
 ClosureOutcome = Literal["completed", "continuable", "failed", "waiting"]
 WaitingReason = Literal[
@@ -139,6 +142,8 @@ class TurnSettlement(TypedDict):
     # why an aborted turn ended, when it was not a provider failure
     # (``operator_aborted``: ``holon agent abort``)
     reason: NotRequired[str]
+    # what the turn adds to working memory (applied when the agent records the turn)
+    memory: NotRequired[TurnMemoryDelta]
     # filled when the terminal records are written
     duration_ms: NotRequired[int]
     completed_at: NotRequired[str]

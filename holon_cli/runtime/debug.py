@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.memory import working
+from holon_cli.runtime.memory.compaction import context_budget
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
 from holon_cli.runtime.turn import context_trigger, recent_conversation
+from holon_cli.runtime.turn.context import recent_chars_for
 from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
@@ -21,6 +24,10 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
     state = rec["state"]
     ws = workspace_for(store.layout.home, state)
     specs, guidance = catalog.specs, catalog.guidance
+    from holon_cli.store.config import load_config
+
+    cfg = load_config()
+    wm = working.state_of(state.get("working_memory"))
     message = None
     if text is not None:
         from holon_cli import clock
@@ -44,11 +51,13 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         work_queue=wi.project_work_queue(
             store, bound_work_item_id=state.get("current_work_item_id")
         ),
-        recent=recent_conversation(store, None),
+        recent=recent_conversation(store, None, max_chars=recent_chars_for(context_budget(cfg))),
         active_skills=active_skill_rows(list(state.get("active_skills") or []), {}),
         trigger=context_trigger(
             store, provision=rec["identity"].get("ownership", "self_owned") == "self_owned"
         ),
+        working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
+        memory_delta=working.render_delta(wm),
     )
     f = built.frame
     return {

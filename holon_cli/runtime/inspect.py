@@ -88,6 +88,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "active_skills": [a.get("skill") for a in state.get("active_skills") or []],
         "skills": _skills(state),
         "external_trigger": _trigger_status(store),
+        "working_memory": _working_memory(state),
     }
     # what needs an operator: the last failed turn, a config.yaml that does not load
     summary |= {
@@ -112,6 +113,13 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         summary["budget"] = {}
         summary["budget_error"] = exc.message
     return summary
+
+
+def _working_memory(state: AgentState) -> dict[str, Any]:
+    """The contract's ``working_memory`` (updated only when a turn settles)."""
+    from holon_cli.runtime.memory.working import status_view
+
+    return status_view(state.get("working_memory"))
 
 
 def _skills(state: AgentState) -> list[dict[str, Any]]:

@@ -216,6 +216,12 @@ _PRESENTERS: dict[str, Presenter] = {
     "turn_round_limit_reached": _fixed(
         "action_required", "runtime", "Round limit", "Turn stopped after {rounds} rounds"
     ),
+    "context_compacted": _fixed(
+        "trace",
+        "runtime",
+        "Compacted",
+        "Compacted {compacted_message_count} older message(s) (epoch {compression_epoch})",
+    ),
     "inbox_message_quarantined": _fixed(
         "action_required", "runtime", "Quarantined", "A message was quarantined: {reason}"
     ),

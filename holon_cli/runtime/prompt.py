@@ -5,9 +5,11 @@ Order (a contract): 1 runtime/system policy and execution contract (the
 execution binding: agent home, workspace, execution root, cwd), 2 turn
 mode guidance, 3 agent-scoped AGENTS.md, 4 workspace AGENTS.md (else
 CLAUDE.md), 5 skill catalog, 6 tool guidance. Blocks 1-6 are the *stable*
-and *agent-scoped* surface and feed ``prompt_cache_key``; the work queue
-projection, recent conversation and the current message are *turn-scoped*
-context blocks and only feed ``context_fingerprint``.
+and *agent-scoped* surface and feed ``prompt_cache_key``; working memory and
+its pending delta (changed only when a turn settles), the work queue
+projection, recent conversation and the current message are context blocks
+and only feed ``context_fingerprint`` (so the cache key and the instruction
+prefix stay byte-identical across turns).
 """
 
 from __future__ import annotations
@@ -474,6 +476,8 @@ def build_frame(
     recent: str | None,
     active_skills: list[dict[str, Any]] | None = None,
     trigger: Mapping[str, Any] | None = None,
+    working_memory: str | None = None,
+    memory_delta: str | None = None,
 ) -> BuiltPrompt:
     """The prompt frame. Deterministic: the same inputs give the same bytes
     (the cache key and fingerprint are hashes of them)."""
@@ -497,14 +501,23 @@ def build_frame(
         context_blocks.append(
             sec.add("turn", "external trigger", trigger_block(trigger), "trigger capability")
         )
+    if working_memory:
+        context_blocks.append(
+            sec.add("agent", "working memory", working_memory, "agent working memory")
+        )
+    if memory_delta:
+        context_blocks.append(sec.add("turn", "memory delta", memory_delta, "settled turns"))
+    # stable-first: the blocks above and the recent conversation do not change
+    # within a turn; the work queue and active skills change when a round
+    # mutates them, so a request's bytes start with the previous request's
+    if recent:
+        context_blocks.append(sec.add("turn", "recent conversation", recent, "transcript tail"))
     if work_queue:
         context_blocks.append(sec.add("turn", "work queue", work_queue, "work items"))
     if active_skills:
         lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
         text = "# Active skills\n" + "\n".join(lines)
         context_blocks.append(sec.add("turn", "active skills", text, "skill activation"))
-    if recent:
-        context_blocks.append(sec.add("turn", "recent conversation", recent, "transcript tail"))
 
     tool_sig = json.dumps([[t.name, t.input_schema] for t in tools], sort_keys=True)
     cache_key = "pck_" + _h(agent_id, *system_blocks, tool_sig)

@@ -32,6 +32,9 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from holon_cli.errors import ConfigError
 
+# the smallest `runtime.context_budget_tokens` (a smaller one cannot hold a frame)
+MIN_CONTEXT_BUDGET_TOKENS = 1000
+
 TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
 Transport = Literal["openai_chat_completions", "openai_responses", "anthropic_messages"]
 
@@ -85,6 +88,11 @@ class RuntimeConfig:
     task_output_max_bytes: int | None = _pos("output kept per command task")
     outputs_max_age_days: float | None = _opt("days kept in .holon/outputs/", min=0)
     outputs_max_bytes: int | None = _opt("bytes kept in .holon/outputs/ per agent", min=0)
+    # memory plane: compaction (runtime/memory/compaction.py reads it)
+    context_budget_tokens: int | None = _opt(
+        "prompt budget in tokens; older rounds are compacted above it (default 128000)",
+        min=MIN_CONTEXT_BUDGET_TOKENS,
+    )
 
 
 # ---------------------------------------------------------------- budgets

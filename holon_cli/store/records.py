@@ -207,6 +207,7 @@ def task_ledger_record(rec: Mapping[str, Any]) -> str | None:
 
 
 def delegation_record(rec: Mapping[str, Any]) -> str | None:
+    """A delegation record (runtime/children: started, completed)."""
     return _first(
         _need(rec, "event", str, "delegation record"),
         _need(rec, "delegation_id", str, "delegation record"),
@@ -215,7 +216,20 @@ def delegation_record(rec: Mapping[str, Any]) -> str | None:
     )
 
 
+def episode_record(rec: Mapping[str, Any]) -> str | None:
+    """A finalized context episode (runtime/memory/episodes.py)."""
+    return _first(
+        _need(rec, "episode_id", str, "episode"),
+        _need(rec, "summary", str, "episode"),
+        _need(rec, "turn_range", list, "episode"),
+        _opt(rec, "work_item_id", str, "episode"),
+        _opt(rec, "touched_files", list, "episode"),
+        _opt(rec, "commands", list, "episode"),
+    )
+
+
 LEDGERS: dict[str, Validator] = {
+    "context_episodes": episode_record,
     "queue": queue_record,
     "events": event_record,
     "transcript": transcript_record,

@@ -14,13 +14,29 @@ if TYPE_CHECKING:
     from holon_cli.model.trigger import TriggerDescriptor
 
 RECENT_CHARS = 4000
+RECENT_MAX_CHARS = 24_000  # the tail's share of a large budget
+RECENT_MIN_CHARS = 1000
+RECENT_SCAN = 40
+RECENT_SCAN_MAX = 120
 
 
-def recent_conversation(store: AgentStore, exclude_message_id: str | None) -> str | None:
+def recent_chars_for(budget_tokens: int | None) -> int:
+    """How much recent conversation a prompt carries: what the context budget
+    leaves, about an eighth of it (``budget / 2`` characters), within
+    :data:`RECENT_MIN_CHARS` .. :data:`RECENT_MAX_CHARS`."""
+    if not budget_tokens:
+        return RECENT_CHARS
+    return max(RECENT_MIN_CHARS, min(RECENT_MAX_CHARS, budget_tokens // 2))
+
+
+def recent_conversation(
+    store: AgentStore, exclude_message_id: str | None, *, max_chars: int = RECENT_CHARS
+) -> str | None:
     """Operator-visible history from the transcript tail (bounded; O(1) in history).
     Rendering (fences, escaping) lives in :func:`prompt.render_recent`."""
+    scan = RECENT_SCAN if max_chars <= RECENT_CHARS else RECENT_SCAN_MAX
     return render_recent(
-        store.ledger("transcript").tail(40), exclude_message_id, max_chars=RECENT_CHARS
+        store.ledger("transcript").tail(scan), exclude_message_id, max_chars=max_chars
     )
 
 

@@ -11,6 +11,8 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "failure", "usage", "attempts"}         a provider failure's usage/attempts
     {"op": "interject", "message_id"}
     {"op": "request", "turn_id"}                   a turn's first provider request starts
+    {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
+    {"op": "effects", "files", "commands", "completed"}  a tool call's memory effects
     {"op": "settlement", "settlement": {...}}
 
 Invariants:
@@ -112,6 +114,13 @@ class Journal:
         self.settlement: TurnSettlement | None = None
         # turns (of this message) that got as far as a provider request
         self.requested: set[str] = set()
+        # the compacted window of the conversation (runtime/memory/compaction.py):
+        # restored on replay, so a restart sends the bytes it would have sent
+        self.compaction: dict[str, Any] | None = None
+        # what the turn's tool calls did, for working memory at settle
+        self.files: list[str] = []
+        self.commands: list[dict[str, Any]] = []
+        self.completed_work_item = False
         self._dirty = False
 
     # ------------------------------------------------------------- replay
@@ -179,6 +188,10 @@ class Journal:
         lines += [
             {"v": JOURNAL_VERSION, "op": "interject", "message_id": m} for m in self.interject_ids
         ]
+        if self.compaction is not None:
+            lines.append({"v": JOURNAL_VERSION, "op": "compaction", **self.compaction})
+        if self.files or self.commands or self.completed_work_item:
+            lines.append({"v": JOURNAL_VERSION, "op": "effects", **self._effects()})
         atomic_write_bytes(self.path, "".join(dumps(r) + "\n" for r in lines).encode("utf-8"))
         _legacy_path(self.store).unlink(missing_ok=True)
 
@@ -202,6 +215,11 @@ class Journal:
             self.requested.add(str(rec.get("turn_id") or ""))
         elif op == "settlement":
             self.settlement = cast("TurnSettlement", rec["settlement"])
+        elif op == "effects":
+            self._fold_effects(rec)
+        elif op == "compaction":
+            keys = ("cut_round", "epoch", "compacted", "summary")
+            self.compaction = {k: rec[k] for k in keys}
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:
@@ -298,6 +316,40 @@ class Journal:
                 "attempts": attempts,
             }
         )
+
+    def record_compaction(self, cut_round: int, epoch: int, compacted: int, summary: str) -> None:
+        """The conversation's compacted window, by round (reminders are not
+        journaled, so item positions are not stable); durable with the next
+        round."""
+        self.compaction = {
+            "cut_round": cut_round,
+            "epoch": epoch,
+            "compacted": compacted,
+            "summary": summary,
+        }
+        self._append({"op": "compaction", **self.compaction})
+
+    def _effects(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "commands": self.commands,
+            "completed": self.completed_work_item,
+        }
+
+    def _fold_effects(self, rec: dict[str, Any]) -> None:
+        self.files.extend(str(f) for f in rec.get("files") or [])
+        self.commands.extend(c for c in rec.get("commands") or [] if isinstance(c, dict))
+        self.completed_work_item = self.completed_work_item or bool(rec.get("completed"))
+
+    def add_effects(
+        self, files: list[str], commands: list[dict[str, Any]], completed: bool
+    ) -> None:
+        """One tool call's memory effects (durable with its round's batch)."""
+        if not (files or commands or completed):
+            return
+        rec = {"files": list(files), "commands": list(commands), "completed": completed}
+        self._fold_effects(rec)
+        self._append({"op": "effects", **rec})
 
     def add_interject(self, message_id: str) -> None:
         self.interject_ids.append(message_id)

@@ -28,6 +28,8 @@ from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.guard import activation_of
+from holon_cli.runtime.memory import compaction as cp
+from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (
     BuiltPrompt,
     active_skill_rows,
@@ -41,7 +43,7 @@ from holon_cli.runtime.turn.abort import (
     TurnAborted,
     stop_call_commands,
 )
-from holon_cli.runtime.turn.context import context_trigger, recent_conversation
+from holon_cli.runtime.turn.context import context_trigger, recent_chars_for, recent_conversation
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.model_round import ModelRound, record_chain_failure, record_model_round
 from holon_cli.runtime.turn.recorder import TurnRecorder
@@ -56,16 +58,19 @@ if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
+        ContextCompactedData,
         MessageInterjectedData,
         MessageProcessingStartedData,
+        RuntimeErrorData,
         ToolErrorEnvelope,
         ToolExecutedData,
         TurnContextBuiltData,
         TurnRoundLimitReachedData,
         WorkItemStaleReminderData,
     )
+    from holon_cli.model.memory import CommandRun, TurnMemoryDelta
     from holon_cli.model.tool import Toolbox
-    from holon_cli.model.turn import TurnProgress
+    from holon_cli.model.turn import TurnProgress, TurnSettlement
     from holon_cli.providers.chain import ChainResult
 
 DEFAULT_MAX_ROUNDS = 50
@@ -140,6 +145,17 @@ class TurnRun:
         # an operator's abort: each provider and tool call is waited for here
         self.abort = AbortWatch(store, turn_id)
         self.abort_reason: str | None = None
+        # memory plane: the compacted view of this turn's conversation, the
+        # last request's size, and what the turn did (working memory at settle)
+        self.budget_tokens = cp.context_budget(config)
+        self.window = cp.Window.restore(self.journal.items, self.journal.compaction)
+        self.frame_t = 0
+        # the last request: reported input tokens, items, cut, frame tokens, clip
+        self.sent: tuple[int, int, int, int, int | None] | None = None
+        self.overflow_retried = False
+        self.wm = working.empty_state()
+        self.memory_chars = working.memory_chars_for(self.budget_tokens)
+        self.queue_chars = working.queue_chars_for(self.budget_tokens)
 
     # ------------------------------------------------------------ the loop
 
@@ -157,7 +173,10 @@ class TurnRun:
     def rounds(self) -> None:
         done = self.close_in_flight_calls()
         while not done:
-            built = self.build_prompt()
+            fitted = self.fit(self.build_prompt())  # compacted to the context budget
+            if fitted is None:
+                break
+            built = fitted
             rnd = self.call_model(built)
             if rnd is None:
                 break
@@ -226,7 +245,10 @@ class TurnRun:
         self.bound_wi = self.state.get("current_work_item_id")
         self.focus = self.bound_wi
         self.session_skills = list(self.state.get("active_skills") or [])
-        self.recent = recent_conversation(self.store, self.mid)
+        self.wm = working.state_of(self.state.get("working_memory"))
+        self.recent = recent_conversation(
+            self.store, self.mid, max_chars=recent_chars_for(self.budget_tokens)
+        )
 
     # ---------------------------------------------- close in-flight calls
 
@@ -273,11 +295,19 @@ class TurnRun:
             message=self.msg,
             tools=self.catalog.specs,
             guidance=self.catalog.guidance,
-            work_queue=wi.project_work_queue(self.store, bound_work_item_id=self.focus),
+            work_queue=wi.project_work_queue(
+                self.store,
+                bound_work_item_id=self.focus,
+                exclude_turn_id=self.turn_id,
+                max_chars=self.queue_chars,
+            ),
             recent=self.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
+            working_memory=working.render(self.wm, max_chars=self.memory_chars),
+            memory_delta=working.render_delta(self.wm),
         )
+        self.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:
             self.context_reported = True
@@ -292,6 +322,96 @@ class TurnRun:
             self.rec.event("turn_context_built", built_data)
         return built
 
+    # ---------------------------------------------------------- fit budget
+
+    def fit(self, built: BuiltPrompt) -> BuiltPrompt | None:
+        """Keep the next request under ``runtime.context_budget_tokens``:
+        compact older rounds when it would exceed it, and when that is not
+        enough, shrink the context blocks (:meth:`_shrink_context`: the
+        recent conversation first; working memory and the archived episodes
+        still carry it). ``None`` (the turn fails) when the
+        frame's fixed part alone does not fit."""
+        fixed = cp.fixed_tokens(built.frame, self.catalog.specs)
+        if fixed > self.budget_tokens:
+            self._fail_budget(fixed)
+            return None
+        est = self._estimate()
+        if est > self.budget_tokens:
+            target = int((self.budget_tokens - self.frame_t) * cp.HEADROOM)
+            self._compact(target, est, "over_budget")
+            if self._estimate() > self.budget_tokens and self._shrink_context():
+                return self.fit(self.build_prompt())  # the prefix settles again after this
+            over = self._estimate() - self.budget_tokens
+            if over > 0:
+                self.window.clip_to(self.journal.items, over)
+        return built
+
+    def _shrink_context(self) -> bool:
+        """One step down, for the rest of the turn: leave the recent
+        conversation out, then halve the working-memory and work-queue
+        blocks down to their floors. False when nothing is left to shrink."""
+        if self.recent:
+            self.recent = None
+            return True
+        if self.memory_chars > working.MEMORY_MIN_CHARS:
+            self.memory_chars = max(working.MEMORY_MIN_CHARS, self.memory_chars // 2)
+            return True
+        if self.queue_chars > working.QUEUE_MIN_CHARS:
+            self.queue_chars = max(working.QUEUE_MIN_CHARS, self.queue_chars // 2)
+            return True
+        return False
+
+    def _estimate(self) -> int:
+        """The next request: the provider's last reported input tokens plus
+        bytes / 4 of what was appended since (the whole request without a
+        report, or once the window changed)."""
+        items = self.journal.items
+        w = self.window
+        if self.sent is not None and self.sent[0] > 0 and self.sent[2:5:2] == (w.cut, w.clip):
+            reported, n_sent, _, frame_sent, _ = self.sent
+            # the frame may have grown (a work item changed) or shrunk (_shrink_context)
+            return reported + cp.items_tokens(items[n_sent:]) + self.frame_t - frame_sent
+        return self.frame_t + cp.items_tokens(self.window.view(items))
+
+    def _compact(self, target: int, est: int, reason: str) -> int:
+        n = self.window.compact(self.journal.items, target, self.focus)
+        if n:
+            w = self.window
+            cut_round = cp.round_ordinal(self.journal.items, w.cut)
+            self.journal.record_compaction(cut_round, w.epoch, w.compacted, w.summary)
+            data: ContextCompactedData = {
+                "compacted_message_count": n,
+                "compression_epoch": self.window.epoch,
+                "budget_tokens": self.budget_tokens,
+                "estimated_tokens": est,
+                "kept_message_count": len(self.journal.items) - self.window.cut,
+                "reason": reason,
+            }
+            self.rec.event("context_compacted", data, work_item_id=self.focus)
+        return n
+
+    def _fail_budget(self, fixed: int) -> None:
+        """A budget below the frame's fixed part: the turn fails, naming both."""
+        summary = cp.budget_too_small(fixed, self.budget_tokens)
+        artifact = {
+            "summary": summary,
+            "category": "config",
+            "budget_tokens": self.budget_tokens,
+            "fixed_tokens": fixed,
+            "hint": f"raise runtime.context_budget_tokens in config.yaml above {fixed}, "
+            "or shorten AGENTS.md and the skill catalog",
+        }
+        self.failed = True
+        self.result.failure_artifact = artifact
+        self.result.failure_kind = "context_budget_too_small"
+        err: RuntimeErrorData = {
+            "error": summary,
+            "failure_kind": "context_budget_too_small",
+            "failure_artifact": artifact,
+        }
+        self.rec.event("runtime_error", err)
+        self.rec.transcript("runtime_failure", text=summary, failure_artifact=artifact)
+
     # ----------------------------------------------------------- call model
 
     def call_model(self, built: BuiltPrompt) -> ModelRound | None:
@@ -301,7 +421,7 @@ class TurnRun:
 
         request = ProviderRequest(
             frame=built.frame,
-            conversation=list(self.journal.items),
+            conversation=self.window.view(self.journal.items),
             tools=self.catalog.specs,
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
@@ -324,6 +444,8 @@ class TurnRun:
             self.budget_hit = stop.hit
             return None
         except ChainFailure as failure:
+            if self._overflow_compacted(failure):
+                return self.call_model(built)  # once: _overflow_compacted says no again
             self.failed = True
             self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
                 self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
@@ -332,7 +454,24 @@ class TurnRun:
                 self._record_spend(failure.last.model_ref, failure.usage.to_dict(), estimated=False)
             return None
         self._spend_of_round(chain, request)
+        reported = int(getattr(chain.usage, "input_tokens", 0) or 0) if chain.usage else 0
+        w = self.window
+        self.sent = (reported, len(self.journal.items), w.cut, self.frame_t, w.clip)
+        self.overflow_retried = False
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
+
+    def _overflow_compacted(self, failure: Any) -> bool:
+        """A provider ``context_length_exceeded``: one compaction (to half of
+        the conversation) and a retry instead of ending the turn."""
+        if getattr(failure.last, "kind", None) != "context_length_exceeded":
+            return False
+        if self.overflow_retried:
+            return False
+        self.overflow_retried = True
+        usage = failure.usage.to_dict() if failure.usage is not None else None
+        self.journal.record_failure(usage, list(failure.timeline.get("attempts", [])))
+        conv = cp.items_tokens(self.window.view(self.journal.items))
+        return self._compact(conv // 2, self.frame_t + conv, "context_length_exceeded") > 0
 
     def _budget_gate(self, _model_ref: str) -> None:
         """Before every provider request (retries and fallbacks included)."""
@@ -421,6 +560,12 @@ class TurnRun:
             if fx.commands and built.sources.get("skills"):
                 self._activate_skills(fx.commands, built.sources["skills"])
             self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
+            # after its result: a replay counts the effects of recorded calls only
+            runs = [
+                {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")}
+                for c in fx.command_runs
+            ]
+            self.journal.add_effects(fx.files_touched, runs, bool(fx.completion_brief_id))
         self.rounds_since_mutation = 0 if mutated else self.rounds_since_mutation + 1
         self.tool_calls_made += len(resp.tool_calls)
         self.work_item_changed = self.work_item_changed or mutated
@@ -530,6 +675,31 @@ class TurnRun:
             "budget_stopped": self.budget_hit is not None,
         }
 
+    def memory_delta(self, s: TurnSettlement) -> TurnMemoryDelta:
+        """What this turn adds to working memory, saved in the settlement (a
+        replay applies these very values)."""
+        closure = s["closure"]
+        waiting = closure.get("waiting_reason") if closure["outcome"] == "waiting" else None
+        slept = s.get("sleep")
+        if slept is not None:
+            waiting = f"asleep ({slept.get('reason') or 'model_sleep'})"
+        return working.turn_delta(
+            self.store,
+            self.msg,
+            turn_id=self.turn_id,
+            turn_index=self.turn_index,
+            status=s["status"],
+            focus=self.store.read_record()["state"].get("current_work_item_id") or self.focus,
+            workspace_id=self.ws.workspace_id if self.ws else None,
+            files_touched=self.journal.files,
+            commands=cast("list[CommandRun]", self.journal.commands),
+            completed_work_item=self.journal.completed_work_item,
+            waiting=waiting,
+            final_text=s["final_text"],
+            prompted_revision=self.wm["working_memory_revision"],
+            compacted_message_count=self.window.compacted,
+        )
+
     def settle(self) -> TurnResult:
         """Decide the ending once (saved in the journal), write the terminal
         records that are not written yet, settle the queue entries, and
@@ -557,6 +727,7 @@ class TurnRun:
                 progress=self.progress(),
                 abort_reason=self.abort_reason,
             )
+            s["memory"] = self.memory_delta(s)
             self.journal.settle(s)
         self.result.closure = s["closure"]
         self.result.final_text = s["final_text"]

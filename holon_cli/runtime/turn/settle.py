@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
+    from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.tool import SleepRequest
     from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnProgress, TurnSettlement
 
@@ -229,6 +230,25 @@ def write_terminal(
         rec.event("turn_terminal", terminal)
 
 
+def _settle_memory(
+    store: AgentStore, s: TurnSettlement, completed_at: str
+) -> WorkingMemoryState | None:
+    """The working memory after this turn (its finalized episodes appended
+    first, each once); ``None`` for a settlement without a memory delta."""
+    delta = s.get("memory")
+    if delta is None:
+        return None
+    from holon_cli.runtime.memory.working import settle_memory
+
+    return settle_memory(store, delta, completed_at)
+
+
+def memory_applies(st: AgentState, memory: WorkingMemoryState) -> bool:
+    """Not applied yet: the state's last applied turn is not this one."""
+    cur = st.get("working_memory")
+    return cur is None or cur.get("last_applied_turn_id") != memory["last_applied_turn_id"]
+
+
 def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -> None:
     """Record the settled turn on the agent. Status moves from running to idle
     or asleep only; an operator's stop or pause made meanwhile holds."""
@@ -237,6 +257,7 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
     turn_skills: dict[str, dict[str, Any]] = s.get("turn_skills") or {}
 
     counted = journal.counted
+    memory = _settle_memory(store, s, completed_at)
 
     def finish(st: AgentState) -> None:
         # the turn's successful rounds join the agent's totals once, here
@@ -259,6 +280,8 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
         st["last_closure"] = s["closure"]
         if "no_progress" in s:
             st["no_progress"] = s["no_progress"]
+        if memory is not None and memory_applies(st, memory):
+            st["working_memory"] = memory
         if s["status"] == "completed" and journal.usage_reported:
             # the spec: the most recent completed turn that reported token data
             st["last_turn_token_usage"] = dict(journal.usage)

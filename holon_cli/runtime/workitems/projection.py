@@ -47,14 +47,21 @@ def todo_mark(state: str) -> str:
     return {"completed": "[x]", "in_progress": "[>]"}.get(state, "[ ]")
 
 
-def _trace(store: AgentStore, wid: str, limit: int) -> list[str]:
+def _trace(
+    store: AgentStore, wid: str, limit: int, exclude_turn_id: str | None = None
+) -> list[str]:
     """Recent process trace bound to ``wid``: assistant text, tool executions
-    and briefs (tail reads only; provider thinking is never included)."""
+    and briefs (tail reads only; provider thinking is never included). The
+    running turn's own records (``exclude_turn_id``) are left out: its
+    conversation already carries them, and the block stays byte-stable
+    between its rounds (prompt caching)."""
     if limit <= 0:
         return []
     entries: list[tuple[str, str]] = []
 
     def bound(r: Mapping[str, Any]) -> bool:
+        if exclude_turn_id is not None and r.get("turn_id") == exclude_turn_id:
+            return False
         return (r.get("work_item_id") or r.get("workItemId")) == wid
 
     for r in store.ledger("transcript").tail(TRACE_SCAN_RECORDS):
@@ -94,6 +101,7 @@ def _current_section(
     focused: bool,
     preview_chars: int,
     trace_limit: int,
+    exclude_turn_id: str | None = None,
 ) -> str:
     if rec is None:
         return NO_CURRENT_ITEM
@@ -151,7 +159,7 @@ def _current_section(
             lines.append("  - " + ", ".join(f"{k}={v}" for k, v in wait_brief(w).items()))
     if sched != "runnable":
         lines.append(NOT_RUNNABLE_NOTE)
-    trace = _trace(store, rec["id"], trace_limit)
+    trace = _trace(store, rec["id"], trace_limit, exclude_turn_id)
     if trace:
         lines.append("- recent process trace:")
         lines.extend(trace)
@@ -230,6 +238,7 @@ def project_work_queue(
     bound_work_item_id: str | None = None,
     max_chars: int = DEFAULT_PROJECTION_CHARS,
     trace_limit: int = DEFAULT_TRACE_ENTRIES,
+    exclude_turn_id: str | None = None,
 ) -> str | None:
     """The turn's work-queue context block, or ``None`` when the agent has no
     work items (the message-driven prompt path stays unchanged).
@@ -274,6 +283,7 @@ def project_work_queue(
         focused=current_id == focus_id,
         preview_chars=wm.PREVIEW_CHARS,
         trace_limit=trace_limit,
+        exclude_turn_id=exclude_turn_id,
     )
     if len(header) + len(cur) + 1 > max_chars:
         cur = _current_section(
@@ -283,6 +293,7 @@ def project_work_queue(
             focused=current_id == focus_id,
             preview_chars=400,
             trace_limit=min(trace_limit, 2),
+            exclude_turn_id=exclude_turn_id,
         )
     parts = [header, cur]
     used = sum(len(p) + 1 for p in parts)

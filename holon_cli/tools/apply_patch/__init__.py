@@ -186,6 +186,7 @@ def apply_patch(ctx: ToolContext, args: ApplyPatchArgs) -> ToolResult:
     lines = [f"Applied patch to {len(ops)} file(s):"]
     for op in ops:
         summary[op.action].append(op.path)
+        ctx.report.files_touched.append(op.path)
         entry: dict[str, Any] = {
             "path": op.path,
             "action": op.action,

@@ -220,6 +220,7 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
     env = _completed_envelope(
         ctx, launched, rec, p, int((time.monotonic() - start) * 1000), tty=tty
     )
+    ctx.report.command_runs.append({"cmd": args.cmd, "exit_status": env.get("exit_status")})
     if env.get("exit_status") == 0:
         # only a successful command activates skills (the turn loop reads these)
         ctx.report.commands.append(args.cmd)

@@ -118,6 +118,7 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
             else ("succeeded" if r["exit_status"] == 0 else "exited_nonzero")
         )
         items.append({"index": i, "cmd": item.cmd, "status": status, **r})
+        ctx.report.command_runs.append({"cmd": item.cmd, "exit_status": r["exit_status"]})
         if status == "succeeded":  # only a successful command activates skills
             ctx.report.commands.append(item.cmd)
         blocks.append(f"{label}\n{_render_item(r)}")

@@ -1,0 +1,89 @@
+"""The memory plane at the CLI (issue 23): ``holon status`` working memory and
+``runtime.context_budget_tokens`` as a user types it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.inprocess_cli import bind_runner, run  # noqa: F401  (bind_runner: autouse)
+
+
+def script(tmp_path: Path, steps: list[Any]) -> str:
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({"steps": steps}))
+    return f"scripted:{p}"
+
+
+def data(res: Any) -> Any:
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)["data"]
+
+
+def write_config(tmp_path: Path, body: str) -> None:
+    home = tmp_path / "holon-home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(body)
+
+
+def test_status_json_shows_working_memory_after_a_settled_turn(tmp_path: Path) -> None:
+    run("enqueue", "note that the release is on Friday")
+    before = data(run("status", "--json"))["working_memory"]
+    assert before["working_memory_revision"] == 0
+    assert before["current_working_memory"] is None
+    assert before["active_episode_id"] is None and before["archived_episode_count"] == 0
+    assert run("turn", "--model", script(tmp_path, ["Noted."])).returncode == 0
+    wm = data(run("status", "--json"))["working_memory"]
+    assert set(wm) >= {
+        "working_memory_revision",
+        "current_working_memory",
+        "pending_working_memory_delta",
+        "active_episode_id",
+        "archived_episode_count",
+    }
+    assert wm["working_memory_revision"] == 1
+    assert "release is on Friday" in wm["current_working_memory"]["operator_requests"][0]
+    assert wm["pending_working_memory_delta"].startswith("working memory revision 0 -> 1")
+    plain = run("status")
+    assert "revision 1, 0 episode(s) archived" in plain.stdout
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [('"lots"', "runtime.context_budget_tokens"), ("10", "1000 or more, got 10")],
+)
+def test_a_bad_budget_is_a_config_error_and_nothing_is_lost(
+    tmp_path: Path, value: str, says: str
+) -> None:
+    write_config(tmp_path, f"runtime:\n  context_budget_tokens: {value}\n")
+    run("enqueue", "keep me")
+    res = run("turn", "--model", script(tmp_path, ["never"]))
+    assert res.returncode == 2, res.stderr
+    assert "runtime.context_budget_tokens" in res.stderr and says in res.stderr
+    check = run("home", "check")
+    assert check.returncode != 0 and "context_budget_tokens" in check.stdout + check.stderr
+    write_config(tmp_path, "")
+    assert data(run("status", "--json"))["pending"] == 1  # still queued
+
+
+def test_a_budget_below_the_frame_fails_the_turn_naming_both_numbers(tmp_path: Path) -> None:
+    write_config(tmp_path, "runtime:\n  context_budget_tokens: 1000\n")
+    run("enqueue", "hello")
+    res = run("turn", "--model", script(tmp_path, ["never"]), "--json")
+    assert res.returncode == 5, res.stderr
+    out = res.stdout + res.stderr
+    assert "runtime.context_budget_tokens is 1000" in out and "fixed part" in out
+
+
+def test_debug_prompt_shows_working_memory_before_the_work_queue(tmp_path: Path) -> None:
+    run("enqueue", "the deploy window is 02:00-04:00 UTC")
+    assert run("turn", "--model", script(tmp_path, ["Noted."])).returncode == 0
+    sections = data(run("debug", "prompt", "--json"))["sections"]
+    titles = [s["title"] for s in sections]
+    assert titles.index("working memory") < titles.index("memory delta")
+    wm = sections[titles.index("working memory")]["text"]
+    assert "deploy window is 02:00-04:00 UTC" in wm and wm.startswith("# Working memory")
