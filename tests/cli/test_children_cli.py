@@ -7,7 +7,6 @@ refuses while children run, and the HTTP routes answer 404 for a child."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -103,23 +102,10 @@ def test_agent_rm_of_a_parent_refuses_while_children_run(tmp_path: Path) -> None
 
 
 def test_http_routes_answer_404_for_a_child(tmp_path: Path) -> None:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from starlette.testclient import TestClient
-
-    from holon_cli.serve.http import HttpSettings, build_app
+    from tests.serve.http_app import make_client
 
     tid, cid = family(tmp_path)
-    app = build_app(
-        HttpSettings("127.0.0.1", 0, token="tok"),
-        runtime_status=lambda: {},
-        request_shutdown=lambda: None,
-        stopping=threading.Event(),
-    )
-    auth = {"Authorization": "Bearer tok"}
-    with TestClient(app, base_url="http://127.0.0.1", headers=auth) as client:
+    with make_client() as client:
         listed = client.get("/agents/list").json()["agents"]
         assert [a["agent_id"] for a in listed] == ["main"]
         for method, path, body in (
