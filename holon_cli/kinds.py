@@ -73,6 +73,8 @@ ErrorKind = (
         "illegal_transition",
         # agent control (holon agent abort --run-id)
         "stale_run_id",
+        # the child boundary (a supervised private child takes no ingress)
+        "private_agent",
         # liveness audit and one-shot answers
         "audit_findings",
         "wait_timeout",

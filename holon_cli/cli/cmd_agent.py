@@ -65,7 +65,12 @@ def agent_create(agent_id: str, template: str | None, model: str | None, as_json
 
 
 @agent.command("list")
-@click.option("--all", "include_private", is_flag=True, help="Include private child agents.")
+@click.option(
+    "--all",
+    "include_private",
+    is_flag=True,
+    help="Include private child agents (with their parent and whether they are archived).",
+)
 @output.json_option
 def agent_list(include_private: bool, as_json: bool) -> None:
     """List agents.
@@ -85,7 +90,7 @@ def agent_list(include_private: bool, as_json: bool) -> None:
         return
     output.print_table(
         ["agent", "kind", "visibility", "status", "home"],
-        [[a.agent_id, a.kind, a.visibility, a.status, a.agent_home] for a in agents],
+        [[a.agent_id, a.kind, a.visibility, _status(a), a.agent_home] for a in agents],
     )
     for a in agents:
         if a.problem:
@@ -94,6 +99,12 @@ def agent_list(include_private: bool, as_json: bool) -> None:
                 "`holon home check --repair` rebuilds its record (nothing is lost)",
                 err=True,
             )
+
+
+def _status(a: Any) -> str:
+    if a.kind != "child" or not a.lineage_parent_agent_id:
+        return str(a.status)
+    return f"{a.status}{' (archived)' if a.archived else ''} <- {a.lineage_parent_agent_id}"
 
 
 @agent.command("status")
@@ -278,8 +289,9 @@ def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:
 
     A temporary `holon run` agent that has finished goes without --force. A
     named agent must be stopped first and needs --force; its running tasks
-    are stopped with it. An agent with a turn in progress is never removed
-    (exit 75).
+    are stopped with it. A parent with running child agents is refused
+    without --force; with it, the children are stopped and archived first.
+    An agent with a turn in progress is never removed (exit 75).
 
     \b
     Examples:
@@ -292,6 +304,8 @@ def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:
     if as_json:
         output.emit_json(res)
     else:
+        for child_task in res.get("stopped_children", []):
+            click.echo(f"stopped child handle {child_task} (child archived)", err=True)
         for task_id in res["stopped_tasks"]:
             click.echo(f"stopped task {task_id}", err=True)
         click.echo(f"removed agent {res['agent_id']} ({res['agent_home']})")

@@ -1,15 +1,17 @@
 """``holon task``: run, list, inspect, feed and stop command tasks.
 
 Rendering only: each command is one call into
-:mod:`holon_cli.runtime.tasks.plane` (the same functions the model's Task*
-tools use, under the same per-task locks).
+:mod:`holon_cli.runtime.children.handle` (command tasks pass on to
+:mod:`holon_cli.runtime.tasks.plane`; child agents' handles get the child
+plane's shapes): the same functions the model's Task* tools use, under the
+same per-task locks.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -17,7 +19,7 @@ from holon_cli.cli import output
 from holon_cli.cli.params import complete_running_tasks, complete_tasks
 
 if TYPE_CHECKING:
-    from holon_cli.model.task import TaskSnapshot
+    from holon_cli.model.task import TaskInputResult, TaskSnapshot
     from holon_cli.store.agent_store import AgentStore
 
 CTX = {"help_option_names": ["-h", "--help"]}
@@ -49,8 +51,27 @@ def _rows(snap: TaskSnapshot) -> list[tuple[str, Any]]:
         if snap.get(key):
             rows.append((key.replace("_", " "), snap[key]))
     rows.append(("accepts input", "yes" if snap.get("accepts_input") else "no"))
+    child: Any = snap
+    if snap.get("kind") == "child_agent_task":
+        rows[2:4] = [("child", child.get("child_agent_id")), ("summary", snap.get("summary"))]
+        obs = child.get("child_observability") or {}
+        rows.append(("child phase", obs.get("phase")))
+        rows.append(("workspace mode", child.get("workspace_mode")))
+        wt = child.get("worktree")
+        if wt:
+            rows.append(("worktree", f"{wt['path']} ({wt['branch']}, {wt['cleanup_status']})"))
+            rows.append(("changed files", ", ".join(wt["changed_files"]) or "none"))
+        if child.get("result_summary"):
+            rows.append(("result", child["result_summary"]))
+        return rows
     rows.append(("output", cmd.get("output_path")))
     return rows
+
+
+def _label(t: Any) -> str:
+    if t.get("kind") == "child_agent_task":
+        return f"[child {t.get('child_agent_id')}] {t['summary']}"
+    return str(t["summary"])
 
 
 def _byte_writer() -> Any:
@@ -157,7 +178,7 @@ def task_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
       holon task list --all --agent builder
     """
     output.begin("task list", as_json)
-    from holon_cli.runtime.tasks.plane import list_tasks
+    from holon_cli.runtime.children.handle import list_tasks
 
     tasks = list_tasks(_store(agent_id), include_all=include_all)
     if as_json:
@@ -176,7 +197,7 @@ def task_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
                 t["status"],
                 "" if t["exit_status"] is None else t["exit_status"],
                 t["created_at"],
-                t["summary"],
+                _label(t),
             ]
             for t in tasks
         ],
@@ -195,9 +216,9 @@ def task_status(task_id: str, agent_id: str | None, as_json: bool) -> None:
       holon task status task_01h...
     """
     output.begin("task status", as_json)
-    from holon_cli.runtime.tasks.plane import read_task, snapshot
+    from holon_cli.runtime.children.handle import task_status as status_of
 
-    snap = snapshot(read_task(_store(agent_id), task_id))
+    snap = status_of(_store(agent_id), task_id)["task"]
     if as_json:
         output.emit_json({"task": snap})
     else:
@@ -220,11 +241,16 @@ def task_output(task_id: str, agent_id: str | None, follow: bool, as_json: bool)
       holon task output task_01h... --follow
     """
     output.begin("task output", as_json)
+    from holon_cli.runtime.children import handle
     from holon_cli.runtime.tasks import plane
 
     store = _store(agent_id)
     if as_json:
-        output.emit_json(plane.task_output(store, task_id, block=follow))
+        output.emit_json(handle.task_output(store, task_id, block=follow))
+        return
+    if plane.read_task(store, task_id).get("kind") == "child_agent_task":
+        res = handle.task_output(store, task_id, block=follow, timeout_ms=86_400_000)
+        click.echo(res["task"]["output_preview"] or "(no result yet)")
         return
     write = _byte_writer()
 
@@ -251,7 +277,8 @@ def task_input(task_id: str, text: str, agent_id: str | None, as_json: bool) -> 
     """Write TEXT (or stdin with `-`) to a running task's stdin.
 
     Only tasks started with --accepts-input take input; anything else is
-    refused with exit 4. No newline is added.
+    refused with exit 4. No newline is added. A child agent's handle
+    (child_agent_task) takes TEXT as a follow-up message to the child.
 
     \b
     Example:
@@ -260,15 +287,15 @@ def task_input(task_id: str, text: str, agent_id: str | None, as_json: bool) -> 
     """
     output.begin("task input", as_json)
     from holon_cli.errors import UsageError
+    from holon_cli.runtime.children.handle import task_input as feed
     from holon_cli.runtime.tasks.plane import require_active_input
-    from holon_cli.runtime.tasks.plane import task_input as feed
 
     if text == "-":
         try:
             text = sys.stdin.read()
         except UnicodeDecodeError:
             raise UsageError("stdin is not valid UTF-8 text") from None
-    res = require_active_input(feed(_store(agent_id), task_id, text))
+    res: Any = require_active_input(cast("TaskInputResult", feed(_store(agent_id), task_id, text)))
     if as_json:
         output.emit_json(res)
     else:
@@ -282,14 +309,15 @@ def task_input(task_id: str, text: str, agent_id: str | None, as_json: bool) -> 
 def task_stop(task_id: str, agent_id: str | None, as_json: bool) -> None:
     """Stop a task: SIGTERM to its whole process tree, SIGKILL after 5 s.
 
-    A task that already ended is left as it is (exit 0, and it says so).
+    A task that already ended is left as it is (exit 0, and it says so). A
+    child agent's handle: the child (and what it runs) is stopped and archived.
 
     \b
     Example:
       holon task stop task_01h...
     """
     output.begin("task stop", as_json)
-    from holon_cli.runtime.tasks.plane import task_stop as stop
+    from holon_cli.runtime.children.handle import task_stop as stop
 
     res = stop(_store(agent_id), task_id)
     if as_json:

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
         lineage_parent_agent_id: str | None
         created_at: str
         template: dict[str, Any] | None
+        # a spawned private child: who supervises it and through which handle
+        supervisor_agent_id: NotRequired[str | None]
+        supervision_task_id: NotRequired[str | None]
 
     class AgentState(TypedDict):
         """The spec's AgentState as stored in ``state/agent.json``."""
@@ -88,6 +91,8 @@ if TYPE_CHECKING:
         last_continuation: NotRequired[ContinuationRecord]
         # the no-progress guard's streak (runtime/guard.py)
         no_progress: NotRequired[NoProgressStreak | None]
+        # a supervised child whose handle ended (TaskStop, cleanup): kept, not erased
+        archived_at: NotRequired[str | None]
         # the active workspace entry beyond its anchor (runtime/workspace);
         # absent in older records: the anchor is then the execution root
         execution_root: NotRequired[str | None]
@@ -120,6 +125,17 @@ def profile_is_coherent(identity: Mapping[str, Any]) -> bool:
     return identity.get("ownership") != "parent_supervised" or identity.get("kind") == "child"
 
 
+def is_supervised_child(identity: Mapping[str, Any]) -> bool:
+    """A child spawned by another agent (``SpawnAgent`` private_child): it
+    takes no operator or external ingress and reports to its parent. ``holon
+    run``'s temporary agent has the same profile but no parent."""
+    return (
+        identity.get("kind") == "child"
+        and identity.get("ownership") == "parent_supervised"
+        and bool(identity.get("lineage_parent_agent_id"))
+    )
+
+
 def new_agent_record(
     *,
     agent_id: str,
@@ -131,6 +147,7 @@ def new_agent_record(
     lineage_parent_agent_id: str | None = None,
     model_override: str | None = None,
     template: dict[str, Any] | None = None,
+    supervision_task_id: str | None = None,
 ) -> AgentRecord:
     assert kind in AGENT_KINDS and visibility in VISIBILITIES and ownership in OWNERSHIPS
     assert profile_is_coherent(
@@ -141,18 +158,22 @@ def new_agent_record(
             "profile_preset": profile_preset,
         }
     ), (kind, visibility, ownership, profile_preset)
+    identity: AgentIdentity = {
+        "agent_id": agent_id,
+        "kind": kind,
+        "visibility": visibility,
+        "ownership": ownership,
+        "profile_preset": profile_preset,
+        "lineage_parent_agent_id": lineage_parent_agent_id,
+        "created_at": created_at,
+        "template": template,
+    }
+    if supervision_task_id is not None:
+        identity["supervisor_agent_id"] = lineage_parent_agent_id
+        identity["supervision_task_id"] = supervision_task_id
     return {
         "v": AGENT_RECORD_VERSION,
-        "identity": {
-            "agent_id": agent_id,
-            "kind": kind,
-            "visibility": visibility,
-            "ownership": ownership,
-            "profile_preset": profile_preset,
-            "lineage_parent_agent_id": lineage_parent_agent_id,
-            "created_at": created_at,
-            "template": template,
-        },
+        "identity": identity,
         "state": {
             "status": "awake_idle",
             "status_changed_at": created_at,

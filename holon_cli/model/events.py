@@ -71,6 +71,11 @@ EventKind = Literal[
     # task plane
     "tasks_recovered",
     "task_recovery_failed",
+    # child agents (runtime/children): in the parent, except child_agent_archived
+    "child_agent_spawned",
+    "child_agent_result_reported",
+    "child_agent_archived",
+    "worktree_retained",
     # waiting plane
     "timer_created",
     "timer_fired",
@@ -471,6 +476,49 @@ class AgentCreatedData(TypedDict):
     profile_preset: str | None
     template: dict[str, Any] | None
     model_override: str | None
+    # a spawned agent: its lineage (and a child's supervision handle), so that
+    # `home check --repair` rebuilds the identity whole
+    lineage_parent_agent_id: NotRequired[str | None]
+    supervision_task_id: NotRequired[str | None]
+
+
+# ----------------------------------------------------------- child agents
+
+
+class ChildAgentSpawnedData(TypedDict):
+    """In the parent: a private child was spawned under handle ``task_id``."""
+
+    child_agent_id: str
+    task_id: str
+    workspace_mode: str
+
+
+class ChildAgentResultReportedData(TypedDict):
+    """In the parent: the child's ONE task_result was admitted."""
+
+    task_id: str
+    child_agent_id: str | None
+    task_status: str | None
+    result_message_id: str
+
+
+class ChildAgentArchivedData(TypedDict):
+    """In the child: it was stopped and archived (its handle ended or is gone)."""
+
+    reason: str
+
+
+class WorktreeRetainedData(TypedDict):
+    """In the parent: a worktree child's worktree was kept at cleanup."""
+
+    task_id: str
+    reason: str
+    path: str
+    branch: str
+    repo: str
+    base_commit: str | None
+    changed_files: list[str]
+    cleanup_status: str
 
 
 class PlanArtifactMissingData(TypedDict):

@@ -10,6 +10,11 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 TASK_RECORD_VERSION = 1
 TASK_KIND = "command_task"
+# a parent's supervision handle of a private child (runtime/children): no
+# process of its own; the command-task recovery and reaping leave it alone
+CHILD_TASK_KIND = "child_agent_task"
+# legacy persisted child-agent kinds (read, never written)
+LEGACY_CHILD_KINDS = ("subagent_task", "worktree_subagent_task")
 # ``starting``: the supervisor is launched, the command not yet spawned
 TaskStatus = Literal["starting", "running", "completed", "failed", "cancelled", "interrupted"]
 # what the contract shows (``starting`` reads as ``running``: :func:`public_status`)
@@ -74,13 +79,39 @@ class TaskLaunchSpec(TypedDict):
     marker: str
 
 
-class TaskRecovery(TypedDict):
-    """What a recovery pass needs to describe a lost task."""
+class TaskRecovery(TypedDict, total=False):
+    """What a recovery pass needs to describe a lost task (``spec`` for a
+    command task; ``prompt`` and ``workspace_mode`` for a child handle)."""
 
     kind: str
     summary: str
     spec: CommandSpec
     trust: str
+    prompt: str
+    workspace_mode: str
+
+
+class WorktreeInfo(TypedDict):
+    """A worktree child's task-owned worktree (the task detail's ``worktree``)."""
+
+    path: str
+    branch: str
+    repo: str
+    base_commit: str | None
+    changed_files: list[str]
+    cleanup_status: str  # pending | removed | retained
+
+
+class ChildTaskDetail(TypedDict, total=False):
+    """``task.json`` ``child``: what the parent's handle knows of its child."""
+
+    child_agent_id: str
+    delegation_id: str
+    work_item_id: str | None
+    workspace_mode: str  # inherit | worktree
+    worktree: WorktreeInfo | None
+    initial_message_id: str | None
+    child_archived: bool
 
 
 class TaskRecord(TypedDict, total=False):
@@ -121,6 +152,8 @@ class TaskRecord(TypedDict, total=False):
     result_message_id: str | None
     result_deferred: str  # the agent was stopped: a recovery pass delivers it later
     result_undeliverable: str
+    child: ChildTaskDetail  # only a child_agent_task
+    result_summary: str | None  # a child_agent_task: the child's final text
 
 
 class TaskLedgerRecord(TypedDict, total=False):
@@ -303,6 +336,11 @@ class TaskResultMetadata(TypedDict):
     # prompt fences exactly that span as evidence
     output_offset: NotRequired[int]
     output_length: NotRequired[int]
+
+
+def is_child_task(rec: Mapping[str, Any]) -> bool:
+    """A supervision handle of a child agent (legacy kinds included)."""
+    return rec.get("kind") in (CHILD_TASK_KIND, *LEGACY_CHILD_KINDS)
 
 
 def is_terminal(status: str | None) -> bool:

@@ -21,6 +21,19 @@ Script format::
           - name: PickWorkItem
             arguments: {work_item_id: "{{c_a.work_item_id}}"}
 
+Per-agent sections: one script can drive several agents (a parent and the
+children it spawns)::
+
+    agents:
+      "child-*":               # an fnmatch glob over the requesting agent's id
+        steps: ["child's answer"]
+        loop: false            # optional; defaults to the top-level loop
+    steps: [...]               # the fallback for agents no glob matches
+
+The first matching glob (in file order) picks the steps; plain ``steps:`` is
+the fallback (optional when ``agents:`` is given). Each agent keeps its own
+cursor (the cursor file lives in the agent's own state folder).
+
 ``{{<call_id>.<path>}}`` in step text or (string) tool arguments is replaced
 by the value at ``<path>`` in the JSON result of the tool call with that id,
 from this or an earlier turn (results are remembered in the cursor file).
@@ -38,6 +51,7 @@ raises ``script_exhausted``; a missing or malformed script raises
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -66,7 +80,8 @@ from holon_cli.providers.base import (
     ProviderRequest,
 )
 
-SCRIPT_KEYS = {"steps", "loop", "description", "name"}
+SCRIPT_KEYS = {"steps", "loop", "description", "name", "agents"}
+SECTION_KEYS = {"steps", "loop", "description"}
 STEP_KEYS = {
     "text",
     "tool_calls",
@@ -104,10 +119,36 @@ class ScriptStep:
 
 
 @dataclass
+class AgentSection:
+    """``agents.<glob>``: the steps of the agents whose id matches ``glob``."""
+
+    glob: str
+    steps: list[ScriptStep]
+    loop: bool = False
+
+
+@dataclass
 class Script:
     path: Path
     steps: list[ScriptStep]
     loop: bool = False
+    agents: list[AgentSection] = field(default_factory=list)
+
+    def section_for(self, agent_id: str | None) -> tuple[str, list[ScriptStep], bool]:
+        """(section label, steps, loop) for the requesting agent: the first
+        matching glob of ``agents:``, else the plain ``steps:``."""
+        for sec in self.agents:
+            if agent_id is not None and fnmatch.fnmatchcase(agent_id, sec.glob):
+                return f"agents[{sec.glob!r}]", sec.steps, sec.loop
+        if not self.steps:
+            globs = ", ".join(repr(s.glob) for s in self.agents)
+            raise _err(
+                self.path,
+                f"no steps for agent {agent_id!r}: it matches none of the agents: globs "
+                f"({globs}) and the script has no plain 'steps:' fallback",
+                hint="add a matching glob under 'agents:' or a top-level 'steps:' list",
+            )
+        return "steps", self.steps, self.loop
 
 
 def _err(path: Path, message: str, *, hint: str | None = None) -> ProviderFailure:
@@ -148,9 +189,10 @@ def _json_object(value: dict[Any, Any]) -> dict[str, Any] | None:
     return out
 
 
-def _step(path: Path, number: int, raw: Any) -> ScriptStep:
-    """One step of a script, checked field by field; errors name the file and the step."""
-    where = f"step {number}"
+def _step(path: Path, number: int, raw: Any, section: str = "") -> ScriptStep:
+    """One step of a script, checked field by field; errors name the file, the
+    section (``agents['child-*']``) and the step."""
+    where = f"{section} step {number}" if section else f"step {number}"
     if isinstance(raw, str):
         return ScriptStep(number, text=raw)
     if not isinstance(raw, dict):
@@ -295,13 +337,46 @@ def load_script(path: Path) -> Script:
         raise _err(
             path, f"unknown top-level key {unknown} (known: {', '.join(sorted(SCRIPT_KEYS))})"
         )
-    steps = data.get("steps")
-    if not isinstance(steps, list) or not steps:
-        raise _err(path, "'steps' must be a non-empty list")
     loop = data.get("loop", False)
     if not isinstance(loop, bool):
         raise _err(path, "'loop' must be true or false")
-    return Script(path, [_step(path, i, s) for i, s in enumerate(steps, 1)], loop)
+    agents = _agent_sections(path, data.get("agents"), loop)
+    steps = data.get("steps")
+    if steps is None and agents:
+        return Script(path, [], loop, agents)
+    if not isinstance(steps, list) or not steps:
+        raise _err(path, "'steps' must be a non-empty list")
+    return Script(path, [_step(path, i, s) for i, s in enumerate(steps, 1)], loop, agents)
+
+
+def _agent_sections(path: Path, raw: Any, default_loop: bool) -> list[AgentSection]:
+    """``agents: {<glob>: {steps: [...], loop?}}``, in file order."""
+    if raw is None:
+        return []
+    if not isinstance(raw, dict) or not raw:
+        raise _err(path, "'agents' must be a non-empty mapping of agent-id globs to sections")
+    out: list[AgentSection] = []
+    for glob, sec in raw.items():
+        if not isinstance(glob, str) or not glob:
+            raise _err(path, f"agents: key {glob!r} must be a non-empty agent-id glob (text)")
+        where = f"agents[{glob!r}]"
+        if isinstance(sec, list):
+            sec = {"steps": sec}
+        if not isinstance(sec, dict):
+            raise _err(path, f"{where}: expected a mapping with a 'steps' list")
+        unknown = _unknown_key(sec, SECTION_KEYS)
+        if unknown:
+            known = ", ".join(sorted(SECTION_KEYS))
+            raise _err(path, f"{where}: unknown key {unknown} (known: {known})")
+        steps = sec.get("steps")
+        if not isinstance(steps, list) or not steps:
+            raise _err(path, f"{where}: 'steps' must be a non-empty list")
+        loop = sec.get("loop", default_loop)
+        if not isinstance(loop, bool):
+            raise _err(path, f"{where}: 'loop' must be true or false")
+        parsed = [_step(path, i, s, where) for i, s in enumerate(steps, 1)]
+        out.append(AgentSection(glob, parsed, loop))
+    return out
 
 
 _REF = re.compile(r"\{\{\s*([A-Za-z0-9_.:-]+?)\s*\}\}")
@@ -385,7 +460,7 @@ class ScriptedTransport:
         self.path = Path(os.path.abspath(p))
         self.model_ref = f"scripted:{path}"
         self._sleep = sleep
-        self._memory: dict[str, Any] = {}
+        self._memory: dict[str | None, dict[str, Any]] = {}  # cursors by agent, no state_dir
 
     def __repr__(self) -> str:
         return f"ScriptedTransport({str(self.path)!r})"
@@ -410,9 +485,9 @@ class ScriptedTransport:
         digest = sha256_hex(str(self.path).encode("utf-8"))[:16]
         return Path(state_dir) / f"scripted-{digest}.json"
 
-    def _read_cursor(self, state_dir: Path | None) -> dict[str, Any]:
+    def _read_cursor(self, state_dir: Path | None, agent_id: str | None = None) -> dict[str, Any]:
         if state_dir is None:
-            return dict(self._memory)
+            return dict(self._memory.get(agent_id) or {})
         cp = self.cursor_path(state_dir)
         try:
             data = json.loads(cp.read_text(encoding="utf-8"))
@@ -428,9 +503,11 @@ class ScriptedTransport:
             ) from None
         return data if isinstance(data, dict) else {}
 
-    def _write_cursor(self, state_dir: Path | None, cursor: dict[str, Any]) -> None:
+    def _write_cursor(
+        self, state_dir: Path | None, cursor: dict[str, Any], agent_id: str | None = None
+    ) -> None:
         if state_dir is None:
-            self._memory = dict(cursor)
+            self._memory[agent_id] = dict(cursor)
             return
         from holon_cli.store.fsio import atomic_write_text
 
@@ -443,23 +520,32 @@ class ScriptedTransport:
         except ProviderFailure as f:
             f.model_ref = self.model_ref
             raise
-        cursor = self._read_cursor(request.state_dir)
+        try:
+            section, steps, loop = script.section_for(request.agent_id)
+        except ProviderFailure as f:
+            f.model_ref = self.model_ref
+            raise
+        cursor = self._read_cursor(request.state_dir, request.agent_id)
         pos, consumed = _cursor_position(cursor)
-        if pos >= len(script.steps):
-            if not script.loop:
-                raise self._exhausted(len(script.steps), request.state_dir)
+        if cursor.get("section", "steps") != section:
+            pos = 0  # the agent's section changed (script edited): start it from the top
+        if pos >= len(steps):
+            if not loop:
+                raise self._exhausted(len(steps), request.state_dir, section)
             pos = 0
-        step = script.steps[pos]
+        step = steps[pos]
         remembered = _remember_results(request, cursor.get("results") or {})
         self._write_cursor(
             request.state_dir,
             {
                 "v": CURSOR_VERSION,
                 "script": str(self.path),
+                "section": section,
                 "next": pos + 1,
                 "consumed": consumed + 1,
                 "results": remembered,
             },
+            request.agent_id,
         )
         if step.sleep_ms:
             self._sleep(step.sleep_ms / 1000.0)
@@ -479,11 +565,13 @@ class ScriptedTransport:
             hint=hint,
         )
 
-    def _exhausted(self, n: int, state_dir: Path | None) -> ProviderFailure:
+    def _exhausted(self, n: int, state_dir: Path | None, section: str = "steps") -> ProviderFailure:
         where = self.cursor_path(state_dir) if state_dir is not None else None
+        part = "" if section == "steps" else f" ({section})"
         return self._failure(
             "script_exhausted",
-            f"{self.path}: script exhausted: all {n} step{'s' if n != 1 else ''} were replayed",
+            f"{self.path}: script exhausted{part}: all {n} step{'s' if n != 1 else ''} "
+            "were replayed",
             "add steps, set `loop: true`, or "
             + (f"delete {where} to replay from the first step" if where else "start a new run"),
         )

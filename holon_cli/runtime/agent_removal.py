@@ -7,6 +7,8 @@ Invariants:
   its home holds the operator's history and work items. A temporary run
   agent (made by ``holon run`` without ``--agent``) that has finished can
   be removed without ``force``.
+- A parent with running children is refused without ``force``; with it,
+  each child is stopped and archived first (its handle ``cancelled``).
 - Its running tasks go first: a named agent's are stopped with it (their
   one ``task_result`` lands before the home goes, so no supervisor writes
   into a removed home); a temporary agent's running tasks are unfinished
@@ -46,7 +48,27 @@ def _running_tasks(store: AgentStore) -> list[str]:
     from holon_cli.model import task as tm
     from holon_cli.runtime.tasks.recovery import unsettled_tasks
 
-    return [str(r["id"]) for r in unsettled_tasks(store) if not tm.is_terminal(r.get("status"))]
+    return [
+        str(r["id"])
+        for r in unsettled_tasks(store)
+        if not tm.is_terminal(r.get("status")) and not tm.is_child_task(r)
+    ]
+
+
+def _running_children(store: AgentStore, force: bool) -> list[str]:
+    """The agent's live children; refused without ``force`` (they are stopped
+    and archived first with it)."""
+    from holon_cli.runtime.children.handle import running_children
+
+    children = running_children(store)
+    if children and not force:
+        raise RejectedError(
+            f"agent {store.agent_id!r} supervises {len(children)} running child agent(s) "
+            f"({', '.join(children)})",
+            hint=f"wait for them, stop them with `holon task stop` (see `holon task list "
+            f"--agent {store.agent_id}`), or pass --force to stop and archive them first",
+        )
+    return children
 
 
 def _stop_tasks(store: AgentStore) -> list[str]:
@@ -99,6 +121,7 @@ def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:
     store, rec = _store(agent_id)
     temporary = is_run_agent(agent_id, rec)
     with store.turn_lock():  # BusyError (exit 75) while a turn runs
+        children = _running_children(store, force)
         rec = store.read_record()
         status = rec["state"]["status"]
         if not temporary:
@@ -122,6 +145,12 @@ def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:
                     hint=f"inspect it with `holon status --agent {agent_id}`; "
                     "pass --force to remove it anyway",
                 )
+        if children:
+            from holon_cli.runtime.children.handle import stop_children
+
+            stopped_children = stop_children(store)
+        else:
+            stopped_children = []
         stopped = _stop_tasks(store)
         _delete_home(store)
     return {
@@ -130,6 +159,7 @@ def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:
         "temporary": temporary,
         "previous_status": status,
         "stopped_tasks": stopped,
+        "stopped_children": stopped_children,
         "removed": True,
     }
 

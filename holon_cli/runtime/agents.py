@@ -206,6 +206,7 @@ def create_agent(
     lineage_parent_agent_id: str | None = None,
     exist_ok: bool = False,
     unsynced: bool = False,
+    supervision_task_id: str | None = None,
 ) -> AgentStore:
     """Create an agent home from a template. ``unsynced``: ``holon run``'s
     temporary agent, whose files are fsync'd only if the run keeps it (see
@@ -241,6 +242,7 @@ def create_agent(
             lineage_parent_agent_id=lineage_parent_agent_id,
             model_override=model,
             template=provenance,
+            supervision_task_id=supervision_task_id,
         )
         if not _stage_and_rename(home, layout, unsynced, exist_ok, tpl.path, record, skills):
             return AgentStore(layout)  # lost a creation race to an identical request
@@ -253,6 +255,10 @@ def create_agent(
         "template": provenance,
         "model_override": model,
     }
+    if lineage_parent_agent_id is not None:
+        data["lineage_parent_agent_id"] = lineage_parent_agent_id
+    if supervision_task_id is not None:
+        data["supervision_task_id"] = supervision_task_id
     store.emit(
         "agent_created",
         data,
@@ -343,11 +349,16 @@ class AgentListEntry(NamedTuple):
     status: str  # "damaged": the record cannot be read (see ``problem``)
     agent_home: str
     problem: str | None = None
+    # a child: its parent, and whether it was archived (its handle ended)
+    lineage_parent_agent_id: str | None = None
+    archived: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self._asdict())
         if d["problem"] is None:
             del d["problem"]  # the contract's shape for a sound agent
+        if self.kind != "child":
+            del d["lineage_parent_agent_id"], d["archived"]
         return d
 
 
@@ -394,7 +405,13 @@ def list_agents(*, include_private: bool = False) -> list[AgentListEntry]:
             continue
         out.append(
             AgentListEntry(
-                name, ident["kind"], ident["visibility"], rec["state"]["status"], str(layout.home)
+                name,
+                ident["kind"],
+                ident["visibility"],
+                rec["state"]["status"],
+                str(layout.home),
+                lineage_parent_agent_id=ident.get("lineage_parent_agent_id"),
+                archived=bool(rec["state"].get("archived_at")),
             )
         )
     return out

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, UsageError
-from holon_cli.model.agent import lifecycle_hint
+from holon_cli.model.agent import is_supervised_child, lifecycle_hint
 from holon_cli.model.envelope import (
     Envelope,
     Origin,
@@ -69,6 +69,25 @@ def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
             "the message is empty", hint="pass the text as an argument or on stdin with `-`"
         )
     return {"type": "text", "text": text}
+
+
+def check_ingress(store: AgentStore, rec: AgentRecord, admission_context: str) -> None:
+    """The child boundary: a supervised private child takes only runtime-owned
+    messages (its parent's delegation and follow-ups, its own runtime), never
+    operator or external ingress."""
+    ident = rec["identity"]
+    if admission_context != "runtime_owned" and is_supervised_child(ident):
+        parent = ident.get("lineage_parent_agent_id")
+        tid = ident.get("supervision_task_id")
+        via = f" {tid}" if tid else ""
+        raise RejectedError(
+            f"agent {store.agent_id!r} is a private child of {parent!r}; it takes no "
+            "operator or external messages",
+            hint=f"send the message to {parent!r}, which supervises the child through its "
+            f"task handle{via} (`holon task input{via} TEXT --agent {parent}`); "
+            f"`holon status --agent {store.agent_id}` and `holon tail` still inspect it",
+            kind="private_agent",
+        )
 
 
 def check_accepting(store: AgentStore) -> AgentRecord:
@@ -170,6 +189,7 @@ def admit(
         metadata=metadata,
         source_refs=source_refs,
     )
+    check_ingress(store, store.read_record(), admission_context)
     check_accepting(store)
     if work_item_id:
         from holon_cli.runtime.workitems import require_work_item

@@ -206,6 +206,7 @@ def _rebuild_agent_record(store: AgentStore, facts: _Facts) -> AgentRecord:
         ownership=str(data.get("ownership") or "self_owned"),
         profile_preset=str(data.get("profile_preset") or "public_named"),
         lineage_parent_agent_id=data.get("lineage_parent_agent_id"),
+        supervision_task_id=data.get("supervision_task_id"),
         model_override=model if isinstance(model, str) else None,
         template=data.get("template") if isinstance(data.get("template"), dict) else None,
     )

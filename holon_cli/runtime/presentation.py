@@ -235,6 +235,16 @@ _PRESENTERS: dict[str, Presenter] = {
         "action_required", "task", "Task recovery", "Task recovery failed: {error}"
     ),
     "tasks_recovered": _fixed("progress", "task", "Tasks", "Recovered tasks after a restart"),
+    "child_agent_spawned": _fixed(
+        "progress", "task", "Child agent", "Spawned child {child_agent_id} ({task_id})"
+    ),
+    "child_agent_result_reported": _fixed(
+        "progress", "task", "Child agent", "Child {child_agent_id} {task_status}"
+    ),
+    "child_agent_archived": _fixed("progress", "runtime", "Archived", "Archived: {reason}"),
+    "worktree_retained": _fixed(
+        "action_required", "task", "Worktree kept", "Worktree {path} kept: {reason}"
+    ),
     "timer_created": _fixed("progress", "waiting", "Timer", "Timer set for {next_fire_at}"),
     "timer_fired": _fixed("progress", "waiting", "Timer", "Timer {timer_id} fired"),
     "timer_cancelled": _fixed("trace", "waiting", "Timer", "Timer {timer_id} cancelled"),

@@ -82,6 +82,24 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
     return stop_unsettled(store)
 
 
+def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> None:
+    """Run the turns of the children ``store`` spawned (nothing else would
+    without `holon serve`); a child that rests or waits is left as it is."""
+    from holon_cli.model.task import is_child_task, is_terminal
+    from holon_cli.runtime import turn as turn_mod
+    from holon_cli.runtime.tasks.records import iter_records
+
+    running = [
+        str((rec.get("child") or {}).get("child_agent_id"))
+        for _d, rec in iter_records(store)
+        if is_child_task(rec) and not is_terminal(rec.get("status"))
+    ]
+    for cid in running:
+        for _ in range(max_turns):
+            if not turn_mod.run_turn(cid, **kw).ran:
+                break
+
+
 def _unfinished(store: AgentStore) -> int:
     """Messages queued or in flight (the inbox's included) before the run's own."""
     from holon_cli.runtime import queue as q
@@ -274,7 +292,10 @@ class _RunLoop:
 
     def _task_result_arrived(self) -> bool:
         # the run's background tasks rejoin as task_result messages: wait for one
+        # (children the run's agent spawned are run here first, to their closure)
         from holon_cli.runtime.tasks.recovery import wait_for_task_result
+
+        _drive_children(self.store, self.kw, self.max_turns)
 
         return self.wait_for_tasks and wait_for_task_result(self.store)
 

@@ -117,6 +117,17 @@ def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     return f"budget {hit['budget']} is exhausted ({hit['used']:g} of {hit['limit']:g}); {resets}"
 
 
+def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:
+    """Child handles of a parent brought up to date (a result due after a
+    kill, a spawn to finish); a child whose handle ended is archived."""
+    from holon_cli.runtime.children import supervision as sv
+
+    actions = sv.sweep_parent(store)
+    if identity.get("kind") == "child":
+        actions.extend(sv.sweep_child(store))
+    return actions
+
+
 def tick_agent(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.waiting.scheduler import tick_pass
 
@@ -140,6 +151,7 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.tasks.plane import tick_tasks
 
     actions.extend(tick_tasks(store))
+    actions.extend(_tick_children(store, rec["identity"]))
     now = clock.now()
     # timers (a timed Sleep's wake included) and pending wake hints
     actions.extend(tick_pass(store, now))

@@ -206,6 +206,16 @@ def task_ledger_record(rec: Mapping[str, Any]) -> str | None:
     return _first(_need(rec, "id", str, "task record"), _need(rec, "status", str, "task record"))
 
 
+def delegation_record(rec: Mapping[str, Any]) -> str | None:
+    """A delegation record (runtime/children: started, completed)."""
+    return _first(
+        _need(rec, "event", str, "delegation record"),
+        _need(rec, "delegation_id", str, "delegation record"),
+        _need(rec, "supervision_task_id", str, "delegation record"),
+        _need(rec, "child_agent_id", str, "delegation record"),
+    )
+
+
 def episode_record(rec: Mapping[str, Any]) -> str | None:
     """A finalized context episode (runtime/memory/episodes.py)."""
     return _first(
@@ -231,6 +241,7 @@ LEDGERS: dict[str, Validator] = {
     "timers": timer_ledger_record,
     "triggers": trigger_ledger_record,
     "tasks": task_ledger_record,
+    "delegations": delegation_record,
 }
 
 

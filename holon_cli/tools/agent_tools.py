@@ -1,4 +1,4 @@
-"""Agent-plane tools: ``Sleep``, ``Enqueue`` and ``AgentGet``.
+"""Agent-plane tools: ``Sleep``, ``Enqueue``, ``AgentGet`` and ``SpawnAgent``.
 
 Owns the model-facing shapes only; the work happens in ``runtime/``
 (admission, inspection) or in the turn engine, which reads the turn-local
@@ -13,7 +13,14 @@ effects these tools report:
   (bounded by ``MAX_FOLLOWUPS_PER_TURN``).
 
 ``AgentGet`` never reveals private agents other than the caller's own
-supervised children: an unknown or private id is ``not_found`` alike.
+supervised children: an unknown or private id is ``not_found`` alike; it
+lists the caller's ``active_children``.
+
+``SpawnAgent`` is the delegation primitive (``runtime/children``): a
+supervised ``private_child`` (result: ``agent_id``, ``child_agent_id``,
+``supervision_task_id``, ``task_handle``, ``child_supervision``) or a
+``public_named`` peer (result: exactly ``{agent_id}``). Its only text field
+is ``initial_message``; any other field is refused by name.
 """
 
 from __future__ import annotations
@@ -214,4 +221,97 @@ def agent_get(ctx: ToolContext, args: AgentGetArgs) -> dict[str, Any]:
     except HolonError as err:
         raise _tool_error(err) from None
     summary["is_self"] = store.agent_id == ctx.agent_id
+    from holon_cli.runtime.children.handle import active_children
+
+    summary["active_children"] = active_children(store)
     return {"agent": summary}
+
+
+# --------------------------------------------------------------- SpawnAgent
+
+
+@dataclass(frozen=True)
+class SpawnAgentArgs:
+    initial_message: str | None = field_doc(
+        "What the new agent should do: its first message (required for private_child; "
+        "optional bootstrap input for public_named). The child's task label comes from it.",
+        default=None,
+    )
+    preset: Literal["private_child", "public_named"] | None = field_doc(
+        "private_child (default): a private child you supervise through the returned task "
+        "handle (TaskStatus, TaskOutput, TaskInput, TaskStop); its result comes back as one "
+        "task_result. public_named: a durable public agent that owns itself (needs agent_id).",
+        default=None,
+    )
+    agent_id: str | None = field_doc(
+        "The new agent's id (public_named only; private children get a generated id).",
+        default=None,
+    )
+    template: str | None = field_doc(
+        "Template of the new agent's home (default: holon-default).", default=None
+    )
+    workspace_mode: Literal["inherit", "worktree"] | None = field_doc(
+        "private_child: inherit (default) works in your workspace; worktree gives the child "
+        "a new git worktree on its own branch (removed when clean at the end, else kept).",
+        default=None,
+    )
+
+
+def _spawn_error(message: str, field: str, hint: str) -> ToolError:
+    return ToolError("invalid_arguments", message, field=field, recovery_hint=hint)
+
+
+@tool(
+    "SpawnAgent",
+    SpawnAgentArgs,
+    description=(
+        "Delegate: create a child agent. Default preset private_child: a private child that "
+        "works on initial_message in the background; supervise it with the task tools on the "
+        "returned task_handle; its final answer arrives as one task_result message. "
+        "public_named creates a durable public agent (agent_id required) and returns its id."
+    ),
+)
+def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> dict[str, Any]:
+    from holon_cli.runtime.children import spawn as sp
+
+    preset = args.preset or "private_child"
+    text = args.initial_message
+    try:
+        if preset == "public_named":
+            if not (args.agent_id or "").strip():
+                raise _spawn_error(
+                    "public_named needs `agent_id`",
+                    "agent_id",
+                    'pass the new agent\'s id, e.g. {"agent_id": "reviewer"}',
+                )
+            if args.workspace_mode is not None:
+                raise _spawn_error(
+                    "`workspace_mode` is for private_child only",
+                    "workspace_mode",
+                    "omit it: a public agent inherits your attached workspaces",
+                )
+            return sp.spawn_public_named(
+                ctx.store, args.agent_id or "", initial_message=text, template=args.template
+            )
+        if args.agent_id is not None:
+            raise _spawn_error(
+                "`agent_id` is for public_named only; private children get a generated id",
+                "agent_id",
+                "omit agent_id, or pass preset public_named",
+            )
+        if text is None or not text.strip():
+            raise _spawn_error(
+                "private_child needs a non-empty `initial_message`",
+                "initial_message",
+                "say what the child should do and what to report back",
+            )
+        return sp.spawn_private_child(
+            ctx.store,
+            text,
+            template=args.template,
+            workspace_mode=args.workspace_mode or "inherit",
+            parent_message=ctx.message,
+            turn_id=ctx.turn_id,
+        )
+    except HolonError as err:
+        raise _tool_error(err) from None

@@ -1,6 +1,8 @@
 """``TaskList``, ``TaskStatus``, ``TaskOutput``, ``TaskInput``, ``TaskStop``:
-the model's view of its command tasks. Thin adapters onto
-:mod:`holon_cli.runtime.tasks.plane` (the same functions as ``holon task``).
+the model's view of its command tasks and of the supervision handles of its
+children. Thin adapters onto :mod:`holon_cli.runtime.children.handle`, which
+passes command tasks to :mod:`holon_cli.runtime.tasks.plane` (the same
+functions as ``holon task``).
 
 An unknown task id is a ``not_found`` tool error; a refused input is a
 normal result with ``accepted_input: false``.
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import NotFoundError
+from holon_cli.runtime.children import handle
 from holon_cli.runtime.tasks import plane
 from holon_cli.tools.base import ToolContext, ToolError, ToolResult, field_doc, tool
 
@@ -55,12 +58,12 @@ class TaskListArgs:
     "TaskList",
     TaskListArgs,
     description=(
-        "List your command tasks (commands that ExecCommand promoted to the background) with "
-        "their status."
+        "List your tasks with their status: commands ExecCommand promoted to the background, "
+        "and the child_agent_task handles of children you spawned with SpawnAgent."
     ),
 )
 def task_list(ctx: ToolContext, args: TaskListArgs) -> ToolResult:
-    tasks = plane.list_tasks(_store(ctx), include_all=bool(args.include_finished))
+    tasks = handle.list_tasks(_store(ctx), include_all=bool(args.include_finished))
     return _result({"tasks": tasks, "count": len(tasks)})
 
 
@@ -73,16 +76,16 @@ class TaskIdArgs:
     "TaskStatus",
     TaskIdArgs,
     description=(
-        "A task's lifecycle snapshot (status, exit status, command identity, output path). It "
-        "carries no output; use TaskOutput for that."
+        "A task's lifecycle snapshot (status, exit status, command identity, output path; for a "
+        "child_agent_task the child's child_observability and child_supervision). It carries no "
+        "output; use TaskOutput for that."
     ),
 )
 def task_status(ctx: ToolContext, args: TaskIdArgs) -> ToolResult:
     try:
-        rec = plane.read_task(_store(ctx), args.task_id)
+        return _result(handle.task_status(_store(ctx), args.task_id))
     except NotFoundError as exc:
         raise _not_found(exc, args.task_id) from None
-    return _result({"task": plane.snapshot(rec)})
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def task_output(ctx: ToolContext, args: TaskOutputArgs) -> ToolResult:
             "invalid_arguments", "`timeout_ms` must not be negative", field="timeout_ms"
         )
     try:
-        res = plane.task_output(
+        res = handle.task_output(
             _store(ctx), args.task_id, block=bool(args.block), timeout_ms=min(timeout, MAX_BLOCK_MS)
         )
     except NotFoundError as exc:
@@ -132,13 +135,14 @@ class TaskInputArgs:
     "TaskInput",
     TaskInputArgs,
     description=(
-        "Write input to a running task started with accepts_input: true. A refusal is "
-        "accepted_input: false, not an error."
+        "Write input to a running task started with accepts_input: true, or send a follow-up "
+        "message to a running child (child_agent_task). A refusal is accepted_input: false, "
+        "not an error."
     ),
 )
 def task_input(ctx: ToolContext, args: TaskInputArgs) -> ToolResult:
     try:
-        res = plane.task_input(_store(ctx), args.task_id, args.input)
+        res = handle.task_input(_store(ctx), args.task_id, args.input)
     except NotFoundError as exc:
         raise _not_found(exc, args.task_id) from None
     return _result(res)
@@ -148,13 +152,14 @@ def task_input(ctx: ToolContext, args: TaskInputArgs) -> ToolResult:
     "TaskStop",
     TaskIdArgs,
     description=(
-        "Stop a task: SIGTERM to its whole process tree, SIGKILL after 5 s. A task that "
+        "Stop a task: SIGTERM to its whole process tree, SIGKILL after 5 s. A child_agent_task: "
+        "the child and everything it runs are stopped and the child is archived. A task that "
         "already ended is left alone."
     ),
 )
 def task_stop(ctx: ToolContext, args: TaskIdArgs) -> ToolResult:
     try:
-        res = plane.task_stop(_store(ctx), args.task_id)
+        res = handle.task_stop(_store(ctx), args.task_id)
     except NotFoundError as exc:
         raise _not_found(exc, args.task_id) from None
     return _result(res)

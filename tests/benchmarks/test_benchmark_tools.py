@@ -205,3 +205,20 @@ def test_incremental_benchmark_measures_both_modes_of_one_turn(
     assert [r["incremental"] for r in inc] == [0, 1, 1]
     assert inc[2]["input_bytes"] < full[2]["input_bytes"]
     assert inc[2]["input_items"] == 1 and full[2]["input_items"] == 6
+
+
+def test_children_benchmark_measures_live_idle_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle-children figure is about live children (handle running,
+    child resting), not children that already ended and were archived."""
+    bench = _load("children")
+    monkeypatch.setenv("HOLON_HOME", str(tmp_path / "unused"))
+    out = bench.idle_children(tmp_path, 3, 1)
+    assert out["children"] == 3 and out["parent_with_idle_children_pass_ms"] > 0
+    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.children.handle import active_children
+
+    kids = active_children(open_agent("main"))
+    assert len(kids) == 3
+    assert {k["child_observability"]["phase"] for k in kids} == {"waiting"}

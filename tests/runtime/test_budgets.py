@@ -83,7 +83,20 @@ def briefs(agent: str | None = None) -> list[dict[str, Any]]:
 def prompt_and_turn(n: int, agent: str = "main") -> list[Any]:
     out = []
     for i in range(n):
-        ok("enqueue", "--agent", agent, f"question {i}")
+        if agent in ("kid", "grandkid"):
+            # a supervised child takes no operator ingress: its work comes from the runtime
+            from holon_cli.runtime.enqueue import admit
+
+            admit(
+                f"question {i}",
+                agent_id=agent,
+                kind="internal_followup",
+                origin="system:delegation",
+                delivery_surface="runtime_system",
+                admission_context="runtime_owned",
+            )
+        else:
+            ok("enqueue", "--agent", agent, f"question {i}")
         out.append(json.loads(ok("turn", "--agent", agent, "--json").stdout)["data"])
     return out
 

@@ -115,6 +115,7 @@ def find_duplicate(store: AgentStore, digest: str) -> TaskRecord | None:
     for _d, rec in iter_records(store):
         if (
             rec.get("promoted")
+            and not tm.is_child_task(rec)
             and not tm.is_terminal(rec.get("status"))
             and (rec.get("command") or {}).get("cmd_digest") == digest
             and procs.identity_alive(rec.get("supervisor"))
@@ -320,6 +321,8 @@ def stop_unsettled(store: AgentStore) -> list[str]:
     """Stop every running task of the agent (``holon run --no-wait-for-tasks``)."""
     stopped = []
     for rec in unsettled_tasks(store):
+        if tm.is_child_task(rec):
+            continue  # child handles stop through runtime/children (recursively)
         if not tm.is_terminal(rec.get("status")):
             task_stop(store, rec["id"])
             stopped.append(rec["id"])

@@ -60,6 +60,8 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
     reaped: list[str] = []
     now = time.time()
     for d, rec in iter_records(store):
+        if tm.is_child_task(rec):
+            continue  # a child's handle has no process: runtime/children supervises it
         status = rec.get("status")
         sup = rec.get("supervisor")
         sup_alive = procs.identity_alive(sup)
@@ -239,7 +241,8 @@ def wait_for_task_result(
             return True
         if store.read_record()["state"].get("status") in ("stopped", "paused"):
             return False  # nothing will be turned; do not wait for results
-        if not unsettled_tasks(store):
+        if not [t for t in unsettled_tasks(store) if not tm.is_child_task(t)]:
+            # child handles settle through their child's turns, not a process
             return q.pending_count(store) > 0
         if end is not None and time.monotonic() >= end:
             return False

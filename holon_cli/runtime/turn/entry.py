@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, as_holon_error
-from holon_cli.model.agent import HELD_STATUSES, lifecycle_hint
+from holon_cli.model.agent import HELD_STATUSES, is_supervised_child, lifecycle_hint
 from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents import agent_ids, open_agent
 from holon_cli.runtime.models import candidates
@@ -182,7 +182,7 @@ def run_turn(
             max_rounds=max_rounds,
             resolve=resolve,
         )
-        return _execute(store, run, entry, turn_id)
+        return _execute(store, run, entry, turn_id, child=is_supervised_child(rec["identity"]))
     finally:
         lock.release()
 
@@ -209,14 +209,22 @@ def _recovered_record(store: AgentStore) -> AgentRecord:
     return rec
 
 
-def _execute(store: AgentStore, run: TurnRun, entry: QueueEntry, turn_id: str) -> TurnResult:
+def _execute(
+    store: AgentStore, run: TurnRun, entry: QueueEntry, turn_id: str, *, child: bool
+) -> TurnResult:
     """Run the dequeued turn. Interrupted or failed, the message stays
     dequeued (the next turn replays it from the journal) and the agent is
-    released so it does not look busy meanwhile."""
+    released so it does not look busy meanwhile. A supervised child that
+    closed reports to its parent now (``child``)."""
     try:
         # appends become durable in batches: one per round (see TurnRun)
         with store.deferred_sync():
-            return run.execute()
+            result = run.execute()
+        if child:
+            from holon_cli.runtime.children.supervision import after_child_turn
+
+            after_child_turn(store)
+        return result
     except KeyboardInterrupt:
         # Ctrl-C: the message stays dequeued and the next turn replays it
         # from the journal; the agent must not look busy meanwhile

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from holon_cli.model.agent import is_supervised_child
 from holon_cli.store.fsio import UnsafePathError, atomic_write_bytes, fd_real_path, fsync_dir
+from holon_cli.store.layout import HomeLayout
 from holon_cli.tools.apply_patch.hunks import (
     _Applied,
     _Conflict,
@@ -100,15 +102,21 @@ class _Guard:
         self.base = Path(os.path.realpath(ctx.cwd)) if ctx.cwd else self.root
         self.runtime: Path | None = None
         self.plan: Path | None = None
+        self.shared: Path | None = None  # a child: other agents' homes are off limits
+        self.own_home: Path | None = None
         store: Any = getattr(ctx, "store", None)
         layout = getattr(store, "layout", None)
         if store is None or layout is None:
             return
         self.runtime = Path(os.path.realpath(layout.runtime))
         try:
-            state = store.read_record().get("state") or {}
+            rec = store.read_record()
+            state = rec.get("state") or {}
         except Exception:  # noqa: BLE001 - no record, no plan exception
             return
+        if is_supervised_child(rec.get("identity") or {}):
+            self.shared = Path(os.path.realpath(HomeLayout.current().agents_dir))
+            self.own_home = Path(os.path.realpath(layout.home))
         wid = state.get("current_work_item_id") if isinstance(state, dict) else None
         if isinstance(wid, str) and wid and "/" not in wid and wid not in (".", ".."):
             plan_dir = Path(os.path.realpath(layout.work_items_dir / wid))
@@ -123,6 +131,12 @@ class _Guard:
         """Why a write to the real path ``real`` is refused (``None``: allowed)."""
         if self.runtime is not None and self._inside(real, self.runtime):
             return "protected_path"
+        if (
+            self.shared is not None
+            and self._inside(real, self.shared)
+            and not (self.own_home is not None and self._inside(real, self.own_home))
+        ):
+            return "protected_path"  # a child never writes another agent's (shared) memory
         if self._inside(real, self.root) or (self.plan is not None and real == self.plan):
             return None
         return "execution_root_violation"
@@ -151,6 +165,15 @@ def _resolve(ctx: ToolContext, guard: _Guard, raw: str, patch_line: int) -> Path
         raise ToolError(  # pragma: no cover - resolve_inside_root agrees with the guard
             "execution_root_violation", f"{raw} resolves outside the execution root"
         )
+    if why == "protected_path" and guard.shared is not None and guard.shared in target.parents:
+        if guard.runtime is None or guard.runtime not in target.parents:
+            raise ToolError(
+                "protected_path",
+                f"{raw} is in another agent's home; a child agent does not write shared memory",
+                details={"path": raw, "resolved": str(target)},
+                recovery_hint="report what should change in your final answer; your parent "
+                "decides what to keep",
+            )
     if why == "protected_path":
         raise ToolError(
             "protected_path",

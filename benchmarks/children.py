@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""What child agents cost.
+
+Spawn latency: a real ``holon serve`` (``--concurrency 4``) on a temp home,
+the scripted model for parent and child (one script, per-agent sections).
+Each sample admits one message to the parent; its turn calls ``SpawnAgent``;
+serve notices the new child and runs its turn. The figure is the time from
+the parent's ``child_agent_spawned`` event to the start of the child's first
+provider request (``provider_round_completed.provider_started_at``), both
+stamped by the runtime's clock. Target: p50 <= 100 ms.
+
+Idle children: one parent with 100 live children that each rested after
+their first turn (``Sleep``: handle running, nothing queued), against a home
+of 101 plain agents. The figure is one ``tick_all`` pass (what ``holon tick
+--all`` and serve's sweep run) over each home, median of several passes.
+
+    python benchmarks/children.py [--samples 30] [--children 100] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SPAWN = {
+    "tool_calls": [
+        {"name": "SpawnAgent", "arguments": {"initial_message": "Do a small part and report."}}
+    ]
+}
+
+
+def _script(path: Path, child_steps: list[Any], parent_steps: list[Any]) -> str:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "loop": True,
+                "agents": {"child-*": {"steps": child_steps, "loop": True}},
+                "steps": parent_steps,
+            }
+        )
+    )
+    return f"scripted:{path}"
+
+
+def _start_serve(home: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "holon_cli", "serve", "--listen", "127.0.0.1:0"]
+            + ["--concurrency", "4"],
+            stdout=subprocess.DEVNULL,
+            stderr=f,
+            env={**os.environ, "HOLON_HOME": str(home)},
+        )
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if "watching" in (log.read_text() if log.exists() else ""):
+            return proc
+        if proc.poll() is not None:
+            raise SystemExit(f"serve exited: {log.read_text()}")
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("serve did not start")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _first_request_at(child_id: str) -> float | None:
+    from holon_cli import clock
+    from holon_cli.runtime.agents import open_agent
+
+    for e in open_agent(child_id, create_default=False).events.records():
+        if e["kind"] == "provider_round_completed":
+            return clock.parse_iso(e["data"]["provider_started_at"])
+    return None
+
+
+def spawn_latency(base: Path, samples: int) -> dict[str, Any]:
+    home = base / "spawn"
+    os.environ["HOLON_HOME"] = str(home)
+    from holon_cli import clock
+    from holon_cli.runtime.agents import create_agent, set_model_override
+    from holon_cli.runtime.enqueue import admit
+
+    model = _script(base / "spawn.yaml", ["done"], [SPAWN, "spawned", "ack"])
+    parent = create_agent("main")
+    set_model_override("main", model)
+    proc = _start_serve(home, base / "spawn.log")
+    lat: list[float] = []
+    try:
+        time.sleep(1.0)
+        for i in range(samples):
+            admit(f"sample {i}", store=parent)
+            end = time.monotonic() + 20
+            done = None
+            while time.monotonic() < end and done is None:
+                recs = parent.ledger("delegations").records()
+                if sum(1 for r in recs if r["event"] == "completed") > i:
+                    done = [r for r in recs if r["event"] == "started"][i]
+                time.sleep(0.02)
+            if done is None:
+                raise SystemExit(f"sample {i}: no child result within 20 s")
+            spawned = next(
+                clock.parse_iso(e["at"])
+                for e in parent.events.records()
+                if e["kind"] == "child_agent_spawned"
+                and e["data"]["child_agent_id"] == done["child_agent_id"]
+            )
+            first = _first_request_at(done["child_agent_id"])
+            assert first is not None
+            lat.append((first - spawned) * 1000)
+            time.sleep(0.2)  # the parent's ack turn
+    finally:
+        _stop(proc)
+    lat.sort()
+    return {
+        "samples": len(lat),
+        "p50_ms": round(statistics.median(lat), 1),
+        "p90_ms": round(lat[int(len(lat) * 0.9)], 1),
+        "max_ms": round(lat[-1], 1),
+    }
+
+
+def _tick_ms(passes: int) -> float:
+    from holon_cli.runtime.tick import tick_all
+
+    times = []
+    for _ in range(passes):
+        t0 = time.perf_counter()
+        tick_all()
+        times.append((time.perf_counter() - t0) * 1000)
+    return round(statistics.median(times), 1)
+
+
+def idle_children(base: Path, children: int, passes: int) -> dict[str, Any]:
+    from holon_cli.runtime.agents import create_agent, set_model_override
+
+    plain = base / "plain"
+    os.environ["HOLON_HOME"] = str(plain)
+    for i in range(children + 1):
+        create_agent(f"a{i:03d}")
+    _tick_ms(1)
+    baseline = _tick_ms(passes)
+
+    os.environ["HOLON_HOME"] = str(base / "family")
+    from holon_cli.runtime.children.spawn import spawn_private_child
+    from holon_cli.runtime.turn import run_turn
+    from holon_cli.tools.catalog import default_catalog
+
+    rest = {"tool_calls": [{"name": "Sleep", "arguments": {"reason": "idle"}}]}
+    model = _script(base / "idle.yaml", [rest], ["x"])
+    parent = create_agent("main")
+    set_model_override("main", model)
+    ids = [spawn_private_child(parent, f"part {i}")["agent_id"] for i in range(children)]
+    catalog = default_catalog()
+    for cid in ids:
+        run_turn(cid, catalog=catalog)
+    _tick_ms(1)
+    with_children = _tick_ms(passes)
+    return {
+        "children": children,
+        "passes": passes,
+        "plain_agents_pass_ms": baseline,
+        "parent_with_idle_children_pass_ms": with_children,
+        "per_child_ms": round(with_children / children, 2),
+        "extra_vs_plain_ms": round(with_children - baseline, 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--children", type=int, default=100)
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="holon-children-bench-") as tmp:
+        base = Path(tmp)
+        s = spawn_latency(base, args.samples)
+        i = idle_children(base, args.children, args.passes)
+    load = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}
+    out = {"spawn": s, "idle": i, "load_1min": load}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(
+            f"spawn -> first child request under serve ({s['samples']} samples): "
+            f"p50 {s['p50_ms']} ms, p90 {s['p90_ms']} ms, max {s['max_ms']} ms "
+            "(target p50 <= 100)"
+        )
+        print(
+            f"tick pass, parent + {i['children']} idle children: "
+            f"{i['parent_with_idle_children_pass_ms']} ms ({i['per_child_ms']} ms a child); "
+            f"{i['children'] + 1} plain agents: {i['plain_agents_pass_ms']} ms"
+        )
+        print(
+            f"machine load (1 min average): {load['before']} before, {load['after']} after "
+            f"({os.cpu_count()} CPUs; quote figures from a quiet machine)"
+        )
+    if s["p50_ms"] > 100:
+        print("FAIL: target missed: spawn latency", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
