@@ -21,8 +21,9 @@ provider request (a *projection*) is checked against hard invariants:
                    turn killed mid-request replays the very request).
 
 It prints, per case and budget, the requests, compactions, the largest
-request and the cacheable-prefix ratio: bytes of each request that repeat the
-previous request's prefix / bytes sent, within a turn, leaving out the first
+request and the cacheable-prefix ratio: bytes of each request (tool schemas,
+frame, conversation: what is sent) that repeat the previous request's prefix
+/ bytes sent, within a turn, leaving out the first
 request after a compaction (target >= 0.9), and how many of those requests
 start with the *whole* previous request (``extends``: the frame did not move;
 with small budgets and 1 KB rounds the ratio is bounded by 1 - appended /
@@ -206,8 +207,15 @@ def _text(req: Any) -> str:
 
 
 def request_bytes(req: Any) -> bytes:
+    """The request as a provider caches it: tool schemas, then the frame,
+    then the conversation (every request sends all of them; Anthropic's
+    cache order is tools, system, messages, and the Responses API caches the
+    same prefix)."""
     f = req.frame
-    parts = [f.system_prompt, *f.system_blocks, *f.context_blocks]
+    tools = json.dumps(
+        [[t.name, t.description, t.input_schema] for t in req.tools or []], sort_keys=True
+    )
+    parts = [tools, f.system_prompt, *f.system_blocks, *f.context_blocks]
     for it in req.conversation:
         calls = json.dumps([[c.id, c.name, c.arguments] for c in it.tool_calls], sort_keys=True)
         parts.append(f"{it.role}\x00{it.call_id}\x00{it.text}\x00{calls}")
