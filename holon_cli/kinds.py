@@ -78,6 +78,9 @@ ErrorKind = (
         "wait_timeout",
         "message_aborted",
         "idempotency_conflict",
+        # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
+        "sandbox_unavailable",
+        "disk_full",
     ]
     | ProviderFailureKind
 )

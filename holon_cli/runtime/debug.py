@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
+from holon_cli.runtime.tasks import sandbox
 from holon_cli.runtime.turn import context_trigger, recent_conversation
 from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.config import load_config
 from holon_cli.store.layout import default_agent_id
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         trigger=context_trigger(
             store, provision=rec["identity"].get("ownership", "self_owned") == "self_owned"
         ),
+        execution=sandbox.policy(load_config(), store.agent_id),
     )
     f = built.frame
     return {

@@ -148,7 +148,7 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
     led = Ledger(path, layout.ledger_lock("events"), seq_key="event_seq")
     problems: list[Problem] = []
     notes: list[dict[str, Any]] = []
-    prev = 0
+    prev = closed_high(led)  # the open file continues its closed segments
     try:
         for line, _, rec in led.scan(0):
             seq = rec.get("event_seq")
@@ -186,6 +186,26 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
             )
         )
     return problems, notes
+
+
+def closed_high(led: Any) -> int:
+    """The highest ``event_seq`` before the open file: the newest closed
+    segment's last record, else what retention dropped (0: none)."""
+    from holon_cli.store.ledger import iter_segment
+
+    for seg in reversed(led.closed_segments()):
+        last = 0
+        try:
+            for _, rec in iter_segment(seg, led.max_version):
+                seq = rec.get("event_seq")
+                last = seq if isinstance(seq, int) else last
+        except Exception:  # noqa: BLE001 - a damaged segment: count from what was read
+            pass
+        if last:
+            return last
+    trimmed = led.trimmed() or {}
+    through = trimmed.get("through_seq")
+    return through if isinstance(through, int) else 0
 
 
 def ledger_mark_findings(led: Any) -> list[Problem]:

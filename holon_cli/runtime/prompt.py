@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from holon_cli.model.envelope import body_text, origin_label
+from holon_cli.runtime.tasks.sandbox import Policy
 from holon_cli.runtime.workspace import (
     WorkspaceBinding,
     load_instructions,
@@ -341,13 +342,17 @@ def tool_guidance(tools: list[ToolSpec], guidance: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def execution_binding(agent_id: str, agent_home: Path, ws: WorkspaceBinding) -> str:
+def execution_binding(
+    agent_id: str, agent_home: Path, ws: WorkspaceBinding, execution: Policy | None = None
+) -> str:
+    pol = execution or Policy("none", True)
+    axes = ", ".join(f"{k.removesuffix('_confinement')}={v}" for k, v in pol.axes().items())
     return (
         f"# Execution\nagent_id: {agent_id}\nagent_home: {agent_home}\n"
         f"workspace_id: {ws.workspace_id}\n"
         f"workspace_anchor: {ws.workspace_anchor}\nexecution_root: {ws.execution_root}\n"
         f"cwd: {ws.cwd}\n"
-        "execution policy: host_local (path/network/secret confinement: not_enforced)"
+        f"execution policy: {pol.describe()}\nconfinement: {axes}"
     )
 
 
@@ -417,13 +422,14 @@ def _system_blocks(
     skills: list[dict[str, str]],
     tools: list[ToolSpec],
     guidance: dict[str, str],
+    execution: Policy | None = None,
 ) -> list[str]:
     """The stable and agent-scoped blocks in the contract's order: 1 runtime
     policy and execution contract (the execution binding belongs to it), 2
     turn-mode guidance, 3 agent and 4 workspace instructions, 5 skills, 6
     tool guidance."""
     blocks = [sec.add("stable", "runtime policy", SYSTEM_POLICY, "holon runtime")]
-    binding = execution_binding(agent_id, agent_home, ws)
+    binding = execution_binding(agent_id, agent_home, ws, execution)
     blocks.append(sec.add("agent", "execution binding", binding, "agent state"))
     # position 2: the mode guidance for every trigger is stable (cacheable);
     # which mode applies to this turn is a context block
@@ -460,6 +466,7 @@ def build_frame(
     recent: str | None,
     active_skills: list[dict[str, Any]] | None = None,
     trigger: Mapping[str, Any] | None = None,
+    execution: Policy | None = None,
 ) -> BuiltPrompt:
     """The prompt frame. Deterministic: the same inputs give the same bytes
     (the cache key and fingerprint are hashes of them)."""
@@ -475,6 +482,7 @@ def build_frame(
         skills=skills,
         tools=tools,
         guidance=guidance,
+        execution=execution,
     )
     trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
     mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
@@ -510,10 +518,8 @@ def build_frame(
         "agent_home": str(agent_home),
         **ws.to_dict(),
         "execution_policy": {
-            "backend": "host_local",
-            "path_confinement": "not_enforced",
-            "network_confinement": "not_enforced",
-            "secret_confinement": "not_enforced",
+            "backend": "bwrap" if execution and execution.backend == "bwrap" else "host_local",
+            **(execution or Policy("none", True)).axes(),
         },
         "instructions": [s.to_dict() for _, s in instructions],
         "skills": skills,

@@ -312,13 +312,17 @@ def build_app(
             raise HttpError(400, "invalid_query", "`limit` must be a positive integer", "")
         limit = min(int(lim_raw or EVENTS_DEFAULT_LIMIT), EVENTS_MAX_LIMIT)
 
-        def get() -> list[dict[str, Any]]:
+        def get() -> tuple[list[dict[str, Any]], Any]:
             store = open_public(request.path_params["agent_id"])
-            return tail_events(store, since=after if after is not None else 0, limit=limit)
+            got = tail_events(store, since=after if after is not None else 0, limit=limit)
+            # where retention cut history, when this page starts inside the cut
+            trimmed = store.events.trimmed()
+            through = (trimmed or {}).get("through_seq")
+            return got, trimmed if isinstance(through, int) and (after or 0) < through else None
 
-        events = await run_in_threadpool(get)
+        events, trimmed = await run_in_threadpool(get)
         next_after = events[-1]["event_seq"] if events else (after or 0)
-        return JSONResponse({"events": events, "next_after": next_after})
+        return JSONResponse({"events": events, "next_after": next_after, "trimmed": trimmed})
 
     async def events_stream(request: Request) -> Response:
         from holon_cli.runtime.inspect import tail_events

@@ -35,6 +35,7 @@ from holon_cli.runtime.prompt import (
     first_user_item,
     render_message,
 )
+from holon_cli.runtime.tasks.sandbox import policy as sandbox_policy
 from holon_cli.runtime.turn.abort import (
     ABORT_REASON,
     AbortWatch,
@@ -277,6 +278,7 @@ class TurnRun:
             recent=self.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
+            execution=sandbox_policy(self.cfg, self.store.agent_id),
         )
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:
