@@ -98,14 +98,18 @@ def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
     total = R.tree_bytes(home.root) - (freed if dry_run else 0)
     limit = R.max_home_bytes(config)
     if limit is not None and total > limit:
-        for c in kept:  # oldest first, whatever the ledger or agent
-            if total <= limit:
-                break
-            dropped.append(_info(c, now, "max_home_bytes"))
-            if not dry_run:
-                R.drop_segment(c)
-            total -= c.size
-            freed += c.size
+        while kept and total > limit:
+            for c in list(kept):  # oldest first, whatever the ledger or agent
+                if total <= limit:
+                    break
+                kept.remove(c)
+                dropped.append(_info(c, now, "max_home_bytes"))
+                if not dry_run:
+                    R.drop_segment(c)
+                total -= c.size
+                freed += c.size
+            if not dry_run:  # what the drops wrote (trimmed records) counts too
+                total = R.tree_bytes(home.root)
         if total > limit:
             more = _prune_outputs(stores, config, now, dry_run, total - limit)
             for k in ("removed", "freed_bytes"):
