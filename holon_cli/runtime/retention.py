@@ -14,6 +14,7 @@ would drop, counting each open segment as if it were closed now.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -191,3 +192,38 @@ def over_limit_note(usage: dict[str, Any]) -> dict[str, Any] | None:
             "stays over, the rest is unsettled work or workspace files: raise the limit"
         ),
     }
+
+
+# ------------------------------------------------------------ serve's daily pass
+
+GC_EVERY_S = 86400.0
+GC_FIRST_DELAY_S = 60.0  # after a start, once the agents had their first pass
+
+
+def _stamp(home: HomeLayout) -> Path:
+    return home.run_dir / "retention.json"
+
+
+def next_gc_in(now: float | None = None, home: HomeLayout | None = None) -> float:
+    """Seconds until serve's next retention pass: a day after the last one
+    (kept in ``run/retention.json`` across restarts), at least a minute after
+    start."""
+    home = home or HomeLayout.current()
+    now = time.time() if now is None else now
+    try:
+        last = float(json.loads(_stamp(home).read_bytes())["last_gc_at"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return GC_FIRST_DELAY_S
+    return max(GC_FIRST_DELAY_S, last + GC_EVERY_S - now)
+
+
+def scheduled_gc(now: float | None = None) -> GcReport:
+    """One pass of serve's daily retention, stamped in ``run/retention.json``."""
+    from holon_cli.store.fsio import atomic_write_bytes
+
+    home = HomeLayout.current()
+    report = gc_home(now=now)
+    home.run_dir.mkdir(parents=True, exist_ok=True)
+    at = time.time() if now is None else now
+    atomic_write_bytes(_stamp(home), json.dumps({"v": 1, "last_gc_at": at}).encode() + b"\n")
+    return report

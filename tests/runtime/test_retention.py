@@ -233,3 +233,37 @@ def test_transcript_json_and_text_say_where_history_starts(script_runner: Any) -
     assert d["trimmed"]["before"] == "2026-01-01T00:59:00Z"
     res = script_runner.run(["holon", "transcript"])
     assert "transcript history up to 2026-01-01T00:59:00Z was dropped" in res.stderr
+
+
+def test_next_gc_is_a_day_after_the_last_one_across_restarts() -> None:
+    from holon_cli.runtime import retention as RT
+
+    assert RT.next_gc_in(1000.0) == RT.GC_FIRST_DELAY_S  # never ran: soon after start
+    RT.scheduled_gc(now=1000.0)
+    assert RT.next_gc_in(1000.0 + 3600) == pytest.approx(DAY - 3600)
+    assert RT.next_gc_in(1000.0 + 2 * DAY) == RT.GC_FIRST_DELAY_S
+
+
+def test_serve_applies_retention_on_its_schedule() -> None:
+    import threading
+
+    from holon_cli.serve.loop import Scheduler
+
+    store = open_agent(None)
+    emit(store, 60)
+    config("retention:\n  events_days: 0\n")
+    lines: list[str] = []
+    sch = Scheduler(concurrency=1, sweep_s=3600, gc_s=0.3, log=lines.append)
+    th = threading.Thread(target=sch.run, daemon=True)
+    th.start()
+    try:
+        end = time.monotonic() + 10
+        while not any(x.startswith("retention:") for x in lines) and time.monotonic() < end:
+            time.sleep(0.05)
+    finally:
+        sch.stop()
+        th.join(5)
+    (line,) = [x for x in lines if x.startswith("retention:")][:1]
+    assert "dropped" in line
+    assert store.events.closed_segments() == [] and store.events.trimmed() is not None
+    assert (HomeLayout.current().run_dir / "retention.json").exists()

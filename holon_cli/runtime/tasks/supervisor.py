@@ -157,7 +157,7 @@ class Supervisor:
             f"retention.min_free_bytes ({self.floor}); the command keeps running, its further "
             "output is dropped. Free disk space (`holon home gc`).]\n"
         ).encode()
-        for fd in (self.out_fd,):
+        for fd in (self.out_fd, self.stderr_fd):  # stderr: what the model's preview shows
             if fd is not None:
                 try:
                     os.write(fd, note)
