@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+from holon_cli.errors import HolonError
 from holon_cli.store import retention as R
 from holon_cli.store.agent_store import SEGMENTED, AgentStore
 from holon_cli.store.config import load_config
@@ -171,11 +172,11 @@ def home_usage(home: HomeLayout | None = None) -> dict[str, Any]:
         path = Path(home.agents_dir / name)
         if path.is_dir() and not path.is_symlink():
             agents[name] = R.agent_usage(path)
-    return {
-        "agents": agents,
-        "home_bytes": R.tree_bytes(home.root),
-        "max_home_bytes": R.max_home_bytes(load_config(home)),
-    }
+    try:
+        limit = R.max_home_bytes(load_config(home))
+    except HolonError:  # a config that does not load is home check's own problem
+        limit = None
+    return {"agents": agents, "home_bytes": R.tree_bytes(home.root), "max_home_bytes": limit}
 
 
 def over_limit_note(usage: dict[str, Any]) -> dict[str, Any] | None:

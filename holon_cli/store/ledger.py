@@ -244,7 +244,7 @@ def closed_segments(seg_dir: Path, stem: str) -> list[Path]:
     return [found[n] for n in sorted(found)]
 
 
-def nextsegment_number(seg_dir: Path, stem: str) -> int:
+def next_segment_number(seg_dir: Path, stem: str) -> int:
     nums = [segment_number(n, stem) for n in os.listdir(seg_dir)]
     trimmed = read_trimmed(seg_dir, stem) or {}
     last = max([n for n in nums if n is not None] + [int(trimmed.get("last_segment") or 0)])
@@ -311,6 +311,11 @@ def iter_segment(
             if raw.strip() == b"":
                 raise _corrupt(path, line_no, 0, "empty line")
             yield line_no, _parse(path, raw, line_no, 0, max_version, validate)
+
+
+def tail_path(seg_dir: Path, stem: str, num: int) -> Path:
+    """The last ``TAIL_CACHE_RECORDS`` records of closed segment ``num``."""
+    return seg_dir / f"{stem}.{num:08d}.tail"
 
 
 def last_path(seg_dir: Path, stem: str) -> Path:
@@ -506,12 +511,15 @@ class Ledger:
             high = seq if isinstance(seq, int) else None
         seg_dir = self.segments_dir
         seg_dir.mkdir(exist_ok=True)
-        if last is not None:  # last() of an empty open file answers from here
+        num = next_segment_number(seg_dir, self.path.stem)
+        if last is not None:  # last() and tail() of an empty open file answer from here
             from holon_cli.store.fsio import atomic_write_bytes
 
+            recent, _ = self._tail_read(TAIL_CACHE_RECORDS)
+            lines = "".join(dumps(r) + "\n" for r in recent).encode()
+            atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), lines)
             atomic_write_bytes(last_path(seg_dir, self.path.stem), (dumps(last) + "\n").encode())
         write_mark(self.mark_path, 0, high)
-        num = nextsegment_number(seg_dir, self.path.stem)
         dest = seg_dir / f"{self.path.stem}.{num:08d}.jsonl"
         os.rename(self.path, dest)
         fsync_dir(seg_dir)
@@ -682,6 +690,18 @@ class Ledger:
         out.extend(self.read_from(0)[0])
         return out
 
+    def _segment_tail(self, seg: Path, num: int | None, n: int) -> list[dict[str, Any]]:
+        """A closed segment's records, or only its last ``TAIL_CACHE_RECORDS``
+        from the ``.tail`` copy written as it closed when that is enough (a
+        turn's recent window after a close costs no decompression)."""
+        if num is not None and n <= TAIL_CACHE_RECORDS:
+            tail = tail_path(self.segments_dir, self.path.stem, num)
+            try:
+                return [rec for _, rec in iter_segment(tail, self.max_version, self.validate)]
+            except FileNotFoundError:
+                pass
+        return self._closed_records(seg)
+
     def _older(self, n: int) -> list[dict[str, Any]]:
         """The last ``n`` records of the closed segments (newest segments
         first until ``n`` are found; a closed segment never changes, so the
@@ -693,7 +713,7 @@ class Ledger:
             if cached is not None and cached[0] == num:
                 recs = cached[1]
             else:
-                recs = self._closed_records(seg)
+                recs = self._segment_tail(seg, num, n - len(out))
                 if not out:
                     self._closed_cache = (num, recs)
             out[:0] = recs[-(n - len(out)) :]

@@ -131,6 +131,7 @@ def drop_segment(c: Candidate) -> None:
     seg.unlink(missing_ok=True)
     if seg.suffix == ".gz":
         seg.with_suffix("").unlink(missing_ok=True)
+    L.tail_path(led.segments_dir, stem, _number(seg, stem)).unlink(missing_ok=True)
     fsync_dir(led.segments_dir)
 
 

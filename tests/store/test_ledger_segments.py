@@ -197,3 +197,23 @@ def test_sigkill_during_rotations_loses_no_acknowledged_event(holon_home: Path) 
     assert len(store.events.closed_segments()) > 6
     report = home_check()
     assert report["ok"], report["problems"]
+
+
+def test_a_recent_window_after_a_close_reads_no_compressed_segment(
+    small_segments: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn looks at the last 40-200 records every round: right after a
+    close (serve's daily pass) that must not cost a decompression."""
+    store = open_agent(None)
+    emit(store, 300)
+    store.events.close_segment()
+    whole = seqs(store.events.records())
+
+    def no_gzip(*_a: object, **_k: object) -> None:
+        raise AssertionError("a compressed segment was read")
+
+    monkeypatch.setattr(gzip, "open", no_gzip)
+    fresh = AgentStore(store.layout)
+    assert seqs(fresh.events.tail(200)) == whole[-200:]
+    assert fresh.events.last()["event_seq"] == whole[-1]
+    assert fresh.events.records_after("event_seq", whole[-1])[0] == []
