@@ -506,9 +506,12 @@ class Ledger:
         mark = read_mark(self.mark_path)
         high = mark.get("high_water") if isinstance(mark, dict) else None
         last = self._last_open()
-        if self.seq_key is not None and high is None:
+        if self.seq_key is not None:
+            # a writer killed between its record and its mark left the mark
+            # one behind: the numbers go on above both
             seq = last.get(self.seq_key) if last else None
-            high = seq if isinstance(seq, int) else None
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                high = seq if high is None else max(high, seq)
         seg_dir = self.segments_dir
         seg_dir.mkdir(exist_ok=True)
         num = next_segment_number(seg_dir, self.path.stem)

@@ -217,3 +217,16 @@ def test_a_recent_window_after_a_close_reads_no_compressed_segment(
     assert seqs(fresh.events.tail(200)) == whole[-200:]
     assert fresh.events.last()["event_seq"] == whole[-1]
     assert fresh.events.records_after("event_seq", whole[-1])[0] == []
+
+
+def test_a_close_after_a_writer_killed_before_its_mark_reuses_no_number(
+    small_segments: int,
+) -> None:
+    """A writer killed between its record and its mark leaves the mark one
+    behind; the close that follows must still number above the record."""
+    store = open_agent(None)
+    emit(store, 5)
+    high = store.events.last()["event_seq"]
+    L.write_mark(store.events.mark_path, store.events.size(), high - 1)
+    store.events.close_segment()
+    assert emit(store, 1) == [high + 1]
