@@ -521,6 +521,9 @@ class Ledger:
             recent, _ = self._tail_read(TAIL_CACHE_RECORDS)
             lines = "".join(dumps(r) + "\n" for r in recent).encode()
             atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), lines)
+            for old in seg_dir.glob(f"{self.path.stem}.*.tail"):  # only the newest is read
+                if old.name != tail_path(seg_dir, self.path.stem, num).name:
+                    old.unlink(missing_ok=True)
             atomic_write_bytes(last_path(seg_dir, self.path.stem), (dumps(last) + "\n").encode())
         write_mark(self.mark_path, 0, high)
         dest = seg_dir / f"{self.path.stem}.{num:08d}.jsonl"
