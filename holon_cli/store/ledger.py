@@ -314,7 +314,8 @@ def iter_segment(
 
 
 def tail_path(seg_dir: Path, stem: str, num: int) -> Path:
-    """The last ``TAIL_CACHE_RECORDS`` records of closed segment ``num``."""
+    """The last ``TAIL_CACHE_RECORDS`` records of all closed history, written
+    as segment ``num`` closed (only the newest closed segment keeps one)."""
     return seg_dir / f"{stem}.{num:08d}.tail"
 
 
@@ -372,7 +373,7 @@ class Ledger:
         self._unsynced = False
         # segmented ledgers: close the open file at this size (None: one file)
         self.segment_bytes: int | None = None
-        # (number, records) of the newest closed segment read by tail()
+        # (number of the newest closed segment, its copy of the closed tail)
         self._closed_cache: tuple[int | None, list[dict[str, Any]]] | None = None
 
     # -- writing ---------------------------------------------------------
@@ -518,7 +519,7 @@ class Ledger:
         if last is not None:  # last() and tail() of an empty open file answer from here
             from holon_cli.store.fsio import atomic_write_bytes
 
-            recent, _ = self._tail_read(TAIL_CACHE_RECORDS)
+            recent = self.tail(TAIL_CACHE_RECORDS)  # across the closed segments too
             lines = "".join(dumps(r) + "\n" for r in recent).encode()
             atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), lines)
             for old in seg_dir.glob(f"{self.path.stem}.*.tail"):  # only the newest is read
@@ -533,6 +534,7 @@ class Ledger:
         self._cached_size = -1
         self._cached_last = None
         self._tail_cache = None
+        self._closed_cache = None
         return dest
 
     def trimmed(self) -> dict[str, Any] | None:
@@ -696,32 +698,33 @@ class Ledger:
         out.extend(self.read_from(0)[0])
         return out
 
-    def _segment_tail(self, seg: Path, num: int | None, n: int) -> list[dict[str, Any]]:
-        """A closed segment's records, or only its last ``TAIL_CACHE_RECORDS``
-        from the ``.tail`` copy written as it closed when that is enough (a
-        turn's recent window after a close costs no decompression)."""
-        if num is not None and n <= TAIL_CACHE_RECORDS:
-            tail = tail_path(self.segments_dir, self.path.stem, num)
-            try:
-                return [rec for _, rec in iter_segment(tail, self.max_version, self.validate)]
-            except FileNotFoundError:
-                pass
-        return self._closed_records(seg)
-
     def _older(self, n: int) -> list[dict[str, Any]]:
-        """The last ``n`` records of the closed segments (newest segments
-        first until ``n`` are found; a closed segment never changes, so the
-        newest one's records are kept on this handle)."""
+        """The last ``n`` records of the closed segments: from the copy of the
+        last ``TAIL_CACHE_RECORDS`` the newest closed segment keeps (read once
+        per handle: closed history changes only by a close), else newest
+        segments first until ``n`` are found."""
         out: list[dict[str, Any]] = []
-        for seg in reversed(self.closed_segments()):
-            num = segment_number(seg.name, self.path.stem)
+        segs = self.closed_segments()
+        if segs and n <= TAIL_CACHE_RECORDS:
+            num = segment_number(segs[-1].name, self.path.stem)
             cached = self._closed_cache
             if cached is not None and cached[0] == num:
-                recs = cached[1]
-            else:
-                recs = self._segment_tail(seg, num, n - len(out))
-                if not out:
-                    self._closed_cache = (num, recs)
+                return cached[1][-n:]
+            try:  # the last records of all closed history, copied as the newest closed
+                recs = [
+                    rec
+                    for _, rec in iter_segment(
+                        tail_path(self.segments_dir, self.path.stem, num or 0),
+                        self.max_version,
+                        self.validate,
+                    )
+                ]
+                self._closed_cache = (num, recs)
+                return recs[-n:]
+            except FileNotFoundError:
+                pass
+        for seg in reversed(segs):  # more than the copy holds: whole segments
+            recs = self._closed_records(seg)
             out[:0] = recs[-(n - len(out)) :]
             if len(out) >= n:
                 break
