@@ -267,3 +267,18 @@ def test_serve_applies_retention_on_its_schedule() -> None:
     assert "dropped" in line
     assert store.events.closed_segments() == [] and store.events.trimmed() is not None
     assert (HomeLayout.current().run_dir / "retention.json").exists()
+
+
+def test_enqueue_wait_finds_the_final_text_in_a_segment_closed_meanwhile() -> None:
+    from holon_cli.runtime import outcome
+
+    store = open_agent(None)
+    for i in range(30):
+        store.ledger("transcript").append({"kind": "note", "text": f"old {i} " + "o" * 80})
+    since = outcome.marks(store)
+    store.ledger("transcript").append(
+        {"kind": "turn_terminal", "turn_id": "turn_x", "text": "the answer"}
+    )
+    store.ledger("transcript").close_segment()  # serve's daily pass, before the waiter reads
+    store.ledger("transcript").append({"kind": "note", "text": "later"})
+    assert outcome._final_text(store, "turn_x", since.transcript) == "the answer"
