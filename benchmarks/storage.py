@@ -27,6 +27,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -71,6 +73,12 @@ def bytes_per_turn(turns: int) -> dict[str, Any]:
     lines = appended(store.layout.home, led0)
     gc_home()
     u2 = agent_usage(store.layout.home)
+    seg_dir = store.layout.ledger_dir / "segments"
+    gz = {
+        n: sum(p.stat().st_size for p in seg_dir.glob(f"{n}.*.jsonl.gz"))
+        for n in ("events", "transcript")
+    }
+    raw = {n: len(lines.get(f"{n}.jsonl", b"")) for n in ("events", "transcript")}
 
     def per_kind(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
         kinds = set(a["by_kind"]) | set(b["by_kind"])
@@ -85,6 +93,10 @@ def bytes_per_turn(turns: int) -> dict[str, Any]:
         "raw_by_kind": per_kind(u0, u1),
         "compressed_bytes_per_turn": round((u2["bytes"] - u0["bytes"]) / turns, 1),
         "compressed_by_kind": per_kind(u0, u2),
+        # the closed segments alone: the constant sidecars (the newest segment's
+        # copy of the last 256 records, the last record) are left out
+        "segment_gz_bytes_per_turn": {n: round(v / turns, 1) for n, v in gz.items()},
+        "segment_ratio": {n: round(raw[n] / gz[n], 2) if gz[n] else None for n in gz},
         "sample_lines": lines,
     }
 
@@ -140,7 +152,7 @@ def simulated_year(
         gc_home(now=day_t + DAY)
         peak_after_gc = max(peak_after_gc, tree_bytes(home))
     use = agent_usage(store.layout.home)
-    return {
+    out = {
         "days": args.days,
         "turns_per_day": args.turns_per_day,
         "events_days": args.events_days,
@@ -152,8 +164,10 @@ def simulated_year(
         "final_by_kind": use["by_kind"],
         "events_kept": len(store.events.records()),
         "seconds": round(time.perf_counter() - t0, 1),
-        "home": str(home),
     }
+    if not args.keep:
+        shutil.rmtree(home, ignore_errors=True)
+    return out
 
 
 def seed_segments(store: Any, n: int) -> None:
@@ -207,8 +221,17 @@ def flat_at_history(turns: int, history: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     seed_segments(big, history)
     seed_s = time.perf_counter() - t0
-    fresh = TO.measure("fresh", turns)
-    hist = TO.measure("history", turns)
+    # interleaved, one measured turn each in turn, so machine load hits both alike
+    runs: dict[str, list[dict[str, float]]] = {"fresh": [], "history": []}
+    for _ in range(turns):
+        for aid in runs:
+            runs[aid].append(TO.measure(aid, 1))
+
+    def med(aid: str) -> dict[str, float]:
+        keys = runs[aid][0].keys()
+        return {k: statistics.median(r[k] for r in runs[aid]) for k in keys}
+
+    fresh, hist = med("fresh"), med("history")
     ratio = hist["overhead_per_round_ms_median"] / fresh["overhead_per_round_ms_median"]
     wall = hist["turn_wall_ms_median"] / fresh["turn_wall_ms_median"]
     return {
@@ -235,6 +258,7 @@ def main() -> int:
     ap.add_argument("--history", type=int, default=1_000_000)
     ap.add_argument("--home-dir", default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary homes")
     args = ap.parse_args()
     if args.turns < 2:
         ap.error("--turns must be at least 2")
@@ -253,17 +277,24 @@ def main() -> int:
     server.shutdown()
     sample = per_turn.pop("sample_lines")
     year = simulated_year(sample, args.turns - 1, args)
+    if not args.keep:
+        shutil.rmtree(home, ignore_errors=True)
     ok_year = year["peak_home_bytes_after_daily_gc"] <= args.max_home_bytes
     ok_flat = flat["overhead_ratio"] <= 1.1
     if args.json:
         print(json.dumps({"bytes_per_turn": per_turn, "year": year, "flat": flat}, indent=2))
     else:
         print(
-            f"bytes per turn (3-round tool loop): {per_turn['raw_bytes_per_turn']:,.0f} as written, "
+            "bytes per turn (3-round tool loop): "
+            f"{per_turn['raw_bytes_per_turn']:,.0f} as written, "
             f"{per_turn['compressed_bytes_per_turn']:,.0f} after gc"
         )
         print(f"  as written by kind: {per_turn['raw_by_kind']}")
         print(f"  after gc by kind:   {per_turn['compressed_by_kind']}")
+        print(
+            f"  closed segments alone (gzip): {per_turn['segment_gz_bytes_per_turn']} bytes per "
+            f"turn, ratio {per_turn['segment_ratio']}"
+        )
         print(
             f"simulated year ({year['days']} days x {year['turns_per_day']} turns, events "
             f"{year['events_days']:g} d, transcript {year['transcript_days']:g} d): peak "
