@@ -6,6 +6,11 @@ and the status line, headers and body in one write. Without the last two,
 Nagle's algorithm and the client's delayed ACK stall a round by ~40 ms
 (``tests/benchmarks/test_benchmark_tools.py`` pins this). A benchmark
 subclasses :class:`ResponsesHandler` and answers each POST with :meth:`reply`.
+
+A request with ``"stream": true`` (what ``codex exec`` sends) gets the same
+response as an event stream (``response.created``, one
+``response.output_item.done`` per output item, ``response.completed``), also
+in one write, so holon and Codex CLI can be measured on one fake.
 """
 
 from __future__ import annotations
@@ -36,8 +41,12 @@ class ResponsesHandler(BaseHTTPRequestHandler):
     def log_message(self, *a: object) -> None:  # quiet
         pass
 
+    stream = False
+
     def read_json(self) -> Any:
-        return json.loads(self.rfile.read(int(self.headers["content-length"])))
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.stream = isinstance(body, dict) and body.get("stream") is True
+        return body
 
     def reply(self, output: list[dict[str, Any]], input_tokens: int, output_tokens: int) -> None:
         resp = {
@@ -52,9 +61,31 @@ class ResponsesHandler(BaseHTTPRequestHandler):
                 "total_tokens": input_tokens + output_tokens,
             },
         }
+        if self.stream:
+            self._reply_stream(resp)
+            return
         data = json.dumps(resp).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _reply_stream(self, resp: dict[str, Any]) -> None:
+        created = {**resp, "status": "in_progress", "output": []}
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("response.created", {"response": created}),
+        ]
+        for i, item in enumerate(resp["output"]):
+            events.append(("response.output_item.done", {"output_index": i, "item": item}))
+        events.append(("response.completed", {"response": resp}))
+        data = b"".join(
+            f"event: {name}\ndata: {json.dumps({'type': name, **fields})}\n\n".encode()
+            for name, fields in events
+        )
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "holon_cli"
 
@@ -45,16 +43,7 @@ TOP_LEVEL = {
 
 # Deliberate exceptions, each with its reason (none for the layer order). An
 # entry that no longer matches fails the test, so a fixed one leaves the list.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"holon_cli.serve.http", "holon_cli.serve.ingress"}): (
-        "issue 22: being untangled with serve/http.py's build_app (the routes "
-        "become module-level handlers); remove this entry with that change"
-    ),
-    frozenset({"holon_cli.providers.http_client", "holon_cli.providers.http_response"}): (
-        "issue 22: our own HTTP/1.1 client is being deleted for httpx2; "
-        "remove this entry with those modules"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _module_name(path: Path) -> str:
@@ -179,7 +168,9 @@ def test_no_import_cycles() -> None:
     assert unexpected == []
 
 
-@pytest.mark.parametrize("cycle", sorted(KNOWN_CYCLES, key=sorted), ids=str)
-def test_known_cycles_still_exist(cycle: frozenset[str]) -> None:
-    """A deliberate exception listed above that is gone must leave the list."""
-    assert cycle in _cycles(_graph()), f"{sorted(cycle)} is fixed: remove it from KNOWN_CYCLES"
+def test_known_cycles_still_exist() -> None:
+    """A deliberate exception listed above that is gone must leave the list
+    (today there is none: every import runs one way)."""
+    cycles = _cycles(_graph())
+    fixed = [sorted(c) for c in KNOWN_CYCLES if c not in cycles]
+    assert fixed == [], f"{fixed} are fixed: remove them from KNOWN_CYCLES"

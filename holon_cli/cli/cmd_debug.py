@@ -51,10 +51,14 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
             "workspace_anchor",
             "execution_root",
             "cwd",
+            "projection_kind",
             "prompt_cache_key",
             "context_fingerprint",
         )
     ]
+    wt = d.get("worktree_session")
+    if wt:
+        rows.append(("worktree", f"{wt['worktree_path']} (branch {wt['worktree_branch']})"))
     rows.append(
         ("execution policy", ", ".join(f"{k}={v}" for k, v in d["execution_policy"].items()))
     )

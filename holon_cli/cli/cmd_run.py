@@ -5,22 +5,14 @@ from __future__ import annotations
 import click
 
 from holon_cli.cli import output
-from holon_cli.cli.params import MODEL, complete_agents
+from holon_cli.cli.params import MODEL
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("text", metavar="TEXT|-")
-@click.option(
-    "--agent",
-    "-a",
-    "agent_id",
-    metavar="ID",
-    default=None,
-    shell_complete=complete_agents,
-    help=(
-        "Run on this existing agent (--create-agent makes it). Default: a new temporary "
-        "private agent, removed after a completed run; $HOLON_AGENT_ID is not used."
-    ),
+@output.agent_option_with(
+    "Run on this existing agent (--create-agent makes it). Default: a new temporary "
+    "private agent, removed after a completed run; $HOLON_AGENT_ID is not used."
 )
 @click.option("--create-agent", is_flag=True, help="Create the --agent on first use.")
 @click.option(

@@ -93,7 +93,13 @@ def serve(
 
     Serves the HTTP surface on --listen (control routes need the bearer
     token when one is configured; without one, loopback only) and on a
-    token-free 0600 Unix socket.
+    token-free 0600 Unix socket (a file at --socket that is not a stale
+    socket is refused, never deleted). Control routes refuse browsers'
+    cross-site requests (Origin, Sec-Fetch-Site: 403) and control POSTs
+    need Content-Type: application/json (415). Public routes (enqueue,
+    POST /webhooks/SOURCE/AGENT, callbacks) are limited per client address
+    (config.yaml ingress.rate_per_minute, default 60); webhook signatures
+    are set in ingress.webhooks (see README "Running unattended safely").
 
     At start it seeds the builtin templates into ~/.agents/templates/, as
     `holon home init` does (an edited copy is never overwritten).

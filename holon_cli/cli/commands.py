@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "daemon": "holon_cli.cli.cmd_daemon:daemon",
     "home": "holon_cli.cli.cmd_home:home",
     "memory": "holon_cli.cli.cmd_memory:memory",
+    "workspace": "holon_cli.cli.cmd_workspace:workspace",
     "skills": "holon_cli.cli.cmd_skills:skills",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",
@@ -58,5 +59,6 @@ _GROUPS = frozenset(
         "daemon",
         "skills",
         "memory",
+        "workspace",
     }
 )

@@ -1,4 +1,5 @@
-"""The live ids a TAB press offers: agents, work items, tasks and timers.
+"""The live ids a TAB press offers: agents, work items, tasks, timers and
+workspaces.
 
 Read by the ``shell_complete`` callbacks of :mod:`holon_cli.cli.params` while
 the shell waits, so every reader here:
@@ -175,5 +176,36 @@ def timers(agent_id: str | None, prefix: str = "", *, active_only: bool) -> list
             nxt = t.get("next_fire_at") if t.get("status") == "active" else None
             out.append(Candidate(tid, _line(t.get("status"), nxt, t.get("message"))))
         return out
+
+    return _guarded(read)
+
+
+# -- workspaces ---------------------------------------------------------------------
+
+
+def workspaces(agent_id: str | None, prefix: str = "", *, with_home: bool) -> list[Candidate]:
+    """The agent's attached workspace ids (``agent_home`` first with
+    ``with_home``), described by anchor and whether it is active."""
+
+    def read() -> list[Candidate]:
+        store = _store(agent_id)
+        if store is None:
+            return []
+        from holon_cli.model.workspace import AGENT_HOME
+        from holon_cli.runtime.workspace import attached_ids, legacy_anchors, workspace_for
+        from holon_cli.store.workspace_registry import read_registry
+
+        state = store.read_record()["state"]
+        active = workspace_for(store.layout.home, state).workspace_id
+        anchors = {
+            r["workspace_id"]: r["workspace_anchor"] for r in read_registry(HomeLayout.current())
+        }
+        anchors.update(legacy_anchors(state))
+        ids = ([AGENT_HOME] if with_home else []) + attached_ids(state)
+        return [
+            Candidate(w, _line("active" if w == active else "", anchors.get(w)))
+            for w in ids
+            if w.startswith(prefix)
+        ]
 
     return _guarded(read)

@@ -193,6 +193,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
             ),
         ),
         ("home", s["agent_home"]),
+        *_workspace_rows(s),
         ("pending", s["pending"]),
         ("in flight", s["in_flight"]),
         ("processed", s["processed"]),
@@ -224,6 +225,30 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         )
     rows += _attention_rows(s)
     output.print_kv(rows)
+
+
+def _workspace_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    ws, wt = s["workspace"], s.get("worktree_session")
+    rows: list[tuple[str, Any]] = [
+        ("workspace", f"{ws['workspace_id']} ({ws['workspace_anchor']})")
+    ]
+    if ws["execution_root"] != ws["workspace_anchor"]:
+        rows.append(("execution root", f"{ws['execution_root']} ({ws['projection_kind']})"))
+    if ws["cwd"] != ws["execution_root"]:
+        rows.append(("cwd", ws["cwd"]))
+    if wt:
+        rows.append(("worktree", f"branch {wt['worktree_branch']} from {wt['original_branch']}"))
+    import os
+
+    if not os.path.isdir(ws["execution_root"]):
+        rows.append(
+            (
+                "",
+                "MISSING: the execution root is gone; `holon workspace use agent_home` "
+                "(or another workspace) rebinds the agent",
+            )
+        )
+    return rows
 
 
 def _attention_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:

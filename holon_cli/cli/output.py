@@ -273,7 +273,13 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
-def agent_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+AGENT_HELP = "Agent id (default: $HOLON_AGENT_ID or 'main')."
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def agent_option_with(help: str) -> Decorator:
+    """``--agent/-a ID`` with live completion and a command's own help text
+    (where its default differs from the default agent)."""
     import click
 
     from holon_cli.cli.params import complete_agents
@@ -285,5 +291,9 @@ def agent_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         metavar="ID",
         default=None,
         shell_complete=complete_agents,
-        help="Agent id (default: $HOLON_AGENT_ID or 'main').",
-    )(fn)
+        help=help,
+    )
+
+
+def agent_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return agent_option_with(AGENT_HELP)(fn)

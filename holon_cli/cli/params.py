@@ -134,6 +134,27 @@ def complete_timers(
     return _items(completion_ids.timers(_agent_of(ctx), incomplete, active_only=True))
 
 
+def complete_attached_workspaces(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem[str]]:
+    """The ``--agent``'s attached workspace ids (what ``workspace detach`` takes)."""
+    from holon_cli.cli import completion_ids
+
+    return _items(completion_ids.workspaces(_agent_of(ctx), incomplete, with_home=False))
+
+
+def complete_workspace_targets(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem[str]]:
+    """What ``workspace use`` takes: ``agent_home``, the attached ids, or a directory."""
+    from click.shell_completion import CompletionItem
+
+    from holon_cli.cli import completion_ids
+
+    ids = _items(completion_ids.workspaces(_agent_of(ctx), incomplete, with_home=True))
+    return [*ids, CompletionItem(incomplete, type="dir")]
+
+
 def complete_words(words: Sequence[str]) -> Completer:
     """A closed set of values for a plain option the command checks itself."""
 

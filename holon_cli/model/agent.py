@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from holon_cli.model.continuation import ContinuationRecord
     from holon_cli.model.turn import ClosureDecision, NoProgressStreak
     from holon_cli.model.workitem import ContinuationHold
+    from holon_cli.model.workspace import ProjectionKind, WorktreeSession
 
     AgentStatus = Literal[
         "booting", "awake_idle", "awake_running", "awaiting_task", "asleep", "paused", "stopped"
@@ -64,8 +65,9 @@ if TYPE_CHECKING:
         total_model_rounds: int
         last_turn_token_usage: dict[str, int] | None
         model_override: str | None
+        # workspace ids (older homes held anchor paths: read and upgraded)
         attached_workspaces: list[str]
-        active_workspace_id: str | None
+        active_workspace_id: str | None  # None: AgentHome (older records)
         workspace_anchor: str | None
         cwd: str | None
         pending_wake_hint: Any
@@ -85,6 +87,13 @@ if TYPE_CHECKING:
         last_continuation: NotRequired[ContinuationRecord]
         # the no-progress guard's streak (runtime/guard.py)
         no_progress: NotRequired[NoProgressStreak | None]
+        # the active workspace entry beyond its anchor (runtime/workspace);
+        # absent in older records: the anchor is then the execution root
+        execution_root: NotRequired[str | None]
+        projection_kind: NotRequired[ProjectionKind | None]
+        worktree_session: NotRequired[WorktreeSession | None]
+        # managed worktrees by workspace id, reused when isolation is resumed
+        worktree_sessions: NotRequired[dict[str, WorktreeSession]]
 
     class AgentRecord(TypedDict):
         v: int

@@ -28,6 +28,8 @@ EventKind = Literal[
     "agent_state_changed",
     "agent_state_repaired",
     "workspace_bound",
+    "workspace_detached",
+    "worktree_created",
     # queue
     "inbox_message_rejected",
     "inbox_message_quarantined",
@@ -322,6 +324,27 @@ class TickCompletedData(TypedDict):
 class WorkspaceBoundData(TypedDict):
     workspace_anchor: str
     cwd: str
+    # since workspaces (issue 25); older events have only the two above
+    workspace_id: NotRequired[str]
+    execution_root: NotRequired[str]
+    projection_kind: NotRequired[str]
+    mode: NotRequired[str]
+    previous_workspace_id: NotRequired[str]
+    source: NotRequired[str]  # tool | cli | run
+
+
+class WorkspaceDetachedData(TypedDict):
+    workspace_id: str
+    workspace_anchor: str | None
+    stale: bool
+    source: str
+
+
+class WorktreeCreatedData(TypedDict):
+    workspace_id: str
+    worktree_path: str
+    worktree_branch: str
+    original_branch: str
 
 
 class BriefRecordedData(TypedDict):

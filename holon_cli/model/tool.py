@@ -69,6 +69,9 @@ class ToolEffects:
     sleep: SleepRequest | None = None
     # an external wait (timer, trigger, task result) the call recorded
     external_wait: dict[str, Any] | None = None
+    # the active workspace changed (UseWorkspace): later calls and rounds run
+    # in the new execution root
+    workspace_changed: bool = False
 
 
 @dataclass

@@ -5,7 +5,8 @@ Rules (spec "Provider Transport Contract"):
 - each candidate gets up to ``1 + max_retries`` attempts for retryable kinds
   (timeout, connection, 429, eligible 5xx, interrupted streams), waiting
   ``retry_after_s`` when the server gave one (capped), else exponential
-  backoff;
+  backoff with full jitter (a uniform draw below the exponential bound, as
+  the official SDKs spread their retries; the draw is injectable);
 - a fail-fast kind (auth, client error, invalid response, unsupported
   transport, missing credentials, ...) aborts only the current candidate;
   the next candidate is tried;
@@ -97,8 +98,19 @@ def retry_policy() -> dict[str, Any]:
             "base_s": BACKOFF_BASE_S,
             "cap_s": BACKOFF_CAP_S,
             "retry_after_cap_s": RETRY_AFTER_CAP_S,
+            "jitter": "full",
         },
     }
+
+
+def _draw(rand: Callable[[], float] | None) -> float:
+    """A uniform draw in [0, 1) for full jitter: ``rand`` when given (tests), else
+    :func:`random.random` (imported here: the hot start-up paths never retry)."""
+    if rand is None:
+        import random
+
+        rand = random.random
+    return min(max(rand(), 0.0), 1.0)
 
 
 def failure_category(kind: str) -> str:
@@ -308,6 +320,7 @@ def call_with_fallback(
     *,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    rand: Callable[[], float] | None = None,
     max_retries: int = MAX_RETRIES,
     backoff_base_s: float = BACKOFF_BASE_S,
     backoff_cap_s: float = BACKOFF_CAP_S,
@@ -440,7 +453,8 @@ def call_with_fallback(
                 if failure.retry_after_s is not None:
                     delay = min(max(failure.retry_after_s, 0.0), retry_after_cap_s)
                 else:
-                    delay = min(backoff_cap_s, backoff_base_s * (2 ** (attempt - 1)))
+                    bound = min(backoff_cap_s, backoff_base_s * (2 ** (attempt - 1)))
+                    delay = bound * _draw(rand)
                 backoff_ms = int(round(delay * 1000))
                 attempts.append(
                     failed_record(

@@ -1,44 +1,40 @@
-"""Shared HTTP plumbing for the HTTP transports.
+"""Shared HTTP plumbing for the HTTP transports: the one door they send through.
 
-Owns: sending one request (one attempt; no retries here) through
-:mod:`holon_cli.providers.http_client`, mapping every transport-level failure
-and every HTTP error status to a classified :class:`ProviderFailure` (kind,
-stage, status, ``retry_after_s``), decoding JSON bodies, and reading
-``text/event-stream`` bodies into :class:`SSEEvent` values (parsed by
-:mod:`holon_cli.providers.sse`). Transports supply the wire lowering and a
-parse callback.
+Owns: sending one request (one attempt; no retries here, except the one
+re-send of a request a reused idle connection never answered) through the
+process's httpx2 client (:mod:`holon_cli.providers.http_session`), mapping
+every transport-level failure and every HTTP error status to a classified
+:class:`ProviderFailure` (kind, stage, status, ``retry_after_s``), decoding
+JSON bodies, and reading ``text/event-stream`` bodies into :class:`SSEEvent`
+values (parsed by :mod:`holon_cli.providers.sse`). Transports supply the wire
+lowering and a parse callback.
 
 Invariants:
 - credentials are sent in headers only and never appear in a failure
   message, a body preview, a diagnostic URL or a log line (values listed in
   ``HttpTarget.secrets`` are redacted from anything echoed back);
-- requests go through the standard-library client in ``http_client`` (httpx
-  and its client cost a process ~55 ms to import and build, more than half of
-  a one-round ``holon run``); keep-alive connections are pooled per process;
-- TLS is set up only for ``https`` (or an ``https`` proxy), from one verifying
-  ``ssl.SSLContext`` per process built on first use (loading the CA bundle
-  costs ~20 ms); plain ``http`` endpoints (a local llama.cpp, Ollama or vLLM)
-  never pay for it.
+- httpx2 is imported only when a request is sent (this module loads without
+  it: the CLI's hot paths never pay for it), and the CA store only for the
+  first ``https`` connection (a local ``http://`` model server never loads it);
+- every attempt has an overall deadline (``HttpTarget.deadline_s``), a body
+  is read to at most ``MAX_BODY_BYTES`` (on the wire and decompressed), one
+  event of a stream to at most ``MAX_EVENT_BYTES`` (8 MiB); each limit is a
+  classified failure, never a hang or unbounded memory.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from holon_cli import __version__, clock
 from holon_cli.model.provider import ModelResponse
-from holon_cli.providers import http_client as hc
 from holon_cli.providers.base import CONTEXT_OVERFLOW_HINT, DEFAULT_TIMEOUT_S, ProviderFailure
 from holon_cli.providers.sse import SSEEvent, iter_sse
-
-if TYPE_CHECKING:
-    import ssl
-
 from holon_cli.providers.wire import (
     error_fields,
     is_context_overflow,
@@ -46,8 +42,16 @@ from holon_cli.providers.wire import (
     retry_hint_from_message,
 )
 
-CONNECT_TIMEOUT_CAP_S = 30.0
+if TYPE_CHECKING:
+    import httpx2
+
 BODY_PREVIEW_CHARS = 500
+# the overall deadline of one attempt, unless the read timeout is longer:
+# a long answer streams for minutes, a server dripping bytes never ends
+ATTEMPT_DEADLINE_S = 900.0
+# the same limits as http_session's (which only loads with httpx2)
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+MAX_BODY_BYTES = 32 * 1024 * 1024
 
 # HTTP statuses that are server trouble but not worth retrying: the answer will not change
 _DETERMINISTIC_5XX = {501, 505}
@@ -72,6 +76,14 @@ class HttpTarget:
     secrets: tuple[str, ...] = ()
     # the environment variable the credential came from (for hints only)
     key_env: str | None = None
+    # the whole attempt, connect to last byte (None: ATTEMPT_DEADLINE_S or timeout_s)
+    deadline_s: float | None = None
+
+    @property
+    def attempt_deadline_s(self) -> float:
+        if self.deadline_s is not None:
+            return self.deadline_s
+        return max(ATTEMPT_DEADLINE_S, self.timeout_s)
 
     @property
     def safe_url(self) -> str:
@@ -82,11 +94,12 @@ def safe_url(url: str) -> str:
     """The URL without user-info or query string (either may carry a credential)."""
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         return "<invalid url>"
     netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
+    if port:
+        netloc = f"{netloc}:{port}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
@@ -230,17 +243,42 @@ def classify_http_error(
 def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> ProviderFailure:
     """Classify a transport failure raised while sending (``request``), reading a
     body (``body``) or reading an event stream (``stream``)."""
+    import httpx2
+
+    from holon_cli.providers import http_session as hs
+
     where = target.safe_url
     kind: str
-    if isinstance(exc, hc.ConnectTimeout):
+    hint: str | None = None
+    if isinstance(exc, httpx2.TimeoutException) and hs.deadline_passed():
+        kind = "timeout"
+        what = (
+            f"no complete answer from {where} within the attempt's deadline of "
+            f"{target.attempt_deadline_s:g}s"
+        )
+        hint = (
+            "the server kept the request open without finishing its answer; "
+            "retry, or check the endpoint (a proxy or gateway in between?)"
+        )
+    elif isinstance(exc, (httpx2.ConnectTimeout, httpx2.PoolTimeout)):
         kind, stage, what = "timeout", "connect", f"timed out connecting to {where}"
-    elif isinstance(exc, (hc.ReadTimeout, hc.WriteTimeout)):
+    elif isinstance(exc, httpx2.TimeoutException):
         kind, what = "timeout", f"timed out after {target.timeout_s:g}s waiting for {where}"
-    elif isinstance(exc, hc.ConnectError):
+    elif isinstance(exc, httpx2.ProxyError):
+        kind, stage, what = "connection", "connect", f"the proxy failed to reach {where}"
+    elif isinstance(exc, httpx2.ConnectError):
         kind, stage, what = "connection", "connect", f"could not connect to {where}"
-    elif isinstance(exc, hc.InvalidRequest):
+    elif isinstance(exc, (hs.SetupError, httpx2.UnsupportedProtocol, httpx2.InvalidURL)):
         # the endpoint's URL, the proxy or CA setting: the message says which
         kind, what = "client_error", f"cannot send a request to {where!r}"
+    elif isinstance(exc, (httpx2.LocalProtocolError, UnicodeEncodeError)):
+        kind, what = "client_error", f"cannot send this request to {where!r}"
+    elif isinstance(exc, hs.TooLarge):
+        kind, what = "invalid_response", f"{target.provider} sent more than holon reads ({where})"
+        hint = (
+            "a model answer is far smaller (limits: 32 MiB per body, 8 MiB per event, "
+            "256 MiB per stream); check that the base URL points at the model API"
+        )
     elif stage == "stream":
         kind, what = "stream_interrupted", f"event stream from {where} was cut off"
     else:
@@ -255,8 +293,25 @@ def map_transport_error(exc: BaseException, target: HttpTarget, stage: str) -> P
             f"{what}: {exc or type(exc).__name__}",
             stage=stage,
             source_chain=exception_chain(exc),
+            hint=hint,
         ),
         target,
+    )
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What sending or reading can raise short of a bug: httpx2's errors, ours,
+    and a header value httpx2 cannot encode."""
+    import httpx2
+
+    from holon_cli.providers import http_session as hs
+
+    return (
+        httpx2.HTTPError,
+        httpx2.InvalidURL,
+        hs.SetupError,
+        hs.TooLarge,
+        UnicodeEncodeError,
     )
 
 
@@ -309,75 +364,59 @@ class _Counted:
             yield ev
 
 
-_SSL_CONTEXT: ssl.SSLContext | None = None
+@contextmanager
+def _attempt(target: HttpTarget, accept: str, payload: bytes) -> Iterator[httpx2.Response]:
+    """POST ``payload`` under the attempt's deadline and yield the response
+    with its head read (the caller reads the body); closed on the way out."""
+    from holon_cli.providers import http_session as hs
 
-
-def ssl_context() -> ssl.SSLContext:
-    """The process's one verifying TLS context, built on first use: the CA
-    bundle from ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set, else certifi's
-    (as httpx and requests choose), else the system's; HTTP/1.1 by ALPN."""
-    global _SSL_CONTEXT
-    if _SSL_CONTEXT is None:
-        import ssl
-
-        cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-        if not cafile and not capath:
-            try:
-                import certifi
-
-                cafile = certifi.where()
-            except ImportError:  # pragma: no cover - certifi comes with httpx
-                pass
-        try:
-            ctx = ssl.create_default_context(cafile=cafile or None, capath=capath or None)
-        except (OSError, ssl.SSLError) as exc:
-            where = f"SSL_CERT_FILE={cafile}" if cafile else f"SSL_CERT_DIR={capath}"
-            raise hc.InvalidRequest(f"cannot load the CA certificates from {where}: {exc}") from exc
-        ctx.set_alpn_protocols(["http/1.1"])
-        _SSL_CONTEXT = ctx
-    return _SSL_CONTEXT
-
-
-def _send(target: HttpTarget, accept: str, payload: bytes) -> hc.Response:
-    """POST ``payload`` and return the response with its head read (the
-    caller reads the body and closes it)."""
+    errors = _transport_errors()
     try:
-        return hc.POOL.request(
-            "POST",
-            target.url,
-            headers=_headers(target, accept),
-            body=payload,
-            timeout=target.timeout_s,
-            connect_timeout=min(target.timeout_s, CONNECT_TIMEOUT_CAP_S),
-            tls=ssl_context,
-        )
-    except hc.HttpError as exc:
-        raise map_transport_error(exc, target, "request") from None
+        _ = urlsplit(target.url).port  # httpx2 would try a port out of range, and fail late
+    except ValueError as exc:
+        raise stamp(
+            ProviderFailure("client_error", f"cannot send a request to {target.safe_url}: {exc}"),
+            target,
+        ) from None
+    with hs.deadline(target.attempt_deadline_s):
+        try:
+            resp = hs.send(target.url, _headers(target, accept), payload, target.timeout_s)
+        except errors as exc:
+            raise map_transport_error(exc, target, "request") from None
+        try:
+            yield resp
+        finally:
+            resp.close()
 
 
 def _headers(target: HttpTarget, accept: str) -> dict[str, str]:
     h = {
         "content-type": "application/json",
         "accept": accept,
+        "accept-encoding": "gzip, deflate",
         "user-agent": f"holon-cli/{__version__}",
     }
     h.update(target.headers)
     return h
 
 
-def _read(resp: hc.Response, target: HttpTarget) -> bytes:
+def _read(resp: httpx2.Response, target: HttpTarget, *, error: bool = False) -> bytes:
+    """The body (an error answer only its start: its message is there)."""
+    from holon_cli.providers import http_session as hs
+
     try:
-        data: bytes = resp.read()
-    except hc.HttpError as exc:
+        if error:
+            return hs.read_body(resp, hs.MAX_ERROR_BODY_BYTES, cut=True)
+        return hs.read_body(resp, MAX_BODY_BYTES)
+    except _transport_errors() as exc:
         raise map_transport_error(exc, target, "body") from None
-    return data
 
 
-def _check_status(resp: hc.Response, target: HttpTarget) -> None:
+def _check_status(resp: httpx2.Response, target: HttpTarget) -> None:
     status = resp.status_code
     if 200 <= status < 300:
         return
-    raw = _read(resp, target)
+    raw = _read(resp, target, error=True)
     if 300 <= status < 400:
         loc = safe_url(resp.headers.get("location", "")) or "?"
         raise stamp(
@@ -407,12 +446,23 @@ def post_json(
 ) -> ModelResponse:
     """POST ``body`` as JSON, expect a JSON response, hand it to ``parse``. One attempt."""
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    with _send(target, "application/json", payload) as resp:
+    with _attempt(target, "application/json", payload) as resp:
         _check_status(resp, target)
         raw = _read(resp, target)
         status = resp.status_code
     obj = decode_json(raw, target, status)
     return _parse(parse, obj, target, status)
+
+
+def _lines(resp: httpx2.Response, target: HttpTarget) -> Iterator[str]:
+    """The stream's lines, split on CR/LF only, one event capped; a read
+    failure or a cap is a classified failure at stage ``stream``."""
+    from holon_cli.providers import http_session as hs
+
+    try:
+        yield from hs.iter_lines(resp.iter_bytes(), MAX_EVENT_BYTES)
+    except _transport_errors() as exc:
+        raise map_transport_error(exc, target, "stream") from None
 
 
 def post_stream(
@@ -426,24 +476,18 @@ def post_stream(
     Errors before the stream starts arrive as ordinary JSON error responses
     and are classified like any other. A server that ignores ``stream: true``
     and answers with plain JSON is handed to ``on_json``. Read errors while
-    streaming become ``stream_interrupted`` (or ``timeout``).
+    streaming become ``stream_interrupted`` (or ``timeout``); an event over
+    8 MiB is ``invalid_response``.
     """
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    with _send(target, "text/event-stream", payload) as resp:
+    with _attempt(target, "text/event-stream", payload) as resp:
         _check_status(resp, target)
         status = resp.status_code
         ctype = resp.headers.get("content-type", "").lower()
         if "json" in ctype and "event-stream" not in ctype and on_json is not None:
             raw = _read(resp, target)
             return _parse(on_json, decode_json(raw, target, status), target, status)
-
-        def lines() -> Iterator[str]:
-            try:
-                yield from resp.iter_lines()
-            except hc.HttpError as exc:
-                raise map_transport_error(exc, target, "stream") from None
-
-        counted = _Counted(iter_sse(lines()))
+        counted = _Counted(iter_sse(_lines(resp, target)))
         try:
             return on_events(counted)
         except ProviderFailure as f:
@@ -459,6 +503,17 @@ def post_stream(
                     status,
                 ) from None
             raise stamp(f, target, status) from None
+
+
+def warm_client(tls: bool = False) -> None:
+    """Build the process's httpx2 client ahead of the first request, and with
+    ``tls`` its CA store (serve's warm-up)."""
+    from holon_cli.providers import http_session
+
+    if tls:
+        http_session.warm_trust()
+    else:
+        http_session.client()
 
 
 class HttpTransport:

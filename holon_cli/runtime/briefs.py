@@ -32,8 +32,15 @@ def write_brief(
     title: str | None = None,
     attachments: list[dict[str, Any]] | None = None,
     turn_id: str | None = None,
+    workspace_id: str | None = None,
 ) -> dict[str, Any]:
+    """Append one brief; it records the workspace active when it was written
+    (``workspace_id``, read from the agent record unless given)."""
     assert kind in BRIEF_KINDS and visibility in VISIBILITIES
+    if workspace_id is None:
+        from holon_cli.runtime.workspace import workspace_for
+
+        workspace_id = workspace_for(store.layout.home, store.read_record()["state"]).workspace_id
     rec: dict[str, Any] = {
         "v": 2,  # v2: snake_case field names (v1: agentId, workItemId, related*Id)
         "id": clock.new_id("brf"),
@@ -50,6 +57,7 @@ def write_brief(
         ("related_task_id", related_task_id),
         ("attachments", attachments),
         ("turn_id", turn_id),
+        ("workspace_id", workspace_id),
     ):
         if v:
             rec[k] = v

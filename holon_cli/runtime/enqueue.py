@@ -15,7 +15,6 @@ admit. Runtime-owned origins (``system``, ``task``, ``timer``) need
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
@@ -61,16 +60,9 @@ def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
             hint="put large content in a file and send its path",
         )
     if json_body:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                (
-                    f"--json-body: the message is not valid JSON ({exc.msg} at line "
-                    f"{exc.lineno} column {exc.colno})"
-                ),
-                hint='pass a JSON document, e.g. \'{"event": "push"}\'',
-            ) from None
+        from holon_cli.model.jsontext import parse_json
+
+        value = parse_json(text, "--json-body: the message")
         return {"type": "json", "value": value}
     if not text.strip():
         raise UsageError(

@@ -43,12 +43,22 @@ def config_problems(home: HomeLayout) -> list[Problem]:
         if exc.hint:
             msg += f" ({exc.hint})"
         return [Problem(str(home.config), None, msg if key is None else msg)]
-    from holon_cli.runtime.budgets import config_errors
+    import os
 
-    return [
+    from holon_cli.runtime.budgets import config_errors
+    from holon_cli.store.config_schema import ingress_problems
+
+    problems = [
         Problem(str(home.config), None, f"{e.message} ({e.hint})" if e.hint else e.message)
         for e in config_errors(cfg)
     ]
+    if "ingress" in cfg:
+        # what `holon serve` needs from its environment (a webhook secret unset)
+        problems += [
+            Problem(str(home.config), None, f"{msg} (export it before `holon serve`)")
+            for _key, msg in ingress_problems(cfg, os.environ)
+        ]
+    return problems
 
 
 def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
@@ -101,6 +111,9 @@ def inbox_problems(layout: AgentLayout) -> tuple[list[Problem], int]:
             obj = json.loads(p.read_bytes())
         except (OSError, ValueError) as exc:
             problems.append(Problem(str(p), None, f"unreadable inbox message: {exc}"))
+            continue
+        except RecursionError:  # e.g. megabytes of `[`
+            problems.append(Problem(str(p), None, "unreadable inbox message: nested too deeply"))
             continue
         reason = envelope_problem(obj, "inbox message")
         if reason:

@@ -86,6 +86,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         # what retention dropped, per segmented ledger ({} while nothing was)
         "history_trimmed": history_trimmed(store),
         "loaded_agents_md": _loaded_agents_md(store, state),
+        **_execution(store, state),
         "active_skills": [a.get("skill") for a in state.get("active_skills") or []],
         "skills": _skills(state),
         "external_trigger": _trigger_status(store),
@@ -157,6 +158,15 @@ def _trigger_status(store: AgentStore) -> dict[str, Any] | None:
         "trigger_count": int(rec.get("trigger_count") or 0),
         "last_triggered_at": rec.get("last_triggered_at"),
     }
+
+
+def _execution(store: AgentStore, state: AgentState) -> dict[str, Any]:
+    """The execution snapshot: the active workspace entry and its worktree
+    session (contract "Workspaces": ``workspace``, ``worktree_session``)."""
+    from holon_cli.runtime.workspace import workspace_for
+
+    ws = workspace_for(store.layout.home, state)
+    return {"workspace": ws.snapshot(), "worktree_session": ws.worktree_session}
 
 
 def _loaded_agents_md(store: AgentStore, state: AgentState) -> list[dict[str, Any]]:

@@ -351,8 +351,22 @@ def execution_binding(
         f"# Execution\nagent_id: {agent_id}\nagent_home: {agent_home}\n"
         f"workspace_id: {ws.workspace_id}\n"
         f"workspace_anchor: {ws.workspace_anchor}\nexecution_root: {ws.execution_root}\n"
-        f"cwd: {ws.cwd}\n"
-        f"execution policy: {pol.describe()}\nconfinement: {axes}"
+        f"cwd: {ws.cwd}\nprojection_kind: {ws.projection_kind}\n"
+        + _workspace_lines(ws)
+        + f"execution policy: {pol.describe()}\nconfinement: {axes}"
+    )
+
+
+def _workspace_lines(ws: WorkspaceBinding) -> str:
+    wt = ws.worktree_session
+    others = [w for w in ws.attached if w != ws.workspace_id]
+    out = f"other attached workspaces: {', '.join(others)}\n" if others else ""
+    if not wt:
+        return out
+    return out + (
+        f"worktree: {wt['worktree_path']} on branch {wt['worktree_branch']} "
+        f"(from {wt['original_branch']} in {wt['original_working_directory']}; "
+        "project guidance and skills still come from the workspace anchor)\n"
     )
 
 

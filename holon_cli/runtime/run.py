@@ -10,9 +10,7 @@ assistant text.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from holon_cli import clock
@@ -24,8 +22,6 @@ from holon_cli.runtime.workitems import newest_completion_report_since
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.model.agent import AgentState
-    from holon_cli.model.events import WorkspaceBoundData
     from holon_cli.model.tool import Toolbox
     from holon_cli.model.turn import ProviderAttemptRecord
 
@@ -33,19 +29,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _bind_workspace(store: AgentStore, root: Path, cwd: Path) -> None:
-    from holon_cli.runtime.workspace import workspace_id
+def _bind_workspace(
+    store: AgentStore, root: str | None, cwd: str | None, *, temporary: bool
+) -> None:
+    from holon_cli.runtime.workspace.plane import bind_for_run
 
-    def bind(st: AgentState) -> None:
-        st["workspace_anchor"] = str(root)
-        st["active_workspace_id"] = workspace_id(root)
-        st["cwd"] = str(cwd)
-        if str(root) not in st.setdefault("attached_workspaces", []):
-            st["attached_workspaces"].append(str(root))
-
-    store.update_state(bind)
-    bound: WorkspaceBoundData = {"workspace_anchor": str(root), "cwd": str(cwd)}
-    store.emit("workspace_bound", bound)
+    bind_for_run(store, root, cwd, temporary=temporary)
 
 
 def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
@@ -127,9 +116,11 @@ def run_once(
         from holon_cli.model.modelref import check_model_ref
 
         check_model_ref(model)
+    new_agent = True
     if agent_id:
         try:
             store = open_agent(agent_id, create_default=False)
+            new_agent = False
         except NotFoundError:
             if not create:
                 raise NotFoundError(
@@ -150,22 +141,18 @@ def run_once(
             unsynced=True,
         )
     temporary = not agent_id
-    state = store.read_record()["state"]
-    if workspace_root or cwd or not agent_id or not state.get("workspace_anchor"):
-        root = Path(workspace_root or os.getcwd()).resolve()
-        if not root.is_dir():
-            raise UsageError(f"workspace root {root} is not a directory")
-        c = Path(cwd).resolve() if cwd else root
-        if not c.is_dir():
-            raise UsageError(f"--cwd {c} is not a directory")
+    # a new agent is bound to the directory; an existing one keeps its active
+    # workspace (AgentHome and an isolated worktree included) unless told
+    # otherwise (runtime spec L740-742)
+    if workspace_root or cwd or new_agent:
         try:
-            c.relative_to(root)
-        except ValueError:
-            raise UsageError(
-                f"--cwd {c} is outside the workspace root {root}",
-                hint="cwd must stay inside the execution root",
-            ) from None
-        _bind_workspace(store, root, c)
+            _bind_workspace(store, workspace_root, cwd, temporary=temporary)
+        except UsageError:
+            if temporary:
+                import shutil
+
+                shutil.rmtree(store.layout.home, ignore_errors=True)
+            raise
     _preflight(store, model, remove=temporary)
     started_at = clock.now_iso()
     from holon_cli.runtime import queue as q

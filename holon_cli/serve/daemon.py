@@ -116,19 +116,33 @@ def _clear_failure(phase: str) -> None:
 
 
 def _client(meta: dict[str, Any], timeout: float = 2.0) -> Any:
-    import httpx
+    """An httpx2 client of the local serve: its unix socket, else its TCP
+    address. Never through an env proxy (``trust_env=False``: the daemon is
+    on this machine), and no CA store is loaded (plain http only; the bare
+    context verifies and trusts nothing, should TLS ever be asked for)."""
+    import ssl
 
+    import httpx2
+
+    no_cas = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     sock = meta.get("socket_path")
     if sock and os.path.exists(sock):
-        return httpx.Client(
-            transport=httpx.HTTPTransport(uds=sock), base_url="http://localhost", timeout=timeout
+        return httpx2.Client(
+            transport=httpx2.HTTPTransport(uds=sock, verify=no_cas, trust_env=False),
+            base_url="http://localhost",
+            timeout=timeout,
+            trust_env=False,
         )
     headers = {}
     tok = os.environ.get("HOLON_CONTROL_TOKEN")
     if tok:
         headers["Authorization"] = f"Bearer {tok.strip()}"
-    return httpx.Client(
-        base_url=f"http://{meta.get('http_addr')}", timeout=timeout, headers=headers
+    return httpx2.Client(
+        base_url=f"http://{meta.get('http_addr')}",
+        timeout=timeout,
+        headers=headers,
+        verify=no_cas,
+        trust_env=False,
     )
 
 

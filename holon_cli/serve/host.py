@@ -19,10 +19,23 @@ if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
 
 
+_last_line: list[Any] = [None, 0]  # the last message and how often it repeated since
+_log_lock = threading.Lock()
+
+
 def log_line(msg: str) -> None:
-    """One timestamped line on stderr (the daemon points stderr at its log)."""
+    """One timestamped line on stderr (the daemon points stderr at its log).
+    The same message again and again (an agent failing the same way on every
+    pass) is written once; the count follows with the next other message."""
+    with _log_lock:
+        if msg == _last_line[0]:
+            _last_line[1] += 1
+            return
+        repeats, _last_line[:] = _last_line[1], [msg, 0]
+    now = clock.now_iso()
+    lines = f"{now} serve: (the line before was repeated {repeats} more times)\n" if repeats else ""
     try:
-        sys.stderr.write(f"{clock.now_iso()} serve: {msg}\n")
+        sys.stderr.write(f"{lines}{now} serve: {msg}\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
@@ -158,41 +171,10 @@ class Host:
 
     def _bind_unix(self, path: str) -> Any:
         import os
-        import socket
 
-        from holon_cli.errors import RejectedError
+        from holon_cli.serve.listen import bind_unix
 
-        if os.path.exists(path):
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.connect(path)
-            except OSError:
-                os.unlink(path)  # left by a dead serve: ours to clean
-            else:
-                raise RejectedError(
-                    f"the socket {path} is owned by a live process",
-                    hint="stop it first (`holon daemon stop`), or pass another --socket",
-                )
-            finally:
-                probe.close()
-        from holon_cli.serve.listen import unix_socket_error
-
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        except OSError as exc:
-            raise unix_socket_error(path, exc) from None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            sock.bind(path)
-        except OSError as exc:
-            sock.close()
-            raise unix_socket_error(path, exc) from None
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-        sock.listen(128)
-        sock.set_inheritable(False)
+        sock = bind_unix(path)
         self.socket_path = path
         self._unix_ino = os.stat(path).st_ino
         return sock
@@ -246,6 +228,10 @@ class Host:
 
         ensure_home()
         _ensure_default_agent()  # /agents/main/... answers from the first request
+        if self.opts.listen is not None or self.opts.socket_path is not None:
+            from holon_cli.serve.ingress import check_ingress_env
+
+            check_ingress_env()  # a bad ingress config or unset secret: refuse to start
         socks = self._bind()
         server = None
         if socks:
@@ -255,7 +241,7 @@ class Host:
 
             settings = http.HttpSettings(
                 host=parse_listen(self.opts.listen)[0] if self.opts.listen else "127.0.0.1",
-                port=0,
+                port=parse_listen(self.http_addr)[1] if self.http_addr else 0,
                 token=self.opts.token,
                 advertise=self.opts.advertise,
                 socket_path=self.socket_path,
@@ -320,10 +306,10 @@ def _ensure_default_agent() -> None:
 
 
 def warm_up() -> None:
-    """Import what the first turn needs (the turn loop, the model transports
-    and their HTTP client, and for an ``https`` model the TLS context) ahead
-    of it: the first message after serve starts waited ~150 ms longer than
-    the rest for these. Best effort, on a background thread."""
+    """Import what the first turn needs (the turn loop, the model transports,
+    and for a model behind an HTTP endpoint the httpx2 client with its CA
+    store) ahead of it: the first message after serve starts waited ~150 ms
+    longer than the rest for these. Best effort, on a background thread."""
     import importlib
 
     for name in (
@@ -336,33 +322,37 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
-    if _default_models_use_https():
-        # the ssl module and the CA bundle (~30 ms), built once per process
-        from holon_cli.providers.http_common import ssl_context
+    schemes = _default_model_schemes()
+    if schemes:
+        # httpx2 and its client (~80 ms), for https its CA store (~20 ms)
+        from holon_cli.providers.http_common import warm_client
 
         try:
-            ssl_context()
-        except Exception:  # noqa: BLE001 - the first https request reports it
+            warm_client(tls="https" in schemes)
+        except Exception:  # noqa: BLE001 - the first request reports it
             pass
 
 
-def _default_models_use_https() -> bool:
-    """Whether the home's default model chain (``$HOLON_MODEL``, config) has
-    an ``https`` endpoint; plain-http setups (a local server) never load TLS."""
+def _default_model_schemes() -> set[str]:
+    """The URL schemes (``http``, ``https``) of the home's default model chain
+    (``$HOLON_MODEL``, config); empty for a scripted model, which never loads
+    httpx2. Plain-http setups (a local server) never load the CA store."""
     from holon_cli.providers.registry import model_chain, resolve_transport
 
+    schemes: set[str] = set()
     try:
         primary, fallbacks = model_chain(None)
     except Exception:  # noqa: BLE001 - no model configured: nothing to warm
-        return False
+        return schemes
     for ref in (primary, *fallbacks):
         try:
             base = str(getattr(resolve_transport(ref), "base_url", "") or "")
         except Exception:  # noqa: BLE001 - a ref that cannot be served is reported by its turn
             continue
-        if base.lower().startswith("https://"):
-            return True
-    return False
+        scheme = base.lower().partition("://")[0]
+        if scheme in ("http", "https"):
+            schemes.add(scheme)
+    return schemes
 
 
 def _pid() -> int:

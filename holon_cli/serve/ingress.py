@@ -4,7 +4,7 @@ admission function runs.
 
 Only ``channel:``/``webhook:`` origins, never ``interject``, never a
 caller-supplied trust or authority, and the kind that matches the origin; a
-refusal is an :class:`~holon_cli.serve.http.HttpError` and persists nothing.
+refusal is an :class:`~holon_cli.serve.http_errors.HttpError` and persists nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from holon_cli.serve.http import HttpError
+from holon_cli.serve.http_errors import HttpError
 
 PUBLIC_ORIGINS = {"channel": "http_public_enqueue", "webhook": "http_webhook"}
 PUBLIC_KEYS = {"text", "json", "origin", "kind", "priority", "correlation_id"}
@@ -91,3 +91,90 @@ def public_admit(
         delivery_surface=PUBLIC_ORIGINS[okind],
         admission_context="public_unauthenticated",
     )
+
+
+# ------------------------------------------------------------ rate limits
+
+DEFAULT_RATE_PER_MINUTE = 60
+_MAX_TRACKED = 10_000
+
+
+class RateLimiter:
+    """Per-client token buckets for the public routes (``ingress.rate_per_minute``):
+    a client may send ``rate`` requests at once, then one every ``60/rate`` s.
+    Used from the event loop's thread only (no lock)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
+
+    def take(self, client: str, rate: int) -> float | None:
+        """Spend one request; None when allowed, else the seconds to wait."""
+        t = self.now()
+        tokens, at = self._buckets.get(client, (float(rate), t))
+        tokens = min(float(rate), tokens + (t - at) * rate / 60.0)
+        if tokens < 1.0:
+            self._buckets[client] = (tokens, t)
+            return (1.0 - tokens) * 60.0 / rate
+        self._buckets[client] = (tokens - 1.0, t)
+        if len(self._buckets) > _MAX_TRACKED:
+            self._prune(t, rate)
+        return None
+
+    def _prune(self, t: float, _rate: int) -> None:
+        """Forget clients whose bucket has refilled (they are back to a full one)."""
+        full = 60.0  # a minute refills any bucket
+        for client, (_tokens, at) in list(self._buckets.items()):
+            if t - at >= full:
+                del self._buckets[client]
+
+
+def rate_per_minute() -> int:
+    """``ingress.rate_per_minute`` from config.yaml (checked by the schema);
+    the default while config.yaml is broken (serve keeps limiting)."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.store.config import load_config
+
+    try:
+        section = load_config().get("ingress") or {}
+    except ConfigError:
+        return DEFAULT_RATE_PER_MINUTE
+    return int(section.get("rate_per_minute") or DEFAULT_RATE_PER_MINUTE)
+
+
+def webhook_config(source: str) -> dict[str, Any] | None:
+    """``ingress.webhooks.<source>``; while config.yaml is broken no delivery
+    is taken (its secret cannot be known): 503."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.store.config import load_config
+
+    try:
+        hooks = (load_config().get("ingress") or {}).get("webhooks") or {}
+    except ConfigError as exc:
+        raise HttpError(
+            503,
+            "config_error",
+            f"webhooks are paused: {exc.message}",
+            "fix config.yaml (`holon home check`); the sender will retry",
+        ) from None
+    hook = hooks.get(source)
+    return hook if isinstance(hook, dict) else None
+
+
+def check_ingress_env() -> None:
+    """At serve start: a webhook secret the environment lacks is a ConfigError
+    naming the key (the schema checked the file itself on load)."""
+    import os
+
+    from holon_cli.errors import ConfigError
+    from holon_cli.store.config import load_config
+    from holon_cli.store.config_schema import ingress_problems
+
+    problems = ingress_problems(load_config(), os.environ)
+    if problems:
+        key, message = problems[0]
+        raise ConfigError(
+            f"config.yaml: {message}",
+            hint="export the variable before `holon serve`, or fix the key in config.yaml",
+            details={"key": key},
+        )

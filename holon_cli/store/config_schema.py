@@ -159,6 +159,73 @@ class AgentConfig:
     execution: ExecutionConfig | None = _opt("this agent's command confinement")
 
 
+# ------------------------------------------------------------- ingress
+# (``holon serve``'s public routes: webhooks and rate limits)
+
+WEBHOOK_SCHEMES = ("github", "standard")
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """``ingress.webhooks.<source>``: how deliveries of one source are verified."""
+
+    secret_env: str | None = _opt("name of the environment variable holding the secret")
+    scheme: Literal["github", "standard"] | None = _opt(
+        "signature scheme: github (X-Hub-Signature-256) or standard (Standard Webhooks)"
+    )
+
+
+@dataclass(frozen=True)
+class IngressConfig:
+    """``ingress``: the public routes of ``holon serve``."""
+
+    rate_per_minute: int | None = _pos("requests per minute per client address (default 60)")
+    webhooks: dict[str, WebhookConfig] | None = _opt("per-source webhook verification")
+
+
+def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple[str, str]]:
+    """What the environment lacks for ``ingress`` (``(key, message)`` pairs):
+    the schema checks the file on every load; ``holon home check`` and ``holon
+    serve``'s start also check that each ``secret_env`` is set and usable."""
+    section = data.get("ingress") if isinstance(data, dict) else None
+    hooks = section.get("webhooks") if isinstance(section, dict) else None
+    out: list[tuple[str, str]] = []
+    for source, hook in sorted((hooks or {}).items()):
+        key = f"ingress.webhooks.{source}"
+        env_name, scheme = hook.get("secret_env"), hook.get("scheme")
+        if scheme is not None and env_name is None:
+            out.append(
+                (f"{key}.secret_env", f"{key}.scheme is set but no secret_env names the secret")
+            )
+        if env_name is None:
+            continue
+        secret = environ.get(env_name, "")
+        if not secret.strip():
+            out.append(
+                (f"{key}.secret_env", f"{key}.secret_env: ${env_name} is not set (or empty)")
+            )
+        elif (scheme or "github") == "standard" and standard_secret(secret) is None:
+            out.append(
+                (
+                    f"{key}.secret_env",
+                    f"{key}.secret_env: ${env_name} is not a whsec_<base64> secret",
+                )
+            )
+    return out
+
+
+def standard_secret(secret: str) -> bytes | None:
+    """A Standard Webhooks secret (``whsec_<base64>``) as its key bytes."""
+    import base64
+    import binascii
+
+    try:
+        key = base64.b64decode(secret.strip().removeprefix("whsec_"), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return key or None
+
+
 @dataclass(frozen=True)
 class HolonConfig:
     """The whole file."""
@@ -172,6 +239,7 @@ class HolonConfig:
     budgets: BudgetsConfig | None = _opt("spend limits of every agent")
     prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
     agents: dict[str, AgentConfig] | None = _opt("per-agent settings")
+    ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
     retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
 

@@ -77,7 +77,11 @@ class Inbox:
     @staticmethod
     def read(path: Path) -> dict[str, Any]:
         with open(path, "rb") as f:
-            obj = json.loads(f.read())
+            data = f.read()
+        try:
+            obj = json.loads(data)
+        except RecursionError:  # e.g. megabytes of `[`: damage, quarantined by ingest
+            raise ValueError("inbox message is nested too deeply to be an envelope") from None
         if not isinstance(obj, dict):
             raise ValueError("inbox message is not a JSON object")
         return obj

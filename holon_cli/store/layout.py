@@ -75,6 +75,17 @@ class HomeLayout(NamedTuple):
     def locks_dir(self) -> Path:
         return self.root / "run" / "locks"
 
+    @property
+    def workspace_registry(self) -> Path:
+        """The home-level workspace registry (ids by anchor)."""
+        return self.root / "workspaces.json"
+
+    @property
+    def worktrees_dir(self) -> Path:
+        """Where runtime-managed git worktrees live (outside any agent home, so
+        removing a temporary agent never removes a worktree)."""
+        return self.root / "worktrees"
+
     def agent(self, agent_id: str) -> AgentLayout:
         return AgentLayout(self.agents_dir / agent_id, agent_id)
 

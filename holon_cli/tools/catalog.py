@@ -37,6 +37,7 @@ MODULES = (
     "holon_cli.tools.task_tools",
     "holon_cli.tools.wait_tools",
     "holon_cli.tools.memory_tools",
+    "holon_cli.tools.workspace_tools",
 )
 
 MANIFEST = Path(__file__).with_name("manifest.json")

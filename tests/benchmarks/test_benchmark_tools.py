@@ -93,7 +93,7 @@ def test_run_oneshot_times_real_runs_that_answer(tmp_path: Path) -> None:
         pytest.skip("no holon console script on PATH")
     env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
     res = subprocess.run(
-        [sys.executable, str(BENCH / "run_oneshot.py"), "--runs", "1", "--json"],
+        [sys.executable, str(BENCH / "run_oneshot.py"), "--runs", "1", "--codex", "", "--json"],
         capture_output=True,
         text=True,
         env=env,
@@ -107,6 +107,7 @@ def test_run_oneshot_times_real_runs_that_answer(tmp_path: Path) -> None:
     assert expected <= set(rows) <= expected | {"loopback, fsync +3 ms"}
     assert all(r["wall_ms_median"] > 0 and r["cpu_ms_median"] > 0 for r in rows.values())
     assert report["ok"] == (rows["holon run (loopback openai)"]["wall_ms_median"] <= 100.0)
+    assert report["vs_codex"] is None  # no codex given: issue 12's absolute target
 
 
 @pytest.mark.slow
@@ -127,3 +128,43 @@ def test_completion_benchmark_times_tabs_that_answer() -> None:
     lines = {r["line"] for r in report["rows"]}
     assert {"python -c pass", "holon --version", "holon agent status al<TAB>"} <= lines
     assert len(lines) == 9 and all(r["median_ms"] > 0 for r in report["rows"])
+
+
+def test_the_fake_provider_streams_when_asked_as_codex_exec_does() -> None:
+    """``codex exec`` asks the shared fake for an event stream: the same answer
+    comes back as Responses events, which holon's own stream parser accepts."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from holon_cli.model.provider import ConversationItem, PromptFrame
+    from holon_cli.providers.base import ProviderRequest
+    from holon_cli.providers.openai_responses import OpenAIResponsesTransport
+
+    fake = _load("fake_responses")
+
+    class Handler(fake.ResponsesHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.read_json()
+            self.reply(fake.message("streamed"), 3, 1)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        for stream in (True, False):
+            t = OpenAIResponsesTransport(model="m", base_url=url, api_key="k", stream=stream)
+            r = t.complete(ProviderRequest(PromptFrame("s"), [ConversationItem("user", "hi")], []))
+            assert r.text == "streamed" and r.usage is not None and r.usage.output_tokens == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_codex_command_points_codex_at_the_loopback_provider(tmp_path: Path) -> None:
+    bench = _load("run_oneshot")
+    argv, env = bench.codex_command("/x/codex", "http://127.0.0.1:9/v1", tmp_path / "ch", {
+        "CODEX_HOME": "/real/home", "PATH": "/bin"})  # fmt: skip
+    assert argv[:3] == ["/x/codex", "exec", "--skip-git-repo-check"] and argv[-1] == "hi"
+    assert 'base_url="http://127.0.0.1:9/v1"' in " ".join(argv)
+    assert env["CODEX_HOME"] == str(tmp_path / "ch") and (tmp_path / "ch").is_dir()
+    assert env["BENCH_API_KEY"] and env["PATH"] == "/bin"

@@ -42,7 +42,7 @@ needs_zsh = pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh not inst
 ROOT_COMMANDS = sorted(
     ["enqueue", "turn", "tick", "run", "status", "tail", "transcript"]
     + ["agent", "workitem", "task", "serve", "daemon", "home", "debug", "completion", "queue"]
-    + ["timer", "trigger", "skills", "memory"]
+    + ["timer", "trigger", "skills", "memory", "workspace"]
 )
 
 
@@ -57,6 +57,7 @@ class Live(NamedTuple):
     timer: str  # active
     cancelled: str  # a cancelled timer
     task: str  # a finished command task
+    ws: str  # a workspace attached to alpha-742 (not the active one)
 
     def fill(self, words: Sequence[str]) -> list[str]:
         return [w.format(**self._asdict()) for w in words]
@@ -65,7 +66,7 @@ class Live(NamedTuple):
 # Runs in one child process (the commands in process, one interpreter start):
 # `h(ARGS...)` is `holon ARGS` and returns its stdout.
 SETUP = r"""
-import contextlib, io, json, sys, time
+import contextlib, io, json, os, sys, time
 from pathlib import Path
 from holon_cli.cli import run
 from holon_cli.runtime.agents import create_agent
@@ -108,6 +109,10 @@ while '"running"' in h("task", "status", ids["task"], *a, "--json"):
     assert time.monotonic() < deadline, "the task did not finish"
     time.sleep(0.05)
 h("workitem", "create", "Gamma's item", "--agent", "gamma")
+proj = Path(os.environ["HOLON_HOME"]).parent / "proj"
+proj.mkdir()
+ids["ws"] = json.loads(h("workspace", "use", str(proj), *a, "--json"))["data"]["workspace_id"]
+h("workspace", "use", "agent_home", *a)
 print(json.dumps(ids))
 """
 
@@ -275,6 +280,13 @@ BASH_CASES: list[tuple[list[str], list[str]]] = [
     (["holon", "task", "output", "-a", "alpha-742", ""], ["{task}"]),
     (["holon", "task", "stop", "-a", "alpha-742", ""], []),
     (["holon", "timer", "cancel", "-a", "alpha-742", ""], ["{timer}"]),
+    # workspaces: the attached ids (and agent_home and directories for `use`)
+    (["holon", "workspace", "detach", "-a", "alpha-742", "ws_"], ["{ws}"]),
+    (["holon", "workspace", "detach", "-a", "alpha-742", ""], ["{ws}"]),
+    (["holon", "workspace", "detach", "-a", "gamma", ""], []),
+    (["holon", "workspace", "use", "-a", "alpha-742", ""], ["agent_home", "{ws}", "src", "sub"]),
+    (["holon", "workspace", "use", "-a", "alpha-742", "ag"], ["agent_home"]),
+    (["holon", "workspace", "use", "-a", "alpha-742", "su"], ["sub"]),
     # a command without arguments offers nothing
     (["holon", "status", "x"], []),
 ]
@@ -295,6 +307,7 @@ QUICK = {
     "holon workitem show --agent gamma ",
     "holon task status -a alpha-742 task_",
     "holon timer cancel -a alpha-742 ",
+    "holon workspace use -a alpha-742 ",
     "holon status x",
 }
 

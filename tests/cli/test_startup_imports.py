@@ -58,7 +58,10 @@ def test_status_loads_no_provider_code_and_no_email() -> None:
         "holon_cli.providers.base",
         "holon_cli.providers.http_common",
         "holon_cli.providers.wire",
+        "holon_cli.providers.http_session",
         "httpx",
+        "httpx2",
+        "httpcore2",
         "rich",
         "yaml",
     }
@@ -71,7 +74,8 @@ def test_enqueue_loads_no_yaml_rich_httpx_or_providers() -> None:
     open_agent(None)  # the everyday case: the agent exists (creating it copies a tree)
     mods = loaded_modules("enqueue", "hello")
     assert "holon_cli.runtime.enqueue" in mods
-    assert not {m for m in mods if m.startswith(("holon_cli.providers", "httpx", "rich", "yaml"))}
+    unwanted = ("holon_cli.providers", "httpx", "httpx2", "httpcore", "rich", "yaml")
+    assert not {m for m in mods if m.startswith(unwanted)}
     # agent creation's tree copy (shutil pulls bz2 and lzma) is not an enqueue cost
     assert not (mods & {"shutil", "bz2", "lzma"}), sorted(mods & {"shutil", "bz2", "lzma"})
 
@@ -105,6 +109,8 @@ def test_hot_commands_take_the_click_free_path_and_stay_light() -> None:
         assert probe in mods, args  # the probe really ran the command
         assert "holon_cli.cli.hot" in mods, args
         assert not (mods & NEVER_ON_THE_FAST_PATH), (args, sorted(mods & NEVER_ON_THE_FAST_PATH))
+        http = {m for m in mods if m.startswith(("httpx", "httpcore", "holon_cli.providers.http"))}
+        assert not http, (args, sorted(http))
 
 
 def test_version_loads_nothing_but_the_entry_point() -> None:
@@ -140,17 +146,19 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
         "holon_cli.runtime.tasks.launch",
         "holon_cli.runtime.tasks.plane",
         "holon_cli.providers.http_common",
+        "holon_cli.providers.http_session",
         "httpx",
+        "httpx2",
     }
     assert not (mods & unwanted), sorted(mods & unwanted)
 
 
-def test_a_one_round_run_over_http_loads_no_http_library_and_no_tls(
+def test_a_one_round_run_over_http_sends_through_httpx2_and_loads_no_click(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same run against an OpenAI-compatible ``http://`` endpoint: the
-    request goes through ``providers.http_client`` on plain sockets, so httpx
-    (and http.client's email package) and the ssl module stay unloaded."""
+    request goes through ``providers.http_session``'s httpx2 client (not the
+    retired httpx), and the run still skips click."""
     with LoopbackServer() as srv:
         srv.queue(
             Reply.json_body(
@@ -168,8 +176,8 @@ def test_a_one_round_run_over_http_loads_no_http_library_and_no_tls(
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         mods = loaded_modules("run", "--model", "openai/m", "hi")
         assert len(srv.requests) == 1  # the probe really sent the request
-    assert "holon_cli.providers.http_client" in mods
-    unwanted = {"httpx", "httpcore", "h11", "http.client", "email.parser", "ssl", "click"}
+    assert {"holon_cli.providers.http_session", "httpx2", "httpcore2"} <= mods
+    unwanted = {"httpx", "httpcore", "click"}
     assert not (mods & unwanted), sorted(mods & unwanted)
 
 

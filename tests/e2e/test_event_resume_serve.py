@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import pytest
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop
 

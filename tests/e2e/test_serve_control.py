@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 import pytest
 import yaml
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop, wait_for

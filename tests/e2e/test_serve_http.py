@@ -1,5 +1,5 @@
 """The HTTP surface of `holon serve`: every route and each refusal, against
-a real serve process on 127.0.0.1 (httpx)."""
+a real serve process on 127.0.0.1 (httpx2)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop, wait_for
 
@@ -61,7 +61,7 @@ def _auth() -> dict[str, str]:
 @pytest.mark.slow
 def test_routes_with_token(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     addr, _ = served
-    with httpx.Client(base_url=addr, timeout=10) as c:
+    with httpx2.Client(base_url=addr, timeout=10) as c:
         assert c.get("/healthz").json() == {"ok": True}
         # control routes need the bearer, loopback included
         for path in ("/agents/list", "/control/runtime/status", "/agents/main/status"):
@@ -109,7 +109,7 @@ def test_routes_with_token(served: tuple[str, subprocess.Popen[bytes]]) -> None:
 @pytest.mark.slow
 def test_sse_resumes_from_last_event_id(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     addr, _ = served
-    with httpx.Client(base_url=addr, timeout=10) as c:
+    with httpx2.Client(base_url=addr, timeout=10) as c:
         c.post("/control/agents/main/prompt", json={"text": "make events"}, headers=_auth())
         assert wait_for(lambda: len(_completed()) == 1, 10)
         last = open_agent("main").events.last()
@@ -129,7 +129,7 @@ def test_sse_resumes_from_last_event_id(served: tuple[str, subprocess.Popen[byte
 @pytest.mark.slow
 def test_refusals(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     addr, _ = served
-    with httpx.Client(base_url=addr, timeout=10) as c:
+    with httpx2.Client(base_url=addr, timeout=10) as c:
         # DNS rebinding: a foreign Host is refused before anything else
         r = c.get("/agents/list", headers={**_auth(), "Host": "evil.example"})
         assert r.status_code == 403 and r.json()["error"]["kind"] == "forbidden_host"
@@ -177,7 +177,7 @@ def test_unix_socket_is_token_free_and_0600(
 ) -> None:
     sock = holon_home / "run" / "holon.sock"
     assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
-    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=10) as c:
+    with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(sock)), timeout=10) as c:
         assert c.get("http://serve/agents/list").status_code == 200
 
 
@@ -186,7 +186,7 @@ def test_shutdown_route_drains_and_exits(
     served: tuple[str, subprocess.Popen[bytes]], holon_home: Path
 ) -> None:
     addr, proc = served
-    r = httpx.post(addr + "/control/runtime/shutdown", headers=_auth(), timeout=10)
+    r = httpx2.post(addr + "/control/runtime/shutdown", headers=_auth(), timeout=10)
     assert r.status_code == 202
     assert proc.wait(timeout=20) == 0
     assert not (holon_home / "run" / "holon.sock").exists()
@@ -214,7 +214,7 @@ def test_no_token_serves_loopback_without_auth(tmp_path: Path, holon_home: Path)
     proc = start_serve(tmp_path)
     try:
         addr = serve_addr(holon_home)
-        assert httpx.get(addr + "/agents/list", timeout=10).status_code == 200
+        assert httpx2.get(addr + "/agents/list", timeout=10).status_code == 200
     finally:
         assert stop(proc) == 0
 
@@ -226,7 +226,7 @@ def test_callback_wake(served: tuple[str, subprocess.Popen[bytes]]) -> None:
     assert out.returncode == 0, out.stderr
     url = json.loads(out.stdout)["data"]["trigger_url"]
     token = url.rstrip("/").rsplit("/", 1)[-1]
-    with httpx.Client(base_url=addr, timeout=10) as c:
+    with httpx2.Client(base_url=addr, timeout=10) as c:
         before = _inbox_count()
         r = c.post("/callbacks/wake/cb_" + "0" * 32, json={"x": 1})
         assert r.status_code == 403 and r.json()["error"]["message"] == "invalid callback token"

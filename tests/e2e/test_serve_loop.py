@@ -275,21 +275,28 @@ def test_warm_up_loads_what_the_first_turn_needs() -> None:
 
     code = (
         "import sys; from holon_cli.serve.host import warm_up; warm_up(); "
-        "print(all(m in sys.modules for m in ('holon_cli.providers.http_client', "
-        "'holon_cli.providers.chain', 'holon_cli.runtime.turn')), 'httpx' in sys.modules)"
+        "print(all(m in sys.modules for m in ('holon_cli.providers.http_common', "
+        "'holon_cli.providers.chain', 'holon_cli.runtime.turn')), 'httpx2' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
 
 
-@pytest.mark.parametrize(("base_url", "built"), [(None, True), ("http://127.0.0.1:9/v1", False)])
-def test_warm_up_builds_the_tls_context_only_for_an_https_model(
-    base_url: str | None, built: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("model", "base_url", "built"),
+    [
+        ("openai/gpt-test", None, ["True", "True"]),  # https://api.openai.com
+        ("openai/gpt-test", "http://127.0.0.1:9/v1", ["True", "False"]),
+        ("scripted:/nonexistent.yaml", None, ["False", "False"]),
+    ],
+)
+def test_warm_up_builds_the_http_client_for_an_http_model_and_its_trust_for_https(
+    model: str, base_url: str | None, built: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import subprocess
     import sys
 
-    monkeypatch.setenv("HOLON_MODEL", "openai/gpt-test")
+    monkeypatch.setenv("HOLON_MODEL", model)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     if base_url:
         monkeypatch.setenv("OPENAI_BASE_URL", base_url)
@@ -297,11 +304,11 @@ def test_warm_up_builds_the_tls_context_only_for_an_https_model(
         monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code = (
         "from holon_cli.serve.host import warm_up; warm_up(); "
-        "from holon_cli.providers import http_common; "
-        "print(http_common._SSL_CONTEXT is not None)"
+        "from holon_cli.providers import http_session as hs; "
+        "print(hs._client is not None, hs._trust is not None and hs._trust.loaded)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(built)]
+    assert out.stdout.split() == built
 
 
 def test_an_agent_started_again_is_marked_but_not_its_own_record_writes(

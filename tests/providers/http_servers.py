@@ -1,4 +1,4 @@
-"""Raw-socket servers on 127.0.0.1 for the ``http_client`` tests.
+"""Raw-socket servers on 127.0.0.1 for the HTTP tests (hostile answers, proxies, TLS).
 
 - :class:`ScriptedServer` hands every accepted connection to a test's
   handler, so a test controls every byte of the answer and can count the TCP

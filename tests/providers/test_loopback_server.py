@@ -49,14 +49,14 @@ def test_no_nagle_delayed_ack_stall(loopback: LoopbackServer) -> None:
 
 
 def test_check_answers_instead_of_the_queued_reply(loopback: LoopbackServer) -> None:
-    import httpx
+    import httpx2
 
     def strict(req: RecordedRequest) -> Reply | None:
         return Reply.json_body({"error": "bad"}, status=500) if b"bad" in req.body else None
 
     loopback.check = strict
     loopback.queue(Reply.json_body({"ok": True}))
-    with httpx.Client() as c:
+    with httpx2.Client() as c:
         assert c.post(f"{loopback.url}/x", content=b"bad").status_code == 500
         assert loopback.pending == 1
         r = c.post(f"{loopback.url}/x", content=b"good")

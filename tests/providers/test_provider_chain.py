@@ -201,7 +201,8 @@ def test_500s_exhaust_retries_then_fall_back(loopback: LoopbackServer) -> None:
     )
     loopback.queue(boom, boom, boom, Reply.json_body(ANTHROPIC_OK))
     slept: list[float] = []
-    res = run(["openai/gpt-a", "anthropic/claude-b"], loopback, slept)
+    draws = iter([1.0, 1.0])  # the top of each jitter range: the exponential bound itself
+    res = run(["openai/gpt-a", "anthropic/claude-b"], loopback, slept, rand=lambda: next(draws))
     assert res.response.text == "from claude"
     outcomes = [(a["model_ref"], a["attempt"], a["outcome"]) for a in res.timeline["attempts"]]
     assert outcomes == [
@@ -213,6 +214,36 @@ def test_500s_exhaust_retries_then_fall_back(loopback: LoopbackServer) -> None:
     assert res.timeline["attempts"][2]["advanced_to_fallback"] is True
     assert slept == [0.5, 1.0]  # exponential backoff, no retry-after given
     assert [a.get("backoff_ms") for a in res.timeline["attempts"][:2]] == [500, 1000]
+
+
+def test_backoff_has_full_jitter_below_the_exponential_bound(loopback: LoopbackServer) -> None:
+    """Retries without a retry-after spread over [0, bound): many clients
+    failing together do not come back together."""
+    boom = Reply.json_body({"error": {"message": "busy"}}, status=503)
+    loopback.queue(boom, boom, Reply.json_body(OK_BODY))
+    slept: list[float] = []
+    draws = iter([0.25, 0.5])
+    res = run(["openai/gpt-a"], loopback, slept, rand=lambda: next(draws))
+    assert slept == [0.125, 0.5]  # 0.25 x 0.5 s, then 0.5 x 1 s
+    assert [a.get("backoff_ms") for a in res.timeline["attempts"][:2]] == [125, 500]
+
+
+def test_backoff_jitter_uses_a_random_draw_by_default(loopback: LoopbackServer) -> None:
+    boom = Reply.json_body({"error": {"message": "busy"}}, status=503)
+    delays = set()
+    for _ in range(3):
+        loopback.queue(boom, Reply.json_body(OK_BODY))
+        slept: list[float] = []
+        run(["openai/gpt-a"], loopback, slept)
+        assert len(slept) == 1 and 0.0 <= slept[0] < 0.5
+        delays.add(slept[0])
+    assert len(delays) > 1  # drawn, not fixed
+
+
+def test_retry_policy_names_the_jitter() -> None:
+    from holon_cli.providers.chain import retry_policy
+
+    assert retry_policy()["backoff"]["jitter"] == "full"
 
 
 def test_context_length_stops_the_whole_chain(loopback: LoopbackServer) -> None:

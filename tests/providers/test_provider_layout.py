@@ -73,7 +73,7 @@ def test_responses_transport_does_not_import_codex() -> None:
 def test_registry_imports_no_transport_until_resolving() -> None:
     loaded = _loaded_after("import holon_cli.providers.registry")
     assert "holon_cli.providers.http_common" not in loaded
-    assert "email.utils" not in loaded and "httpx" not in loaded
+    assert "email.utils" not in loaded and "httpx" not in loaded and "httpx2" not in loaded
 
 
 def test_one_table_names_every_transport() -> None:

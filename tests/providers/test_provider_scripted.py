@@ -146,7 +146,12 @@ def test_fail_step_through_the_chain_retries_then_succeeds(tmp_path: Path) -> No
     )
     slept: list[float] = []
     res = call_with_fallback(
-        [f"scripted:{script}"], req(tmp_path / "s"), sleep=slept.append, config={}, env={}
+        [f"scripted:{script}"],
+        req(tmp_path / "s"),
+        sleep=slept.append,
+        rand=lambda: 1.0,
+        config={},
+        env={},
     )
     assert res.response.text == "second try" and slept == [0.5]
     assert [a["outcome"] for a in res.timeline["attempts"]] == ["retrying", "succeeded"]

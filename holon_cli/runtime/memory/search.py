@@ -10,6 +10,8 @@ Freshness, checked before every search or get (all in one transaction):
 - work items: every item again when the ``work_items`` or
   ``delivery_summaries`` ledger moved, else the plan files of open items
   only (the ones a person edits);
+- workspace profiles: the attached workspaces (id, anchor, the head of
+  their ``AGENTS.md``), a detached one removed;
 - ``memory.dirty`` present (a rebuild was asked for, or one was cut off):
   everything from scratch. ``rm -rf .holon/indexes`` is the same.
 
@@ -26,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from holon_cli.errors import CorruptStateError, NotFoundError, UsageError
+from holon_cli.errors import CorruptStateError, HolonError, NotFoundError, UsageError
 from holon_cli.runtime.memory import sources as S
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.memory_index import Doc, MemoryIndex
@@ -168,6 +170,18 @@ class _Sync:
         if moved:
             self.idx.set_meta("ledger:work", {"sizes": sizes, "heads": heads})
 
+    def workspaces(self) -> None:
+        """Profiles of the attached workspaces; a detached one leaves the index."""
+        try:
+            docs = S.workspace_profile_docs(self.store)
+        except HolonError:  # a damaged registry: `holon home check` names it
+            return
+        known = self.idx.fingerprints("workspace:")
+        for doc in docs:
+            self.put(doc, known)
+        for key in set(known) - {d.source_key for d in docs}:
+            self.idx.delete(key)
+
     def run(self, *, full: bool) -> None:
         with self.idx.transaction():
             if full:
@@ -176,6 +190,7 @@ class _Sync:
             for ledger in TAILED_LEDGERS:
                 self.tailed(ledger)
             self.work_items()
+            self.workspaces()
 
 
 def _prefix(ledger: str) -> str:

@@ -164,3 +164,45 @@ def reports_by_item(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         if isinstance(wid, str) and isinstance(text, str):
             out[wid] = text
     return out
+
+
+PROFILE_INSTRUCTION_CHARS = 4000
+
+
+def workspace_profile_docs(store: AgentStore) -> list[Doc]:
+    """One profile per attached workspace (not AgentHome): its id, anchor and
+    the head of the instructions found there (``AGENTS.md``, else
+    ``CLAUDE.md``), so "which repository was the billing service?" has an
+    answer. Scoped to that workspace."""
+    from holon_cli.runtime.workspace.plane import list_workspaces
+
+    out: list[Doc] = []
+    for row in list_workspaces(store):
+        wid, anchor = row["workspace_id"], row.get("workspace_anchor")
+        if wid == AGENT_HOME or not anchor:
+            continue
+        parts = [f"Workspace {wid}", f"anchor: {anchor}"]
+        for name in ("AGENTS.md", "CLAUDE.md"):
+            try:
+                text = (Path(anchor) / name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            parts.append(f"## {name}\n" + text[:PROFILE_INSTRUCTION_CHARS])
+            break
+        body = "\n".join(parts)
+        out.append(
+            Doc(
+                source_key=f"workspace:{wid}",
+                kind="workspace_profile",
+                scope_kind="workspace",
+                workspace_id=wid,
+                agent_id=store.agent_id,
+                source_path=None,
+                title=f"workspace {Path(anchor).name}",
+                body=body,
+                updated_at=None,
+                metadata={"workspace_anchor": anchor, "exists": bool(row.get("exists"))},
+                fingerprint=sha256_hex(body.encode("utf-8", "replace")),
+            )
+        )
+    return out

@@ -418,6 +418,8 @@ class TurnRun:
                 self.completion_briefs.append(fx.completion_brief_id)
             if fx.sleep is not None:
                 self.sleep_req = fx.sleep
+            if fx.workspace_changed:
+                self._rebind(ctx)
             if fx.commands and built.sources.get("skills"):
                 self._activate_skills(fx.commands, built.sources["skills"])
             self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
@@ -426,6 +428,13 @@ class TurnRun:
         self.work_item_changed = self.work_item_changed or mutated
         if mutated:
             self.focus = self.store.read_record()["state"].get("current_work_item_id")
+
+    def _rebind(self, ctx: ToolContext) -> None:
+        """The binding changed mid-turn: the next calls and rounds use it."""
+        self.ws = workspace_for(self.store.layout.home, self.store.read_record()["state"])
+        ctx.execution_root = self.ws.execution_root
+        ctx.cwd = self.ws.cwd
+        ctx.workspace_anchor = self.ws.workspace_anchor
 
     def _stop_call(self) -> None:
         stop_call_commands(self.store, self.turn_id)

@@ -15,7 +15,6 @@ unchanged. Every refusal raises before anything is written.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -130,6 +129,8 @@ def _read_token(store: AgentStore) -> str | None:
     try:
         t = _token_path(store).read_text().strip()
     except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:  # damaged: like a stale token, ensure() re-mints it
         return None
     return t if TOKEN_RE.match(t) else None
 
@@ -339,14 +340,13 @@ def parse_body(body: bytes, content_type: str | None) -> dict[str, Any] | None:
             kind="invalid_body",
         ) from None
     if ctype == "application/json" or ctype.endswith("+json"):
-        try:
-            return {"type": "json", "value": json.loads(text)}
-        except json.JSONDecodeError as exc:
+        from holon_cli.model.jsontext import parse_json
+
+        try:  # the one JSON door: no NaN, lone surrogates, runaway nesting
+            return {"type": "json", "value": parse_json(text, "callback body")}
+        except UsageError as exc:
             raise UsageError(
-                (
-                    f"callback body is not valid JSON ({exc.msg} at line {exc.lineno} column "
-                    f"{exc.colno})"
-                ),
+                exc.message,
                 hint="send valid JSON, or another content type for plain text",
                 kind="invalid_json",
             ) from None

@@ -40,6 +40,7 @@ from holon_cli.runtime.workitems.hints import (
     for_source,
 )
 from holon_cli.runtime.workitems.views import completion_report, view
+from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_text
 from holon_cli.store.workitem_index import (
@@ -103,7 +104,7 @@ def create_work_item(
         rec = wm.new_work_item_record(
             work_item_id=wid,
             agent_id=store.agent_id,
-            workspace_id=state.get("active_workspace_id"),
+            workspace_id=workspace_for(store.layout.home, state).workspace_id,
             objective=objective,
             plan_status=status,
             todo_list=todos,

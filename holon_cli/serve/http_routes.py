@@ -1,0 +1,201 @@
+"""The control and read routes of ``holon serve`` (token, loopback or the
+Unix socket; the guards are applied by ``serve/http.py``). Each calls the
+same runtime function as the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from holon_cli.serve.http_common import PROMPT_CAP, ctx_of, open_public, read_json
+from holon_cli.serve.http_errors import HttpError
+
+EVENTS_DEFAULT_LIMIT = 100
+EVENTS_MAX_LIMIT = 1000
+SSE_POLL_S = 0.2
+SSE_HEARTBEAT_S = 15.0
+
+
+async def healthz(_request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def runtime_status_route(request: Request) -> Response:
+    return JSONResponse(await run_in_threadpool(ctx_of(request).runtime_status))
+
+
+async def shutdown(request: Request) -> Response:
+    ctx_of(request).request_shutdown()
+    return JSONResponse({"ok": True, "draining": True}, status_code=202)
+
+
+async def agents_list(_request: Request) -> Response:
+    from holon_cli.runtime.agents import list_agents
+
+    entries = await run_in_threadpool(list_agents)
+    return JSONResponse({"agents": [e.to_dict() for e in entries]})
+
+
+async def agent_status(request: Request) -> Response:
+    from holon_cli.runtime.inspect import agent_summary
+
+    def get() -> dict[str, Any]:
+        return agent_summary(open_public(request.path_params["agent_id"]))
+
+    return JSONResponse(await run_in_threadpool(get))
+
+
+async def agent_state(request: Request) -> Response:
+    from holon_cli.runtime import workitems as wi
+    from holon_cli.runtime.inspect import agent_summary
+
+    def get() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        rec = store.read_record()
+        return {
+            "agent": agent_summary(store),
+            "state": rec["state"],
+            "identity": rec["identity"],
+            "work_items": wi.list_work_items(store, filter="open", refresh=False),
+        }
+
+    return JSONResponse(await run_in_threadpool(get))
+
+
+async def control_prompt(request: Request) -> Response:
+    from holon_cli.runtime.enqueue import admit
+
+    body = await read_json(request, PROMPT_CAP)
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise HttpError(400, "invalid_body", "`text` must be a non-empty string", "")
+    priority = body.get("priority", "normal")
+    if not isinstance(priority, str):
+        raise HttpError(400, "invalid_body", "`priority` must be a string", "")
+
+    def go() -> Any:
+        store = open_public(request.path_params["agent_id"])
+        return admit(
+            text,
+            store=store,
+            kind="operator_prompt",
+            origin="operator",
+            priority=priority,
+            delivery_surface="http_control_prompt",
+            admission_context="control_authenticated",
+        )
+
+    env = await run_in_threadpool(go)
+    return JSONResponse({"message_id": env["id"]}, status_code=202)
+
+
+async def control_work_item(request: Request) -> Response:
+    from holon_cli.runtime import workitems as wi
+
+    body = await read_json(request, PROMPT_CAP)
+    objective = body.get("objective")
+    if not isinstance(objective, str) or not objective.strip():
+        raise HttpError(
+            400, "invalid_body", "`objective` must be a non-empty string", "say what to do"
+        )
+
+    def go() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        return wi.create_work_item(store, objective, source="control_plane")
+
+    return JSONResponse(await run_in_threadpool(go), status_code=201)
+
+
+async def control_abort(request: Request) -> Response:
+    """Abort the running turn (``holon agent abort``): 202 once requested;
+    body optional, ``{"run_id": R}`` aborts only that run (else 409)."""
+    from holon_cli.runtime.turn.abort import request_abort
+
+    body = await read_json(request, PROMPT_CAP, allow_empty=True)
+    run_id = body.get("run_id")
+    if run_id is not None and not isinstance(run_id, str):
+        raise HttpError(400, "invalid_body", "`run_id` must be a string", "")
+
+    def go() -> dict[str, Any]:
+        return request_abort(open_public(request.path_params["agent_id"]), run_id)
+
+    return JSONResponse(await run_in_threadpool(go), status_code=202)
+
+
+def _cursor(request: Request, name: str = "after") -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit():
+        raise HttpError(400, "invalid_query", f"`{name}` must be an event_seq (>= 0)", "")
+    return int(raw)
+
+
+async def events_page(request: Request) -> Response:
+    from holon_cli.runtime.inspect import tail_events
+
+    after = _cursor(request)
+    lim_raw = request.query_params.get("limit")
+    if lim_raw is not None and not lim_raw.isdigit():
+        raise HttpError(400, "invalid_query", "`limit` must be a positive integer", "")
+    limit = min(int(lim_raw or EVENTS_DEFAULT_LIMIT), EVENTS_MAX_LIMIT)
+
+    def get() -> tuple[list[dict[str, Any]], Any]:
+        store = open_public(request.path_params["agent_id"])
+        got = tail_events(store, since=after if after is not None else 0, limit=limit)
+        # where retention cut history, when this page starts inside the cut
+        trimmed = store.events.trimmed()
+        through = (trimmed or {}).get("through_seq")
+        return got, trimmed if isinstance(through, int) and (after or 0) < through else None
+
+    events, trimmed = await run_in_threadpool(get)
+    next_after = events[-1]["event_seq"] if events else (after or 0)
+    return JSONResponse({"events": events, "next_after": next_after, "trimmed": trimmed})
+
+
+async def events_stream(request: Request) -> Response:
+    from holon_cli.runtime.inspect import tail_events
+
+    after = _cursor(request)
+    last_id = request.headers.get("last-event-id", "").strip()
+    if last_id:
+        if not last_id.isdigit():
+            raise HttpError(400, "invalid_header", "Last-Event-ID must be an event_seq", "")
+        after = int(last_id)
+    store = await run_in_threadpool(open_public, request.path_params["agent_id"])
+    stopping = ctx_of(request).stopping
+
+    async def gen() -> AsyncIterator[bytes]:
+        cursor = after or 0
+        idle = 0.0
+        while not stopping.is_set():
+            events = await run_in_threadpool(
+                tail_events, store, since=cursor, limit=EVENTS_DEFAULT_LIMIT
+            )
+            for ev in events:
+                cursor = int(ev["event_seq"])
+                data = json.dumps(ev, ensure_ascii=False)
+                kind = ev.get("kind", "event")
+                yield f"id: {cursor}\nevent: {kind}\ndata: {data}\n\n".encode()
+            if events:
+                idle = 0.0
+                continue
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(SSE_POLL_S)
+            idle += SSE_POLL_S
+            if idle >= SSE_HEARTBEAT_S:
+                idle = 0.0
+                yield b": keep-alive\n\n"
+
+    return StreamingResponse(
+        gen(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
