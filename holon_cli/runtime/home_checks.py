@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from holon_cli.errors import CorruptStateError
 from holon_cli.store.layout import AgentLayout, HomeLayout
 from holon_cli.store.ledger import Problem
 
@@ -199,6 +200,34 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
             )
         )
     return problems, notes
+
+
+def segment_findings(led: Any) -> tuple[list[Problem], int]:
+    """Every closed segment read through (a damaged line, a cut or corrupt
+    ``.gz``), and how many records they hold."""
+    import zlib
+
+    from holon_cli.store.ledger import iter_segment
+
+    problems: list[Problem] = []
+    count = 0
+    for seg in led.closed_segments():
+        try:
+            for _ in iter_segment(seg, led.max_version, led.validate):
+                count += 1
+        except CorruptStateError as exc:
+            why = str(exc.details.get("reason") or exc.message)
+            problems.append(Problem(str(seg), exc.details.get("line"), why))
+        except (OSError, EOFError, zlib.error) as exc:
+            problems.append(
+                Problem(
+                    str(seg),
+                    None,
+                    f"closed segment cannot be read ({exc}); move it aside (its records are "
+                    "lost to readers) and re-run `holon home check`",
+                )
+            )
+    return problems, count
 
 
 def closed_high(led: Any) -> int:

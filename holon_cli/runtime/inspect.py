@@ -350,6 +350,9 @@ def home_check() -> dict[str, Any]:
                 max_version=LEDGER_MAX_VERSION.get(lname, 1),
                 validate=ledger_validator(lname),
             )
+            seg_problems, seg_records = hc.segment_findings(led)
+            problems.extend(seg_problems)
+            checked["records"] += seg_records
             if not led.path.exists():
                 if led.mark_path.exists():  # deleted: the mark says it held records
                     problems.extend(hc.ledger_mark_findings(led))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from holon_cli.errors import HolonError
+from holon_cli.store import ledger as L
 from holon_cli.store import retention as R
 from holon_cli.store.agent_store import SEGMENTED, AgentStore
 from holon_cli.store.config import load_config
@@ -82,8 +83,13 @@ def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
             if dry_run:
                 c = _open_as_candidate(store, name, now)
                 pool.extend([c] if c else [])
-            elif (seg := store.ledger(name).close_segment()) is not None:
-                closed.append({"agent_id": store.agent_id, "ledger": name, "path": str(seg)})
+            else:
+                if (seg := store.ledger(name).close_segment()) is not None:
+                    closed.append({"agent_id": store.agent_id, "ledger": name, "path": str(seg)})
+                R.sweep_temp(store.ledger(name).segments_dir)
+                for plain in store.ledger(name).closed_segments():  # a kill before its .gz
+                    if plain.suffix != ".gz":
+                        L.compress_segment(plain)
             pool.extend(R.candidates(store.ledger(name), store.agent_id))
     dropped: list[R.SegmentInfo] = []
     kept: list[R.Candidate] = []

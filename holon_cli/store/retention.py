@@ -193,3 +193,18 @@ def agent_usage(agent_home: Path) -> dict[str, Any]:
             by_kind[kind] = by_kind.get(kind, 0) + size
             total += size
     return {"bytes": total, "by_kind": dict(sorted(by_kind.items()))}
+
+
+def sweep_temp(seg_dir: Path) -> int:
+    """Remove the temp files of compressions whose process is gone (a kill
+    mid-compression leaves ``.<segment>.<pid>.tmp``; the plain segment is
+    still there and is compressed again)."""
+    from holon_cli.store.locks import pid_alive
+
+    removed = 0
+    for p in seg_dir.glob(".*.tmp"):
+        pid = p.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            p.unlink(missing_ok=True)
+            removed += 1
+    return removed

@@ -230,3 +230,32 @@ def test_a_close_after_a_writer_killed_before_its_mark_reuses_no_number(
     L.write_mark(store.events.mark_path, store.events.size(), high - 1)
     store.events.close_segment()
     assert emit(store, 1) == [high + 1]
+
+
+def test_home_check_reads_closed_segments_and_names_a_damaged_one(small_segments: int) -> None:
+    store = open_agent(None)
+    emit(store, 5)
+    seg = store.events.close_segment()
+    assert seg is not None
+    n = len(store.events.records())
+    assert home_check()["checked"]["records"] >= n
+    seg.write_bytes(seg.read_bytes()[:-20])  # a cut .gz
+    report = home_check()
+    (p,) = [p for p in report["problems"] if p["path"] == str(seg)]
+    assert "cannot be read" in p["message"]
+
+
+def test_gc_finishes_a_compression_a_kill_interrupted(small_segments: int) -> None:
+    from holon_cli.runtime.retention import gc_home
+
+    store = open_agent(None)
+    emit(store, 5)
+    seg = store.events.close_segment()
+    assert seg is not None
+    plain = seg.with_suffix("")
+    plain.write_bytes(gzip.open(seg).read())
+    seg.unlink()  # killed before the .gz was renamed into place
+    leftover = store.events.segments_dir / f".{plain.name}.999999999.tmp"
+    leftover.write_bytes(b"partial")
+    gc_home()
+    assert not plain.exists() and seg.exists() and not leftover.exists()
