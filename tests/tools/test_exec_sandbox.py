@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -354,3 +355,28 @@ def test_debug_prompt_shows_the_enforced_axes(
     }
     text = json.dumps(d)
     assert f"network={net_axis}" in text and "bwrap (read-only system" in text
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_sandboxed_tree_dies_with_its_supervisor(boxed: ToolContext) -> None:
+    import signal
+
+    r = run(boxed, cmd="(setsid sleep 3031 &); sleep 3032", yield_time_ms=100)
+    assert r.ok and r.data["disposition"] == "promoted_to_task", r.content
+    tid = str(r.data["task_handle"]["task_id"])
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        sup = (tasks.read_task(boxed.store, tid).get("supervisor") or {}).get("pid")
+        running = subprocess.run(["pgrep", "-f", "sleep 303[12]"], capture_output=True).stdout
+        if sup and len(running.split()) >= 2:
+            break
+        time.sleep(0.05)
+    os.kill(int(sup), signal.SIGKILL)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        left = subprocess.run(["pgrep", "-f", "sleep 303[12]"], capture_output=True).stdout
+        if not left.strip():
+            break
+        time.sleep(0.1)
+    assert not left.strip(), left
