@@ -380,3 +380,35 @@ def test_a_sandboxed_tree_dies_with_its_supervisor(boxed: ToolContext) -> None:
             break
         time.sleep(0.1)
     assert not left.strip(), left
+
+
+def test_wrap_hides_the_home_inside_a_root_that_contains_it(tmp_path: Path) -> None:
+    """A root that contains $HOLON_HOME (root = ~ and the home ~/.holon) is
+    bound first and the home hidden over it; a root inside the home is bound
+    back over the hidden home."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\n")
+    (fake / "bwrap").chmod(0o755)
+    env = {"PATH": str(fake)}
+    outer, home = tmp_path / "user", tmp_path / "user" / ".holon"
+    (home / "agents" / "a" / ".holon").mkdir(parents=True)
+    pol = sandbox.Policy("bwrap", False)
+    argv = sandbox.wrap(["true"], pol, root=outer, cwd=outer, hidden=[home], env=env)
+    assert argv.index("--bind") < argv.index(str(home)) - 1  # bind, then hide the home
+    agent = home / "agents" / "a"
+    argv = sandbox.wrap(
+        ["true"], pol, root=agent, cwd=agent, hidden=[home, agent / ".holon"], env=env
+    )
+    i_home = argv.index(str(home))
+    i_bind = argv.index("--bind")
+    i_dot = argv.index(str(agent / ".holon"))
+    assert argv[i_home - 1] == "--tmpfs" and i_home < i_bind < i_dot
+    assert argv[argv.index("--") + 1 :] == ["true"] and "--unshare-net" in argv
+    on = sandbox.wrap(
+        ["true"], sandbox.Policy("bwrap", True), root=outer, cwd=outer, hidden=[], env=env
+    )
+    assert "--unshare-net" not in on
+    assert sandbox.wrap(
+        ["true"], sandbox.Policy("none", True), root=outer, cwd=outer, hidden=[], env={}
+    ) == ["true"]
