@@ -174,6 +174,11 @@ async def events_stream(request: Request) -> Response:
     async def gen() -> AsyncIterator[bytes]:
         cursor = after or 0
         idle = 0.0
+        trimmed = await run_in_threadpool(store.events.trimmed)
+        through = (trimmed or {}).get("through_seq")
+        if isinstance(through, int) and cursor < through:
+            # the stream starts inside what retention dropped: say so once (no id)
+            yield f"event: history_trimmed\ndata: {json.dumps(trimmed)}\n\n".encode()
         while not stopping.is_set():
             events = await run_in_threadpool(
                 tail_events, store, since=cursor, limit=EVENTS_DEFAULT_LIMIT

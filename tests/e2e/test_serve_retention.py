@@ -3,10 +3,11 @@ retention cut history (a real serve process on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop
 
@@ -37,7 +38,7 @@ def test_events_page_spans_segments_and_names_the_cut(
     try:
         addr = serve_addr(holon_home)
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        with httpx.Client(base_url=addr, timeout=10) as c:
+        with httpx2.Client(base_url=addr, timeout=10) as c:
             page = c.get("/agents/main/events?after=0&limit=3", headers=auth).json()
             assert page["trimmed"]["through_seq"] == dropped
             assert [e["event_seq"] for e in page["events"]] == [
@@ -48,5 +49,15 @@ def test_events_page_spans_segments_and_names_the_cut(
             nxt = c.get(f"/agents/main/events?after={page['next_after']}", headers=auth).json()
             assert nxt["trimmed"] is None
             assert nxt["events"][0]["data"] == {"open": True}
+            # the stream says it once, first, then streams what is left
+            lines: list[str] = []
+            with c.stream("GET", "/agents/main/events/stream?after=0", headers=auth) as r:
+                for line in r.iter_lines():
+                    lines.append(line)
+                    if line.startswith(f"id: {dropped + 1}"):
+                        break
+            assert lines[0] == "event: history_trimmed"
+            assert json.loads(lines[1].removeprefix("data: "))["through_seq"] == dropped
+            assert f"id: {dropped + 1}" in lines
     finally:
         stop(proc)
