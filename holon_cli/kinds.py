@@ -83,6 +83,9 @@ ErrorKind = (
         # the operator console (holon tui)
         "serve_unavailable",
         "missing_extra",
+        # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
+        "sandbox_unavailable",
+        "disk_full",
     ]
     | ProviderFailureKind
 )

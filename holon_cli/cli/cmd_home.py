@@ -137,6 +137,7 @@ def home_check(repair: bool, as_json: bool) -> None:
                     "notes": report["notes"],
                     "checked": report["checked"],
                     "outputs": report.get("outputs"),
+                    "usage": report.get("usage"),
                     **({"repairs": report["repairs"]} if repair else {}),
                 },
             )
@@ -162,6 +163,59 @@ def home_check(repair: bool, as_json: bool) -> None:
             "backup), then re-run `holon home check`",
         )
     click.echo(f"ok: {summary}")
+
+
+@home.command("gc")
+@click.option(
+    "--dry-run", is_flag=True, help="Report what would be closed and dropped; change nothing."
+)
+@output.json_option
+def home_gc(dry_run: bool, as_json: bool) -> None:
+    """Apply `retention` from config.yaml now (serve does it daily).
+
+    Closes (and compresses) every agent's open events and transcript
+    segment, drops closed segments older than retention.events_days /
+    transcript_days and finished command outputs older than outputs_days,
+    then the oldest closed history while the home is over max_home_bytes.
+    Nothing unsettled is dropped (queued messages, open work items, timers,
+    running tasks, the turn journal). Exit 0; a home still over
+    max_home_bytes afterwards is reported (over_max_home_bytes).
+
+    \b
+    Examples:
+      holon home gc --dry-run
+      holon home gc --json
+    """
+    output.begin("home gc", as_json)
+    from holon_cli.runtime.home_checks import human_bytes
+    from holon_cli.runtime.retention import gc_home
+
+    report = gc_home(dry_run=dry_run)
+    if as_json:
+        output.emit_json(dict(report))
+        return
+    verb = "would drop" if dry_run else "dropped"
+    for d in report["dropped"]:
+        click.echo(
+            f"{verb} {d['agent_id']} {d['ledger']} {d['path']} "
+            f"({human_bytes(d['bytes'])}, {d['age_days']:g} days old, {d['reason']})"
+        )
+    out = report["outputs"]
+    if out["removed"]:
+        click.echo(f"{verb} {out['removed']} command output(s) ({human_bytes(out['freed_bytes'])})")
+    limit = report["max_home_bytes"]
+    lim = f" of max {human_bytes(limit)}" if limit is not None else ""
+    click.echo(
+        f"{'dry run: ' if dry_run else ''}{len(report['closed'])} segment(s) closed, "
+        f"{human_bytes(report['freed_bytes'])} freed; home uses "
+        f"{human_bytes(report['home_bytes'])}{lim}"
+    )
+    if report["over_max_home_bytes"]:
+        click.echo(
+            "warning: still over retention.max_home_bytes: what is left is unsettled work, "
+            "open segments or workspace files; raise the limit or free space by hand",
+            err=True,
+        )
 
 
 @home.command("audit")

@@ -129,6 +129,9 @@ def tail(
     if not follow:
         events = tail_events(store, since=since, limit=limit, damaged=damaged)
         warn_damaged()
+        _note_trimmed(
+            store, "events", reached_start=limit is None or len(events) < limit, since=since
+        )
         for e in events:
             show(e)
         return
@@ -140,9 +143,12 @@ def tail(
             last = store.events.last()
             recent = tail_events(store, limit=limit if limit is not None else 10, damaged=damaged)
             warn_damaged()
+            _note_trimmed(store, "events", reached_start=len(recent) < (limit or 10))
             for e in recent:
                 show(e)
             start = max([int(last["event_seq"]) if last else 0, *(e["event_seq"] for e in recent)])
+        else:
+            _note_trimmed(store, "events", reached_start=True, since=start)
         for e in follow_events(store, since=start, poll=poll, stop=_stdout_closed):
             show(e)
     except KeyboardInterrupt:
@@ -150,6 +156,18 @@ def tail(
         from holon_cli.errors import EXIT_INTERRUPTED
 
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+def _note_trimmed(store: Any, name: str, *, reached_start: bool, since: int | None = None) -> None:
+    """Say on stderr where history starts when the view reaches what
+    retention dropped (stdout stays the records)."""
+    from holon_cli.runtime.inspect import trimmed_note
+
+    if since is not None:
+        through = (store.ledger(name).trimmed() or {}).get("through_seq")
+        reached_start = isinstance(through, int) and since < through
+    if reached_start and (note := trimmed_note(store, name)):
+        output.echo(note, err=True)
 
 
 def _raw_printer(jsonl: bool, follow: bool) -> Callable[[dict[str, Any]], None]:
@@ -225,12 +243,13 @@ def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
     from holon_cli.runtime.agents import open_agent
     from holon_cli.runtime.inspect import transcript as read
 
-    entries = read(open_agent(agent_id), limit=limit)
+    store = open_agent(agent_id)
+    entries = read(store, limit=limit)
     if as_json:
-        output.emit_json(
-            {"entries": entries, "path": str(open_agent(agent_id).ledger("transcript").path)}
-        )
+        led = store.ledger("transcript")
+        output.emit_json({"entries": entries, "path": str(led.path), "trimmed": led.trimmed()})
         return
+    _note_trimmed(store, "transcript", reached_start=limit is None or len(entries) < limit)
     for t in entries:
         kind = t.get("kind", "?")
         text = t.get("text") or ""

@@ -43,10 +43,27 @@ def _on(value: Any) -> bool:
     return str(value).strip().lower() in ("on", "true", "yes", "1")
 
 
-def execution_policy(config: Mapping[str, Any] | None) -> ExecutionPolicy:
-    """The projection for this config (``execution.sandbox`` read if present)."""
-    section = (config or {}).get("execution")
-    ex: Mapping[str, Any] = section if isinstance(section, Mapping) else {}
+def execution_section(config: Mapping[str, Any] | None, agent_id: str | None) -> dict[str, Any]:
+    """``execution``, with ``agents.<id>.execution`` over it key by key."""
+    cfg: Mapping[str, Any] = config or {}
+    section = cfg.get("execution")
+    out = dict(section) if isinstance(section, Mapping) else {}
+    agents = cfg.get("agents")
+    agent = agents.get(agent_id) if agent_id and isinstance(agents, Mapping) else None
+    mine = agent.get("execution") if isinstance(agent, Mapping) else None
+    for k, v in (mine if isinstance(mine, Mapping) else {}).items():
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def execution_policy(
+    config: Mapping[str, Any] | None, agent_id: str | None = None
+) -> ExecutionPolicy:
+    """The projection for this config and agent (the sandbox the command
+    backend applies: :func:`holon_cli.runtime.tasks.sandbox.policy` reads the
+    same section)."""
+    ex = execution_section(config, agent_id)
     sandboxed = str(ex.get("sandbox") or "none").strip().lower() == "bwrap"
 
     def c(enforced: bool) -> Confinement:

@@ -77,6 +77,8 @@ class TaskLaunchSpec(TypedDict):
     kill_after_ms: int | None
     output_cap_bytes: int
     marker: str
+    # free disk below which output capture stops (retention.min_free_bytes; 0: off)
+    min_free_bytes: NotRequired[int]
 
 
 class TaskRecovery(TypedDict, total=False):

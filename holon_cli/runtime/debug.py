@@ -59,7 +59,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         ),
         working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
         memory_delta=working.render_delta(wm),
-        policy=execution_policy(cfg),
+        policy=execution_policy(cfg, store.agent_id),
     )
     f = built.frame
     return {

@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from holon_cli.errors import CorruptStateError
 from holon_cli.store.layout import AgentLayout, HomeLayout
 from holon_cli.store.ledger import Problem
 
@@ -161,7 +162,7 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
     led = Ledger(path, layout.ledger_lock("events"), seq_key="event_seq")
     problems: list[Problem] = []
     notes: list[dict[str, Any]] = []
-    prev = 0
+    prev = closed_high(led)  # the open file continues its closed segments
     try:
         for line, _, rec in led.scan(0):
             seq = rec.get("event_seq")
@@ -199,6 +200,54 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
             )
         )
     return problems, notes
+
+
+def segment_findings(led: Any) -> tuple[list[Problem], int]:
+    """Every closed segment read through (a damaged line, a cut or corrupt
+    ``.gz``), and how many records they hold."""
+    import zlib
+
+    from holon_cli.store.ledger import iter_segment
+
+    problems: list[Problem] = []
+    count = 0
+    for seg in led.closed_segments():
+        try:
+            for _ in iter_segment(seg, led.max_version, led.validate):
+                count += 1
+        except CorruptStateError as exc:
+            why = str(exc.details.get("reason") or exc.message)
+            problems.append(Problem(str(seg), exc.details.get("line"), why))
+        except (OSError, EOFError, zlib.error) as exc:
+            problems.append(
+                Problem(
+                    str(seg),
+                    None,
+                    f"closed segment cannot be read ({exc}); move it aside (its records are "
+                    "lost to readers) and re-run `holon home check`",
+                )
+            )
+    return problems, count
+
+
+def closed_high(led: Any) -> int:
+    """The highest ``event_seq`` before the open file: the newest closed
+    segment's last record, else what retention dropped (0: none)."""
+    from holon_cli.store.ledger import iter_segment
+
+    for seg in reversed(led.closed_segments()):
+        last = 0
+        try:
+            for _, rec in iter_segment(seg, led.max_version):
+                seq = rec.get("event_seq")
+                last = seq if isinstance(seq, int) else last
+        except Exception:  # noqa: BLE001 - a damaged segment: count from what was read
+            pass
+        if last:
+            return last
+    trimmed = led.trimmed() or {}
+    through = trimmed.get("through_seq")
+    return through if isinstance(through, int) else 0
 
 
 def ledger_mark_findings(led: Any) -> list[Problem]:

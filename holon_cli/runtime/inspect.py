@@ -12,7 +12,7 @@ from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
 from holon_cli.runtime import home_checks as hc
 from holon_cli.runtime import queue as q
-from holon_cli.store.agent_store import LEDGER_MAX_VERSION, AgentStore
+from holon_cli.store.agent_store import LEDGER_MAX_VERSION, SEGMENTED, AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import LEDGERS, HomeLayout
 from holon_cli.store.ledger import Ledger, Problem
@@ -83,6 +83,8 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
             "last_turn": state.get("last_turn_token_usage"),
         },
         "last_event_seq": last["event_seq"] if last else 0,
+        # what retention dropped, per segmented ledger ({} while nothing was)
+        "history_trimmed": history_trimmed(store),
         "loaded_agents_md": _loaded_agents_md(store, state),
         **_execution(store, state),
         "active_skills": [a.get("skill") for a in state.get("active_skills") or []],
@@ -232,15 +234,22 @@ def follow_events(
     Runs until the consumer stops iterating or, when idle, ``stop()`` returns
     true (the CLI uses it to notice that its reader went away)."""
     led = store.events
+    fid = led.file_id()
     window, offset = led.records_after("event_seq", since)
     for rec in window:
         yield rec
         since = rec["event_seq"]
     while True:
-        recs, new_off = led.read_from(offset)
-        if new_off < offset:  # file replaced: start over by seq
-            offset = 0
+        if led.file_id() != fid or led.size() < offset:
+            # the open segment was closed (or the file replaced): the rest of
+            # the closed one and the new open file, by seq from where we are
+            fid = led.file_id()
+            window, offset = led.records_after("event_seq", since)
+            for rec in window:
+                since = rec["event_seq"]
+                yield rec
             continue
+        recs, new_off = led.read_from(offset)
         for rec in recs:
             if rec["event_seq"] > since:
                 since = rec["event_seq"]
@@ -254,6 +263,30 @@ def follow_events(
             if store.inbox.pending_count() and q.try_ingest(store):
                 continue
             time.sleep(poll)
+
+
+def history_trimmed(store: AgentStore) -> dict[str, Any]:
+    """``{ledger: {through_seq, before, segments, bytes}}`` of the segmented
+    ledgers retention has dropped history from."""
+    out: dict[str, Any] = {}
+    for name in SEGMENTED:
+        info = store.ledger(name).trimmed()
+        if info:
+            out[name] = {k: info.get(k) for k in ("through_seq", "before", "segments", "bytes")}
+    return out
+
+
+def trimmed_note(store: AgentStore, name: str) -> str | None:
+    """One line saying where ``name``'s history now starts (``None``: whole)."""
+    info = store.ledger(name).trimmed()
+    if not info:
+        return None
+    seq = info.get("through_seq")
+    upto = f" (through event_seq {seq})" if isinstance(seq, int) else ""
+    return (
+        f"note: {name} history up to {info.get('before') or '?'}{upto} was dropped by "
+        f"retention ({info.get('segments')} closed segment(s)); what is left is shown"
+    )
 
 
 def transcript(store: AgentStore, *, limit: int | None = None) -> list[dict[str, Any]]:
@@ -325,6 +358,9 @@ def home_check() -> dict[str, Any]:
                 max_version=LEDGER_MAX_VERSION.get(lname, 1),
                 validate=ledger_validator(lname),
             )
+            seg_problems, seg_records = hc.segment_findings(led)
+            problems.extend(seg_problems)
+            checked["records"] += seg_records
             if not led.path.exists():
                 if led.mark_path.exists():  # deleted: the mark says it held records
                     problems.extend(hc.ledger_mark_findings(led))
@@ -378,6 +414,11 @@ def home_check() -> dict[str, Any]:
             outputs["agents"][name] = {"path": str(hc.outputs_path(layout)), **used}
             outputs["files"] += used["files"]
             outputs["bytes"] += used["bytes"]
+    from holon_cli.runtime.retention import home_usage, over_limit_note
+
+    usage = home_usage(home)
+    if (over := over_limit_note(usage)) is not None:
+        notes.append(over)
     return {
         "home": str(home.root),
         "ok": not problems,
@@ -386,6 +427,7 @@ def home_check() -> dict[str, Any]:
         "notes": notes,
         "checked": checked,
         "outputs": outputs,
+        "usage": usage,
     }
 
 

@@ -59,8 +59,14 @@ def _start(store: AgentStore, name: str, offset: int) -> int:
 def _final_text(store: AgentStore, turn_id: str | None, since: int) -> str:
     if not turn_id:
         return ""  # settled without a turn (a control message, a missing body)
+    led = store.ledger("transcript")
+    # the recent window first: it spans a segment closed since the admission
+    # (the byte offset ``since`` then points into the closed one)
+    for rec in reversed(led.tail(256)):
+        if rec.get("kind") == "turn_terminal" and rec.get("turn_id") == turn_id:
+            return str(rec.get("text") or "")
     text = ""
-    for _, _, rec in store.ledger("transcript").scan(_start(store, "transcript", since)):
+    for _, _, rec in led.scan(_start(store, "transcript", since)):
         if rec.get("kind") == "turn_terminal" and rec.get("turn_id") == turn_id:
             text = str(rec.get("text") or "")
     return text

@@ -146,13 +146,17 @@ async def events_page(request: Request) -> Response:
         raise HttpError(400, "invalid_query", "`limit` must be a positive integer", "")
     limit = min(int(lim_raw or EVENTS_DEFAULT_LIMIT), EVENTS_MAX_LIMIT)
 
-    def get() -> list[dict[str, Any]]:
+    def get() -> tuple[list[dict[str, Any]], Any]:
         store = open_public(request.path_params["agent_id"])
-        return tail_events(store, since=after if after is not None else 0, limit=limit)
+        got = tail_events(store, since=after if after is not None else 0, limit=limit)
+        # where retention cut history, when this page starts inside the cut
+        trimmed = store.events.trimmed()
+        through = (trimmed or {}).get("through_seq")
+        return got, trimmed if isinstance(through, int) and (after or 0) < through else None
 
-    events = await run_in_threadpool(get)
+    events, trimmed = await run_in_threadpool(get)
     next_after = events[-1]["event_seq"] if events else (after or 0)
-    return JSONResponse({"events": events, "next_after": next_after})
+    return JSONResponse({"events": events, "next_after": next_after, "trimmed": trimmed})
 
 
 async def events_stream(request: Request) -> Response:
@@ -170,6 +174,11 @@ async def events_stream(request: Request) -> Response:
     async def gen() -> AsyncIterator[bytes]:
         cursor = after or 0
         idle = 0.0
+        trimmed = await run_in_threadpool(store.events.trimmed)
+        through = (trimmed or {}).get("through_seq")
+        if isinstance(through, int) and cursor < through:
+            # the stream starts inside what retention dropped: say so once (no id)
+            yield f"event: history_trimmed\ndata: {json.dumps(trimmed)}\n\n".encode()
         while not stopping.is_set():
             events = await run_in_threadpool(
                 tail_events, store, since=cursor, limit=EVENTS_DEFAULT_LIMIT

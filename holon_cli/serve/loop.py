@@ -59,6 +59,7 @@ BUSY_RETRY_S = 1.0
 # requests a minute (cron's minute was the only brake before serve).
 FAIL_BACKOFF_S = 5.0
 FAIL_BACKOFF_MAX_S = 300.0
+GC_EVERY_S = 86400.0  # serve applies `retention` once a day (runtime/retention.py)
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 # The main loop sleeps until the next deadline; a change, a finished pass or
 # stop() wakes it. The slice only bounds a sleep in case a wake-up is missed
@@ -272,6 +273,7 @@ class Scheduler:
         log: Log | None = None,
         sweep_s: float = SWEEP_S,
         drain_s: float = 10.0,
+        gc_s: float | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
         if catalog is None:
@@ -282,6 +284,8 @@ class Scheduler:
         self.log: Log = log or (lambda _m: None)
         self.sweep_s = sweep_s
         self.drain_s = drain_s
+        # seconds between retention passes (None: daily, from run/retention.json)
+        self.gc_s = gc_s
         self.root = HomeLayout.current().root
         self.stats = Stats()
         self.stopping = threading.Event()
@@ -506,6 +510,7 @@ class Scheduler:
         self.start_watching()
         self.mark_all()
         next_sweep = time.monotonic() + self.sweep_s
+        next_gc = time.monotonic() + self._gc_delay()
         self.ready.set()
         with self._cv:
             while not self.stopping.is_set():
@@ -515,6 +520,9 @@ class Scheduler:
 
                     self._dirty.update(agent_ids())
                     next_sweep = now + self.sweep_s
+                if now >= next_gc:
+                    threading.Thread(target=self._gc, name="holon-gc", daemon=True).start()
+                    next_gc = now + (self.gc_s or GC_EVERY_S)
                 for aid, due in list(self._due.items()):
                     if due <= now:
                         self._dirty.add(aid)
@@ -530,8 +538,31 @@ class Scheduler:
                     ).start()
                 # a held agent with news runs when its hold ends
                 ends = [until for a, until in held.items() if a in self._dirty]
-                wake = min([next_sweep, *self._due.values(), *ends])
+                wake = min([next_sweep, next_gc, *self._due.values(), *ends])
                 self._cv.wait(timeout=max(0.0, min(WAIT_SLICE_S, wake - time.monotonic())))
+
+    def _gc_delay(self) -> float:
+        if self.gc_s is not None:
+            return self.gc_s
+        from holon_cli.runtime.retention import next_gc_in
+
+        return next_gc_in()
+
+    def _gc(self) -> None:
+        """Serve's daily retention pass (``holon home gc``), off the loop."""
+        from holon_cli.errors import HolonError
+        from holon_cli.runtime.retention import scheduled_gc
+
+        try:
+            r = scheduled_gc()
+        except (HolonError, OSError) as exc:
+            self.log(f"retention: gc failed: {getattr(exc, 'message', exc)}")
+            return
+        self.log(
+            f"retention: {len(r['closed'])} segment(s) closed, {len(r['dropped'])} dropped, "
+            f"{r['freed_bytes']} bytes freed; home {r['home_bytes']} bytes"
+            + (" (over retention.max_home_bytes)" if r["over_max_home_bytes"] else "")
+        )
 
     def drain(self) -> list[str]:
         """Wait up to ``drain_s`` for running passes; return those still running."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
 from holon_cli.model.agent import AGENT_RECORD_VERSION
+from holon_cli.store import ledger as ledger_mod
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.inbox import Inbox
 from holon_cli.store.layout import AgentLayout
@@ -51,6 +52,10 @@ REPAIR_HINT = (
 LEDGER_MAX_VERSION = {"queue": 2, "briefs": 2}
 # ledgers numbered from a high-water mark that survives a cut file
 SEQ_KEYS = {"events": "event_seq"}
+# ledgers written in segments that retention drops by age (store/retention.py);
+# nothing unsettled lives in them (queue, work items, timers, tasks, the turn
+# journal are never segmented)
+SEGMENTED = ("events", "transcript")
 
 
 class AgentStore:
@@ -73,6 +78,8 @@ class AgentStore:
                 seq_key=SEQ_KEYS.get(name),
             )
             led.defer_sync = self._defer_sync
+            if name in SEGMENTED:
+                led.segment_bytes = ledger_mod.SEGMENT_BYTES
             self._ledgers[name] = led
         return led
 

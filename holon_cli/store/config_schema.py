@@ -132,11 +132,46 @@ class PriceConfig:
     )
 
 
+# -------------------------------------------------------------- retention
+# (store/retention.py reads it: `holon home gc`, serve's daily pass, the
+# free-disk breaker of the task plane)
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """``retention``: how long history is kept and how big a home may grow
+    (unset: keep forever; ``0`` days: keep nothing but the open segment)."""
+
+    events_days: float | None = _opt("days of closed events segments kept", min=0)
+    transcript_days: float | None = _opt("days of closed transcript segments kept", min=0)
+    outputs_days: float | None = _opt("days finished command outputs are kept", min=0)
+    max_home_bytes: int | None = _opt("bytes the whole home may take (oldest history first)", min=0)
+    min_free_bytes: int | None = _opt(
+        "free disk below which output capture stops and new tasks are refused", min=0
+    )
+
+
+# -------------------------------------------------------------- execution
+# (runtime/tasks/sandbox.py reads it; the model can never change it)
+
+Network = Literal["on", "off"]
+
+
+@dataclass(frozen=True)
+class ExecutionConfig:
+    """``execution`` (all agents) and ``agents.<id>.execution`` (one agent, key
+    by key over the default): how model-run commands are confined."""
+
+    sandbox: Literal["none", "bwrap"] | None = _opt("none, or bwrap (bubblewrap confinement)")
+    network: Network | bool | None = _opt("on or off: network inside the sandbox (off unless on)")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """``agents.<id>``: settings of one agent."""
 
     budgets: BudgetsConfig | None = _opt("this agent's budgets (over the default `budgets`)")
+    execution: ExecutionConfig | None = _opt("this agent's command confinement")
 
 
 # ------------------------------------------------------------- ingress
@@ -220,6 +255,8 @@ class HolonConfig:
     prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
     agents: dict[str, AgentConfig] | None = _opt("per-agent settings")
     ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
+    retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
+    execution: ExecutionConfig | None = _opt("confinement of model-run commands")
 
 
 # -------------------------------------------------------------- validation
@@ -296,7 +333,7 @@ def _check(value: Any, tp: Any, key: str, meta: typing.Mapping[str, Any]) -> Non
         if len(args) == 1:
             _check(value, args[0], key, meta)
             return
-        for a in args:  # pragma: no cover - no multi-type field yet
+        for a in args:  # the first type the value fits
             try:
                 _check(value, a, key, meta)
                 return

@@ -20,6 +20,21 @@ number once written is never handed out again (the numbers then jump;
 clients resuming from their last id skip nothing new). The sidecar is not
 fsync'd: a killed process loses nothing the kernel holds, and the ledger
 itself stays the truth for everything it still has.
+
+Segments (``events`` and ``transcript``: ``Ledger.segment_bytes`` set): an
+append that finds the open file at or over ``segment_bytes`` first closes it
+(under the same lock: the mark is reset to size 0, keeping its high-water
+number, *then* the file is renamed to ``segments/<stem>.<NNNNNNNN>.jsonl``,
+numbered upwards); ``close_segment`` does the same on demand (``holon home
+gc``). A closed segment is then compressed to ``.jsonl.gz`` (temp file,
+fsync, rename, the plain file removed last, its mtime kept: the time of its
+last record), so a kill anywhere leaves a readable plain segment or a
+complete ``.gz`` (both: the ``.gz`` wins and gc removes the plain one).
+Readers that need history (``records``, ``records_after``, ``tail`` of more
+records than the open file holds, ``records_skipping_damaged``) read closed
+segments oldest first, then the open file. Retention drops whole closed
+segments only (``store/retention.py``) and records what it dropped in
+``segments/<stem>.trimmed`` so readers can say where history starts.
 """
 
 from __future__ import annotations
@@ -37,6 +52,9 @@ from holon_cli.store.records import Validator
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
+# an open segment this big is closed by the next append (segmented ledgers)
+SEGMENT_BYTES = 8 * 1024 * 1024
+SEGMENTS_DIR = "segments"
 # the sidecar is one line of this many bytes, overwritten in place
 MARK_WIDTH = 80
 
@@ -189,6 +207,141 @@ def write_mark(path: Path, size: int, high_water: int | None = None) -> None:
         os.close(fd)
 
 
+# ---------------------------------------------------------------- segments
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else -1
+
+
+def segment_number(name: str, stem: str) -> int | None:
+    """``N`` of ``<stem>.N.jsonl`` or ``<stem>.N.jsonl.gz`` (else ``None``)."""
+    if not name.startswith(stem + "."):
+        return None
+    rest = name[len(stem) + 1 :]
+    for suffix in (".jsonl.gz", ".jsonl"):
+        if rest.endswith(suffix):
+            num = rest[: -len(suffix)]
+            return int(num) if num.isdigit() else None
+    return None
+
+
+def closed_segments(seg_dir: Path, stem: str) -> list[Path]:
+    """Closed segments of ``stem`` in ``seg_dir``, oldest first; where a
+    segment exists both plain and compressed the ``.gz`` (complete: it is
+    renamed into place only after its fsync) stands for it."""
+    try:
+        names = os.listdir(seg_dir)
+    except FileNotFoundError:
+        return []
+    found: dict[int, Path] = {}
+    for name in names:
+        n = segment_number(name, stem)
+        if n is None:
+            continue
+        if n not in found or name.endswith(".gz"):
+            found[n] = seg_dir / name
+    return [found[n] for n in sorted(found)]
+
+
+def next_segment_number(seg_dir: Path, stem: str) -> int:
+    nums = [segment_number(n, stem) for n in os.listdir(seg_dir)]
+    trimmed = read_trimmed(seg_dir, stem) or {}
+    last = max([n for n in nums if n is not None] + [int(trimmed.get("last_segment") or 0)])
+    return last + 1
+
+
+def compress_segment(path: Path) -> Path:
+    """``path`` compressed to ``path.gz`` (temp file, fsync, rename, mtime
+    kept, then the plain file removed); returns the segment's path after."""
+    import gzip
+
+    if path.suffix == ".gz":
+        return path
+    gz = path.with_name(path.name + ".gz")
+    try:
+        st = path.stat()
+    except FileNotFoundError:  # another process compressed it first
+        return gz
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(path, "rb") as src, open(tmp, "wb") as raw:
+            os.fchmod(raw.fileno(), PRIVATE_FILE_MODE)
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as z:
+                while chunk := src.read(1 << 20):
+                    z.write(chunk)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(tmp, gz)
+        fsync_dir(path.parent)
+        path.unlink(missing_ok=True)
+        fsync_dir(path.parent)
+    except FileNotFoundError:
+        tmp.unlink(missing_ok=True)
+        return gz if gz.exists() else path
+    return gz
+
+
+def open_segment(path: Path) -> Any:
+    """A closed segment opened for binary reading (plain or gzip); a plain
+    segment compressed meanwhile is opened as its ``.gz``."""
+    import gzip
+
+    if path.suffix != ".gz":
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            path = path.with_name(path.name + ".gz")
+    return gzip.open(path, "rb")
+
+
+def iter_segment(
+    path: Path, max_version: int, validate: Validator | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line_no, record)`` of a closed segment (whole lines only: a closed
+    segment never grows; a damaged line is corruption naming the segment)."""
+    with open_segment(path) as f:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                rec = _complete(raw, max_version)
+                if rec is not None:
+                    yield line_no, rec
+                return
+            if raw.strip() == b"":
+                raise _corrupt(path, line_no, 0, "empty line")
+            yield line_no, _parse(path, raw, line_no, 0, max_version, validate)
+
+
+def tail_path(seg_dir: Path, stem: str, num: int) -> Path:
+    """The last ``TAIL_CACHE_RECORDS`` records of all closed history, written
+    as segment ``num`` closed (only the newest closed segment keeps one)."""
+    return seg_dir / f"{stem}.{num:08d}.tail"
+
+
+def last_path(seg_dir: Path, stem: str) -> Path:
+    """The last record of the newest closed segment (written as it closes)."""
+    return seg_dir / f"{stem}.last"
+
+
+def trimmed_path(seg_dir: Path, stem: str) -> Path:
+    return seg_dir / f"{stem}.trimmed"
+
+
+def read_trimmed(seg_dir: Path, stem: str) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(trimmed_path(seg_dir, stem).read_bytes())
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def write_trimmed(seg_dir: Path, stem: str, info: dict[str, Any]) -> None:
+    from holon_cli.store.fsio import atomic_write_bytes
+
+    atomic_write_bytes(trimmed_path(seg_dir, stem), (dumps({"v": 1, **info}) + "\n").encode())
+
+
 class Ledger:
     def __init__(
         self,
@@ -218,6 +371,10 @@ class Ledger:
         # several appends into one durable step, e.g. one turn round)
         self.defer_sync = False
         self._unsynced = False
+        # segmented ledgers: close the open file at this size (None: one file)
+        self.segment_bytes: int | None = None
+        # (number of the newest closed segment, its copy of the closed tail)
+        self._closed_cache: tuple[int | None, list[dict[str, Any]]] | None = None
 
     # -- writing ---------------------------------------------------------
     def _repair_tail(self, fd: int) -> int:
@@ -262,7 +419,10 @@ class Ledger:
         """Durably append one record. ``record`` may be a function of the last record
         (called under the lock), which is how sequence numbers are assigned."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        closed: Path | None = None
         with locked(self.lock_path, what=f"ledger {self.path.name}"):
+            if self.segment_bytes is not None and self.size() >= self.segment_bytes:
+                closed = self._close_locked()
             created = not self.path.exists()
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
             mark_fd = -1
@@ -302,7 +462,90 @@ class Ledger:
                     os.close(mark_fd)
             if created:
                 fsync_dir(self.path.parent)
+        if closed is not None:
+            compress_segment(closed)
         return rec
+
+    # -- segments --------------------------------------------------------
+    @property
+    def segments_dir(self) -> Path:
+        return self.path.parent / SEGMENTS_DIR
+
+    def closed_segments(self) -> list[Path]:
+        """The closed segments, oldest first (a ``.gz`` where both exist)."""
+        return closed_segments(self.segments_dir, self.path.stem)
+
+    def close_segment(self) -> Path | None:
+        """Close the open file as a segment now (nothing when it is empty) and
+        compress it; the closed segment's path, or ``None``."""
+        if not self.path.exists():
+            return None
+        with locked(self.lock_path, what=f"ledger {self.path.name}"):
+            closed = self._close_locked()
+        if closed is not None:
+            closed = compress_segment(closed)
+        return closed
+
+    def _close_locked(self) -> Path | None:
+        """Rename the open file into ``segments/`` (the caller holds the lock).
+        The mark goes to size 0 first, keeping the high-water number: a kill
+        between the two leaves a file longer than its mark (normal), never a
+        shorter one (which would read as a cut)."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return None
+        if size == 0:
+            return None
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        try:  # a torn tail is set aside, as before an append
+            keep = self._repair_tail(fd)
+        finally:
+            os.close(fd)
+        if keep == 0:
+            return None
+        mark = read_mark(self.mark_path)
+        high = mark.get("high_water") if isinstance(mark, dict) else None
+        last = self._last_open()
+        if self.seq_key is not None:
+            # a writer killed between its record and its mark left the mark
+            # one behind: the numbers go on above both
+            seq = last.get(self.seq_key) if last else None
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                high = seq if high is None else max(high, seq)
+        seg_dir = self.segments_dir
+        seg_dir.mkdir(exist_ok=True)
+        num = next_segment_number(seg_dir, self.path.stem)
+        if last is not None:  # last() and tail() of an empty open file answer from here
+            from holon_cli.store.fsio import atomic_write_bytes
+
+            recent = self.tail(TAIL_CACHE_RECORDS)  # across the closed segments too
+            lines = "".join(dumps(r) + "\n" for r in recent).encode()
+            atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), lines)
+            for old in seg_dir.glob(f"{self.path.stem}.*.tail"):  # only the newest is read
+                if old.name != tail_path(seg_dir, self.path.stem, num).name:
+                    old.unlink(missing_ok=True)
+            atomic_write_bytes(last_path(seg_dir, self.path.stem), (dumps(last) + "\n").encode())
+        write_mark(self.mark_path, 0, high)
+        dest = seg_dir / f"{self.path.stem}.{num:08d}.jsonl"
+        os.rename(self.path, dest)
+        fsync_dir(seg_dir)
+        fsync_dir(self.path.parent)
+        self._cached_size = -1
+        self._cached_last = None
+        self._tail_cache = None
+        self._closed_cache = None
+        return dest
+
+    def trimmed(self) -> dict[str, Any] | None:
+        """What retention dropped from this ledger (``None``: nothing):
+        ``{"through_seq", "before", "segments", "bytes"}`` (``through_seq``:
+        the highest sequence number dropped, numbered ledgers only; ``before``:
+        the time of the newest record dropped)."""
+        return read_trimmed(self.segments_dir, self.path.stem)
+
+    def _closed_records(self, seg: Path) -> list[dict[str, Any]]:
+        return [rec for _, rec in iter_segment(seg, self.max_version, self.validate)]
 
     def _above_high_water(self, rec: dict[str, Any], mark_fd: int) -> None:
         """Number ``rec`` above every number this ledger ever wrote."""
@@ -345,7 +588,18 @@ class Ledger:
         return _parse(self.path, buf, 1, 0, self.max_version, self.validate)
 
     def last(self) -> dict[str, Any] | None:
-        """The last complete record (a torn tail is ignored)."""
+        """The last complete record (a torn tail is ignored); for an empty open
+        segment, the last record of the closed ones."""
+        rec = self._last_open()
+        if rec is None and self.segment_bytes is not None:
+            try:
+                raw = last_path(self.segments_dir, self.path.stem).read_bytes()
+            except FileNotFoundError:
+                return None
+            return _complete(raw.rstrip(b"\n"), self.max_version)
+        return rec
+
+    def _last_open(self) -> dict[str, Any] | None:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -437,7 +691,44 @@ class Ledger:
         return out, end
 
     def records(self) -> list[dict[str, Any]]:
-        return self.read_from(0)[0]
+        """Every record: the closed segments' (oldest first), then the open file's."""
+        out: list[dict[str, Any]] = []
+        for seg in self.closed_segments():
+            out.extend(self._closed_records(seg))
+        out.extend(self.read_from(0)[0])
+        return out
+
+    def _older(self, n: int) -> list[dict[str, Any]]:
+        """The last ``n`` records of the closed segments: from the copy of the
+        last ``TAIL_CACHE_RECORDS`` the newest closed segment keeps (read once
+        per handle: closed history changes only by a close), else newest
+        segments first until ``n`` are found."""
+        out: list[dict[str, Any]] = []
+        segs = self.closed_segments()
+        if segs and n <= TAIL_CACHE_RECORDS:
+            num = segment_number(segs[-1].name, self.path.stem)
+            cached = self._closed_cache
+            if cached is not None and cached[0] == num:
+                return cached[1][-n:]
+            try:  # the last records of all closed history, copied as the newest closed
+                recs = [
+                    rec
+                    for _, rec in iter_segment(
+                        tail_path(self.segments_dir, self.path.stem, num or 0),
+                        self.max_version,
+                        self.validate,
+                    )
+                ]
+                self._closed_cache = (num, recs)
+                return recs[-n:]
+            except FileNotFoundError:
+                pass
+        for seg in reversed(segs):  # more than the copy holds: whole segments
+            recs = self._closed_records(seg)
+            out[:0] = recs[-(n - len(out)) :]
+            if len(out) >= n:
+                break
+        return out
 
     def tail(self, n: int) -> list[dict[str, Any]]:
         """The last ``n`` complete records (treat them as read-only).
@@ -448,6 +739,15 @@ class Ledger:
         not for the window again."""
         if n <= 0:
             return []
+        recs = self._tail_open(n)
+        if len(recs) < n and self.segment_bytes is not None:
+            older = self._older(n - len(recs))
+            if older:
+                return older + recs
+        return recs
+
+    def _tail_open(self, n: int) -> list[dict[str, Any]]:
+        """:meth:`tail` of the open file alone."""
         size = self.size()
         cache = self._tail_cache
         if cache is not None and n <= cache[2] and cache[0] <= size and cache[3] == self._file_id():
@@ -468,6 +768,11 @@ class Ledger:
         """The last ``n`` complete records and the byte offset just after them
         (where a follower continues with :meth:`read_from`)."""
         return self._tail_read(max(1, n))
+
+    def file_id(self) -> int | None:
+        """The open file's inode (``None``: no open file): a closed segment or
+        a replaced file changes it."""
+        return self._file_id()
 
     def _file_id(self) -> int | None:
         try:
@@ -526,13 +831,16 @@ class Ledger:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return [], 0
+            fd = -1
         try:
-            size = os.fstat(fd).st_size
-            lines, offset = self._lines_after(fd, size, key, since)
+            size = os.fstat(fd).st_size if fd >= 0 else 0
+            lines, offset = self._lines_after(fd, size, key, since) if size else ([], 0)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         out: list[dict[str, Any]] = []
+        if offset == 0:  # the open file starts after ``since``: history may be older
+            out = self._closed_after(key, since, limit)
         for raw in lines:
             if limit is not None and len(out) >= limit:
                 break
@@ -541,7 +849,45 @@ class Ledger:
             seq = rec.get(key)
             if isinstance(seq, int) and seq > since:
                 out.append(rec)
+        if limit is not None and len(out) > limit:
+            # cut inside the closed segments: the offset means nothing then
+            # (callers with a limit page by ``key``, not by offset)
+            return out[:limit], 0
         return out, offset
+
+    def _closed_after(self, key: str, since: int, limit: int | None = None) -> list[dict[str, Any]]:
+        """Records of the closed segments whose ``key`` exceeds ``since``,
+        oldest first (at most ``limit``). Only the first line of a segment is
+        read to find where ``since`` falls; then whole segments from there."""
+        try:  # the newest closed record: nothing closed is newer than ``since``?
+            last = _complete(last_path(self.segments_dir, self.path.stem).read_bytes(), 1 << 30)
+        except FileNotFoundError:
+            last = None
+        if last is not None and _int(last.get(key)) <= since:
+            return []
+        segs = self.closed_segments()
+        start = 0
+        for i in range(len(segs) - 1, -1, -1):
+            first = self._first_key(segs[i], key)
+            if first is not None and first <= since:
+                start = i
+                break
+        out: list[dict[str, Any]] = []
+        for seg in segs[start:]:
+            out.extend(r for r in self._closed_records(seg) if _int(r.get(key)) > since)
+            if limit is not None and len(out) > limit:
+                break
+        return out
+
+    def _first_key(self, seg: Path, key: str) -> int | None:
+        with open_segment(seg) as f:
+            raw = f.readline()
+        if not raw.strip():
+            return None
+        try:
+            return self._key_of(raw.rstrip(b"\n"), 0, key)
+        except CorruptStateError:
+            return None
 
     def _parse_line(self, raw: bytes, offset: int) -> dict[str, Any]:
         if not raw.strip():
@@ -601,24 +947,32 @@ class Ledger:
         it only after the fast path met a damaged line."""
         out: list[dict[str, Any]] = []
         problems: list[Problem] = []
+        for seg in self.closed_segments():
+            with open_segment(seg) as f:
+                self._lines_skipping_damaged(seg, f, out, problems)
         try:
             f = open(self.path, "rb")
         except FileNotFoundError:
             return out, problems
         with f:
-            for line_no, raw in enumerate(f, 1):
-                if not raw.endswith(b"\n"):
-                    break  # torn tail: normal, not a record yet
-                try:
-                    if raw.strip() == b"":
-                        raise _corrupt(self.path, line_no, 0, "empty line")
-                    out.append(_parse(self.path, raw, line_no, 0, self.max_version))
-                except CorruptStateError as exc:
-                    reason = str(exc.details.get("reason") or exc.message)
-                    if "newer than this holon understands" in reason:
-                        raise  # not damage: this holon is too old to read the home
-                    problems.append(Problem(str(self.path), line_no, reason))
+            self._lines_skipping_damaged(self.path, f, out, problems)
         return out, problems
+
+    def _lines_skipping_damaged(
+        self, path: Path, f: Any, out: list[dict[str, Any]], problems: list[Problem]
+    ) -> None:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                break  # torn tail: normal, not a record yet
+            try:
+                if raw.strip() == b"":
+                    raise _corrupt(path, line_no, 0, "empty line")
+                out.append(_parse(path, raw, line_no, 0, self.max_version))
+            except CorruptStateError as exc:
+                reason = str(exc.details.get("reason") or exc.message)
+                if "newer than this holon understands" in reason:
+                    raise  # not damage: this holon is too old to read the home
+                problems.append(Problem(str(path), line_no, reason))
 
     def check(self) -> list[Problem]:
         """Validate every line; a torn tail is reported as a note, not a problem."""
@@ -655,7 +1009,7 @@ class Ledger:
                     return False
         except FileNotFoundError:
             return False
-        return self.last() is None or not self._last_line_complete()
+        return self._last_open() is None or not self._last_line_complete()
 
     def _last_line_complete(self) -> bool:
         with open(self.path, "rb") as f:

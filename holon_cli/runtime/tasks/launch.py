@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from holon_cli import clock
 from holon_cli.errors import HolonError
 from holon_cli.model import task as tm
-from holon_cli.runtime.tasks import forked, procs
+from holon_cli.runtime.tasks import forked, procs, sandbox
 from holon_cli.runtime.tasks.control import snapshot
 from holon_cli.runtime.tasks.records import (
     _ledger,
@@ -43,6 +43,8 @@ from holon_cli.runtime.tasks.records import (
 )
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
+from holon_cli.store.layout import home_root
+from holon_cli.store.retention import DiskFull, free_bytes, min_free_bytes
 
 if TYPE_CHECKING:
     from holon_cli.model.task import CommandSpec, TaskLaunchSpec, TaskRecord, TaskSnapshot
@@ -95,6 +97,24 @@ class Launched:
         self.close_control()
 
 
+def check_free_disk(store: AgentStore, config: Any) -> int:
+    """The free-disk floor (``retention.min_free_bytes``); raises
+    :class:`DiskFull` when the agent's disk is already below it."""
+    floor = min_free_bytes(config)
+    free = free_bytes(store.layout.runtime)
+    if floor and free is not None and free < floor:
+        raise DiskFull(
+            f"only {free} bytes are free on the disk of {store.layout.runtime}, below "
+            f"retention.min_free_bytes ({floor}): no new command is started",
+            hint=(
+                "free disk space (`holon home gc` drops history past its retention), or "
+                "lower retention.min_free_bytes in config.yaml"
+            ),
+            details={"free_bytes": free, "min_free_bytes": floor},
+        )
+    return floor
+
+
 def output_cap_bytes(config: Any) -> int:
     raw = procs.runtime_setting(config, "task_output_max_bytes", None)
     try:
@@ -119,10 +139,25 @@ def launch(
     parent_message_id: str | None = None,
     turn_id: str | None = None,
     kill_after_ms: int | None = None,
+    root: Path | None = None,
 ) -> Launched:
     """Create the task directory and start its supervisor. ``detached`` tasks
     are promoted from the start; foreground ones stay tied to this process
-    through a pipe until :func:`promote`."""
+    through a pipe until :func:`promote`. ``root`` (default ``cwd``) is the
+    execution root a sandbox leaves writable. Refused before anything is
+    created when the disk is below ``retention.min_free_bytes`` or the
+    configured sandbox is unavailable (fail closed)."""
+    env = procs.command_env(config)
+    floor = check_free_disk(store, config)
+    argv = sandbox.wrap(
+        argv,
+        sandbox.policy(config, store.agent_id),
+        root=root or cwd,
+        cwd=cwd,
+        hidden=[home_root(), store.layout.runtime],
+        env=env,
+        tty=tty,
+    )
     tid = clock.new_id("task")
     d = tasks_root(store) / tid
     d.mkdir(parents=True, exist_ok=False)
@@ -138,6 +173,7 @@ def launch(
         "kill_after_ms": kill_after_ms,
         "output_cap_bytes": output_cap_bytes(config),
         "marker": tid,
+        "min_free_bytes": floor,
     }
     procs.put_record(d / "spec.json", spec, durable=detached)
     if accepts_input:
@@ -180,7 +216,6 @@ def launch(
         "result_message_id": None,
     }
     procs.put_record(d / "task.json", rec, durable=detached)
-    env = procs.command_env(config)
     if not detached:
         try:
             pid, ctl = forked.start(d, env)

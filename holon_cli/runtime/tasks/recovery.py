@@ -122,14 +122,21 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
 
 
 def prune_outputs(
-    store: AgentStore, config: Any = None, *, now: float | None = None
+    store: AgentStore, config: Any = None, *, now: float | None = None, dry_run: bool = False
 ) -> dict[str, int]:
     """Drop kept command outputs older than ``runtime.outputs_max_age_days``
     (default 7) and, oldest first, beyond ``runtime.outputs_max_bytes`` (default
     1 GiB) per agent. Finished task directories count and age the same way
-    (their record stays in ``tasks.jsonl``)."""
+    (their record stays in ``tasks.jsonl``). ``dry_run``: count, remove nothing."""
     now = time.time() if now is None else now
-    max_age = float(procs.runtime_setting(config, "outputs_max_age_days", 7)) * 86400
+    keep = (
+        ((config or {}).get("retention") or {}).get("outputs_days")
+        if isinstance(config, dict)
+        else None
+    )
+    if keep is None:  # retention.outputs_days wins over the older runtime key
+        keep = procs.runtime_setting(config, "outputs_max_age_days", 7)
+    max_age = float(keep) * 86400
     max_bytes = int(procs.runtime_setting(config, "outputs_max_bytes", DEFAULT_OUTPUTS_MAX_BYTES))
     items: list[tuple[float, int, Path]] = []
     root = outputs_root(store)
@@ -160,7 +167,9 @@ def prune_outputs(
     removed = freed = 0
     for mtime, size, path in items:
         if now - mtime > max_age or total > max_bytes:
-            if path.is_dir():
+            if dry_run:
+                pass
+            elif path.is_dir():
                 _rmtree(path)
             else:
                 path.unlink(missing_ok=True)

@@ -62,6 +62,10 @@ BOOT = (
 )
 
 
+# output bytes between two free-disk checks
+DISK_CHECK_BYTES = 256 * 1024
+
+
 def package_parent() -> str:
     return str(Path(__file__).resolve().parents[3])
 
@@ -88,6 +92,10 @@ class Supervisor:
         self.stop_reason: str | None = None
         self.stop_grace = 1.0
         self.cap_hit = False
+        # the free-disk breaker (retention.min_free_bytes; 0: off)
+        self.floor = int(self.spec.get("min_free_bytes") or 0)
+        self.next_disk_check = 0
+        self.capture_stopped = False
         self.proc: Proc | None = None
         self.pgid: int | None = None
         self.marker: str = self.spec["marker"]
@@ -126,7 +134,40 @@ class Supervisor:
         return cast("TaskRecord", read_snapshot(self.dir / "task.json") or {})
 
     # -- output ----------------------------------------------------------
+    def _disk_low(self) -> bool:
+        """The free-disk breaker: checked at start and every
+        ``DISK_CHECK_BYTES`` of output; below ``min_free_bytes`` capture stops
+        for good (one note in the output, the command keeps running and its
+        output is drained and dropped)."""
+        if self.capture_stopped:
+            return True
+        if not self.floor or self.written < self.next_disk_check:
+            return False
+        self.next_disk_check = self.written + DISK_CHECK_BYTES
+        try:
+            st = os.statvfs(self.dir)
+        except OSError:
+            return False
+        free = st.f_bavail * st.f_frsize
+        if free >= self.floor:
+            return False
+        self.capture_stopped = True
+        note = (
+            f"\n[holon: output capture stopped: {free} bytes free on disk, below "
+            f"retention.min_free_bytes ({self.floor}); the command keeps running, its further "
+            "output is dropped. Free disk space (`holon home gc`).]\n"
+        ).encode()
+        for fd in (self.out_fd, self.stderr_fd):  # stderr: what the model's preview shows
+            if fd is not None:
+                try:
+                    os.write(fd, note)
+                except OSError:
+                    pass
+        return True
+
     def _write(self, data: bytes, stream_fd: int | None) -> None:
+        if self._disk_low():
+            return
         room = self.cap - self.written
         if room <= 0:
             self._hit_cap()

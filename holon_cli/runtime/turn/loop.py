@@ -307,7 +307,7 @@ class TurnRun:
             trigger=context_trigger(self.store, provision=self.self_owned),
             working_memory=working.render(self.wm, max_chars=self.memory_chars),
             memory_delta=working.render_delta(self.wm),
-            policy=execution_policy(self.cfg),
+            policy=execution_policy(self.cfg, self.store.agent_id),
         )
         self.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)

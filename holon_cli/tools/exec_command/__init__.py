@@ -55,7 +55,7 @@ from holon_cli.tools.exec_command.budget import (
     HARD_MAX_OUTPUT_TOKENS,
     output_budget_tokens,
 )
-from holon_cli.tools.exec_command.finish import _check_finished, _completed_envelope
+from holon_cli.tools.exec_command.finish import _check_finished, _completed_envelope, start_command
 from holon_cli.tools.exec_command.prepare import (
     DEFAULT_SHELL,
     MAX_EXEC_TIMEOUT_MS,
@@ -178,8 +178,8 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
             }
             return ToolResult(True, _json(env), data=env)
     start = time.monotonic()
-    launched = tasks.launch(
-        ctx.store,
+    launched = start_command(
+        ctx,
         argv=p.argv,
         cmd=p.cmd,
         cwd=p.cwd,

@@ -168,6 +168,21 @@ def _size(path: Path) -> int:
         return 0
 
 
+def start_command(ctx: ToolContext, **kw: Any) -> Any:
+    """``tasks.launch`` for a model call: the execution root is what a sandbox
+    leaves writable; a launch refused before anything started (the configured
+    sandbox unavailable, the disk below its floor) is the model's tool error."""
+    from holon_cli.errors import RejectedError
+    from holon_cli.tools.exec_command.prepare import _root
+
+    try:
+        return tasks.launch(ctx.store, root=_root(ctx), **kw)
+    except RejectedError as err:  # sandbox_unavailable, disk_full: nothing ran
+        raise ToolError(
+            err.kind, err.message, recovery_hint=err.hint, details=err.details
+        ) from None
+
+
 def run_foreground(
     ctx: ToolContext,
     p: _Prepared,
@@ -176,8 +191,8 @@ def run_foreground(
 ) -> dict[str, Any]:
     """Run to completion, killing the command tree at ``timeout_ms`` (batch items)."""
     start = time.monotonic()
-    launched = tasks.launch(
-        ctx.store,
+    launched = start_command(
+        ctx,
         argv=p.argv,
         cmd=p.cmd,
         cwd=p.cwd,

@@ -1,0 +1,236 @@
+"""``holon home gc``: apply ``retention`` to the whole home now (``serve``
+runs the same pass once a day).
+
+One pass: every agent's open ``events`` and ``transcript`` segments are
+closed (and compressed); closed segments older than ``events_days`` /
+``transcript_days`` are dropped; finished command outputs older than
+``outputs_days`` go (``runtime/tasks`` ``prune_outputs``); then, while the
+home is over ``max_home_bytes``, the oldest closed segments anywhere, then
+the oldest finished outputs. Nothing unsettled is touched (see
+``store/retention.py``); a home still over its limit after that says so.
+``--dry-run`` closes nothing and removes nothing: it reports what a pass
+would drop, counting each open segment as if it were closed now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+from holon_cli.errors import HolonError
+from holon_cli.store import ledger as L
+from holon_cli.store import retention as R
+from holon_cli.store.agent_store import SEGMENTED, AgentStore
+from holon_cli.store.config import load_config
+from holon_cli.store.layout import HomeLayout
+
+
+class GcReport(TypedDict):
+    home: str
+    dry_run: bool
+    closed: list[dict[str, Any]]
+    dropped: list[R.SegmentInfo]
+    outputs: dict[str, int]
+    freed_bytes: int
+    home_bytes: int
+    max_home_bytes: int | None
+    over_max_home_bytes: bool
+
+
+def _agents(home: HomeLayout) -> list[AgentStore]:
+    try:
+        names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
+    except FileNotFoundError:
+        return []
+    return [AgentStore(home.agent(n)) for n in names if (home.agents_dir / n / ".holon").is_dir()]
+
+
+def _open_as_candidate(store: AgentStore, name: str, now: float) -> R.Candidate | None:
+    led = store.ledger(name)
+    try:
+        st = led.path.stat()
+    except FileNotFoundError:
+        return None
+    if st.st_size == 0:
+        return None
+    return R.Candidate(min(st.st_mtime, now), st.st_size, led, led.path, store.agent_id)
+
+
+def _info(c: R.Candidate, now: float, reason: str) -> R.SegmentInfo:
+    return {
+        "agent_id": c.agent_id,
+        "ledger": c.ledger.path.stem,
+        "path": str(c.path),
+        "bytes": c.size,
+        "age_days": round(max(0.0, now - c.mtime) / R.DAY_S, 3),
+        "reason": reason,
+    }
+
+
+def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
+    """One retention pass over the whole home (see the module docstring)."""
+    home = HomeLayout.current()
+    config = load_config(home)
+    now = time.time() if now is None else now
+    closed: list[dict[str, Any]] = []
+    pool: list[R.Candidate] = []
+    stores = _agents(home)
+    for store in stores:
+        for name in SEGMENTED:
+            if dry_run:
+                c = _open_as_candidate(store, name, now)
+                pool.extend([c] if c else [])
+            else:
+                if (seg := store.ledger(name).close_segment()) is not None:
+                    closed.append({"agent_id": store.agent_id, "ledger": name, "path": str(seg)})
+                R.sweep_temp(store.ledger(name).segments_dir)
+                for plain in store.ledger(name).closed_segments():  # a kill before its .gz
+                    if plain.suffix != ".gz":
+                        L.compress_segment(plain)
+            pool.extend(R.candidates(store.ledger(name), store.agent_id))
+    dropped: list[R.SegmentInfo] = []
+    kept: list[R.Candidate] = []
+    for c in sorted(pool, key=lambda c: (c.mtime, str(c.path))):
+        keep_days = R.days(config, R.DAYS_KEY[c.ledger.path.stem])
+        if keep_days is not None and (keep_days == 0 or now - c.mtime > keep_days * R.DAY_S):
+            dropped.append(_info(c, now, "age"))
+            if not dry_run:
+                R.drop_segment(c)
+        else:
+            kept.append(c)
+    outputs = _prune_outputs(stores, config, now, dry_run, None)
+    freed = sum(d["bytes"] for d in dropped) + outputs["freed_bytes"]
+    total = R.tree_bytes(home.root) - (freed if dry_run else 0)
+    limit = R.max_home_bytes(config)
+    if limit is not None and total > limit:
+        while kept and total > limit:
+            for c in list(kept):  # oldest first, whatever the ledger or agent
+                if total <= limit:
+                    break
+                kept.remove(c)
+                dropped.append(_info(c, now, "max_home_bytes"))
+                if not dry_run:
+                    R.drop_segment(c)
+                total -= c.size
+                freed += c.size
+            if not dry_run:  # what the drops wrote (trimmed records) counts too
+                total = R.tree_bytes(home.root)
+        if total > limit:
+            more = _prune_outputs(stores, config, now, dry_run, total - limit)
+            for k in ("removed", "freed_bytes"):
+                outputs[k] += more[k]
+            total -= more["freed_bytes"]
+            freed += more["freed_bytes"]
+    return {
+        "home": str(home.root),
+        "dry_run": dry_run,
+        "closed": closed,
+        "dropped": dropped,
+        "outputs": outputs,
+        "freed_bytes": freed,
+        "home_bytes": total,
+        "max_home_bytes": limit,
+        "over_max_home_bytes": limit is not None and total > limit,
+    }
+
+
+def _prune_outputs(
+    stores: list[AgentStore], config: Any, now: float, dry_run: bool, excess: int | None
+) -> dict[str, int]:
+    """Finished command outputs past ``outputs_days`` (``excess``: instead,
+    the oldest ones until that many bytes are freed)."""
+    from holon_cli.runtime.tasks.recovery import prune_outputs
+
+    rt = dict((config or {}).get("runtime") or {})
+    keep = R.days(config, "outputs_days")
+    if keep is not None:
+        rt["outputs_max_age_days"] = keep
+    total = {"removed": 0, "freed_bytes": 0}
+    for store in stores:
+        if excess is not None and total["freed_bytes"] >= excess:
+            break
+        cfg = dict(config or {})
+        if excess is not None:
+            from holon_cli.runtime.tasks.recovery import outputs_usage
+
+            left = excess - total["freed_bytes"]
+            rt = {**rt, "outputs_max_bytes": max(0, outputs_usage(store) - left)}
+        cfg["runtime"] = rt
+        got = prune_outputs(store, cfg, now=now, dry_run=dry_run)
+        total["removed"] += got["removed"]
+        total["freed_bytes"] += got["freed_bytes"]
+    return total
+
+
+def home_usage(home: HomeLayout | None = None) -> dict[str, Any]:
+    """``usage``: bytes per agent and per kind of file, the whole home, and
+    the ``max_home_bytes`` limit (``home check``)."""
+    home = home or HomeLayout.current()
+    agents: dict[str, Any] = {}
+    try:
+        names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        path = Path(home.agents_dir / name)
+        if path.is_dir() and not path.is_symlink():
+            agents[name] = R.agent_usage(path)
+    try:
+        limit = R.max_home_bytes(load_config(home))
+    except HolonError:  # a config that does not load is home check's own problem
+        limit = None
+    return {"agents": agents, "home_bytes": R.tree_bytes(home.root), "max_home_bytes": limit}
+
+
+def over_limit_note(usage: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``home check`` warning of a home over ``retention.max_home_bytes``."""
+    limit, used = usage.get("max_home_bytes"), int(usage.get("home_bytes") or 0)
+    if limit is None or used <= limit:
+        return None
+    return {
+        "path": str(HomeLayout.current().root),
+        "kind": "over_max_home_bytes",
+        "message": (
+            f"warning: the home uses {used} bytes, over retention.max_home_bytes ({limit}); "
+            "`holon home gc` drops the oldest closed history (serve does it daily); if it "
+            "stays over, the rest is unsettled work or workspace files: raise the limit"
+        ),
+    }
+
+
+# ------------------------------------------------------------ serve's daily pass
+
+GC_EVERY_S = 86400.0
+GC_FIRST_DELAY_S = 60.0  # after a start, once the agents had their first pass
+
+
+def _stamp(home: HomeLayout) -> Path:
+    return home.run_dir / "retention.json"
+
+
+def next_gc_in(now: float | None = None, home: HomeLayout | None = None) -> float:
+    """Seconds until serve's next retention pass: a day after the last one
+    (kept in ``run/retention.json`` across restarts), at least a minute after
+    start."""
+    home = home or HomeLayout.current()
+    now = time.time() if now is None else now
+    try:
+        last = float(json.loads(_stamp(home).read_bytes())["last_gc_at"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return GC_FIRST_DELAY_S
+    return max(GC_FIRST_DELAY_S, last + GC_EVERY_S - now)
+
+
+def scheduled_gc(now: float | None = None) -> GcReport:
+    """One pass of serve's daily retention, stamped in ``run/retention.json``."""
+    from holon_cli.store.fsio import atomic_write_bytes
+
+    home = HomeLayout.current()
+    report = gc_home(now=now)
+    home.run_dir.mkdir(parents=True, exist_ok=True)
+    at = time.time() if now is None else now
+    atomic_write_bytes(_stamp(home), json.dumps({"v": 1, "last_gc_at": at}).encode() + b"\n")
+    return report
