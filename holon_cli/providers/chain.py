@@ -314,6 +314,221 @@ def _as_failure(exc: Exception, ref: str, provider: str) -> ProviderFailure:
     )
 
 
+@dataclass
+class _RetryPolicy:
+    """How long to wait between attempts of one candidate."""
+
+    max_attempts: int
+    backoff_base_s: float
+    backoff_cap_s: float
+    retry_after_cap_s: float
+    rand: Callable[[], float] | None
+
+    def delay(self, failure: ProviderFailure, attempt: int) -> float:
+        """The server's ``retry_after_s`` (capped), else full-jitter exponential backoff."""
+        if failure.retry_after_s is not None:
+            return min(max(failure.retry_after_s, 0.0), self.retry_after_cap_s)
+        bound: float = min(self.backoff_cap_s, self.backoff_base_s * (2 ** (attempt - 1)))
+        return bound * _draw(self.rand)
+
+
+class _ChainRound:
+    """One provider round as steps: resolve a candidate, attempt it (retrying
+    with backoff), record every attempt, then succeed, fall back or fail."""
+
+    def __init__(
+        self,
+        candidates: list[str],
+        request: ProviderRequest,
+        policy: _RetryPolicy,
+        *,
+        resolver: Callable[[str], Transport],
+        sleep: Callable[[float], None],
+        clock: Callable[[], float],
+        before_attempt: Callable[[str], None] | None,
+    ) -> None:
+        self.candidates = candidates
+        self.request = request
+        self.policy = policy
+        self.resolver = resolver
+        self.sleep = sleep
+        self.clock = clock
+        self.before_attempt = before_attempt
+        self.attempts: list[ProviderAttemptRecord] = []
+        self.usages: list[TokenUsage] = []
+        self.timeline: ProviderAttemptTimeline = {
+            "attempts": self.attempts,
+            "requested_model_ref": candidates[0],
+        }
+        self.last: ProviderFailure | None = None
+
+    def run(self) -> ChainResult:
+        for ci, ref in enumerate(self.candidates):
+            has_next = ci < len(self.candidates) - 1
+            self.timeline["active_model_ref"] = ref
+            transport = self._resolve(ref, has_next)
+            if transport is None:
+                continue
+            provider = getattr(transport, "provider", None) or _provider_of(ref)
+            result = self._try_candidate(ref, provider, transport, has_next)
+            if result is not None:
+                return result
+        assert self.last is not None
+        self._finish_timeline(None)
+        raise ChainFailure(self.last, self.timeline, _sum_usage(self.usages), self.candidates)
+
+    def _finish_timeline(self, winner: str | None) -> None:
+        if winner:
+            self.timeline["winning_model_ref"] = winner
+        agg = _sum_usage(self.usages)
+        if agg is not None:
+            self.timeline["aggregated_token_usage"] = agg.to_dict()
+
+    def _resolve(self, ref: str, has_next: bool) -> Transport | None:
+        """The candidate's transport, or None (recorded as a fail-fast attempt)."""
+        provider = _provider_of(ref)
+        t0 = self.clock()
+        started_at = holon_clock.now_iso()
+        try:
+            return self.resolver(ref)
+        except ProviderFailure as f:
+            f.provider = f.provider or provider
+            f.model_ref = f.model_ref or ref
+            self.last = f
+            self.attempts.append(
+                _record(
+                    ref=ref,
+                    provider=provider,
+                    attempt=1,
+                    max_attempts=self.policy.max_attempts,
+                    started_at=started_at,
+                    completed_at=holon_clock.now_iso(),
+                    duration_ms=int(round((self.clock() - t0) * 1000)),
+                    outcome="fail_fast_aborted",
+                    advanced=has_next,
+                    failure=f,
+                    disposition="fail_fast",
+                )
+            )
+            return None
+
+    def _try_candidate(
+        self, ref: str, provider: str, transport: Transport, has_next: bool
+    ) -> ChainResult | None:
+        """Attempt one candidate up to ``max_attempts`` times; None means fall back."""
+        for attempt in range(1, self.policy.max_attempts + 1):
+            if self.before_attempt is not None:
+                self.before_attempt(ref)
+            t0 = self.clock()
+            started_at = holon_clock.now_iso()
+            try:
+                response = transport.complete(self.request)
+            except ProviderFailure as f:
+                failure = f
+            except HolonError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - see _as_failure
+                failure = _as_failure(exc, ref, provider)
+            else:
+                return self._succeeded(ref, provider, attempt, response, t0, started_at)
+            if not self._failed(ref, provider, attempt, failure, t0, started_at, has_next):
+                return None
+        return None
+
+    def _succeeded(
+        self,
+        ref: str,
+        provider: str,
+        attempt: int,
+        response: ModelResponse,
+        t0: float,
+        started_at: str,
+    ) -> ChainResult:
+        if response.usage is not None:
+            self.usages.append(response.usage)
+        self.attempts.append(
+            _record(
+                ref=ref,
+                provider=provider,
+                attempt=attempt,
+                max_attempts=self.policy.max_attempts,
+                started_at=started_at,
+                completed_at=holon_clock.now_iso(),
+                duration_ms=int(round((self.clock() - t0) * 1000)),
+                outcome="succeeded",
+                advanced=False,
+                usage=response.usage,
+            )
+        )
+        self._finish_timeline(ref)
+        return ChainResult(response, self.timeline, ref, provider, _sum_usage(self.usages))
+
+    def _failed(
+        self,
+        ref: str,
+        provider: str,
+        attempt: int,
+        failure: ProviderFailure,
+        t0: float,
+        started_at: str,
+        has_next: bool,
+    ) -> bool:
+        """Record a failed attempt; True when the same candidate is retried.
+
+        Raises :class:`ChainFailure` for a turn-terminal kind (no fallback)."""
+        duration_ms = int(round((self.clock() - t0) * 1000))
+        completed_at = holon_clock.now_iso()
+        failure.provider = failure.provider or provider
+        failure.model_ref = failure.model_ref or ref
+        if failure.usage is not None:
+            self.usages.append(failure.usage)
+        self.last = failure
+        failed_record = functools.partial(
+            _record,
+            ref=ref,
+            provider=provider,
+            attempt=attempt,
+            max_attempts=self.policy.max_attempts,
+            started_at=started_at,
+            completed_at=completed_at,
+            duration_ms=duration_ms,
+            failure=failure,
+            usage=failure.usage,
+        )
+        if failure.kind in TERMINAL_KINDS:
+            self.attempts.append(
+                failed_record(
+                    outcome="fail_fast_aborted", advanced=False, disposition="turn_terminal"
+                )
+            )
+            self._finish_timeline(None)
+            usage = _sum_usage(self.usages)
+            raise ChainFailure(failure, self.timeline, usage, self.candidates, terminal=True)
+        if failure.retryable and attempt < self.policy.max_attempts:
+            delay = self.policy.delay(failure, attempt)
+            self.attempts.append(
+                failed_record(
+                    outcome="retrying",
+                    advanced=False,
+                    disposition="retryable",
+                    backoff_ms=int(round(delay * 1000)),
+                )
+            )
+            if delay > 0:
+                self.sleep(delay)
+            return True
+        if failure.retryable:
+            rec = failed_record(
+                outcome="retries_exhausted", advanced=has_next, disposition="retryable"
+            )
+        else:
+            rec = failed_record(
+                outcome="fail_fast_aborted", advanced=has_next, disposition="fail_fast"
+            )
+        self.attempts.append(rec)
+        return False
+
+
 def call_with_fallback(
     candidates: list[str],
     request: ProviderRequest,
@@ -345,142 +560,19 @@ def call_with_fallback(
 
         return resolve_transport(ref, config=config, env=env)
 
-    resolver = resolve or default_resolve
-
-    attempts: list[ProviderAttemptRecord] = []
-    usages: list[TokenUsage] = []
-    timeline: ProviderAttemptTimeline = {"attempts": attempts, "requested_model_ref": candidates[0]}
-    max_attempts = 1 + max(max_retries, 0)
-    last: ProviderFailure | None = None
-
-    def finish_timeline(winner: str | None) -> None:
-        if winner:
-            timeline["winning_model_ref"] = winner
-        agg = _sum_usage(usages)
-        if agg is not None:
-            timeline["aggregated_token_usage"] = agg.to_dict()
-
-    for ci, ref in enumerate(candidates):
-        has_next = ci < len(candidates) - 1
-        provider = _provider_of(ref)
-        timeline["active_model_ref"] = ref
-        t0 = clock()
-        started_at = holon_clock.now_iso()
-        try:
-            transport = resolver(ref)
-        except ProviderFailure as f:
-            f.provider = f.provider or provider
-            f.model_ref = f.model_ref or ref
-            last = f
-            attempts.append(
-                _record(
-                    ref=ref,
-                    provider=provider,
-                    attempt=1,
-                    max_attempts=max_attempts,
-                    started_at=started_at,
-                    completed_at=holon_clock.now_iso(),
-                    duration_ms=int(round((clock() - t0) * 1000)),
-                    outcome="fail_fast_aborted",
-                    advanced=has_next,
-                    failure=f,
-                    disposition="fail_fast",
-                )
-            )
-            continue
-        provider = getattr(transport, "provider", provider) or provider
-        for attempt in range(1, max_attempts + 1):
-            if before_attempt is not None:
-                before_attempt(ref)
-            t0 = clock()
-            started_at = holon_clock.now_iso()
-            try:
-                response = transport.complete(request)
-            except ProviderFailure as f:
-                failure = f
-            except HolonError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - see _as_failure
-                failure = _as_failure(exc, ref, provider)
-            else:
-                if response.usage is not None:
-                    usages.append(response.usage)
-                attempts.append(
-                    _record(
-                        ref=ref,
-                        provider=provider,
-                        attempt=attempt,
-                        max_attempts=max_attempts,
-                        started_at=started_at,
-                        completed_at=holon_clock.now_iso(),
-                        duration_ms=int(round((clock() - t0) * 1000)),
-                        outcome="succeeded",
-                        advanced=False,
-                        usage=response.usage,
-                    )
-                )
-                finish_timeline(ref)
-                return ChainResult(response, timeline, ref, provider, _sum_usage(usages))
-
-            duration_ms = int(round((clock() - t0) * 1000))
-            completed_at = holon_clock.now_iso()
-            failure.provider = failure.provider or provider
-            failure.model_ref = failure.model_ref or ref
-            if failure.usage is not None:
-                usages.append(failure.usage)
-            last = failure
-            failed_record = functools.partial(
-                _record,
-                ref=ref,
-                provider=provider,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                started_at=started_at,
-                completed_at=completed_at,
-                duration_ms=duration_ms,
-                failure=failure,
-                usage=failure.usage,
-            )
-            if failure.kind in TERMINAL_KINDS:
-                attempts.append(
-                    failed_record(
-                        outcome="fail_fast_aborted", advanced=False, disposition="turn_terminal"
-                    )
-                )
-                finish_timeline(None)
-                raise ChainFailure(failure, timeline, _sum_usage(usages), candidates, terminal=True)
-            if failure.retryable and attempt < max_attempts:
-                if failure.retry_after_s is not None:
-                    delay = min(max(failure.retry_after_s, 0.0), retry_after_cap_s)
-                else:
-                    bound = min(backoff_cap_s, backoff_base_s * (2 ** (attempt - 1)))
-                    delay = bound * _draw(rand)
-                backoff_ms = int(round(delay * 1000))
-                attempts.append(
-                    failed_record(
-                        outcome="retrying",
-                        advanced=False,
-                        disposition="retryable",
-                        backoff_ms=backoff_ms,
-                    )
-                )
-                if delay > 0:
-                    sleep(delay)
-                continue
-            if failure.retryable:
-                attempts.append(
-                    failed_record(
-                        outcome="retries_exhausted", advanced=has_next, disposition="retryable"
-                    )
-                )
-            else:
-                attempts.append(
-                    failed_record(
-                        outcome="fail_fast_aborted", advanced=has_next, disposition="fail_fast"
-                    )
-                )
-            break
-
-    assert last is not None
-    finish_timeline(None)
-    raise ChainFailure(last, timeline, _sum_usage(usages), candidates)
+    policy = _RetryPolicy(
+        max_attempts=1 + max(max_retries, 0),
+        backoff_base_s=backoff_base_s,
+        backoff_cap_s=backoff_cap_s,
+        retry_after_cap_s=retry_after_cap_s,
+        rand=rand,
+    )
+    return _ChainRound(
+        candidates,
+        request,
+        policy,
+        resolver=resolve or default_resolve,
+        sleep=sleep,
+        clock=clock,
+        before_attempt=before_attempt,
+    ).run()
