@@ -14,7 +14,7 @@ from holon_cli.runtime import home_checks as hc
 from holon_cli.runtime import queue as q
 from holon_cli.store.agent_store import LEDGER_MAX_VERSION, SEGMENTED, AgentStore
 from holon_cli.store.fsio import read_snapshot
-from holon_cli.store.layout import LEDGERS, HomeLayout
+from holon_cli.store.layout import LEDGERS, AgentLayout, HomeLayout
 from holon_cli.store.ledger import Ledger, Problem
 from holon_cli.store.locks import pid_alive
 from holon_cli.store.records import ledger_validator
@@ -297,45 +297,94 @@ def transcript(store: AgentStore, *, limit: int | None = None) -> list[dict[str,
 def home_check() -> dict[str, Any]:
     """Validate every snapshot, ledger and inbox file under the home."""
     home = HomeLayout.current()
-    problems: list[Problem] = []
-    notes: list[dict[str, Any]] = []
-    checked = {"agents": 0, "ledgers": 0, "records": 0, "inbox_messages": 0}
-    outputs: dict[str, Any] = {"files": 0, "bytes": 0, "agents": {}}
+    check = _HomeCheck(home)
     if (root_problem := hc.home_root_problem(home)) is not None:
-        return {
-            "home": str(home.root),
-            "ok": False,
-            "exists": True,
-            "problems": [root_problem.to_dict()],
-            "notes": [],
-            "checked": checked,
-            "outputs": outputs,
-        }
+        return check.report(exists=True, problems=[root_problem])
     if not home.root.exists():
-        return {
-            "home": str(home.root),
-            "ok": True,
-            "exists": False,
-            "problems": [],
-            "notes": [],
-            "checked": checked,
-            "outputs": outputs,
-        }
-    problems.extend(hc.config_problems(home))
-    notes.extend(hc.permission_notes(home))
-    notes.extend(hc.staging_notes(home))
-    for snap in (home.marker,):
-        try:
-            read_snapshot(snap)
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
-            problems.append(Problem(str(snap), None, str(getattr(exc, "message", exc))))
+        return check.report(exists=False)
+    check.home_files()
     try:
         names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
     except FileNotFoundError:
         names = []
     for name in names:
-        layout = home.agent(name)
-        checked["agents"] += 1
+        check.agent(name)
+    from holon_cli.runtime.retention import home_usage, over_limit_note
+
+    usage = home_usage(home)
+    if (over := over_limit_note(usage)) is not None:
+        check.notes.append(over)
+    return {**check.report(exists=True), "usage": usage}
+
+
+_TORN_TAIL_NOTE = (
+    "torn last line (an interrupted write); it is ignored and repaired on the next append"
+)
+
+
+class _HomeCheck:
+    """The home check's findings as they accumulate: one step per kind of file."""
+
+    def __init__(self, home: HomeLayout) -> None:
+        self.home = home
+        self.problems: list[Problem] = []
+        self.notes: list[dict[str, Any]] = []
+        self.checked: dict[str, int] = {
+            "agents": 0,
+            "ledgers": 0,
+            "records": 0,
+            "inbox_messages": 0,
+        }
+        self.outputs: dict[str, Any] = {"files": 0, "bytes": 0, "agents": {}}
+
+    def report(self, *, exists: bool, problems: list[Problem] | None = None) -> dict[str, Any]:
+        found = self.problems if problems is None else problems
+        return {
+            "home": str(self.home.root),
+            "ok": not found,
+            "exists": exists,
+            "problems": [p.to_dict() for p in found],
+            "notes": self.notes,
+            "checked": self.checked,
+            "outputs": self.outputs,
+        }
+
+    def home_files(self) -> None:
+        """The home's config, permissions, staging leftovers and marker."""
+        home = self.home
+        self.problems.extend(hc.config_problems(home))
+        self.notes.extend(hc.permission_notes(home))
+        self.notes.extend(hc.staging_notes(home))
+        try:
+            read_snapshot(home.marker)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            self.problems.append(Problem(str(home.marker), None, str(getattr(exc, "message", exc))))
+
+    def agent(self, name: str) -> None:
+        layout = self.home.agent(name)
+        self.checked["agents"] += 1
+        self.snapshots(layout)
+        self.ledgers(layout)
+        from holon_cli.runtime.tasks.plane import outputs_usage
+
+        self.checked["output_bytes"] = self.checked.get("output_bytes", 0) + outputs_usage(
+            AgentStore(layout)
+        )
+        seq_problems, seq_notes = hc.event_seq_findings(layout)
+        self.problems.extend(seq_problems)
+        self.notes.extend(seq_notes)
+        if qp := _queue_offset_problem(layout):
+            self.problems.append(qp)
+        self.problems.extend(hc.snapshot_ledger_findings(layout))
+        self.problems.extend(hc.task_problems(layout))
+        self.inbox(layout)
+        used = hc.outputs_usage(layout)
+        if used["files"]:
+            self.outputs["agents"][name] = {"path": str(hc.outputs_path(layout)), **used}
+            self.outputs["files"] += used["files"]
+            self.outputs["bytes"] += used["bytes"]
+
+    def snapshots(self, layout: AgentLayout) -> None:
         extra = tuple(layout.state_dir / n for n in hc.STATE_SNAPSHOTS)
         for snap in (layout.agent_file, layout.queue_file, layout.template_file, *extra):
             try:
@@ -344,59 +393,49 @@ def home_check() -> dict[str, Any]:
                     max_version=q.QUEUE_SNAPSHOT_VERSION if snap == layout.queue_file else 1,
                 )
                 if obj is None and snap == layout.agent_file:
-                    problems.append(Problem(str(snap), None, "agent record missing"))
+                    self.problems.append(Problem(str(snap), None, "agent record missing"))
             except Exception as exc:  # noqa: BLE001
                 why = str(getattr(exc, "message", exc)).removeprefix(f"{snap}: ")
-                problems.append(Problem(str(snap), None, why))
+                self.problems.append(Problem(str(snap), None, why))
+
+    def ledgers(self, layout: AgentLayout) -> None:
         ledger_names = set(LEDGERS)
         if layout.ledger_dir.exists():
             ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.jsonl")}
         for lname in sorted(ledger_names):
-            led = Ledger(
-                layout.ledger_path(lname),
-                layout.ledger_lock(lname),
-                max_version=LEDGER_MAX_VERSION.get(lname, 1),
-                validate=ledger_validator(lname),
-            )
-            seg_problems, seg_records = hc.segment_findings(led)
-            problems.extend(seg_problems)
-            checked["records"] += seg_records
-            if not led.path.exists():
-                if led.mark_path.exists():  # deleted: the mark says it held records
-                    problems.extend(hc.ledger_mark_findings(led))
-                continue
-            checked["ledgers"] += 1
-            found = led.check()
-            if not found:  # a damaged line changes the size too: that is not a cut
-                found = hc.ledger_mark_findings(led)
-            problems.extend(found)
-            if led.has_torn_tail():
-                notes.append(
-                    {
-                        "path": str(led.path),
-                        "message": (
-                            "torn last line (an interrupted write); it is ignored and repaired "
-                            "on the next append"
-                        ),
-                    }
+            self.ledger(
+                Ledger(
+                    layout.ledger_path(lname),
+                    layout.ledger_lock(lname),
+                    max_version=LEDGER_MAX_VERSION.get(lname, 1),
+                    validate=ledger_validator(lname),
                 )
-            if not found:
-                checked["records"] += sum(1 for _ in led.scan(0))
-        from holon_cli.runtime.tasks.plane import outputs_usage
+            )
 
-        checked["output_bytes"] = checked.get("output_bytes", 0) + outputs_usage(AgentStore(layout))
-        seq_problems, seq_notes = hc.event_seq_findings(layout)
-        problems.extend(seq_problems)
-        notes.extend(seq_notes)
-        if qp := _queue_offset_problem(layout):
-            problems.append(qp)
-        problems.extend(hc.snapshot_ledger_findings(layout))
-        problems.extend(hc.task_problems(layout))
+    def ledger(self, led: Ledger) -> None:
+        seg_problems, seg_records = hc.segment_findings(led)
+        self.problems.extend(seg_problems)
+        self.checked["records"] += seg_records
+        if not led.path.exists():
+            if led.mark_path.exists():  # deleted: the mark says it held records
+                self.problems.extend(hc.ledger_mark_findings(led))
+            return
+        self.checked["ledgers"] += 1
+        found = led.check()
+        if not found:  # a damaged line changes the size too: that is not a cut
+            found = hc.ledger_mark_findings(led)
+        self.problems.extend(found)
+        if led.has_torn_tail():
+            self.notes.append({"path": str(led.path), "message": _TORN_TAIL_NOTE})
+        if not found:
+            self.checked["records"] += sum(1 for _ in led.scan(0))
+
+    def inbox(self, layout: AgentLayout) -> None:
         qdir = layout.inbox_dir / "quarantine"
         if qdir.is_dir():
             bad = [p for p in qdir.iterdir() if not p.name.endswith(".reason")]
             if bad:
-                notes.append(
+                self.notes.append(
                     {
                         "path": str(qdir),
                         "message": (
@@ -407,28 +446,8 @@ def home_check() -> dict[str, Any]:
                     }
                 )
         inbox_found, inbox_count = hc.inbox_problems(layout)
-        problems.extend(inbox_found)
-        checked["inbox_messages"] += inbox_count
-        used = hc.outputs_usage(layout)
-        if used["files"]:
-            outputs["agents"][name] = {"path": str(hc.outputs_path(layout)), **used}
-            outputs["files"] += used["files"]
-            outputs["bytes"] += used["bytes"]
-    from holon_cli.runtime.retention import home_usage, over_limit_note
-
-    usage = home_usage(home)
-    if (over := over_limit_note(usage)) is not None:
-        notes.append(over)
-    return {
-        "home": str(home.root),
-        "ok": not problems,
-        "exists": True,
-        "problems": [p.to_dict() for p in problems],
-        "notes": notes,
-        "checked": checked,
-        "outputs": outputs,
-        "usage": usage,
-    }
+        self.problems.extend(inbox_found)
+        self.checked["inbox_messages"] += inbox_count
 
 
 def _queue_offset_problem(layout: Any) -> Problem | None:
