@@ -162,8 +162,60 @@ def launch(
     d = tasks_root(store) / tid
     d.mkdir(parents=True, exist_ok=False)
     now = clock.now_iso()
-    digest = tm.cmd_digest(cmd, str(cwd), shell, login, tty)
-    spec: TaskLaunchSpec = {
+    spec = _launch_spec(
+        tid,
+        argv,
+        cwd,
+        tty=tty,
+        accepts_input=accepts_input,
+        detached=detached,
+        kill_after_ms=kill_after_ms,
+        output_cap=output_cap_bytes(config),
+        floor=floor,
+    )
+    procs.put_record(d / "spec.json", spec, durable=detached)
+    if accepts_input:
+        os.mkfifo(d / "stdin.fifo", 0o600)  # before the record says running
+    command = _command_spec(
+        cmd, cwd, shell, login, tty=tty, accepts_input=accepts_input, output=d / "output.log"
+    )
+    rec = _task_record(
+        store,
+        tid,
+        now,
+        command,
+        detached=detached,
+        parent_message_id=parent_message_id,
+        turn_id=turn_id,
+    )
+    procs.put_record(d / "task.json", rec, durable=detached)
+    if not detached:
+        try:
+            pid, ctl = forked.start(d, env)
+        except OSError as exc:
+            _start_failed(d, now, exc)
+        return Launched(tid, d, None, ctl, pid)
+    sup = _start_supervisor(d, env, now)
+    ident = procs.process_identity(sup.pid)
+    update_task(d, lambda x: x.update({"supervisor": ident}))
+    _ledger(store).append(_ledger_record(_record_at(d) or rec))
+    return Launched(tid, d, sup, None)
+
+
+def _launch_spec(
+    tid: str,
+    argv: list[str],
+    cwd: Path,
+    *,
+    tty: bool,
+    accepts_input: bool,
+    detached: bool,
+    kill_after_ms: int | None,
+    output_cap: int,
+    floor: int,
+) -> TaskLaunchSpec:
+    """What the supervisor reads to start the command (``spec.json``)."""
+    return {
         "v": 1,
         "argv": argv,
         "cwd": str(cwd),
@@ -171,25 +223,49 @@ def launch(
         "accepts_input": accepts_input,
         "mode": "detached" if detached else "foreground",
         "kill_after_ms": kill_after_ms,
-        "output_cap_bytes": output_cap_bytes(config),
+        "output_cap_bytes": output_cap,
         "marker": tid,
         "min_free_bytes": floor,
     }
-    procs.put_record(d / "spec.json", spec, durable=detached)
-    if accepts_input:
-        os.mkfifo(d / "stdin.fifo", 0o600)  # before the record says running
-    command: CommandSpec = {
+
+
+def _command_spec(
+    cmd: str,
+    cwd: Path,
+    shell: str | None,
+    login: bool,
+    *,
+    tty: bool,
+    accepts_input: bool,
+    output: Path,
+) -> CommandSpec:
+    """The command as the task record (and its recovery spec) describe it."""
+    return {
         "cmd": cmd,
-        "cmd_digest": digest,
+        "cmd_digest": tm.cmd_digest(cmd, str(cwd), shell, login, tty),
         "workdir": str(cwd),
         "shell": shell,
         "login": login,
         "tty": tty,
         "accepts_input": accepts_input,
-        "output_path": str(d / "output.log"),
+        "output_path": str(output),
         "terminal_reentry": True,
     }
-    rec: TaskRecord = {
+
+
+def _task_record(
+    store: AgentStore,
+    tid: str,
+    now: str,
+    command: CommandSpec,
+    *,
+    detached: bool,
+    parent_message_id: str | None,
+    turn_id: str | None,
+) -> TaskRecord:
+    """The new task's record, still ``starting``, owned by this process
+    unless it is detached."""
+    return {
         "v": tm.TASK_RECORD_VERSION,
         "id": tid,
         "agent_id": store.agent_id,
@@ -201,11 +277,11 @@ def launch(
         "finished_at": None,
         "parent_message_id": parent_message_id,
         "turn_id": turn_id,
-        "summary": tm.summary_of(cmd),
+        "summary": tm.summary_of(command["cmd"]),
         "command": command,
         "recovery": {
             "kind": tm.TASK_KIND,
-            "summary": tm.summary_of(cmd),
+            "summary": tm.summary_of(command["cmd"]),
             "spec": command,
             "trust": "trusted_system",
         },
@@ -215,18 +291,16 @@ def launch(
         "supervisor": None,
         "result_message_id": None,
     }
-    procs.put_record(d / "task.json", rec, durable=detached)
-    if not detached:
-        try:
-            pid, ctl = forked.start(d, env)
-        except OSError as exc:
-            _start_failed(d, now, exc)
-        return Launched(tid, d, None, ctl, pid)
+
+
+def _start_supervisor(d: Path, env: dict[str, str], now: str) -> subprocess.Popen[bytes]:
+    """Start a detached task's supervisor in its own session (logging to
+    ``supervisor.log``); a failure to start marks the task failed."""
     from holon_cli.runtime.tasks.supervisor import BOOT, package_parent
 
     log = os.open(d / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        sup = subprocess.Popen(
+        return subprocess.Popen(
             # -S: no site-packages at start (their .pth hooks cost ~30 ms of CPU
             # per command); the supervisor loads them only to report a result
             [sys.executable, "-S", "-c", BOOT.format(path=package_parent()), str(d)],
@@ -242,10 +316,6 @@ def launch(
         _start_failed(d, now, exc)
     finally:
         os.close(log)
-    ident = procs.process_identity(sup.pid)
-    update_task(d, lambda x: x.update({"supervisor": ident}))
-    _ledger(store).append(_ledger_record(_record_at(d) or rec))
-    return Launched(tid, d, sup, None)
 
 
 def _start_failed(d: Path, now: str, exc: OSError) -> NoReturn:
