@@ -200,6 +200,8 @@ class Supervisor:
 
     # -- run ---------------------------------------------------------------
     def spawn(self) -> bool:
+        """Start the command (on a pty or on pipes); False when it could not
+        be started (the record then says ``failed`` and is reported)."""
         spec = self.spec
         argv = list(spec["argv"])
         env = dict(self.env)
@@ -209,84 +211,102 @@ class Supervisor:
         tty = bool(spec.get("tty"))
         procs.prepare_parent_death_signal()
         if spec.get("accepts_input"):
-            # opened before the record says "running", so input is never refused early
-            path = self.dir / "stdin.fifo"
-            try:
-                os.mkfifo(path, 0o600)
-            except FileExistsError:
-                pass
-            self.fifo = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+            self._open_input_fifo()
         try:
             if tty:
-                import pty
-                import termios
-
-                master, slave = pty.openpty()
-                self.master = master
-
-                def pre_tty() -> None:
-                    procs.set_parent_death_signal()
-                    import fcntl
-
-                    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-                self.proc = subprocess.Popen(
-                    argv,
-                    cwd=spec["cwd"],
-                    env=env,
-                    stdin=slave,
-                    stdout=slave,
-                    stderr=slave,
-                    start_new_session=True,
-                    close_fds=True,
-                    preexec_fn=pre_tty,
-                )
-                os.close(slave)
-                os.set_blocking(master, False)
-                self.streams[master] = None
+                self._start_on_pty(argv, env)
             else:
-                self.stdout_fd = os.open(self.dir / "stdout.log", flags, 0o600)
-                self.stderr_fd = os.open(self.dir / "stderr.log", flags, 0o600)
-                wrapped = procs.pdeathsig_argv(argv, env)
-                proc = subprocess.Popen(
-                    wrapped or argv,
-                    cwd=spec["cwd"],
-                    env=env,
-                    stdin=subprocess.PIPE if spec.get("accepts_input") else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                    close_fds=True,
-                    preexec_fn=None if wrapped else procs.set_parent_death_signal,
-                )
-                self.proc = proc
-                if proc.stdin is not None:
-                    self.stdin_w = proc.stdin.fileno()
-                    # never block on a child that does not read its input
-                    os.set_blocking(self.stdin_w, False)
-                assert proc.stdout is not None and proc.stderr is not None
-                for f, dest in ((proc.stdout, self.stdout_fd), (proc.stderr, self.stderr_fd)):
-                    os.set_blocking(f.fileno(), False)
-                    self.streams[f.fileno()] = dest
+                self._start_on_pipes(argv, env, flags)
         except OSError as exc:
-            err = f"{exc.strerror or exc} ({argv[0]}, cwd {spec['cwd']})"
-            code = exc.errno
-
-            def failed(r: TaskRecord) -> None:
-                r.update(
-                    {
-                        "status": "failed",
-                        "error": err,
-                        "errno": code,
-                        "finished_at": _now_iso(),
-                        "exit_status": None,
-                        "supervisor": procs.process_identity(os.getpid()),
-                    }
-                )
-
-            rec = self.update(failed)
-            self.finish_reporting(rec)
+            self._spawn_failed(exc, argv)
             return False
+        self._mark_running()
+        return True
+
+    def _open_input_fifo(self) -> None:
+        # opened before the record says "running", so input is never refused early
+        path = self.dir / "stdin.fifo"
+        try:
+            os.mkfifo(path, 0o600)
+        except FileExistsError:
+            pass
+        self.fifo = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def _start_on_pty(self, argv: list[str], env: dict[str, str]) -> None:
+        import pty
+        import termios
+
+        master, slave = pty.openpty()
+        self.master = master
+
+        def pre_tty() -> None:
+            procs.set_parent_death_signal()
+            import fcntl
+
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=self.spec["cwd"],
+            env=env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=pre_tty,
+        )
+        os.close(slave)
+        os.set_blocking(master, False)
+        self.streams[master] = None
+
+    def _start_on_pipes(self, argv: list[str], env: dict[str, str], flags: int) -> None:
+        spec = self.spec
+        self.stdout_fd = os.open(self.dir / "stdout.log", flags, 0o600)
+        self.stderr_fd = os.open(self.dir / "stderr.log", flags, 0o600)
+        wrapped = procs.pdeathsig_argv(argv, env)
+        proc = subprocess.Popen(
+            wrapped or argv,
+            cwd=spec["cwd"],
+            env=env,
+            stdin=subprocess.PIPE if spec.get("accepts_input") else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=None if wrapped else procs.set_parent_death_signal,
+        )
+        self.proc = proc
+        if proc.stdin is not None:
+            self.stdin_w = proc.stdin.fileno()
+            # never block on a child that does not read its input
+            os.set_blocking(self.stdin_w, False)
+        assert proc.stdout is not None and proc.stderr is not None
+        for f, dest in ((proc.stdout, self.stdout_fd), (proc.stderr, self.stderr_fd)):
+            os.set_blocking(f.fileno(), False)
+            self.streams[f.fileno()] = dest
+
+    def _spawn_failed(self, exc: OSError, argv: list[str]) -> None:
+        err = f"{exc.strerror or exc} ({argv[0]}, cwd {self.spec['cwd']})"
+        code = exc.errno
+
+        def failed(r: TaskRecord) -> None:
+            r.update(
+                {
+                    "status": "failed",
+                    "error": err,
+                    "errno": code,
+                    "finished_at": _now_iso(),
+                    "exit_status": None,
+                    "supervisor": procs.process_identity(os.getpid()),
+                }
+            )
+
+        rec = self.update(failed)
+        self.finish_reporting(rec)
+
+    def _mark_running(self) -> None:
+        assert self.proc is not None
         self.pgid = self.proc.pid
         ident = procs.process_identity(self.proc.pid)
         self.start_ticks = ident["start_time"]
@@ -300,7 +320,6 @@ class Supervisor:
             r["started_at"] = _now_iso()
 
         self.update(running)
-        return True
 
     def loop(self) -> None:
         """Supervise until the command ends or a stop is requested. A forked
