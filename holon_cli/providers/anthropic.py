@@ -308,109 +308,132 @@ def parse_message(obj: Any) -> ModelResponse:
 
 
 def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
-    blocks: dict[int, dict[str, Any]] = {}
-    usage: dict[str, Any] = {}
-    msg_id: str | None = None
-    model: str | None = None
-    raw_stop: Any = None
-    edits: list[dict[str, Any]] | None = None
-    got_delta = False
-    stopped = False
+    """A Messages API event stream folded into one :class:`ModelResponse`."""
+    acc = _MessageStream()
     stream = JsonEventStream(events, "event")
     for ev, obj in stream:
         if not isinstance(obj, dict):
             continue
         typ = obj.get("type") if isinstance(obj.get("type"), str) else ev.event
-        if typ == "message_start":
-            m = obj.get("message") or {}
-            msg_id = m.get("id") if isinstance(m.get("id"), str) else None
-            model = m.get("model") if isinstance(m.get("model"), str) else None
-            if isinstance(m.get("usage"), dict):
-                usage.update({k: v for k, v in m["usage"].items() if v is not None})
-        elif typ == "content_block_start":
-            idx = obj.get("index", len(blocks))
-            cb = obj.get("content_block") or {}
-            if isinstance(cb, dict):
-                blocks[idx] = {
-                    "start": cb,
-                    "text": [cb.get("text") or ""] if cb.get("type") == "text" else [],
-                    "json": [],
-                    "done": False,
-                }
-        elif typ == "content_block_delta":
-            idx = obj.get("index")
-            delta = obj.get("delta") or {}
-            slot = blocks.get(idx) if idx is not None else None
-            if slot is None or not isinstance(delta, dict):
-                continue
-            if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
-                slot["text"].append(delta["text"])
-            elif delta.get("type") == "input_json_delta" and isinstance(
-                delta.get("partial_json"), str
-            ):
-                slot["json"].append(delta["partial_json"])
-        elif typ == "content_block_stop":
-            idx = obj.get("index")
-            slot = blocks.get(idx) if isinstance(idx, int) else None
-            if slot is not None:
-                slot["done"] = True
-        elif typ == "message_delta":
-            got_delta = True
-            d = obj.get("delta") or {}
-            if isinstance(d, dict) and d.get("stop_reason") is not None:
-                raw_stop = d["stop_reason"]
-            if isinstance(obj.get("usage"), dict):
-                usage.update({k: v for k, v in obj["usage"].items() if v is not None})
-            edits = context_edits(obj) or edits
-        elif typ == "message_stop":
-            stopped = True
+        if acc.feed(typ, obj):
             break
-        elif typ == "error":
-            raise classify_error_object(obj, stage="stream")
-        # ping and unknown events: nothing to keep
-    if not stopped and not (got_delta and raw_stop is not None):
+    if not acc.stopped and not (acc.got_delta and acc.raw_stop is not None):
         where = f"after {stream.count} events" if stream.count else "before any event"
         raise ProviderFailure(
             "stream_interrupted",
             f"message stream ended {where} without message_stop",
             stage="stream",
         )
-    seed = msg_id or ""
-    out: list[dict[str, Any]] = []
-    calls: list[ToolCall] = []
-    truncated = raw_stop == "max_tokens"
-    for idx in sorted(blocks, key=lambda k: k if isinstance(k, int) else 1 << 30):
-        slot = blocks[idx]
+    return acc.response()
+
+
+class _MessageStream:
+    """What a message stream has said so far: its content blocks by index,
+    usage, ids, the stop reason and context edits."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] = {}
+        self.msg_id: str | None = None
+        self.model: str | None = None
+        self.raw_stop: Any = None
+        self.edits: list[dict[str, Any]] | None = None
+        self.got_delta = False
+        self.stopped = False
+
+    def feed(self, typ: Any, obj: dict[str, Any]) -> bool:
+        """Fold one event in; True at ``message_stop``. Raises on an ``error`` event."""
+        if typ == "message_start":
+            m = obj.get("message") or {}
+            self.msg_id = m.get("id") if isinstance(m.get("id"), str) else None
+            self.model = m.get("model") if isinstance(m.get("model"), str) else None
+            if isinstance(m.get("usage"), dict):
+                self.usage.update({k: v for k, v in m["usage"].items() if v is not None})
+        elif typ == "content_block_start":
+            idx = obj.get("index", len(self.blocks))
+            cb = obj.get("content_block") or {}
+            if isinstance(cb, dict):
+                self.blocks[idx] = {
+                    "start": cb,
+                    "text": [cb.get("text") or ""] if cb.get("type") == "text" else [],
+                    "json": [],
+                    "done": False,
+                }
+        elif typ == "content_block_delta":
+            self._block_delta(obj)
+        elif typ == "content_block_stop":
+            idx = obj.get("index")
+            slot = self.blocks.get(idx) if isinstance(idx, int) else None
+            if slot is not None:
+                slot["done"] = True
+        elif typ == "message_delta":
+            self.got_delta = True
+            d = obj.get("delta") or {}
+            if isinstance(d, dict) and d.get("stop_reason") is not None:
+                self.raw_stop = d["stop_reason"]
+            if isinstance(obj.get("usage"), dict):
+                self.usage.update({k: v for k, v in obj["usage"].items() if v is not None})
+            self.edits = context_edits(obj) or self.edits
+        elif typ == "message_stop":
+            self.stopped = True
+            return True
+        elif typ == "error":
+            raise classify_error_object(obj, stage="stream")
+        # ping and unknown events: nothing to keep
+        return False
+
+    def _block_delta(self, obj: dict[str, Any]) -> None:
+        idx = obj.get("index")
+        delta = obj.get("delta") or {}
+        slot = self.blocks.get(idx) if idx is not None else None
+        if slot is None or not isinstance(delta, dict):
+            return
+        if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+            slot["text"].append(delta["text"])
+        elif delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+            slot["json"].append(delta["partial_json"])
+
+    def response(self) -> ModelResponse:
+        """The blocks in index order; a tool call cut off by ``max_tokens`` is dropped."""
+        out: list[dict[str, Any]] = []
+        calls: list[ToolCall] = []
+        truncated = self.raw_stop == "max_tokens"
+        for idx in sorted(self.blocks, key=lambda k: k if isinstance(k, int) else 1 << 30):
+            slot = self.blocks[idx]
+            start = slot["start"]
+            if start.get("type") == "text":
+                out.append(text_block("".join(slot["text"])))
+            elif start.get("type") == "tool_use":
+                if truncated and not slot["done"]:
+                    continue
+                call = self._tool_call(idx, slot, len(calls))
+                if truncated and call.arguments_error:
+                    continue
+                calls.append(call)
+                out.append(call_block(call))
+        dedupe_call_ids(calls)
+        raw_stop = self.raw_stop
+        return ModelResponse(
+            blocks=merge_text(out),
+            stop_reason=_stop(raw_stop, bool(calls)),
+            usage=_usage(self.usage) if self.usage else None,
+            raw_stop_reason=str(raw_stop) if raw_stop is not None else None,
+            response_id=self.msg_id,
+            model=self.model,
+            context_edits=self.edits,
+        )
+
+    def _tool_call(self, idx: int, slot: dict[str, Any], n_calls: int) -> ToolCall:
         start = slot["start"]
-        if start.get("type") == "text":
-            out.append(text_block("".join(slot["text"])))
-        elif start.get("type") == "tool_use":
-            if truncated and not slot["done"]:
-                continue
-            name = start.get("name")
-            if not isinstance(name, str) or not name:
-                raise ProviderFailure(
-                    "invalid_response", f"tool_use block {idx} has no name", stage="stream"
-                )
-            partial = "".join(slot["json"])
-            raw: Any = partial if partial.strip() else (start.get("input") or {})
-            call = make_tool_call(
-                str(start.get("id") or synth_call_id(seed, len(calls), name)), name, raw
+        name = start.get("name")
+        if not isinstance(name, str) or not name:
+            raise ProviderFailure(
+                "invalid_response", f"tool_use block {idx} has no name", stage="stream"
             )
-            if truncated and call.arguments_error:
-                continue
-            calls.append(call)
-            out.append(call_block(call))
-    dedupe_call_ids(calls)
-    return ModelResponse(
-        blocks=merge_text(out),
-        stop_reason=_stop(raw_stop, bool(calls)),
-        usage=_usage(usage) if usage else None,
-        raw_stop_reason=str(raw_stop) if raw_stop is not None else None,
-        response_id=msg_id,
-        model=model,
-        context_edits=edits,
-    )
+        partial = "".join(slot["json"])
+        raw: Any = partial if partial.strip() else (start.get("input") or {})
+        seed = self.msg_id or ""
+        return make_tool_call(str(start.get("id") or synth_call_id(seed, n_calls, name)), name, raw)
 
 
 # ----------------------------------------------------------------- transport
