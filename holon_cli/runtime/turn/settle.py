@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.tool import SleepRequest
-    from holon_cli.model.turn import BriefPlan, SleepRequestDict, TurnProgress, TurnSettlement
+    from holon_cli.model.turn import (
+        BriefPlan,
+        ClosureDecision,
+        SleepRequestDict,
+        TurnProgress,
+        TurnSettlement,
+    )
 
 
 def decide_settlement(
@@ -70,47 +76,18 @@ def decide_settlement(
         if sleep_req is not None
         else None
     )
-    closure = derive_closure(store, failed=failed, sleep_req=sleep)
-    brief: BriefPlan | None = None
-    if abort_reason is not None:
-        brief = {
-            "kind": "failure",
-            "text": "Turn aborted by the operator (`holon agent abort`); the agent is paused.",
-            "visibility": "turn_result",
-            "work_item_id": bound_work_item_id,
-        }
-    elif budget_hit is not None and not failed:
-        from holon_cli.runtime.budgets import WAITING_REASON, brief_text
-
-        closure = {
-            "outcome": "waiting",
-            "waiting_reason": WAITING_REASON,
-            "runtime_posture": "awake",
-        }
-        text = brief_text(budget_hit, store.agent_id)
-        brief = {
-            "kind": "result",
-            "text": f"{final_text}\n\n{text}" if final_text else text,
-            "visibility": "action_required",
-            "work_item_id": focus,
-        }
-    elif failed:
-        fa = failure_artifact or {}
-        brief = {
-            "kind": "failure",
-            "text": f"Turn failed: {fa.get('summary', 'provider failure')}",
-            "visibility": "turn_result",
-            "work_item_id": bound_work_item_id,
-        }
-    elif not wrote_completion_brief:
-        brief = {
-            "kind": "result",
-            "text": final_text,
-            "visibility": "action_required"
-            if closure.get("waiting_reason") == "awaiting_operator_input"
-            else "turn_result",
-            "work_item_id": focus,
-        }
+    closure, brief = _closure_and_brief(
+        store,
+        derive_closure(store, failed=failed, sleep_req=sleep),
+        bound_work_item_id=bound_work_item_id,
+        focus=focus,
+        final_text=final_text,
+        failed=failed,
+        failure_artifact=failure_artifact,
+        wrote_completion_brief=wrote_completion_brief,
+        budget_hit=budget_hit,
+        abort_reason=abort_reason,
+    )
     from holon_cli.runtime import guard
 
     prev = store.read_record()["state"].get("no_progress")
@@ -133,6 +110,63 @@ def decide_settlement(
     if abort_reason is not None:
         out["reason"] = abort_reason
     return out
+
+
+def _closure_and_brief(
+    store: AgentStore,
+    closure: ClosureDecision,
+    *,
+    bound_work_item_id: str | None,
+    focus: str | None,
+    final_text: str,
+    failed: bool,
+    failure_artifact: dict[str, Any] | None,
+    wrote_completion_brief: bool,
+    budget_hit: BudgetHit | None,
+    abort_reason: str | None,
+) -> tuple[ClosureDecision, BriefPlan | None]:
+    """The brief the turn leaves, by how it ended (operator abort, budget stop,
+    failure, plain result); a budget stop also closes the turn ``waiting``."""
+    if abort_reason is not None:
+        return closure, {
+            "kind": "failure",
+            "text": "Turn aborted by the operator (`holon agent abort`); the agent is paused.",
+            "visibility": "turn_result",
+            "work_item_id": bound_work_item_id,
+        }
+    if budget_hit is not None and not failed:
+        from holon_cli.runtime.budgets import WAITING_REASON, brief_text
+
+        text = brief_text(budget_hit, store.agent_id)
+        waiting: ClosureDecision = {
+            "outcome": "waiting",
+            "waiting_reason": WAITING_REASON,
+            "runtime_posture": "awake",
+        }
+        return waiting, {
+            "kind": "result",
+            "text": f"{final_text}\n\n{text}" if final_text else text,
+            "visibility": "action_required",
+            "work_item_id": focus,
+        }
+    if failed:
+        fa = failure_artifact or {}
+        return closure, {
+            "kind": "failure",
+            "text": f"Turn failed: {fa.get('summary', 'provider failure')}",
+            "visibility": "turn_result",
+            "work_item_id": bound_work_item_id,
+        }
+    if wrote_completion_brief:
+        return closure, None
+    return closure, {
+        "kind": "result",
+        "text": final_text,
+        "visibility": "action_required"
+        if closure.get("waiting_reason") == "awaiting_operator_input"
+        else "turn_result",
+        "work_item_id": focus,
+    }
 
 
 def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
