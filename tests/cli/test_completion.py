@@ -211,7 +211,7 @@ BASH_CASES: list[tuple[list[str], list[str]]] = [
     (["holon", "-"], ["--help", "--version", "-V", "-h"]),
     (["holon", "agent", "c"], ["create"]),
     (["holon", "agent", "st"], ["start", "status", "stop"]),
-    (["holon", "home", ""], ["audit", "check", "init", "path"]),
+    (["holon", "home", ""], ["audit", "check", "gc", "init", "path"]),
     (["holon", "debug", ""], ["latency", "prompt", "providers"]),
     (["holon", "workitem", "p"], ["path", "pick"]),
     (["holon", "enqueue", "--priority", ""], sorted(PRIORITIES)),
