@@ -169,8 +169,11 @@ class AsyncServeClient:
     async def get(self, path: str, **params: Any) -> Any:
         return await self._send("GET", path, params=params or None)
 
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        return await self._send("POST", path, json=body)
+
     async def prompt(self, agent_id: str, text: str) -> str:
-        body = await self._send("POST", f"/control/agents/{agent_id}/prompt", json={"text": text})
+        body = await self.post(f"/control/agents/{agent_id}/prompt", {"text": text})
         return str(body["message_id"])
 
     async def events(
