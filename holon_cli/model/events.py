@@ -376,6 +376,7 @@ class BriefRecordedData(TypedDict):
     kind: str
     visibility: str
     text_preview: str
+    title: NotRequired[str]  # a named notice (no_progress_guard)
 
 
 # ------------------------------------------------------- work plane events
