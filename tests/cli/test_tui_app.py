@@ -385,3 +385,16 @@ async def test_workspace_attach_isolated_shows_the_worktree(
         session = open_agent(None).read_record()["state"]["worktree_session"]
         assert session and session["original_working_directory"].startswith(str(repo))
         assert session["worktree_branch"] in state
+
+
+async def test_history_cut_by_retention_is_said_once(surface: Surface) -> None:
+    from holon_cli.store.ledger import write_trimmed
+
+    events = open_agent(None).events
+    write_trimmed(events.segments_dir, events.path.stem, {"through_seq": 1, "before": "then"})
+    app = _app(surface, mode="verbose")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.connected)
+        await until(pilot, lambda: "History trimmed:" in _joined(app))
+        assert "Events through #1 were removed by retention" in _joined(app)
+        assert _joined(app).count("History trimmed") == 1

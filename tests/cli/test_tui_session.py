@@ -220,3 +220,26 @@ def test_workspace_choices_and_notice() -> None:
     )
     assert note == "main now works in ws_a: /wt (git_worktree_root), branch holon/x from main"
     assert "agent_home" in workspace_notice("main", {"workspace_id": "agent_home"})
+
+
+def test_history_trimmed_notice_from_the_stream_is_shown_once() -> None:
+    from holon_cli.cli.tui.session import Conversation
+
+    data: list[str] = []
+    name: list[str] = []
+    got: list[dict[str, Any]] = []
+    trimmed = '{"through_seq": 40, "before": "2026-11-01T00:00:00Z"}'
+    lines = ["event: history_trimmed", f"data: {trimmed}", "", "id: 41", "event: x"]
+    for line in [*lines, 'data: {"event_seq": 41, "kind": "x"}', ""]:
+        got += _sse_step(line, data, name)
+    assert got[0] == {
+        "kind": "history_trimmed",
+        "data": {"through_seq": 40, "before": "2026-11-01T00:00:00Z"},
+    }
+    assert got[1] == {"event_seq": 41, "kind": "x"} and name == []
+    conv = Conversation("verbose")
+    line = conv.feed(got[0])
+    assert line is not None and line.title == "History trimmed"
+    assert "through #40 were removed by retention" in line.text
+    assert conv.feed(got[0]) is None and conv.cursor == 0  # once; the cursor stays
+    assert Conversation("info").feed(got[0]) is None  # progress: verbose and debug

@@ -389,6 +389,8 @@ class ConsoleApp(App[None]):
         page = await self.control.get(
             f"/agents/{agent}/events", after=max(0, last - HISTORY_EVENTS), limit=HISTORY_EVENTS
         )
+        if isinstance(page.get("trimmed"), dict):
+            self._apply(conv, {"kind": "history_trimmed", "data": page["trimmed"]})
         for ev in page.get("events") or []:
             self._apply(conv, ev)
         self._opened()

@@ -120,10 +120,13 @@ class Conversation:
         self.settled: set[str] = set()
         self._activity = Activity()
         self.activity = ""
+        self.trimmed_noted = False
 
     def feed(self, event: Mapping[str, Any]) -> Line | None:
         """Apply one raw event; the row to show now, if any."""
         seq = event.get("event_seq")
+        if seq is None and event.get("kind") == "history_trimmed":
+            return self._trimmed(event)
         if not isinstance(seq, int) or seq <= self.cursor:
             return None
         self.cursor = seq
@@ -137,6 +140,16 @@ class Conversation:
         self.rows.append((seq, row))
         del self.rows[:-MAX_ROWS]
         return row_line(seq, row) if shown_at(row, self.mode) else None
+
+    def _trimmed(self, event: Mapping[str, Any]) -> Line | None:
+        """Serve's notice that history starts after what retention removed
+        (no ``event_seq``: shown once, at the top of what follows)."""
+        if self.trimmed_noted:
+            return None
+        self.trimmed_noted = True
+        row = present(event)
+        self.rows.append((self.cursor, row))
+        return row_line(self.cursor, row) if shown_at(row, self.mode) else None
 
     def lines(self) -> list[Line]:
         return [row_line(s, r) for s, r in self.rows if shown_at(r, self.mode)]
