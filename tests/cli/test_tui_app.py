@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gitrepos import needs_git
 from tui_serve import Surface, Turner
 
 pytest.importorskip("textual", reason="textual (the tui extra) is not installed")
@@ -358,7 +359,7 @@ async def test_workspace_attach_enter_and_exit_actions(surface: Surface, tmp_pat
         assert _active_workspace() == wid
 
 
-@pytest.mark.skipif(__import__("shutil").which("git") is None, reason="git not installed (git)")
+@needs_git
 async def test_workspace_attach_isolated_shows_the_worktree(
     surface: Surface, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -371,9 +372,9 @@ async def test_workspace_attach_isolated_shows_the_worktree(
     app = _app(surface)
     async with app.run_test(size=(200, 30)) as pilot:
         await until(pilot, lambda: app.connected)
-        await submit(pilot, "/workspace-attach")
+        await submit(pilot, "/workspace-attach repo")  # relative to the console's cwd
         await until(pilot, lambda: app.screen.name == "workspace-attach")
-        app.screen.query_one("#attach-path", Input).value = "repo"  # relative to the console
+        assert app.screen.query_one("#attach-path", Input).value == "repo"
         await pilot.press("tab", "space")
         assert app.screen.query_one("#attach-isolated", Checkbox).value
         app.screen.query_one("#attach-path", Input).focus()

@@ -184,16 +184,16 @@ class AttachOverlay(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
 
-    def __init__(self, agent_id: str) -> None:
+    def __init__(self, agent_id: str, path: str = "") -> None:
         super().__init__(name="workspace-attach")
-        self.agent_id = agent_id
+        self.agent_id, self.path = agent_id, path
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="overlay"):
             yield Static(
                 Text(f"Attach a workspace to {visible(self.agent_id)}"), classes="overlay-title"
             )
-            yield Input(placeholder="directory, e.g. ~/src/shop", id="attach-path")
+            yield Input(self.path, placeholder="directory, e.g. ~/src/shop", id="attach-path")
             yield Checkbox("isolated: work in a managed git worktree", id="attach-isolated")
             yield Static(id="attach-error")
             yield Static("Enter attaches, Tab moves, Esc closes", classes="overlay-hint")
@@ -454,7 +454,7 @@ class ConsoleApp(App[None]):
         elif cmd.name == "agent":
             self.switch(cmd.arg)
         else:
-            self.open_overlay(cmd.name)
+            self.open_overlay(cmd.name, cmd.arg)
 
     @work(group="send")
     async def send(self, text: str, typed: str) -> None:
@@ -486,14 +486,14 @@ class ConsoleApp(App[None]):
         (log.scroll_page_down if direction > 0 else log.scroll_page_up)()
 
     @work(group="overlay")
-    async def open_overlay(self, name: str) -> None:
+    async def open_overlay(self, name: str, arg: str = "") -> None:
         if name == "actions":
             self.push_screen(ActionsOverlay())
             return
         if name.startswith("workspace-"):
             if isinstance(self.screen, ActionsOverlay):
                 await self.pop_screen()  # the action replaces the menu
-            await self._workspace_action(name)
+            await self._workspace_action(name, arg)
             return
         if name == "agents":
             try:
@@ -511,11 +511,11 @@ class ConsoleApp(App[None]):
         self.push_screen(Overlay(name, title, lines))
 
     # ------------------------------------------------------------ workspaces
-    async def _workspace_action(self, name: str) -> None:
+    async def _workspace_action(self, name: str, arg: str = "") -> None:
         """attach: the path overlay; enter: the attached workspaces; exit:
         back to agent_home at once (serve's UseWorkspace in each case)."""
         if name == "workspace-attach":
-            self.push_screen(AttachOverlay(self.agent_id))
+            self.push_screen(AttachOverlay(self.agent_id, arg))
             return
         if name == "workspace-exit":
             self.use_workspace({"workspace_id": "agent_home"})

@@ -45,7 +45,7 @@ COMMANDS: dict[str, str] = {
     "transcript": "/transcript (F3): the recent raw transcript",
     "tasks": "/tasks (F4): command tasks",
     "actions": "/actions (F5): local actions (workspace attach, enter, exit; debug prompt)",
-    "workspace-attach": "/workspace-attach: attach a directory (direct or isolated) and work in it",
+    "workspace-attach": "/workspace-attach [PATH]: attach a directory and work in it",
     "workspace-enter": "/workspace-enter: switch to an attached workspace",
     "workspace-exit": "/workspace-exit: back to the agent's home (agent_home)",
     "events": "/events: raw events (trace)",

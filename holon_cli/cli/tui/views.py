@@ -26,7 +26,7 @@ KEYS = (
 ACTIONS = {
     "debug-prompt": "Debug prompt: the prompt frame the next turn would see",
     "workspace-attach": "Workspace attach: attach a directory and work in it",
-    "workspace-enter": "Workspace enter: an attached workspace, direct or in an isolated worktree",
+    "workspace-enter": "Workspace enter: an attached workspace (direct or isolated worktree)",
     "workspace-exit": "Workspace exit: back to the agent's home",
     "transcript": "Transcript: the recent raw transcript",
     "tasks": "Tasks: command tasks of this agent",
