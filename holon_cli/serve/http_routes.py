@@ -63,9 +63,23 @@ async def agent_state(request: Request) -> Response:
             "state": rec["state"],
             "identity": rec["identity"],
             "work_items": wi.list_work_items(store, filter="open", refresh=False),
+            "execution_policy": _policy(store.agent_id),
         }
 
     return JSONResponse(await run_in_threadpool(get))
+
+
+def _policy(agent_id: str) -> Any:
+    """The agent's execution policy projection (what ``holon debug prompt``
+    shows); ``None`` while ``config.yaml`` does not load (status names why)."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.model.execution_policy import execution_policy
+    from holon_cli.store.config import load_config
+
+    try:
+        return execution_policy(load_config(), agent_id)
+    except ConfigError:
+        return None
 
 
 async def control_prompt(request: Request) -> Response:

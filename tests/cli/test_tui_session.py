@@ -243,3 +243,16 @@ def test_history_trimmed_notice_from_the_stream_is_shown_once() -> None:
     assert "through #40 were removed by retention" in line.text
     assert conv.feed(got[0]) is None and conv.cursor == 0  # once; the cursor stays
     assert Conversation("info").feed(got[0]) is None  # progress: verbose and debug
+
+
+def test_access_label_names_the_command_backend() -> None:
+    ident = {"profile_preset": "public_named"}
+    host = {"backend": "host_local", "network_confinement": "not_enforced"}
+    s = state_summary({"identity": ident, "execution_policy": host})
+    assert s["access"] == "public_named, host_local"
+    bwrap = {"backend": "bwrap", "network_confinement": "enforced"}
+    s = state_summary({"identity": ident, "execution_policy": bwrap})
+    assert s["access"] == "public_named, bwrap (network off)"
+    bwrap["network_confinement"] = "not_enforced"
+    assert "bwrap (network on)" in state_summary({"execution_policy": bwrap})["access"]
+    assert state_summary({"identity": ident, "execution_policy": None})["access"] == "public_named"

@@ -116,3 +116,14 @@ def test_workspace_post_is_a_control_route(tmp_path: Path) -> None:
     r = make_client(token="s3cret").get("/agents/main/workspaces")
     assert r.status_code == 401
     assert _active() == "agent_home"
+
+
+def test_state_carries_the_execution_policy(holon_home: Path) -> None:
+    c = make_client()
+    assert c.get("/agents/main/state").json()["execution_policy"]["backend"] == "host_local"
+    (holon_home / "config.yaml").write_text("execution:\n  sandbox: bwrap\n")
+    pol = c.get("/agents/main/state").json()["execution_policy"]
+    assert pol["backend"] == "bwrap" and pol["network_confinement"] == "enforced"
+    (holon_home / "config.yaml").write_text("execution: [not, a, mapping\n")
+    r = c.get("/agents/main/state")
+    assert r.status_code == 200 and r.json()["execution_policy"] is None

@@ -193,6 +193,19 @@ def _workspace_labels(
     return workspace, projection, worktree
 
 
+def _access_label(profile: Any, payload: Mapping[str, Any]) -> str | None:
+    """The profile, then where commands run: ``host_local`` (nothing
+    confined) or ``bwrap`` with its network state (``execution_policy``)."""
+    pol = payload.get("execution_policy")
+    if not isinstance(pol, Mapping) or not pol.get("backend"):
+        return str(profile) if profile else None
+    backend = str(pol["backend"])
+    if backend == "bwrap":
+        net = "off" if pol.get("network_confinement") == "enforced" else "on"
+        backend += f" (network {net})"
+    return f"{profile or '-'}, {backend}"
+
+
 def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
     """Agent, workspace, projection and access labels from ``GET
     /agents/{id}/state`` (``worktree`` only while an isolated worktree is
@@ -201,7 +214,7 @@ def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
     state = payload.get("state") or {}
     ident = payload.get("identity") or {}
     workspace, projection, worktree = _workspace_labels(agent, state)
-    access = state.get("access_mode") or ident.get("profile_preset")
+    access = _access_label(state.get("access_mode") or ident.get("profile_preset"), payload)
     work = agent.get("work_items") or {}
     out = {
         "agent": visible(agent.get("agent_id") or "?"),
