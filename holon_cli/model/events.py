@@ -354,7 +354,7 @@ class WorkspaceBoundData(TypedDict):
     projection_kind: NotRequired[str]
     mode: NotRequired[str]
     previous_workspace_id: NotRequired[str]
-    source: NotRequired[str]  # tool | cli | run
+    source: NotRequired[str]  # tool | cli | run | http_control
 
 
 class WorkspaceDetachedData(TypedDict):
@@ -376,6 +376,7 @@ class BriefRecordedData(TypedDict):
     kind: str
     visibility: str
     text_preview: str
+    title: NotRequired[str]  # a named notice (no_progress_guard)
 
 
 # ------------------------------------------------------- work plane events

@@ -68,6 +68,8 @@ def write_brief(
         "visibility": visibility,
         "text_preview": text[:280],
     }
+    if title:
+        data["title"] = title
     store.emit(
         "brief_recorded",
         data,

@@ -100,12 +100,23 @@ def _row(
 Presenter = Callable[[str, Mapping[str, Any], Mapping[str, Any]], Presented]
 
 
+# named notices a brief can carry (``title``): the guard's, ...
+BRIEF_TITLES = {"no_progress_guard": "No progress"}
+
+
 def _brief(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
+    """A brief; one that needs the operator (a budget stop, the no-progress
+    guard, a question) says so in its title whatever its kind."""
     vis = d.get("visibility")
     visibility: Visibility = vis if vis in ("action_required", "work_done") else "turn_result"
     label = {"ack": "Acknowledged", "result": "Result", "failure": "Failed"}.get(
         str(d.get("kind")), "Brief"
     )
+    if visibility == "action_required" and label != "Failed":
+        label = "Needs you"
+    title = d.get("title")
+    if isinstance(title, str) and title:
+        label = BRIEF_TITLES.get(title, title.replace("_", " ").capitalize())
     text = str(d.get("text_preview") or "")
     return _row(visibility, "brief", label, _short(text) or label, kind, text or None)
 
@@ -181,6 +192,73 @@ def _work_item(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Present
     return _row("trace", "work_item", "Work item", f"{wid}: {verb}", kind)
 
 
+def _workspace(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
+    """Where the agent works now (bound), what it dropped (detached), the
+    isolated worktree the runtime made for it (created)."""
+    wid = d.get("workspace_id") or "?"
+    if kind == "workspace_detached":
+        gone = " (its directory was already gone)" if d.get("stale") else ""
+        text = f"Detached {wid} {d.get('workspace_anchor') or ''}".rstrip() + gone
+        return _row("progress", "workspace", "Workspace", text, kind)
+    if kind == "worktree_created":
+        text = (
+            f"Isolated worktree for {wid}: branch {d.get('worktree_branch', '?')} from "
+            f"{d.get('original_branch', '?')} at {d.get('worktree_path', '?')}"
+        )
+        return _row("progress", "workspace", "Worktree", text, kind)
+    if wid == "agent_home":
+        return _row("progress", "workspace", "Workspace", "Working in the agent's home", kind)
+    root = d.get("execution_root") or d.get("workspace_anchor") or "?"
+    mode = f", {d['mode']}" if d.get("mode") else ""
+    text = f"Working in {wid} {root} ({d.get('projection_kind') or 'canonical_root'}{mode})"
+    return _row("progress", "workspace", "Workspace", text, kind)
+
+
+def _repaired(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
+    """A stale run settled at the next turn, or a damaged state file or
+    ledger rebuilt by ``holon home repair``."""
+    if "stale_run_id" in d or "to" in d:
+        text = (
+            f"Stale run {d.get('stale_run_id') or '?'} repaired: {d.get('from')} -> {d.get('to')}"
+        )
+    elif "lost_event_seq" in d:
+        text = f"{d.get('file')} repaired; events from {d.get('lost_event_seq')} were lost"
+    else:
+        text = f"{d.get('file', '?')} rebuilt from {d.get('rebuilt_from', '?')}"
+    return _row("progress", "runtime", "Repaired", text, kind)
+
+
+def _counted(
+    visibility: Visibility, category: Category, title: str, text: str, key: str
+) -> Presenter:
+    """A fixed row whose ``{n}`` is the length of the list ``data[key]``."""
+
+    def present_counted(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
+        items = d.get(key)
+        n = len(items) if isinstance(items, list) else 0
+        return _row(visibility, category, title, text.format_map(_Default({**d, "n": n}, e)), kind)
+
+    return present_counted
+
+
+def _started(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
+    what = "Replaying" if d.get("replayed") else "Working on"
+    attempt = d.get("attempt")
+    parts = [str(d["trigger_kind"])] if d.get("trigger_kind") else []
+    if isinstance(attempt, int) and attempt > 1:
+        parts.append(f"attempt {attempt}")
+    why = f" ({', '.join(parts)})" if parts else ""
+    return _row("trace", "runtime", "Turn", f"{what} a message{why}", kind)
+
+
+def _plan(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
+    path = d.get("path") or "?"
+    if kind == "plan_artifact_missing":
+        return _row("progress", "work_item", "Plan", f"Plan file {path} is missing", kind)
+    how = "restored" if d.get("restored") else "changed"
+    return _row("trace", "work_item", "Plan", f"Plan file {path} {how}", kind)
+
+
 def _fixed(visibility: Visibility, category: Category, title: str, text: str) -> Presenter:
     def present_fixed(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
         return _row(visibility, category, title, text.format_map(_Default(d, e)), kind)
@@ -192,7 +270,7 @@ class _Default(dict[str, Any]):
     """``str.format_map`` over event data then envelope, ``?`` when absent."""
 
     def __init__(self, d: Mapping[str, Any], e: Mapping[str, Any]) -> None:
-        super().__init__({**e, **d})
+        super().__init__({k: v for k, v in {**e, **d}.items() if v is not None})
 
     def __missing__(self, key: str) -> str:
         return "?"
@@ -236,14 +314,21 @@ _PRESENTERS: dict[str, Presenter] = {
     ),
     "tasks_recovered": _fixed("progress", "task", "Tasks", "Recovered tasks after a restart"),
     "child_agent_spawned": _fixed(
-        "progress", "task", "Child agent", "Spawned child {child_agent_id} ({task_id})"
+        "progress",
+        "task",
+        "Child agent",
+        "Spawned child {child_agent_id} ({task_id}, {workspace_mode} workspace)",
     ),
     "child_agent_result_reported": _fixed(
         "progress", "task", "Child agent", "Child {child_agent_id} {task_status}"
     ),
     "child_agent_archived": _fixed("progress", "runtime", "Archived", "Archived: {reason}"),
-    "worktree_retained": _fixed(
-        "action_required", "task", "Worktree kept", "Worktree {path} kept: {reason}"
+    "worktree_retained": _counted(
+        "action_required",
+        "task",
+        "Worktree kept",
+        "Child worktree {path} (branch {branch}) kept with {n} changed file(s): {reason}",
+        "changed_files",
     ),
     "timer_created": _fixed("progress", "waiting", "Timer", "Timer set for {next_fire_at}"),
     "timer_fired": _fixed("progress", "waiting", "Timer", "Timer {timer_id} fired"),
@@ -261,7 +346,45 @@ _PRESENTERS: dict[str, Presenter] = {
     "trigger_provisioned": _fixed("progress", "waiting", "Trigger", "Trigger provisioned"),
     "trigger_rotated": _fixed("progress", "waiting", "Trigger", "Trigger token rotated"),
     "trigger_revoked": _fixed("progress", "waiting", "Trigger", "Trigger revoked"),
-    "workspace_bound": _fixed("progress", "workspace", "Workspace", "Workspace {workspace_anchor}"),
+    "workspace_bound": _workspace,
+    "workspace_detached": _workspace,
+    "worktree_created": _workspace,
+    "agent_state_repaired": _repaired,
+    "inbox_message_corrected": _fixed(
+        "trace", "runtime", "Inbox", "Inbox message {file} corrected: {reason}"
+    ),
+    "queue_rebuilt_from_inbox": _counted(
+        "progress",
+        "runtime",
+        "Queue repaired",
+        "The queue was rebuilt from the inbox ({n} message(s) restored): {reason}",
+        "restored_message_ids",
+    ),
+    "message_requeued": _fixed(
+        "progress", "runtime", "Requeued", "Message {message_id} requeued (queue #{queue_seq})"
+    ),
+    "message_replayed": _fixed(
+        "trace", "runtime", "Replayed", "Message {message_id} replayed (attempt {attempts})"
+    ),
+    "message_interjected": _fixed(
+        "progress", "message", "Interjected", "A new message joined the running turn"
+    ),
+    "message_processing_started": _started,
+    "turn_context_built": _fixed(
+        "trace", "trace", "Context", "Context built: {tool_count} tools in {context_build_ms} ms"
+    ),
+    "turn_abort_requested": _fixed(
+        "progress", "runtime", "Abort", "Abort requested for run {run_id}"
+    ),
+    "tick_completed": _counted("trace", "runtime", "Tick", "Tick: {n} action(s)", "actions"),
+    "plan_artifact_changed": _plan,
+    "plan_artifact_missing": _plan,
+    "history_trimmed": _fixed(
+        "progress",
+        "runtime",
+        "History trimmed",
+        "Events through #{through_seq} were removed by retention (before {before})",
+    ),
     "agent_created": _fixed("progress", "runtime", "Agent", "Agent {agent_id} created"),
     "agent_model_changed": _fixed("progress", "runtime", "Model", "Model changed"),
     "skill_activated": _fixed("trace", "tool", "Skill", "Skill {skill} active ({load_reason})"),

@@ -126,8 +126,13 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def _sse_step(line: str, data: list[str]) -> list[dict[str, Any]]:
-    """One line of an SSE stream: the event it completes, if any."""
+def _sse_step(line: str, data: list[str], name: list[str] | None = None) -> list[dict[str, Any]]:
+    """One line of an SSE stream: the event it completes, if any. With
+    ``name`` (the ``event:`` field is kept there) serve's id-less notice
+    ``history_trimmed`` comes out as ``{"kind": "history_trimmed", "data": ...}``."""
+    if line.startswith("event:") and name is not None:
+        name[:] = [line[6:].strip()]
+        return []
     if line.startswith("data:"):
         data.append(line[5:].removeprefix(" "))
         return []
@@ -135,6 +140,9 @@ def _sse_step(line: str, data: list[str]) -> list[dict[str, Any]]:
         return []
     ev = _json_or_none("\n".join(data))
     data.clear()
+    called = name.pop() if name else None
+    if isinstance(ev, dict) and called == "history_trimmed" and "event_seq" not in ev:
+        ev = {"kind": called, "data": ev}
     return [ev] if isinstance(ev, dict) else []
 
 
@@ -169,8 +177,11 @@ class AsyncServeClient:
     async def get(self, path: str, **params: Any) -> Any:
         return await self._send("GET", path, params=params or None)
 
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        return await self._send("POST", path, json=body)
+
     async def prompt(self, agent_id: str, text: str) -> str:
-        body = await self._send("POST", f"/control/agents/{agent_id}/prompt", json={"text": text})
+        body = await self.post(f"/control/agents/{agent_id}/prompt", {"text": text})
         return str(body["message_id"])
 
     async def events(
@@ -190,8 +201,9 @@ class AsyncServeClient:
                 if on_open is not None:
                     on_open()
                 data: list[str] = []
+                name: list[str] = []
                 async for line in resp.aiter_lines():
-                    for ev in _sse_step(line, data):
+                    for ev in _sse_step(line, data, name):
                         yield ev
         except self._httpx.HTTPError as exc:
             raise _gone(exc) from None

@@ -63,9 +63,23 @@ async def agent_state(request: Request) -> Response:
             "state": rec["state"],
             "identity": rec["identity"],
             "work_items": wi.list_work_items(store, filter="open", refresh=False),
+            "execution_policy": _policy(store.agent_id),
         }
 
     return JSONResponse(await run_in_threadpool(get))
+
+
+def _policy(agent_id: str) -> Any:
+    """The agent's execution policy projection (what ``holon debug prompt``
+    shows); ``None`` while ``config.yaml`` does not load (status names why)."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.model.execution_policy import execution_policy
+    from holon_cli.store.config import load_config
+
+    try:
+        return execution_policy(load_config(), agent_id)
+    except ConfigError:
+        return None
 
 
 async def control_prompt(request: Request) -> Response:
@@ -126,6 +140,62 @@ async def control_abort(request: Request) -> Response:
         return request_abort(open_public(request.path_params["agent_id"]), run_id)
 
     return JSONResponse(await run_in_threadpool(go), status_code=202)
+
+
+async def agent_workspaces(request: Request) -> Response:
+    """``holon workspace list --json`` (``?all=1``: known, detached ones too)."""
+    from holon_cli.runtime.workspace.plane import list_workspaces
+
+    include_all = request.query_params.get("all", "") in ("1", "true", "yes")
+
+    def get() -> list[dict[str, Any]]:
+        return list_workspaces(
+            open_public(request.path_params["agent_id"]), include_all=include_all
+        )
+
+    return JSONResponse({"workspaces": await run_in_threadpool(get)})
+
+
+def _workspace_body(body: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``path`` (absolute: serve has no caller's cwd) or ``workspace_id``,
+    and ``mode``; a 400 naming the field otherwise."""
+    import os
+
+    path, wid, mode = body.get("path"), body.get("workspace_id"), body.get("mode")
+    for name, value in (("path", path), ("workspace_id", wid), ("mode", mode)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise HttpError(400, "invalid_body", f"`{name}` must be a non-empty string", "")
+    if (path is None) == (wid is None):
+        raise HttpError(
+            400,
+            "invalid_body",
+            "give exactly one of `path` and `workspace_id`",
+            'a directory to attach, or a known id such as "agent_home"',
+        )
+    if path is not None and not os.path.isabs(path):
+        raise HttpError(
+            400,
+            "invalid_body",
+            f"`path` must be absolute, not {path!r}",
+            "serve has no working directory of yours: resolve the path first",
+        )
+    return path, wid, mode
+
+
+async def control_workspace(request: Request) -> Response:
+    """UseWorkspace for the operator (``holon workspace use``): attach a
+    directory by ``path``, enter an attached ``workspace_id`` (``mode``
+    direct or isolated), or ``workspace_id: "agent_home"`` to leave."""
+    from holon_cli.runtime.workspace.plane import use_workspace
+
+    body = await read_json(request, PROMPT_CAP)
+    path, wid, mode = _workspace_body(body)
+
+    def go() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        return use_workspace(store, path=path, workspace_id=wid, mode=mode, source="http_control")
+
+    return JSONResponse(await run_in_threadpool(go))
 
 
 def _cursor(request: Request, name: str = "after") -> int | None:

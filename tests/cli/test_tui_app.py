@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gitrepos import needs_git
 from tui_serve import Surface, Turner
 
 pytest.importorskip("textual", reason="textual (the tui extra) is not installed")
@@ -282,3 +283,120 @@ async def test_quit_leaves_the_runtime_running(surface: Surface) -> None:
     with httpx.Client(transport=transport, base_url="http://x") as c:
         assert c.get("/healthz").json() == {"ok": True}  # serve still answers
     assert open_agent(None).read_record()["state"]["status"] == before
+
+
+def _overlay_error(app: ConsoleApp) -> str:
+    return str(app.screen.query_one("#attach-error", Static).render())
+
+
+def _active_workspace() -> str:
+    state = open_agent(None).read_record()["state"]
+    return str(state.get("active_workspace_id") or "agent_home")
+
+
+async def _action(pilot: Pilot[Any], key: str) -> None:
+    """F5, then the action ``key`` of the actions overlay."""
+    app = pilot.app
+    await pilot.press("f5")
+    await until(pilot, lambda: app.screen.name == "actions")
+    options = app.screen.query_one(OptionList)
+    options.highlighted = [o.id for o in options.options].index(key)
+    await pilot.press("enter")
+
+
+async def test_workspace_attach_enter_and_exit_actions(surface: Surface, tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    app = _app(surface)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await until(pilot, lambda: "workspace agent home" in bar(app, "statebar"))
+        # enter with nothing attached: a clear notice, no overlay
+        await _action(pilot, "workspace-enter")
+        await until(pilot, lambda: "no attached workspace" in _joined(app))
+        assert len(app.screen_stack) == 1
+        # attach: a bad directory keeps the overlay and what was typed
+        await _action(pilot, "workspace-attach")
+        await until(pilot, lambda: app.screen.name == "workspace-attach")
+        path_input = app.screen.query_one("#attach-path", Input)
+        assert path_input.has_focus
+        path_input.value = str(tmp_path / "missing")
+        await pilot.press("enter")
+        await until(pilot, lambda: "no such directory" in _overlay_error(app))
+        assert app.screen.name == "workspace-attach" and path_input.value.endswith("missing")
+        assert _active_workspace() == "agent_home"
+        assert not any(line.startswith("Operator:") for line in conversation(app))
+        path_input.value = str(proj)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.screen_stack) == 1)
+        wid = _active_workspace()
+        assert wid.startswith("ws_")
+        await until(pilot, lambda: f"workspace {wid} {proj}" in bar(app, "statebar"))
+        assert "projection canonical_root" in bar(app, "statebar")
+        assert "access public_named, host_local" in bar(app, "statebar")
+        assert "(newly attached)" in _joined(app)
+        assert app.query_one("#composer", Input).has_focus
+        # exit: back to the agent's home at once
+        await _action(pilot, "workspace-exit")
+        await until(pilot, lambda: "workspace agent home" in bar(app, "statebar"))
+        assert _active_workspace() == "agent_home" and len(app.screen_stack) == 1
+        # enter: the attached workspace, direct
+        await _action(pilot, "workspace-enter")
+        await until(pilot, lambda: app.screen.name == "workspace-enter")
+        options = app.screen.query_one(OptionList)
+        ids = [o.id for o in options.options]
+        assert ids == [f"direct:{wid}", f"isolated:{wid}"]
+        options.highlighted = 0
+        await pilot.press("enter")
+        await until(pilot, lambda: f"workspace {wid}" in bar(app, "statebar"))
+        assert _active_workspace() == wid and len(app.screen_stack) == 1
+        # isolated in a directory that is not a git repository: refused, shown
+        await _action(pilot, "workspace-enter")
+        await until(pilot, lambda: app.screen.name == "workspace-enter")
+        app.screen.query_one(OptionList).highlighted = 1
+        await pilot.press("enter")
+        await until(pilot, lambda: "not a git repository" in _overlay_error(app))
+        await pilot.press("escape")
+        await until(pilot, lambda: len(app.screen_stack) == 1)
+        assert _active_workspace() == wid
+
+
+@needs_git
+async def test_workspace_attach_isolated_shows_the_worktree(
+    surface: Surface, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitrepos import isolate_git, make_repo
+    from textual.widgets import Checkbox
+
+    isolate_git(tmp_path, monkeypatch)
+    repo = make_repo(tmp_path / "repo")
+    monkeypatch.chdir(tmp_path)
+    app = _app(surface)
+    async with app.run_test(size=(200, 30)) as pilot:
+        await until(pilot, lambda: app.connected)
+        await submit(pilot, "/workspace-attach repo")  # relative to the console's cwd
+        await until(pilot, lambda: app.screen.name == "workspace-attach")
+        assert app.screen.query_one("#attach-path", Input).value == "repo"
+        await pilot.press("tab", "space")
+        assert app.screen.query_one("#attach-isolated", Checkbox).value
+        app.screen.query_one("#attach-path", Input).focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.screen_stack) == 1)
+        await until(pilot, lambda: "worktree " in bar(app, "statebar"))
+        state = bar(app, "statebar")
+        assert "projection git_worktree_root" in state and "from main" in state
+        session = open_agent(None).read_record()["state"]["worktree_session"]
+        assert session and session["original_working_directory"].startswith(str(repo))
+        assert session["worktree_branch"] in state
+
+
+async def test_history_cut_by_retention_is_said_once(surface: Surface) -> None:
+    from holon_cli.store.ledger import write_trimmed
+
+    events = open_agent(None).events
+    write_trimmed(events.segments_dir, events.path.stem, {"through_seq": 1, "before": "then"})
+    app = _app(surface, mode="verbose")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.connected)
+        await until(pilot, lambda: "History trimmed:" in _joined(app))
+        assert "Events through #1 were removed by retention" in _joined(app)
+        assert _joined(app).count("History trimmed") == 1

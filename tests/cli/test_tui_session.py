@@ -144,7 +144,9 @@ def test_state_summary_reads_what_serve_sends_and_tolerates_more() -> None:
     s = state_summary(payload)
     assert s["workspace"] == "ws_1 /src/app" and s["projection"] == "canonical_root"
     assert s["work"] == "ready 1"
-    payload["workspace"] = {"workspace_id": "ws_2", "workspace_anchor": "/w", "access_mode": "ro"}
+    # the agent's execution snapshot (what serve sends) wins over the record
+    payload["agent"]["workspace"] = {"workspace_id": "ws_2", "workspace_anchor": "/w"}
+    payload["state"]["access_mode"] = "ro"
     s = state_summary(payload)
     assert s["workspace"] == "ws_2 /w" and s["access"] == "ro"
     assert state_summary({})["agent"] == "?"
@@ -157,3 +159,100 @@ def test_sse_parser() -> None:
     for line in [*lines, "", "data: not json", ""]:
         got += _sse_step(line, data)
     assert got == [{"event_seq": 3}]
+
+
+def test_state_summary_reads_the_execution_snapshot() -> None:
+    agent = {
+        "agent_id": "main",
+        "status": "awake_idle",
+        "workspace": {
+            "workspace_id": "ws_0123456789ab",
+            "workspace_anchor": "/src/app",
+            "execution_root": "/home/h/worktrees/main/app",
+            "cwd": "/home/h/worktrees/main/app/lib",
+            "projection_kind": "git_worktree_root",
+        },
+        "worktree_session": {"worktree_branch": "holon/main/app", "original_branch": "main"},
+    }
+    s = state_summary({"agent": agent, "state": {}, "identity": {}})
+    assert s["workspace"] == "ws_0123456789ab /src/app"
+    assert s["projection"] == "git_worktree_root (cwd /home/h/worktrees/main/app/lib)"
+    assert s["worktree"] == "holon/main/app from main"
+    # a linked worktree attached direct: its root is named, no worktree label
+    agent["worktree_session"] = None
+    agent["workspace"] |= {"execution_root": "/src/app-wt", "cwd": "/src/app-wt"}
+    s = state_summary({"agent": agent})
+    assert s["projection"] == "git_worktree_root /src/app-wt" and "worktree" not in s
+    # agent_home wins over a stale anchor in the record
+    home = {"workspace_id": "agent_home", "workspace_anchor": "/h/agents/main"}
+    s = state_summary({"agent": {"workspace": home}, "state": {"workspace_anchor": "/old"}})
+    assert (s["workspace"], s["projection"]) == ("agent home", "agent_home")
+    # text from the record is terminal-safe
+    agent["workspace"] = {"workspace_id": "ws_1", "workspace_anchor": "/x\x1b[2J"}
+    assert "\x1b" not in state_summary({"agent": agent})["workspace"]
+
+
+def test_workspace_choices_and_notice() -> None:
+    from holon_cli.cli.tui.views import workspace_choices, workspace_notice
+
+    rows = [
+        {"workspace_id": "agent_home", "workspace_anchor": "/h", "active": False, "exists": True},
+        {"workspace_id": "ws_a", "workspace_anchor": "/a", "active": True, "exists": True},
+        {"workspace_id": "ws_b", "workspace_anchor": "/gone", "active": False, "exists": False},
+        {"workspace_id": "ws_c", "workspace_anchor": "/c", "exists": True, "attached": False},
+    ]
+    got = workspace_choices(rows)
+    assert [(k, ok) for k, _, ok in got] == [
+        ("direct:ws_a", True),
+        ("isolated:ws_a", True),
+        ("direct:ws_b", False),
+        ("isolated:ws_b", False),
+    ]
+    assert got[0][1].startswith("* ws_a  /a  [direct]") and "directory gone" in got[2][1]
+    note = workspace_notice(
+        "main",
+        {
+            "workspace_id": "ws_a",
+            "execution_root": "/wt",
+            "projection_kind": "git_worktree_root",
+            "worktree_session": {"worktree_branch": "holon/x", "original_branch": "main"},
+        },
+    )
+    assert note == "main now works in ws_a: /wt (git_worktree_root), branch holon/x from main"
+    assert "agent_home" in workspace_notice("main", {"workspace_id": "agent_home"})
+
+
+def test_history_trimmed_notice_from_the_stream_is_shown_once() -> None:
+    from holon_cli.cli.tui.session import Conversation
+
+    data: list[str] = []
+    name: list[str] = []
+    got: list[dict[str, Any]] = []
+    trimmed = '{"through_seq": 40, "before": "2026-11-01T00:00:00Z"}'
+    lines = ["event: history_trimmed", f"data: {trimmed}", "", "id: 41", "event: x"]
+    for line in [*lines, 'data: {"event_seq": 41, "kind": "x"}', ""]:
+        got += _sse_step(line, data, name)
+    assert got[0] == {
+        "kind": "history_trimmed",
+        "data": {"through_seq": 40, "before": "2026-11-01T00:00:00Z"},
+    }
+    assert got[1] == {"event_seq": 41, "kind": "x"} and name == []
+    conv = Conversation("verbose")
+    line = conv.feed(got[0])
+    assert line is not None and line.title == "History trimmed"
+    assert "through #40 were removed by retention" in line.text
+    assert conv.feed(got[0]) is None and conv.cursor == 0  # once; the cursor stays
+    assert Conversation("info").feed(got[0]) is None  # progress: verbose and debug
+
+
+def test_access_label_names_the_command_backend() -> None:
+    ident = {"profile_preset": "public_named"}
+    host = {"backend": "host_local", "network_confinement": "not_enforced"}
+    s = state_summary({"identity": ident, "execution_policy": host})
+    assert s["access"] == "public_named, host_local"
+    bwrap = {"backend": "bwrap", "network_confinement": "enforced"}
+    s = state_summary({"identity": ident, "execution_policy": bwrap})
+    assert s["access"] == "public_named, bwrap (network off)"
+    bwrap["network_confinement"] = "not_enforced"
+    assert "bwrap (network on)" in state_summary({"execution_policy": bwrap})["access"]
+    assert state_summary({"identity": ident, "execution_policy": None})["access"] == "public_named"

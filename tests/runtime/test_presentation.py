@@ -200,3 +200,171 @@ def test_tail_presented_renders_through_the_layer() -> None:
     assert all(r["category"] != "state_sync" for r in rows)
     bad = run("tail", "--presented", "--display", "loud")
     assert bad.returncode == 2 and "unknown display mode" in bad.stderr
+
+
+def _emitted_kinds() -> set[str]:
+    """Every event kind the runtime writes: ``emit("kind"`` and the turn
+    recorder's ``event("kind"`` across the package."""
+    import re
+    from pathlib import Path
+
+    import holon_cli
+
+    pattern = re.compile(r"\b(?:emit|event)\(\s*\"([a-z_]+)\"")
+    root = Path(holon_cli.__file__).parent
+    return {k for f in root.rglob("*.py") for k in pattern.findall(f.read_text())}
+
+
+def test_every_emitted_kind_has_its_own_presenter() -> None:
+    emitted = _emitted_kinds()
+    assert len(emitted) > 40  # the scan found the emitters
+    assert emitted <= set(get_args(EventKind)), emitted - set(get_args(EventKind))
+    missing = sorted(k for k in (*get_args(EventKind), "history_trimmed") if k not in P._PRESENTERS)
+    assert missing == []  # none falls back to the generic trace row
+
+
+NEW_ROWS = [
+    (
+        ev(
+            "workspace_bound",
+            {
+                "workspace_id": "ws_0123456789ab",
+                "workspace_anchor": "/src/app",
+                "execution_root": "/src/app",
+                "projection_kind": "canonical_root",
+                "mode": "direct",
+            },
+        ),
+        ("progress", "workspace"),
+        "Working in ws_0123456789ab /src/app (canonical_root, direct)",
+    ),
+    (
+        ev("workspace_bound", {"workspace_id": "agent_home", "workspace_anchor": "/h"}),
+        ("progress", "workspace"),
+        "Working in the agent's home",
+    ),
+    (
+        ev("workspace_detached", {"workspace_id": "ws_1", "workspace_anchor": "/a", "stale": True}),
+        ("progress", "workspace"),
+        "Detached ws_1 /a (its directory was already gone)",
+    ),
+    (
+        ev(
+            "worktree_created",
+            {
+                "workspace_id": "ws_1",
+                "worktree_path": "/w",
+                "worktree_branch": "holon/main/x",
+                "original_branch": "main",
+            },
+        ),
+        ("progress", "workspace"),
+        "Isolated worktree for ws_1: branch holon/main/x from main at /w",
+    ),
+    (
+        ev(
+            "worktree_retained",
+            {"path": "/w", "branch": "b", "changed_files": ["a", "b"], "reason": "dirty"},
+        ),
+        ("action_required", "task"),
+        "Child worktree /w (branch b) kept with 2 changed file(s): dirty",
+    ),
+    (
+        ev(
+            "child_agent_result_reported",
+            {"child_agent_id": None, "task_status": "completed", "task_id": "tsk_1"},
+        ),
+        ("progress", "task"),
+        "Child ? completed",
+    ),
+    (
+        ev("message_processing_started", {"attempt": 2, "trigger_kind": "operator_prompt"}),
+        ("trace", "runtime"),
+        "Working on a message (operator_prompt, attempt 2)",
+    ),
+    (
+        ev("message_processing_started", {"attempt": 1, "replayed": True}),
+        ("trace", "runtime"),
+        "Replaying a message",
+    ),
+    (
+        ev("message_requeued", {"queue_seq": 7}, message_id="msg_1"),
+        ("progress", "runtime"),
+        "Message msg_1 requeued (queue #7)",
+    ),
+    (
+        ev("queue_rebuilt_from_inbox", {"reason": "missing", "restored_message_ids": ["m"]}),
+        ("progress", "runtime"),
+        "The queue was rebuilt from the inbox (1 message(s) restored): missing",
+    ),
+    (
+        ev(
+            "agent_state_repaired",
+            {"stale_run_id": "run_1", "from": "awake_running", "to": "awake_idle"},
+        ),
+        ("progress", "runtime"),
+        "Stale run run_1 repaired: awake_running -> awake_idle",
+    ),
+    (
+        ev("agent_state_repaired", {"file": "events.jsonl", "lost_event_seq": 12}),
+        ("progress", "runtime"),
+        "events.jsonl repaired; events from 12 were lost",
+    ),
+    (
+        ev("turn_abort_requested", {"run_id": "run_9"}),
+        ("progress", "runtime"),
+        "Abort requested for run run_9",
+    ),
+    (
+        ev("tick_completed", {"actions": [{"action": "activated"}]}),
+        ("trace", "runtime"),
+        "Tick: 1 action(s)",
+    ),
+    (
+        ev("plan_artifact_missing", {"path": "plan.md"}),
+        ("progress", "work_item"),
+        "Plan file plan.md is missing",
+    ),
+    (
+        ev("plan_artifact_changed", {"path": "plan.md", "restored": True}),
+        ("trace", "work_item"),
+        "Plan file plan.md restored",
+    ),
+    (
+        ev("message_interjected", {"into_message_id": "msg_0"}),
+        ("progress", "message"),
+        "A new message joined the running turn",
+    ),
+    (
+        {"kind": "history_trimmed", "data": {"through_seq": 40, "before": "2026-11-01"}},
+        ("progress", "runtime"),
+        "Events through #40 were removed by retention (before 2026-11-01)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "where", "summary"), NEW_ROWS)
+def test_rows_of_the_newer_kinds(
+    event: dict[str, Any], where: tuple[str, str], summary: str
+) -> None:
+    row = P.present(event)
+    assert (row["visibility"], row["category"]) == where
+    assert row["summary"] == summary
+
+
+def test_briefs_that_need_the_operator_say_so(holon_home: Any) -> None:
+    store = open_agent(None)
+    write_brief(store, kind="result", text="Budget used up: raise it", visibility="action_required")
+    write_brief(
+        store,
+        kind="result",
+        text="No progress: ...",
+        visibility="action_required",
+        title="no_progress_guard",
+    )
+    write_brief(store, kind="failure", text="Turn failed: x", visibility="action_required")
+    briefs = [e for e in store.events.records() if e["kind"] == "brief_recorded"]
+    assert briefs[1]["data"]["title"] == "no_progress_guard" and "title" not in briefs[0]["data"]
+    rows = [P.present(e) for e in briefs]
+    assert [r["title"] for r in rows] == ["Needs you", "No progress", "Failed"]
+    assert {r["visibility"] for r in rows} == {"action_required"}

@@ -27,7 +27,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, OptionList, RichLog, Static
+from textual.widgets import Checkbox, Input, OptionList, RichLog, Static
 from textual.widgets.option_list import Option
 
 from holon_cli.cli.tui import views
@@ -47,7 +47,14 @@ from holon_cli.serve.client import ServeUnavailable
 RECONNECT_MAX_S = 2.0
 PLACEHOLDER = "Type a prompt and press Enter (/help: commands)"
 REFRESH_KINDS = frozenset(
-    {"agent_state_changed", "session_state_changed", "turn_terminal", "message_admitted"}
+    {
+        "agent_state_changed",
+        "session_state_changed",
+        "turn_terminal",
+        "message_admitted",
+        "workspace_bound",
+        "workspace_detached",
+    }
 )
 STYLES = {
     "action_required": "bold red",
@@ -64,7 +71,8 @@ CSS = """
 #conversation { height: 1fr; padding: 0 1; }
 #activity { height: 1; color: $text-muted; padding: 0 1; }
 Screen:inline { height: 24; }
-Overlay, ActionsOverlay { align: center middle; }
+Overlay, ActionsOverlay, AgentsOverlay, AttachOverlay, EnterOverlay { align: center middle; }
+#attach-error { color: $error; padding: 0 1; }
 .overlay { width: 90%; height: 80%; border: round $accent; background: $surface; }
 .overlay-title { text-style: bold; padding: 0 1; }
 .overlay-hint { color: $text-muted; padding: 0 1; }
@@ -75,6 +83,8 @@ class Control(Protocol):
     """What the console needs of serve (``serve.client.AsyncServeClient``)."""
 
     async def get(self, path: str, **params: Any) -> Any: ...
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any: ...
 
     async def prompt(self, agent_id: str, text: str) -> str: ...
 
@@ -167,6 +177,86 @@ class AgentsOverlay(ModalScreen[None]):
         self.dismiss()
 
 
+class AttachOverlay(ModalScreen[None]):
+    """Workspace attach: a directory (``~`` and relative paths are taken
+    from where the console runs) and direct or isolated mode; Enter attaches
+    it and makes it active. A refusal stays here with the path kept."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
+
+    def __init__(self, agent_id: str, path: str = "") -> None:
+        super().__init__(name="workspace-attach")
+        self.agent_id, self.path = agent_id, path
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="overlay"):
+            yield Static(
+                Text(f"Attach a workspace to {visible(self.agent_id)}"), classes="overlay-title"
+            )
+            yield Input(self.path, placeholder="directory, e.g. ~/src/shop", id="attach-path")
+            yield Checkbox("isolated: work in a managed git worktree", id="attach-isolated")
+            yield Static(id="attach-error")
+            yield Static("Enter attaches, Tab moves, Esc closes", classes="overlay-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#attach-path", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        import os
+
+        event.stop()  # not the composer's: the console must not send it as a prompt
+        raw = event.value.strip()
+        if not raw:
+            self.failed("give a directory to attach")
+            return
+        path = os.path.abspath(os.path.expanduser(raw))
+        mode = "isolated" if self.query_one("#attach-isolated", Checkbox).value else "direct"
+        app = self.app
+        assert isinstance(app, ConsoleApp)
+        app.use_workspace({"path": path, "mode": mode}, screen=self)
+
+    def failed(self, message: str) -> None:
+        self.query_one("#attach-error", Static).update(Text(visible(message)))
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+
+class EnterOverlay(ModalScreen[None]):
+    """Workspace enter: the attached workspaces, each direct and isolated;
+    Enter switches to the highlighted one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
+
+    def __init__(self, choices: list[tuple[str, str, bool]]) -> None:
+        super().__init__(name="workspace-enter")
+        self.choices = choices
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="overlay"):
+            yield Static("Enter a workspace", classes="overlay-title")
+            yield OptionList(
+                *(Option(label, id=key, disabled=not ok) for key, label, ok in self.choices)
+            )
+            yield Static(id="attach-error")
+            yield Static("Enter switches to it, Esc closes", classes="overlay-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        mode, _, wid = str(event.option.id).partition(":")
+        app = self.app
+        assert isinstance(app, ConsoleApp)
+        app.use_workspace({"workspace_id": wid, "mode": mode}, screen=self)
+
+    def failed(self, message: str) -> None:
+        self.query_one("#attach-error", Static).update(Text(visible(message)))
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+
 class ConsoleApp(App[None]):
     CSS = CSS
     TITLE = "holon"
@@ -224,10 +314,11 @@ class ConsoleApp(App[None]):
                 f"display {self.conv.mode} · {link}"
             )
         )
+        worktree = f" · worktree {st['worktree']}" if st.get("worktree") else ""
         self.statebar.update(
             Text(
                 f"workspace {st.get('workspace', '-')} · projection {st.get('projection', '-')}"
-                f" · access {st.get('access', '-')} · pending {st.get('pending', '-')}"
+                f"{worktree} · access {st.get('access', '-')} · pending {st.get('pending', '-')}"
                 f" · work {st.get('work', '-')}"
             )
         )
@@ -298,6 +389,8 @@ class ConsoleApp(App[None]):
         page = await self.control.get(
             f"/agents/{agent}/events", after=max(0, last - HISTORY_EVENTS), limit=HISTORY_EVENTS
         )
+        if isinstance(page.get("trimmed"), dict):
+            self._apply(conv, {"kind": "history_trimmed", "data": page["trimmed"]})
         for ev in page.get("events") or []:
             self._apply(conv, ev)
         self._opened()
@@ -361,7 +454,7 @@ class ConsoleApp(App[None]):
         elif cmd.name == "agent":
             self.switch(cmd.arg)
         else:
-            self.open_overlay(cmd.name)
+            self.open_overlay(cmd.name, cmd.arg)
 
     @work(group="send")
     async def send(self, text: str, typed: str) -> None:
@@ -393,9 +486,14 @@ class ConsoleApp(App[None]):
         (log.scroll_page_down if direction > 0 else log.scroll_page_up)()
 
     @work(group="overlay")
-    async def open_overlay(self, name: str) -> None:
+    async def open_overlay(self, name: str, arg: str = "") -> None:
         if name == "actions":
             self.push_screen(ActionsOverlay())
+            return
+        if name.startswith("workspace-"):
+            if isinstance(self.screen, ActionsOverlay):
+                await self.pop_screen()  # the action replaces the menu
+            await self._workspace_action(name, arg)
             return
         if name == "agents":
             try:
@@ -411,6 +509,51 @@ class ConsoleApp(App[None]):
             self.notice(exc.message, exc.hint)
             return
         self.push_screen(Overlay(name, title, lines))
+
+    # ------------------------------------------------------------ workspaces
+    async def _workspace_action(self, name: str, arg: str = "") -> None:
+        """attach: the path overlay; enter: the attached workspaces; exit:
+        back to agent_home at once (serve's UseWorkspace in each case)."""
+        if name == "workspace-attach":
+            self.push_screen(AttachOverlay(self.agent_id, arg))
+            return
+        if name == "workspace-exit":
+            self.use_workspace({"workspace_id": "agent_home"})
+            return
+        try:
+            page = await self.control.get(f"/agents/{self.agent_id}/workspaces")
+        except HolonError as exc:
+            self.notice(exc.message, exc.hint)
+            return
+        choices = views.workspace_choices(page.get("workspaces") or [])
+        if not choices:
+            self.notice(
+                f"agent {self.agent_id} has no attached workspace",
+                "F5 → Workspace attach (or /workspace-attach) attaches a directory",
+            )
+            return
+        self.push_screen(EnterOverlay(choices))
+
+    @work(group="workspace")
+    async def use_workspace(
+        self, body: dict[str, str], screen: AttachOverlay | EnterOverlay | None = None
+    ) -> None:
+        """POST the change; on success close the overlays and say where the
+        agent now works; a refusal is shown where it was asked."""
+        agent = self.agent_id
+        try:
+            got = await self.control.post(f"/control/agents/{agent}/workspace", body)
+        except HolonError as exc:
+            message = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            if screen is not None and screen in self.screen_stack:
+                screen.failed(message)
+            else:
+                self.notice(exc.message, exc.hint)
+            return
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.notice(views.workspace_notice(agent, got))
+        self.refresh_state()
 
     async def _overlay_lines(self, name: str) -> tuple[str, list[str]]:
         agent = self.agent_id

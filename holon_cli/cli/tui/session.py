@@ -44,7 +44,10 @@ COMMANDS: dict[str, str] = {
     "agents": "/agents (F2): agents and their children",
     "transcript": "/transcript (F3): the recent raw transcript",
     "tasks": "/tasks (F4): command tasks",
-    "actions": "/actions (F5): local actions (debug prompt)",
+    "actions": "/actions (F5): local actions (workspace attach, enter, exit; debug prompt)",
+    "workspace-attach": "/workspace-attach [PATH]: attach a directory and work in it",
+    "workspace-enter": "/workspace-enter: switch to an attached workspace",
+    "workspace-exit": "/workspace-exit: back to the agent's home (agent_home)",
     "events": "/events: raw events (trace)",
     "debug-prompt": "/debug-prompt: the prompt the next turn would see",
 }
@@ -117,10 +120,13 @@ class Conversation:
         self.settled: set[str] = set()
         self._activity = Activity()
         self.activity = ""
+        self.trimmed_noted = False
 
     def feed(self, event: Mapping[str, Any]) -> Line | None:
         """Apply one raw event; the row to show now, if any."""
         seq = event.get("event_seq")
+        if seq is None and event.get("kind") == "history_trimmed":
+            return self._trimmed(event)
         if not isinstance(seq, int) or seq <= self.cursor:
             return None
         self.cursor = seq
@@ -134,6 +140,16 @@ class Conversation:
         self.rows.append((seq, row))
         del self.rows[:-MAX_ROWS]
         return row_line(seq, row) if shown_at(row, self.mode) else None
+
+    def _trimmed(self, event: Mapping[str, Any]) -> Line | None:
+        """Serve's notice that history starts after what retention removed
+        (no ``event_seq``: shown once, at the top of what follows)."""
+        if self.trimmed_noted:
+            return None
+        self.trimmed_noted = True
+        row = present(event)
+        self.rows.append((self.cursor, row))
+        return row_line(self.cursor, row) if shown_at(row, self.mode) else None
 
     def lines(self) -> list[Line]:
         return [row_line(s, r) for s, r in self.rows if shown_at(r, self.mode)]
@@ -149,21 +165,58 @@ def format_line(line: Line) -> str:
     return "\n".join([f"{line.title}: {first}", *("    " + r for r in rest)])
 
 
+def _workspace_labels(
+    agent: Mapping[str, Any], state: Mapping[str, Any]
+) -> tuple[str, str, str | None]:
+    """Workspace, projection and the worktree label from the agent's
+    execution snapshot (``agent.workspace``, ``agent.worktree_session``);
+    an older serve's record fields as a fallback."""
+    raw_ws = agent.get("workspace")
+    ws: Mapping[str, Any] = raw_ws if isinstance(raw_ws, Mapping) else {}
+    ws_id = ws.get("workspace_id") or state.get("active_workspace_id")
+    anchor = ws.get("workspace_anchor") or state.get("workspace_anchor")
+    if ws_id == "agent_home" or not anchor:
+        return "agent home", "agent_home", None
+    workspace = f"{ws_id or 'workspace'} {anchor}"
+    projection = str(ws.get("projection_kind") or "canonical_root")
+    raw_wt = agent.get("worktree_session")
+    wt: Mapping[str, Any] = raw_wt if isinstance(raw_wt, Mapping) else {}
+    worktree = None
+    if wt.get("worktree_branch"):  # the branch names it; its path is long
+        worktree = f"{wt['worktree_branch']} from {wt.get('original_branch') or '?'}"
+    root = ws.get("execution_root")
+    if root and root != anchor and worktree is None:
+        projection += f" {root}"
+    cwd = ws.get("cwd")
+    if cwd and cwd != (root or anchor):
+        projection += f" (cwd {cwd})"
+    return workspace, projection, worktree
+
+
+def _access_label(profile: Any, payload: Mapping[str, Any]) -> str | None:
+    """The profile, then where commands run: ``host_local`` (nothing
+    confined) or ``bwrap`` with its network state (``execution_policy``)."""
+    pol = payload.get("execution_policy")
+    if not isinstance(pol, Mapping) or not pol.get("backend"):
+        return str(profile) if profile else None
+    backend = str(pol["backend"])
+    if backend == "bwrap":
+        net = "off" if pol.get("network_confinement") == "enforced" else "on"
+        backend += f" (network {net})"
+    return f"{profile or '-'}, {backend}"
+
+
 def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
     """Agent, workspace, projection and access labels from ``GET
-    /agents/{id}/state`` (fields the serve does not send yet read as ``-``)."""
+    /agents/{id}/state`` (``worktree`` only while an isolated worktree is
+    the execution root)."""
     agent = payload.get("agent") or {}
     state = payload.get("state") or {}
     ident = payload.get("identity") or {}
-    raw_ws = payload.get("workspace")
-    ws: Mapping[str, Any] = raw_ws if isinstance(raw_ws, Mapping) else {}
-    anchor = ws.get("workspace_anchor") or state.get("workspace_anchor")
-    ws_id = ws.get("workspace_id") or state.get("active_workspace_id")
-    workspace = f"{ws_id or 'workspace'} {anchor}" if anchor else "agent home"
-    projection = ws.get("projection_kind") or ("canonical_root" if anchor else "agent_home")
-    access = ws.get("access_mode") or state.get("access_mode") or ident.get("profile_preset")
+    workspace, projection, worktree = _workspace_labels(agent, state)
+    access = _access_label(state.get("access_mode") or ident.get("profile_preset"), payload)
     work = agent.get("work_items") or {}
-    return {
+    out = {
         "agent": visible(agent.get("agent_id") or "?"),
         "status": visible(agent.get("status") or state.get("status") or "?"),
         "workspace": visible(workspace),
@@ -172,3 +225,6 @@ def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
         "pending": str(agent.get("pending", 0)),
         "work": visible(", ".join(f"{k} {v}" for k, v in work.items() if v) or "none"),
     }
+    if worktree is not None:
+        out["worktree"] = visible(worktree)
+    return out

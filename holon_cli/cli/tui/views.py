@@ -25,11 +25,51 @@ KEYS = (
 )
 ACTIONS = {
     "debug-prompt": "Debug prompt: the prompt frame the next turn would see",
+    "workspace-attach": "Workspace attach: attach a directory and work in it",
+    "workspace-enter": "Workspace enter: an attached workspace (direct or isolated worktree)",
+    "workspace-exit": "Workspace exit: back to the agent's home",
     "transcript": "Transcript: the recent raw transcript",
     "tasks": "Tasks: command tasks of this agent",
     "events": "Events: raw events (trace)",
     "agents": "Agents: switch agent; children are listed under their parent",
 }
+
+
+def workspace_choices(rows: list[Mapping[str, Any]]) -> list[tuple[str, str, bool]]:
+    """The workspace-enter choices from ``GET /agents/{id}/workspaces``:
+    ``(mode:workspace_id, label, enabled)``, each attached workspace direct
+    and in an isolated worktree; one whose directory is gone is not
+    enterable. AgentHome is the exit action, not listed here."""
+    out: list[tuple[str, str, bool]] = []
+    for r in rows:
+        wid = str(r.get("workspace_id") or "")
+        if not wid or wid == "agent_home" or not r.get("attached", True):
+            continue
+        exists = bool(r.get("exists", True))
+        mark = "*" if r.get("active") else " "
+        where = r.get("workspace_anchor") or "(unknown directory)"
+        gone = "" if exists else "  (directory gone: detach it with `holon workspace detach`)"
+        for mode, what in (("direct", "direct"), ("isolated", "isolated git worktree")):
+            label = visible(f"{mark} {wid}  {where}  [{what}]{gone}")
+            out.append((f"{mode}:{wid}", label, exists))
+    return out
+
+
+def workspace_notice(agent_id: str, got: Mapping[str, Any]) -> str:
+    """What the console says after a workspace change (the UseWorkspace result)."""
+    wid = got.get("workspace_id")
+    if wid == "agent_home":
+        return f"{agent_id} now works in its home (agent_home)"
+    where = f"{got.get('execution_root')} ({got.get('projection_kind')})"
+    text = f"{agent_id} now works in {wid}: {where}"
+    wt = got.get("worktree_session")
+    if isinstance(wt, Mapping) and wt.get("worktree_branch"):
+        text += f", branch {wt['worktree_branch']} from {wt.get('original_branch')}"
+    if got.get("newly_attached"):
+        text += " (newly attached)"
+    if got.get("guidance"):
+        text += f". {got['guidance']}"
+    return visible(text)
 
 
 def help_lines() -> list[str]:
