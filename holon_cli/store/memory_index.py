@@ -218,7 +218,8 @@ class MemoryIndex:
         ids = [
             r[0]
             for r in self.con.execute(
-                "SELECT id FROM docs WHERE substr(source_key, 1, ?)=?", (len(prefix), prefix)
+                "SELECT id FROM docs WHERE source_key >= ? AND source_key < ?",
+                _prefix_range(prefix),
             )
         ]
         for i in ids:
@@ -242,10 +243,12 @@ class MemoryIndex:
         return json.loads(row[0]) if row else None
 
     def fingerprints(self, prefix: str) -> dict[str, str]:
+        """Source key → fingerprint for keys starting with ``prefix`` (a range
+        on the unique index of ``source_key``, not a scan of every row)."""
         return dict(
             self.con.execute(
-                "SELECT source_key, fingerprint FROM docs WHERE substr(source_key, 1, ?)=?",
-                (len(prefix), prefix),
+                "SELECT source_key, fingerprint FROM docs WHERE source_key >= ? AND source_key < ?",
+                _prefix_range(prefix),
             ).fetchall()
         )
 
@@ -270,33 +273,63 @@ class MemoryIndex:
             tiers[0] = '"' + " ".join(t.strip('"') for t in terms) + '"'
         else:
             tiers = tiers[:1]
-        scope = "" if all_workspaces else " AND (d.scope_kind='agent' OR d.workspace_id IS ?)"
         seen: set[int] = set()
         hits: list[Hit] = []
         for tier, match in enumerate(tiers):
             if len(hits) >= limit:
                 break
-            sql = (
-                "SELECT d.*, bm25(fts, 2.0, 1.0) AS rank FROM fts JOIN docs d ON d.id = fts.rowid"
-                f" WHERE fts MATCH ?{scope} ORDER BY rank LIMIT ?"
-            )
-            args: tuple[Any, ...] = (match, limit + len(seen))
-            if not all_workspaces:
-                args = (match, workspace_id, limit + len(seen))
-            cur = self.con.execute(sql, args)
-            for row in cur.fetchall():
-                rec = _row(cur, row)
+            for rec in self._ranked(match, limit + len(seen), workspace_id, all_workspaces):
                 if rec["id"] in seen:
                     continue
                 seen.add(rec["id"])
                 hits.append(Hit(rec, float(rec.pop("rank")), tier if len(tiers) > 1 else 0))
         return hits[:limit]
 
+    def _ranked(
+        self, match: str, n: int, workspace_id: str | None, all_workspaces: bool
+    ) -> list[dict[str, Any]]:
+        """The ``n`` best documents for one FTS query, in scope. The ranking
+        runs on the FTS table alone and only its best rows are joined (a
+        common word matches most documents: joining them all first doubled a
+        search); when the scope filter leaves fewer than ``n`` of a full
+        window, the whole match is ranked again with the filter inside."""
+        window = n if all_workspaces else n * 4
+        scope = "" if all_workspaces else " WHERE (d.scope_kind='agent' OR d.workspace_id IS ?)"
+        sql = (
+            "SELECT d.*, t.rank FROM (SELECT rowid, bm25(fts, 2.0, 1.0) AS rank FROM fts"
+            " WHERE fts MATCH ? ORDER BY rank LIMIT ?) t JOIN docs d ON d.id = t.rowid"
+            f"{scope} ORDER BY t.rank LIMIT ?"
+        )
+        args: tuple[Any, ...] = (
+            (match, window, n) if all_workspaces else (match, window, workspace_id, n)
+        )
+        cur = self.con.execute(sql, args)
+        rows = [_row(cur, r) for r in cur.fetchall()]
+        if all_workspaces or len(rows) >= n:
+            return rows
+        (matched,) = self.con.execute(
+            "SELECT count(*) FROM fts WHERE fts MATCH ?", (match,)
+        ).fetchone()
+        if matched <= window:
+            return rows  # the window held every match: nothing more in scope
+        cur = self.con.execute(
+            "SELECT d.*, bm25(fts, 2.0, 1.0) AS rank FROM fts JOIN docs d ON d.id = fts.rowid"
+            " WHERE fts MATCH ? AND (d.scope_kind='agent' OR d.workspace_id IS ?)"
+            " ORDER BY rank LIMIT ?",
+            (match, workspace_id, n),
+        )
+        return [_row(cur, r) for r in cur.fetchall()]
+
 
 def _row(cur: sqlite3.Cursor, row: Iterable[Any]) -> dict[str, Any]:
     rec = dict(zip([c[0] for c in cur.description], row, strict=True))
     rec["metadata"] = json.loads(rec["metadata"])
     return rec
+
+
+def _prefix_range(prefix: str) -> tuple[str, str]:
+    """``[prefix, prefix with its last character + 1)``: every key starting with it."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def remove_files(path: Path) -> None:

@@ -163,10 +163,10 @@ class _Sync:
         known = self.idx.fingerprints("work_item:")
         home = str(self.store.layout.home)
         for rec in items:
-            report = (wix.reports.get(rec["id"]) or {}).get("text")
-            fp = S.work_item_fingerprint(home, rec, report)
+            summary = wix.reports.get(rec["id"]) or {}
+            fp = S.work_item_fingerprint(home, rec, summary.get("id"))
             if known.get(f"work_item:{rec['id']}") != fp:
-                self.put(S.work_item_doc(self.store, rec, report, fp))
+                self.put(S.work_item_doc(self.store, rec, summary.get("text"), fp))
         if moved:
             self.idx.set_meta("ledger:work", {"sizes": sizes, "heads": heads})
 

@@ -116,10 +116,11 @@ def plan_signature(home: str, work_item_id: str) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-def work_item_fingerprint(home: str, rec: Mapping[str, Any], report: str | None) -> str:
-    """Changes with the record's revision, its plan file and its report."""
+def work_item_fingerprint(home: str, rec: Mapping[str, Any], report_id: str | None) -> str:
+    """Changes with the record's revision, its plan file and its report (a
+    delivery summary is immutable: its id names its text)."""
     sig = f"{rec.get('rev')}|{rec.get('updated_at')}|{plan_signature(home, rec['id'])}"
-    return f"{sig}|{sha256_hex((report or '').encode())[:16]}"
+    return f"{sig}|{report_id or '-'}"
 
 
 def work_item_doc(
