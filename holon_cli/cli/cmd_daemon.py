@@ -16,13 +16,17 @@ def _serve_args(
     advertise: str | None,
     token_file: str | None,
     concurrency: int,
+    engine: str = "local",
+    database_url: str | None = None,
 ) -> tuple[list[str], str | None]:
     """Validate the serve options here (before launch) and turn them into the
     child's argv plus the effective token."""
     from holon_cli.cli.cmd_serve import build_options
     from holon_cli.serve.host import ServeOptions
 
-    opts = build_options(listen, socket_path, advertise, token_file, concurrency)
+    opts = build_options(
+        listen, socket_path, advertise, token_file, concurrency, engine, database_url
+    )
     assert isinstance(opts, ServeOptions)
     from holon_cli.errors import RejectedError
     from holon_cli.serve.listen import is_loopback, parse_listen
@@ -37,6 +41,12 @@ def _serve_args(
     args += ["--concurrency", str(opts.concurrency)]
     if opts.advertise:
         args += ["--advertise", opts.advertise]
+    if opts.engine == "dbos":  # the URL goes by environment: argv is public (ps)
+        import os
+
+        assert opts.database_url is not None
+        os.environ["HOLON_DATABASE_URL"] = opts.database_url
+        args += ["--engine", "dbos"]
     return args, opts.token
 
 
@@ -60,6 +70,13 @@ def _print_status(s: dict[str, Any]) -> None:
                 f"{s['waiting_agent_count']} waiting; {s['active_task_count']} task(s)",
             ),
         ]
+    if s.get("engine") == "dbos":
+        rows.append(("engine", f"dbos, worker {s.get('executor_id') or '-'}"))
+        for w in s.get("workers") or []:
+            state = "alive" if w.get("alive") else "silent"
+            rows.append(
+                ("cluster worker", f"{w['executor_id']} (pid {w['pid']} on {w['host']}, {state})")
+            )
     lf = s.get("last_failure")
     if lf:
         rows.append(
@@ -100,6 +117,8 @@ def start(
     advertise: str | None,
     token_file: str | None,
     concurrency: int,
+    engine: str,
+    database_url: str | None,
     start_timeout: str,
     as_json: bool,
 ) -> None:
@@ -117,7 +136,9 @@ def start(
     """
     from holon_cli.serve import daemon as d
 
-    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    args, token = _serve_args(
+        listen, socket_path, advertise, token_file, concurrency, engine, database_url
+    )
     res = d.start(args, token, timeout_s=_duration(start_timeout))
     if as_json:
         output.emit_json(res)
@@ -170,6 +191,8 @@ def restart(
     advertise: str | None,
     token_file: str | None,
     concurrency: int,
+    engine: str,
+    database_url: str | None,
     start_timeout: str,
     as_json: bool,
 ) -> None:
@@ -182,7 +205,9 @@ def restart(
     """
     from holon_cli.serve import daemon as d
 
-    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    args, token = _serve_args(
+        listen, socket_path, advertise, token_file, concurrency, engine, database_url
+    )
     timeout = _duration(start_timeout)
     d.stop()
     res = d.start(args, token, timeout_s=timeout)
@@ -202,6 +227,8 @@ def status(
     advertise: str | None,
     token_file: str | None,
     concurrency: int,
+    engine: str,
+    database_url: str | None,
     as_json: bool,
 ) -> None:
     """Show the daemon: state (running|stopped|stale), pid, addresses, health,
@@ -217,7 +244,9 @@ def status(
     """
     from holon_cli.serve import daemon as d
 
-    args, token = _serve_args(listen, socket_path, advertise, token_file, concurrency)
+    args, token = _serve_args(
+        listen, socket_path, advertise, token_file, concurrency, engine, database_url
+    )
     res = d.status(args, token)
     if as_json:
         output.emit_json(res)

@@ -42,6 +42,19 @@ def serve_options(f: click.decorators.FC) -> click.decorators.FC:
                 show_default=True,
                 help="How many agents may run a turn at the same time (one turn per agent).",
             ),
+            click.option(
+                "--engine",
+                type=click.Choice(["local", "dbos"]),
+                default="local",
+                show_default=True,
+                help="local: this process runs every agent. dbos: one of many workers "
+                "sharing the home through DBOS on Postgres (needs holon-cli[dbos]).",
+            ),
+            click.option(
+                "--database-url",
+                metavar="URL",
+                help="Postgres URL for --engine dbos [else env HOLON_DATABASE_URL].",
+            ),
         ]
     ):
         f = opt(f)
@@ -54,6 +67,8 @@ def build_options(
     advertise: str | None,
     token_file: str | None,
     concurrency: int,
+    engine: str = "local",
+    database_url: str | None = None,
 ) -> object:
     import os
 
@@ -63,8 +78,25 @@ def build_options(
 
     listen = listen or os.environ.get("HOLON_HTTP_ADDR") or DEFAULT_LISTEN
     parse_listen(listen)  # a bad value is a usage error before anything starts
-    sock = socket_path or str(HomeLayout.current().run_dir / "holon.sock")
+    url = executor = None
+    sock_name = "holon.sock"
+    if engine == "dbos":
+        from holon_cli.serve.engine_dbos import database_url as db_url
+        from holon_cli.serve.engine_dbos import default_executor_id, require_dbos
+
+        url = db_url(database_url)
+        require_dbos()
+        executor = default_executor_id()
+        sock_name = f"holon-{executor}.sock"
+    elif database_url:
+        from holon_cli.errors import UsageError
+
+        raise UsageError("--database-url needs --engine dbos", hint="add --engine dbos")
+    sock = socket_path or str(HomeLayout.current().run_dir / sock_name)
     return ServeOptions(
+        engine=engine,
+        database_url=url,
+        executor_id=executor,
         concurrency=concurrency,
         listen=listen,
         token=resolve_token(token_file),
@@ -81,6 +113,8 @@ def serve(
     advertise: str | None,
     token_file: str | None,
     concurrency: int,
+    engine: str,
+    database_url: str | None,
 ) -> None:
     """Run every agent of the home as a service, in the foreground.
 
@@ -104,6 +138,13 @@ def serve(
     At start it seeds the builtin templates into ~/.agents/templates/, as
     `holon home init` does (an edited copy is never overwritten).
 
+    --engine dbos (needs `pip install 'holon-cli[dbos]'` and a Postgres URL
+    in --database-url or HOLON_DATABASE_URL): this process is one of many
+    workers sharing HOLON_HOME; an agent's pass is a DBOS workflow on a queue
+    partitioned by agent id (one turn per agent cluster-wide), timers fire
+    once cluster-wide, and a live worker recovers the turns of a killed one.
+    Its default socket is run/holon-<executor_id>.sock.
+
     SIGTERM or Ctrl-C: no new work; running turns get 10 s to finish, then
     are interrupted (the next turn replays them). Agents are never marked
     stopped.
@@ -116,7 +157,9 @@ def serve(
     from holon_cli.serve.host import Host, ServeOptions
     from holon_cli.tools.catalog import default_catalog
 
-    opts = build_options(listen, socket_path, advertise, token_file, concurrency)
+    opts = build_options(
+        listen, socket_path, advertise, token_file, concurrency, engine, database_url
+    )
     assert isinstance(opts, ServeOptions)
     from holon_cli.runtime.budgets import config_errors
     from holon_cli.store.config import load_config

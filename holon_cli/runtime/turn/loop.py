@@ -212,6 +212,8 @@ class TurnRun:
             "trigger_kind": msg.get("trigger_kind"),
             "replayed": replayed,
         }
+        if worker := os.environ.get("HOLON_WORKER_ID"):  # set by `serve --engine dbos`
+            started["worker"] = worker
         self.rec.event("message_processing_started", started)
         if self.fresh:
             self.journal.begin()
