@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import signal
+import socket
 import subprocess
 import time
 from collections import Counter, defaultdict
@@ -134,7 +135,8 @@ def test_base_install_does_not_import_dbos() -> None:
     code = (
         "import sys; from holon_cli.cli import main\n"
         "try:\n    main(['serve', '--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dbos', 'psycopg', 'sqlalchemy')))"
+        "print(sorted(m for m in sys.modules\n"
+        "             if m.split('.')[0] in ('dbos', 'psycopg', 'sqlalchemy')))"
     )
     res = subprocess.run(["python", "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout
@@ -169,6 +171,98 @@ def test_three_workers_run_each_message_once(
         time.sleep(1.0)  # a doubled turn would show up now
         workers = assert_exactly_once_no_overlap(agents, sent)
         assert len(workers - {"?"}) > 1, workers
+    finally:
+        for p in procs:
+            stop(p)
+
+
+def in_flight(agents: list[str]) -> dict[str, str]:
+    """turn id -> worker of the turns started and not yet settled."""
+    out: dict[str, str] = {}
+    for a in agents:
+        ended = {e["turn_id"] for e in events(a, "turn_terminal")}
+        for e in events(a, "message_processing_started"):
+            if e["turn_id"] not in ended:
+                out[e["turn_id"]] = e["data"].get("worker", "?")
+    return out
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_sigkill_of_a_worker_mid_turn_loses_and_doubles_nothing(
+    tmp_path: Path, pg: PgCluster, slow_provider: LoopbackServer
+) -> None:
+    agents = make_agents(10)
+    procs = start_workers(tmp_path, pg.url, 3)
+    victim = procs[0]
+    try:
+        sent = send(agents, 3)
+        mine = f"-{victim.pid}"
+        assert wait_for(
+            lambda: any(w.endswith(mine) for w in in_flight(agents).values()), timeout=60
+        ), "the first worker never started a turn"
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        killed_at = time.monotonic()
+        assert wait_for(lambda: len(completed(agents)) >= 30, timeout=120), len(completed(agents))
+        time.sleep(1.0)
+        assert_exactly_once_no_overlap(agents, sent)
+        logs = "".join((tmp_path / f"w{i}.log").read_text() for i in (1, 2))
+        assert f"dead worker(s) {socket.gethostname()}{mine}" in logs, logs[-3000:]
+        assert time.monotonic() - killed_at < 120
+    finally:
+        for p in procs:
+            stop(p)
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_postgres_restart_mid_run_loses_nothing(
+    tmp_path: Path, pg: PgCluster, slow_provider: LoopbackServer
+) -> None:
+    agents = make_agents(6)
+    procs = start_workers(tmp_path, pg.url, 2)
+    try:
+        sent = send(agents, 2)
+        assert wait_for(lambda: len(in_flight(agents)) > 0, timeout=60)
+        pg.restart()
+        sent += send(agents, 2)
+        assert wait_for(lambda: len(completed(agents)) >= 24, timeout=150), len(completed(agents))
+        time.sleep(1.0)
+        assert_exactly_once_no_overlap(agents, sent)
+        assert all(p.poll() is None for p in procs)
+    finally:
+        for p in procs:
+            stop(p)
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_repeating_timer_fires_once_per_period_with_three_workers(
+    tmp_path: Path, pg: PgCluster, slow_provider: LoopbackServer
+) -> None:
+    (agent,) = make_agents(1)
+    procs = start_workers(tmp_path, pg.url, 3)
+    try:
+        sh("timer", "add", "--agent", agent, "--after", "2s", "--every", "3s", "--message", "tick")
+        start = time.monotonic()
+        assert wait_for(lambda: len(completed([agent])) >= 4, timeout=40)
+        elapsed = time.monotonic() - start
+        time.sleep(1.0)
+        fires = [
+            e
+            for e in events(agent, "message_processing_started")
+            if e["data"].get("trigger_kind") == "timer" or "timer" in str(e.get("message_kind", ""))
+        ] or events(agent, "message_processing_started")
+        done = completed([agent])
+        # one turn per period: never two fires of one period
+        assert len(done) <= 1 + int((elapsed + 1.0 - 2.0) // 3.0) + 1, (len(done), elapsed)
+        starts = sorted(clock.parse_iso(e["at"]) for e in fires)
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert all(g > 2.0 for g in gaps), gaps
     finally:
         for p in procs:
             stop(p)
