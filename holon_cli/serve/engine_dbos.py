@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -126,6 +127,14 @@ def _register() -> Any:
 
     @DBOS.workflow(name="holon.agent_pass")
     def agent_pass(agent_id: str, backoff: float = 0.0) -> PassResult:
+        engine = _engine()
+        engine.begin_pass(agent_id)
+        try:
+            return _pass_body(agent_id, backoff)
+        finally:
+            engine.end_pass(agent_id)
+
+    def _pass_body(agent_id: str, backoff: float) -> PassResult:
         out: PassResult = {"turns": 0, "last_status": None}
         while True:
             if tick_step(agent_id) < 0:
@@ -195,6 +204,7 @@ class DbosScheduler(Scheduler):
         self.http_addr: str | None = None
         self._resumes: set[str] = set()
         self._active: dict[str, int] = {}  # agent -> passes of this worker in flight
+        self._parked: set[str] = set()  # passes dequeued while stopping: left pending
         self._workflow: Any = None
         self._queue: Any = None
         self._hb: Any = None
@@ -260,15 +270,34 @@ class DbosScheduler(Scheduler):
             return False
         return True
 
+    def begin_pass(self, agent_id: str) -> None:
+        """A pass workflow starts on this worker. While stopping, it is parked
+        instead: it stays pending under this executor id and a live worker
+        recovers it once this one is gone (never run here half-way)."""
+        if self.stopping.is_set():
+            with self._cv:
+                self._parked.add(agent_id)
+            threading.Event().wait()
+        with self._cv:
+            self._active[agent_id] = self._active.get(agent_id, 0) + 1
+            self._running.add(agent_id)
+
+    def end_pass(self, agent_id: str) -> None:
+        with self._cv:
+            n = self._active.get(agent_id, 1) - 1
+            if n <= 0:
+                self._active.pop(agent_id, None)
+                self._running.discard(agent_id)
+            else:
+                self._active[agent_id] = n
+            self._cv.notify_all()
+
     def run_one_turn(self, agent_id: str) -> dict[str, Any]:
         """One ``run_turn`` inside the pass workflow (a DBOS step)."""
         from holon_cli.errors import BusyError, NotFoundError, RejectedError
         from holon_cli.runtime.agents import open_agent
         from holon_cli.runtime.turn import run_turn
 
-        with self._cv:
-            self._active[agent_id] = self._active.get(agent_id, 0) + 1
-            self._running.add(agent_id)
         try:
             store = open_agent(agent_id, create_default=False)
             self.stats.passes += 1
@@ -278,15 +307,6 @@ class DbosScheduler(Scheduler):
             return {"ran": False, "busy": True}
         except (RejectedError, NotFoundError):
             return {"ran": False}
-        finally:
-            with self._cv:
-                n = self._active.get(agent_id, 1) - 1
-                if n <= 0:
-                    self._active.pop(agent_id, None)
-                    self._running.discard(agent_id)
-                else:
-                    self._active[agent_id] = n
-                self._cv.notify_all()
         if not res.ran:
             return {"ran": False}
         self.stats.turns += 1
@@ -439,7 +459,8 @@ class DbosScheduler(Scheduler):
         DBOS (what is left pending is recovered by a live worker)."""
         left = super().drain()
         self.shutdown()
-        return left
+        with self._cv:  # parked passes hold DBOS threads: the process must leave at once
+            return sorted(set(left) | self._parked)
 
 
 _WORKERS_DDL = """

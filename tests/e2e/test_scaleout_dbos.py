@@ -227,7 +227,9 @@ def test_postgres_restart_mid_run_loses_nothing(
     try:
         sent = send(agents, 2)
         assert wait_for(lambda: len(in_flight(agents)) > 0, timeout=60)
-        pg.restart()
+        pg.stop()  # workers lose the database mid-turn, and for a while
+        time.sleep(3.0)
+        pg.start()
         sent += send(agents, 2)
         assert wait_for(lambda: len(completed(agents)) >= 24, timeout=150), len(completed(agents))
         time.sleep(1.0)
