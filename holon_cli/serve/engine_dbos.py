@@ -7,8 +7,8 @@ Invariants:
   locks and journal; this module only decides *where and when* it runs;
 - an agent's pass is a DBOS workflow on one queue partitioned by agent id
   with ``partition_concurrency=1``: at most one pass (so one turn) per agent
-  runs cluster-wide; the tick and each turn are DBOS steps, and a turn
-  killed mid-way replays from its turn journal when the step re-runs;
+  runs cluster-wide; each tick-and-turn is a DBOS step, and a turn killed
+  mid-way replays from its turn journal when the step re-runs;
 - wakes have deterministic workflow ids, one per cause: ``A:msg:M`` per
   queued message, ``A:at:T`` per deadline (delayed in DBOS, so it fires once
   cluster-wide even if the worker that saw it dies), ``A:resume:N``,
@@ -42,6 +42,7 @@ HEARTBEAT_S = 1.0
 DEAD_AFTER_S = 5.0  # a worker silent this long is dead: its workflows are recovered
 POLL_S = 0.05  # how often a worker looks for runnable passes on the queue
 SWEEP_S = 60.0
+SENT_MAX = 100_000  # remembered enqueued ids (a message's wake is enqueued once per worker)
 
 _scheduler: DbosScheduler | None = None  # the process's engine (workflows reach it)
 
@@ -110,17 +111,6 @@ def _register() -> Any:
     """Register the pass workflow and its steps with DBOS (once per process)."""
     from dbos import DBOS
 
-    @DBOS.step(name="holon.tick")
-    def tick_step(agent_id: str) -> int:
-        from holon_cli.errors import NotFoundError
-        from holon_cli.runtime.agents import open_agent
-        from holon_cli.runtime.tick import tick_agent
-
-        try:
-            return len(tick_agent(open_agent(agent_id, create_default=False))["actions"])
-        except NotFoundError:
-            return -1
-
     @DBOS.step(name="holon.turn")
     def turn_step(agent_id: str) -> dict[str, Any]:
         return _engine().run_one_turn(agent_id)
@@ -137,8 +127,6 @@ def _register() -> Any:
     def _pass_body(agent_id: str, backoff: float) -> PassResult:
         out: PassResult = {"turns": 0, "last_status": None}
         while True:
-            if tick_step(agent_id) < 0:
-                return out
             res = turn_step(agent_id)
             if res.get("busy"):  # a manual `holon turn` holds the lock: wait, durably
                 DBOS.sleep(BUSY_RETRY_S)
@@ -204,6 +192,7 @@ class DbosScheduler(Scheduler):
         self.http_addr: str | None = None
         self._resumes: set[str] = set()
         self._active: dict[str, int] = {}  # agent -> passes of this worker in flight
+        self._sent: set[str] = set()  # workflow ids this worker enqueued (each once)
         self._parked: set[str] = set()  # passes dequeued while stopping: left pending
         self._workflow: Any = None
         self._queue: Any = None
@@ -259,6 +248,8 @@ class DbosScheduler(Scheduler):
         from dbos import SetEnqueueOptions, SetWorkflowID
 
         wfid = f"{agent_id}:{key}"
+        if wfid in self._sent:  # this worker enqueued it already: no round trip
+            return True
         opts: dict[str, Any] = {"queue_partition_key": agent_id}
         if delay > 0:
             opts["delay_seconds"] = delay
@@ -268,6 +259,9 @@ class DbosScheduler(Scheduler):
         except Exception as exc:  # noqa: BLE001 - the database is away: retried later
             self.log(f"{agent_id}: cannot enqueue {key} ({type(exc).__name__}: {exc})")
             return False
+        if len(self._sent) > SENT_MAX:
+            self._sent.clear()
+        self._sent.add(wfid)
         return True
 
     def begin_pass(self, agent_id: str) -> None:
@@ -290,17 +284,22 @@ class DbosScheduler(Scheduler):
                 self._running.discard(agent_id)
             else:
                 self._active[agent_id] = n
+            self._dirty.add(agent_id)  # its deadline may have moved (a Sleep, a timer)
             self._cv.notify_all()
 
     def run_one_turn(self, agent_id: str) -> dict[str, Any]:
-        """One ``run_turn`` inside the pass workflow (a DBOS step)."""
+        """``tick_agent`` then one ``run_turn``: the pass workflow's step.
+        (One step, not two: a step record costs two round trips, and a
+        re-run tick finds what it already did.)"""
         from holon_cli.errors import BusyError, NotFoundError, RejectedError
         from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.tick import tick_agent
         from holon_cli.runtime.turn import run_turn
 
         try:
             store = open_agent(agent_id, create_default=False)
             self.stats.passes += 1
+            tick_agent(store)
             res = run_turn(agent_id, store=store, catalog=self.catalog)
         except BusyError:
             self.stats.busy_skips += 1
@@ -314,7 +313,6 @@ class DbosScheduler(Scheduler):
             f"{agent_id}: turn {res.turn_id} {res.status} "
             f"(message {res.message_id}, {res.duration_ms} ms, worker {self.executor_id})"
         )
-        self.mark([agent_id])  # its deadline may have moved (a Sleep, a timer)
         return {
             "ran": True,
             "status": res.status,
