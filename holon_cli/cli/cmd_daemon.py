@@ -24,6 +24,8 @@ def _serve_args(
     from holon_cli.cli.cmd_serve import build_options
     from holon_cli.serve.host import ServeOptions
 
+    if engine == "dbos":
+        _daemon_executor_id()
     opts = build_options(
         listen, socket_path, advertise, token_file, concurrency, engine, database_url
     )
@@ -48,6 +50,21 @@ def _serve_args(
         os.environ["HOLON_DATABASE_URL"] = opts.database_url
         args += ["--engine", "dbos"]
     return args, opts.token
+
+
+def _daemon_executor_id() -> None:
+    """The daemon's worker keeps one executor id across restarts (host and
+    home), so its socket name and configuration stay the same and a restarted
+    daemon recovers its own pending passes at launch. The child inherits it."""
+    import os
+    import socket
+
+    if not os.environ.get("HOLON_EXECUTOR_ID"):
+        from holon_cli.digest import sha256_hex
+        from holon_cli.store.layout import HomeLayout
+
+        home = sha256_hex(str(HomeLayout.current().root).encode())[:8]
+        os.environ["HOLON_EXECUTOR_ID"] = f"{socket.gethostname()}-daemon-{home}"
 
 
 def _print_status(s: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -268,3 +269,49 @@ def test_repeating_timer_fires_once_per_period_with_three_workers(
     finally:
         for p in procs:
             stop(p)
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_daemon_start_engine_dbos_and_status_show_the_cluster(
+    tmp_path: Path, pg: PgCluster, slow_provider: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HOLON_DATABASE_URL", raising=False)
+    monkeypatch.delenv("HOLON_EXECUTOR_ID", raising=False)
+    (other,) = start_workers(tmp_path, pg.url, 1)
+    daemon_pid = None
+    try:
+        args = ["--engine", "dbos", "--database-url", pg.url, "--listen", "127.0.0.1:0"]
+        res = subprocess.run(
+            [*HOLON, "daemon", "start", *args, "--json"], capture_output=True, text=True, timeout=90
+        )
+        assert res.returncode == 0, res.stderr
+        started = json.loads(res.stdout)["data"]
+        daemon_pid = started["pid"]
+        me = started["executor_id"]
+        assert me.startswith(f"{socket.gethostname()}-daemon-")
+        assert started["socket_path"].endswith(f"run/holon-{me}.sock")
+        # the URL went to the child by environment, never on its command line
+        cmdline = Path(f"/proc/{daemon_pid}/cmdline").read_bytes().decode()
+        assert pg.url not in cmdline and "dbos" in cmdline
+
+        def cluster() -> set[str]:
+            st = sh("daemon", "status")
+            return {w["executor_id"] for w in st.get("workers", []) if w["alive"]}
+
+        assert wait_for(lambda: cluster() == {me, f"{socket.gethostname()}-{other.pid}"}, 20)
+        text = subprocess.run(
+            [*HOLON, "daemon", "status"], capture_output=True, text=True, timeout=60
+        ).stdout
+        assert f"dbos, worker {me}" in text and f"-{other.pid} (pid {other.pid}" in text
+        again = subprocess.run(
+            [*HOLON, "daemon", "start", *args, "--json"], capture_output=True, text=True, timeout=90
+        )
+        assert json.loads(again.stdout)["data"]["already_running"] is True, again.stderr
+        assert subprocess.run([*HOLON, "daemon", "stop"], timeout=90).returncode == 0
+        daemon_pid = None
+    finally:
+        if daemon_pid is not None:
+            os.kill(daemon_pid, signal.SIGKILL)
+        stop(other)
