@@ -11,9 +11,9 @@ Invariants:
   mid-way replays from its turn journal when the step re-runs;
 - wakes have deterministic workflow ids, one per cause: ``A:msg:M`` per
   queued message, ``A:at:T`` per deadline (delayed in DBOS, so it fires once
-  cluster-wide even if the worker that saw it dies), ``A:resume:N``,
-  ``A:sweep:N``. Every worker that notices the same cause enqueues the same
-  id; DBOS keeps one. (DBOS refuses ``deduplication_id`` on a partitioned
+  cluster-wide even if the worker that saw it dies), ``A:resume:<mtime of
+  the agent record>``, ``A:sweep:N``. Every worker that notices the same
+  cause enqueues the same id; DBOS keeps one. (DBOS refuses ``deduplication_id`` on a partitioned
   queue, so the id is the dedup key; a spare pass finds nothing and ends.)
 - workers heartbeat in ``holon_workers``; a live worker that finds a stale
   row deletes it (one ``DELETE ... RETURNING``: one winner) and has DBOS
@@ -166,6 +166,13 @@ def pending_message_ids(agent_id: str) -> list[str]:
         if mid not in st.entries and mid not in st.recent_final:
             ids.add(mid)
     return sorted(ids)
+
+
+def _record_mtime_ns(root: Any, agent_id: str) -> int:
+    try:
+        return os.stat(root / "agents" / agent_id / ".holon" / "state" / "agent.json").st_mtime_ns
+    except OSError:
+        return time.time_ns()
 
 
 # ---------------------------------------------------------------- the scheduler
@@ -337,8 +344,8 @@ class DbosScheduler(Scheduler):
         pending = pending_message_ids(agent_id)
         for mid in pending:
             self.enqueue_pass(agent_id, f"msg:{mid}")
-        if resumed:
-            self.enqueue_pass(agent_id, f"resume:{time.time_ns()}")
+        if resumed:  # named by the record's change: every worker names it alike
+            self.enqueue_pass(agent_id, f"resume:{_record_mtime_ns(self.root, agent_id)}")
         if sweep is not None and pending:  # held messages whose own pass found them held
             self.enqueue_pass(agent_id, f"sweep:{sweep}")
         at = agent_deadline(agent_id)
