@@ -96,6 +96,9 @@ def assert_exactly_once_no_overlap(agents: list[str], sent: list[str]) -> set[st
     assert set(done.values()) == {1}, done
     workers: set[str] = set()
     for a in agents:
+        for e in events(a, "agent_state_changed"):  # the turn_started change names it too
+            if e["data"]["reason"] == "turn_started":
+                assert e.get("worker"), e
         spans: dict[str, list[float]] = defaultdict(list)
         for e in events(a, "message_processing_started"):
             workers.add(e["data"].get("worker", "?"))
