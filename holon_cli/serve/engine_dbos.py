@@ -16,8 +16,8 @@ Invariants:
   cause enqueues the same id; DBOS keeps one. (DBOS refuses ``deduplication_id`` on a partitioned
   queue, so the id is the dedup key; a spare pass finds nothing and ends.)
 - workers heartbeat in ``holon_workers``; a live worker that finds a stale
-  row deletes it (one ``DELETE ... RETURNING``: one winner) and has DBOS
-  recover that executor's pending workflows.
+  row locks it (``FOR UPDATE SKIP LOCKED``: one taker), has DBOS recover
+  that executor's pending workflows, and deletes it in the same transaction.
 """
 
 from __future__ import annotations
@@ -398,18 +398,25 @@ class DbosScheduler(Scheduler):
         self._hb = None
 
     def recover_dead(self) -> list[str]:
-        """Delete the rows of workers silent for ``DEAD_AFTER_S`` (one worker
-        wins each row) and have DBOS recover their pending workflows."""
+        """Have DBOS recover the pending workflows of workers silent for
+        ``DEAD_AFTER_S``, then delete their rows, in one transaction holding
+        the rows (``FOR UPDATE SKIP LOCKED``): one worker handles a dead one,
+        and if it dies half-way the rows come back for another."""
         if self._db_down_since is not None or time.monotonic() < self._recover_after:
             return []
         try:
-            rows = self._connect().execute(_REAP, (self.executor_id, DEAD_AFTER_S)).fetchall()
-        except Exception:  # noqa: BLE001 - next heartbeat says so
+            conn = self._connect()
+            with conn.transaction():
+                rows = conn.execute(_DEAD, (self.executor_id, DEAD_AFTER_S)).fetchall()
+                dead = [r[0] for r in rows]
+                if dead:
+                    handles = _dbos()._recover_pending_workflows(dead)
+                    conn.execute(_FORGET, (dead,))
+        except Exception as exc:  # noqa: BLE001 - the next second tries again
+            self.log(f"cannot recover dead workers ({type(exc).__name__}: {exc})")
             self._drop_conn()
             return []
-        dead = [r[0] for r in rows]
         if dead:
-            handles = _dbos()._recover_pending_workflows(dead)
             self.recovered.extend(dead)
             self.log(
                 f"recovered {len(handles)} pending pass(es) of dead worker(s) {', '.join(dead)}"
@@ -426,7 +433,8 @@ class DbosScheduler(Scheduler):
         self._drop_conn()
 
     def workers(self) -> list[WorkerRow]:
-        return list_workers(self._connect())
+        """The cluster's workers (on a connection of its own: the HTTP thread asks)."""
+        return cluster_workers(self.database_url)
 
     # ------------------------------------------------------------ main loop
     def run(self) -> None:
@@ -481,10 +489,11 @@ _UPSERT = """
 INSERT INTO holon_workers (executor_id, host, pid, http_addr, started_at, heartbeat_at)
 VALUES (%s, %s, %s, %s, %s, now())
 ON CONFLICT (executor_id) DO UPDATE SET heartbeat_at = now(), http_addr = EXCLUDED.http_addr"""
-_REAP = """
-DELETE FROM holon_workers
+_DEAD = """
+SELECT executor_id FROM holon_workers
 WHERE executor_id <> %s AND heartbeat_at < now() - make_interval(secs => %s)
-RETURNING executor_id"""
+FOR UPDATE SKIP LOCKED"""
+_FORGET = "DELETE FROM holon_workers WHERE executor_id = ANY(%s)"
 _GONE = "UPDATE holon_workers SET heartbeat_at = 'epoch' WHERE executor_id = %s"
 _LIST = """
 SELECT executor_id, host, pid, http_addr, started_at, heartbeat_at,
