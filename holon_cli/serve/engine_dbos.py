@@ -298,7 +298,7 @@ class DbosScheduler(Scheduler):
         """``tick_agent`` then one ``run_turn``: the pass workflow's step.
         (One step, not two: a step record costs two round trips, and a
         re-run tick finds what it already did.)"""
-        from holon_cli.errors import BusyError, NotFoundError, RejectedError
+        from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
         from holon_cli.runtime.agents import open_agent
         from holon_cli.runtime.tick import tick_agent
         from holon_cli.runtime.turn import run_turn
@@ -313,6 +313,17 @@ class DbosScheduler(Scheduler):
             return {"ran": False, "busy": True}
         except (RejectedError, NotFoundError):
             return {"ran": False}
+        except Exception as exc:  # noqa: BLE001 - as the local pass: one agent must not stop others
+            err = as_holon_error(exc)
+            self.stats.failures += 1
+            self.stats.last_failure = {
+                "occurred_at": clock.now_iso(),
+                "summary": f"{agent_id}: {err.message}",
+                "phase": "runtime_turn",
+                "detail_hint": err.hint or f"see `holon tail --agent {agent_id}`",
+            }
+            self.log(f"{agent_id}: error: {err.message}")
+            return {"ran": False, "error": err.message}
         if not res.ran:
             return {"ran": False}
         self.stats.turns += 1

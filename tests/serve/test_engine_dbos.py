@@ -103,3 +103,30 @@ def test_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(UsageError, match="'dbos' package") as e:
         engine_dbos.require_dbos()
     assert e.value.hint == "pip install 'holon-cli[dbos]'"
+
+
+def test_a_turn_step_reports_busy_and_failures_without_raising(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from holon_cli.errors import BusyError
+
+    create_agent("a4")
+    eng = Recorder()
+
+    def busy(*_a: Any, **_k: Any) -> Any:
+        raise BusyError("turn lock held")
+
+    monkeypatch.setattr("holon_cli.runtime.turn.run_turn", busy)
+    assert eng.run_one_turn("a4") == {"ran": False, "busy": True}
+    assert eng.stats.busy_skips == 1
+
+    def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr("holon_cli.runtime.turn.run_turn", broken)
+    res = eng.run_one_turn("a4")
+    assert res["ran"] is False and "disk on fire" in res["error"]
+    assert eng.stats.failures == 1
+    assert eng.stats.last_failure is not None
+    assert eng.stats.last_failure["summary"].startswith("a4: ")
+    assert eng.run_one_turn("nobody") == {"ran": False}  # removed meanwhile
