@@ -16,13 +16,36 @@ def _serve_args(flags: dict[str, Any]) -> tuple[list[str], str | None]:
     never on its command line)."""
     from holon_cli.cli.cmd_serve import build_options
 
+    if flags.get("engine") == "dbos":
+        _daemon_executor_id()
     opts, access = build_options(flags)
     assert opts.listen is not None and opts.socket_path is not None
     args = ["--listen", opts.listen, "--socket", opts.socket_path, "--access", access]
     args += ["--concurrency", str(opts.concurrency)]
     if opts.advertise:
         args += ["--advertise", opts.advertise]
+    if opts.engine == "dbos":  # the URL goes by environment: argv is public (ps)
+        import os
+
+        assert opts.database_url is not None
+        os.environ["HOLON_DATABASE_URL"] = opts.database_url
+        args += ["--engine", "dbos"]
     return args, opts.token
+
+
+def _daemon_executor_id() -> None:
+    """The daemon's worker keeps one executor id across restarts (host and
+    home), so its socket name and configuration stay the same and a restarted
+    daemon recovers its own pending passes at launch. The child inherits it."""
+    import os
+    import socket
+
+    if not os.environ.get("HOLON_EXECUTOR_ID"):
+        from holon_cli.digest import sha256_hex
+        from holon_cli.store.layout import HomeLayout
+
+        home = sha256_hex(str(HomeLayout.current().root).encode())[:8]
+        os.environ["HOLON_EXECUTOR_ID"] = f"{socket.gethostname()}-daemon-{home}"
 
 
 def _print_status(s: dict[str, Any]) -> None:
@@ -45,6 +68,13 @@ def _print_status(s: dict[str, Any]) -> None:
                 f"{s['waiting_agent_count']} waiting; {s['active_task_count']} task(s)",
             ),
         ]
+    if s.get("engine") == "dbos":
+        rows.append(("engine", f"dbos, worker {s.get('executor_id') or '-'}"))
+        for w in s.get("workers") or []:
+            state = "alive" if w.get("alive") else "silent"
+            rows.append(
+                ("cluster worker", f"{w['executor_id']} (pid {w['pid']} on {w['host']}, {state})")
+            )
     lf = s.get("last_failure")
     if lf:
         rows.append(

@@ -75,6 +75,19 @@ def serve_options(f: click.decorators.FC) -> click.decorators.FC:
                 show_default=True,
                 help="How many agents may run a turn at the same time (one turn per agent).",
             ),
+            click.option(
+                "--engine",
+                type=click.Choice(["local", "dbos"]),
+                default="local",
+                show_default=True,
+                help="local: this process runs every agent. dbos: one of many workers "
+                "sharing the home through DBOS on Postgres (needs holon-cli[dbos]).",
+            ),
+            click.option(
+                "--database-url",
+                metavar="URL",
+                help="Postgres URL for --engine dbos [else env HOLON_DATABASE_URL].",
+            ),
         ]
     ):
         f = opt(f)
@@ -156,8 +169,13 @@ def build_options(flags: dict[str, Any]) -> tuple[ServeOptions, str]:
     listen = resolve_listen(flags.get("listen"), flags.get("host"), flags.get("port"))
     token = resolve_flag_token(flags.get("token"), flags.get("token_file"))
     access = resolve_access(flags.get("access"), listen, token)
-    sock = flags.get("socket_path") or str(HomeLayout.current().run_dir / "holon.sock")
+    engine = str(flags.get("engine") or "local")
+    url, executor, sock_name = _engine(engine, flags.get("database_url"))
+    sock = flags.get("socket_path") or str(HomeLayout.current().run_dir / sock_name)
     opts = ServeOptions(
+        engine=engine,
+        database_url=url,
+        executor_id=executor,
         concurrency=int(flags.get("concurrency") or 4),
         listen=listen,
         token=token,
@@ -165,6 +183,24 @@ def build_options(flags: dict[str, Any]) -> tuple[ServeOptions, str]:
         socket_path=os.path.abspath(sock),
     )
     return opts, access
+
+
+def _engine(engine: str, database_url: str | None) -> tuple[str | None, str | None, str]:
+    """(database URL, executor id, default socket name) of the engine:
+    ``dbos`` needs a Postgres URL and the extra; ``local`` takes no URL."""
+    if engine == "dbos":
+        from holon_cli.serve.engine_dbos import database_url as db_url
+        from holon_cli.serve.engine_dbos import default_executor_id, require_dbos
+
+        url = db_url(database_url)
+        require_dbos()
+        executor = default_executor_id()
+        return url, executor, f"holon-{executor}.sock"
+    if database_url:
+        from holon_cli.errors import UsageError
+
+        raise UsageError("--database-url needs --engine dbos", hint="add --engine dbos")
+    return None, None, "holon.sock"
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -194,6 +230,13 @@ def serve(**flags: Any) -> None:
 
     At start it seeds the builtin templates into ~/.agents/templates/, as
     `holon home init` does (an edited copy is never overwritten).
+
+    --engine dbos (needs `pip install 'holon-cli[dbos]'` and a Postgres URL
+    in --database-url or HOLON_DATABASE_URL): this process is one of many
+    workers sharing HOLON_HOME; an agent's pass is a DBOS workflow on a queue
+    partitioned by agent id (one turn per agent cluster-wide), timers fire
+    once cluster-wide, and a live worker recovers the turns of a killed one.
+    Its default socket is run/holon-<executor_id>.sock.
 
     SIGTERM or Ctrl-C: no new work; running turns get 10 s to finish, then
     are interrupted (the next turn replays them). Agents are never marked

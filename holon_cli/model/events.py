@@ -151,6 +151,7 @@ class MessageProcessingStartedData(TypedDict):
     queue_wait_ms: int | None
     trigger_kind: str | None
     replayed: bool
+    worker: NotRequired[str]  # the executor id of the serve worker (`--engine dbos`)
 
 
 class TurnContextBuiltData(TypedDict):

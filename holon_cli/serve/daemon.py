@@ -432,6 +432,9 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
             "activity",
         ):
             out[k] = rt.get(k)
+        for k in ("engine", "executor_id", "workers"):  # --engine dbos adds the last two
+            if k in rt:
+                out[k] = rt[k]
         _newest_failure(out, rt.get("last_failure"))
     return out
 

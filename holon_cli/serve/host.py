@@ -49,6 +49,9 @@ class ServeOptions:
     token: str | None = None
     advertise: str | None = None
     socket_path: str | None = None  # None = no Unix socket
+    engine: str = "local"  # "local" | "dbos"
+    database_url: str | None = None  # --engine dbos only
+    executor_id: str | None = None  # --engine dbos only
 
 
 def resolve_token(token_file: str | None) -> str | None:
@@ -78,9 +81,22 @@ class Host:
 
     def __init__(self, opts: ServeOptions, *, catalog: Toolbox | None = None) -> None:
         self.opts = opts
-        self.scheduler = Scheduler(
-            concurrency=opts.concurrency, catalog=catalog, log=log_line, drain_s=opts.drain_s
-        )
+        if opts.engine == "dbos":
+            from holon_cli.serve.engine_dbos import DbosScheduler
+
+            assert opts.database_url is not None
+            self.scheduler: Scheduler = DbosScheduler(
+                database_url=opts.database_url,
+                executor_id=opts.executor_id,
+                concurrency=opts.concurrency,
+                catalog=catalog,
+                log=log_line,
+                drain_s=opts.drain_s,
+            )
+        else:
+            self.scheduler = Scheduler(
+                concurrency=opts.concurrency, catalog=catalog, log=log_line, drain_s=opts.drain_s
+            )
         self.shutdown_requested = threading.Event()
         self.http_addr: str | None = None
         self.socket_path: str | None = None
@@ -147,7 +163,22 @@ class Host:
             "busy_skips": st.busy_skips,
             "failures": st.failures,
             "last_failure": last_failure,
+            **self._engine_status(),
         }
+
+    def _engine_status(self) -> dict[str, Any]:
+        """``engine``; under ``--engine dbos`` also this worker's executor id and
+        the cluster's workers (from the heartbeat table; [] if unreachable)."""
+        if self.opts.engine != "dbos":
+            return {"engine": "local"}
+        from holon_cli.serve.engine_dbos import DbosScheduler
+
+        assert isinstance(self.scheduler, DbosScheduler)
+        try:
+            workers: list[Any] = list(self.scheduler.workers())
+        except Exception:  # noqa: BLE001 - the database is away: say so, still answer
+            workers = []
+        return {"engine": "dbos", "executor_id": self.scheduler.executor_id, "workers": workers}
 
     # ------------------------------------------------------------ sockets
     def _bind(self) -> list[Any]:
@@ -222,6 +253,16 @@ class Host:
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
 
+    def _launch_engine(self) -> None:
+        if self.opts.engine != "dbos":
+            return
+        from holon_cli.serve.engine_dbos import DbosScheduler
+
+        if isinstance(self.scheduler, DbosScheduler):
+            self.scheduler.http_addr = self.http_addr
+            self.scheduler.launch()
+            log_line(f"engine dbos: worker {self.scheduler.executor_id}")
+
     # ------------------------------------------------------------ main
     def serve_forever(self) -> int:
         from holon_cli.runtime.agents import ensure_home
@@ -265,6 +306,7 @@ class Host:
             if self.socket_path:
                 log_line(f"listening on unix:{self.socket_path}")
             threading.Thread(target=warm_up, name="holon-warm-up", daemon=True).start()
+            self._launch_engine()
             self.scheduler.start_watching()
             log_line(
                 f"watching {self.scheduler.root} "

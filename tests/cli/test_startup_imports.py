@@ -65,6 +65,11 @@ def test_status_loads_no_provider_code_and_no_email() -> None:
         "rich",
         "textual",  # the tui extra: only `holon tui` (interactive) imports it
         "yaml",
+        # the scale-out engine's extra (holon-cli[dbos]) is for `serve --engine dbos` only
+        "dbos",
+        "psycopg",
+        "sqlalchemy",
+        "holon_cli.serve.engine_dbos",
     }
     assert not (mods & heavy), sorted(mods & heavy)
 
@@ -85,6 +90,7 @@ def test_enqueue_loads_no_yaml_rich_httpx_or_providers() -> None:
     mods = loaded_modules("enqueue", "hello")
     assert "holon_cli.runtime.enqueue" in mods
     unwanted = ("holon_cli.providers", "httpx", "httpx2", "httpcore", "rich", "yaml", "textual")
+    unwanted += ("dbos", "psycopg", "sqlalchemy", "holon_cli.serve.engine_dbos")
     assert not {m for m in mods if m.startswith(unwanted)}
     # agent creation's tree copy (shutil pulls bz2 and lzma) is not an enqueue cost
     assert not (mods & {"shutil", "bz2", "lzma"}), sorted(mods & {"shutil", "bz2", "lzma"})

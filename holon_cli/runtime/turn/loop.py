@@ -215,8 +215,9 @@ class TurnRun:
             )
 
         self.abort.clear_stale()
+        worker = os.environ.get("HOLON_WORKER_ID")  # set by `serve --engine dbos`
         agent_rec = self.store.update_state(
-            mark, reason="turn_started", message=msg, turn_id=self.turn_id
+            mark, reason="turn_started", message=msg, turn_id=self.turn_id, worker=worker
         )
         self.state = agent_rec["state"]
         self.turn_index = self.state["turn_index"]
@@ -232,6 +233,8 @@ class TurnRun:
             "trigger_kind": msg.get("trigger_kind"),
             "replayed": replayed,
         }
+        if worker:
+            started["worker"] = worker
         self.rec.event("message_processing_started", started)
         if self.fresh:
             self.journal.begin()

@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""``holon serve --engine dbos``: does it scale out, what does it cost, how
+fast does it recover (issue 30, "Figures").
+
+A private PostgreSQL 15 cluster (``tests/pgcluster.py``: initdb + pg_ctl in
+a temp dir, loopback port, stopped at the end), a loopback OpenAI Responses
+server in this process that answers after ``--provider-ms`` (300 ms: I/O
+bound, like a real model), and real ``holon serve`` processes on one temp
+home (a fresh database per configuration).
+
+- throughput: ``--agents`` agents, ``--per-agent`` messages each, admitted
+  at once; turns per second from the first admission to the last answered
+  request, for 1, 2 and 4 workers (``--concurrency`` each). Target: N
+  workers >= 0.8 x N x one worker while CPU is not the bottleneck (the
+  machine's CPU use is printed beside each figure).
+- overhead: one agent, a backlog of ``--backlog`` messages, a provider that
+  answers at once: wall time per turn with ``--engine local`` and with
+  ``--engine dbos`` (one worker), interleaved, median of ``--repeats``;
+  the difference is the engine's cost per turn. Target <= 10 ms.
+- recovery: two workers, slow answers (2 s); SIGKILL the worker running a
+  turn; time until a live worker starts that agent's turn again. Target
+  <= 10 s.
+
+    python benchmarks/scaleout.py [--agents 50] [--per-agent 2] [--workers 1,2,4]
+        [--provider-ms 300] [--backlog 40] [--repeats 5]
+        [--parts throughput,overhead,recovery] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+from fake_responses import ResponsesHandler, message  # noqa: E402
+from pgcluster import PgCluster, postgres_missing  # noqa: E402
+
+DELAY = [0.3]
+DONE: list[float] = []
+_LOCK = threading.Lock()
+
+
+class Handler(ResponsesHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        self.read_json()
+        time.sleep(DELAY[0])
+        self.reply(message("done"), 10, 1)
+        with _LOCK:
+            DONE.append(time.time())
+
+
+def _cpu_busy() -> tuple[float, float]:
+    with open("/proc/stat") as f:
+        vals = [float(v) for v in f.readline().split()[1:]]
+    idle = vals[3] + vals[4]
+    return sum(vals) - idle, sum(vals)
+
+
+def _home(base: Path, name: str, agents: int) -> Path:
+    home = base / name
+    os.environ["HOLON_HOME"] = str(home)
+    from holon_cli.runtime.agents import create_agent
+
+    for i in range(agents):
+        create_agent(f"a{i}", exist_ok=True)
+    return home
+
+
+def _start(home: Path, engine: str, url: str | None, name: str, conc: int) -> Any:
+    args = [sys.executable, "-m", "holon_cli", "serve", "--listen", "127.0.0.1:0"]
+    args += ["--engine", engine, "--concurrency", str(conc)]
+    if url:
+        args += ["--database-url", url]
+    log = open(home.parent / f"{home.name}-{name}.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "HOLON_HOME": str(home)}
+    )
+    log.close()
+    end = time.monotonic() + 60
+    needle = "engine dbos: worker" if engine == "dbos" else "watching "
+    while needle not in Path(log.name).read_text():
+        if time.monotonic() > end or proc.poll() is not None:
+            raise SystemExit(f"serve did not start: {Path(log.name).read_text()[-2000:]}")
+        time.sleep(0.1)
+    return proc
+
+
+def _stop(procs: list[Any]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _admit_all(agents: list[str], per_agent: int) -> float:
+    from holon_cli.runtime.enqueue import admit
+
+    t0 = time.time()
+    for k in range(per_agent):
+        for a in agents:
+            admit(f"message {k}", agent_id=a)
+    return t0
+
+
+def _wait_done(n: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with _LOCK:
+            if len(DONE) >= n:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"only {len(DONE)} of {n} turns answered in {timeout:g} s")
+
+
+def throughput(pg: PgCluster, base: Path, workers: int, a: argparse.Namespace) -> dict[str, Any]:
+    db = f"tp{workers}"
+    pg.createdb(db)
+    url = pg.url.rsplit("/", 1)[0] + "/" + db
+    home = _home(base, f"tp{workers}", a.agents)
+    DELAY[0] = a.provider_ms / 1000
+    procs = [_start(home, "dbos", url, f"w{i}", a.concurrency) for i in range(workers)]
+    try:
+        time.sleep(2.0)  # start-up passes settle
+        DONE.clear()
+        n = a.agents * a.per_agent
+        busy0, total0 = _cpu_busy()
+        t0 = _admit_all([f"a{i}" for i in range(a.agents)], a.per_agent)
+        _wait_done(n, timeout=600)
+        busy1, total1 = _cpu_busy()
+        wall = DONE[n - 1] - t0
+    finally:
+        _stop(procs)
+    return {
+        "workers": workers,
+        "turns": n,
+        "seconds": round(wall, 2),
+        "turns_per_s": round(n / wall, 2),
+        "cpu_busy_pct": round(100 * (busy1 - busy0) / max(1.0, total1 - total0), 1),
+    }
+
+
+def per_turn(pg: PgCluster, base: Path, engine: str, a: argparse.Namespace, run: int) -> float:
+    url = None
+    if engine == "dbos":
+        pg.createdb(f"overhead{run}")
+        url = pg.url.rsplit("/", 1)[0] + f"/overhead{run}"
+    home = _home(base, f"ov-{engine}-{run}", 1)
+    DELAY[0] = 0.0
+    procs = [_start(home, engine, url, "w0", 4)]
+    try:
+        time.sleep(2.0)
+        DONE.clear()
+        t0 = _admit_all(["a0"], a.backlog)
+        _wait_done(a.backlog, timeout=300)
+        return (DONE[a.backlog - 1] - t0) / a.backlog * 1000
+    finally:
+        _stop(procs)
+
+
+def recovery(pg: PgCluster, base: Path) -> float:
+    pg.createdb("recovery")
+    url = pg.url.rsplit("/", 1)[0] + "/recovery"
+    home = _home(base, "recovery", 6)
+    DELAY[0] = 2.0
+    procs = [_start(home, "dbos", url, f"w{i}", 4) for i in range(2)]
+    try:
+        from holon_cli.runtime.agents import open_agent
+
+        _admit_all([f"a{i}" for i in range(6)], 1)
+        victim = procs[0]
+        mine = f"-{victim.pid}"
+
+        def started(after: float = 0.0) -> dict[str, tuple[float, str]]:
+            out: dict[str, tuple[float, str]] = {}
+            for i in range(6):
+                from holon_cli import clock
+
+                for e in open_agent(f"a{i}", create_default=False).events.records():
+                    at = clock.parse_iso(e["at"])
+                    if e["kind"] == "message_processing_started" and at > after:
+                        out[f"a{i}"] = (at, e["data"].get("worker", ""))
+            return out
+
+        end = time.monotonic() + 60
+        while not (mine_agents := [a for a, (_t, w) in started().items() if w.endswith(mine)]):
+            if time.monotonic() > end:
+                raise SystemExit("the victim never started a turn")
+            time.sleep(0.05)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        killed = time.time()
+        end = time.monotonic() + 120
+        while True:
+            again = started(killed)
+            if all(a in again for a in mine_agents):
+                return max(again[a][0] for a in mine_agents) - killed
+            if time.monotonic() > end:
+                raise SystemExit("the killed worker's turns were not resumed in 120 s")
+            time.sleep(0.05)
+    finally:
+        _stop(procs)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--agents", type=int, default=50)
+    ap.add_argument("--per-agent", type=int, default=2)
+    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--provider-ms", type=float, default=300)
+    ap.add_argument("--backlog", type=int, default=40)
+    ap.add_argument("--repeats", type=int, default=5, help="overhead runs (median)")
+    ap.add_argument("--parts", default="throughput,overhead,recovery")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if why := postgres_missing():
+        raise SystemExit(why)
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        os.environ.pop(k, None)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    os.environ.update(
+        OPENAI_BASE_URL=f"http://127.0.0.1:{srv.server_address[1]}/v1",
+        OPENAI_API_KEY="sk-bench",
+        HOLON_MODEL="openai/bench",
+    )
+    out: dict[str, Any] = {"load_avg": os.getloadavg()}
+    parts = set(a.parts.split(","))
+    with tempfile.TemporaryDirectory(prefix="holon-scaleout-") as tmp, PgCluster() as pg:
+        base = Path(tmp)
+        if "throughput" in parts:
+            rows = [throughput(pg, base, int(n), a) for n in a.workers.split(",")]
+            one = rows[0]["turns_per_s"]
+            for r in rows:
+                r["vs_one_worker"] = round(r["turns_per_s"] / one, 2)
+                r["target_met"] = r["turns_per_s"] >= 0.8 * r["workers"] * one
+            out["throughput"] = rows
+        if "overhead" in parts:
+            # interleaved and repeated: other jobs on the machine move each figure a lot
+            local, dbos = [], []
+            for run in range(a.repeats):
+                local.append(per_turn(pg, base, "local", a, run))
+                dbos.append(per_turn(pg, base, "dbos", a, run))
+            local_ms, dbos_ms = statistics.median(local), statistics.median(dbos)
+            out["per_turn_ms"] = {
+                "local": round(local_ms, 1),
+                "dbos": round(dbos_ms, 1),
+                "overhead": round(dbos_ms - local_ms, 1),
+                "runs_local": [round(v, 1) for v in local],
+                "runs_dbos": [round(v, 1) for v in dbos],
+            }
+        if "recovery" in parts:
+            out["recovery_s"] = round(recovery(pg, base), 2)
+    srv.shutdown()
+    ok = out.get("per_turn_ms", {}).get("overhead", 0) <= 10 and out.get("recovery_s", 0) <= 10
+    ok = ok and all(r["target_met"] for r in out.get("throughput", []))
+    if a.json:
+        print(json.dumps(out, indent=2))
+        return 0 if ok else 1
+    for r in out.get("throughput", []):
+        print(
+            f"{r['workers']} worker(s): {r['turns_per_s']:7.2f} turns/s "
+            f"({r['vs_one_worker']}x one worker; CPU {r['cpu_busy_pct']}% busy; "
+            f"{r['turns']} turns in {r['seconds']} s)"
+        )
+    if pt := out.get("per_turn_ms"):
+        print(
+            f"per turn (median of {len(pt['runs_local'])}): local {pt['local']} ms, "
+            f"dbos {pt['dbos']} ms: +{pt['overhead']} ms "
+            f"(local {pt['runs_local']}, dbos {pt['runs_dbos']})"
+        )
+    if "recovery_s" in out:
+        print(f"recovery after SIGKILL: {out['recovery_s']} s")
+    print(f"load average at start: {out['load_avg']}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,537 @@
+"""``holon serve --engine dbos``: many serve workers over one home, coordinated
+by DBOS Transact on Postgres (issue 30; contract "Scale-out engine").
+
+Invariants:
+- the file home stays the truth: a pass is what the local scheduler's pass
+  is (``tick_agent`` then ``run_turn`` until nothing runs), the same steps,
+  locks and journal; this module only decides *where and when* it runs;
+- an agent's pass is a DBOS workflow on one queue partitioned by agent id
+  with ``partition_concurrency=1``: at most one pass (so one turn) per agent
+  runs cluster-wide; each tick-and-turn is a DBOS step, and a turn killed
+  mid-way replays from its turn journal when the step re-runs;
+- wakes have deterministic workflow ids, one per cause: ``A:msg:M`` per
+  queued message, ``A:at:T`` per deadline (delayed in DBOS, so it fires once
+  cluster-wide even if the worker that saw it dies), ``A:resume:<mtime of
+  the agent record>``, ``A:sweep:N``. Every worker that notices the same
+  cause enqueues the same id; DBOS keeps one. (DBOS refuses ``deduplication_id`` on a partitioned
+  queue, so the id is the dedup key; a spare pass finds nothing and ends.)
+- workers heartbeat in ``holon_workers``; a live worker that finds a stale
+  row locks it (``FOR UPDATE SKIP LOCKED``: one taker), has DBOS recover
+  that executor's pending workflows, and deletes it in the same transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from holon_cli import clock
+from holon_cli.errors import HolonError, UsageError
+from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Log, Scheduler
+
+if TYPE_CHECKING:
+    from holon_cli.model.tool import Toolbox
+
+QUEUE = "holon-agent-passes"
+APP_NAME = "holon"
+HEARTBEAT_S = 1.0
+DEAD_AFTER_S = 5.0  # a worker silent this long is dead: its workflows are recovered
+POLL_S = 0.1  # dequeue latency vs idle cost: 0.05 s ~6.3 s CPU a minute idle, 0.1 s ~4, 1 s ~1.4
+SWEEP_S = 60.0
+SENT_MAX = 100_000  # remembered enqueued ids (a message's wake is enqueued once per worker)
+
+_scheduler: DbosScheduler | None = None  # the process's engine (workflows reach it)
+
+
+class WorkerRow(TypedDict):
+    executor_id: str
+    host: str
+    pid: int
+    http_addr: str | None
+    started_at: str
+    heartbeat_at: str
+    alive: bool
+
+
+class PassResult(TypedDict):
+    turns: int
+    last_status: str | None
+
+
+def database_url(flag: str | None) -> str:
+    """``--database-url`` wins over ``HOLON_DATABASE_URL``; neither is a usage error."""
+    url = (flag or os.environ.get("HOLON_DATABASE_URL") or "").strip()
+    if not url:
+        raise UsageError(
+            "--engine dbos needs a Postgres database: no --database-url and no HOLON_DATABASE_URL",
+            hint="pass --database-url postgresql://USER@HOST:PORT/DB or set HOLON_DATABASE_URL",
+        )
+    if not url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        raise UsageError(
+            f"--database-url must be a postgresql:// URL, not {url.split(':', 1)[0]!r}",
+            hint="e.g. postgresql://holon@127.0.0.1:5432/holon",
+        )
+    return url
+
+
+def require_dbos() -> None:
+    """The extra is installed, or a usage error saying how to get it."""
+    import importlib.util
+
+    for mod in ("dbos", "psycopg"):
+        if importlib.util.find_spec(mod) is None:
+            raise UsageError(
+                f"--engine dbos needs the {mod!r} package, which is not installed",
+                hint="pip install 'holon-cli[dbos]'",
+            )
+
+
+def default_executor_id() -> str:
+    return os.environ.get("HOLON_EXECUTOR_ID") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _psycopg_url(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+# ---------------------------------------------------------------- workflows
+
+
+def _dbos() -> Any:
+    from dbos import DBOS
+
+    return DBOS
+
+
+def _register() -> Any:
+    """Register the pass workflow and its steps with DBOS (once per process)."""
+    from dbos import DBOS
+
+    @DBOS.step(name="holon.turn")
+    def turn_step(agent_id: str) -> dict[str, Any]:
+        return _engine().run_one_turn(agent_id)
+
+    @DBOS.workflow(name="holon.agent_pass")
+    def agent_pass(agent_id: str, backoff: float = 0.0) -> PassResult:
+        engine = _engine()
+        engine.begin_pass(agent_id)
+        try:
+            return _pass_body(agent_id, backoff)
+        finally:
+            engine.end_pass(agent_id)
+
+    def _pass_body(agent_id: str, backoff: float) -> PassResult:
+        out: PassResult = {"turns": 0, "last_status": None}
+        while True:
+            res = turn_step(agent_id)
+            if res.get("busy"):  # a manual `holon turn` holds the lock: wait, durably
+                DBOS.sleep(BUSY_RETRY_S)
+                continue
+            if not res["ran"]:
+                return out
+            out["turns"] += 1
+            out["last_status"] = res["status"]
+            if res["status"] == "aborted":
+                if res.get("failure_kind") != "operator_aborted":
+                    nxt = min(max(backoff * 2, FAIL_BACKOFF_S), FAIL_BACKOFF_MAX_S)
+                    _engine().enqueue_pass(
+                        agent_id, f"retry:{res['turn_id']}", delay=nxt, backoff=nxt
+                    )
+                return out
+            backoff = 0.0
+
+    return agent_pass
+
+
+def _engine() -> DbosScheduler:
+    if _scheduler is None:
+        raise HolonError("the DBOS engine is not running in this process")
+    return _scheduler
+
+
+def pending_message_ids(agent_id: str) -> list[str]:
+    """Queued messages of an agent, those still in ``inbox/new`` included (read-only)."""
+    from holon_cli.runtime import queue as q
+    from holon_cli.runtime.agents import open_agent
+
+    store = open_agent(agent_id, create_default=False)
+    st = q.load(store)
+    ids = {e["message_id"] for e in st.entries.values() if e["status"] == "queued"}
+    for p in store.inbox.pending():
+        mid = p.name[: -len(".json")]
+        if mid not in st.entries and mid not in st.recent_final:
+            ids.add(mid)
+    return sorted(ids)
+
+
+def _record_mtime_ns(root: Any, agent_id: str) -> int:
+    try:
+        return os.stat(root / "agents" / agent_id / ".holon" / "state" / "agent.json").st_mtime_ns
+    except OSError:
+        return time.time_ns()
+
+
+# ---------------------------------------------------------------- the scheduler
+
+
+class DbosScheduler(Scheduler):
+    """The local scheduler's watcher and deadlines; passes go through DBOS."""
+
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        executor_id: str | None = None,
+        concurrency: int = 4,
+        catalog: Toolbox | None = None,
+        log: Log | None = None,
+        drain_s: float = 10.0,
+    ) -> None:
+        super().__init__(
+            concurrency=concurrency, catalog=catalog, log=log, sweep_s=SWEEP_S, drain_s=drain_s
+        )
+        self.database_url = database_url
+        self.executor_id = executor_id or default_executor_id()
+        self.http_addr: str | None = None
+        self._resumes: set[str] = set()
+        self._active: dict[str, int] = {}  # agent -> passes of this worker in flight
+        self._sent: set[str] = set()  # workflow ids this worker enqueued (each once)
+        self._parked: set[str] = set()  # passes dequeued while stopping: left pending
+        self._workflow: Any = None
+        self._queue: Any = None
+        self._hb: Any = None
+        self._db_down_since: float | None = None
+        self._recover_after = 0.0
+        self.recovered: list[str] = []
+
+    # ------------------------------------------------------------ DBOS
+    def launch(self) -> None:
+        """Configure and launch DBOS as this worker's executor."""
+        global _scheduler
+        from holon_cli import __version__
+
+        DBOS = _dbos()
+        os.environ["HOLON_WORKER_ID"] = self.executor_id
+        _scheduler = self
+        DBOS(
+            config={
+                "name": APP_NAME,
+                "system_database_url": self.database_url,
+                "executor_id": self.executor_id,
+                # one version for every worker of this release: a live worker
+                # may recover only the workflows of its own application version
+                "application_version": f"holon-{__version__}",
+                "log_level": os.environ.get("HOLON_DBOS_LOG_LEVEL", "WARNING"),
+            }
+        )
+        self._workflow = _register()
+        DBOS.launch()
+        self._queue = DBOS.register_queue(
+            QUEUE,
+            partition_concurrency=1,
+            worker_concurrency=self.concurrency,
+            polling_interval_sec=POLL_S,
+            on_conflict="always_update",
+        )
+        self._heartbeat()
+
+    def shutdown(self) -> None:
+        global _scheduler
+        try:
+            self._mark_gone()
+        finally:
+            _dbos().destroy(workflow_completion_timeout_sec=0)
+            _scheduler = None
+
+    def enqueue_pass(
+        self, agent_id: str, key: str, *, delay: float = 0.0, backoff: float = 0.0
+    ) -> bool:
+        """Enqueue the pass ``agent_id:key`` (a second enqueue of the same key,
+        from any worker, is the same workflow). False when the database is down."""
+        from dbos import SetEnqueueOptions, SetWorkflowID
+
+        wfid = f"{agent_id}:{key}"
+        if wfid in self._sent:  # this worker enqueued it already: no round trip
+            return True
+        opts: dict[str, Any] = {"queue_partition_key": agent_id}
+        if delay > 0:
+            opts["delay_seconds"] = delay
+        try:
+            with SetWorkflowID(wfid), SetEnqueueOptions(**opts):
+                self._queue.enqueue(self._workflow, agent_id, backoff)
+        except Exception as exc:  # noqa: BLE001 - the database is away: retried later
+            self.log(f"{agent_id}: cannot enqueue {key} ({type(exc).__name__}: {exc})")
+            return False
+        if len(self._sent) > SENT_MAX:
+            self._sent.clear()
+        self._sent.add(wfid)
+        return True
+
+    def begin_pass(self, agent_id: str) -> None:
+        """A pass workflow starts on this worker. While stopping, it is parked
+        instead: it stays pending under this executor id and a live worker
+        recovers it once this one is gone (never run here half-way)."""
+        if self.stopping.is_set():
+            with self._cv:
+                self._parked.add(agent_id)
+            threading.Event().wait()
+        with self._cv:
+            self._active[agent_id] = self._active.get(agent_id, 0) + 1
+            self._running.add(agent_id)
+
+    def end_pass(self, agent_id: str) -> None:
+        with self._cv:
+            n = self._active.get(agent_id, 1) - 1
+            if n <= 0:
+                self._active.pop(agent_id, None)
+                self._running.discard(agent_id)
+            else:
+                self._active[agent_id] = n
+            self._dirty.add(agent_id)  # its deadline may have moved (a Sleep, a timer)
+            self._cv.notify_all()
+
+    def run_one_turn(self, agent_id: str) -> dict[str, Any]:
+        """``tick_agent`` then one ``run_turn``: the pass workflow's step.
+        (One step, not two: a step record costs two round trips, and a
+        re-run tick finds what it already did.)"""
+        from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
+        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.tick import tick_agent
+        from holon_cli.runtime.turn import run_turn
+
+        try:
+            store = open_agent(agent_id, create_default=False)
+            self.stats.passes += 1
+            tick_agent(store)
+            res = run_turn(agent_id, store=store, catalog=self.catalog)
+        except BusyError:
+            self.stats.busy_skips += 1
+            return {"ran": False, "busy": True}
+        except (RejectedError, NotFoundError):
+            return {"ran": False}
+        except Exception as exc:  # noqa: BLE001 - as the local pass: one agent must not stop others
+            err = as_holon_error(exc)
+            self.stats.failures += 1
+            self.stats.last_failure = {
+                "occurred_at": clock.now_iso(),
+                "summary": f"{agent_id}: {err.message}",
+                "phase": "runtime_turn",
+                "detail_hint": err.hint or f"see `holon tail --agent {agent_id}`",
+            }
+            self.log(f"{agent_id}: error: {err.message}")
+            return {"ran": False, "error": err.message}
+        if not res.ran:
+            return {"ran": False}
+        self.stats.turns += 1
+        self.log(
+            f"{agent_id}: turn {res.turn_id} {res.status} "
+            f"(message {res.message_id}, {res.duration_ms} ms, worker {self.executor_id})"
+        )
+        return {
+            "ran": True,
+            "status": res.status,
+            "turn_id": res.turn_id,
+            "failure_kind": res.failure_kind,
+        }
+
+    # ------------------------------------------------------------ wakes
+    def _resumed(self, paths: Iterable[str]) -> set[str]:
+        out = super()._resumed(paths)
+        with self._cv:
+            self._resumes |= out
+        return out
+
+    def wake(self, agent_id: str, *, sweep: int | None = None) -> None:
+        """Enqueue the passes this agent's files call for."""
+        from holon_cli.serve.loop import agent_deadline
+
+        with self._cv:
+            resumed = agent_id in self._resumes
+            self._resumes.discard(agent_id)
+        pending = pending_message_ids(agent_id)
+        for mid in pending:
+            self.enqueue_pass(agent_id, f"msg:{mid}")
+        if resumed:  # named by the record's change: every worker names it alike
+            self.enqueue_pass(agent_id, f"resume:{_record_mtime_ns(self.root, agent_id)}")
+        if sweep is not None and pending:  # held messages whose own pass found them held
+            self.enqueue_pass(agent_id, f"sweep:{sweep}")
+        at = agent_deadline(agent_id)
+        if at is not None:
+            self.enqueue_pass(agent_id, f"at:{int(at * 1000)}", delay=max(0.0, at - clock.now()))
+
+    # ------------------------------------------------------------ workers
+    def _connect(self) -> Any:
+        import psycopg
+
+        if self._hb is None or self._hb.closed:
+            self._hb = psycopg.connect(
+                _psycopg_url(self.database_url), autocommit=True, connect_timeout=3
+            )
+            self._hb.execute(_WORKERS_DDL)
+        return self._hb
+
+    def _heartbeat(self) -> None:
+        """Record this worker as alive; after the database was away, give the
+        others time to come back before anyone counts as dead."""
+        try:
+            self._connect().execute(
+                _UPSERT,
+                (
+                    self.executor_id,
+                    socket.gethostname(),
+                    os.getpid(),
+                    self.http_addr,
+                    self.stats.started_at,
+                ),
+            )
+        except Exception as exc:  # noqa: BLE001 - the database is away: keep trying
+            if self._db_down_since is None:
+                self._db_down_since = time.monotonic()
+                self.log(f"database unreachable ({type(exc).__name__}); retrying")
+            self._drop_conn()
+            return
+        if self._db_down_since is not None:
+            self.log("database reachable again")
+            self._db_down_since = None
+            self._recover_after = time.monotonic() + 2 * DEAD_AFTER_S
+            self.mark_all()  # wakes enqueued while it was away were lost: enqueue again
+
+    def _drop_conn(self) -> None:
+        if self._hb is not None:
+            try:
+                self._hb.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+        self._hb = None
+
+    def recover_dead(self) -> list[str]:
+        """Have DBOS recover the pending workflows of workers silent for
+        ``DEAD_AFTER_S``, then delete their rows, in one transaction holding
+        the rows (``FOR UPDATE SKIP LOCKED``): one worker handles a dead one,
+        and if it dies half-way the rows come back for another."""
+        if self._db_down_since is not None or time.monotonic() < self._recover_after:
+            return []
+        try:
+            conn = self._connect()
+            with conn.transaction():
+                rows = conn.execute(_DEAD, (self.executor_id, DEAD_AFTER_S)).fetchall()
+                dead = [r[0] for r in rows]
+                if dead:
+                    handles = _dbos()._recover_pending_workflows(dead)
+                    conn.execute(_FORGET, (dead,))
+        except Exception as exc:  # noqa: BLE001 - the next second tries again
+            self.log(f"cannot recover dead workers ({type(exc).__name__}: {exc})")
+            self._drop_conn()
+            return []
+        if dead:
+            self.recovered.extend(dead)
+            self.log(
+                f"recovered {len(handles)} pending pass(es) of dead worker(s) {', '.join(dead)}"
+            )
+        return dead
+
+    def _mark_gone(self) -> None:
+        """On a clean stop: a heartbeat in the past, so a live worker at once
+        recovers whatever this worker leaves pending (usually nothing)."""
+        try:
+            self._connect().execute(_GONE, (self.executor_id,))
+        except Exception:  # noqa: BLE001 - then its heartbeat simply ages
+            pass
+        self._drop_conn()
+
+    def workers(self) -> list[WorkerRow]:
+        """The cluster's workers (on a connection of its own: the HTTP thread asks)."""
+        return cluster_workers(self.database_url)
+
+    # ------------------------------------------------------------ main loop
+    def run(self) -> None:
+        """Until :meth:`stop`: turn changes and deadlines into enqueued passes;
+        heartbeat; recover dead workers."""
+        self.start_watching()
+        self.mark_all()
+        self.ready.set()
+        next_beat = 0.0
+        next_sweep = time.monotonic() + self.sweep_s
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                self._heartbeat()
+                self.recover_dead()
+                next_beat = now + HEARTBEAT_S
+            sweep: int | None = None
+            if now >= next_sweep:
+                sweep = int(time.time() // self.sweep_s)
+                next_sweep = now + self.sweep_s
+                self.mark_all()
+            with self._cv:
+                dirty, self._dirty = self._dirty, set()
+            for aid in sorted(dirty):
+                try:
+                    self.wake(aid, sweep=sweep)
+                except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
+                    self.log(f"{aid}: cannot wake ({type(exc).__name__}: {exc})")
+            with self._cv:
+                if not self._dirty and not self.stopping.is_set():
+                    self._cv.wait(timeout=max(0.0, next_beat - time.monotonic()))
+
+    def drain(self) -> list[str]:
+        """Wait up to ``drain_s`` for this worker's running turns; then leave
+        DBOS (what is left pending is recovered by a live worker)."""
+        left = super().drain()
+        self.shutdown()
+        with self._cv:  # parked passes hold DBOS threads: the process must leave at once
+            return sorted(set(left) | self._parked)
+
+
+_WORKERS_DDL = """
+CREATE TABLE IF NOT EXISTS holon_workers (
+    executor_id text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    http_addr text,
+    started_at text NOT NULL,
+    heartbeat_at timestamptz NOT NULL DEFAULT now()
+)"""
+_UPSERT = """
+INSERT INTO holon_workers (executor_id, host, pid, http_addr, started_at, heartbeat_at)
+VALUES (%s, %s, %s, %s, %s, now())
+ON CONFLICT (executor_id) DO UPDATE SET heartbeat_at = now(), http_addr = EXCLUDED.http_addr"""
+_DEAD = """
+SELECT executor_id FROM holon_workers
+WHERE executor_id <> %s AND heartbeat_at < now() - make_interval(secs => %s)
+FOR UPDATE SKIP LOCKED"""
+_FORGET = "DELETE FROM holon_workers WHERE executor_id = ANY(%s)"
+_GONE = "UPDATE holon_workers SET heartbeat_at = 'epoch' WHERE executor_id = %s"
+_LIST = """
+SELECT executor_id, host, pid, http_addr, started_at, heartbeat_at,
+       heartbeat_at >= now() - make_interval(secs => %s) AS alive
+FROM holon_workers ORDER BY executor_id"""
+
+
+def list_workers(conn: Any) -> list[WorkerRow]:
+    """The cluster's workers as the heartbeat table has them."""
+    conn.execute(_WORKERS_DDL)
+    rows = conn.execute(_LIST, (DEAD_AFTER_S,)).fetchall()
+    return [
+        {
+            "executor_id": r[0],
+            "host": r[1],
+            "pid": r[2],
+            "http_addr": r[3],
+            "started_at": r[4],
+            "heartbeat_at": r[5].isoformat(),
+            "alive": bool(r[6]),
+        }
+        for r in rows
+    ]
+
+
+def cluster_workers(url: str) -> list[WorkerRow]:
+    import psycopg
+
+    with psycopg.connect(_psycopg_url(url), autocommit=True, connect_timeout=3) as conn:
+        return list_workers(conn)
