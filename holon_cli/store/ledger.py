@@ -52,6 +52,8 @@ from holon_cli.store.records import Validator
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
+# a record longer than this is read as a preview by Ledger.tail_previews
+PREVIEW_RECORD_BYTES = 64 * 1024
 # an open segment this big is closed by the next append (segmented ledgers)
 SEGMENT_BYTES = 8 * 1024 * 1024
 SEGMENTS_DIR = "segments"
@@ -375,6 +377,8 @@ class Ledger:
         self.segment_bytes: int | None = None
         # (number of the newest closed segment, its copy of the closed tail)
         self._closed_cache: tuple[int | None, list[dict[str, Any]]] | None = None
+        # (size, inode, arguments) of the last tail_previews call and its records
+        self._preview_cache: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None
 
     # -- writing ---------------------------------------------------------
     def _repair_tail(self, fd: int) -> int:
@@ -745,6 +749,63 @@ class Ledger:
             if older:
                 return older + recs
         return recs
+
+    def tail_previews(
+        self, n: int, *, max_record_bytes: int = PREVIEW_RECORD_BYTES, text_chars: int = 4000
+    ) -> list[dict[str, Any]]:
+        """The last ``n`` records like :meth:`tail`, for readers that show a
+        preview of each (the prompt's recent conversation, a work item's
+        trace): a record longer than ``max_record_bytes`` is neither parsed
+        nor held whole, it comes back as the fields its head holds, the
+        string cut shortened to ``text_chars`` (and ``_preview_of_bytes``:
+        the whole record's size). Memory and parsing are bounded by ``n``
+        whatever the size of the records (issue 31 #27: 1 MB message bodies)."""
+        if n <= 0:
+            return []
+        key = (self.size(), self._file_id(), n, max_record_bytes, text_chars)
+        cached = self._preview_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        recs = self._previews(self.path, n, max_record_bytes, text_chars)
+        if len(recs) < n and self.segment_bytes is not None:
+            recs = self._older_previews(n - len(recs), max_record_bytes, text_chars) + recs
+        self._preview_cache = (key, recs)
+        return recs
+
+    def _older_previews(
+        self, n: int, max_record_bytes: int, text_chars: int
+    ) -> list[dict[str, Any]]:
+        segs = self.closed_segments()
+        if not segs:
+            return []
+        num = segment_number(segs[-1].name, self.path.stem)
+        copy = tail_path(self.segments_dir, self.path.stem, num or 0)
+        if n <= TAIL_CACHE_RECORDS and copy.exists():
+            return self._previews(copy, n, max_record_bytes, text_chars)
+        return self._older(n)  # no plain copy of the closed tail (an older home)
+
+    def _previews(
+        self, path: Path, n: int, max_record_bytes: int, text_chars: int
+    ) -> list[dict[str, Any]]:
+        from holon_cli.store.ledger_tail import preview_record, scan_tail
+
+        out: list[dict[str, Any]] = []
+        for ln in scan_tail(path, n, max_record_bytes):
+            if not ln.terminated:  # the last bytes: a whole record, or torn
+                rec = _complete(ln.raw, self.max_version) if ln.size == len(ln.raw) else None
+            elif ln.size > len(ln.raw):
+                rec = preview_record(ln, text_chars)
+                v = rec.get("v") if rec is not None else None
+                if rec is None or (isinstance(v, int) and v > self.max_version):
+                    why = "not a JSON object" if rec is None else f"record format v{v} is newer"
+                    raise _corrupt(path, None, ln.offset, why)
+            elif not ln.raw.strip():
+                raise _corrupt(path, None, ln.offset, "empty line")
+            else:
+                rec = _parse(path, ln.raw, None, ln.offset, self.max_version, self.validate)
+            if rec is not None:
+                out.append(rec)
+        return out
 
     def _tail_open(self, n: int) -> list[dict[str, Any]]:
         """:meth:`tail` of the open file alone."""
