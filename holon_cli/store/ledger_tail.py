@@ -9,8 +9,10 @@ only its head otherwise; :func:`preview_record` turns such a head into a
 record whose fields are those the head holds, the cut string shortened
 (``_preview_of_bytes`` names the size of the whole line).
 
-Memory is bounded by ``n * max_line_bytes`` plus one chunk, whatever the
-size of the lines; the bytes scanned are those of the last ``n`` lines.
+Memory and the bytes read are bounded by ``n * max_line_bytes`` (plus one
+chunk), whatever the size of the lines: a line is found by reading it, so
+the read stops at that budget and the lines before it are left out (their
+previews would not fit the readers' budgets anyway).
 """
 
 from __future__ import annotations
@@ -32,30 +34,35 @@ class TailLine(NamedTuple):
     terminated: bool  # ends with a newline (else: the file's last bytes)
 
 
-def scan_tail(path: Path, n: int, max_line_bytes: int) -> list[TailLine]:
+def scan_tail(
+    path: Path, n: int, max_line_bytes: int, max_bytes: int | None = None
+) -> tuple[list[TailLine], int]:
     """The last ``n`` lines of ``path``, oldest first, each whole when it is
-    at most ``max_line_bytes`` long, else its first ``max_line_bytes`` bytes.
+    at most ``max_line_bytes`` long, else its first ``max_line_bytes`` bytes,
+    and the bytes read. The read stops after ``max_bytes`` (default ``n *
+    max_line_bytes``): fewer lines then, the one the stop fell in left out.
     A missing file has no lines."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return []
+        return [], 0
     try:
-        return _scan(fd, n, max_line_bytes)
+        return _scan(fd, n, max_line_bytes, n * max_line_bytes if max_bytes is None else max_bytes)
     finally:
         os.close(fd)
 
 
-def _scan(fd: int, n: int, max_line_bytes: int) -> list[TailLine]:
+def _scan(fd: int, n: int, max_line_bytes: int, max_bytes: int) -> tuple[list[TailLine], int]:
     size = os.fstat(fd).st_size
+    floor = max(0, size - max_bytes)
     out: list[TailLine] = []
     pend: deque[bytes] = deque()  # the current line's bytes kept, in file order
     kept = 0  # bytes in ``pend``
     total = 0  # bytes of the current line seen so far
     end = size  # where the current line ends (its newline, or the end of file)
     pos = size
-    while pos > 0 and len(out) < n:
-        start = max(0, pos - CHUNK_BYTES)
+    while pos > floor and len(out) < n:
+        start = max(floor, pos - CHUNK_BYTES)
         chunk = os.pread(fd, pos - start, start)
         if not chunk:
             break
@@ -86,7 +93,7 @@ def _scan(fd: int, n: int, max_line_bytes: int) -> list[TailLine]:
     if pos == 0 and len(out) < n and total:
         out.append(_line(pend, b"", total, 0, end, size, max_line_bytes))
     out.reverse()
-    return out
+    return out, size - pos
 
 
 def _line(
