@@ -914,12 +914,16 @@ class Ledger:
             return [], 0
         try:
             size = os.fstat(fd).st_size
-            buf = b""
+            chunks: list[bytes] = []  # newest first; joined once (1 MB lines: no
+            newlines = 0  # quadratic re-copying nor re-counting of the buffer)
             pos = size
-            while pos > 0 and buf.count(b"\n") <= n:
+            while pos > 0 and newlines <= n:
                 start = max(0, pos - 65536)
-                buf = os.pread(fd, pos - start, start) + buf
+                chunk = os.pread(fd, pos - start, start)
+                chunks.append(chunk)
+                newlines += chunk.count(b"\n")
                 pos = start
+            buf = b"".join(reversed(chunks))
         finally:
             os.close(fd)
         lines = buf.split(b"\n")
