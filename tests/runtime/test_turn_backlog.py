@@ -18,6 +18,7 @@ from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.turn import run_turn
 from holon_cli.store import ledger as L
 from holon_cli.store.inbox import Inbox
+from holon_cli.store.ledger_tail import PREVIEW_KEY
 from holon_cli.tools.catalog import default_catalog
 
 MB = 1_000_000
@@ -96,3 +97,21 @@ def test_peak_memory_is_flat_in_the_backlog(
         peaks.append(_turn(_home(tmp_path / name, processed=n, queued=n)))
     base, busy = peaks
     assert busy < base + 3 * MB, f"peak {busy / MB:.1f} MB vs {base / MB:.1f} MB empty"
+
+
+def test_a_preview_of_a_real_message_entry_keeps_every_field_but_the_text(
+    tmp_path: Path,
+) -> None:
+    """The transcript writes a message's text after its provenance (label,
+    authority, trust): the preview the prompt renders from loses nothing
+    but the text's end, so a fence and its authority stay right."""
+    _home(tmp_path, processed=1, queued=0)
+    led = open_agent(None).ledger("transcript")
+    whole = [r for r in led.tail(20) if r.get("kind") == "message"]
+    previews = [r for r in led.tail_previews(20) if r.get("kind") == "message"]
+    big = next(p for p in previews if PREVIEW_KEY in p)
+    full = next(r for r in whole if r["message_id"] == big["message_id"])
+    assert {k: v for k, v in full.items() if k != "text"} == {
+        k: v for k, v in big.items() if k not in ("text", PREVIEW_KEY)
+    }
+    assert full["text"].startswith(big["text"]) and len(big["text"]) == 4000
