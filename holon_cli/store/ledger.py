@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -52,6 +52,13 @@ from holon_cli.store.records import Validator
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
+# a record longer than this is read as a preview by Ledger.tail_previews
+PREVIEW_RECORD_BYTES = 64 * 1024
+# the copy of the closed tail holds at most this many bytes (1 MB records:
+# fewer than TAIL_CACHE_RECORDS); a capped copy starts with a header line
+# holding COPY_HEADER, and a longer tail() reads the segments themselves
+TAIL_COPY_BYTES = 4 * 1024 * 1024
+COPY_HEADER = "tail_copy_capped"
 # an open segment this big is closed by the next append (segmented ledgers)
 SEGMENT_BYTES = 8 * 1024 * 1024
 SEGMENTS_DIR = "segments"
@@ -342,6 +349,25 @@ def write_trimmed(seg_dir: Path, stem: str, info: dict[str, Any]) -> None:
     atomic_write_bytes(trimmed_path(seg_dir, stem), (dumps({"v": 1, **info}) + "\n").encode())
 
 
+def _whole_tail(path: Path, n: int, budget: int) -> tuple[list[bytes], bool, int]:
+    """The last ``n`` whole lines of ``path`` within ``budget`` bytes, as
+    written; whether the budget cut them short; the bytes read."""
+    from holon_cli.store.ledger_tail import scan_tail
+
+    lines, used = scan_tail(path, n, budget, budget)
+    out: list[bytes] = []
+    for ln in reversed(lines):
+        if ln.size > len(ln.raw):
+            return out[::-1], True, used  # one line past the budget: older ones too
+        if ln.terminated:
+            out.append(ln.raw)
+    try:
+        whole_file = used >= path.stat().st_size
+    except FileNotFoundError:
+        whole_file = True
+    return out[::-1], len(out) < n and not whole_file, used
+
+
 class Ledger:
     def __init__(
         self,
@@ -373,8 +399,11 @@ class Ledger:
         self._unsynced = False
         # segmented ledgers: close the open file at this size (None: one file)
         self.segment_bytes: int | None = None
-        # (number of the newest closed segment, its copy of the closed tail)
-        self._closed_cache: tuple[int | None, list[dict[str, Any]]] | None = None
+        # (number of the newest closed segment, its copy of the closed tail,
+        # whether that copy was capped by TAIL_COPY_BYTES)
+        self._closed_cache: tuple[int | None, list[dict[str, Any]], bool] | None = None
+        # (size, inode, arguments) of the last tail_previews call and its records
+        self._preview_cache: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None
 
     # -- writing ---------------------------------------------------------
     def _repair_tail(self, fd: int) -> int:
@@ -519,9 +548,7 @@ class Ledger:
         if last is not None:  # last() and tail() of an empty open file answer from here
             from holon_cli.store.fsio import atomic_write_bytes
 
-            recent = self.tail(TAIL_CACHE_RECORDS)  # across the closed segments too
-            lines = "".join(dumps(r) + "\n" for r in recent).encode()
-            atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), lines)
+            atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), self._tail_copy())
             for old in seg_dir.glob(f"{self.path.stem}.*.tail"):  # only the newest is read
                 if old.name != tail_path(seg_dir, self.path.stem, num).name:
                     old.unlink(missing_ok=True)
@@ -698,6 +725,34 @@ class Ledger:
         out.extend(self.read_from(0)[0])
         return out
 
+    def _copy_validate(self, rec: Mapping[str, Any]) -> str | None:
+        """The record check for the copy of the closed tail: its capped header
+        is no record of this ledger's kind."""
+        if COPY_HEADER in rec or self.validate is None:
+            return None
+        return self.validate(rec)
+
+    def _tail_copy(self) -> bytes:
+        """The last ``TAIL_CACHE_RECORDS`` lines of all history (the open file,
+        then the previous copy), as written: never parsed, at most
+        ``TAIL_COPY_BYTES`` (then headed by a ``COPY_HEADER`` line), so a close
+        costs the same with 1 MB records as with small ones."""
+        n, budget = TAIL_CACHE_RECORDS, TAIL_COPY_BYTES
+        lines, capped, used = _whole_tail(self.path, n, budget)
+        if len(lines) < n and not capped:
+            segs = self.closed_segments()
+            num = segment_number(segs[-1].name, self.path.stem) if segs else None
+            copy = tail_path(self.segments_dir, self.path.stem, num or 0)
+            if segs and copy.exists():
+                older, capped, _ = _whole_tail(copy, n - len(lines), budget - used)
+                if older and COPY_HEADER.encode() in older[0]:
+                    older, capped = older[1:], capped or len(older) - 1 < n - len(lines)
+                lines = older + lines
+            elif segs:  # an older home without a copy: parse what the segments hold
+                lines = [dumps(r).encode() for r in self._older(n - len(lines))] + lines
+        head = [dumps({"v": LEDGER_VERSION, COPY_HEADER: True}).encode()] if capped else []
+        return b"".join(ln + b"\n" for ln in head + lines)
+
     def _older(self, n: int) -> list[dict[str, Any]]:
         """The last ``n`` records of the closed segments: from the copy of the
         last ``TAIL_CACHE_RECORDS`` the newest closed segment keeps (read once
@@ -708,7 +763,7 @@ class Ledger:
         if segs and n <= TAIL_CACHE_RECORDS:
             num = segment_number(segs[-1].name, self.path.stem)
             cached = self._closed_cache
-            if cached is not None and cached[0] == num:
+            if cached is not None and cached[0] == num and (len(cached[1]) >= n or not cached[2]):
                 return cached[1][-n:]
             try:  # the last records of all closed history, copied as the newest closed
                 recs = [
@@ -716,11 +771,14 @@ class Ledger:
                     for _, rec in iter_segment(
                         tail_path(self.segments_dir, self.path.stem, num or 0),
                         self.max_version,
-                        self.validate,
+                        self._copy_validate,
                     )
                 ]
-                self._closed_cache = (num, recs)
-                return recs[-n:]
+                capped = bool(recs) and COPY_HEADER in recs[0]
+                recs = recs[1:] if capped else recs
+                self._closed_cache = (num, recs, capped)
+                if len(recs) >= n or not capped:
+                    return recs[-n:]
             except FileNotFoundError:
                 pass
         for seg in reversed(segs):  # more than the copy holds: whole segments
@@ -745,6 +803,74 @@ class Ledger:
             if older:
                 return older + recs
         return recs
+
+    def tail_previews(
+        self,
+        n: int,
+        *,
+        max_record_bytes: int = PREVIEW_RECORD_BYTES,
+        text_chars: int = 4000,
+        max_bytes: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The last ``n`` records like :meth:`tail`, for readers that show a
+        preview of each (the prompt's recent conversation, a work item's
+        trace): a record longer than ``max_record_bytes`` is neither parsed
+        nor held whole, it comes back as the fields its head holds, the
+        string cut shortened to ``text_chars`` (and ``_preview_of_bytes``:
+        the whole record's size). Memory and parsing are bounded by ``n``
+        whatever the size of the records (issue 31 #27: 1 MB message bodies),
+        and so are the bytes read: at most ``max_bytes`` (default ``n *
+        max_record_bytes``), fewer records when the newest are that large."""
+        if n <= 0:
+            return []
+        budget = n * max_record_bytes if max_bytes is None else max_bytes
+        key = (self.size(), self._file_id(), n, max_record_bytes, text_chars, budget)
+        cached = self._preview_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        recs, used = self._previews(self.path, n, max_record_bytes, text_chars, budget)
+        if len(recs) < n and used < budget and self.segment_bytes is not None:
+            older = self._older_previews(n - len(recs), max_record_bytes, text_chars, budget - used)
+            recs = older + recs
+        self._preview_cache = (key, recs)
+        return recs
+
+    def _older_previews(
+        self, n: int, max_record_bytes: int, text_chars: int, budget: int
+    ) -> list[dict[str, Any]]:
+        segs = self.closed_segments()
+        if not segs:
+            return []
+        num = segment_number(segs[-1].name, self.path.stem)
+        copy = tail_path(self.segments_dir, self.path.stem, num or 0)
+        if n <= TAIL_CACHE_RECORDS and copy.exists():
+            return self._previews(copy, n, max_record_bytes, text_chars, budget)[0]
+        return self._older(n)  # no plain copy of the closed tail (an older home)
+
+    def _previews(
+        self, path: Path, n: int, max_record_bytes: int, text_chars: int, budget: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        from holon_cli.store.ledger_tail import preview_record, scan_tail
+
+        out: list[dict[str, Any]] = []
+        lines, used = scan_tail(path, n, max_record_bytes, budget)
+        for ln in lines:
+            if not ln.terminated:  # the last bytes: a whole record, or torn
+                rec = _complete(ln.raw, self.max_version) if ln.size == len(ln.raw) else None
+            elif ln.size > len(ln.raw):
+                rec = preview_record(ln, text_chars)
+                v = rec.get("v") if rec is not None else None
+                if rec is None or (isinstance(v, int) and v > self.max_version):
+                    why = "not a JSON object" if rec is None else f"record format v{v} is newer"
+                    raise _corrupt(path, None, ln.offset, why)
+            elif not ln.raw.strip():
+                raise _corrupt(path, None, ln.offset, "empty line")
+            else:
+                check = self.validate if path == self.path else self._copy_validate
+                rec = _parse(path, ln.raw, None, ln.offset, self.max_version, check)
+            if rec is not None and COPY_HEADER not in rec:
+                out.append(rec)
+        return out, used
 
     def _tail_open(self, n: int) -> list[dict[str, Any]]:
         """:meth:`tail` of the open file alone."""
@@ -788,12 +914,16 @@ class Ledger:
             return [], 0
         try:
             size = os.fstat(fd).st_size
-            buf = b""
+            chunks: list[bytes] = []  # newest first; joined once (1 MB lines: no
+            newlines = 0  # quadratic re-copying nor re-counting of the buffer)
             pos = size
-            while pos > 0 and buf.count(b"\n") <= n:
+            while pos > 0 and newlines <= n:
                 start = max(0, pos - 65536)
-                buf = os.pread(fd, pos - start, start) + buf
+                chunk = os.pread(fd, pos - start, start)
+                chunks.append(chunk)
+                newlines += chunk.count(b"\n")
                 pos = start
+            buf = b"".join(reversed(chunks))
         finally:
             os.close(fd)
         lines = buf.split(b"\n")

@@ -222,3 +222,27 @@ def test_children_benchmark_measures_live_idle_children(
     kids = active_children(open_agent("main"))
     assert len(kids) == 3
     assert {k["child_observability"]["phase"] for k in kids} == {"waiting"}
+
+
+@pytest.mark.slow
+def test_large_backlog_benchmark_measures_real_turns() -> None:
+    """`large_backlog.py` seeds in a helper process (its own RSS would count
+    in each child's wait4 peak otherwise) and times real `holon turn`s that
+    each processed a 1 MB message with the backlog still queued behind it."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "large_backlog.py"), "--sizes", "0,2", "--turns", "1"]
+        + ["--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert res.returncode in (0, 1), res.stderr  # 1: the target missed, still a report
+    report = json.loads(res.stdout)
+    rows = {r["n"]: r for r in report["rows"]}
+    assert set(rows) == {0, 2} and rows[2]["queued_after"] == 2
+    assert all(r["wall_ms_median"] > 0 and 5 < r["peak_rss_mb"] < 200 for r in rows.values())
+    assert rows[0]["wall_ratio"] == 1.0 and report["target"] == 1.2

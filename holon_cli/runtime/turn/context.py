@@ -33,11 +33,12 @@ def recent_conversation(
     store: AgentStore, exclude_message_id: str | None, *, max_chars: int = RECENT_CHARS
 ) -> str | None:
     """Operator-visible history from the transcript tail (bounded; O(1) in history).
-    Rendering (fences, escaping) lives in :func:`prompt.render_recent`."""
+    Rendering (fences, escaping) lives in :func:`prompt.render_recent`, which
+    shows at most ``RECENT_LINE_CHARS`` of a text: a large record (a 1 MB
+    message body) is read as a preview, never whole (issue 31 #27)."""
     scan = RECENT_SCAN if max_chars <= RECENT_CHARS else RECENT_SCAN_MAX
-    return render_recent(
-        store.ledger("transcript").tail(scan), exclude_message_id, max_chars=max_chars
-    )
+    recent = store.ledger("transcript").tail_previews(scan)
+    return render_recent(recent, exclude_message_id, max_chars=max_chars)
 
 
 def context_trigger(store: AgentStore, *, provision: bool = True) -> TriggerDescriptor | None:

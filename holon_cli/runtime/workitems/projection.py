@@ -64,7 +64,7 @@ def _trace(
             return False
         return (r.get("work_item_id") or r.get("workItemId")) == wid
 
-    for r in store.ledger("transcript").tail(TRACE_SCAN_RECORDS):
+    for r in store.ledger("transcript").tail_previews(TRACE_SCAN_RECORDS):
         if not bound(r):
             continue
         kind = str(r.get("kind"))
