@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.model import task as tm
-from holon_cli.model.child import DELEGATION_ORIGIN, supervision
+from holon_cli.model.child import supervision
 from holon_cli.runtime.children import supervision as sv
 from holon_cli.runtime.children.worktree import live_view
 from holon_cli.runtime.tasks import plane
@@ -130,21 +130,9 @@ def task_input(store: AgentStore, task_id: str, data: str) -> dict[str, Any]:
     if child is None or sv.is_final(rec):
         why = f"child task {task_id} is {rec.get('status')}; the child takes no more follow-ups"
         return receipt(False, 0, why)
-    from holon_cli.runtime.enqueue import admit
-
-    meta = sv.delegation_meta(store, rec, "followup")
-    env = admit(
-        data,
-        store=child,
-        kind="internal_followup",
-        origin=DELEGATION_ORIGIN,
-        correlation_id=meta["delegation_id"],
-        delivery_surface="runtime_system",
-        admission_context="runtime_owned",
-        metadata=meta,
-    )
+    mid = sv.deliver_to_child(store, rec, child, data, "followup")
     n = len(data.encode("utf-8"))
-    return receipt(True, n, f"follow-up {env['id']} delivered to child {child.agent_id}")
+    return receipt(True, n, f"follow-up {mid} delivered to child {child.agent_id}")
 
 
 def task_stop(store: AgentStore, task_id: str) -> dict[str, Any]:

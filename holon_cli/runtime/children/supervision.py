@@ -288,9 +288,24 @@ def after_child_turn(child: AgentStore) -> str | None:
 
 def deliver_initial(parent: AgentStore, rec: TaskRecord, child: AgentStore, text: str) -> str:
     """Admit the child's first message (idempotent per handle)."""
+    return deliver_to_child(
+        parent, rec, child, text, "initial_message", DELIVERY_KEY_PREFIX + rec["id"]
+    )
+
+
+def deliver_to_child(
+    parent: AgentStore,
+    rec: TaskRecord,
+    child: AgentStore,
+    text: str,
+    purpose: str,
+    idempotency_key: str | None = None,
+) -> str:
+    """Admit ``text`` into the child as runtime-owned delegation input (never
+    operator authority), tagged with the delegation record; its message id."""
     from holon_cli.runtime.enqueue import admit
 
-    meta = delegation_meta(parent, rec, "initial_message")
+    meta = delegation_meta(parent, rec, purpose)
     env = admit(
         text,
         store=child,
@@ -300,9 +315,9 @@ def deliver_initial(parent: AgentStore, rec: TaskRecord, child: AgentStore, text
         delivery_surface="runtime_system",
         admission_context="runtime_owned",
         metadata=meta,
-        idempotency_key=DELIVERY_KEY_PREFIX + rec["id"],
+        idempotency_key=idempotency_key,
     )
-    return env["id"]
+    return str(env["id"])
 
 
 def delegation_meta(parent: AgentStore, rec: TaskRecord, delivery: str) -> dict[str, Any]:
