@@ -24,6 +24,7 @@ def _load() -> ModuleType:
     return mod
 
 
+@pytest.mark.slow
 def test_the_projection_benchmark_passes_and_its_mutations_are_caught(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -76,6 +76,7 @@ def test_start_refuses_a_socket_a_foreign_process_answers_on(
     assert os.path.exists(path)  # not taken over
 
 
+@pytest.mark.slow
 def test_start_refuses_a_busy_port_and_names_it(no_daemon_left: None) -> None:
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))

@@ -24,6 +24,8 @@ from holon_cli.cli.tui.app import ConsoleApp, Overlay  # noqa: E402
 from holon_cli.runtime.agents import create_agent, open_agent  # noqa: E402
 from holon_cli.serve.client import AsyncServeClient  # noqa: E402
 
+# the pilot drives real widgets against serve's real HTTP app: one smoke test in the
+# default run (the layout and a prompt with its reply), the rest are slow
 pytestmark = pytest.mark.anyio
 
 
@@ -108,6 +110,7 @@ async def test_layout_history_and_a_prompt_with_its_reply(surface: Surface, tmp_
         assert conversation(app2)[:2] == ["Operator: hi there", "Result: hello back"]
 
 
+@pytest.mark.slow
 async def test_display_modes_rerender_the_conversation(surface: Surface, tmp_path: Path) -> None:
     app = _app(surface)
     with Turner(_model(tmp_path, "done it")):
@@ -125,6 +128,7 @@ async def test_display_modes_rerender_the_conversation(surface: Surface, tmp_pat
             assert app.conv.mode == "debug"
 
 
+@pytest.mark.slow
 async def test_bad_input_names_the_problem_and_changes_nothing(surface: Surface) -> None:
     create_agent(
         "kid",
@@ -151,6 +155,7 @@ async def test_bad_input_names_the_problem_and_changes_nothing(surface: Surface)
     assert [e for e in store.events.records() if e["kind"] == "message_admitted"] == []
 
 
+@pytest.mark.slow
 async def test_overlays_stack_and_esc_closes_the_top_one(surface: Surface) -> None:
     create_agent(
         "kid",
@@ -194,6 +199,7 @@ async def test_overlays_stack_and_esc_closes_the_top_one(surface: Surface) -> No
         await until(pilot, lambda: len(app.screen_stack) == 1)
 
 
+@pytest.mark.slow
 async def test_the_agents_overlay_switches_agent(surface: Surface, tmp_path: Path) -> None:
     create_agent("helper", kind="named")
     app = _app(surface)
@@ -218,6 +224,7 @@ def _overlay_text(app: ConsoleApp) -> str:
     return "\n".join(s.text for s in app.screen.query_one(RichLog).lines)
 
 
+@pytest.mark.slow
 async def test_serve_going_away_shows_a_banner_and_the_console_resumes(
     surface: Surface, tmp_path: Path
 ) -> None:
@@ -247,6 +254,7 @@ async def test_serve_going_away_shows_a_banner_and_the_console_resumes(
             assert lines.count("Operator: while away") == 1
 
 
+@pytest.mark.slow
 async def test_resize_and_control_characters(surface: Surface, tmp_path: Path) -> None:
     app = _app(surface)
     reply = "bell\x07 clear\x1b[2J csi\x9b31m end"
@@ -266,6 +274,7 @@ async def test_resize_and_control_characters(surface: Surface, tmp_path: Path) -
             assert "Result: bell" in _joined(app)
 
 
+@pytest.mark.slow
 async def test_quit_leaves_the_runtime_running(surface: Surface) -> None:
     import httpx2 as httpx
 
@@ -304,6 +313,7 @@ async def _action(pilot: Pilot[Any], key: str) -> None:
     await pilot.press("enter")
 
 
+@pytest.mark.slow
 async def test_workspace_attach_enter_and_exit_actions(surface: Surface, tmp_path: Path) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -361,6 +371,7 @@ async def test_workspace_attach_enter_and_exit_actions(surface: Surface, tmp_pat
 
 
 @needs_git
+@pytest.mark.slow
 async def test_workspace_attach_isolated_shows_the_worktree(
     surface: Surface, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -389,6 +400,7 @@ async def test_workspace_attach_isolated_shows_the_worktree(
         assert session["worktree_branch"] in state
 
 
+@pytest.mark.slow
 async def test_history_cut_by_retention_is_said_once(surface: Surface) -> None:
     from holon_cli.store.ledger import write_trimmed
 
