@@ -134,42 +134,14 @@ def admit(
     never waits for a lock.
     """
     body = make_body(text, json_body=json_body)
-    # validate every caller value before anything is created on disk
-    for what, value in (
-        ("agent id", agent_id),
-        ("kind", kind),
-        ("origin", origin if isinstance(origin, str) else None),
-        ("priority", priority),
-        ("work item id", work_item_id),
-        ("task id", task_id),
-        ("correlation id", correlation_id),
-        ("causation id", causation_id),
-    ):
-        if value is not None:
-            check_utf8(value, what)
-    if idempotency_key is not None:
-        from holon_cli.runtime.idempotency import check_key
-
-        check_key(check_utf8(idempotency_key, "--idempotency-key"))
-        metadata = {**(metadata or {}), "idempotency_key": idempotency_key}
-    if kind is not None:
-        check_kind(kind)
-    check_priority(priority)
-    if isinstance(origin, str):
-        parse_origin(origin)
-    # policy (kind vs origin vs surface) is checked here, before open_agent,
-    # so a refused message never touches the home
-    build_envelope(
-        message_id="msg_check",
-        agent_id="check",
-        created_at="",
-        body=body,
-        kind=kind,
-        origin=origin,
-        priority=priority,
-        delivery_surface=delivery_surface,
-        admission_context=admission_context,
-    )
+    # every caller value, and the policy (kind vs origin vs surface), is
+    # checked before open_agent, so a refused message never touches the home
+    ids = {"agent id": agent_id, "work item id": work_item_id, "task id": task_id}
+    ids |= {"correlation id": correlation_id, "causation id": causation_id}
+    metadata = _checked_values(
+        body, ids, kind, origin, priority, delivery_surface, admission_context, metadata,
+        idempotency_key,
+    )  # fmt: skip
     store = store or open_agent(agent_id)
     message_id = clock.new_id("msg")
     env = build_envelope(
@@ -206,6 +178,47 @@ def admit(
 
         try_ingest(store)
     return env
+
+
+def _checked_values(
+    body: Any,
+    ids: dict[str, str | None],
+    kind: str | None,
+    origin: str | Origin | dict[str, Any] | None,
+    priority: str,
+    delivery_surface: str,
+    admission_context: str,
+    metadata: dict[str, Any] | None,
+    idempotency_key: str | None,
+) -> dict[str, Any] | None:
+    """Check every caller value and the admission policy (raises
+    :class:`UsageError`); the metadata to store (with the idempotency key)."""
+    strings = {"kind": kind, "origin": origin if isinstance(origin, str) else None}
+    for what, value in {**ids, **strings, "priority": priority}.items():
+        if value is not None:
+            check_utf8(value, what)
+    if idempotency_key is not None:
+        from holon_cli.runtime.idempotency import check_key
+
+        check_key(check_utf8(idempotency_key, "--idempotency-key"))
+        metadata = {**(metadata or {}), "idempotency_key": idempotency_key}
+    if kind is not None:
+        check_kind(kind)
+    check_priority(priority)
+    if isinstance(origin, str):
+        parse_origin(origin)
+    build_envelope(
+        message_id="msg_check",
+        agent_id="check",
+        created_at="",
+        body=body,
+        kind=kind,
+        origin=origin,
+        priority=priority,
+        delivery_surface=delivery_surface,
+        admission_context=admission_context,
+    )
+    return metadata
 
 
 def _deliver_once(store: AgentStore, key: str, env: Envelope) -> Envelope | None:
