@@ -333,6 +333,8 @@ def test_cli(store: AgentStore) -> None:
     assert run("memory", "get", ref, "--max-chars", "0").returncode == 2
     assert run("memory", "get", "mem_nope").returncode == 3
     assert run("memory", "search", "x", "--limit", "0").returncode == 2
+    empty = run("memory", "search", "  ")
+    assert empty.returncode == 2 and "empty" in empty.stderr
     assert run("memory", "search", "x", "--agent", "ghost").returncode == 3
     rb = run("memory", "rebuild", "--json")
     assert rb.returncode == 0 and json.loads(rb.stdout)["data"]["documents"] >= 2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from holon_cli.errors import NotFoundError, RejectedError
+from holon_cli.errors import RejectedError
 from holon_cli.runtime import agents as A
 from holon_cli.runtime import templates as T
 from tests.inprocess_cli import bind_runner, run  # noqa: F401
@@ -296,10 +296,6 @@ def test_remote_git_refuses_when_git_is_missing(monkeypatch: pytest.MonkeyPatch)
         with remote_git.fetch_tree("https://github.com/a/b/tree/main/x"):
             pass
     assert "git is not installed" in ei.value.message
-
-
-def test_not_found_errors_are_exit_3() -> None:
-    assert NotFoundError("x").exit_code == 3
 
 
 def test_two_seeders_at_once_leave_one_whole_copy(tmp_path: Path) -> None:
