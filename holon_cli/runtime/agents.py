@@ -308,18 +308,13 @@ def restore_default_agents_md(layout: AgentLayout) -> None:
     """Re-create the default agent's deleted ``AGENTS.md`` from the
     ``holon-default`` template (spec: never over an existing one)."""
     from holon_cli.runtime.templates import resolve_template
-    from holon_cli.store.fsio import atomic_write_bytes
+    from holon_cli.store.fsio import create_new_bytes
 
     with resolve_template("holon-default") as tpl:
         body = (tpl.path / "AGENTS.md").read_text(encoding="utf-8")
     if "holon: agent-home guidance" not in body:
         body = body.rstrip() + "\n" + AGENTS_GUIDANCE
-    try:
-        fd = os.open(layout.home / "AGENTS.md", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return  # another process restored it first
-    os.close(fd)
-    atomic_write_bytes(layout.home / "AGENTS.md", body.encode("utf-8"))
+    create_new_bytes(layout.home / "AGENTS.md", body.encode("utf-8"), mode=0o644)
 
 
 def open_agent(agent_id: str | None = None, *, create_default: bool = True) -> AgentStore:

@@ -235,6 +235,41 @@ def atomic_write_bytes(
         os.close(dfd)
 
 
+def create_new_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> bool:
+    """Create ``path`` with ``data`` only if nothing is there; ``False`` when
+    something already was (another process won). A temp file in the same
+    folder, fsync, then ``link`` into place (which refuses an existing name):
+    readers never see an empty or partial file, and an existing one is never
+    replaced."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd, tmp_name = _create_temp(dfd, path.name)
+        try:
+            try:
+                _write_all(fd, data)
+                os.fchmod(fd, mode)
+                if not deferred(path):
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp_name, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except FileExistsError:
+                return False
+        finally:
+            try:
+                os.unlink(tmp_name, dir_fd=dfd)
+            except OSError:
+                pass
+        if not deferred(path):
+            os.fsync(dfd)
+        return True
+    finally:
+        os.close(dfd)
+
+
 def atomic_write_text(path: Path, text: str, **kwargs: Any) -> None:
     atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"), **kwargs)
 

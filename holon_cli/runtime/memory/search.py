@@ -64,26 +64,16 @@ def mark_dirty(store: AgentStore) -> None:
 
 
 def _ref_key(store: AgentStore) -> bytes:
+    """The agent's secret for source refs: made once, kept with its state
+    (not the disposable index), so refs survive a rebuild."""
+    from holon_cli.store.fsio import create_new_bytes
+
     path = store.layout.state_dir / "memory_ref.key"
     try:
-        key = path.read_bytes()
-        if len(key) >= 32:
-            return key
+        return path.read_bytes()
     except FileNotFoundError:
-        pass
-    from holon_cli.store.fsio import atomic_write_bytes
-
-    try:  # first use: one random key, kept with the agent's state (not the cache)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        atomic_write_bytes(path, os.urandom(32))
-    except FileExistsError:
-        pass
-    key = path.read_bytes()
-    if len(key) < 32:  # an empty file another process has not filled yet
-        atomic_write_bytes(path, os.urandom(32))
-        key = path.read_bytes()
-    return key
+        create_new_bytes(path, os.urandom(32))  # a concurrent first use: one key wins
+        return path.read_bytes()
 
 
 def source_ref(key: bytes, source_key: str) -> str:
