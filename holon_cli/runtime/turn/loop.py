@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.model.execution_policy import execution_policy
-from holon_cli.model.tool import SleepRequest, ToolContext, ToolResult, render_error
-from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
+from holon_cli.model.tool import SleepRequest, ToolContext, render_error
+from holon_cli.providers.base import ConversationItem, ProviderRequest
 from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
@@ -46,10 +46,15 @@ from holon_cli.runtime.turn.abort import (
 from holon_cli.runtime.turn.context import context_trigger, recent_chars_for, recent_conversation
 from holon_cli.runtime.turn.fit import ContextFit
 from holon_cli.runtime.turn.journal import Journal
-from holon_cli.runtime.turn.model_round import ModelRound, record_chain_failure, record_model_round
+from holon_cli.runtime.turn.model_round import (
+    ModelRound,
+    record_chain_failure,
+    record_model_round,
+    record_tool_result,
+)
 from holon_cli.runtime.turn.progress import memory_delta, turn_progress
 from holon_cli.runtime.turn.recorder import TurnRecorder
-from holon_cli.runtime.turn.result import TurnResult, attempt_timeline
+from holon_cli.runtime.turn.result import TurnResult
 from holon_cli.runtime.turn.settle import decide_settlement, finish_agent_state, write_terminal
 from holon_cli.runtime.turn.spend import TurnSpend
 from holon_cli.runtime.workspace import WorkspaceBinding, workspace_for
@@ -64,12 +69,12 @@ if TYPE_CHECKING:
         MessageInterjectedData,
         MessageProcessingStartedData,
         ToolErrorEnvelope,
-        ToolExecutedData,
         TurnContextBuiltData,
         TurnRoundLimitReachedData,
         WorkItemStaleReminderData,
     )
     from holon_cli.model.tool import Toolbox
+    from holon_cli.model.turn import TurnSettlement
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -434,7 +439,9 @@ class TurnRun:
                 self._rebind(ctx)
             if fx.commands and built.sources.get("skills"):
                 self._activate_skills(fx.commands, built.sources["skills"])
-            self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
+            record_tool_result(
+                self.rec, self.journal, call, res, tool_ms, fx.work_item_id or self.focus
+            )
             # after its result: a replay counts the effects of recorded calls only
             runs = [
                 {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")}
@@ -465,38 +472,6 @@ class TurnRun:
             if act["skill"] not in self.turn_skills:
                 self.turn_skills[act["skill"]] = {**act, "state": "turn_active"}
                 self.rec.plain_event("skill_activated", act)
-
-    def _record_tool_result(
-        self, call: ToolCall, res: ToolResult, tool_ms: float, work_item_id: str | None
-    ) -> None:
-        executed: ToolExecutedData = {
-            "round": self.journal.rounds,
-            "tool_name": call.name,
-            "call_id": call.id,
-            "ok": res.ok,
-            "duration_ms": tool_ms,
-            "error": None if res.ok else res.content[:500],
-            "tool_error": res.error,
-            "warnings": res.warnings or None,
-        }
-        self.rec.event("tool_executed", executed, work_item_id=work_item_id)
-        self.rec.transcript(
-            "tool_result",
-            round=self.journal.rounds,
-            call_id=call.id,
-            tool_name=call.name,
-            ok=res.ok,
-            output=res.content,
-            error=res.error,
-            warnings=res.warnings or None,
-            duration_ms=tool_ms,
-            work_item_id=work_item_id,
-        )
-        self.journal.add_item(
-            ConversationItem(
-                "tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok
-            )
-        )
 
     # ----------------------------------------------------- take interjects
 
@@ -537,6 +512,51 @@ class TurnRun:
 
     # --------------------------------------------------------------- settle
 
+    def decide(self) -> TurnSettlement:
+        """The ending, decided once and saved in the journal with what the turn
+        adds to working memory (a replay settles from the saved one)."""
+        self.make_durable()  # the last round's tool results first
+        self.spend.sync()
+        s = decide_settlement(
+            self.store,
+            turn_id=self.turn_id,
+            turn_index=self.turn_index,
+            bound_work_item_id=self.bound_wi,
+            focus=self.focus,
+            final_text=self.final_text,
+            failed=self.failed,
+            failure_artifact=self.result.failure_artifact,
+            failure_kind=self.result.failure_kind,
+            sleep_req=self.sleep_req,
+            wrote_completion_brief=bool(self.completion_briefs),
+            turn_skills=self.turn_skills,
+            budget_hit=self.budget_hit,
+            progress=turn_progress(
+                self.msg,
+                self.journal,
+                turn_id=self.turn_id,
+                bound_work_item_id=self.bound_wi,
+                tool_calls=self.tool_calls_made,
+                work_item_changed=self.work_item_changed,
+                budget_stopped=self.budget_hit is not None,
+            ),
+            abort_reason=self.abort_reason,
+        )
+        s["memory"] = memory_delta(
+            self.store,
+            self.msg,
+            s,
+            self.journal,
+            turn_id=self.turn_id,
+            turn_index=self.turn_index,
+            focus=self.focus,
+            ws=self.ws,
+            wm=self.wm,
+            compacted=self.ctx.window.compacted,
+        )
+        self.journal.settle(s)
+        return s
+
     def settle(self) -> TurnResult:
         """Decide the ending once (saved in the journal), write the terminal
         records that are not written yet, settle the queue entries, and
@@ -545,60 +565,8 @@ class TurnRun:
         s = self.journal.settlement
         replaying = s is not None
         if s is None:
-            self.make_durable()  # the last round's tool results first
-            self.spend.sync()
-            s = decide_settlement(
-                self.store,
-                turn_id=self.turn_id,
-                turn_index=self.turn_index,
-                bound_work_item_id=self.bound_wi,
-                focus=self.focus,
-                final_text=self.final_text,
-                failed=self.failed,
-                failure_artifact=self.result.failure_artifact,
-                failure_kind=self.result.failure_kind,
-                sleep_req=self.sleep_req,
-                wrote_completion_brief=bool(self.completion_briefs),
-                turn_skills=self.turn_skills,
-                budget_hit=self.budget_hit,
-                progress=turn_progress(
-                    self.msg,
-                    self.journal,
-                    turn_id=self.turn_id,
-                    bound_work_item_id=self.bound_wi,
-                    tool_calls=self.tool_calls_made,
-                    work_item_changed=self.work_item_changed,
-                    budget_stopped=self.budget_hit is not None,
-                ),
-                abort_reason=self.abort_reason,
-            )
-            s["memory"] = memory_delta(
-                self.store,
-                self.msg,
-                s,
-                self.journal,
-                turn_id=self.turn_id,
-                turn_index=self.turn_index,
-                focus=self.focus,
-                ws=self.ws,
-                wm=self.wm,
-                compacted=self.ctx.window.compacted,
-            )
-            self.journal.settle(s)
-        self.result.closure = s["closure"]
-        self.result.final_text = s["final_text"]
-        self.result.status = s["status"]
-        self.result.failure_artifact = s.get("failure_artifact")
-        self.result.failure_kind = s.get("failure_kind")
-        self.result.budget = cast("BudgetHit | None", s.get("budget"))
-        self.result.slept = s.get("sleep") is not None
-        self.result.model_rounds = self.journal.rounds
-        self.result.token_usage = dict(self.journal.usage)
-        self.result.provider_attempt_timeline = attempt_timeline(
-            self.journal.timeline,
-            self.models[0] if self.models else None,
-            self.journal.usage if self.journal.usage_reported else None,
-        )
+            s = self.decide()
+        self.result.take_settlement(s, self.journal, self.models[0] if self.models else None)
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
         self.result.duration_ms = int(s.get("duration_ms", 0))
         self.store.sync_ledgers()  # the terminal records are durable before the queue settles
