@@ -1,9 +1,14 @@
 """One turn as steps (:class:`TurnRun`), in the spec's lifecycle order:
 
-    start -> close in-flight calls -> (build prompt -> call model ->
-    record round -> run tools -> take interjects -> decide stop)* -> settle
+    start -> close in-flight calls -> (build prompt -> fit budget ->
+    call model -> record round -> run tools -> take interjects ->
+    decide stop)* -> settle
 
 Each step is a short method; the loop itself is :meth:`TurnRun.execute`.
+The steps keep the turn's state; the pieces with little of their own live
+beside it: :mod:`~holon_cli.runtime.turn.fit` (the context budget),
+:mod:`~holon_cli.runtime.turn.spend` (the budget gate and each round's
+spend) and :mod:`~holon_cli.runtime.turn.progress` (what the settled turn did).
 The loop knows no tool by name and imports no tool: the catalog is passed
 in (a :class:`~holon_cli.model.tool.Toolbox`: specs to offer, a call to
 execute), and tools report what they did through the typed
