@@ -1,9 +1,14 @@
 """One turn as steps (:class:`TurnRun`), in the spec's lifecycle order:
 
-    start -> close in-flight calls -> (build prompt -> call model ->
-    record round -> run tools -> take interjects -> decide stop)* -> settle
+    start -> close in-flight calls -> (build prompt -> fit budget ->
+    call model -> record round -> run tools -> take interjects ->
+    decide stop)* -> settle
 
 Each step is a short method; the loop itself is :meth:`TurnRun.execute`.
+The steps keep the turn's state; the pieces with little of their own live
+beside it: :mod:`~holon_cli.runtime.turn.fit` (the context budget),
+:mod:`~holon_cli.runtime.turn.spend` (the budget gate and each round's
+spend) and :mod:`~holon_cli.runtime.turn.progress` (what the settled turn did).
 The loop knows no tool by name and imports no tool: the catalog is passed
 in (a :class:`~holon_cli.model.tool.Toolbox`: specs to offer, a call to
 execute), and tools report what they did through the typed
@@ -23,12 +28,11 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.model.execution_policy import execution_policy
-from holon_cli.model.tool import SleepRequest, ToolContext, ToolResult, render_error
-from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
+from holon_cli.model.tool import SleepRequest, ToolContext, render_error
+from holon_cli.providers.base import ConversationItem, ProviderRequest
 from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.guard import activation_of
 from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (
@@ -45,11 +49,19 @@ from holon_cli.runtime.turn.abort import (
     stop_call_commands,
 )
 from holon_cli.runtime.turn.context import context_trigger, recent_chars_for, recent_conversation
+from holon_cli.runtime.turn.fit import ContextFit
 from holon_cli.runtime.turn.journal import Journal
-from holon_cli.runtime.turn.model_round import ModelRound, record_chain_failure, record_model_round
+from holon_cli.runtime.turn.model_round import (
+    ModelRound,
+    record_chain_failure,
+    record_model_round,
+    record_tool_result,
+)
+from holon_cli.runtime.turn.progress import memory_delta, turn_progress
 from holon_cli.runtime.turn.recorder import TurnRecorder
-from holon_cli.runtime.turn.result import TurnResult, attempt_timeline
+from holon_cli.runtime.turn.result import TurnResult
 from holon_cli.runtime.turn.settle import decide_settlement, finish_agent_state, write_terminal
+from holon_cli.runtime.turn.spend import TurnSpend
 from holon_cli.runtime.workspace import WorkspaceBinding, workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
@@ -59,20 +71,15 @@ if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
-        ContextCompactedData,
         MessageInterjectedData,
         MessageProcessingStartedData,
-        RuntimeErrorData,
         ToolErrorEnvelope,
-        ToolExecutedData,
         TurnContextBuiltData,
         TurnRoundLimitReachedData,
         WorkItemStaleReminderData,
     )
-    from holon_cli.model.memory import CommandRun, TurnMemoryDelta
     from holon_cli.model.tool import Toolbox
-    from holon_cli.model.turn import TurnProgress, TurnSettlement
-    from holon_cli.providers.chain import ChainResult
+    from holon_cli.model.turn import TurnSettlement
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -131,7 +138,6 @@ class TurnRun:
         self.completion_briefs: list[str] = []  # work_done briefs written in the final round
         self.session_skills: list[dict[str, Any]] = []
         self.turn_skills: dict[str, dict[str, Any]] = {}
-        self.recent: str | None = None
         self.failed = False
         self.sleep_req: SleepRequest | None = None
         self.rounds_since_mutation = 0
@@ -142,21 +148,14 @@ class TurnRun:
         self.budget_hit: BudgetHit | None = None  # a budget refused the next request
         self.tool_calls_made = 0  # the no-progress guard's view of the turn
         self.work_item_changed = False
-        self.spend = budgets.SpendWriter(store)  # fsync'd once, at settle
+        self.spend = TurnSpend(store, config, turn_id, self.mid)  # fsync'd once, at settle
         # an operator's abort: each provider and tool call is waited for here
         self.abort = AbortWatch(store, turn_id)
         self.abort_reason: str | None = None
-        # memory plane: the compacted view of this turn's conversation, the
-        # last request's size, and what the turn did (working memory at settle)
-        self.budget_tokens = cp.context_budget(config)
-        self.window = cp.Window.restore(self.journal.items, self.journal.compaction)
-        self.frame_t = 0
-        # the last request: reported input tokens, items, cut, frame tokens, clip
-        self.sent: tuple[int, int, int, int, int | None] | None = None
-        self.overflow_retried = False
+        # memory plane: the compacted view of this turn's conversation against
+        # the context budget, and the working memory the turn was prompted with
+        self.ctx = ContextFit(self.journal, self.rec, config)
         self.wm = working.empty_state()
-        self.memory_chars = working.memory_chars_for(self.budget_tokens)
-        self.queue_chars = working.queue_chars_for(self.budget_tokens)
 
     # ------------------------------------------------------------ the loop
 
@@ -250,8 +249,8 @@ class TurnRun:
         self.focus = self.bound_wi
         self.session_skills = list(self.state.get("active_skills") or [])
         self.wm = working.state_of(self.state.get("working_memory"))
-        self.recent = recent_conversation(
-            self.store, self.mid, max_chars=recent_chars_for(self.budget_tokens)
+        self.ctx.recent = recent_conversation(
+            self.store, self.mid, max_chars=recent_chars_for(self.ctx.budget_tokens)
         )
 
     # ---------------------------------------------- close in-flight calls
@@ -303,16 +302,16 @@ class TurnRun:
                 self.store,
                 bound_work_item_id=self.focus,
                 exclude_turn_id=self.turn_id,
-                max_chars=self.queue_chars,
+                max_chars=self.ctx.queue_chars,
             ),
-            recent=self.recent,
+            recent=self.ctx.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
-            working_memory=working.render(self.wm, max_chars=self.memory_chars),
+            working_memory=working.render(self.wm, max_chars=self.ctx.memory_chars),
             memory_delta=working.render_delta(self.wm),
             policy=execution_policy(self.cfg, self.store.agent_id),
         )
-        self.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
+        self.ctx.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:
             self.context_reported = True
@@ -330,92 +329,19 @@ class TurnRun:
     # ---------------------------------------------------------- fit budget
 
     def fit(self, built: BuiltPrompt) -> BuiltPrompt | None:
-        """Keep the next request under ``runtime.context_budget_tokens``:
-        compact older rounds when it would exceed it, and when that is not
-        enough, shrink the context blocks (:meth:`_shrink_context`: the
-        recent conversation first; working memory and the archived episodes
-        still carry it). ``None`` (the turn fails) when the
-        frame's fixed part alone does not fit."""
+        """Keep the next request under ``runtime.context_budget_tokens``
+        (:meth:`ContextFit.fit <holon_cli.runtime.turn.fit.ContextFit.fit>`:
+        compaction, then smaller context blocks and a rebuilt prompt).
+        ``None`` (the turn fails) when the frame's fixed part alone does not fit."""
         fixed = cp.fixed_tokens(built.frame, self.catalog.specs)
-        if fixed > self.budget_tokens:
-            self._fail_budget(fixed)
+        if fixed > self.ctx.budget_tokens:
+            self.failed = True
+            self.result.failure_artifact = self.ctx.fail_budget(fixed)
+            self.result.failure_kind = "context_budget_too_small"
             return None
-        est = self._estimate()
-        if est > self.budget_tokens:
-            target = int((self.budget_tokens - self.frame_t) * cp.HEADROOM)
-            self._compact(target, est, "over_budget")
-            if self._estimate() > self.budget_tokens and self._shrink_context():
-                return self.fit(self.build_prompt())  # the prefix settles again after this
-            over = self._estimate() - self.budget_tokens
-            if over > 0:
-                self.window.clip_to(self.journal.items, over)
+        if self.ctx.fit(self.focus):
+            return self.fit(self.build_prompt())
         return built
-
-    def _shrink_context(self) -> bool:
-        """One step down, for the rest of the turn: leave the recent
-        conversation out, then halve the working-memory and work-queue
-        blocks down to their floors. False when nothing is left to shrink."""
-        if self.recent:
-            self.recent = None
-            return True
-        if self.memory_chars > working.MEMORY_MIN_CHARS:
-            self.memory_chars = max(working.MEMORY_MIN_CHARS, self.memory_chars // 2)
-            return True
-        if self.queue_chars > working.QUEUE_MIN_CHARS:
-            self.queue_chars = max(working.QUEUE_MIN_CHARS, self.queue_chars // 2)
-            return True
-        return False
-
-    def _estimate(self) -> int:
-        """The next request: the provider's last reported input tokens plus
-        bytes / 4 of what was appended since (the whole request without a
-        report, or once the window changed)."""
-        items = self.journal.items
-        w = self.window
-        if self.sent is not None and self.sent[0] > 0 and self.sent[2:5:2] == (w.cut, w.clip):
-            reported, n_sent, _, frame_sent, _ = self.sent
-            # the frame may have grown (a work item changed) or shrunk (_shrink_context)
-            return reported + cp.items_tokens(items[n_sent:]) + self.frame_t - frame_sent
-        return self.frame_t + cp.items_tokens(self.window.view(items))
-
-    def _compact(self, target: int, est: int, reason: str) -> int:
-        n = self.window.compact(self.journal.items, target, self.focus)
-        if n:
-            w = self.window
-            cut_round = cp.round_ordinal(self.journal.items, w.cut)
-            self.journal.record_compaction(cut_round, w.epoch, w.compacted, w.summary)
-            data: ContextCompactedData = {
-                "compacted_message_count": n,
-                "compression_epoch": self.window.epoch,
-                "budget_tokens": self.budget_tokens,
-                "estimated_tokens": est,
-                "kept_message_count": len(self.journal.items) - self.window.cut,
-                "reason": reason,
-            }
-            self.rec.event("context_compacted", data, work_item_id=self.focus)
-        return n
-
-    def _fail_budget(self, fixed: int) -> None:
-        """A budget below the frame's fixed part: the turn fails, naming both."""
-        summary = cp.budget_too_small(fixed, self.budget_tokens)
-        artifact = {
-            "summary": summary,
-            "category": "config",
-            "budget_tokens": self.budget_tokens,
-            "fixed_tokens": fixed,
-            "hint": f"raise runtime.context_budget_tokens in config.yaml above {fixed}, "
-            "or shorten AGENTS.md and the skill catalog",
-        }
-        self.failed = True
-        self.result.failure_artifact = artifact
-        self.result.failure_kind = "context_budget_too_small"
-        err: RuntimeErrorData = {
-            "error": summary,
-            "failure_kind": "context_budget_too_small",
-            "failure_artifact": artifact,
-        }
-        self.rec.event("runtime_error", err)
-        self.rec.transcript("runtime_failure", text=summary, failure_artifact=artifact)
 
     # ----------------------------------------------------------- call model
 
@@ -426,7 +352,7 @@ class TurnRun:
 
         request = ProviderRequest(
             frame=built.frame,
-            conversation=self.window.view(self.journal.items),
+            conversation=self.ctx.window.view(self.journal.items),
             tools=self.catalog.specs,
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
@@ -443,74 +369,27 @@ class TurnRun:
                     request,
                     sleep=self.sleep,
                     resolve=self.resolve,
-                    before_attempt=self._budget_gate,
+                    before_attempt=lambda _ref: self.spend.gate(self.focus),
                 )
             )
         except budgets.BudgetStop as stop:
             self.budget_hit = stop.hit
             return None
         except ChainFailure as failure:
-            if self._overflow_compacted(failure):
-                return self.call_model(built)  # once: _overflow_compacted says no again
+            if self.ctx.overflow_compacted(failure, self.focus):
+                return self.call_model(built)  # once: overflow_compacted says no again
             self.failed = True
             self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
                 self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
             )
             if failure.usage is not None:
-                self._record_spend(failure.last.model_ref, failure.usage.to_dict(), estimated=False)
+                usage = failure.usage.to_dict()
+                self.spend.record(failure.last.model_ref, usage, self.focus, estimated=False)
             return None
-        self._spend_of_round(chain, request)
+        self.spend.of_round(chain, request, self.focus)
         reported = int(getattr(chain.usage, "input_tokens", 0) or 0) if chain.usage else 0
-        w = self.window
-        self.sent = (reported, len(self.journal.items), w.cut, self.frame_t, w.clip)
-        self.overflow_retried = False
+        self.ctx.note_sent(reported)
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
-
-    def _overflow_compacted(self, failure: Any) -> bool:
-        """A provider ``context_length_exceeded``: one compaction (to half of
-        the conversation) and a retry instead of ending the turn."""
-        if getattr(failure.last, "kind", None) != "context_length_exceeded":
-            return False
-        if self.overflow_retried:
-            return False
-        self.overflow_retried = True
-        usage = failure.usage.to_dict() if failure.usage is not None else None
-        self.journal.record_failure(usage, list(failure.timeline.get("attempts", [])))
-        conv = cp.items_tokens(self.window.view(self.journal.items))
-        return self._compact(conv // 2, self.frame_t + conv, "context_length_exceeded") > 0
-
-    def _budget_gate(self, _model_ref: str) -> None:
-        """Before every provider request (retries and fallbacks included)."""
-        if budgets.configured(self.cfg):
-            budgets.gate(self.store, self.cfg, self.turn_id, self.focus)
-
-    def _spend_of_round(self, chain: ChainResult, request: ProviderRequest) -> None:
-        """The round's spend: the provider's usage, or sizes / 4 when it reports none."""
-        if chain.usage is not None:
-            self._record_spend(chain.model_ref, chain.usage.to_dict(), estimated=False)
-            return
-        resp = chain.response
-        sent = len(request.frame.system_prompt) + sum(
-            len(b) for b in (*request.frame.system_blocks, *request.frame.context_blocks)
-        )
-        sent += sum(len(i.text) for i in request.conversation)
-        got = len(resp.text) + sum(len(str(c.arguments)) for c in resp.tool_calls)
-        usage = {"input_tokens": sent // 4, "output_tokens": got // 4}
-        self._record_spend(chain.model_ref, usage, estimated=True)
-
-    def _record_spend(
-        self, model_ref: str | None, usage: dict[str, int], *, estimated: bool
-    ) -> None:
-        self.spend.record(
-            self.cfg,
-            turn_id=self.turn_id,
-            message_id=self.mid,
-            work_item_id=self.focus,
-            model_ref=model_ref,
-            input_tokens=int(usage.get("input_tokens", 0)),
-            output_tokens=int(usage.get("output_tokens", 0)),
-            estimated=estimated,
-        )
 
     # --------------------------------------------------------- record round
 
@@ -565,7 +444,9 @@ class TurnRun:
                 self._rebind(ctx)
             if fx.commands and built.sources.get("skills"):
                 self._activate_skills(fx.commands, built.sources["skills"])
-            self._record_tool_result(call, res, tool_ms, fx.work_item_id or self.focus)
+            record_tool_result(
+                self.rec, self.journal, call, res, tool_ms, fx.work_item_id or self.focus
+            )
             # after its result: a replay counts the effects of recorded calls only
             runs = [
                 {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")}
@@ -596,38 +477,6 @@ class TurnRun:
             if act["skill"] not in self.turn_skills:
                 self.turn_skills[act["skill"]] = {**act, "state": "turn_active"}
                 self.rec.plain_event("skill_activated", act)
-
-    def _record_tool_result(
-        self, call: ToolCall, res: ToolResult, tool_ms: float, work_item_id: str | None
-    ) -> None:
-        executed: ToolExecutedData = {
-            "round": self.journal.rounds,
-            "tool_name": call.name,
-            "call_id": call.id,
-            "ok": res.ok,
-            "duration_ms": tool_ms,
-            "error": None if res.ok else res.content[:500],
-            "tool_error": res.error,
-            "warnings": res.warnings or None,
-        }
-        self.rec.event("tool_executed", executed, work_item_id=work_item_id)
-        self.rec.transcript(
-            "tool_result",
-            round=self.journal.rounds,
-            call_id=call.id,
-            tool_name=call.name,
-            ok=res.ok,
-            output=res.content,
-            error=res.error,
-            warnings=res.warnings or None,
-            duration_ms=tool_ms,
-            work_item_id=work_item_id,
-        )
-        self.journal.add_item(
-            ConversationItem(
-                "tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok
-            )
-        )
 
     # ----------------------------------------------------- take interjects
 
@@ -668,43 +517,50 @@ class TurnRun:
 
     # --------------------------------------------------------------- settle
 
-    def progress(self) -> TurnProgress:
-        """What this turn did, for the no-progress guard."""
-        operator = self.msg.get("authority_class") == "operator_instruction"
-        return {
-            "turn_id": self.turn_id,
-            "activation": activation_of(self.msg),
-            "work_item_id": self.msg.get("work_item_id") or self.bound_wi,
-            "tool_calls": self.tool_calls_made,
-            "work_item_changed": self.work_item_changed,
-            "operator_input": operator or bool(self.journal.interject_ids),
-            "budget_stopped": self.budget_hit is not None,
-        }
-
-    def memory_delta(self, s: TurnSettlement) -> TurnMemoryDelta:
-        """What this turn adds to working memory, saved in the settlement (a
-        replay applies these very values)."""
-        closure = s["closure"]
-        waiting = closure.get("waiting_reason") if closure["outcome"] == "waiting" else None
-        slept = s.get("sleep")
-        if slept is not None:
-            waiting = f"asleep ({slept.get('reason') or 'model_sleep'})"
-        return working.turn_delta(
+    def decide(self) -> TurnSettlement:
+        """The ending, decided once and saved in the journal with what the turn
+        adds to working memory (a replay settles from the saved one)."""
+        self.make_durable()  # the last round's tool results first
+        self.spend.sync()
+        s = decide_settlement(
             self.store,
-            self.msg,
             turn_id=self.turn_id,
             turn_index=self.turn_index,
-            status=s["status"],
-            focus=self.store.read_record()["state"].get("current_work_item_id") or self.focus,
-            workspace_id=self.ws.workspace_id if self.ws else None,
-            files_touched=self.journal.files,
-            commands=cast("list[CommandRun]", self.journal.commands),
-            completed_work_item=self.journal.completed_work_item,
-            waiting=waiting,
-            final_text=s["final_text"],
-            prompted_revision=self.wm["working_memory_revision"],
-            compacted_message_count=self.window.compacted,
+            bound_work_item_id=self.bound_wi,
+            focus=self.focus,
+            final_text=self.final_text,
+            failed=self.failed,
+            failure_artifact=self.result.failure_artifact,
+            failure_kind=self.result.failure_kind,
+            sleep_req=self.sleep_req,
+            wrote_completion_brief=bool(self.completion_briefs),
+            turn_skills=self.turn_skills,
+            budget_hit=self.budget_hit,
+            progress=turn_progress(
+                self.msg,
+                self.journal,
+                turn_id=self.turn_id,
+                bound_work_item_id=self.bound_wi,
+                tool_calls=self.tool_calls_made,
+                work_item_changed=self.work_item_changed,
+                budget_stopped=self.budget_hit is not None,
+            ),
+            abort_reason=self.abort_reason,
         )
+        s["memory"] = memory_delta(
+            self.store,
+            self.msg,
+            s,
+            self.journal,
+            turn_id=self.turn_id,
+            turn_index=self.turn_index,
+            focus=self.focus,
+            ws=self.ws,
+            wm=self.wm,
+            compacted=self.ctx.window.compacted,
+        )
+        self.journal.settle(s)
+        return s
 
     def settle(self) -> TurnResult:
         """Decide the ending once (saved in the journal), write the terminal
@@ -714,41 +570,8 @@ class TurnRun:
         s = self.journal.settlement
         replaying = s is not None
         if s is None:
-            self.make_durable()  # the last round's tool results first
-            self.spend.sync()
-            s = decide_settlement(
-                self.store,
-                turn_id=self.turn_id,
-                turn_index=self.turn_index,
-                bound_work_item_id=self.bound_wi,
-                focus=self.focus,
-                final_text=self.final_text,
-                failed=self.failed,
-                failure_artifact=self.result.failure_artifact,
-                failure_kind=self.result.failure_kind,
-                sleep_req=self.sleep_req,
-                wrote_completion_brief=bool(self.completion_briefs),
-                turn_skills=self.turn_skills,
-                budget_hit=self.budget_hit,
-                progress=self.progress(),
-                abort_reason=self.abort_reason,
-            )
-            s["memory"] = self.memory_delta(s)
-            self.journal.settle(s)
-        self.result.closure = s["closure"]
-        self.result.final_text = s["final_text"]
-        self.result.status = s["status"]
-        self.result.failure_artifact = s.get("failure_artifact")
-        self.result.failure_kind = s.get("failure_kind")
-        self.result.budget = cast("BudgetHit | None", s.get("budget"))
-        self.result.slept = s.get("sleep") is not None
-        self.result.model_rounds = self.journal.rounds
-        self.result.token_usage = dict(self.journal.usage)
-        self.result.provider_attempt_timeline = attempt_timeline(
-            self.journal.timeline,
-            self.models[0] if self.models else None,
-            self.journal.usage if self.journal.usage_reported else None,
-        )
+            s = self.decide()
+        self.result.take_settlement(s, self.journal, self.models[0] if self.models else None)
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
         self.result.duration_ms = int(s.get("duration_ms", 0))
         self.store.sync_ledgers()  # the terminal records are durable before the queue settles

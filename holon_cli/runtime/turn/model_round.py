@@ -21,7 +21,9 @@ if TYPE_CHECKING:
         AssistantRoundRecordedData,
         ProviderRoundCompletedData,
         RuntimeErrorData,
+        ToolExecutedData,
     )
+    from holon_cli.model.tool import ToolResult
     from holon_cli.providers.chain import ChainFailure, ChainResult
 
 
@@ -137,3 +139,41 @@ def record_chain_failure(
         token_usage=usage,
     )
     return artifact, kind
+
+
+def record_tool_result(
+    rec: TurnRecorder,
+    journal: Journal,
+    call: ToolCall,
+    res: ToolResult,
+    tool_ms: float,
+    work_item_id: str | None,
+) -> None:
+    """One tool call's result as it lands: the ``tool_executed`` event, the
+    transcript's ``tool_result`` and the journal's tool item (not fsync'd)."""
+    executed: ToolExecutedData = {
+        "round": journal.rounds,
+        "tool_name": call.name,
+        "call_id": call.id,
+        "ok": res.ok,
+        "duration_ms": tool_ms,
+        "error": None if res.ok else res.content[:500],
+        "tool_error": res.error,
+        "warnings": res.warnings or None,
+    }
+    rec.event("tool_executed", executed, work_item_id=work_item_id)
+    rec.transcript(
+        "tool_result",
+        round=journal.rounds,
+        call_id=call.id,
+        tool_name=call.name,
+        ok=res.ok,
+        output=res.content,
+        error=res.error,
+        warnings=res.warnings or None,
+        duration_ms=tool_ms,
+        work_item_id=work_item_id,
+    )
+    journal.add_item(
+        ConversationItem("tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok)
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import HolonError
 
@@ -13,7 +13,9 @@ if TYPE_CHECKING:
         ClosureDecision,
         ProviderAttemptRecord,
         ProviderAttemptTimeline,
+        TurnSettlement,
     )
+    from holon_cli.runtime.turn.journal import Journal
 
 
 def zero_usage() -> dict[str, int]:
@@ -66,6 +68,25 @@ class TurnResult:
     # waiting/budget_exhausted), or that held it back before any dequeue (ran
     # is false then and every message stays queued)
     budget: BudgetHit | None = None
+
+    def take_settlement(
+        self, s: TurnSettlement, journal: Journal, requested_model_ref: str | None
+    ) -> None:
+        """The settled turn as its caller sees it (a replay reads the saved settlement)."""
+        self.closure = s["closure"]
+        self.final_text = s["final_text"]
+        self.status = s["status"]
+        self.failure_artifact = s.get("failure_artifact")
+        self.failure_kind = s.get("failure_kind")
+        self.budget = cast("BudgetHit | None", s.get("budget"))
+        self.slept = s.get("sleep") is not None
+        self.model_rounds = journal.rounds
+        self.token_usage = dict(journal.usage)
+        self.provider_attempt_timeline = attempt_timeline(
+            journal.timeline,
+            requested_model_ref,
+            journal.usage if journal.usage_reported else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
