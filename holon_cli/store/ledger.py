@@ -39,7 +39,7 @@ segments only (``store/retention.py``) and records what it dropped in
 The pieces live beside this module, each named in its own docstring:
 ``ledger_lines`` (parsing one line), ``ledger_mark`` (the sidecar),
 ``ledger_segments`` (closed segments on disk), ``ledger_read`` (reads by key
-cursor and the damaged-line scans) and ``ledger_tail`` (bounded tail
+cursor, of the open tail, at an offset; the damaged-line scans) and ``ledger_tail`` (bounded tail
 previews); their public names are importable from here too.
 """
 
@@ -636,42 +636,7 @@ class Ledger:
             return None
 
     def _tail_read(self, n: int) -> tuple[list[dict[str, Any]], int]:
-        """The last ``n`` complete records and the offset just after them."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return [], 0
-        try:
-            size = os.fstat(fd).st_size
-            chunks: list[bytes] = []  # newest first; joined once (1 MB lines: no
-            newlines = 0  # quadratic re-copying nor re-counting of the buffer)
-            pos = size
-            while pos > 0 and newlines <= n:
-                start = max(0, pos - 65536)
-                chunk = os.pread(fd, pos - start, start)
-                chunks.append(chunk)
-                newlines += chunk.count(b"\n")
-                pos = start
-            buf = b"".join(reversed(chunks))
-        finally:
-            os.close(fd)
-        lines = buf.split(b"\n")
-        last_frag = lines.pop()  # after the final newline: "" or a torn fragment
-        if last_frag and _complete(last_frag, self.max_version) is not None:
-            lines.append(last_frag)  # a complete record that only lacks its newline
-        offset = pos
-        if pos > 0:
-            offset += len(lines[0]) + 1
-            lines = lines[1:]  # first may be partial
-        for ln in lines[:-n]:
-            offset += len(ln) + 1
-        out: list[dict[str, Any]] = []
-        for ln in lines[-n:]:
-            if not ln.strip():
-                raise _corrupt(self.path, None, offset, "empty line")
-            out.append(_parse(self.path, ln, None, offset, self.max_version, self.validate))
-            offset += len(ln) + 1
-        return out, offset
+        return ledger_read.tail_read(self, n)
 
     def records_after(
         self, key: str, since: int, limit: int | None = None

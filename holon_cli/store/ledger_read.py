@@ -1,15 +1,19 @@
-"""Reads of a ledger by key cursor, and its full scans for damaged lines.
+"""Reads of a ledger's lines: by key cursor, of the open file's tail, at an
+offset, and the full scans for damaged lines.
 
 ``records_after`` serves followers (``holon events``, the console's event
 stream, resumption after a restart): the records whose integer key (say
 ``event_seq``) is above a cursor, found by reading the open file backwards
 from one snapshot of its size, then the closed segments from the one where
 the cursor falls (a segment's first line says where it starts; the newest
-closed record, ``<stem>.last``, says whether any is newer).
-``records_skipping_damaged`` (read-only views) and ``check`` (``holon home
-check``) read every line, reporting damaged ones as ``Problem``s instead of
-raising. Each is a function of the ``Ledger`` (``store/ledger.py``) it reads,
-which delegates to it; ``Reader`` is what they use of it.
+closed record, ``<stem>.last``, says whether any is newer). ``tail_read``
+reads the open file's last records backwards in chunks; ``read_at`` the
+record at a byte offset; ``has_torn_tail`` and ``complete_size`` what a
+killed writer left. ``records_skipping_damaged`` (read-only views) and
+``check`` (``holon home check``) read every line, reporting damaged ones as
+``Problem``s instead of raising. Each is a function of the ``Ledger``
+(``store/ledger.py``) it reads, which delegates to it (lines of the open
+file are parsed by ``Ledger._parse_line``); ``Reader`` is what they use of it.
 """
 
 from __future__ import annotations
@@ -228,6 +232,45 @@ def check(led: Reader) -> list[Problem]:
                     Problem(str(led.path), line_no, str(exc.details.get("reason") or exc.message))
                 )
     return problems
+
+
+def tail_read(led: Reader, n: int) -> tuple[list[dict[str, Any]], int]:
+    """The last ``n`` complete records and the offset just after them."""
+    try:
+        fd = os.open(led.path, os.O_RDONLY)
+    except FileNotFoundError:
+        return [], 0
+    try:
+        size = os.fstat(fd).st_size
+        chunks: list[bytes] = []  # newest first; joined once (1 MB lines: no
+        newlines = 0  # quadratic re-copying nor re-counting of the buffer)
+        pos = size
+        while pos > 0 and newlines <= n:
+            start = max(0, pos - 65536)
+            chunk = os.pread(fd, pos - start, start)
+            chunks.append(chunk)
+            newlines += chunk.count(b"\n")
+            pos = start
+        buf = b"".join(reversed(chunks))
+    finally:
+        os.close(fd)
+    lines = buf.split(b"\n")
+    last_frag = lines.pop()  # after the final newline: "" or a torn fragment
+    if last_frag and _complete(last_frag, led.max_version) is not None:
+        lines.append(last_frag)  # a complete record that only lacks its newline
+    offset = pos
+    if pos > 0:
+        offset += len(lines[0]) + 1
+        lines = lines[1:]  # first may be partial
+    for ln in lines[:-n]:
+        offset += len(ln) + 1
+    out: list[dict[str, Any]] = []
+    for ln in lines[-n:]:
+        if not ln.strip():
+            raise _corrupt(led.path, None, offset, "empty line")
+        out.append(_parse(led.path, ln, None, offset, led.max_version, led.validate))
+        offset += len(ln) + 1
+    return out, offset
 
 
 def has_torn_tail(led: Reader) -> bool:
