@@ -39,8 +39,9 @@ segments only (``store/retention.py``) and records what it dropped in
 The pieces live beside this module, each named in its own docstring:
 ``ledger_lines`` (parsing one line), ``ledger_mark`` (the sidecar),
 ``ledger_segments`` (closed segments on disk), ``ledger_read`` (reads by key
-cursor, of the open tail, at an offset; the damaged-line scans) and ``ledger_tail`` (bounded tail
-previews); their public names are importable from here too.
+cursor, of the open file's tail, at an offset; the damaged-line scans) and
+``ledger_tail`` (bounded tail previews); their public names are importable
+from here too.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ record at a byte offset; ``has_torn_tail`` and ``complete_size`` what a
 killed writer left. ``records_skipping_damaged`` (read-only views) and
 ``check`` (``holon home check``) read every line, reporting damaged ones as
 ``Problem``s instead of raising. Each is a function of the ``Ledger``
-(``store/ledger.py``) it reads, which delegates to it (lines of the open
-file are parsed by ``Ledger._parse_line``); ``Reader`` is what they use of it.
+(``store/ledger.py``) it reads, which delegates to it (the cursor and tail
+reads parse the open file's lines through ``Ledger._parse_line``); ``Reader``
+is what they use of it.
 """
 
 from __future__ import annotations
@@ -266,9 +267,7 @@ def tail_read(led: Reader, n: int) -> tuple[list[dict[str, Any]], int]:
         offset += len(ln) + 1
     out: list[dict[str, Any]] = []
     for ln in lines[-n:]:
-        if not ln.strip():
-            raise _corrupt(led.path, None, offset, "empty line")
-        out.append(_parse(led.path, ln, None, offset, led.max_version, led.validate))
+        out.append(led._parse_line(ln, offset))  # ledger.py's parse, as before
         offset += len(ln) + 1
     return out, offset
 
