@@ -71,6 +71,7 @@ from holon_cli.store.ledger_segments import (
     iter_segment,
     last_path,
     next_segment_number,
+    open_segment,
     read_trimmed,
     segment_number,
     tail_path,
@@ -80,9 +81,13 @@ from holon_cli.store.ledger_segments import (
 from holon_cli.store.locks import locked
 from holon_cli.store.records import Validator
 
-# re-exported: the public names of the pieces, importable from here as before
-__all__ = ["Problem", "compress_segment", "iter_segment", "read_mark", "read_trimmed"]
-__all__ += ["segment_number", "tail_path", "trimmed_path", "write_mark", "write_trimmed"]
+# this module's public names, and those of the pieces, importable from here as before
+__all__ = ["COPY_HEADER", "LEDGER_VERSION", "PREVIEW_RECORD_BYTES", "SEGMENTS_DIR", "SEGMENT_BYTES"]
+__all__ += ["TAIL_CACHE_RECORDS", "TAIL_COPY_BYTES", "Ledger"]
+__all__ += ["MARK_WIDTH", "Problem", "mark_path_of", "open_mark", "parse_mark", "put_mark"]
+__all__ += ["read_mark", "write_mark", "closed_segments", "compress_segment", "iter_segment"]
+__all__ += ["last_path", "next_segment_number", "open_segment", "read_trimmed", "segment_number"]
+__all__ += ["tail_path", "trimmed_path", "write_trimmed"]
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
