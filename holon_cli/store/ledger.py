@@ -35,20 +35,59 @@ records than the open file holds, ``records_skipping_damaged``) read closed
 segments oldest first, then the open file. Retention drops whole closed
 segments only (``store/retention.py``) and records what it dropped in
 ``segments/<stem>.trimmed`` so readers can say where history starts.
+
+The pieces live beside this module, each named in its own docstring:
+``ledger_lines`` (parsing one line), ``ledger_mark`` (the sidecar),
+``ledger_segments`` (closed segments on disk), ``ledger_read`` (reads by key
+cursor, of the open file's tail, at an offset; the damaged-line scans) and
+``ledger_tail`` (bounded tail previews); their public names are importable
+from here too.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from holon_cli.errors import CorruptStateError
+from holon_cli.store import ledger_read
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir, fsync_file
+from holon_cli.store.ledger_lines import Problem, _complete, _corrupt, _parse
+from holon_cli.store.ledger_mark import (
+    MARK_WIDTH,
+    mark_path_of,
+    open_mark,
+    parse_mark,
+    put_mark,
+    read_mark,
+    write_mark,
+)
+from holon_cli.store.ledger_segments import (
+    _whole_tail,
+    closed_segments,
+    compress_segment,
+    iter_segment,
+    last_path,
+    next_segment_number,
+    open_segment,
+    read_trimmed,
+    segment_number,
+    tail_path,
+    trimmed_path,
+    write_trimmed,
+)
 from holon_cli.store.locks import locked
 from holon_cli.store.records import Validator
+
+# this module's public names, and those of the pieces, importable from here as before
+__all__ = ["COPY_HEADER", "LEDGER_VERSION", "PREVIEW_RECORD_BYTES", "SEGMENTS_DIR", "SEGMENT_BYTES"]
+__all__ += ["TAIL_CACHE_RECORDS", "TAIL_COPY_BYTES", "Ledger"]
+__all__ += ["MARK_WIDTH", "Problem", "mark_path_of", "open_mark", "parse_mark", "put_mark"]
+__all__ += ["read_mark", "write_mark", "closed_segments", "compress_segment", "iter_segment"]
+__all__ += ["last_path", "next_segment_number", "open_segment", "read_trimmed", "segment_number"]
+__all__ += ["tail_path", "trimmed_path", "write_trimmed"]
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
@@ -62,310 +101,6 @@ COPY_HEADER = "tail_copy_capped"
 # an open segment this big is closed by the next append (segmented ledgers)
 SEGMENT_BYTES = 8 * 1024 * 1024
 SEGMENTS_DIR = "segments"
-# the sidecar is one line of this many bytes, overwritten in place
-MARK_WIDTH = 80
-
-
-class Problem(NamedTuple):
-    path: str
-    line: int | None
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "message": self.message}
-
-
-def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStateError:
-    where = f"{path}:{line}" if line is not None else f"{path} (byte {offset})"
-    return CorruptStateError(
-        f"corrupt ledger record at {where}: {why}",
-        hint=(
-            "run `holon home check` for a full report; move the damaged line aside to a "
-            "backup, then retry"
-        ),
-        details={"path": str(path), "line": line, "offset": offset, "reason": why},
-    )
-
-
-def _complete(raw: bytes, max_version: int) -> dict[str, Any] | None:
-    """A final line without its newline that is nevertheless a whole record
-    (a JSON object with an integer ``v`` we understand); else ``None``. A torn
-    prefix of a record can never parse as a JSON object, so this is safe."""
-    if not raw.strip():
-        return None
-    try:
-        rec = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if not isinstance(rec, dict):
-        return None
-    v = rec.get("v")
-    if not isinstance(v, int) or isinstance(v, bool) or v > max_version:
-        return None
-    return rec
-
-
-def _parse(
-    path: Path,
-    raw: bytes,
-    line: int | None,
-    offset: int,
-    max_version: int,
-    validate: Validator | None = None,
-) -> dict[str, Any]:
-    try:
-        rec = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _corrupt(path, line, offset, f"not valid JSON ({exc.__class__.__name__})") from None
-    if not isinstance(rec, dict):
-        raise _corrupt(path, line, offset, "record is not a JSON object")
-    v = rec.get("v")
-    if not isinstance(v, int):
-        raise _corrupt(path, line, offset, "record has no integer format version `v`")
-    if v > max_version:
-        where = f"{path}:{line}" if line is not None else f"{path} (byte {offset})"
-        raise CorruptStateError(
-            (
-                f"{where}: record format v{v} is newer than this holon understands (max "
-                f"v{max_version})"
-            ),
-            hint="upgrade holon-cli to read this home",
-            details={
-                "path": str(path),
-                "line": line,
-                "reason": (
-                    f"record format v{v} is newer than this holon understands (max v{max_version})"
-                ),
-            },
-        )
-    if validate is not None:
-        reason = validate(rec)
-        if reason:
-            raise _corrupt(path, line, offset, reason)
-    return rec
-
-
-def mark_path_of(path: Path) -> Path:
-    return path.with_name(path.stem + ".mark")
-
-
-def read_mark(path: Path) -> dict[str, int] | str | None:
-    """A ledger's mark (``{"size": N}`` plus ``"high_water"`` for a numbered
-    ledger), ``None`` when there is none, or a string saying why it cannot be
-    read (damage: ``home check`` reports it, ``--repair`` rewrites it)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    return parse_mark(raw)
-
-
-def parse_mark(raw: bytes) -> dict[str, int] | str:
-    try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return "not valid JSON"
-    if not isinstance(obj, dict):
-        return "not a JSON object"
-    out: dict[str, int] = {}
-    for key in ("size", "high_water"):
-        v = obj.get(key)
-        if v is None and key == "high_water":
-            continue
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            return f"no non-negative integer `{key}`"
-        out[key] = v
-    return out
-
-
-def _mark_bytes(size: int, high_water: int | None) -> bytes:
-    obj: dict[str, int] = {"v": 1, "size": int(size)}
-    if high_water is not None:
-        obj["high_water"] = int(high_water)
-    return json.dumps(obj).encode().ljust(MARK_WIDTH - 1) + b"\n"
-
-
-def open_mark(path: Path) -> tuple[int, bool]:
-    """The mark's fd (read-write, created when missing) and whether it was new."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    return fd, os.fstat(fd).st_size == 0
-
-
-def put_mark(fd: int, path: Path, created: bool, size: int, high_water: int | None) -> None:
-    """Overwrite the mark in place with one fixed-width line (one ``pwrite``:
-    a reader sees the old or the new line, never a mix)."""
-    data = _mark_bytes(size, high_water)
-    os.pwrite(fd, data, 0)
-    if created:
-        if not deferred(path):
-            os.fsync(fd)
-            fsync_dir(path.parent)
-    elif os.fstat(fd).st_size > len(data):
-        os.ftruncate(fd, len(data))
-
-
-def write_mark(path: Path, size: int, high_water: int | None = None) -> None:
-    fd, created = open_mark(path)
-    try:
-        put_mark(fd, path, created, size, high_water)
-    finally:
-        os.close(fd)
-
-
-# ---------------------------------------------------------------- segments
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else -1
-
-
-def segment_number(name: str, stem: str) -> int | None:
-    """``N`` of ``<stem>.N.jsonl`` or ``<stem>.N.jsonl.gz`` (else ``None``)."""
-    if not name.startswith(stem + "."):
-        return None
-    rest = name[len(stem) + 1 :]
-    for suffix in (".jsonl.gz", ".jsonl"):
-        if rest.endswith(suffix):
-            num = rest[: -len(suffix)]
-            return int(num) if num.isdigit() else None
-    return None
-
-
-def closed_segments(seg_dir: Path, stem: str) -> list[Path]:
-    """Closed segments of ``stem`` in ``seg_dir``, oldest first; where a
-    segment exists both plain and compressed the ``.gz`` (complete: it is
-    renamed into place only after its fsync) stands for it."""
-    try:
-        names = os.listdir(seg_dir)
-    except FileNotFoundError:
-        return []
-    found: dict[int, Path] = {}
-    for name in names:
-        n = segment_number(name, stem)
-        if n is None:
-            continue
-        if n not in found or name.endswith(".gz"):
-            found[n] = seg_dir / name
-    return [found[n] for n in sorted(found)]
-
-
-def next_segment_number(seg_dir: Path, stem: str) -> int:
-    nums = [segment_number(n, stem) for n in os.listdir(seg_dir)]
-    trimmed = read_trimmed(seg_dir, stem) or {}
-    last = max([n for n in nums if n is not None] + [int(trimmed.get("last_segment") or 0)])
-    return last + 1
-
-
-def compress_segment(path: Path) -> Path:
-    """``path`` compressed to ``path.gz`` (temp file, fsync, rename, mtime
-    kept, then the plain file removed); returns the segment's path after."""
-    import gzip
-
-    if path.suffix == ".gz":
-        return path
-    gz = path.with_name(path.name + ".gz")
-    try:
-        st = path.stat()
-    except FileNotFoundError:  # another process compressed it first
-        return gz
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(path, "rb") as src, open(tmp, "wb") as raw:
-            os.fchmod(raw.fileno(), PRIVATE_FILE_MODE)
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as z:
-                while chunk := src.read(1 << 20):
-                    z.write(chunk)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-        os.replace(tmp, gz)
-        fsync_dir(path.parent)
-        path.unlink(missing_ok=True)
-        fsync_dir(path.parent)
-    except FileNotFoundError:
-        tmp.unlink(missing_ok=True)
-        return gz if gz.exists() else path
-    return gz
-
-
-def open_segment(path: Path) -> Any:
-    """A closed segment opened for binary reading (plain or gzip); a plain
-    segment compressed meanwhile is opened as its ``.gz``."""
-    import gzip
-
-    if path.suffix != ".gz":
-        try:
-            return open(path, "rb")
-        except FileNotFoundError:
-            path = path.with_name(path.name + ".gz")
-    return gzip.open(path, "rb")
-
-
-def iter_segment(
-    path: Path, max_version: int, validate: Validator | None = None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line_no, record)`` of a closed segment (whole lines only: a closed
-    segment never grows; a damaged line is corruption naming the segment)."""
-    with open_segment(path) as f:
-        for line_no, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                rec = _complete(raw, max_version)
-                if rec is not None:
-                    yield line_no, rec
-                return
-            if raw.strip() == b"":
-                raise _corrupt(path, line_no, 0, "empty line")
-            yield line_no, _parse(path, raw, line_no, 0, max_version, validate)
-
-
-def tail_path(seg_dir: Path, stem: str, num: int) -> Path:
-    """The last ``TAIL_CACHE_RECORDS`` records of all closed history, written
-    as segment ``num`` closed (only the newest closed segment keeps one)."""
-    return seg_dir / f"{stem}.{num:08d}.tail"
-
-
-def last_path(seg_dir: Path, stem: str) -> Path:
-    """The last record of the newest closed segment (written as it closes)."""
-    return seg_dir / f"{stem}.last"
-
-
-def trimmed_path(seg_dir: Path, stem: str) -> Path:
-    return seg_dir / f"{stem}.trimmed"
-
-
-def read_trimmed(seg_dir: Path, stem: str) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(trimmed_path(seg_dir, stem).read_bytes())
-    except (FileNotFoundError, ValueError, UnicodeDecodeError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def write_trimmed(seg_dir: Path, stem: str, info: dict[str, Any]) -> None:
-    from holon_cli.store.fsio import atomic_write_bytes
-
-    atomic_write_bytes(trimmed_path(seg_dir, stem), (dumps({"v": 1, **info}) + "\n").encode())
-
-
-def _whole_tail(path: Path, n: int, budget: int) -> tuple[list[bytes], bool, int]:
-    """The last ``n`` whole lines of ``path`` within ``budget`` bytes, as
-    written; whether the budget cut them short; the bytes read."""
-    from holon_cli.store.ledger_tail import scan_tail
-
-    lines, used = scan_tail(path, n, budget, budget)
-    out: list[bytes] = []
-    for ln in reversed(lines):
-        if ln.size > len(ln.raw):
-            return out[::-1], True, used  # one line past the budget: older ones too
-        if ln.terminated:
-            out.append(ln.raw)
-    try:
-        whole_file = used >= path.stat().st_size
-    except FileNotFoundError:
-        whole_file = True
-    return out[::-1], len(out) < n and not whole_file, used
 
 
 class Ledger:
@@ -907,288 +642,39 @@ class Ledger:
             return None
 
     def _tail_read(self, n: int) -> tuple[list[dict[str, Any]], int]:
-        """The last ``n`` complete records and the offset just after them."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return [], 0
-        try:
-            size = os.fstat(fd).st_size
-            chunks: list[bytes] = []  # newest first; joined once (1 MB lines: no
-            newlines = 0  # quadratic re-copying nor re-counting of the buffer)
-            pos = size
-            while pos > 0 and newlines <= n:
-                start = max(0, pos - 65536)
-                chunk = os.pread(fd, pos - start, start)
-                chunks.append(chunk)
-                newlines += chunk.count(b"\n")
-                pos = start
-            buf = b"".join(reversed(chunks))
-        finally:
-            os.close(fd)
-        lines = buf.split(b"\n")
-        last_frag = lines.pop()  # after the final newline: "" or a torn fragment
-        if last_frag and _complete(last_frag, self.max_version) is not None:
-            lines.append(last_frag)  # a complete record that only lacks its newline
-        offset = pos
-        if pos > 0:
-            offset += len(lines[0]) + 1
-            lines = lines[1:]  # first may be partial
-        for ln in lines[:-n]:
-            offset += len(ln) + 1
-        out: list[dict[str, Any]] = []
-        for ln in lines[-n:]:
-            if not ln.strip():
-                raise _corrupt(self.path, None, offset, "empty line")
-            out.append(_parse(self.path, ln, None, offset, self.max_version, self.validate))
-            offset += len(ln) + 1
-        return out, offset
+        return ledger_read.tail_read(self, n)
 
     def records_after(
         self, key: str, since: int, limit: int | None = None
     ) -> tuple[list[dict[str, Any]], int]:
-        """The complete records whose integer ``key`` is greater than ``since``
-        (at most ``limit``, oldest first) and the byte offset just after the last
-        one returned (or after everything read), where a follower continues
-        with :meth:`read_from`.
-
-        One snapshot of the file: its size is taken once and every byte read
-        lies before it, so an append racing this read is either wholly inside
-        the snapshot or wholly after it (the next call returns it): a record is
-        never skipped and never returned twice. ``key`` must increase along the
-        file (``event_seq`` does; gaps are allowed): the read goes backwards
-        from the end only until it meets a record at or below ``since``."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            fd = -1
-        try:
-            size = os.fstat(fd).st_size if fd >= 0 else 0
-            lines, offset = self._lines_after(fd, size, key, since) if size else ([], 0)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-        out: list[dict[str, Any]] = []
-        if offset == 0:  # the open file starts after ``since``: history may be older
-            out = self._closed_after(key, since, limit)
-        for raw in lines:
-            if limit is not None and len(out) >= limit:
-                break
-            rec = self._parse_line(raw, offset)
-            offset = min(offset + len(raw) + 1, size)
-            seq = rec.get(key)
-            if isinstance(seq, int) and seq > since:
-                out.append(rec)
-        if limit is not None and len(out) > limit:
-            # cut inside the closed segments: the offset means nothing then
-            # (callers with a limit page by ``key``, not by offset)
-            return out[:limit], 0
-        return out, offset
-
-    def _closed_after(self, key: str, since: int, limit: int | None = None) -> list[dict[str, Any]]:
-        """Records of the closed segments whose ``key`` exceeds ``since``,
-        oldest first (at most ``limit``). Only the first line of a segment is
-        read to find where ``since`` falls; then whole segments from there."""
-        try:  # the newest closed record: nothing closed is newer than ``since``?
-            last = _complete(last_path(self.segments_dir, self.path.stem).read_bytes(), 1 << 30)
-        except FileNotFoundError:
-            last = None
-        if last is not None and _int(last.get(key)) <= since:
-            return []
-        segs = self.closed_segments()
-        start = 0
-        for i in range(len(segs) - 1, -1, -1):
-            first = self._first_key(segs[i], key)
-            if first is not None and first <= since:
-                start = i
-                break
-        out: list[dict[str, Any]] = []
-        for seg in segs[start:]:
-            out.extend(r for r in self._closed_records(seg) if _int(r.get(key)) > since)
-            if limit is not None and len(out) > limit:
-                break
-        return out
-
-    def _first_key(self, seg: Path, key: str) -> int | None:
-        with open_segment(seg) as f:
-            raw = f.readline()
-        if not raw.strip():
-            return None
-        try:
-            return self._key_of(raw.rstrip(b"\n"), 0, key)
-        except CorruptStateError:
-            return None
+        """The records whose integer ``key`` exceeds ``since`` (at most
+        ``limit``, oldest first) and the offset where a follower continues with
+        :meth:`read_from`: ``ledger_read.records_after``."""
+        return ledger_read.records_after(self, key, since, limit)
 
     def _parse_line(self, raw: bytes, offset: int) -> dict[str, Any]:
         if not raw.strip():
             raise _corrupt(self.path, None, offset, "empty line")
         return _parse(self.path, raw, None, offset, self.max_version, self.validate)
 
-    def _key_of(self, raw: bytes, offset: int, key: str) -> int | None:
-        """``key`` of the record on this line. Our own records put it among the
-        first keys (``{"v":1,"event_seq":12,...``): read the digits there
-        without parsing the line; anything else is parsed."""
-        needle = b'"' + key.encode() + b'":'
-        at = raw.find(needle, 0, 48)
-        if at > 0 and raw[at - 1 : at] in (b"{", b","):
-            start = at + len(needle)
-            end = start
-            while end < len(raw) and 48 <= raw[end] <= 57:
-                end += 1
-            if end > start and raw[end : end + 1] in (b",", b"}"):
-                return int(raw[start:end])
-        seq = self._parse_line(raw, offset).get(key)
-        return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
-
-    def _lines_after(self, fd: int, size: int, key: str, since: int) -> tuple[list[bytes], int]:
-        """The whole lines among the file's first ``size`` bytes from the first
-        whose ``key`` exceeds ``since``, and the offset where they start (read
-        backwards in chunks). A last line without its newline is kept only when
-        it is a complete record (else it is a write in progress)."""
-        pos, buf = size, b""
-        while pos > 0:
-            start = max(0, pos - 65536)
-            buf = os.pread(fd, pos - start, start) + buf
-            pos = start
-            first = 0 if pos == 0 else buf.find(b"\n") + 1
-            end = buf.find(b"\n", first)
-            if pos > 0 and (first == 0 or end < 0):
-                continue  # no whole line in the buffer yet
-            seq = self._key_of(buf[first:end], pos + first, key) if end >= 0 else None
-            if seq is not None and seq <= since:
-                break  # every record after ``since`` is in the buffer
-        first = 0 if pos == 0 else buf.find(b"\n") + 1
-        lines = buf[first:].split(b"\n")
-        tail = lines.pop()  # "" after the final newline, or a fragment
-        if tail and _complete(tail, self.max_version) is not None:
-            lines.append(tail)
-        offset, skip = pos + first, 0
-        for raw in lines:  # drop the records at or below ``since``
-            seq = self._key_of(raw, offset, key)
-            if seq is not None and seq > since:
-                break
-            offset += len(raw) + 1
-            skip += 1
-        return lines[skip:], min(offset, size)
-
     def records_skipping_damaged(self) -> tuple[list[dict[str, Any]], list[Problem]]:
-        """Every complete record, damaged lines left out and reported with their
-        line numbers (read-only views: ``holon tail``). A full scan: callers use
-        it only after the fast path met a damaged line."""
-        out: list[dict[str, Any]] = []
-        problems: list[Problem] = []
-        for seg in self.closed_segments():
-            with open_segment(seg) as f:
-                self._lines_skipping_damaged(seg, f, out, problems)
-        try:
-            f = open(self.path, "rb")
-        except FileNotFoundError:
-            return out, problems
-        with f:
-            self._lines_skipping_damaged(self.path, f, out, problems)
-        return out, problems
-
-    def _lines_skipping_damaged(
-        self, path: Path, f: Any, out: list[dict[str, Any]], problems: list[Problem]
-    ) -> None:
-        for line_no, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                break  # torn tail: normal, not a record yet
-            try:
-                if raw.strip() == b"":
-                    raise _corrupt(path, line_no, 0, "empty line")
-                out.append(_parse(path, raw, line_no, 0, self.max_version))
-            except CorruptStateError as exc:
-                reason = str(exc.details.get("reason") or exc.message)
-                if "newer than this holon understands" in reason:
-                    raise  # not damage: this holon is too old to read the home
-                problems.append(Problem(str(path), line_no, reason))
+        """Every complete record, damaged lines left out and reported
+        (``ledger_read.records_skipping_damaged``)."""
+        return ledger_read.records_skipping_damaged(self)
 
     def check(self) -> list[Problem]:
-        """Validate every line; a torn tail is reported as a note, not a problem."""
-        problems: list[Problem] = []
-        try:
-            f = open(self.path, "rb")
-        except FileNotFoundError:
-            return problems
-        with f:
-            for line_no, raw in enumerate(f, 1):
-                if not raw.endswith(b"\n") and _complete(raw, self.max_version) is None:
-                    break  # torn tail: normal, repaired on next append
-                try:
-                    if raw.strip() == b"":
-                        raise _corrupt(self.path, line_no, 0, "empty line")
-                    _parse(self.path, raw, line_no, 0, self.max_version, self.validate)
-                except CorruptStateError as exc:
-                    # path and line are in the Problem itself; keep the message short
-                    problems.append(
-                        Problem(
-                            str(self.path), line_no, str(exc.details.get("reason") or exc.message)
-                        )
-                    )
-        return problems
+        """Validate every line; a torn tail is a note, not a problem
+        (``ledger_read.check``)."""
+        return ledger_read.check(self)
 
     def has_torn_tail(self) -> bool:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                if f.tell() == 0:
-                    return False
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) == b"\n":
-                    return False
-        except FileNotFoundError:
-            return False
-        return self._last_open() is None or not self._last_line_complete()
-
-    def _last_line_complete(self) -> bool:
-        with open(self.path, "rb") as f:
-            data = f.read()
-        return _complete(data[data.rfind(b"\n") + 1 :], self.max_version) is not None
+        return ledger_read.has_torn_tail(self)
 
     def complete_size(self) -> int:
-        """The file's size without a torn last line (what the last complete
-        append left; compare with the mark)."""
-        try:
-            data_size = self.path.stat().st_size
-        except FileNotFoundError:
-            return 0
-        if data_size == 0:
-            return 0
-        with open(self.path, "rb") as f:
-            f.seek(max(0, data_size - 65536))
-            chunk = f.read()
-            if chunk.endswith(b"\n"):
-                return data_size
-            nl = chunk.rfind(b"\n")
-            if nl < 0 and data_size > len(chunk):
-                f.seek(0)
-                whole = f.read()
-                nl_whole = whole.rfind(b"\n")
-                frag, keep = whole[nl_whole + 1 :], nl_whole + 1
-            else:
-                frag = chunk[nl + 1 :]
-                keep = data_size - len(frag)
-        return data_size if _complete(frag, self.max_version) is not None else keep
+        """The size without a torn last line (``ledger_read.complete_size``)."""
+        return ledger_read.complete_size(self)
 
     def read_at(self, offset: int) -> dict[str, Any] | None:
-        """The complete record starting at byte ``offset`` (``None`` if there is
-        none: past the end, not the start of a line, torn)."""
-        try:
-            f = open(self.path, "rb")
-        except FileNotFoundError:
-            return None
-        with f:
-            if offset > 0:
-                f.seek(offset - 1)
-                if f.read(1) != b"\n":
-                    return None
-            raw = f.readline()
-        if not raw:
-            return None
-        if not raw.endswith(b"\n"):
-            return _complete(raw, self.max_version)
-        try:
-            return _parse(self.path, raw, None, offset, self.max_version)
-        except CorruptStateError:
-            return None
+        """The complete record starting at byte ``offset``, else ``None``
+        (``ledger_read.read_at``)."""
+        return ledger_read.read_at(self, offset)
