@@ -57,7 +57,11 @@ class Reads:
             return parse(path, raw, *a, **k)
 
         monkeypatch.setattr(Inbox, "read", staticmethod(counted_read))
-        monkeypatch.setattr(L, "_parse", counted_parse)
+        # every module that parses ledger lines: the ledger and its readers
+        from holon_cli.store import ledger_read, ledger_segments
+
+        for mod in (L, ledger_read, ledger_segments):
+            monkeypatch.setattr(mod, "_parse", counted_parse)
 
 
 def _turn(model: str) -> int:
