@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from holon_cli.errors import UsageError
 
 BUILTIN_PROVIDERS = ("openai", "anthropic", "openai-codex")
 
 
-@dataclass(frozen=True)
-class ModelRef:
+class ModelRef(NamedTuple):
     provider: str  # "openai", "anthropic", "openai-codex", a config name, or "scripted"
     model: str  # model name, or the script path for scripted
 

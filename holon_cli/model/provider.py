@@ -11,33 +11,41 @@ and read them without importing any transport.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from holon_cli.model.value import Value
 
 # ----------------------------------------------------------------- requests
 
 
-@dataclass
-class ToolSpec:
+class ToolSpec(Value):
     """A tool as offered to the model. ``input_schema`` is JSON Schema (object)."""
 
-    name: str
-    description: str
-    input_schema: dict[str, Any]
+    def __init__(self, name: str, description: str, input_schema: dict[str, Any]) -> None:
+        self.name = name
+        self.description = description
+        self.input_schema = input_schema
 
 
-@dataclass
-class ToolCall:
+class ToolCall(Value):
     """A tool call requested by the model. ``arguments`` is the parsed JSON object;
     ``raw_arguments`` keeps the exact text when the provider sent a string (or
     when it was not valid JSON, in which case ``arguments`` is ``{}`` and
     ``arguments_error`` says why)."""
 
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    raw_arguments: str | None = None
-    arguments_error: str | None = None
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        arguments: dict[str, Any],
+        raw_arguments: str | None = None,
+        arguments_error: str | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+        self.raw_arguments = raw_arguments
+        self.arguments_error = arguments_error
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "name": self.name, "arguments": self.arguments}
@@ -47,8 +55,7 @@ class ToolCall:
         return d
 
 
-@dataclass
-class ConversationItem:
+class ConversationItem(Value):
     """One provider-neutral conversation entry.
 
     - ``role="user"``: ``text`` (an admitted message rendered with its provenance)
@@ -56,33 +63,57 @@ class ConversationItem:
     - ``role="tool"``: ``call_id``, ``name``, ``text`` (the tool result string), ``is_error``
     """
 
-    role: str
-    text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    call_id: str | None = None
-    name: str | None = None
-    is_error: bool = False
+    def __init__(
+        self,
+        role: str,
+        text: str = "",
+        tool_calls: list[ToolCall] | None = None,
+        call_id: str | None = None,
+        name: str | None = None,
+        is_error: bool = False,
+    ) -> None:
+        self.role = role
+        self.text = text
+        self.tool_calls: list[ToolCall] = [] if tool_calls is None else tool_calls
+        self.call_id = call_id
+        self.name = name
+        self.is_error = is_error
+
+    def with_text(self, text: str) -> ConversationItem:
+        """The same entry with ``text`` instead (a copy; the tool calls list is shared)."""
+        return ConversationItem(
+            self.role, text, self.tool_calls, self.call_id, self.name, self.is_error
+        )
 
 
-@dataclass
-class PromptFrame:
+class PromptFrame(Value):
     """The spec's ProviderPromptFrame: semantic, replayable, transport-neutral."""
 
-    system_prompt: str
-    system_blocks: list[str] = field(default_factory=list)
-    context_blocks: list[str] = field(default_factory=list)
-    prompt_cache_key: str | None = None
-    context_fingerprint: str | None = None
+    def __init__(
+        self,
+        system_prompt: str,
+        system_blocks: list[str] | None = None,
+        context_blocks: list[str] | None = None,
+        prompt_cache_key: str | None = None,
+        context_fingerprint: str | None = None,
+    ) -> None:
+        self.system_prompt = system_prompt
+        self.system_blocks: list[str] = [] if system_blocks is None else system_blocks
+        self.context_blocks: list[str] = [] if context_blocks is None else context_blocks
+        self.prompt_cache_key = prompt_cache_key
+        self.context_fingerprint = context_fingerprint
 
 
 # --------------------------------------------------------------- responses
 
 
-@dataclass
-class TokenUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
+class TokenUsage(Value):
+    def __init__(
+        self, input_tokens: int = 0, output_tokens: int = 0, total_tokens: int = 0
+    ) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.total_tokens = total_tokens
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -107,23 +138,37 @@ STOP_STOP_SEQUENCE = "stop_sequence"
 STOP_CONTENT_FILTER = "content_filter"
 
 
-@dataclass
-class ModelResponse:
+class ModelResponse(Value):
     """The runtime block model. ``blocks`` keeps order: ``{"type": "text", "text"}``
-    and ``{"type": "tool_call", "call": ToolCall}``."""
+    and ``{"type": "tool_call", "call": ToolCall}``.
 
-    blocks: list[dict[str, Any]]
-    stop_reason: str
-    usage: TokenUsage | None = None
-    raw_stop_reason: str | None = None
-    response_id: str | None = None
-    model: str | None = None
-    # how the request went out when a transport can send less than the whole
-    # conversation (``full`` | ``incremental``), and why it was full
-    request_mode: str | None = None
-    request_mode_reason: str | None = None
-    # server-side context edits the provider applied to this request (Anthropic)
-    context_edits: list[dict[str, Any]] | None = None
+    ``request_mode`` says how the request went out when a transport can send
+    less than the whole conversation (``full`` | ``incremental``), and
+    ``request_mode_reason`` why it was full; ``context_edits`` are the
+    server-side context edits the provider applied to this request (Anthropic).
+    """
+
+    def __init__(
+        self,
+        blocks: list[dict[str, Any]],
+        stop_reason: str,
+        usage: TokenUsage | None = None,
+        raw_stop_reason: str | None = None,
+        response_id: str | None = None,
+        model: str | None = None,
+        request_mode: str | None = None,
+        request_mode_reason: str | None = None,
+        context_edits: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.blocks = blocks
+        self.stop_reason = stop_reason
+        self.usage = usage
+        self.raw_stop_reason = raw_stop_reason
+        self.response_id = response_id
+        self.model = model
+        self.request_mode = request_mode
+        self.request_mode_reason = request_mode_reason
+        self.context_edits = context_edits
 
     @property
     def text(self) -> str:

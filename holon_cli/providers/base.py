@@ -10,7 +10,6 @@ Retry, backoff and fallback live in ``providers.chain``, not in transports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, get_args
 
@@ -30,6 +29,7 @@ from holon_cli.model.provider import (
     ToolCall,
     ToolSpec,
 )
+from holon_cli.model.value import Value
 
 __all__ = [
     "CONTEXT_OVERFLOW_HINT",
@@ -58,17 +58,28 @@ DEFAULT_TIMEOUT_S = 120.0
 # ------------------------------------------------------------------ request
 
 
-@dataclass
-class ProviderRequest:
-    frame: PromptFrame
-    conversation: list[ConversationItem]
-    tools: list[ToolSpec]
-    max_output_tokens: int | None = None
-    # where a provider may keep per-agent state (the scripted provider's cursor)
-    state_dir: Path | None = None
-    agent_id: str | None = None
-    # the turn this round belongs to (incremental requests never cross turns)
-    turn_id: str | None = None
+class ProviderRequest(Value):
+    """One provider round's request. ``state_dir`` is where a provider may
+    keep per-agent state (the scripted provider's cursor); ``turn_id`` the
+    turn this round belongs to (incremental requests never cross turns)."""
+
+    def __init__(
+        self,
+        frame: PromptFrame,
+        conversation: list[ConversationItem],
+        tools: list[ToolSpec],
+        max_output_tokens: int | None = None,
+        state_dir: Path | None = None,
+        agent_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> None:
+        self.frame = frame
+        self.conversation = conversation
+        self.tools = tools
+        self.max_output_tokens = max_output_tokens
+        self.state_dir = state_dir
+        self.agent_id = agent_id
+        self.turn_id = turn_id
 
 
 # ---------------------------------------------------------------- failures

@@ -24,8 +24,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from holon_cli import clock as holon_clock
 from holon_cli.errors import ConfigError, HolonError, ProviderError
@@ -126,8 +125,7 @@ def _sum_usage(usages: list[TokenUsage]) -> TokenUsage | None:
     return total
 
 
-@dataclass
-class ChainResult:
+class ChainResult(NamedTuple):
     """A successful provider round: the response and the attempt timeline."""
 
     response: ModelResponse
@@ -314,8 +312,7 @@ def _as_failure(exc: Exception, ref: str, provider: str) -> ProviderFailure:
     )
 
 
-@dataclass
-class _RetryPolicy:
+class _RetryPolicy(NamedTuple):
     """How long to wait between attempts of one candidate."""
 
     max_attempts: int

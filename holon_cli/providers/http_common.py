@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from holon_cli import __version__, clock
 from holon_cli.model.provider import ModelResponse
+from holon_cli.model.value import Value
 from holon_cli.providers.base import CONTEXT_OVERFLOW_HINT, DEFAULT_TIMEOUT_S, ProviderFailure
 from holon_cli.providers.sse import SSEEvent, iter_sse
 from holon_cli.providers.wire import (
@@ -63,21 +63,31 @@ _QUOTA_CODES = {
 }
 
 
-@dataclass
-class HttpTarget:
+class HttpTarget(Value):
     """Everything needed to send one request; built fresh per attempt by a transport."""
 
-    provider: str
-    model_ref: str
-    url: str
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    # credential values to scrub from anything echoed back
-    secrets: tuple[str, ...] = ()
-    # the environment variable the credential came from (for hints only)
-    key_env: str | None = None
-    # the whole attempt, connect to last byte (None: ATTEMPT_DEADLINE_S or timeout_s)
-    deadline_s: float | None = None
+    def __init__(
+        self,
+        provider: str,
+        model_ref: str,
+        url: str,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        secrets: tuple[str, ...] = (),
+        key_env: str | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model_ref = model_ref
+        self.url = url
+        self.headers: dict[str, str] = {} if headers is None else headers
+        self.timeout_s = timeout_s
+        # credential values to scrub from anything echoed back
+        self.secrets = secrets
+        # the environment variable the credential came from (for hints only)
+        self.key_env = key_env
+        # the whole attempt, connect to last byte (None: ATTEMPT_DEADLINE_S or timeout_s)
+        self.deadline_s = deadline_s
 
     @property
     def attempt_deadline_s(self) -> float:

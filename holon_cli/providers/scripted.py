@@ -58,9 +58,8 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from holon_cli.digest import sha256_hex
 from holon_cli.model.provider import (
@@ -73,6 +72,7 @@ from holon_cli.model.provider import (
     TokenUsage,
     ToolCall,
 )
+from holon_cli.model.value import Value
 from holon_cli.providers.base import (
     FAIL_FAST_KINDS,
     RETRYABLE_KINDS,
@@ -106,20 +106,21 @@ STOP_REASONS = {
 CURSOR_VERSION = 1
 
 
-@dataclass
-class ScriptStep:
-    number: int  # 1-based, as shown to people
-    text: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    usage: TokenUsage | None = None
-    stop_reason: str | None = None
-    fail: dict[str, Any] | None = None
-    sleep_ms: float = 0
-    expect_tool_result_contains: str | None = None
+class ScriptStep(Value):
+    """One step of a script; ``number`` is 1-based, as shown to people."""
+
+    def __init__(self, number: int, text: str = "") -> None:
+        self.number = number
+        self.text = text
+        self.tool_calls: list[dict[str, Any]] = []
+        self.usage: TokenUsage | None = None
+        self.stop_reason: str | None = None
+        self.fail: dict[str, Any] | None = None
+        self.sleep_ms: float = 0
+        self.expect_tool_result_contains: str | None = None
 
 
-@dataclass
-class AgentSection:
+class AgentSection(NamedTuple):
     """``agents.<glob>``: the steps of the agents whose id matches ``glob``."""
 
     glob: str
@@ -127,12 +128,11 @@ class AgentSection:
     loop: bool = False
 
 
-@dataclass
-class Script:
+class Script(NamedTuple):
     path: Path
     steps: list[ScriptStep]
-    loop: bool = False
-    agents: list[AgentSection] = field(default_factory=list)
+    loop: bool
+    agents: list[AgentSection]
 
     def section_for(self, agent_id: str | None) -> tuple[str, list[ScriptStep], bool]:
         """(section label, steps, loop) for the requesting agent: the first

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from holon_cli.providers.base import ProviderFailure
 
 
-@dataclass
-class SSEEvent:
+class SSEEvent(NamedTuple):
     """One server-sent event: ``event`` name (may be absent) and joined ``data``."""
 
     event: str | None

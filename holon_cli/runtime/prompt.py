@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from holon_cli.model.envelope import body_text, origin_label
 from holon_cli.model.execution_policy import ExecutionPolicy, execution_policy
@@ -321,15 +320,14 @@ def render_recent(
 # ------------------------------------------------------------------ frame
 
 
-@dataclass
-class BuiltPrompt:
+class BuiltPrompt(NamedTuple):
     frame: PromptFrame
-    sources: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, Any]
     # per section, in prompt order: scope, title, source, chars (the
     # ``turn_context_built`` event carries these)
-    sections: list[dict[str, Any]] = field(default_factory=list)
+    sections: list[dict[str, Any]]
     # the text of each section, same order (``holon debug prompt``)
-    texts: list[str] = field(default_factory=list)
+    texts: list[str]
 
 
 def _h(*parts: str) -> str:

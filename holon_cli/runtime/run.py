@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from holon_cli import clock
@@ -222,24 +221,34 @@ def _run_agent(agent_id: str | None, create: bool) -> tuple[AgentStore, bool]:
     return store, True
 
 
-@dataclass
 class _RunLoop:
     """The run's turns: older queued messages first (at most ``older`` turns),
     then the run's own message and what follows from it (continuations, self
     follow-ups, task results) until the closure settles, nothing is left, or
     ``max_turns`` of the run's own turns. ``final_status`` says which."""
 
-    store: AgentStore
-    own: OutcomeReader
-    kw: dict[str, Any]
-    max_turns: int
-    older: int
-    wait_for_tasks: bool
-    settled: bool
-    turns: list[turn_mod.TurnResult] = field(default_factory=list)
-    older_turns: int = 0
-    last: turn_mod.TurnResult | None = None
-    final_status: str = "max_turns_exceeded"
+    def __init__(
+        self,
+        store: AgentStore,
+        own: OutcomeReader,
+        kw: dict[str, Any],
+        *,
+        max_turns: int,
+        older: int,
+        wait_for_tasks: bool,
+        settled: bool,
+    ) -> None:
+        self.store = store
+        self.own = own
+        self.kw = kw
+        self.max_turns = max_turns
+        self.older = older
+        self.wait_for_tasks = wait_for_tasks
+        self.settled = settled
+        self.turns: list[turn_mod.TurnResult] = []
+        self.older_turns = 0
+        self.last: turn_mod.TurnResult | None = None
+        self.final_status = "max_turns_exceeded"
 
     def loop(self) -> None:
         while len(self.turns) < self.max_turns:

@@ -147,7 +147,10 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
     """``holon run`` with an answer and no tool call (issue 12 item 2): the
     tools are offered from the manifest (the catalog alone: not even the tool
     framework loads before a call), the task plane's launch and control code
-    stay unloaded (the run started no task), and so do click and filelock."""
+    stay unloaded (the run started no task), and so do click and filelock.
+    Its value classes are plain classes and NamedTuples (``model/value.py``):
+    no ``dataclasses`` (nor the ``inspect`` and ``ast`` it brings); the tool
+    values and the work-item mutations load with a call that needs them."""
     script = tmp_path / "one.yaml"
     script.write_text('steps:\n  - text: "done"\n')
     mods = loaded_modules("run", "--model", f"scripted:{script}", "hi")
@@ -166,6 +169,10 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
         "holon_cli.providers.http_session",
         "httpx",
         "httpx2",
+        "dataclasses",
+        "inspect",
+        "holon_cli.model.tool",
+        "holon_cli.runtime.workitems.mutations",
     }
     assert not (mods & unwanted), sorted(mods & unwanted)
 
@@ -194,7 +201,9 @@ def test_a_one_round_run_over_http_sends_through_httpx2_and_loads_no_click(
         mods = loaded_modules("run", "--model", "openai/m", "hi")
         assert len(srv.requests) == 1  # the probe really sent the request
     assert {"holon_cli.providers.http_session", "httpx2", "httpcore2"} <= mods
-    unwanted = {"httpx", "httpcore", "click"}
+    # (httpx2 and h11 import dataclasses themselves; ours define none: see above)
+    unwanted = {"httpx", "httpcore", "click", "holon_cli.model.tool"}
+    unwanted |= {"holon_cli.runtime.workitems.mutations"}
     assert not (mods & unwanted), sorted(mods & unwanted)
 
 

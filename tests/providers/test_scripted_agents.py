@@ -3,7 +3,6 @@ one script drives a parent and its children, each from its own cursor."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,8 @@ def write(tmp_path: Path, data: Any) -> Path:
 
 
 def ask(t: ScriptedTransport, agent: str, state: Path | None) -> str:
-    req = dataclasses.replace(build_request(state_dir=state), agent_id=agent)
+    req = build_request(state_dir=state)
+    req.agent_id = agent
     return t.complete(req).text
 
 

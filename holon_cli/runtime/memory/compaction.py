@@ -27,7 +27,6 @@ open todos, blocker, waits) is part of the frame and never compacted.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -146,7 +145,7 @@ def clip_result(it: ConversationItem, limit: int) -> ConversationItem:
         return it
     cut = len(it.text) - limit
     note = f"\n[... {cut} characters cut to fit the context budget; run the call again to see them]"
-    return replace(it, text=it.text[:limit] + note)
+    return it.with_text(it.text[:limit] + note)
 
 
 def round_ordinal(items: list[ConversationItem], cut: int) -> int:
@@ -165,16 +164,16 @@ def round_index(items: list[ConversationItem], ordinal: int) -> int:
     return len(items)
 
 
-@dataclass
 class Window:
     """The compacted view of one turn's conversation: ``items[1:cut]`` are
     replaced by ``summary`` (appended to the current input)."""
 
-    cut: int = 1
-    summary: str = ""
-    epoch: int = 0
-    compacted: int = 0  # messages compacted in this turn so far
-    clip: int | None = None  # last resort: tool results longer than this are cut
+    def __init__(self, cut: int = 1, summary: str = "", epoch: int = 0, compacted: int = 0) -> None:
+        self.cut = cut
+        self.summary = summary
+        self.epoch = epoch
+        self.compacted = compacted  # messages compacted in this turn so far
+        self.clip: int | None = None  # last resort: tool results longer than this are cut
 
     @classmethod
     def restore(cls, items: list[ConversationItem], saved: dict[str, Any] | None) -> Window:
@@ -193,7 +192,7 @@ class Window:
             out = list(items)
         else:
             head = items[0]
-            out = [replace(head, text=f"{head.text}\n\n{self.summary}"), *items[self.cut :]]
+            out = [head.with_text(f"{head.text}\n\n{self.summary}"), *items[self.cut :]]
         if self.clip is not None:
             out = [clip_result(it, self.clip) for it in out]
         return out

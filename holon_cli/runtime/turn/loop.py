@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.model.execution_policy import execution_policy
-from holon_cli.model.tool import SleepRequest, ToolContext, render_error
 from holon_cli.providers.base import ConversationItem, ProviderRequest
 from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
@@ -78,7 +77,7 @@ if TYPE_CHECKING:
         TurnRoundLimitReachedData,
         WorkItemStaleReminderData,
     )
-    from holon_cli.model.tool import Toolbox
+    from holon_cli.model.tool import SleepRequest, Toolbox, ToolContext
     from holon_cli.model.turn import TurnSettlement
 
 DEFAULT_MAX_ROUNDS = 50
@@ -269,6 +268,8 @@ class TurnRun:
         recorded = self.journal.recorded_results()
         for call in last.tool_calls:
             if call.id not in recorded:
+                from holon_cli.model.tool import render_error
+
                 content = render_error(call.name, _INTERRUPTED)
                 self.journal.add_item(
                     ConversationItem(
@@ -411,6 +412,9 @@ class TurnRun:
     def run_tools(self, rnd: ModelRound, built: BuiltPrompt) -> None:
         """Execute the round's calls in order; each result is recorded as it
         lands. Reads only the calls' typed effects."""
+        # the tool values load with a round's first call, as the tools do
+        from holon_cli.model.tool import ToolContext
+
         resp = rnd.response
         assert self.ws is not None
         ctx = ToolContext(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import HolonError
+from holon_cli.model.value import Value
 
 if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
@@ -44,30 +44,54 @@ def attempt_timeline(
     return tl
 
 
-@dataclass
-class TurnResult:
-    agent_id: str
-    ran: bool
-    turn_id: str | None = None
-    message_id: str | None = None
-    status: str = "idle"  # idle | completed | aborted | settled (no model turn was needed)
-    closure: ClosureDecision | None = None
-    final_text: str = ""
-    model_rounds: int = 0
-    token_usage: dict[str, int] = field(default_factory=zero_usage)
-    # the spec's ProviderAttemptTimeline over every round of the turn
-    provider_attempt_timeline: ProviderAttemptTimeline = field(
-        default_factory=lambda: attempt_timeline([], None)
-    )
-    failure_artifact: dict[str, Any] | None = None
-    failure_kind: str | None = None
-    slept: bool = False
-    duration_ms: int = 0
-    replayed: bool = False
-    # the budget that stopped the turn before a provider request (closure
-    # waiting/budget_exhausted), or that held it back before any dequeue (ran
-    # is false then and every message stays queued)
-    budget: BudgetHit | None = None
+class TurnResult(Value):
+    """What one turn did, for its caller (``to_dict``: the fields, in order).
+
+    ``provider_attempt_timeline`` is the spec's ProviderAttemptTimeline over
+    every round of the turn; ``budget`` the budget that stopped the turn
+    before a provider request (closure waiting/budget_exhausted), or that held
+    it back before any dequeue (``ran`` is false then and every message stays
+    queued)."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        ran: bool,
+        turn_id: str | None = None,
+        message_id: str | None = None,
+        status: str = "idle",  # idle | completed | aborted | settled (no model turn was needed)
+        closure: ClosureDecision | None = None,
+        final_text: str = "",
+        model_rounds: int = 0,
+        token_usage: dict[str, int] | None = None,
+        provider_attempt_timeline: ProviderAttemptTimeline | None = None,
+        failure_artifact: dict[str, Any] | None = None,
+        failure_kind: str | None = None,
+        slept: bool = False,
+        duration_ms: int = 0,
+        replayed: bool = False,
+        budget: BudgetHit | None = None,
+    ) -> None:
+        self.agent_id = agent_id
+        self.ran = ran
+        self.turn_id = turn_id
+        self.message_id = message_id
+        self.status = status
+        self.closure = closure
+        self.final_text = final_text
+        self.model_rounds = model_rounds
+        self.token_usage = zero_usage() if token_usage is None else token_usage
+        self.provider_attempt_timeline = (
+            attempt_timeline([], None)
+            if provider_attempt_timeline is None
+            else provider_attempt_timeline
+        )
+        self.failure_artifact = failure_artifact
+        self.failure_kind = failure_kind
+        self.slept = slept
+        self.duration_ms = duration_ms
+        self.replayed = replayed
+        self.budget = budget
 
     def take_settlement(
         self, s: TurnSettlement, journal: Journal, requested_model_ref: str | None
@@ -92,12 +116,12 @@ class TurnResult:
         return dict(self.__dict__)
 
 
-@dataclass
-class AgentFailure:
+class AgentFailure(Value):
     """One agent of an ``--all`` pass that could not run (damaged, busy, ...)."""
 
-    agent_id: str
-    error: HolonError
+    def __init__(self, agent_id: str, error: HolonError) -> None:
+        self.agent_id = agent_id
+        self.error = error
 
     @property
     def exit_code(self) -> int:

@@ -18,8 +18,7 @@ settles the message itself, with no provider request:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from holon_cli import clock
 from holon_cli.model.continuation import ContinuationRecord, control_action, resolve
@@ -34,8 +33,7 @@ if TYPE_CHECKING:
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
 
-@dataclass
-class Decision:
+class Decision(NamedTuple):
     run_model: bool
     continuation: ContinuationRecord
     settled_as: str | None = None  # resolution when settled without a turn

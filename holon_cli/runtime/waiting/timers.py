@@ -26,7 +26,6 @@ coalesce into one message (``metadata.missed_fires`` says how many).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
@@ -60,10 +59,12 @@ SNAPSHOT_VERSION = 1
 MAX_MESSAGE_CHARS = 4000
 
 
-@dataclass
 class TimerState:
-    offset: int = 0
-    timers: dict[str, StoredTimer] = field(default_factory=dict)
+    """The timers ledger folded: each timer's latest record, and how far it was read."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.timers: dict[str, StoredTimer] = {}
 
     def apply(self, rec: dict[str, Any]) -> None:
         t = rec.get("timer")

@@ -16,8 +16,7 @@ unchanged. Every refusal raises before anything is written.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, HolonError, RejectedError, UsageError
@@ -261,8 +260,7 @@ def revoke(store: AgentStore) -> tuple[TriggerDescriptor, bool]:
 # ------------------------------------------------------------ delivery
 
 
-@dataclass
-class Delivery:
+class Delivery(NamedTuple):
     """The result of one accepted callback delivery."""
 
     disposition: str  # system_tick_admitted | coalesced
@@ -275,7 +273,7 @@ class Delivery:
     received_at: str
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self._asdict())
 
 
 def _invalid_token() -> RejectedError:

@@ -28,7 +28,6 @@ from holon_cli.runtime.workitems.hints import (
     RECHECK_TEXT,
     REVIEW_TRIGGERED_LEAD,
 )
-from holon_cli.runtime.workitems.mutations import update_work_item
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import WorkItemIndex, append_item, load, save
 
@@ -90,6 +89,9 @@ def turn_end_commit(
         return {"work_item_id": bound_work_item_id, "action": "none", "reason": "remains_open"}
     if rec.get("blocked_by"):
         return {"work_item_id": bound_work_item_id, "action": "none", "reason": "already_blocked"}
+    # the mutations (and the views they refresh) load only for a blocking wait
+    from holon_cli.runtime.workitems.mutations import update_work_item
+
     ms = facts.get("recheck_after_ms")
     res = update_work_item(
         store,
