@@ -100,9 +100,7 @@ def run(args: list[str], *, fast_exit: bool = False) -> int:
         return err.exit_code
     from holon_cli.cli.fast import run_fast
 
-    code = run_fast(args)
-    if code is not None and fast_exit:
-        _end_fast(code)
+    code = run_fast(args, end=_end_fast if fast_exit else None)
     if code is None:
         from holon_cli.cli.group import run_click
 
@@ -122,10 +120,12 @@ def _end_fast(code: int) -> None:
     hundred modules one by one; measured in benchmarks/cli_startup.py).
 
     Only for the real console script: stdout and stderr are the process's own
-    (an in-process runner swaps them), no other thread runs and no ``atexit``
-    hook is registered (e.g. logging's). Durable state never depends on
-    teardown: every write that matters was fsync'd and closed before the
-    command printed anything.
+    (an in-process runner swaps them) and no other thread runs. The ``atexit``
+    hooks run first, as the interpreter would run them before its teardown
+    (logging's handler flush, which every process that imported httpx2 has;
+    ``weakref.finalize`` clean-ups). Durable state never depends on teardown:
+    every write that matters was fsync'd and closed before the command
+    printed anything.
     """
     out, err = sys.stdout, sys.stderr
     if out is not sys.__stdout__ or err is not sys.__stderr__ or out is None or err is None:
@@ -136,7 +136,10 @@ def _end_fast(code: int) -> None:
     import atexit
 
     if getattr(atexit, "_ncallbacks", lambda: 1)():
-        return
+        run_hooks = getattr(atexit, "_run_exitfuncs", None)
+        if run_hooks is None:  # not CPython: the normal exit runs them
+            return
+        run_hooks()  # once: it clears them, so a normal exit after this runs none again
     try:
         out.flush()
     except BrokenPipeError:  # the reader went away: as the normal exit does

@@ -37,7 +37,7 @@ class FastSpec:
     """One fast command: its options (flags, destination, value kind), its
     positional's destination (optional unless ``required``), and the defaults
     click would give. ``short`` commands run with the cycle collector off
-    (a ``run`` can last hours and keeps it)."""
+    (a ``run`` can last hours: it gets it back after start-up)."""
 
     __slots__ = ("command", "options", "positional", "defaults", "body", "required", "short")
 
@@ -209,9 +209,13 @@ def match(args: list[str]) -> tuple[FastSpec, list[str]] | None:
     return None
 
 
-def run_fast(args: list[str]) -> int | None:
+def run_fast(args: list[str], *, end: Callable[[int], None] | None = None) -> int | None:
     """Run ``holon ARGS`` without click and return the exit code, or ``None``
-    when click should run it."""
+    when click should run it. ``end``: the console script's fast exit, given
+    the code before the cycle collector is turned back on (its first pass
+    would scan everything the command allocated, ~13 ms after a one-round
+    run, just before the process ends); it returns when the process goes on
+    (an in-process runner)."""
     if os.environ.get("HOLON_NO_FAST_PATH") or os.environ.get("_HOLON_COMPLETE"):
         return None
     if args in (["--version"], ["-V"]):
@@ -234,15 +238,68 @@ def run_fast(args: list[str]) -> int | None:
         {"holon.command": spec.command, "holon.json": bool(kwargs.get("as_json"))}
     )
     # a short command lives a few dozen milliseconds: the cycle collector would
-    # only re-scan the objects its imports create (refcounting still frees)
+    # only re-scan the objects its imports create (refcounting still frees);
+    # a run can last hours, so its collector comes back after start-up
     collect = gc.isenabled()
-    if spec.short:
-        gc.disable()
+    gc.disable()
+    later = _CollectorLater() if collect and not spec.short else None
     try:
-        return body(**kwargs) or 0
-    except failures.HANDLED as exc:
-        return failures.exit_code_for(exc)
+        try:
+            code = body(**kwargs) or 0
+        except failures.HANDLED as exc:
+            code = failures.exit_code_for(exc)
+        finally:
+            output.FAST_META.reset(token)
+            if later is not None:
+                later.stop()  # its thread gone: the fast exit skips a process with threads
+        if end is not None:
+            end(code)
+        return code
     finally:
-        output.FAST_META.reset(token)
+        if later is not None:
+            later.thaw()
         if collect:
             gc.enable()  # a library caller's process keeps its collector
+
+
+COLLECTOR_BACK_AFTER_S = 1.0
+
+
+class _CollectorLater:
+    """The cycle collector back on after :data:`COLLECTOR_BACK_AFTER_S` of a
+    long command (``holon run``). Its start-up imports some 300 modules, and
+    nearly every object that creates lives as long as the process: collecting
+    meanwhile only re-scans them (about 70 collections in a one-round run).
+    What exists when the collector comes back is frozen first (``gc.freeze``),
+    so later collections never re-scan it either (freezing also resets the
+    count that would trigger the first one); :meth:`thaw` (the command
+    returned in a library caller's process) unfreezes it again."""
+
+    def __init__(self) -> None:
+        import threading  # a run's turn loads it anyway; enqueue/status never come here
+
+        self._lock = threading.Lock()
+        self._done = False
+        self._fired = False
+        self._timer = threading.Timer(COLLECTOR_BACK_AFTER_S, self._back)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _back(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            gc.freeze()
+            gc.enable()
+            self._fired = True
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        self._timer.join()
+        with self._lock:
+            self._done = True
+
+    def thaw(self) -> None:
+        """What start-up froze is collectable again (a library caller's process)."""
+        if self._fired:
+            gc.unfreeze()

@@ -255,6 +255,31 @@ def test_fast_path_to_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     assert b"Traceback" not in proc.stderr and b"Error" not in proc.stderr
 
 
+def test_the_fast_exit_runs_the_atexit_hooks_once_and_skips_the_teardown(
+    tmp_path: Path,
+) -> None:
+    """Every process that sends a model request has an ``atexit`` hook
+    (logging's: httpx2 imports logging). The console script runs the hooks,
+    once, then ends without the interpreter's teardown (which cost a
+    one-round ``holon run`` some 30 ms, its collector's pass included)."""
+    code = (
+        "import atexit, sys, threading\n"
+        "atexit.register(lambda: print('atexit hook', file=sys.stderr))\n"
+        "threading._register_atexit(lambda: print('teardown', file=sys.stderr))\n"
+        "sys.argv = ['holon', 'status']\n"
+        "from holon_cli.cli import entry\n"
+        "entry()\n"
+    )
+    env = {**os.environ, "HOLON_HOME": str(tmp_path / "h"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pending" in proc.stdout  # status ran
+    assert proc.stderr.count("atexit hook") == 1
+    assert "teardown" not in proc.stderr
+
+
 def test_library_callers_of_main_get_system_exit_not_a_dead_process(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -298,12 +323,83 @@ def test_the_cycle_collector_is_off_only_inside_a_short_fast_command(
     monkeypatch.setattr(hot, "status", spy("status"))
     monkeypatch.setattr(hot, "run", spy("run"))
     assert run(["status"]) == 0 and run(["run", "hi"]) == 0
-    assert seen == {"status": False, "run": True}  # a run can last hours
+    assert seen == {"status": False, "run": False}  # a run gets it back after start-up
     assert gc.isenabled()
     monkeypatch.setattr(hot, "status", spy("status", fail=True))
     with pytest.raises(RuntimeError):
         run(["status"])
     assert gc.isenabled()  # back on even when the body raises
+
+
+def test_the_console_script_ends_before_the_collector_comes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turned back on, the collector's first pass would scan everything the
+    command allocated, just before the process ends: the console script's
+    fast exit comes first; when it cannot end the process (an in-process
+    runner), the caller gets its collector back as after any command."""
+    import gc
+
+    from holon_cli.cli import hot
+
+    monkeypatch.setattr(hot, "status", lambda **kw: 0)
+    monkeypatch.setattr(hot, "run", lambda **kw: 0)
+    at_end: list[tuple[int, bool]] = []
+
+    def end(code: int) -> None:
+        at_end.append((code, gc.isenabled()))
+
+    for words in (["status"], ["run", "hi"]):
+        assert fast.run_fast(words, end=end) == 0
+        assert gc.isenabled(), words
+    assert at_end == [(0, False), (0, False)]  # each ended with the collector still off
+
+
+def test_a_long_run_gets_the_collector_back_with_its_start_up_frozen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``holon run`` can last hours: the collector is off for its start-up
+    only, then back on with what start-up made frozen (never re-scanned);
+    when the run returns, a library caller's process is as it was."""
+    import gc
+
+    from holon_cli.cli import hot, run
+
+    seen: list[tuple[bool, int]] = []
+
+    def body(**kwargs: object) -> int:
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        deadline = time.monotonic() + 10
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        return 0
+
+    monkeypatch.setattr(fast, "COLLECTOR_BACK_AFTER_S", 0.05)
+    monkeypatch.setattr(hot, "run", body)
+    assert run(["run", "hi"]) == 0
+    (off, frozen_before), (back, frozen_after) = seen
+    assert not off and frozen_before == 0
+    assert back and frozen_after > 1000  # the interpreter's objects, frozen
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_a_short_run_never_collects_and_leaves_no_timer_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+    import threading
+
+    from holon_cli.cli import hot, run
+
+    before = threading.active_count()
+    monkeypatch.setattr(hot, "run", lambda **kw: 0)
+    collections = gc.get_stats()[0]["collections"]
+    assert run(["run", "hi"]) == 0
+    assert gc.get_stats()[0]["collections"] == collections
+    time.sleep(0.05)
+    assert threading.active_count() == before  # the timer was cancelled
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_run_prints_the_same_on_both_paths(
