@@ -5,12 +5,23 @@ only reads the file. The schema (one dataclass per section) and the checks
 live in :mod:`holon_cli.store.config_schema`, imported only when there is a
 file to check: a home without ``config.yaml`` reads as ``{}`` for free.
 
+A checked file is remembered in ``run/config.cache.json`` (the SHA-256 of
+its bytes, the release that checked it, the mapping as JSON), so the next
+process that finds the same bytes skips PyYAML and the schema (~20 ms of
+imports a command). The cache is only a cache: never fsync'd, written
+atomically, ignored when unreadable, stale or of another release, and
+skipped for a file whose values JSON cannot carry unchanged (a YAML date).
+
 ``load_config`` returns the validated mapping as written (readers use
 ``cfg.get("runtime") or {}``); ``load_settings`` returns the typed sections.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import ConfigError
@@ -20,6 +31,7 @@ if TYPE_CHECKING:
     from holon_cli.store.config_schema import HolonConfig
 
 
+CACHE_NAME = "config.cache.json"
 _cache: dict[str, tuple[float, int, dict[str, Any]]] = {}
 
 
@@ -40,18 +52,30 @@ def load_config(layout: HomeLayout | None = None) -> dict[str, Any]:
     hit = _cache.get(key)
     if hit and hit[0] == st.st_mtime and hit[1] == st.st_size:
         return hit[2]
-    import yaml
-
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not valid UTF-8 (byte {exc.start})", hint="save config.yaml as UTF-8"
-        ) from None
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(
             f"{path}: cannot be read ({exc.strerror or exc})",
             hint="config.yaml must be a readable file",
+        ) from None
+    data = _cached(layout, raw)
+    if data is None:
+        data = _parse(path, raw)
+        _remember(layout, raw, data)
+    _cache[key] = (st.st_mtime, st.st_size, data)
+    return data
+
+
+def _parse(path: Path, raw: bytes) -> dict[str, Any]:
+    """PyYAML, then the schema: the mapping, or a ``ConfigError`` naming the problem."""
+    import yaml
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid UTF-8 (byte {exc.start})", hint="save config.yaml as UTF-8"
         ) from None
     try:
         data = yaml.safe_load(text)
@@ -70,8 +94,53 @@ def load_config(layout: HomeLayout | None = None) -> dict[str, Any]:
     from holon_cli.store.config_schema import validate_config
 
     validate_config(data, str(path))
-    _cache[key] = (st.st_mtime, st.st_size, data)
     return cast(dict[str, Any], data)
+
+
+# ------------------------------------------------- the cache of checked files
+
+
+def _cache_file(layout: HomeLayout) -> Path:
+    return layout.run_dir / CACHE_NAME
+
+
+def _digest(raw: bytes) -> str:
+    import hashlib
+
+    from holon_cli import __version__
+
+    return f"{__version__}:{hashlib.sha256(raw).hexdigest()}"
+
+
+def _cached(layout: HomeLayout, raw: bytes) -> dict[str, Any] | None:
+    """The mapping checked before for exactly these bytes, or ``None``."""
+    try:
+        rec = json.loads(_cache_file(layout).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("digest") != _digest(raw):
+        return None
+    data = rec.get("config")
+    return data if isinstance(data, dict) else None
+
+
+def _remember(layout: HomeLayout, raw: bytes, data: dict[str, Any]) -> None:
+    """Best effort: a home we cannot write to (read-only, full) just skips it."""
+    try:
+        body = json.dumps({"digest": _digest(raw), "config": data}, allow_nan=False)
+    except (TypeError, ValueError):  # a date, a set, a NaN: YAML-only values
+        return
+    if json.loads(body)["config"] != data:  # e.g. non-string keys: not the same mapping
+        return
+    target = _cache_file(layout)
+    tmp = target.with_name(f".{CACHE_NAME}.{os.getpid()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(body, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def load_settings(layout: HomeLayout | None = None) -> HolonConfig:
