@@ -258,12 +258,13 @@ def test_a_promoted_task_gets_task_input_without_a_tty(boxed: ToolContext, root:
 
 @needs_bwrap
 def test_stopping_a_sandboxed_task_kills_its_whole_tree(boxed: ToolContext, root: Path) -> None:
-    r = run(boxed, cmd="(sleep 300 &); setsid sleep 301 & sleep 302", yield_time_ms=100)
+    # durations no other test uses: pgrep sees the whole machine's processes
+    r = run(boxed, cmd="(sleep 3017 &); setsid sleep 3018 & sleep 3019", yield_time_ms=100)
     tid = str(r.data["task_handle"]["task_id"])
     tasks.task_stop(boxed.store, tid, wait_s=5)
     end = time.monotonic() + 5
     while time.monotonic() < end:
-        left = subprocess.run(["pgrep", "-f", "sleep 30[012]"], capture_output=True).stdout
+        left = subprocess.run(["pgrep", "-f", "sleep 301[789]"], capture_output=True).stdout
         if not left.strip():
             break
         time.sleep(0.1)
