@@ -131,9 +131,7 @@ def journal_steps(agent: str, message_id: str) -> list[tuple[str, str]]:
 
 
 def as_pairs(steps: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
-    return [
-        (n, ",".join(o["calls"]) if n == "holon.round" else o["call_id"]) for n, o in steps
-    ]
+    return [(n, ",".join(o["calls"]) if n == "holon.round" else o["call_id"]) for n, o in steps]
 
 
 def ran_lines(agent: str) -> list[str]:
@@ -216,3 +214,80 @@ def test_sigkill_after_round_two_resumes_after_the_last_step(
     logs = "".join(p.read_text() for p in tmp_path.glob("w*.log"))
     assert "disagrees" not in logs
     assert "dead worker(s)" in logs
+
+
+class Crash(BaseException):
+    """A process dying at this point: nothing above catches it, nothing is recorded."""
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_a_crash_between_journal_write_and_step_record_replays_without_resending(
+    pg: PgCluster,  # noqa: F811 - the fixture
+    tool_provider: tuple[LoopbackServer, ToolRounds],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In-process: the recorder dies after round 2 is in the journal and
+    before DBOS has its step; DBOS recovers the workflows; the replay records
+    the missing step from the journal and sends nothing twice."""
+    from dbos import DBOS
+
+    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.serve import engine_dbos
+    from holon_cli.tools.catalog import default_catalog
+
+    _srv, rounds = tool_provider
+    monkeypatch.setenv("HOLON_WORKER_ID", "")  # launch() sets it; restored afterwards
+    create_agent("c1")
+    mid = admit("steps-crash", agent_id="c1")["id"]
+    logs: list[str] = []
+    records = [0]
+    real = engine_dbos.DbosSteps.record
+
+    def record(self: engine_dbos.DbosSteps, result: Any, owner_xid: str | None) -> None:
+        records[0] += 1
+        if records[0] == 3:  # round1, tool1, then round 2: journaled, not recorded
+            raise Crash()
+        real(self, result, owner_xid)
+
+    monkeypatch.setattr(engine_dbos.DbosSteps, "record", record)
+    eng = engine_dbos.DbosScheduler(
+        database_url=pg.url, executor_id="inproc-1", catalog=default_catalog(), log=logs.append
+    )
+    eng.launch()
+    try:
+        assert eng.enqueue_pass("c1", f"msg:{mid}")
+        assert wait_for(lambda: records[0] >= 3, timeout=60), rounds.seen
+        time.sleep(0.5)
+        assert rounds.seen == [("crash", 1), ("crash", 2)]
+        assert completed(["c1"]) == []
+        recovered = DBOS._recover_pending_workflows(["inproc-1"])
+        assert sorted(h.get_workflow_id() for h in recovered) == [
+            f"c1:msg:{mid}",
+            f"c1:msg:{mid}:t1",
+        ]
+        assert wait_for(lambda: len(completed(["c1"])) >= 1, timeout=60), logs
+        # the replayed pass got its turn's result: no thread is left waiting
+        assert wait_for(
+            lambda: DBOS.get_workflow_status(f"c1:msg:{mid}").status == "SUCCESS", timeout=30
+        )
+    finally:
+        eng.shutdown()
+    # round 2 was not sent again; its call was in flight at the crash: closed
+    # as interrupted, never run
+    assert rounds.seen == [("crash", 1), ("crash", 2), ("crash", 3)]
+    assert ran_lines("c1") == ["crash-1"]
+    steps = dbos_steps(pg.url, "c1")[f"c1:msg:{mid}:t1"]
+    assert as_pairs(steps) == [
+        ("holon.round", "call_crash_1"),
+        ("holon.tool", "call_crash_1"),
+        ("holon.round", "call_crash_2"),  # recorded by the replay, from the journal
+        ("holon.tool", "call_crash_2"),
+        ("holon.round", ""),
+    ]
+    assert steps[3][1]["ok"] is False  # the interrupted call
+    assert "usage" not in steps[2][1] and "usage" in steps[0][1]
+    assert not [m for m in logs if "disagrees" in m], logs
+    assert Counter(e["message_id"] for e in completed(["c1"])) == {mid: 1}
