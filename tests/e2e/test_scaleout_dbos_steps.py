@@ -26,7 +26,6 @@ from test_scaleout_dbos import (
     make_agents,
     needs_dbos,
     needs_pg,
-    pg,  # noqa: F401 - the fixture
     sh,
     start_workers,
 )
@@ -75,6 +74,12 @@ class ToolRounds:
             self.round3.set()
             reply.delay_s = self.hold_s
         return reply
+
+
+@pytest.fixture
+def pg() -> Iterator[PgCluster]:
+    with PgCluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -224,7 +229,7 @@ class Crash(BaseException):
 @needs_pg
 @needs_dbos
 def test_a_crash_between_journal_write_and_step_record_replays_without_resending(
-    pg: PgCluster,  # noqa: F811 - the fixture
+    pg: PgCluster,
     tool_provider: tuple[LoopbackServer, ToolRounds],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
