@@ -56,6 +56,7 @@ SWEEP_S = 60.0
 SENT_MAX = 100_000  # remembered enqueued ids (a message's wake is enqueued once per worker)
 
 _scheduler: DbosScheduler | None = None  # the process's engine (workflows reach it)
+_starting = threading.local()  # id: the turn workflow a pass is about to create
 
 
 class WorkerRow(TypedDict):
@@ -125,9 +126,12 @@ def _register() -> Any:
     @DBOS.workflow(name="holon.agent_turn")
     def agent_turn(agent_id: str) -> dict[str, Any]:
         engine = _engine()
+        # started just now by its pass in this thread: DBOS holds no step of it
+        fresh = getattr(_starting, "id", None) == DBOS.workflow_id
+        _starting.id = None
         engine.begin_turn(agent_id)
         try:
-            return engine.run_one_turn(agent_id, steps=DbosSteps(engine.log))
+            return engine.run_one_turn(agent_id, steps=DbosSteps(engine.log, fresh=fresh))
         finally:
             engine.end_turn(agent_id)
 
@@ -146,7 +150,10 @@ def _register() -> Any:
         k = 0
         while True:
             k += 1
-            with SetWorkflowID(f"{pass_id}:t{k}"):
+            # the body runs in this thread only if DBOS creates the turn now (a
+            # replayed pass gets a recorded turn's result or waits for it)
+            _starting.id = f"{pass_id}:t{k}"
+            with SetWorkflowID(_starting.id):
                 res = agent_turn(agent_id)
             if res.get("busy"):  # a manual `holon turn` holds the lock: wait, durably
                 DBOS.sleep(BUSY_RETRY_S)
@@ -179,11 +186,12 @@ class DbosSteps:
     "the journal ran it; record it only if missing" nor "no answer, no step"):
     the workflow's recorded steps are read once, when the turn starts, and
     each new step is one insert, fenced by the execution's ownership token
-    as DBOS's own step records are."""
+    as DBOS's own step records are (``fresh``: a turn workflow its pass
+    created just now, in this thread, has no steps: no read at all)."""
 
     durable = True
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, *, fresh: bool = False) -> None:
         from dbos._context import assert_current_dbos_context
         from dbos._dbos import _get_dbos_instance
 
@@ -191,10 +199,14 @@ class DbosSteps:
         self._dbos = _get_dbos_instance()
         self._ctx = assert_current_dbos_context()
         self.workflow_id: str = self._ctx.workflow_id
-        self.recorded: dict[int, tuple[str, Any]] = {
-            int(st["function_id"]): (st["function_name"], st["output"])
-            for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
-        }
+        self.recorded: dict[int, tuple[str, Any]] = (
+            {}  # a turn workflow created just now: no read
+            if fresh
+            else {
+                int(st["function_id"]): (st["function_name"], st["output"])
+                for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
+            }
+        )
         self.mismatches = 0
 
     def replayed(self, record: StepRecord) -> None:
