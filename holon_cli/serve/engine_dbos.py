@@ -7,17 +7,16 @@ Invariants:
   locks and journal; this module only decides *where and when* it runs;
 - an agent's pass is a DBOS workflow on one queue partitioned by agent id
   with ``partition_concurrency=1``: at most one pass (so one turn) per agent
-  runs cluster-wide. Each tick-and-turn of a pass is a child workflow
-  (``holon.agent_turn``, id ``<pass id>:t<k>``): a replayed pass gets a
-  finished turn's recorded result and waits for an unfinished one (which
-  DBOS recovers on its own, once) instead of running it again;
-- inside a turn workflow each provider round and each tool call is a DBOS
-  step (:class:`DbosSteps`, the turn plane's ``TurnSteps`` hook), recorded
-  only after the turn journal holds it durably: DBOS's steps are a prefix
-  of the journal's rounds and tool results. A recovered turn re-walks the
-  journal through the hook (compared with DBOS's record; missing ones are
-  recorded; the journal wins a disagreement, logged) and goes on after the
-  last completed step; a call in flight at the crash is closed as
+  runs cluster-wide;
+- each provider round and each tool call of a pass's turns is a DBOS step
+  of the pass (:class:`DbosSteps`, the turn plane's ``TurnSteps`` hook),
+  recorded only after the turn journal holds it durably, and each turn that
+  ran ends with a ``holon.turn`` step (its result): DBOS's steps are a
+  prefix of the journal's. A recovered pass skips its finished turns (their
+  recorded results), and its unfinished turn replays from the journal,
+  re-walking it through the hook (compared with DBOS's records; missing
+  ones are recorded; the journal wins a disagreement, logged), then goes on
+  after the last completed step; a call in flight at the crash is closed as
   interrupted, never re-run;
 - wakes have deterministic workflow ids, one per cause: ``A:msg:M`` per
   queued message, ``A:at:T`` per deadline (delayed in DBOS, so it fires once
@@ -56,7 +55,6 @@ SWEEP_S = 60.0
 SENT_MAX = 100_000  # remembered enqueued ids (a message's wake is enqueued once per worker)
 
 _scheduler: DbosScheduler | None = None  # the process's engine (workflows reach it)
-_starting = threading.local()  # id: the turn workflow a pass is about to create
 
 
 class WorkerRow(TypedDict):
@@ -120,20 +118,8 @@ def _dbos() -> Any:
 
 
 def _register() -> Any:
-    """Register the pass and turn workflows with DBOS (once per process)."""
-    from dbos import DBOS, SetWorkflowID
-
-    @DBOS.workflow(name="holon.agent_turn")
-    def agent_turn(agent_id: str) -> dict[str, Any]:
-        engine = _engine()
-        # started just now by its pass in this thread: DBOS holds no step of it
-        fresh = getattr(_starting, "id", None) == DBOS.workflow_id
-        _starting.id = None
-        engine.begin_turn(agent_id)
-        try:
-            return engine.run_one_turn(agent_id, steps=DbosSteps(engine.log, fresh=fresh))
-        finally:
-            engine.end_turn(agent_id)
+    """Register the pass workflow with DBOS (once per process)."""
+    from dbos import DBOS
 
     @DBOS.workflow(name="holon.agent_pass")
     def agent_pass(agent_id: str, backoff: float = 0.0) -> PassResult:
@@ -146,15 +132,9 @@ def _register() -> Any:
 
     def _pass_body(agent_id: str, backoff: float) -> PassResult:
         out: PassResult = {"turns": 0, "last_status": None}
-        pass_id = DBOS.workflow_id
-        k = 0
+        steps = DbosSteps(_engine().log)
         while True:
-            k += 1
-            # the body runs in this thread only if DBOS creates the turn now (a
-            # replayed pass gets a recorded turn's result or waits for it)
-            _starting.id = f"{pass_id}:t{k}"
-            with SetWorkflowID(_starting.id):
-                res = agent_turn(agent_id)
+            res = steps.turn(agent_id)
             if res.get("busy"):  # a manual `holon turn` holds the lock: wait, durably
                 DBOS.sleep(BUSY_RETRY_S)
                 continue
@@ -177,21 +157,29 @@ def _register() -> Any:
 
 
 class DbosSteps:
-    """The turn plane's ``TurnSteps`` hook over the running turn workflow's
-    DBOS step records (``operation_outputs``): ``holon.round`` and
-    ``holon.tool`` steps at DBOS's next function ids, in the turn's order.
+    """The pass workflow's DBOS step records (``operation_outputs``), and the
+    turn plane's ``TurnSteps`` hook over them: each turn of the pass leaves
+    its ``holon.round`` and ``holon.tool`` steps, then one ``holon.turn``
+    step with its result, at DBOS's next function ids.
 
-    Written through DBOS's system database directly (DBOS 3.4's step call is
-    "replay the recorded output, else run and record", which cannot express
-    "the journal ran it; record it only if missing" nor "no answer, no step"):
-    the workflow's recorded steps are read once, when the turn starts, and
-    each new step is one insert, fenced by the execution's ownership token
-    as DBOS's own step records are (``fresh``: a turn workflow its pass
-    created just now, in this thread, has no steps: no read at all)."""
+    A replayed pass (recovered after its worker died) skips each turn whose
+    ``holon.turn`` step is recorded (its result is the recorded one; nothing
+    runs) and runs the first unfinished turn for real: ``run_turn`` replays
+    it from its journal, re-walking the journal's rounds and tool results
+    through this hook at the function ids DBOS recorded them at (compared;
+    the ones missing are recorded), then goes on. A turn that ran nothing
+    records nothing (the pass ends there; a replay decides again).
+
+    Written through DBOS's system database directly: DBOS 3.4's step call is
+    "replay the recorded output, else run and record", which can neither say
+    "the journal ran it; record it only if missing" nor "no answer, no
+    step", nor skip a finished turn's steps. The pass's steps are read once
+    when it starts; each new step is one insert, fenced by the execution's
+    ownership token as DBOS's own step records are."""
 
     durable = True
 
-    def __init__(self, log: Log, *, fresh: bool = False) -> None:
+    def __init__(self, log: Log) -> None:
         from dbos._context import assert_current_dbos_context
         from dbos._dbos import _get_dbos_instance
 
@@ -199,33 +187,51 @@ class DbosSteps:
         self._dbos = _get_dbos_instance()
         self._ctx = assert_current_dbos_context()
         self.workflow_id: str = self._ctx.workflow_id
-        self.recorded: dict[int, tuple[str, Any]] = (
-            {}  # a turn workflow created just now: no read
-            if fresh
-            else {
-                int(st["function_id"]): (st["function_name"], st["output"])
-                for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
-            }
-        )
+        self.recorded: dict[int, tuple[str, Any]] = {
+            int(st["function_id"]): (st["function_name"], st["output"])
+            for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
+        }
         self.mismatches = 0
 
+    # ------------------------------------------------------------ turns
+    def turn(self, agent_id: str) -> dict[str, Any]:
+        """The pass's next turn: its recorded result, or run it now."""
+        done = self._recorded_turn()
+        if done is not None:
+            fid, result = done
+            self._ctx.function_id = fid  # past the finished turn's steps
+            return result
+        t0 = _now_ms()
+        res = _engine().run_one_turn(agent_id, steps=self)
+        if res["ran"] or res.get("busy"):
+            self._step("holon.turn", res, t0)
+        return res
+
+    def _recorded_turn(self) -> tuple[int, dict[str, Any]] | None:
+        for fid in sorted(f for f in self.recorded if f > self._ctx.function_id):
+            name, output = self.recorded[fid]
+            if name == "holon.turn":
+                return fid, output
+        return None
+
+    # ------------------------------------------------------------ TurnSteps
     def replayed(self, record: StepRecord) -> None:
-        self._step(record, _now_ms())
+        self._step(f"holon.{record['kind']}", record, _now_ms())
 
     def round(self, n: int, fn: Callable[[], StepRecord | None]) -> None:
         t0 = _now_ms()
         rec = fn()
         if rec is not None:
-            self._step(rec, t0)
+            self._step("holon.round", rec, t0)
 
     def tool(self, call_id: str, fn: Callable[[], StepRecord]) -> None:
         t0 = _now_ms()
-        self._step(fn(), t0)
+        self._step("holon.tool", fn(), t0)
 
-    def _step(self, rec: StepRecord, started_ms: int) -> None:
+    # ------------------------------------------------------------ records
+    def _step(self, name: str, rec: Any, started_ms: int) -> None:
         from dbos._serialization import serialize_value
 
-        name = f"holon.{rec['kind']}"
         step_ctx = self._ctx.snapshot_step_ctx()  # the next function id, as a DBOS step takes
         fid = step_ctx.function_id
         prior = self.recorded.get(fid)
@@ -261,7 +267,7 @@ class DbosSteps:
         if bad:
             self.mismatches += 1
             self.log(
-                f"error: turn workflow {self.workflow_id}: DBOS step {fid} ({pname}) disagrees "
+                f"error: pass workflow {self.workflow_id}: DBOS step {fid} ({pname}) disagrees "
                 f"with the turn journal on {', '.join(bad)}; the journal wins "
                 f"(journal {dict(rec)}, DBOS {pout})"
             )
@@ -333,7 +339,6 @@ class DbosScheduler(Scheduler):
         self.http_addr: str | None = None
         self._resumes: set[str] = set()
         self._active: dict[str, int] = {}  # agent -> passes of this worker in flight
-        self._turns: dict[str, int] = {}  # agent -> turn workflows of this worker in flight
         self._sent: set[str] = set()  # workflow ids this worker enqueued (each once)
         self._parked: set[str] = set()  # passes dequeued while stopping: left pending
         self._workflow: Any = None
@@ -411,52 +416,19 @@ class DbosScheduler(Scheduler):
         instead: it stays pending under this executor id and a live worker
         recovers it once this one is gone (never run here half-way)."""
         if self.stopping.is_set():
-            self._park(agent_id)
+            with self._cv:
+                self._parked.add(agent_id)
+            threading.Event().wait()
         with self._cv:
             self._active[agent_id] = self._active.get(agent_id, 0) + 1
             self._running.add(agent_id)
-
-    def begin_turn(self, agent_id: str) -> None:
-        """A turn workflow starts here (inside this worker's pass, or a
-        recovered one dequeued alone). While stopping it is parked, so a
-        turn never starts half-way through a shutdown."""
-        if self.stopping.is_set():
-            self._park(agent_id)
-        with self._cv:
-            self._turns[agent_id] = self._turns.get(agent_id, 0) + 1
-            self._running.add(agent_id)
-
-    def end_turn(self, agent_id: str) -> None:
-        with self._cv:
-            n = self._turns.get(agent_id, 1) - 1
-            if n > 0:
-                self._turns[agent_id] = n
-                return
-            self._turns.pop(agent_id, None)
-            if agent_id not in self._active:  # a recovered turn alone: its pass waits elsewhere
-                self._running.discard(agent_id)
-                self._dirty.add(agent_id)
-                self._cv.notify_all()
-
-    def _park(self, agent_id: str) -> None:
-        """Never return: the workflow stays pending under this executor id
-        and a live worker recovers it once this one is gone. Its agent no
-        longer counts as running here (the drain does not wait for it)."""
-        with self._cv:
-            self._parked.add(agent_id)
-            self._active.pop(agent_id, None)
-            if agent_id not in self._turns:
-                self._running.discard(agent_id)
-            self._cv.notify_all()
-        threading.Event().wait()
 
     def end_pass(self, agent_id: str) -> None:
         with self._cv:
             n = self._active.get(agent_id, 1) - 1
             if n <= 0:
                 self._active.pop(agent_id, None)
-                if agent_id not in self._turns:
-                    self._running.discard(agent_id)
+                self._running.discard(agent_id)
             else:
                 self._active[agent_id] = n
             self._dirty.add(agent_id)  # its deadline may have moved (a Sleep, a timer)

@@ -1,5 +1,5 @@
 """`serve --engine dbos`, issue 30: each provider round and each tool call is
-a DBOS step of the turn's workflow, and DBOS's steps agree with the turn
+a DBOS step of the agent's pass workflow, and DBOS's steps agree with the turn
 journal, also across a SIGKILL of the worker mid-turn and a crash between the
 journal write and the step record (real Postgres 15, real DBOS)."""
 
@@ -99,7 +99,7 @@ def tool_provider(
 
 
 def dbos_steps(url: str, agent: str) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """turn workflow id -> its round/tool steps (name, output), in order."""
+    """pass workflow id -> its round/tool steps (name, output), in order."""
     import psycopg
     from dbos._serialization import DefaultSerializer, deserialize_value
 
@@ -110,8 +110,8 @@ def dbos_steps(url: str, agent: str) -> dict[str, list[tuple[str, dict[str, Any]
             "SELECT o.workflow_uuid, o.function_name, o.output, o.serialization "
             "FROM dbos.operation_outputs o JOIN dbos.workflow_status w "
             "ON w.workflow_uuid = o.workflow_uuid "
-            "WHERE w.name = 'holon.agent_turn' AND o.workflow_uuid LIKE %s "
-            "AND o.function_name IN ('holon.round', 'holon.tool') "
+            "WHERE w.name = 'holon.agent_pass' AND o.workflow_uuid LIKE %s "
+            "AND o.function_name IN ('holon.round', 'holon.tool', 'holon.turn') "
             "ORDER BY o.workflow_uuid, o.function_id",
             (f"{agent}:%",),
         ).fetchall()
@@ -136,7 +136,16 @@ def journal_steps(agent: str, message_id: str) -> list[tuple[str, str]]:
 
 
 def as_pairs(steps: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
-    return [(n, ",".join(o["calls"]) if n == "holon.round" else o["call_id"]) for n, o in steps]
+    """Rounds and tool calls; a turn's end as ("holon.turn", its status)."""
+    out = []
+    for n, o in steps:
+        if n == "holon.round":
+            out.append((n, ",".join(o["calls"])))
+        elif n == "holon.tool":
+            out.append((n, o["call_id"]))
+        else:
+            out.append((n, o["status"]))
+    return out
 
 
 def ran_lines(agent: str) -> list[str]:
@@ -168,9 +177,9 @@ def test_each_round_and_tool_call_is_a_dbos_step(
     ]
     assert journal_steps(agent, mid) == expected
     by_wf = dbos_steps(pg.url, agent)
-    (steps,) = [s for s in by_wf.values() if s]
-    assert as_pairs(steps) == expected
-    assert [o["round"] for _n, o in steps] == [1, 1, 2, 2, 3]
+    (steps,) = [s for s in by_wf.values() if s]  # the pass that ran the turn
+    assert as_pairs(steps) == [*expected, ("holon.turn", "completed")]
+    assert [o["round"] for _n, o in steps[:-1]] == [1, 1, 2, 2, 3]
     assert all(o["ok"] for n, o in steps if n == "holon.tool")
     assert all(o["usage"]["input_tokens"] > 0 for n, o in steps if n == "holon.round")
     assert rounds.seen == [("one", 1), ("one", 2), ("one", 3)]
@@ -214,8 +223,8 @@ def test_sigkill_after_round_two_resumes_after_the_last_step(
     ]
     assert journal_steps(agent, mid) == expected
     by_wf = dbos_steps(pg.url, agent)
-    (steps,) = [s for s in by_wf.values() if s]  # one turn workflow, resumed
-    assert as_pairs(steps) == expected
+    (steps,) = [s for s in by_wf.values() if s]  # one pass, recovered and resumed
+    assert as_pairs(steps) == [*expected, ("holon.turn", "completed")]
     logs = "".join(p.read_text() for p in tmp_path.glob("w*.log"))
     assert "disagrees" not in logs
     assert "dead worker(s)" in logs
@@ -269,12 +278,8 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
         assert rounds.seen == [("crash", 1), ("crash", 2)]
         assert completed(["c1"]) == []
         recovered = DBOS._recover_pending_workflows(["inproc-1"])
-        assert sorted(h.get_workflow_id() for h in recovered) == [
-            f"c1:msg:{mid}",
-            f"c1:msg:{mid}:t1",
-        ]
+        assert [h.get_workflow_id() for h in recovered] == [f"c1:msg:{mid}"]
         assert wait_for(lambda: len(completed(["c1"])) >= 1, timeout=60), logs
-        # the replayed pass got its turn's result: no thread is left waiting
         assert wait_for(
             lambda: DBOS.get_workflow_status(f"c1:msg:{mid}").status == "SUCCESS", timeout=30
         )
@@ -284,13 +289,14 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
     # as interrupted, never run
     assert rounds.seen == [("crash", 1), ("crash", 2), ("crash", 3)]
     assert ran_lines("c1") == ["crash-1"]
-    steps = dbos_steps(pg.url, "c1")[f"c1:msg:{mid}:t1"]
+    steps = dbos_steps(pg.url, "c1")[f"c1:msg:{mid}"]
     assert as_pairs(steps) == [
         ("holon.round", "call_crash_1"),
         ("holon.tool", "call_crash_1"),
         ("holon.round", "call_crash_2"),  # recorded by the replay, from the journal
         ("holon.tool", "call_crash_2"),
         ("holon.round", ""),
+        ("holon.turn", "completed"),
     ]
     assert steps[3][1]["ok"] is False  # the interrupted call
     assert "usage" not in steps[2][1] and "usage" in steps[0][1]
