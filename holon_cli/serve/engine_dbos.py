@@ -174,8 +174,13 @@ class DbosSteps:
     "replay the recorded output, else run and record", which can neither say
     "the journal ran it; record it only if missing" nor "no answer, no
     step", nor skip a finished turn's steps. The pass's steps are read once
-    when it starts; each new step is one insert, fenced by the execution's
-    ownership token as DBOS's own step records are."""
+    when it starts. New step rows are written in batches, one transaction
+    each (fenced by the execution's ownership token, as DBOS's own step
+    records are): before each provider round after the first (the previous
+    round and its tool calls) and with the turn's ``holon.turn`` step. DBOS
+    may trail the journal, never lead it, and a replay records from the
+    journal whatever a crash kept from DBOS; so a one-round turn costs one
+    transaction, as one plain DBOS step's record did."""
 
     durable = True
 
@@ -192,6 +197,8 @@ class DbosSteps:
             for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
         }
         self.mismatches = 0
+        self._pending: list[Any] = []  # step rows (DBOS's OperationResultInternal)
+        self._owner: str | None = None
 
     # ------------------------------------------------------------ turns
     def turn(self, agent_id: str) -> dict[str, Any]:
@@ -205,6 +212,7 @@ class DbosSteps:
         res = _engine().run_one_turn(agent_id, steps=self)
         if res["ran"] or res.get("busy"):
             self._step("holon.turn", res, t0)
+        self.flush()
         return res
 
     def _recorded_turn(self) -> tuple[int, dict[str, Any]] | None:
@@ -219,6 +227,7 @@ class DbosSteps:
         self._step(f"holon.{record['kind']}", record, _now_ms())
 
     def round(self, n: int, fn: Callable[[], StepRecord | None]) -> None:
+        self.flush()  # the rounds and calls before this one, before it is sent
         t0 = _now_ms()
         rec = fn()
         if rec is not None:
@@ -239,7 +248,8 @@ class DbosSteps:
             self._compare(fid, name, rec, prior)
             return
         output, serialization = serialize_value(dict(rec), None, self._dbos._serializer)
-        self.record(
+        self._owner = step_ctx.owner_xid
+        self._pending.append(
             {
                 "workflow_uuid": self.workflow_id,
                 "function_id": fid,
@@ -249,13 +259,30 @@ class DbosSteps:
                 "serialization": serialization,
                 "started_at_epoch_ms": started_ms,
                 "child_workflow_id": None,
-            },
-            step_ctx.owner_xid,
+            }
         )
 
-    def record(self, result: Any, owner_xid: str | None) -> None:
-        """One step row (the seam a crash test breaks)."""
-        self._dbos._sys_db.record_operation_result(result, owner_xid=owner_xid)
+    def flush(self) -> None:
+        """Write the pending step rows (one transaction)."""
+        if self._pending:
+            rows, self._pending = self._pending, []
+            self.record(rows, self._owner)
+
+    def record(self, rows: list[Any], owner_xid: str | None) -> None:
+        """Step rows in one transaction, retried through a database outage as
+        DBOS retries its own (the seam a crash test breaks)."""
+        from dbos._sys_db import db_retry
+
+        sys_db = self._dbos._sys_db
+        done_ms = _now_ms()  # one value across retries: a retried commit is recognised
+
+        @db_retry(sys_db=sys_db)
+        def write() -> None:
+            with sys_db.engine.begin() as conn:
+                for row in rows:
+                    sys_db._record_operation_result_txn(row, done_ms, conn, owner_xid=owner_xid)
+
+        write()
 
     def _compare(self, fid: int, name: str, rec: StepRecord, prior: tuple[str, Any]) -> None:
         from holon_cli.runtime.turn.steps import differs

@@ -242,9 +242,10 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
     tool_provider: tuple[LoopbackServer, ToolRounds],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """In-process: the recorder dies after round 2 is in the journal and
-    before DBOS has its step; DBOS recovers the workflows; the replay records
-    the missing step from the journal and sends nothing twice."""
+    """In-process: the recorder dies after round 2 and its tool call are in the
+    journal and before DBOS has their steps (the batch written before round 3
+    is sent); DBOS recovers the pass; the replay records the missing steps
+    from the journal, sends nothing twice and runs no call again."""
     from dbos import DBOS
 
     from holon_cli.runtime.agents import create_agent
@@ -260,11 +261,11 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
     records = [0]
     real = engine_dbos.DbosSteps.record
 
-    def record(self: engine_dbos.DbosSteps, result: Any, owner_xid: str | None) -> None:
+    def record(self: engine_dbos.DbosSteps, rows: list[Any], owner_xid: str | None) -> None:
         records[0] += 1
-        if records[0] == 3:  # round1, tool1, then round 2: journaled, not recorded
+        if records[0] == 2:  # [round 1, call 1] written; [round 2, call 2] never
             raise Crash()
-        real(self, result, owner_xid)
+        real(self, rows, owner_xid)
 
     monkeypatch.setattr(engine_dbos.DbosSteps, "record", record)
     eng = engine_dbos.DbosScheduler(
@@ -273,9 +274,13 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
     eng.launch()
     try:
         assert eng.enqueue_pass("c1", f"msg:{mid}")
-        assert wait_for(lambda: records[0] >= 3, timeout=60), rounds.seen
+        assert wait_for(lambda: records[0] >= 2, timeout=60), rounds.seen
         time.sleep(0.5)
         assert rounds.seen == [("crash", 1), ("crash", 2)]
+        assert [n for n, _o in dbos_steps(pg.url, "c1")[f"c1:msg:{mid}"]] == [
+            "holon.round",
+            "holon.tool",
+        ]
         assert completed(["c1"]) == []
         recovered = DBOS._recover_pending_workflows(["inproc-1"])
         assert [h.get_workflow_id() for h in recovered] == [f"c1:msg:{mid}"]
@@ -285,20 +290,19 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
         )
     finally:
         eng.shutdown()
-    # round 2 was not sent again; its call was in flight at the crash: closed
-    # as interrupted, never run
+    # rounds 1-2 were not sent again, calls 1-2 not run again
     assert rounds.seen == [("crash", 1), ("crash", 2), ("crash", 3)]
-    assert ran_lines("c1") == ["crash-1"]
+    assert ran_lines("c1") == ["crash-1", "crash-2"]
     steps = dbos_steps(pg.url, "c1")[f"c1:msg:{mid}"]
     assert as_pairs(steps) == [
         ("holon.round", "call_crash_1"),
         ("holon.tool", "call_crash_1"),
-        ("holon.round", "call_crash_2"),  # recorded by the replay, from the journal
+        ("holon.round", "call_crash_2"),  # these two recorded by the replay, from the journal
         ("holon.tool", "call_crash_2"),
         ("holon.round", ""),
         ("holon.turn", "completed"),
     ]
-    assert steps[3][1]["ok"] is False  # the interrupted call
-    assert "usage" not in steps[2][1] and "usage" in steps[0][1]
+    assert steps[3][1]["ok"] is True
+    assert "usage" not in steps[2][1] and "usage" in steps[0][1]  # journal vs live
     assert not [m for m in logs if "disagrees" in m], logs
     assert Counter(e["message_id"] for e in completed(["c1"])) == {mid: 1}
