@@ -269,18 +269,33 @@ class DbosSteps:
             self.record(rows, self._owner)
 
     def record(self, rows: list[Any], owner_xid: str | None) -> None:
-        """Step rows in one transaction, retried through a database outage as
-        DBOS retries its own (the seam a crash test breaks)."""
+        """Step rows in one transaction: the ownership check DBOS's own step
+        records make, then one multi-row insert; retried through a database
+        outage as DBOS retries its own (the seam a crash test breaks)."""
         from dbos._sys_db import db_retry
 
         sys_db = self._dbos._sys_db
-        done_ms = _now_ms()  # one value across retries: a retried commit is recognised
+        table = sys_db.tables.operation_outputs
+        done_ms = _now_ms()
+        values = [
+            {
+                **sys_db._wf_values(row["workflow_uuid"]),
+                **sys_db._child_values(None),
+                **{k: row[k] for k in _STEP_COLUMNS},
+                "completed_at_epoch_ms": done_ms,
+                "application_name": sys_db.app_name,
+                "retention_timestamp": sys_db._now_ms_sql(),
+            }
+            for row in rows
+        ]
 
         @db_retry(sys_db=sys_db)
         def write() -> None:
             with sys_db.engine.begin() as conn:
-                for row in rows:
-                    sys_db._record_operation_result_txn(row, done_ms, conn, owner_xid=owner_xid)
+                if owner_xid is not None:
+                    sys_db._check_owner_txn(conn, self.workflow_id, owner_xid)
+                # a retry after a commit that did land finds its own rows
+                conn.execute(sys_db.dialect.insert(table).values(values).on_conflict_do_nothing())
 
         write()
 
@@ -298,6 +313,18 @@ class DbosSteps:
                 f"with the turn journal on {', '.join(bad)}; the journal wins "
                 f"(journal {dict(rec)}, DBOS {pout})"
             )
+
+
+_STEP_COLUMNS = (
+    "workflow_uuid",
+    "function_id",
+    "function_name",
+    "output",
+    "error",
+    "serialization",
+    "started_at_epoch_ms",
+    "child_workflow_id",
+)
 
 
 def _now_ms() -> int:
