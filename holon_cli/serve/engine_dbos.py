@@ -149,8 +149,6 @@ def _register() -> Any:
                         agent_id, f"retry:{res['turn_id']}", delay=nxt, backoff=nxt
                     )
                 return out
-            if not res.get("more", True):  # nothing queued is left: no empty turn
-                return out
             backoff = 0.0
 
     return agent_pass
@@ -352,16 +350,6 @@ def pending_message_ids(agent_id: str) -> list[str]:
     return sorted(ids)
 
 
-def _has_work(store: Any) -> bool:
-    """Queued messages an unheld agent would run next (read-only)."""
-    from holon_cli.model.agent import HELD_STATUSES
-    from holon_cli.runtime import queue as q
-
-    if store.read_record()["state"]["status"] in HELD_STATUSES:
-        return False
-    return q.pending_count(store) > 0
-
-
 def _record_mtime_ns(root: Any, agent_id: str) -> int:
     try:
         return os.stat(root / "agents" / agent_id / ".holon" / "state" / "agent.json").st_mtime_ns
@@ -489,10 +477,9 @@ class DbosScheduler(Scheduler):
             self._cv.notify_all()
 
     def run_one_turn(self, agent_id: str, *, steps: TurnSteps | None = None) -> dict[str, Any]:
-        """``tick_agent`` then one ``run_turn`` (its rounds and tool calls
-        through ``steps``): the turn workflow's body. ``more``: queued work
-        is left, so the pass runs another turn (else it ends without an
-        empty one). A re-run tick finds what it already did."""
+        """``tick_agent`` then one ``run_turn``, its rounds and tool calls
+        through ``steps`` (the pass's :class:`DbosSteps`). A re-run tick
+        finds what it already did."""
         from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
         from holon_cli.runtime.agents import open_agent
         from holon_cli.runtime.tick import tick_agent
@@ -534,7 +521,6 @@ class DbosScheduler(Scheduler):
             "status": res.status,
             "turn_id": res.turn_id,
             "failure_kind": res.failure_kind,
-            "more": _has_work(store),
         }
 
     # ------------------------------------------------------------ wakes
