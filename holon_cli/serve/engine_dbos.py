@@ -174,13 +174,12 @@ class DbosSteps:
     step", nor skip a finished turn's steps. The pass's steps are read once
     when it starts. New step rows are written in batches, one transaction
     each (fenced by the execution's ownership token, as DBOS's own step
-    records are): before each provider round after the first (the previous
-    round and its tool calls) and with the turn's ``holon.turn`` step. DBOS
-    may trail the journal, never lead it, and a replay records from the
-    journal whatever a crash kept from DBOS; so a one-round turn costs one
-    transaction, as one plain DBOS step's record did."""
-
-    durable = True
+    records are), once the journal holds them durably: when a round's
+    answer is recorded (the round before it and its tool calls) and with the
+    turn's ``holon.turn`` step (the rest). DBOS may trail the journal, never
+    lead it, and a replay records from the journal whatever a crash kept
+    from DBOS; so a one-round turn costs one transaction, as one plain DBOS
+    step's record did, and no fsync is added to the turn."""
 
     def __init__(self, log: Log) -> None:
         from dbos._context import assert_current_dbos_context
@@ -210,7 +209,9 @@ class DbosSteps:
         res = _engine().run_one_turn(agent_id, steps=self)
         if res["ran"] or res.get("busy"):
             self._step("holon.turn", res, t0)
-        self.flush()
+            self.flush()
+        else:  # a turn that failed inside: what it left is not known durable; the pass ends
+            self._pending = []
         return res
 
     def _recorded_turn(self) -> tuple[int, dict[str, Any]] | None:
@@ -225,11 +226,14 @@ class DbosSteps:
         self._step(f"holon.{record['kind']}", record, _now_ms())
 
     def round(self, n: int, fn: Callable[[], StepRecord | None]) -> None:
-        self.flush()  # the rounds and calls before this one, before it is sent
         t0 = _now_ms()
         rec = fn()
-        if rec is not None:
-            self._step("holon.round", rec, t0)
+        if rec is None:  # no answer, no step (and nothing new is durable)
+            return
+        # the round's records are durable now, and with them the tool calls
+        # before it: those are written to DBOS, this round waits for the next
+        self.flush()
+        self._step("holon.round", rec, t0)
 
     def tool(self, call_id: str, fn: Callable[[], StepRecord]) -> None:
         t0 = _now_ms()

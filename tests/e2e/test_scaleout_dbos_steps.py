@@ -242,10 +242,10 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
     tool_provider: tuple[LoopbackServer, ToolRounds],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """In-process: the recorder dies after round 2 and its tool call are in the
-    journal and before DBOS has their steps (the batch written before round 3
-    is sent); DBOS recovers the pass; the replay records the missing steps
-    from the journal, sends nothing twice and runs no call again."""
+    """In-process: the recorder dies once round 3's answer is journaled,
+    before DBOS has the steps of round 2, its tool call and round 3 (the
+    batch written then); DBOS recovers the pass; the replay records the
+    missing steps from the journal, sends nothing twice, runs no call again."""
     from dbos import DBOS
 
     from holon_cli.runtime.agents import create_agent
@@ -276,7 +276,7 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
         assert eng.enqueue_pass("c1", f"msg:{mid}")
         assert wait_for(lambda: records[0] >= 2, timeout=60), rounds.seen
         time.sleep(0.5)
-        assert rounds.seen == [("crash", 1), ("crash", 2)]
+        assert rounds.seen == [("crash", 1), ("crash", 2), ("crash", 3)]
         assert [n for n, _o in dbos_steps(pg.url, "c1")[f"c1:msg:{mid}"]] == [
             "holon.round",
             "holon.tool",
@@ -290,19 +290,20 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
         )
     finally:
         eng.shutdown()
-    # rounds 1-2 were not sent again, calls 1-2 not run again
+    # no round was sent again (round 3's answer too was in the journal), no call run again
     assert rounds.seen == [("crash", 1), ("crash", 2), ("crash", 3)]
     assert ran_lines("c1") == ["crash-1", "crash-2"]
     steps = dbos_steps(pg.url, "c1")[f"c1:msg:{mid}"]
     assert as_pairs(steps) == [
         ("holon.round", "call_crash_1"),
         ("holon.tool", "call_crash_1"),
-        ("holon.round", "call_crash_2"),  # these two recorded by the replay, from the journal
+        ("holon.round", "call_crash_2"),  # these three recorded by the replay, from the journal
         ("holon.tool", "call_crash_2"),
         ("holon.round", ""),
         ("holon.turn", "completed"),
     ]
     assert steps[3][1]["ok"] is True
-    assert "usage" not in steps[2][1] and "usage" in steps[0][1]  # journal vs live
+    assert "usage" in steps[0][1]  # recorded live
+    assert "usage" not in steps[2][1] and "usage" not in steps[4][1]  # from the journal
     assert not [m for m in logs if "disagrees" in m], logs
     assert Counter(e["message_id"] for e in completed(["c1"])) == {mid: 1}

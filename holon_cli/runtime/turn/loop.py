@@ -308,8 +308,6 @@ class TurnRun:
             output=content,
             error={"kind": "interrupted"},
         )
-        if self.steps.durable:
-            self.make_durable()
         return tool_record(self.journal.rounds, item)
 
     # --------------------------------------------------------- build prompt
@@ -506,8 +504,6 @@ class TurnRun:
             {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")} for c in fx.command_runs
         ]
         self.journal.add_effects(fx.files_touched, runs, bool(fx.completion_brief_id))
-        if self.steps.durable:
-            self.make_durable()
         return tool_record(self.journal.rounds, self.journal.items[-1])
 
     def _rebind(self, ctx: ToolContext) -> None:

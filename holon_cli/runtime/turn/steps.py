@@ -15,10 +15,12 @@ Invariants:
 - ``fn`` is run exactly once, by the hook, whatever the recorder knows: the
   turn journal is the truth (a recorder that finds another record at that
   position reports it; it never skips the work);
-- ``fn`` returns after its journal records are written (and durable when
-  :attr:`TurnSteps.durable` asks for it), so a recorder records a step only
-  after the journal holds it: what a recorder holds is a prefix of the
-  journal;
+- ``fn`` returns after its journal records are written; they are durable
+  with the turn's next fsync batch: a round's own records when ``fn``
+  returns, a tool call's with the next round's (or the settlement). A
+  recorder that writes a step only after that (a tool call's after the
+  next round's ``fn`` returned, or after the turn) holds a prefix of the
+  journal, never more;
 - a round that produced no answer (provider failure, budget stop) returns
   ``None`` and is no step: its replay is decided by the journal alone;
 - records are small: indexes, ids, ok flags, usage; never transcripts.
@@ -90,12 +92,6 @@ def differs(a: StepRecord, b: StepRecord) -> list[str]:
 class TurnSteps(Protocol):
     """Where a turn's steps are recorded (see the module docstring)."""
 
-    @property
-    def durable(self) -> bool:
-        """True: each step's journal records are fsync'd before it returns
-        (a recorder on another machine must never be ahead of the journal)."""
-        ...
-
     def replayed(self, record: StepRecord) -> None:
         """A step the resumed journal already holds."""
         ...
@@ -111,8 +107,6 @@ class TurnSteps(Protocol):
 
 class Direct:
     """No recorder: each ``fn`` just runs."""
-
-    durable = False
 
     def replayed(self, record: StepRecord) -> None:
         return None
