@@ -112,6 +112,7 @@ def dbos_steps(url: str, agent: str) -> dict[str, list[tuple[str, dict[str, Any]
             "ON w.workflow_uuid = o.workflow_uuid "
             "WHERE w.name = 'holon.agent_pass' AND o.workflow_uuid LIKE %s "
             "AND o.function_name IN ('holon.round', 'holon.tool', 'holon.turn') "
+            "AND o.function_id < 900 "  # fenced_by_the_owner's rows
             "ORDER BY o.workflow_uuid, o.function_id",
             (f"{agent}:%",),
         ).fetchall()
@@ -288,6 +289,7 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
         assert wait_for(
             lambda: DBOS.get_workflow_status(f"c1:msg:{mid}").status == "SUCCESS", timeout=30
         )
+        fenced_by_the_owner(pg.url, f"c1:msg:{mid}")
     finally:
         eng.shutdown()
     # no round was sent again (round 3's answer too was in the journal), no call run again
@@ -307,3 +309,40 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
     assert "usage" not in steps[2][1] and "usage" not in steps[4][1]  # from the journal
     assert not [m for m in logs if "disagrees" in m], logs
     assert Counter(e["message_id"] for e in completed(["c1"])) == {mid: 1}
+
+
+def fenced_by_the_owner(url: str, wfid: str) -> None:
+    """Step rows land only while the writer owns the workflow (DBOS's own
+    fence); a retried batch that already landed is no error."""
+    import psycopg
+    from dbos._dbos import _get_dbos_instance
+    from dbos._error import DBOSWorkflowConflictIDError
+
+    from holon_cli.serve.engine_dbos import DbosSteps
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE dbos.workflow_status SET owner_xid = 'me' WHERE workflow_uuid = %s", (wfid,)
+        )
+    steps = DbosSteps.__new__(DbosSteps)
+    steps._dbos = _get_dbos_instance()
+    steps.workflow_id = wfid
+    row = {
+        "function_id": 900,
+        "function_name": "holon.turn",
+        "output": None,
+        "started_at_epoch_ms": 1,
+        "serialization": None,
+    }
+    with pytest.raises(DBOSWorkflowConflictIDError):
+        steps.record([row], "someone-else")
+    steps.record([row, {**row, "function_id": 901}], "me")
+    steps.record([row], "me")  # already there: left alone
+    with psycopg.connect(url, autocommit=True) as conn:
+        got = conn.execute(
+            "SELECT function_id, completed_at_epoch_ms > 0, retention_timestamp > 0 "
+            "FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_id >= 900 "
+            "ORDER BY function_id",
+            (wfid,),
+        ).fetchall()
+    assert got == [(900, True, True), (901, True, True)]
