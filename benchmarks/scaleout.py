@@ -190,8 +190,11 @@ def throughput(pg: PgCluster, base: Path, workers: int, a: argparse.Namespace) -
 
 def per_turn(
     pg: PgCluster, base: Path, engine: str, a: argparse.Namespace, run: int
-) -> tuple[float, float]:
-    """Wall ms per turn and the worker's CPU ms per turn."""
+) -> tuple[float, float, float]:
+    """Wall ms per turn, the worker's CPU ms per turn, and that CPU net of
+    what the worker burns idle (its rate over a second before the backlog,
+    times the backlog's wall time: DBOS's queue polling and heartbeat are
+    paid per second, not per turn)."""
     url = None
     if engine == "dbos":
         pg.createdb(f"overhead{run}")
@@ -200,13 +203,18 @@ def per_turn(
     DELAY[0] = 0.0
     procs = [_start(home, engine, url, "w0", 4)]
     try:
-        time.sleep(2.0)
+        time.sleep(1.0)
+        idle0, t_idle = _cpu_s(procs[0].pid), time.monotonic()
+        time.sleep(1.5)
+        idle_rate = (_cpu_s(procs[0].pid) - idle0) / (time.monotonic() - t_idle)
         DONE.clear()
         cpu0 = _cpu_s(procs[0].pid)
         t0 = _admit_all(["a0"], a.backlog)
         _wait_done(a.backlog, timeout=300)
         cpu = _cpu_s(procs[0].pid) - cpu0
-        return (DONE[a.backlog - 1] - t0) / a.backlog * 1000, cpu / a.backlog * 1000
+        wall = DONE[a.backlog - 1] - t0
+        net = max(0.0, cpu - idle_rate * wall)
+        return wall / a.backlog * 1000, cpu / a.backlog * 1000, net / a.backlog * 1000
     finally:
         _stop(procs)
 
@@ -299,20 +307,25 @@ def main() -> int:
             for run in range(a.repeats):
                 local.append(per_turn(pg, base, "local", a, run))
                 dbos.append(per_turn(pg, base, "dbos", a, run))
-            local_ms = statistics.median(w for w, _c in local)
-            dbos_ms = statistics.median(w for w, _c in dbos)
-            local_cpu = statistics.median(c for _w, c in local)
-            dbos_cpu = statistics.median(c for _w, c in dbos)
+            local_ms = statistics.median(r[0] for r in local)
+            dbos_ms = statistics.median(r[0] for r in dbos)
+            local_cpu = statistics.median(r[1] for r in local)
+            dbos_cpu = statistics.median(r[1] for r in dbos)
+            local_net = statistics.median(r[2] for r in local)
+            dbos_net = statistics.median(r[2] for r in dbos)
             out["per_turn_ms"] = {
                 "tool_rounds": a.tool_rounds,
                 "local": round(local_ms, 1),
                 "dbos": round(dbos_ms, 1),
                 "overhead": round(dbos_ms - local_ms, 1),
-                "runs_local": [round(w, 1) for w, _c in local],
-                "runs_dbos": [round(w, 1) for w, _c in dbos],
+                "runs_local": [round(r[0], 1) for r in local],
+                "runs_dbos": [round(r[0], 1) for r in dbos],
                 "cpu_local": round(local_cpu, 1),
                 "cpu_dbos": round(dbos_cpu, 1),
                 "cpu_overhead": round(dbos_cpu - local_cpu, 1),
+                "cpu_net_local": round(local_net, 1),
+                "cpu_net_dbos": round(dbos_net, 1),
+                "cpu_net_overhead": round(dbos_net - local_net, 1),
             }
         if "recovery" in parts:
             out["recovery_s"] = round(recovery(pg, base), 2)
@@ -334,7 +347,9 @@ def main() -> int:
             f"dbos {pt['dbos']} ms: +{pt['overhead']} ms "
             f"(local {pt['runs_local']}, dbos {pt['runs_dbos']}); "
             f"worker CPU per turn: local {pt['cpu_local']} ms, dbos {pt['cpu_dbos']} ms: "
-            f"+{pt['cpu_overhead']} ms ({pt['tool_rounds']} tool round(s) per turn)"
+            f"+{pt['cpu_overhead']} ms; net of idle CPU: local {pt['cpu_net_local']} ms, "
+            f"dbos {pt['cpu_net_dbos']} ms: +{pt['cpu_net_overhead']} ms "
+            f"({pt['tool_rounds']} tool round(s) per turn)"
         )
     if "recovery_s" in out:
         print(f"recovery after SIGKILL: {out['recovery_s']} s")
