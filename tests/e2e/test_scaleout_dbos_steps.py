@@ -50,8 +50,9 @@ class ToolRounds:
 
     def __call__(self, req: RecordedRequest) -> Reply:
         body = req.json()
-        tag = re.search(r"steps-(\w+)", json.dumps(body["input"]))
-        assert tag is not None, body["input"]
+        tags = re.findall(r"steps-(\w+)", json.dumps(body["input"]))
+        assert tags, body["input"]
+        tag = [None, tags[-1]]  # the message being answered comes last
         n = 1 + sum(1 for i in body["input"] if i.get("type") == "function_call_output")
         with self.lock:
             first3 = n == 3 and (tag[1], 3) not in self.seen
@@ -346,3 +347,68 @@ def fenced_by_the_owner(url: str, wfid: str) -> None:
             (wfid,),
         ).fetchall()
     assert got == [(900, True, True), (901, True, True)]
+
+
+@pytest.mark.slow
+@needs_pg
+@needs_dbos
+def test_a_recovered_pass_skips_its_finished_turns(
+    pg: PgCluster,
+    tool_provider: tuple[LoopbackServer, ToolRounds],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One pass runs two messages' turns; it dies in the second (after the
+    second round's batch); the recovered pass takes the first turn's recorded
+    end instead of running it, and the second resumes at its own steps."""
+    from dbos import DBOS
+
+    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.serve import engine_dbos
+    from holon_cli.tools.catalog import default_catalog
+
+    _srv, rounds = tool_provider
+    monkeypatch.setenv("HOLON_WORKER_ID", "")
+    create_agent("c2")
+    first = admit("steps-aa", agent_id="c2")["id"]
+    second = admit("steps-bb", agent_id="c2")["id"]
+    logs: list[str] = []
+    records = [0]
+    real = engine_dbos.DbosSteps.record
+
+    def record(self: engine_dbos.DbosSteps, rows: list[Any], owner_xid: str | None) -> None:
+        records[0] += 1
+        if records[0] == 5:  # turn 1: 3 batches; turn 2: [r1, t1], then this one
+            raise Crash()
+        real(self, rows, owner_xid)
+
+    monkeypatch.setattr(engine_dbos.DbosSteps, "record", record)
+    eng = engine_dbos.DbosScheduler(
+        database_url=pg.url, executor_id="inproc-2", catalog=default_catalog(), log=logs.append
+    )
+    eng.launch()
+    wfid = f"c2:msg:{first}"
+    try:
+        assert eng.enqueue_pass("c2", f"msg:{first}")
+        assert wait_for(lambda: records[0] >= 5, timeout=60), rounds.seen
+        time.sleep(0.5)
+        assert [e["message_id"] for e in completed(["c2"])] == [first]
+        DBOS._recover_pending_workflows(["inproc-2"])
+        assert wait_for(lambda: DBOS.get_workflow_status(wfid).status == "SUCCESS", timeout=60)
+    finally:
+        eng.shutdown()
+    done = Counter(e["message_id"] for e in completed(["c2"]))
+    assert done == {first: 1, second: 1}
+    assert rounds.seen == [("aa", 1), ("aa", 2), ("aa", 3), ("bb", 1), ("bb", 2), ("bb", 3)]
+    assert ran_lines("c2") == ["aa-1", "aa-2", "bb-1", "bb-2"]
+    one = [
+        ("holon.round", "call_{}_1"),
+        ("holon.tool", "call_{}_1"),
+        ("holon.round", "call_{}_2"),
+        ("holon.tool", "call_{}_2"),
+        ("holon.round", ""),
+        ("holon.turn", "completed"),
+    ]
+    expected = [(n, v.format(t)) for t in ("aa", "bb") for n, v in one]
+    assert as_pairs(dbos_steps(pg.url, "c2")[wfid]) == expected
+    assert not [m for m in logs if "disagrees" in m], logs
