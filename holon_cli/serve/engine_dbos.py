@@ -210,7 +210,7 @@ class DbosSteps:
         if res["ran"] or res.get("busy"):
             self._step("holon.turn", res, t0)
             self.flush()
-        else:  # a turn that failed inside: what it left is not known durable; the pass ends
+        else:  # nothing ran, or it failed inside (its rows may not be durable): the pass ends
             self._pending = []
         return res
 
