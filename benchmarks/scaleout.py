@@ -14,15 +14,18 @@ home (a fresh database per configuration).
   workers >= 0.8 x N x one worker while CPU is not the bottleneck (the
   machine's CPU use is printed beside each figure).
 - overhead: one agent, a backlog of ``--backlog`` messages, a provider that
-  answers at once: wall time per turn with ``--engine local`` and with
-  ``--engine dbos`` (one worker), interleaved, median of ``--repeats``;
-  the difference is the engine's cost per turn. Target <= 10 ms.
+  answers at once (``--tool-rounds`` rounds with one tool call each before
+  the answer; 0: a one-round turn): wall time per turn with ``--engine
+  local`` and with ``--engine dbos`` (one worker), interleaved, median of
+  ``--repeats``; the difference is the engine's cost per turn. Target <= 10
+  ms. Beside it the worker's CPU time per turn (user + system, from
+  ``/proc``), which other jobs on the machine move much less than wall time.
 - recovery: two workers, slow answers (2 s); SIGKILL the worker running a
   turn; time until a live worker starts that agent's turn again. Target
   <= 10 s.
 
     python benchmarks/scaleout.py [--agents 50] [--per-agent 2] [--workers 1,2,4]
-        [--provider-ms 300] [--backlog 40] [--repeats 5]
+        [--provider-ms 300] [--backlog 40] [--repeats 5] [--tool-rounds 0]
         [--parts throughput,overhead,recovery] [--json]
 """
 
@@ -53,13 +56,41 @@ DONE: list[float] = []
 _LOCK = threading.Lock()
 
 
+TOOL_ROUNDS = [0]
+
+
+def _tool_call(n: int) -> list[dict[str, Any]]:
+    """One cheap tool call (no process: the agent's own work item list)."""
+    return [
+        {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": f"call_{n}",
+            "name": "ListWorkItems",
+            "arguments": "{}",
+            "status": "completed",
+        }
+    ]
+
+
 class Handler(ResponsesHandler):
     def do_POST(self) -> None:  # noqa: N802
-        self.read_json()
+        body = self.read_json()
         time.sleep(DELAY[0])
+        n = sum(1 for i in body.get("input", []) if i.get("type") == "function_call_output")
+        if n < TOOL_ROUNDS[0]:
+            self.reply(_tool_call(n + 1), 10, 1)
+            return
         self.reply(message("done"), 10, 1)
         with _LOCK:
             DONE.append(time.time())
+
+
+def _cpu_s(pid: int) -> float:
+    """A process's CPU seconds so far (user + system)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_busy() -> tuple[float, float]:
@@ -157,7 +188,13 @@ def throughput(pg: PgCluster, base: Path, workers: int, a: argparse.Namespace) -
     }
 
 
-def per_turn(pg: PgCluster, base: Path, engine: str, a: argparse.Namespace, run: int) -> float:
+def per_turn(
+    pg: PgCluster, base: Path, engine: str, a: argparse.Namespace, run: int
+) -> tuple[float, float, float]:
+    """Wall ms per turn, the worker's CPU ms per turn, and that CPU net of
+    what the worker burns idle (its rate over a second before the backlog,
+    times the backlog's wall time: DBOS's queue polling and heartbeat are
+    paid per second, not per turn)."""
     url = None
     if engine == "dbos":
         pg.createdb(f"overhead{run}")
@@ -166,11 +203,18 @@ def per_turn(pg: PgCluster, base: Path, engine: str, a: argparse.Namespace, run:
     DELAY[0] = 0.0
     procs = [_start(home, engine, url, "w0", 4)]
     try:
-        time.sleep(2.0)
+        time.sleep(1.0)
+        idle0, t_idle = _cpu_s(procs[0].pid), time.monotonic()
+        time.sleep(1.5)
+        idle_rate = (_cpu_s(procs[0].pid) - idle0) / (time.monotonic() - t_idle)
         DONE.clear()
+        cpu0 = _cpu_s(procs[0].pid)
         t0 = _admit_all(["a0"], a.backlog)
         _wait_done(a.backlog, timeout=300)
-        return (DONE[a.backlog - 1] - t0) / a.backlog * 1000
+        cpu = _cpu_s(procs[0].pid) - cpu0
+        wall = DONE[a.backlog - 1] - t0
+        net = max(0.0, cpu - idle_rate * wall)
+        return wall / a.backlog * 1000, cpu / a.backlog * 1000, net / a.backlog * 1000
     finally:
         _stop(procs)
 
@@ -228,6 +272,9 @@ def main() -> int:
     ap.add_argument("--provider-ms", type=float, default=300)
     ap.add_argument("--backlog", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=5, help="overhead runs (median)")
+    ap.add_argument(
+        "--tool-rounds", type=int, default=0, help="overhead: tool rounds before each answer"
+    )
     ap.add_argument("--parts", default="throughput,overhead,recovery")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -255,17 +302,30 @@ def main() -> int:
             out["throughput"] = rows
         if "overhead" in parts:
             # interleaved and repeated: other jobs on the machine move each figure a lot
+            TOOL_ROUNDS[0] = a.tool_rounds
             local, dbos = [], []
             for run in range(a.repeats):
                 local.append(per_turn(pg, base, "local", a, run))
                 dbos.append(per_turn(pg, base, "dbos", a, run))
-            local_ms, dbos_ms = statistics.median(local), statistics.median(dbos)
+            local_ms = statistics.median(r[0] for r in local)
+            dbos_ms = statistics.median(r[0] for r in dbos)
+            local_cpu = statistics.median(r[1] for r in local)
+            dbos_cpu = statistics.median(r[1] for r in dbos)
+            local_net = statistics.median(r[2] for r in local)
+            dbos_net = statistics.median(r[2] for r in dbos)
             out["per_turn_ms"] = {
+                "tool_rounds": a.tool_rounds,
                 "local": round(local_ms, 1),
                 "dbos": round(dbos_ms, 1),
                 "overhead": round(dbos_ms - local_ms, 1),
-                "runs_local": [round(v, 1) for v in local],
-                "runs_dbos": [round(v, 1) for v in dbos],
+                "runs_local": [round(r[0], 1) for r in local],
+                "runs_dbos": [round(r[0], 1) for r in dbos],
+                "cpu_local": round(local_cpu, 1),
+                "cpu_dbos": round(dbos_cpu, 1),
+                "cpu_overhead": round(dbos_cpu - local_cpu, 1),
+                "cpu_net_local": round(local_net, 1),
+                "cpu_net_dbos": round(dbos_net, 1),
+                "cpu_net_overhead": round(dbos_net - local_net, 1),
             }
         if "recovery" in parts:
             out["recovery_s"] = round(recovery(pg, base), 2)
@@ -285,7 +345,11 @@ def main() -> int:
         print(
             f"per turn (median of {len(pt['runs_local'])}): local {pt['local']} ms, "
             f"dbos {pt['dbos']} ms: +{pt['overhead']} ms "
-            f"(local {pt['runs_local']}, dbos {pt['runs_dbos']})"
+            f"(local {pt['runs_local']}, dbos {pt['runs_dbos']}); "
+            f"worker CPU per turn: local {pt['cpu_local']} ms, dbos {pt['cpu_dbos']} ms: "
+            f"+{pt['cpu_overhead']} ms; net of idle CPU: local {pt['cpu_net_local']} ms, "
+            f"dbos {pt['cpu_net_dbos']} ms: +{pt['cpu_net_overhead']} ms "
+            f"({pt['tool_rounds']} tool round(s) per turn)"
         )
     if "recovery_s" in out:
         print(f"recovery after SIGKILL: {out['recovery_s']} s")

@@ -5,7 +5,8 @@ Modules: ``entry`` (``run_turn``, ``run_turns_all``), ``loop`` (``TurnRun``:
 the lifecycle as steps), ``fit`` (``ContextFit``: the context budget),
 ``spend`` (``TurnSpend``: the budget gate and each round's spend),
 ``progress`` (a settled turn's progress and working-memory delta),
-``model_round`` (a model round's and a tool result's records),
+``model_round`` (a model round's and a tool result's records), ``steps``
+(the hook each provider round and tool call runs through: ``TurnSteps``),
 ``settle`` (the settlement and the terminal records), ``journal`` (crash
 replay), ``recorder`` (events and transcript bound to the turn), ``closure``
 (ClosureDecision), ``context`` (recent conversation), ``result``

@@ -18,6 +18,7 @@ from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.preflight import resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
 from holon_cli.runtime.turn.settle import finish_agent_state
+from holon_cli.runtime.turn.steps import DIRECT, TurnSteps
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
@@ -136,9 +137,12 @@ def run_turn(
     sleep: Callable[[float], None] = time.sleep,
     max_rounds: int | None = None,
     catalog: Toolbox,
+    steps: TurnSteps = DIRECT,
 ) -> TurnResult:
     """Run one turn for the agent if it has queued work, offering the tools of
-    ``catalog`` (the caller builds it: ``tools.catalog.default_catalog()``).
+    ``catalog`` (the caller builds it: ``tools.catalog.default_catalog()``);
+    each provider round and tool call goes through ``steps`` (a recorder:
+    ``serve --engine dbos``; by default nothing).
     Raises BusyError (75) when another turn holds the agent, RejectedError (4)
     when it is stopped."""
     store = store or open_agent(agent_id)
@@ -181,6 +185,7 @@ def run_turn(
             sleep=sleep,
             max_rounds=max_rounds,
             resolve=resolve,
+            steps=steps,
         )
         return _execute(store, run, entry, turn_id, child=is_supervised_child(rec["identity"]))
     finally:

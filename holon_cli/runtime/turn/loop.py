@@ -15,6 +15,10 @@ execute), and tools report what they did through the typed
 :class:`~holon_cli.model.tool.ToolEffects` on their result. Events and
 transcript entries go through one
 :class:`~holon_cli.runtime.turn.recorder.TurnRecorder` bound to the turn.
+Each provider round and each tool call runs through the turn's
+:class:`~holon_cli.runtime.turn.steps.TurnSteps` hook (a recorder such as
+``serve --engine dbos``'s; by default nothing), and a replayed turn first
+re-walks the rounds and tool results its journal holds through the same hook.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.model.execution_policy import execution_policy
-from holon_cli.providers.base import ConversationItem, ProviderRequest
+from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
@@ -61,6 +65,7 @@ from holon_cli.runtime.turn.recorder import TurnRecorder
 from holon_cli.runtime.turn.result import TurnResult
 from holon_cli.runtime.turn.settle import decide_settlement, finish_agent_state, write_terminal
 from holon_cli.runtime.turn.spend import TurnSpend
+from holon_cli.runtime.turn.steps import DIRECT, StepRecord, TurnSteps, round_record, tool_record
 from holon_cli.runtime.workspace import WorkspaceBinding, workspace_for
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import default_agent_id
@@ -106,6 +111,7 @@ class TurnRun:
         sleep: Callable[[float], None],
         max_rounds: int | None = None,
         resolve: Callable[[str], Any] | None = None,
+        steps: TurnSteps = DIRECT,
     ) -> None:
         self.t_start = time.monotonic()
         self.store = store
@@ -118,6 +124,7 @@ class TurnRun:
         self.cfg = config
         self.sleep = sleep
         self.resolve = resolve
+        self.steps = steps
         rt_cfg = config.get("runtime") or {}
         self.max_rounds = max_rounds or int(rt_cfg.get("max_provider_rounds") or DEFAULT_MAX_ROUNDS)
         self.rec = TurnRecorder(store, self.msg, turn_id)
@@ -146,6 +153,7 @@ class TurnRun:
         self.context_build_ms = 0.0
         self.budget_hit: BudgetHit | None = None  # a budget refused the next request
         self.tool_calls_made = 0  # the no-progress guard's view of the turn
+        self._mutated = False  # a call of the current tool round changed a work item
         self.work_item_changed = False
         self.spend = TurnSpend(store, config, turn_id, self.mid)  # fsync'd once, at settle
         # an operator's abort: each provider and tool call is waited for here
@@ -160,6 +168,7 @@ class TurnRun:
 
     def execute(self) -> TurnResult:
         self.start()
+        self.replay_steps()
         if self.journal.settlement is None:
             try:
                 self.rounds()
@@ -176,10 +185,9 @@ class TurnRun:
             if fitted is None:
                 break
             built = fitted
-            rnd = self.call_model(built)
+            rnd = self.provider_round(built)
             if rnd is None:
                 break
-            self.record_round(rnd)
             if not rnd.tool_calls:
                 self.final_text = rnd.text
                 break
@@ -252,6 +260,21 @@ class TurnRun:
             self.store, self.mid, max_chars=recent_chars_for(self.ctx.budget_tokens)
         )
 
+    # ------------------------------------------------------- replay steps
+
+    def replay_steps(self) -> None:
+        """A resumed journal's rounds and tool results, in order, through the
+        step hook (nothing is re-sent or re-run: the hook compares or records)."""
+        if self.fresh:
+            return
+        n = 0
+        for item in self.journal.items:
+            if item.role == "assistant":
+                n += 1
+                self.steps.replayed(round_record(n, item, None))
+            elif item.role == "tool":
+                self.steps.replayed(tool_record(n, item))
+
     # ---------------------------------------------- close in-flight calls
 
     def close_in_flight_calls(self) -> bool:
@@ -268,23 +291,25 @@ class TurnRun:
         recorded = self.journal.recorded_results()
         for call in last.tool_calls:
             if call.id not in recorded:
-                from holon_cli.model.tool import render_error
-
-                content = render_error(call.name, _INTERRUPTED)
-                self.journal.add_item(
-                    ConversationItem(
-                        "tool", content, call_id=call.id, name=call.name, is_error=True
-                    )
-                )
-                self.rec.transcript(
-                    "tool_result",
-                    call_id=call.id,
-                    tool_name=call.name,
-                    ok=False,
-                    output=content,
-                    error={"kind": "interrupted"},
-                )
+                self.steps.tool(call.id, partial(self._interrupted, call))
         return False
+
+    def _interrupted(self, call: ToolCall) -> StepRecord:
+        """One in-flight call closed as interrupted (a step of its own)."""
+        from holon_cli.model.tool import render_error
+
+        content = render_error(call.name, _INTERRUPTED)
+        item = ConversationItem("tool", content, call_id=call.id, name=call.name, is_error=True)
+        self.journal.add_item(item)
+        self.rec.transcript(
+            "tool_result",
+            call_id=call.id,
+            tool_name=call.name,
+            ok=False,
+            output=content,
+            error={"kind": "interrupted"},
+        )
+        return tool_record(self.journal.rounds, item)
 
     # --------------------------------------------------------- build prompt
 
@@ -343,6 +368,25 @@ class TurnRun:
         if self.ctx.fit(self.focus):
             return self.fit(self.build_prompt())
         return built
+
+    # ------------------------------------------------------- provider round
+
+    def provider_round(self, built: BuiltPrompt) -> ModelRound | None:
+        """Call the model and record its answer, as one step of the hook.
+        ``None``: no answer (a chain failure or a budget stop ended the loop)."""
+        done: list[ModelRound] = []
+
+        def step() -> StepRecord | None:
+            rnd = self.call_model(built)
+            if rnd is None:
+                return None
+            self.record_round(rnd)
+            done.append(rnd)
+            usage = rnd.response.usage.to_dict() if rnd.response.usage is not None else None
+            return round_record(self.journal.rounds, self.journal.items[-1], usage)
+
+        self.steps.round(self.journal.rounds + 1, step)
+        return done[0] if done else None
 
     # ----------------------------------------------------------- call model
 
@@ -430,38 +474,41 @@ class TurnRun:
             config=self.cfg,
             effects=self.turn_local,
         )
-        mutated = False
+        self._mutated = False
         self.completion_briefs = []
         for call in resp.tool_calls:
-            t_tool = time.monotonic()
-            res = self.abort.call(
-                partial(self.catalog.execute, ctx, call), on_abort=self._stop_call
-            )
-            tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
-            fx = res.effects
-            mutated = mutated or fx.work_item_mutated
-            if fx.completion_brief_id:
-                self.completion_briefs.append(fx.completion_brief_id)
-            if fx.sleep is not None:
-                self.sleep_req = fx.sleep
-            if fx.workspace_changed:
-                self._rebind(ctx)
-            if fx.commands and built.sources.get("skills"):
-                self._activate_skills(fx.commands, built.sources["skills"])
-            record_tool_result(
-                self.rec, self.journal, call, res, tool_ms, fx.work_item_id or self.focus
-            )
-            # after its result: a replay counts the effects of recorded calls only
-            runs = [
-                {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")}
-                for c in fx.command_runs
-            ]
-            self.journal.add_effects(fx.files_touched, runs, bool(fx.completion_brief_id))
+            self.steps.tool(call.id, partial(self._run_call, ctx, call, built))
+        mutated = self._mutated
         self.rounds_since_mutation = 0 if mutated else self.rounds_since_mutation + 1
         self.tool_calls_made += len(resp.tool_calls)
         self.work_item_changed = self.work_item_changed or mutated
         if mutated:
             self.focus = self.store.read_record()["state"].get("current_work_item_id")
+
+    def _run_call(self, ctx: ToolContext, call: ToolCall, built: BuiltPrompt) -> StepRecord:
+        """One tool call: run it, apply its effects, record its result."""
+        t_tool = time.monotonic()
+        res = self.abort.call(partial(self.catalog.execute, ctx, call), on_abort=self._stop_call)
+        tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
+        fx = res.effects
+        self._mutated = self._mutated or fx.work_item_mutated
+        if fx.completion_brief_id:
+            self.completion_briefs.append(fx.completion_brief_id)
+        if fx.sleep is not None:
+            self.sleep_req = fx.sleep
+        if fx.workspace_changed:
+            self._rebind(ctx)
+        if fx.commands and built.sources.get("skills"):
+            self._activate_skills(fx.commands, built.sources["skills"])
+        record_tool_result(
+            self.rec, self.journal, call, res, tool_ms, fx.work_item_id or self.focus
+        )
+        # after its result: a replay counts the effects of recorded calls only
+        runs = [
+            {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")} for c in fx.command_runs
+        ]
+        self.journal.add_effects(fx.files_touched, runs, bool(fx.completion_brief_id))
+        return tool_record(self.journal.rounds, self.journal.items[-1])
 
     def _rebind(self, ctx: ToolContext) -> None:
         """The binding changed mid-turn: the next calls and rounds use it."""
