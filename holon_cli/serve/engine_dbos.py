@@ -476,10 +476,33 @@ class DbosScheduler(Scheduler):
         except Exception as exc:  # noqa: BLE001 - the database is away: retried later
             self.log(f"{agent_id}: cannot enqueue {key} ({type(exc).__name__}: {exc})")
             return False
+        self._remember([wfid])
+        return True
+
+    def _remember(self, wfids: Iterable[str]) -> None:
         if len(self._sent) > SENT_MAX:
             self._sent.clear()
-        self._sent.add(wfid)
-        return True
+        self._sent.update(wfids)
+
+    def _pass_waiting(self, agent_id: str) -> bool:
+        """Whether a pass of this agent is enqueued and not started yet (by any
+        worker). Read after the arrival was written, so that pass's tick sees
+        it. ``False`` when the database cannot say: then a pass is enqueued."""
+        import sqlalchemy as sa
+        from dbos._dbos import _get_dbos_instance
+
+        sys_db = _get_dbos_instance()._sys_db
+        schema = sys_db.schema or "public"
+        query = sa.text(
+            f'SELECT 1 FROM "{schema}".workflow_status WHERE queue_name = :q '
+            "AND status = 'ENQUEUED' AND queue_partition_key = :a LIMIT 1"
+        )
+        try:
+            with sys_db.engine.connect() as conn:
+                return conn.execute(query, {"q": QUEUE, "a": agent_id}).first() is not None
+        except Exception as exc:  # noqa: BLE001 - the database is away: enqueue (and log) instead
+            self.log(f"{agent_id}: cannot look for a waiting pass ({type(exc).__name__})")
+            return False
 
     def begin_pass(self, agent_id: str) -> None:
         """A pass workflow starts on this worker. While stopping, it is parked
@@ -566,8 +589,14 @@ class DbosScheduler(Scheduler):
             resumed = agent_id in self._resumes
             self._resumes.discard(agent_id)
         pending = pending_message_ids(agent_id)
-        for mid in pending:
-            self.enqueue_pass(agent_id, f"msg:{mid}")
+        fresh = [mid for mid in pending if f"{agent_id}:msg:{mid}" not in self._sent]
+        # one pass takes every queued message (it runs turns until none is
+        # left), and a pass still waiting to start will see these files: so at
+        # most one waiting pass per agent, whatever the backlog
+        if fresh and (
+            self._pass_waiting(agent_id) or self.enqueue_pass(agent_id, f"msg:{fresh[0]}")
+        ):
+            self._remember(f"{agent_id}:msg:{mid}" for mid in fresh)
         if resumed:  # named by the record's change: every worker names it alike
             self.enqueue_pass(agent_id, f"resume:{_record_mtime_ns(self.root, agent_id)}")
         if sweep is not None and pending:  # held messages whose own pass found them held

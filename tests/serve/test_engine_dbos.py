@@ -19,22 +19,62 @@ class Recorder(DbosScheduler):
     def __init__(self) -> None:
         super().__init__(database_url="postgresql://x@127.0.0.1/x", executor_id="h-1")
         self.calls: list[tuple[str, str, float]] = []
+        self.waiting = False  # what the database says: a pass of the agent waits to start
+        self.db_up = True
 
     def enqueue_pass(
         self, agent_id: str, key: str, *, delay: float = 0.0, backoff: float = 0.0
     ) -> bool:
+        if not self.db_up:
+            return False
         self.calls.append((agent_id, key, delay))
         return True
 
+    def _pass_waiting(self, agent_id: str) -> bool:
+        return self.waiting
 
-def test_a_pass_per_queued_message_named_by_its_id() -> None:
+
+def test_one_pass_for_a_backlog_named_by_its_first_message() -> None:
+    """A pass runs turns until no message is left: 3 queued messages need
+    one pass, not three (each spare pass was a dequeue, a tick and two
+    workflow writes for nothing)."""
     create_agent("a1")
     ids = [admit(f"m{i}", agent_id="a1")["id"] for i in range(3)]
     assert pending_message_ids("a1") == sorted(ids)
     eng = Recorder()
     eng.wake("a1")
-    assert sorted(k for _a, k, _d in eng.calls) == sorted(f"msg:{m}" for m in ids)
-    assert all(a == "a1" and d == 0.0 for a, _k, d in eng.calls)
+    assert eng.calls == [("a1", f"msg:{sorted(ids)[0]}", 0.0)]
+    eng.wake("a1")  # the same messages: already covered
+    assert len(eng.calls) == 1
+    new = admit("m3", agent_id="a1")["id"]  # a new arrival: a new pass (the first may be running)
+    eng.wake("a1")
+    assert eng.calls[1:] == [("a1", f"msg:{new}", 0.0)]
+
+
+def test_no_pass_while_one_waits_to_start() -> None:
+    """A pass enqueued and not started yet (by any worker) will see the
+    arrival: nothing more is enqueued, so one waiting pass per agent."""
+    create_agent("a4")
+    admit("x", agent_id="a4")
+    eng = Recorder()
+    eng.waiting = True
+    eng.wake("a4")
+    assert eng.calls == []
+    eng.waiting = False
+    eng.wake("a4")  # covered by the waiting pass: remembered
+    assert eng.calls == []
+
+
+def test_a_failed_enqueue_is_tried_again_at_the_next_wake() -> None:
+    create_agent("a5")
+    mid = admit("x", agent_id="a5")["id"]
+    eng = Recorder()
+    eng.db_up = False
+    eng.wake("a5")
+    assert eng.calls == []
+    eng.db_up = True
+    eng.wake("a5")
+    assert eng.calls == [("a5", f"msg:{mid}", 0.0)]
 
 
 def test_a_deadline_is_one_delayed_pass_named_by_its_time(
