@@ -278,10 +278,11 @@ def test_repeating_timer_fires_once_per_period_with_three_workers(
             stop(p)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def short_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A home with a short path: the daemon's socket (``run/holon-<host>-daemon-
-    <id>.sock``) must fit AF_UNIX's 108 bytes wherever the temp root is."""
+    """A home with a short path: each worker's socket (``run/holon-<executor
+    id>.sock``, the id carrying the host name) must fit AF_UNIX's 108 bytes
+    wherever the temp root is (a pytest-xdist worker adds a folder)."""
     d = Path(tempfile.mkdtemp(prefix="h"))
     monkeypatch.setenv("HOLON_HOME", str(d / "home"))
     yield d / "home"
@@ -296,7 +297,6 @@ def test_daemon_start_engine_dbos_and_status_show_the_cluster(
     pg: PgCluster,
     slow_provider: LoopbackServer,
     monkeypatch: pytest.MonkeyPatch,
-    short_home: Path,
 ) -> None:
     monkeypatch.delenv("HOLON_DATABASE_URL", raising=False)
     monkeypatch.delenv("HOLON_EXECUTOR_ID", raising=False)
