@@ -148,7 +148,9 @@ def test_the_fake_provider_streams_when_asked_as_codex_exec_does() -> None:
             self.reply(fake.message("streamed"), 3, 1)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         for stream in (True, False):

@@ -60,6 +60,11 @@ def test_serve_on_a_read_only_home_says_so(holon_home: Path) -> None:
             "/dev",
             "--proc",
             "/proc",
+            # the home again, read-only: a fresh /dev hides a home under /dev/shm
+            "--ro-bind",
+            str(holon_home.parent),
+            str(holon_home.parent),
+            "--die-with-parent",  # a serve that hangs goes with the timed-out bwrap
             "--",
             holon,
             "serve",

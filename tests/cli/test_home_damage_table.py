@@ -4,6 +4,9 @@ file it owns (the probe's 133 cases found 58 that passed as "ok").
 Each case takes a home where every file below exists (built once per module
 by real commands, copied per case), damages one file one way and expects
 ``home check`` to exit 1 with a problem naming that file, no traceback.
+A copy is the template byte for byte (``copytree``), so what holds for every
+undamaged copy (``home check`` is clean; the counts a repair must keep) is
+established on the first copy of the module and reused by the other cases.
 """
 
 from __future__ import annotations
@@ -145,13 +148,27 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+Counts = tuple[int, list[tuple[str, str]], list[str], int]
+_UNDAMAGED: dict[Path, Counts] = {}
+
+
+def undamaged_copy(template_home: Path, holon_home: Path) -> Counts:
+    """Copy the template to the test's home; what an undamaged copy holds,
+    checked clean (on the module's first copy; every copy is the same bytes)."""
+    shutil.copytree(template_home, holon_home, symlinks=True)
+    if template_home not in _UNDAMAGED:
+        res = holon("home", "check")
+        assert res.returncode == 0, res.stdout + res.stderr
+        _UNDAMAGED[template_home] = _counts()
+    return _UNDAMAGED[template_home]
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("rel", FILES)
 def test_every_damage_is_flagged(
     template_home: Path, holon_home: Path, rel: str, kind: str
 ) -> None:
-    shutil.copytree(template_home, holon_home, symlinks=True)
-    assert holon("home", "check").returncode == 0
+    undamaged_copy(template_home, holon_home)
     (path,) = holon_home.glob(rel)
     path.write_bytes(KINDS[kind](path.read_bytes()))
     res = holon("home", "check", "--json")
@@ -211,7 +228,7 @@ REPAIRABLE = [(f, k) for f in FILES if not f.endswith(".jsonl") for k in KINDS] 
 ]
 
 
-def _counts() -> tuple[int, list[tuple[str, str]], list[str], int]:
+def _counts() -> Counts:
     timers = json.loads(holon("timer", "list", "--json").stdout)["data"]["timers"]
     items = json.loads(holon("workitem", "list", "--filter", "all", "--json").stdout)["data"]
     agents = json.loads(holon("agent", "list", "--json").stdout)["data"]["agents"]
@@ -228,8 +245,7 @@ def _counts() -> tuple[int, list[tuple[str, str]], list[str], int]:
 def test_repair_rebuilds_and_loses_nothing_a_snapshot_holds(
     template_home: Path, holon_home: Path, rel: str, kind: str
 ) -> None:
-    shutil.copytree(template_home, holon_home, symlinks=True)
-    before = _counts()
+    before = undamaged_copy(template_home, holon_home)
     (path,) = holon_home.glob(rel)
     path.write_bytes(KINDS[kind](path.read_bytes()))
     res = holon("home", "check", "--repair", "--json")

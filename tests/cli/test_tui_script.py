@@ -171,9 +171,9 @@ def test_script_control_characters_are_shown_not_executed(
 
 
 def test_script_times_out_with_the_message_still_queued(holon_home: Path, surface: Surface) -> None:
-    code, _, err = _script("nobody answers\n", "--timeout", "0.5")  # no turner: nothing runs
+    code, _, err = _script("nobody answers\n", "--timeout", "0.2")  # no turner: nothing runs
     assert code == 1
-    assert "was not settled within 0.5 s" in err and "holon tail --presented" in err
+    assert "was not settled within 0.2 s" in err and "holon tail --presented" in err
     store = open_agent(None)
     assert q.pending_count(store) == 1  # admitted and still queued: nothing lost
 

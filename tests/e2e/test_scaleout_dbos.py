@@ -7,9 +7,11 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -284,11 +286,25 @@ def test_repeating_timer_fires_once_per_period_with_three_workers(
             stop(p)
 
 
+@pytest.fixture(autouse=True)
+def short_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home with a short path: each worker's socket (``run/holon-<executor
+    id>.sock``, the id carrying the host name) must fit AF_UNIX's 108 bytes
+    wherever the temp root is (a pytest-xdist worker adds a folder)."""
+    d = Path(tempfile.mkdtemp(prefix="h"))
+    monkeypatch.setenv("HOLON_HOME", str(d / "home"))
+    yield d / "home"
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.slow
 @needs_pg
 @needs_dbos
 def test_daemon_start_engine_dbos_and_status_show_the_cluster(
-    tmp_path: Path, pg: PgCluster, slow_provider: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    pg: PgCluster,
+    slow_provider: LoopbackServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("HOLON_DATABASE_URL", raising=False)
     monkeypatch.delenv("HOLON_EXECUTOR_ID", raising=False)

@@ -26,7 +26,7 @@ def _script(tmp_path: Path, cmd: str) -> str:
                         "tool_calls": [
                             {
                                 "name": "ExecCommand",
-                                "arguments": {"cmd": cmd, "yield_time_ms": 200},
+                                "arguments": {"cmd": cmd, "yield_time_ms": 100},
                             }
                         ],
                     },
@@ -40,7 +40,7 @@ def _script(tmp_path: Path, cmd: str) -> str:
 
 
 def test_run_waits_for_its_task_and_turns_the_result(tmp_path: Path) -> None:
-    model = _script(tmp_path, "sleep 0.5; echo build-ok")
+    model = _script(tmp_path, "sleep 0.3; echo build-ok")
     start = time.monotonic()
     data = run_once(
         "build it",
@@ -50,7 +50,7 @@ def test_run_waits_for_its_task_and_turns_the_result(tmp_path: Path) -> None:
         workspace_root=str(tmp_path),
         catalog=default_catalog(),
     )
-    assert time.monotonic() - start >= 0.5
+    assert time.monotonic() - start >= 0.3
     assert data["final_status"] == "completed", data
     assert data["turns"] == 2, "the task_result was turned"
     assert data["raw_final_text"] == "the build finished"

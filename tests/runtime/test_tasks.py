@@ -37,7 +37,7 @@ def wait_terminal(store: AgentStore, tid: str, within: float = 20.0) -> dict[str
             rec.get("result_message_id") or rec.get("result_undeliverable")
         ):
             return rec
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise AssertionError(f"task {tid} did not end: {plane.read_task(store, tid)}")
 
 
@@ -311,13 +311,13 @@ def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
         body = json.loads(r.content)
         return body if r.ok else {"error": body}
 
-    started = call("ExecCommand", cmd="echo hi; sleep 0.6; echo done", yield_time_ms=200)
+    started = call("ExecCommand", cmd="echo hi; sleep 0.3; echo done", yield_time_ms=100)
     assert started["disposition"] == "promoted_to_task"
     tid = started["task_handle"]["task_id"]
     listed = call("TaskList")
     assert [t["task_id"] for t in listed["tasks"]] == [tid]
     st = call("TaskStatus", task_id=tid)["task"]
-    assert st["command"]["cmd"] == "echo hi; sleep 0.6; echo done"
+    assert st["command"]["cmd"] == "echo hi; sleep 0.3; echo done"
     assert st["command"]["cmd_digest"].startswith("sha256:")
     assert "output_preview" not in st and "artifacts" not in st
     out = call("TaskOutput", task_id=tid, block=True, timeout_ms=20_000)

@@ -6,6 +6,7 @@ and the default agent's deleted AGENTS.md restored from holon-default."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,14 +29,13 @@ def git(*args: str, cwd: Path) -> str:
     ).stdout.strip()
 
 
-@pytest.fixture
-def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``https://github.com/acme/agents`` served from a local bare repository
-    through the user's git config (``url.<mirror>.insteadOf``), as a user with
-    a mirror would set it up. Any other github.com URL maps to a missing
-    folder, so nothing here can reach the network."""
-    root = tmp_path / "mirror"
-    work = tmp_path / "src"
+@pytest.fixture(scope="module")
+def mirror_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The repository behind the mirror, built once per module (the tests
+    only fetch from it): its work tree and the mirror root."""
+    base = tmp_path_factory.mktemp("mirror")
+    root = base / "mirror"
+    work = base / "src"
     (work / "templates" / "ops").mkdir(parents=True)
     (work / "templates" / "ops" / "AGENTS.md").write_text("# Ops agent\n\nKeep prod green.\n")
     (work / "templates" / "ops" / "skills.json").write_text(
@@ -56,15 +56,28 @@ def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (work / "skills" / "linked").mkdir()
     (work / "skills" / "linked" / "SKILL.md").symlink_to("/etc/hostname")
     (work / "README.md").write_text("repo\n")
-    git("init", "-q", "-b", "main", cwd=work)
-    git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A", cwd=work)
-    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "one", cwd=work)
-    git("tag", "v1", cwd=work)
-    git("branch", "feature/x", cwd=work)
-    (root / "acme").mkdir(parents=True)
-    subprocess.run(
-        ["git", "clone", "-q", "--bare", str(work), str(root / "acme" / "agents.git")], check=True
-    )
+    with pytest.MonkeyPatch.context() as mp:
+        # before any test's HOME: no user or system git config
+        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        git("init", "-q", "-b", "main", cwd=work)
+        git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A", cwd=work)
+        git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "one", cwd=work)
+        git("tag", "v1", cwd=work)
+        git("branch", "feature/x", cwd=work)
+        (root / "acme").mkdir(parents=True)
+        bare = root / "acme" / "agents.git"
+        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    return work, root
+
+
+@pytest.fixture
+def mirror(mirror_repo: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``https://github.com/acme/agents`` served from a local bare repository
+    through the user's git config (``url.<mirror>.insteadOf``), as a user with
+    a mirror would set it up. Any other github.com URL maps to a missing
+    folder, so nothing here can reach the network."""
+    work, root = mirror_repo
     cfg = tmp_path / "gitconfig"
     cfg.write_text(f'[url "file://{root}/"]\n\tinsteadOf = https://github.com/\n')
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(cfg))

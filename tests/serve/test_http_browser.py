@@ -82,7 +82,8 @@ class _Page(BaseHTTPRequestHandler):
 def page_server() -> Iterator[tuple[ThreadingHTTPServer, type[_Page]]]:
     handler = type("Page", (_Page,), {"reports": []})
     srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    # shutdown() waits out a poll of serve_forever: the default is 0.5 s
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     t.start()
     try:
         yield srv, handler
