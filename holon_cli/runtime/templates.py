@@ -113,6 +113,9 @@ def _marker_digest(folder: Path) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
+SEED_LOCK = ".seed.lock"
+
+
 def _install_copy(source: Path, dest: Path, template_id: str) -> None:
     """Copy ``source`` to ``dest`` through a staging folder and one rename
     (an old ``dest`` is swapped out, then removed): never half a template."""
@@ -149,8 +152,18 @@ def _install_copy(source: Path, dest: Path, template_id: str) -> None:
 
 
 def seed_builtin_templates(target: Path | None = None) -> list[SeedResult]:
-    """Seed (or refresh) the builtin templates into the user's template folder."""
+    """Seed (or refresh) the builtin templates into the user's template folder.
+    One seeder at a time (``.seed.lock`` in that folder, across processes and
+    threads): a second one reads a folder the first was swapping."""
+    from holon_cli.store.locks import locked
+
     target = target or user_templates_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    with locked(target / SEED_LOCK, what="template seeding", timeout=60.0):
+        return _seed_locked(target)
+
+
+def _seed_locked(target: Path) -> list[SeedResult]:
     out: list[SeedResult] = []
     for tid in BUILTIN_TEMPLATE_IDS:
         source = bundled_template_dir(tid)

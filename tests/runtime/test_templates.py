@@ -119,7 +119,9 @@ def test_seeding_creates_refreshes_and_never_overwrites_edits(
     out = {r["template_id"]: r["status"] for r in T.seed_builtin_templates(target)}
     assert out["holon-developer"] == "refreshed"
     assert (dev / "AGENTS.md").read_text() == "# Developer v2\n"
-    assert not [p for p in target.iterdir() if p.name.startswith(".")]  # no staging left
+    assert not [
+        p for p in target.iterdir() if p.name.startswith(".") and p.name != T.SEED_LOCK
+    ]  # no staging left
 
     # the user edits it: a later refresh leaves it alone
     (dev / "AGENTS.md").write_text("# mine\n")
@@ -329,7 +331,8 @@ def test_two_seeders_at_once_leave_one_whole_copy(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(p.name for p in target.iterdir()) == ["holon-default", "holon-developer"]
+    names = sorted(p.name for p in target.iterdir())
+    assert names == [T.SEED_LOCK, "holon-default", "holon-developer"]  # no staging left
     for tid in ("holon-default", "holon-developer"):
         folder = target / tid
         assert json.loads((folder / T.MARKER).read_text())["digest"] == T.tree_digest(folder)
