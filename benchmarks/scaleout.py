@@ -19,7 +19,10 @@ home (a fresh database per configuration).
   local`` and with ``--engine dbos`` (one worker), interleaved, median of
   ``--repeats``; the difference is the engine's cost per turn. Target <= 10
   ms. Beside it the worker's CPU time per turn (user + system, from
-  ``/proc``), which other jobs on the machine move much less than wall time.
+  ``/proc``), which other jobs on the machine move much less than wall time,
+  and the wall time split in two: the wake (admission to the first answer:
+  watcher, enqueue, DBOS's dequeue poll, the first turn) and each further
+  turn of the pass (first answer to last, per turn).
 - recovery: two workers, slow answers (2 s); SIGKILL the worker running a
   turn; time until a live worker starts that agent's turn again. Target
   <= 10 s.
@@ -190,7 +193,7 @@ def throughput(pg: PgCluster, base: Path, workers: int, a: argparse.Namespace) -
 
 def per_turn(
     pg: PgCluster, base: Path, engine: str, a: argparse.Namespace, run: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float, float]:
     """Wall ms per turn, the worker's CPU ms per turn, and that CPU net of
     what the worker burns idle (its rate over a second before the backlog,
     times the backlog's wall time: DBOS's queue polling and heartbeat are
@@ -214,7 +217,18 @@ def per_turn(
         cpu = _cpu_s(procs[0].pid) - cpu0
         wall = DONE[a.backlog - 1] - t0
         net = max(0.0, cpu - idle_rate * wall)
-        return wall / a.backlog * 1000, cpu / a.backlog * 1000, net / a.backlog * 1000
+        # the same wall time in two parts: the wake (admission to the first
+        # answer: watcher, dequeue, first turn) and the steady state (first
+        # answer to last, per turn: what each further turn of a pass costs)
+        first = (DONE[0] - t0) * 1000
+        steady = (DONE[a.backlog - 1] - DONE[0]) / (a.backlog - 1) * 1000
+        return (
+            wall / a.backlog * 1000,
+            cpu / a.backlog * 1000,
+            net / a.backlog * 1000,
+            first,
+            steady,
+        )
     finally:
         _stop(procs)
 
@@ -322,6 +336,10 @@ def main() -> int:
                 "runs_dbos": [round(r[0], 1) for r in dbos],
                 # noise only adds: the fastest run of each is the quiet-machine figure
                 "overhead_of_fastest": round(min(r[0] for r in dbos) - min(r[0] for r in local), 1),
+                "first_answer_local": round(statistics.median(r[3] for r in local), 1),
+                "first_answer_dbos": round(statistics.median(r[3] for r in dbos), 1),
+                "steady_local": round(statistics.median(r[4] for r in local), 1),
+                "steady_dbos": round(statistics.median(r[4] for r in dbos), 1),
                 "cpu_local": round(local_cpu, 1),
                 "cpu_dbos": round(dbos_cpu, 1),
                 "cpu_overhead": round(dbos_cpu - local_cpu, 1),
@@ -352,7 +370,11 @@ def main() -> int:
             f"worker CPU per turn: local {pt['cpu_local']} ms, dbos {pt['cpu_dbos']} ms: "
             f"+{pt['cpu_overhead']} ms; net of idle CPU: local {pt['cpu_net_local']} ms, "
             f"dbos {pt['cpu_net_dbos']} ms: +{pt['cpu_net_overhead']} ms "
-            f"({pt['tool_rounds']} tool round(s) per turn)"
+            f"({pt['tool_rounds']} tool round(s) per turn)\n"
+            f"  of which the wake (admission to first answer, median): local "
+            f"{pt['first_answer_local']} ms, dbos {pt['first_answer_dbos']} ms; and each "
+            f"further turn (first answer to last): local {pt['steady_local']} ms, dbos "
+            f"{pt['steady_dbos']} ms: +{round(pt['steady_dbos'] - pt['steady_local'], 1)} ms"
         )
     if "recovery_s" in out:
         print(f"recovery after SIGKILL: {out['recovery_s']} s")
