@@ -171,7 +171,7 @@ def build_options(flags: dict[str, Any]) -> tuple[ServeOptions, str]:
     access = resolve_access(flags.get("access"), listen, token)
     engine = str(flags.get("engine") or "local")
     url, executor, sock_name = _engine(engine, flags.get("database_url"))
-    sock = flags.get("socket_path") or str(HomeLayout.current().run_dir / sock_name)
+    sock = flags.get("socket_path") or _default_socket(HomeLayout.current().run_dir, sock_name)
     opts = ServeOptions(
         engine=engine,
         database_url=url,
@@ -183,6 +183,24 @@ def build_options(flags: dict[str, Any]) -> tuple[ServeOptions, str]:
         socket_path=os.path.abspath(sock),
     )
     return opts, access
+
+
+def _default_socket(run_dir: Any, name: str) -> str:
+    """``run/<name>``; a worker's name (``holon-<executor id>.sock``, the id
+    carrying host and pid) that would not fit AF_UNIX's 107 bytes becomes
+    ``w-<digest of the id>.sock`` (16 bytes; the daemon records the path it
+    used; ``holon.sock`` itself is what clients look for: never renamed)."""
+    import os
+
+    from holon_cli.serve.listen import UNIX_PATH_MAX
+
+    path = os.path.abspath(os.path.join(run_dir, name))
+    if name == "holon.sock" or len(os.fsencode(path)) <= UNIX_PATH_MAX:
+        return path
+    from holon_cli.digest import sha256_hex
+
+    short = f"w-{sha256_hex(name.encode())[:10]}.sock"
+    return os.path.abspath(os.path.join(run_dir, short))
 
 
 def _engine(engine: str, database_url: str | None) -> tuple[str | None, str | None, str]:

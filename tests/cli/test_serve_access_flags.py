@@ -167,3 +167,29 @@ def test_a_failure_file_from_before_phases_is_read_by_its_phase(holon_home: Path
     assert res["startup_failure"]["summary"] == "boom" and res["shutdown_failure"] is None
     d._record_failure("shutdown", "killed")
     assert d.logs()["startup_failure"]["summary"] == "boom"
+
+
+def test_a_worker_socket_name_too_long_for_af_unix_gets_a_short_one(tmp_path: Path) -> None:
+    """``serve --engine dbos`` names its socket after the executor id (host
+    and pid); under a deep home that passes AF_UNIX's 107 bytes, and the
+    default then becomes a digest of the name instead of an error."""
+    import os
+
+    from holon_cli.cli.cmd_serve import _default_socket
+    from holon_cli.serve.listen import UNIX_PATH_MAX
+
+    run = tmp_path / "run"
+    name = "holon-host-1234.sock"
+    assert _default_socket(run, name) == str(run / name)
+    # a pod-style host name of 63 bytes does not fit beside this home
+    long_name = f"holon-{'h' * 63}-1234.sock"
+    assert len(os.fsencode(str(run / long_name))) > UNIX_PATH_MAX
+    got = _default_socket(run, long_name)
+    assert os.path.dirname(got) == str(run)
+    assert os.path.basename(got).startswith("w-") and got.endswith(".sock")
+    assert len(os.fsencode(got)) <= UNIX_PATH_MAX
+    assert got == _default_socket(run, long_name)  # the same worker, the same name
+    assert got != _default_socket(run, long_name.replace("1234", "1235"))
+    deep = tmp_path / ("d" * 100) / "run"
+    # the local engine's holon.sock is what clients look for: never renamed
+    assert _default_socket(deep, "holon.sock") == str(deep / "holon.sock")

@@ -20,13 +20,14 @@ import pytest
 from loopback import LoopbackServer, RecordedRequest, Reply
 from pgcluster import PgCluster
 from serve_helpers import stop, wait_for
-from test_scaleout_dbos import (
+from test_scaleout_dbos import (  # noqa: F401 - short_home: autouse, worker sockets need a short home
     completed,
     events,
     make_agents,
     needs_dbos,
     needs_pg,
     sh,
+    short_home,
     start_workers,
 )
 
