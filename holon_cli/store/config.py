@@ -133,10 +133,14 @@ def _remember(layout: HomeLayout, raw: bytes, data: dict[str, Any]) -> None:
     if json.loads(body)["config"] != data:  # e.g. non-string keys: not the same mapping
         return
     target = _cache_file(layout)
-    tmp = target.with_name(f".{CACHE_NAME}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{CACHE_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(body, encoding="utf-8")
+        # 0600 whatever the umask: the config may hold a control_token
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, 0o600)
+            f.write(body.encode("utf-8"))
         os.replace(tmp, target)
     except OSError:
         with contextlib.suppress(OSError):

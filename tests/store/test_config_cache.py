@@ -148,3 +148,43 @@ def test_status_with_a_config_skips_yaml_the_second_time(home: Path) -> None:
     assert "yaml" in first and "holon_cli.store.config_schema" in first
     assert second == []
     assert HomeLayout(home).run_dir.joinpath(cfg.CACHE_NAME).is_file()
+
+
+def test_cache_is_private_whatever_the_umask(home: Path) -> None:
+    """config.yaml may hold ``control_token``: its cache is 0600 even when
+    the umask would let others read it."""
+    (home / "config.yaml").write_text(GOOD + "control_token: s3cret-token-value\n")
+    (home / "config.yaml").chmod(0o600)
+    old = os.umask(0o022)
+    try:
+        _fresh_load()
+    finally:
+        os.umask(old)
+    cache = home / "run" / cfg.CACHE_NAME
+    assert "s3cret-token-value" in cache.read_text()
+    assert cache.stat().st_mode & 0o777 == 0o600
+
+
+def test_threads_loading_at_once_leave_one_valid_cache(home: Path) -> None:
+    import threading
+
+    want = dict(_fresh_load())
+    (home / "run" / cfg.CACHE_NAME).unlink()
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            for _ in range(20):
+                assert cfg._parse(home / "config.yaml", (home / "config.yaml").read_bytes())
+                cfg._remember(HomeLayout(home), (home / "config.yaml").read_bytes(), want)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(p.name for p in (home / "run").iterdir()) == [cfg.CACHE_NAME]
+    assert _fresh_load() == want
