@@ -104,6 +104,14 @@ def default_executor_id() -> str:
     return os.environ.get("HOLON_EXECUTOR_ID") or f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _app_version() -> str:
+    """One version for every worker of a release: a live worker may recover
+    (and dequeue) only the workflows of its own application version."""
+    from holon_cli import __version__
+
+    return f"holon-{__version__}"
+
+
 def _psycopg_url(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
@@ -422,7 +430,6 @@ class DbosScheduler(Scheduler):
     def launch(self) -> None:
         """Configure and launch DBOS as this worker's executor."""
         global _scheduler
-        from holon_cli import __version__
 
         DBOS = _dbos()
         os.environ["HOLON_WORKER_ID"] = self.executor_id
@@ -434,7 +441,7 @@ class DbosScheduler(Scheduler):
                 "executor_id": self.executor_id,
                 # one version for every worker of this release: a live worker
                 # may recover only the workflows of its own application version
-                "application_version": f"holon-{__version__}",
+                "application_version": _app_version(),
                 "log_level": os.environ.get("HOLON_DBOS_LOG_LEVEL", "WARNING"),
             }
         )
@@ -495,11 +502,13 @@ class DbosScheduler(Scheduler):
         schema = sys_db.schema or "public"
         query = sa.text(
             f'SELECT 1 FROM "{schema}".workflow_status WHERE queue_name = :q '
-            "AND status = 'ENQUEUED' AND queue_partition_key = :a LIMIT 1"
+            "AND status = 'ENQUEUED' AND queue_partition_key = :a "
+            "AND (application_version IS NULL OR application_version = :v) LIMIT 1"
         )
+        args = {"q": QUEUE, "a": agent_id, "v": _app_version()}
         try:
             with sys_db.engine.connect() as conn:
-                return conn.execute(query, {"q": QUEUE, "a": agent_id}).first() is not None
+                return conn.execute(query, args).first() is not None
         except Exception as exc:  # noqa: BLE001 - the database is away: enqueue (and log) instead
             self.log(f"{agent_id}: cannot look for a waiting pass ({type(exc).__name__})")
             return False

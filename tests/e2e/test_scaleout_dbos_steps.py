@@ -420,31 +420,37 @@ def test_a_recovered_pass_skips_its_finished_turns(
 @needs_dbos
 def test_a_waiting_pass_is_seen_in_postgres(pg: PgCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """``_pass_waiting`` against real DBOS rows: an enqueued, not started pass
-    of the agent counts (any worker's: here one of another release, which
-    this worker never dequeues); another agent's, a delayed one, or a
-    finished one does not; a database that is away says no (a pass is
-    enqueued then)."""
+    of the agent and of this release counts (this worker has no slots, so
+    it stays enqueued); another agent's, a delayed one, one of another
+    release (no worker of this release would run it) or a finished one
+    does not; a database that is away says no (a pass is enqueued then)."""
     from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
     from holon_cli.serve import engine_dbos
 
     monkeypatch.setenv("HOLON_WORKER_ID", "")  # launch() sets it; restored afterwards
     logs: list[str] = []
-    eng = engine_dbos.DbosScheduler(database_url=pg.url, executor_id="inproc-w", log=logs.append)
+    eng = engine_dbos.DbosScheduler(
+        database_url=pg.url, executor_id="inproc-w", log=logs.append, concurrency=0
+    )
     eng.launch()
     try:
         assert not eng._pass_waiting("w1")
+        assert eng.enqueue_pass("w1", "msg:waiting")
         with (
-            SetWorkflowID("w1:msg:other-release"),
-            SetEnqueueOptions(queue_partition_key="w1", app_version="holon-other"),
+            SetWorkflowID("w3:msg:other-release"),
+            SetEnqueueOptions(queue_partition_key="w3", app_version="holon-other"),
         ):
-            eng._queue.enqueue(eng._workflow, "w1", 0.0)
+            eng._queue.enqueue(eng._workflow, "w3", 0.0)
         assert eng.enqueue_pass("w2", "at:1", delay=600.0)  # delayed: not waiting to start
+        time.sleep(0.5)  # a few polls: nothing is dequeued without a slot
+        assert DBOS.get_workflow_status("w1:msg:waiting").status == "ENQUEUED"
         assert DBOS.get_workflow_status("w2:at:1").status == "DELAYED"
         assert eng._pass_waiting("w1")
         assert not eng._pass_waiting("w2")
         assert not eng._pass_waiting("w3")
-        DBOS.cancel_workflow("w1:msg:other-release")
+        assert not eng._pass_waiting("w4")
+        DBOS.cancel_workflow("w1:msg:waiting")
         assert not eng._pass_waiting("w1")
         pg.stop()
         assert not eng._pass_waiting("w1")
