@@ -9,7 +9,8 @@ Invariants:
   with ``partition_concurrency=1``: at most one pass (so one turn) per agent
   runs cluster-wide;
 - each provider round and each tool call of a pass's turns is a DBOS step
-  of the pass (:class:`DbosSteps`, the turn plane's ``TurnSteps`` hook),
+  of the pass (:class:`~holon_cli.serve.dbos_steps.DbosSteps`, the turn
+  plane's ``TurnSteps`` hook, in its own module),
   recorded only after the turn journal holds it durably, and each turn that
   ran ends with a ``holon.turn`` step (its result): DBOS's steps are a
   prefix of the journal's. A recovered pass skips its finished turns (their
@@ -18,11 +19,13 @@ Invariants:
   ones are recorded; the journal wins a disagreement, logged), then goes on
   after the last completed step; a call in flight at the crash is closed as
   interrupted, never re-run;
-- wakes have deterministic workflow ids, one per cause: ``A:msg:M`` per
-  queued message, ``A:at:T`` per deadline (delayed in DBOS, so it fires once
-  cluster-wide even if the worker that saw it dies), ``A:resume:<mtime of
-  the agent record>``, ``A:sweep:N``. Every worker that notices the same
-  cause enqueues the same id; DBOS keeps one. (DBOS refuses ``deduplication_id`` on a partitioned
+- wakes have deterministic workflow ids, one per cause: ``A:msg:M`` for new
+  queued messages (one pass for a backlog, and none while a pass of the
+  agent waits to start: :meth:`DbosScheduler.wake`), ``A:at:T`` per
+  deadline (delayed in DBOS, so it fires once cluster-wide even if the
+  worker that saw it dies), ``A:resume:<mtime of the agent record>``,
+  ``A:sweep:N``. Every worker that notices the same cause enqueues the same
+  id; DBOS keeps one. (DBOS refuses ``deduplication_id`` on a partitioned
   queue, so the id is the dedup key; a spare pass finds nothing and ends.)
 - workers heartbeat in ``holon_workers``; a live worker that finds a stale
   row locks it (``FOR UPDATE SKIP LOCKED``: one taker), has DBOS recover
@@ -35,16 +38,17 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, UsageError
+from holon_cli.serve.dbos_steps import DbosSteps
 from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Log, Scheduler
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
-    from holon_cli.runtime.turn.steps import StepRecord, TurnSteps
+    from holon_cli.runtime.turn.steps import TurnSteps
 
 QUEUE = "holon-agent-passes"
 APP_NAME = "holon"
@@ -140,7 +144,7 @@ def _register() -> Any:
 
     def _pass_body(agent_id: str, backoff: float) -> PassResult:
         out: PassResult = {"turns": 0, "last_status": None}
-        steps = DbosSteps(_engine().log)
+        steps = DbosSteps(_engine().log, _engine().run_one_turn)
         while True:
             res = steps.turn(agent_id)
             if res.get("busy"):  # a manual `holon turn` holds the lock: wait, durably
@@ -160,209 +164,6 @@ def _register() -> Any:
             backoff = 0.0
 
     return agent_pass
-
-
-class DbosSteps:
-    """The pass workflow's DBOS step records (``operation_outputs``), and the
-    turn plane's ``TurnSteps`` hook over them: each turn of the pass leaves
-    its ``holon.round`` and ``holon.tool`` steps, then one ``holon.turn``
-    step with its result, at DBOS's next function ids.
-
-    A replayed pass (recovered after its worker died) skips each turn whose
-    ``holon.turn`` step is recorded (its result is the recorded one; nothing
-    runs) and runs the first unfinished turn for real: ``run_turn`` replays
-    it from its journal, re-walking the journal's rounds and tool results
-    through this hook at the function ids DBOS recorded them at (compared;
-    the ones missing are recorded), then goes on. A turn that ran nothing
-    records nothing (the pass ends there; a replay decides again).
-
-    Written through DBOS's system database directly: DBOS 3.4's step call is
-    "replay the recorded output, else run and record", which can neither say
-    "the journal ran it; record it only if missing" nor "no answer, no
-    step", nor skip a finished turn's steps. The pass's steps are read once
-    when it starts. New step rows are written in batches, one transaction
-    each (fenced by the execution's ownership token, as DBOS's own step
-    records are), once the journal holds them durably: when a round's
-    answer is recorded (the round before it and its tool calls) and with the
-    turn's ``holon.turn`` step (the rest). DBOS may trail the journal, never
-    lead it, and a replay records from the journal whatever a crash kept
-    from DBOS; so a one-round turn costs one transaction, as one plain DBOS
-    step's record did, and no fsync is added to the turn."""
-
-    def __init__(self, log: Log) -> None:
-        from dbos._context import assert_current_dbos_context
-        from dbos._dbos import _get_dbos_instance
-
-        self.log = log
-        self._dbos = _get_dbos_instance()
-        self._ctx = assert_current_dbos_context()
-        self.workflow_id: str = self._ctx.workflow_id
-        self.recorded: dict[int, tuple[str, Any]] = {
-            int(st["function_id"]): (st["function_name"], st["output"])
-            for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
-        }
-        self.mismatches = 0
-        self._pending: list[Any] = []  # step rows (DBOS's OperationResultInternal)
-        self._owner: str | None = None
-
-    # ------------------------------------------------------------ turns
-    def turn(self, agent_id: str) -> dict[str, Any]:
-        """The pass's next turn: its recorded result, or run it now."""
-        done = self._recorded_turn()
-        if done is not None:
-            fid, result = done
-            self._ctx.function_id = fid  # past the finished turn's steps
-            return result
-        t0 = _now_ms()
-        res = _engine().run_one_turn(agent_id, steps=self)
-        if res["ran"] or res.get("busy"):
-            self._step("holon.turn", res, t0)
-            self.flush()
-        else:  # nothing ran, or it failed inside (its rows may not be durable): the pass ends
-            self._pending = []
-        return res
-
-    def _recorded_turn(self) -> tuple[int, dict[str, Any]] | None:
-        for fid in sorted(f for f in self.recorded if f > self._ctx.function_id):
-            name, output = self.recorded[fid]
-            if name == "holon.turn":
-                return fid, output
-        return None
-
-    # ------------------------------------------------------------ TurnSteps
-    def replayed(self, record: StepRecord) -> None:
-        self._step(f"holon.{record['kind']}", record, _now_ms())
-
-    def round(self, n: int, fn: Callable[[], StepRecord | None]) -> None:
-        t0 = _now_ms()
-        rec = fn()
-        if rec is None:  # no answer, no step (and nothing new is durable)
-            return
-        # the round's records are durable now, and with them the tool calls
-        # before it: those are written to DBOS, this round waits for the next
-        self.flush()
-        self._step("holon.round", rec, t0)
-
-    def tool(self, call_id: str, fn: Callable[[], StepRecord]) -> None:
-        t0 = _now_ms()
-        self._step("holon.tool", fn(), t0)
-
-    # ------------------------------------------------------------ records
-    def _step(self, name: str, rec: Any, started_ms: int) -> None:
-        from dbos._serialization import serialize_value
-
-        step_ctx = self._ctx.snapshot_step_ctx()  # the next function id, as a DBOS step takes
-        fid = step_ctx.function_id
-        prior = self.recorded.get(fid)
-        if prior is not None:
-            self._compare(fid, name, rec, prior)
-            return
-        output, serialization = serialize_value(dict(rec), None, self._dbos._serializer)
-        self._owner = step_ctx.owner_xid
-        self._pending.append(
-            {
-                "workflow_uuid": self.workflow_id,
-                "function_id": fid,
-                "function_name": name,
-                "output": output,
-                "error": None,
-                "serialization": serialization,
-                "started_at_epoch_ms": started_ms,
-                "child_workflow_id": None,
-            }
-        )
-
-    def flush(self) -> None:
-        """Write the pending step rows (one transaction)."""
-        if self._pending:
-            rows, self._pending = self._pending, []
-            self.record(rows, self._owner)
-
-    def record(self, rows: list[Any], owner_xid: str | None) -> None:
-        """Step rows in one transaction and one statement: the ownership
-        check DBOS's own step records make (``FOR NO KEY UPDATE`` on the
-        workflow's row) and a multi-row insert, as plain SQL (SQLAlchemy's
-        compiled multi-row insert cost more CPU than the round trip); retried
-        through a database outage as DBOS retries its own. The seam a crash
-        test breaks."""
-        import sqlalchemy as sa
-        from dbos._error import DBOSWorkflowConflictIDError
-        from dbos._sys_db import db_retry
-
-        sys_db = self._dbos._sys_db
-        schema = sys_db.schema or "public"
-        params: dict[str, Any] = {
-            "wf": self.workflow_id,
-            "owner": owner_xid,
-            "done": _now_ms(),  # one value across retries
-            "app": sys_db.app_name,
-        }
-        for i, row in enumerate(rows):
-            params |= {
-                f"f{i}": row["function_id"],
-                f"n{i}": row["function_name"],
-                f"o{i}": row["output"],
-                f"s{i}": row["started_at_epoch_ms"],
-                f"z{i}": row["serialization"],
-            }
-        insert = sa.text(_insert_steps_sql(schema, len(rows)))
-        check = sa.text(
-            f'SELECT owner_xid FROM "{schema}".workflow_status WHERE workflow_uuid = :wf'
-        )
-
-        @db_retry(sys_db=sys_db)
-        def write() -> None:
-            with sys_db.engine.begin() as conn:
-                if conn.execute(insert, params).fetchall():
-                    return
-                # nothing inserted: rows a retried commit already wrote, or not ours any more
-                if owner_xid is not None and conn.execute(check, params).scalar() != owner_xid:
-                    raise DBOSWorkflowConflictIDError(self.workflow_id)
-
-        write()
-
-    def _compare(self, fid: int, name: str, rec: StepRecord, prior: tuple[str, Any]) -> None:
-        from holon_cli.runtime.turn.steps import differs
-
-        pname, pout = prior
-        bad = ["step name"] if pname != name else []
-        if not bad:
-            bad = differs(rec, cast("StepRecord", pout)) if isinstance(pout, dict) else ["output"]
-        if bad:
-            self.mismatches += 1
-            self.log(
-                f"error: pass workflow {self.workflow_id}: DBOS step {fid} ({pname}) disagrees "
-                f"with the turn journal on {', '.join(bad)}; the journal wins "
-                f"(journal {dict(rec)}, DBOS {pout})"
-            )
-
-
-def _insert_steps_sql(schema: str, n: int) -> str:
-    """One statement: lock the workflow's row if this execution still owns it
-    (as DBOS's step records do) and insert ``n`` step rows (``:f<i>`` function
-    id, ``:n<i>`` name, ``:o<i>`` output, ``:s<i>`` started at, ``:z<i>``
-    serialization); a row already there is left alone."""
-    vals = ", ".join(
-        f"(CAST(:f{i} AS integer), CAST(:n{i} AS text), CAST(:o{i} AS text), "
-        f"CAST(:s{i} AS bigint), CAST(:z{i} AS text))"
-        for i in range(n)
-    )
-    return (
-        f'WITH owner AS (SELECT 1 FROM "{schema}".workflow_status WHERE workflow_uuid = :wf '
-        "AND (CAST(:owner AS text) IS NULL OR owner_xid = :owner) FOR NO KEY UPDATE) "
-        f'INSERT INTO "{schema}".operation_outputs (workflow_uuid, function_id, function_name, '
-        "output, error, child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, "
-        "serialization, application_name, retention_timestamp) "
-        "SELECT :wf, v.fid, v.name, v.output, NULL, NULL, v.started, :done, v.ser, :app, "
-        "CAST(EXTRACT(epoch FROM now()) * 1000 AS bigint) "
-        f"FROM (VALUES {vals}) AS v(fid, name, output, started, ser) "
-        "WHERE EXISTS (SELECT 1 FROM owner) "
-        "ON CONFLICT (workflow_uuid, function_id) DO NOTHING RETURNING function_id"
-    )
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _engine() -> DbosScheduler:
