@@ -222,7 +222,7 @@ def _serve_owner(addr: str) -> str:
 def _check_port_free(listen: str | None) -> None:
     """A busy listen port is refused here, with the address and what holds
     it, rather than as a child that exited during startup."""
-    from holon_cli.serve.listen import bind_tcp, parse_listen
+    from holon_cli.serve.http.listen import bind_tcp, parse_listen
 
     if not listen:
         return
@@ -440,7 +440,7 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
 
 
 def _persisted_turn_failure() -> dict[str, Any] | None:
-    from holon_cli.runtime.agents import last_runtime_failure
+    from holon_cli.runtime.agents.lifecycle import last_runtime_failure
 
     try:
         lf = last_runtime_failure()

@@ -59,7 +59,7 @@ BUSY_RETRY_S = 1.0
 # requests a minute (cron's minute was the only brake before serve).
 FAIL_BACKOFF_S = 5.0
 FAIL_BACKOFF_MAX_S = 300.0
-GC_EVERY_S = 86400.0  # serve applies `retention` once a day (runtime/retention.py)
+GC_EVERY_S = 86400.0  # serve applies `retention` once a day (runtime/home/gc.py)
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 # The main loop sleeps until the next deadline; a change, a finished pass or
 # stop() wakes it. The slice only bounds a sleep in case a wake-up is missed
@@ -220,7 +220,7 @@ def agent_deadline(agent_id: str) -> float | None:
     this agent: sleep end, work-item recheck, timer (if the waiting plane
     offers ``next_deadline``). Read-only."""
     from holon_cli.runtime import workitems as wi
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id, create_default=False)
     state = store.read_record()["state"]
@@ -237,7 +237,7 @@ def agent_deadline(agent_id: str) -> float | None:
             and not r.get("recheck_consumed_at")
         ):
             cands.append(clock.parse_iso(at))
-    from holon_cli.runtime.budgets import configured, wake_at
+    from holon_cli.runtime.budgets.spend import configured, wake_at
     from holon_cli.store.config import load_config
 
     cfg = load_config()
@@ -308,7 +308,7 @@ class Scheduler:
             self._cv.notify_all()
 
     def mark_all(self) -> None:
-        from holon_cli.runtime.agents import agent_ids
+        from holon_cli.runtime.agents.lifecycle import agent_ids
 
         self.mark(agent_ids())
 
@@ -399,7 +399,7 @@ class Scheduler:
     def _remember_statuses(self) -> None:
         """The status of every agent as the watcher starts (a held agent's
         resume is recognised by the change away from it)."""
-        from holon_cli.runtime.agents import agent_ids
+        from holon_cli.runtime.agents.lifecycle import agent_ids
 
         for aid in agent_ids():
             if aid not in self._status:
@@ -408,7 +408,7 @@ class Scheduler:
     # ------------------------------------------------------------ passes
     def _pass(self, aid: str) -> None:
         from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
-        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.agents.lifecycle import open_agent
         from holon_cli.runtime.tick import tick_agent
         from holon_cli.runtime.turn import run_turn
 
@@ -516,7 +516,7 @@ class Scheduler:
             while not self.stopping.is_set():
                 now = time.monotonic()
                 if now >= next_sweep:
-                    from holon_cli.runtime.agents import agent_ids
+                    from holon_cli.runtime.agents.lifecycle import agent_ids
 
                     self._dirty.update(agent_ids())
                     next_sweep = now + self.sweep_s
@@ -544,14 +544,14 @@ class Scheduler:
     def _gc_delay(self) -> float:
         if self.gc_s is not None:
             return self.gc_s
-        from holon_cli.runtime.retention import next_gc_in
+        from holon_cli.runtime.home.gc import next_gc_in
 
         return next_gc_in()
 
     def _gc(self) -> None:
         """Serve's daily retention pass (``holon home gc``), off the loop."""
         from holon_cli.errors import HolonError
-        from holon_cli.runtime.retention import scheduled_gc
+        from holon_cli.runtime.home.gc import scheduled_gc
 
         try:
             r = scheduled_gc()

@@ -225,7 +225,7 @@ def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Pat
             f"""
             import os, signal, sys
             from holon_cli.providers.base import ToolCall
-            from holon_cli.runtime.agents import open_agent
+            from holon_cli.runtime.agents.lifecycle import open_agent
             from holon_cli.tools.base import ToolContext, execute
             from holon_cli.tools.catalog import registry
 
@@ -248,7 +248,7 @@ def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Pat
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     tid = proc.stdout.strip()
     assert tid.startswith("task_"), proc.stderr
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(None)
     rec = wait_reported(store, tid)
