@@ -25,17 +25,16 @@ import importlib
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
+from holon_cli.serve.passes import Log, Stats, run_pass_turn
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
 
-Log = Callable[[str], None]
 
 # watchfiles: wait for the first change, then until nothing new arrived for
 # STEP_MS (at most DEBOUNCE_MS). Its default 1.6 s debounce is far too slow
@@ -65,16 +64,6 @@ SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 # stop() wakes it. The slice only bounds a sleep in case a wake-up is missed
 # (it was 0.5 s when stop() only set a flag: 2 wake-ups a second for nothing).
 WAIT_SLICE_S = 30.0
-
-
-@dataclass
-class Stats:
-    started_at: str = field(default_factory=clock.now_iso)
-    passes: int = 0
-    turns: int = 0
-    busy_skips: int = 0
-    failures: int = 0
-    last_failure: dict[str, Any] | None = None
 
 
 def _classify(root: Path, paths: Iterable[str]) -> tuple[set[str], bool]:
@@ -407,55 +396,32 @@ class Scheduler:
 
     # ------------------------------------------------------------ passes
     def _pass(self, aid: str) -> None:
-        from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
-        from holon_cli.runtime.agents.lifecycle import open_agent
-        from holon_cli.runtime.tick import tick_agent
-        from holon_cli.runtime.turn import run_turn
-
         retry_at: float | None = None
         try:
             while not self.stopping.is_set():
                 with self._cv:
                     self._dirty.discard(aid)
-                store = open_agent(aid, create_default=False)
-                self.stats.passes += 1
-                tick_agent(store)
-                res = run_turn(aid, store=store, catalog=self.catalog)
+                turn = run_pass_turn(aid, stats=self.stats, catalog=self.catalog, log=self.log)
+                if turn.busy:
+                    retry_at = time.monotonic() + BUSY_RETRY_S
+                res = turn.result
+                if res is None:
+                    break
                 if not res.ran:
                     if res.budget is not None:
                         self.log(f"{aid}: held: {_budget_line(res.budget)}")
                     break
-                self.stats.turns += 1
-                self.log(
-                    f"{aid}: turn {res.turn_id} {res.status} "
-                    f"(message {res.message_id}, {res.duration_ms} ms)"
-                )
                 if res.budget is not None:
                     self.log(
                         f"{aid}: stopped before a provider request: {_budget_line(res.budget)}"
                     )
                 if res.status == "aborted":
                     # an operator's abort paused the agent: no failure, no backoff
-                    if res.failure_kind != "operator_aborted":
-                        retry_at = self._hold_after_failure(aid, res)
+                    if turn.failed:
+                        retry_at = self._hold_after_failure(aid)
                     break
                 with self._cv:
                     self._held.pop(aid, None)
-        except BusyError:
-            self.stats.busy_skips += 1
-            retry_at = time.monotonic() + BUSY_RETRY_S
-        except (RejectedError, NotFoundError):
-            pass  # stopped, paused or removed meanwhile: nothing to run
-        except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
-            err = as_holon_error(exc)
-            self.stats.failures += 1
-            self.stats.last_failure = {
-                "occurred_at": clock.now_iso(),
-                "summary": f"{aid}: {err.message}",
-                "phase": "runtime_turn",
-                "detail_hint": err.hint or f"see `holon tail --agent {aid}`",
-            }
-            self.log(f"{aid}: error: {err.message}")
         finally:
             due = self._deadline_mono(aid)
             if retry_at is not None:
@@ -468,20 +434,14 @@ class Scheduler:
                     self._due[aid] = due
                 self._cv.notify_all()
 
-    def _hold_after_failure(self, aid: str, res: Any) -> float:
-        """Hold the agent's next pass back after an aborted turn; return when."""
+    def _hold_after_failure(self, aid: str) -> float:
+        """Hold the agent's next pass back after a failed turn (recorded by
+        :func:`run_pass_turn`); return when."""
         with self._cv:
             prev = self._held.get(aid)
             backoff = FAIL_BACKOFF_S if prev is None else min(prev[1] * 2, FAIL_BACKOFF_MAX_S)
             until = time.monotonic() + backoff
             self._held[aid] = (until, backoff)
-        self.stats.failures += 1
-        self.stats.last_failure = {
-            "occurred_at": clock.now_iso(),
-            "summary": f"{aid}: turn {res.turn_id} aborted ({res.failure_kind or 'failed'})",
-            "phase": "runtime_turn",
-            "detail_hint": f"see `holon tail --agent {aid}`",
-        }
         self.log(f"{aid}: turn aborted; its next pass waits {backoff:g} s")
         return until
 

@@ -45,7 +45,8 @@ from holon_cli import clock
 from holon_cli.errors import HolonError, UsageError
 from holon_cli.serve.dbos import compat
 from holon_cli.serve.dbos.steps import DbosSteps
-from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Log, Scheduler
+from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Scheduler
+from holon_cli.serve.passes import Log, run_pass_turn
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
@@ -330,42 +331,21 @@ class DbosScheduler(Scheduler):
         """``tick_agent`` then one ``run_turn``, its rounds and tool calls
         through ``steps`` (the pass's :class:`DbosSteps`). A re-run tick
         finds what it already did."""
-        from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
-        from holon_cli.runtime.agents.lifecycle import open_agent
-        from holon_cli.runtime.tick import tick_agent
-        from holon_cli.runtime.turn import run_turn
-
-        try:
-            store = open_agent(agent_id, create_default=False)
-            self.stats.passes += 1
-            tick_agent(store)
-            if steps is None:
-                res = run_turn(agent_id, store=store, catalog=self.catalog)
-            else:
-                res = run_turn(agent_id, store=store, catalog=self.catalog, steps=steps)
-        except BusyError:
-            self.stats.busy_skips += 1
-            return {"ran": False, "busy": True}
-        except (RejectedError, NotFoundError):
-            return {"ran": False}
-        except Exception as exc:  # noqa: BLE001 - as the local pass: one agent must not stop others
-            err = as_holon_error(exc)
-            self.stats.failures += 1
-            self.stats.last_failure = {
-                "occurred_at": clock.now_iso(),
-                "summary": f"{agent_id}: {err.message}",
-                "phase": "runtime_turn",
-                "detail_hint": err.hint or f"see `holon tail --agent {agent_id}`",
-            }
-            self.log(f"{agent_id}: error: {err.message}")
-            return {"ran": False, "error": err.message}
-        if not res.ran:
-            return {"ran": False}
-        self.stats.turns += 1
-        self.log(
-            f"{agent_id}: turn {res.turn_id} {res.status} "
-            f"(message {res.message_id}, {res.duration_ms} ms, worker {self.executor_id})"
+        turn = run_pass_turn(
+            agent_id,
+            stats=self.stats,
+            catalog=self.catalog,
+            log=self.log,
+            steps=steps,
+            where=f", worker {self.executor_id}",
         )
+        if turn.busy:
+            return {"ran": False, "busy": True}
+        if turn.error is not None:
+            return {"ran": False, "error": turn.error}
+        res = turn.result
+        if res is None or not res.ran:
+            return {"ran": False}
         return {
             "ran": True,
             "status": res.status,

@@ -21,7 +21,7 @@ from holon_cli.serve.dbos import compat
 
 if TYPE_CHECKING:
     from holon_cli.runtime.turn.steps import StepRecord, TurnSteps
-    from holon_cli.serve.loop import Log
+    from holon_cli.serve.passes import Log
 
 
 class RunTurn(Protocol):
