@@ -199,7 +199,7 @@ class IngressConfig:
 
 
 # --------------------------------------------------------------- serve
-# (``holon serve``'s HTTP server: serve/http.py and serve/server.py read it at start)
+# (``holon serve``'s HTTP server: serve/http/app.py and serve/http/server.py read it at start)
 
 
 @dataclass(frozen=True)

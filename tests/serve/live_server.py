@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from holon_cli.serve.http import HttpSettings, build_app
-from holon_cli.serve.listen import bind_tcp
-from holon_cli.serve.server import HttpServer
+from holon_cli.serve.http.app import HttpSettings, build_app
+from holon_cli.serve.http.listen import bind_tcp
+from holon_cli.serve.http.server import HttpServer
 
 
 @contextmanager

@@ -20,7 +20,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from live_server import Dribblers, get, live_server, post_json  # noqa: E402
 
-from holon_cli.serve.proxies import client_host, parse_trusted  # noqa: E402
+from holon_cli.serve.http.proxies import client_host, parse_trusted  # noqa: E402
 
 
 def config(home: Path, cfg: dict[str, Any]) -> None:
@@ -30,7 +30,7 @@ def config(home: Path, cfg: dict[str, Any]) -> None:
 
 @pytest.fixture(autouse=True)
 def main_agent(holon_home: Path) -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     open_agent()
 

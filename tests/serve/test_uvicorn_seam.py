@@ -1,4 +1,4 @@
-"""The contract of ``serve/uvicorn_seam.py``: every private name of uvicorn
+"""The contract of ``serve/http/uvicorn_seam.py``: every private name of uvicorn
 it relies on is still there and still behaves as the seam expects. An
 uvicorn release that changes one fails here, naming it, before serve
 misbehaves."""
@@ -15,7 +15,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from holon_cli.serve.uvicorn_seam import (
+from holon_cli.serve.http.uvicorn_seam import (
     ConnectionGate,
     guarded_protocol_class,
     quiet_server,

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from property_budget import examples
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
-from holon_cli.serve import webhooks
-from holon_cli.serve.http_errors import HttpError
+from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.serve.http import webhooks
+from holon_cli.serve.http.errors import HttpError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -48,7 +48,7 @@ def _setup(holon_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GH_HOOK_SECRET", GH_SECRET)
     monkeypatch.setenv("STD_SECRET", STD_SECRET)
     _config(holon_home)
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     open_agent("main")
     create_agent("other", exist_ok=True)

@@ -31,7 +31,7 @@ add transport concerns:
   (``ingress.rate_per_minute``, 429); they admit external evidence only;
 - the client address is the connection's peer: ``X-Forwarded-For``,
   ``Forwarded`` and ``X-Real-IP`` count only from a peer named in
-  ``serve.trusted_proxies`` (``serve/proxies.py``; uvicorn's own proxy
+  ``serve.trusted_proxies`` (``serve/http/proxies.py``; uvicorn's own proxy
   handling is off);
 - bodies are capped (1 MiB prompts, enqueues and webhooks, 256 KiB
   callbacks: 413) and must be standard JSON where JSON is expected (400);
@@ -158,10 +158,10 @@ def check_control(request: Request, ctx: ServeContext) -> None:
 
 def client_of(request: Request) -> str:
     """The client's address: the connection's peer, or what a proxy named in
-    ``serve.trusted_proxies`` forwarded (``serve/proxies.py``); forwarding
+    ``serve.trusted_proxies`` forwarded (``serve/http/proxies.py``); forwarding
     headers from any other peer are ignored."""
-    from holon_cli.serve.ingress import trusted_proxies
-    from holon_cli.serve.proxies import client_host
+    from holon_cli.serve.http.ingress import trusted_proxies
+    from holon_cli.serve.http.proxies import client_host
 
     peer = request.client.host if request.client else ""
     return client_host(peer, request.headers.getlist, trusted_proxies())

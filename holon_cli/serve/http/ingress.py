@@ -146,7 +146,7 @@ def trusted_proxies() -> tuple[Any, ...]:
     """``serve.trusted_proxies`` as networks; none while config.yaml is
     broken (forwarding headers are then ignored)."""
     from holon_cli.errors import ConfigError
-    from holon_cli.serve.proxies import parse_trusted
+    from holon_cli.serve.http.proxies import parse_trusted
     from holon_cli.store.config import load_config
 
     try:

@@ -1,6 +1,6 @@
 """The uvicorn server of ``holon serve``: run on pre-bound sockets in a thread
 of the serve process, with a main loop that idles at one wake-up a second
-(``serve/uvicorn_seam.py``, the one module that touches uvicorn's private
+(``serve/http/uvicorn_seam.py``, the one module that touches uvicorn's private
 names).
 
 Open connections cannot starve the surface or the turns:
@@ -15,7 +15,7 @@ Open connections cannot starve the surface or the turns:
   ``serve.header_timeout`` (default 10 s) is closed, and one that sends
   nothing at all within the keep-alive timeout;
 - forwarding headers are not believed (``proxy_headers=False``; see
-  ``serve/proxies.py`` for ``serve.trusted_proxies``).
+  ``serve/http/proxies.py`` for ``serve.trusted_proxies``).
 
 A message the server logs again and again (``accept()`` out of descriptors,
 a failing client) is written once, then once more with its count.
@@ -161,7 +161,7 @@ class HttpServer:
     def __init__(self, app: Starlette, sockets: list[socket.socket]) -> None:
         import uvicorn
 
-        from holon_cli.serve.uvicorn_seam import (
+        from holon_cli.serve.http.uvicorn_seam import (
             ConnectionGate,
             guarded_protocol_class,
             quiet_server,
@@ -183,7 +183,7 @@ class HttpServer:
             # to every request while dribblers fill the cap
             limit_concurrency=None,
             # X-Forwarded-For is believed only from serve.trusted_proxies
-            # (serve/proxies.py), never by uvicorn from any loopback peer
+            # (serve/http/proxies.py), never by uvicorn from any loopback peer
             proxy_headers=False,
             backlog=ACCEPT_BACKLOG,
             timeout_keep_alive=KEEP_ALIVE_S,
