@@ -121,6 +121,28 @@ class BudgetsConfig:
 
 
 @dataclass(frozen=True)
+class HomeBudgetsConfig:
+    """``budgets.home``: the same limits over the sum of every agent's spend
+    (the home's spend record, removed agents included)."""
+
+    tokens_per_day: int | None = _opt("input + output tokens per UTC day, all agents", min=0)
+    cost_usd_per_day: float | None = _opt(
+        "USD per UTC day, all agents, priced by `prices.<provider/model>`", min=0
+    )
+    turns_per_hour: int | None = _opt(
+        "turns of all agents that reach the model in a rolling 60 minutes", min=0
+    )
+
+
+@dataclass(frozen=True)
+class DefaultBudgetsConfig(BudgetsConfig):
+    """``budgets``: every agent's budgets (``agents.<id>.budgets`` overrides key
+    by key), and ``home``: the budgets of all agents together."""
+
+    home: HomeBudgetsConfig | None = _opt("budgets of all agents together")
+
+
+@dataclass(frozen=True)
 class PriceConfig:
     """``prices.<provider/model>``: USD per million tokens."""
 
@@ -272,7 +294,7 @@ class HolonConfig:
     runtime: RuntimeConfig | None = _opt("runtime limits")
     http_addr: str | None = _opt("listen address of `holon serve`")
     control_token: str | None = _opt("bearer token of the control surface")
-    budgets: BudgetsConfig | None = _opt("spend limits of every agent")
+    budgets: DefaultBudgetsConfig | None = _opt("spend limits of every agent, and of all together")
     prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
     agents: dict[str, AgentConfig] | None = _opt("per-agent settings")
     ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
@@ -484,6 +506,8 @@ def cost_budget_keys(data: dict[str, Any]) -> list[str]:
     out = []
     if ((data.get("budgets") or {}).get("cost_usd_per_day")) is not None:
         out.append("budgets.cost_usd_per_day")
+    if (((data.get("budgets") or {}).get("home") or {}).get("cost_usd_per_day")) is not None:
+        out.append("budgets.home.cost_usd_per_day")
     for aid, sect in sorted((data.get("agents") or {}).items()):
         if ((sect or {}).get("budgets") or {}).get("cost_usd_per_day") is not None:
             out.append(f"agents.{aid}.budgets.cost_usd_per_day")
