@@ -23,8 +23,8 @@ Parts (``--parts``, default all):
   ``budgets.home`` where the build has it, else ``budgets.tokens_per_day``):
   requests sent.
 - ``children``: three processes turning three children of one parent at
-  once (0.3 s a request, 6 turns each), the parent's budget fits 9: requests
-  sent.
+  once (0.3 s a request, 6 turns each, started 0.1 s apart), the parent's
+  budget (950 tokens, 100 a request) fits 9: requests sent.
 
 Prints one line per figure; ``--json`` prints them as one object.
 """
@@ -76,7 +76,9 @@ class Home:
         (self.root / "config.yaml").write_text(yaml.safe_dump(cfg))
 
     def holon(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([*HOLON, *args], env=self.env, capture_output=True, text=True)
+        res = subprocess.run(
+            [*HOLON, *args], env=self.env, capture_output=True, text=True, cwd=self.tmp
+        )
         if check and res.returncode != 0:
             raise RuntimeError(f"holon {' '.join(args)}: {res.returncode}\n{res.stderr}")
         return res
@@ -92,6 +94,7 @@ class Serve:
         self.proc = subprocess.Popen(
             [*HOLON, "serve", "--listen", "127.0.0.1:0"],
             env=home.env,
+            cwd=home.tmp,  # `python -m` puts the working folder first on sys.path
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -253,73 +256,73 @@ def part_webhook(args: argparse.Namespace) -> dict[str, Any]:
 
     secret = "probe-secret"
     std_key = base64.b64encode(b"probe-standard-key").decode()
-    home = Home(
-        {
-            "ingress": {
-                "webhooks": {
-                    "github": {"secret_env": "PROBE_GH", "scheme": "github"},
-                    "std": {"secret_env": "PROBE_STD", "scheme": "standard"},
-                }
-            }
-        }
-    )
-    home.env["PROBE_GH"] = secret
-    home.env["PROBE_STD"] = f"whsec_{std_key}"
+    hooks = {
+        "github": {"secret_env": "PROBE_GH", "scheme": "github"},
+        "std": {"secret_env": "PROBE_STD", "scheme": "standard"},
+    }
     body = json.dumps({"ref": "refs/heads/main", "after": "abc"}).encode()
-    sig = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    try:
-        home.holon("agent", "create", "main", check=False)
-        srv = Serve(home)
+
+    def signed(b: bytes) -> str:
+        return "sha256=" + hmac.new(secret.encode(), b, hashlib.sha256).hexdigest()
+
+    out: dict[str, Any] = {}
+    for rate in (60, 1_000_000):  # the issue's replay probe at the default rate, then headers
+        home = Home({"ingress": {"webhooks": hooks, "rate_per_minute": rate}})
+        home.env["PROBE_GH"] = secret
+        home.env["PROBE_STD"] = f"whsec_{std_key}"
         try:
-            codes = [
-                post(
+            home.holon("agent", "create", "main", check=False)
+            srv = Serve(home)
+            try:
+                if rate == 60:
+                    codes = [
+                        post(
+                            srv.host,
+                            srv.port,
+                            "/webhooks/github/main",
+                            body,
+                            {
+                                "Content-Type": "application/json",
+                                "X-Hub-Signature-256": signed(body),
+                                "X-GitHub-Delivery": f"fresh-{i}",
+                            },
+                        )
+                        for i in range(150)
+                    ]
+                    out.update(
+                        webhook_replays_sent=len(codes),
+                        webhook_replays_admitted=codes.count(202),
+                        webhook_replays_duplicate=codes.count(200),
+                        webhook_replays_429=codes.count(429),
+                    )
+                    continue
+                out["webhook_without_delivery_id_status"] = post(
                     srv.host,
                     srv.port,
                     "/webhooks/github/main",
-                    body,
+                    b'{"x": 1}',
                     {
                         "Content-Type": "application/json",
-                        "X-Hub-Signature-256": sig,
-                        "X-GitHub-Delivery": f"fresh-{i}",
+                        "X-Hub-Signature-256": signed(b'{"x": 1}'),
                     },
                 )
-                for i in range(150)
-            ]
-            no_id = post(
-                srv.host,
-                srv.port,
-                "/webhooks/github/main",
-                b'{"x": 1}',
-                {
-                    "Content-Type": "application/json",
-                    "X-Hub-Signature-256": "sha256="
-                    + hmac.new(secret.encode(), b'{"x": 1}', hashlib.sha256).hexdigest(),
-                },
-            )
-            stamp = post(
-                srv.host,
-                srv.port,
-                "/webhooks/std/main",
-                b"{}",
-                {
-                    "Content-Type": "application/json",
-                    "webhook-id": "msg_1",
-                    "webhook-timestamp": "\u00b2",
-                    "webhook-signature": "v1,AAAA",
-                },
-            )
+                out["webhook_timestamp_superscript_status"] = post(
+                    srv.host,
+                    srv.port,
+                    "/webhooks/std/main",
+                    b"{}",
+                    {
+                        "Content-Type": "application/json",
+                        "webhook-id": "msg_1",
+                        "webhook-timestamp": "\u00b2",
+                        "webhook-signature": "v1,AAAA",
+                    },
+                )
+            finally:
+                srv.stop()
         finally:
-            srv.stop()
-    finally:
-        home.close()
-    return {
-        "webhook_replays_admitted": codes.count(202),
-        "webhook_replays_sent": len(codes),
-        "webhook_replays_duplicate": codes.count(200),
-        "webhook_replays_429": codes.count(429),
-        "webhook_without_delivery_id_status": no_id,
-        "webhook_timestamp_superscript_status": stamp,
-    }
+            home.close()
+    return out
 
 
 HEAD = b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 10_000
@@ -446,15 +449,20 @@ def part_children(args: argparse.Namespace) -> dict[str, Any]:
     model.write_text(yaml.safe_dump({"loop": True, "steps": [step]}))
     home.env["HOLON_MODEL"] = f"scripted:{model}"
     try:
-        subprocess.run([sys.executable, "-c", MAKE_KIDS], env=home.env, check=True)
-        home.config({"agents": {"main": {"budgets": {"tokens_per_day": 900}}}})
+        subprocess.run([sys.executable, "-c", MAKE_KIDS], env=home.env, check=True, cwd=home.tmp)
+        home.config({"agents": {"main": {"budgets": {"tokens_per_day": 950}}}})
         t0 = time.monotonic()
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", CHILD_TURNS, k, "6"], env=home.env, stderr=subprocess.PIPE
+        procs = []
+        for k in ("k1", "k2", "k3"):  # staggered: each checks while the others are in flight
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", CHILD_TURNS, k, "6"],
+                    env=home.env,
+                    stderr=subprocess.PIPE,
+                    cwd=home.tmp,
+                )
             )
-            for k in ("k1", "k2", "k3")
-        ]
+            time.sleep(0.1)
         for p in procs:
             p.communicate(timeout=300)
         took = time.monotonic() - t0
@@ -465,7 +473,7 @@ def part_children(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "children_requests": len(recs),
         "children_tokens": sum(r["input_tokens"] + r["output_tokens"] for r in recs),
-        "children_budget": 900,
+        "children_budget": 950,
         "children_s": round(took, 1),
     }
 
@@ -490,11 +498,15 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=12.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    out: dict[str, Any] = {"python": sys.executable, "load": os.getloadavg()[0]}
+    import holon_cli
+
+    out: dict[str, Any] = {"python": sys.executable, "build": os.path.dirname(holon_cli.__file__)}
+    print("build:", out["build"], flush=True)
     for name in args.parts.split(","):
-        out.update(PARTS[name](args))
+        got = PARTS[name](args)
+        out.update(got)
         if not args.json:
-            print(f"[{name}]", {k: v for k, v in out.items() if k not in ("python",)}, flush=True)
+            print(f"[{name}] load {os.getloadavg()[0]:.1f}", got, flush=True)
     out["load_after"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(out))

@@ -423,24 +423,27 @@ def test_three_children_at_once_cannot_overshoot_their_parent(
 ) -> None:
     """main: three children running at once sent 11 requests where 9 fit.
     Here three real processes turn three children of one parent at once,
-    each request slow enough (0.3 s) that they overlap."""
+    started 0.1 s apart and each request slow (0.3 s), so that each check
+    happens while the others' requests are in flight."""
     model = script(tmp_path, [{**text(), "sleep_ms": 300}])
     open_agent()
     for k in ("k1", "k2", "k3"):
         _kid(k)
-    config(holon_home, {"model": model, "agents": {"main": {"budgets": {"tokens_per_day": 900}}}})
+    config(holon_home, {"model": model, "agents": {"main": {"budgets": {"tokens_per_day": 950}}}})
     env = {**os.environ, "HOLON_MODEL": model}
     t0 = time.monotonic()
-    procs = [
-        subprocess.Popen([sys.executable, "-c", TURNS, k, "6"], env=env, stderr=subprocess.PIPE)
-        for k in ("k1", "k2", "k3")
-    ]
+    procs = []
+    for k in ("k1", "k2", "k3"):
+        procs.append(
+            subprocess.Popen([sys.executable, "-c", TURNS, k, "6"], env=env, stderr=subprocess.PIPE)
+        )
+        time.sleep(0.1)
     for p in procs:
         _out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()[-2000:]
     recs = open_agent("main").ledger("spend").records()
-    assert len(recs) == 9, [r["agent_id"] for r in recs]
-    assert sum(r["input_tokens"] + r["output_tokens"] for r in recs) == 900
-    assert {r["agent_id"] for r in recs} == {"k1", "k2", "k3"} or len(recs) == 9
+    spent = sum(r["input_tokens"] + r["output_tokens"] for r in recs)
+    assert spent <= 950 and len(recs) == 9, [(r["agent_id"], sp.tokens_of(r)) for r in recs]
+    assert {r["agent_id"] for r in recs} == {"k1", "k2", "k3"}
     assert reserve.live_reservations(HomeLayout.current()) == []
     print(f"three children: {len(recs)} requests where 9 fit, {time.monotonic() - t0:.1f}s")

@@ -17,24 +17,31 @@ from holon_cli.serve.http.server import HttpServer
 
 
 @contextmanager
-def live_server(token: str | None = None) -> Iterator[tuple[HttpServer, str, int]]:
-    """(server, host, port) of a running surface; config.yaml's ``serve``
-    section is read as the server starts, as ``holon serve`` does."""
+def live_server(
+    token: str | None = None, unix_path: str | None = None
+) -> Iterator[tuple[HttpServer, str, int]]:
+    """(server, host, port) of a running surface (and on ``unix_path`` when
+    given, as ``serve --socket``); config.yaml's ``serve`` section is read as
+    the server starts, as ``holon serve`` does."""
+    from holon_cli.serve.http.listen import bind_unix
+
     sock = bind_tcp("127.0.0.1", 0)
     port = sock.getsockname()[1]
+    socks = [sock] + ([bind_unix(unix_path)] if unix_path else [])
     app = build_app(
-        HttpSettings(host="127.0.0.1", port=port, token=token),
+        HttpSettings(host="127.0.0.1", port=port, token=token, socket_path=unix_path),
         runtime_status=lambda: {"ok": True},
         request_shutdown=lambda: None,
         stopping=threading.Event(),
     )
-    server = HttpServer(app, [sock])
+    server = HttpServer(app, socks)
     server.start()
     try:
         yield server, "127.0.0.1", port
     finally:
         server.stop()
-        sock.close()
+        for s in socks:
+            s.close()
 
 
 def raw_request(host: str, port: int, data: bytes, timeout: float = 5.0) -> bytes:

@@ -248,6 +248,42 @@ def test_at_the_cap_new_connections_are_refused_while_open_requests_are_served(
         assert wait_until(lambda: get(host, port, "/healthz")[0] == 200)
 
 
+def test_a_dribbled_body_is_closed_in_time(holon_home: Path) -> None:
+    # the body's deadline is 6 x serve.header_timeout from the end of the head
+    config(holon_home, {"serve": {"header_timeout": "200ms"}})
+    with live_server() as (srv, host, port):
+        s = _busy(host, port)  # a whole head, then 1 of 100 body bytes
+        s.settimeout(5)
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < 4:
+                s.send(b" ")  # dribbled: 1 byte every 50 ms
+                time.sleep(0.05)
+        except OSError:
+            pass
+        took = time.monotonic() - t0
+        s.close()
+        assert 1.0 <= took < 3.5, took
+        assert srv.gate.body_timed_out == 1
+
+
+def test_the_unix_socket_is_served_while_tcp_is_full(holon_home: Path, tmp_path: Path) -> None:
+    """Each listener has its own cap: requests in progress filling the TCP
+    listener do not lock the operator out of ``serve --socket``."""
+    import httpx2 as httpx
+
+    config(holon_home, {"serve": {"max_connections": 2, "header_timeout": "30s"}})
+    path = str(tmp_path / "s.sock")
+    with live_server(unix_path=path) as (srv, host, port):
+        busy = [_busy(host, port) for _ in range(2)]
+        assert wait_until(lambda: srv.gate.stats()["open"] == 2)
+        assert _refused(host, port)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=path)) as c:
+            assert c.get("http://holon/status").status_code == 200
+        for b in busy:
+            b.close()
+
+
 def test_dribblers_make_room_for_a_whole_request(holon_home: Path) -> None:
     config(holon_home, {"serve": {"max_connections": 40, "header_timeout": "30s"}})
     with live_server() as (srv, host, port):

@@ -15,7 +15,10 @@ What is built on them:
   a request head (a dribbler, or an idle keep-alive), and when every
   connection has a request in progress the new one is refused at once
   (reset). So connections that never finish a head cannot keep a request
-  that does from being served, and the open requests are never cut.
+  that does from being served, and the open requests are never cut. A
+  request whose body has not all arrived within ``BODY_FACTOR`` times the
+  head timeout of its head is closed too (a dribbled body would otherwise
+  hold its slot, and its handler, for ever).
 - :func:`quiet_server`: uvicorn's server with a main loop that wakes once a
   second instead of ten times (a third of an idle serve's CPU).
 
@@ -31,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 TICK_S = 1.0
+BODY_FACTOR = 6  # a request body must arrive within 6 x serve.header_timeout
 
 
 class Listener:
@@ -51,9 +55,11 @@ class ConnectionGate:
         self.cap = cap
         self.header_timeout = header_timeout
         self.listeners: dict[str, Listener] = {}
+        self.body_timeout = header_timeout * BODY_FACTOR
         self.refused = 0  # new connections reset at the cap
         self.evicted = 0  # waiting connections closed to make room
         self.timed_out = 0  # connections closed by the head timeout
+        self.body_timed_out = 0  # requests closed by the body timeout
 
     def listener(self, transport: Any) -> Listener:
         name = transport.get_extra_info("sockname")
@@ -85,6 +91,7 @@ class ConnectionGate:
             "refused": self.refused,
             "evicted": self.evicted,
             "header_timeouts": self.timed_out,
+            "body_timeouts": self.body_timed_out,
         }
 
 
@@ -98,6 +105,7 @@ def guarded_protocol_class(gate: ConnectionGate, keep_alive_s: float) -> type[An
         _gate = gate
         _lst: Listener | None = None
         _head_timer: asyncio.TimerHandle | None = None
+        _body_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
             lst = self._gate.listener(transport)
@@ -135,6 +143,20 @@ def guarded_protocol_class(gate: ConnectionGate, keep_alive_s: float) -> type[An
                 self._head_timer.cancel()
                 self._head_timer = None
                 lst.waiting.pop(self, None)
+            in_body = self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing()
+            if in_body and self._body_timer is None:
+                self._body_timer = self.loop.call_later(
+                    self._gate.body_timeout, self._body_timeout
+                )
+            elif not in_body and self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_timeout(self) -> None:
+            self._body_timer = None
+            if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+                self._gate.body_timed_out += 1
+                self.transport.abort()
 
         def _head_timeout(self) -> None:
             self._head_timer = None
@@ -148,10 +170,15 @@ def guarded_protocol_class(gate: ConnectionGate, keep_alive_s: float) -> type[An
             """Closed to make room for a new connection (the gate has
             already forgotten it)."""
             self._lst = None
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            self._cancel_timers()
             self.transport.abort()
+
+        def _cancel_timers(self) -> None:
+            for name in ("_head_timer", "_body_timer"):
+                timer = getattr(self, name)
+                if timer is not None:
+                    timer.cancel()
+                    setattr(self, name, None)
 
         # ------------------------------------------- uvicorn's hooks
 
@@ -171,9 +198,7 @@ def guarded_protocol_class(gate: ConnectionGate, keep_alive_s: float) -> type[An
                 lst.open.discard(self)
                 lst.waiting.pop(self, None)
                 self._lst = None
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            self._cancel_timers()
             super().connection_lost(exc)
 
     return GuardedProtocol
