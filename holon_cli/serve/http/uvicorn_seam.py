@@ -145,9 +145,7 @@ def guarded_protocol_class(gate: ConnectionGate, keep_alive_s: float) -> type[An
                 lst.waiting.pop(self, None)
             in_body = self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing()
             if in_body and self._body_timer is None:
-                self._body_timer = self.loop.call_later(
-                    self._gate.body_timeout, self._body_timeout
-                )
+                self._body_timer = self.loop.call_later(self._gate.body_timeout, self._body_timeout)
             elif not in_body and self._body_timer is not None:
                 self._body_timer.cancel()
                 self._body_timer = None
