@@ -112,9 +112,9 @@ def home_check(repair: bool, as_json: bool) -> None:
 
     repairs: list[Any] = []
     if repair:
-        from holon_cli.runtime.home_repair import repair_home
+        from holon_cli.runtime.home_repair_planes import repair_all
 
-        repairs = list(repair_home())
+        repairs = list(repair_all())
     report = check()
     if repair:
         from holon_cli.runtime.home_repair import unrepaired

@@ -66,9 +66,6 @@ def repair_home() -> list[RepairAction]:
                 # e.g. a damaged line inside a ledger: named, left to the operator
                 what = step.__name__.removeprefix("_repair_").replace("_", " ")
                 actions.append(_act(layout.home, "skipped", f"{what}: {exc.message}"))
-    from holon_cli.runtime import home_repair_planes as planes
-
-    actions += planes.repair_planes(home, names)
     return actions
 
 

@@ -38,12 +38,28 @@ from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import locked
 
 
+def repair_all() -> list[RepairAction]:
+    """``home check --repair``: the snapshots and ledgers of
+    :mod:`holon_cli.runtime.home_repair`, then the newer planes' files."""
+    import os
+
+    from holon_cli.runtime.home_repair import repair_home
+
+    actions = repair_home()
+    home = HomeLayout.current()
+    try:
+        names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
+    except FileNotFoundError:
+        return actions
+    return actions + repair_planes(home, names)
+
+
 def repair_planes(home: HomeLayout, names: list[str]) -> list[RepairAction]:
     facts = {n: hc.AgentFacts(home.agent(n)) for n in names if home.agent(n).runtime.is_dir()}
     lineage = hc.lineage_children(facts)
     out: list[RepairAction] = []
     for fact in facts.values():
-        for step in (_segments, _handles, _delegations, _episodes, _memory_index):
+        for step in (_segments, _handles, _delegations, _episodes, _memory_index, _cleanups):
             out += _guarded(fact, step, facts)
     # read again: the segments repaired above hold events again
     facts = {n: hc.AgentFacts(home.agent(n)) for n in facts}
@@ -369,6 +385,29 @@ def _missing_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairActi
                 f"closed segment {n} is gone and nothing holds its records",
             )
         )
+    return out
+
+
+# ---------------------------------------------- durable cleanups (worktrees)
+
+
+def _cleanups(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+    """What a killed process left undone: an ended child's worktree cleanup
+    and archiving, an isolated worktree made and never bound."""
+    from holon_cli.model.task import is_child_task
+    from holon_cli.runtime.children import supervision as sv
+    from holon_cli.runtime.tasks.records import iter_records
+    from holon_cli.runtime.workspace.heal import heal
+
+    out: list[RepairAction] = []
+    for d, rec in iter_records(fact.store):
+        if is_child_task(rec) and sv.is_final(rec) and rec.get("result_message_id"):
+            for done in sv.finish_ended(fact.store, rec):
+                detail = done["action"].replace("_", " ")
+                out.append(_act(d / "task.json", "finished", detail))
+    for done in heal(HomeLayout.current(), fact.layout.agent_id):
+        why = f" ({done['reason']})" if done.get("reason") else ""
+        out.append(_act(Path(done["path"]), "finished", done["action"].replace("_", " ") + why))
     return out
 
 
