@@ -1,7 +1,7 @@
 """Reads of a ledger's lines: by key cursor, of the open file's tail, at an
 offset, and the full scans for damaged lines.
 
-``records_after`` serves followers (``holon events``, the console's event
+``records_after`` serves followers (``holon tail --follow``, the console's event
 stream, resumption after a restart): the records whose integer key (say
 ``event_seq``) is above a cursor, found by reading the open file backwards
 from one snapshot of its size, then the closed segments from the one where

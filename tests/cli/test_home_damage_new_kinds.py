@@ -106,7 +106,9 @@ def wrong_shape(path: Path) -> None:
         obj = json.loads(data)
     except ValueError:  # a ledger: every line
         path.write_bytes(
-            b"".join(json.dumps(_wrong_types(json.loads(ln))).encode() + b"\n" for ln in _lines(data))
+            b"".join(
+                json.dumps(_wrong_types(json.loads(ln))).encode() + b"\n" for ln in _lines(data)
+            )
         )
         return
     path.write_bytes(json.dumps(_wrong_types(obj)).encode())
