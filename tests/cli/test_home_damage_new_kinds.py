@@ -275,7 +275,8 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (project / "AGENTS.md").write_text("# the project\n")
     model = base / "loop.yaml"  # one charged round per turn, every turn
     model.write_text(
-        "loop: true\nsteps:\n  - text: hello again\n    usage: {input_tokens: 400, output_tokens: 30}\n"
+        "loop: true\nsteps:\n  - text: hello again\n"
+        "    usage: {input_tokens: 400, output_tokens: 30}\n"
     )
     old = {k: os.environ.get(k) for k in ("HOLON_HOME", "HOLON_MODEL")}
     os.environ["HOLON_HOME"] = str(home)
