@@ -104,7 +104,7 @@ def test_memory_rebuild_rebuilds_an_index_of_the_wrong_schema(
     """The probe: a memory index whose `fts` table is gone (or another
     SQLite database in its place) crashed `memory search|get|rebuild`; the
     hint names `holon memory rebuild`, which must rebuild it."""
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.memory.search import index_path
     from holon_cli.store.memory_index import index_problem
 
@@ -148,7 +148,7 @@ def test_memory_rebuild_rebuilds_an_index_of_the_wrong_schema(
 def test_memory_search_and_get_heal_a_wrong_schema_themselves(
     holon_home: Path, command: str
 ) -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.memory.search import index_path
 
     assert holon("agent", "create", "main").returncode == 0

@@ -282,7 +282,7 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ["HOLON_HOME"] = str(home)
     os.environ["HOLON_MODEL"] = f"scripted:{model}"
     try:
-        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.agents.lifecycle import open_agent
         from holon_cli.runtime.children.spawn import spawn_private_child
         from holon_cli.runtime.enqueue import admit
         from holon_cli.runtime.memory.search import sync

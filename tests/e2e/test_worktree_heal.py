@@ -153,7 +153,7 @@ def test_an_ended_childs_pending_cleanup_is_finished_by_the_parents_next_tick(
     child not archived."""
     import yaml
 
-    from holon_cli.runtime.agents import open_agent, set_model_override
+    from holon_cli.runtime.agents.lifecycle import open_agent, set_model_override
     from holon_cli.runtime.children import supervision as sv
     from holon_cli.runtime.tasks.records import read_record_file
     from holon_cli.runtime.turn import run_turn

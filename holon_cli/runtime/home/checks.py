@@ -46,7 +46,7 @@ def config_problems(home: HomeLayout) -> list[Problem]:
         return [Problem(str(home.config), None, msg if key is None else msg)]
     import os
 
-    from holon_cli.runtime.budgets import config_errors
+    from holon_cli.runtime.budgets.spend import config_errors
     from holon_cli.store.config_schema import ingress_problems
 
     problems = [
@@ -80,7 +80,7 @@ def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
 
 
 def staging_notes(home: HomeLayout) -> list[dict[str, Any]]:
-    from holon_cli.runtime.agents import stale_staging
+    from holon_cli.runtime.agents.lifecycle import stale_staging
 
     return [
         {
@@ -516,7 +516,7 @@ def missing_spend(
     """``(agent, turn) -> the charged events`` the agent's spend ledger lacks
     (its own rounds and its descendants': each is charged up the lineage).
     Empty when the ledger has a damaged line (its own check says so)."""
-    from holon_cli.runtime.budgets import LEDGER
+    from holon_cli.runtime.budgets.spend import LEDGER
     from holon_cli.store.ledger import Ledger
     from holon_cli.store.records import ledger_validator
 
@@ -541,7 +541,7 @@ def missing_spend(
 def spend_findings(
     layout: AgentLayout, facts: dict[str, AgentFacts], lineage: dict[str, list[str]]
 ) -> list[Problem]:
-    from holon_cli.runtime.budgets import LEDGER
+    from holon_cli.runtime.budgets.spend import LEDGER
 
     lost = missing_spend(layout, facts, lineage)
     if not lost:

@@ -31,8 +31,8 @@ from typing import Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
-from holon_cli.runtime import home_checks as hc
-from holon_cli.runtime.home_repair import RepairAction, _act, _set_aside
+from holon_cli.runtime.home import checks as hc
+from holon_cli.runtime.home.repair import RepairAction, _act, _set_aside
 from holon_cli.store.fsio import write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import locked
@@ -40,10 +40,10 @@ from holon_cli.store.locks import locked
 
 def repair_all() -> list[RepairAction]:
     """``home check --repair``: the snapshots and ledgers of
-    :mod:`holon_cli.runtime.home_repair`, then the newer planes' files."""
+    :mod:`holon_cli.runtime.home.repair`, then the newer planes' files."""
     import os
 
-    from holon_cli.runtime.home_repair import repair_home
+    from holon_cli.runtime.home.repair import repair_home
 
     actions = repair_home()
     home = HomeLayout.current()
@@ -85,7 +85,7 @@ def _guarded(fact: hc.AgentFacts, step: Any, facts: dict[str, hc.AgentFacts]) ->
 def _spend(
     fact: hc.AgentFacts, facts: dict[str, hc.AgentFacts], lineage: dict[str, list[str]]
 ) -> list[RepairAction]:
-    from holon_cli.runtime import budgets
+    from holon_cli.runtime.budgets import spend as budgets
     from holon_cli.store.config import load_config
 
     lost = hc.missing_spend(fact.layout, facts, lineage)

@@ -246,8 +246,8 @@ def _held_by_safety(state: AgentState) -> bool:
     """Held on purpose by a safety rule: a spent budget (it wakes at the
     reset, or when the limit is raised) or the no-progress guard (operator
     input lifts it)."""
-    from holon_cli.runtime.budgets import WAITING_REASON
-    from holon_cli.runtime.guard import GUARD_TURNS
+    from holon_cli.runtime.budgets.guard import GUARD_TURNS
+    from holon_cli.runtime.budgets.spend import WAITING_REASON
 
     closure: Mapping[str, Any] = state.get("last_closure") or {}
     if closure.get("waiting_reason") == WAITING_REASON:
