@@ -10,7 +10,8 @@ Parts (``--parts``, default all):
   ``GET /healthz`` answer (median of ``--starts``).
 - ``latency``: ``GET /status`` on fresh connections, p50 / p95 / max of
   ``--requests``; then public enqueue throughput (one keep-alive client,
-  ``--requests`` POSTs, the rate limit raised out of the way).
+  ``--requests`` POSTs, the rate limit raised out of the way, the agent
+  paused so no turn runs) and serve's CPU per enqueue.
 - ``xff``: ``ingress.rate_per_minute: 60``, 150 public enqueues each with a
   fresh ``X-Forwarded-For``: how many were accepted.
 - ``webhook``: a GitHub secret; 150 replays of one signed body, each with a
@@ -195,6 +196,9 @@ def part_latency(args: argparse.Namespace) -> dict[str, Any]:
     home = Home({"ingress": {"rate_per_minute": 1_000_000}})
     try:
         home.holon("agent", "create", "main", check=False)
+        # paused: the enqueues are admitted but no turn runs, so serve's CPU
+        # below is the HTTP surface's own
+        home.holon("agent", "pause", "main", check=False)
         srv = Serve(home)
         try:
             lat = []
@@ -204,6 +208,7 @@ def part_latency(args: argparse.Namespace) -> dict[str, Any]:
                 lat.append(took * 1000)
             lat.sort()
             with httpx.Client(base_url=f"http://127.0.0.1:{srv.port}") as c:
+                cpu0 = _cpu_s(srv.proc.pid)
                 t0 = time.monotonic()
                 for _ in range(args.requests):
                     r = c.post(
@@ -213,6 +218,7 @@ def part_latency(args: argparse.Namespace) -> dict[str, Any]:
                     )
                     assert r.status_code == 202, r.text
                 rate = args.requests / (time.monotonic() - t0)
+                cpu_ms = (_cpu_s(srv.proc.pid) - cpu0) * 1000 / args.requests
         finally:
             srv.stop()
     finally:
@@ -222,7 +228,15 @@ def part_latency(args: argparse.Namespace) -> dict[str, Any]:
         "status_ms_p95": round(lat[int(len(lat) * 0.95)], 2),
         "status_ms_max": round(lat[-1], 2),
         "enqueue_per_s": round(rate, 1),
+        "enqueue_serve_cpu_ms_per_request": round(cpu_ms, 2),
     }
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def part_xff(args: argparse.Namespace) -> dict[str, Any]:
