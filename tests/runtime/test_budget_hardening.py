@@ -8,6 +8,7 @@ its children."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -447,3 +448,53 @@ def test_three_children_at_once_cannot_overshoot_their_parent(
     assert {r["agent_id"] for r in recs} == {"k1", "k2", "k3"}
     assert reserve.live_reservations(HomeLayout.current()) == []
     print(f"three children: {len(recs)} requests where 9 fit, {time.monotonic() - t0:.1f}s")
+
+
+# ------------------------------------------------------------ on the wire
+
+
+def test_the_cap_reaches_the_provider_request(
+    holon_home: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch, now: list[float]
+) -> None:
+    """The real Responses transport sends the capped ``max_output_tokens``:
+    what the budget leaves after the input estimate (sizes / 4 for the first
+    request; scaled by what the provider counted for the next one)."""
+    import copy
+
+    from loopback import LoopbackServer, RecordedRequest, Reply
+
+    rec = json.loads((fixtures_dir / "openai_responses" / "text_nonstream.json").read_text())
+    body = copy.deepcopy(rec["response"]["body"])
+    body["usage"].update(input_tokens=6000, output_tokens=8, total_tokens=6008)
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    with LoopbackServer() as s:
+
+        def always(_req: RecordedRequest) -> Reply:
+            return Reply.json_body(body)
+
+        s.check = always
+        monkeypatch.setenv("OPENAI_BASE_URL", s.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
+        monkeypatch.setenv("HOLON_MODEL", "openai/gpt-test")
+        open_agent()
+        for cfg_limit in (None, 30_000):
+            if cfg_limit:
+                config(holon_home, {"budgets": {"tokens_per_day": cfg_limit}})
+            for i in range(2):
+                assert holon("enqueue", f"q{i}").returncode == 0
+                assert holon("turn").returncode == 0
+        sent = [r.json() for r in s.requests]
+    recs = open_agent().ledger("spend").records()
+    assert len(sent) == len(recs) == 4
+    # no budget: the request is left alone
+    assert "max_output_tokens" not in sent[0] and "max_output_tokens" not in sent[1]
+    # with one: 30,000 less what was spent today, less the input estimate;
+    # 8,192 at most when nothing else sets a cap
+    ratio = recs[1]["input_tokens"] / recs[1]["request_est"]  # the provider's count / sizes/4
+    used = 2 * 6008
+    est = math.ceil(recs[2]["request_est"] * ratio)
+    assert 30_000 - used - est > 8192 and sent[2]["max_output_tokens"] == 8192
+    used += 6008
+    est = math.ceil(recs[3]["request_est"] * 6000 / recs[2]["request_est"])
+    assert sent[3]["max_output_tokens"] == 30_000 - used - est < 8192
