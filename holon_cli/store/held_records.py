@@ -52,13 +52,28 @@ class HeldRecord:
         return self.fd is not None
 
 
+def private_dir(folder: Path) -> None:
+    """``folder`` and any missing parent made 0700 whatever the umask."""
+    missing: list[Path] = []
+    p = folder
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it first
+        os.chmod(d, PRIVATE_DIR_MODE)
+
+
 def hold(folder: Path, name: str, data: dict[str, Any]) -> HeldRecord:
     """Write ``folder/<name>.json`` and hold it (0600, never inherited)."""
     path = folder / f"{name}{SUFFIX}"
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     except FileNotFoundError:
-        folder.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        private_dir(folder)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

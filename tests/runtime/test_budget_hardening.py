@@ -76,6 +76,9 @@ def test_eight_runs_where_six_fit_send_six_requests(
     assert codes == [0] * 6 + [4] * 2
     recs = home_records()
     assert len(recs) == 6 and sum(r["input_tokens"] + r["output_tokens"] for r in recs) == 600
+    budgets_dir = HomeLayout.current().budgets_dir
+    assert budgets_dir.stat().st_mode & 0o777 == 0o700  # whatever the umask
+    assert HomeLayout.current().spend_ledger.stat().st_mode & 0o777 == 0o600
     # the six completed run agents are gone; their spend is not
     gone = {r["agent_id"] for r in recs}
     assert len(gone) == 6 and not any((holon_home / "agents" / a).exists() for a in gone)

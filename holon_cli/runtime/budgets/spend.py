@@ -179,9 +179,14 @@ def home_of(store: AgentStore) -> HomeLayout:
     return HomeLayout(store.layout.home.parent.parent)
 
 
-def home_ledger(home: HomeLayout) -> Ledger:
+def home_ledger(home: HomeLayout, *, for_writing: bool = False) -> Ledger:
     """The home's spend record: every agent's rounds, kept after an agent is
-    removed (``budgets.home`` reads it)."""
+    removed (``budgets.home`` reads it). ``for_writing``: its folder is made
+    (0700) first."""
+    if for_writing and not home.budgets_dir.exists():
+        from holon_cli.store.held_records import private_dir
+
+        private_dir(home.budgets_dir)
     return Ledger(home.spend_ledger, home.spend_lock, validate=ledger_validator(LEDGER))
 
 
@@ -209,7 +214,7 @@ class SpendWriter:
                 )
                 led.defer_sync = True
                 self._ledgers.append(led)
-            home = home_ledger(home_of(self.store))
+            home = home_ledger(home_of(self.store), for_writing=True)
             home.defer_sync = True
             self._ledgers.append(home)
         return self._ledgers
