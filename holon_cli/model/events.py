@@ -162,11 +162,20 @@ class TurnContextBuiltData(TypedDict):
     sections: Any
     tool_count: int
     bound_work_item_id: str | None
+    # the frame's cache record (runtime spec: ProviderPromptCache) and the
+    # history of earlier turns the requests carry
+    working_memory_revision: NotRequired[int]
+    compression_epoch: NotRequired[int]
+    history_turns: NotRequired[int]
+    history_tokens: NotRequired[int]
 
 
 class ContextCompactedData(TypedDict):
     """Older rounds of the running turn were replaced by a summary: how many
-    messages (this compaction) and the turn's compaction count so far."""
+    messages (this compaction) and the turn's compaction count so far. With
+    ``scope: history`` the conversation window across turns started a new
+    epoch instead (runtime/memory/history.py): older turns left the prompt,
+    ``compression_epoch`` is the agent's."""
 
     turn_id: NotRequired[str]
     compacted_message_count: int
@@ -174,7 +183,8 @@ class ContextCompactedData(TypedDict):
     budget_tokens: int
     estimated_tokens: int
     kept_message_count: int
-    reason: str  # over_budget | context_length_exceeded
+    reason: str  # over_budget | context_length_exceeded | history_window
+    scope: NotRequired[str]  # turn (default) | history
 
 
 class ProviderRoundCompletedData(TypedDict):

@@ -13,6 +13,9 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "request", "turn_id"}                   a turn's first provider request starts
     {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
     {"op": "effects", "files", "commands", "completed"}  a tool call's memory effects
+    {"op": "context", "blocks", "shown", "item"?}  the turn's context blocks as
+        first sent (kept for the turn), as last shown, and the update item a
+        change during the turn appended (runtime/turn/fit.py)
     {"op": "settlement", "settlement": {...}}
 
 Invariants:
@@ -40,7 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.providers.base import ConversationItem, ToolCall
+from holon_cli.model.provider import item_from_dict, item_to_dict
+from holon_cli.providers.base import ConversationItem
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_bytes, dumps, fsync_file
 
@@ -48,6 +52,8 @@ if TYPE_CHECKING:
     from holon_cli.model.turn import ProviderAttemptRecord, TurnSettlement
 
 JOURNAL_VERSION = 1
+
+__all__ = ["JOURNAL_VERSION", "Journal", "item_from_dict", "item_to_dict", "journal_path"]
 
 
 def journal_path(store: AgentStore) -> Path:
@@ -57,38 +63,6 @@ def journal_path(store: AgentStore) -> Path:
 def _legacy_path(store: AgentStore) -> Path:
     # the whole-file snapshot journal of earlier builds (read once on replay)
     return store.layout.state_dir / "turn_journal.json"
-
-
-def item_to_dict(it: ConversationItem) -> dict[str, Any]:
-    return {
-        "role": it.role,
-        "text": it.text,
-        "tool_calls": [c.to_dict() | {"raw_arguments": c.raw_arguments} for c in it.tool_calls],
-        "call_id": it.call_id,
-        "name": it.name,
-        "is_error": it.is_error,
-    }
-
-
-def item_from_dict(d: dict[str, Any]) -> ConversationItem:
-    calls = [
-        ToolCall(
-            c["id"],
-            c["name"],
-            c.get("arguments") or {},
-            c.get("raw_arguments"),
-            c.get("arguments_error"),
-        )
-        for c in d.get("tool_calls", [])
-    ]
-    return ConversationItem(
-        d["role"],
-        d.get("text", ""),
-        calls,
-        d.get("call_id"),
-        d.get("name"),
-        bool(d.get("is_error")),
-    )
 
 
 def _zero() -> dict[str, int]:
@@ -117,6 +91,9 @@ class Journal:
         # the compacted window of the conversation (runtime/memory/compaction.py):
         # restored on replay, so a restart sends the bytes it would have sent
         self.compaction: dict[str, Any] | None = None
+        # the turn's context blocks: [[title, text]] as first sent, and
+        # {title: text} as last shown (a change is appended as an item)
+        self.context: dict[str, Any] | None = None
         # what the turn's tool calls did, for working memory at settle
         self.files: list[str] = []
         self.commands: list[dict[str, Any]] = []
@@ -192,6 +169,8 @@ class Journal:
             lines.append({"v": JOURNAL_VERSION, "op": "compaction", **self.compaction})
         if self.files or self.commands or self.completed_work_item:
             lines.append({"v": JOURNAL_VERSION, "op": "effects", **self._effects()})
+        if self.context is not None:
+            lines.append({"v": JOURNAL_VERSION, "op": "context", **self.context})
         atomic_write_bytes(self.path, "".join(dumps(r) + "\n" for r in lines).encode("utf-8"))
         _legacy_path(self.store).unlink(missing_ok=True)
 
@@ -220,6 +199,10 @@ class Journal:
         elif op == "compaction":
             keys = ("cut_round", "epoch", "compacted", "summary")
             self.compaction = {k: rec[k] for k in keys}
+        elif op == "context":
+            if rec.get("item") is not None:
+                self.items.append(item_from_dict(rec["item"]))
+            self.context = {"blocks": rec["blocks"], "shown": rec["shown"]}
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:
@@ -328,6 +311,22 @@ class Journal:
             "summary": summary,
         }
         self._append({"op": "compaction", **self.compaction})
+
+    def record_context(
+        self,
+        blocks: list[list[str]],
+        shown: dict[str, str],
+        item: ConversationItem | None = None,
+    ) -> None:
+        """The turn's context blocks as first sent (``blocks``) and as last
+        shown; ``item`` (an update the model sees after the latest round)
+        joins the conversation in the same record."""
+        self.context = {"blocks": blocks, "shown": shown}
+        rec: dict[str, Any] = {"op": "context", "blocks": blocks, "shown": shown}
+        if item is not None:
+            self.items.append(item)
+            rec["item"] = item_to_dict(item)
+        self._append(rec)
 
     def _effects(self) -> dict[str, Any]:
         return {
