@@ -159,3 +159,41 @@ def test_the_journal_keeps_the_turns_blocks_and_its_update(store: Any) -> None:
     assert back.items[-1] == upd
     lines = [json.loads(x) for x in back.path.read_text().splitlines()]
     assert sum(1 for r in lines if r.get("op") == "context") == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b'{"v": 1, "op": "epoch", "epoch": 0, "memory": "text", "summary": null}\n',
+        b'{"v": 1, "op": "epoch", "epoch": null}\n',
+        b'{"v": 2, "op": "epoch", "epoch": 0}\n',
+        b"[1, 2]\n",
+        b'{"v": 1, "op": "epoch", "epoch": 0}\n{"v": 1, "op": "turn", "items": "x"}\n',
+        b'{"v": 1, "op": "epoch", "epoch": 0}\n{"v": 1, "op": "turn", "message_id": "m", '
+        b'"items": [{"role": "user", "text": 5}]}\n',
+        b'{"v": 1, "op": "epoch", "epoch": 0}\n{"v": 1, "op": "turn", "message_id": "m", '
+        b'"items": [{"role": "assistant", "tool_calls": ["call"]}]}\n',
+        b"\xff\xfe\x00",
+        b"[" * 100_000 + b"\n",
+    ],
+)
+def test_any_damage_reads_as_a_new_window_never_an_error(store: Any, damage: bytes) -> None:
+    path = history_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(damage)
+    h = PromptHistory.load(store)
+    assert not h.exists and h.turns == []
+    assert path.with_name(path.name + ".damaged").read_bytes() == damage
+
+
+def test_a_turn_over_a_damaged_history_starts_a_new_window(store: Any, tmp_path: Path) -> None:
+    path = history_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"garbage\n")
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"steps": ["fine."]}))
+    admit("hello")
+    res = run_turn(None, cli_model=f"scripted:{script}", catalog=default_catalog())
+    assert res.ran and res.status == "completed"
+    h = PromptHistory.load(store)
+    assert h.exists and len(h.turns) == 1 and h.items()[-1].text == "fine."

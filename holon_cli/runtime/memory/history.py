@@ -161,7 +161,7 @@ class PromptHistory:
             return cls(path)
         try:
             return cls._parse(path, raw)
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             if repair:
                 try:
                     os.replace(path, path.with_name(path.name + ".damaged"))
@@ -177,6 +177,11 @@ class PromptHistory:
         head = json.loads(lines[0])
         if head.get("op") != "epoch" or head.get("v") != HISTORY_VERSION:
             raise ValueError("not a prompt history")
+        memory, summary, through = head.get("memory"), head.get("summary"), head.get("through")
+        if not (memory is None or isinstance(memory, dict)):
+            raise ValueError("memory is not an object")
+        if not all(v is None or isinstance(v, str) for v in (summary, through)):
+            raise ValueError("summary or through is not text")
         h = cls(
             path,
             int(head["epoch"]),
@@ -190,9 +195,11 @@ class PromptHistory:
             if not line.strip():
                 continue
             rec = json.loads(line)
-            if rec.get("op") != "turn":
+            if rec.get("op") != "turn" or not isinstance(rec["items"], list):
                 raise ValueError("unknown record")
             items = [item_from_dict(d) for d in rec["items"]]
+            if not all(isinstance(i.text, str) and isinstance(i.role, str) for i in items):
+                raise ValueError("an item is not text")
             h.turns.append(
                 HistoryTurn(
                     str(rec["message_id"]),
