@@ -200,6 +200,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         ("aborted", _aborted_line(s)),
         ("work item", s["current_work_item_id"] or "-"),
         ("last wake", s["last_wake_reason"] or "-"),
+        ("last brief", s.get("last_brief_at") or "-"),
         (
             "tokens",
             (
@@ -228,6 +229,18 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
                 f"{wm['archived_episode_count']} episode(s) archived",
             )
         )
+    prof = s.get("execution_profile") or {}
+    if prof.get("turns"):
+        rows.append(
+            (
+                "turns",
+                f"{prof['turns']} settled ({prof['aborted_turns']} aborted), "
+                f"mean {prof['mean_turn_ms'] / 1000:.1f} s, "
+                f"{prof['mean_tool_calls_per_turn']:g} tool call(s) per turn",
+            )
+        )
+    if s.get("compacted_message_count"):
+        rows.append(("compacted", f"{s['compacted_message_count']} message(s) so far"))
     if s.get("active_tasks"):
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))

@@ -74,6 +74,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "last_wake_reason": state.get("last_wake_reason"),
         "sleeping_until": state.get("sleeping_until"),
         "last_turn_at": state.get("last_turn_at"),
+        "last_brief_at": state.get("last_brief_at"),
         "last_closure": state.get("last_closure"),
         "last_continuation": state.get("last_continuation"),
         "pending_wake_hint": state.get("pending_wake_hint"),
@@ -93,6 +94,11 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "skills": _skills(state),
         "external_trigger": _trigger_status(store),
         "working_memory": _working_memory(state),
+        # the spec's Additional State Fields (runtime/turn/stats.py)
+        "compacted_message_count": int(state.get("compacted_message_count") or 0),
+        "context_summary": state.get("context_summary"),
+        "tool_latency": list(state.get("tool_latency") or []),
+        "execution_profile": _execution_profile(state),
     }
     # what needs an operator: the last failed turn, a config.yaml that does not load
     summary |= {
@@ -117,6 +123,13 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         summary["budget"] = {}
         summary["budget_error"] = exc.message
     return summary
+
+
+def _execution_profile(state: AgentState) -> dict[str, Any]:
+    """``execution_profile`` (zeros for an agent that never settled a turn)."""
+    from holon_cli.model.agent import empty_execution_profile
+
+    return {**empty_execution_profile(), **(state.get("execution_profile") or {})}
 
 
 def _working_memory(state: AgentState) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.briefs import write_brief
+from holon_cli.runtime.turn import stats
 from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.recorder import TurnRecorder
@@ -293,15 +294,37 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
     counted = journal.counted
     memory = _settle_memory(store, s, completed_at)
 
+    last_brief = store.ledger("briefs").last()
+
     def finish(st: AgentState) -> None:
-        # the turn's successful rounds join the agent's totals once, here
-        st["total_input_tokens"] = int(st.get("total_input_tokens", 0)) + counted["input_tokens"]
-        st["total_output_tokens"] = int(st.get("total_output_tokens", 0)) + counted["output_tokens"]
-        st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + counted["rounds"]
+        if not stats.already_counted(st, s["turn_id"]):
+            # the turn's successful rounds join the agent's totals once, here
+            # (a settle replayed after this update adds nothing again)
+            st["total_input_tokens"] = (
+                int(st.get("total_input_tokens", 0)) + counted["input_tokens"]
+            )
+            st["total_output_tokens"] = (
+                int(st.get("total_output_tokens", 0)) + counted["output_tokens"]
+            )
+            st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + counted["rounds"]
+            stats.fold(
+                st,
+                turn_id=s["turn_id"],
+                aborted=s["status"] == "aborted",
+                rounds=counted["rounds"],
+                duration_ms=int(s.get("duration_ms") or 0),
+                calls=journal.latency,
+                compaction=journal.compaction,
+                at=completed_at,
+            )
         if st["status"] not in HELD_STATUSES:
             st["status"] = "asleep" if sleep else "awake_idle"
             st["status_changed_at"] = completed_at
-        if s.get("brief"):
+        # the newest brief's time: the turn's own, a work item's report, a notice
+        at = str((last_brief or {}).get("at") or "")
+        if at and at > str(st.get("last_brief_at") or ""):
+            st["last_brief_at"] = at
+        elif s.get("brief"):
             st["last_brief_at"] = completed_at
         if s["status"] == "aborted" and s.get("reason") != "operator_aborted":
             # the daemon's last runtime failure (spec L521-523) and `holon
