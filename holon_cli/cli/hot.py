@@ -216,7 +216,9 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         if m.get("effective_fallback_models"):
             rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
     if "work_items" in s:
-        rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
+        from holon_cli.runtime.presentation import work_counts
+
+        rows.append(("work items", work_counts(s["work_items"])))
     for name, use in (s.get("budget") or {}).items():
         resets = f"resets {use['resets_at']}" if use["resets_at"] else "does not reset"
         rows.append((f"budget {name}", f"{use['used']:g} of {use['limit']:g} ({resets})"))

@@ -595,6 +595,8 @@ class ExternalTriggerDeliveredData(TypedDict):
     message_id: str | None
     coalesced_count: int
     waiting_intent_ids: list[str]
+    # the work items whose waits it triggered (now triggered_blocked candidates)
+    work_item_ids: NotRequired[list[str]]
     trigger_count: int
 
 
