@@ -597,6 +597,8 @@ class TurnRun:
                 budget_stopped=self.budget_hit is not None,
             ),
             abort_reason=self.abort_reason,
+            message_id=self.mid,
+            turn_ids={self.turn_id, *self.journal.requested},
         )
         s["memory"] = memory_delta(
             self.store,

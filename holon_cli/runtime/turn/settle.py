@@ -7,7 +7,7 @@ pause)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -53,13 +53,19 @@ def decide_settlement(
     budget_hit: BudgetHit | None = None,
     progress: TurnProgress | None = None,
     abort_reason: str | None = None,
+    message_id: str | None = None,
+    turn_ids: Collection[str] = (),
 ) -> TurnSettlement:
     """How the turn ends: the work plane's turn-end commit, the closure, and
     the brief to write (none when the final round completed a work item: its
     ``work_done`` brief already carries this text). A turn a budget stopped
     before a request closes ``waiting``/``budget_exhausted`` with an
     ``action_required`` brief naming the budget; the no-progress streak it
-    leaves (and the guard's brief, when it trips) is decided here too."""
+    leaves (and the guard's brief, when it trips) is decided here too. A turn
+    that leaves work running in the background (tasks or children
+    ``message_id`` started, waits ``turn_ids`` recorded: ``turn/handoff.py``)
+    writes an ``ack`` brief instead of its result: "continuing in the
+    background", linked to the first task."""
     wi.refresh_all(store)
     # runtime facts of blocking waits come from the task plane; none is known
     # at this layer yet. How the turn ended decides the continuation hold.
@@ -89,6 +95,17 @@ def decide_settlement(
         budget_hit=budget_hit,
         abort_reason=abort_reason,
     )
+    if brief is not None and brief["kind"] == "result" and budget_hit is None:
+        from holon_cli.runtime.turn import handoff
+
+        work = handoff.background_work(store, message_id, turn_ids)
+        if work:
+            brief = {
+                **brief,
+                "kind": "ack",
+                "text": handoff.ack_text(final_text, work),
+                "related_task_id": handoff.first_task_id(work),
+            }
     from holon_cli.runtime.budgets import guard
 
     prev = store.read_record()["state"].get("no_progress")
@@ -207,6 +224,9 @@ def write_terminal(
             text=brief["text"],
             visibility=brief["visibility"],
             related_message_id=mid,
+            # an ack names the work it handed off; a task-driven turn's brief
+            # names the task whose result or status woke it
+            related_task_id=brief.get("related_task_id") or msg.get("task_id"),
             turn_id=tid,
             work_item_id=brief.get("work_item_id"),
         )
@@ -225,6 +245,7 @@ def write_terminal(
             text=notice["text"],
             visibility=notice["visibility"],
             related_message_id=mid,
+            related_task_id=msg.get("task_id"),
             turn_id=tid,
             work_item_id=notice.get("work_item_id"),
             title=notice.get("title"),
