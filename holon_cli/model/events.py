@@ -447,6 +447,8 @@ class TasksRecoveredData(TypedDict):
     interrupted: list[str]
     reported: list[str]
     reaped_foreground: list[str]
+    # running tasks a serve took over from one that is gone (a restart)
+    recovered: NotRequired[list[str]]
 
 
 class TimerCreatedData(TypedDict):

@@ -116,6 +116,17 @@ class ChildTaskDetail(TypedDict, total=False):
     child_archived: bool
 
 
+class RecoveryNotice(TypedDict):
+    """One ``task_status`` a recovery admitted: ``lost`` (its supervisor or
+    child is gone) or ``recovered`` (still running after a restart)."""
+
+    key: str
+    recovery: str  # lost | recovered
+    message_id: str | None
+    at: str
+    error: NotRequired[str]
+
+
 class TaskRecord(TypedDict, total=False):
     """``.holon/tasks/<id>/task.json``: the task's record, rewritten under its
     directory's lock. Foreground calls (``promoted: false``) have one too."""
@@ -156,6 +167,12 @@ class TaskRecord(TypedDict, total=False):
     result_undeliverable: str
     child: ChildTaskDetail  # only a child_agent_task
     result_summary: str | None  # a child_agent_task: the child's final text
+    # the serve process watching it now (runtime/tasks/recovery.py): a serve
+    # that finds it owned by a process that is gone recovered it
+    runtime_owner: ProcessIdentity | None
+    # the task_status messages its recoveries admitted (runtime spec:
+    # Background Task Recovery): one per recovery key
+    recovery_notices: list[RecoveryNotice]
 
 
 class TaskLedgerRecord(TypedDict, total=False):

@@ -296,6 +296,11 @@ class Host:
             server = HttpServer(app, socks)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        from holon_cli.runtime.tasks.recovery import runtime_owner_of_process
+
+        # this process watches running tasks now; tasks a serve that is gone
+        # watched were recovered by this restart (each agent's first pass says so)
+        runtime_owner_of_process(True)
         try:
             if server is not None:
                 server.start()
@@ -316,6 +321,7 @@ class Host:
             log_line("stopping: no new work; draining running turns")
             left = self.scheduler.drain()
         finally:
+            runtime_owner_of_process(False)
             if server is not None:
                 server.stop()
             self._unlink_unix()
