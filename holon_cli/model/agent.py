@@ -82,6 +82,9 @@ if TYPE_CHECKING:
         # a spawned private child: who supervises it and through which handle
         supervisor_agent_id: NotRequired[str | None]
         supervision_task_id: NotRequired[str | None]
+        # a child made from a profile file (runtime/agents/profiles.py):
+        # name, source, path, model, tools (None: all), budgets
+        profile: NotRequired[dict[str, Any] | None]
 
     class AgentState(TypedDict):
         """The spec's AgentState as stored in ``state/agent.json``."""

@@ -51,3 +51,5 @@ class BudgetHit(TypedDict):
     used: float
     resets_at: str | None
     work_item_id: NotRequired[str | None]
+    # the profile file whose budget it is (a child made from a profile)
+    profile: NotRequired[str]

@@ -495,6 +495,10 @@ class ChildAgentSpawnedData(TypedDict):
     child_agent_id: str
     task_id: str
     workspace_mode: str
+    # fork | fresh, the profile file it was made from, the inherited context's size
+    context: NotRequired[str]
+    profile: NotRequired[str | None]
+    inherited_chars: NotRequired[int]
 
 
 class ChildAgentResultReportedData(TypedDict):

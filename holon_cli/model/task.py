@@ -110,10 +110,13 @@ class ChildTaskDetail(TypedDict, total=False):
     child_agent_id: str
     delegation_id: str
     work_item_id: str | None
-    workspace_mode: str  # inherit | worktree
+    workspace_mode: str  # inherit | worktree | explicit_root
     worktree: WorktreeInfo | None
     initial_message_id: str | None
     child_archived: bool
+    context: str  # fork | fresh (absent in handles of earlier builds: fresh)
+    profile: str | None  # the profile file's name
+    workspace_root: str | None  # explicit_root's directory
 
 
 class RecoveryNotice(TypedDict):

@@ -25,6 +25,10 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
     rec = store.read_record()
     state = rec["state"]
     ws = workspace_for(store.layout.home, state)
+    from holon_cli.runtime.agents.profiles import narrow
+    from holon_cli.runtime.children.context import block_for
+
+    catalog = narrow(catalog, rec["identity"])  # a profiled child's own tools
     specs, guidance = catalog.specs, catalog.guidance
 
     cfg = load_config()
@@ -60,6 +64,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
         memory_delta=working.render_delta(wm),
         policy=execution_policy(cfg, store.agent_id),
+        inherited=block_for(store, dict(rec["identity"])),
     )
     f = built.frame
     return {

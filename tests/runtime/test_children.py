@@ -481,9 +481,7 @@ def test_a_missing_child_fails_its_handle_once_and_a_missing_handle_archives_the
     assert handle.task_status(parent, tid)["task"]["stop_reason"] == "child_missing"
     # the lost handle's ONE task_status came first (runtime spec: Background
     # Task Recovery); it settles without a model turn
-    admitted = [
-        r["message"] for r in parent.ledger("queue").records() if r.get("op") == "admitted"
-    ]
+    admitted = [r["message"] for r in parent.ledger("queue").records() if r.get("op") == "admitted"]
     kinds = [(m["kind"], m.get("task_id")) for m in admitted if m.get("task_id") == tid]
     assert kinds == [("task_status", tid), ("task_result", tid)]
     assert turn().final_text == ""  # the notice, settled without the model

@@ -74,6 +74,23 @@ def limits(cfg: dict[str, Any], agent_id: str) -> dict[str, float]:
     return out
 
 
+def profile_limits(store: AgentStore) -> dict[str, float]:
+    """A child made from a profile file: its profile's ``budgets``
+    (runtime/agents/profiles.py), which only tighten the configured ones."""
+    prof = store.read_record()["identity"].get("profile") or {}
+    return {k: v for k, v in (prof.get("budgets") or {}).items() if v is not None}
+
+
+def _tightened(lim: dict[str, float], own: dict[str, float]) -> dict[str, float]:
+    return {**lim, **{k: min(v, lim[k]) if k in lim else v for k, v in own.items()}}
+
+
+def applies(store: AgentStore, cfg: dict[str, Any]) -> bool:
+    """Whether any budget bounds this agent: one in ``config.yaml``, or its
+    profile's (what the turn's gate, the turn's hold and tick's hold ask)."""
+    return configured(cfg) or bool(profile_limits(store))
+
+
 def configured(cfg: dict[str, Any]) -> bool:
     """Whether any budget is set anywhere (no ledger is read otherwise)."""
     if any(v is not None for v in (cfg.get("budgets") or {}).values()):
@@ -354,7 +371,7 @@ def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
     """``holon status`` data ``budget``: each budget set for the agent."""
     from holon_cli.model.budget import BUDGET_NAMES
 
-    lim = limits(cfg, store.agent_id)
+    lim = _tightened(limits(cfg, store.agent_id), profile_limits(store))
     if not lim:
         return {}
     now = clock.now()
@@ -402,11 +419,14 @@ def check(
     work-item budget (the question "may this agent start anything?")."""
     from holon_cli.model.budget import BUDGET_NAMES
 
-    if not configured(cfg):
+    own = profile_limits(store)
+    if not configured(cfg) and not own:
         return None
     now = clock.now()
     for i, s in enumerate(lineage(store)):
         lim = limits(cfg, s.agent_id)
+        if i == 0 and own:
+            lim = _tightened(lim, own)
         if not lim:
             continue
         records = _records(s, _window(now))
@@ -434,6 +454,10 @@ def check(
                 }
                 if name == "tokens_per_work_item":
                     hit["work_item_id"] = work_item_id
+                if i == 0 and own.get(name) == use["limit"]:
+                    hit["profile"] = str(
+                        (s.read_record()["identity"].get("profile") or {}).get("path") or ""
+                    )
                 return hit
     return None
 
@@ -466,7 +490,9 @@ def brief_text(hit: BudgetHit, agent_id: str) -> str:
     what = f"budget {name}{whose} is exhausted: {hit['used']:g} used of {hit['limit']:g}"
     if name == "tokens_per_work_item":
         what += f" on work item {hit.get('work_item_id')}"
-    key = f"agents.{hit['agent_id']}.budgets.{name} or budgets.{name}"
+    key = f"agents.{hit['agent_id']}.budgets.{name} or budgets.{name} in config.yaml"
+    if hit.get("profile"):
+        key = f"budgets.{name} in its profile {hit['profile']}"
     if hit["resets_at"]:
         when = f"It resets at {hit['resets_at']}; no provider request is sent until then"
     elif name == "tokens_per_work_item":
@@ -476,9 +502,7 @@ def brief_text(hit: BudgetHit, agent_id: str) -> str:
         )
     else:
         when = "It does not reset (a limit of 0); no provider request is sent"
-    return (
-        f"Stopped before a provider request: {what}. {when}, unless you raise {key} in config.yaml."
-    )
+    return f"Stopped before a provider request: {what}. {when}, unless you raise {key}."
 
 
 class BudgetStop(Exception):

@@ -103,7 +103,7 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     queued until the budget resets or is raised)."""
     from holon_cli.runtime.budgets import spend as budgets
 
-    if not budgets.configured(cfg):
+    if not budgets.applies(store, cfg):
         return None
     err = budgets.price_error(cfg, store.agent_id, models)
     if err is not None:

@@ -25,11 +25,12 @@ class TurnSpend:
         self.turn_id = turn_id
         self.mid = message_id
         self.writer = budgets.SpendWriter(store)
+        self.bounded = budgets.applies(store, config)  # config.yaml or a profile's budgets
 
     def gate(self, focus: str | None) -> None:
         """Before every provider request (retries and fallbacks included):
         raises :class:`~holon_cli.runtime.budgets.spend.BudgetStop` over a budget."""
-        if budgets.configured(self.cfg):
+        if self.bounded:
             budgets.gate(self.store, self.cfg, self.turn_id, focus)
 
     def of_round(self, chain: ChainResult, request: ProviderRequest, focus: str | None) -> None:
