@@ -251,10 +251,11 @@ def test_spawn_by_profile_applies_model_tools_budgets_and_instructions(
 
 
 def test_a_profile_budget_only_tightens_and_stops_the_child(tmp_path: Path) -> None:
-    from holon_cli.runtime.budgets.spend import _tightened, check
+    from holon_cli.runtime.budgets.check import check
+    from holon_cli.runtime.budgets.spend import tightened
 
-    assert _tightened({"tokens_per_day": 10}, {"tokens_per_day": 50}) == {"tokens_per_day": 10}
-    assert _tightened({}, {"turns_per_hour": 0}) == {"turns_per_hour": 0}
+    assert tightened({"tokens_per_day": 10}, {"tokens_per_day": 50}) == {"tokens_per_day": 10}
+    assert tightened({}, {"turns_per_hour": 0}) == {"turns_per_hour": 0}
     p = write_profile(home_profiles(), "frozen", {"budgets": {"turns_per_hour": 0}}, "x")
     family(tmp_path, {"initial_message": "go", "preset": "frozen"}, ["never sent"])
     admit("go")
