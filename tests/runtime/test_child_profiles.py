@@ -299,6 +299,29 @@ def test_the_profile_workspace_mode_and_the_spawns_own_win(tmp_path: Path) -> No
     assert "workspace_root" not in out
 
 
+def test_a_profile_cost_budget_needs_a_price(tmp_path: Path) -> None:
+    p = write_profile(
+        home_profiles(),
+        "pricey",
+        {"model": "openai/gpt-4.1", "budgets": {"cost_usd_per_day": 1.5}},
+        "x",
+    )
+    family(tmp_path, {"initial_message": "go", "preset": "pricey"}, ["x"])
+    admit("go")
+    turn()
+    parent = open_agent("main")
+    out = spawn_out(parent)
+    assert out["ok"] is False and "prices.openai/gpt-4.1 is missing" in out["message"]
+    assert str(p) in out["message"] and handle.list_tasks(parent) == []
+    home_root().joinpath("config.yaml").write_text(
+        yaml.safe_dump({"prices": {"openai/gpt-4.1": {"input": 2, "output": 8}}})
+    )
+    family(tmp_path, {"initial_message": "go", "preset": "pricey"}, ["x"], name="g")
+    admit("again")
+    turn()
+    assert spawn_out(parent)["ok"] is True
+
+
 @pytest.mark.parametrize("case", ["unknown", "broken"])
 def test_an_unknown_or_broken_profile_is_a_tool_error(tmp_path: Path, case: str) -> None:
     if case == "broken":

@@ -162,6 +162,25 @@ def _explicit_target(
     return explicit_root_target(parent, workspace_root, _parent_binding(parent).cwd)
 
 
+def _check_profile_price(parent: AgentStore, profile: ChildProfile) -> None:
+    """A profile's ``cost_usd_per_day`` cannot be kept for a model without a
+    price: refused (``prices.<ref>`` named) before anything is made."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.runtime.agents.models import candidates
+    from holon_cli.store.config import load_config
+    from holon_cli.store.config_schema import missing_price
+
+    override = profile.model or parent.read_record()["state"].get("model_override")
+    try:
+        models = candidates({"model_override": override})  # type: ignore[typeddict-item]
+    except ConfigError:
+        return  # no model at all: the child's first turn says so
+    key = f"budgets.cost_usd_per_day of profile {profile.path}"
+    err = missing_price(load_config(), models, key)
+    if err is not None:
+        raise err
+
+
 def spawn_private_child(
     parent: AgentStore,
     initial_message: str,
@@ -188,6 +207,8 @@ def spawn_private_child(
             details={"field": "context"},
         )
     explicit = _explicit_target(parent, workspace_mode, workspace_root)
+    if profile is not None and "cost_usd_per_day" in profile.budgets:
+        _check_profile_price(parent, profile)
     pstate = parent.read_record()["state"]
     task_id = clock.new_id("task")
     child_id = clock.new_id("child").replace("_", "-")
