@@ -78,6 +78,8 @@ ErrorKind = (
         # liveness audit and one-shot answers
         "audit_findings",
         "wait_timeout",
+        # a turn refused before its dequeue: a budget holds the agent
+        "budget_exhausted",
         "message_aborted",
         "idempotency_conflict",
         # the operator console (holon tui)

@@ -51,3 +51,6 @@ class BudgetHit(TypedDict):
     used: float
     resets_at: str | None
     work_item_id: NotRequired[str | None]
+    # the estimate of the refused request (the size of the agent's previous
+    # one): used + estimate would pass the limit even when used is below it
+    estimate: NotRequired[float]

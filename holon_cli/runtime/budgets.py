@@ -434,6 +434,8 @@ def check(
                 }
                 if name == "tokens_per_work_item":
                     hit["work_item_id"] = work_item_id
+                if name != "turns_per_hour":
+                    hit["estimate"] = est
                 return hit
     return None
 
@@ -459,13 +461,45 @@ def wake_at(store: AgentStore, cfg: dict[str, Any]) -> float | None:
     return clock.parse_iso(hit["resets_at"]) if hit and hit["resets_at"] else None
 
 
+def describe(hit: BudgetHit, agent_id: str | None = None) -> str:
+    """What a budget hit is, in one phrase: spent (``used`` reached the
+    limit), or not spent but the next request (estimated by the previous
+    one) would pass it. ``agent_id``: the agent asking (an ancestor's budget
+    is named as such); ``None`` names the budget's agent."""
+    name = hit["budget"]
+    if agent_id is None:
+        whose = f" of {hit['agent_id']}"
+    else:
+        whose = "" if hit["agent_id"] == agent_id else f" of its ancestor {hit['agent_id']}"
+    used, limit = hit["used"], hit["limit"]
+    on_item = f" on work item {hit.get('work_item_id')}" if name == "tokens_per_work_item" else ""
+    if name == "turns_per_hour":
+        return (
+            f"budget {name}{whose} is spent: {used:g} turn(s) started in the last hour of {limit:g}"
+        )
+    if used >= limit:
+        return f"budget {name}{whose} is spent: {used:g} used of {limit:g}{on_item}"
+    est = hit.get("estimate")
+    size = f" (estimated at {est:g}, the size of the previous one)" if est else ""
+    return (
+        f"budget {name}{whose} would be passed by the next request: {used:g} used of "
+        f"{limit:g}{on_item}, and the next request{size} would go over it"
+    )
+
+
+def until_text(hit: BudgetHit) -> str:
+    """When the budget lets a request through again, in words."""
+    if hit["resets_at"]:
+        return f"it resets at {hit['resets_at']}"
+    if hit["budget"] == "tokens_per_work_item":
+        return "it does not reset while this work item is current"
+    return "it does not reset (a limit of 0)"
+
+
 def brief_text(hit: BudgetHit, agent_id: str) -> str:
     """The ``action_required`` brief of a turn stopped by a budget."""
     name = hit["budget"]
-    whose = "" if hit["agent_id"] == agent_id else f" of its ancestor {hit['agent_id']}"
-    what = f"budget {name}{whose} is exhausted: {hit['used']:g} used of {hit['limit']:g}"
-    if name == "tokens_per_work_item":
-        what += f" on work item {hit.get('work_item_id')}"
+    what = describe(hit, agent_id)
     key = f"agents.{hit['agent_id']}.budgets.{name} or budgets.{name}"
     if hit["resets_at"]:
         when = f"It resets at {hit['resets_at']}; no provider request is sent until then"

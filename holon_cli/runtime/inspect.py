@@ -107,13 +107,18 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
     from holon_cli.runtime.budgets import status as budget_status
+    from holon_cli.runtime.holds import agent_holds
     from holon_cli.store.config import load_config
 
     try:
-        summary["budget"] = budget_status(store, load_config())
+        cfg = load_config()
+        summary["budget"] = budget_status(store, cfg)
     except ConfigError as exc:  # status still answers; turn and home check name the key
+        cfg = {}
         summary["budget"] = {}
         summary["budget_error"] = exc.message
+    # what keeps queued work from running by itself (operator, budget, guard)
+    summary["holds"] = agent_holds(store, cfg)
     return summary
 
 

@@ -113,8 +113,7 @@ def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     hit = budgets.exhausted(store, cfg, signal.get("work_item_id"))
     if hit is None:
         return None
-    resets = f"it resets at {hit['resets_at']}" if hit["resets_at"] else "it does not reset"
-    return f"budget {hit['budget']} is exhausted ({hit['used']:g} of {hit['limit']:g}); {resets}"
+    return f"{budgets.describe(hit, store.agent_id)}; {budgets.until_text(hit)}"
 
 
 def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:

@@ -110,8 +110,8 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
         err.message += "; nothing was dequeued"
         raise err
     hit = budgets.exhausted(store, cfg)
-    if hit is None:
-        return None
+    if hit is None or not q.pending_count(store):
+        return None  # nothing queued: nothing is held back (the dequeue finds nothing)
     return TurnResult(store.agent_id, ran=False, budget=hit)
 
 
