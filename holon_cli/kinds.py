@@ -80,6 +80,8 @@ ErrorKind = (
         "wait_timeout",
         # a turn refused before its dequeue: a budget holds the agent
         "budget_exhausted",
+        # serve --engine dbos: the database cannot be reached at start
+        "database_unavailable",
         "message_aborted",
         "idempotency_conflict",
         # the operator console (holon tui)
