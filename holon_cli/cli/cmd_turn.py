@@ -11,7 +11,7 @@ from holon_cli.cli.params import MODEL
 
 
 def _budget_words(res: dict[str, Any]) -> str:
-    from holon_cli.runtime.budgets import describe, until_text
+    from holon_cli.runtime.budgets.spend import describe, until_text
 
     hit = res["budget"]
     return f"{describe(hit, res['agent_id'])}; {until_text(hit)}"

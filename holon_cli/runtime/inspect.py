@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
-from holon_cli.runtime import home_checks as hc
 from holon_cli.runtime import queue as q
+from holon_cli.runtime.home import checks as hc
 from holon_cli.store.agent_store import LEDGER_MAX_VERSION, SEGMENTED, AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import LEDGERS, AgentLayout, HomeLayout
@@ -97,7 +97,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "last_failure": state.get("last_failure"),
         "config_error": _config_error(),
     }
-    from holon_cli.runtime.models import model_state
+    from holon_cli.runtime.agents.models import model_state
     from holon_cli.runtime.workitems import readiness_counts
 
     summary["model"] = model_state(state)
@@ -106,8 +106,8 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
-    from holon_cli.runtime.budgets import status as budget_status
-    from holon_cli.runtime.holds import agent_holds
+    from holon_cli.runtime.agents.holds import agent_holds
+    from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
 
     try:
@@ -314,7 +314,7 @@ def home_check() -> dict[str, Any]:
         names = []
     for name in names:
         check.agent(name)
-    from holon_cli.runtime.retention import home_usage, over_limit_note
+    from holon_cli.runtime.home.gc import home_usage, over_limit_note
 
     usage = home_usage(home)
     if (over := over_limit_note(usage)) is not None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from inprocess_cli import bind_runner as bind_runner  # autouse: run() in-proces
 from inprocess_cli import run
 from tui_serve import Surface, Turner
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.serve.host import Host, ServeOptions
 from holon_cli.tools.catalog import default_catalog
 
@@ -48,8 +50,18 @@ def serve_on(path: Path, home_dir: str | None = None) -> Surface:
 
 
 @pytest.fixture
-def run_dir(holon_home: Path) -> Path:
-    return holon_home / "run"
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home with a short path: worker sockets (``run/holon-<executor
+    id>.sock``) must fit AF_UNIX's 108 bytes wherever the temp root is."""
+    d = Path(tempfile.mkdtemp(prefix="h"))
+    monkeypatch.setenv("HOLON_HOME", str(d / "home"))
+    yield d / "home"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def run_dir(home: Path) -> Path:
+    return home / "run"
 
 
 @pytest.fixture
@@ -67,12 +79,12 @@ def status_json() -> tuple[int, dict[str, Any]]:
     return res.returncode, data
 
 
-def test_a_foreground_serve_is_reported_and_exit_0(fg: Surface, holon_home: Path) -> None:
+def test_a_foreground_serve_is_reported_and_exit_0(fg: Surface, home: Path) -> None:
     code, d = status_json()
     assert code == 0
     assert d["state"] == "foreground" and d["healthy"] is True
     assert d["pid"] == os.getpid() and d["socket_path"] == str(fg.path)
-    assert d["home_dir"] == str(holon_home) and d["activity"] == "idle"
+    assert d["home_dir"] == str(home) and d["activity"] == "idle"
     res = run("daemon", "status")
     assert res.returncode == 0
     assert "state: foreground" in res.stdout and str(fg.path) in res.stdout

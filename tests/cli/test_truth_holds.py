@@ -7,7 +7,9 @@ refused by policy (exit 4), and `enqueue --wait` says on stderr, within
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,8 @@ import yaml
 from inprocess_cli import bind_runner as bind_runner  # autouse: run() in-process
 from inprocess_cli import run
 
-from holon_cli.runtime.agents import open_agent, set_lifecycle
-from holon_cli.runtime.holds import agent_holds
+from holon_cli.runtime.agents.holds import agent_holds
+from holon_cli.runtime.agents.lifecycle import open_agent, set_lifecycle
 from holon_cli.runtime.workitems import create_work_item
 
 MIDNIGHT = "2026-05-29T00:00:00.000Z"
@@ -213,12 +215,14 @@ def test_wait_on_a_budget_held_agent_names_the_budget_and_its_reset(
 
 
 def test_wait_with_a_serve_listening_says_nothing_of_the_kind(
-    model: str, holon_home: Path, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A serve (here: a socket that accepts, as a DBOS worker's would, under
     its worker name) could run the turn: no notice, only the timeout."""
-    run_dir = holon_home / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    short = Path(tempfile.mkdtemp(prefix="h"))  # the socket path must fit AF_UNIX's 108 bytes
+    monkeypatch.setenv("HOLON_HOME", str(short / "home"))
+    run_dir = short / "home" / "run"
+    run_dir.mkdir(parents=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(run_dir / "holon-worker-a.sock"))
     sock.listen(4)
@@ -226,6 +230,7 @@ def test_wait_with_a_serve_listening_says_nothing_of_the_kind(
         res = run("enqueue", "hello", "--wait", "--timeout", "2s")
     finally:
         sock.close()
+        shutil.rmtree(short, ignore_errors=True)
     assert res.returncode == 75
     assert "waits:" not in res.stderr
     assert "or a running `holon serve` settles it" in res.stderr

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from http_app import make_client
 
-from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 
 
 def _status(aid: str = "main") -> str:
@@ -36,7 +36,7 @@ def test_pause_then_start_over_http() -> None:
 
 
 def test_start_releases_a_stopped_agent() -> None:
-    from holon_cli.runtime.agents import set_lifecycle
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
     open_agent("main")
     set_lifecycle("main", "stop")

@@ -4,7 +4,7 @@ builtin templates seeded into the user's template folder.
 Owns (spec "Agent Initialization Contract"):
 - template selectors: a template id (``~/.agents/templates/<id>/``, or the
   bundled copy of a builtin id not seeded yet), an absolute folder, or a
-  GitHub tree URL fetched with git (:mod:`holon_cli.runtime.remote_git`);
+  GitHub tree URL fetched with git (:mod:`holon_cli.runtime.agents.remote_git`);
 - skill refs in a template's ``skills.json``: ``builtin:<name>``, an
   absolute folder, a GitHub tree URL, or a name under the template's
   ``skills/``;
@@ -205,7 +205,7 @@ def resolve_template(selector: str | None) -> Iterator[Resolved]:
     """The template folder a selector names, and its provenance record."""
     selector = selector or "holon-default"
     if selector.startswith(GITHUB_PREFIXES):
-        from holon_cli.runtime import remote_git  # git and temp folders only for a URL
+        from holon_cli.runtime.agents import remote_git  # git and temp folders only for a URL
 
         with remote_git.fetch_tree(selector) as f:
             prov = {
@@ -287,7 +287,7 @@ def resolve_skill_refs(template: Path) -> Iterator[list[SkillSource]]:
                 out.append(SkillSource(ref, p, {"kind": "builtin", "ref": ref}))
                 continue
             if ref.startswith(GITHUB_PREFIXES):
-                from holon_cli.runtime import remote_git
+                from holon_cli.runtime.agents import remote_git
 
                 f = stack.enter_context(remote_git.fetch_tree(ref))
                 prov = {"kind": "github", "ref": ref, "commit": f.commit}

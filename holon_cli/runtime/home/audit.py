@@ -24,7 +24,7 @@ Three properties, checked per agent from its ledgers and state files only:
    none of these never runs again by itself: a finding.
 3. **A held agent with runnable work is a finding of its own** (``held``):
    queued messages or runnable work items waiting on a hold
-   (:mod:`holon_cli.runtime.holds`: stopped or paused by the operator, a
+   (:mod:`holon_cli.runtime.agents.holds`: stopped or paused by the operator, a
    budget, the no-progress guard), named with its reason and until when.
    ``holon home audit --allow-held`` lists these without failing.
 
@@ -245,7 +245,7 @@ def _held_finding(
 ) -> AuditFinding | None:
     """A held agent (operator, budget, no-progress guard) with runnable work:
     the work waits for the hold to lift, which the finding names."""
-    from holon_cli.runtime.holds import agent_holds, hold_line
+    from holon_cli.runtime.agents.holds import agent_holds, hold_line
 
     if not queued and not work:
         return None

@@ -60,7 +60,7 @@ def _lifecycle(agent_id: str, status: str) -> Hold | None:
 def budget_hit(store: AgentStore, cfg: dict[str, Any] | None = None) -> BudgetHit | None:
     """The budget the agent's next turn would be refused by (its first
     provider request would pass it), or ``None``."""
-    from holon_cli.runtime import budgets
+    from holon_cli.runtime.budgets import spend as budgets
 
     if cfg is None:
         cfg = _config()
@@ -76,7 +76,7 @@ def budget_hit(store: AgentStore, cfg: dict[str, Any] | None = None) -> BudgetHi
 
 
 def _budget(store: AgentStore, hit: BudgetHit) -> Hold:
-    from holon_cli.runtime import budgets
+    from holon_cli.runtime.budgets import spend as budgets
 
     aid = store.agent_id
     key = f"agents.{hit['agent_id']}.budgets.{hit['budget']}"
@@ -98,7 +98,7 @@ def _budget(store: AgentStore, hit: BudgetHit) -> Hold:
 
 
 def _no_progress(agent_id: str, state: AgentState) -> Hold | None:
-    from holon_cli.runtime.guard import GUARD_TURNS, held_streak
+    from holon_cli.runtime.budgets.guard import GUARD_TURNS, held_streak
 
     streak = held_streak(state)
     if streak is None:
@@ -147,7 +147,7 @@ def queue_hold(store: AgentStore, cfg: dict[str, Any] | None = None) -> Hold | N
     agent by), or ``None``. A budget counts once it has stopped a turn (the
     turn before a message is dequeued checks the same): until then the next
     turn settles its message as waiting for the budget."""
-    from holon_cli.runtime import budgets
+    from holon_cli.runtime.budgets import spend as budgets
 
     state = store.read_record()["state"]
     life = _lifecycle(store.agent_id, state["status"])

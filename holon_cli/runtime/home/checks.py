@@ -46,7 +46,7 @@ def config_problems(home: HomeLayout) -> list[Problem]:
         return [Problem(str(home.config), None, msg if key is None else msg)]
     import os
 
-    from holon_cli.runtime.budgets import config_errors
+    from holon_cli.runtime.budgets.spend import config_errors
     from holon_cli.store.config_schema import ingress_problems
 
     problems = [
@@ -80,7 +80,7 @@ def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
 
 
 def staging_notes(home: HomeLayout) -> list[dict[str, Any]]:
-    from holon_cli.runtime.agents import stale_staging
+    from holon_cli.runtime.agents.lifecycle import stale_staging
 
     return [
         {

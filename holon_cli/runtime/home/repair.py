@@ -420,7 +420,7 @@ def _repair_template(store: AgentStore) -> list[RepairAction]:
 def _repair_tasks(store: AgentStore) -> list[RepairAction]:
     """A damaged ``tasks/<id>/task.json`` from the task's last ``tasks.jsonl``
     record (a copy of its public fields at promotion and at its end)."""
-    from holon_cli.runtime.home_checks import task_problems
+    from holon_cli.runtime.home.checks import task_problems
 
     damaged = {Path(p.path).parent.name: Path(p.path) for p in task_problems(store.layout)}
     if not damaged:

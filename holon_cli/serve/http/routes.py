@@ -1,5 +1,5 @@
 """The control and read routes of ``holon serve`` (token, loopback or the
-Unix socket; the guards are applied by ``serve/http.py``). Each calls the
+Unix socket; the guards are applied by ``serve/http/app.py``). Each calls the
 same runtime function as the CLI."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from holon_cli.serve.http_common import PROMPT_CAP, ctx_of, open_public, read_json
-from holon_cli.serve.http_errors import HttpError
+from holon_cli.serve.http.common import PROMPT_CAP, ctx_of, open_public, read_json
+from holon_cli.serve.http.errors import HttpError
 
 EVENTS_DEFAULT_LIMIT = 100
 EVENTS_MAX_LIMIT = 1000
@@ -36,7 +36,7 @@ async def shutdown(request: Request) -> Response:
 
 
 async def agents_list(_request: Request) -> Response:
-    from holon_cli.runtime.agents import list_agents
+    from holon_cli.runtime.agents.lifecycle import list_agents
 
     entries = await run_in_threadpool(list_agents)
     return JSONResponse({"agents": [e.to_dict() for e in entries]})
@@ -153,7 +153,7 @@ async def control_start(request: Request) -> Response:
 
 
 async def _lifecycle(request: Request, action: str) -> Response:
-    from holon_cli.runtime.agents import set_lifecycle
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
     await read_json(request, PROMPT_CAP, allow_empty=True)  # no field is read: {} or nothing
 
