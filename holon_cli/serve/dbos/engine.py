@@ -97,7 +97,7 @@ def database_url(flag: str | None) -> str:
 def shown_url(url: str) -> str:
     """The database URL as shown to a person: never its password (nor a
     ``password=`` query parameter)."""
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(url)
@@ -114,7 +114,7 @@ def shown_url(url: str) -> str:
     query = "&".join(
         q for q in parts.query.split("&") if q and not q.lower().startswith("password=")
     )
-    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, query, ""))
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}" + (f"?{query}" if query else "")
 
 
 def check_database(url: str, timeout_s: int = 5) -> None:
