@@ -72,6 +72,13 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
         )
     rows.append(("skills", ", ".join(s["name"] for s in d["skills"]) or "(none)"))
     rows.append(("tools", ", ".join(d["tools"])))
+    rows.append(
+        (
+            "fixed prompt",
+            f"about {d['fixed_tokens']} tokens of runtime.context_budget_tokens "
+            f"{d['context_budget_tokens']} (instructions and tool schemas: the budget's floor)",
+        )
+    )
     output.print_kv(rows)
     click.echo("")
     click.echo("sections (in prompt order):")

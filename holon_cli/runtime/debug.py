@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from holon_cli.model.execution_policy import execution_policy
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.memory import working
-from holon_cli.runtime.memory.compaction import context_budget
+from holon_cli.runtime.memory.compaction import context_budget, fixed_tokens
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
 from holon_cli.runtime.turn import context_trigger, recent_conversation
 from holon_cli.runtime.turn.context import recent_chars_for
@@ -73,6 +73,10 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         "system_blocks": f.system_blocks,
         "context_blocks": f.context_blocks,
         "tools": [t.name for t in specs],
+        # what runtime.context_budget_tokens must hold before anything else
+        # (instructions and tool schemas), and the budget itself
+        "fixed_tokens": fixed_tokens(f, specs),
+        "context_budget_tokens": context_budget(cfg),
     }
 
 

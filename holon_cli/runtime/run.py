@@ -51,18 +51,21 @@ def _remove(store: AgentStore) -> None:
     shutil.rmtree(store.layout.home, ignore_errors=True)
 
 
-def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
-    """A model chain that cannot be served fails before anything is admitted
-    (a temporary agent made for this run is removed again)."""
+def _preflight(store: AgentStore, model: str | None, *, remove: bool, catalog: Toolbox) -> None:
+    """A model chain that cannot be served, or a context budget below the
+    agent's fixed prompt, fails before anything is admitted (a temporary
+    agent made for this run is removed again)."""
     from holon_cli.errors import HolonError
     from holon_cli.runtime.agents.models import candidates
-    from holon_cli.runtime.turn.preflight import resolve_chain
+    from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
+    from holon_cli.store.config import load_config
 
     try:
         resolve_chain(
             candidates(store.read_record()["state"], cli_model=model),
             consequence="nothing was run",
         )
+        check_prompt_fits(store, catalog, load_config(), consequence="nothing was run")
     except HolonError:
         if remove:
             _remove(store)
@@ -148,7 +151,7 @@ def run_once(
     # otherwise (runtime spec L740-742)
     if workspace_root or cwd or new_agent:
         _bind_workspace(store, workspace_root, cwd, temporary=temporary)
-    _preflight(store, model, remove=temporary)
+    _preflight(store, model, remove=temporary, catalog=catalog)
     started_at = clock.now_iso()
     from holon_cli.runtime.outcome import OutcomeReader, marks
 
