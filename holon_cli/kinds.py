@@ -82,6 +82,8 @@ ErrorKind = (
         "budget_exhausted",
         # serve --engine dbos: the database cannot be reached at start
         "database_unavailable",
+        # holon debug providers: no candidate of the chain can be served
+        "no_servable_model",
         "message_aborted",
         "idempotency_conflict",
         # the operator console (holon tui)

@@ -176,14 +176,15 @@ def debug_providers(store: AgentStore, *, cli_model: str | None = None) -> dict[
     from holon_cli.errors import ConfigError
     from holon_cli.providers.chain import retry_policy
     from holon_cli.providers.doctor import describe_candidate
-    from holon_cli.providers.registry import model_chain
+    from holon_cli.providers.registry import model_chain, model_source
 
     config = load_config()
     override = store.read_record()["state"].get("model_override")
     out: dict[str, Any] = {
         "agent_id": store.agent_id,
         "retry_policy": retry_policy(),
-        "model_source": "cli" if cli_model else "agent_override" if override else "runtime_default",
+        # flag | agent | HOLON_MODEL | config | default (none set)
+        "model_source": model_source(override, cli_model, config=config),
         "candidates": [],
         "problem": None,
     }
