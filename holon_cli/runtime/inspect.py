@@ -358,6 +358,7 @@ class _HomeCheck:
         """The home's config, permissions, staging leftovers and marker."""
         home = self.home
         self.problems.extend(hc.config_problems(home))
+        self.notes.extend(hc.config_notes(home))
         self.notes.extend(hc.permission_notes(home))
         self.notes.extend(hc.staging_notes(home))
         try:
