@@ -195,6 +195,8 @@ def home_gc(dry_run: bool, as_json: bool) -> None:
         output.emit_json(dict(report))
         return
     verb = "would drop" if dry_run else "dropped"
+    for c in report["closed"] if dry_run else ():  # gc itself reports the count
+        click.echo(f"would close {c['agent_id']} {c['ledger']} {c['open_path']} into {c['path']}")
     for d in report["dropped"]:
         click.echo(
             f"{verb} {d['agent_id']} {d['ledger']} {d['path']} "
@@ -206,9 +208,10 @@ def home_gc(dry_run: bool, as_json: bool) -> None:
     limit = report["max_home_bytes"]
     lim = f" of max {human_bytes(limit)}" if limit is not None else ""
     click.echo(
-        f"{'dry run: ' if dry_run else ''}{len(report['closed'])} segment(s) closed, "
-        f"{human_bytes(report['freed_bytes'])} freed; home uses "
-        f"{human_bytes(report['home_bytes'])}{lim}"
+        f"{'dry run: ' if dry_run else ''}{len(report['closed'])} segment(s) "
+        f"{'would be closed' if dry_run else 'closed'}, "
+        f"{human_bytes(report['freed_bytes'])} {'would be freed' if dry_run else 'freed'}; "
+        f"home uses {human_bytes(report['home_bytes'])}{lim}"
     )
     if report["over_max_home_bytes"]:
         click.echo(

@@ -74,6 +74,7 @@ from holon_cli.store.ledger_segments import (
     open_segment,
     read_trimmed,
     segment_number,
+    segment_path,
     tail_path,
     trimmed_path,
     write_trimmed,
@@ -289,7 +290,7 @@ class Ledger:
                     old.unlink(missing_ok=True)
             atomic_write_bytes(last_path(seg_dir, self.path.stem), (dumps(last) + "\n").encode())
         write_mark(self.mark_path, 0, high)
-        dest = seg_dir / f"{self.path.stem}.{num:08d}.jsonl"
+        dest = segment_path(seg_dir, self.path.stem, num)
         os.rename(self.path, dest)
         fsync_dir(seg_dir)
         fsync_dir(self.path.parent)
