@@ -210,6 +210,7 @@ def test_a_budget_below_the_fixed_frame_is_refused_before_the_dequeue(
     assert res.status == "aborted" and res.failure_kind == "context_budget_too_small"
     assert int((res.failure_artifact or {})["fixed_tokens"]) == fixed
 
+
 def _items(rounds: int, size: int) -> list[ConversationItem]:
     items = [ConversationItem("user", "[message id=m1 kind=operator_input]\nstart")]
     for i in range(rounds):

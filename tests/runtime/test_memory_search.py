@@ -127,7 +127,8 @@ def test_get_bounds_truncation_and_unforgeable_refs(store: AgentStore) -> None:
     for bad in (0, 50_001, -1):
         with pytest.raises(UsageError) as ei:
             M.memory_get(store, ref, max_chars=bad)
-        assert "max_chars" in ei.value.message
+        assert "--max-chars" in ei.value.message  # the command line's words
+        assert "`max_chars`" in ei.value.said_on("tool")[0]  # the model's
     for forged in (
         "memory/operator.md",
         str(store.layout.home / "memory/operator.md"),

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from holon_cli.errors import CorruptStateError, HolonError, NotFoundError, UsageError
+from holon_cli.errors import CorruptStateError, HolonError, NotFoundError, Said, UsageError
 from holon_cli.runtime.memory import sources as S
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.memory_index import Doc, MemoryIndex
@@ -305,8 +305,14 @@ def memory_get(
 ) -> dict[str, Any]:
     if not 1 <= max_chars <= MAX_CHARS:
         raise UsageError(
-            f"`max_chars` must be between 1 and {MAX_CHARS}, got {max_chars}",
-            hint=f"pass max_chars from 1 to {MAX_CHARS} (default {DEFAULT_MAX_CHARS})",
+            Said(
+                f"--max-chars must be between 1 and {MAX_CHARS}, got {max_chars}",
+                tool=f"`max_chars` must be between 1 and {MAX_CHARS}, got {max_chars}",
+            ),
+            hint=Said(
+                f"pass --max-chars from 1 to {MAX_CHARS} (default {DEFAULT_MAX_CHARS})",
+                tool=f"pass max_chars from 1 to {MAX_CHARS} (default {DEFAULT_MAX_CHARS})",
+            ),
             details={"field": "max_chars"},
         )
     with _synced(store) as (idx, _):
@@ -314,7 +320,10 @@ def memory_get(
     if row is None:
         raise NotFoundError(
             f"no memory source {ref!r}",
-            hint="pass a source_ref exactly as MemorySearch returned it (it is not a path)",
+            hint=Said(
+                "pass a source_ref exactly as `holon memory search` printed it (it is not a path)",
+                tool="pass a source_ref exactly as MemorySearch returned it (it is not a path)",
+            ),
         )
     body: str = row["body"]
     return {**_provenance(row), "content": body[:max_chars], "truncated": len(body) > max_chars}
