@@ -28,7 +28,7 @@ def agent() -> None:
     "-t",
     metavar="T",
     help="Template: an id (~/.agents/templates/<id>/; builtin: holon-default, holon-developer), "
-    "an absolute directory, or https://github.com/<owner>/<repo>/tree/<ref>/<path>.",
+    "an absolute directory, or https://github.com/<owner>/<repo>[/tree/<ref>/<path>].",
 )
 @click.option(
     "--model",

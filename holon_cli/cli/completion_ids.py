@@ -209,3 +209,27 @@ def workspaces(agent_id: str | None, prefix: str = "", *, with_home: bool) -> li
         ]
 
     return _guarded(read)
+
+
+def skills(agent_id: str | None, prefix: str = "") -> list[Candidate]:
+    """The agent's own skills (folders of ``<agent_home>/skills/`` holding a
+    SKILL.md: what ``holon skills rm`` takes)."""
+
+    def read() -> list[Candidate]:
+        store = _store(agent_id)
+        if store is None:
+            return []
+        root = store.layout.home / "skills"
+        try:
+            names = sorted(os.listdir(root))
+        except OSError:
+            return []
+        return [
+            Candidate(n, None)
+            for n in names
+            if n.startswith(prefix)
+            and not n.startswith(".")
+            and os.path.isfile(os.path.join(root, n, "SKILL.md"))
+        ]
+
+    return _guarded(read)

@@ -67,6 +67,7 @@ __all__ = [
     "complete_agents",
     "complete_open_work_items",
     "complete_running_tasks",
+    "complete_skills",
     "complete_tasks",
     "complete_timers",
     "complete_work_items",
@@ -153,6 +154,15 @@ def complete_workspace_targets(
 
     ids = _items(completion_ids.workspaces(_agent_of(ctx), incomplete, with_home=True))
     return [*ids, CompletionItem(incomplete, type="dir")]
+
+
+def complete_skills(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem[str]]:
+    """The ``--agent``'s own skills (what ``holon skills rm`` takes)."""
+    from holon_cli.cli import completion_ids
+
+    return _items(completion_ids.skills(_agent_of(ctx), incomplete))
 
 
 def complete_words(words: Sequence[str]) -> Completer:
