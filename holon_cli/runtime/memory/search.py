@@ -2,8 +2,10 @@
 sources, ranked search, exact retrieval through opaque references.
 
 Freshness, checked before every search or get (all in one transaction):
-- the agent's memory files: a stat, and a hash when size or mtime moved
-  (an editor or a shell changes them without telling anyone);
+- the agent's memory files: hashed (their size and the part the index
+  keeps, bounded), since an editor or a shell changes them without telling
+  anyone, and a same-size edit within one timestamp tick (or with the
+  timestamp put back) leaves size and mtime as they were;
 - the ``briefs`` and ``context_episodes`` ledgers: the appended tail since
   the offset the index recorded (a ledger that shrank or was replaced is
   read again from the start);
@@ -101,22 +103,23 @@ class _Sync:
         self.changed += 1
 
     def memory_files(self) -> None:
-        known = self.idx.fingerprints("memory:")
+        """The known memory files, hashed before every search (bounded:
+        :func:`~holon_cli.runtime.memory.sources.memory_file_signature`): a
+        size and a timestamp say nothing of an edit that kept both."""
+        known: dict[str, str] | None = None
         for name in S.MEMORY_FILES:
-            path = S.memory_file(self.store, name)
-            try:
-                st = path.stat()
-                sig = [st.st_size, st.st_mtime_ns, st.st_ino]
-            except OSError:
-                sig = None
-            if sig is not None and self.idx.meta(f"stat:memory:{name}") == sig:
+            sig = S.memory_file_signature(self.store, name)
+            key = f"hash:memory:{name}"
+            if sig is not None and self.idx.meta(key) == sig:
                 continue
             doc = S.memory_file_doc(self.store, name)
             if doc is None:
                 self.idx.delete(f"memory:{name}")
             else:
+                if known is None:
+                    known = self.idx.fingerprints("memory:")
                 self.put(doc, known)
-            self.idx.set_meta(f"stat:memory:{name}", sig)
+            self.idx.set_meta(key, sig)
 
     def tailed(self, ledger: str) -> None:
         led = self.store.ledger(ledger)
