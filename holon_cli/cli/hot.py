@@ -150,8 +150,10 @@ class WaitNotice:
         self.next_at = waited + self.AGAIN_S
         why = self.blocker()
         if why and why != self.said:
+            # a hold's reason says how it is lifted; no serve: say what would run it
+            then = f"; {self.remedy()}" if self._hold is None else ""
             output.echo(
-                f"holon enqueue: message {self.message_id} waits: {why}; {self.remedy()}. "
+                f"holon enqueue: message {self.message_id} waits: {why}{then}. "
                 "Still waiting (Ctrl-C stops waiting; the message stays queued)",
                 err=True,
             )

@@ -198,8 +198,9 @@ def test_wait_on_a_paused_agent_names_the_hold(model: str) -> None:
     set_lifecycle("main", "pause")
     res = run("enqueue", "hello", "--wait", "--timeout", "2s", "--json")
     assert res.returncode == 75
-    assert "agent main is held: paused by the operator" in res.stderr
-    assert "`holon agent start main` lets it run" in res.stderr
+    notice = [ln for ln in res.stderr.splitlines() if ln.startswith("holon enqueue:")]
+    assert len(notice) == 1 and "agent main is held: paused by the operator" in notice[0]
+    assert notice[0].count("holon agent start main") == 1  # said once, by the hold
     doc = json.loads(res.stdout)
     assert "paused" in doc["error"]["message"] and "holon agent start main" in doc["error"]["hint"]
 
