@@ -11,10 +11,9 @@ from holon_cli.cli.params import MODEL
 
 
 def _budget_words(res: dict[str, Any]) -> str:
-    from holon_cli.runtime.budgets.spend import describe, until_text
+    from holon_cli.runtime.agents.holds import budget_line
 
-    hit = res["budget"]
-    return f"{describe(hit, res['agent_id'])}; {until_text(hit)}"
+    return budget_line(res["budget"], res["agent_id"])
 
 
 def _print_turn(res: dict[str, Any]) -> None:

@@ -225,7 +225,7 @@ def skills(agent_id: str | None, prefix: str = "") -> list[Candidate]:
         except OSError:
             return []
         return [
-            Candidate(n, None)
+            Candidate(n, "")
             for n in names
             if n.startswith(prefix)
             and not n.startswith(".")

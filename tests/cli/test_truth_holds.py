@@ -85,7 +85,7 @@ def test_status_names_a_budget_hold_and_when_it_ends(
     ok("enqueue", "three")
     (h,) = status()["holds"]
     assert h["kind"] == "budget" and h["until"] == MIDNIGHT
-    assert "budget tokens_per_day is spent: 100 used of 100" in h["reason"]
+    assert "budget tokens_per_day is exhausted: 100 used of 100" in h["reason"]
     assert "budgets.tokens_per_day" in h["reason"]
     text = ok("status").stdout
     assert "held: budget" in text and MIDNIGHT in text
@@ -116,12 +116,12 @@ def test_a_budget_the_next_request_would_pass_is_a_hold_with_the_truth(
     """200 of 250 used: not spent, but the next request (about 100) would
     pass it. The hold says so, never "exhausted"."""
     (holon_home / "config.yaml").write_text("budgets:\n  tokens_per_day: 250\n")
-    for text in ("one", "two"):
+    for text in ("one", "two", "three"):  # the third stops before its request
         ok("enqueue", text)
         ok("turn")
     (h,) = agent_holds(open_agent())
-    assert "would be passed by the next request: 200 used of 250" in h["reason"]
-    assert "exhausted" not in h["reason"] and "spent" not in h["reason"]
+    assert "would be passed by the next request" in h["reason"]
+    assert "200 used of 250" in h["reason"] and "exhausted" not in h["reason"]
 
 
 # ------------------------------------------------------------------ audit
@@ -162,14 +162,14 @@ def test_turn_on_a_budget_held_agent_is_refused_by_policy(
     ok("enqueue", "three")
     res = run("turn")
     assert res.returncode == 4, res.stderr
-    assert "no turn: budget tokens_per_day is spent" in res.stderr and MIDNIGHT in res.stderr
+    assert "no turn: budget tokens_per_day is exhausted" in res.stderr and MIDNIGHT in res.stderr
     res = run("turn", "--json")
     doc = json.loads(res.stdout)
     assert res.returncode == 4 and doc["error"]["kind"] == "budget_exhausted"
     assert doc["data"]["ran"] is False and doc["data"]["budget"]["resets_at"] == MIDNIGHT
     # a cron pass over every agent does not fail on a hold
     res = run("turn", "--all")
-    assert res.returncode == 0 and "budget tokens_per_day is spent" in res.stderr
+    assert res.returncode == 0 and "budget tokens_per_day is exhausted" in res.stderr
 
 
 def test_turn_on_a_paused_agent_is_refused_by_policy(model: str) -> None:
@@ -211,7 +211,7 @@ def test_wait_on_a_budget_held_agent_names_the_budget_and_its_reset(
     budget_held(holon_home)
     res = run("enqueue", "three", "--wait", "--timeout", "2s")
     assert res.returncode == 75
-    assert "held: budget tokens_per_day is spent: 100 used of 100" in res.stderr
+    assert "held: budget tokens_per_day is exhausted: 100 used of 100" in res.stderr
     assert f"until {MIDNIGHT}" in res.stderr
 
 

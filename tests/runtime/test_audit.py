@@ -263,13 +263,18 @@ def test_agents_held_by_a_safety_rule_are_held_not_stuck(hold: str, holon_home: 
             st["no_progress"] = {"activation": "wq:x", "turns": 3, "work_item_id": None}
 
         store.update_state(hold_it)
-    else:
+    else:  # a zero budget that stopped the agent's last turn
         (holon_home / "config.yaml").write_text("budgets:\n  tokens_per_day: 0\n")
+
+        def stopped(st: Any) -> None:
+            st["last_closure"] = {"outcome": "waiting", "waiting_reason": "budget_exhausted"}
+
+        store.update_state(stopped)
     rep = audit_home()
     assert kinds(rep) == [("held-safe", "held")]
     detail = rep["findings"][0]["detail"]
     if hold == "no_progress_guard":
         assert "no-progress guard" in detail and "holon enqueue --agent held-safe" in detail
     else:
-        assert "budget tokens_per_day is spent: 0 used of 0" in detail
+        assert "budget tokens_per_day is exhausted: 0 used of 0" in detail
         assert "budgets.tokens_per_day" in detail

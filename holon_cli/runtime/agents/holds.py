@@ -8,9 +8,10 @@ operator lifts it):
 
 - ``stopped`` / ``paused``: the operator's lifecycle (``holon agent
   start`` lifts both; a stopped agent also rejects new messages);
-- ``budget``: a budget the next provider request would pass (read through
-  :mod:`holon_cli.runtime.budgets`' public :func:`~budgets.check`, the same
-  check made before every request); it lifts at ``resets_at`` or when the
+- ``budget``: a budget that stopped the agent's last turn and that its next
+  request would still pass (spent, or too little left for it; read through
+  the budget plane's public :func:`holon_cli.runtime.budgets.check.holds`,
+  the check ``tick`` and ``turn`` make); it lifts at its reset or when the
   operator raises the limit;
 - ``no_progress``: the no-progress guard keeps tick and serve from
   re-activating the agent's work (queued messages still run; operator
@@ -57,44 +58,52 @@ def _lifecycle(agent_id: str, status: str) -> Hold | None:
     return None
 
 
-def budget_hit(store: AgentStore, cfg: dict[str, Any] | None = None) -> BudgetHit | None:
-    """The budget the agent's next turn would be refused by (its first
-    provider request would pass it), or ``None``."""
-    from holon_cli.runtime.budgets import spend as budgets
-
-    if cfg is None:
-        cfg = _config()
-    if not cfg or not budgets.configured(cfg):
-        return None
-    state = store.read_record()["state"]
-    hit = budgets.check(store, cfg, turn_id=None, work_item_id=None, agent_wide=True)
-    if hit is None:
-        wid = state.get("current_work_item_id")
-        if wid:  # the work item's own budget holds that item's activation
-            hit = budgets.check(store, cfg, turn_id=None, work_item_id=wid)
-    return hit
-
-
-def _budget(store: AgentStore, hit: BudgetHit) -> Hold:
-    from holon_cli.runtime.budgets import spend as budgets
-
-    aid = store.agent_id
-    key = f"agents.{hit['agent_id']}.budgets.{hit['budget']}"
+def until_text(hit: BudgetHit) -> str:
+    """When the budget of ``hit`` lets a request through again, in words."""
+    if hit["resets_at"]:
+        return f"it resets at {hit['resets_at']}"
+    if hit.get("scope") == "run":
+        return "it bounds this run only"
     if hit["budget"] == "tokens_per_work_item":
-        what = (
-            f"no provider request is sent for work item {hit.get('work_item_id')} "
-            f"(`holon workitem pick --agent {aid}` another one, or raise {key} in config.yaml)"
+        return "it does not reset while this work item is current"
+    return "it does not reset (a limit of 0)"
+
+
+def budget_line(hit: BudgetHit, agent_id: str | None = None) -> str:
+    """A budget hit in one line: the budget plane's own words for it (spent,
+    or what the next request would pass) and when it lifts. ``agent_id``:
+    the agent asking (``None``: the budget's agent is named)."""
+    from holon_cli.runtime.budgets.check import reason_text
+
+    text = reason_text(hit, agent_id or hit["agent_id"])
+    if agent_id is None and hit.get("scope", "agent") == "agent":
+        name = hit["budget"]
+        text = text.replace(f"budget {name}", f"budget {name} of {hit['agent_id']}", 1)
+    return f"{text}; {until_text(hit)}"
+
+
+def _budget(store: AgentStore, cfg: dict[str, Any]) -> list[Hold]:
+    """The budget plane's holds (:func:`holon_cli.runtime.budgets.check.holds`:
+    a budget that stopped the agent's last turn and is still spent)."""
+    from holon_cli.runtime.budgets.check import holds
+
+    out: list[Hold] = []
+    for h in holds(store, cfg):
+        key = (
+            f"budgets.home.{h['budget']}"
+            if h["scope"] == "home"
+            else f"agents.{h['owner']}.budgets.{h['budget']} (or budgets.{h['budget']})"
         )
-    else:
-        what = (
-            f"no provider request is sent and queued messages wait; "
-            f"{budgets.until_text(hit)}, or raise {key} (or budgets.{hit['budget']}) in config.yaml"
+        lift = f"it resets at {h['until']}" if h["until"] else "it does not reset"
+        out.append(
+            {
+                "kind": "budget",
+                "reason": f"{h['reason']}: no provider request is sent and queued messages "
+                f"wait; {lift}, or raise {key} in config.yaml",
+                "until": h["until"],
+            }
         )
-    return {
-        "kind": "budget",
-        "reason": f"{budgets.describe(hit, aid)}: {what}",
-        "until": hit["resets_at"],
-    }
+    return out
 
 
 def _no_progress(agent_id: str, state: AgentState) -> Hold | None:
@@ -132,9 +141,10 @@ def agent_holds(store: AgentStore, cfg: dict[str, Any] | None = None) -> list[Ho
     life = _lifecycle(store.agent_id, state["status"])
     if life is not None:
         out.append(life)
-    hit = budget_hit(store, cfg)
-    if hit is not None:
-        out.append(_budget(store, hit))
+    if cfg is None:
+        cfg = _config()
+    if cfg:
+        out.extend(_budget(store, cfg))
     guard = _no_progress(store.agent_id, state)
     if guard is not None:
         out.append(guard)
@@ -147,18 +157,14 @@ def queue_hold(store: AgentStore, cfg: dict[str, Any] | None = None) -> Hold | N
     agent by), or ``None``. A budget counts once it has stopped a turn (the
     turn before a message is dequeued checks the same): until then the next
     turn settles its message as waiting for the budget."""
-    from holon_cli.runtime.budgets import spend as budgets
-
     state = store.read_record()["state"]
     life = _lifecycle(store.agent_id, state["status"])
     if life is not None:
         return life
     if cfg is None:
         cfg = _config()
-    if not cfg or not budgets.configured(cfg):
-        return None
-    hit = budgets.exhausted(store, cfg)
-    return _budget(store, hit) if hit is not None else None
+    budget = _budget(store, cfg) if cfg else []
+    return budget[0] if budget else None
 
 
 def hold_line(h: Hold) -> str:
