@@ -208,11 +208,13 @@ def test_an_interjected_message_replays(tmp_path: Path, monkeypatch: pytest.Monk
     assert_match(res.turn_id, 2)
 
 
-def test_turns_of_holon_run_and_a_steps_recorder_are_recorded(tmp_path: Path) -> None:
-    """`holon run`'s kept agent and a turn through a step recorder (what
-    `serve --engine dbos` passes) keep records that replay."""
+def test_turns_of_holon_run_serve_and_a_steps_recorder_are_recorded(tmp_path: Path) -> None:
+    """`holon run`'s kept agent, a local serve pass and a turn through a step
+    recorder (what `serve --engine dbos` passes; its real workers are
+    checked in tests/e2e/test_scaleout_dbos_steps.py) keep records that replay."""
     from holon_cli.runtime.run import run_once
     from holon_cli.runtime.turn.steps import Direct
+    from holon_cli.serve.loop import Scheduler
 
     model = script(tmp_path, [{"tool_calls": [call("ExecCommand", "e", cmd="true")]}, "ran"])
     data = run_once("do it", model=model, keep_agent=True, catalog=default_catalog())
@@ -236,6 +238,13 @@ def test_turns_of_holon_run_and_a_steps_recorder_are_recorded(tmp_path: Path) ->
     )
     assert Counting.n == 1
     assert_match(res.turn_id, 1)
+
+    set_model_override("main", script(tmp_path, ["served"], "u.yaml"))
+    admit("from serve")
+    Scheduler(concurrency=1)._pass("main")  # what serve runs for an agent with work
+    served = R.turn_ids(open_agent(None))[0]
+    assert served != res.turn_id
+    assert_match(served, 1)
 
 
 # ------------------------------------------------------------ divergence
@@ -308,6 +317,27 @@ def test_a_record_retention_dropped_names_the_setting(tmp_path: Path) -> None:
         replay(res.turn_id)
     assert err.value.kind == "record_dropped" and err.value.exit_code == 4
     assert "retention.events_days" in err.value.message
+    # no 4 MB copy of the closed tail is kept beside the records' segments
+    seg = open_agent(None).layout.ledger_dir / "segments"
+    assert all(p.stat().st_size < 200 for p in seg.glob("turn_records.*.tail"))
+
+
+def test_records_of_one_segment_share_what_turns_repeat(tmp_path: Path) -> None:
+    """The second turn's record leaves out the blobs (instructions, tools)
+    the segment's first record holds; both decode whole; a damaged first
+    record makes the second one's error name it."""
+    first = turn(script(tmp_path, ["one"]))
+    second = turn(script(tmp_path, ["two"], "t.yaml"))
+    path = open_agent(None).layout.ledger_path("turn_records")
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines[1]["data"]) * 3 < len(lines[0]["data"]), [len(x["data"]) for x in lines]
+    assert_match(first.turn_id, 1)
+    assert_match(second.turn_id, 1)
+    lines[0]["data"] = lines[0]["data"][:-12] + "AAAAAAAAAAAA"
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    with pytest.raises(CorruptStateError) as err:
+        replay(second.turn_id)
+    assert first.turn_id in err.value.message and second.turn_id in err.value.message
 
 
 def test_a_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
@@ -317,7 +347,7 @@ def test_a_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
     data = bytearray(base64.b64decode(line["data"]))
     data[len(data) // 2] ^= 0xFF
     line["data"] = base64.b64encode(bytes(data)).decode()
-    path.write_text(json.dumps(line) + "\n")
+    path.write_text(json.dumps(line, separators=(",", ":")) + "\n")
     with pytest.raises(CorruptStateError) as err:
         replay(res.turn_id)
     assert err.value.kind == "record_damaged" and res.turn_id in err.value.message

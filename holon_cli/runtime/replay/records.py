@@ -233,8 +233,8 @@ def _damaged(turn_id: str, path: Path, why: str) -> CorruptStateError:
     return CorruptStateError(
         f"the record of turn {turn_id} in {path} is damaged: {why}",
         kind="record_damaged",
-        hint="this turn cannot be replayed; `holon home check` lists damaged ledger lines "
-        "(the turn's events and transcript are separate and unaffected)",
+        hint="this turn cannot be replayed or exported; its events and transcript are "
+        "separate and unaffected (`holon transcript`, `holon tail`)",
         details={"turn_id": turn_id, "path": str(path)},
     )
 
@@ -260,9 +260,7 @@ def _decode_doc(line: dict[str, Any], path: Path) -> dict[str, Any]:
         packed = base64.b64decode(str(line.get("data") or ""), validate=True)
         raw = decompress(str(line.get("codec")), packed)
         doc = json.loads(raw)
-    except ValueError as exc:
-        raise _damaged(turn_id, path, str(exc) or type(exc).__name__) from None
-    except (OSError, EOFError) as exc:  # gzip: a truncated or corrupt stream
+    except Exception as exc:  # noqa: BLE001 - base64, gzip/zlib/zstd or JSON: all mean damaged
         raise _damaged(turn_id, path, f"{type(exc).__name__}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("turn_id") != turn_id:
         raise _damaged(turn_id, path, "its content names another turn")
@@ -291,7 +289,11 @@ def decode(line: dict[str, Any], path: Path) -> dict[str, Any]:
         except ValueError:
             why = f"its base record ({base_id}) is not valid JSON"
             raise _damaged(turn_id, path, why) from None
-        base = _decode_doc(base_line, path)
+        try:
+            base = _decode_doc(base_line, path)
+        except CorruptStateError as exc:
+            why = f"the record it shares its segment's blobs with ({base_id}) is: {exc.message}"
+            raise _damaged(turn_id, path, why) from None
         doc["blobs"] = {**(base.get("blobs") or {}), **(doc.get("blobs") or {})}
     return doc
 

@@ -66,9 +66,14 @@ class _Record:
         self.exchanges: list[dict[str, Any]] = []
         self.tools: dict[str, list[dict[str, Any]]] = {}
         self.interjects: dict[int, list[dict[str, Any]]] = {}
+        self.resent = 0
         for step in record.get("steps") or []:
             k = step.get("k")
             if k == "req":
+                if self.exchanges and self.exchanges[-1]["out"] is None:
+                    # in flight when its process died; the turn, resumed, sent it again
+                    self.exchanges.pop()
+                    self.resent += 1
                 self.exchanges.append({"req": step, "out": None})
             elif k in ("resp", "fail") and self.exchanges:
                 self.exchanges[-1]["out"] = step
