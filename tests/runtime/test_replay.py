@@ -359,14 +359,14 @@ def test_a_failed_capture_still_settles_the_turn_and_says_why(
 ) -> None:
     from holon_cli.runtime.replay import docs
 
-    def boom(_req: Any) -> Any:
+    def boom(*_a: Any) -> Any:
         raise TypeError("not serialisable")
 
-    real = docs.request_doc
-    monkeypatch.setattr(docs, "request_doc", boom)
+    real = docs.packed_request
+    monkeypatch.setattr(docs, "packed_request", boom)
     res = turn(script(tmp_path, ["still fine"]))
     assert res.status == "completed" and res.final_text == "still fine"
-    monkeypatch.setattr(docs, "request_doc", real)
+    monkeypatch.setattr(docs, "packed_request", real)
     with pytest.raises(CorruptStateError) as err:
         replay(res.turn_id)
     assert "not serialisable" in err.value.message

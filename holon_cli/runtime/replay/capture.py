@@ -111,6 +111,10 @@ class TurnCapture:
         self.agent_key: tuple[int, int, int] | None = None
         self.plans: dict[str, str] = {}  # work item id -> blob key of its plan.md
         self.current: str | None = None  # the agent's current work item, as last read
+        # tool specs and conversation items, converted once (the tool specs once
+        # per process: they are the same objects turn after turn)
+        self.memo = docs.SHARED
+        self.memo.next_generation()
         blobs = self._blobs()
         for c in journal.captures:  # a resumed turn: what the journal holds
             self.known.update((c.get("blobs") or {}).keys())
@@ -204,7 +208,7 @@ class TurnCapture:
     def _request(self, round_no: int, request: ProviderRequest) -> None:
         self.seq += 1
         blobs: dict[str, Any] = {}
-        doc = docs.pack(docs.request_doc(request), blobs)
+        doc = docs.packed_request(request, self.memo, blobs)
         rec = {"k": "req", "n": self.seq, "round": round_no, "at": clock.now_iso(), "doc": doc}
         self._moved_state(rec, blobs)  # what building the prompt wrote (a trigger provisioned)
         self._add(rec, blobs)

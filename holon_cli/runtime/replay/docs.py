@@ -76,12 +76,76 @@ def redact(value: Any) -> Any:
     return map_strings(value, lambda s: TRIGGER_RE.sub(TRIGGER_TOKEN, s) if "/wake/" in s else s)
 
 
-def request_doc(request: ProviderRequest) -> dict[str, Any]:
+def request_doc(request: ProviderRequest, memo: Memo | None = None) -> dict[str, Any]:
     """What the model is sent, transport-neutral (see the module docstring)."""
-    doc = {k: plain(v) for k, v in vars(request).items() if k not in REQUEST_SKIP}
-    out = redact(doc)
-    assert isinstance(out, dict)
+    memo = memo or Memo()
+    out: dict[str, Any] = {}
+    for k, v in vars(request).items():
+        if k in REQUEST_SKIP:
+            continue
+        out[k] = [memo.doc(x) for x in v] if isinstance(v, list) else redact(plain(v))
     return out
+
+
+def packed_request(request: ProviderRequest, memo: Memo, blobs: dict[str, Any]) -> dict[str, Any]:
+    """``pack(request_doc(request))``, the lists' elements packed once per turn."""
+    out: dict[str, Any] = {}
+    for k, v in vars(request).items():
+        if k in REQUEST_SKIP:
+            continue
+        out[k] = (
+            [memo.packed(x, blobs) for x in v]
+            if isinstance(v, list)
+            else pack(redact(plain(v)), blobs)
+        )
+    return out
+
+
+class Memo:
+    """The documents (and packed forms) of a request's list elements, by
+    identity: the tool specs and the conversation so far are the same
+    objects round after round, so each is converted once.
+
+    Entries live by generation: :meth:`next_generation` (a new turn) keeps
+    only what the last generation used, so a process running turn after
+    turn (``serve``) converts its tool specs once and lets finished turns'
+    conversation go. Each entry keeps its object, so an id is never reused
+    while it is remembered."""
+
+    def __init__(self) -> None:
+        self._docs: dict[int, tuple[Any, Any]] = {}
+        self._packed: dict[int, tuple[Any, Any, dict[str, Any]]] = {}
+        self._used: set[int] = set()
+
+    def next_generation(self) -> None:
+        used, self._used = self._used, set()
+        self._docs = {k: v for k, v in self._docs.items() if k in used}
+        self._packed = {k: v for k, v in self._packed.items() if k in used}
+
+    def doc(self, obj: Any) -> Any:
+        key = id(obj)
+        self._used.add(key)
+        hit = self._docs.get(key)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        d = redact(plain(obj))
+        self._docs[key] = (obj, d)
+        return d
+
+    def packed(self, obj: Any, blobs: dict[str, Any]) -> Any:
+        key = id(obj)
+        self._used.add(key)
+        hit = self._packed.get(key)
+        if hit is None or hit[0] is not obj:
+            own: dict[str, Any] = {}
+            hit = (obj, pack([self.doc(obj)], own)[0], own)
+            self._packed[key] = hit
+        blobs.update(hit[2])
+        return hit[1]
+
+
+# one per process: the turns of one process share their tool specs' conversion
+SHARED = Memo()
 
 
 def response_doc(response: ModelResponse) -> dict[str, Any]:
@@ -224,6 +288,19 @@ def path_subs(pairs: Iterable[tuple[str | Path | None, str]]) -> list[tuple[str,
         if len(s) > 1 and s not in out:
             out[s] = token
     return sorted(out.items(), key=lambda kv: len(kv[0]), reverse=True)
+
+
+def normal_text(doc: dict[str, Any], subs: list[tuple[str, str]]) -> str:
+    """The normalised document as one JSON text: equal texts mean equal
+    normalised documents (a quick test before :func:`normalise` walks it)."""
+    frame = doc.get("frame")
+    if isinstance(frame, dict) and DERIVED & frame.keys():
+        doc = {**doc, "frame": {k: ("<derived>" if k in DERIVED else v) for k, v in frame.items()}}
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    for path, token in subs:
+        text = text.replace(path, token)
+    text = TRIGGER_RE.sub(TRIGGER_TOKEN, text)
+    return TIME_RE.sub(TIME_TOKEN, text)
 
 
 def normalise(doc: Any, subs: list[tuple[str, str]]) -> Any:

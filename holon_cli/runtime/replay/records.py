@@ -41,12 +41,17 @@ RETENTION_SETTING = "retention.events_days"
 # ----------------------------------------------------------------- codec
 
 
+_ZSTD: list[Any] = []  # [module or None], once looked up
+
+
 def _zstd() -> Any:
-    try:
-        from compression import zstd  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
-    return zstd
+    if not _ZSTD:
+        try:
+            from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            zstd = None
+        _ZSTD.append(zstd)
+    return _ZSTD[0]
 
 
 def codec() -> str:

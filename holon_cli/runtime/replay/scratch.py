@@ -60,7 +60,7 @@ class Scratch:
         self.real_root = real.layout.home.parent.parent
         self.rec_root = Path(self.start["home"])
         self.rec_agent_home = Path(self.start["agent_home"])
-        self.root = Path(tempfile.mkdtemp(prefix="holon-replay-"))
+        self.root = Path(tempfile.mkdtemp(prefix="holon-replay-", dir=_scratch_parent()))
         self.home = HomeLayout(self.root)
         self.layout = self.home.agent(real.agent_id)
         self.store: AgentStore | None = None
@@ -125,8 +125,6 @@ class Scratch:
             shutil.copytree(real_home / "work-items", home / "work-items", symlinks=True)
         for d in (self.layout.state_dir, self.layout.ledger_dir, self.layout.locks_dir):
             d.mkdir(parents=True)
-        for sub in ("tmp", "new", "cur"):
-            (self.layout.inbox_dir / sub).mkdir(parents=True)
         store = AgentStore(self.layout)
         agent = self.moved(docs.unpack(self.start["agent"], self.blobs))
         write_snapshot(self.layout.agent_file, agent)
@@ -248,6 +246,17 @@ class Scratch:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _scratch_parent() -> str | None:
+    """Where the scratch home goes: memory (``/dev/shm``) when the system
+    has it and ``TMPDIR`` does not say otherwise (the tree is small and
+    thrown away; a loaded disk made creating and removing it the slowest
+    part of a replay), else the temp folder."""
+    if os.environ.get("TMPDIR"):
+        return None
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _const(value: bytes) -> Any:
