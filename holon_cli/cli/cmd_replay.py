@@ -46,7 +46,7 @@ def replay(turn_id: str, agent_id: str | None, export_path: Path | None, as_json
       holon replay turn_01m8jxkn6d0000yhcrz3
       holon replay turn_01m8jxkn6d0000yhcrz3 --json | jq .data.divergence
       holon replay turn_01m8jxkn6d0000yhcrz3 --export bug.yaml
-      holon run --model scripted:bug.yaml "the message the turn answered"
+      holon run --max-turns 1 --model scripted:bug.yaml "the message the turn answered"
     """
     if export_path is not None:
         _export(turn_id, agent_id, export_path, as_json)
@@ -94,4 +94,5 @@ def _export(turn_id: str, agent_id: str | None, path: Path, as_json: bool) -> No
         output.emit_json(res)
         return
     click.echo(f"wrote {res['steps']} model step(s) of turn {turn_id} to {res['path']}", err=True)
-    click.echo(f"re-play them: holon run --model scripted:{res['path']} '<the message>'", err=True)
+    cmd = f"holon run --max-turns 1 --model scripted:{res['path']}"
+    click.echo(f"re-play them: {cmd} \"$(sed -n 's/^#> //p' {res['path']})\"", err=True)

@@ -124,3 +124,33 @@ def test_agent_fork_from_the_command_line(tmp_path: Path) -> None:
     assert run("agent", "fork", "main", "--as", "y", "--at", "turn_nope").returncode == 3
     assert run("agent", "fork", "main").returncode == 2  # --as is required
     assert "try-2" in run("agent", "list").stdout
+
+
+def test_a_fork_of_an_agent_bound_to_a_project_shares_it_and_says_so(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "AGENTS.md").write_text("# project rules\n")
+    assert run("workspace", "use", str(project)).returncode == 0
+    res = run("agent", "fork", "main", "--as", "twin", "--json")
+    assert res.returncode == 0, res.stderr
+    notes = data(res)["not_rewound"]
+    assert any(str(project) in n and "same files" in n for n in notes)
+    a = data(run("status", "--json"))
+    b = data(run("status", "--agent", "twin", "--json"))
+    assert json.dumps(a).count(str(project)) and json.dumps(b).count(str(project))
+
+
+def home_hash(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"")
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_holon_replay_changes_nothing_in_the_home(tmp_path: Path) -> None:
+    tid = recorded_turn(tmp_path)
+    root = Path(data(run("home", "path", "--json"))["home"])
+    before = home_hash(root)
+    assert run("replay", tid).returncode == 0
+    assert run("replay", tid, "--json").returncode == 0
+    assert home_hash(root) == before

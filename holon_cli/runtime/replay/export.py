@@ -5,8 +5,8 @@ Each recorded answer becomes a step (its text, its tool calls with their
 recorded ids and arguments, its usage and stop reason); a request that
 failed becomes a ``fail`` step per attempt the chain made; a request a
 budget refused, or one in flight when the operator aborted, is no step (no
-answer came). ``holon run --model scripted:FILE "<the message>"`` then
-plays the model's side against real tools: a bug report anyone can run
+answer came). ``holon run --max-turns 1 --model scripted:FILE "<the
+message>"`` then plays the model's side against real tools: a bug report anyone can run
 offline. The tool results are not in the script: the tools run again, in
 the run's workspace, so a step that depended on what a command printed
 can take another turn there.
@@ -106,7 +106,7 @@ def write(record: dict[str, Any], path: Path) -> dict[str, Any]:
         f"# turn {record.get('turn_id')} of agent {record.get('agent_id')}, "
         f"recorded by holon {record.get('holon')}",
         "# re-play the model's side against real tools (the message is the #> lines):",
-        f"#   holon run --model scripted:{path} \"$(sed -n 's/^#> //p' {path})\"",
+        f"#   holon run --max-turns 1 --model scripted:{path} \"$(sed -n 's/^#> //p' {path})\"",
         *("#> " + line for line in (msg.splitlines() or [""])),
     ]
     body = yaml.safe_dump(

@@ -186,9 +186,14 @@ def _build(
     state.pop("worktree_sessions", None)  # a worktree of A's stays A's to resume
     new_rec = {**agent, "identity": identity, "state": state}
     write_snapshot(layout.agent_file, new_rec)
-    not_rewound = [
-        "the workspace: B is bound to the same one as A, so their commands change the same files"
-    ]
+    from holon_cli.model.workspace import AGENT_HOME
+
+    not_rewound = []
+    if state.get("workspace_anchor") and state.get("active_workspace_id") != AGENT_HOME:
+        not_rewound.append(
+            f"the workspace {state['workspace_anchor']}: B is bound to the same one as A, "
+            "so their commands change the same files"
+        )
     if state.get("worktree_session"):
         not_rewound.append("B works in A's git worktree (detach or isolate it to separate them)")
     if record is not None:
