@@ -14,7 +14,8 @@
    socket connect refused in-process (no network), then ``replay_turn``
    in-process (median of ``--repeats``, peak Python heap by tracemalloc) and
    ``holon replay TURN`` as its own process (wall median, peak RSS by
-   wait4), next to ``holon --version`` for the interpreter's own share.
+   ``/usr/bin/time``; bytecode cached as in an install), next to ``holon
+   --version`` for the interpreter's own share.
 4. ``benchmarks/storage.py``'s simulated year with the records' lines in
    the replayed sample and without them, side by side: the home must stay
    under ``max_home_bytes`` after every daily pass with them.
@@ -24,7 +25,7 @@ median) with no network; the year's peak with records under
 ``max_home_bytes``. Exit 1 on a missed goal. The load average is printed
 with the figures (the machine is shared).
 
-    python benchmarks/replay.py [--rounds 10] [--turns 9] [--repeats 7]
+    python benchmarks/replay.py [--rounds 10] [--turns 15] [--repeats 7]
         [--days 365] [--turns-per-day 50] [--max-home-bytes N] [--json]
 """
 
@@ -105,7 +106,9 @@ def record_sizes(agent: str, turn_id: str) -> dict[str, Any]:
     from holon_cli.runtime.replay import records as R
 
     store = open_agent(agent, create_default=False)
-    line, path = R.find_line(store, turn_id) or ({}, None)
+    found = R.find_line(store, turn_id)
+    assert found is not None
+    line, path = found
     doc = R.decode(line, path)  # blobs merged back in
     raw_line = len(json.dumps(line, separators=(",", ":")))
     blobs = doc["blobs"]
@@ -145,25 +148,32 @@ def record_cost(turns: int) -> dict[str, Any]:
 
     create_agent("cost-on")
     create_agent("cost-off")
-    real = loop.TurnCapture
+    real = getattr(loop, "TurnCapture")  # noqa: B009 - swapped for the paired run
     walls: dict[str, list[float]] = {"on": [], "off": []}
+    cpus: dict[str, list[float]] = {"on": [], "off": []}
     fsyncs: dict[str, list[int]] = {"on": [], "off": []}
     for i in range(turns + 1):
         for side in ("on", "off"):
-            loop.TurnCapture = real if side == "on" else NoCapture  # type: ignore[assignment,misc]
+            setattr(loop, "TurnCapture", real if side == "on" else NoCapture)  # noqa: B010
             before = TO.FSYNCS.calls
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             one_turn(f"cost-{side}", 3)
             if i:  # the first turn of each: warm-up (first-use imports, files)
                 walls[side].append((time.perf_counter() - t0) * 1000)
+                cpus[side].append((time.process_time() - c0) * 1000)
                 fsyncs[side].append(TO.FSYNCS.calls - before)
-    loop.TurnCapture = real  # type: ignore[misc]
-    on, off = statistics.median(walls["on"]), statistics.median(walls["off"])
+    setattr(loop, "TurnCapture", real)  # noqa: B010
+
+    def med(d: dict[str, list[float]], side: str) -> float:
+        return round(statistics.median(d[side]), 1)
+
     return {
         "turns": turns,
-        "wall_ms_median_on": round(on, 1),
-        "wall_ms_median_off": round(off, 1),
-        "added_ms": round(on - off, 1),
+        "wall_ms_median_on": med(walls, "on"),
+        "wall_ms_median_off": med(walls, "off"),
+        # CPU of this process (the fake provider's thread too, alike on both sides)
+        "cpu_ms_median_on": med(cpus, "on"),
+        "cpu_ms_median_off": med(cpus, "off"),
         "fsyncs_per_turn_on": statistics.median(fsyncs["on"]),
         "fsyncs_per_turn_off": statistics.median(fsyncs["off"]),
     }
@@ -177,7 +187,7 @@ def no_network() -> Any:
             raise OSError(f"replay benchmark: no network ({addr})")
         real(self, addr)
 
-    socket.socket.connect = refuse  # type: ignore[method-assign]
+    setattr(socket.socket, "connect", refuse)  # noqa: B010
     return real
 
 
@@ -186,36 +196,56 @@ def replay_figures(agent: str, turn_id: str, repeats: int, holon: str) -> dict[s
     from holon_cli.tools.catalog import default_catalog
 
     times = []
-    peak = 0
     for i in range(repeats + 1):
-        tracemalloc.start()
         t0 = time.perf_counter()
         out = replay_turn(turn_id, agent_id=agent, catalog=default_catalog())
         dt = (time.perf_counter() - t0) * 1000
-        peak = max(peak, tracemalloc.get_traced_memory()[1])
-        tracemalloc.stop()
         assert out["match"], out["divergence"]
         if i:
             times.append(dt)
-    env = {**os.environ}
+    tracemalloc.start()  # a run of its own: tracing slows Python down severalfold
+    replay_turn(turn_id, agent_id=agent, catalog=default_catalog())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # as installed: bytecode cached (the environment may turn it off), in a
+    # temporary prefix so the repository stays clean
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="holon-pycache-")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    gnu_time = shutil.which("time", path="/usr/bin")
 
-    def proc(*args: str) -> tuple[float, int]:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(
-            [holon, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
-        )
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = (time.perf_counter() - t0) * 1000
-        assert os.waitstatus_to_exitcode(status) == 0, (args, p.stderr.read() if p.stderr else "")
-        return wall, ru.ru_maxrss
+    def proc(*args: str) -> tuple[float, float, int]:
+        """Wall ms, CPU ms (user + system) and peak RSS KB of one command (by
+        /usr/bin/time: a forked child's own rusage counts the parent's pages
+        before exec); without it, CPU by the children's rusage and no RSS."""
+        import resource
 
-    cmd_walls, cmd_rss, base_walls, base_rss = [], [], [], []
+        with tempfile.NamedTemporaryFile("r") as out:
+            cmd = [holon, *args]
+            if gnu_time:
+                cmd = [gnu_time, "-f", "%U %S %M", "-o", out.name, *cmd]
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            wall = (time.perf_counter() - t0) * 1000
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            assert p.returncode == 0, (args, p.stderr)
+            if gnu_time:
+                u, sy, kb = out.read().strip().splitlines()[-1].split()
+                return wall, (float(u) + float(sy)) * 1000, int(kb)
+        cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000
+        return wall, cpu, 0
+
+    proc("replay", turn_id, "--agent", agent)  # the bytecode cache filled
+    proc("--version")
+    cmd_walls, cmd_cpu, cmd_rss, base_walls, base_cpu, base_rss = [], [], [], [], [], []
     for _ in range(repeats):
-        w, r = proc("replay", turn_id, "--agent", agent)
+        w, c, r = proc("replay", turn_id, "--agent", agent)
         cmd_walls.append(w)
+        cmd_cpu.append(c)
         cmd_rss.append(r)
-        w, r = proc("--version")
+        w, c, r = proc("--version")
         base_walls.append(w)
+        base_cpu.append(c)
         base_rss.append(r)
     return {
         "rounds": out["rounds"],
@@ -223,8 +253,11 @@ def replay_figures(agent: str, turn_id: str, repeats: int, holon: str) -> dict[s
         "inprocess_ms_max": round(max(times), 1),
         "inprocess_peak_heap_mb": round(peak / 1e6, 1),
         "command_wall_ms_median": round(statistics.median(cmd_walls), 1),
+        "command_wall_ms_min": round(min(cmd_walls), 1),
+        "command_cpu_ms_median": round(statistics.median(cmd_cpu), 1),
         "command_peak_rss_mb": round(max(cmd_rss) / 1024, 1),
         "holon_version_wall_ms_median": round(statistics.median(base_walls), 1),
+        "holon_version_cpu_ms_median": round(statistics.median(base_cpu), 1),
         "holon_version_peak_rss_mb": round(max(base_rss) / 1024, 1),
     }
 
@@ -251,7 +284,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--turns", type=int, default=9, help="turns per side of the cost pair")
+    ap.add_argument("--turns", type=int, default=15, help="turns per side of the cost pair")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--days", type=int, default=365)
     ap.add_argument("--turns-per-day", type=int, default=50)
@@ -278,6 +311,7 @@ def main() -> int:
     from holon_cli.runtime.agents import create_agent
 
     load0 = load()
+    fsync_ms = TO.fsync_cost_ms(home)
     create_agent("rec")
     one_turn("rec", 1)  # the segment's first record (the one others share blobs with)
     sizes = {n: record_sizes("rec", one_turn("rec", n)) for n in (1, 3, args.rounds)}
@@ -289,7 +323,7 @@ def main() -> int:
     try:
         rep = replay_figures("rec", long_turn, args.repeats, holon)
     finally:
-        socket.socket.connect = real_connect  # type: ignore[method-assign]
+        setattr(socket.socket, "connect", real_connect)  # noqa: B010
     load1 = load()
     year = None
     if not args.skip_year:
@@ -305,13 +339,20 @@ def main() -> int:
     ok_year = year is None or year["with_records"]["peak_home_bytes_after_daily_gc"] <= (
         args.max_home_bytes
     )
-    figures = {"load": [load0, load1, load2], "sizes": sizes, "cost": cost, "replay": rep}
+    figures = {
+        "load": [load0, load1, load2],
+        "fsync_ms_median": round(fsync_ms, 2),
+        "sizes": sizes,
+        "cost": cost,
+        "replay": rep,
+    }
     if year is not None:
         figures["year"] = year
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
         print(f"load average (1, 5, 15 min): start {load0}; after replay {load1}; end {load2}")
+        print(f"one fsync in the home: {fsync_ms:.2f} ms median")
         for n, s in sizes.items():
             print(
                 f"record of a {n}-round turn: {s['line_bytes']:,} B as written "
@@ -320,18 +361,19 @@ def main() -> int:
                 f"{s['if_requests_whole']:,} B with every request whole"
             )
         print(
-            f"recording, 3-round turns, on vs off interleaved ({cost['turns']} each): "
-            f"{cost['wall_ms_median_on']} vs {cost['wall_ms_median_off']} ms median "
-            f"({cost['added_ms']:+} ms); fsyncs {cost['fsyncs_per_turn_on']} vs "
-            f"{cost['fsyncs_per_turn_off']} a turn"
+            f"recording, 3-round turns, on vs off interleaved ({cost['turns']} each): wall "
+            f"{cost['wall_ms_median_on']} vs {cost['wall_ms_median_off']} ms median, CPU "
+            f"{cost['cpu_ms_median_on']} vs {cost['cpu_ms_median_off']} ms; fsyncs "
+            f"{cost['fsyncs_per_turn_on']} vs {cost['fsyncs_per_turn_off']} a turn"
         )
         print(
             f"replay of the {args.rounds}-round turn, no network: in-process "
             f"{rep['inprocess_ms_median']} ms median (max {rep['inprocess_ms_max']}), "
-            f"peak heap {rep['inprocess_peak_heap_mb']} MB; `holon replay` "
-            f"{rep['command_wall_ms_median']} ms, peak RSS {rep['command_peak_rss_mb']} MB "
-            f"(`holon --version` {rep['holon_version_wall_ms_median']} ms, "
-            f"{rep['holon_version_peak_rss_mb']} MB)"
+            f"peak heap {rep['inprocess_peak_heap_mb']} MB; `holon replay` wall "
+            f"{rep['command_wall_ms_median']} ms median (min {rep['command_wall_ms_min']}), "
+            f"CPU {rep['command_cpu_ms_median']} ms, peak RSS {rep['command_peak_rss_mb']} MB "
+            f"(`holon --version`: {rep['holon_version_wall_ms_median']} ms, CPU "
+            f"{rep['holon_version_cpu_ms_median']} ms, {rep['holon_version_peak_rss_mb']} MB)"
         )
         if year is not None:
             on, off = year["with_records"], year["without_records"]

@@ -253,14 +253,23 @@ def _is_ref(v: Any) -> bool:
     return isinstance(v, dict) and len(v) == 1 and BLOB in v
 
 
-def unpack(value: Any, blobs: dict[str, Any]) -> Any:
-    """The inverse of :func:`pack`. Raises ``KeyError`` for a missing blob."""
+def unpack(value: Any, blobs: dict[str, Any], cache: dict[str, Any] | None = None) -> Any:
+    """The inverse of :func:`pack`. Raises ``KeyError`` for a missing blob.
+    With ``cache`` (blob key -> unpacked value, shared: not to be mutated)
+    a blob repeated across requests is unpacked once."""
     if isinstance(value, dict):
         if _is_ref(value):
-            return unpack(blobs[value[BLOB]], blobs)
-        return {(k[1:] if k.startswith("$$") else k): unpack(v, blobs) for k, v in value.items()}
+            key = value[BLOB]
+            if cache is None:
+                return unpack(blobs[key], blobs)
+            if key not in cache:
+                cache[key] = unpack(blobs[key], blobs, cache)
+            return cache[key]
+        return {
+            (k[1:] if k.startswith("$$") else k): unpack(v, blobs, cache) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [unpack(v, blobs) for v in value]
+        return [unpack(v, blobs, cache) for v in value]
     return value
 
 
@@ -290,17 +299,18 @@ def path_subs(pairs: Iterable[tuple[str | Path | None, str]]) -> list[tuple[str,
     return sorted(out.items(), key=lambda kv: len(kv[0]), reverse=True)
 
 
-def normal_text(doc: dict[str, Any], subs: list[tuple[str, str]]) -> str:
-    """The normalised document as one JSON text: equal texts mean equal
-    normalised documents (a quick test before :func:`normalise` walks it)."""
+def path_text(doc: dict[str, Any], subs: list[tuple[str, str]]) -> str:
+    """The document as one JSON text, its paths substituted and its derived
+    hashes blanked: equal texts mean equal normalised documents (the quick
+    test before :func:`normalise` walks them; timestamps and the trigger
+    token are equal on both sides of a match already)."""
     frame = doc.get("frame")
     if isinstance(frame, dict) and DERIVED & frame.keys():
         doc = {**doc, "frame": {k: ("<derived>" if k in DERIVED else v) for k, v in frame.items()}}
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
     for path, token in subs:
         text = text.replace(path, token)
-    text = TRIGGER_RE.sub(TRIGGER_TOKEN, text)
-    return TIME_RE.sub(TIME_TOKEN, text)
+    return text
 
 
 def normalise(doc: Any, subs: list[tuple[str, str]]) -> Any:

@@ -25,16 +25,16 @@ home is written (the tests hash it); the scratch home is removed after.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
 from holon_cli.runtime.replay import docs
 from holon_cli.runtime.replay import records as R
 from holon_cli.runtime.replay.scratch import Scratch
-from holon_cli.runtime.turn.abort import TurnAborted
+from holon_cli.runtime.turn.abort import AbortWatch, TurnAborted
 from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.spend import TurnSpend
 
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from holon_cli.model.turn import TurnSettlement
     from holon_cli.providers.base import ModelResponse, ProviderRequest, ToolCall, ToolSpec
     from holon_cli.store.agent_store import AgentStore
+
+
+T = TypeVar("T")
 
 
 class Diverged(Exception):
@@ -106,6 +109,7 @@ class Replay:
                 break
         self.provider = "replay"
         self.memo = docs.Memo()
+        self.unpacked: dict[str, Any] = {}  # blob key -> unpacked value, shared by requests
 
     # ------------------------------------------------------------ clock
 
@@ -141,8 +145,8 @@ class Replay:
         if self.n > len(self.rec.exchanges):
             raise Diverged(self.n, round_no, None, docs.normalise(replayed, self.subs))
         step = self.exchange()["req"]
-        recorded = docs.unpack(step["doc"], self.rec.blobs)
-        if docs.normal_text(recorded, self.subs) == docs.normal_text(replayed, self.subs):
+        recorded = docs.unpack(step["doc"], self.rec.blobs, self.unpacked)
+        if docs.path_text(recorded, self.subs) == docs.path_text(replayed, self.subs):
             self.matched += 1
             return
         recorded = docs.normalise(recorded, self.subs)
@@ -246,6 +250,11 @@ class _Spend(TurnSpend):
         return None
 
 
+class _NoAbort(AbortWatch):
+    def call(self, fn: Callable[[], T], on_abort: Callable[[], None] | None = None) -> T:
+        return fn()
+
+
 class ReplayRun(TurnRun):
     """A :class:`TurnRun` over the scratch home whose model, tools, budget
     gate, interjections and observer are the replay's."""
@@ -269,6 +278,9 @@ class ReplayRun(TurnRun):
         spend.replay = replay
         self.spend = spend
         self.replay = replay
+        # nothing to abort: calls run on the turn's thread (a recorded abort
+        # is served back as one)
+        self.abort = _NoAbort(store, turn_id)
 
     def _interjects(self) -> list[QueueEntry]:
         return self.replay.interjects_at(self.journal.rounds)
