@@ -86,7 +86,7 @@ def load() -> str:
 
 
 def one_turn(agent: str, rounds: int) -> str:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
     from holon_cli.tools.catalog import default_catalog
@@ -101,7 +101,7 @@ def one_turn(agent: str, rounds: int) -> str:
 
 def record_sizes(agent: str, turn_id: str) -> dict[str, Any]:
     """The stored line, and the same record packed less."""
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.replay import docs
     from holon_cli.runtime.replay import records as R
 
@@ -143,7 +143,7 @@ class NoCapture:
 
 
 def record_cost(turns: int) -> dict[str, Any]:
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
     from holon_cli.runtime.turn import loop
 
     create_agent("cost-on")
@@ -308,7 +308,7 @@ def main() -> int:
     os.environ["OPENAI_API_KEY"] = "bench-key"
     for k in ("HOLON_MODEL", "HOLON_FALLBACK_MODELS"):
         os.environ.pop(k, None)
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     load0 = load()
     fsync_ms = TO.fsync_cost_ms(home)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError
-from holon_cli.runtime.agents import open_agent, set_model_override
+from holon_cli.runtime.agents.lifecycle import open_agent, set_model_override
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.replay import records as R
 from holon_cli.runtime.replay.replay import replay_turn
@@ -307,7 +307,7 @@ def test_an_unknown_turn_is_not_found(tmp_path: Path) -> None:
 
 
 def test_a_record_retention_dropped_names_the_setting(tmp_path: Path) -> None:
-    from holon_cli.runtime.retention import gc_home
+    from holon_cli.runtime.home.gc import gc_home
 
     res = turn(script(tmp_path, ["hi"]))
     (home_root() / "config.yaml").write_text(yaml.safe_dump({"retention": {"events_days": 0}}))

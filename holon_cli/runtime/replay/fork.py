@@ -64,7 +64,12 @@ RESET_STATE: dict[str, Any] = {
 
 
 def fork_agent(source_id: str, new_id: str, *, at: str | None = None) -> dict[str, Any]:
-    from holon_cli.runtime.agents import STAGING_PREFIX, ensure_home, open_agent, sweep_staging
+    from holon_cli.runtime.agents.lifecycle import (
+        STAGING_PREFIX,
+        ensure_home,
+        open_agent,
+        sweep_staging,
+    )
 
     validate_agent_id(new_id)
     src = open_agent(source_id, create_default=False)

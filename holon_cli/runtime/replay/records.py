@@ -373,7 +373,7 @@ def missing(store: AgentStore, turn_id: str) -> NotFoundError | RejectedError:
 def locate(turn_id: str, agent_id: str | None) -> AgentStore:
     """The agent holding ``turn_id``'s record: ``agent_id`` when given, else
     the agent whose ledger names it (ids are unique across a home)."""
-    from holon_cli.runtime.agents import agent_ids, open_agent
+    from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 
     if agent_id is not None:
         return open_agent(agent_id, create_default=False)
