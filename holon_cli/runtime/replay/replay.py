@@ -179,7 +179,7 @@ class Replay:
         if out is None:
             raise TurnAborted
         if out.get("budget") is not None:
-            from holon_cli.runtime.budgets import BudgetStop
+            from holon_cli.runtime.budgets.spend import BudgetStop
 
             raise BudgetStop(out["budget"])
 
