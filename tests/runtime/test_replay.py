@@ -247,6 +247,52 @@ def test_turns_of_holon_run_serve_and_a_steps_recorder_are_recorded(tmp_path: Pa
     assert_match(served, 1)
 
 
+def test_a_turn_a_budget_stopped_replays(tmp_path: Path) -> None:
+    """Round 2 was built, then refused by the budget: the replay builds and
+    compares it too and stops where the live turn stopped (no budget is
+    checked: the recorded refusal is served)."""
+    home_root().mkdir(parents=True, exist_ok=True)
+    (home_root() / "config.yaml").write_text(yaml.safe_dump({"budgets": {"tokens_per_day": 150}}))
+    first = {
+        "tool_calls": [call("ExecCommand", "e", cmd="true")],
+        "usage": {"input_tokens": 100, "output_tokens": 20},
+    }
+    res = turn(script(tmp_path, [first, "never sent"]))
+    assert res.model_rounds == 1 and res.budget is not None, res
+    rec = R.load(open_agent(None), res.turn_id)
+    assert [s["k"] for s in rec["steps"]] == ["req", "resp", "tool", "req", "fail"]
+    (home_root() / "config.yaml").write_text("{}\n")  # today: no budget at all
+    assert_match(res.turn_id, 2)
+
+
+def test_a_turn_the_operator_aborted_mid_call_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from holon_cli.runtime.turn.abort import request_abort
+    from holon_cli.tools import catalog
+
+    real = catalog.ToolCatalog.execute
+
+    def execute(self: Any, ctx: Any, call_: Any) -> Any:
+        if call_.id == "slow":
+            request_abort(ctx.store)  # `holon agent abort` while this call runs
+            time.sleep(0.5)
+        return real(self, ctx, call_)
+
+    monkeypatch.setattr(catalog.ToolCatalog, "execute", execute)
+    steps = [
+        {"tool_calls": [call("ExecCommand", "e", cmd="true")]},
+        {"tool_calls": [call("ExecCommand", "slow", cmd="true")]},
+        "never",
+    ]
+    res = turn(script(tmp_path, steps))
+    assert res.status == "aborted" and res.failure_kind == "operator_aborted", res
+    monkeypatch.setattr(catalog.ToolCatalog, "execute", real)
+    assert_match(res.turn_id, 2)
+
+
 # ------------------------------------------------------------ divergence
 
 
