@@ -516,3 +516,54 @@ def test_fork_at_a_turn_takes_the_state_after_it(tmp_path: Path) -> None:
     st = b.read_record()["state"]
     assert st["working_memory"]["last_applied_turn_id"] == first.turn_id
     assert st["status"] == "awake_idle" and st["current_run_id"] is None
+
+
+# ----------------------------------------------------------------- codecs
+
+
+class FakeZstd:
+    """Stands in for Python 3.14's ``compression.zstd`` (this machine runs
+    3.11): the plumbing around the codec is what is tested."""
+
+    @staticmethod
+    def compress(data: bytes, level: int | None = None) -> bytes:
+        import zlib
+
+        return b"ZS" + zlib.compress(data, level or 3)
+
+    @staticmethod
+    def decompress(data: bytes) -> bytes:
+        import zlib
+
+        assert data[:2] == b"ZS"
+        return zlib.decompress(data[2:])
+
+
+def test_records_use_zstd_where_the_standard_library_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(R, "_ZSTD", [FakeZstd])
+    res = turn(script(tmp_path, ["compressed"]))
+    path = open_agent(None).layout.ledger_path("turn_records")
+    line = json.loads(path.read_text())
+    assert line["codec"] == "zstd" and base64.b64decode(line["data"])[:2] == b"ZS"
+    assert_match(res.turn_id, 1)
+    # a holon without zstd (Python < 3.14) says what it needs
+    monkeypatch.setattr(R, "_ZSTD", [None])
+    with pytest.raises(CorruptStateError) as err:
+        replay(res.turn_id)
+    assert "Python 3.14" in err.value.message
+
+
+def test_a_turn_still_running_is_not_replayable_yet(tmp_path: Path) -> None:
+    from holon_cli.runtime.turn.journal import Journal
+
+    turn(script(tmp_path, ["one"]))
+    store = open_agent(None)
+    j = Journal(store, "turn_01m8jz00000000000000", "msg_x")
+    j.begin()
+    with pytest.raises(NotFoundError) as err:
+        replay("turn_01m8jz00000000000000", agent="main")
+    assert "has not settled yet" in err.value.message
+    assert R.id_time("turn_01m8jz00000000000000") is not None
+    assert R.id_time("nonsense") is None
