@@ -261,6 +261,8 @@ def test_a_turn_a_budget_stopped_replays(tmp_path: Path) -> None:
     assert res.model_rounds == 1 and res.budget is not None, res
     rec = R.load(open_agent(None), res.turn_id)
     assert [s["k"] for s in rec["steps"]] == ["req", "resp", "tool", "req", "fail"]
+    # the output cap the budget gate put on the request as it went out
+    assert isinstance(rec["steps"][1].get("max_output_tokens"), int)
     (home_root() / "config.yaml").write_text("{}\n")  # today: no budget at all
     assert_match(res.turn_id, 2)
 

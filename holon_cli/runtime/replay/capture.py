@@ -115,6 +115,7 @@ class TurnCapture:
         # per process: they are the same objects turn after turn)
         self.memo = docs.SHARED
         self.memo.next_generation()
+        self.last_request: ProviderRequest | None = None
         blobs = self._blobs()
         for c in journal.captures:  # a resumed turn: what the journal holds
             self.known.update((c.get("blobs") or {}).keys())
@@ -208,6 +209,7 @@ class TurnCapture:
     def _request(self, round_no: int, request: ProviderRequest) -> None:
         self.seq += 1
         blobs: dict[str, Any] = {}
+        self.last_request = request
         doc = docs.packed_request(request, self.memo, blobs)
         rec = {"k": "req", "n": self.seq, "round": round_no, "at": clock.now_iso(), "doc": doc}
         self._moved_state(rec, blobs)  # what building the prompt wrote (a trigger provisioned)
@@ -232,7 +234,16 @@ class TurnCapture:
     def _answered(self, response: ModelResponse, model_ref: str) -> None:
         blobs: dict[str, Any] = {}
         doc = docs.pack(docs.redact(docs.response_doc(response)), blobs)
-        self._add({"k": "resp", "n": self.seq, "model_ref": model_ref, "doc": doc}, blobs)
+        rec = {"k": "resp", "n": self.seq, "model_ref": model_ref, "doc": doc}
+        self._add(self._sent(rec), blobs)
+
+    def _sent(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """The output cap the budget gate set on the request as it went out
+        (the request is captured as built, before the gate)."""
+        cap = getattr(self.last_request, "max_output_tokens", None)
+        if cap is not None:
+            rec["max_output_tokens"] = cap
+        return rec
 
     def failed(self, error: BaseException) -> None:
         self._guard("a failure", self._failed, error)
@@ -253,7 +264,7 @@ class TurnCapture:
             "usage": usage.to_dict() if usage is not None else None,
             "attempts": len((getattr(error, "timeline", None) or {}).get("attempts") or []),
         }
-        self._add({"k": "fail", "n": self.seq, "failure": failure})
+        self._add(self._sent({"k": "fail", "n": self.seq, "failure": failure}))
 
     def tool(self, call: ToolCall, result: ToolResult) -> None:
         self._guard("a tool result", self._tool, call, result)

@@ -179,7 +179,7 @@ class Replay:
         if out is None:
             raise TurnAborted
         if out.get("budget") is not None:
-            from holon_cli.runtime.budgets.spend import BudgetStop
+            from holon_cli.runtime.budgets.check import BudgetStop
 
             raise BudgetStop(out["budget"])
 
@@ -234,12 +234,15 @@ class Replay:
 
 
 class _Spend(TurnSpend):
-    """No budget is checked and no spend recorded: the record answers."""
+    """No budget is checked, reserved or spent: the record answers."""
 
     replay: Replay
 
-    def gate(self, focus: str | None) -> None:
+    def before_attempt(self, ref: str, transport: Any, focus: str | None) -> None:
         self.replay.gate()
+
+    def end_round(self) -> None:
+        return None
 
     def record(
         self, model_ref: str | None, usage: dict[str, int], focus: str | None, *, estimated: bool
