@@ -209,7 +209,8 @@ def replay_figures(agent: str, turn_id: str, repeats: int, holon: str) -> dict[s
     tracemalloc.stop()
     # as installed: bytecode cached (the environment may turn it off), in a
     # temporary prefix so the repository stays clean
-    env = {**os.environ, "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="holon-pycache-")}
+    pycache = tempfile.mkdtemp(prefix="holon-pycache-")
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": pycache}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     gnu_time = shutil.which("time", path="/usr/bin")
 
@@ -247,6 +248,7 @@ def replay_figures(agent: str, turn_id: str, repeats: int, holon: str) -> dict[s
         base_walls.append(w)
         base_cpu.append(c)
         base_rss.append(r)
+    shutil.rmtree(pycache, ignore_errors=True)
     return {
         "rounds": out["rounds"],
         "inprocess_ms_median": round(statistics.median(times), 1),
