@@ -92,6 +92,10 @@ ErrorKind = (
         # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
         "sandbox_unavailable",
         "disk_full",
+        # turn records, replay and fork (runtime/replay)
+        "turn_not_found",
+        "record_dropped",
+        "record_damaged",
     ]
     | ProviderFailureKind
 )

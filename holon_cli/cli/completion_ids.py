@@ -134,6 +134,20 @@ def work_items(agent_id: str | None, prefix: str = "", *, open_only: bool) -> li
     return _guarded(read)
 
 
+def turns(agent_id: str | None, prefix: str = "") -> list[Candidate]:
+    """The agent's recorded turns (``holon replay``), newest first."""
+
+    def read() -> list[Candidate]:
+        store = _store(agent_id)
+        if store is None:
+            return []
+        from holon_cli.runtime.replay.records import turn_ids
+
+        return [Candidate(t, "recorded turn") for t in turn_ids(store) if t.startswith(prefix)]
+
+    return _guarded(read)
+
+
 def tasks(agent_id: str | None, prefix: str = "", *, active_only: bool) -> list[Candidate]:
     """The agent's command tasks (running ones only with ``active_only``), by id;
     described by status and command. No recovery pass runs: a task whose

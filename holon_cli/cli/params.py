@@ -70,6 +70,7 @@ __all__ = [
     "complete_skills",
     "complete_tasks",
     "complete_timers",
+    "complete_turns",
     "complete_work_items",
     "complete_words",
 ]
@@ -133,6 +134,15 @@ def complete_timers(
     from holon_cli.cli import completion_ids
 
     return _items(completion_ids.timers(_agent_of(ctx), incomplete, active_only=True))
+
+
+def complete_turns(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem[str]]:
+    """Recorded turn ids of the ``--agent`` (newest first; what ``holon replay`` takes)."""
+    from holon_cli.cli import completion_ids
+
+    return _items(completion_ids.turns(_agent_of(ctx), incomplete))
 
 
 def complete_attached_workspaces(
