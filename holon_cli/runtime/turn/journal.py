@@ -16,6 +16,7 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "latency", "tool", "ms", "ok"}          a tool call's duration (agent state
                                                    ``tool_latency`` at settle)
     {"op": "settlement", "settlement": {...}}
+    {"op": "capture", "k": ...}                    what the turn record keeps (runtime/replay)
 
 Invariants:
 - appends are plain writes; :meth:`Journal.sync` makes them durable, once per
@@ -125,6 +126,8 @@ class Journal:
         self.completed_work_item = False
         # each tool call's (name, milliseconds, ok), in order (runtime/turn/stats.py)
         self.latency: list[tuple[str, float, bool]] = []
+        # the turn record's captures (runtime/replay/capture.py), in order
+        self.captures: list[dict[str, Any]] = []
         self._dirty = False
 
     # ------------------------------------------------------------- replay
@@ -231,6 +234,8 @@ class Journal:
         elif op == "latency":
             entry = (str(rec.get("tool")), float(rec.get("ms") or 0), bool(rec.get("ok")))
             self.latency.append(entry)
+        elif op == "capture":
+            self.captures.append(rec)
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:
@@ -366,6 +371,12 @@ class Journal:
         """One tool call's duration (durable with its round's batch)."""
         self.latency.append((tool, ms, ok))
         self._append({"op": "latency", "tool": tool, "ms": ms, "ok": ok})
+
+    def add_capture(self, rec: dict[str, Any]) -> None:
+        """One of the turn record's captures (durable with the round's batch)."""
+        full = {"op": "capture", **rec}
+        self.captures.append(full)
+        self._append(full)
 
     def add_interject(self, message_id: str) -> None:
         self.interject_ids.append(message_id)
