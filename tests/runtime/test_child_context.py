@@ -293,3 +293,23 @@ def test_a_public_agent_takes_no_child_only_fields(tmp_path: Path) -> None:
         ][-1]
         err = json.loads(out["output"])
         assert err["kind"] == "invalid_arguments" and err["field"] == field
+
+
+def test_a_forked_and_profiled_childs_turn_replays(tmp_path: Path) -> None:
+    """The inherited block and the profile's tools come back the same when
+    ``holon replay`` rebuilds the child's request (cli-contract "Replay and
+    fork": rebuilt from the agent's state as it was)."""
+    from holon_cli.runtime.replay.replay import replay_turn
+
+    profiles = open_agent(None).layout.home.parent.parent / "profiles"
+    profiles.mkdir(parents=True, exist_ok=True)
+    (profiles / "narrow.md").write_text("---\ntools: [ExecCommand]\n---\nStay narrow.\n")
+    parent = open_agent(None)
+    busy_parent(parent)
+    family(tmp_path, {"initial_message": "Check it.", "preset": "narrow"})
+    admit("go")
+    turn()
+    child = the_child(parent)
+    res = turn(child.agent_id)
+    out = replay_turn(res.turn_id, agent_id=child.agent_id, catalog=default_catalog())
+    assert out["match"] is True, out
