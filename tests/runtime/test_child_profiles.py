@@ -120,7 +120,7 @@ def test_a_claude_code_style_file_parses(tmp_path: Path) -> None:
         ({"model": "nonsense"}, "model", "invalid model ref"),
         ({"model": 7}, "model", "non-empty string"),
         ({"workspace_mode": "sideways"}, "workspace_mode", "one of inherit, worktree"),
-        ({"workspace_root": "/tmp"}, "workspace_root", "only for `workspace_mode: explicit_root`"),
+        ({"workspace_root": "/tmp"}, "workspace_root", "only for workspace_mode explicit_root"),
         (
             {"workspace_mode": "explicit_root", "workspace_root": "rel"},
             "workspace_root",

@@ -273,7 +273,8 @@ def parse(path: Path, source: str, *, known_tools: Collection[str] | None = None
     mode = _choice(path, meta, "workspace_mode", WORKSPACE_MODES)
     root = _str(path, meta, "workspace_root")
     if root is not None and mode != "explicit_root":
-        raise _bad(path, "is only for `workspace_mode: explicit_root`", "workspace_root")
+        # the file's own key names (the profile's words, not a tool's)
+        raise _bad(path, "is only for workspace_mode explicit_root", "workspace_root")
     if root is not None:
         rp = Path(root).expanduser()
         if source == "workspace":
