@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from holon_cli.store.agent_store import AgentStore
 
 MAX_BACKOFF_S = 60.0
-Key = tuple[str, str, str]
+Key = tuple[str, str, str, str]  # (home, agent, server name, config key)
 
 
 class McpStartError(Exception):
@@ -124,7 +124,9 @@ class Host:
     ) -> Session:
         """The live session of ``spec`` for the agent, started if needed.
         Raises :class:`McpStartError`."""
-        key = (store.agent_id, spec.name, spec.key)
+        from holon_cli.store.layout import home_root
+
+        key = (str(home_root()), store.agent_id, spec.name, spec.key)
         with self._lock:
             conn = self._conns.get(key)
             if conn is not None and fresh:
@@ -330,15 +332,14 @@ class Host:
 
     def close_agent(self, agent_id: str) -> None:
         with self._lock:
-            conns = [c for k, c in self._conns.items() if k[0] == agent_id]
-            for k in [k for k in self._conns if k[0] == agent_id]:
-                del self._conns[k]
+            gone = [k for k in self._conns if k[1] == agent_id]
+            conns = [self._conns.pop(k) for k in gone]
         self._stop_all(conns)
 
     def prune(self, agent_id: str, keep: set[tuple[str, str]]) -> None:
         """Stop the agent's connections whose (name, key) is not in ``keep``."""
         with self._lock:
-            gone = [k for k in self._conns if k[0] == agent_id and (k[1], k[2]) not in keep]
+            gone = [k for k in self._conns if k[1] == agent_id and (k[2], k[3]) not in keep]
             conns = [self._conns.pop(k) for k in gone]
         self._stop_all(conns)
 
@@ -366,7 +367,7 @@ class Host:
     def live_servers(self) -> list[dict[str, Any]]:
         with self._lock:
             return [
-                {"agent_id": k[0], "name": k[1], "live": c.live() is not None}
+                {"agent_id": k[1], "name": k[2], "live": c.live() is not None}
                 for k, c in self._conns.items()
             ]
 

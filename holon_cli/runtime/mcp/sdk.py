@@ -270,18 +270,14 @@ class Session:
         # call is sent again with the answer (requests.py)
         return types.ElicitResult(action="cancel")
 
-    async def _sample(self, context: Any, params: Any) -> Any:
-        return types.ErrorData(
-            code=types.INVALID_REQUEST, message="holon declines sampling requests"
-        )
-
     async def open(self, stack: AsyncExitStack, streams: Any, *, legacy_era: bool) -> None:
         read, write = streams
         session = ClientSession(
             read,
             write,
             elicitation_callback=self._elicit,
-            sampling_callback=self._sample,
+            # no sampling callback: the capability is not advertised and the
+            # SDK's default declines a sampling request
             client_info=_client_info(),
         )
         self.session = await stack.enter_async_context(session)
