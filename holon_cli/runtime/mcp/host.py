@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from holon_cli.store.agent_store import AgentStore
 
 MAX_BACKOFF_S = 60.0
+SDK_MISSING = (
+    "the MCP SDK is not installed: `pip install 'holon-cli[mcp]'` (the `mcp` package, 2.x)"
+)
 Key = tuple[str, str, str, str]  # (home, agent, server name, config key)
 
 
@@ -127,42 +130,18 @@ class Host:
         from holon_cli.store.layout import home_root
 
         key = (str(home_root()), store.agent_id, spec.name, spec.key)
-        with self._lock:
-            conn = self._conns.get(key)
-            if conn is not None and fresh:
-                self._stop(conn)
-                conn = None
-            live = conn.live() if conn is not None else None
-            if live is not None:
-                return live
-            running = conn is not None and conn.done is not None and not conn.done.done()
-            if conn is not None and not conn.ready.done():
-                pass  # a start is under way (serve's restart): wait for it below
-            elif conn is not None and running and self.keep_warm:
-                left = max(0.0, conn.retry_at - time.monotonic())
-                raise McpStartError(
-                    "mcp_unavailable",
-                    f"MCP server {spec.name!r} stopped ({conn.last_error}); "
-                    f"it is restarted in {left:.0f}s",
-                )
-            else:
-                if conn is not None and running and conn.done is not None:
-                    try:  # its process is still being stopped
-                        conn.done.result(8.0)
-                    except Exception:  # noqa: BLE001
-                        pass
-                failures = conn.failures if conn is not None else 0
-                if conn is not None and failures and time.monotonic() < conn.retry_at:
-                    left = conn.retry_at - time.monotonic()
-                    raise McpStartError(
-                        "mcp_unavailable",
-                        f"MCP server {spec.name!r} failed to start ({conn.last_error}); "
-                        f"the next try is in {left:.0f}s",
-                    )
-                conn = _Conn(store, cfg, spec)
-                conn.failures = failures
-                self._conns[key] = conn
-                self._start(conn)
+        while True:
+            with self._lock:
+                conn = self._conns.get(key)
+                if conn is not None and fresh:
+                    self._stop(conn)
+                    conn = None
+                    fresh = False
+                wait = self._next(conn, spec, store, cfg, key)
+            if wait is None:
+                break
+            time.sleep(wait)  # a restart is due within startup_timeout: wait for it
+        conn = self._conns[key]
         try:
             return conn.ready.result(spec.startup_timeout_s + 5.0)
         except concurrent.futures.TimeoutError:
@@ -176,10 +155,51 @@ class Host:
         except Exception as exc:  # noqa: BLE001 - reported as the server's failure
             raise McpStartError("mcp_unavailable", str(exc)) from None
 
+    def _next(
+        self,
+        conn: _Conn | None,
+        spec: ServerSpec,
+        store: AgentStore,
+        cfg: dict[str, Any],
+        key: Key,
+    ) -> float | None:
+        """Under the lock: make sure a connection is live or starting (``None``),
+        or say how long to wait for a restart that is due soon. Raises
+        :class:`McpStartError` when the next try is further away than the
+        server's ``startup_timeout`` (a server failing again and again)."""
+        if conn is not None and (conn.live() is not None or not conn.ready.done()):
+            return None  # live, or a start under way (serve's restart): wait on it
+        left = 0.0 if conn is None else conn.retry_at - time.monotonic()
+        if conn is not None and conn.failures and left > 0:
+            if left > spec.startup_timeout_s:
+                raise McpStartError(
+                    "mcp_unavailable",
+                    f"MCP server {spec.name!r} failed ({conn.last_error}); "
+                    f"the next try is in {left:.0f}s",
+                )
+            return left + 0.05
+        running = conn is not None and conn.done is not None and not conn.done.done()
+        if running and self.keep_warm:
+            return 0.1  # serve's own restart is about to begin
+        if running and conn is not None and conn.done is not None:
+            try:  # its process is still being stopped
+                conn.done.result(8.0)
+            except Exception:  # noqa: BLE001
+                pass
+        fresh = _Conn(store, cfg, spec)
+        fresh.failures = conn.failures if conn is not None else 0
+        self._conns[key] = fresh
+        self._start(fresh)
+        return None
+
     def _start(self, conn: _Conn) -> None:
         """Spawn (stdio: at once, before the SDK import) and run the connection."""
         import asyncio
+        import importlib.util
 
+        if importlib.util.find_spec("mcp") is None:
+            self._failed(conn, SDK_MISSING)
+            return
         spawned = None
         if conn.spec.transport == "stdio":
             try:
