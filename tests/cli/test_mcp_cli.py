@@ -30,7 +30,7 @@ def j(res: Any) -> dict[str, Any]:
         ({"Bad Name": {"command": "x"}}, "mcp_servers.Bad Name", "server name"),
         ({"a" * 33: {"command": "x"}}, "mcp_servers." + "a" * 33, "1-32"),
         ({"t": {}}, "mcp_servers.t", "no transport"),
-        ({"t": {"command": "x", "url": "http://h/mcp"}}, "mcp_servers.t.url", "not both"),
+        ({"t": {"command": "x", "url": "http://h/mcp"}}, "mcp_servers.t", "not both"),
         ({"t": {"command": "x", "headers": {"a": "b"}}}, "mcp_servers.t.headers", "stdio"),
         ({"t": {"url": "http://h/mcp", "env": {"A": "b"}}}, "mcp_servers.t.env", "HTTP"),
         ({"t": {"url": "ftp://h"}}, "mcp_servers.t.url", "http://"),

@@ -255,7 +255,7 @@ class Host:
         try:
             async with AsyncExitStack() as stack:
                 if spawned is not None:
-                    streams = await stack.enter_async_context(sdk.stdio_streams(spawned, sess.dead))
+                    streams = await stack.enter_async_context(sdk.stdio_streams(spawned, sess))
                 else:
                     headers = _http_headers(spec)
                     streams = await stack.enter_async_context(sdk.http_streams(spec, headers))
@@ -278,7 +278,8 @@ class Host:
                     tg.start_soon(wait, closing)
                     tg.start_soon(wait, sess.dead)
         except BaseException as exc:  # noqa: BLE001 - a server's failure, never ours
-            if isinstance(exc, TimeoutError) and not opened:
+            timed_out = any(isinstance(e, TimeoutError) for e in sdk.leaves(exc))
+            if timed_out and not opened:
                 self._failed(
                     conn,
                     f"no handshake within startup_timeout ({spec.startup_timeout_s:g}s)"
@@ -286,7 +287,7 @@ class Host:
                     "mcp_timeout",
                 )
             elif not opened:
-                code = spawned.proc.poll() if spawned is not None else None
+                code = sess.exit_status
                 what = (
                     f"the server exited with status {code} before its handshake"
                     if code is not None

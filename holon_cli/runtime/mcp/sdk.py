@@ -79,10 +79,22 @@ def dump(model: Any) -> dict[str, Any]:
     return out
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in leaves(e)]
+    return [exc]
+
+
 def describe(exc: BaseException) -> str:
-    """One line for an operator: the innermost cause of a (grouped) failure."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    """One line for an operator: the telling cause of a (grouped) failure (a
+    protocol error or a timeout before whatever the teardown raised)."""
+    found = leaves(exc) or [exc]
+    exc = next(
+        (e for e in found if isinstance(e, MCPError)),
+        next((e for e in found if isinstance(e, TimeoutError)), found[0]),
+    )
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
     if isinstance(exc, MCPError):
         return f"MCP error {exc.error.code}: {exc.error.message}"
     text = str(exc) or type(exc).__name__
@@ -93,14 +105,15 @@ def describe(exc: BaseException) -> str:
 
 
 @asynccontextmanager
-async def stdio_streams(spawned: Spawned, dead: anyio.Event) -> AsyncIterator[Any]:
+async def stdio_streams(spawned: Spawned, sess: Session) -> AsyncIterator[Any]:
     """The SDK's stream pair over a process :func:`.launch.spawn` started.
 
     Lines are bounded (``MAX_LINE``: a server flooding one endless line ends
     its connection instead of this process's memory), lines that are not
     JSON-RPC are dropped (noted in the server's stderr log), stderr goes to
     that log up to ``launch.STDERR_CAP`` bytes (the rest is read and dropped,
-    so the server never blocks on it). ``dead`` is set when stdout ends.
+    so the server never blocks on it). ``sess.dead`` is set when stdout ends;
+    ``sess.exit_status`` is the server's status if it ended before we stopped it.
     On exit: stdin closed, a grace period, then the lifeline closed (the
     watchdog ends the server's process group), then the watchdog killed."""
     from holon_cli.runtime.mcp.launch import STDERR_CAP
@@ -109,9 +122,13 @@ async def stdio_streams(spawned: Spawned, dead: anyio.Event) -> AsyncIterator[An
     proc = spawned.proc
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     reader = asyncio.StreamReader(limit=MAX_LINE, loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), proc.stdout)
+    r_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), proc.stdout
+    )
     err_reader = asyncio.StreamReader(loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(err_reader), proc.stderr)
+    e_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(err_reader), proc.stderr
+    )
     w_transport, w_protocol = await loop.connect_write_pipe(
         lambda: asyncio.streams.FlowControlMixin(loop), proc.stdin
     )
@@ -151,7 +168,7 @@ async def stdio_streams(spawned: Spawned, dead: anyio.Event) -> AsyncIterator[An
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
-            dead.set()
+            sess.dead.set()
 
     async def read_stderr() -> None:
         while True:
@@ -179,20 +196,20 @@ async def stdio_streams(spawned: Spawned, dead: anyio.Event) -> AsyncIterator[An
             try:
                 yield read_recv, write_send
             finally:
+                sess.exit_status = proc.poll()  # before we stop it: did it end on its own?
                 with anyio.CancelScope(shield=True):
                     await _stop_process(spawned, writer)
                 tg.cancel_scope.cancel()
     finally:
-        with suppress(Exception):
-            w_transport.close()
+        for t in (w_transport, r_transport, e_transport):
+            with suppress(Exception):
+                t.close()
         log.close()
 
 
 async def _stop_process(spawned: Spawned, writer: asyncio.StreamWriter) -> None:
     """Close stdin (the spec's shutdown), wait out a grace period, then close
     the lifeline (the watchdog ends the whole group), then kill the watchdog."""
-    import os
-
     proc = spawned.proc
     with suppress(Exception):
         writer.close()
@@ -203,10 +220,6 @@ async def _stop_process(spawned: Spawned, writer: asyncio.StreamWriter) -> None:
                 proc.kill()
             await _exited(proc, 1.0)
     close_lifeline(spawned)
-    for f in (proc.stdout, proc.stderr):
-        with suppress(OSError):
-            if f is not None:
-                os.close(f.fileno())
 
 
 def close_lifeline(spawned: Spawned) -> None:
@@ -254,6 +267,7 @@ class Session:
         self.tools: list[dict[str, Any]] = []
         self.server_info: dict[str, Any] | None = None
         self.dead = anyio.Event()
+        self.exit_status: int | None = None
         self.lock = anyio.Lock()
         # the call in flight: legacy elicitation answers to give, requests seen
         self._answers: list[dict[str, Any]] = []
