@@ -48,7 +48,11 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"chars": {"type": "integer"}}},
     },
     {"name": "hang", "description": "Never answer.", "inputSchema": {"type": "object"}},
-    {"name": "color", "description": "Ask the user for a color.", "inputSchema": {"type": "object"}},
+    {
+        "name": "color",
+        "description": "Ask the user for a color.",
+        "inputSchema": {"type": "object"},
+    },
     {"name": "child", "description": "Start a grandchild.", "inputSchema": {"type": "object"}},
 ]
 SCHEMA = {
@@ -170,7 +174,11 @@ def main() -> None:
                 responses = params.get("inputResponses") or {}
                 if "c1" in responses:
                     r = responses["c1"]
-                    answer = (r.get("content") or {}).get("color") if r.get("action") == "accept" else r.get("action")
+                    answer = (
+                        (r.get("content") or {}).get("color")
+                        if r.get("action") == "accept"
+                        else r.get("action")
+                    )
                     result(mid, text(f"color: {answer} (state {params.get('requestState')})"))
                 else:
                     result(

@@ -152,13 +152,15 @@ def _json_arg(raw: str | None, what: str) -> Any:
     if raw is None:
         return None
     if raw == "-":
-        raw = click.get_text_stream("stdin").read()
+        import sys
+
+        raw = sys.stdin.read()
     try:
         return json.loads(raw)
     except ValueError as exc:
         raise UsageError(
             f"{what} is not valid JSON ({exc})",
-            hint="quote it for the shell, e.g. '{\"path\": \"README.md\"}'",
+            hint='quote it for the shell, e.g. \'{"path": "README.md"}\'',
         ) from None
 
 
@@ -190,7 +192,7 @@ def mcp_call_cmd(
     spec = find(cfg, store.agent_id, server)
     args = _json_arg(args_json, "ARGS_JSON") or {}
     if not isinstance(args, dict):
-        raise UsageError("ARGS_JSON must be a JSON object", hint="e.g. '{\"message\": \"hi\"}'")
+        raise UsageError("ARGS_JSON must be a JSON object", hint='e.g. \'{"message": "hi"}\'')
     out = calls.call_tool(store, cfg, spec, tool, args)
     calls.close(store.agent_id)
     if out.kind == "error":
@@ -268,10 +270,11 @@ def mcp_requests_cmd(agent_id: str | None, include_resolved: bool, as_json: bool
         output.echo("no open MCP requests", err=True)
         return
     for r in rows:
-        fields = ", ".join(sorted(((r.get("requested_schema") or {}).get("properties") or {})))
+        fields = ", ".join(sorted((r.get("requested_schema") or {}).get("properties") or {}))
         output.echo(
             f"{r['id']}  {r['state']:<8} {r['agent_id']}  {r['server']}/{r['tool']}: "
-            f"{r['message'] or '(no message)'}" + (f"  [fields: {fields}]" if fields else "")
+            f"{r['message'] or '(no message)'}"
+            + (f"  [fields: {fields}]" if fields else "")
             + (f"  [open {r['url']}]" if r.get("url") else "")
         )
 
@@ -281,9 +284,7 @@ def mcp_requests_cmd(agent_id: str | None, include_resolved: bool, as_json: bool
 @click.argument("content_json", required=False, metavar="[CONTENT_JSON]")
 @click.option("--decline", is_flag=True, help="Refuse the request instead of answering it.")
 @output.json_option
-def mcp_answer_cmd(
-    request_id: str, content_json: str | None, decline: bool, as_json: bool
-) -> None:
+def mcp_answer_cmd(request_id: str, content_json: str | None, decline: bool, as_json: bool) -> None:
     """Answer a server's question: the call is sent again at once.
 
     CONTENT_JSON is the form's content (`-` reads it from stdin); a request
@@ -305,7 +306,7 @@ def mcp_answer_cmd(
     if not decline and content_json is None:
         raise UsageError(
             "pass the answer as CONTENT_JSON, or --decline",
-            hint=f"e.g. holon mcp answer {request_id} '{{\"field\": \"value\"}}'",
+            hint=f'e.g. holon mcp answer {request_id} \'{{"field": "value"}}\'',
         )
     content = None if decline else _json_arg(content_json, "CONTENT_JSON")
     row = answer(_stores(None), request_id, content=content, decline=decline)

@@ -26,7 +26,7 @@ from holon_cli.model.tool import ToolEffects, ToolResult, render_error
 
 if TYPE_CHECKING:
     from holon_cli.model.provider import ToolCall, ToolSpec
-    from holon_cli.model.tool import ToolContext, Toolbox
+    from holon_cli.model.tool import Toolbox, ToolContext
     from holon_cli.runtime.mcp.calls import OfferedTool
     from holon_cli.store.agent_store import AgentStore
 
@@ -93,7 +93,9 @@ def bind(
     return McpToolbox(base, offered, problems, cfg)
 
 
-def _error(name: str, kind: str, message: str, hint: str | None = None, **details: Any) -> ToolResult:
+def _error(
+    name: str, kind: str, message: str, hint: str | None = None, **details: Any
+) -> ToolResult:
     env: Any = {
         "kind": kind,
         "message": message,

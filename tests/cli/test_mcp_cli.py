@@ -35,7 +35,11 @@ def j(res: Any) -> dict[str, Any]:
         ({"t": {"url": "http://h/mcp", "env": {"A": "b"}}}, "mcp_servers.t.env", "HTTP"),
         ({"t": {"url": "ftp://h"}}, "mcp_servers.t.url", "http://"),
         ({"t": {"command": ""}}, "mcp_servers.t.command", "empty"),
-        ({"t": {"command": "x", "startup_timeout": "soon"}}, "mcp_servers.t.startup_timeout", "duration"),
+        (
+            {"t": {"command": "x", "startup_timeout": "soon"}},
+            "mcp_servers.t.startup_timeout",
+            "duration",
+        ),
         ({"t": {"command": "x", "tool_timeout": -1}}, "mcp_servers.t.tool_timeout", "duration"),
         ({"t": {"command": "x", "protocol": "2024-01-01"}}, "mcp_servers.t.protocol", "auto"),
         ({"t": {"command": "x", "enabled": "yes"}}, "mcp_servers.t.enabled", "true or false"),
@@ -89,7 +93,9 @@ def test_an_agent_entry_without_a_home_entry_needs_a_transport(
     assert res.returncode == 2 and "agents.main.mcp_servers.x" in j(res)["error"]["message"]
 
 
-def test_unquoted_protocol_date_is_read_as_the_version(script_runner: Any, holon_home: Path) -> None:
+def test_unquoted_protocol_date_is_read_as_the_version(
+    script_runner: Any, holon_home: Path
+) -> None:
     holon_home.mkdir(parents=True, exist_ok=True)
     (holon_home / "config.yaml").write_text(
         f"mcp_servers:\n  t:\n    command: {sys.executable}\n    args: [{FAKE}]\n"

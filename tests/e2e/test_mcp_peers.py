@@ -87,7 +87,14 @@ def test_npm_servers_fall_back_to_2025_11_25_over_stdio(
     res = script_runner.run(["holon", "mcp", "call", "everything", "echo", '{"message": "hi"}'])
     assert res.returncode == 0 and "Echo: hi" in res.stdout
     res = script_runner.run(
-        ["holon", "mcp", "call", "fs", "read_text_file", json.dumps({"path": str(data / "notes.txt")})]
+        [
+            "holon",
+            "mcp",
+            "call",
+            "fs",
+            "read_text_file",
+            json.dumps({"path": str(data / "notes.txt")}),
+        ]
     )
     assert res.returncode == 0 and "remember the milk" in res.stdout
     # a path outside its roots is the server's own error: exit 1, named
@@ -104,7 +111,15 @@ def test_a_real_legacy_elicitation_survives_the_process(
         holon_home, {"everything": npm_peer("@modelcontextprotocol/server-everything", "stdio")}
     )
     steps = [
-        {"tool_calls": [{"name": "mcp__everything__trigger-elicitation-request", "arguments": {}, "id": "c1"}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "mcp__everything__trigger-elicitation-request",
+                    "arguments": {},
+                    "id": "c1",
+                }
+            ]
+        },
         {"expect_tool_result_contains": "input_required", "text": "asked the operator"},
         {"tool_calls": [{"name": "mcp__everything__get-tiny-image", "arguments": {}, "id": "c2"}]},
         {"expect_tool_result_contains": "saved to", "text": "done"},
@@ -139,13 +154,18 @@ def test_everything_over_streamable_http(
     port = free_port()
     log = open(tmp_path / "http.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [peer["command"], *peer["args"]], env={**os.environ, "PORT": str(port)}, stderr=log, stdout=log
+        [peer["command"], *peer["args"]],
+        env={**os.environ, "PORT": str(port)},
+        stderr=log,
+        stdout=log,
     )
     log.close()
     try:
         end = time.monotonic() + 20
         while "listening" not in (tmp_path / "http.log").read_text():
-            assert time.monotonic() < end and proc.poll() is None, (tmp_path / "http.log").read_text()
+            assert time.monotonic() < end and proc.poll() is None, (
+                tmp_path / "http.log"
+            ).read_text()
             time.sleep(0.05)
         write_config(
             holon_home,
@@ -175,7 +195,9 @@ def conformance_node() -> str:
 
 
 def test_conformance_client_scenarios_2026_07_28(tmp_path: Path) -> None:
-    suite = NPM_PEERS / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    suite = (
+        NPM_PEERS / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    )
     if not suite.is_file():
         pytest.skip(f"needs the npm package @modelcontextprotocol/conformance in {NPM_PEERS}")
     node = conformance_node()

@@ -98,9 +98,7 @@ def test_serve_keeps_a_server_warm_restarts_it_and_sigkill_leaves_nothing(
         rec = holon_home / "mcp" / "servers"
 
         def restarted() -> bool:
-            out = subprocess.run(
-                [*HOLON, "mcp", "list", "--json"], capture_output=True, text=True
-            )
+            out = subprocess.run([*HOLON, "mcp", "list", "--json"], capture_output=True, text=True)
             row = json.loads(out.stdout)["data"]["servers"][0]
             return row["state"] == "ok" and bool(list(rec.glob("*.json")))
 
@@ -112,8 +110,6 @@ def test_serve_keeps_a_server_warm_restarts_it_and_sigkill_leaves_nothing(
         assert server2 != server
         serve.send_signal(signal.SIGKILL)
         serve.wait(10)
-        assert wait_for(
-            lambda: not any(alive(p) for p in (server2, grandchild2, grandchild)), 8.0
-        )
+        assert wait_for(lambda: not any(alive(p) for p in (server2, grandchild2, grandchild)), 8.0)
     finally:
         stop(serve, signal.SIGKILL)

@@ -50,9 +50,10 @@ def offered_tools(
     problems: list[dict[str, Any]] = []
     specs = [s for s in servers_for(cfg, store.agent_id) if s.enabled]
     if start:
-        from holon_cli.runtime.mcp import host as host_mod
+        import sys
 
-        h = host_mod.existing()
+        host_mod = sys.modules.get("holon_cli.runtime.mcp.host")  # started in this process?
+        h = host_mod.existing() if host_mod is not None else None
         if h is not None:  # serve: stop what left the agent's config
             h.prune(store.agent_id, {(s.name, s.key) for s in specs})
     for spec in specs:

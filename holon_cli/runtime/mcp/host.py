@@ -27,7 +27,7 @@ import atexit
 import concurrent.futures
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.runtime.mcp import records
 
@@ -208,7 +208,7 @@ class Host:
                 self._failed(conn, _spawn_error(conn.spec, exc))
                 return
         loop = self._ensure_loop()
-        conn.done = asyncio.run_coroutine_threadsafe(self._run(conn, spawned), loop)  # type: ignore[assignment]
+        conn.done = asyncio.run_coroutine_threadsafe(self._run(conn, spawned), loop)
 
     def _failed(self, conn: _Conn, error: str, kind: str = "mcp_unavailable") -> None:
         conn.failures += 1
@@ -320,7 +320,7 @@ class Host:
         try:
             sess = self.session(store, cfg, spec)
         except McpStartError as exc:
-            return CallOutcome("error", error_kind=exc.kind, error=exc.message)  # type: ignore[arg-type]
+            return CallOutcome("error", error_kind=cast(Any, exc.kind), error=exc.message)
         try:
             out: CallOutcome = self.submit(
                 sess.call(tool, arguments, timeout_s=spec.tool_timeout_s, **kw),
@@ -422,16 +422,17 @@ def _http_headers(spec: ServerSpec) -> dict[str, str]:
     if spec.bearer_token_env:
         token = os.environ.get(spec.bearer_token_env, "")
         if not token.strip():
-            raise RuntimeError(
-                f"bearer_token_env: ${spec.bearer_token_env} is not set (or empty)"
-            )
+            raise RuntimeError(f"bearer_token_env: ${spec.bearer_token_env} is not set (or empty)")
         headers["Authorization"] = f"Bearer {token.strip()}"
     return headers
 
 
 def _note_open(spec: ServerSpec, sess: Session) -> None:
     assert sess.protocol is not None
-    if records.cached_tools(spec) != sess.tools or records.remembered_protocol(spec) != sess.protocol:
+    if (
+        records.cached_tools(spec) != sess.tools
+        or records.remembered_protocol(spec) != sess.protocol
+    ):
         records.note_listed(spec, sess.protocol, sess.tools, server_info=sess.server_info)
     else:
         records.note_ok(spec, sess.protocol)

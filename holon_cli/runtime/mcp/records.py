@@ -128,8 +128,10 @@ def row(spec: ServerSpec, layout: HomeLayout | None = None) -> dict[str, Any]:
     """The contract's ``servers[]`` row of ``holon mcp list`` (and ``status``)."""
     rec = read(spec, layout) or {}
     tools = rec.get("tools")
-    offered = None if not isinstance(tools, list) else sum(
-        1 for t in tools if isinstance(t, dict) and spec.offers(str(t.get("name")))
+    offered = (
+        None
+        if not isinstance(tools, list)
+        else sum(1 for t in tools if isinstance(t, dict) and spec.offers(str(t.get("name"))))
     )
     state = "disabled" if not spec.enabled else str(rec.get("state") or "unknown")
     return {

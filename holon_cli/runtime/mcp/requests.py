@@ -210,7 +210,7 @@ def _check_content(content: Any, schema: dict[str, Any] | None) -> None:
     if not isinstance(content, dict):
         raise UsageError(
             "CONTENT_JSON must be a JSON object (the form's fields)",
-            hint="e.g. holon mcp answer ID '{\"color\": \"teal\"}'",
+            hint='e.g. holon mcp answer ID \'{"color": "teal"}\'',
         )
     if not schema:
         return
@@ -221,7 +221,12 @@ def _check_content(content: Any, schema: dict[str, Any] | None) -> None:
                 f"CONTENT_JSON lacks the required field {name!r}",
                 hint=f"fields: {', '.join(sorted(props)) or '(none)'}",
             )
-    types = {"string": str, "boolean": bool, "integer": int, "number": (int, float)}
+    types: dict[str, type | tuple[type, ...]] = {
+        "string": str,
+        "boolean": bool,
+        "integer": int,
+        "number": (int, float),
+    }
     for name, value in content.items():
         p = props.get(name)
         if p is None:
@@ -242,7 +247,9 @@ def _check_content(content: Any, schema: dict[str, Any] | None) -> None:
 def _answers(req: dict[str, Any], answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per key of the server's requests, what is sent back."""
     out: dict[str, dict[str, Any]] = {}
-    elicits = [k for k, q in req["input_requests"].items() if q.get("method") == "elicitation/create"]
+    elicits = [
+        k for k, q in req["input_requests"].items() if q.get("method") == "elicitation/create"
+    ]
     for key, q in req["input_requests"].items():
         method = q.get("method")
         if method == "elicitation/create":
@@ -302,9 +309,17 @@ def answer(
                 if url is None:
                     _check_content(content, schema)
                 ans = {"action": "accept", "content": content if url is None else None}
-            _answers(req, ans)  # a request holon cannot answer is refused before anything is written
+            _answers(
+                req, ans
+            )  # a request holon cannot answer is refused before anything is written
             _ledger(store).append(
-                {"v": VERSION, "op": "answered", "id": request_id, "at": clock.now_iso(), "answer": ans}
+                {
+                    "v": VERSION,
+                    "op": "answered",
+                    "id": request_id,
+                    "at": clock.now_iso(),
+                    "answer": ans,
+                }
             )
             req = {**req, "state": "answered", "answer": ans}
         return _resend(store, cfg, req)
@@ -334,7 +349,12 @@ def _resend(store: AgentStore, cfg: dict[str, Any], req: dict[str, Any]) -> dict
             kind=out.error_kind,
             details={"request_id": req["id"]},
         )
-    resolved: dict[str, Any] = {"v": VERSION, "op": "resolved", "id": req["id"], "at": clock.now_iso()}
+    resolved: dict[str, Any] = {
+        "v": VERSION,
+        "op": "resolved",
+        "id": req["id"],
+        "at": clock.now_iso(),
+    }
     if out.kind == "input_required":
         nxt = open_request(
             store,
@@ -391,7 +411,7 @@ def _admit_result(
         body = f"{out.error_kind}: {out.error}"
         meta_extra = {"is_error": True, "error_kind": out.error_kind}
     text = head + status + body
-    env: dict[str, Any] = admit(
+    env = admit(
         text,
         store=store,
         kind="mcp_result",
@@ -410,4 +430,4 @@ def _admit_result(
             **meta_extra,
         },
     )
-    return env
+    return dict(env)

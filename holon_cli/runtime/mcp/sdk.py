@@ -26,7 +26,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import anyio
 import mcp_types as types
@@ -59,8 +59,11 @@ ErrorKind = Literal["mcp_timeout", "mcp_unavailable", "mcp_error"]
 
 class CallOutcome(NamedTuple):
     kind: OutcomeKind
-    result: dict[str, Any] | None = None  # CallToolResult as JSON (content, structuredContent, isError)
-    # key -> {"method": ..., "params": {...}} (elicitation/create, sampling/createMessage, roots/list)
+    result: dict[str, Any] | None = (
+        None  # CallToolResult as JSON (content, structuredContent, isError)
+    )
+    # key -> {"method": ..., "params": {...}}: elicitation/create, sampling/createMessage,
+    # roots/list
     input_requests: dict[str, Any] | None = None
     request_state: str | None = None
     legacy: bool = False  # the input requests came as server requests (2025-11-25)
@@ -309,7 +312,7 @@ class Session:
         cursor: str | None = None
         for _ in range(PAGE_CAP):
             page = await self.session.list_tools(
-                params=types.PaginatedRequestParams(cursor=cursor, _meta=meta)  # type: ignore[call-arg]
+                params=types.PaginatedRequestParams(cursor=cursor, _meta=cast(Any, meta))
             )
             tools.extend(dump(t) for t in page.tools)
             cursor = page.next_cursor
@@ -379,7 +382,9 @@ class Session:
             return CallOutcome("error", error_kind="mcp_timeout", error=_timeout_text(timeout_s))
         except MCPError as exc:
             if exc.error.code == types.REQUEST_TIMEOUT:
-                return CallOutcome("error", error_kind="mcp_timeout", error=_timeout_text(timeout_s))
+                return CallOutcome(
+                    "error", error_kind="mcp_timeout", error=_timeout_text(timeout_s)
+                )
             if exc.error.code == types.CONNECTION_CLOSED:
                 return CallOutcome(
                     "error", error_kind="mcp_unavailable", error="the server closed the connection"
@@ -451,18 +456,16 @@ async def negotiate(
                 raise
             return await _initialize(session)
         try:
-            result = types.DiscoverResult.model_validate(raw)
+            found = types.DiscoverResult.model_validate(raw)
         except ValidationError:
             if protocol != "auto":
                 raise
             return await _initialize(session)
-        if not any(v in result.supported_versions for v in MODERN_PROTOCOL_VERSIONS):
+        if not any(v in found.supported_versions for v in MODERN_PROTOCOL_VERSIONS):
             if protocol != "auto":
-                raise RuntimeError(
-                    f"the server supports {result.supported_versions}, not {protocol}"
-                )
+                raise RuntimeError(f"it supports {found.supported_versions}, not {protocol}")
             return await _initialize(session)
-        session.adopt(result)
+        session.adopt(found)
         return str(session.protocol_version)
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -98,7 +98,12 @@ def main(argv: list[str]) -> int:
     os.close(null)
     for sig in (signal.SIGINT, signal.SIGHUP):  # a terminal's Ctrl-C is holon's to handle
         signal.signal(sig, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: _end_group(pid, pid, status) or os._exit(143))
+
+    def on_term(*_: object) -> None:
+        _end_group(pid, pid, status)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
     while True:
         try:
             ready, _, _ = select.select([lifeline], [], [], 0.2)

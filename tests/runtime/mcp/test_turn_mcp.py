@@ -122,7 +122,10 @@ def test_enabled_and_disabled_tools_trim_what_is_offered(
     d = j(script_runner.run(["holon", "debug", "prompt", "--json"]))["data"]
     mcp = [t for t in d["tools"] if t.startswith("mcp__")]
     assert mcp == ["mcp__a__echo"]
-    rows = {r["name"]: r for r in j(script_runner.run(["holon", "mcp", "list", "--json"]))["data"]["servers"]}
+    rows = {
+        r["name"]: r
+        for r in j(script_runner.run(["holon", "mcp", "list", "--json"]))["data"]["servers"]
+    }
     assert rows["a"]["tools"] == 1 and rows["off"]["state"] == "disabled"
 
 
@@ -153,9 +156,7 @@ def test_a_dead_or_silent_server_is_a_tool_error_not_a_failed_turn(
 def test_a_flood_is_bounded_and_saved_as_an_artifact(
     script_runner: Any, holon_home: Path, tmp_path: Path
 ) -> None:
-    write_config(
-        holon_home, {"fake": fake()}, runtime={"default_tool_output_tokens": 500}
-    )
+    write_config(holon_home, {"fake": fake()}, runtime={"default_tool_output_tokens": 500})
     model = script(
         tmp_path,
         [
@@ -313,6 +314,11 @@ def test_an_answer_the_server_cannot_take_is_kept_for_the_next_try(
     # answering again sends the recorded answer (teal), not a new one
     res = script_runner.run(["holon", "mcp", "answer", rid, '{"color": "red"}', "--json"])
     assert res.returncode == 0, res.stderr
-    assert script_runner.run(["holon", "turn", "--model", script(tmp_path, ["ok"], "b.yaml")]).returncode == 0
+    assert (
+        script_runner.run(
+            ["holon", "turn", "--model", script(tmp_path, ["ok"], "b.yaml")]
+        ).returncode
+        == 0
+    )
     texts = [m["text"] for m in mcp_results(holon_home)]
     assert len(texts) == 1 and "color: teal" in texts[0] and "red" not in texts[0]
