@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 TOOLS = [
@@ -103,7 +104,8 @@ def main() -> None:
         params = msg.get("params") or {}
         if a.log:
             with open(a.log, "a") as f:
-                f.write(json.dumps({"method": method, "meta": params.get("_meta")}) + "\n")
+                rec = {"method": method, "meta": params.get("_meta"), "t": time.time()}
+                f.write(json.dumps(rec) + "\n")
         if method is None:  # a response: the legacy elicitation's answer
             if pending_elicit is not None:
                 res = msg.get("result") or {}

@@ -14,7 +14,10 @@ import yaml
 
 FAKE = str(Path(__file__).with_name("mcp_fake_server.py"))
 # npm peers: .ci/run installs them (pinned by tests/mcp_peers/package-lock.json)
-NPM_PEERS = Path(os.environ.get("HOLON_MCP_PEERS", "/tmp/holon-mcp-peers"))
+NPM_PEERS = Path(
+    os.environ.get("HOLON_MCP_PEERS")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "holon-mcp-peers"
+)
 
 
 def fake(*args: str, **extra: Any) -> dict[str, Any]:

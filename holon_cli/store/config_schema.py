@@ -31,6 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from holon_cli.errors import ConfigError
+from holon_cli.store.config_mcp import (  # the light half, read by `holon status`
+    MCP_HTTP_KEYS,
+    MCP_SERVER_NAME_RE,
+    MCP_STDIO_KEYS,
+    merged_mcp_servers,
+)
 
 # the smallest `runtime.context_budget_tokens` (a smaller one cannot hold a frame)
 MIN_CONTEXT_BUDGET_TOKENS = 1000
@@ -170,12 +176,6 @@ class ExecutionConfig:
 # (runtime/mcp/ reads them; ``_check_mcp`` below checks what one field's type
 # cannot: the name, the durations, exactly one transport)
 
-MCP_SERVER_NAME_RE = r"[a-z0-9_-]{1,32}"
-MCP_PROTOCOLS = ("auto", "2026-07-28", "2025-11-25")
-# the keys that say how a server is reached: an agent's entry naming a
-# transport replaces all of them; the other keys merge key by key
-MCP_STDIO_KEYS = ("command", "args", "env", "cwd")
-MCP_HTTP_KEYS = ("url", "headers", "bearer_token_env")
 
 
 @dataclass(frozen=True)
@@ -513,26 +513,6 @@ def _check_prices(data: dict[str, Any]) -> None:
     err = missing_price(data, [r for r in refs if isinstance(r, str)], costed[0])
     if err is not None:
         raise _Invalid(str(err.details["key"]), err.message, err.hint)
-
-
-def merged_mcp_servers(data: dict[str, Any], agent_id: str | None) -> dict[str, dict[str, Any]]:
-    """The MCP servers of ``agent_id`` (``None``: the home-wide ones) as
-    mappings: ``agents.<id>.mcp_servers.<name>`` over ``mcp_servers.<name>``
-    key by key, except that an agent entry naming a transport (``command`` or
-    ``url``) replaces every transport key of the home-wide entry."""
-    base = {k: dict(v or {}) for k, v in (data.get("mcp_servers") or {}).items()}
-    if agent_id is None:
-        return base
-    agent = ((data.get("agents") or {}).get(agent_id) or {}).get("mcp_servers") or {}
-    for name, over in agent.items():
-        over = dict(over or {})
-        merged = dict(base.get(name) or {})
-        if "command" in over or "url" in over:
-            for k in (*MCP_STDIO_KEYS, *MCP_HTTP_KEYS):
-                merged.pop(k, None)
-        merged.update(over)
-        base[name] = merged
-    return base
 
 
 def _check_mcp_server(key: str, server: dict[str, Any], *, partial: bool) -> None:

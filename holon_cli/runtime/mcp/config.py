@@ -112,7 +112,7 @@ def servers_for(cfg: dict[str, Any], agent_id: str | None) -> list[ServerSpec]:
     """The agent's servers, by name (``None``: the home-wide ones)."""
     if not configured(cfg, agent_id):
         return []
-    from holon_cli.store.config_schema import merged_mcp_servers
+    from holon_cli.store.config_mcp import merged_mcp_servers
 
     merged = merged_mcp_servers(cfg, agent_id)
     return [spec_of(name, merged[name]) for name in sorted(merged)]
