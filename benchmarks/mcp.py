@@ -107,7 +107,9 @@ def stats(a: list[float], b: list[float]) -> dict[str, float]:
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     t = time.perf_counter()
-    res = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        argv, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     wall = (time.perf_counter() - t) * 1000
     if res.returncode != 0:
         print(f"{' '.join(argv)} exited {res.returncode}: {res.stderr[-800:]}", file=sys.stderr)
@@ -166,7 +168,10 @@ def part_serve(holon: str, url: str, tmp: Path, pairs: int, server: str) -> dict
     log = tmp / "serve.log"
     with open(log, "wb") as f:
         proc = subprocess.Popen(
-            [holon, "serve", "--listen", "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL, stderr=f
+            [holon, "serve", "--listen", "127.0.0.1:0"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=f,
         )
     done_re = re.compile(r"(\w+): turn \S+ completed \(message (\S+), (\d+) ms\)")
 
