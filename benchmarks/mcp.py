@@ -252,8 +252,7 @@ def part_first_call(
     chome = tmp / "codex-home"
     chome.mkdir()
     (chome / "config.toml").write_text(
-        f'[mcp_servers.bench]\ncommand = "{sys.executable}"\n'
-        f'args = ["{FAKE}", "--log", "{log}"]\n'
+        f'[mcp_servers.bench]\ncommand = "{sys.executable}"\nargs = ["{FAKE}", "--log", "{log}"]\n'
     )
     cenv = {k: v for k, v in base_env(url).items() if not k.startswith("CODEX_")}
     cenv.update(CODEX_HOME=str(chome), BENCH_API_KEY="sk-bench")
