@@ -30,7 +30,7 @@ def main() -> int:
     home = tempfile.mkdtemp(prefix="holon_exec_bench_")
     os.environ["HOLON_HOME"] = home
     from holon_cli.providers.base import ToolCall
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.tools.base import ToolContext, execute
     from holon_cli.tools.catalog import registry
 

@@ -54,7 +54,7 @@ def main() -> int:
     (home / "config.yaml").write_text(
         yaml.safe_dump({"mcp_servers": {"conf": {"url": url, "protocol": protocol}}})
     )
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.mcp import calls
     from holon_cli.runtime.mcp.config import find
     from holon_cli.runtime.mcp.requests import answer, open_request

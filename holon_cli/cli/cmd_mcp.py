@@ -29,7 +29,7 @@ def mcp() -> None:
 
 
 def _context(agent_id: str | None) -> tuple[AgentStore, dict[str, Any]]:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.store.config import load_config
 
     return open_agent(agent_id), load_config()
@@ -233,7 +233,7 @@ def mcp_call_cmd(
 
 
 def _stores(agent_id: str | None) -> list[AgentStore]:
-    from holon_cli.runtime.agents import agent_ids, open_agent
+    from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 
     if agent_id is not None:
         return [open_agent(agent_id, create_default=False)]

@@ -109,7 +109,7 @@ class RuntimeConfig:
 
 
 # ---------------------------------------------------------------- budgets
-# (runtime/budgets.py reads them; the price check across sections is
+# (runtime/budgets/spend.py reads them; the price check across sections is
 # ``price_problem`` below, run by ``validate_config``)
 
 
@@ -175,7 +175,6 @@ class ExecutionConfig:
 # ------------------------------------------------------------ mcp servers
 # (runtime/mcp/ reads them; ``_check_mcp`` below checks what one field's type
 # cannot: the name, the durations, exactly one transport)
-
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def _stop_servers() -> Iterator[None]:
 
 
 def _open_request(holon_home: Path) -> str:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.mcp import calls
     from holon_cli.runtime.mcp.config import find
     from holon_cli.runtime.mcp.requests import open_request

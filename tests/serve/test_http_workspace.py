@@ -12,7 +12,7 @@ import pytest
 from gitrepos import isolate_git, make_repo, needs_git
 from http_app import make_client
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 ROUTE = "/control/agents/main/workspace"
 

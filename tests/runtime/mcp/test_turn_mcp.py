@@ -172,7 +172,7 @@ def test_a_flood_is_bounded_and_saved_as_an_artifact(
 
 
 def test_the_result_envelope_is_fenced_and_bounded() -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.mcp.result import render
 
     store = open_agent(None)
