@@ -55,6 +55,11 @@ TOOLS = [
         "inputSchema": {"type": "object"},
     },
     {"name": "child", "description": "Start a grandchild.", "inputSchema": {"type": "object"}},
+    {
+        "name": "environ",
+        "description": "What the process sees: variable names, cwd, whether a path exists.",
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
 ]
 SCHEMA = {
     "type": "object",
@@ -172,6 +177,14 @@ def main() -> None:
                     with open(a.pidfile, "w") as f:
                         f.write(f"{os.getpid()} {p.pid}\n")
                 result(mid, text(f"started {p.pid}", modern=modern))
+            elif name == "environ":
+                seen = {
+                    "names": sorted(os.environ),
+                    "env": {k: v for k, v in os.environ.items() if k.startswith("FAKE_")},
+                    "cwd": os.getcwd(),
+                    "exists": os.path.exists(str(args.get("path") or "/")),
+                }
+                result(mid, text(json.dumps(seen), modern=modern))
             elif name == "color" and modern:
                 responses = params.get("inputResponses") or {}
                 if "c1" in responses:

@@ -41,17 +41,30 @@ class Spawned(NamedTuple):
     argv: list[str]
 
 
-def command_environment(cfg: dict[str, Any], agent_id: str) -> dict[str, str]:
-    """The command environment policy (secrets and provider keys withheld)."""
-    from holon_cli.runtime.tasks.procs import command_env
+def command_environment(
+    cfg: dict[str, Any], agent_id: str, extra: dict[str, str]
+) -> dict[str, str]:
+    """The command environment policy (secrets and provider keys withheld),
+    then the server's own ``extra`` variables. THE call site of that policy:
+    ``execution.env`` (``runtime/tasks/environment.command_env``, issue 35)
+    when this tree has it, else the rule before it (``procs.command_env``)."""
+    import importlib
 
-    return command_env(cfg)
+    try:
+        environment: Any = importlib.import_module("holon_cli.runtime.tasks.environment")
+    except ImportError:
+        from holon_cli.runtime.tasks.procs import command_env
+
+        return {**command_env(cfg), **extra}
+    env: dict[str, str] = environment.command_env(cfg, agent_id, extra=extra)
+    return env
 
 
 def server_argv(
     spec: ServerSpec, cfg: dict[str, Any], store: AgentStore, env: dict[str, str]
-) -> tuple[list[str], Path]:
-    """The argv (sandbox applied) and the folder the server starts in."""
+) -> tuple[list[str], Path, tuple[int, ...]]:
+    """The argv (sandbox applied), the folder the server starts in and the
+    descriptors it must inherit (the sandbox's seccomp program, issue 35)."""
     from holon_cli.runtime.tasks import sandbox
     from holon_cli.runtime.workspace import workspace_for
     from holon_cli.store.layout import home_root
@@ -63,7 +76,7 @@ def server_argv(
     if spec.network is not None:
         pol = pol._replace(network=spec.network)
     assert spec.command is not None
-    argv = sandbox.wrap(
+    wrapped: Any = sandbox.wrap(
         [spec.command, *spec.args],
         pol,
         root=root,
@@ -71,7 +84,10 @@ def server_argv(
         hidden=[home_root(), store.layout.runtime],
         env=env,
     )
-    return argv, cwd
+    if isinstance(wrapped, list):
+        return wrapped, cwd, ()
+    argv, fds = wrapped.spawnable()  # a Wrapped: argv plus a seccomp pipe to pass
+    return list(argv), cwd, tuple(fds)
 
 
 def stderr_path(store: AgentStore, spec: ServerSpec) -> Path:
@@ -81,11 +97,25 @@ def stderr_path(store: AgentStore, spec: ServerSpec) -> Path:
 def spawn(spec: ServerSpec, cfg: dict[str, Any], store: AgentStore) -> Spawned:
     """Start the server under its watchdog. Raises ``OSError`` when nothing
     could be started and the sandbox's ``RejectedError`` when it is unavailable."""
+    env = command_environment(cfg, store.agent_id, spec.env)
+    argv, cwd, fds = server_argv(spec, cfg, store, env)
+    try:
+        return _popen(spec, store, env, argv, cwd, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _popen(
+    spec: ServerSpec,
+    store: AgentStore,
+    env: dict[str, str],
+    argv: list[str],
+    cwd: Path,
+    fds: tuple[int, ...],
+) -> Spawned:
     import subprocess
 
-    env = command_environment(cfg, store.agent_id)
-    env.update(spec.env)
-    argv, cwd = server_argv(spec, cfg, store, env)
     if not cwd.is_dir():
         raise FileNotFoundError(2, f"the server's folder {cwd} does not exist")
     log = stderr_path(store, spec)
@@ -98,7 +128,7 @@ def spawn(spec: ServerSpec, cfg: dict[str, Any], store: AgentStore) -> Spawned:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(r,),
+            pass_fds=(r, *fds),
             cwd=cwd,
             env=env,
             bufsize=0,

@@ -322,3 +322,52 @@ def test_an_answer_the_server_cannot_take_is_kept_for_the_next_try(
     )
     texts = [m["text"] for m in mcp_results(holon_home)]
     assert len(texts) == 1 and "color: teal" in texts[0] and "red" not in texts[0]
+
+
+def _environ(script_runner: Any, path: str = "/") -> dict[str, Any]:
+    res = script_runner.run(["holon", "mcp", "call", "f", "environ", json.dumps({"path": path})])
+    assert res.returncode == 0, res.stderr
+    return dict(json.loads(res.stdout))
+
+
+def test_a_stdio_server_gets_the_command_environment_plus_its_env(
+    script_runner: Any, holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "s3cret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never")
+    monkeypatch.setenv("PLAIN_SETTING", "visible")
+    write_config(holon_home, {"f": fake(env={"FAKE_GIVEN": "yes", "FAKE_TOKEN": "mine"})})
+    seen = _environ(script_runner)
+    assert "MY_SERVICE_TOKEN" not in seen["names"] and "OPENAI_API_KEY" not in seen["names"]
+    assert seen["env"] == {"FAKE_GIVEN": "yes", "FAKE_TOKEN": "mine"}  # its own env, as given
+    # the folder: the agent's execution root (its home while no workspace is bound)
+    assert seen["cwd"] == str((holon_home / "agents" / "main").resolve())
+
+
+def test_a_sandboxed_stdio_server_cannot_see_the_home(
+    script_runner: Any, holon_home: Path
+) -> None:
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs bubblewrap (Debian package bubblewrap)")
+    write_config(holon_home, {"f": fake(network="off")}, execution={"sandbox": "bwrap"})
+    seen = _environ(script_runner, str(holon_home / "config.yaml"))
+    assert seen["exists"] is False  # $HOLON_HOME is hidden behind an empty tmpfs
+
+
+def test_a_configured_sandbox_that_is_missing_fails_closed(
+    script_runner: Any, holon_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+    import sys
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", str(bin_))  # no bwrap on the commands' PATH
+    write_config(holon_home, {"f": fake()}, execution={"sandbox": "bwrap"})
+    res = script_runner.run(["holon", "mcp", "check", "--json"])
+    assert res.returncode == 1
+    err = j(res)["data"]["servers"][0]["error"]
+    assert "bwrap" in err and os.path.exists(sys.executable)
