@@ -344,9 +344,7 @@ def test_a_stdio_server_gets_the_command_environment_plus_its_env(
     assert seen["cwd"] == str((holon_home / "agents" / "main").resolve())
 
 
-def test_a_sandboxed_stdio_server_cannot_see_the_home(
-    script_runner: Any, holon_home: Path
-) -> None:
+def test_a_sandboxed_stdio_server_cannot_see_the_home(script_runner: Any, holon_home: Path) -> None:
     import shutil
 
     if shutil.which("bwrap") is None:
