@@ -49,6 +49,8 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"chars": {"type": "integer"}}},
     },
     {"name": "hang", "description": "Never answer.", "inputSchema": {"type": "object"}},
+    {"name": "noise", "description": "Flood stderr.", "inputSchema": {"type": "object"}},
+    {"name": "sample", "description": "Ask for sampling.", "inputSchema": {"type": "object"}},
     {
         "name": "color",
         "description": "Ask the user for a color.",
@@ -171,6 +173,25 @@ def main() -> None:
                 result(mid, text("x" * int(args.get("chars") or 100000), modern=modern))
             elif name == "hang":
                 continue
+            elif name == "noise":  # floods stderr, then answers
+                chunk = "noise " * 10000 + "\n"
+                for _ in range(100):
+                    sys.stderr.write(chunk)
+                sys.stderr.flush()
+                result(mid, text("quiet now", modern=modern))
+            elif name == "sample" and modern:
+                result(
+                    mid,
+                    {
+                        "resultType": "input_required",
+                        "inputRequests": {
+                            "s1": {
+                                "method": "sampling/createMessage",
+                                "params": {"messages": [], "maxTokens": 10},
+                            }
+                        },
+                    },
+                )
             elif name == "child":
                 p = subprocess.Popen(["sleep", "600"])
                 if a.pidfile:

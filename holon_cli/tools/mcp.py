@@ -106,6 +106,14 @@ def _error(
     return ToolResult(False, render_error(name, env), error=env)
 
 
+def _declined(input_requests: dict[str, Any] | None) -> bool:
+    """Whether the server asked for something holon never gives (sampling)."""
+    return any(
+        isinstance(q, dict) and q.get("method") == "sampling/createMessage"
+        for q in (input_requests or {}).values()
+    )
+
+
 def _run(ctx: ToolContext, call: ToolCall, offered: OfferedTool, cfg: dict[str, Any]) -> ToolResult:
     from holon_cli.runtime.mcp import calls
     from holon_cli.runtime.mcp.result import render
@@ -131,6 +139,16 @@ def _run(ctx: ToolContext, call: ToolCall, offered: OfferedTool, cfg: dict[str, 
         kind = out.error_kind or "mcp_error"
         return _error(
             call.name, kind, out.error or kind, hints.get(kind), server=spec.name, tool=tool
+        )
+    if out.kind == "input_required" and _declined(out.input_requests):
+        return _error(
+            call.name,
+            "mcp_error",
+            f"{spec.name}/{tool} asked for sampling (a model call on its behalf), which holon "
+            "declines; the call was not completed",
+            "use another tool, or do the work without this one",
+            server=spec.name,
+            tool=tool,
         )
     if out.kind == "input_required":
         from holon_cli.runtime.mcp.requests import open_request

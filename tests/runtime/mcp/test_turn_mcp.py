@@ -369,3 +369,27 @@ def test_a_configured_sandbox_that_is_missing_fails_closed(
     assert res.returncode == 1
     err = j(res)["data"]["servers"][0]["error"]
     assert "bwrap" in err and os.path.exists(sys.executable)
+
+
+def test_a_server_flooding_stderr_is_read_and_its_log_capped(
+    script_runner: Any, holon_home: Path
+) -> None:
+    write_config(holon_home, {"f": fake()})
+    res = script_runner.run(["holon", "mcp", "call", "f", "noise"])
+    assert res.returncode == 0 and res.stdout.strip() == "quiet now"
+    log = holon_home / "agents" / "main" / ".holon" / "mcp" / "f.stderr.log"
+    assert 0 < log.stat().st_size <= 1 << 20  # 6 MB written, 1 MiB kept
+
+
+def test_a_sampling_request_is_declined_as_a_tool_error(
+    script_runner: Any, holon_home: Path, tmp_path: Path
+) -> None:
+    write_config(holon_home, {"fake": fake("--era", "modern")})
+    model = script(
+        tmp_path,
+        [call("mcp__fake__sample", {}), {"expect_tool_result_contains": "declines", "text": "ok"}],
+    )
+    script_runner.run(["holon", "enqueue", "go"], check=True)
+    res = script_runner.run(["holon", "turn", "--model", model, "--json"])
+    assert res.returncode == 0, res.stderr
+    assert j(script_runner.run(["holon", "mcp", "requests", "--json"]))["data"]["requests"] == []
