@@ -52,7 +52,14 @@ def main() -> int:
 
     protocol = version if version in ("2026-07-28", "2025-11-25") else "auto"
     (home / "config.yaml").write_text(
-        yaml.safe_dump({"mcp_servers": {"conf": {"url": url, "protocol": protocol}}})
+        yaml.safe_dump(
+            {
+                "mcp_servers": {
+                    # the suite starts its scenarios at once: a loaded machine is slow
+                    "conf": {"url": url, "protocol": protocol, "startup_timeout": "90s"}
+                }
+            }
+        )
     )
     from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.mcp import calls

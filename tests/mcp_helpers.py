@@ -38,7 +38,8 @@ def python_peer(module: str, package: str) -> dict[str, Any]:
 
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"needs the PyPI package {package} (pip install -e '.[test]')")
-    return {"command": sys.executable, "args": ["-m", module]}
+    # a loaded test machine starts a Python server (it imports the SDK) slowly
+    return {"command": sys.executable, "args": ["-m", module], "startup_timeout": "60s"}
 
 
 def npm_peer(package: str, *args: str) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def npm_peer(package: str, *args: str) -> dict[str, Any]:
     meta = json.loads(pkg.read_text())
     bin_ = meta.get("bin")
     entry = bin_ if isinstance(bin_, str) else next(iter((bin_ or {}).values()))
-    return {"command": "node", "args": [str(pkg.parent / entry), *args]}
+    return {"command": "node", "args": [str(pkg.parent / entry), *args], "startup_timeout": "60s"}
 
 
 def close_servers() -> None:

@@ -161,7 +161,7 @@ def test_everything_over_streamable_http(
     )
     log.close()
     try:
-        end = time.monotonic() + 20
+        end = time.monotonic() + 90  # node starts slowly on a loaded machine
         while "listening" not in (tmp_path / "http.log").read_text():
             assert time.monotonic() < end and proc.poll() is None, (
                 tmp_path / "http.log"
@@ -169,7 +169,13 @@ def test_everything_over_streamable_http(
             time.sleep(0.05)
         write_config(
             holon_home,
-            {"web": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Test": "1"}}},
+            {
+                "web": {
+                    "url": f"http://127.0.0.1:{port}/mcp",
+                    "headers": {"X-Test": "1"},
+                    "startup_timeout": "60s",
+                }
+            },
         )
         rows = checked(script_runner)
         assert rows["web"]["transport"] == "http" and rows["web"]["protocol"] == "2025-11-25"

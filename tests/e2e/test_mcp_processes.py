@@ -84,12 +84,12 @@ def test_serve_keeps_a_server_warm_restarts_it_and_sigkill_leaves_nothing(
     holon_home: Path, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pids"
-    write_config(holon_home, {"fake": fake("--pidfile", str(pidfile))})
+    write_config(holon_home, {"fake": fake("--pidfile", str(pidfile), startup_timeout="60s")})
     m = model(tmp_path, [call("child", "c1"), "first", call("child", "c2"), "second"])
     serve = start_serve(tmp_path, env={"HOLON_MODEL": m})
     try:
         subprocess.run([*HOLON, "enqueue", "one"], check=True)
-        assert wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 30.0)
+        assert wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 90.0)
         server, grandchild = pids(pidfile)
         time.sleep(1.0)
         assert alive(server), "serve keeps the server warm after the turn"
@@ -104,7 +104,7 @@ def test_serve_keeps_a_server_warm_restarts_it_and_sigkill_leaves_nothing(
 
         pidfile.write_text("")
         subprocess.run([*HOLON, "enqueue", "two"], check=True)
-        assert wait_for(lambda: pidfile.read_text().strip() != "", 30.0)
+        assert wait_for(lambda: pidfile.read_text().strip() != "", 90.0)
         assert restarted()
         server2, grandchild2 = pids(pidfile)
         assert server2 != server
