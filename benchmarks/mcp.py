@@ -319,7 +319,7 @@ def main() -> int:
                 f"holon turn, one tool call (cold; load {load()}): ExecCommand "
                 f"{r['a_median_ms']} ms, MCP {r['b_median_ms']} ms; MCP/Exec "
                 f"min/median/max {r['ratio_min']}/{r['ratio_median']}/{r['ratio_max']}, "
-                f"+{r['delta_median_ms']} ms"
+                f"{r['delta_median_ms']:+} ms"
             )
         if "serve" in parts:
             r = part_serve(holon, url, tmp, args.pairs, args.server)

@@ -325,6 +325,14 @@ def answer(
         return _resend(store, cfg, req)
 
 
+def decline(
+    stores: list[AgentStore], request_id: str, *, cfg: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Refuse a request (``holon mcp answer ID --decline``): the call is sent
+    again with the refusal and the server's answer reaches the agent."""
+    return answer(stores, request_id, decline=True, cfg=cfg)
+
+
 def _resend(store: AgentStore, cfg: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
     from holon_cli.runtime.mcp import calls
     from holon_cli.runtime.mcp.config import find as find_server
