@@ -69,7 +69,8 @@ class Handler(ResponsesHandler):
         if any(i.get("type") == "function_call_output" for i in items):
             self.reply(message("done"), 100, 2)
             return
-        text = json.dumps(items)
+        users = [i for i in items if i.get("role") == "user"]
+        text = json.dumps(users[-1] if users else items)  # this turn's message only
         codex = any(t.get("type") == "namespace" for t in body.get("tools") or [])
         if codex:
             call = {"name": "echo", "namespace": "mcp__bench"}
