@@ -108,6 +108,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
+    from holon_cli.runtime.agents.holds import agent_holds
     from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
 
@@ -115,10 +116,13 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         cfg = load_config()
         summary["budget"] = budget_status(store, cfg)
     except ConfigError as exc:  # status still answers; turn and home check name the key
+        cfg = {}
         summary["budget"] = {}
         summary["budget_error"] = exc.message
-        return summary
-    summary |= _mcp_status(store, cfg)
+    # what keeps queued work from running by itself (operator, budget, guard)
+    summary["holds"] = agent_holds(store, cfg)
+    if cfg:  # an unreadable config shows no servers (its error is shown instead)
+        summary |= _mcp_status(store, cfg)
     return summary
 
 
@@ -372,6 +376,7 @@ class _HomeCheck:
         """The home's config, permissions, staging leftovers and marker."""
         home = self.home
         self.problems.extend(hc.config_problems(home))
+        self.notes.extend(hc.config_notes(home))
         self.notes.extend(hc.permission_notes(home))
         self.notes.extend(hc.staging_notes(home))
         try:
