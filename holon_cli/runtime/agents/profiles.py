@@ -366,6 +366,10 @@ class ToolSubset:
         self.names = frozenset(names)
         self.profile = profile
 
+    def __getattr__(self, name: str) -> Any:
+        # anything else a toolbox carries (an MCP catalog's sources, problems)
+        return getattr(self.base, name)
+
     @property
     def specs(self) -> list[ToolSpec]:
         return [s for s in self.base.specs if s.name in self.names]
