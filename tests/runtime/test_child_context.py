@@ -313,3 +313,33 @@ def test_a_forked_and_profiled_childs_turn_replays(tmp_path: Path) -> None:
     res = turn(child.agent_id)
     out = replay_turn(res.turn_id, agent_id=child.agent_id, catalog=default_catalog())
     assert out["match"] is True, out
+
+
+def test_a_bind_refused_after_the_child_was_made_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal at bind time (the workspace plane checks every binding it
+    writes) removes the child this spawn made and its handle."""
+    from holon_cli.errors import RejectedError
+    from holon_cli.runtime.workspace import plane
+
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise RejectedError("refused at bind time")
+
+    monkeypatch.setattr(plane, "bind", refuse)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    family(
+        tmp_path,
+        {"initial_message": "x", "workspace_mode": "explicit_root", "workspace_root": str(proj)},
+    )
+    admit("go")
+    turn()
+    parent = open_agent("main")
+    out = next(
+        e for e in parent.ledger("transcript").records() if e.get("tool_name") == "SpawnAgent"
+    )
+    assert out["ok"] is False and "refused at bind time" in out["output"]
+    assert handle.list_tasks(parent) == []
+    agents = parent.layout.home.parent
+    assert not [p for p in agents.iterdir() if p.name.startswith("child-")]

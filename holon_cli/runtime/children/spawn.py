@@ -310,7 +310,13 @@ def _make_child(
         profile=profile.identity() if profile is not None else None,
         finish=finish,
     )
-    _bind_workspace(child, parent, worktree, public=False, explicit=explicit)
+    try:
+        _bind_workspace(child, parent, worktree, public=False, explicit=explicit)
+    except BaseException:
+        # refused by the workspace plane after the child was made (a check at
+        # bind time): the child made a moment ago by this call goes with it
+        shutil.rmtree(child.layout.home, ignore_errors=True)
+        raise
     return child
 
 
