@@ -82,6 +82,10 @@ TURN_MODES = {
     "internal_followup": "Turn mode: self follow-up. Continue the work you scheduled for yourself.",
     "task_result": "Turn mode: task result. A background task finished; integrate its result.",
     "task_status": "Turn mode: task status update.",
+    "mcp_result": (
+        "Turn mode: MCP result. An operator answered an MCP server's question and the "
+        "tool call was sent again; integrate its result."
+    ),
 }
 
 
@@ -221,9 +225,14 @@ def render_message(env: Envelope) -> str:
     salt = str(env.get("id") or "")
     if authority not in TRUSTED_AUTHORITIES:
         return f"{head}\n" + fence(text, authority=authority, source=origin, salt=salt)
-    if env.get("kind") == "task_result":
+    if env.get("kind") in _OUTPUT_KINDS:
         return f"{head}\n" + _render_task_result(env, text, origin, salt)
     return f"{head}\n{text}"
+
+
+# runtime messages carrying output of a command or a server: the runtime's
+# lines as is, the output span fenced as evidence under this authority
+_OUTPUT_KINDS = {"task_result": "task_output", "mcp_result": "mcp_tool_result"}
 
 
 def _render_task_result(env: Envelope, text: str, origin: str, salt: str) -> str:
@@ -243,7 +252,8 @@ def _render_task_result(env: Envelope, text: str, origin: str, salt: str) -> str
     else:
         first, _, output = text.partition("\n")
         head, tail = first + "\n", ""
-    fenced = fence(output, authority="task_output", source=origin, salt=salt)
+    authority = _OUTPUT_KINDS.get(str(env.get("kind")), "task_output")
+    fenced = fence(output, authority=authority, source=origin, salt=salt)
     return f"{head}{fenced}{tail}"
 
 
@@ -294,7 +304,7 @@ def render_recent(
         if kind == "message":
             authority = str(t.get("authority_class") or "external_evidence")
             label = header_value(t.get("origin_label") or "message")
-            if authority in TRUSTED_AUTHORITIES and t.get("message_kind") == "task_result":
+            if authority in TRUSTED_AUTHORITIES and t.get("message_kind") in _OUTPUT_KINDS:
                 line = _recent_task_result(t, label, authority, text)
             elif authority in TRUSTED_AUTHORITIES:
                 line = f"{label} ({authority}): {text}"
@@ -499,6 +509,7 @@ def build_frame(
     working_memory: str | None = None,
     memory_delta: str | None = None,
     policy: ExecutionPolicy | None = None,
+    inherited: str | None = None,
     memory_revision: int = 0,
     compression_epoch: int = 0,
     history_digest: str = "",
@@ -506,14 +517,17 @@ def build_frame(
     """The prompt frame. Deterministic: the same inputs give the same bytes
     (the cache key and fingerprint are hashes of them). ``policy``: the
     execution policy projection (default: no sandbox, nothing enforced).
+    ``inherited``: a forked child's inherited context (fenced; the same
+    bytes for the child's whole life: first of the context blocks).
 
-    Context blocks, stable first: the trigger descriptor, ``working_memory``
-    (the conversation window's snapshot, revision ``memory_revision``) and
-    ``recent`` (the earlier conversation the window summarizes) lead the
-    conversation, before the history; the turn mode, ``memory_delta``, the
-    work queue and the active skills follow the history (they change from
-    turn to turn). ``compression_epoch`` and ``history_digest`` describe the
-    history the request carries (the cache record, the fingerprint)."""
+    Context blocks, stable first: ``inherited``, the trigger descriptor,
+    ``working_memory`` (the conversation window's snapshot, revision
+    ``memory_revision``) and ``recent`` (the earlier conversation the window
+    summarizes) lead the conversation, before the history; the turn mode,
+    ``memory_delta``, the work queue and the active skills follow the history
+    (they change from turn to turn). ``compression_epoch`` and
+    ``history_digest`` describe the history the request carries (the cache
+    record, the fingerprint)."""
     policy = policy or execution_policy(None)
     sec = _Sections()
     instructions = load_instructions(agent_home, ws)
@@ -532,6 +546,8 @@ def build_frame(
     before, after = "before_history", "after_history"
     # stable across turns (an epoch of the history, or longer): before the history
     stable: list[str] = []
+    if inherited:
+        stable.append(sec.add("agent", "inherited context", inherited, "fork of parent", before))
     if trigger:
         stable.append(
             sec.add(

@@ -110,14 +110,20 @@ def test_a_roll_keeps_the_newest_rounds_and_a_larger_budget_keeps_more(store: An
     assert len(suffix(small)) < len(suffix(large))
     assert small[0].items[0].role == "assistant"  # the oldest kept turn lost its head
     before = h.compression_epoch
+    found = history_path(store).read_bytes()
     dropped = h.roll(keep_tokens=300, memory=None, summary="# Earlier conversation\n...")
     assert dropped > 0 and h.compression_epoch == before + 1
+    # the window as this turn found it is kept for `holon replay`, by the first roll only
+    prev = history_path(store).with_name("prompt_history.prev.jsonl")
+    assert prev.read_bytes() == found
     back = PromptHistory.load(store)
     assert back.epoch == h.epoch and back.summary == h.summary and back.items() == h.items()
     # the newest message was appended before the roll: a replayed settle skips it
     assert back.has("msg_4") and back.through == "msg_4"
     messages, answered_turns = shown_in(back.turns)
     assert "msg_4" in messages and "turn_4" in answered_turns
+    h.roll(keep_tokens=100, memory=None, summary=None)  # the same turn rolls again
+    assert prev.read_bytes() == found
 
 
 def test_the_earlier_conversation_leaves_out_what_the_window_shows(

@@ -26,8 +26,11 @@ Invariants:
   replayed settle adds nothing) and never rewritten, so the history's bytes
   only grow until the next epoch;
 - an epoch changes the prefix once (:meth:`PromptHistory.roll`, the
-  compaction across turns: the newest turns that fit are kept, the rest is
+  compaction across turns: the newest rounds that fit are kept, the rest is
   summarized from the transcript), written as a new file (atomic rename);
+  the file as the turn found it is kept as ``prompt_history.prev.jsonl``
+  by the turn's first roll (one epoch back: what `holon replay` needs to
+  rebuild a turn's requests);
 - every tool call in a kept turn has its result (a call that never got one,
   an aborted turn's, gets an ``interrupted`` result), so any provider
   accepts the history;
@@ -69,6 +72,11 @@ _NO_RESULT = (
 
 def history_path(store: AgentStore) -> Path:
     return store.layout.state_dir / "prompt_history.jsonl"
+
+
+def previous_path(path: Path) -> Path:
+    """The epoch before the current one (kept for `holon replay`)."""
+    return path.with_name("prompt_history.prev.jsonl")
 
 
 class HistoryTurn(NamedTuple):
@@ -139,6 +147,7 @@ class PromptHistory:
         # the newest message appended before this epoch began (a roll may drop
         # it: a replayed settle must not append it again)
         self.through: str | None = None
+        self.kept_previous = False  # this reading's first roll kept the file as .prev
 
     @classmethod
     def none(cls) -> PromptHistory:
@@ -343,6 +352,16 @@ class PromptHistory:
         self.epoch = self.compression_epoch + 1 - sum(t.compactions for t in kept)
         self.turns = kept
         self.memory, self.summary = memory, summary
+        if self.writable and self.exists and not self.kept_previous:
+            # the window as this turn found it is kept (``.prev``) by its first
+            # roll: `holon replay` rebuilds the requests of this turn and of
+            # the turns before it in that epoch (a later roll of the same turn
+            # does not replace it)
+            self.kept_previous = True
+            try:
+                os.replace(self.path, previous_path(self.path))
+            except FileNotFoundError:
+                pass
         self._write()
         return dropped
 

@@ -15,7 +15,7 @@ from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import TurnRun
-from holon_cli.runtime.turn.preflight import resolve_chain
+from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
 from holon_cli.runtime.turn.settle import finish_agent_state
 from holon_cli.runtime.turn.steps import DIRECT, TurnSteps
@@ -104,15 +104,15 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     from holon_cli.runtime.budgets import check
     from holon_cli.runtime.budgets import spend as budgets
 
-    if not check.active(cfg, budgets.home_of(store)):
+    if not check.active(cfg, budgets.home_of(store), store):
         return None
     err = budgets.price_error(cfg, store.agent_id, models)
     if err is not None:
         err.message += "; nothing was dequeued"
         raise err
     hit = check.exhausted(store, cfg)
-    if hit is None:
-        return None
+    if hit is None or not q.pending_count(store):
+        return None  # nothing queued: nothing is held back (the dequeue finds nothing)
     return TurnResult(store.agent_id, ran=False, budget=hit)
 
 
@@ -157,11 +157,14 @@ def run_turn(
         held = _budget_hold(store, cfg, models)
         if held is not None:
             return held
+        if q.pending_count(store):  # a budget below the fixed prompt consumes nothing
+            check_prompt_fits(store, catalog, cfg)
         turn_id = clock.new_id("turn")
         settled, attempted = _journal_facts(store)
         entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
+        catalog = _agent_toolbox(store, cfg, catalog, entry)
         from holon_cli.runtime.waiting import scheduler as waiting
 
         decision = waiting.before_turn(store, entry, turn_id)
@@ -191,6 +194,23 @@ def run_turn(
         return _execute(store, run, entry, turn_id, child=is_supervised_child(rec["identity"]))
     finally:
         lock.release()
+
+
+def _agent_toolbox(
+    store: AgentStore, cfg: dict[str, Any], catalog: Toolbox, entry: QueueEntry
+) -> Toolbox:
+    """The agent's own toolbox (its MCP servers' tools added). A ``required``
+    server that cannot start refuses the turn before any provider request:
+    the message goes back to the queue, its attempt not counted."""
+    bind = getattr(catalog, "for_agent", None)
+    if bind is None:
+        return catalog
+    try:
+        bound: Toolbox = bind(store, cfg)
+    except BaseException:
+        q.put_back(store, entry["message_id"], reason="mcp_unavailable")
+        raise
+    return bound
 
 
 def _recovered_record(store: AgentStore) -> AgentRecord:

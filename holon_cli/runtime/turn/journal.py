@@ -16,7 +16,10 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "context", "blocks", "shown", "item"?}  the turn's context blocks as
         first sent (kept for the turn), as last shown, and the update item a
         change during the turn appended (runtime/turn/fit.py)
+    {"op": "latency", "tool", "ms", "ok"}          a tool call's duration (agent state
+                                                   ``tool_latency`` at settle)
     {"op": "settlement", "settlement": {...}}
+    {"op": "capture", "k": ...}                    what the turn record keeps (runtime/replay)
 
 Invariants:
 - appends are plain writes; :meth:`Journal.sync` makes them durable, once per
@@ -98,6 +101,10 @@ class Journal:
         self.files: list[str] = []
         self.commands: list[dict[str, Any]] = []
         self.completed_work_item = False
+        # each tool call's (name, milliseconds, ok), in order (runtime/turn/stats.py)
+        self.latency: list[tuple[str, float, bool]] = []
+        # the turn record's captures (runtime/replay/capture.py), in order
+        self.captures: list[dict[str, Any]] = []
         self._dirty = False
 
     # ------------------------------------------------------------- replay
@@ -171,6 +178,10 @@ class Journal:
             lines.append({"v": JOURNAL_VERSION, "op": "effects", **self._effects()})
         if self.context is not None:
             lines.append({"v": JOURNAL_VERSION, "op": "context", **self.context})
+        lines += [
+            {"v": JOURNAL_VERSION, "op": "latency", "tool": t, "ms": ms, "ok": ok}
+            for t, ms, ok in self.latency
+        ]
         atomic_write_bytes(self.path, "".join(dumps(r) + "\n" for r in lines).encode("utf-8"))
         _legacy_path(self.store).unlink(missing_ok=True)
 
@@ -203,6 +214,11 @@ class Journal:
             if rec.get("item") is not None:
                 self.items.append(item_from_dict(rec["item"]))
             self.context = {"blocks": rec["blocks"], "shown": rec["shown"]}
+        elif op == "latency":
+            entry = (str(rec.get("tool")), float(rec.get("ms") or 0), bool(rec.get("ok")))
+            self.latency.append(entry)
+        elif op == "capture":
+            self.captures.append(rec)
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:
@@ -349,6 +365,17 @@ class Journal:
         rec = {"files": list(files), "commands": list(commands), "completed": completed}
         self._fold_effects(rec)
         self._append({"op": "effects", **rec})
+
+    def add_latency(self, tool: str, ms: float, ok: bool) -> None:
+        """One tool call's duration (durable with its round's batch)."""
+        self.latency.append((tool, ms, ok))
+        self._append({"op": "latency", "tool": tool, "ms": ms, "ok": ok})
+
+    def add_capture(self, rec: dict[str, Any]) -> None:
+        """One of the turn record's captures (durable with the round's batch)."""
+        full = {"op": "capture", **rec}
+        self.captures.append(full)
+        self._append(full)
 
     def add_interject(self, message_id: str) -> None:
         self.interject_ids.append(message_id)
