@@ -105,6 +105,19 @@ _SCRUB = (
     "VISUAL",
     "EDITOR",
     "NO_COLOR",
+    # tracing is off unless a test turns it on (runtime/telemetry)
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+    "OTEL_SDK_DISABLED",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    "OTEL_SEMCONV_STABILITY_OPT_IN",
+    "TRACEPARENT",
+    "TRACESTATE",
 )
 
 
@@ -126,7 +139,7 @@ def sigint_ignored() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def holon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def holon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for k in _SCRUB:
         monkeypatch.delenv(k, raising=False)
     home = tmp_path / "holon-home"
@@ -134,7 +147,10 @@ def holon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     user_home = tmp_path / "user-home"
     user_home.mkdir()
     monkeypatch.setenv("HOME", str(user_home))
-    return home
+    yield home
+    telemetry = sys.modules.get("holon_cli.runtime.telemetry")
+    if telemetry is not None:  # a test that traced leaves no plane behind
+        telemetry.use(None)
 
 
 @functools.cache

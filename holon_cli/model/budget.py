@@ -31,6 +31,9 @@ class SpendRecord(TypedDict):
     output_tokens: int
     cost_usd: float
     estimated: bool  # the provider reported no usage: sizes / 4
+    # input tokens the provider's prompt cache served (part of input_tokens);
+    # written only when there were some
+    cached_input_tokens: NotRequired[int]
 
 
 class BudgetUse(TypedDict):

@@ -8,6 +8,8 @@ never replaced by a non-terminal one (:func:`merge_status`).
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
+from holon_cli.model.tracecontext import TraceContext
+
 TASK_RECORD_VERSION = 1
 TASK_KIND = "command_task"
 # a parent's supervision handle of a private child (runtime/children): no
@@ -114,6 +116,9 @@ class ChildTaskDetail(TypedDict, total=False):
     worktree: WorktreeInfo | None
     initial_message_id: str | None
     child_archived: bool
+    # the parent's trace at the spawn (its execute_tool SpawnAgent span):
+    # every turn of the child continues it, in whatever process it runs
+    trace_context: TraceContext
 
 
 class TaskRecord(TypedDict, total=False):

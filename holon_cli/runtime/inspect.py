@@ -106,14 +106,19 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
+    from holon_cli.runtime import telemetry
     from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
 
     try:
-        summary["budget"] = budget_status(store, load_config())
+        cfg = load_config()
+        summary["budget"] = budget_status(store, cfg)
     except ConfigError as exc:  # status still answers; turn and home check name the key
+        cfg = {}
         summary["budget"] = {}
         summary["budget_error"] = exc.message
+    # tracing on or off here, and the spans the home's processes dropped
+    summary["telemetry"] = telemetry.status(cfg)
     return summary
 
 

@@ -242,6 +242,19 @@ def standard_secret(secret: str) -> bytes | None:
 
 
 @dataclass(frozen=True)
+class TelemetryConfig:
+    """``telemetry``: OpenTelemetry traces and metrics (runtime/telemetry/);
+    the standard ``OTEL_*`` variables apply and can turn it on too."""
+
+    enabled: bool | None = _opt(
+        "export GenAI traces and metrics over OTLP (needs the holon-cli[otel] extra)"
+    )
+    flush_timeout_ms: int | None = _opt(
+        "how long a process waits at its end for spans to leave (default 40)", min=0
+    )
+
+
+@dataclass(frozen=True)
 class HolonConfig:
     """The whole file."""
 
@@ -257,6 +270,7 @@ class HolonConfig:
     ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
     retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
+    telemetry: TelemetryConfig | None = _opt("OpenTelemetry traces and metrics")
 
 
 # -------------------------------------------------------------- validation

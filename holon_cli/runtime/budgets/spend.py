@@ -196,6 +196,7 @@ class SpendWriter:
         input_tokens: int,
         output_tokens: int,
         estimated: bool = False,
+        cached_input_tokens: int = 0,
     ) -> SpendRecord:
         now = clock.now()
         rec: SpendRecord = {
@@ -212,6 +213,8 @@ class SpendWriter:
             "cost_usd": round(_cost(cfg, model_ref, input_tokens, output_tokens), 9),
             "estimated": estimated,
         }
+        if cached_input_tokens > 0:  # optional (v1): records without a cache keep their shape
+            rec["cached_input_tokens"] = int(cached_input_tokens)
         for led in self._targets():
             led.append(dict(rec))
         return rec

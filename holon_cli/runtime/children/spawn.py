@@ -24,6 +24,7 @@ from holon_cli.model.child import (
     spawn_summary,
     supervision,
 )
+from holon_cli.runtime import telemetry
 from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.runtime.children import worktree as wt_plane
 from holon_cli.runtime.children.supervision import (
@@ -151,6 +152,9 @@ def spawn_private_child(
         "initial_message_id": None,
         "child_archived": False,
     }
+    trace = telemetry.current_trace_context()  # the SpawnAgent call's span
+    if trace is not None:
+        detail["trace_context"] = trace
     rec = _handle_record(parent, task_id, initial_message, detail, parent_message, turn_id)
     d = handle_dir(parent, task_id)
     d.mkdir(parents=True)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from holon_cli import clock
 from holon_cli.errors import HolonError
 from holon_cli.model import task as tm
+from holon_cli.runtime import telemetry
 from holon_cli.runtime.tasks import forked, procs, sandbox
 from holon_cli.runtime.tasks.control import snapshot
 from holon_cli.runtime.tasks.records import (
@@ -147,7 +148,9 @@ def launch(
     execution root a sandbox leaves writable. Refused before anything is
     created when the disk is below ``retention.min_free_bytes`` or the
     configured sandbox is unavailable (fail closed)."""
-    env = procs.command_env(config)
+    # the trace continues into the command: TRACEPARENT names the current
+    # span (the ExecCommand's execute_tool) when tracing is on
+    env = telemetry.with_child_env(procs.command_env(config))
     floor = check_free_disk(store, config)
     argv = sandbox.wrap(
         argv,

@@ -19,6 +19,9 @@ Each provider round and each tool call runs through the turn's
 :class:`~holon_cli.runtime.turn.steps.TurnSteps` hook (a recorder such as
 ``serve --engine dbos``'s; by default nothing), and a replayed turn first
 re-walks the rounds and tool results its journal holds through the same hook.
+What the turn tells the telemetry plane goes through one observer
+(:class:`~holon_cli.runtime.telemetry.TurnObserver`, ``self.obs``: each
+round's attempts, each tool call; a no-op while tracing is off).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.model.execution_policy import execution_policy
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
+from holon_cli.runtime import telemetry
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.budgets import spend as budgets
 from holon_cli.runtime.memory import compaction as cp
@@ -84,6 +88,7 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.tool import SleepRequest, Toolbox, ToolContext
     from holon_cli.model.turn import TurnSettlement
+    from holon_cli.runtime.telemetry import TurnObserver
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -112,6 +117,7 @@ class TurnRun:
         max_rounds: int | None = None,
         resolve: Callable[[str], Any] | None = None,
         steps: TurnSteps = DIRECT,
+        observer: TurnObserver = telemetry.NOOP,
     ) -> None:
         self.t_start = time.monotonic()
         self.store = store
@@ -125,6 +131,7 @@ class TurnRun:
         self.sleep = sleep
         self.resolve = resolve
         self.steps = steps
+        self.obs = observer
         rt_cfg = config.get("runtime") or {}
         self.max_rounds = max_rounds or int(rt_cfg.get("max_provider_rounds") or DEFAULT_MAX_ROUNDS)
         self.rec = TurnRecorder(store, self.msg, turn_id)
@@ -421,6 +428,7 @@ class TurnRun:
             self.budget_hit = stop.hit
             return None
         except ChainFailure as failure:
+            self.obs.chat(failure.timeline, None, request)
             if self.ctx.overflow_compacted(failure, self.focus):
                 return self.call_model(built)  # once: overflow_compacted says no again
             self.failed = True
@@ -431,6 +439,7 @@ class TurnRun:
                 usage = failure.usage.to_dict()
                 self.spend.record(failure.last.model_ref, usage, self.focus, estimated=False)
             return None
+        self.obs.chat(chain.timeline, chain.response, request)
         self.spend.of_round(chain, request, self.focus)
         reported = int(getattr(chain.usage, "input_tokens", 0) or 0) if chain.usage else 0
         self.ctx.note_sent(reported)
@@ -488,7 +497,11 @@ class TurnRun:
     def _run_call(self, ctx: ToolContext, call: ToolCall, built: BuiltPrompt) -> StepRecord:
         """One tool call: run it, apply its effects, record its result."""
         t_tool = time.monotonic()
-        res = self.abort.call(partial(self.catalog.execute, ctx, call), on_abort=self._stop_call)
+        with self.obs.tool(call) as traced:
+            res = self.abort.call(
+                partial(self.catalog.execute, ctx, call), on_abort=self._stop_call
+            )
+            traced.result(res)
         tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
         fx = res.effects
         self._mutated = self._mutated or fx.work_item_mutated

@@ -93,6 +93,10 @@ async def control_prompt(request: Request) -> Response:
     if not isinstance(priority, str):
         raise HttpError(400, "invalid_body", "`priority` must be a string", "")
 
+    from holon_cli.model.tracecontext import from_headers
+
+    trace = from_headers(request.headers)  # the caller's trace, continued by the turn
+
     def go() -> Any:
         store = open_public(request.path_params["agent_id"])
         return admit(
@@ -103,6 +107,7 @@ async def control_prompt(request: Request) -> Response:
             priority=priority,
             delivery_surface="http_control_prompt",
             admission_context="control_authenticated",
+            trace_context=trace,
         )
 
     env = await run_in_threadpool(go)
