@@ -248,6 +248,48 @@ def _records(store: AgentStore, since: float | None = None) -> list[dict[str, An
         n *= 4
 
 
+def all_records(home: Path, since: float | None = None) -> list[dict[str, Any]]:
+    """Every provider round's spend record in the home, once each (from
+    ``since`` on, when given): each agent's ledger holds its own rounds and
+    copies of its descendants', so a removed child's rounds are still found
+    in its parent's; copies are the same record and count once. Damaged
+    lines are skipped (a report, not a check). For ``holon usage``."""
+    from holon_cli.store.layout import HomeLayout
+
+    seen: set[tuple[Any, ...]] = set()
+    out: list[dict[str, Any]] = []
+    agents = HomeLayout(home).agents_dir
+    try:
+        names = sorted(p.name for p in agents.iterdir() if p.is_dir())
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        layout = AgentLayout(agents / name, name)
+        path = layout.ledger_path(LEDGER)
+        if not path.exists():
+            continue
+        led = Ledger(path, layout.ledger_lock(LEDGER), validate=ledger_validator(LEDGER))
+        records, _damaged = led.records_skipping_damaged()
+        for r in records:
+            ts = float(r.get("ts", 0))
+            if since is not None and ts < since:
+                continue
+            key = (
+                r.get("agent_id"),
+                r.get("turn_id"),
+                ts,
+                r.get("model_ref"),
+                r.get("input_tokens"),
+                r.get("output_tokens"),
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(r)
+    out.sort(key=lambda r: float(r.get("ts", 0)))
+    return out
+
+
 def _window(now: float) -> float:
     """How far back the day and hour budgets look."""
     return min(now - now % DAY_S, now - HOUR_S)
