@@ -324,11 +324,12 @@ class Plane:
             pass
 
     def unexported(self) -> int:
-        """Spans handed to the processor that no export has taken (a full
-        queue dropped them, or they were still queued)."""
+        """Spans handed to the processor that no export delivered and no
+        failed export counted yet: a full queue dropped them, they were
+        still queued, or their export was still running (abandoned at exit)."""
         if self.processor is None or self.exporter is None:
             return 0
-        return max(0, self.processor.ended - self.exporter.seen)
+        return max(0, self.processor.ended - self.exporter.exported - self.exporter.failed)
 
     # -------------------------------------------------------------- context
 
