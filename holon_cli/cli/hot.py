@@ -219,6 +219,12 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
     for name, use in (s.get("budget") or {}).items():
         resets = f"resets {use['resets_at']}" if use["resets_at"] else "does not reset"
         rows.append((f"budget {name}", f"{use['used']:g} of {use['limit']:g} ({resets})"))
+    tel = s.get("telemetry") or {}
+    if tel.get("enabled") or tel.get("dropped"):
+        dropped = (
+            f", {tel['dropped']} span(s) never reached the collector" if tel.get("dropped") else ""
+        )
+        rows.append(("tracing", ("on" if tel.get("enabled") else "off") + dropped))
     wm = s.get("working_memory") or {}
     if wm.get("working_memory_revision"):
         rows.append(

@@ -135,3 +135,20 @@ def test_bad_input_is_a_usage_error(args: tuple[str, ...]) -> None:
     res = holon("usage", *args, "--json")
     assert res.returncode == 2, res.stdout
     assert json.loads(res.stdout)["ok"] is False
+
+
+def test_the_homes_spend_record_keeps_a_removed_temporary_agent(
+    history: None, holon_home: Path, now: list[float]
+) -> None:
+    """A home that keeps every agent's rounds in ``budgets/spend.jsonl`` (a
+    temporary ``holon run`` agent, gone with its ledger, is still there):
+    its rounds count, and copies of rounds the agents' ledgers hold count once."""
+    from holon_cli.store.ledger import Ledger
+
+    main_rec = open_agent("main").ledger("spend").records()[0]
+    led = Ledger(holon_home / "budgets" / "spend.jsonl", holon_home / "run" / "spend.lock")
+    led.append(dict(main_rec))  # a copy: counted once
+    gone = {**main_rec, "agent_id": "run-1", "turn_id": "turn_run", "ts": DAY2 + 1}
+    led.append(gone)
+    rows = {r["key"]: r["requests"] for r in data("usage")["rows"]}
+    assert rows == {"main": 2, "child-1": 1, "run-1": 1}

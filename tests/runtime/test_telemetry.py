@@ -301,3 +301,16 @@ def test_dropped_spans_are_counted_in_the_home(holon_home: Path) -> None:
     plane.shutdown(0.05)
     s = agent_summary(open_agent(None))
     assert s["telemetry"] == {"enabled": False, "dropped": 3}
+
+
+def test_status_text_names_tracing_and_drops(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch, script_runner: Any
+) -> None:
+    from holon_cli.store.telemetry import add_dropped
+
+    res = script_runner.run(["holon", "status"], print_result=False)
+    assert not any(line.startswith("tracing") for line in res.stdout.splitlines())  # no row
+    add_dropped(holon_home, 5)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    res = script_runner.run(["holon", "status"], print_result=False)
+    assert "on, 5 span(s) never reached the collector" in res.stdout

@@ -258,17 +258,21 @@ def all_records(home: Path, since: float | None = None) -> list[dict[str, Any]]:
 
     seen: set[tuple[Any, ...]] = set()
     out: list[dict[str, Any]] = []
-    agents = HomeLayout(home).agents_dir
+    hl = HomeLayout(home)
     try:
-        names = sorted(p.name for p in agents.iterdir() if p.is_dir())
+        names = sorted(p.name for p in hl.agents_dir.iterdir() if p.is_dir())
     except FileNotFoundError:
         names = []
-    for name in names:
-        layout = AgentLayout(agents / name, name)
-        path = layout.ledger_path(LEDGER)
+    # the home's own spend record (``budgets/spend.jsonl``, where a home keeps
+    # every agent's rounds, a removed temporary agent's included), when it has
+    # one, then each agent's ledger (a home from before it, removed children)
+    paths = [hl.root / "budgets" / "spend.jsonl"]
+    paths += [AgentLayout(hl.agents_dir / n, n).ledger_path(LEDGER) for n in names]
+    for path in paths:
         if not path.exists():
             continue
-        led = Ledger(path, layout.ledger_lock(LEDGER), validate=ledger_validator(LEDGER))
+        # reading takes no lock: the lock path is never opened
+        led = Ledger(path, path.with_suffix(".lock"), validate=ledger_validator(LEDGER))
         records, _damaged = led.records_skipping_damaged()
         for r in records:
             ts = float(r.get("ts", 0))
