@@ -35,15 +35,28 @@ def read_dropped(home: Path) -> int:
 
 
 def add_dropped(home: Path, n: int) -> int:
-    """Add ``n`` dropped spans to the home's count; the new total."""
+    """Add ``n`` dropped spans to the home's count; the new total.
+
+    Replaced atomically (a reader sees the old or the new count) but not
+    fsync'd: this runs in a process's last milliseconds, and a counter lost
+    to a power cut is not worth an fsync on a slow disk there."""
     if n <= 0:
         return read_dropped(home)
-    from holon_cli.store.fsio import write_snapshot
+    import os
+
     from holon_cli.store.locks import locked
 
     layout = HomeLayout(home)
     layout.locks_dir.mkdir(parents=True, exist_ok=True)
-    with locked(layout.locks_dir / "telemetry.lock", timeout=1.0, what="telemetry counter"):
+    path = counter_path(home)
+    with locked(layout.locks_dir / "telemetry.lock", timeout=0.2, what="telemetry counter"):
         total = read_dropped(home) + n
-        write_snapshot(counter_path(home), {"v": VERSION, "dropped": total})
+        tmp = path.with_name(f".{FILE}.{os.getpid()}.tmp")
+        data = json.dumps({"v": VERSION, "dropped": total}).encode() + b"\n"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
     return total

@@ -314,3 +314,33 @@ def test_status_text_names_tracing_and_drops(
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
     res = script_runner.run(["holon", "status"], print_result=False)
     assert "on, 5 span(s) never reached the collector" in res.stdout
+
+
+def test_the_exit_flush_is_bounded_whatever_the_exporter_does(holon_home: Path) -> None:
+    """An export that hangs (a collector that never answers) is abandoned at
+    the flush budget; what it held is counted as dropped."""
+    import threading
+    import time
+
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    release = threading.Event()
+
+    class Hangs(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            release.wait(30)
+            return SpanExportResult.SUCCESS
+
+    plane = Plane(Hangs(), None, home=holon_home, flush_budget_s=0.05)
+    for _ in range(4):
+        plane.tracer.start_span("s").end()
+    t0 = time.monotonic()
+    plane.shutdown()
+    took = time.monotonic() - t0
+    release.set()
+    assert took < 1.0, took  # 50 ms of budget; a loaded machine adds its share
+    from holon_cli.store.telemetry import read_dropped
+
+    assert read_dropped(holon_home) == 4
+    plane.shutdown()  # twice: nothing more
+    assert read_dropped(holon_home) == 4

@@ -400,10 +400,24 @@ def install_once(slot: list[Plane | None], config: Mapping[str, Any] | None) -> 
         return p
 
 
+def _quiet_sdk_logs() -> None:
+    """The SDK logs each failed export (a collector down: a line per batch on
+    stderr, in every cron mail). holon counts them instead (``holon status``
+    ``telemetry.dropped``); ``OTEL_LOG_LEVEL`` set shows the SDK's lines again."""
+    if os.environ.get("OTEL_LOG_LEVEL", "").strip():
+        return
+    import logging
+
+    log = logging.getLogger("opentelemetry")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+
+
 def build(config: Mapping[str, Any] | None) -> Plane:
     """The plane from the standard ``OTEL_*`` variables and ``telemetry``."""
     from holon_cli.store.layout import home_root
 
+    _quiet_sdk_logs()
     tel = (config or {}).get("telemetry") or {}
     flush_ms = tel.get("flush_timeout_ms") if isinstance(tel, Mapping) else None
     budget = FLUSH_BUDGET_S if flush_ms is None else float(flush_ms) / 1000

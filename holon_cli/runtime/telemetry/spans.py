@@ -108,11 +108,10 @@ class OtelTurn:
     # ----------------------------------------------------------------- turn
 
     def start(self, turn_id: str) -> None:
-        name = self._agent_name()
         attrs = {
             sc.OPERATION: sc.INVOKE_AGENT,
             sc.AGENT_ID: self.agent_id,
-            sc.AGENT_NAME: name,
+            sc.AGENT_NAME: self.agent_id,  # an agent's id is its name
             sc.CONVERSATION_ID: self.agent_id,
             sc.MESSAGE_ID: self.msg["id"],
             sc.TURN_ID: turn_id,
@@ -130,13 +129,6 @@ class OtelTurn:
             text = body_text(self.msg.get("body"))
             msg = {"role": "user", "parts": [{"type": "text", "content": text}]}
             self.span.set_attribute(sc.INPUT_MESSAGES, self.plane.content.messages([msg]))
-
-    def _agent_name(self) -> str:
-        try:
-            ident = self.store.read_record()["identity"]
-        except Exception:  # noqa: BLE001
-            return self.agent_id
-        return str(ident.get("display_name") or ident.get("name") or self.agent_id)
 
     def finish(self, result: Any = None, error: BaseException | None = None) -> None:
         span = self.span
