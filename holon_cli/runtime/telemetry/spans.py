@@ -18,10 +18,11 @@ their parent explicitly: provider and tool calls run on worker threads.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -37,6 +38,22 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
     from holon_cli.runtime.telemetry.sdk import Plane
     from holon_cli.store.agent_store import AgentStore
+
+
+_F = TypeVar("_F", bound=Callable[..., None])
+
+
+def _never_fails(fn: _F) -> _F:
+    """Telemetry never fails a turn: a bug here loses a span, not the turn."""
+
+    @functools.wraps(fn)
+    def safe(*args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+
+    return safe  # type: ignore[return-value]
 
 
 def _ns(iso: str | None) -> int | None:
@@ -55,6 +72,7 @@ class _Tool:
         self.span = span
         self.policy = policy
 
+    @_never_fails
     def result(self, res: Any) -> None:
         if not getattr(res, "ok", True):
             err = getattr(res, "error", None) or {}
@@ -67,6 +85,11 @@ class _Tool:
                 out = getattr(res, "content", None)
             if out is not None:
                 self.span.set_attribute(sc.TOOL_RESULT, self.policy.dumps(out))
+
+
+class _Untraced:
+    def result(self, res: Any) -> None:
+        return None
 
 
 class OtelTurn:
@@ -107,6 +130,7 @@ class OtelTurn:
 
     # ----------------------------------------------------------------- turn
 
+    @_never_fails
     def start(self, turn_id: str) -> None:
         attrs = {
             sc.OPERATION: sc.INVOKE_AGENT,
@@ -130,6 +154,7 @@ class OtelTurn:
             msg = {"role": "user", "parts": [{"type": "text", "content": text}]}
             self.span.set_attribute(sc.INPUT_MESSAGES, self.plane.content.messages([msg]))
 
+    @_never_fails
     def finish(self, result: Any = None, error: BaseException | None = None) -> None:
         span = self.span
         if span is None:
@@ -155,6 +180,7 @@ class OtelTurn:
 
     # ----------------------------------------------------------------- chat
 
+    @_never_fails
     def chat(self, timeline: Any, response: Any, request: Any) -> None:
         """One span per attempt of the round (siblings under the turn)."""
         attempts = list((timeline or {}).get("attempts") or [])
@@ -235,7 +261,23 @@ class OtelTurn:
     # ----------------------------------------------------------------- tool
 
     @contextmanager
-    def tool(self, call: Any) -> Iterator[_Tool]:
+    def tool(self, call: Any) -> Iterator[Any]:
+        try:
+            span, token = self._tool_span(call)
+        except Exception:  # noqa: BLE001 - never fails the call (see _never_fails)
+            yield _Untraced()
+            return
+        try:
+            yield _Tool(span, self.plane.content)
+        except BaseException as exc:
+            span.set_attribute(sc.ERROR_TYPE, type(exc).__name__)
+            span.set_status(Status(StatusCode.ERROR))
+            raise
+        finally:
+            self.plane.detach(token)
+            span.end()
+
+    def _tool_span(self, call: Any) -> tuple[Span, object]:
         name = str(call.name)
         attrs: dict[str, Any] = {
             sc.OPERATION: sc.EXECUTE_TOOL,
@@ -253,16 +295,7 @@ class OtelTurn:
         )
         # current while the call runs: the worker thread copies this context,
         # so a command's TRACEPARENT and a delegation name this span
-        token = self.plane.attach(trace.set_span_in_context(span, self.ctx))
-        try:
-            yield _Tool(span, self.plane.content)
-        except BaseException as exc:
-            span.set_attribute(sc.ERROR_TYPE, type(exc).__name__)
-            span.set_status(Status(StatusCode.ERROR))
-            raise
-        finally:
-            self.plane.detach(token)
-            span.end()
+        return span, self.plane.attach(trace.set_span_in_context(span, self.ctx))
 
 
 def _outcome(result: Any, error: BaseException | None) -> str:
