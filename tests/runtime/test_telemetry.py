@@ -344,3 +344,90 @@ def test_the_exit_flush_is_bounded_whatever_the_exporter_does(holon_home: Path) 
     assert read_dropped(holon_home) == 4
     plane.shutdown()  # twice: nothing more
     assert read_dropped(holon_home) == 4
+
+
+# the attributes the GenAI conventions define for these spans (gen-ai-spans.md,
+# gen-ai-agent-spans.md, mcp.md), as of the latest experimental version
+CONVENTION_ATTRIBUTES = {
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.agent.id",
+    "gen_ai.agent.name",
+    "gen_ai.conversation.id",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "gen_ai.response.id",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.tool.name",
+    "gen_ai.tool.call.id",
+    "gen_ai.tool.type",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "error.type",
+    "mcp.method.name",
+}
+
+
+def test_every_attribute_is_the_conventions_or_holons_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(sc.CAPTURE_VAR, "true")
+    traced = Traced()
+    fail = {"kind": "server_error", "message": "oops", "status": 500, "retry_after_s": 0}
+    calls = [
+        {"name": "ExecCommand", "arguments": {"cmd": "true"}},
+        {"name": "mcp__files__read", "arguments": {}},
+    ]
+    usage = {"input_tokens": 9, "output_tokens": 2}
+    steps = [{"fail": fail}, {"text": "", "tool_calls": calls, "usage": usage}, {"text": "ok"}]
+    model = script(tmp_path, steps)
+    admit("go")
+    run_turn(None, cli_model=model, catalog=default_catalog(), sleep=lambda s: None)
+    spans = traced.finished()
+    assert {s.name.split()[0] for s in spans} == {"invoke_agent", "chat", "execute_tool"}
+    for span in spans:
+        for key in span.attributes:
+            assert key in CONVENTION_ATTRIBUTES or key.startswith("holon."), (span.name, key)
+        assert span.attributes[sc.OPERATION] == span.name.split()[0]
+    (mcp,) = [s for s in spans if s.name == "execute_tool mcp__files__read"]
+    assert mcp.attributes[sc.MCP_METHOD] == "tools/call"
+    assert mcp.attributes[sc.ERROR_TYPE]  # an unknown tool: a tool error
+    m = traced.metrics()
+    for name, unit_bounds in (
+        ("gen_ai.client.token.usage", [4**i for i in range(14)]),
+        (
+            "gen_ai.client.operation.duration",
+            [
+                0.01,
+                0.02,
+                0.04,
+                0.08,
+                0.16,
+                0.32,
+                0.64,
+                1.28,
+                2.56,
+                5.12,
+                10.24,
+                20.48,
+                40.96,
+                81.92,
+            ],
+        ),
+    ):
+        assert list(m[name][0].explicit_bounds) == unit_bounds, name
+    for point in m["gen_ai.client.operation.duration"]:
+        assert set(point.attributes) <= {
+            sc.OPERATION,
+            sc.PROVIDER,
+            sc.REQUEST_MODEL,
+            sc.RESPONSE_MODEL,
+            sc.ERROR_TYPE,
+        }
