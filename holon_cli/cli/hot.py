@@ -222,7 +222,10 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
     tel = s.get("telemetry") or {}
     if tel.get("enabled") or tel.get("dropped"):
         dropped = (
-            f", {tel['dropped']} span(s) never reached the collector" if tel.get("dropped") else ""
+            f", {tel['dropped']} span(s) never reached the collector (is it up? a distant "
+            "one needs telemetry.flush_timeout_ms above 40)"
+            if tel.get("dropped")
+            else ""
         )
         rows.append(("tracing", ("on" if tel.get("enabled") else "off") + dropped))
     wm = s.get("working_memory") or {}
