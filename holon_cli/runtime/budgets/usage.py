@@ -2,8 +2,8 @@
 agent, model or UTC day.
 
 Read through :func:`holon_cli.runtime.budgets.spend.all_records`: every
-provider round once, a removed child's rounds included (its parent's ledger
-keeps them). One row per key: ``requests`` (provider rounds),
+provider round once, a removed agent's included (the home's spend record,
+and a parent's ledger, keep them). One row per key: ``requests`` (provider rounds),
 ``input_tokens``, ``output_tokens``, ``cached_input_tokens`` (part of the
 input, served from the provider's prompt cache), ``cost_usd``.
 
