@@ -78,6 +78,12 @@ ErrorKind = (
         # liveness audit and one-shot answers
         "audit_findings",
         "wait_timeout",
+        # a turn refused before its dequeue: a budget holds the agent
+        "budget_exhausted",
+        # serve --engine dbos: the database cannot be reached at start
+        "database_unavailable",
+        # holon debug providers: no candidate of the chain can be served
+        "no_servable_model",
         "message_aborted",
         "idempotency_conflict",
         # the operator console (holon tui)
@@ -86,6 +92,10 @@ ErrorKind = (
         # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
         "sandbox_unavailable",
         "disk_full",
+        # turn records, replay and fork (runtime/replay)
+        "turn_not_found",
+        "record_dropped",
+        "record_damaged",
     ]
     | ProviderFailureKind
 )

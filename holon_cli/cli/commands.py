@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "usage": "holon_cli.cli.cmd_usage:usage",
     "tail": "holon_cli.cli.cmd_inspect:tail",
     "transcript": "holon_cli.cli.cmd_inspect:transcript",
+    "replay": "holon_cli.cli.cmd_replay:replay",
     "queue": "holon_cli.cli.cmd_queue:queue",
     "agent": "holon_cli.cli.cmd_agent:agent",
     "workitem": "holon_cli.cli.cmd_workitem:workitem",

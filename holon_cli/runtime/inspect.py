@@ -109,6 +109,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
     from holon_cli.runtime import telemetry
+    from holon_cli.runtime.agents.holds import agent_holds
     from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
 
@@ -119,6 +120,8 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         cfg = {}
         summary["budget"] = {}
         summary["budget_error"] = exc.message
+    # what keeps queued work from running by itself (operator, budget, guard)
+    summary["holds"] = agent_holds(store, cfg)
     # tracing on or off here, and the spans the home's processes dropped
     summary["telemetry"] = telemetry.status(cfg)
     return summary
@@ -361,6 +364,7 @@ class _HomeCheck:
         """The home's config, permissions, staging leftovers and marker."""
         home = self.home
         self.problems.extend(hc.config_problems(home))
+        self.notes.extend(hc.config_notes(home))
         self.notes.extend(hc.permission_notes(home))
         self.notes.extend(hc.staging_notes(home))
         try:

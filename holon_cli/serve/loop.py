@@ -245,11 +245,9 @@ def agent_deadline(agent_id: str) -> float | None:
 
 
 def _budget_line(hit: Any) -> str:
-    resets = f"resets at {hit['resets_at']}" if hit.get("resets_at") else "does not reset"
-    return (
-        f"budget {hit['budget']} of {hit['agent_id']} is exhausted "
-        f"({hit['used']:g} of {hit['limit']:g}; {resets})"
-    )
+    from holon_cli.runtime.agents.holds import budget_line
+
+    return budget_line(hit)
 
 
 class Scheduler:

@@ -241,10 +241,14 @@ class ServeConfig:
     max_connections: int | None = _opt("open HTTP connections per listener (default 512)", min=1)
 
 
-def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple[str, str]]:
+def ingress_problems(
+    data: Any, environ: typing.Mapping[str, str], *, unset: bool = True
+) -> list[tuple[str, str]]:
     """What the environment lacks for ``ingress`` (``(key, message)`` pairs):
     the schema checks the file on every load; ``holon home check`` and ``holon
-    serve``'s start also check that each ``secret_env`` is set and usable."""
+    serve``'s start also check that each ``secret_env`` is set and usable.
+    ``unset=False`` leaves out the variables not set in ``environ`` (``home
+    check`` in a login shell: only serve's environment must hold them)."""
     section = data.get("ingress") if isinstance(data, dict) else None
     hooks = section.get("webhooks") if isinstance(section, dict) else None
     out: list[tuple[str, str]] = []
@@ -259,6 +263,8 @@ def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple
             continue
         secret = environ.get(env_name, "")
         if not secret.strip():
+            if not unset:
+                continue
             out.append(
                 (f"{key}.secret_env", f"{key}.secret_env: ${env_name} is not set (or empty)")
             )
@@ -270,6 +276,18 @@ def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple
                 )
             )
     return out
+
+
+def ingress_unset(data: Any, environ: typing.Mapping[str, str]) -> list[tuple[str, str]]:
+    """The webhook secret variables ``ingress`` names that ``environ`` does
+    not set (``(key, variable)`` pairs)."""
+    section = data.get("ingress") if isinstance(data, dict) else None
+    hooks = section.get("webhooks") if isinstance(section, dict) else None
+    return [
+        (f"ingress.webhooks.{source}.secret_env", str(hook["secret_env"]))
+        for source, hook in sorted((hooks or {}).items())
+        if hook.get("secret_env") and not environ.get(hook["secret_env"], "").strip()
+    ]
 
 
 def standard_secret(secret: str) -> bytes | None:

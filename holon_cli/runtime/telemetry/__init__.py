@@ -14,9 +14,9 @@ to stderr (once per process) and everything stays a no-op.
 What the steps call (the same functions from ``tick``, ``turn`` and
 ``serve``):
 
-- :func:`turn_observer`: the turn's spans (``invoke_agent`` per turn,
+- :func:`turn_tracer`: the turn's spans (``invoke_agent`` per turn,
   ``chat`` per provider attempt, ``execute_tool`` per tool call) and its
-  metrics, through a small :class:`TurnObserver`; :data:`NOOP` when off;
+  metrics, through a small :class:`TurnTracer`; :data:`NOOP` when off;
 - :func:`record_queue_depth`: the ``holon.queue.depth`` gauge;
 - :func:`child_env`: ``TRACEPARENT``/``TRACESTATE`` for a command or task
   started now (the current span: the ``execute_tool`` running it);
@@ -114,9 +114,11 @@ def active() -> Plane | None:
 # ------------------------------------------------------------ the turn hook
 
 
-class TurnObserver(Protocol):
+class TurnTracer(Protocol):
     """What a turn tells the telemetry plane (``runtime/turn/loop.py`` and
-    ``entry.py`` call it; :data:`NOOP` does nothing)."""
+    ``entry.py`` call it; :data:`NOOP` does nothing). Apart from the turn's
+    record observer (``turn/observe.py``): this one wraps each tool call, so
+    its span is current while the call runs."""
 
     def start(self, turn_id: str) -> None:
         """The turn begins (the ``invoke_agent`` span starts)."""
@@ -160,17 +162,17 @@ class _Noop:
         return None
 
 
-NOOP: TurnObserver = _Noop()
+NOOP: TurnTracer = _Noop()
 
 
-def turn_observer(
+def turn_tracer(
     store: AgentStore,
     message: Envelope,
     config: Mapping[str, Any] | None,
     *,
     inherited: Callable[[], TraceContext | None] | None = None,
-) -> TurnObserver:
-    """The observer of one turn of ``store`` working ``message``. Its
+) -> TurnTracer:
+    """The tracer of one turn of ``store`` working ``message``. Its
     ``invoke_agent`` span continues, first found: the message's own trace
     (an HTTP caller's), ``inherited()`` (a child agent: its delegation's),
     the process's ``TRACEPARENT``; else it starts a trace."""

@@ -1,5 +1,5 @@
 """One turn's spans and metrics (:class:`OtelTurn`, the
-:class:`~holon_cli.runtime.telemetry.TurnObserver` used while tracing is on).
+:class:`~holon_cli.runtime.telemetry.TurnTracer` used while tracing is on).
 
 Span tree of a turn::
 

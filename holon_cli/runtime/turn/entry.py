@@ -16,7 +16,7 @@ from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import TurnRun
-from holon_cli.runtime.turn.preflight import resolve_chain
+from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
 from holon_cli.runtime.turn.settle import finish_agent_state
 from holon_cli.runtime.turn.steps import DIRECT, TurnSteps
@@ -113,8 +113,8 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
         err.message += "; nothing was dequeued"
         raise err
     hit = check.exhausted(store, cfg)
-    if hit is None:
-        return None
+    if hit is None or not q.pending_count(store):
+        return None  # nothing queued: nothing is held back (the dequeue finds nothing)
     return TurnResult(store.agent_id, ran=False, budget=hit)
 
 
@@ -159,6 +159,8 @@ def run_turn(
         held = _budget_hold(store, cfg, models)
         if held is not None:
             return held
+        if q.pending_count(store):  # a budget below the fixed prompt consumes nothing
+            check_prompt_fits(store, catalog, cfg)
         turn_id = clock.new_id("turn")
         settled, attempted = _journal_facts(store)
         entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
@@ -179,7 +181,7 @@ def run_turn(
                 closure=store.read_record()["state"].get("last_closure"),
             )
         child = is_supervised_child(rec["identity"])
-        obs = telemetry.turn_observer(
+        obs = telemetry.turn_tracer(
             store, entry["envelope"], cfg, inherited=_delegation_trace(store) if child else None
         )
         run = TurnRun(
@@ -193,7 +195,7 @@ def run_turn(
             max_rounds=max_rounds,
             resolve=resolve,
             steps=steps,
-            observer=obs,
+            tracer=obs,
         )
         obs.start(turn_id)
         try:

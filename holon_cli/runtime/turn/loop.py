@@ -19,8 +19,8 @@ Each provider round and each tool call runs through the turn's
 :class:`~holon_cli.runtime.turn.steps.TurnSteps` hook (a recorder such as
 ``serve --engine dbos``'s; by default nothing), and a replayed turn first
 re-walks the rounds and tool results its journal holds through the same hook.
-What the turn tells the telemetry plane goes through one observer
-(:class:`~holon_cli.runtime.telemetry.TurnObserver`, ``self.obs``: each
+What the turn tells the telemetry plane goes through one tracer
+(:class:`~holon_cli.runtime.telemetry.TurnTracer`, ``self.tracer``: each
 round's attempts, each tool call; a no-op while tracing is off).
 """
 
@@ -49,6 +49,7 @@ from holon_cli.runtime.prompt import (
     first_user_item,
     render_message,
 )
+from holon_cli.runtime.replay.capture import TurnCapture
 from holon_cli.runtime.turn.abort import (
     ABORT_REASON,
     AbortWatch,
@@ -88,7 +89,8 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.tool import SleepRequest, Toolbox, ToolContext
     from holon_cli.model.turn import TurnSettlement
-    from holon_cli.runtime.telemetry import TurnObserver
+    from holon_cli.runtime.telemetry import TurnTracer
+    from holon_cli.runtime.turn.observe import TurnObserver
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -117,7 +119,8 @@ class TurnRun:
         max_rounds: int | None = None,
         resolve: Callable[[str], Any] | None = None,
         steps: TurnSteps = DIRECT,
-        observer: TurnObserver = telemetry.NOOP,
+        observer: TurnObserver | None = None,
+        tracer: TurnTracer = telemetry.NOOP,
     ) -> None:
         self.t_start = time.monotonic()
         self.store = store
@@ -131,7 +134,7 @@ class TurnRun:
         self.sleep = sleep
         self.resolve = resolve
         self.steps = steps
-        self.obs = observer
+        self.tracer = tracer
         rt_cfg = config.get("runtime") or {}
         self.max_rounds = max_rounds or int(rt_cfg.get("max_provider_rounds") or DEFAULT_MAX_ROUNDS)
         self.rec = TurnRecorder(store, self.msg, turn_id)
@@ -140,6 +143,9 @@ class TurnRun:
         self.result.replayed = resumed is not None or int(entry.get("interrupted", 0)) > 0
         self.journal = resumed or Journal(store, turn_id, self.mid)
         self.fresh = resumed is None
+        # the turn record (runtime/replay): what each request, answer and tool
+        # result was; `holon replay` passes its own observer, which compares
+        self.observer: TurnObserver = observer or TurnCapture(store, self.journal, turn_id, entry)
         # turn state, filled by start() and the round steps
         self.state = cast("AgentState", {})  # read by start()
         self.turn_index = 0
@@ -253,6 +259,7 @@ class TurnRun:
             self.journal.begin()
             self.journal.add_item(first_user_item(msg))
             self.rec.message_entry(msg)
+        self.observer.started(agent_rec)
         self.make_durable()
         self.ws = workspace_for(self.store.layout.home, self.state)
         self.is_default = (
@@ -303,9 +310,10 @@ class TurnRun:
 
     def _interrupted(self, call: ToolCall) -> StepRecord:
         """One in-flight call closed as interrupted (a step of its own)."""
-        from holon_cli.model.tool import render_error
+        from holon_cli.model.tool import ToolResult, render_error
 
         content = render_error(call.name, _INTERRUPTED)
+        self.observer.tool(call, ToolResult(ok=False, content=content, error=_INTERRUPTED))
         item = ConversationItem("tool", content, call_id=call.id, name=call.name, is_error=True)
         self.journal.add_item(item)
         self.rec.transcript(
@@ -410,6 +418,7 @@ class TurnRun:
             agent_id=self.store.agent_id,
             turn_id=self.turn_id,
         )
+        self.observer.request(self.journal.rounds + 1, request)
         # from here on a crash counts as an attempt of this message
         self.journal.mark_request()
         started_at = clock.now_iso()
@@ -429,10 +438,12 @@ class TurnRun:
                     )
                 )
             except BudgetStop as stop:
+                self.observer.failed(stop)
                 self.budget_hit = stop.hit
                 return None
             except ChainFailure as failure:
-                self.obs.chat(failure.timeline, None, request)
+                self.tracer.chat(failure.timeline, None, request)
+                self.observer.failed(failure)
                 if failure.usage is not None:
                     usage = failure.usage.to_dict()
                     self.spend.record(failure.last.model_ref, usage, self.focus, estimated=False)
@@ -444,7 +455,8 @@ class TurnRun:
                     self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
                 )
                 return None
-            self.obs.chat(chain.timeline, chain.response, request)
+            self.tracer.chat(chain.timeline, chain.response, request)
+            self.observer.answered(chain.response, chain.model_ref)
             self.spend.of_round(chain, request, self.focus)
         finally:
             # the round's spend is recorded (or nothing was sent): its
@@ -506,12 +518,13 @@ class TurnRun:
     def _run_call(self, ctx: ToolContext, call: ToolCall, built: BuiltPrompt) -> StepRecord:
         """One tool call: run it, apply its effects, record its result."""
         t_tool = time.monotonic()
-        with self.obs.tool(call) as traced:
+        with self.tracer.tool(call) as traced:
             res = self.abort.call(
                 partial(self.catalog.execute, ctx, call), on_abort=self._stop_call
             )
             traced.result(res)
         tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
+        self.observer.tool(call, res)
         fx = res.effects
         self._mutated = self._mutated or fx.work_item_mutated
         if fx.completion_brief_id:
@@ -555,13 +568,19 @@ class TurnRun:
 
     def take_interjects(self) -> None:
         """Safe point: trusted operator interjections join the running turn."""
-        for ie in q.take_interjects(self.store, self.turn_id):
+        taken = self._interjects()
+        if taken:
+            self.observer.interjected(taken)
+        for ie in taken:
             env = ie["envelope"]
             self.journal.add_interject(env["id"])
             self.journal.add_item(ConversationItem("user", render_message(env)))
             self.rec.message_entry(env, interject=True)
             interjected: MessageInterjectedData = {"into_message_id": self.mid}
             self.rec.event("message_interjected", interjected, message=env)
+
+    def _interjects(self) -> list[QueueEntry]:
+        return q.take_interjects(self.store, self.turn_id)
 
     # ---------------------------------------------------------- decide stop
 
@@ -646,6 +665,7 @@ class TurnRun:
             s = self.decide()
         self.result.take_settlement(s, self.journal, self.models[0] if self.models else None)
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
+        self.observer.settled(s)  # the turn record joins the terminal records' batch
         self.result.duration_ms = int(s.get("duration_ms", 0))
         self.store.sync_ledgers()  # the terminal records are durable before the queue settles
         aborted = s["status"] == "aborted"

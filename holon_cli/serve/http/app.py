@@ -270,6 +270,8 @@ ROUTES: list[tuple[str, Handler, str, str]] = [
     ("/control/agents/{agent_id}/prompt", control.control_prompt, "control", "POST"),
     ("/control/agents/{agent_id}/work-items", control.control_work_item, "control", "POST"),
     ("/control/agents/{agent_id}/abort", control.control_abort, "control", "POST"),
+    ("/control/agents/{agent_id}/pause", control.control_pause, "control", "POST"),
+    ("/control/agents/{agent_id}/start", control.control_start, "control", "POST"),
     ("/agents/{agent_id}/workspaces", control.agent_workspaces, "control", "GET"),
     ("/control/agents/{agent_id}/workspace", control.control_workspace, "control", "POST"),
     ("/agents/{agent_id}/enqueue", public.public_enqueue, "public", "POST"),
