@@ -8,12 +8,13 @@
    exporting to a loopback OTLP receiver in another process that decodes
    what it gets). Pairs of blocks, A B A
    B..., the order within a pair alternating. Per block: the median turn
-   wall time, and the process's CPU time per turn (all threads: the SDK's
-   export threads included; B's block ends with a flush of what it queued,
-   counted in its CPU). Per pair the ratio B / A of each. Goal: the median
-   CPU ratio <= 1.05 (tracing adds at most 5 % to a one-round turn); the
-   wall ratio is printed beside it (on a loaded machine it moves with the
-   load more than with tracing).
+   wall time, and the median CPU time of the turn's thread (B's block ends
+   with a flush, on that thread, of what it queued: its CPU is shared out
+   over the block's turns). Per pair the ratio B / A of each. Goal: the
+   median CPU ratio <= 1.05 (tracing adds at most 5 % to a one-round turn);
+   the wall ratio is printed beside it (on a loaded machine it moves with
+   the load more than with tracing), and so is the tracer's own CPU per
+   turn timed alone (steady where the pairs spread).
 2. The collector's state, in one process: a traced turn and then the
    plane's shutdown (what a ``holon turn`` process does at its end) with a
    working receiver, a collector gone (a closed port) and one that never
@@ -26,7 +27,7 @@
 The load average is printed before and after: on a shared machine the
 figures move with it.
 
-    python benchmarks/telemetry.py [--pairs 10] [--turns 20] [--rounds 10] [--runs 10] [--json]
+    python benchmarks/telemetry.py [--pairs 20] [--turns 25] [--rounds 10] [--runs 10] [--json]
 
 Exits 1 when a goal is missed. (Start-up with tracing off:
 ``benchmarks/cli_startup.py``; tracing off imports no OpenTelemetry module,
@@ -104,25 +105,77 @@ def load() -> str:
 
 
 def block(store: Any, turns: int, plane: Any = None) -> tuple[float, float]:
-    """(median wall ms, CPU ms per turn) of ``turns`` one-round turns; with
-    a plane, what they queued is flushed before the CPU clock stops."""
+    """(median wall ms, median CPU ms) per turn of ``turns`` one-round turns.
+    CPU: the turn's own thread (where the turn and the tracer's work run;
+    the fake server's thread is not counted); with a plane, what the block
+    queued is then exported on this thread (a flush) and its CPU is shared
+    out over the block's turns."""
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
     from holon_cli.tools.catalog import default_catalog
 
-    times = []
-    cpu0 = time.process_time()
+    walls, cpus = [], []
     for i in range(turns):
         admit(f"turn {i}", store=store)
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         res = run_turn(store=store, cli_model="openai/bench", catalog=default_catalog())
-        times.append((time.perf_counter() - t0) * 1000)
+        walls.append((time.perf_counter() - t0) * 1000)
+        cpus.append((time.thread_time() - c0) * 1000)
         assert res.status == "completed" and res.model_rounds == 1, res
+    flush = 0.0
     if plane is not None:
+        c0 = time.thread_time()
         plane.tracer_provider.force_flush()
         plane.meter_provider.force_flush()
-    cpu = (time.process_time() - cpu0) * 1000 / turns
-    return statistics.median(times), cpu
+        flush = (time.thread_time() - c0) * 1000 / turns
+    return statistics.median(walls), statistics.median(cpus) + flush
+
+
+def tracer_work_ms(store: Any, n: int = 2000) -> float:
+    """The tracer's own CPU per one-round turn (its spans and metrics, no
+    export), timed over ``n`` turns' worth of calls: a steady cross-check of
+    the paired figure, which a loaded machine spreads."""
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from holon_cli import clock
+    from holon_cli.model.provider import ModelResponse, TokenUsage
+    from holon_cli.runtime.telemetry.sdk import Plane
+    from holon_cli.runtime.telemetry.spans import OtelTurn
+
+    class Null(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    plane = Plane(Null(), InMemoryMetricReader())
+    msg: Any = {"id": "msg_1", "body": {"type": "text", "text": "hi"}}
+    resp = ModelResponse([{"type": "text", "text": "ok"}], "end_turn", TokenUsage(10, 2, 12))
+    attempt = {
+        "model_ref": "openai/bench",
+        "provider": "openai",
+        "attempt": 1,
+        "started_at": clock.now_iso(),
+        "duration_ms": 5,
+        "outcome": "succeeded",
+        "token_usage": {"input_tokens": 10, "output_tokens": 2},
+    }
+
+    class Result:
+        status = "completed"
+        closure = {"outcome": "completed"}
+        final_text = "ok"
+        failure_kind = None
+
+    c0 = time.process_time()
+    for _ in range(n):
+        turn = OtelTurn(plane, store, msg)
+        turn.start("turn_1")
+        turn.chat({"attempts": [attempt]}, resp, None)
+        turn.finish(Result())
+        plane.queue_depth(store.agent_id, 0)
+    took = (time.process_time() - c0) * 1000 / n
+    plane.shutdown(1.0)
+    return took
 
 
 def plane_to(endpoint: str, **env: str) -> Any:
@@ -140,8 +193,9 @@ def per_turn(store: Any, pairs: int, turns: int, endpoint: str) -> dict[str, Any
     from holon_cli.runtime import telemetry
 
     # the SDK's defaults (spans every 5 s, metrics every 60 s); each traced
-    # block ends with a flush, so every block pays one export of each (more
-    # often than the defaults would export at this rate of turns)
+    # block ends with a flush, so every block of --turns turns pays one export
+    # of each: at ~30 ms a turn, 50 turns are 1.5 s, more often than the
+    # defaults would export (a conservative figure)
     plane = plane_to(endpoint)
 
     def off() -> tuple[float, float]:
@@ -179,6 +233,7 @@ def per_turn(store: Any, pairs: int, turns: int, endpoint: str) -> dict[str, Any
 
     return {
         "pairs": rows,
+        "tracer_work_ms": tracer_work_ms(store),
         "cpu_ratio": stats("cpu_ratio"),
         "wall_ratio": stats("wall_ratio"),
         "off_ms_median": statistics.median(r["off_ms"] for r in rows),
@@ -263,8 +318,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--pairs", type=int, default=10)
-    ap.add_argument("--turns", type=int, default=20, help="turns per block")
+    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--turns", type=int, default=25, help="turns per block")
     ap.add_argument("--rounds", type=int, default=10, help="rounds of the collector states")
     ap.add_argument("--runs", type=int, default=10, help="rounds of `holon turn` processes")
     ap.add_argument("--json", action="store_true")
@@ -329,7 +384,11 @@ def main() -> int:
             f"  wall per turn off {turn['off_ms_median']:.2f} ms, on {turn['on_ms_median']:.2f} ms;"
             f" ratio min {wall['min']:.3f} median {wall['median']:.3f} max {wall['max']:.3f}"
         )
-        print(f"  spans received {received}, lost {turn['lost']}")
+        print(
+            f"  the tracer's own work per turn {turn['tracer_work_ms']:.3f} ms CPU "
+            f"({turn['tracer_work_ms'] / turn['off_cpu_ms_median'] * 100:.1f} % of a turn's CPU); "
+            f"spans received {received}, lost {turn['lost']}"
+        )
         med, extra = states["median_ms"], states["extra_ms"]
         print(
             f"a traced turn and the exit flush ({args.rounds} rounds): "
