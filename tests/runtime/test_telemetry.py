@@ -431,3 +431,37 @@ def test_every_attribute_is_the_conventions_or_holons_own(
             sc.RESPONSE_MODEL,
             sc.ERROR_TYPE,
         }
+
+
+def test_an_mcp_call_carries_the_tool_spans_traceparent_in_meta(
+    tmp_path: Path, traced: Traced, holon_home: Path
+) -> None:
+    """The MCP plane's ``_meta`` hook (issue 38) reads the current span: a
+    real call through the fake stdio server logs the ``_meta`` it received."""
+    pytest.importorskip("mcp")
+    from mcp_helpers import close_servers, fake, write_config
+
+    log = tmp_path / "fake.log"
+    write_config(holon_home, {"fake": fake("--era", "modern", "--log", str(log))})
+    call = {"name": "mcp__fake__echo", "arguments": {"text": "hi"}, "id": "c1"}
+    model = script(tmp_path, [{"text": "", "tool_calls": [call]}, {"text": "done"}])
+    admit("go")
+    try:
+        res = run_turn(None, cli_model=model, catalog=default_catalog())
+    finally:
+        close_servers()
+    assert res.status == "completed"
+    (tool,) = traced.named("execute_tool")
+    assert tool.attributes[sc.MCP_METHOD] == "tools/call"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    (sent,) = [c for c in calls if c["method"] == "tools/call"]
+    tp = parse_traceparent(sent["meta"]["traceparent"])
+    assert tp is not None and tp.span_id == format(tool.context.span_id, "016x")
+    assert tp.trace_id == format(tool.context.trace_id, "032x")
+
+
+def test_mcp_meta_is_none_when_off() -> None:
+    pytest.importorskip("mcp")
+    from holon_cli.runtime.mcp.tracing import request_meta
+
+    assert request_meta() is None
