@@ -354,6 +354,9 @@ def main() -> int:
         hung.proc.wait()
     load_after = load()
     server.shutdown()
+    import shutil
+
+    shutil.rmtree(home, ignore_errors=True)
     ok_turn = turn["cpu_ratio"]["median"] <= TURN_GOAL
     ok_down = all(v <= COLLECTOR_GOAL_MS for v in states["extra_ms"].values())
     out = {
