@@ -86,6 +86,8 @@ ErrorKind = (
         # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
         "sandbox_unavailable",
         "disk_full",
+        # the holon home as a workspace or execution root (runtime/workspace/guard.py)
+        "forbidden_workspace",
     ]
     | ProviderFailureKind
 )

@@ -110,10 +110,17 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     from holon_cli.store.config import load_config
 
     try:
-        summary["budget"] = budget_status(store, load_config())
+        cfg = load_config()
     except ConfigError as exc:  # status still answers; turn and home check name the key
+        cfg = None
         summary["budget"] = {}
         summary["budget_error"] = exc.message
+    if cfg is not None:
+        summary["budget"] = budget_status(store, cfg)
+    from holon_cli.runtime.tasks.sandbox import status as sandbox_status
+
+    # from the probe's cache only: status never starts bwrap
+    summary["sandbox"] = sandbox_status(cfg, store.agent_id)
     return summary
 
 
@@ -354,6 +361,9 @@ class _HomeCheck:
         home = self.home
         self.problems.extend(hc.config_problems(home))
         self.notes.extend(hc.permission_notes(home))
+        sb_problems, sb_notes = hc.sandbox_findings(home)
+        self.problems.extend(sb_problems)
+        self.notes.extend(sb_notes)
         self.notes.extend(hc.staging_notes(home))
         try:
             read_snapshot(home.marker)

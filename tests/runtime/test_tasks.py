@@ -243,6 +243,8 @@ def test_an_unspawnable_command_is_a_failed_task_with_the_os_error(
         shell=None,
         login=False,
         detached=True,
+        # unsandboxed: under bwrap it is bwrap that cannot exec it (exit 1)
+        config={"execution": {"sandbox": "none"}},
     )
     rec = wait_terminal(store, launched.task_id)
     assert rec["status"] == "failed" and "No such file" in rec["error"]
@@ -267,10 +269,13 @@ def test_task_env_withholds_secrets(
 ) -> None:
     monkeypatch.setenv("SOME_API_KEY", "nope")
     monkeypatch.setenv("VISIBLE_THING", "yes")
-    tid = plane.run_task(store, "env", workdir=tmp_path, config={})["task_id"]
-    wait_terminal(store, tid)
-    text = (plane.task_dir(store, tid) / "output.log").read_text()
-    assert "VISIBLE_THING=yes" in text and "SOME_API_KEY" not in text
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    for cfg, visible in (({}, False), ({"execution": {"env": {"inherit": "all"}}}, True)):
+        tid = plane.run_task(store, "env", workdir=tmp_path, config=cfg)["task_id"]
+        wait_terminal(store, tid)
+        text = (plane.task_dir(store, tid) / "output.log").read_text()
+        assert "SOME_API_KEY" not in text and "LANG=C.UTF-8" in text
+        assert ("VISIBLE_THING=yes" in text) is visible  # core: only the core names
 
 
 def test_prune_outputs_by_age_and_size(store: AgentStore) -> None:

@@ -120,7 +120,13 @@ def test_workspace_post_is_a_control_route(tmp_path: Path) -> None:
 
 def test_state_carries_the_execution_policy(holon_home: Path) -> None:
     c = make_client()
-    assert c.get("/agents/main/state").json()["execution_policy"]["backend"] == "host_local"
+    pol = c.get("/agents/main/state").json()["execution_policy"]
+    assert pol["sandbox_setting"] == "auto"  # the default: bwrap where it works here
+    assert pol["backend"] == ("bwrap" if pol["sandbox"] == "bwrap" else "host_local")
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_text("execution:\n  sandbox: none\n")
+    pol = c.get("/agents/main/state").json()["execution_policy"]
+    assert pol["backend"] == "host_local" and pol["capabilities"] == "kept"
     (holon_home / "config.yaml").write_text("execution:\n  sandbox: bwrap\n")
     pol = c.get("/agents/main/state").json()["execution_policy"]
     assert pol["backend"] == "bwrap" and pol["network_confinement"] == "enforced"

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
-from holon_cli.model.execution_policy import execution_policy
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
@@ -45,6 +44,7 @@ from holon_cli.runtime.prompt import (
     first_user_item,
     render_message,
 )
+from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn.abort import (
     ABORT_REASON,
     AbortWatch,
@@ -335,7 +335,7 @@ class TurnRun:
             trigger=context_trigger(self.store, provision=self.self_owned),
             working_memory=working.render(self.wm, max_chars=self.ctx.memory_chars),
             memory_delta=working.render_delta(self.wm),
-            policy=execution_policy(self.cfg, self.store.agent_id),
+            policy=execution_projection(self.cfg, self.store.agent_id),
         )
         self.ctx.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
