@@ -102,8 +102,9 @@ def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, An
                 Problem(
                     str(home.config),
                     None,
-                    f"{key}.sandbox is bwrap but it cannot run here ({pol.reason}): every "
-                    f"command is refused ({sandbox.INSTALL_HINT})",
+                    f"{key}.sandbox is bwrap but it cannot run here: {pol.reason}; every "
+                    "command is refused until bubblewrap works here (or set "
+                    f"`{key}.sandbox: none` to run commands unconfined)",
                 )
             )
     runtime = cfg.get("runtime")
