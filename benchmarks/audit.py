@@ -32,7 +32,7 @@ TARGET_S = 2.0
 
 def seed_templates(turns: int, scratch: Path) -> list[str]:
     """Create the four kinds of agent in the current HOLON_HOME; return their ids."""
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
     from holon_cli.runtime.waiting import timers

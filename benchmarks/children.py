@@ -85,7 +85,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def _first_request_at(child_id: str) -> float | None:
     from holon_cli import clock
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     for e in open_agent(child_id, create_default=False).events.records():
         if e["kind"] == "provider_round_completed":
@@ -97,7 +97,7 @@ def spawn_latency(base: Path, samples: int) -> dict[str, Any]:
     home = base / "spawn"
     os.environ["HOLON_HOME"] = str(home)
     from holon_cli import clock
-    from holon_cli.runtime.agents import create_agent, set_model_override
+    from holon_cli.runtime.agents.lifecycle import create_agent, set_model_override
     from holon_cli.runtime.enqueue import admit
 
     model = _script(base / "spawn.yaml", ["done"], [SPAWN, "spawned", "ack"])
@@ -151,7 +151,7 @@ def _tick_ms(passes: int) -> float:
 
 
 def idle_children(base: Path, children: int, passes: int) -> dict[str, Any]:
-    from holon_cli.runtime.agents import create_agent, set_model_override
+    from holon_cli.runtime.agents.lifecycle import create_agent, set_model_override
 
     plain = base / "plain"
     os.environ["HOLON_HOME"] = str(plain)

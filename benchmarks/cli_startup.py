@@ -121,7 +121,7 @@ def throughput(holon: str, env: dict[str, str], writers: int, per_writer: int) -
 
 ADMIT_LOOP = """
 import sys
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 store = open_agent(None)
 for i in range(int(sys.argv[2])):

@@ -71,8 +71,8 @@ def shebang_interpreter(script: str) -> str:
 
 SETUP = r"""
 import sys
-from holon_cli.runtime.agents import create_agent
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.workitems import create_work_item
 from holon_cli.runtime.waiting.timers import add_timer
 agents, items = int(sys.argv[1]), int(sys.argv[2])

@@ -43,7 +43,7 @@ def main() -> int:
         ex = {k: v for k, v in (("sandbox", a.sandbox), ("network", a.network)) if v}
         config = {"execution": ex}
     from holon_cli.providers.base import ToolCall
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.tools.base import ToolContext, execute
     from holon_cli.tools.catalog import registry
 

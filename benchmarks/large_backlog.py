@@ -62,7 +62,7 @@ def seed(n: int, size: int, model: str, first: int) -> None:
     numbered ``first`` ahead of the queue. The benchmark process itself never
     loads holon nor holds a body: a child's peak RSS (wait4) counts what its
     parent had resident when it forked."""
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.tick import tick_agent
 

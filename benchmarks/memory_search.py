@@ -56,7 +56,7 @@ def sentence(rng: random.Random) -> str:
 def populate(home: Path, n: int) -> None:
     os.environ["HOLON_HOME"] = str(home)
     from holon_cli.runtime import workitems as wi
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.briefs import write_brief
 
     rng = random.Random(7)
@@ -91,7 +91,7 @@ def main() -> int:
         t0 = time.perf_counter()
         populate(Path(tmp), args.sources)
         populate_s = time.perf_counter() - t0
-        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.agents.lifecycle import open_agent
         from holon_cli.runtime.briefs import write_brief
         from holon_cli.runtime.memory import search as M
 

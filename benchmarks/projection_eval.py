@@ -307,7 +307,7 @@ def run_case(name: str, budget: int, home: Path) -> Run:
         yaml.safe_dump({"runtime": {"context_budget_tokens": budget}})
     )
     from holon_cli.runtime import workitems as wi
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     run = Run(name, budget)
     box = ProbeBox()
@@ -455,7 +455,7 @@ def check_monotonic(runs: list[Run]) -> list[str]:
 
 def projection_now(catalog: Any) -> str:
     """The frame a next message would get, from the files alone."""
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.debug import debug_prompt
 
     d = debug_prompt(open_agent(None), catalog=catalog, text="next")

@@ -87,7 +87,7 @@ def main() -> int:
     os.environ.update(HOLON_HOME=str(home))
     sys.path.insert(0, env["PYTHONPATH"])
 
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
 
     store = open_agent(None)

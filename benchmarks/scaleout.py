@@ -106,7 +106,7 @@ def _cpu_busy() -> tuple[float, float]:
 def _home(base: Path, name: str, agents: int) -> Path:
     home = base / name
     os.environ["HOLON_HOME"] = str(home)
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     for i in range(agents):
         create_agent(f"a{i}", exist_ok=True)
@@ -240,7 +240,7 @@ def recovery(pg: PgCluster, base: Path) -> float:
     DELAY[0] = 2.0
     procs = [_start(home, "dbos", url, f"w{i}", 4) for i in range(2)]
     try:
-        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.agents.lifecycle import open_agent
 
         _admit_all([f"a{i}" for i in range(6)], 1)
         victim = procs[0]

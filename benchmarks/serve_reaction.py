@@ -160,7 +160,7 @@ def keepalive(home: Path, requests: int = 50) -> dict[str, Any]:
 def reaction(base: Path, samples: int) -> dict[str, Any]:
     home = base / "reaction"
     os.environ["HOLON_HOME"] = str(home)
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
     from holon_cli.runtime.enqueue import admit
 
     store = create_agent("main")
@@ -196,7 +196,7 @@ def reaction(base: Path, samples: int) -> dict[str, Any]:
 def idle(base: Path, agents: int, seconds: float) -> dict[str, Any]:
     home = base / "idle"
     os.environ["HOLON_HOME"] = str(home)
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     for i in range(agents):
         create_agent(f"a{i:03d}")

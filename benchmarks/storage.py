@@ -60,8 +60,8 @@ def appended(agent_home: Path, before: dict[str, int]) -> dict[str, bytes]:
 
 
 def bytes_per_turn(turns: int) -> dict[str, Any]:
-    from holon_cli.runtime.agents import create_agent
-    from holon_cli.runtime.retention import gc_home
+    from holon_cli.runtime.agents.lifecycle import create_agent
+    from holon_cli.runtime.home.gc import gc_home
     from holon_cli.store.retention import agent_usage
 
     store = create_agent("perturn")
@@ -115,8 +115,8 @@ def renumber(chunk: bytes, start: int) -> tuple[bytes, int]:
 def simulated_year(
     sample: dict[str, bytes], turns: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from holon_cli.runtime.agents import create_agent
-    from holon_cli.runtime.retention import gc_home
+    from holon_cli.runtime.agents.lifecycle import create_agent
+    from holon_cli.runtime.home.gc import gc_home
     from holon_cli.store.retention import agent_usage, tree_bytes
 
     home = Path(tempfile.mkdtemp(prefix="holon-year-", dir=args.home_dir))
@@ -214,7 +214,7 @@ def seed_segments(store: Any, n: int) -> None:
 
 
 def flat_at_history(turns: int, history: int) -> dict[str, Any]:
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     create_agent("fresh")
     big = create_agent("history")

@@ -247,7 +247,7 @@ def fsync_cost_ms(directory: str, n: int = 20) -> float:
 
 
 def measure(agent_id: str, turns: int) -> dict[str, float]:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
     from holon_cli.tools.catalog import default_catalog
@@ -328,7 +328,7 @@ def main() -> int:
     for k in ("HOLON_MODEL", "HOLON_FALLBACK_MODELS"):
         os.environ.pop(k, None)
 
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     # both agents have the same present work (open items, one current), so
     # the comparison isolates history: only one has the accumulated past

@@ -48,7 +48,7 @@ def agent_create(agent_id: str, template: str | None, model: str | None, as_json
       holon agent create reviewer --model anthropic/claude-sonnet-4-5
       holon agent create dev --template holon-developer
     """
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     store = create_agent(agent_id, template=template, model=model)
     rec = store.read_record()
@@ -79,7 +79,7 @@ def agent_list(include_private: bool, as_json: bool) -> None:
     Example:
       holon agent list --json | jq -r '.data.agents[].agent_id'
     """
-    from holon_cli.runtime.agents import list_agents
+    from holon_cli.runtime.agents.lifecycle import list_agents
 
     agents = list_agents(include_private=include_private)
     if as_json:
@@ -123,7 +123,7 @@ def agent_status(agent_id: str | None, as_json: bool) -> None:
 
 
 def _lifecycle(action: str, agent_id: str, as_json: bool) -> None:
-    from holon_cli.runtime.agents import set_lifecycle
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
     res = set_lifecycle(agent_id, action)
     if as_json:
@@ -231,7 +231,7 @@ def agent_path(agent_id: str | None, as_json: bool) -> None:
     Example:
       $EDITOR "$(holon agent path)/AGENTS.md"
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id, create_default=True)
     if as_json:
@@ -257,8 +257,8 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
       holon agent model reviewer --clear
     """
     from holon_cli.errors import UsageError
-    from holon_cli.runtime.agents import open_agent, set_model_override
-    from holon_cli.runtime.models import model_state
+    from holon_cli.runtime.agents.lifecycle import open_agent, set_model_override
+    from holon_cli.runtime.agents.models import model_state
 
     if clear and model:
         raise UsageError("pass either MODEL or --clear, not both")
@@ -298,7 +298,7 @@ def agent_rm(agent_id: str, force: bool, as_json: bool) -> None:
       holon agent rm run-01jx...
       holon agent stop reviewer && holon agent rm reviewer --force
     """
-    from holon_cli.runtime.agent_removal import remove_agent
+    from holon_cli.runtime.agents.removal import remove_agent
 
     res = remove_agent(agent_id, force=force)
     if as_json:
@@ -325,7 +325,7 @@ def agent_prune(dry_run: bool, as_json: bool) -> None:
     Example:
       holon agent prune --dry-run
     """
-    from holon_cli.runtime.agent_removal import prune_run_agents
+    from holon_cli.runtime.agents.removal import prune_run_agents
 
     res = prune_run_agents(dry_run=dry_run)
     if as_json:

@@ -34,7 +34,7 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
     Example:
       holon debug prompt --agent reviewer --full
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.debug import debug_prompt
     from holon_cli.tools.catalog import default_catalog
 
@@ -103,7 +103,7 @@ def debug_latency_cmd(agent_id: str | None, limit: int, as_json: bool) -> None:
     Example:
       holon debug latency --limit 5
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.debug import debug_latency
 
     turns = debug_latency(open_agent(agent_id), limit=limit)
@@ -163,7 +163,7 @@ def debug_providers_cmd(agent_id: str | None, model: str | None, as_json: bool) 
     Example:
       holon debug providers --json | jq '.data.candidates[] | select(.supported | not)'
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.debug import debug_providers
 
     d = debug_providers(open_agent(agent_id), cli_model=model)

@@ -33,8 +33,8 @@ def home_init(as_json: bool) -> None:
       HOLON_HOME=/srv/holon holon home init
     """
     output.begin("home init", as_json)
-    from holon_cli.runtime.agents import ensure_home, open_agent
-    from holon_cli.runtime.templates import seed_builtin_templates
+    from holon_cli.runtime.agents.lifecycle import ensure_home, open_agent
+    from holon_cli.runtime.agents.templates import seed_builtin_templates
 
     layout = ensure_home()
     store = open_agent(None)
@@ -112,15 +112,20 @@ def home_check(repair: bool, as_json: bool) -> None:
 
     repairs: list[Any] = []
     if repair:
-        from holon_cli.runtime.home_repair import repair_home
+        from holon_cli.runtime.home.repair_planes import repair_all
 
-        repairs = list(repair_home())
+        repairs = list(repair_all())
     report = check()
     if repair:
+        from holon_cli.runtime.home.repair import unrepaired
+
+        repairs += unrepaired(report["problems"], repairs)  # what it could not fix, and why
         report["repairs"] = repairs
         if not as_json:
             for a in repairs:
-                click.echo(f"repaired {a['path']}: {a['action']}: {a['detail']}", err=True)
+                done = "not repaired" if a["action"] == "skipped" else "repaired"
+                detail = a["detail"].removeprefix("not repaired: ")
+                click.echo(f"{done} {a['path']}: {a['action']}: {detail}", err=True)
             if not repairs:
                 click.echo("nothing to repair", err=True)
     if as_json:
@@ -149,7 +154,7 @@ def home_check(repair: bool, as_json: bool) -> None:
     for n in report["notes"]:
         click.echo(f"note    {n['path']}: {n['message']}", err=True)
     c = report["checked"]
-    from holon_cli.runtime.home_checks import human_bytes
+    from holon_cli.runtime.home.checks import human_bytes
 
     summary = (
         f"checked {c['agents']} agent(s), {c['ledgers']} ledger(s), {c['records']} record(s), "
@@ -187,8 +192,8 @@ def home_gc(dry_run: bool, as_json: bool) -> None:
       holon home gc --json
     """
     output.begin("home gc", as_json)
-    from holon_cli.runtime.home_checks import human_bytes
-    from holon_cli.runtime.retention import gc_home
+    from holon_cli.runtime.home.checks import human_bytes
+    from holon_cli.runtime.home.gc import gc_home
 
     report = gc_home(dry_run=dry_run)
     if as_json:
@@ -237,7 +242,7 @@ def home_audit(as_json: bool) -> None:
       */15 * * * * holon home audit > ~/.holon-audit.txt 2>&1 || cat ~/.holon-audit.txt
     """
     output.begin("home audit", as_json)
-    from holon_cli.runtime.audit import audit_home
+    from holon_cli.runtime.home.audit import audit_home
 
     report = audit_home()
     findings = report["findings"]

@@ -109,7 +109,7 @@ def tail(
       holon tail --presented --display verbose --follow
     """
     output.begin("tail", False)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.inspect import follow_events, tail_events
 
     show = _presented_printer(display, jsonl, follow) if presented else _raw_printer(jsonl, follow)
@@ -119,8 +119,9 @@ def tail(
 
     def warn_damaged() -> None:
         for p in damaged:  # the view goes on; `holon home check` has the full report
+            where = p.path if p.line is None else f"{p.path}:{p.line}"
             output.echo(
-                f"warning: skipped damaged record at {p.path}:{p.line}: {p.message} "
+                f"warning: skipped damaged record at {where}: {p.message} "
                 "(`holon home check` reports all damage)",
                 err=True,
             )
@@ -240,7 +241,7 @@ def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
       holon transcript --limit 10
     """
     output.begin("transcript", as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.inspect import transcript as read
 
     store = open_agent(agent_id)

@@ -40,7 +40,7 @@ def memory_search_cmd(
     Example:
       holon memory search 蓝绿 --agent ops
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.memory.search import memory_search
 
     d = memory_search(
@@ -75,7 +75,7 @@ def memory_get_cmd(source_ref: str, agent_id: str | None, max_chars: int, as_jso
     Example:
       holon memory get mem_0123456789abcdef01234567 --max-chars 2000
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.memory.search import memory_get
 
     d = memory_get(open_agent(agent_id), source_ref, max_chars=max_chars)
@@ -97,7 +97,7 @@ def memory_rebuild_cmd(agent_id: str | None, as_json: bool) -> None:
     Example:
       holon memory rebuild --agent ops
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.memory.search import sync
 
     store = open_agent(agent_id)

@@ -43,7 +43,7 @@ def queue_list(agent_id: str | None, status: str, limit: int | None, as_json: bo
     """
     output.begin("queue list", as_json)
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id)
     msgs = q.list_messages(store, status=status, limit=limit)
@@ -85,7 +85,7 @@ def queue_requeue(message_id: str, agent_id: str | None, as_json: bool) -> None:
     """
     output.begin("queue requeue", as_json)
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id)
     env = q.requeue(store, message_id)

@@ -100,7 +100,7 @@ def resolve_listen(listen: str | None, host: str | None, port: int | None) -> st
     import os
 
     from holon_cli.errors import UsageError
-    from holon_cli.serve.listen import format_addr, parse_listen
+    from holon_cli.serve.http.listen import format_addr, parse_listen
 
     if listen and (host is not None or port is not None):
         raise UsageError(
@@ -121,7 +121,7 @@ def resolve_listen(listen: str | None, host: str | None, port: int | None) -> st
 def resolve_access(access: str | None, listen: str, token: str | None) -> str:
     """``--access``: checked against the listen host and the token before launch."""
     from holon_cli.errors import RejectedError
-    from holon_cli.serve.listen import is_loopback, parse_listen
+    from holon_cli.serve.http.listen import is_loopback, parse_listen
 
     mode = access or ("token" if token else "local")
     loopback = is_loopback(parse_listen(listen)[0])
@@ -192,7 +192,7 @@ def _default_socket(run_dir: Any, name: str) -> str:
     used; ``holon.sock`` itself is what clients look for: never renamed)."""
     import os
 
-    from holon_cli.serve.listen import UNIX_PATH_MAX
+    from holon_cli.serve.http.listen import UNIX_PATH_MAX
 
     path = os.path.abspath(os.path.join(run_dir, name))
     if name == "holon.sock" or len(os.fsencode(path)) <= UNIX_PATH_MAX:
@@ -207,8 +207,8 @@ def _engine(engine: str, database_url: str | None) -> tuple[str | None, str | No
     """(database URL, executor id, default socket name) of the engine:
     ``dbos`` needs a Postgres URL and the extra; ``local`` takes no URL."""
     if engine == "dbos":
-        from holon_cli.serve.engine_dbos import database_url as db_url
-        from holon_cli.serve.engine_dbos import default_executor_id, require_dbos
+        from holon_cli.serve.dbos.engine import database_url as db_url
+        from holon_cli.serve.dbos.engine import default_executor_id, require_dbos
 
         url = db_url(database_url)
         require_dbos()
@@ -269,7 +269,7 @@ def serve(**flags: Any) -> None:
     from holon_cli.tools.catalog import default_catalog
 
     opts, _access = build_options(flags)
-    from holon_cli.runtime.budgets import config_errors
+    from holon_cli.runtime.budgets.spend import config_errors
     from holon_cli.store.config import load_config
 
     for err in config_errors(load_config()):  # the schema itself was checked on load
@@ -283,7 +283,7 @@ def serve(**flags: Any) -> None:
 def _seed_templates() -> None:
     """Seed the builtin templates, as `holon home init` does; a folder that
     cannot be written (a read-only HOME) is a warning, never a reason not to serve."""
-    from holon_cli.runtime.templates import seed_builtin_templates, user_templates_dir
+    from holon_cli.runtime.agents.templates import seed_builtin_templates, user_templates_dir
 
     try:
         seed_builtin_templates()

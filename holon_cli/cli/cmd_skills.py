@@ -47,8 +47,8 @@ def skills_install(
       holon skills install builtin:verify-before-done
     """
     from holon_cli.errors import UsageError
-    from holon_cli.runtime.agents import open_agent
-    from holon_cli.runtime.skills import install_skill
+    from holon_cli.runtime.agents.lifecycle import open_agent
+    from holon_cli.runtime.agents.skills import install_skill
 
     if (source is None) == (remote is None):
         raise UsageError(
@@ -73,8 +73,8 @@ def skills_list(agent_id: str | None, as_json: bool) -> None:
     Example:
       holon skills list --json | jq -r '.data.skills[].name'
     """
-    from holon_cli.runtime.agents import open_agent
-    from holon_cli.runtime.skills import list_skills
+    from holon_cli.runtime.agents.lifecycle import open_agent
+    from holon_cli.runtime.agents.skills import list_skills
 
     d = list_skills(open_agent(agent_id))
     if as_json:

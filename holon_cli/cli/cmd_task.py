@@ -26,7 +26,7 @@ CTX = {"help_option_names": ["-h", "--help"]}
 
 
 def _store(agent_id: str | None) -> AgentStore:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.tasks.plane import recovery_pass
 
     store = open_agent(agent_id)

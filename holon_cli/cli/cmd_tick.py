@@ -115,7 +115,7 @@ def tick(agent_id: str | None, all_agents: bool, verbose: bool, as_json: bool) -
     """
     output.begin("tick", as_json)
     from holon_cli.errors import UsageError, worst_exit_code
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.tick import tick_agent, tick_all
 
     if all_agents and agent_id:

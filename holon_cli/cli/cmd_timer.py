@@ -84,7 +84,7 @@ def timer_add(
     """
     output.begin("timer add", as_json)
     from holon_cli.model.timer import parse_duration_ms
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.waiting.timers import add_timer
 
     after_ms = parse_duration_ms(after, flag="--after")
@@ -111,7 +111,7 @@ def timer_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
       holon timer list --all --json | jq '.data.timers[] | {id, status, fire_count}'
     """
     output.begin("timer list", as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.waiting.timers import LEDGER, list_timers
 
     store = open_agent(agent_id)
@@ -141,7 +141,7 @@ def timer_cancel(timer_id: str, agent_id: str | None, as_json: bool) -> None:
       holon timer cancel tmr_0123456789abcdefghjk
     """
     output.begin("timer cancel", as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.waiting.timers import cancel_timer
 
     out = cancel_timer(open_agent(agent_id), timer_id)

@@ -54,7 +54,7 @@ def trigger_show(agent_id: str | None, as_json: bool) -> None:
       holon trigger show --json | jq -r .data.trigger_url
     """
     output.begin("trigger show", as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.waiting.triggers import show
 
     d = show(open_agent(agent_id))
@@ -75,7 +75,7 @@ def trigger_rotate(agent_id: str | None, as_json: bool) -> None:
       holon trigger rotate --agent reviewer
     """
     output.begin("trigger rotate", as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.waiting.triggers import rotate
 
     d = rotate(open_agent(agent_id))
@@ -96,7 +96,7 @@ def trigger_revoke(agent_id: str | None, as_json: bool) -> None:
       holon trigger revoke --agent reviewer
     """
     output.begin("trigger revoke", as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.waiting.triggers import revoke
 
     d, changed = revoke(open_agent(agent_id))

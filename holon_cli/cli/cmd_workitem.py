@@ -38,7 +38,7 @@ def _parse_todo(text: str) -> dict[str, str]:
 
 
 def _store(agent_id: str | None) -> Any:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     return open_agent(agent_id)
 

@@ -34,7 +34,7 @@ def list_cmd(agent_id: str | None, show_all: bool, as_json: bool) -> None:
     Example:
       holon workspace list --all --json | jq '.data.workspaces[] | select(.active)'
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.workspace.plane import list_workspaces
 
     rows = list_workspaces(open_agent(agent_id), include_all=show_all)
@@ -80,7 +80,7 @@ def use_cmd(target: str, agent_id: str | None, isolated: bool, as_json: bool) ->
     import os
 
     from holon_cli.model.workspace import looks_like_id
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.workspace.plane import use_workspace
 
     by_id = looks_like_id(target) and not os.path.isdir(target)
@@ -120,7 +120,7 @@ def detach_cmd(workspace_id: str, agent_id: str | None, as_json: bool) -> None:
     Example:
       holon workspace detach ws_0123456789ab --agent dev
     """
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.workspace.plane import detach_workspace
 
     d = detach_workspace(open_agent(agent_id), workspace_id, source="cli")

@@ -55,7 +55,7 @@ def enqueue(
     since: Marks | None = None
     store: AgentStore | None = None
     if wait:
-        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.agents.lifecycle import open_agent
         from holon_cli.runtime.outcome import marks
 
         store = open_agent(agent_id)
@@ -170,7 +170,7 @@ def _read_stdin(what: str = "message") -> str:
 def status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
     """Render one agent's summary (`holon status` and `holon agent status`)."""
     output.begin(command, as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.inspect import agent_summary
 
     s = agent_summary(open_agent(agent_id))
@@ -305,7 +305,7 @@ def _aborted_line(s: dict[str, Any]) -> str:
 def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json: bool) -> None:
     """``holon workitem list``: the current item first, then by candidate class."""
     output.begin("workitem list", as_json)
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.workitems import list_work_items
 
     res = list_work_items(open_agent(agent_id), filter=filter_, limit=limit)

@@ -89,7 +89,7 @@ if TYPE_CHECKING:
         work_continuation_hold: NotRequired[ContinuationHold | None]
         # what the runtime did with the last dequeued message (waiting.continuation)
         last_continuation: NotRequired[ContinuationRecord]
-        # the no-progress guard's streak (runtime/guard.py)
+        # the no-progress guard's streak (runtime/budgets/guard.py)
         no_progress: NotRequired[NoProgressStreak | None]
         # a supervised child whose handle ended (TaskStop, cleanup): kept, not erased
         archived_at: NotRequired[str | None]

@@ -99,7 +99,7 @@ class BriefPlan(TypedDict):
 
 
 class TurnProgress(TypedDict):
-    """What a turn did, for the no-progress guard (``runtime/guard.py``)."""
+    """What a turn did, for the no-progress guard (``runtime/budgets/guard.py``)."""
 
     turn_id: str
     activation: str | None  # the work-queue activation it answered (its tick reason)

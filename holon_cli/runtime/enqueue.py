@@ -28,7 +28,7 @@ from holon_cli.model.envelope import (
     check_priority,
     parse_origin,
 )
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:

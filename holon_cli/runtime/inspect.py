@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
-from holon_cli.runtime import home_checks as hc
 from holon_cli.runtime import queue as q
+from holon_cli.runtime.home import checks as hc
 from holon_cli.store.agent_store import LEDGER_MAX_VERSION, SEGMENTED, AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import LEDGERS, AgentLayout, HomeLayout
@@ -97,7 +99,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "last_failure": state.get("last_failure"),
         "config_error": _config_error(),
     }
-    from holon_cli.runtime.models import model_state
+    from holon_cli.runtime.agents.models import model_state
     from holon_cli.runtime.workitems import readiness_counts
 
     summary["model"] = model_state(state)
@@ -106,7 +108,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
-    from holon_cli.runtime.budgets import status as budget_status
+    from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
 
     try:
@@ -316,7 +318,8 @@ def home_check() -> dict[str, Any]:
         names = []
     for name in names:
         check.agent(name)
-    from holon_cli.runtime.retention import home_usage, over_limit_note
+    check.planes(names)
+    from holon_cli.runtime.home.gc import home_usage, over_limit_note
 
     usage = home_usage(home)
     if (over := over_limit_note(usage)) is not None:
@@ -394,6 +397,41 @@ class _HomeCheck:
             self.outputs["files"] += used["files"]
             self.outputs["bytes"] += used["bytes"]
 
+    def planes(self, names: list[str]) -> None:
+        """The newer planes' files, deletions included (issue 36): each is
+        compared with what the other records say about it."""
+        facts = {
+            n: hc.AgentFacts(self.home.agent(n))
+            for n in names
+            if self.home.agent(n).runtime.is_dir()
+        }
+        lineage = hc.lineage_children(facts)
+        for fact in facts.values():
+            layout = fact.layout
+            self._guarded(layout, partial(hc.spend_findings, layout, facts, lineage))
+            self._guarded(layout, partial(hc.episode_findings, fact))
+            self._guarded(layout, partial(hc.delegation_findings, fact))
+            self._guarded(layout, partial(hc.handle_findings, fact, facts))
+            for lname in SEGMENTED:
+                led = fact.store.ledger(lname)
+                self._guarded(layout, partial(hc.segment_gap_findings, led))
+            self._guarded(layout, partial(hc.memory_index_findings, layout))
+        self._guarded(self.home.root, partial(hc.registry_findings, self.home, facts))
+
+    def _guarded(self, where: AgentLayout | Path, check: Callable[[], list[Problem]]) -> None:
+        """One comparison; a record too damaged to compare is reported by its
+        own check, and this one says it could not run (never a traceback)."""
+        try:
+            self.problems.extend(check())
+        except Exception as exc:  # noqa: BLE001 - a finding, not a crash
+            self.problems.append(
+                Problem(
+                    str(where if isinstance(where, Path) else where.runtime),
+                    None,
+                    f"could not be checked fully ({exc!r})",
+                )
+            )
+
     def snapshots(self, layout: AgentLayout) -> None:
         extra = tuple(layout.state_dir / n for n in hc.STATE_SNAPSHOTS)
         for snap in (layout.agent_file, layout.queue_file, layout.template_file, *extra):
@@ -412,6 +450,8 @@ class _HomeCheck:
         ledger_names = set(LEDGERS)
         if layout.ledger_dir.exists():
             ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.jsonl")}
+            # a ledger deleted with its records: its mark says it held some
+            ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.mark")}
         for lname in sorted(ledger_names):
             self.ledger(
                 Ledger(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from holon_cli import clock
 from holon_cli.errors import InterruptedError_, NotFoundError, UsageError
 from holon_cli.runtime import turn as turn_mod
-from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.workitems import newest_completion_report_since
 from holon_cli.store.agent_store import AgentStore
@@ -55,7 +55,7 @@ def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
     """A model chain that cannot be served fails before anything is admitted
     (a temporary agent made for this run is removed again)."""
     from holon_cli.errors import HolonError
-    from holon_cli.runtime.models import candidates
+    from holon_cli.runtime.agents.models import candidates
     from holon_cli.runtime.turn.preflight import resolve_chain
 
     try:

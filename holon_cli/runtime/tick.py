@@ -58,7 +58,7 @@ def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str,
     """Admit the runtime-owned system tick for a work signal (continue the current
     item, review a triggered blocked item, or pick a queued one), unless the same
     signal is already queued."""
-    from holon_cli.runtime.guard import activation_key
+    from holon_cli.runtime.budgets.guard import activation_key
 
     wid = signal.get("work_item_id")
     text = "Runtime continuation: " + (
@@ -97,8 +97,8 @@ def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
 def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     """Why the work signal is not queued: the no-progress guard holds this
     activation, or a budget that already stopped a turn is still spent."""
-    from holon_cli.runtime import budgets
-    from holon_cli.runtime.guard import GUARD_TURNS, activation_key, holds
+    from holon_cli.runtime.budgets import spend as budgets
+    from holon_cli.runtime.budgets.guard import GUARD_TURNS, activation_key, holds
 
     if holds(store.read_record()["state"], activation_key(signal)):
         return (
@@ -121,10 +121,14 @@ def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:
     """Child handles of a parent brought up to date (a result due after a
     kill, a spawn to finish); a child whose handle ended is archived."""
     from holon_cli.runtime.children import supervision as sv
+    from holon_cli.runtime.workspace.heal import heal
+    from holon_cli.store.layout import HomeLayout
 
     actions = sv.sweep_parent(store)
     if identity.get("kind") == "child":
         actions.extend(sv.sweep_child(store))
+    # isolated worktrees a killed command made and never bound
+    actions.extend(heal(HomeLayout.current(), store.agent_id))
     return actions
 
 
@@ -204,7 +208,7 @@ def tick_all() -> list[dict[str, Any]]:
     """One pass over every agent. A damaged agent is reported (``ok: false``,
     its ``error`` and ``exit_code``) and the others are still ticked."""
     from holon_cli.errors import as_holon_error
-    from holon_cli.runtime.agents import agent_ids, open_agent
+    from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 
     out: list[dict[str, Any]] = []
     for aid in agent_ids():

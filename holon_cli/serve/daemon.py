@@ -39,6 +39,7 @@ from holon_cli import __version__, clock
 from holon_cli.errors import HolonError, RejectedError
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import HomeLayout
+from holon_cli.store.locks import pid_alive
 from holon_cli.umask import user_umask
 
 LOG_ROTATE_BYTES = 5 << 20
@@ -71,18 +72,11 @@ def fingerprint(serve_args: list[str], token: str | None) -> str:
 
 
 def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
+    """The recorded daemon pid is alive and still a serve (not a later
+    process that reuses the pid)."""
+    if not pid_alive(pid):
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            if f.read().rsplit(")", 1)[-1].split()[0] == "Z":
-                return False
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
         return b"serve" in argv
@@ -223,7 +217,7 @@ def _serve_owner(addr: str) -> str:
 def _check_port_free(listen: str | None) -> None:
     """A busy listen port is refused here, with the address and what holds
     it, rather than as a child that exited during startup."""
-    from holon_cli.serve.listen import bind_tcp, parse_listen
+    from holon_cli.serve.http.listen import bind_tcp, parse_listen
 
     if not listen:
         return
@@ -444,7 +438,7 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
 
 
 def _persisted_turn_failure() -> dict[str, Any] | None:
-    from holon_cli.runtime.agents import last_runtime_failure
+    from holon_cli.runtime.agents.lifecycle import last_runtime_failure
 
     try:
         lf = last_runtime_failure()

@@ -82,7 +82,7 @@ class Host:
     def __init__(self, opts: ServeOptions, *, catalog: Toolbox | None = None) -> None:
         self.opts = opts
         if opts.engine == "dbos":
-            from holon_cli.serve.engine_dbos import DbosScheduler
+            from holon_cli.serve.dbos.engine import DbosScheduler
 
             assert opts.database_url is not None
             self.scheduler: Scheduler = DbosScheduler(
@@ -118,7 +118,7 @@ class Host:
         import os
 
         from holon_cli import __version__
-        from holon_cli.runtime.agents import last_runtime_failure, list_agents, open_agent
+        from holon_cli.runtime.agents.lifecycle import last_runtime_failure, list_agents, open_agent
         from holon_cli.runtime.tasks.plane import active_tasks
         from holon_cli.serve.loop import agent_deadline
 
@@ -171,7 +171,7 @@ class Host:
         the cluster's workers (from the heartbeat table; [] if unreachable)."""
         if self.opts.engine != "dbos":
             return {"engine": "local"}
-        from holon_cli.serve.engine_dbos import DbosScheduler
+        from holon_cli.serve.dbos.engine import DbosScheduler
 
         assert isinstance(self.scheduler, DbosScheduler)
         try:
@@ -183,7 +183,7 @@ class Host:
     # ------------------------------------------------------------ sockets
     def _bind(self) -> list[Any]:
         from holon_cli.errors import RejectedError
-        from holon_cli.serve import listen
+        from holon_cli.serve.http import listen
 
         socks: list[Any] = []
         if self.opts.listen is not None:
@@ -203,7 +203,7 @@ class Host:
     def _bind_unix(self, path: str) -> Any:
         import os
 
-        from holon_cli.serve.listen import bind_unix
+        from holon_cli.serve.http.listen import bind_unix
 
         sock = bind_unix(path)
         self.socket_path = path
@@ -256,7 +256,7 @@ class Host:
     def _launch_engine(self) -> None:
         if self.opts.engine != "dbos":
             return
-        from holon_cli.serve.engine_dbos import DbosScheduler
+        from holon_cli.serve.dbos.engine import DbosScheduler
 
         if isinstance(self.scheduler, DbosScheduler):
             self.scheduler.http_addr = self.http_addr
@@ -265,20 +265,20 @@ class Host:
 
     # ------------------------------------------------------------ main
     def serve_forever(self) -> int:
-        from holon_cli.runtime.agents import ensure_home
+        from holon_cli.runtime.agents.lifecycle import ensure_home
 
         ensure_home()
         _ensure_default_agent()  # /agents/main/... answers from the first request
         if self.opts.listen is not None or self.opts.socket_path is not None:
-            from holon_cli.serve.ingress import check_ingress_env
+            from holon_cli.serve.http.ingress import check_ingress_env
 
             check_ingress_env()  # a bad ingress config or unset secret: refuse to start
         socks = self._bind()
         server = None
         if socks:
-            from holon_cli.serve import http
-            from holon_cli.serve.listen import parse_listen
-            from holon_cli.serve.server import HttpServer
+            from holon_cli.serve.http import app as http
+            from holon_cli.serve.http.listen import parse_listen
+            from holon_cli.serve.http.server import HttpServer
 
             settings = http.HttpSettings(
                 host=parse_listen(self.opts.listen)[0] if self.opts.listen else "127.0.0.1",
@@ -339,7 +339,7 @@ def _ensure_default_agent() -> None:
     """Create the default agent (``main`` or ``HOLON_AGENT_ID``) as ``holon
     enqueue`` does. A damaged one is logged; serve still runs the others."""
     from holon_cli.errors import HolonError
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     try:
         open_agent(None)

@@ -25,17 +25,16 @@ import importlib
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
+from holon_cli.serve.passes import Log, Stats, run_pass_turn
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
 
-Log = Callable[[str], None]
 
 # watchfiles: wait for the first change, then until nothing new arrived for
 # STEP_MS (at most DEBOUNCE_MS). Its default 1.6 s debounce is far too slow
@@ -59,22 +58,12 @@ BUSY_RETRY_S = 1.0
 # requests a minute (cron's minute was the only brake before serve).
 FAIL_BACKOFF_S = 5.0
 FAIL_BACKOFF_MAX_S = 300.0
-GC_EVERY_S = 86400.0  # serve applies `retention` once a day (runtime/retention.py)
+GC_EVERY_S = 86400.0  # serve applies `retention` once a day (runtime/home/gc.py)
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 # The main loop sleeps until the next deadline; a change, a finished pass or
 # stop() wakes it. The slice only bounds a sleep in case a wake-up is missed
 # (it was 0.5 s when stop() only set a flag: 2 wake-ups a second for nothing).
 WAIT_SLICE_S = 30.0
-
-
-@dataclass
-class Stats:
-    started_at: str = field(default_factory=clock.now_iso)
-    passes: int = 0
-    turns: int = 0
-    busy_skips: int = 0
-    failures: int = 0
-    last_failure: dict[str, Any] | None = None
 
 
 def _classify(root: Path, paths: Iterable[str]) -> tuple[set[str], bool]:
@@ -220,7 +209,7 @@ def agent_deadline(agent_id: str) -> float | None:
     this agent: sleep end, work-item recheck, timer (if the waiting plane
     offers ``next_deadline``). Read-only."""
     from holon_cli.runtime import workitems as wi
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id, create_default=False)
     state = store.read_record()["state"]
@@ -237,7 +226,7 @@ def agent_deadline(agent_id: str) -> float | None:
             and not r.get("recheck_consumed_at")
         ):
             cands.append(clock.parse_iso(at))
-    from holon_cli.runtime.budgets import configured, wake_at
+    from holon_cli.runtime.budgets.spend import configured, wake_at
     from holon_cli.store.config import load_config
 
     cfg = load_config()
@@ -308,7 +297,7 @@ class Scheduler:
             self._cv.notify_all()
 
     def mark_all(self) -> None:
-        from holon_cli.runtime.agents import agent_ids
+        from holon_cli.runtime.agents.lifecycle import agent_ids
 
         self.mark(agent_ids())
 
@@ -399,7 +388,7 @@ class Scheduler:
     def _remember_statuses(self) -> None:
         """The status of every agent as the watcher starts (a held agent's
         resume is recognised by the change away from it)."""
-        from holon_cli.runtime.agents import agent_ids
+        from holon_cli.runtime.agents.lifecycle import agent_ids
 
         for aid in agent_ids():
             if aid not in self._status:
@@ -407,55 +396,32 @@ class Scheduler:
 
     # ------------------------------------------------------------ passes
     def _pass(self, aid: str) -> None:
-        from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
-        from holon_cli.runtime.agents import open_agent
-        from holon_cli.runtime.tick import tick_agent
-        from holon_cli.runtime.turn import run_turn
-
         retry_at: float | None = None
         try:
             while not self.stopping.is_set():
                 with self._cv:
                     self._dirty.discard(aid)
-                store = open_agent(aid, create_default=False)
-                self.stats.passes += 1
-                tick_agent(store)
-                res = run_turn(aid, store=store, catalog=self.catalog)
+                turn = run_pass_turn(aid, stats=self.stats, catalog=self.catalog, log=self.log)
+                if turn.busy:
+                    retry_at = time.monotonic() + BUSY_RETRY_S
+                res = turn.result
+                if res is None:
+                    break
                 if not res.ran:
                     if res.budget is not None:
                         self.log(f"{aid}: held: {_budget_line(res.budget)}")
                     break
-                self.stats.turns += 1
-                self.log(
-                    f"{aid}: turn {res.turn_id} {res.status} "
-                    f"(message {res.message_id}, {res.duration_ms} ms)"
-                )
                 if res.budget is not None:
                     self.log(
                         f"{aid}: stopped before a provider request: {_budget_line(res.budget)}"
                     )
                 if res.status == "aborted":
                     # an operator's abort paused the agent: no failure, no backoff
-                    if res.failure_kind != "operator_aborted":
-                        retry_at = self._hold_after_failure(aid, res)
+                    if turn.failed:
+                        retry_at = self._hold_after_failure(aid)
                     break
                 with self._cv:
                     self._held.pop(aid, None)
-        except BusyError:
-            self.stats.busy_skips += 1
-            retry_at = time.monotonic() + BUSY_RETRY_S
-        except (RejectedError, NotFoundError):
-            pass  # stopped, paused or removed meanwhile: nothing to run
-        except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
-            err = as_holon_error(exc)
-            self.stats.failures += 1
-            self.stats.last_failure = {
-                "occurred_at": clock.now_iso(),
-                "summary": f"{aid}: {err.message}",
-                "phase": "runtime_turn",
-                "detail_hint": err.hint or f"see `holon tail --agent {aid}`",
-            }
-            self.log(f"{aid}: error: {err.message}")
         finally:
             due = self._deadline_mono(aid)
             if retry_at is not None:
@@ -468,20 +434,14 @@ class Scheduler:
                     self._due[aid] = due
                 self._cv.notify_all()
 
-    def _hold_after_failure(self, aid: str, res: Any) -> float:
-        """Hold the agent's next pass back after an aborted turn; return when."""
+    def _hold_after_failure(self, aid: str) -> float:
+        """Hold the agent's next pass back after a failed turn (recorded by
+        :func:`run_pass_turn`); return when."""
         with self._cv:
             prev = self._held.get(aid)
             backoff = FAIL_BACKOFF_S if prev is None else min(prev[1] * 2, FAIL_BACKOFF_MAX_S)
             until = time.monotonic() + backoff
             self._held[aid] = (until, backoff)
-        self.stats.failures += 1
-        self.stats.last_failure = {
-            "occurred_at": clock.now_iso(),
-            "summary": f"{aid}: turn {res.turn_id} aborted ({res.failure_kind or 'failed'})",
-            "phase": "runtime_turn",
-            "detail_hint": f"see `holon tail --agent {aid}`",
-        }
         self.log(f"{aid}: turn aborted; its next pass waits {backoff:g} s")
         return until
 
@@ -516,7 +476,7 @@ class Scheduler:
             while not self.stopping.is_set():
                 now = time.monotonic()
                 if now >= next_sweep:
-                    from holon_cli.runtime.agents import agent_ids
+                    from holon_cli.runtime.agents.lifecycle import agent_ids
 
                     self._dirty.update(agent_ids())
                     next_sweep = now + self.sweep_s
@@ -544,14 +504,14 @@ class Scheduler:
     def _gc_delay(self) -> float:
         if self.gc_s is not None:
             return self.gc_s
-        from holon_cli.runtime.retention import next_gc_in
+        from holon_cli.runtime.home.gc import next_gc_in
 
         return next_gc_in()
 
     def _gc(self) -> None:
         """Serve's daily retention pass (``holon home gc``), off the loop."""
         from holon_cli.errors import HolonError
-        from holon_cli.runtime.retention import scheduled_gc
+        from holon_cli.runtime.home.gc import scheduled_gc
 
         try:
             r = scheduled_gc()

@@ -103,7 +103,7 @@ class RuntimeConfig:
 
 
 # ---------------------------------------------------------------- budgets
-# (runtime/budgets.py reads them; the price check across sections is
+# (runtime/budgets/spend.py reads them; the price check across sections is
 # ``price_problem`` below, run by ``validate_config``)
 
 

@@ -18,20 +18,49 @@ from pathlib import Path
 from holon_cli.errors import BusyError
 
 
-def pid_alive(pid: object) -> bool:
-    """True while a process with this pid exists (ours or another user's).
-    Anything that is not a positive int (a missing or damaged field) is not alive."""
+def pid_alive(pid: object, start_time: int | None = None) -> bool:
+    """The one pid-liveness probe: True while a process with this pid exists
+    and is not a zombie (ours or another user's). Given ``start_time`` (clock
+    ticks since boot, ``/proc/<pid>/stat`` field 22, as
+    :func:`proc_stat` reads it), only while it is that same process, not a
+    later one that reuses the pid. Anything that is not a positive int (a
+    missing or damaged field) is not alive. Without ``/proc`` the signal
+    probe alone says."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
-        return True
-    except OverflowError:
+        pass  # another user's process: it exists
+    fields = proc_stat(pid)
+    if fields is None:
+        return not _has_proc()  # gone since the probe, or no /proc to ask
+    if fields[0] in (b"Z", b"X"):
         return False
-    return True
+    if start_time is None:
+        return True
+    try:
+        return int(fields[19]) == int(start_time)
+    except (IndexError, ValueError):
+        return False
+
+
+def proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is
+    the state, field 3; ``[19]`` the start time, field 22); ``None`` when it
+    cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def _has_proc() -> bool:
+    return os.path.exists("/proc/self/stat")
 
 
 def _open_lock_file(path: Path) -> int:

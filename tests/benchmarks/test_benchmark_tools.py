@@ -218,7 +218,7 @@ def test_children_benchmark_measures_live_idle_children(
     monkeypatch.setenv("HOLON_HOME", str(tmp_path / "unused"))
     out = bench.idle_children(tmp_path, 3, 1)
     assert out["children"] == 3 and out["parent_with_idle_children_pass_ms"] > 0
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.children.handle import active_children
 
     kids = active_children(open_agent("main"))

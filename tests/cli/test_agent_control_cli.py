@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.turn import run_turn
 from holon_cli.runtime.turn.abort import request_abort, running_run

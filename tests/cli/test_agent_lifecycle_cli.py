@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.debug import debug_latency
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.tasks.procs import proc_start_time

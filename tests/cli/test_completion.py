@@ -69,7 +69,7 @@ SETUP = r"""
 import contextlib, io, json, os, sys, time
 from pathlib import Path
 from holon_cli.cli import run
-from holon_cli.runtime.agents import create_agent
+from holon_cli.runtime.agents.lifecycle import create_agent
 
 def h(*args):
     out = io.StringIO()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.turn import run_turn
 from holon_cli.serve import daemon as d

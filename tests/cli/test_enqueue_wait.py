@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.turn import run_turn
 from holon_cli.tools.catalog import default_catalog
 

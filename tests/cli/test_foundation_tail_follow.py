@@ -161,7 +161,7 @@ def test_follow_into_a_closed_pipe_while_events_arrive() -> None:
 
 
 def test_plain_tail_into_a_closed_pipe_exits_0_quietly() -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(None)  # event 1
     filler = (
@@ -195,7 +195,7 @@ def test_follow_without_since_loses_no_event_appended_after_the_recent_window(
     `test_follow_streams_events_from_another_process_and_stops_on_sigint`
     waited for it in vain on a loaded machine. Made deterministic here."""
     from holon_cli.runtime import inspect
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(None)  # event 1
     real_tail = inspect.tail_events

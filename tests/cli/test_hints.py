@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from holon_cli.serve.listen import unix_socket_error
+from holon_cli.serve.http.listen import unix_socket_error
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,7 @@ def test_serve_on_a_read_only_home_says_so(holon_home: Path) -> None:
     too): serve refuses with the folder and a writable alternative."""
     if not _bwrap_works():
         pytest.skip("bubblewrap not installed (or cannot mount here)")
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     open_agent(None)  # an initialised home, then made read-only
     holon = str(Path(sys.executable).with_name("holon"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from holon_cli.runtime.agents import create_agent
+from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.runtime.workitems import create_work_item
 
 

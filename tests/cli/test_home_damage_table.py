@@ -114,7 +114,7 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ["HOLON_HOME"] = str(home)
     os.environ["HOLON_MODEL"] = MODEL
     try:
-        from holon_cli.runtime.agents import open_agent
+        from holon_cli.runtime.agents.lifecycle import open_agent
         from holon_cli.runtime.enqueue import admit
         from holon_cli.runtime.tasks.plane import run_task
         from holon_cli.runtime.turn import run_turn

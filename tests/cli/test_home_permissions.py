@@ -157,7 +157,7 @@ def test_a_model_run_command_keeps_the_users_umask(
 
 
 def test_apply_patch_in_a_workspace_uses_the_users_umask(
-    tmp_path: Path, holon_home: Path, umask_022: None
+    tmp_path: Path, holon_home: Path, umask_022: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``ApplyPatch`` run by a turn in the holon process (umask 077): a new
     file and folder in the user's project get the user's modes."""
@@ -174,11 +174,8 @@ def test_apply_patch_in_a_workspace_uses_the_users_umask(
             }
         )
     )
-    os.chdir(wd)
-    try:
-        res = run("run", "--model", f"scripted:{model}", "add the file")
-    finally:
-        os.chdir(tmp_path)
+    monkeypatch.chdir(wd)
+    res = run("run", "--model", f"scripted:{model}", "add the file")
     assert res.returncode == 0, res.stderr
     assert stat.S_IMODE((wd / "sub").stat().st_mode) == 0o755
     assert stat.S_IMODE((wd / "sub" / "new.txt").stat().st_mode) == 0o644

@@ -36,7 +36,7 @@ def test_queue_list_and_requeue_of_a_message_lost_to_a_config_failure(
     assert [(m["message_id"], m["status"]) for m in listed["messages"]] == [(mid, "queued")]
     # abort it the way a failed turn does
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent("main")
     with store.turn_lock():

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store.layout import HomeLayout
 
 

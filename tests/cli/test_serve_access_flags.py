@@ -176,7 +176,7 @@ def test_a_worker_socket_name_too_long_for_af_unix_gets_a_short_one(tmp_path: Pa
     import os
 
     from holon_cli.cli.cmd_serve import _default_socket
-    from holon_cli.serve.listen import UNIX_PATH_MAX
+    from holon_cli.serve.http.listen import UNIX_PATH_MAX
 
     run = tmp_path / "run"
     name = "holon-host-1234.sock"

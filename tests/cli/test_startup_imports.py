@@ -69,7 +69,7 @@ def test_status_loads_no_provider_code_and_no_email() -> None:
         "dbos",
         "psycopg",
         "sqlalchemy",
-        "holon_cli.serve.engine_dbos",
+        "holon_cli.serve.dbos.engine",
     }
     assert not (mods & heavy), sorted(mods & heavy)
 
@@ -84,13 +84,13 @@ def test_tui_without_a_serve_stops_before_anything_heavy() -> None:
 
 
 def test_enqueue_loads_no_yaml_rich_httpx_or_providers() -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     open_agent(None)  # the everyday case: the agent exists (creating it copies a tree)
     mods = loaded_modules("enqueue", "hello")
     assert "holon_cli.runtime.enqueue" in mods
     unwanted = ("holon_cli.providers", "httpx", "httpx2", "httpcore", "rich", "yaml", "textual")
-    unwanted += ("dbos", "psycopg", "sqlalchemy", "holon_cli.serve.engine_dbos")
+    unwanted += ("dbos", "psycopg", "sqlalchemy", "holon_cli.serve.dbos.engine")
     assert not {m for m in mods if m.startswith(unwanted)}
     # agent creation's tree copy (shutil pulls bz2 and lzma) is not an enqueue cost
     assert not (mods & {"shutil", "bz2", "lzma"}), sorted(mods & {"shutil", "bz2", "lzma"})
@@ -114,7 +114,7 @@ NEVER_ON_THE_FAST_PATH = {
 
 
 def test_hot_commands_take_the_click_free_path_and_stay_light() -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     open_agent(None)
     for args, probe in (
@@ -211,7 +211,7 @@ def test_a_turn_showing_its_trigger_loads_no_openssl(tmp_path: Path) -> None:
     """The prompt's trigger descriptor (issue 31 item 9) is read, not checked
     in constant time: a turn of an agent whose capability exists loads no
     hashlib (OpenSSL) for it."""
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.waiting import triggers
 

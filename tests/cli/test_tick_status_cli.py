@@ -85,7 +85,7 @@ def test_status_shows_aborted_messages_the_last_failure_and_a_broken_config(
     script_runner: Any, tmp_path: Any
 ) -> None:
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.store.layout import HomeLayout
 
     d, text = _status(script_runner)

@@ -21,7 +21,7 @@ from textual.pilot import Pilot  # noqa: E402
 from textual.widgets import Input, OptionList, RichLog, Static  # noqa: E402
 
 from holon_cli.cli.tui.app import ConsoleApp, Overlay  # noqa: E402
-from holon_cli.runtime.agents import create_agent, open_agent  # noqa: E402
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent  # noqa: E402
 from holon_cli.serve.client import AsyncServeClient  # noqa: E402
 
 # the pilot drives real widgets against serve's real HTTP app: one smoke test in the

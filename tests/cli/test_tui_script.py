@@ -17,7 +17,7 @@ from inprocess_cli import bind_runner, run  # noqa: F401
 from tui_serve import Surface, Turner
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 
 
 def _model(tmp_path: Path, *texts: str) -> str:

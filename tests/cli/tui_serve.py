@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from holon_cli.serve.client import socket_path
-from holon_cli.serve.http import HttpSettings, build_app
-from holon_cli.serve.server import HttpServer
+from holon_cli.serve.http.app import HttpSettings, build_app
+from holon_cli.serve.http.server import HttpServer
 
 
 class Surface:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from serve_helpers import HOLON, start_serve, stop, wait_for, wait_log
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 
 def _spawn(i: int) -> dict[str, Any]:

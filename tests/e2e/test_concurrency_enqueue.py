@@ -31,7 +31,7 @@ INGESTER = r"""
 import sys, time
 from pathlib import Path
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store.layout import HomeLayout
 
 stop = Path(sys.argv[1])
@@ -49,7 +49,7 @@ print(rounds)
 
 def ingest_everything() -> None:
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent("main", create_default=False)
     with store.lock():

@@ -24,7 +24,7 @@ HOLON = str(Path(sys.executable).parent / "holon")
 ADMIT_LOOP = r"""
 import sys
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 
 tag = sys.argv[1]
@@ -80,7 +80,7 @@ def _kill_cycles(
 
 def _final_ingest() -> tuple[list[str], list[dict]]:
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(None)
     with store.lock():
@@ -157,7 +157,7 @@ def half_write(fd, data):
     time.sleep(60)  # holding the ledger lock until SIGKILL
     return n
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 store = open_agent(None)
 os.write = half_write
 store.emit("doomed", {"pad": "x" * 500})
@@ -206,7 +206,7 @@ def test_process_killed_mid_ledger_append_then_next_append_is_intact(holon_home:
 def test_partial_line_written_directly_then_next_append_is_intact(holon_home: Path) -> None:
     subprocess.run([HOLON, "enqueue", "one"], capture_output=True, timeout=30, check=True)
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(None)
     with store.lock():

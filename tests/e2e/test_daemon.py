@@ -89,7 +89,7 @@ def test_start_status_idempotent_stop(home: Path) -> None:
     # the daemon works: a message is completed
     subprocess.run([*HOLON, "enqueue", "via daemon"], check=True, capture_output=True)
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     assert wait_for(lambda: q.load(open_agent(None)).processed == 1, 15)
     logs = _holon("daemon", "logs", "--tail", "5", "--json")

@@ -14,7 +14,7 @@ import httpx2 as httpx
 import pytest
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 TOKEN = "resume-token"
 EVENTS = 300

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.memory import working
 
 HOLON = [sys.executable, "-m", "holon_cli"]

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loopback import LoopbackServer, Reply  # noqa: E402
 
-from holon_cli.runtime.agents import open_agent  # noqa: E402
+from holon_cli.runtime.agents.lifecycle import open_agent  # noqa: E402
 from holon_cli.runtime.run import run_once  # noqa: E402
 from holon_cli.tools.catalog import default_catalog
 

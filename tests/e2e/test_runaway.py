@@ -20,7 +20,7 @@ import yaml
 from loopback import LoopbackServer, RecordedRequest, Reply
 from serve_helpers import HOLON, start_serve, stop, wait_for, wait_log
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 MODEL = "openai/gpt-test"
 TOKENS_PER_REQUEST = 22  # the recorded reply's usage

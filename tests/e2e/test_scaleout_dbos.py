@@ -24,7 +24,7 @@ from pgcluster import PgCluster, postgres_missing
 from serve_helpers import HOLON, start_serve, stop, wait_for, wait_log
 
 from holon_cli import clock
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 MODEL = "openai/gpt-test"
 SLOW_S = 0.4

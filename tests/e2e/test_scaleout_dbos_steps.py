@@ -31,7 +31,7 @@ from test_scaleout_dbos import (  # noqa: F401 - short_home: autouse, worker soc
     start_workers,
 )
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 MODEL = "openai/gpt-test"
 TOOL_ROUNDS = 2  # rounds 1 and 2 call a tool, round 3 answers
@@ -251,9 +251,9 @@ def test_a_crash_between_journal_write_and_step_record_replays_without_resending
     missing steps from the journal, sends nothing twice, runs no call again."""
     from dbos import DBOS
 
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
     from holon_cli.runtime.enqueue import admit
-    from holon_cli.serve import engine_dbos
+    from holon_cli.serve.dbos import engine as engine_dbos
     from holon_cli.tools.catalog import default_catalog
 
     _srv, rounds = tool_provider
@@ -317,17 +317,15 @@ def fenced_by_the_owner(url: str, wfid: str) -> None:
     """Step rows land only while the writer owns the workflow (DBOS's own
     fence); a retried batch that already landed is no error."""
     import psycopg
-    from dbos._dbos import _get_dbos_instance
     from dbos._error import DBOSWorkflowConflictIDError
 
-    from holon_cli.serve.engine_dbos import DbosSteps
+    from holon_cli.serve.dbos.engine import DbosSteps
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "UPDATE dbos.workflow_status SET owner_xid = 'me' WHERE workflow_uuid = %s", (wfid,)
         )
     steps = DbosSteps.__new__(DbosSteps)
-    steps._dbos = _get_dbos_instance()
     steps.workflow_id = wfid
     row = {
         "function_id": 900,
@@ -363,9 +361,9 @@ def test_a_recovered_pass_skips_its_finished_turns(
     end instead of running it, and the second resumes at its own steps."""
     from dbos import DBOS
 
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
     from holon_cli.runtime.enqueue import admit
-    from holon_cli.serve import engine_dbos
+    from holon_cli.serve.dbos import engine as engine_dbos
     from holon_cli.tools.catalog import default_catalog
 
     _srv, rounds = tool_provider
@@ -426,7 +424,7 @@ def test_a_waiting_pass_is_seen_in_postgres(pg: PgCluster, monkeypatch: pytest.M
     does not; a database that is away says no (a pass is enqueued then)."""
     from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
-    from holon_cli.serve import engine_dbos
+    from holon_cli.serve.dbos import engine as engine_dbos
 
     monkeypatch.setenv("HOLON_WORKER_ID", "")  # launch() sets it; restored afterwards
     logs: list[str] = []

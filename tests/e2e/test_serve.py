@@ -15,7 +15,7 @@ import pytest
 from serve_helpers import HOLON, scripted_model, start_serve, stop, wait_for, wait_log
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.serve.loop import _classify
 
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop, wait_for
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ import pytest
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop, wait_for
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 TOKEN = "s3cret-token"
 

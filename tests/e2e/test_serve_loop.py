@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from serve_helpers import start_serve, stop, wait_log
 
-from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 from holon_cli.serve import loop
 from holon_cli.serve.loop import Scheduler, _structural, watch_dirs
 
@@ -140,7 +140,7 @@ def test_quiet_uvicorn_ticks_once_a_second_and_stops_at_once() -> None:
 
     from starlette.applications import Starlette
 
-    from holon_cli.serve.server import HttpServer
+    from holon_cli.serve.http.server import HttpServer
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -317,7 +317,7 @@ def test_an_agent_started_again_is_marked_but_not_its_own_record_writes(
     """`holon agent start` changes only agent.json: serve must see it (the
     queued messages of a paused agent waited for the 300 s sweep), while the
     record writes of a turn (status running/idle, totals) are no news."""
-    from holon_cli.runtime.agents import set_lifecycle, set_model_override
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle, set_model_override
 
     store = create_agent("main")
     sch = Scheduler(concurrency=1)
@@ -345,7 +345,7 @@ def test_an_agent_started_again_is_marked_but_not_its_own_record_writes(
 
 @pytest.mark.slow
 def test_the_watcher_marks_a_started_agent_at_once(watcher: Scheduler) -> None:
-    from holon_cli.runtime.agents import set_lifecycle
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
     set_lifecycle("main", "pause")
     assert not _marked(watcher, "main", 0.3)

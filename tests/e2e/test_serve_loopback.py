@@ -21,7 +21,7 @@ from loopback import LoopbackServer, Reply
 from scenarios import WAIT_ON_CI
 from serve_helpers import HOLON, start_serve, stop, wait_for, wait_log
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 MODEL = "openai/gpt-test"
 

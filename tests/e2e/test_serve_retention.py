@@ -11,8 +11,8 @@ import httpx2
 import pytest
 from serve_helpers import HOLON, scripted_model, serve_addr, start_serve, stop
 
-from holon_cli.runtime.agents import open_agent
-from holon_cli.runtime.retention import gc_home
+from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.home.gc import gc_home
 from holon_cli.store.layout import HomeLayout
 
 TOKEN = "s3cret-token"

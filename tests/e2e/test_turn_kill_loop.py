@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 HOLON = [sys.executable, "-m", "holon_cli"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from gitrepos import isolate_git, make_repo, needs_git
 
-from holon_cli.runtime.agents import create_agent
+from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.runtime.workspace import plane
 
 pytestmark = needs_git
@@ -20,7 +20,7 @@ def test_the_state_route_shows_workspace_and_worktree_session(
 ) -> None:
     from starlette.testclient import TestClient
 
-    from holon_cli.serve.http import HttpSettings, build_app
+    from holon_cli.serve.http.app import HttpSettings, build_app
 
     isolate_git(tmp_path, monkeypatch)
     repo = make_repo(tmp_path / "shop")

@@ -103,7 +103,7 @@ def test_debug_prompt_projects_every_confinement(holon_home: Path) -> None:
 
 
 def test_the_prompt_tells_the_model_what_the_sandbox_enforces(holon_home: Path) -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.prompt import build_frame
     from holon_cli.runtime.workspace import workspace_for
     from holon_cli.tools.catalog import default_catalog

@@ -159,7 +159,7 @@ def test_failures_with_context_management_never_carry_the_key(loopback: Loopback
 def test_round_event_carries_applied_edits(
     loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch, holon_home: Path, tmp_path: Path
 ) -> None:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.run import run_once
     from holon_cli.tools.catalog import default_catalog
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
-from holon_cli.runtime import agents as A
+from holon_cli.runtime.agents import lifecycle as A
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import HomeLayout
 

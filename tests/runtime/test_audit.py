@@ -12,9 +12,9 @@ import yaml
 
 from holon_cli import clock
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import create_agent, open_agent
-from holon_cli.runtime.audit import audit_home
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 from holon_cli.runtime.enqueue import admit
+from holon_cli.runtime.home.audit import audit_home
 from holon_cli.runtime.turn import run_turn
 from holon_cli.runtime.waiting import timers
 from holon_cli.runtime.workitems import create_work_item, update_work_item
@@ -128,7 +128,7 @@ def test_a_held_continuation_of_an_awake_agent_is_a_finding() -> None:
 
 
 def test_stopped_and_paused_agents_are_held_not_stuck() -> None:
-    from holon_cli.runtime.agents import set_lifecycle
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
     for aid in ("s", "p"):
         store = create_agent(aid)

@@ -20,9 +20,9 @@ from inprocess_cli import bind_runner as bind_runner  # autouse: holon() runs in
 from inprocess_cli import run as run_holon
 
 from holon_cli import clock
-from holon_cli.runtime import budgets
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
+from holon_cli.runtime.budgets import spend as budgets
 from holon_cli.store.agent_store import AgentStore
 
 T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z

@@ -13,7 +13,7 @@ import yaml
 
 from holon_cli.errors import RejectedError
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent, set_model_override
+from holon_cli.runtime.agents.lifecycle import open_agent, set_model_override
 from holon_cli.runtime.children import handle, supervision
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.tick import tick_agent
@@ -257,7 +257,7 @@ def test_task_stop_stops_the_child_recursively_and_archives_it(tmp_path: Path) -
     again = tool_call(parent, "TaskStop", task_id=tid)
     assert again.data["stop_requested"] is False
     assert len(task_results(parent)) == 1
-    from holon_cli.runtime.agents import list_agents
+    from holon_cli.runtime.agents.lifecycle import list_agents
 
     (entry,) = [a for a in list_agents(include_private=True) if a.agent_id == cid]
     assert entry.to_dict()["archived"] is True
@@ -346,7 +346,7 @@ def test_a_child_writes_no_other_agents_home(tmp_path: Path) -> None:
 def test_a_childs_skills_come_from_agent_and_workspace_scopes_only(tmp_path: Path) -> None:
     import os
 
-    from holon_cli.runtime.skills import list_skills
+    from holon_cli.runtime.agents.skills import list_skills
 
     user_skill = Path(os.environ["HOME"]) / ".agents" / "skills" / "mine"
     user_skill.mkdir(parents=True)

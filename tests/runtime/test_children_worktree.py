@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from holon_cli.runtime.agents import open_agent, set_model_override
+from holon_cli.runtime.agents.lifecycle import open_agent, set_model_override
 from holon_cli.runtime.children import handle
 from holon_cli.runtime.turn import run_turn
 from holon_cli.store.agent_store import AgentStore

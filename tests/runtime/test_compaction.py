@@ -15,7 +15,7 @@ from holon_cli.model.provider import ConversationItem, ToolCall
 from holon_cli.providers.base import ProviderFailure
 from holon_cli.providers.scripted import ScriptedTransport
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working

@@ -10,7 +10,7 @@ import pytest
 
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import create_agent, open_agent, set_lifecycle
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent, set_lifecycle
 from holon_cli.runtime.enqueue import MAX_BODY_BYTES, admit, make_body
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.store.agent_store import AgentStore
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.inspect import follow_events
 
 

@@ -20,7 +20,7 @@ import pytest
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.providers.base import ToolCall
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief
 from holon_cli.runtime.memory import search as M
 from holon_cli.store import memory_index as MI
@@ -201,7 +201,7 @@ def test_sigkill_during_a_rebuild(store: AgentStore, holon_home: Path) -> None:
         write_brief(store, kind="result", text=f"entry {i} mentions wombats")
     code = (
         "import time\n"
-        "from holon_cli.runtime.agents import open_agent\n"
+        "from holon_cli.runtime.agents.lifecycle import open_agent\n"
         "from holon_cli.runtime.memory import search as M\n"
         "real = M._Sync.put\n"
         "def slow(self, doc, known=None):\n"

@@ -15,9 +15,9 @@ from inprocess_cli import bind_runner as bind_runner  # autouse: holon() runs in
 from inprocess_cli import run as run_holon
 
 from holon_cli.model.turn import NoProgressStreak, TurnProgress
-from holon_cli.runtime import guard
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.budgets import guard
 
 TEXT = {"text": "I will think about it.", "usage": {"input_tokens": 80, "output_tokens": 20}}
 CALL = {"text": "checking", "tool_calls": [{"name": "AgentGet", "arguments": {}}]}

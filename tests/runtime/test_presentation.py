@@ -12,7 +12,7 @@ import pytest
 
 from holon_cli.model.events import EventKind
 from holon_cli.runtime import presentation as P
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief
 from tests.inprocess_cli import bind_runner, run  # noqa: F401
 

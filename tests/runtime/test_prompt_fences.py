@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.prompt import header_value, render_message, render_recent
 from holon_cli.runtime.turn import recent_conversation, run_turn

@@ -13,7 +13,7 @@ import pytest
 
 from holon_cli.errors import NotFoundError, RejectedError
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.inspect import home_check, tail_events
 from holon_cli.store.agent_store import AgentStore

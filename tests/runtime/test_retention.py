@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
-from holon_cli.runtime.retention import gc_home
+from holon_cli.runtime.home.gc import gc_home
 from holon_cli.store import ledger as L
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import HomeLayout
@@ -110,7 +110,7 @@ def test_dry_run_changes_nothing() -> None:
 
 def test_max_home_bytes_drops_oldest_history_first_across_agents() -> None:
     a = open_agent(None)
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     create_agent("b")
     b = open_agent("b")
@@ -236,7 +236,7 @@ def test_transcript_json_and_text_say_where_history_starts(script_runner: Any) -
 
 
 def test_next_gc_is_a_day_after_the_last_one_across_restarts() -> None:
-    from holon_cli.runtime import retention as RT
+    from holon_cli.runtime.home import gc as RT
 
     assert RT.next_gc_in(1000.0) == RT.GC_FIRST_DELAY_S  # never ran: soon after start
     RT.scheduled_gc(now=1000.0)

@@ -14,7 +14,7 @@ import pytest
 
 from holon_cli.errors import InterruptedError_
 from holon_cli.runtime import run as run_mod
-from holon_cli.runtime.agents import ensure_home
+from holon_cli.runtime.agents.lifecycle import ensure_home
 from holon_cli.runtime.run import run_once
 from holon_cli.store import fsio
 from holon_cli.tools.catalog import default_catalog
@@ -250,7 +250,7 @@ def test_a_temporary_run_killed_mid_turn_is_finished_by_holon_turn(tmp_path: Pat
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(home.name)
     done = [
@@ -268,7 +268,7 @@ def test_the_temporary_run_agent_has_one_coherent_identity(tmp_path: Path) -> No
     settles and removes it; no parent agent), never private_child and
     self_owned at once; it gets no external trigger of its own."""
     from holon_cli.model.agent import profile_is_coherent
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.inspect import agent_summary
 
     data = run_once(

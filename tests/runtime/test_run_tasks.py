@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from holon_cli.errors import InterruptedError_
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.run import run_once
 from holon_cli.runtime.tasks import plane
 from holon_cli.tools.catalog import default_catalog

@@ -14,7 +14,7 @@ import pytest
 
 from holon_cli.errors import NotFoundError, RejectedError
 from holon_cli.model.task import merge_status
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.tasks import plane, procs
 from holon_cli.store.agent_store import AgentStore
 
@@ -384,7 +384,7 @@ def test_tick_prunes_old_outputs_and_recovers_tasks(store: AgentStore, tmp_path:
 def test_a_result_for_a_stopped_agent_waits_until_it_is_started(
     store: AgentStore, tmp_path: Path
 ) -> None:
-    from holon_cli.runtime.agents import set_lifecycle
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
     tid = plane.run_task(store, "sleep 0.3", workdir=tmp_path)["task_id"]
     set_lifecycle(store.agent_id, "stop")  # before the command ends

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from holon_cli.errors import RejectedError
-from holon_cli.runtime import agents as A
-from holon_cli.runtime import templates as T
+from holon_cli.runtime.agents import lifecycle as A
+from holon_cli.runtime.agents import templates as T
 from tests.inprocess_cli import bind_runner, run  # noqa: F401
 
 needs_git = pytest.mark.skipif(
@@ -304,7 +304,7 @@ def test_skills_install_into_a_named_agent_and_refusals(mirror: Path, holon_home
 
 
 def test_remote_git_refuses_when_git_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from holon_cli.runtime import remote_git
+    from holon_cli.runtime.agents import remote_git
 
     monkeypatch.setattr(remote_git.shutil, "which", lambda name: None)
     with pytest.raises(RejectedError) as ei:
@@ -341,7 +341,7 @@ def test_two_seeders_at_once_leave_one_whole_copy(tmp_path: Path) -> None:
 def test_concurrent_skill_installs_of_one_name(holon_home: Path) -> None:
     import threading
 
-    from holon_cli.runtime.skills import install_skill
+    from holon_cli.runtime.agents.skills import install_skill
 
     store = A.open_agent(None)
     results: list[str] = []

@@ -11,7 +11,7 @@ import yaml
 
 from holon_cli.errors import BusyError, RejectedError
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent, set_lifecycle
+from holon_cli.runtime.agents.lifecycle import open_agent, set_lifecycle
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.turn import run_turn
 from holon_cli.tools.catalog import default_catalog

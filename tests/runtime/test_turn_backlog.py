@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.turn import run_turn

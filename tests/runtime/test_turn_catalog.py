@@ -12,7 +12,7 @@ import yaml
 
 from holon_cli.model.provider import ToolCall, ToolSpec
 from holon_cli.model.tool import SleepRequest, ToolContext, ToolEffects, ToolResult
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.turn import run_turn
 

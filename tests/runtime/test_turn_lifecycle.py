@@ -12,7 +12,7 @@ import yaml
 
 from holon_cli import clock
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent, set_lifecycle
+from holon_cli.runtime.agents.lifecycle import open_agent, set_lifecycle
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.turn import loop as turn_loop

@@ -10,7 +10,7 @@ import yaml
 
 from holon_cli.errors import EXIT_PROVIDER, ProviderError
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.run import run_once
 from holon_cli.runtime.turn import run_turn

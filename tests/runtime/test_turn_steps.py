@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.turn import Journal, run_turn
 from holon_cli.runtime.turn.steps import DIRECT, StepRecord, differs

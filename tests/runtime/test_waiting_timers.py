@@ -12,7 +12,7 @@ from holon_cli import clock
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.model.timer import PUBLIC_FIELDS, advance, parse_duration_ms
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent, set_lifecycle
+from holon_cli.runtime.agents.lifecycle import open_agent, set_lifecycle
 from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.waiting import timers
 from holon_cli.store.agent_store import AgentStore

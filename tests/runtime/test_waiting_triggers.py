@@ -12,7 +12,7 @@ import pytest
 from holon_cli.errors import HolonError, RejectedError, UsageError
 from holon_cli.model.trigger import TOKEN_RE, token_sha256
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import create_agent, open_agent, set_lifecycle
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent, set_lifecycle
 from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.waiting import hints, intents, triggers
 from holon_cli.store.agent_store import AgentStore

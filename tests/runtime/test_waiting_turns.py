@@ -14,7 +14,7 @@ import yaml
 from holon_cli import clock
 from holon_cli.model.continuation import control_action, resolve
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.inspect import agent_summary
 from holon_cli.runtime.tick import tick_agent

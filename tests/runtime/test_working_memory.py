@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from holon_cli.providers.scripted import ScriptedTransport
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.memory import episodes as ep
 from holon_cli.runtime.memory import working

@@ -12,7 +12,7 @@ import pytest
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError, UsageError
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.ledger import Ledger
 
@@ -469,7 +469,7 @@ def test_operator_notes_speak_cli(store: AgentStore) -> None:
 CONCURRENT = """
 import sys
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 store = open_agent()
 for i in range(8):
     w = wi.create_work_item(store, f"{sys.argv[1]}-{i}")["work_item"]["id"]

@@ -14,7 +14,7 @@ import pytest
 
 from holon_cli.model.workitem import PREVIEW_CHARS as PREVIEW
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store.agent_store import AgentStore
 
 

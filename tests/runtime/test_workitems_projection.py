@@ -12,7 +12,7 @@ import pytest
 from holon_cli import clock
 from holon_cli.errors import UsageError
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief, write_transcript
 from holon_cli.store.agent_store import AgentStore
 

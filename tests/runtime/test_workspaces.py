@@ -14,7 +14,7 @@ from gitrepos import git, isolate_git, make_repo, needs_git, worktree_list
 
 from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageError
 from holon_cli.model.workspace import AGENT_HOME
-from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 from holon_cli.runtime.workspace import load_instructions, plane, workspace_for, workspace_id
 from holon_cli.runtime.workspace.guard import ForbiddenWorkspace
 from holon_cli.store.agent_store import AgentStore

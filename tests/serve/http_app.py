@@ -13,7 +13,7 @@ with warnings.catch_warnings():  # starlette asks for httpx2 here; httpx is what
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-from holon_cli.serve.http import HttpSettings, build_app
+from holon_cli.serve.http.app import HttpSettings, build_app
 
 PORT = 7878
 BASE = f"http://127.0.0.1:{PORT}"

@@ -9,10 +9,10 @@ import pytest
 
 from holon_cli import clock
 from holon_cli.errors import UsageError
-from holon_cli.runtime.agents import create_agent
+from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.runtime.enqueue import admit
-from holon_cli.serve import engine_dbos
-from holon_cli.serve.engine_dbos import DbosScheduler, database_url, pending_message_ids
+from holon_cli.serve.dbos import engine as engine_dbos
+from holon_cli.serve.dbos.engine import DbosScheduler, database_url, pending_message_ids
 
 
 class Recorder(DbosScheduler):

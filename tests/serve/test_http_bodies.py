@@ -8,7 +8,7 @@ import pytest
 from http_app import make_client
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 BAD_BODIES = [
     b'{"json": NaN, "origin": "webhook:gh"}',

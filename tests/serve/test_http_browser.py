@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from serve_helpers import scripted_model, serve_addr, start_serve, stop, wait_for  # noqa: E402
 
-from holon_cli.runtime.agents import open_agent  # noqa: E402
+from holon_cli.runtime.agents.lifecycle import open_agent  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

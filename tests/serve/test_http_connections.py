@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from holon_cli.serve.server import (
+from holon_cli.serve.http.server import (
     ACCEPT_BACKLOG,
     CAP_MARGIN,
     RepeatFilter,
@@ -84,7 +84,7 @@ def _low_fd_limit() -> None:
 def test_many_idle_connections_do_not_stop_turns(tmp_path: Path, holon_home: Path) -> None:
     import httpx2 as httpx
 
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
 
     store = open_agent("main")

@@ -9,8 +9,8 @@ import pytest
 from http_app import BASE, PORT, make_client
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
-from holon_cli.serve.http import origin_key
+from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.serve.http.app import origin_key
 
 
 @pytest.fixture(autouse=True)

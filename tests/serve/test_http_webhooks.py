@@ -16,8 +16,8 @@ import yaml
 from http_app import client_for, make_app, make_client
 
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import open_agent
-from holon_cli.serve.webhooks import DEDUPE_TTL_S, LEDGER
+from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.serve.http.webhooks import DEDUPE_TTL_S, LEDGER
 
 PUSH = (Path(__file__).parent / "fixtures" / "github_push.json").read_bytes()
 GH_SECRET = "It's a Secret to Everybody"
@@ -222,7 +222,7 @@ def test_dedupe_survives_a_restart_and_expires(holon_home: Path, now: list[float
 
 
 def test_dedupe_ledger_is_compacted(holon_home: Path, now: list[float]) -> None:
-    from holon_cli.serve import webhooks
+    from holon_cli.serve.http import webhooks
 
     store = open_agent("main", create_default=False)
     led = store.ledger(LEDGER)
@@ -240,7 +240,7 @@ def test_dedupe_ledger_is_compacted(holon_home: Path, now: list[float]) -> None:
 
 
 def test_stopped_agent_is_409_and_remembers_nothing(holon_home: Path) -> None:
-    from holon_cli.runtime.agents import set_lifecycle
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
     set_lifecycle("main", "stop")
     c = make_client()

@@ -12,7 +12,7 @@ import pytest
 from gitrepos import isolate_git, make_repo, needs_git
 from http_app import make_client
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 ROUTE = "/control/agents/main/workspace"
 
@@ -140,7 +140,7 @@ def test_the_home_is_never_a_workspace_409(holon_home: Path, tmp_path: Path) -> 
     c = make_client()
     link = tmp_path / "to-home"
     link.symlink_to(holon_home)
-    from holon_cli.runtime.agents import create_agent
+    from holon_cli.runtime.agents.lifecycle import create_agent
 
     other = create_agent("ops").layout.home
     for p in (holon_home, holon_home.parent, holon_home / "run", other, link):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from inprocess_cli import bind_runner, run  # noqa: F401 - bind_runner is an autouse fixture
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from holon_cli.errors import RejectedError
-from holon_cli.serve.listen import bind_unix
+from holon_cli.serve.http.listen import bind_unix
 
 
 def test_regular_file_is_refused_and_kept(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_serve_socket_on_a_regular_file_exits_4(tmp_path: Path, holon_home: Path
 def test_tcp_listener_gives_nodelay_connections() -> None:
     """issue 31, item 28: accepted connections have TCP_NODELAY, and their
     proto is TCP (asyncio sets TCP_NODELAY itself only then)."""
-    from holon_cli.serve.listen import bind_tcp
+    from holon_cli.serve.http.listen import bind_tcp
 
     listener = bind_tcp("127.0.0.1", 0)
     client = socket.create_connection(listener.getsockname()[:2])

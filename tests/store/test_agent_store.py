@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.runtime.agents import create_agent
+from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import HomeLayout
 

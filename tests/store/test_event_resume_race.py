@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.inspect import follow_events, tail_events
 from holon_cli.store.agent_store import AgentStore
 

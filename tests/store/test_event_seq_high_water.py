@@ -11,7 +11,7 @@ from typing import Any
 from inprocess_cli import bind_runner as bind_runner  # autouse: holon() runs in-process
 from inprocess_cli import run as run_holon
 
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.inspect import tail_events
 from holon_cli.store.agent_store import AgentStore
 

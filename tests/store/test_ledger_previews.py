@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store import ledger as L
 from holon_cli.store import ledger_tail
 from holon_cli.store.agent_store import AgentStore

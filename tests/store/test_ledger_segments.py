@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from holon_cli.runtime.agents import open_agent
-from holon_cli.runtime.home_checks import event_seq_findings
+from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.home.checks import event_seq_findings
 from holon_cli.runtime.inspect import follow_events, home_check, tail_events
 from holon_cli.store import ledger as L
 from holon_cli.store.agent_store import AgentStore
@@ -163,7 +163,7 @@ APPENDER = textwrap.dedent(
     import sys
     from holon_cli.store import ledger as L
     L.SEGMENT_BYTES = 1500
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     store = open_agent(None)
     while True:
         ev = store.emit("agent_state_changed", {"pad": "y" * 60})
@@ -246,7 +246,7 @@ def test_home_check_reads_closed_segments_and_names_a_damaged_one(small_segments
 
 
 def test_gc_finishes_a_compression_a_kill_interrupted(small_segments: int) -> None:
-    from holon_cli.runtime.retention import gc_home
+    from holon_cli.runtime.home.gc import gc_home
 
     store = open_agent(None)
     emit(store, 5)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store import fsio, records
 
 

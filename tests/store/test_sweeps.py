@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from holon_cli.runtime.agents import create_agent, list_agents, stale_staging
+from holon_cli.runtime.agents.lifecycle import create_agent, list_agents, stale_staging
 from holon_cli.store.inbox import Inbox
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import pid_alive

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from holon_cli.providers.base import ToolCall
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.tools.base import ToolContext, ToolResult, execute
 from holon_cli.tools.catalog import registry
 

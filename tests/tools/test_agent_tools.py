@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from holon_cli.runtime import queue
-from holon_cli.runtime.agents import create_agent, set_lifecycle
+from holon_cli.runtime.agents.lifecycle import create_agent, set_lifecycle
 from holon_cli.store.inbox import Inbox
 from holon_cli.tools.agent_tools import MAX_FOLLOWUPS_PER_TURN
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolResult

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from holon_cli.providers.base import ToolCall
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.tasks import plane as tasks
 from holon_cli.store.layout import HomeLayout
 from holon_cli.tools.base import ToolContext, ToolResult, execute

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from holon_cli.runtime.tasks import plane as tasks
-from holon_cli.runtime.tasks import procs
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.locks import pid_alive
 from holon_cli.tools.base import ToolContext, ToolResult
 
 Call = Callable[..., ToolResult]
@@ -135,7 +135,7 @@ def test_the_handed_off_supervisor_is_a_fresh_interpreter(call: Call, ctx: ToolC
     assert " -S -c " in line and line.endswith("resume"), line
     # same process (pid and start time) across the exec: recovery still knows it
     rec = tasks.read_task(ctx.store, tid)
-    assert procs.same_process_alive(sup, rec["supervisor"]["start_time"])
+    assert pid_alive(sup, rec["supervisor"]["start_time"])
     stop = tasks.task_stop(ctx.store, tid)
     assert stop["task"]["status"] == "cancelled"
     assert len(task_results(ctx.store, tid)) == 1
@@ -229,7 +229,7 @@ def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Pat
             f"""
             import os, signal, sys
             from holon_cli.providers.base import ToolCall
-            from holon_cli.runtime.agents import open_agent
+            from holon_cli.runtime.agents.lifecycle import open_agent
             from holon_cli.tools.base import ToolContext, execute
             from holon_cli.tools.catalog import registry
 
@@ -252,7 +252,7 @@ def test_promotion_survives_a_sigkill_of_the_caller_right_after_it(tmp_path: Pat
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     tid = proc.stdout.strip()
     assert tid.startswith("task_"), proc.stderr
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(None)
     rec = wait_reported(store, tid)

@@ -285,7 +285,7 @@ def test_task_run_sees_no_secret(
     _check(_parse_env((wd / "env.dump").read_text()), inherit)
     # the supervisor reported to this home although the command's environment
     # (inherit none or core) does not name HOLON_HOME
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.tasks import plane
 
     store = open_agent(None)

@@ -304,7 +304,7 @@ def test_holon_task_run_is_sandboxed(script_runner: Any, tmp_path: Path) -> None
     )
     assert res.returncode == 0, res.stderr
     tid = json.loads(res.stdout)["data"]["task_id"]
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(None)
     rec = wait_reported(store, tid)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from holon_cli.providers.base import ToolCall
-from holon_cli.runtime.agents import create_agent, open_agent
+from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 from holon_cli.runtime.workspace import guard
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools.base import ToolContext, execute

@@ -10,7 +10,7 @@ import pytest
 
 from holon_cli.providers.base import ToolCall
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools import base, catalog
 from holon_cli.tools import workitem_tools as _tools  # noqa: F401  (registers the tools)

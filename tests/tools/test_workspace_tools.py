@@ -13,7 +13,7 @@ import yaml
 from gitrepos import isolate_git, make_repo, needs_git
 
 from holon_cli.providers.base import ToolCall
-from holon_cli.runtime.agents import open_agent
+from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.turn import run_turn
 from holon_cli.store.agent_store import AgentStore

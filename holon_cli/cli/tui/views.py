@@ -85,7 +85,7 @@ class AgentRow(NamedTuple):
 def agent_rows(current: str) -> list[AgentRow]:
     """Every agent, children under their parent; private ones are marked
     (they can be watched with ``holon tail``, not selected)."""
-    from holon_cli.runtime.agents import list_agents
+    from holon_cli.runtime.agents.lifecycle import list_agents
     from holon_cli.store.agent_store import AgentStore
     from holon_cli.store.layout import HomeLayout
 
@@ -113,7 +113,7 @@ def agent_rows(current: str) -> list[AgentRow]:
 
 
 def transcript_lines(agent_id: str) -> list[str]:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.inspect import transcript
 
     out: list[str] = []
@@ -136,7 +136,7 @@ def transcript_lines(agent_id: str) -> list[str]:
 
 
 def tasks_lines(agent_id: str) -> list[str]:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.tasks.plane import list_tasks
 
     tasks = list_tasks(open_agent(agent_id, create_default=False), include_all=True)
@@ -152,7 +152,7 @@ def tasks_lines(agent_id: str) -> list[str]:
 
 
 def debug_prompt_lines(agent_id: str) -> list[str]:
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.debug import debug_prompt
     from holon_cli.tools.catalog import default_catalog
 

@@ -24,7 +24,7 @@ from holon_cli.model.child import (
     spawn_summary,
     supervision,
 )
-from holon_cli.runtime.agents import create_agent
+from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.runtime.children import worktree as wt_plane
 from holon_cli.runtime.children.supervision import (
     append_delegation,

@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from holon_cli.store.locks import pid_alive
+
 if TYPE_CHECKING:
     from holon_cli.model.task import ProcessIdentity, TaskProcess
 
@@ -61,27 +63,14 @@ def proc_start_time(pid: int) -> int | None:
         return None
 
 
-def same_process_alive(pid: int | None, start_time: int | None) -> bool:
-    """True when ``pid`` is alive *and* is the process that started at ``start_time``."""
-    if not pid:
-        return False
-    now = proc_start_time(int(pid))
-    if now is None:
-        if Path("/proc/self/stat").exists():
-            return False
-        from holon_cli.store.locks import pid_alive  # no /proc: pid liveness alone
-
-        return pid_alive(int(pid))
-    return start_time is None or now == int(start_time)
-
-
 def process_identity(pid: int) -> ProcessIdentity:
     return {"pid": pid, "start_time": proc_start_time(pid)}
 
 
 def identity_alive(ident: ProcessIdentity | TaskProcess | None) -> bool:
-    """:func:`same_process_alive` for a recorded identity (None: not alive)."""
-    return ident is not None and same_process_alive(ident.get("pid"), ident.get("start_time"))
+    """A recorded identity is alive: that pid, started at that time
+    (:func:`holon_cli.store.locks.pid_alive`; None: not alive)."""
+    return ident is not None and pid_alive(ident.get("pid"), ident.get("start_time"))
 
 
 # ----------------------------------------------------------- child set-up

@@ -27,7 +27,7 @@ Invariants:
 - the turn never undoes an operator's stop or pause.
 """
 
-from holon_cli.runtime.agents import agent_ids
+from holon_cli.runtime.agents.lifecycle import agent_ids
 from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.context import RECENT_CHARS, context_trigger, recent_conversation
 from holon_cli.runtime.turn.entry import (

@@ -224,7 +224,7 @@ def abort_agent(agent_id: str, run_id: str | None = None, *, wait_s: float = 0.0
     """``holon agent abort``: request the abort, then wait up to ``wait_s`` for
     the turn to end and report how it ended (``outcome``: ``aborted``, or
     the status it reached first, or ``still_running``)."""
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id, create_default=False)
     out = request_abort(store, run_id)

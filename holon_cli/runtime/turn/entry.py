@@ -11,8 +11,8 @@ from holon_cli import clock
 from holon_cli.errors import RejectedError, as_holon_error
 from holon_cli.model.agent import HELD_STATUSES, is_supervised_child, lifecycle_hint
 from holon_cli.runtime import queue as q
-from holon_cli.runtime.agents import agent_ids, open_agent
-from holon_cli.runtime.models import candidates
+from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
+from holon_cli.runtime.agents.models import candidates
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.preflight import resolve_chain
@@ -101,7 +101,7 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     a config error (nothing consumed); an agent whose last turn a budget
     stopped, with that budget still spent, runs no turn (its messages stay
     queued until the budget resets or is raised)."""
-    from holon_cli.runtime import budgets
+    from holon_cli.runtime.budgets import spend as budgets
 
     if not budgets.configured(cfg):
         return None

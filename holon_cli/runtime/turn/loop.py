@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
-from holon_cli.runtime import budgets
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.budgets import spend as budgets
 from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from holon_cli.runtime.guard import activation_of
+from holon_cli.runtime.budgets.guard import activation_of
 from holon_cli.runtime.memory import working
 
 if TYPE_CHECKING:

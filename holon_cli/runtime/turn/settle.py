@@ -88,7 +88,7 @@ def decide_settlement(
         budget_hit=budget_hit,
         abort_reason=abort_reason,
     )
-    from holon_cli.runtime import guard
+    from holon_cli.runtime.budgets import guard
 
     prev = store.read_record()["state"].get("no_progress")
     streak = guard.next_streak(prev, progress) if progress is not None else prev
@@ -135,7 +135,7 @@ def _closure_and_brief(
             "work_item_id": bound_work_item_id,
         }
     if budget_hit is not None and not failed:
-        from holon_cli.runtime.budgets import WAITING_REASON, brief_text
+        from holon_cli.runtime.budgets.spend import WAITING_REASON, brief_text
 
         text = brief_text(budget_hit, store.agent_id)
         waiting: ClosureDecision = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from holon_cli.runtime import budgets
+from holon_cli.runtime.budgets import spend as budgets
 
 if TYPE_CHECKING:
     from holon_cli.providers.base import ProviderRequest
@@ -28,7 +28,7 @@ class TurnSpend:
 
     def gate(self, focus: str | None) -> None:
         """Before every provider request (retries and fallbacks included):
-        raises :class:`~holon_cli.runtime.budgets.BudgetStop` over a budget."""
+        raises :class:`~holon_cli.runtime.budgets.spend.BudgetStop` over a budget."""
         if budgets.configured(self.cfg):
             budgets.gate(self.store, self.cfg, self.turn_id, focus)
 

@@ -1,7 +1,7 @@
 """The public ingress routes of ``holon serve`` (no token; rate-limited per
-client address by ``serve/http.py``): ``POST /agents/{id}/enqueue`` (policy
-in ``serve/ingress.py``), ``POST /webhooks/{source}/{agent_id}`` (signatures
-and replay dedupe in ``serve/webhooks.py``) and ``POST /callbacks/wake/{token}``
+client address by ``serve/http/app.py``): ``POST /agents/{id}/enqueue`` (policy
+in ``serve/http/ingress.py``), ``POST /webhooks/{source}/{agent_id}`` (signatures
+and replay dedupe in ``serve/http/webhooks.py``) and ``POST /callbacks/wake/{token}``
 (the waiting plane's capability URL). What they admit is external evidence,
 never an operator instruction; nothing is persisted on a refusal."""
 
@@ -14,20 +14,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from holon_cli.errors import HolonError
-from holon_cli.serve.http_common import (
+from holon_cli.serve.http.common import (
     CALLBACK_CAP,
     PROMPT_CAP,
     open_public,
     read_body,
     read_json,
 )
-from holon_cli.serve.http_errors import error_response
+from holon_cli.serve.http.errors import error_response
 
 
 async def public_enqueue(request: Request) -> Response:
     from holon_cli.model.envelope import DEFAULT_KIND_BY_ORIGIN, parse_origin
     from holon_cli.runtime.enqueue import admit
-    from holon_cli.serve.ingress import public_admit
+    from holon_cli.serve.http.ingress import public_admit
 
     body = await read_json(request, PROMPT_CAP)
     env = await run_in_threadpool(
@@ -46,8 +46,8 @@ async def public_enqueue(request: Request) -> Response:
 async def webhook(request: Request) -> Response:
     from holon_cli.model.envelope import ORIGIN_ID_RE, parse_origin
     from holon_cli.runtime.enqueue import admit
-    from holon_cli.serve import webhooks
-    from holon_cli.serve.ingress import webhook_config
+    from holon_cli.serve.http import webhooks
+    from holon_cli.serve.http.ingress import webhook_config
 
     source = request.path_params["source"]
     parse_origin(f"webhook:{source}")  # a malformed source is a 400

@@ -4,7 +4,7 @@ builtin templates seeded into the user's template folder.
 Owns (spec "Agent Initialization Contract"):
 - template selectors: a template id (``~/.agents/templates/<id>/``, or the
   bundled copy of a builtin id not seeded yet), an absolute folder, or a
-  GitHub tree URL fetched with git (:mod:`holon_cli.runtime.remote_git`);
+  GitHub tree URL fetched with git (:mod:`holon_cli.runtime.agents.remote_git`);
 - skill refs in a template's ``skills.json``: ``builtin:<name>``, an
   absolute folder, a GitHub tree URL, or a name under the template's
   ``skills/``;
@@ -210,7 +210,7 @@ def resolve_template(selector: str | None) -> Iterator[Resolved]:
     """The template folder a selector names, and its provenance record."""
     selector = selector or "holon-default"
     if selector.startswith(GITHUB_PREFIXES):
-        from holon_cli.runtime import remote_git  # git and temp folders only for a URL
+        from holon_cli.runtime.agents import remote_git  # git and temp folders only for a URL
 
         with remote_git.fetch_tree(selector) as f:
             prov = {
@@ -228,7 +228,7 @@ def resolve_template(selector: str | None) -> Iterator[Resolved]:
             hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path>, or clone it "
             "yourself and pass the template directory as an absolute path",
         )
-    p = Path(selector).expanduser()
+    p = user_path(selector, "template")
     if p.is_absolute():
         yield _checked_template(p, {"kind": "path", "selector": selector, "path": str(p)})
         return
@@ -292,7 +292,7 @@ def resolve_skill_refs(template: Path) -> Iterator[list[SkillSource]]:
                 out.append(SkillSource(ref, p, {"kind": "builtin", "ref": ref}))
                 continue
             if ref.startswith(GITHUB_PREFIXES):
-                from holon_cli.runtime import remote_git
+                from holon_cli.runtime.agents import remote_git
 
                 f = stack.enter_context(remote_git.fetch_tree(ref))
                 prov = {"kind": "github", "ref": ref, "commit": f.commit}
@@ -303,11 +303,26 @@ def resolve_skill_refs(template: Path) -> Iterator[list[SkillSource]]:
                     f"{sj}: remote skill ref {ref!r} is not a GitHub tree URL",
                     hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path> or a local path",
                 )
-            p = Path(ref).expanduser()
+            p = user_path(ref, "skill ref")
             if not p.is_absolute():
                 p = template / "skills" / ref
             out.append(SkillSource(ref, _checked_skill(p, sj, ref), {"kind": "path", "ref": ref}))
         yield out
+
+
+def user_path(raw: str, what: str) -> Path:
+    """``raw`` with ``~`` / ``~user`` expanded; a user this machine does not
+    know is a usage error naming it (``Path.expanduser`` raises
+    ``RuntimeError`` there)."""
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:
+        user = raw[1:].split("/", 1)[0]
+        raise UsageError(
+            f"{what} {raw!r} starts with ~{user}, but there is no user {user!r} here",
+            hint="pass an absolute path (or ~/... for your own home folder)",
+            details={"field": what},
+        ) from None
 
 
 def _checked_skill(p: Path, sj: Path, ref: str) -> Path:

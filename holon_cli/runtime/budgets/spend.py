@@ -108,8 +108,8 @@ def config_errors(cfg: dict[str, Any]) -> list[ConfigError]:
     if not configured(cfg):
         return []
     from holon_cli.errors import HolonError
-    from holon_cli.runtime.agents import agent_ids, open_agent
-    from holon_cli.runtime.models import candidates
+    from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
+    from holon_cli.runtime.agents.models import candidates
 
     out: list[ConfigError] = []
     for aid in agent_ids():

@@ -9,7 +9,7 @@ Invariants:
   with ``partition_concurrency=1``: at most one pass (so one turn) per agent
   runs cluster-wide;
 - each provider round and each tool call of a pass's turns is a DBOS step
-  of the pass (:class:`~holon_cli.serve.dbos_steps.DbosSteps`, the turn
+  of the pass (:class:`~holon_cli.serve.dbos.steps.DbosSteps`, the turn
   plane's ``TurnSteps`` hook, in its own module),
   recorded only after the turn journal holds it durably, and each turn that
   ran ends with a ``holon.turn`` step (its result): DBOS's steps are a
@@ -43,8 +43,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, UsageError
-from holon_cli.serve.dbos_steps import DbosSteps
-from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Log, Scheduler
+from holon_cli.serve.dbos import compat
+from holon_cli.serve.dbos.steps import DbosSteps
+from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Scheduler
+from holon_cli.serve.passes import Log, run_pass_turn
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
@@ -175,7 +177,7 @@ def _engine() -> DbosScheduler:
 def pending_message_ids(agent_id: str) -> list[str]:
     """Queued messages of an agent, those still in ``inbox/new`` included (read-only)."""
     from holon_cli.runtime import queue as q
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id, create_default=False)
     st = q.load(store)
@@ -296,20 +298,8 @@ class DbosScheduler(Scheduler):
         """Whether a pass of this agent is enqueued and not started yet (by any
         worker). Read after the arrival was written, so that pass's tick sees
         it. ``False`` when the database cannot say: then a pass is enqueued."""
-        import sqlalchemy as sa
-        from dbos._dbos import _get_dbos_instance
-
-        sys_db = _get_dbos_instance()._sys_db
-        schema = sys_db.schema or "public"
-        query = sa.text(
-            f'SELECT 1 FROM "{schema}".workflow_status WHERE queue_name = :q '
-            "AND status = 'ENQUEUED' AND queue_partition_key = :a "
-            "AND (application_version IS NULL OR application_version = :v) LIMIT 1"
-        )
-        args = {"q": QUEUE, "a": agent_id, "v": _app_version()}
         try:
-            with sys_db.engine.connect() as conn:
-                return conn.execute(query, args).first() is not None
+            return compat.pass_waiting(QUEUE, agent_id, _app_version())
         except Exception as exc:  # noqa: BLE001 - the database is away: enqueue (and log) instead
             self.log(f"{agent_id}: cannot look for a waiting pass ({type(exc).__name__})")
             return False
@@ -341,42 +331,21 @@ class DbosScheduler(Scheduler):
         """``tick_agent`` then one ``run_turn``, its rounds and tool calls
         through ``steps`` (the pass's :class:`DbosSteps`). A re-run tick
         finds what it already did."""
-        from holon_cli.errors import BusyError, NotFoundError, RejectedError, as_holon_error
-        from holon_cli.runtime.agents import open_agent
-        from holon_cli.runtime.tick import tick_agent
-        from holon_cli.runtime.turn import run_turn
-
-        try:
-            store = open_agent(agent_id, create_default=False)
-            self.stats.passes += 1
-            tick_agent(store)
-            if steps is None:
-                res = run_turn(agent_id, store=store, catalog=self.catalog)
-            else:
-                res = run_turn(agent_id, store=store, catalog=self.catalog, steps=steps)
-        except BusyError:
-            self.stats.busy_skips += 1
-            return {"ran": False, "busy": True}
-        except (RejectedError, NotFoundError):
-            return {"ran": False}
-        except Exception as exc:  # noqa: BLE001 - as the local pass: one agent must not stop others
-            err = as_holon_error(exc)
-            self.stats.failures += 1
-            self.stats.last_failure = {
-                "occurred_at": clock.now_iso(),
-                "summary": f"{agent_id}: {err.message}",
-                "phase": "runtime_turn",
-                "detail_hint": err.hint or f"see `holon tail --agent {agent_id}`",
-            }
-            self.log(f"{agent_id}: error: {err.message}")
-            return {"ran": False, "error": err.message}
-        if not res.ran:
-            return {"ran": False}
-        self.stats.turns += 1
-        self.log(
-            f"{agent_id}: turn {res.turn_id} {res.status} "
-            f"(message {res.message_id}, {res.duration_ms} ms, worker {self.executor_id})"
+        turn = run_pass_turn(
+            agent_id,
+            stats=self.stats,
+            catalog=self.catalog,
+            log=self.log,
+            steps=steps,
+            where=f", worker {self.executor_id}",
         )
+        if turn.busy:
+            return {"ran": False, "busy": True}
+        if turn.error is not None:
+            return {"ran": False, "error": turn.error}
+        res = turn.result
+        if res is None or not res.ran:
+            return {"ran": False}
         return {
             "ran": True,
             "status": res.status,
@@ -473,7 +442,7 @@ class DbosScheduler(Scheduler):
                 rows = conn.execute(_DEAD, (self.executor_id, DEAD_AFTER_S)).fetchall()
                 dead = [r[0] for r in rows]
                 if dead:
-                    handles = _dbos()._recover_pending_workflows(dead)
+                    handles = compat.recover_pending_workflows(dead)
                     conn.execute(_FORGET, (dead,))
         except Exception as exc:  # noqa: BLE001 - the next second tries again
             self.log(f"cannot recover dead workers ({type(exc).__name__}: {exc})")

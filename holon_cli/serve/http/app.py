@@ -1,12 +1,12 @@
 """The HTTP surface of ``holon serve``: the starlette app, its route table and
 the guards every request passes. The handlers are module-level functions in
-``serve/http_routes.py`` (control and read routes) and
-``serve/http_public.py`` (public ingress); what they share (settings, the
+``serve/http/routes.py`` (control and read routes) and
+``serve/http/public.py`` (public ingress); what they share (settings, the
 per-app :class:`ServeContext`, body and agent helpers) is in
-``serve/http_common.py``. The listen address lives in ``serve/listen.py``,
-the uvicorn server in ``serve/server.py``, the public ingress policy in
-``serve/ingress.py``, webhook signatures and replay dedupe in
-``serve/webhooks.py``.
+``serve/http/common.py``. The listen address lives in ``serve/http/listen.py``,
+the uvicorn server in ``serve/http/server.py``, the public ingress policy in
+``serve/http/ingress.py``, webhook signatures and replay dedupe in
+``serve/http/webhooks.py``.
 
 Every route calls the same runtime functions as the CLI (``admit``,
 ``agent_summary``, ``create_work_item``, ``tail_events``); these modules only
@@ -48,20 +48,20 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from holon_cli.errors import HolonError
-from holon_cli.serve import http_public as public
-from holon_cli.serve import http_routes as control
-from holon_cli.serve.http_common import HttpSettings as HttpSettings
-from holon_cli.serve.http_common import (
+from holon_cli.serve.http import public
+from holon_cli.serve.http import routes as control
+from holon_cli.serve.http.common import HttpSettings as HttpSettings
+from holon_cli.serve.http.common import (
     OriginKey,
     RuntimeStatus,
     ServeContext,
     ctx_of,
     via_unix,
 )
-from holon_cli.serve.http_errors import HttpError as HttpError
-from holon_cli.serve.http_errors import error_response as error_response
-from holon_cli.serve.http_errors import from_holon
-from holon_cli.serve.listen import is_loopback
+from holon_cli.serve.http.errors import HttpError as HttpError
+from holon_cli.serve.http.errors import error_response as error_response
+from holon_cli.serve.http.errors import from_holon
+from holon_cli.serve.http.listen import is_loopback
 
 # ------------------------------------------------------------ browsers
 
@@ -197,7 +197,7 @@ def check_json_content_type(request: Request) -> None:
 
 def check_rate(request: Request, ctx: ServeContext) -> None:
     """Public routes: ``ingress.rate_per_minute`` per client address (429)."""
-    from holon_cli.serve.ingress import rate_per_minute
+    from holon_cli.serve.http.ingress import rate_per_minute
 
     if via_unix(request):
         return
@@ -281,7 +281,7 @@ def build_app(
     stopping: threading.Event,
 ) -> Starlette:
     from holon_cli import clock
-    from holon_cli.serve.ingress import RateLimiter
+    from holon_cli.serve.http.ingress import RateLimiter
 
     routes = [
         Route(path, guarded(handler, access), methods=[method])

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         AgentCreatedData,
         AgentModelChangedData,
     )
-    from holon_cli.runtime.templates import SkillSource
+    from holon_cli.runtime.agents.templates import SkillSource
 
 HOME_VERSION = 1
 
@@ -97,7 +97,7 @@ def _materialize(
 ) -> None:
     import shutil  # only agent creation copies trees: `holon enqueue` skips bz2/lzma
 
-    from holon_cli.runtime.templates import MARKER
+    from holon_cli.runtime.agents.templates import MARKER
 
     ignore = shutil.ignore_patterns(".holon", "__pycache__", "*.pyc", "skills.json", MARKER)
     shutil.copytree(template, dest, ignore=ignore, symlinks=False)
@@ -226,10 +226,10 @@ def create_agent(
             hint=f"pick another id, or inspect it with `holon agent status {agent_id}`",
         )
     if model is not None:
-        from holon_cli.runtime.models import normalize_model_ref
+        from holon_cli.runtime.agents.models import normalize_model_ref
 
         model = normalize_model_ref(model)
-    from holon_cli.runtime.templates import resolve_skill_refs, resolve_template
+    from holon_cli.runtime.agents.templates import resolve_skill_refs, resolve_template
 
     # resolved (and fetched, for a GitHub selector) before anything is made
     with resolve_template(template) as tpl, resolve_skill_refs(tpl.path) as skills:
@@ -309,7 +309,7 @@ def _stage_and_rename(
 def restore_default_agents_md(layout: AgentLayout) -> None:
     """Re-create the default agent's deleted ``AGENTS.md`` from the
     ``holon-default`` template (spec: never over an existing one)."""
-    from holon_cli.runtime.templates import resolve_template
+    from holon_cli.runtime.agents.templates import resolve_template
     from holon_cli.store.fsio import create_new_bytes
 
     with resolve_template("holon-default") as tpl:
@@ -448,7 +448,7 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
     """Set (or, with ``None``, clear) an agent's model override. Future turns only;
     an in-flight turn keeps the model it started with."""
     if model is not None:
-        from holon_cli.runtime.models import normalize_model_ref
+        from holon_cli.runtime.agents.models import normalize_model_ref
 
         model = normalize_model_ref(model)
     store = open_agent(agent_id)
@@ -461,7 +461,7 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
     store.update_state(mutate)
     model_changed: AgentModelChangedData = {"from": out["previous"], "to": model}
     store.emit("agent_model_changed", model_changed)
-    from holon_cli.runtime.models import model_state
+    from holon_cli.runtime.agents.models import model_state
 
     return {
         "agent_id": store.agent_id,

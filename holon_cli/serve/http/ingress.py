@@ -4,7 +4,7 @@ admission function runs.
 
 Only ``channel:``/``webhook:`` origins, never ``interject``, never a
 caller-supplied trust or authority, and the kind that matches the origin; a
-refusal is an :class:`~holon_cli.serve.http_errors.HttpError` and persists nothing.
+refusal is an :class:`~holon_cli.serve.http.errors.HttpError` and persists nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from holon_cli.serve.http_errors import HttpError
+from holon_cli.serve.http.errors import HttpError
 
 PUBLIC_ORIGINS = {"channel": "http_public_enqueue", "webhook": "http_webhook"}
 PUBLIC_KEYS = {"text", "json", "origin", "kind", "priority", "correlation_id"}

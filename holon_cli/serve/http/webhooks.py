@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from holon_cli import clock
-from holon_cli.serve.http_errors import HttpError
+from holon_cli.serve.http.errors import HttpError
 
 TOLERANCE_S = 300  # Standard Webhooks: 5 minutes either way
 DEDUPE_TTL_S = 7 * 86400  # senders retry for up to ~3 days; keep a margin

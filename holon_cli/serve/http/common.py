@@ -1,7 +1,7 @@
 """What the HTTP route modules share: the settings, the per-app context
 (``request.app.state.holon``) and the body and agent helpers. Below
-``serve/http.py`` (the app and its guards), ``http_routes.py`` (control and
-read routes) and ``http_public.py`` (public ingress)."""
+``serve/http/app.py`` (the app and its guards), ``routes.py`` (control and
+read routes) and ``public.py`` (public ingress)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from starlette.requests import Request
 
 from holon_cli.errors import UsageError
 from holon_cli.model.jsontext import parse_json
-from holon_cli.serve.http_errors import HttpError, too_large
+from holon_cli.serve.http.errors import HttpError, too_large
 
 if TYPE_CHECKING:
-    from holon_cli.serve.ingress import RateLimiter
+    from holon_cli.serve.http.ingress import RateLimiter
 
 PROMPT_CAP = 1 << 20
 CALLBACK_CAP = 256 << 10
@@ -92,7 +92,7 @@ async def read_json(request: Request, cap: int, allow_empty: bool = False) -> di
 def open_public(agent_id: str) -> Any:
     """The agent's store; a private agent (a child) is 404 over HTTP."""
     from holon_cli.errors import NotFoundError
-    from holon_cli.runtime.agents import open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
     store = open_agent(agent_id, create_default=False)
     if store.read_record()["identity"].get("visibility") == "private":

@@ -1,5 +1,5 @@
 """The HTTP surface's refusal: :class:`HttpError` and the JSON error body
-``{"error": {"kind", "message", "hint"}}``. Below ``serve/http.py`` and the
+``{"error": {"kind", "message", "hint"}}``. Below ``serve/http/app.py`` and the
 policy modules it calls (``ingress``, ``webhooks``), so they import it
 without importing the app."""
 

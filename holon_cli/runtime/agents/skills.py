@@ -45,10 +45,10 @@ def _read_installed(store: AgentStore) -> dict[str, Any]:
 def install_skill(store: AgentStore, source: str, *, name: str | None = None) -> dict[str, Any]:
     """Install ``source`` (a GitHub tree URL, ``builtin:<name>`` or an absolute
     folder holding ``SKILL.md``) as ``<agent_home>/skills/<name>``."""
-    from holon_cli.runtime.templates import builtin_skill
+    from holon_cli.runtime.agents.templates import builtin_skill
 
     if source.startswith(("http://", "https://")):  # fetch_tree refuses all but GitHub
-        from holon_cli.runtime import remote_git
+        from holon_cli.runtime.agents import remote_git
 
         with remote_git.fetch_tree(source) as f:
             prov = {"kind": "github", "source": source, "ref": f.ref, "commit": f.commit}
@@ -58,7 +58,9 @@ def install_skill(store: AgentStore, source: str, *, name: str | None = None) ->
         return _install_folder(
             store, path, name or path.name, {"kind": "builtin", "source": source}
         )
-    p = Path(source).expanduser()
+    from holon_cli.runtime.agents.templates import user_path
+
+    p = user_path(source, "skill source")
     if not p.is_absolute():
         raise UsageError(
             f"skill source {source!r} is neither a GitHub tree URL, builtin:<name>, "
@@ -122,8 +124,8 @@ def _install_folder(
 def list_skills(store: AgentStore) -> dict[str, Any]:
     """What the agent's prompt would list (scope order, first root per scope),
     each with where an installed one came from, and the builtin refs."""
+    from holon_cli.runtime.agents.templates import builtin_skill_names
     from holon_cli.runtime.prompt import discover_skills
-    from holon_cli.runtime.templates import builtin_skill_names
     from holon_cli.runtime.workspace import workspace_for
     from holon_cli.store.layout import default_agent_id
 

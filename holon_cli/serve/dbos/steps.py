@@ -6,8 +6,9 @@ of a pass's turns, and each turn's end, as rows of DBOS's
 workflow (see :mod:`holon_cli.runtime.turn.steps`): DBOS's steps trail the
 turn journal, never lead it; a replayed pass skips its finished turns and
 re-walks the unfinished one's journal at the function ids DBOS recorded.
-Imported by :mod:`holon_cli.serve.engine_dbos` only; ``dbos`` itself is
-imported inside the methods that need it.
+Imported by :mod:`holon_cli.serve.dbos.engine` only; DBOS's private names
+it needs (the context's function id, the system tables) are reached through
+:mod:`holon_cli.serve.dbos.compat`, which imports ``dbos`` when called.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from holon_cli.serve.dbos import compat
+
 if TYPE_CHECKING:
     from holon_cli.runtime.turn.steps import StepRecord, TurnSteps
-    from holon_cli.serve.loop import Log
+    from holon_cli.serve.passes import Log
 
 
 class RunTurn(Protocol):
@@ -55,18 +58,11 @@ class DbosSteps:
     step's record did, and no fsync is added to the turn."""
 
     def __init__(self, log: Log, run_turn: RunTurn) -> None:
-        from dbos._context import assert_current_dbos_context
-        from dbos._dbos import _get_dbos_instance
-
         self.log = log
         self._run_turn = run_turn
-        self._dbos = _get_dbos_instance()
-        self._ctx = assert_current_dbos_context()
-        self.workflow_id: str = self._ctx.workflow_id
-        self.recorded: dict[int, tuple[str, Any]] = {
-            int(st["function_id"]): (st["function_name"], st["output"])
-            for st in self._dbos._sys_db.list_workflow_steps(self.workflow_id)
-        }
+        self._ctx = compat.current_context()
+        self.workflow_id: str = compat.context_workflow_id(self._ctx)
+        self.recorded: dict[int, tuple[str, Any]] = compat.workflow_steps(self.workflow_id)
         self.mismatches = 0
         self._pending: list[Any] = []  # step rows (DBOS's OperationResultInternal)
         self._owner: str | None = None
@@ -77,7 +73,7 @@ class DbosSteps:
         done = self._recorded_turn()
         if done is not None:
             fid, result = done
-            self._ctx.function_id = fid  # past the finished turn's steps
+            compat.set_context_function_id(self._ctx, fid)  # past the finished turn's steps
             return result
         t0 = _now_ms()
         res = self._run_turn(agent_id, steps=self)
@@ -89,7 +85,8 @@ class DbosSteps:
         return res
 
     def _recorded_turn(self) -> tuple[int, dict[str, Any]] | None:
-        for fid in sorted(f for f in self.recorded if f > self._ctx.function_id):
+        last = compat.context_function_id(self._ctx)
+        for fid in sorted(f for f in self.recorded if f > last):
             name, output = self.recorded[fid]
             if name == "holon.turn":
                 return fid, output
@@ -115,16 +112,13 @@ class DbosSteps:
 
     # ------------------------------------------------------------ records
     def _step(self, name: str, rec: Any, started_ms: int) -> None:
-        from dbos._serialization import serialize_value
-
-        step_ctx = self._ctx.snapshot_step_ctx()  # the next function id, as a DBOS step takes
-        fid = step_ctx.function_id
+        fid, owner = compat.next_step(self._ctx)  # the next function id, as a DBOS step takes
         prior = self.recorded.get(fid)
         if prior is not None:
             self._compare(fid, name, rec, prior)
             return
-        output, serialization = serialize_value(dict(rec), None, self._dbos._serializer)
-        self._owner = step_ctx.owner_xid
+        output, serialization = compat.serialize_output(dict(rec))
+        self._owner = owner
         self._pending.append(
             {
                 "workflow_uuid": self.workflow_id,
@@ -145,47 +139,10 @@ class DbosSteps:
             self.record(rows, self._owner)
 
     def record(self, rows: list[Any], owner_xid: str | None) -> None:
-        """Step rows in one transaction and one statement: the ownership
-        check DBOS's own step records make (``FOR NO KEY UPDATE`` on the
-        workflow's row) and a multi-row insert, as plain SQL (SQLAlchemy's
-        compiled multi-row insert cost more CPU than the round trip); retried
-        through a database outage as DBOS retries its own. The seam a crash
-        test breaks."""
-        import sqlalchemy as sa
-        from dbos._error import DBOSWorkflowConflictIDError
-        from dbos._sys_db import db_retry
-
-        sys_db = self._dbos._sys_db
-        schema = sys_db.schema or "public"
-        params: dict[str, Any] = {
-            "wf": self.workflow_id,
-            "owner": owner_xid,
-            "done": _now_ms(),  # one value across retries
-            "app": sys_db.app_name,
-        }
-        for i, row in enumerate(rows):
-            params |= {
-                f"f{i}": row["function_id"],
-                f"n{i}": row["function_name"],
-                f"o{i}": row["output"],
-                f"s{i}": row["started_at_epoch_ms"],
-                f"z{i}": row["serialization"],
-            }
-        insert = sa.text(_insert_steps_sql(schema, len(rows)))
-        check = sa.text(
-            f'SELECT owner_xid FROM "{schema}".workflow_status WHERE workflow_uuid = :wf'
-        )
-
-        @db_retry(sys_db=sys_db)
-        def write() -> None:
-            with sys_db.engine.begin() as conn:
-                if conn.execute(insert, params).fetchall():
-                    return
-                # nothing inserted: rows a retried commit already wrote, or not ours any more
-                if owner_xid is not None and conn.execute(check, params).scalar() != owner_xid:
-                    raise DBOSWorkflowConflictIDError(self.workflow_id)
-
-        write()
+        """Step rows in one transaction (:func:`compat.write_steps`: fenced
+        by the execution's ownership token, retried through a database
+        outage). The seam a crash test breaks."""
+        compat.write_steps(self.workflow_id, rows, owner_xid, _now_ms())
 
     def _compare(self, fid: int, name: str, rec: StepRecord, prior: tuple[str, Any]) -> None:
         from holon_cli.runtime.turn.steps import differs
@@ -201,30 +158,6 @@ class DbosSteps:
                 f"with the turn journal on {', '.join(bad)}; the journal wins "
                 f"(journal {dict(rec)}, DBOS {pout})"
             )
-
-
-def _insert_steps_sql(schema: str, n: int) -> str:
-    """One statement: lock the workflow's row if this execution still owns it
-    (as DBOS's step records do) and insert ``n`` step rows (``:f<i>`` function
-    id, ``:n<i>`` name, ``:o<i>`` output, ``:s<i>`` started at, ``:z<i>``
-    serialization); a row already there is left alone."""
-    vals = ", ".join(
-        f"(CAST(:f{i} AS integer), CAST(:n{i} AS text), CAST(:o{i} AS text), "
-        f"CAST(:s{i} AS bigint), CAST(:z{i} AS text))"
-        for i in range(n)
-    )
-    return (
-        f'WITH owner AS (SELECT 1 FROM "{schema}".workflow_status WHERE workflow_uuid = :wf '
-        "AND (CAST(:owner AS text) IS NULL OR owner_xid = :owner) FOR NO KEY UPDATE) "
-        f'INSERT INTO "{schema}".operation_outputs (workflow_uuid, function_id, function_name, '
-        "output, error, child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, "
-        "serialization, application_name, retention_timestamp) "
-        "SELECT :wf, v.fid, v.name, v.output, NULL, NULL, v.started, :done, v.ser, :app, "
-        "CAST(EXTRACT(epoch FROM now()) * 1000 AS bigint) "
-        f"FROM (VALUES {vals}) AS v(fid, name, output, started, ser) "
-        "WHERE EXISTS (SELECT 1 FROM owner) "
-        "ON CONFLICT (workflow_uuid, function_id) DO NOTHING RETURNING function_id"
-    )
 
 
 def _now_ms() -> int:
