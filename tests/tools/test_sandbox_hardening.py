@@ -327,13 +327,8 @@ def test_the_sandbox_holds_for_an_unprivileged_user(
     args = json.dumps({**host.args, "home": str(home)})
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(root)}
     w = sandbox.wrap([PY3, "probe.py", args], pol, root=root, cwd=root, hidden=[home], env=env)
-    argv, fds = list(w.argv), ()
-    if w.seccomp is not None and w.seccomp_arg is not None:
-        r, wr = os.pipe()
-        os.write(wr, w.seccomp)
-        os.close(wr)
-        argv[w.seccomp_arg] = str(r)
-        fds = (r,)
+    argv, fds = w.spawnable()  # what a caller that spawns the command itself uses
+    assert (w.seccomp is not None) == (network == "off") and len(fds) == (network == "off")
     try:
         res = subprocess.run(
             [*NOBODY, *argv], pass_fds=fds, env=env, capture_output=True, text=True, timeout=60
@@ -383,19 +378,19 @@ def test_the_probe_runs_once_and_is_cached_in_the_home(
     (fake / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
     (holon_home / "run").mkdir(parents=True)
-    sandbox_probe._memo.clear()
+    sandbox.forget()
     for _ in range(3):
         assert sandbox.policy({}, None).backend == "bwrap"
     assert count.read_text().count("run") == 1
     cache = holon_home / "run" / sandbox_probe.CACHE_NAME
     assert (os.stat(cache).st_mode & 0o777) == 0o600
-    sandbox_probe._memo.clear()  # a new process: the file answers
+    sandbox.forget()  # a new process: the file answers
     assert sandbox.policy({}, None).form == "userns"
     assert count.read_text().count("run") == 1
     # status reads the cache only
     assert sandbox.status({}, None)["sandbox"] == "bwrap"
     (fake / "bwrap").write_text(f"#!/bin/sh\necho run >> {count}\necho 'bwrap: no' >&2\nexit 1\n")
-    sandbox_probe._memo.clear()
+    sandbox.forget()
     pol = sandbox.policy({}, None)  # another bwrap (size, mtime): probed again
     assert pol.backend == "none" and "bwrap: no" in str(pol.reason)
     assert count.read_text().count("run") == 1 + len(sandbox_probe.FORMS)
@@ -415,7 +410,7 @@ def test_status_never_probes(
     (fake / "bwrap").write_text(f"#!/bin/sh\necho run >> {count}\nexit 0\n")
     (fake / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
-    sandbox_probe._memo.clear()
+    sandbox.forget()
     res = run("status", "--json")
     assert res.returncode == 0, res.stderr
     sb = json.loads(res.stdout)["data"]["sandbox"]
@@ -423,7 +418,7 @@ def test_status_never_probes(
     assert not count.exists()
     run("home", "check")  # probes (and caches) it
     assert count.read_text().count("run") == 1
-    sandbox_probe._memo.clear()
+    sandbox.forget()
     sb = json.loads(run("status", "--json").stdout)["data"]["sandbox"]
     assert sb == {"setting": "auto", "network": "on", "sandbox": "bwrap", "reason": None}
     text = run("status").stdout

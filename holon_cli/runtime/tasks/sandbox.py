@@ -37,6 +37,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -52,6 +53,8 @@ from holon_cli.model.execution_policy import (
     network_on,
     sandbox_setting,
 )
+from holon_cli.runtime.tasks import sandbox_probe
+from holon_cli.runtime.tasks.sandbox_probe import Probe
 
 Backend = Literal["none", "bwrap"]
 INSTALL_HINT = (
@@ -131,10 +134,42 @@ def _run_dir() -> Path:
     return HomeLayout.current().run_dir
 
 
-def _seccomp() -> bytes | None:
-    from holon_cli.runtime.tasks.seccomp import unix_socket_filter
+_filter: list[bytes | None] = []
 
-    return unix_socket_filter()
+
+def _seccomp() -> bytes | None:
+    if not _filter:
+        from holon_cli.runtime.tasks.seccomp import unix_socket_filter
+
+        _filter.append(unix_socket_filter())
+    return _filter[0]
+
+
+# what `bwrap` on a PATH came to, for a while: a turn resolves the policy for
+# every round's prompt and every command (~0.5 ms each to look bwrap up and
+# key its probe); installing or fixing bubblewrap is seen within this delay
+RECHECK_S = 30.0
+_recent: dict[tuple[str, str], tuple[float, str | None, Probe | None]] = {}
+
+
+def forget() -> None:
+    """Drop what this process remembers (tests; the file cache stays)."""
+    _recent.clear()
+    sandbox_probe._memo.clear()
+
+
+def _usable(path: str) -> tuple[str | None, Probe | None]:
+    """``bwrap`` on ``path`` and its probe (None, None: not installed)."""
+    run_dir = _run_dir()
+    key = (path, str(run_dir))
+    now = time.monotonic()
+    hit = _recent.get(key)
+    if hit is not None and now - hit[0] < RECHECK_S:
+        return hit[1], hit[2]
+    exe = which("bwrap", path)
+    found = None if exe is None else sandbox_probe.probe(exe, run_dir, _seccomp())
+    _recent[key] = (now, exe, found)
+    return exe, found
 
 
 def policy(
@@ -148,15 +183,12 @@ def policy(
     net = network_on(sect)
     if setting == "none":
         return Policy("none", net, setting, "execution.sandbox is none")
-    exe = bwrap_path(os.environ if env is None else env)
-    if exe is None:
+    exe, found = _usable((os.environ if env is None else env).get("PATH", os.defpath))
+    if exe is None or found is None:
         why = "bubblewrap is not installed (`bwrap` is not on PATH)"
         if setting == "auto":
             return Policy("none", net, setting, why)
         return Policy("bwrap", net, setting, why, usable=False)
-    from holon_cli.runtime.tasks import sandbox_probe
-
-    found = sandbox_probe.probe(exe, _run_dir(), _seccomp())
     if found.ok:
         return Policy("bwrap", net, setting, None, form=found.form, exe=exe)
     if setting == "auto":
@@ -189,8 +221,6 @@ def status(config: Any, agent_id: str | None = None) -> dict[str, Any]:
         if setting == "bwrap":
             why += ": commands are refused"
         return {**out, "sandbox": "none" if setting == "auto" else "bwrap", "reason": why}
-    from holon_cli.runtime.tasks import sandbox_probe
-
     hit = sandbox_probe.cached(exe, _run_dir())
     if hit is None:
         why = "not probed yet (the first command, `holon home check` or `holon debug prompt` does)"
@@ -223,6 +253,23 @@ class Wrapped(NamedTuple):
     argv: list[str]
     seccomp: bytes | None = None
     seccomp_arg: int | None = None
+
+    def spawnable(self) -> tuple[list[str], tuple[int, ...]]:
+        """``(argv, pass_fds)`` for a caller that starts the command itself
+        (an MCP stdio server): the seccomp program is written to a pipe whose
+        read end is in ``pass_fds`` and in ``argv``; close those fds once the
+        process is started. (The task supervisor does the same from the
+        launch spec.)"""
+        argv = list(self.argv)
+        if self.seccomp is None or self.seccomp_arg is None:
+            return argv, ()
+        r, w = os.pipe()
+        try:
+            os.write(w, self.seccomp)
+        finally:
+            os.close(w)
+        argv[self.seccomp_arg] = str(r)
+        return argv, (r,)
 
 
 def wrap(
@@ -325,9 +372,7 @@ def _git_binds(root: Path, hidden: list[Path]) -> list[str]:
 
 
 def _flags(form: str | None) -> tuple[str, ...]:
-    from holon_cli.runtime.tasks.sandbox_probe import FORMS
-
-    return dict(FORMS).get(form or "", ())
+    return dict(sandbox_probe.FORMS).get(form or "", ())
 
 
 def _inside(path: Path, root: Path) -> bool:
