@@ -473,3 +473,76 @@ def test_probe_is_a_subprocess_free_spawn() -> None:
         timeout=60,
     )
     assert out.stdout.strip() == "False", out.stderr
+
+
+# ---------------------------------------------------- git worktrees inside
+
+
+@needs_bwrap
+def test_a_linked_worktree_commits_but_cannot_plant_a_hook(
+    ctx: ToolContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Isolated mode: the worktree lives in the home, its repository outside
+    (here under /dev/shm or /tmp, hidden by the sandbox): a commit works, a
+    hook or a config line written into the repository (run later outside the
+    sandbox) does not."""
+    from gitrepos import git, isolate_git, make_repo
+
+    from holon_cli.runtime.workspace import plane
+
+    isolate_git(tmp_path, monkeypatch)
+    repo = make_repo(tmp_path / "shop")
+    got = plane.use_workspace(ctx.store, path=str(repo), mode="isolated")
+    wt = Path(got["execution_root"])
+    c = dataclasses.replace(ctx, execution_root=wt, cwd=wt, workspace_anchor=repo, config={})
+    cmd = (
+        "git -c user.email=a@b -c user.name=n commit -q --allow-empty -m inside && echo committed;"
+        f" echo '#!/bin/sh' > {repo}/.git/hooks/post-commit && echo hook-planted;"
+        " git config core.fsmonitor 'touch /tmp/pwned' && echo config-written; true"
+    )
+    r = execute(
+        registry()["ExecCommand"], c, ToolCall(id="c", name="ExecCommand", arguments={"cmd": cmd})
+    )
+    text = str(r.data["stdout_preview"]) + str(r.data["stderr_preview"])
+    assert "committed" in text and "hook-planted" not in text and "config-written" not in text, text
+    assert (
+        git(
+            "log", "--format=%s", "-1", got["worktree_session"]["worktree_branch"], cwd=repo
+        ).strip()
+        == "inside"
+    )
+    assert not (repo / ".git" / "hooks" / "post-commit").exists()
+
+
+def test_the_git_binds_follow_the_anchor_not_the_file_in_the_root(tmp_path: Path) -> None:
+    """The ``.git`` file in the root is the command's to rewrite: pointing it
+    at another repository binds nothing of that repository."""
+
+    def repo(name: str) -> Path:
+        r = tmp_path / name
+        (r / ".git" / "worktrees" / "wt").mkdir(parents=True)
+        for sub in ("objects", "refs", "logs", "hooks"):
+            (r / ".git" / sub).mkdir()
+        return r
+
+    mine, other = repo("mine"), repo("other")
+    root = tmp_path / "home" / "worktrees" / "a" / "wt"
+    root.mkdir(parents=True)
+    (root / ".git").write_text(f"gitdir: {mine}/.git/worktrees/wt\n")
+    binds = sandbox._git_binds(root, mine, [tmp_path / "home"])
+    writable = {binds[i + 1] for i, a in enumerate(binds) if a == "--bind"}
+    common = str((mine / ".git").resolve())
+    assert writable == {
+        f"{common}/objects",
+        f"{common}/refs",
+        f"{common}/logs",
+        f"{common}/worktrees/wt",
+    }
+    assert binds[:3] == ["--ro-bind", common, common]  # hooks and config: read-only
+    (root / ".git").write_text(f"gitdir: {other}/.git/worktrees/wt\n")
+    assert sandbox._git_binds(root, mine, []) == []  # another repository: nothing
+    assert sandbox._git_binds(root, other, [other]) == []  # inside a hidden folder: nothing
+    assert sandbox._git_binds(root, None, []) == []
+    (root / ".git").unlink()
+    (root / ".git").mkdir()
+    assert sandbox._git_binds(root, root, []) == []  # a plain checkout: all inside the root

@@ -142,11 +142,14 @@ def launch(
     turn_id: str | None = None,
     kill_after_ms: int | None = None,
     root: Path | None = None,
+    anchor: Path | None = None,
 ) -> Launched:
     """Create the task directory and start its supervisor. ``detached`` tasks
     are promoted from the start; foreground ones stay tied to this process
     through a pipe until :func:`promote`. ``root`` (default ``cwd``) is the
-    execution root a sandbox leaves writable. Refused before anything is
+    execution root a sandbox leaves writable; ``anchor``, the binding's
+    workspace anchor (a linked worktree's repository: what its commits may
+    write in the sandbox). Refused before anything is
     created when the root is the holon home or part of it
     (``forbidden_workspace``), the disk is below ``retention.min_free_bytes``
     or the configured sandbox is unavailable (fail closed)."""
@@ -165,6 +168,7 @@ def launch(
         hidden=[home_root(), store.layout.runtime],
         env=env,
         tty=tty,
+        anchor=anchor,
     )
     tid = clock.new_id("task")
     d = tasks_root(store) / tid

@@ -281,11 +281,13 @@ def wrap(
     hidden: list[Path],
     env: Mapping[str, str],
     tty: bool = False,
+    anchor: Path | None = None,
 ) -> Wrapped:
     """``argv`` as the sandbox runs it (unchanged for ``none``). ``hidden``:
     folders replaced by an empty tmpfs (``$HOLON_HOME``, the agent's
     ``.holon/``); the root is bound back over a hidden folder it lives in, and
-    a hidden folder inside the root is hidden again after that."""
+    a hidden folder inside the root is hidden again after that. ``anchor``:
+    the workspace anchor of the binding (see :func:`_git_binds`)."""
     require(pol)
     if pol.backend == "none":
         return Wrapped(list(argv))
@@ -315,7 +317,7 @@ def wrap(
     for h in around:
         out += ["--tmpfs", str(h)]
     out += ["--bind", str(root), str(root)]
-    out += _git_binds(root, real)
+    out += _git_binds(root, anchor, real)
     for h in [*inside, root / ".holon"]:
         if h.is_dir():
             out += ["--tmpfs", str(h)]
@@ -341,26 +343,32 @@ def wrap(
 GIT_COMMON_WRITABLE = ("objects", "refs", "logs")
 
 
-def _git_binds(root: Path, hidden: list[Path]) -> list[str]:
+def _git_binds(root: Path, anchor: Path | None, hidden: list[Path]) -> list[str]:
     """A linked git worktree as the root (a managed one, or the user's): its
-    ``.git`` file points outside the root, at the repository's own git
-    folder. That folder is made visible (read-only, even under ``/tmp``),
-    and what a commit writes is made writable: the worktree's own folder
-    (``HEAD``, ``index``) and the common ``objects``, ``refs`` and ``logs``.
-    Nothing inside a hidden folder (the holon home) is bound."""
+    ``.git`` file points outside the root, into its repository's git folder.
+    That folder is made visible (read-only, even under ``/tmp``) and what a
+    commit writes is made writable: the worktree's own folder (``HEAD``,
+    ``index``) and the common ``objects``, ``refs`` and ``logs``.
+
+    The repository is the binding's anchor (chosen through the workspace
+    plane, the home refused), never what the ``.git`` file in the root says:
+    the command can rewrite that file. The file only picks which of the
+    anchor's ``.git/worktrees/<name>`` folders is this one; pointing it
+    anywhere else binds nothing. Nothing inside a hidden folder (the holon
+    home) is bound."""
+    if anchor is None:
+        return []
+    common = Path(os.path.realpath(Path(anchor) / ".git"))
+    if not common.is_dir() or _inside(common, root):
+        return []  # no repository, or a plain checkout (its .git is inside the root)
     try:
         text = (root / ".git").read_text(encoding="utf-8", errors="replace")
-    except OSError:  # a folder (a plain checkout: inside the root), or no git at all
+    except OSError:
         return []
     if not text.startswith("gitdir:"):
         return []
     gitdir = Path(os.path.realpath(root / text[len("gitdir:") :].strip()))
-    try:
-        rel = (gitdir / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
-        return []
-    common = Path(os.path.realpath(gitdir / rel))
-    if not gitdir.is_dir() or not common.is_dir() or _inside(common, root):
+    if gitdir.parent != common / "worktrees" or not gitdir.is_dir():
         return []
     if any(_inside(common, h) or _inside(h, common) for h in hidden):
         return []
