@@ -10,8 +10,10 @@ found, and prints what worked:
   a raw socket and a write to ``/etc`` all fail;
 - item 2, ``network: off``: no host socket is reachable: a Unix listener
   under ``/tmp``, under ``/run`` and in a folder of the test outside the
-  execution root, an abstract socket and a TCP listener on 127.0.0.1; the
-  host's ``/run`` and ``/dev/shm`` are not visible.
+  execution root, a Unix datagram socket there (by ``socket`` or by a
+  datagram ``socketpair`` and ``sendto``), an abstract socket and a TCP
+  listener on 127.0.0.1; the host's ``/run`` and ``/dev/shm`` are not
+  visible.
 
 As root it runs through the real tool path (``ExecCommand``, the default
 ``auto`` setting and an explicit ``bwrap``); as ``nobody`` the argv holon
@@ -104,6 +106,18 @@ def connect(family, addr):
     finally:
         s.close()
 out["unix"] = {name: connect(socket.AF_UNIX, p) for name, p in a["unix"].items()}
+def dgram(make):
+    try:
+        s = make()
+    except OSError:
+        return False
+    try:
+        return s.sendto(b"x", a["dgram"]) == 1
+    except OSError:
+        return False
+out["dgram"] = dgram(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+# a connected pair reaches nothing, but a datagram one can still sendto() a path
+out["dgram_pair"] = dgram(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0])
 out["abstract"] = connect(socket.AF_UNIX, "\0" + a["abstract"])
 out["tcp"] = connect(socket.AF_INET, ("127.0.0.1", a["tcp"]))
 out["visible"] = {name: os.path.exists(p) for name, p in a["markers"].items()}
@@ -168,6 +182,9 @@ def host(tmp_path: Path) -> Iterator[Host]:
     tcp.bind(("127.0.0.1", 0))
     tcp.listen(8)
     socks += [ab, tcp]
+    dg = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # no listener thread: it queues
+    dg.bind(str(outside / "d.sock"))
+    os.chmod(outside / "d.sock", 0o777)
     threads = [threading.Thread(target=_serve_unix, args=(s, stop), daemon=True) for s in socks]
     for t in threads:
         t.start()
@@ -182,6 +199,7 @@ def host(tmp_path: Path) -> Iterator[Host]:
         "unix": {k: str(v) for k, v in paths.items()},
         "abstract": f"holon-sbx-{tag}",
         "tcp": tcp.getsockname()[1],
+        "dgram": str(outside / "d.sock"),
         "markers": {k: str(v) for k, v in markers.items()},
     }
     try:
@@ -190,7 +208,7 @@ def host(tmp_path: Path) -> Iterator[Host]:
         stop.set()
         for t in threads:
             t.join(2)
-        for s in socks:
+        for s in [*socks, dg]:
             s.close()
         for p in [*paths.values(), *markers.values()]:
             p.unlink(missing_ok=True)
@@ -211,6 +229,7 @@ def _escapes(got: dict[str, Any], network_off: bool) -> list[str]:
     if network_off:
         bad += [f"unix:{k}" for k, v in got["unix"].items() if v]
         bad += ["abstract"] * got["abstract"] + ["tcp"] * got["tcp"]
+        bad += ["dgram"] * got["dgram"] + ["dgram_pair"] * got["dgram_pair"]
         bad += [f"visible:{k}" for k, v in got["visible"].items() if v]
     return bad
 
@@ -259,6 +278,7 @@ def test_without_a_sandbox_the_probe_sees_every_way_out(ctx: ToolContext, host: 
         pytest.skip(f"the probe needs {PY3}")
     got = _tool_run(c, host, HomeLayout.current().root)
     assert all(got["unix"].values()) and got["abstract"] and got["tcp"], got
+    assert got["dgram"] and got["dgram_pair"], got
     assert all(got["visible"].values()), got
     if os.geteuid() == 0:
         assert got["capeff"] != "0000000000000000"

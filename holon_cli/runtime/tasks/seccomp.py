@@ -7,9 +7,11 @@ A classic BPF program (``struct sock_filter`` array) that ``bwrap --seccomp
 FD`` loads right before it ``exec``s the command; the filter cannot be
 removed and every descendant inherits it. It refuses:
 
-- ``socket(AF_UNIX, ...)`` with ``EACCES`` (``socketpair`` stays allowed: an
-  unnamed connected pair reaches nothing outside the process tree; asyncio's
-  self-pipe and Node's child pipes use it);
+- ``socket(AF_UNIX, ...)`` with ``EACCES``; ``socketpair`` stays allowed for
+  stream and seqpacket pairs (a connected pair reaches nothing outside the
+  process tree; asyncio's self-pipe, ``multiprocessing`` and Node's child
+  pipes use them), not for datagram ones (``sendto`` on a datagram socket
+  reaches any socket path);
 - ``io_uring_setup`` with ``EPERM`` (``IORING_OP_SOCKET`` would create a
   socket without the ``socket`` system call);
 - any system call of another ABI (i386 ``socketcall`` through ``int 0x80``,
@@ -27,27 +29,45 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from typing import Any
 
 AF_UNIX = 1
+SOCK_STREAM, SOCK_SEQPACKET = 1, 5
+SOCK_TYPE_MASK = 0xF  # the type without SOCK_NONBLOCK / SOCK_CLOEXEC
 _ARCH = {
-    # machine: (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup, x32 bit or 0)
-    "x86_64": (0xC000003E, 41, 425, 0x40000000),
-    "aarch64": (0xC00000B7, 198, 425, 0),
+    # machine: (AUDIT_ARCH_*, __NR_socket, __NR_socketpair, __NR_io_uring_setup, x32 bit)
+    "x86_64": (0xC000003E, 41, 53, 425, 0x40000000),
+    "aarch64": (0xC00000B7, 198, 199, 425, 0),
 }
 
 # classic BPF
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
+_AND_K = 0x54
 _RET_K = 0x06
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
 # struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]
-_OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16
+_OFF_NR, _OFF_ARCH, _OFF_ARG0, _OFF_ARG1 = 0, 4, 16, 24
 
 
-def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
+def _assemble(prog: list[tuple[Any, ...]]) -> bytes:
+    """``(label,)`` marks a place; ``(code, k)`` or ``(code, k, jt, jf)`` with
+    jump targets as labels (``None``: the next instruction)."""
+    at: dict[str, int] = {}
+    ins: list[tuple[int, int, str | None, str | None]] = []
+    for item in prog:
+        if len(item) == 1:
+            at[item[0]] = len(ins)
+        else:
+            code, k, jt, jf = (*item, None, None)[:4]
+            ins.append((code, k, jt, jf))
+    out = []
+    for i, (code, k, jt, jf) in enumerate(ins):
+        rel = [0 if t is None else at[t] - i - 1 for t in (jt, jf)]
+        out.append(struct.pack("=HBBI", code, rel[0], rel[1], k))
+    return b"".join(out)
 
 
 def unix_socket_filter(machine: str | None = None) -> bytes | None:
@@ -56,24 +76,35 @@ def unix_socket_filter(machine: str | None = None) -> bytes | None:
     arch = _ARCH.get(machine or os.uname().machine)
     if arch is None:
         return None
-    audit, nr_socket, nr_uring, x32 = arch
+    audit, nr_socket, nr_pair, nr_uring, x32 = arch
     eacces, eperm = _ERRNO | errno.EACCES, _ERRNO | errno.EPERM
-    prog = [
-        _ins(_LD_W_ABS, _OFF_ARCH),
-        _ins(_JEQ_K, audit, 1, 0),
-        _ins(_RET_K, eperm),  # another ABI
-        _ins(_LD_W_ABS, _OFF_NR),
+    prog: list[tuple[Any, ...]] = [
+        (_LD_W_ABS, _OFF_ARCH),
+        (_JEQ_K, audit, "nr", "eperm"),  # another ABI: refused
+        ("nr",),
+        (_LD_W_ABS, _OFF_NR),
     ]
     if x32:
-        prog += [_ins(_JGE_K, x32, 0, 1), _ins(_RET_K, eperm)]
+        prog += [(_JGE_K, x32, "eperm", None)]
     prog += [
-        _ins(_JEQ_K, nr_socket, 2, 0),
-        _ins(_JEQ_K, nr_uring, 5, 0),
-        _ins(_RET_K, _ALLOW),
-        _ins(_LD_W_ABS, _OFF_ARG0),  # the domain (an int: the low 32 bits)
-        _ins(_JEQ_K, AF_UNIX, 0, 1),
-        _ins(_RET_K, eacces),
-        _ins(_RET_K, _ALLOW),
-        _ins(_RET_K, eperm),  # io_uring_setup
+        (_JEQ_K, nr_socket, "socket", None),
+        (_JEQ_K, nr_pair, "pair", None),
+        (_JEQ_K, nr_uring, "eperm", "allow"),
+        ("socket",),
+        (_LD_W_ABS, _OFF_ARG0),  # the domain (an int: the low 32 bits)
+        (_JEQ_K, AF_UNIX, "eacces", "allow"),
+        ("pair",),  # a connected pair, but a datagram one can sendto() any path
+        (_LD_W_ABS, _OFF_ARG0),
+        (_JEQ_K, AF_UNIX, None, "allow"),
+        (_LD_W_ABS, _OFF_ARG1),
+        (_AND_K, SOCK_TYPE_MASK),
+        (_JEQ_K, SOCK_STREAM, "allow", None),
+        (_JEQ_K, SOCK_SEQPACKET, "allow", "eacces"),
+        ("allow",),
+        (_RET_K, _ALLOW),
+        ("eacces",),
+        (_RET_K, eacces),
+        ("eperm",),
+        (_RET_K, eperm),
     ]
-    return b"".join(prog)
+    return _assemble(prog)
