@@ -118,6 +118,19 @@ def dgram(make):
 out["dgram"] = dgram(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
 # a connected pair reaches nothing, but a datagram one can still sendto() a path
 out["dgram_pair"] = dgram(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0])
+# a virtual machine's host (CID 2) answers on vsock whatever the network namespace
+try:
+    v = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    v.settimeout(3)
+    try:
+        v.connect((2, 1024))
+        out["vsock_host"] = True
+    except ConnectionResetError:
+        out["vsock_host"] = True  # the host answered (nothing listens there)
+    except OSError:
+        out["vsock_host"] = False
+except (OSError, AttributeError):
+    out["vsock_host"] = False
 out["abstract"] = connect(socket.AF_UNIX, "\0" + a["abstract"])
 out["tcp"] = connect(socket.AF_INET, ("127.0.0.1", a["tcp"]))
 out["visible"] = {name: os.path.exists(p) for name, p in a["markers"].items()}
@@ -230,6 +243,7 @@ def _escapes(got: dict[str, Any], network_off: bool) -> list[str]:
         bad += [f"unix:{k}" for k, v in got["unix"].items() if v]
         bad += ["abstract"] * got["abstract"] + ["tcp"] * got["tcp"]
         bad += ["dgram"] * got["dgram"] + ["dgram_pair"] * got["dgram_pair"]
+        bad += ["vsock_host"] * got["vsock_host"]
         bad += [f"visible:{k}" for k, v in got["visible"].items() if v]
     return bad
 

@@ -7,7 +7,10 @@ A classic BPF program (``struct sock_filter`` array) that ``bwrap --seccomp
 FD`` loads right before it ``exec``s the command; the filter cannot be
 removed and every descendant inherits it. It refuses:
 
-- ``socket(AF_UNIX, ...)`` with ``EACCES``; ``socketpair`` stays allowed for
+- ``socket(AF_UNIX, ...)`` with ``EACCES``, and every family but
+  ``AF_INET``, ``AF_INET6`` and ``AF_NETLINK`` (which stay inside the
+  sandbox's network namespace) with ``EAFNOSUPPORT``: ``AF_VSOCK`` reaches a
+  virtual machine's host whatever the namespace; ``socketpair`` stays allowed for
   stream and seqpacket pairs (a connected pair reaches nothing outside the
   process tree; asyncio's self-pipe, ``multiprocessing`` and Node's child
   pipes use them), not for datagram ones (``sendto`` on a datagram socket
@@ -31,7 +34,7 @@ import os
 import struct
 from typing import Any
 
-AF_UNIX = 1
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
 SOCK_STREAM, SOCK_SEQPACKET = 1, 5
 SOCK_TYPE_MASK = 0xF  # the type without SOCK_NONBLOCK / SOCK_CLOEXEC
 _ARCH = {
@@ -78,6 +81,7 @@ def unix_socket_filter(machine: str | None = None) -> bytes | None:
         return None
     audit, nr_socket, nr_pair, nr_uring, x32 = arch
     eacces, eperm = _ERRNO | errno.EACCES, _ERRNO | errno.EPERM
+    eafnosupport = _ERRNO | errno.EAFNOSUPPORT
     prog: list[tuple[Any, ...]] = [
         (_LD_W_ABS, _OFF_ARCH),
         (_JEQ_K, audit, "nr", "eperm"),  # another ABI: refused
@@ -92,7 +96,10 @@ def unix_socket_filter(machine: str | None = None) -> bytes | None:
         (_JEQ_K, nr_uring, "eperm", "allow"),
         ("socket",),
         (_LD_W_ABS, _OFF_ARG0),  # the domain (an int: the low 32 bits)
-        (_JEQ_K, AF_UNIX, "eacces", "allow"),
+        (_JEQ_K, AF_INET, "allow", None),  # the sandbox's own network namespace
+        (_JEQ_K, AF_INET6, "allow", None),
+        (_JEQ_K, AF_NETLINK, "allow", None),  # ip, getaddrinfo: that namespace too
+        (_JEQ_K, AF_UNIX, "eacces", "eafnosupport"),  # vsock, bluetooth, ...: the host
         ("pair",),  # a connected pair, but a datagram one can sendto() any path
         (_LD_W_ABS, _OFF_ARG0),
         (_JEQ_K, AF_UNIX, None, "allow"),
@@ -104,6 +111,8 @@ def unix_socket_filter(machine: str | None = None) -> bytes | None:
         (_RET_K, _ALLOW),
         ("eacces",),
         (_RET_K, eacces),
+        ("eafnosupport",),
+        (_RET_K, eafnosupport),
         ("eperm",),
         (_RET_K, eperm),
     ]
