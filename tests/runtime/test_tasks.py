@@ -18,6 +18,8 @@ from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.tasks import plane, procs
 from holon_cli.store.agent_store import AgentStore
 
+HOST = {"execution": {"sandbox": "none"}}
+
 
 @pytest.fixture
 def store() -> Iterator[AgentStore]:
@@ -113,7 +115,8 @@ def test_stop_kills_the_whole_tree_including_setsid_grandchildren(
         f"setsid sh -c 'echo $$ >> {pids}; exec sleep 300' & "
         f"trap '' TERM; sleep 300"
     )
-    tid = plane.run_task(store, cmd, workdir=tmp_path)["task_id"]
+    # host pids: unsandboxed (a sandbox's pid namespace has its own numbers)
+    tid = plane.run_task(store, cmd, workdir=tmp_path, config=HOST)["task_id"]
     end = time.monotonic() + 10
     while (not pids.exists() or len(pids.read_text().split()) < 3) and time.monotonic() < end:
         time.sleep(0.05)
@@ -161,6 +164,7 @@ def test_recovery_stops_an_escaped_descendant_after_the_whole_tree_was_killed(
         store,
         f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & sleep 300",
         workdir=tmp_path,
+        config=HOST,  # host pids
     )["task_id"]
     end = time.monotonic() + 10
     while not pidfile.exists() and time.monotonic() < end:

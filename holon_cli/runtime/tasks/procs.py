@@ -233,6 +233,16 @@ def live_members(pgid: int | None, marker: str | None, since: int | None = None)
     return found
 
 
+def _namespace_init(pid: int) -> bool:
+    """``pid`` is pid 1 of a pid namespace below ours (``NSpid: <ours> ... 1``)."""
+    status = _read_proc(str(pid), "status")
+    for line in (status or b"").split(b"\n"):
+        if line.startswith(b"NSpid:"):
+            ids = line.split()[1:]
+            return len(ids) > 1 and ids[-1] == b"1"
+    return False
+
+
 def _signal_all(pgid: int | None, pids: set[int], sig: int) -> None:
     if pgid:
         try:
@@ -257,7 +267,14 @@ def stop_tree(
     """SIGTERM the group and every marked process, SIGKILL what is left after
     ``grace_s``. ``reap`` (optional) is called while waiting so a leader that
     is our own child does not linger as a zombie. Returns True when anything
-    was still alive to be signalled."""
+    was still alive to be signalled.
+
+    The init of a sandbox's pid namespace (bwrap's, pid 1 inside) ignores a
+    SIGTERM from outside (it has no handler): once it is all that is left it
+    gets SIGKILL at once rather than after the grace (that kills nothing
+    else: the processes inside it are gone, or would be with it). It usually
+    dies with bwrap's outer process; not when the stop lands while the
+    sandbox is still being set up."""
     pids = live_members(pgid, marker, since)
     if not pids:
         return False
@@ -266,8 +283,11 @@ def stop_tree(
     while time.monotonic() < deadline:
         if reap is not None:
             reap()
-        if not live_members(pgid, marker, since):
+        left = live_members(pgid, marker, since)
+        if not left:
             return True
+        if all(_namespace_init(pid) for pid in left):
+            _signal_all(None, left, signal.SIGKILL)
         time.sleep(0.02)
     for _ in range(3):
         left = live_members(pgid, marker, since)
