@@ -78,6 +78,12 @@ ErrorKind = (
         # liveness audit and one-shot answers
         "audit_findings",
         "wait_timeout",
+        # a turn refused before its dequeue: a budget holds the agent
+        "budget_exhausted",
+        # serve --engine dbos: the database cannot be reached at start
+        "database_unavailable",
+        # holon debug providers: no candidate of the chain can be served
+        "no_servable_model",
         "message_aborted",
         "idempotency_conflict",
         # the operator console (holon tui)
@@ -88,6 +94,10 @@ ErrorKind = (
         "disk_full",
         # the holon home as a workspace or execution root (runtime/workspace/guard.py)
         "forbidden_workspace",
+        # turn records, replay and fork (runtime/replay)
+        "turn_not_found",
+        "record_dropped",
+        "record_damaged",
     ]
     | ProviderFailureKind
 )

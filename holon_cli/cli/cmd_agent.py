@@ -1,4 +1,4 @@
-"""``holon agent``: create, list, inspect, stop, pause, start and abort agents."""
+"""``holon agent``: create, fork, list, inspect, stop, pause, start and abort agents."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from holon_cli.cli.params import MODEL, complete_agents
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def agent() -> None:
-    """Create, list, inspect, stop, pause, start and abort agents.
+    """Create, fork, list, inspect, stop, pause, start and abort agents.
 
     \b
     Example:
@@ -28,7 +28,7 @@ def agent() -> None:
     "-t",
     metavar="T",
     help="Template: an id (~/.agents/templates/<id>/; builtin: holon-default, holon-developer), "
-    "an absolute directory, or https://github.com/<owner>/<repo>/tree/<ref>/<path>.",
+    "an absolute directory, or https://github.com/<owner>/<repo>[/tree/<ref>/<path>].",
 )
 @click.option(
     "--model",
@@ -62,6 +62,43 @@ def agent_create(agent_id: str, template: str | None, model: str | None, as_json
         output.emit_json(data)
     else:
         click.echo(f"created agent {store.agent_id} at {store.layout.home}")
+
+
+@agent.command("fork")
+@click.argument("source", metavar="A", shell_complete=complete_agents)
+@click.option("--as", "new_id", metavar="B", required=True, help="Id of the new agent.")
+@click.option(
+    "--at",
+    "turn_id",
+    metavar="TURN_ID",
+    default=None,
+    help="Fork A as it was once this recorded turn settled (default: as it is now).",
+)
+@output.json_option
+def agent_fork(source: str, new_id: str, turn_id: str | None, as_json: bool) -> None:
+    """Create agent B with A's work items, memory, transcript and workspace binding.
+
+    B is independent of A: its queue is empty and it has no tasks, timers,
+    waits, triggers or children. With --at, the ledgers and the agent
+    record are as they were after that turn settled; what cannot be rewound
+    (files of the agent home and the workspace, which B shares with A) is
+    listed (--json data not_rewound). A is only read.
+
+    \b
+    Examples:
+      holon agent fork main --as main-try
+      holon agent fork main --as before-refactor --at turn_01m8jxkn6d0000yhcrz3
+    """
+    from holon_cli.runtime.replay.fork import fork_agent
+
+    res = fork_agent(source, new_id, at=turn_id)
+    if as_json:
+        output.emit_json(res)
+        return
+    at = f" as of turn {res['at']}" if res["at"] else ""
+    click.echo(f"forked {res['forked_from']}{at} as {res['agent_id']} at {res['agent_home']}")
+    for note in res["not_rewound"]:
+        click.echo(f"note: {note}", err=True)
 
 
 @agent.command("list")

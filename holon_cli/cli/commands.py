@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "status": "holon_cli.cli.cmd_inspect:status",
     "tail": "holon_cli.cli.cmd_inspect:tail",
     "transcript": "holon_cli.cli.cmd_inspect:transcript",
+    "replay": "holon_cli.cli.cmd_replay:replay",
     "queue": "holon_cli.cli.cmd_queue:queue",
     "agent": "holon_cli.cli.cmd_agent:agent",
     "workitem": "holon_cli.cli.cmd_workitem:workitem",

@@ -96,8 +96,9 @@ def _wait_and_print(
     if cast(dict[str, Any], env).get("duplicate"):
         since = Marks()  # the first message with this key: read its ledgers from the start
     see = f"see it with `holon queue list --agent {store.agent_id}`"
+    notice = WaitNotice(store, mid)
     try:
-        res = wait_for_outcome(store, mid, since, timeout_s=timeout)
+        res = wait_for_outcome(store, mid, since, timeout_s=timeout, waiting=notice)
     except KeyboardInterrupt:
         if not as_json:
             output.write_line(mid)
@@ -109,14 +110,83 @@ def _wait_and_print(
     if res is None:
         if not as_json:
             output.write_line(mid)
+        why = notice.blocker()
         raise BusyError(
-            f"message {mid} was not settled within {timeout:g} s; it stays queued",
-            hint=f"{see}; `holon turn --agent {store.agent_id}` or a running `holon serve` "
-            "settles it",
+            f"message {mid} was not settled within {timeout:g} s; it stays queued"
+            + (f" ({why})" if why else ""),
+            hint=f"{see}; "
+            + (
+                notice.remedy()
+                if why
+                else f"`holon turn --agent {store.agent_id}` or a running `holon serve` settles it"
+            ),
             kind="wait_timeout",
             details={"message_id": mid},
         )
     return _print_outcome(store.agent_id, res, as_json)
+
+
+class WaitNotice:
+    """``enqueue --wait``'s word on stderr when nothing would run the turn: the
+    agent is held (stopped, paused, a budget that stopped a turn: named with
+    until when), or no serve of this home answers on any of its sockets (a
+    DBOS worker's included). Said once :data:`FIRST_S` after admission (a
+    serve or a cron turn settles most messages before), then again only when
+    the answer changes (looked at every :data:`AGAIN_S`). Waiting goes on."""
+
+    FIRST_S = 1.0
+    AGAIN_S = 10.0
+
+    def __init__(self, store: AgentStore, message_id: str) -> None:
+        self.store = store
+        self.message_id = message_id
+        self.next_at = self.FIRST_S
+        self.said: str | None = None
+        self._hold: Any = None
+
+    def __call__(self, waited: float) -> None:
+        if waited < self.next_at:
+            return
+        self.next_at = waited + self.AGAIN_S
+        why = self.blocker()
+        if why and why != self.said:
+            # a hold's reason says how it is lifted; no serve: say what would run it
+            then = f"; {self.remedy()}" if self._hold is None else ""
+            output.echo(
+                f"holon enqueue: message {self.message_id} waits: {why}{then}. "
+                "Still waiting (Ctrl-C stops waiting; the message stays queued)",
+                err=True,
+            )
+        self.said = why
+
+    def blocker(self) -> str | None:
+        """Why nothing would run the message's turn now, or ``None``."""
+        from holon_cli.runtime.agents.holds import hold_line, queue_hold
+        from holon_cli.serve.client import live_sockets
+
+        try:
+            self._hold = queue_hold(self.store)
+        except Exception:  # noqa: BLE001 - a damaged record: the turn reports it
+            self._hold = None
+        if self._hold is not None:
+            return f"agent {self.store.agent_id} is held: {hold_line(self._hold)}"
+        from holon_cli.store.layout import HomeLayout
+
+        if not live_sockets():
+            return (
+                f"no `holon serve` runs for this home (nothing answers on "
+                f"{HomeLayout.current().run_dir}/holon.sock or a worker's holon-*.sock), "
+                "so only a `holon turn` (cron, another shell) would run it"
+            )
+        return None
+
+    def remedy(self) -> str:
+        aid = self.store.agent_id
+        if self._hold is not None:
+            if self._hold["kind"] in ("paused", "stopped"):
+                return f"`holon agent start {aid}` lets it run"
+            return "it runs once the hold ends"
+        return f"run `holon turn --agent {aid}` in another shell, or `holon daemon start`"
 
 
 def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | None:
@@ -184,6 +254,9 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
     ]
     if s.get("lifecycle_hint"):
         rows.append(("hint", s["lifecycle_hint"]))
+    for h in s.get("holds") or []:  # what keeps queued work from running by itself
+        until = f" (until {h['until']})" if h["until"] else ""
+        rows.append((f"held: {h['kind']}", h["reason"] + until))
     rows += [
         (
             "kind",
@@ -350,11 +423,14 @@ def run(
     cwd: str | None,
     keep_agent: bool,
     as_json: bool,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
 ) -> int:
     """``holon run``: one run to completion; returns the exit code (5 when a
-    provider failure ended it, after printing what happened)."""
+    provider failure ended it, 4 when a budget stopped it, after printing
+    what happened)."""
     output.begin("run", as_json)
-    from holon_cli.errors import EXIT_PROVIDER, UsageError
+    from holon_cli.errors import EXIT_PROVIDER, EXIT_REJECTED, UsageError
     from holon_cli.runtime.run import run_once
     from holon_cli.tools.catalog import default_catalog
 
@@ -381,10 +457,21 @@ def run(
         keep_agent=keep_agent,
         wait_for_tasks=not no_wait_for_tasks,
         catalog=default_catalog(),
+        max_tokens=max_tokens,
+        max_cost_usd=max_cost,
     )
     failed = data["final_status"] == "failed"
+    budget = data.get("budget") if data.get("waiting_reason") == "budget_exhausted" else None
     if as_json:
-        if failed:
+        if budget:
+            output.emit_json_failure_with_data(
+                "budget_exhausted",
+                data.get("budget_reason") or "a budget stopped the run",
+                "raise the budget (see data.budget) or wait for it to reset; "
+                + _inspect_hint(data["agent_id"]),
+                data,
+            )
+        elif failed:
             fa = data.get("failure_artifact") or {}
             output.emit_json_failure_with_data(
                 "provider_failure",
@@ -402,10 +489,12 @@ def run(
             output.echo(f"[{data['final_status']}]", err=True)
         if data.get("failure_artifact"):
             output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
+        if budget:
+            output.echo(f"budget: {data.get('budget_reason')}", err=True)
         if data["final_status"] != "completed" and data.get("agent_kept"):
             output.echo(f"agent {data['agent_id']} kept at {data['agent_home']}", err=True)
             output.echo(_inspect_hint(data["agent_id"]), err=True)
-    return EXIT_PROVIDER if failed else 0
+    return EXIT_PROVIDER if failed else EXIT_REJECTED if budget else 0
 
 
 def _inspect_hint(agent_id: str) -> str:

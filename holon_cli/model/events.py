@@ -482,6 +482,8 @@ class AgentCreatedData(TypedDict):
     # `home check --repair` rebuilds the identity whole
     lineage_parent_agent_id: NotRequired[str | None]
     supervision_task_id: NotRequired[str | None]
+    # `holon agent fork`: the agent (and the turn, with --at) it was forked from
+    forked_from: NotRequired[dict[str, str | None]]
 
 
 # ----------------------------------------------------------- child agents

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.memory import working
-from holon_cli.runtime.memory.compaction import context_budget
+from holon_cli.runtime.memory.compaction import context_budget, fixed_tokens
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
 from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn import context_trigger, recent_conversation
@@ -73,6 +73,10 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         "system_blocks": f.system_blocks,
         "context_blocks": f.context_blocks,
         "tools": [t.name for t in specs],
+        # what runtime.context_budget_tokens must hold before anything else
+        # (instructions and tool schemas), and the budget itself
+        "fixed_tokens": fixed_tokens(f, specs),
+        "context_budget_tokens": context_budget(cfg),
     }
 
 
@@ -172,14 +176,15 @@ def debug_providers(store: AgentStore, *, cli_model: str | None = None) -> dict[
     from holon_cli.errors import ConfigError
     from holon_cli.providers.chain import retry_policy
     from holon_cli.providers.doctor import describe_candidate
-    from holon_cli.providers.registry import model_chain
+    from holon_cli.providers.registry import model_chain, model_source
 
     config = load_config()
     override = store.read_record()["state"].get("model_override")
     out: dict[str, Any] = {
         "agent_id": store.agent_id,
         "retry_policy": retry_policy(),
-        "model_source": "cli" if cli_model else "agent_override" if override else "runtime_default",
+        # flag | agent | HOLON_MODEL | config | default (none set)
+        "model_source": model_source(override, cli_model, config=config),
         "candidates": [],
         "problem": None,
     }

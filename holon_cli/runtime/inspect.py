@@ -108,17 +108,19 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
+    from holon_cli.runtime.agents.holds import agent_holds
     from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
 
     try:
         cfg = load_config()
+        summary["budget"] = budget_status(store, cfg)
     except ConfigError as exc:  # status still answers; turn and home check name the key
-        cfg = None
+        cfg = {}
         summary["budget"] = {}
         summary["budget_error"] = exc.message
-    if cfg is not None:
-        summary["budget"] = budget_status(store, cfg)
+    # what keeps queued work from running by itself (operator, budget, guard)
+    summary["holds"] = agent_holds(store, cfg)
     from holon_cli.runtime.tasks.sandbox import status as sandbox_status
 
     # from the probe's cache only: status never starts bwrap
@@ -363,6 +365,7 @@ class _HomeCheck:
         """The home's config, permissions, staging leftovers and marker."""
         home = self.home
         self.problems.extend(hc.config_problems(home))
+        self.notes.extend(hc.config_notes(home))
         self.notes.extend(hc.permission_notes(home))
         sb_problems, sb_notes = hc.sandbox_findings(home)
         self.problems.extend(sb_problems)

@@ -22,6 +22,7 @@ from holon_cli.runtime.workitems import newest_completion_report_since
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.tool import Toolbox
     from holon_cli.model.turn import ProviderAttemptRecord
     from holon_cli.runtime.outcome import OutcomeReader
@@ -51,18 +52,21 @@ def _remove(store: AgentStore) -> None:
     shutil.rmtree(store.layout.home, ignore_errors=True)
 
 
-def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
-    """A model chain that cannot be served fails before anything is admitted
-    (a temporary agent made for this run is removed again)."""
+def _preflight(store: AgentStore, model: str | None, *, remove: bool, catalog: Toolbox) -> None:
+    """A model chain that cannot be served, or a context budget below the
+    agent's fixed prompt, fails before anything is admitted (a temporary
+    agent made for this run is removed again)."""
     from holon_cli.errors import HolonError
     from holon_cli.runtime.agents.models import candidates
-    from holon_cli.runtime.turn.preflight import resolve_chain
+    from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
+    from holon_cli.store.config import load_config
 
     try:
         resolve_chain(
             candidates(store.read_record()["state"], cli_model=model),
             consequence="nothing was run",
         )
+        check_prompt_fits(store, catalog, load_config(), consequence="nothing was run")
     except HolonError:
         if remove:
             _remove(store)
@@ -81,9 +85,10 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
     return stop_unsettled(store)
 
 
-def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> None:
+def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> BudgetHit | None:
     """Run the turns of the children ``store`` spawned (nothing else would
-    without `holon serve`); a child that rests or waits is left as it is."""
+    without `holon serve`); a child that rests or waits is left as it is.
+    Returns the budget that stopped a child, if one did."""
     from holon_cli.model.task import is_child_task, is_terminal
     from holon_cli.runtime import turn as turn_mod
     from holon_cli.runtime.tasks.records import iter_records
@@ -93,10 +98,25 @@ def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> No
         for _d, rec in iter_records(store)
         if is_child_task(rec) and not is_terminal(rec.get("status"))
     ]
+    stopped: BudgetHit | None = None
     for cid in running:
         for _ in range(max_turns):
-            if not turn_mod.run_turn(cid, **kw).ran:
+            res = turn_mod.run_turn(cid, **kw)
+            if res.budget is not None:
+                stopped = stopped or res.budget
                 break
+            if not res.ran:
+                break
+    return stopped
+
+
+def _queued_ids(store: AgentStore) -> list[str]:
+    """Ids of the messages queued or in flight, the inbox's included."""
+    from holon_cli.runtime import queue as q
+
+    ids = list(q.load(store).entries)
+    ids += [p.stem for p in store.inbox.pending() if p.stem not in ids]
+    return ids
 
 
 def _unfinished(store: AgentStore) -> int:
@@ -139,8 +159,10 @@ def run_once(
     keep_agent: bool = False,
     wait_for_tasks: bool = True,
     catalog: Toolbox,
+    max_tokens: int | None = None,
+    max_cost_usd: float | None = None,
 ) -> dict[str, Any]:
-    _check_args(max_turns, model)
+    _check_args(max_turns, model, max_tokens, max_cost_usd)
     store, new_agent = _run_agent(agent_id, create)
     temporary = not agent_id
     # a new agent is bound to the directory; an existing one keeps its active
@@ -148,13 +170,84 @@ def run_once(
     # otherwise (runtime spec L740-742)
     if workspace_root or cwd or new_agent:
         _bind_workspace(store, workspace_root, cwd, temporary=temporary)
-    _preflight(store, model, remove=temporary)
+    _preflight(store, model, remove=temporary, catalog=catalog)
+    bound = _bound(store, model, max_tokens, max_cost_usd, temporary=temporary)
+    try:
+        return _run_bounded(
+            store,
+            text,
+            temporary=temporary,
+            model=model,
+            max_turns=max_turns,
+            sleep=sleep,
+            keep_agent=keep_agent,
+            wait_for_tasks=wait_for_tasks,
+            catalog=catalog,
+        )
+    finally:
+        if bound is not None:
+            bound.release()
+
+
+def _bound(
+    store: AgentStore,
+    model: str | None,
+    max_tokens: int | None,
+    max_cost_usd: float | None,
+    *,
+    temporary: bool,
+) -> Any:
+    """The run's ``--max-tokens`` / ``--max-cost`` bound, held while it runs
+    (``runtime/budgets/runs.py``). ``--max-cost`` needs a price for every
+    model of the chain (exit 2 otherwise; a temporary agent is removed)."""
+    if max_tokens is None and max_cost_usd is None:
+        return None
+    from holon_cli.runtime.budgets import runs
+    from holon_cli.runtime.budgets.spend import home_of
+
+    if max_cost_usd is not None:
+        from holon_cli.runtime.agents.models import candidates
+        from holon_cli.store.config import load_config
+        from holon_cli.store.config_schema import missing_price
+
+        err = missing_price(
+            load_config(),
+            candidates(store.read_record()["state"], cli_model=model),
+            "--max-cost",
+        )
+        if err is not None:
+            if temporary:
+                _remove(store)
+            err.message += "; nothing was run"
+            raise err
+    return runs.set_bound(
+        home_of(store),
+        store.agent_id,
+        max_tokens=max_tokens,
+        max_cost_usd=max_cost_usd,
+        temporary=temporary,
+    )
+
+
+def _run_bounded(
+    store: AgentStore,
+    text: str,
+    *,
+    temporary: bool,
+    model: str | None,
+    max_turns: int,
+    sleep: Any,
+    keep_agent: bool,
+    wait_for_tasks: bool,
+    catalog: Toolbox,
+) -> dict[str, Any]:
     started_at = clock.now_iso()
     from holon_cli.runtime.outcome import OutcomeReader, marks
 
     # a named agent may hold older messages: they are turned first (queue
     # order), and the run reports from the turn that settles its own message
     older = 0 if temporary else _unfinished(store) + max_turns  # a bound, never reached
+    older_ids = frozenset() if temporary else frozenset(_queued_ids(store))
     since = marks(store)
     env = admit(text, store=store, delivery_surface="run_once")
     kw: dict[str, Any] = {"cli_model": model, "catalog": catalog}
@@ -168,6 +261,7 @@ def run_once(
         older=older,
         wait_for_tasks=wait_for_tasks,
         settled=temporary,  # a fresh agent's first turn is the run's message
+        older_ids=older_ids,
     )
     try:
         run.loop()
@@ -185,9 +279,17 @@ def run_once(
     return data
 
 
-def _check_args(max_turns: int, model: str | None) -> None:
+def _check_args(
+    max_turns: int, model: str | None, max_tokens: int | None, max_cost_usd: float | None
+) -> None:
+    import math
+
     if max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
+    if max_tokens is not None and max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    if max_cost_usd is not None and not (math.isfinite(max_cost_usd) and max_cost_usd > 0):
+        raise UsageError("--max-cost must be a positive amount of US dollars, e.g. 0.50")
     if model is not None:
         from holon_cli.model.modelref import check_model_ref
 
@@ -225,7 +327,12 @@ class _RunLoop:
     """The run's turns: older queued messages first (at most ``older`` turns),
     then the run's own message and what follows from it (continuations, self
     follow-ups, task results) until the closure settles, nothing is left, or
-    ``max_turns`` of the run's own turns. ``final_status`` says which."""
+    ``max_turns`` of the run's own turns. ``final_status`` says which.
+
+    A turn of a message queued before the run's own (``older_ids``) is never
+    the run's, whatever its priority: an older background message turned
+    after the run's own is not reported, and once the run's message has
+    settled the older messages left are the agent's, not the run's."""
 
     def __init__(
         self,
@@ -237,34 +344,43 @@ class _RunLoop:
         older: int,
         wait_for_tasks: bool,
         settled: bool,
+        older_ids: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
         self.own = own
         self.kw = kw
         self.max_turns = max_turns
         self.older = older
+        self.older_ids = older_ids
         self.wait_for_tasks = wait_for_tasks
         self.settled = settled
         self.turns: list[turn_mod.TurnResult] = []
         self.older_turns = 0
         self.last: turn_mod.TurnResult | None = None
         self.final_status = "max_turns_exceeded"
+        self.budget: BudgetHit | None = None  # the budget that stopped the run
 
     def loop(self) -> None:
         while len(self.turns) < self.max_turns:
             if not self._step(turn_mod.run_turn(store=self.store, **self.kw)):
                 break
+        if self.budget is not None and self.final_status != "failed":
+            self.final_status = "waiting"  # the run (or a child of it) was stopped by a budget
 
     def _step(self, res: turn_mod.TurnResult) -> bool:
         """Take one turn's result; ``False`` ends the run."""
         if not res.ran and res.budget is not None:
             self.final_status = "waiting"  # a spent budget holds the agent: the message waits
+            self.budget = res.budget
             return False
         if res.ran and not self.settled:
             self.settled = self.own.poll() is not None
             if not self.settled:
                 self.older_turns += 1  # an older message's turn: not this run's
                 return self.older_turns <= self.older  # more: something is stuck
+        elif res.ran and res.message_id in self.older_ids:
+            self.older_turns += 1  # settled already; an older message came next: not ours
+            return self._more_of_ours()
         if not res.ran:
             if self._task_result_arrived():
                 return True
@@ -280,7 +396,11 @@ class _RunLoop:
             self.final_status = "failed"
             return False
         if outcome == "waiting":
-            if self._task_result_arrived():
+            if res.budget is not None:
+                self.budget = res.budget  # stopped before a request: nothing will come
+                self.final_status = "waiting"
+                return False
+            if self._ours_arrived():
                 return True
             self.final_status = "waiting"
             return False
@@ -290,22 +410,33 @@ class _RunLoop:
             signal = res.closure.get("work_signal") if res.closure else None
             enqueue_continuation(self.store, dict(signal) if signal else {})
             return True
-        # completed: keep going while messages remain queued (self follow-ups,
-        # task results)
-        from holon_cli.runtime import queue as q
+        # completed: keep going while messages of the run remain queued (self
+        # follow-ups, task results), not the older ones it found queued
+        return self._more_of_ours()
 
-        if q.pending_count(self.store) == 0 and not self._task_result_arrived():
-            self.final_status = "completed"
-            return False
-        return True
+    def _more_of_ours(self) -> bool:
+        if self._ours_queued() or self._ours_arrived():
+            return True
+        self.final_status = "completed"
+        return False
+
+    def _ours_queued(self) -> bool:
+        """A message of the run's is queued (not one of the older ones)."""
+        return bool(set(_queued_ids(self.store)) - self.older_ids)
+
+    def _ours_arrived(self) -> bool:
+        """Wait for the run's tasks; whether a message of the run's came of it."""
+        return self._task_result_arrived() and self._ours_queued()
 
     def _task_result_arrived(self) -> bool:
         # the run's background tasks rejoin as task_result messages: wait for one
         # (children the run's agent spawned are run here first, to their closure)
         from holon_cli.runtime.tasks.recovery import wait_for_task_result
 
-        _drive_children(self.store, self.kw, self.max_turns)
-
+        hit = _drive_children(self.store, self.kw, self.max_turns)
+        if hit is not None:
+            self.budget = hit  # a child was stopped by a budget: its result will not come
+            return False
         return self.wait_for_tasks and wait_for_task_result(self.store)
 
 
@@ -355,4 +486,10 @@ def _run_result(
     }
     if run.final_status == "failed" and last is not None:
         data["failure_artifact"] = last.failure_artifact
+    if run.budget is not None:
+        from holon_cli.runtime.budgets.check import WAITING_REASON, reason_text
+
+        data["waiting_reason"] = WAITING_REASON
+        data["budget"] = dict(run.budget)
+        data["budget_reason"] = reason_text(run.budget, store.agent_id)
     return data

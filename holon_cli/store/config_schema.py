@@ -121,6 +121,28 @@ class BudgetsConfig:
 
 
 @dataclass(frozen=True)
+class HomeBudgetsConfig:
+    """``budgets.home``: the same limits over the sum of every agent's spend
+    (the home's spend record, removed agents included)."""
+
+    tokens_per_day: int | None = _opt("input + output tokens per UTC day, all agents", min=0)
+    cost_usd_per_day: float | None = _opt(
+        "USD per UTC day, all agents, priced by `prices.<provider/model>`", min=0
+    )
+    turns_per_hour: int | None = _opt(
+        "turns of all agents that reach the model in a rolling 60 minutes", min=0
+    )
+
+
+@dataclass(frozen=True)
+class DefaultBudgetsConfig(BudgetsConfig):
+    """``budgets``: every agent's budgets (``agents.<id>.budgets`` overrides key
+    by key), and ``home``: the budgets of all agents together."""
+
+    home: HomeBudgetsConfig | None = _opt("budgets of all agents together")
+
+
+@dataclass(frozen=True)
 class PriceConfig:
     """``prices.<provider/model>``: USD per million tokens."""
 
@@ -218,10 +240,35 @@ class IngressConfig:
     webhooks: dict[str, WebhookConfig] | None = _opt("per-source webhook verification")
 
 
-def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple[str, str]]:
+# --------------------------------------------------------------- serve
+# (``holon serve``'s HTTP server: serve/http/app.py and serve/http/server.py read it at start)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """``serve``: the HTTP server of ``holon serve`` (read when serve starts)."""
+
+    trusted_proxies: list[str] | None = _opt(
+        "addresses (or networks) of reverse proxies whose X-Forwarded-For, Forwarded "
+        "and X-Real-IP headers are believed",
+        ip_list=True,
+    )
+    header_timeout: str | float | None = _opt(
+        "a connection must send a whole request head within this (default 10s)",
+        duration=True,
+        min_exclusive=0,
+    )
+    max_connections: int | None = _opt("open HTTP connections per listener (default 512)", min=1)
+
+
+def ingress_problems(
+    data: Any, environ: typing.Mapping[str, str], *, unset: bool = True
+) -> list[tuple[str, str]]:
     """What the environment lacks for ``ingress`` (``(key, message)`` pairs):
     the schema checks the file on every load; ``holon home check`` and ``holon
-    serve``'s start also check that each ``secret_env`` is set and usable."""
+    serve``'s start also check that each ``secret_env`` is set and usable.
+    ``unset=False`` leaves out the variables not set in ``environ`` (``home
+    check`` in a login shell: only serve's environment must hold them)."""
     section = data.get("ingress") if isinstance(data, dict) else None
     hooks = section.get("webhooks") if isinstance(section, dict) else None
     out: list[tuple[str, str]] = []
@@ -236,6 +283,8 @@ def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple
             continue
         secret = environ.get(env_name, "")
         if not secret.strip():
+            if not unset:
+                continue
             out.append(
                 (f"{key}.secret_env", f"{key}.secret_env: ${env_name} is not set (or empty)")
             )
@@ -247,6 +296,18 @@ def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple
                 )
             )
     return out
+
+
+def ingress_unset(data: Any, environ: typing.Mapping[str, str]) -> list[tuple[str, str]]:
+    """The webhook secret variables ``ingress`` names that ``environ`` does
+    not set (``(key, variable)`` pairs)."""
+    section = data.get("ingress") if isinstance(data, dict) else None
+    hooks = section.get("webhooks") if isinstance(section, dict) else None
+    return [
+        (f"ingress.webhooks.{source}.secret_env", str(hook["secret_env"]))
+        for source, hook in sorted((hooks or {}).items())
+        if hook.get("secret_env") and not environ.get(hook["secret_env"], "").strip()
+    ]
 
 
 def standard_secret(secret: str) -> bytes | None:
@@ -271,12 +332,13 @@ class HolonConfig:
     runtime: RuntimeConfig | None = _opt("runtime limits")
     http_addr: str | None = _opt("listen address of `holon serve`")
     control_token: str | None = _opt("bearer token of the control surface")
-    budgets: BudgetsConfig | None = _opt("spend limits of every agent")
+    budgets: DefaultBudgetsConfig | None = _opt("spend limits of every agent, and of all together")
     prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
     agents: dict[str, AgentConfig] | None = _opt("per-agent settings")
     ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
     retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
+    serve: ServeConfig | None = _opt("HTTP server of `holon serve`: proxies, timeouts, connections")
 
 
 # -------------------------------------------------------------- validation
@@ -366,8 +428,9 @@ def _check(value: Any, tp: Any, key: str, meta: typing.Mapping[str, Any]) -> Non
         return
     if origin is list:
         _expect(isinstance(value, list), key, tp, value)
+        item_meta = {"ip": True} if meta.get("ip_list") else {}
         for i, item in enumerate(value):
-            _check(item, get_args(tp)[0], f"{key}[{i}]", {})
+            _check(item, get_args(tp)[0], f"{key}[{i}]", item_meta)
         return
     if origin is dict:
         _expect(isinstance(value, dict), key, tp, value)
@@ -391,12 +454,38 @@ def _check(value: Any, tp: Any, key: str, meta: typing.Mapping[str, Any]) -> Non
         )
     elif tp is str:
         _expect(isinstance(value, str), key, tp, value)
+        _check_str(value, key, meta)
+        return
     else:  # pragma: no cover - a schema field of an unsupported type is a bug
         raise TypeError(f"config schema: unsupported type {tp!r} for {key}")
     if "min" in meta and value < meta["min"]:
         raise _Invalid(key, f"{key} must be {meta['min']} or more, got {value!r}")
     if "min_exclusive" in meta and value <= meta["min_exclusive"]:
         raise _Invalid(key, f"{key} must be more than {meta['min_exclusive']}, got {value!r}")
+
+
+def _check_str(value: str, key: str, meta: typing.Mapping[str, Any]) -> None:
+    """The string forms a field's metadata asks for: a duration, an address."""
+    if meta.get("duration"):
+        from holon_cli.clock import parse_duration
+
+        try:
+            parse_duration(value)
+        except ValueError as exc:
+            raise _Invalid(
+                key, f"{key}: {exc}", "write a duration such as 10s, 500ms or 2m"
+            ) from None
+    if meta.get("ip"):
+        import ipaddress
+
+        try:
+            ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise _Invalid(
+                key,
+                f"{key} must be an IP address or network, got {_describe(value)}",
+                "write e.g. 127.0.0.1, ::1 or 10.0.0.0/8",
+            ) from None
 
 
 def _key(f: dataclasses.Field[Any]) -> str:
@@ -461,6 +550,8 @@ def cost_budget_keys(data: dict[str, Any]) -> list[str]:
     out = []
     if ((data.get("budgets") or {}).get("cost_usd_per_day")) is not None:
         out.append("budgets.cost_usd_per_day")
+    if (((data.get("budgets") or {}).get("home") or {}).get("cost_usd_per_day")) is not None:
+        out.append("budgets.home.cost_usd_per_day")
     for aid, sect in sorted((data.get("agents") or {}).items()):
         if ((sect or {}).get("budgets") or {}).get("cost_usd_per_day") is not None:
             out.append(f"agents.{aid}.budgets.cost_usd_per_day")

@@ -87,6 +87,26 @@ def defer_fsyncs(*roots: Path) -> None:
     _DEFERRED = tuple(os.path.join(os.path.abspath(r), "") for r in roots)
 
 
+class fsyncs_skipped:  # noqa: N801 - used as a function: ``with fsyncs_skipped(root):``
+    """Inside the block, nothing under ``root`` is fsync'd: a scratch tree
+    that is thrown away after (``holon replay``'s temporary home). The
+    deferral in force before (``holon run``'s agent) is kept. (A class, not
+    ``contextlib``: this module is on every command's start-up path.)"""
+
+    def __init__(self, root: Path) -> None:
+        self.root = os.path.join(os.path.abspath(root), "")
+        self.prev: tuple[str, ...] = ()
+
+    def __enter__(self) -> None:
+        global _DEFERRED
+        self.prev = _DEFERRED
+        _DEFERRED = (*self.prev, self.root)
+
+    def __exit__(self, *exc: object) -> None:
+        global _DEFERRED
+        _DEFERRED = self.prev
+
+
 def deferred(*paths: str | Path) -> bool:
     """Whether the fsyncs of ``paths`` (a file and its folder, say) are put off."""
     if not _DEFERRED:

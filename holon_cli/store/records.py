@@ -228,8 +228,21 @@ def episode_record(rec: Mapping[str, Any]) -> str | None:
     )
 
 
+def turn_record(rec: Mapping[str, Any]) -> str | None:
+    """A settled turn's record (runtime/replay/records.py): its ids, and the
+    compressed record or the reason there is none."""
+    return _first(
+        _need(rec, "turn_id", str, "turn record"),
+        _opt(rec, "message_id", str, "turn record"),
+        _opt(rec, "codec", str, "turn record"),
+        _opt(rec, "data", str, "turn record"),
+        _opt(rec, "broken", str, "turn record"),
+    )
+
+
 LEDGERS: dict[str, Validator] = {
     "context_episodes": episode_record,
+    "turn_records": turn_record,
     "queue": queue_record,
     "events": event_record,
     "transcript": transcript_record,

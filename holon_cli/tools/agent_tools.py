@@ -43,8 +43,9 @@ SELF_FOLLOWUP_ORIGIN = "system:self_followup"
 def _tool_error(err: HolonError, *, field: str | None = None) -> ToolError:
     """Map a runtime error onto the tool error envelope (kinds stay stable)."""
     kind = "invalid_arguments" if isinstance(err, UsageError) else err.kind
+    message, hint = err.said_on("tool")
     return ToolError(
-        kind, err.message, details=dict(err.details) or None, recovery_hint=err.hint, field=field
+        kind, message, details=dict(err.details) or None, recovery_hint=hint, field=field
     )
 
 

@@ -119,11 +119,12 @@ def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return fn(*args, **kwargs)
     except HolonError as err:
+        message, hint = err.said_on("tool")
         raise ToolError(
             err.kind,
-            err.message,
+            message,
             details=dict(err.details or {}),
-            recovery_hint=err.hint,
+            recovery_hint=hint,
             retryable=isinstance(err, BusyError),
         ) from None
 

@@ -44,6 +44,31 @@ def test_run_json_names_its_message_and_the_older_turns(script_runner: Any, tmp_
     assert d["turns"] == 1 and d["older_turns"] == 1
 
 
+def test_run_prints_its_own_outcome_past_an_older_background_message(
+    script_runner: Any, tmp_path: Path
+) -> None:
+    """Issue 36 §7: an older normal and an older *background* message are
+    queued; the run's own message (normal) is turned before the background
+    one, and the run prints its own answer, never the background one's."""
+    script_runner.run(["holon", "enqueue", "older normal"], check=True)
+    bg = script_runner.run(
+        ["holon", "enqueue", "older background", "--priority", "background"], check=True
+    ).stdout.strip()
+    model = script(
+        tmp_path, [{"text": "to older normal"}, {"text": "mine"}, {"text": "to background"}]
+    )
+    res = script_runner.run(
+        ["holon", "run", "--agent", "main", "--model", model, "my question", "--json"]
+    )
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)["data"]
+    assert d["final_text"] == d["raw_final_text"] == "mine"
+    assert d["turns"] == 1 and d["older_turns"] == 1
+    # an older message the run did not need to pass stays queued for the agent
+    st = q.load(open_agent(None))
+    assert list(st.entries) == [bg]
+
+
 def test_a_failing_older_message_does_not_end_the_run(script_runner: Any, tmp_path: Path) -> None:
     script_runner.run(["holon", "enqueue", "older"], check=True)
     model = script(

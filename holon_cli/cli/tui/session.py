@@ -95,13 +95,39 @@ def parse_input(text: str, known: tuple[str, ...] | None = None) -> Command:
     return Command(name, arg.strip())
 
 
+# what people type for the raw event view, which is no display mode
+TRACE_WORDS = ("trace", "raw", "events")
+
+
 def parse_mode(arg: str) -> DisplayMode:
+    """``/display MODE`` in the console. ``trace`` is refused with the way
+    to the raw events (the spec's trace view is ``/events``, not a mode)."""
     if not arg.strip():
         raise UsageError("/display needs a mode", hint="info, verbose, debug (or 3, 4, 5)")
+    if arg.strip().lower() in TRACE_WORDS:
+        raise UsageError(
+            f"{arg.strip()!r} is not a display mode: the raw trace is its own view",
+            hint="type /events for the raw events (trace); /display debug shows the most "
+            "in the conversation (from a shell: `holon tail --agent ID`)",
+        )
     try:
         return display_mode(arg)
     except ValueError as exc:
         raise UsageError(str(exc), hint="e.g. /display verbose (or /display 4)") from None
+
+
+def parse_display_option(arg: str) -> DisplayMode:
+    """``holon tui --display MODE``: the same modes, in the command line's words."""
+    if arg.strip().lower() in TRACE_WORDS:
+        raise UsageError(
+            f"--display {arg.strip()!r} is not a display mode: the raw trace is its own view",
+            hint="use --display debug for the most detail, /events inside the console, or "
+            "`holon tail --agent ID` for the raw events",
+        )
+    try:
+        return display_mode(arg)
+    except ValueError as exc:
+        raise UsageError(f"--display: {exc}", hint="e.g. --display verbose (or 4)") from None
 
 
 def row_line(seq: int, row: Presented) -> Line:

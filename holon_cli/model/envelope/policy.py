@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, cast, get_args
 
-from holon_cli.errors import UsageError
+from holon_cli.errors import Said, UsageError
 from holon_cli.model.envelope.schema import _V1_ORIGIN_FIELDS, MessageKind, Origin
 
 MESSAGE_KINDS: tuple[str, ...] = get_args(MessageKind)  # one list: the Literal
@@ -309,8 +309,14 @@ def check_admission(
     if origin_kind not in allowed:
         raise UsageError(
             f"a {kind} message cannot come from a {origin_kind} origin",
-            hint=f"{kind} comes from: {_choices(allowed)}; "
-            f"a {origin_kind} origin sends {DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit --kind)",
+            hint=Said(
+                f"{kind} comes from: {_choices(allowed)}; a {origin_kind} origin sends "
+                f"{DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit --kind)",
+                http=f"{kind} comes from: {_choices(allowed)}; a {origin_kind} origin sends "
+                f"{DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit kind)",
+                tool=f"{kind} comes from: {_choices(allowed)}; a {origin_kind} origin sends "
+                f"{DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit kind)",
+            ),
             kind="kind_origin_mismatch",
         )
     surface_origins = ORIGINS_BY_SURFACE[delivery_surface]

@@ -224,8 +224,8 @@ def resolve_template(selector: str | None) -> Iterator[Resolved]:
         return
     if selector.startswith(("http://", "https://")):
         raise RejectedError(
-            f"remote template {selector!r} is not a GitHub tree URL",
-            hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path>, or clone it "
+            f"remote template {selector!r} is not a GitHub repository or tree URL",
+            hint="use https://github.com/<owner>/<repo>[/tree/<ref>/<path>], or clone it "
             "yourself and pass the template directory as an absolute path",
         )
     p = user_path(selector, "template")
@@ -300,8 +300,9 @@ def resolve_skill_refs(template: Path) -> Iterator[list[SkillSource]]:
                 continue
             if ref.startswith(("http://", "https://")):
                 raise RejectedError(
-                    f"{sj}: remote skill ref {ref!r} is not a GitHub tree URL",
-                    hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path> or a local path",
+                    f"{sj}: remote skill ref {ref!r} is not a GitHub repository or tree URL",
+                    hint="use https://github.com/<owner>/<repo>[/tree/<ref>/<path>] "
+                    "or a local path",
                 )
             p = user_path(ref, "skill ref")
             if not p.is_absolute():

@@ -55,12 +55,40 @@ def config_problems(home: HomeLayout) -> list[Problem]:
         for e in config_errors(cfg)
     ]
     if "ingress" in cfg:
-        # what `holon serve` needs from its environment (a webhook secret unset)
+        # what `holon serve` needs from its environment (a secret in a bad
+        # form); a variable unset here is a note (config_notes): a login
+        # shell need not hold what only serve's environment holds
         problems += [
             Problem(str(home.config), None, f"{msg} (export it before `holon serve`)")
-            for _key, msg in ingress_problems(cfg, os.environ)
+            for _key, msg in ingress_problems(cfg, os.environ, unset=False)
         ]
     return problems
+
+
+def config_notes(home: HomeLayout) -> list[dict[str, Any]]:
+    """Webhook secret variables this shell does not set: serve refuses to
+    start without them, but serve's environment (a unit's EnvironmentFile,
+    the daemon's) is not this shell's, so it is a note, not a problem."""
+    import os
+
+    from holon_cli.errors import ConfigError
+    from holon_cli.store.config import load_config
+    from holon_cli.store.config_schema import ingress_unset
+
+    try:
+        cfg = load_config(home)
+    except ConfigError:
+        return []  # config_problems reports it
+    return [
+        {
+            "path": str(home.config),
+            "kind": "secret_env_unset",
+            "message": f"{key}: ${var} is not set in this environment; `holon serve` needs it "
+            "in its own (it refuses to start without it): export it there, e.g. in the "
+            "service's EnvironmentFile",
+        }
+        for key, var in ingress_unset(cfg, os.environ)
+    ]
 
 
 def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
@@ -92,6 +120,7 @@ def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, An
             notes.append(
                 {
                     "path": str(home.config),
+                    "kind": "sandbox_unconfined",
                     "message": f"{key}.sandbox is auto and commands run unsandboxed: "
                     f"{pol.reason} (install bubblewrap to confine them; "
                     f"`{key.rsplit('.', 1)[-1]}: {{sandbox: none}}` says so explicitly)",
@@ -113,6 +142,7 @@ def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, An
         notes.append(
             {
                 "path": str(home.config),
+                "kind": "deprecated_key",
                 "message": "runtime.exec_env_passthrough is the older name of "
                 "execution.env.pass (still read as more pass names): move the names there",
             }

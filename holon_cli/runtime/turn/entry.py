@@ -15,7 +15,7 @@ from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import TurnRun
-from holon_cli.runtime.turn.preflight import resolve_chain
+from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
 from holon_cli.runtime.turn.settle import finish_agent_state
 from holon_cli.runtime.turn.steps import DIRECT, TurnSteps
@@ -101,17 +101,18 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     a config error (nothing consumed); an agent whose last turn a budget
     stopped, with that budget still spent, runs no turn (its messages stay
     queued until the budget resets or is raised)."""
+    from holon_cli.runtime.budgets import check
     from holon_cli.runtime.budgets import spend as budgets
 
-    if not budgets.configured(cfg):
+    if not check.active(cfg, budgets.home_of(store)):
         return None
     err = budgets.price_error(cfg, store.agent_id, models)
     if err is not None:
         err.message += "; nothing was dequeued"
         raise err
-    hit = budgets.exhausted(store, cfg)
-    if hit is None:
-        return None
+    hit = check.exhausted(store, cfg)
+    if hit is None or not q.pending_count(store):
+        return None  # nothing queued: nothing is held back (the dequeue finds nothing)
     return TurnResult(store.agent_id, ran=False, budget=hit)
 
 
@@ -156,6 +157,8 @@ def run_turn(
         held = _budget_hold(store, cfg, models)
         if held is not None:
             return held
+        if q.pending_count(store):  # a budget below the fixed prompt consumes nothing
+            check_prompt_fits(store, catalog, cfg)
         turn_id = clock.new_id("turn")
         settled, attempted = _journal_facts(store)
         entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)

@@ -14,6 +14,7 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
     {"op": "effects", "files", "commands", "completed"}  a tool call's memory effects
     {"op": "settlement", "settlement": {...}}
+    {"op": "capture", "k": ...}                    what the turn record keeps (runtime/replay)
 
 Invariants:
 - appends are plain writes; :meth:`Journal.sync` makes them durable, once per
@@ -121,6 +122,8 @@ class Journal:
         self.files: list[str] = []
         self.commands: list[dict[str, Any]] = []
         self.completed_work_item = False
+        # the turn record's captures (runtime/replay/capture.py), in order
+        self.captures: list[dict[str, Any]] = []
         self._dirty = False
 
     # ------------------------------------------------------------- replay
@@ -220,6 +223,8 @@ class Journal:
         elif op == "compaction":
             keys = ("cut_round", "epoch", "compacted", "summary")
             self.compaction = {k: rec[k] for k in keys}
+        elif op == "capture":
+            self.captures.append(rec)
 
     @classmethod
     def resume(cls, store: AgentStore, turn_id: str, message_id: str) -> Journal | None:
@@ -350,6 +355,12 @@ class Journal:
         rec = {"files": list(files), "commands": list(commands), "completed": completed}
         self._fold_effects(rec)
         self._append({"op": "effects", **rec})
+
+    def add_capture(self, rec: dict[str, Any]) -> None:
+        """One of the turn record's captures (durable with the round's batch)."""
+        full = {"op": "capture", **rec}
+        self.captures.append(full)
+        self._append(full)
 
     def add_interject(self, message_id: str) -> None:
         self.interject_ids.append(message_id)

@@ -34,7 +34,7 @@ from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.budgets import spend as budgets
+from holon_cli.runtime.budgets.check import BudgetStop
 from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (
@@ -44,6 +44,7 @@ from holon_cli.runtime.prompt import (
     first_user_item,
     render_message,
 )
+from holon_cli.runtime.replay.capture import TurnCapture
 from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn.abort import (
     ABORT_REASON,
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.tool import SleepRequest, Toolbox, ToolContext
     from holon_cli.model.turn import TurnSettlement
+    from holon_cli.runtime.turn.observe import TurnObserver
 
 DEFAULT_MAX_ROUNDS = 50
 
@@ -112,6 +114,7 @@ class TurnRun:
         max_rounds: int | None = None,
         resolve: Callable[[str], Any] | None = None,
         steps: TurnSteps = DIRECT,
+        observer: TurnObserver | None = None,
     ) -> None:
         self.t_start = time.monotonic()
         self.store = store
@@ -133,6 +136,9 @@ class TurnRun:
         self.result.replayed = resumed is not None or int(entry.get("interrupted", 0)) > 0
         self.journal = resumed or Journal(store, turn_id, self.mid)
         self.fresh = resumed is None
+        # the turn record (runtime/replay): what each request, answer and tool
+        # result was; `holon replay` passes its own observer, which compares
+        self.observer: TurnObserver = observer or TurnCapture(store, self.journal, turn_id, entry)
         # turn state, filled by start() and the round steps
         self.state = cast("AgentState", {})  # read by start()
         self.turn_index = 0
@@ -246,6 +252,7 @@ class TurnRun:
             self.journal.begin()
             self.journal.add_item(first_user_item(msg))
             self.rec.message_entry(msg)
+        self.observer.started(agent_rec)
         self.make_durable()
         self.ws = workspace_for(self.store.layout.home, self.state)
         self.is_default = (
@@ -296,9 +303,10 @@ class TurnRun:
 
     def _interrupted(self, call: ToolCall) -> StepRecord:
         """One in-flight call closed as interrupted (a step of its own)."""
-        from holon_cli.model.tool import render_error
+        from holon_cli.model.tool import ToolResult, render_error
 
         content = render_error(call.name, _INTERRUPTED)
+        self.observer.tool(call, ToolResult(ok=False, content=content, error=_INTERRUPTED))
         item = ConversationItem("tool", content, call_id=call.id, name=call.name, is_error=True)
         self.journal.add_item(item)
         self.rec.transcript(
@@ -403,35 +411,48 @@ class TurnRun:
             agent_id=self.store.agent_id,
             turn_id=self.turn_id,
         )
+        self.observer.request(self.journal.rounds + 1, request)
         # from here on a crash counts as an attempt of this message
         self.journal.mark_request()
         started_at = clock.now_iso()
         t0 = time.monotonic()
+        self.spend.begin_round(request)
         try:
-            chain = self.abort.call(
-                lambda: call_with_fallback(
-                    self.models,
-                    request,
-                    sleep=self.sleep,
-                    resolve=self.resolve,
-                    before_attempt=lambda _ref: self.spend.gate(self.focus),
+            try:
+                chain = self.abort.call(
+                    lambda: call_with_fallback(
+                        self.models,
+                        request,
+                        sleep=self.sleep,
+                        resolve=self.resolve,
+                        before_attempt=lambda ref, tr: self.spend.before_attempt(
+                            ref, tr, self.focus
+                        ),
+                    )
                 )
-            )
-        except budgets.BudgetStop as stop:
-            self.budget_hit = stop.hit
-            return None
-        except ChainFailure as failure:
-            if self.ctx.overflow_compacted(failure, self.focus):
-                return self.call_model(built)  # once: overflow_compacted says no again
-            self.failed = True
-            self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
-                self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
-            )
-            if failure.usage is not None:
-                usage = failure.usage.to_dict()
-                self.spend.record(failure.last.model_ref, usage, self.focus, estimated=False)
-            return None
-        self.spend.of_round(chain, request, self.focus)
+            except BudgetStop as stop:
+                self.observer.failed(stop)
+                self.budget_hit = stop.hit
+                return None
+            except ChainFailure as failure:
+                self.observer.failed(failure)
+                if failure.usage is not None:
+                    usage = failure.usage.to_dict()
+                    self.spend.record(failure.last.model_ref, usage, self.focus, estimated=False)
+                self.spend.end_round()
+                if self.ctx.overflow_compacted(failure, self.focus):
+                    return self.call_model(built)  # once: overflow_compacted says no again
+                self.failed = True
+                self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
+                    self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
+                )
+                return None
+            self.observer.answered(chain.response, chain.model_ref)
+            self.spend.of_round(chain, request, self.focus)
+        finally:
+            # the round's spend is recorded (or nothing was sent): its
+            # reservations go, whichever way the round ended
+            self.spend.end_round()
         reported = int(getattr(chain.usage, "input_tokens", 0) or 0) if chain.usage else 0
         self.ctx.note_sent(reported)
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))
@@ -490,6 +511,7 @@ class TurnRun:
         t_tool = time.monotonic()
         res = self.abort.call(partial(self.catalog.execute, ctx, call), on_abort=self._stop_call)
         tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
+        self.observer.tool(call, res)
         fx = res.effects
         self._mutated = self._mutated or fx.work_item_mutated
         if fx.completion_brief_id:
@@ -533,13 +555,19 @@ class TurnRun:
 
     def take_interjects(self) -> None:
         """Safe point: trusted operator interjections join the running turn."""
-        for ie in q.take_interjects(self.store, self.turn_id):
+        taken = self._interjects()
+        if taken:
+            self.observer.interjected(taken)
+        for ie in taken:
             env = ie["envelope"]
             self.journal.add_interject(env["id"])
             self.journal.add_item(ConversationItem("user", render_message(env)))
             self.rec.message_entry(env, interject=True)
             interjected: MessageInterjectedData = {"into_message_id": self.mid}
             self.rec.event("message_interjected", interjected, message=env)
+
+    def _interjects(self) -> list[QueueEntry]:
+        return q.take_interjects(self.store, self.turn_id)
 
     # ---------------------------------------------------------- decide stop
 
@@ -624,6 +652,7 @@ class TurnRun:
             s = self.decide()
         self.result.take_settlement(s, self.journal, self.models[0] if self.models else None)
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
+        self.observer.settled(s)  # the turn record joins the terminal records' batch
         self.result.duration_ms = int(s.get("duration_ms", 0))
         self.store.sync_ledgers()  # the terminal records are durable before the queue settles
         aborted = s["status"] == "aborted"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from holon_cli.errors import RejectedError
+from holon_cli.errors import RejectedError, Said
 from holon_cli.kinds import ErrorKind
 from holon_cli.store.layout import home_root
 
@@ -74,8 +74,13 @@ def check_root(
         return
     raise ForbiddenWorkspace(
         f"{path} cannot be {what}: {why}, which holds every agent's queue, secrets and config.yaml",
-        hint="choose a project folder outside the holon home "
-        '(or `agent_home`: UseWorkspace workspace_id "agent_home", '
-        "`holon workspace use agent_home`)",
+        hint=Said(
+            "choose a project folder outside the holon home, or `holon workspace use "
+            "agent_home` for the agent's own home",
+            http='choose a project folder outside the holon home, or {"workspace_id": '
+            '"agent_home"} for the agent\'s own home',
+            tool="choose a project folder outside the holon home, or "
+            '`workspace_id: "agent_home"` for your home',
+        ),
         details={"field": "path", "path": str(path), "home": str(_real(home or home_root()))},
     )

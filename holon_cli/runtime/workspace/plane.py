@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from holon_cli import clock
-from holon_cli.errors import NotFoundError, RejectedError, UsageError
-from holon_cli.model.workspace import AGENT_HOME, MODES
+from holon_cli.errors import NotFoundError, RejectedError, Said, UsageError
+from holon_cli.model.workspace import AGENT_HOME, IN_PLACE, MODES
 from holon_cli.runtime.workspace import (
     WorkspaceBinding,
     agent_home_binding,
@@ -50,7 +50,7 @@ def _home(store: AgentStore) -> HomeLayout:
     return HomeLayout(store.layout.home.parent.parent)
 
 
-def _invalid(message: str, field: str, hint: str | None = None) -> UsageError:
+def _invalid(message: str, field: str, hint: str | Said | None = None) -> UsageError:
     return UsageError(message, kind="invalid_arguments", hint=hint, details={"field": field})
 
 
@@ -116,7 +116,13 @@ def check_attachable(store: AgentStore, path: Path) -> None:
         raise RejectedError(
             f"{path} may not be attached as a workspace: it is "
             + ("the filesystem root" if path == Path(path.anchor) else f"inside {home}"),
-            hint='choose a project directory, or `workspace_id: "agent_home"` for your home',
+            hint=Said(
+                "choose a project directory, or `holon workspace use agent_home` for the "
+                "agent's own home",
+                http='choose a project directory, or {"workspace_id": "agent_home"} for the '
+                "agent's own home",
+                tool='choose a project directory, or `workspace_id: "agent_home"` for your home',
+            ),
             details={"field": "path", "path": str(path)},
         )
 
@@ -141,7 +147,7 @@ def _isolated(store: AgentStore, wid: str, loc: Located, cwd: Path | None) -> Ta
         raise _invalid(
             f"{loc.anchor} is not a git repository: isolated mode makes a git worktree",
             "mode",
-            'use mode "direct" there, or `git init` it first',
+            IN_PLACE.fmt("{d}, or `git init` it first", d=IN_PLACE),
         )
     checkout = loc.execution_root
     session, created = worktree_session(
@@ -160,21 +166,29 @@ def _isolated(store: AgentStore, wid: str, loc: Located, cwd: Path | None) -> Ta
 def _by_id(store: AgentStore, wid: str, mode: str) -> Target:
     if wid == AGENT_HOME:
         if mode == "isolated":
-            raise _invalid("AgentHome has no isolated mode", "mode", 'use mode "direct"')
+            raise _invalid("AgentHome has no isolated mode", "mode", IN_PLACE)
         return Target(agent_home_binding(store.layout.home), "direct")
     aid = store.agent_id
     if wid not in attached_ids(store.read_record()["state"]):
         raise NotFoundError(
             f"workspace {wid} is not attached to agent {aid}",
-            hint="attach it by path (UseWorkspace path, `holon workspace use PATH`); "
-            f"`holon workspace list --agent {aid} --all` shows the known ones",
+            hint=Said(
+                f"attach it by path: `holon workspace use PATH --agent {aid}`; "
+                f"`holon workspace list --agent {aid} --all` shows the known ones",
+                http='attach it by path: {"path": "/abs/dir"}; '
+                f"GET /agents/{aid}/workspaces?all=1 shows the known ones",
+                tool="attach it by path (UseWorkspace path)",
+            ),
             details={"field": "workspace_id"},
         )
     anchor = anchors(store).get(wid)
     if not anchor or not Path(anchor).is_dir():
         raise RejectedError(
             f"workspace {wid}'s directory {anchor or '(unknown)'} no longer exists",
-            hint=f"detach it (`holon workspace detach {wid} --agent {aid}`) or restore it",
+            hint=Said(
+                f"detach it (`holon workspace detach {wid} --agent {aid}`) or restore it",
+                tool=f'detach it (DetachWorkspace workspace_id "{wid}") or restore its directory',
+            ),
             details={"field": "workspace_id"},
         )
     root = Path(anchor)
@@ -367,8 +381,12 @@ def detach_workspace(store: AgentStore, wid: str, *, source: str = "tool") -> di
     def refuse_active() -> RejectedError:
         return RejectedError(
             f"{wid} is agent {aid}'s active workspace: switch to another one first",
-            hint=f"`holon workspace use agent_home --agent {aid}` (UseWorkspace "
-            'workspace_id "agent_home"), then detach it',
+            hint=Said(
+                f"`holon workspace use agent_home --agent {aid}`, then detach it",
+                http=f"POST /control/agents/{aid}/workspace "
+                '{"workspace_id": "agent_home"}, then detach it',
+                tool='UseWorkspace workspace_id "agent_home", then DetachWorkspace it',
+            ),
             details={"field": "workspace_id"},
         )
 

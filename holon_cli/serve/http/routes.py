@@ -143,6 +143,28 @@ async def control_abort(request: Request) -> Response:
     return JSONResponse(await run_in_threadpool(go), status_code=202)
 
 
+async def control_pause(request: Request) -> Response:
+    """Pause the agent (``holon agent pause``): 202; messages wait in its queue."""
+    return await _lifecycle(request, "pause")
+
+
+async def control_start(request: Request) -> Response:
+    """Start (resume) a paused or stopped agent (``holon agent start``): 202."""
+    return await _lifecycle(request, "start")
+
+
+async def _lifecycle(request: Request, action: str) -> Response:
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
+
+    await read_json(request, PROMPT_CAP, allow_empty=True)  # no field is read: {} or nothing
+
+    def go() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])  # 404 / private first
+        return set_lifecycle(store.agent_id, action)
+
+    return JSONResponse(await run_in_threadpool(go), status_code=202)
+
+
 async def agent_workspaces(request: Request) -> Response:
     """``holon workspace list --json`` (``?all=1``: known, detached ones too)."""
     from holon_cli.runtime.workspace.plane import list_workspaces
