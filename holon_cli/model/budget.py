@@ -70,6 +70,8 @@ class BudgetHit(TypedDict):
     reserved: NotRequired[float]  # held by other requests in flight
     needed: NotRequired[float]  # what the refused request needed (input + 1 output)
     run_id: NotRequired[str]
+    # the profile file whose budget it is (a child made from a profile)
+    profile: NotRequired[str]
 
 
 class BudgetHold(TypedDict):

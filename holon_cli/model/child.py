@@ -10,7 +10,8 @@ from typing import Any, Literal, TypedDict
 
 from holon_cli.model.task import CHILD_TASK_KIND, TaskSnapshot, WorktreeInfo
 
-WORKSPACE_MODES = ("inherit", "worktree")
+WORKSPACE_MODES = ("inherit", "worktree", "explicit_root")
+CONTEXT_MODES = ("fork", "fresh")
 SPAWN_PRESETS = ("private_child", "public_named")
 ChildPhase = Literal["running", "blocked", "waiting", "terminal"]
 # the summary of a handle: the first line of initial_message, this long at most

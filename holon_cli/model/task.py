@@ -119,10 +119,24 @@ class ChildTaskDetail(TypedDict, total=False):
     child_agent_id: str
     delegation_id: str
     work_item_id: str | None
-    workspace_mode: str  # inherit | worktree
+    workspace_mode: str  # inherit | worktree | explicit_root
     worktree: WorktreeInfo | None
     initial_message_id: str | None
     child_archived: bool
+    context: str  # fork | fresh (absent in handles of earlier builds: fresh)
+    profile: str | None  # the profile file's name
+    workspace_root: str | None  # explicit_root's directory
+
+
+class RecoveryNotice(TypedDict):
+    """One ``task_status`` a recovery admitted: ``lost`` (its supervisor or
+    child is gone) or ``recovered`` (still running after a restart)."""
+
+    key: str
+    recovery: str  # lost | recovered
+    message_id: str | None
+    at: str
+    error: NotRequired[str]
 
 
 class TaskRecord(TypedDict, total=False):
@@ -165,6 +179,12 @@ class TaskRecord(TypedDict, total=False):
     result_undeliverable: str
     child: ChildTaskDetail  # only a child_agent_task
     result_summary: str | None  # a child_agent_task: the child's final text
+    # the serve process watching it now (runtime/tasks/recovery.py): a serve
+    # that finds it owned by a process that is gone recovered it
+    runtime_owner: ProcessIdentity | None
+    # the task_status messages its recoveries admitted (runtime spec:
+    # Background Task Recovery): one per recovery key
+    recovery_notices: list[RecoveryNotice]
 
 
 class TaskLedgerRecord(TypedDict, total=False):

@@ -109,7 +109,7 @@ def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     from holon_cli.store.config import load_config
 
     cfg = load_config()
-    if not budgets.active(cfg, home_of(store)):
+    if not budgets.active(cfg, home_of(store), store):
         return None
     hit = budgets.exhausted(store, cfg, signal.get("work_item_id"))
     if hit is None:

@@ -73,6 +73,18 @@ def limits(cfg: dict[str, Any], agent_id: str) -> dict[str, float]:
     return out
 
 
+def profile_limits(store: AgentStore) -> dict[str, float]:
+    """A child made from a profile file: its profile's ``budgets``
+    (runtime/agents/profiles.py), which only tighten the configured ones."""
+    prof = store.read_record()["identity"].get("profile") or {}
+    return {k: v for k, v in (prof.get("budgets") or {}).items() if v is not None}
+
+
+def tightened(lim: dict[str, float], own: dict[str, float]) -> dict[str, float]:
+    """``lim`` with a profile's budgets over it, each the smaller of the two."""
+    return {**lim, **{k: min(v, lim[k]) if k in lim else v for k, v in own.items()}}
+
+
 def home_limits(cfg: dict[str, Any]) -> dict[str, float]:
     """``budgets.home``: the budgets of the sum over all agents."""
     home = (cfg.get("budgets") or {}).get(HOME_KEY) or {}
@@ -424,7 +436,7 @@ def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
     """``holon status`` data ``budget``: each budget set for the agent."""
     from holon_cli.model.budget import BUDGET_NAMES
 
-    lim = limits(cfg, store.agent_id)
+    lim = tightened(limits(cfg, store.agent_id), profile_limits(store))
     if not lim:
         return {}
     now = clock.now()

@@ -344,6 +344,9 @@ def _sweep_handle(parent: AgentStore, rec: TaskRecord) -> dict[str, Any] | None:
         if _age_s(rec) < SPAWN_GRACE_S:
             return None  # being spawned right now (the handle is written first)
         why = f"child agent {child_id!r} is missing (removed, or lost before it was made)"
+        from holon_cli.runtime.tasks.records import report_lost
+
+        report_lost(handle_dir(parent, tid), why)  # the task_status first, then the result
         report_child(parent, tid, status="failed", result_summary=why, stop_reason="child_missing")
         return {"action": "child_missing", "task_id": tid, "child_agent_id": child_id}
     if rec.get("status") == "interrupted":

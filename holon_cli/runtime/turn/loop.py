@@ -34,7 +34,9 @@ from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.agents.profiles import narrow
 from holon_cli.runtime.budgets.check import BudgetStop
+from holon_cli.runtime.children.context import block_for as inherited_block
 from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (
@@ -169,6 +171,7 @@ class TurnRun:
         # the context budget, and the working memory the turn was prompted with
         self.ctx = ContextFit(self.journal, self.rec, config)
         self.wm = working.empty_state()
+        self.inherited: str | None = None  # a forked child's inherited context block
 
     # ------------------------------------------------------------ the loop
 
@@ -259,6 +262,9 @@ class TurnRun:
             agent_rec["identity"]["kind"] == "default" or self.store.agent_id == default_agent_id()
         )
         self.self_owned = agent_rec["identity"].get("ownership", "self_owned") == "self_owned"
+        # a profiled child is offered its profile's tools; a forked one sees its parent's context
+        self.catalog = narrow(self.catalog, agent_rec["identity"])
+        self.inherited = inherited_block(self.store, dict(agent_rec["identity"]))
         self.bound_wi = self.state.get("current_work_item_id")
         self.focus = self.bound_wi
         self.session_skills = list(self.state.get("active_skills") or [])
@@ -344,6 +350,7 @@ class TurnRun:
             working_memory=working.render(self.wm, max_chars=self.ctx.memory_chars),
             memory_delta=working.render_delta(self.wm),
             policy=execution_projection(self.cfg, self.store.agent_id),
+            inherited=self.inherited,
         )
         self.ctx.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
@@ -625,6 +632,8 @@ class TurnRun:
                 budget_stopped=self.budget_hit is not None,
             ),
             abort_reason=self.abort_reason,
+            message_id=self.mid,
+            turn_ids={self.turn_id, *self.journal.requested},
         )
         s["memory"] = memory_delta(
             self.store,

@@ -90,7 +90,7 @@ class TurnSpend:
         ``max_output_tokens`` to what the tightest budget leaves."""
         from holon_cli.runtime.budgets import check, reserve
 
-        if not check.active(self.cfg, budgets.home_of(self.store)):
+        if not check.active(self.cfg, budgets.home_of(self.store), self.store):
             return
         adm = reserve.admit(
             self.store,

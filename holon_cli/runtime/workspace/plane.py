@@ -104,13 +104,15 @@ def resolve_path(raw: str, base: Path) -> Path:
     return path
 
 
-def check_attachable(store: AgentStore, path: Path) -> None:
+def check_attachable(store: AgentStore, path: Path, *, own: bool = True) -> None:
     """What an agent may not attach by itself: the filesystem root and the
-    runtime's home (other agents' homes and worktrees, the registry)."""
+    runtime's home (other agents' homes and worktrees, the registry).
+    ``own=False``: the agent's own home and worktrees are refused too (a
+    path chosen for another agent, such as a child's ``explicit_root``)."""
     home = Path(os.path.realpath(_home(store).root))
-    for own in (store.layout.home, _home(store).worktrees_dir / store.agent_id):
-        mine = Path(os.path.realpath(own))
-        if path == mine or mine in path.parents:
+    for mine_raw in (store.layout.home, _home(store).worktrees_dir / store.agent_id):
+        mine = Path(os.path.realpath(mine_raw))
+        if own and (path == mine or mine in path.parents):
             return  # its own home, its own managed worktrees
     if path == Path(path.anchor) or path == home or home in path.parents:
         raise RejectedError(
@@ -221,6 +223,22 @@ def _by_path(store: AgentStore, raw: str, mode: str, base: Path, source: str) ->
             f'use UseWorkspace(workspace_id="{wid}", mode="isolated").'
         )
     return Target(WorkspaceBinding(wid, loc.anchor, root, path, kind), "direct", guidance)
+
+
+def explicit_root_target(store: AgentStore, raw: str, base: Path) -> Target:
+    """A child's ``workspace_mode: explicit_root`` (control-plane RFC:
+    Workspace Projection Model), decided before the child exists: an
+    existing directory (relative to ``base``, the parent's cwd) that the
+    parent ``store`` could attach, and not its home either (the check every
+    workspace path an agent names passes: :func:`check_attachable`), bound
+    direct like UseWorkspace's path."""
+    path = resolve_path(raw, base)
+    check_attachable(store, path, own=False)
+    loc = locate(path)
+    wid = workspace_id(loc.anchor)
+    root = loc.execution_root
+    kind: ProjectionKind = "canonical_root" if root == loc.anchor else "git_worktree_root"
+    return Target(WorkspaceBinding(wid, loc.anchor, root, path, kind), "explicit_root")
 
 
 # ---------------------------------------------------------------- writing
