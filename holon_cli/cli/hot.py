@@ -329,9 +329,18 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
         )
+    rows.append(("sandbox", _sandbox_line(s.get("sandbox"))))
     rows += _mcp_rows(s)
     rows += _attention_rows(s)
     output.print_kv(rows)
+
+
+def _sandbox_line(sb: dict[str, Any] | None) -> str:
+    """``bwrap (auto, network on)``; ``none (auto: bubblewrap is not installed ...)``."""
+    if not sb:
+        return "-"
+    line = f"{sb['sandbox']} ({sb['setting']}, network {sb['network']})"
+    return f"{line}: {sb['reason']}" if sb.get("reason") else line
 
 
 def _mcp_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -81,6 +81,15 @@ class TaskLaunchSpec(TypedDict):
     marker: str
     # free disk below which output capture stops (retention.min_free_bytes; 0: off)
     min_free_bytes: NotRequired[int]
+    # the sandbox's seccomp program (hex), handed to bwrap on a pipe whose fd
+    # replaces argv[seccomp_arg] (runtime/tasks/sandbox.py)
+    seccomp: NotRequired[str]
+    seccomp_arg: NotRequired[int]
+    # the umask the command runs with (the user's; holon's own is 077)
+    umask: NotRequired[int]
+    # HOLON_HOME of the launching process: the supervisor reports there even
+    # when the command's environment does not name it (execution.env)
+    holon_home: NotRequired[str]
 
 
 class TaskRecovery(TypedDict, total=False):

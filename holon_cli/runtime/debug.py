@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from holon_cli.model.execution_policy import execution_policy
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.memory.compaction import context_budget, fixed_tokens
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
+from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn import context_trigger, recent_conversation
 from holon_cli.runtime.turn.context import recent_chars_for
 from holon_cli.runtime.workspace import workspace_for
@@ -66,7 +66,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         ),
         working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
         memory_delta=working.render_delta(wm),
-        policy=execution_policy(cfg, store.agent_id),
+        policy=execution_projection(cfg, store.agent_id),
         inherited=block_for(store, dict(rec["identity"])),
     )
     f = built.frame

@@ -132,6 +132,10 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         summary |= _mcp_status(store, cfg)
     # tracing on or off here, and the spans the home's processes dropped
     summary["telemetry"] = telemetry.status(cfg)
+    from holon_cli.runtime.tasks.sandbox import status as sandbox_status
+
+    # from the probe's cache only: status never starts bwrap
+    summary["sandbox"] = sandbox_status(cfg, store.agent_id)
     return summary
 
 
@@ -394,6 +398,9 @@ class _HomeCheck:
         self.problems.extend(hc.config_problems(home))
         self.notes.extend(hc.config_notes(home))
         self.notes.extend(hc.permission_notes(home))
+        sb_problems, sb_notes = hc.sandbox_findings(home)
+        self.problems.extend(sb_problems)
+        self.notes.extend(sb_notes)
         self.notes.extend(hc.staging_notes(home))
         try:
             read_snapshot(home.marker)

@@ -215,7 +215,11 @@ def spawn_private_child(
     child_id = clock.new_id("child").replace("_", "-")
     worktree = None
     if workspace_mode == "worktree":
-        worktree = wt_plane.create(_parent_binding(parent), child_id, task_id)
+        from holon_cli.runtime.workspace.guard import check_root
+
+        pb = _parent_binding(parent)
+        check_root(pb.execution_root, agent_home=parent.layout.home)
+        worktree = wt_plane.create(pb, child_id, task_id)
     anchor_wi: str | None = pstate.get("current_work_item_id") or (parent_message or {}).get(
         "work_item_id"
     )

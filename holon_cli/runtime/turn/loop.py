@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
-from holon_cli.model.execution_policy import execution_policy
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import telemetry
@@ -52,6 +51,7 @@ from holon_cli.runtime.prompt import (
     render_message,
 )
 from holon_cli.runtime.replay.capture import TurnCapture
+from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn.abort import (
     ABORT_REASON,
     AbortWatch,
@@ -356,7 +356,7 @@ class TurnRun:
             trigger=context_trigger(self.store, provision=self.self_owned),
             working_memory=working.render(self.wm, max_chars=self.ctx.memory_chars),
             memory_delta=working.render_delta(self.wm),
-            policy=execution_policy(self.cfg, self.store.agent_id),
+            policy=execution_projection(self.cfg, self.store.agent_id),
             inherited=self.inherited,
         )
         self.ctx.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)

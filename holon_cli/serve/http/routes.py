@@ -74,11 +74,11 @@ def _policy(agent_id: str) -> Any:
     """The agent's execution policy projection (what ``holon debug prompt``
     shows); ``None`` while ``config.yaml`` does not load (status names why)."""
     from holon_cli.errors import ConfigError
-    from holon_cli.model.execution_policy import execution_policy
+    from holon_cli.runtime.tasks.sandbox import projection
     from holon_cli.store.config import load_config
 
     try:
-        return execution_policy(load_config(), agent_id)
+        return projection(load_config(), agent_id)
     except ConfigError:
         return None
 
