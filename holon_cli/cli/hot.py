@@ -295,6 +295,15 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
     for name, use in (s.get("budget") or {}).items():
         resets = f"resets {use['resets_at']}" if use["resets_at"] else "does not reset"
         rows.append((f"budget {name}", f"{use['used']:g} of {use['limit']:g} ({resets})"))
+    tel = s.get("telemetry") or {}
+    if tel.get("enabled") or tel.get("dropped"):
+        dropped = (
+            f", {tel['dropped']} span(s) never reached the collector (is it up? a distant "
+            "one needs telemetry.flush_timeout_ms above 40)"
+            if tel.get("dropped")
+            else ""
+        )
+        rows.append(("tracing", ("on" if tel.get("enabled") else "off") + dropped))
     wm = s.get("working_memory") or {}
     if wm.get("working_memory_revision"):
         rows.append(
@@ -320,9 +329,18 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
         )
+    rows.append(("sandbox", _sandbox_line(s.get("sandbox"))))
     rows += _mcp_rows(s)
     rows += _attention_rows(s)
     output.print_kv(rows)
+
+
+def _sandbox_line(sb: dict[str, Any] | None) -> str:
+    """``bwrap (auto, network on)``; ``none (auto: bubblewrap is not installed ...)``."""
+    if not sb:
+        return "-"
+    line = f"{sb['sandbox']} ({sb['setting']}, network {sb['network']})"
+    return f"{line}: {sb['reason']}" if sb.get("reason") else line
 
 
 def _mcp_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -46,6 +46,9 @@ class SpendRecord(TypedDict):
     # the runtime's estimate of the request's input tokens (sizes / 4) before
     # it was sent: input_tokens / request_est calibrates the next estimate
     request_est: NotRequired[int]
+    # input tokens the provider's prompt cache served (part of input_tokens);
+    # written only when there were some
+    cached_input_tokens: NotRequired[int]
 
 
 class BudgetUse(TypedDict):

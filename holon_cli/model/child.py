@@ -6,9 +6,10 @@ derive them. No I/O: ``runtime/children`` reads the files and calls these."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from holon_cli.model.task import CHILD_TASK_KIND, TaskSnapshot, WorktreeInfo
+from holon_cli.model.tracecontext import TraceContext
 
 WORKSPACE_MODES = ("inherit", "worktree", "explicit_root")
 CONTEXT_MODES = ("fork", "fresh")
@@ -97,6 +98,8 @@ class DelegationRecord(TypedDict):
     summary: str
     status: str
     result_message_id: str | None
+    # the parent's trace at the spawn (model/tracecontext.py), when it traced
+    trace_context: NotRequired[TraceContext]
 
 
 def spawn_summary(initial_message: str) -> str:

@@ -8,6 +8,8 @@ never replaced by a non-terminal one (:func:`merge_status`).
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
+from holon_cli.model.tracecontext import TraceContext
+
 TASK_RECORD_VERSION = 1
 TASK_KIND = "command_task"
 # a parent's supervision handle of a private child (runtime/children): no
@@ -79,6 +81,15 @@ class TaskLaunchSpec(TypedDict):
     marker: str
     # free disk below which output capture stops (retention.min_free_bytes; 0: off)
     min_free_bytes: NotRequired[int]
+    # the sandbox's seccomp program (hex), handed to bwrap on a pipe whose fd
+    # replaces argv[seccomp_arg] (runtime/tasks/sandbox.py)
+    seccomp: NotRequired[str]
+    seccomp_arg: NotRequired[int]
+    # the umask the command runs with (the user's; holon's own is 077)
+    umask: NotRequired[int]
+    # HOLON_HOME of the launching process: the supervisor reports there even
+    # when the command's environment does not name it (execution.env)
+    holon_home: NotRequired[str]
 
 
 class TaskRecovery(TypedDict, total=False):
@@ -117,6 +128,9 @@ class ChildTaskDetail(TypedDict, total=False):
     context: str  # fork | fresh (absent in handles of earlier builds: fresh)
     profile: str | None  # the profile file's name
     workspace_root: str | None  # explicit_root's directory
+    # the parent's trace at the spawn (its execute_tool SpawnAgent span):
+    # every turn of the child continues it, in whatever process it runs
+    trace_context: TraceContext
 
 
 class RecoveryNotice(TypedDict):

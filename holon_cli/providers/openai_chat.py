@@ -39,6 +39,7 @@ from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     PROMPT_SUPPORT,
     arguments_json,
+    cached_of,
     call_block,
     dedupe_call_ids,
     error_fields,
@@ -197,6 +198,7 @@ def _usage(obj: dict[str, Any]) -> Any:
         u.get("prompt_tokens", u.get("input_tokens")),
         u.get("completion_tokens", u.get("output_tokens")),
         u.get("total_tokens"),
+        cached_of(u.get("prompt_tokens_details")),
     )
 
 

@@ -42,6 +42,7 @@ from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     PROMPT_SUPPORT,
     arguments_json,
+    cached_of,
     call_block,
     dedupe_call_ids,
     is_context_overflow,
@@ -272,6 +273,7 @@ def parse_response_object(obj: Any, *, reconstructed: list[Any] | None = None) -
             usage_obj.get("input_tokens"),
             usage_obj.get("output_tokens"),
             usage_obj.get("total_tokens"),
+            cached_of(usage_obj.get("input_tokens_details")),
         )
         if isinstance(usage_obj, dict)
         else None

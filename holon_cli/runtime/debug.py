@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from holon_cli.model.execution_policy import execution_policy
 from holon_cli.model.provider import item_to_dict
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.memory import compaction as cp
@@ -13,6 +12,7 @@ from holon_cli.runtime.memory import working
 from holon_cli.runtime.memory.compaction import context_budget, fixed_tokens
 from holon_cli.runtime.memory.history import PromptHistory, earlier_conversation
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
+from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn import context_trigger
 from holon_cli.runtime.turn.context import recent_chars_for
 from holon_cli.runtime.workspace import workspace_for
@@ -84,7 +84,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         if memory
         else None,
         memory_delta=working.render_delta(wm),
-        policy=execution_policy(cfg, store.agent_id),
+        policy=execution_projection(cfg, store.agent_id),
         inherited=block_for(store, dict(rec["identity"])),
         memory_revision=int(memory["working_memory_revision"]) if memory else 0,
         compression_epoch=hist.compression_epoch,

@@ -114,6 +114,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
+    from holon_cli.runtime import telemetry
     from holon_cli.runtime.agents.holds import agent_holds
     from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
@@ -129,6 +130,12 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     summary["holds"] = agent_holds(store, cfg)
     if cfg:  # an unreadable config shows no servers (its error is shown instead)
         summary |= _mcp_status(store, cfg)
+    # tracing on or off here, and the spans the home's processes dropped
+    summary["telemetry"] = telemetry.status(cfg)
+    from holon_cli.runtime.tasks.sandbox import status as sandbox_status
+
+    # from the probe's cache only: status never starts bwrap
+    summary["sandbox"] = sandbox_status(cfg, store.agent_id)
     return summary
 
 
@@ -391,6 +398,9 @@ class _HomeCheck:
         self.problems.extend(hc.config_problems(home))
         self.notes.extend(hc.config_notes(home))
         self.notes.extend(hc.permission_notes(home))
+        sb_problems, sb_notes = hc.sandbox_findings(home)
+        self.problems.extend(sb_problems)
+        self.notes.extend(sb_notes)
         self.notes.extend(hc.staging_notes(home))
         try:
             read_snapshot(home.marker)

@@ -412,6 +412,14 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
+    try:
+        # tracing (OTEL_* or telemetry.enabled): the SDK is set up before the first turn
+        from holon_cli.runtime import telemetry
+        from holon_cli.store.config import load_config
+
+        telemetry.plane(load_config())
+    except Exception:  # noqa: BLE001 - the first turn sets it up (and reports) anyway
+        pass
     schemes = _default_model_schemes()
     if schemes:
         # httpx2 and its client (~80 ms), for https its CA store (~20 ms)

@@ -26,6 +26,7 @@ from holon_cli.store.fsio import (
     defer_fsyncs,
     deferred,
     fsync_dir,
+    privatize_tree,
     read_snapshot,
     write_snapshot,
 )
@@ -127,6 +128,7 @@ def _materialize(
         layout.tasks_dir,
     ):
         runtime_dir.mkdir(parents=True, exist_ok=True)
+    privatize_tree(dest)  # the template's own modes (0644, 0755) were copied
     write_snapshot(
         layout.template_file,
         {

@@ -243,6 +243,7 @@ class SpendWriter:
         output_tokens: int,
         estimated: bool = False,
         request_est: int | None = None,
+        cached_input_tokens: int = 0,
     ) -> SpendRecord:
         now = clock.now()
         rec: SpendRecord = {
@@ -261,6 +262,8 @@ class SpendWriter:
         }
         if request_est is not None:
             rec["request_est"] = int(request_est)
+        if cached_input_tokens > 0:  # optional (v1): records without a cache keep their shape
+            rec["cached_input_tokens"] = int(cached_input_tokens)
         for led in self._targets():
             led.append(dict(rec))
         return rec
@@ -305,6 +308,52 @@ def records_of(led: Ledger, since: float | None = None) -> list[dict[str, Any]]:
         if len(recs) < n or float(recs[0].get("ts", 0)) < since:
             return recs
         n *= 4
+
+
+def all_records(home: Path, since: float | None = None) -> list[dict[str, Any]]:
+    """Every provider round's spend record in the home, once each (from
+    ``since`` on, when given): each agent's ledger holds its own rounds and
+    copies of its descendants', so a removed child's rounds are still found
+    in its parent's; copies are the same record and count once. Damaged
+    lines are skipped (a report, not a check). For ``holon usage``."""
+    from holon_cli.store.layout import HomeLayout
+
+    seen: set[tuple[Any, ...]] = set()
+    out: list[dict[str, Any]] = []
+    hl = HomeLayout(home)
+    try:
+        names = sorted(p.name for p in hl.agents_dir.iterdir() if p.is_dir())
+    except FileNotFoundError:
+        names = []
+    # the home's own spend record (``budgets/spend.jsonl``, where a home keeps
+    # every agent's rounds, a removed temporary agent's included), when it has
+    # one, then each agent's ledger (a home from before it, removed children)
+    paths = [hl.spend_ledger]
+    paths += [AgentLayout(hl.agents_dir / n, n).ledger_path(LEDGER) for n in names]
+    for path in paths:
+        if not path.exists():
+            continue
+        # reading takes no lock: the lock path is never opened
+        led = Ledger(path, path.with_suffix(".lock"), validate=ledger_validator(LEDGER))
+        records, _damaged = led.records_skipping_damaged()
+        for r in records:
+            ts = float(r.get("ts", 0))
+            if since is not None and ts < since:
+                continue
+            key = (
+                r.get("agent_id"),
+                r.get("turn_id"),
+                ts,
+                r.get("model_ref"),
+                r.get("input_tokens"),
+                r.get("output_tokens"),
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(r)
+    out.sort(key=lambda r: float(r.get("ts", 0)))
+    return out
 
 
 def _window(now: float) -> float:

@@ -25,6 +25,7 @@ from holon_cli.model.child import (
     spawn_summary,
     supervision,
 )
+from holon_cli.runtime import telemetry
 from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.runtime.children import context as child_context
 from holon_cli.runtime.children import worktree as wt_plane
@@ -214,7 +215,11 @@ def spawn_private_child(
     child_id = clock.new_id("child").replace("_", "-")
     worktree = None
     if workspace_mode == "worktree":
-        worktree = wt_plane.create(_parent_binding(parent), child_id, task_id)
+        from holon_cli.runtime.workspace.guard import check_root
+
+        pb = _parent_binding(parent)
+        check_root(pb.execution_root, agent_home=parent.layout.home)
+        worktree = wt_plane.create(pb, child_id, task_id)
     anchor_wi: str | None = pstate.get("current_work_item_id") or (parent_message or {}).get(
         "work_item_id"
     )
@@ -230,6 +235,9 @@ def spawn_private_child(
         "profile": profile.name if profile is not None else None,
         "workspace_root": str(explicit.binding.cwd) if explicit is not None else None,
     }
+    trace = telemetry.current_trace_context()  # the SpawnAgent call's span
+    if trace is not None:
+        detail["trace_context"] = trace
     rec = _handle_record(parent, task_id, initial_message, detail, parent_message, turn_id)
     d = handle_dir(parent, task_id)
     d.mkdir(parents=True)

@@ -19,6 +19,9 @@ Each provider round and each tool call runs through the turn's
 :class:`~holon_cli.runtime.turn.steps.TurnSteps` hook (a recorder such as
 ``serve --engine dbos``'s; by default nothing), and a replayed turn first
 re-walks the rounds and tool results its journal holds through the same hook.
+What the turn tells the telemetry plane goes through one tracer
+(:class:`~holon_cli.runtime.telemetry.TurnTracer`, ``self.tracer``: each
+round's attempts, each tool call; a no-op while tracing is off).
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
-from holon_cli.model.execution_policy import execution_policy
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
+from holon_cli.runtime import telemetry
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.profiles import narrow
 from holon_cli.runtime.budgets.check import BudgetStop
@@ -48,6 +51,7 @@ from holon_cli.runtime.prompt import (
     render_message,
 )
 from holon_cli.runtime.replay.capture import TurnCapture
+from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn.abort import (
     ABORT_REASON,
     AbortWatch,
@@ -87,6 +91,7 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.tool import SleepRequest, Toolbox, ToolContext
     from holon_cli.model.turn import TurnSettlement
+    from holon_cli.runtime.telemetry import TurnTracer
     from holon_cli.runtime.turn.observe import TurnObserver
 
 DEFAULT_MAX_ROUNDS = 50
@@ -117,6 +122,7 @@ class TurnRun:
         resolve: Callable[[str], Any] | None = None,
         steps: TurnSteps = DIRECT,
         observer: TurnObserver | None = None,
+        tracer: TurnTracer = telemetry.NOOP,
     ) -> None:
         self.t_start = time.monotonic()
         self.store = store
@@ -130,6 +136,7 @@ class TurnRun:
         self.sleep = sleep
         self.resolve = resolve
         self.steps = steps
+        self.tracer = tracer
         rt_cfg = config.get("runtime") or {}
         self.max_rounds = max_rounds or int(rt_cfg.get("max_provider_rounds") or DEFAULT_MAX_ROUNDS)
         self.rec = TurnRecorder(store, self.msg, turn_id)
@@ -347,7 +354,7 @@ class TurnRun:
             trigger=context_trigger(self.store, provision=self.self_owned),
             working_memory=self.ctx.memory_block(),
             memory_delta=working.render_delta(self.wm),
-            policy=execution_policy(self.cfg, self.store.agent_id),
+            policy=execution_projection(self.cfg, self.store.agent_id),
             **self.ctx.cache_state(),
             inherited=self.inherited,
         )
@@ -444,6 +451,7 @@ class TurnRun:
                 self.budget_hit = stop.hit
                 return None
             except ChainFailure as failure:
+                self.tracer.chat(failure.timeline, None, request)
                 self.observer.failed(failure)
                 if failure.usage is not None:
                     usage = failure.usage.to_dict()
@@ -456,6 +464,7 @@ class TurnRun:
                     self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
                 )
                 return None
+            self.tracer.chat(chain.timeline, chain.response, request)
             self.observer.answered(chain.response, chain.model_ref)
             self.spend.of_round(chain, request, self.focus)
         finally:
@@ -518,7 +527,11 @@ class TurnRun:
     def _run_call(self, ctx: ToolContext, call: ToolCall, built: BuiltPrompt) -> StepRecord:
         """One tool call: run it, apply its effects, record its result."""
         t_tool = time.monotonic()
-        res = self.abort.call(partial(self.catalog.execute, ctx, call), on_abort=self._stop_call)
+        with self.tracer.tool(call) as traced:
+            res = self.abort.call(
+                partial(self.catalog.execute, ctx, call), on_abort=self._stop_call
+            )
+            traced.result(res)
         tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
         self.observer.tool(call, res)
         fx = res.effects

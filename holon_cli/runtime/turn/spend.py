@@ -135,6 +135,7 @@ class TurnSpend:
             model_ref=model_ref,
             input_tokens=int(usage.get("input_tokens", 0)),
             output_tokens=int(usage.get("output_tokens", 0)),
+            cached_input_tokens=int(usage.get("cache_read_input_tokens", 0)),
             estimated=estimated,
             request_est=self.request_est or None,
         )

@@ -6,7 +6,10 @@ worktree made when isolated) and written last, in one agent-record update
 plus one ``workspace_bound``/``workspace_detached`` event: any failure
 leaves the previous binding intact. The registry
 (``store/workspace_registry.py``) only ever gains entries; nothing here
-deletes a directory, a worktree, a branch or a registry entry.
+deletes a directory, a worktree, a branch or a registry entry. The holon
+home, a folder containing it or one inside it (but the agent's own home and
+the worktrees holon manages) is refused on every path, before anything is
+made and again in :func:`bind` (``guard.check_root``: ``forbidden_workspace``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from holon_cli.runtime.workspace import (
     workspace_for,
     workspace_id,
 )
+from holon_cli.runtime.workspace.guard import check_root
 from holon_cli.runtime.workspace.locate import Located, locate
 from holon_cli.runtime.workspace.worktree import worktree_session
 from holon_cli.store.layout import HomeLayout
@@ -190,6 +194,7 @@ def _by_id(store: AgentStore, wid: str, mode: str) -> Target:
             details={"field": "workspace_id"},
         )
     root = Path(anchor)
+    check_root(root, agent_home=store.layout.home)
     if mode == "isolated":
         return _isolated(store, wid, locate(root)._replace(anchor=root), None)
     return Target(WorkspaceBinding(wid, root, root, root), "direct")
@@ -200,9 +205,11 @@ def _by_path(store: AgentStore, raw: str, mode: str, base: Path, source: str) ->
     own = Path(os.path.realpath(store.layout.home))
     if path == own or own in path.parents:
         return _by_id(store, AGENT_HOME, mode)
+    check_root(path, agent_home=store.layout.home)
     if source == "tool":
         check_attachable(store, path)
     loc = locate(path)
+    check_root(loc.anchor, agent_home=store.layout.home)
     wid = workspace_id(loc.anchor)
     if mode == "isolated":
         return _isolated(store, wid, loc, path)
@@ -269,6 +276,9 @@ def bind(
     from the anchor all the same; a home-level write would cost the run its
     no-fsync path)."""
     b = target.binding
+    if b.workspace_id != AGENT_HOME:
+        for p in (b.workspace_anchor, b.execution_root, b.cwd):
+            check_root(p, agent_home=store.layout.home)
     _upgrade_legacy(store)
     if b.workspace_id != AGENT_HOME and register_anchor:
         register(_home(store), b.workspace_anchor)
@@ -366,6 +376,7 @@ def bind_for_run(
     own = Path(os.path.realpath(store.layout.home))
     if root == own or own in root.parents:
         return bind(store, Target(agent_home_binding(store.layout.home), "direct"), source="run")
+    check_root(root, agent_home=store.layout.home, what="the workspace of `holon run`")
     loc = locate(root)
     kind: ProjectionKind = (
         "canonical_root" if loc.execution_root == loc.anchor else "git_worktree_root"
