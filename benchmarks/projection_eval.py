@@ -775,16 +775,18 @@ def main(argv: list[str] | None = None) -> int:
     all_pairs: dict[str, list[Pair]] = {t: [] for t in transports}
     failed = 0
     load_before = os.getloadavg()
-    tmp = Path(tempfile.mkdtemp(prefix="holon-projection-"))
+    tmp = Path(tempfile.mkdtemp(prefix="holon-pe-"))
     old_home = os.environ.get("HOLON_HOME")
     try:
         with WireServer() as srv:
             SERVER[:] = [srv]
             for ti, transport in enumerate(transports):
-                for name in names:
+                for ci, name in enumerate(names):
                     runs = []
-                    for budget in budgets():
-                        home = tmp / f"{transport}-{name}-{budget}"
+                    for bi, budget in enumerate(budgets()):
+                        # a short home path: it is in every prompt (the execution
+                        # binding, plan paths), and the 2k budget is tight
+                        home = tmp / f"{ti}.{ci}.{bi}"
                         SENT.clear()
                         ANSWERS.clear()
                         srv.requests.clear()

@@ -203,3 +203,22 @@ def test_a_turn_over_a_damaged_history_starts_a_new_window(store: Any, tmp_path:
     assert res.ran and res.status == "completed"
     h = PromptHistory.load(store)
     assert h.exists and len(h.turns) == 1 and h.items()[-1].text == "fine."
+
+
+def test_the_budgets_cuts_are_journaled_so_a_replay_sends_the_same_bytes(store: Any) -> None:
+    """A clipped result or a shrunk block depends on the provider's reported
+    sizes, which a replayed turn does not have: the journal keeps them."""
+    from holon_cli.runtime.turn.fit import ContextFit
+    from holon_cli.runtime.turn.recorder import TurnRecorder
+
+    j = Journal(store, "turn_1", "msg_1")
+    j.begin()
+    j.record_fit(
+        {"clip": 300, "shrinks": 2, "summary_shown": False, "memory_chars": 600, "queue_chars": 800}
+    )
+    back = Journal.load(store)
+    assert back is not None
+    msg: Any = {"id": "msg_1"}
+    fit = ContextFit(back, TurnRecorder(store, msg, "turn_1"), {})
+    assert fit.window.clip == 300 and fit.shrinks == 2 and not fit.summary_shown
+    assert (fit.memory_chars, fit.queue_chars) == (600, 800)

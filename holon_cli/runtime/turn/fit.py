@@ -73,6 +73,13 @@ class ContextFit:
         # the context blocks' sizes, shrunk for the rest of the turn when needed
         self.memory_chars = working.memory_chars_for(self.budget_tokens)
         self.queue_chars = working.queue_chars_for(self.budget_tokens)
+        saved = journal.fit
+        if saved:  # a replay: the cuts the turn had made stand (the same bytes)
+            self.window.clip = saved.get("clip")
+            self.shrinks = int(saved.get("shrinks") or 0)
+            self.summary_shown = bool(saved.get("summary_shown", True))
+            self.memory_chars = int(saved.get("memory_chars") or self.memory_chars)
+            self.queue_chars = int(saved.get("queue_chars") or self.queue_chars)
 
     # ------------------------------------------------------------ history
 
@@ -258,9 +265,23 @@ class ContextFit:
             if self.estimate() > self.budget_tokens and self.shrink_context():
                 return True  # the prefix settles again after this
             over = self.estimate() - self.budget_tokens
-            if over > 0:
-                self.window.clip_to(self.journal.items, over)
+            if over > 0 and self.window.clip_to(self.journal.items, over):
+                self.note_cuts()
         return False
+
+    def note_cuts(self) -> None:
+        """Journal the cuts besides compaction (clipped results, shrunk
+        blocks): they depend on the provider's reported sizes, which a
+        replay does not have, so it takes them from here."""
+        self.journal.record_fit(
+            {
+                "clip": self.window.clip,
+                "shrinks": self.shrinks,
+                "summary_shown": self.summary_shown,
+                "memory_chars": self.memory_chars,
+                "queue_chars": self.queue_chars,
+            }
+        )
 
     def shrink_context(self) -> bool:
         """One step down, for the rest of the turn: leave the earlier
@@ -276,6 +297,7 @@ class ContextFit:
         else:
             return False
         self.shrinks += 1
+        self.note_cuts()
         return True
 
     def estimate(self) -> int:

@@ -13,6 +13,9 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "request", "turn_id"}                   a turn's first provider request starts
     {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
     {"op": "effects", "files", "commands", "completed"}  a tool call's memory effects
+    {"op": "fit", "clip", "shrinks", "summary_shown", "memory_chars", "queue_chars"}
+        what the context budget cut this turn besides compaction (a replay
+        sends the same bytes: runtime/turn/fit.py)
     {"op": "context", "blocks", "shown", "item"?}  the turn's context blocks as
         first sent (kept for the turn), as last shown, and the update item a
         change during the turn appended (runtime/turn/fit.py)
@@ -97,6 +100,8 @@ class Journal:
         # the turn's context blocks: [[title, text]] as first sent, and
         # {title: text} as last shown (a change is appended as an item)
         self.context: dict[str, Any] | None = None
+        # the context budget's cuts besides compaction (clipped results, shrunk blocks)
+        self.fit: dict[str, Any] | None = None
         # what the turn's tool calls did, for working memory at settle
         self.files: list[str] = []
         self.commands: list[dict[str, Any]] = []
@@ -178,6 +183,8 @@ class Journal:
             lines.append({"v": JOURNAL_VERSION, "op": "effects", **self._effects()})
         if self.context is not None:
             lines.append({"v": JOURNAL_VERSION, "op": "context", **self.context})
+        if self.fit is not None:
+            lines.append({"v": JOURNAL_VERSION, "op": "fit", **self.fit})
         lines += [
             {"v": JOURNAL_VERSION, "op": "latency", "tool": t, "ms": ms, "ok": ok}
             for t, ms, ok in self.latency
@@ -210,6 +217,8 @@ class Journal:
         elif op == "compaction":
             keys = ("cut_round", "epoch", "compacted", "summary")
             self.compaction = {k: rec[k] for k in keys}
+        elif op == "fit":
+            self.fit = {k: v for k, v in rec.items() if k not in ("v", "op")}
         elif op == "context":
             if rec.get("item") is not None:
                 self.items.append(item_from_dict(rec["item"]))
@@ -327,6 +336,11 @@ class Journal:
             "summary": summary,
         }
         self._append({"op": "compaction", **self.compaction})
+
+    def record_fit(self, state: dict[str, Any]) -> None:
+        """The context budget's cuts so far (replaces the previous record)."""
+        self.fit = dict(state)
+        self._append({"op": "fit", **state})
 
     def record_context(
         self,
