@@ -431,7 +431,11 @@ def run_case(name: str, budget: int, home: Path, transport: str = "responses") -
             steps = [_reply(step[2] if kind_ == "say" else 300, i)]
         _turn(run, steps, box, step[3] if kind_ == "probe_killed" else None)
     store = open_agent(None)
-    run.compactions = sum(1 for e in store.events.records() if e["kind"] == "context_compacted")
+    run.compactions = sum(
+        1
+        for e in store.events.records()
+        if e["kind"] in ("context_compacted", "context_window_rolled")
+    )
     return run
 
 

@@ -49,6 +49,7 @@ EventKind = Literal[
     "skill_activated",
     "turn_round_limit_reached",
     "context_compacted",
+    "context_window_rolled",
     "turn_interrupted",
     "turn_abort_requested",
     "turn_terminal",
@@ -174,10 +175,7 @@ class TurnContextBuiltData(TypedDict):
 
 class ContextCompactedData(TypedDict):
     """Older rounds of the running turn were replaced by a summary: how many
-    messages (this compaction) and the turn's compaction count so far. With
-    ``scope: history`` the conversation window across turns started a new
-    epoch instead (runtime/memory/history.py): older turns left the prompt,
-    ``compression_epoch`` is the agent's."""
+    messages (this compaction) and the turn's compaction count so far."""
 
     turn_id: NotRequired[str]
     compacted_message_count: int
@@ -185,8 +183,25 @@ class ContextCompactedData(TypedDict):
     budget_tokens: int
     estimated_tokens: int
     kept_message_count: int
-    reason: str  # over_budget | context_length_exceeded | history_window
-    scope: NotRequired[str]  # turn (default) | history
+    reason: str  # over_budget | context_length_exceeded
+
+
+class ContextWindowRolledData(TypedDict):
+    """The earlier turns the requests carry (runtime/memory/history.py)
+    started a new epoch: older ones left the prompt (the working memory and
+    the earlier-conversation summary carry them); the prefix changes once.
+    ``compression_epoch`` is the agent's (the frame's cache record)."""
+
+    turn_id: NotRequired[str]
+    dropped_message_count: int
+    kept_message_count: int
+    compression_epoch: int
+    budget_tokens: int
+    estimated_tokens: int
+    # history_window (over its share of the budget) | over_budget (this turn
+    # alone did not fit) | blocks_shrunk (the turn shrank its blocks: the next
+    # one shows them whole, a new prefix)
+    reason: str
 
 
 class ProviderRoundCompletedData(TypedDict):

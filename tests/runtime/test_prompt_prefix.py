@@ -198,10 +198,11 @@ def test_the_cache_record_names_the_window_and_moves_once_per_compaction(
             assert extends, (n, epochs)
         else:  # a roll: the window's working memory now leads the conversation
             assert seen[n].frame.cache.working_memory_revision > 0
-    events = [
-        e["data"] for e in open_agent(None).events.records() if e["kind"] == "context_compacted"
+    rolled = [
+        e["data"] for e in open_agent(None).events.records() if e["kind"] == "context_window_rolled"
     ]
-    assert any(d.get("scope") == "history" for d in events)
+    assert any(d["dropped_message_count"] > 0 for d in rolled)
+    assert {d["reason"] for d in rolled} <= {"history_window", "over_budget", "blocks_shrunk"}
     built = [
         e["data"] for e in open_agent(None).events.records() if e["kind"] == "turn_context_built"
     ]

@@ -37,6 +37,7 @@ from holon_cli.runtime.turn.context import recent_chars_for
 if TYPE_CHECKING:
     from holon_cli.model.events import (
         ContextCompactedData,
+        ContextWindowRolledData,
         RuntimeErrorData,
         TurnContextBuiltData,
     )
@@ -148,16 +149,15 @@ class ContextFit:
         summary = self._earlier(messages, turns)
         est = self.frame_t + cp.items_tokens(self.window.view(self.journal.items))
         h.roll(keep_tokens=keep_tokens, memory=memory, summary=summary)
-        data: ContextCompactedData = {
-            "compacted_message_count": before - len(h.items()),
+        data: ContextWindowRolledData = {
+            "dropped_message_count": before - len(h.items()),
+            "kept_message_count": len(h.items()),
             "compression_epoch": h.compression_epoch,
             "budget_tokens": self.budget_tokens,
             "estimated_tokens": est,
-            "kept_message_count": len(h.items()),
             "reason": reason,
-            "scope": "history",
         }
-        self.rec.event("context_compacted", data, work_item_id=focus)
+        self.rec.event("context_window_rolled", data, work_item_id=focus)
         return True
 
     def keep_turn(self, message_id: str, turn_id: str) -> None:
@@ -180,9 +180,11 @@ class ContextFit:
             # whose blocks this turn had to shrink (the next turn would show
             # them whole again: a change of prefix, so a new epoch)
             room = max(0, self.budget_tokens - self.fixed_t)
-            if self.history.tokens() > HISTORY_SHARE * room or self.shrinks:
+            over = self.history.tokens() > HISTORY_SHARE * room
+            if over or self.shrinks:
                 keep = int(HISTORY_KEEP * room)
-                self.roll_history(keep, "history_window", None, settled=True, force=True)
+                why = "history_window" if over else "blocks_shrunk"
+                self.roll_history(keep, why, None, settled=True, force=True)
 
     @property
     def compression_epoch(self) -> int:
