@@ -176,6 +176,26 @@ def holon_home(
         shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.fixture
+def reap_test_tasks(holon_home: Path) -> Iterator[None]:
+    """After the test (and after its own fixtures' ``task_stop``), SIGKILL
+    whatever its tasks left running, found by their records (marker, group,
+    supervisor identity: ``tests/task_reaper.py``), so a failing test of the
+    task plane leaves no process behind. A passing test that needed it gets a
+    warning: something survived a stop."""
+    yield
+    from task_reaper import reap_tasks
+
+    killed = reap_tasks(holon_home)
+    if killed:
+        import warnings
+
+        warnings.warn(
+            f"killed {len(killed)} processes the test's tasks left running: {sorted(killed)}",
+            stacklevel=1,
+        )
+
+
 ON_HOST_CONFIG = "execution:\n  sandbox: none\n  env:\n    pass: [HOLON_HOME]\n"
 
 

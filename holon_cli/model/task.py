@@ -171,6 +171,10 @@ class TaskRecord(TypedDict, total=False):
     exit_status: int | None
     signal: str | None
     stop_reason: str | None
+    # when a stop was asked for (task_stop writes it under the task's lock
+    # before it signals the supervisor): a supervisor that starts, records its
+    # command or resumes after it ends the command then (runtime/tasks/)
+    stop_requested_at: str
     timed_out: bool
     background_killed: bool
     output_bytes: int

@@ -268,23 +268,30 @@ def test_a_turn_a_budget_stopped_replays(tmp_path: Path) -> None:
     assert_match(res.turn_id, 2)
 
 
+@pytest.mark.parametrize("seen", ["mid_call", "after_return"])
 def test_a_turn_the_operator_aborted_mid_call_replays(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen: str
 ) -> None:
+    """``after_return``: the call returns before the turn's next look at the
+    request (what a loaded machine did now and then: the turn then recorded
+    the call's result and a third request, and the replay counted 3 rounds).
+    An abort asked for during the call ends the turn at that call either way."""
     import time
 
-    from holon_cli.runtime.turn.abort import request_abort
+    from holon_cli.runtime.turn import abort
     from holon_cli.tools import catalog
 
     real = catalog.ToolCatalog.execute
 
     def execute(self: Any, ctx: Any, call_: Any) -> Any:
         if call_.id == "slow":
-            request_abort(ctx.store)  # `holon agent abort` while this call runs
-            time.sleep(0.5)
+            abort.request_abort(ctx.store)  # `holon agent abort` while this call runs
+            time.sleep(0.5 if seen == "mid_call" else 0)
         return real(self, ctx, call_)
 
     monkeypatch.setattr(catalog.ToolCatalog, "execute", execute)
+    if seen == "after_return":  # the turn looks at the request only every 30 s
+        monkeypatch.setattr(abort.AbortWatch.__init__, "__kwdefaults__", {"poll_s": 30.0})
     steps = [
         {"tool_calls": [call("ExecCommand", "e", cmd="true")]},
         {"tool_calls": [call("ExecCommand", "slow", cmd="true")]},

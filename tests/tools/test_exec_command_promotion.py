@@ -24,6 +24,8 @@ from holon_cli.tools.base import ToolContext, ToolResult
 
 Call = Callable[..., ToolResult]
 TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+# whatever a failing test's tasks left running is killed at teardown
+pytestmark = pytest.mark.usefixtures("reap_test_tasks")
 
 
 @pytest.fixture(autouse=True)

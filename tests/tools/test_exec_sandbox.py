@@ -29,6 +29,8 @@ from holon_cli.tools.base import ToolContext, ToolResult, execute
 from holon_cli.tools.catalog import registry
 
 TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+# whatever a failing test's tasks left running is killed at teardown
+pytestmark = pytest.mark.usefixtures("reap_test_tasks")
 
 
 def _bwrap_works() -> str | None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from holon_cli.model.task import (
         ActiveTask,
         CommandSpec,
+        ProcessIdentity,
         RetrievalStatus,
         TaskInputResult,
         TaskOutputResult,
@@ -227,29 +228,32 @@ def task_input(store: AgentStore, task_id: str, data: str) -> TaskInputResult:
 def task_stop(
     store: AgentStore, task_id: str, *, wait_s: float = STOP_GRACE_S + 3
 ) -> TaskStopResult:
-    """Stop a task's whole tree (TERM, KILL after 5 s). A finished task: nothing to do."""
+    """Stop a task's whole tree (TERM, KILL after 5 s). A finished task: nothing to do.
+
+    The stop is recorded first (``stop_requested_at``, under the task's lock),
+    then the supervisor is signalled. The record is what makes a stop at any
+    moment stick: a supervisor that has not started the command yet starts
+    nothing, one that is starting it stops it as soon as it records it
+    (:mod:`.supervisor` reads the record under the same lock), and a resumed
+    one after a hand-off acts on it too; the signal only wakes it. A record
+    without a supervisor yet (``holon task run`` between its start and the
+    launcher recording it) is waited on while its launcher lives. Only when
+    the supervisor is gone (or does not answer within ``wait_s``) is the tree
+    stopped here and the task closed and reported from here."""
     rec = read_task(store, task_id)
     if tm.is_terminal(rec.get("status")):
-        return {
-            "task": snapshot(rec),
-            "stop_requested": False,
-            "force_stop_requested": False,
-            "summary_text": f"task {task_id} already {rec.get('status')}; nothing to stop",
-        }
+        return _nothing_to_stop(rec)
     d = task_dir(store, task_id)
-    sup = rec.get("supervisor")
     start = time.monotonic()
-    if sup is not None and procs.identity_alive(sup):
-        try:
-            os.kill(int(sup["pid"]), signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        end = start + wait_s
-        while time.monotonic() < end:
-            rec = read_task(store, task_id)
-            if tm.is_terminal(rec.get("status")) and _result_settled(rec):
-                break
-            time.sleep(0.05)
+
+    def requested(r: TaskRecord) -> None:
+        if not tm.is_terminal(r.get("status")):
+            r["stop_requested_at"] = r.get("stop_requested_at") or clock.now_iso()
+
+    rec = update_task(d, requested)
+    if tm.is_terminal(rec.get("status")) and not rec.get("stop_requested_at"):
+        return _nothing_to_stop(rec)  # it ended meanwhile
+    rec = _signal_and_wait(store, task_id, rec, start + wait_s)
     if not tm.is_terminal(rec.get("status")):
         # no supervisor (or it did not answer): stop the tree ourselves
         p: TaskProcess = rec.get("process") or {}
@@ -275,6 +279,44 @@ def task_stop(
         "force_stop_requested": elapsed >= STOP_GRACE_S,
         "summary_text": f"task {task_id} {rec.get('status')}",
     }
+
+
+def _nothing_to_stop(rec: TaskRecord) -> TaskStopResult:
+    return {
+        "task": snapshot(rec),
+        "stop_requested": False,
+        "force_stop_requested": False,
+        "summary_text": f"task {rec['id']} already {rec.get('status')}; nothing to stop",
+    }
+
+
+def _signal_and_wait(store: AgentStore, task_id: str, rec: TaskRecord, end: float) -> TaskRecord:
+    """Signal the task's supervisor (once it is known) and wait, until
+    ``end`` at most, for it to close the record and settle the result.
+    Returns early when nobody is left to act on the stop: the supervisor is
+    gone, or none was ever recorded and its launcher is gone."""
+    signalled: ProcessIdentity | None = None
+    while True:
+        sup = rec.get("supervisor")
+        sup_alive = procs.identity_alive(sup)
+        if tm.is_terminal(rec.get("status")):
+            if _result_settled(rec) or not sup_alive:
+                return rec
+        elif sup:
+            if not sup_alive:
+                return rec
+            if signalled != sup:
+                try:
+                    os.kill(int(sup["pid"]), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                signalled = sup
+        elif not procs.identity_alive(rec.get("launcher")):
+            return rec
+        if time.monotonic() >= end:
+            return rec
+        time.sleep(0.02 if signalled is None else 0.05)
+        rec = read_task(store, task_id)
 
 
 def require_active_input(result: TaskInputResult) -> TaskInputResult:

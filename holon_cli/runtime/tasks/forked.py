@@ -116,7 +116,7 @@ def start(task_dir: Path, env: dict[str, str]) -> tuple[int, socket.socket]:
         code = _EXIT_CRASH
         try:
             os.setsid()
-            _become_supervisor(theirs.fileno(), log)
+            _become_supervisor(theirs.fileno(), log, supervisor.STOP_SIGNALS)
             sup = supervisor.Supervisor(task_dir, env=env, forked=True)
             sup.control = True
             code = supervisor.run(sup)
@@ -144,7 +144,7 @@ def collect(pid: int, *, exited: bool) -> None:
     _unreaped.add(pid)
 
 
-def _become_supervisor(control_fd: int, log_fd: int) -> None:
+def _become_supervisor(control_fd: int, log_fd: int, blocked: tuple[int, ...]) -> None:
     """Shed everything of the caller the supervisor must not hold."""
     gc.disable()
     os.dup2(control_fd, 0)
@@ -165,7 +165,10 @@ def _become_supervisor(control_fd: int, log_fd: int) -> None:
                 signal.signal(s, signal.SIG_DFL)
         except (OSError, ValueError):
             pass
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    # the stop signals stay blocked until the supervisor's handlers are in
+    # (``supervisor.run``): a TaskStop that lands first is kept pending, not
+    # handled by the default action (the supervisor killed, the call lost)
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def wait_eof(sock: socket.socket, timeout_s: float | None) -> bool:

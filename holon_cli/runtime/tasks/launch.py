@@ -317,9 +317,15 @@ def _task_record(
 def _start_supervisor(d: Path, env: dict[str, str], now: str) -> subprocess.Popen[bytes]:
     """Start a detached task's supervisor in its own session (logging to
     ``supervisor.log``); a failure to start marks the task failed."""
-    from holon_cli.runtime.tasks.supervisor import BOOT, package_parent
+    import signal
+
+    from holon_cli.runtime.tasks.supervisor import BOOT, STOP_SIGNALS, package_parent
 
     log = os.open(d / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    # the supervisor starts with the stop signals blocked (a child inherits
+    # the mask) until its handlers are in: a stop sent while its interpreter
+    # starts is acted on, not the default action's death of the supervisor
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         return subprocess.Popen(
             # -S: no site-packages at start (their .pth hooks cost ~30 ms of CPU
@@ -336,6 +342,7 @@ def _start_supervisor(d: Path, env: dict[str, str], now: str) -> subprocess.Pope
     except OSError as exc:
         _start_failed(d, now, exc)
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
         os.close(log)
 
 
@@ -372,6 +379,14 @@ def promote(store: AgentStore, launched: Launched) -> TaskRecord | None:
         if not tm.is_terminal(rec.get("status")):
             rec["promoted"] = True
             rec["owner"] = None
+            if not rec.get("supervisor") and launched.pid is not None:
+                # the task can be stopped from now on: its supervisor must be
+                # known even before it has started the command and said so
+                # itself (a stop then found nobody to signal, recorded
+                # `cancelled`, and the command started after it, for ever)
+                ident = procs.process_identity(launched.pid)
+                if ident["start_time"] is not None:  # else it has exited already
+                    rec["supervisor"] = ident
             if rec.get("status") == "starting":
                 rec["status"] = "running"
             rec["promoted_at"] = rec["updated_at"] = clock.now_iso()

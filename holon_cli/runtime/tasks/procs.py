@@ -279,6 +279,7 @@ def stop_tree(
     if not pids:
         return False
     _signal_all(pgid, pids, signal.SIGTERM)
+    termed = set(pids)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         if reap is not None:
@@ -286,6 +287,11 @@ def stop_tree(
         left = live_members(pgid, marker, since)
         if not left:
             return True
+        # what appeared since (a fork in flight; a sandbox's command, which
+        # bwrap starts after its outer process got the TERM) gets its TERM
+        # too: left alone it kept the stop waiting for the whole grace
+        _signal_all(None, left - termed, signal.SIGTERM)
+        termed |= left
         if all(_namespace_init(pid) for pid in left):
             _signal_all(None, left, signal.SIGKILL)
         time.sleep(0.02)

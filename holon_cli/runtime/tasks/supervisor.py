@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,8 +46,6 @@ from holon_cli.runtime.tasks import procs
 from holon_cli.runtime.tasks.handoff import Proc
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from holon_cli.model.task import TaskLaunchSpec, TaskRecord, TaskStatus
 
 READ_CHUNK = 65536
@@ -64,6 +63,30 @@ BOOT = (
 
 # output bytes between two free-disk checks
 DISK_CHECK_BYTES = 256 * 1024
+
+# Tests only: called with the name of each phase a stop can land in
+# ("start": handlers installed, the command not started yet; "spawned": the
+# command (bwrap setting up its sandbox) started but not yet recorded;
+# "handoff": promoted, state saved, about to exec, stop signals blocked). A
+# forked supervisor inherits what the test process set here.
+phase_hook: Callable[[str], None] | None = None
+
+
+def _phase(name: str) -> None:
+    if phase_hook is not None:
+        phase_hook(name)
+
+
+# model.task.TERMINAL, without importing the model before the command starts
+TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+
+
+def stop_recorded(rec: TaskRecord) -> bool:
+    """The record asks for the command to end: a stop was requested
+    (``stop_requested_at``, written by ``task_stop`` under the task's lock
+    before it signals anyone) or someone already closed it (a stop or a
+    recovery that did not find this supervisor)."""
+    return bool(rec.get("stop_requested_at")) or rec.get("status") in TERMINAL
 
 
 def package_parent() -> str:
@@ -127,6 +150,12 @@ class Supervisor:
     def read(self) -> TaskRecord:
         with procs.flocked(self.dir / "lock"):
             return self._read_unlocked()
+
+    def peek(self) -> TaskRecord:
+        """The record without its lock (replaced atomically, so whole): a
+        look before the command starts; what counts is re-read under the
+        lock once it has (:meth:`_mark_running`)."""
+        return self._read_unlocked()
 
     def _read_unlocked(self) -> TaskRecord:
         from holon_cli.store.fsio import read_snapshot
@@ -224,6 +253,7 @@ class Supervisor:
         finally:
             for fd in fds:
                 os.close(fd)
+        _phase("spawned")
         self._mark_running()
         return True
 
@@ -340,15 +370,42 @@ class Supervisor:
         ident = procs.process_identity(self.proc.pid)
         self.start_ticks = ident["start_time"]
         me = procs.process_identity(os.getpid())
+        stop = False
 
         def running(r: TaskRecord) -> None:
+            nonlocal stop
+            # under the lock: a stop recorded before this saw no process to
+            # signal or kill (or no supervisor): it is acted on here
+            stop = stop_recorded(r)
             if r.get("status") in ("starting", None):
                 r["status"] = "running"
             r["process"] = {**ident, "pgid": self.pgid, "marker": self.marker}
-            r["supervisor"] = me  # a forked supervisor's pid is known only here
+            r["supervisor"] = me
             r["started_at"] = _now_iso()
 
         self.update(running)
+        if stop:
+            self.request_stop("stop_requested", 5.0)
+
+    def cancel_unstarted(self) -> None:
+        """A stop came before the command was started: it never is. The
+        record says ``cancelled`` (or keeps the end someone else recorded),
+        with an empty output, and the task reports like any other."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+        os.close(os.open(self.dir / "output.log", flags, 0o600))
+        me = procs.process_identity(os.getpid())
+
+        def cancelled(r: TaskRecord) -> None:
+            if r.get("status") not in TERMINAL:
+                r["status"] = "cancelled"
+                r["finished_at"] = _now_iso()
+            r["stop_reason"] = r.get("stop_reason") or "stop_requested"
+            r["exit_status"] = None
+            r["output_bytes"] = 0
+            r["supervisor"] = me
+
+        rec = self.update(cancelled)
+        self.finish_reporting(rec)
 
     def loop(self) -> None:
         """Supervise until the command ends or a stop is requested. A forked
@@ -596,6 +653,7 @@ class Supervisor:
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(null, 0)  # the control socket: its peer is gone
             os.close(null)
+            _phase("handoff")
             self._exec("resume")
             for fd in fds:
                 os.set_inheritable(fd, False)
@@ -632,10 +690,25 @@ def report(task_dir: Path, rec: TaskRecord | None = None) -> None:
     report_terminal(task_dir, rec)
 
 
-def run(sup: Supervisor) -> int:
-    """Start the command and supervise it to the end."""
+def _take_stop_signals(sup: Supervisor) -> None:
+    """Install the stop handlers, then let the stop signals in: they are
+    blocked from the start (a forked supervisor's, ``holon task run``'s, and
+    across a hand-off's exec), so one sent before is handled now, not by the
+    default action (which would kill this supervisor, not its command)."""
     for s in STOP_SIGNALS:
         signal.signal(s, sup.on_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def run(sup: Supervisor) -> int:
+    """Start the command and supervise it to the end; a stop requested
+    before the start (signalled, or recorded by a ``task_stop`` that did not
+    know this supervisor yet) starts nothing."""
+    _take_stop_signals(sup)
+    _phase("start")
+    if sup.stop_reason is not None or stop_recorded(sup.peek()):
+        sup.cancel_unstarted()
+        return 0
     if not sup.spawn():
         return 0
     sup.loop()
@@ -654,9 +727,9 @@ def main(argv: list[str] | None = None) -> int:
     sup = Supervisor(task_dir)
     if mode == "resume":
         sup.restore()
-        for s in STOP_SIGNALS:
-            signal.signal(s, sup.on_signal)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        _take_stop_signals(sup)
+        if stop_recorded(sup.read()):
+            sup.request_stop("stop_requested", 5.0)
         sup.loop()
         sup.finalize()
         return 0

@@ -164,8 +164,9 @@ class AbortWatch:
 
     def call(self, fn: Callable[[], T], on_abort: Callable[[], None] | None = None) -> T:
         """``fn()`` on a worker thread; raises :class:`TurnAborted` when an
-        abort arrives first (``on_abort`` runs, then the call gets
-        :data:`TOOL_GRACE_S` to return if it has one; its result is dropped)."""
+        abort arrives before the call returns (``on_abort`` runs, then the
+        call gets :data:`TOOL_GRACE_S` to return if it has one; its result is
+        dropped), whether it is seen while waiting or right after."""
         if self.requested():
             raise TurnAborted
         box: dict[str, Any] = {}
@@ -195,6 +196,14 @@ class AbortWatch:
             if on_abort is not None:
                 on_abort()
             raise
+        if self.requested():
+            # asked for while the call ran, and it returned before the next
+            # look: the same abort as one seen mid-call (the result is
+            # dropped), not one seen at the next round after recording this
+            # call's result, which depended on the thread's scheduling
+            if on_abort is not None:
+                on_abort()
+            raise TurnAborted
         if "error" in box:
             raise box["error"]
         return box["value"]  # type: ignore[no-any-return]
