@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from holon_cli.store.agent_store import AgentStore
 
 MAX_BACKOFF_S = 60.0
+# how long a call that saw its server die waits for the connection's runner
+# to record it (the runner stops a dead server at once: well under a second)
+SETTLE_S = 10.0
 SDK_MISSING = (
     "the MCP SDK is not installed: `pip install 'holon-cli[mcp]'` (the `mcp` package, 2.x)"
 )
@@ -243,6 +246,15 @@ class Host:
                     continue
 
     async def _run_once(self, conn: _Conn, spawned: Spawned | None) -> None:
+        from holon_cli.runtime.mcp import sdk
+
+        sess = sdk.Session(conn.spec)
+        try:
+            await self._session_life(conn, spawned, sess)
+        finally:
+            sess.settled.set()
+
+    async def _session_life(self, conn: _Conn, spawned: Spawned | None, sess: Session) -> None:
         from contextlib import AsyncExitStack
 
         import anyio
@@ -250,8 +262,8 @@ class Host:
         from holon_cli.runtime.mcp import sdk
 
         spec = conn.spec
-        sess = sdk.Session(spec)
         opened = False
+        died = False  # the server's end came before ours (conn.closing)
         try:
             async with AsyncExitStack() as stack:
                 if spawned is not None:
@@ -272,7 +284,9 @@ class Host:
                 async with anyio.create_task_group() as tg:
 
                     async def wait(ev: Any) -> None:
+                        nonlocal died
                         await ev.wait()
+                        died = died or (ev is sess.dead and not closing.is_set())
                         tg.cancel_scope.cancel()
 
                     tg.start_soon(wait, closing)
@@ -297,11 +311,14 @@ class Host:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             return
-        if sess.dead.is_set() and not (conn.closing is not None and conn.closing.is_set()):
+        if died:
+            # the one record of the death (a call that saw it waits for this:
+            # Host.call), even when holon started stopping it meanwhile
             conn.failures += 1
             conn.retry_at = time.monotonic() + backoff_s(conn.failures)
-            conn.last_error = "the server exited" + _said(spawned)
+            conn.last_error = sdk.CLOSED + _said(spawned)
             records.note_failed(spec, conn.last_error)
+            sess.death_noted = True
 
     # --------------------------------------------------------------- calls
 
@@ -315,6 +332,7 @@ class Host:
         **kw: Any,
     ) -> CallOutcome:
         """One tool call; every failure is an error outcome, never a raise."""
+        from holon_cli.runtime.mcp import sdk
         from holon_cli.runtime.mcp.sdk import CallOutcome
 
         try:
@@ -333,7 +351,11 @@ class Host:
                 error=f"the server did not answer within tool_timeout ({spec.tool_timeout_s:g}s)",
             )
         if out.error_kind == "mcp_unavailable" or sess.dead.is_set():
-            records.note_failed(spec, out.error or "the server exited")
+            # the server died under the call: its record is the runner's to
+            # write (what it said on stderr included), once; two writers made
+            # the recorded error whichever thread came last
+            if not (sess.settled.wait(SETTLE_S) and sess.death_noted):
+                records.note_failed(spec, out.error or sdk.CLOSED)
         elif out.kind != "error" and sess.protocol:
             records.note_ok(spec, sess.protocol)
         return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
@@ -55,6 +56,9 @@ HEADER_MISMATCH = types.HEADER_MISMATCH
 
 OutcomeKind = Literal["result", "input_required", "error"]
 ErrorKind = Literal["mcp_timeout", "mcp_unavailable", "mcp_error"]
+# a server's end seen from our side (its stdout ended), whether it exited or
+# only closed it: what a call gets and what the server's record says
+CLOSED = "the server closed the connection"
 
 
 class CallOutcome(NamedTuple):
@@ -271,6 +275,11 @@ class Session:
         self.server_info: dict[str, Any] | None = None
         self.dead = anyio.Event()
         self.exit_status: int | None = None
+        # set (from the loop's thread) once the connection's runner is done
+        # with this session, its end recorded (``death_noted``: it recorded
+        # the server's death in the server's record; see host.Host.call)
+        self.settled = threading.Event()
+        self.death_noted = False
         self.lock = anyio.Lock()
         # the call in flight: legacy elicitation answers to give, requests seen
         self._answers: list[dict[str, Any]] = []
@@ -386,9 +395,7 @@ class Session:
                     "error", error_kind="mcp_timeout", error=_timeout_text(timeout_s)
                 )
             if exc.error.code == types.CONNECTION_CLOSED:
-                return CallOutcome(
-                    "error", error_kind="mcp_unavailable", error="the server closed the connection"
-                )
+                return CallOutcome("error", error_kind="mcp_unavailable", error=CLOSED)
             return CallOutcome("error", error_kind="mcp_error", error=describe(exc))
         except (RuntimeError, ValidationError) as exc:  # a result not matching its schema
             return CallOutcome("error", error_kind="mcp_error", error=describe(exc))

@@ -155,8 +155,58 @@ def test_a_dead_or_silent_server_is_a_tool_error_not_a_failed_turn(
     if kind == "mcp_unavailable":
         st = j(script_runner.run(["holon", "status", "--json"]))["data"]
         row = next(r for r in st["mcp_servers"] if r["name"] == "fake")
-        assert row["state"] == "failed" and "closed" in row["last_error"]
+        assert row["state"] == "failed", row
+        assert row["last_error"].startswith("the server closed the connection; stderr"), row
         assert "mcp fake" in script_runner.run(["holon", "status"]).stdout
+
+
+@pytest.mark.parametrize("late", ["runner", "caller"])
+def test_a_crash_is_recorded_once_in_one_wording(
+    script_runner: Any,
+    holon_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    late: str,
+) -> None:
+    """The server's record of a crash under a call was written twice, by the
+    connection's runner ("the server exited ...") and by the call ("... closed
+    the connection"): whichever thread came last won. Each order is forced
+    here; the runner's record (with the stderr pointer) is the one kept."""
+    import anyio
+
+    from holon_cli.runtime.mcp import host, sdk
+
+    if late == "runner":  # the runner records after the call has returned
+        real_stop = sdk._stop_process
+
+        async def slow_stop(*a: Any) -> None:
+            await anyio.sleep(0.5)
+            await real_stop(*a)
+
+        monkeypatch.setattr(sdk, "_stop_process", slow_stop)
+    else:  # the call returns to its thread only after the runner has recorded
+        real_submit = host.Host.submit
+
+        def slow_submit(self: Any, coro: Any, timeout: float) -> Any:
+            out = real_submit(self, coro, timeout)
+            import time
+
+            time.sleep(0.5)
+            return out
+
+        monkeypatch.setattr(host.Host, "submit", slow_submit)
+    write_config(holon_home, {"fake": fake(tool_timeout="5s")})
+    model = script(
+        tmp_path,
+        [call("mcp__fake__crash", {}), {"expect_tool_result_contains": "closed", "text": "ok"}],
+    )
+    script_runner.run(["holon", "enqueue", "hi"], check=True)
+    res = script_runner.run(["holon", "turn", "--model", model, "--json"])
+    assert res.returncode == 0, res.stderr
+    st = j(script_runner.run(["holon", "status", "--json"]))["data"]
+    row = next(r for r in st["mcp_servers"] if r["name"] == "fake")
+    assert row["state"] == "failed", row
+    assert row["last_error"].startswith("the server closed the connection; stderr log: "), row
 
 
 def test_a_flood_is_bounded_and_saved_as_an_artifact(
