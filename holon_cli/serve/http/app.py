@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from holon_cli.errors import HolonError
 from holon_cli.serve.http import public
@@ -167,6 +167,10 @@ def check_caller(request: Request, token: str | None) -> None:
     auth = request.headers.get("authorization", "")
     scheme, _, given = auth.partition(" ")
     ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    if not ok and not auth:  # the web console's login cookie (serve/http/ui/session.py)
+        from holon_cli.serve.http.ui.session import session_ok
+
+        ok = session_ok(request, token)
     if not ok:
         raise HttpError(
             401,
@@ -218,18 +222,28 @@ def check_rate(request: Request, ctx: ServeContext) -> None:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def check_access(request: Request, access: str) -> None:
+    """The guards of ``access`` (raising :class:`HttpError`): ``control``
+    (origin, token or loopback, JSON POSTs), ``public`` (rate limit),
+    ``browser`` (not cross-site: the console's login) or ``open`` (the
+    ``Host`` check every request passes)."""
+    ctx = ctx_of(request)
+    check_host(request, ctx)
+    if access == "public":
+        check_rate(request, ctx)
+    elif access == "control":
+        check_control(request, ctx)
+    elif access == "browser":
+        check_not_cross_site(request, ctx.own_origins)
+
+
 def guarded(handler: Handler, access: str) -> Handler:
     """``handler`` behind the guards of its ``access``: ``control`` (origin,
     token or loopback, JSON POSTs), ``public`` (rate limit) or ``open``."""
 
     async def wrapped(request: Request) -> Response:
-        ctx = ctx_of(request)
         try:
-            check_host(request, ctx)
-            if access == "public":
-                check_rate(request, ctx)
-            elif access == "control":
-                check_control(request, ctx)
+            check_access(request, access)
             return await handler(request)
         except HttpError as e:
             return error_response(e.status, e.kind, e.message, e.hint, e.headers)
@@ -257,6 +271,24 @@ ROUTES: list[tuple[str, Handler, str, str]] = [
     ("/control/agents/{agent_id}/abort", control.control_abort, "control", "POST"),
     ("/agents/{agent_id}/workspaces", control.agent_workspaces, "control", "GET"),
     ("/control/agents/{agent_id}/workspace", control.control_workspace, "control", "POST"),
+    (
+        "/control/agents/{agent_id}/tasks/{task_id}/stop",
+        control.control_task_stop,
+        "control",
+        "POST",
+    ),
+    (
+        "/control/agents/{agent_id}/timers/{timer_id}/cancel",
+        control.control_timer_cancel,
+        "control",
+        "POST",
+    ),
+    (
+        "/control/agents/{agent_id}/work-items/{work_item_id}/pick",
+        control.control_work_item_pick,
+        "control",
+        "POST",
+    ),
     ("/agents/{agent_id}/enqueue", public.public_enqueue, "public", "POST"),
     ("/webhooks/{source}/{agent_id}", public.webhook, "public", "POST"),
     ("/callbacks/wake/{token}", public.callback_wake, "public", "POST"),
@@ -281,12 +313,14 @@ def build_app(
     stopping: threading.Event,
 ) -> Starlette:
     from holon_cli import clock
+    from holon_cli.serve.http import ui
     from holon_cli.serve.http.ingress import RateLimiter
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route(path, guarded(handler, access), methods=[method])
         for path, handler, access, method in ROUTES
     ]
+    routes += ui.routes(check_access)  # the web console, /ui/ (serve/http/ui/)
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.holon = ServeContext(
         settings=settings,
