@@ -400,3 +400,20 @@ def test_task_stop_timer_cancel_and_work_item_pick_routes(tmp_path: Path) -> Non
     )
     assert r.status_code == 403
     assert store.read_record()["state"]["current_work_item_id"] == second
+
+
+def test_serve_builds_its_app_without_loading_the_console_libraries() -> None:
+    """Jinja2 and markdown-it-py load with the first page (or serve's warm-up
+    thread), never on the way to listening."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from holon_cli.serve.http.app import HttpSettings, build_app\n"
+        "build_app(HttpSettings(host='127.0.0.1', port=1), runtime_status=dict,\n"
+        "          request_shutdown=lambda: None, stopping=threading.Event())\n"
+        "print(sorted(m for m in ('jinja2', 'markupsafe', 'markdown_it') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr

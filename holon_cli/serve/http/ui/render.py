@@ -14,7 +14,7 @@ Invariants:
   encodes with ``backslashreplace``);
 - ``Content-Security-Policy: default-src 'self'`` (no inline script, style
   or handler anywhere: the one script is ``static/console.js``), no framing,
-  no referrer, ``nosniff``; pages are never cached, static files are cached
+  no referrer to other sites, ``nosniff``; pages are never cached, static files are cached
   by content hash.
 
 Jinja2 and markdown-it-py are imported on the first page (or by serve's
@@ -53,7 +53,7 @@ SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make forms send `Origin: null`
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
