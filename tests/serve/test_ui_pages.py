@@ -417,3 +417,54 @@ def test_serve_builds_its_app_without_loading_the_console_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_home_rows_follow_every_change_they_are_read_from(
+    now: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The home page keeps an agent's row while nothing it is read from
+    changed; a message still in the inbox, a new task folder, a state change
+    or a passed deadline each show at once."""
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
+    from holon_cli.runtime.waiting.timers import add_timer
+    from holon_cli.serve.http.ui import views
+
+    store = open_agent("main")
+    reads: list[str] = []
+    real = views.home_row
+
+    def counted(st: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+        reads.append(st.agent_id)
+        return real(st, cfg)
+
+    monkeypatch.setattr(views, "home_row", counted)
+
+    def row() -> dict[str, Any]:
+        return next(r for r in views.home_rows() if r["agent_id"] == "main")
+
+    assert row()["pending"] == 0 and len(reads) == 1
+    assert row()["pending"] == 0 and len(reads) == 1  # nothing changed: kept
+    admit(
+        "in the inbox only",
+        store=store,
+        kind="operator_prompt",
+        origin="operator",
+        delivery_surface="http_control_prompt",
+        admission_context="control_authenticated",
+    )
+    assert row()["pending"] == 1  # no event yet: the inbox's own signature
+    (store.layout.tasks_dir / "task_x").mkdir(parents=True)
+    n = len(reads)
+    row()
+    assert len(reads) == n + 1  # a new task folder: read again
+    set_lifecycle("main", "pause")
+    assert [h["kind"] for h in row()["holds"]] == ["paused"]
+    set_lifecycle("main", "start")
+    add_timer(store, after_ms=60_000)
+    assert row()["next_wake"] is not None
+    n = len(reads)
+    row()
+    assert len(reads) == n
+    now[0] += 61
+    row()
+    assert len(reads) == n + 1  # its wake passed: read again

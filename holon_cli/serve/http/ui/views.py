@@ -78,7 +78,7 @@ def conversation(
 # ------------------------------------------------------------ agents
 
 
-def _config() -> dict[str, Any]:
+def config() -> dict[str, Any]:
     from holon_cli.errors import ConfigError
     from holon_cli.store.config import load_config
 
@@ -168,23 +168,76 @@ def _last_text(events: list[dict[str, Any]]) -> str | None:
 def home_rows() -> list[dict[str, Any]]:
     """Every agent of the home, children right under their parent (a
     damaged agent is listed with its problem: it hides no other)."""
-    from holon_cli.errors import HolonError
     from holon_cli.runtime.agents.lifecycle import list_agents
-    from holon_cli.store.agent_store import AgentStore
-    from holon_cli.store.layout import HomeLayout
 
-    home = HomeLayout.current()
-    cfg = _config()
+    cfg = config()
+    sigs = signatures()
     rows: dict[str, dict[str, Any]] = {}
     for e in list_agents(include_private=True):
         if e.problem is not None:
             rows[e.agent_id] = _damaged(e.agent_id, e.problem)
-            continue
-        try:
-            rows[e.agent_id] = home_row(AgentStore(home.agent(e.agent_id)), cfg)
-        except HolonError as exc:
-            rows[e.agent_id] = _damaged(e.agent_id, exc.message)
+        else:
+            rows[e.agent_id] = cached_row(e.agent_id, sigs.get(e.agent_id), cfg)
+    for gone in set(_ROWS) - set(rows):  # removed agents leave the cache too
+        _ROWS.pop(gone, None)
     return tree(rows)
+
+
+# An agent's home row is kept while nothing it is read from changed: the
+# events ledger (every state change, queue move, turn and spend is an event),
+# the inbox (a message not yet ingested), the tasks folder, the agent record,
+# config.yaml and the day (spend today); and until the next time it names
+# (a wake, a hold's end) has passed. Only serve's own process keeps it.
+_WATCHED = ("ledger/events.jsonl", "inbox/new", "tasks", "state/agent.json")
+_ROWS: dict[str, tuple[Any, float, dict[str, Any]]] = {}
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def signatures() -> dict[str, Any]:
+    """Each agent folder's signature (plain ``stat`` calls, no parsing):
+    what :func:`cached_row` and the home page's live stream compare."""
+    from holon_cli.store.layout import HomeLayout
+
+    home = HomeLayout.current()
+    root = str(home.agents_dir)
+    shared = (int(clock.now() // 86400), _stat(str(home.config)))
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return {}
+    return {
+        name: (shared, *(_stat(f"{root}/{name}/.holon/{rel}") for rel in _WATCHED))
+        for name in names
+        if not name.startswith(".")
+    }
+
+
+def cached_row(agent_id: str, sig: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+    """:func:`home_row`, or the same row while ``sig`` holds (see above)."""
+    from holon_cli.errors import HolonError
+    from holon_cli.store.agent_store import AgentStore
+    from holon_cli.store.layout import HomeLayout
+
+    hit = _ROWS.get(agent_id)
+    now = clock.now()
+    if hit is not None and sig is not None and hit[0] == sig and now < hit[1]:
+        return hit[2]
+    try:
+        row = home_row(AgentStore(HomeLayout.current().agent(agent_id)), cfg)
+    except HolonError as exc:
+        _ROWS.pop(agent_id, None)
+        return _damaged(agent_id, exc.message)
+    times = [row["next_wake"], *(h.get("until") for h in row["holds"])]
+    ends = [clock.parse_iso(t) for t in times if isinstance(t, str)]
+    _ROWS[agent_id] = (sig, min([now - now % 86400 + 86400, *ends]), row)
+    return row
 
 
 def _damaged(agent_id: str, problem: str) -> dict[str, Any]:
@@ -229,7 +282,7 @@ def summary(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.inspect import agent_summary
 
     s = agent_summary(store)
-    s.setdefault("holds", holds(store, _config()))
+    s.setdefault("holds", holds(store, config()))
     last = store.events.last()
     s["last_at"] = last.get("at") if last else None
     s["next_wake"] = next_wake(store.agent_id)
