@@ -112,15 +112,20 @@ def home_check(repair: bool, as_json: bool) -> None:
 
     repairs: list[Any] = []
     if repair:
-        from holon_cli.runtime.home.repair import repair_home
+        from holon_cli.runtime.home.repair_planes import repair_all
 
-        repairs = list(repair_home())
+        repairs = list(repair_all())
     report = check()
     if repair:
+        from holon_cli.runtime.home.repair import unrepaired
+
+        repairs += unrepaired(report["problems"], repairs)  # what it could not fix, and why
         report["repairs"] = repairs
         if not as_json:
             for a in repairs:
-                click.echo(f"repaired {a['path']}: {a['action']}: {a['detail']}", err=True)
+                done = "not repaired" if a["action"] == "skipped" else "repaired"
+                detail = a["detail"].removeprefix("not repaired: ")
+                click.echo(f"{done} {a['path']}: {a['action']}: {detail}", err=True)
             if not repairs:
                 click.echo("nothing to repair", err=True)
     if as_json:

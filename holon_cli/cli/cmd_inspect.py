@@ -119,8 +119,9 @@ def tail(
 
     def warn_damaged() -> None:
         for p in damaged:  # the view goes on; `holon home check` has the full report
+            where = p.path if p.line is None else f"{p.path}:{p.line}"
             output.echo(
-                f"warning: skipped damaged record at {p.path}:{p.line}: {p.message} "
+                f"warning: skipped damaged record at {where}: {p.message} "
                 "(`holon home check` reports all damage)",
                 err=True,
             )

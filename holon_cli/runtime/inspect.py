@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import CorruptStateError, UsageError
@@ -309,6 +311,7 @@ def home_check() -> dict[str, Any]:
         names = []
     for name in names:
         check.agent(name)
+    check.planes(names)
     from holon_cli.runtime.home.gc import home_usage, over_limit_note
 
     usage = home_usage(home)
@@ -384,6 +387,41 @@ class _HomeCheck:
             self.outputs["files"] += used["files"]
             self.outputs["bytes"] += used["bytes"]
 
+    def planes(self, names: list[str]) -> None:
+        """The newer planes' files, deletions included (issue 36): each is
+        compared with what the other records say about it."""
+        facts = {
+            n: hc.AgentFacts(self.home.agent(n))
+            for n in names
+            if self.home.agent(n).runtime.is_dir()
+        }
+        lineage = hc.lineage_children(facts)
+        for fact in facts.values():
+            layout = fact.layout
+            self._guarded(layout, partial(hc.spend_findings, layout, facts, lineage))
+            self._guarded(layout, partial(hc.episode_findings, fact))
+            self._guarded(layout, partial(hc.delegation_findings, fact))
+            self._guarded(layout, partial(hc.handle_findings, fact, facts))
+            for lname in SEGMENTED:
+                led = fact.store.ledger(lname)
+                self._guarded(layout, partial(hc.segment_gap_findings, led))
+            self._guarded(layout, partial(hc.memory_index_findings, layout))
+        self._guarded(self.home.root, partial(hc.registry_findings, self.home, facts))
+
+    def _guarded(self, where: AgentLayout | Path, check: Callable[[], list[Problem]]) -> None:
+        """One comparison; a record too damaged to compare is reported by its
+        own check, and this one says it could not run (never a traceback)."""
+        try:
+            self.problems.extend(check())
+        except Exception as exc:  # noqa: BLE001 - a finding, not a crash
+            self.problems.append(
+                Problem(
+                    str(where if isinstance(where, Path) else where.runtime),
+                    None,
+                    f"could not be checked fully ({exc!r})",
+                )
+            )
+
     def snapshots(self, layout: AgentLayout) -> None:
         extra = tuple(layout.state_dir / n for n in hc.STATE_SNAPSHOTS)
         for snap in (layout.agent_file, layout.queue_file, layout.template_file, *extra):
@@ -402,6 +440,8 @@ class _HomeCheck:
         ledger_names = set(LEDGERS)
         if layout.ledger_dir.exists():
             ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.jsonl")}
+            # a ledger deleted with its records: its mark says it held some
+            ledger_names |= {p.stem for p in layout.ledger_dir.glob("*.mark")}
         for lname in sorted(ledger_names):
             self.ledger(
                 Ledger(

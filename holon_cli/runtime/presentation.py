@@ -232,7 +232,7 @@ def _workspace(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Present
 
 def _repaired(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
     """A stale run settled at the next turn, or a damaged state file or
-    ledger rebuilt by ``holon home repair``."""
+    ledger rebuilt by ``holon home check --repair``."""
     if "stale_run_id" in d or "to" in d:
         text = (
             f"Stale run {d.get('stale_run_id') or '?'} repaired: {d.get('from')} -> {d.get('to')}"

@@ -121,10 +121,14 @@ def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:
     """Child handles of a parent brought up to date (a result due after a
     kill, a spawn to finish); a child whose handle ended is archived."""
     from holon_cli.runtime.children import supervision as sv
+    from holon_cli.runtime.workspace.heal import heal
+    from holon_cli.store.layout import HomeLayout
 
     actions = sv.sweep_parent(store)
     if identity.get("kind") == "child":
         actions.extend(sv.sweep_child(store))
+    # isolated worktrees a killed command made and never bound
+    actions.extend(heal(HomeLayout.current(), store.agent_id))
     return actions
 
 

@@ -1,7 +1,7 @@
 """Reads of a ledger's lines: by key cursor, of the open file's tail, at an
 offset, and the full scans for damaged lines.
 
-``records_after`` serves followers (``holon events``, the console's event
+``records_after`` serves followers (``holon tail --follow``, the console's event
 stream, resumption after a restart): the records whose integer key (say
 ``event_seq``) is above a cursor, found by reading the open file backwards
 from one snapshot of its size, then the closed segments from the one where
@@ -184,8 +184,11 @@ def records_skipping_damaged(led: Reader) -> tuple[list[dict[str, Any]], list[Pr
     out: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for seg in led.closed_segments():
-        with open_segment(seg) as f:
-            _lines_skipping_damaged(led, seg, f, out, problems)
+        try:
+            with open_segment(seg) as sf:
+                _lines_skipping_damaged(led, seg, sf, out, problems)
+        except CorruptStateError as exc:  # a cut or corrupt .gz: what was read is kept
+            problems.append(Problem(str(seg), None, str(exc.details.get("reason") or exc)))
     try:
         f = open(led.path, "rb")
     except FileNotFoundError:
@@ -198,8 +201,15 @@ def records_skipping_damaged(led: Reader) -> tuple[list[dict[str, Any]], list[Pr
 def _lines_skipping_damaged(
     led: Reader, path: Path, f: Any, out: list[dict[str, Any]], problems: list[Problem]
 ) -> None:
+    line_no = 0
     for line_no, raw in enumerate(f, 1):
         if not raw.endswith(b"\n"):
+            if path != led.path:  # a closed segment never grows: its end was cut
+                last = _complete(raw, led.max_version)
+                if last is None:
+                    problems.append(Problem(str(path), line_no, "the last line is cut short"))
+                else:
+                    out.append(last)
             break  # torn tail: normal, not a record yet
         try:
             if raw.strip() == b"":
@@ -210,6 +220,8 @@ def _lines_skipping_damaged(
             if "newer than this holon understands" in reason:
                 raise  # not damage: this holon is too old to read the home
             problems.append(Problem(str(path), line_no, reason))
+    if line_no == 0 and path != led.path:
+        problems.append(Problem(str(path), None, "closed segment holds no record"))
 
 
 def check(led: Reader) -> list[Problem]:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from holon_cli.errors import CorruptStateError
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, fsync_dir
 from holon_cli.store.ledger_lines import _complete, _corrupt, _parse
 from holon_cli.store.records import Validator
@@ -96,17 +97,73 @@ def compress_segment(path: Path) -> Path:
     return gz
 
 
-def open_segment(path: Path) -> Any:
+def segment_damaged(path: Path, exc: BaseException) -> CorruptStateError:
+    """A closed segment that cannot be decompressed (cut, not gzip, a bad
+    checksum): named, with what to do. Never ``EOFError`` (click reads that
+    as an abort: "Aborted.", exit 130) nor a bare ``OSError``."""
+    why = f"closed segment cannot be read ({exc or exc.__class__.__name__})"
+    if isinstance(exc, EOFError):
+        why = "closed segment cannot be read: it is cut short (the compressed stream ends early)"
+    return CorruptStateError(
+        f"{path}: {why}",
+        hint="`holon home check --repair` keeps what can be read of it and sets the damaged "
+        "file aside (run `holon home check` for the full report)",
+        details={"path": str(path), "line": None, "reason": why},
+    )
+
+
+class SegmentFile:
+    """A closed segment open for reading whose decompression errors are
+    :class:`CorruptStateError` naming the file (iterate it, ``readline``,
+    ``read``; a context manager)."""
+
+    def __init__(self, path: Path, f: Any) -> None:
+        self.path = path
+        self.f = f
+
+    def __enter__(self) -> SegmentFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
+
+    def close(self) -> None:
+        self.f.close()
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        import zlib
+
+        try:
+            return fn(*args)
+        except (EOFError, zlib.error) as exc:
+            raise segment_damaged(self.path, exc) from None
+        except OSError as exc:  # gzip.BadGzipFile, a CRC or length mismatch
+            if exc.errno is not None:
+                raise
+            raise segment_damaged(self.path, exc) from None
+
+    def readline(self, *args: Any) -> bytes:
+        return bytes(self._call(self.f.readline, *args))
+
+    def read(self, *args: Any) -> bytes:
+        return bytes(self._call(self.f.read, *args))
+
+    def __iter__(self) -> Iterator[bytes]:
+        while line := self.readline():
+            yield line
+
+
+def open_segment(path: Path) -> SegmentFile:
     """A closed segment opened for binary reading (plain or gzip); a plain
     segment compressed meanwhile is opened as its ``.gz``."""
     import gzip
 
     if path.suffix != ".gz":
         try:
-            return open(path, "rb")
+            return SegmentFile(path, open(path, "rb"))
         except FileNotFoundError:
             path = path.with_name(path.name + ".gz")
-    return gzip.open(path, "rb")
+    return SegmentFile(path, gzip.open(path, "rb"))
 
 
 def iter_segment(
@@ -115,15 +172,27 @@ def iter_segment(
     """``(line_no, record)`` of a closed segment (whole lines only: a closed
     segment never grows; a damaged line is corruption naming the segment)."""
     with open_segment(path) as f:
+        line_no = 0
         for line_no, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
                 rec = _complete(raw, max_version)
-                if rec is not None:
-                    yield line_no, rec
+                if rec is None:  # a closed segment never grows: its end was cut
+                    raise _corrupt(path, line_no, 0, "the last line is cut short")
+                yield line_no, rec
                 return
             if raw.strip() == b"":
                 raise _corrupt(path, line_no, 0, "empty line")
             yield line_no, _parse(path, raw, line_no, 0, max_version, validate)
+        if line_no == 0:
+            raise segment_damaged(path, EMPTY)
+
+
+class _Empty(Exception):
+    def __str__(self) -> str:
+        return "it holds no record; a closed segment always holds one"
+
+
+EMPTY = _Empty()
 
 
 def tail_path(seg_dir: Path, stem: str, num: int) -> Path:

@@ -14,7 +14,11 @@ Invariants:
   the middle leaves the previous state, and the dirty marker (removed only
   after the commit) makes the next search redo the work.
 - A database that SQLite cannot read is removed and rebuilt, never a
-  reason for a search to fail.
+  reason for a search to fail; one whose schema is not this one (a table
+  dropped, another database in its place) is renamed aside
+  (``memory.sqlite3.damaged-<time>``) and rebuilt. :func:`index_problem` is
+  the read-only check ``holon home check`` makes (schema, then SQLite's
+  ``quick_check``).
 """
 
 from __future__ import annotations
@@ -127,9 +131,16 @@ class MemoryIndex:
             con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             con.execute("PRAGMA synchronous=NORMAL")
             version = con.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            wrong = version not in (0, SCHEMA_VERSION) or (
+                version == SCHEMA_VERSION and schema_problem(con) is not None
+            )
+            if version == 0 and con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                wrong = True  # tables, but not ours (ours set user_version with them)
+            if wrong:
+                # another schema (a table dropped, another database put here):
+                # the index is a cache; whatever is here is kept aside, not read
                 con.close()
-                remove_files(self.path)
+                set_aside(self.path)
                 return self._connect()
             if version == 0:
                 con.execute("PRAGMA journal_mode=WAL")  # persistent: set once, at creation
@@ -330,6 +341,85 @@ def _row(cur: sqlite3.Cursor, row: Iterable[Any]) -> dict[str, Any]:
 def _prefix_range(prefix: str) -> tuple[str, str]:
     """``[prefix, prefix with its last character + 1)``: every key starting with it."""
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+# the tables (and columns) of SCHEMA_VERSION; ``fts`` is an FTS5 table
+SCHEMA: dict[str, frozenset[str]] = {
+    "meta": frozenset({"key", "value"}),
+    "docs": frozenset(
+        {
+            "id",
+            "source_key",
+            "source_ref",
+            "kind",
+            "scope_kind",
+            "workspace_id",
+            "agent_id",
+            "source_path",
+            "title",
+            "body",
+            "updated_at",
+            "metadata",
+            "fingerprint",
+        }
+    ),
+    "fts": frozenset({"title", "body"}),
+}
+
+
+def schema_problem(con: sqlite3.Connection) -> str | None:
+    """What is wrong with the schema of an open index (``None``: it is ours)."""
+    rows = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall())
+    for table, cols in SCHEMA.items():
+        if table not in rows:
+            return f"it has no `{table}` table"
+        have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+        if not cols <= have:
+            return f"its `{table}` table lacks {', '.join(sorted(cols - have))}"
+    if "fts5" not in str(rows["fts"] or "").lower():
+        return "its `fts` table is not an FTS5 table"
+    return None
+
+
+def index_problem(path: Path) -> str | None:
+    """Why the index at ``path`` cannot serve a search (read-only: ``holon
+    home check``); ``None`` when it is sound or does not exist."""
+    if not path.exists():
+        return None
+    try:
+        if path.stat().st_size == 0:
+            return "it is empty (no schema)"
+        uri = f"file:{path}?mode=ro"
+        try:
+            con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:  # a WAL database without its -shm: read it as is
+            con = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        try:
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                return f"its schema version is {version}, not {SCHEMA_VERSION}"
+            why = schema_problem(con)
+            if why is None:
+                bad = con.execute("PRAGMA quick_check").fetchone()[0]
+                why = None if bad == "ok" else f"SQLite reports damage ({bad})"
+            return why
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return f"SQLite cannot read it ({exc})"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+
+
+def set_aside(path: Path) -> None:
+    """Keep what is at ``path`` as ``<name>.damaged-<time>`` (never read again)."""
+    import time
+
+    if path.exists():
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        path.replace(path.with_name(f"{path.name}.damaged-{stamp}"))
+    remove_files(path)
 
 
 def remove_files(path: Path) -> None:

@@ -58,7 +58,9 @@ def install_skill(store: AgentStore, source: str, *, name: str | None = None) ->
         return _install_folder(
             store, path, name or path.name, {"kind": "builtin", "source": source}
         )
-    p = Path(source).expanduser()
+    from holon_cli.runtime.agents.templates import user_path
+
+    p = user_path(source, "skill source")
     if not p.is_absolute():
         raise UsageError(
             f"skill source {source!r} is neither a GitHub tree URL, builtin:<name>, "

@@ -223,7 +223,7 @@ def resolve_template(selector: str | None) -> Iterator[Resolved]:
             hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path>, or clone it "
             "yourself and pass the template directory as an absolute path",
         )
-    p = Path(selector).expanduser()
+    p = user_path(selector, "template")
     if p.is_absolute():
         yield _checked_template(p, {"kind": "path", "selector": selector, "path": str(p)})
         return
@@ -298,11 +298,26 @@ def resolve_skill_refs(template: Path) -> Iterator[list[SkillSource]]:
                     f"{sj}: remote skill ref {ref!r} is not a GitHub tree URL",
                     hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path> or a local path",
                 )
-            p = Path(ref).expanduser()
+            p = user_path(ref, "skill ref")
             if not p.is_absolute():
                 p = template / "skills" / ref
             out.append(SkillSource(ref, _checked_skill(p, sj, ref), {"kind": "path", "ref": ref}))
         yield out
+
+
+def user_path(raw: str, what: str) -> Path:
+    """``raw`` with ``~`` / ``~user`` expanded; a user this machine does not
+    know is a usage error naming it (``Path.expanduser`` raises
+    ``RuntimeError`` there)."""
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:
+        user = raw[1:].split("/", 1)[0]
+        raise UsageError(
+            f"{what} {raw!r} starts with ~{user}, but there is no user {user!r} here",
+            hint="pass an absolute path (or ~/... for your own home folder)",
+            details={"field": what},
+        ) from None
 
 
 def _checked_skill(p: Path, sj: Path, ref: str) -> Path:

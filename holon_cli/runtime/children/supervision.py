@@ -388,6 +388,7 @@ def sweep_parent(parent: AgentStore) -> list[dict[str, Any]]:
         if not tm.is_child_task(rec) or not rec.get("promoted"):
             continue
         if is_final(rec) and rec.get("result_message_id"):
+            out += finish_ended(parent, rec)
             continue
         try:
             action = _sweep_handle(parent, rec)
@@ -395,6 +396,38 @@ def sweep_parent(parent: AgentStore) -> list[dict[str, Any]]:
             action = {"action": "child_sweep_failed", "task_id": rec["id"], "error": exc.message}
         if action:
             out.append(action)
+    return out
+
+
+def cleanup_pending(rec: Mapping[str, Any]) -> bool:
+    """A final handle whose worktree cleanup has not run (a kill between the
+    result and the cleanup): the next pass finishes it."""
+    wt = (rec.get("child") or {}).get("worktree")
+    return is_final(rec) and isinstance(wt, dict) and wt.get("cleanup_status") == "pending"
+
+
+def finish_ended(parent: AgentStore, rec: TaskRecord) -> list[dict[str, Any]]:
+    """The durable end of a handle whose result is reported: its worktree
+    cleaned up and its child archived. Each step is repeated by every pass
+    until it is done (a process killed between the result and these steps
+    left them undone: ``home audit`` reports it until then)."""
+    out: list[dict[str, Any]] = []
+    tid = rec["id"]
+    if cleanup_pending(rec):
+        cleanup_for(parent, tid)
+        out.append({"action": "child_worktree_cleaned_up", "task_id": tid})
+    child = rec.get("child") or {}
+    if not child.get("child_archived"):
+        kid = open_child(child.get("child_agent_id"))
+        if kid is not None and archive_child(kid, "supervision handle final"):
+            out.append({"action": "child_archived", "task_id": tid})
+
+        def note(r: TaskRecord) -> None:
+            r.setdefault("child", {})["child_archived"] = True
+
+        from holon_cli.runtime.tasks.records import update_task
+
+        update_task(handle_dir(parent, tid), note)
     return out
 
 

@@ -46,7 +46,12 @@ if TYPE_CHECKING:
     from holon_cli.runtime.queue import QueueState
 
 FindingKind = Literal[
-    "damaged", "missing_outcome", "duplicate_outcome", "interrupted_turn", "no_future_wake"
+    "damaged",
+    "missing_outcome",
+    "duplicate_outcome",
+    "interrupted_turn",
+    "no_future_wake",
+    "cleanup_pending",
 ]
 FINDING_KINDS: tuple[FindingKind, ...] = (
     "damaged",
@@ -54,6 +59,7 @@ FINDING_KINDS: tuple[FindingKind, ...] = (
     "duplicate_outcome",
     "interrupted_turn",
     "no_future_wake",
+    "cleanup_pending",
 )
 
 
@@ -293,9 +299,50 @@ def audit_agent(store: AgentStore) -> tuple[int, list[AuditFinding]]:
     wake = _wake_finding(store, state, st)
     if wake is not None:
         findings.append(wake)
+    findings += _cleanup_findings(store)
     # delivered to the inbox, not ingested yet: acknowledged, and still queued
     waiting = sum(1 for p in store.inbox.pending() if p.stem not in counts.outcomes)
     return len(counts.outcomes) + waiting, findings
+
+
+def _cleanup_findings(store: AgentStore) -> list[AuditFinding]:
+    """Durable steps a killed process left undone: a child handle's worktree
+    cleanup, an isolated worktree a killed
+    ``workspace use --isolated`` made (each finished by the next ``tick``,
+    ``serve`` pass or ``home check --repair``)."""
+    from holon_cli.model.task import is_child_task
+    from holon_cli.runtime.children.supervision import cleanup_pending, is_final
+    from holon_cli.runtime.tasks.records import iter_records
+    from holon_cli.runtime.workspace.heal import leftovers
+
+    out: list[AuditFinding] = []
+    then = (
+        f"the next `holon tick --agent {store.agent_id}`, `holon serve` pass or "
+        "`holon home check --repair` finishes it"
+    )
+    for _d, rec in iter_records(store):
+        if not is_child_task(rec) or not is_final(rec) or not rec.get("result_message_id"):
+            continue
+        if cleanup_pending(rec):
+            wt = dict((rec.get("child") or {}).get("worktree") or {})
+            out.append(
+                {
+                    "agent_id": store.agent_id,
+                    "kind": "cleanup_pending",
+                    "detail": f"the worktree {wt.get('path')} of ended child task {rec['id']} "
+                    f"is not cleaned up (cleanup_status pending); {then}",
+                }
+            )
+    for left in leftovers(HomeLayout.current(), store.agent_id):
+        out.append(
+            {
+                "agent_id": store.agent_id,
+                "kind": "cleanup_pending",
+                "detail": f"the isolated worktree {left.path} was made by a killed command "
+                f"and never bound; {then}",
+            }
+        )
+    return out
 
 
 def _damaged(aid: str, exc: Exception) -> AuditFinding:

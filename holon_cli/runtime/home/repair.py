@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
 class RepairAction(TypedDict):
     path: str
-    action: str  # restored | rebuilt | reappended | mark_rewritten | loss_recorded | set_aside
+    # restored | rebuilt | reappended | mark_rewritten | loss_recorded | set_aside | skipped
+    action: str
     detail: str
 
 
@@ -66,6 +67,18 @@ def repair_home() -> list[RepairAction]:
                 what = step.__name__.removeprefix("_repair_").replace("_", " ")
                 actions.append(_act(layout.home, "skipped", f"{what}: {exc.message}"))
     return actions
+
+
+def unrepaired(problems: list[dict[str, Any]], done: list[RepairAction]) -> list[RepairAction]:
+    """What a repair could not fix (the check after it still finds), one
+    ``skipped`` action each, saying why and what to do: the repair never
+    answers "nothing to repair" over a finding."""
+    named = {a["path"] for a in done if a["action"] == "skipped"}
+    return [
+        _act(Path(p["path"]), "skipped", f"not repaired: {p['message']}")
+        for p in problems
+        if p["path"] not in named
+    ]
 
 
 def _repair_marker(home: HomeLayout) -> list[RepairAction]:

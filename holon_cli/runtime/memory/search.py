@@ -210,17 +210,45 @@ def _synced(
 ) -> Iterator[tuple[MemoryIndex, dict[str, Any]]]:
     """An open index, in step with its sources (one connection for the sync
     and the read that follows it)."""
+    import sqlite3
+
+    from holon_cli.store.memory_index import remove_files
+
     marker = dirty_marker(store)
     path = index_path(store)
     full = rebuild or marker.exists() or not path.exists()
     if full:
         mark_dirty(store)  # a rebuild cut off by a kill is redone by the next search
-    with MemoryIndex(path) as idx:
+    try:
+        idx = MemoryIndex(path)
+        try:
+            s = _Sync(store, idx)
+            s.run(full=full)
+        except BaseException:
+            idx.close()
+            raise
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise
+        # pages damaged past what opening it shows: the index is a cache
+        remove_files(path)
+        mark_dirty(store)
+        full = True
+        idx = MemoryIndex(path)
         s = _Sync(store, idx)
-        s.run(full=full)
+        s.run(full=True)
+    with idx:
         if full:
             marker.unlink(missing_ok=True)
-        yield idx, {"rebuilt": full, "changed": s.changed}
+        try:
+            yield idx, {"rebuilt": full, "changed": s.changed}
+        except sqlite3.DatabaseError as exc:
+            mark_dirty(store)  # the next search rebuilds it
+            raise CorruptStateError(
+                f"{path}: the memory index is damaged ({exc})",
+                hint="`holon memory rebuild` rebuilds it from its sources (nothing is lost)",
+                details={"path": str(path)},
+            ) from None
 
 
 # ----------------------------------------------------------- search, get

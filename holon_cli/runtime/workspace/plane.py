@@ -250,6 +250,9 @@ def bind(
     store.update_state(write)
     if target.worktree_created and b.worktree_session is not None:
         s = b.worktree_session
+        from holon_cli.runtime.workspace.heal import clear_intent
+
+        clear_intent(Path(s["worktree_path"]))  # bound: no longer a leftover
         created: WorktreeCreatedData = {
             "workspace_id": b.workspace_id,
             "worktree_path": s["worktree_path"],

@@ -67,5 +67,10 @@ def worktree_session(
         "worktree_path": str(path),
         "worktree_branch": _branch_name(agent_id, suffix),
     }
+    from holon_cli.runtime.workspace.heal import write_intent
+
+    # a kill from here until the binding is written leaves the intent: the
+    # next tick, serve pass or `home check --repair` finishes it
+    write_intent(path, session["worktree_branch"], checkout)
     gitops.add_worktree(checkout, path, session["worktree_branch"])
     return session, True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -263,9 +264,15 @@ async def events_page(request: Request) -> Response:
         raise HttpError(400, "invalid_query", "`limit` must be a positive integer", "")
     limit = min(int(lim_raw or EVENTS_DEFAULT_LIMIT), EVENTS_MAX_LIMIT)
 
+    damaged: list[Any] = []
+
     def get() -> tuple[list[dict[str, Any]], Any]:
         store = open_public(request.path_params["agent_id"])
-        got = tail_events(store, since=after if after is not None else 0, limit=limit)
+        # a damaged line or closed segment is skipped and named (`damaged`):
+        # the rest of the history is served, as `holon tail` prints it
+        got = tail_events(
+            store, since=after if after is not None else 0, limit=limit, damaged=damaged
+        )
         # where retention cut history, when this page starts inside the cut
         trimmed = store.events.trimmed()
         through = (trimmed or {}).get("through_seq")
@@ -273,7 +280,14 @@ async def events_page(request: Request) -> Response:
 
     events, trimmed = await run_in_threadpool(get)
     next_after = events[-1]["event_seq"] if events else (after or 0)
-    return JSONResponse({"events": events, "next_after": next_after, "trimmed": trimmed})
+    return JSONResponse(
+        {
+            "events": events,
+            "next_after": next_after,
+            "trimmed": trimmed,
+            "damaged": [p.to_dict() for p in damaged],
+        }
+    )
 
 
 async def events_stream(request: Request) -> Response:
@@ -296,10 +310,19 @@ async def events_stream(request: Request) -> Response:
         if isinstance(through, int) and cursor < through:
             # the stream starts inside what retention dropped: say so once (no id)
             yield f"event: history_trimmed\ndata: {json.dumps(trimmed)}\n\n".encode()
+        named: set[str] = set()
         while not stopping.is_set():
+            damaged: list[Any] = []
             events = await run_in_threadpool(
-                tail_events, store, since=cursor, limit=EVENTS_DEFAULT_LIMIT
+                partial(tail_events, damaged=damaged),
+                store,
+                since=cursor,
+                limit=EVENTS_DEFAULT_LIMIT,
             )
+            for p in damaged:  # skipped, named once per stream (no id)
+                if (key := f"{p.path}:{p.line}") not in named:
+                    named.add(key)
+                    yield f"event: history_damaged\ndata: {json.dumps(p.to_dict())}\n\n".encode()
             for ev in events:
                 cursor = int(ev["event_seq"])
                 data = json.dumps(ev, ensure_ascii=False)
