@@ -93,7 +93,14 @@ class Browser:
         return self.driver.execute_script(script, *args)
 
     def text(self, selector: str = "body") -> str:
-        return str(self.js("return document.querySelector(arguments[0]).innerText", selector))
+        """The visible text of every element ``selector`` matches ("" for none)."""
+        return str(
+            self.js(
+                "return [...document.querySelectorAll(arguments[0])]"
+                ".map(e => e.innerText).join('\\n')",
+                selector,
+            )
+        )
 
     def wait(self, pred: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
         end = time.monotonic() + timeout
@@ -110,14 +117,33 @@ class Browser:
 
     def click(self, selector: str, label: str | None = None) -> None:
         """Click the button (or link) matched by ``selector`` whose visible
-        text is ``label``."""
+        text is ``label`` (found again when a live update replaced it)."""
+        self._retry(lambda: self._find(selector, label).click(), f"click {selector} {label!r}")
+
+    def type(self, selector: str, text: str) -> None:
+        """Type into the field ``selector`` (found again if it was replaced)."""
+        self._retry(lambda: self._find(selector, None).send_keys(text), f"type into {selector}")
+
+    def _find(self, selector: str, label: str | None) -> Any:
         from selenium.webdriver.common.by import By
 
         for el in self.driver.find_elements(By.CSS_SELECTOR, selector):
             if label is None or el.text.strip() == label:
-                el.click()
+                return el
+        raise LookupError(f"no {selector} labelled {label!r} on {self.driver.current_url}")
+
+    def _retry(self, act: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                act()
                 return
-        raise AssertionError(f"no {selector} labelled {label!r} on {self.driver.current_url}")
+            except (StaleElementReferenceException, LookupError) as exc:
+                if time.monotonic() > end:
+                    raise AssertionError(f"could not {what}: {exc}") from None
+                time.sleep(0.1)
 
     # ---------------------------------------------------------- checks
 
