@@ -48,14 +48,17 @@ class Console:
         return res.stdout
 
 
-def _script(tmp_path: Path, reply: str = "done") -> str:
+def _script(tmp_path: Path, reply: str = "done", tool: str | None = None) -> str:
+    steps: list[Any] = [{"text": reply}]
+    if tool is not None:  # a tool call first (its name is model text too)
+        steps.insert(0, {"tool_calls": [{"name": tool, "arguments": {}}]})
     script = {
         "agents": {
             # a turn that runs long enough to be aborted from the page
             "slow": {"steps": [{"sleep_ms": 60_000, "text": "too late"}], "loop": True},
         },
         "loop": True,
-        "steps": [{"text": reply}],
+        "steps": steps,
     }
     path = tmp_path / "model.yaml"
     path.write_text(yaml.safe_dump(script))
@@ -63,9 +66,14 @@ def _script(tmp_path: Path, reply: str = "done") -> str:
 
 
 def _serve(
-    tmp_path: Path, holon_home: Path, *, token: str | None = None, reply: str = "done"
+    tmp_path: Path,
+    holon_home: Path,
+    *,
+    token: str | None = None,
+    reply: str = "done",
+    tool: str | None = None,
 ) -> Iterator[Console]:
-    env = {"HOLON_MODEL": _script(tmp_path, reply)}
+    env = {"HOLON_MODEL": _script(tmp_path, reply, tool)}
     if token:
         env["HOLON_CONTROL_TOKEN"] = token
     open_agent("main")
@@ -371,7 +379,7 @@ def test_markup_in_every_text_source_stays_text(
     tmp_path: Path, holon_home: Path, browser: Browser
 ) -> None:
     b = browser
-    gen = _serve(tmp_path, holon_home, reply="reply " + XSS)
+    gen = _serve(tmp_path, holon_home, reply="reply " + XSS, tool="tool" + XSS)
     c = next(gen)
     try:
         odd = tmp_path / ('ws<img src=x onerror="window.__xss=3">')
@@ -388,6 +396,7 @@ def test_markup_in_every_text_source_stays_text(
         c.holon("enqueue", "message " + XSS)  # arrives over the live stream
         b.wait_text("message <script>", "#conversation")
         b.wait_text("reply <script>", "#conversation")
+        b.wait_text("tool<script>", "#conversation")  # the tool's name, at debug
         b.wait(lambda: "task <script>" in b.text("#panel-tasks"), what="the task's output")
         body = b.text()
         for source in ("objective ", "plan ", "timer ", "message ", "reply ", "task "):

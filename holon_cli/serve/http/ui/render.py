@@ -145,6 +145,17 @@ def ago(iso: Any) -> str:
     return f"in {text}" if delta > 0 else f"{text} ago"
 
 
+def duration(ms: Any) -> str:
+    """``90 s``, ``5 min``, ``2 h``, ``1 d``: a timer's period."""
+    if not isinstance(ms, (int, float)):
+        return "-"
+    s = ms / 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s / size:g} {unit}" if (s / size) % 1 == 0 else f"{s / size:.1f} {unit}"
+    return f"{s:g} s"
+
+
 def tokens(n: Any) -> str:
     if not isinstance(n, (int, float)):
         return "-"
@@ -213,7 +224,9 @@ def env() -> jinja2.Environment:
         lstrip_blocks=True,
         finalize=_finalize,
     )
-    e.filters.update(when=when, ago=ago, tokens=tokens, usd=usd, markdown=markdown)
+    e.filters.update(
+        when=when, ago=ago, duration=duration, tokens=tokens, usd=usd, markdown=markdown
+    )
     e.globals["static_v"] = static_version
     return e
 
