@@ -468,3 +468,86 @@ def test_home_rows_follow_every_change_they_are_read_from(
     now[0] += 61
     row()
     assert len(reads) == n + 1  # its wake passed: read again
+
+
+# ------------------------------------------------------------ live streams
+
+
+def _stream(path: str, seconds: float, during: Any = None) -> str:
+    """The text of a console stream, read until serve's stop flag is set
+    after ``seconds`` (``during`` runs meanwhile, once the stream is open)."""
+    import threading
+
+    app = make_app()
+    c = client_for(app)
+    stopping = app.state.holon.stopping
+    if during is not None:
+        threading.Timer(seconds / 2, during).start()
+    threading.Timer(seconds, stopping.set).start()
+    r = c.get(path)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert "default-src 'self'" in r.headers["content-security-policy"]
+    return r.text
+
+
+def _events(text: str) -> list[dict[str, Any]]:
+    """The stream's events: every one that carries data is named."""
+    import json
+
+    out = []
+    for block in text.split("\n\n"):
+        fields: dict[str, Any] = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(": ")
+            fields[name] = value
+        if "data" in fields:
+            assert "event" in fields, block  # a browser's onmessage would see it: none is
+            out.append({**fields, "data": json.loads(fields["data"])})
+    return out
+
+
+def test_agent_stream_sends_named_rows_and_panels_the_script_listens_for() -> None:
+    _prompt("before the stream " + XSS)
+    evs = _events(_stream("/ui/agents/main/live?after=0", 1.0, lambda: _prompt("during")))
+    names = {e["event"] for e in evs}
+    assert names == {"row", "panel"}
+    rows = [e for e in evs if e["event"] == "row"]
+    assert [int(e["id"]) for e in rows] == sorted(int(e["id"]) for e in rows)
+    html = "".join(e["data"]["html"] for e in rows)
+    assert "before the stream &lt;script&gt;" in html and "during" in html
+    _no_raw_payload(html)
+    panels = {e["data"]["id"] for e in evs if e["event"] == "panel"}
+    assert "panel-summary" in panels and "panel-workitems" in panels
+    # the page's script listens for exactly these names
+    script = (render.STATIC / "console.js").read_text()
+    listened = set(re.findall(r'addEventListener\("([a-z]+)"', script))
+    assert names <= listened
+
+
+def test_agent_stream_resumes_after_last_event_id() -> None:
+    _prompt("one")
+    _prompt("two")
+    store = open_agent("main")
+    seqs = [e["event_seq"] for e in store.events.records() if e["kind"] == "message_admitted"]
+    app = make_app()
+    c = client_for(app)
+    import threading
+
+    threading.Timer(0.6, app.state.holon.stopping.set).start()
+    text = c.get("/ui/agents/main/live", headers={"Last-Event-ID": str(seqs[0])}).text
+    rows = [e for e in _events(text) if e["event"] == "row"]
+    assert rows and all(int(e["id"]) > seqs[0] for e in rows)
+    assert "two" in "".join(e["data"]["html"] for e in rows)
+    assert ">one<" not in "".join(e["data"]["html"] for e in rows)
+    bad = client_for(make_app()).get("/ui/agents/main/live?after=x")
+    assert bad.status_code == 400 and bad.json()["error"]["kind"] == "invalid_query"
+
+
+def test_home_stream_sends_a_changed_agents_row() -> None:
+    create_agent("dev")
+    open_agent("main")
+    evs = _events(_stream("/ui/live", 3.2, lambda: _prompt("new work", "dev")))
+    assert evs and {e["event"] for e in evs} == {"panel"}
+    html = "".join(e["data"]["html"] for e in evs)
+    assert 'id="agent-dev"' in html
