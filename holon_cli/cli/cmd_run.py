@@ -53,6 +53,24 @@ from holon_cli.cli.params import MODEL
         "(failed and waiting runs always keep it)."
     ),
 )
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help=(
+        "Bound the run's spend: input + output tokens of the run and every child it "
+        "starts. Exceeded: the run ends waiting (budget_exhausted), exit 4."
+    ),
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help=(
+        "Bound the run's spend in US dollars, priced by config.yaml `prices` "
+        "(children included). Exceeded: the run ends waiting, exit 4."
+    ),
+)
 @output.json_option
 def run(
     text: str,
@@ -64,13 +82,17 @@ def run(
     workspace_root: str | None,
     cwd: str | None,
     keep_agent: bool,
+    max_tokens: int | None,
+    max_cost: float | None,
     as_json: bool,
 ) -> None:
     """Run TEXT to completion on a temporary private agent and print the answer.
 
     TEXT `-` reads the text from stdin (UTF-8; anything else is refused with
     exit 2). Loops turns until the closure settles (completed, waiting,
-    failed) or --max-turns. Exit 5 when a provider failure ended the run.
+    failed) or --max-turns. Exit 5 when a provider failure ended the run;
+    exit 4 when a budget stopped it (--max-tokens, --max-cost, or one of
+    config.yaml's budgets): the run ends waiting, reason budget_exhausted.
 
     With --agent A the run reports the outcome of its own message: messages
     A had queued before it are turned first (they do not count against
@@ -96,6 +118,8 @@ def run(
         cwd,
         keep_agent,
         as_json,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
     )
     if code:
         raise click.exceptions.Exit(code)

@@ -242,9 +242,12 @@ def serve(**flags: Any) -> None:
     refuse browsers' cross-site requests (Origin, Sec-Fetch-Site: 403) and
     control POSTs need Content-Type: application/json (415). Public routes
     (enqueue, POST /webhooks/SOURCE/AGENT, callbacks) are limited per client
-    address (config.yaml ingress.rate_per_minute, default 60); webhook
-    signatures are set in ingress.webhooks (see README "Running unattended
-    safely").
+    address (config.yaml ingress.rate_per_minute, default 60; the peer's
+    address: X-Forwarded-For and the like count only from
+    serve.trusted_proxies); webhook signatures are set in ingress.webhooks.
+    A connection must send a whole request head within serve.header_timeout
+    (default 10s); each listener holds serve.max_connections (default 512).
+    See README "Running unattended safely".
 
     At start it seeds the builtin templates into ~/.agents/templates/, as
     `holon home init` does (an edited copy is never overwritten).

@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-# value kinds: "flag" (no value), "text", "int>=1", "workitem_filter",
+# value kinds: "flag" (no value), "text", "int>=1", "float>0", "workitem_filter",
 # "model" (a model ref with a known provider), "dir" (click.Path(file_okay=False)),
 # "duration" (params.Duration: 500ms, 90s, 5m, 2h, 1d -> seconds)
 ValueKind = str
@@ -106,6 +106,8 @@ SPECS: dict[tuple[str, ...], FastSpec] = {
             (("--workspace-root",), "workspace_root", "dir"),
             (("--cwd",), "cwd", "dir"),
             (("--keep-agent",), "keep_agent", "flag"),
+            (("--max-tokens",), "max_tokens", "int>=1"),
+            (("--max-cost",), "max_cost", "float>0"),
             JSON,
         ),
         "text",
@@ -174,6 +176,12 @@ def _convert(value: str, kind: ValueKind) -> Any:
         return value if value in LIST_FILTERS else None
     if kind == "int>=1":
         return int(value) if value.isascii() and value.isdigit() and int(value) >= 1 else None
+    if kind == "float>0":
+        try:
+            f = float(value)
+        except ValueError:
+            return None
+        return f if f > 0 and f != float("inf") else None
     if kind == "model":
         from holon_cli.cli.refs import check_model_text
         from holon_cli.errors import UsageError

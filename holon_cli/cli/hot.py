@@ -341,11 +341,14 @@ def run(
     cwd: str | None,
     keep_agent: bool,
     as_json: bool,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
 ) -> int:
     """``holon run``: one run to completion; returns the exit code (5 when a
-    provider failure ended it, after printing what happened)."""
+    provider failure ended it, 4 when a budget stopped it, after printing
+    what happened)."""
     output.begin("run", as_json)
-    from holon_cli.errors import EXIT_PROVIDER, UsageError
+    from holon_cli.errors import EXIT_PROVIDER, EXIT_REJECTED, UsageError
     from holon_cli.runtime.run import run_once
     from holon_cli.tools.catalog import default_catalog
 
@@ -372,10 +375,21 @@ def run(
         keep_agent=keep_agent,
         wait_for_tasks=not no_wait_for_tasks,
         catalog=default_catalog(),
+        max_tokens=max_tokens,
+        max_cost_usd=max_cost,
     )
     failed = data["final_status"] == "failed"
+    budget = data.get("budget") if data.get("waiting_reason") == "budget_exhausted" else None
     if as_json:
-        if failed:
+        if budget:
+            output.emit_json_failure_with_data(
+                "budget_exhausted",
+                data.get("budget_reason") or "a budget stopped the run",
+                "raise the budget (see data.budget) or wait for it to reset; "
+                + _inspect_hint(data["agent_id"]),
+                data,
+            )
+        elif failed:
             fa = data.get("failure_artifact") or {}
             output.emit_json_failure_with_data(
                 "provider_failure",
@@ -393,10 +407,12 @@ def run(
             output.echo(f"[{data['final_status']}]", err=True)
         if data.get("failure_artifact"):
             output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
+        if budget:
+            output.echo(f"budget: {data.get('budget_reason')}", err=True)
         if data["final_status"] != "completed" and data.get("agent_kept"):
             output.echo(f"agent {data['agent_id']} kept at {data['agent_home']}", err=True)
             output.echo(_inspect_hint(data["agent_id"]), err=True)
-    return EXIT_PROVIDER if failed else 0
+    return EXIT_PROVIDER if failed else EXIT_REJECTED if budget else 0
 
 
 def _inspect_hint(agent_id: str) -> str:

@@ -6,13 +6,25 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-BudgetName = Literal["tokens_per_day", "cost_usd_per_day", "turns_per_hour", "tokens_per_work_item"]
+BudgetName = Literal[
+    "tokens_per_day",
+    "cost_usd_per_day",
+    "turns_per_hour",
+    "tokens_per_work_item",
+    # the bounds of one `holon run` (--max-tokens, --max-cost)
+    "max_tokens",
+    "max_cost_usd",
+]
 BUDGET_NAMES: tuple[BudgetName, ...] = (
     "tokens_per_day",
     "cost_usd_per_day",
     "turns_per_hour",
     "tokens_per_work_item",
 )
+RUN_BUDGET_NAMES: tuple[BudgetName, ...] = ("max_tokens", "max_cost_usd")
+# where a budget is set: an agent's (or an ancestor's) budgets, a running
+# `holon run`'s bounds, or budgets.home (the sum over all agents)
+BudgetScope = Literal["agent", "run", "home"]
 
 
 class SpendRecord(TypedDict):
@@ -31,6 +43,9 @@ class SpendRecord(TypedDict):
     output_tokens: int
     cost_usd: float
     estimated: bool  # the provider reported no usage: sizes / 4
+    # the runtime's estimate of the request's input tokens (sizes / 4) before
+    # it was sent: input_tokens / request_est calibrates the next estimate
+    request_est: NotRequired[int]
 
 
 class BudgetUse(TypedDict):
@@ -46,8 +61,26 @@ class BudgetHit(TypedDict):
     """The budget that stopped a request (saved in the turn's settlement)."""
 
     budget: BudgetName
-    agent_id: str  # whose budget (the agent or an ancestor)
+    agent_id: str  # whose budget (the agent or an ancestor; the run's agent)
     limit: float
     used: float
     resets_at: str | None
     work_item_id: NotRequired[str | None]
+    scope: NotRequired[BudgetScope]  # absent: "agent" (records before issue 35)
+    reserved: NotRequired[float]  # held by other requests in flight
+    needed: NotRequired[float]  # what the refused request needed (input + 1 output)
+    run_id: NotRequired[str]
+
+
+class BudgetHold(TypedDict):
+    """One budget that holds an agent back (``runtime/budgets/check.holds``):
+    for ``holon status`` holds, ``home audit`` and ``enqueue --wait`` hints."""
+
+    kind: Literal["budget"]
+    budget: BudgetName
+    scope: BudgetScope
+    owner: str  # the agent whose budget it is, or "home"
+    reason: str  # one sentence: which budget, spent how far, what the next request needs
+    until: str | None  # when it resets (None: only the operator lifts it)
+    limit: float
+    used: float

@@ -342,7 +342,7 @@ class _ChainRound:
         resolver: Callable[[str], Transport],
         sleep: Callable[[float], None],
         clock: Callable[[], float],
-        before_attempt: Callable[[str], None] | None,
+        before_attempt: Callable[[str, Transport], None] | None,
     ) -> None:
         self.candidates = candidates
         self.request = request
@@ -415,7 +415,7 @@ class _ChainRound:
         """Attempt one candidate up to ``max_attempts`` times; None means fall back."""
         for attempt in range(1, self.policy.max_attempts + 1):
             if self.before_attempt is not None:
-                self.before_attempt(ref)
+                self.before_attempt(ref, transport)
             t0 = self.clock()
             started_at = holon_clock.now_iso()
             try:
@@ -540,13 +540,14 @@ def call_with_fallback(
     resolve: Callable[[str], Transport] | None = None,
     config: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
-    before_attempt: Callable[[str], None] | None = None,
+    before_attempt: Callable[[str, Transport], None] | None = None,
 ) -> ChainResult:
     """One provider round over ``candidates`` (primary first). Raises :class:`ChainFailure`.
 
-    ``before_attempt(model_ref)`` runs before every request is sent (retries
-    and fallbacks included); whatever it raises ends the round unsent (the
-    turn's budget check)."""
+    ``before_attempt(model_ref, transport)`` runs before every request is
+    sent (retries and fallbacks included); whatever it raises ends the round
+    unsent (the turn's budget check, which may also cap the request's
+    ``max_output_tokens``)."""
     if not candidates:
         from holon_cli.providers.registry import NO_MODEL_HINT
 

@@ -9,7 +9,9 @@ Script format::
           - name: ExecCommand
             arguments: {cmd: "ls"}
             id: call_ls      # optional; default is unique per replayed step
-        usage: {input_tokens: 120, output_tokens: 12}   # optional
+        usage: {input_tokens: 120, output_tokens: 12}   # optional; output is
+                                                        # clipped to the request's
+                                                        # max_output_tokens
       - expect_tool_result_contains: "README"   # optional check on the latest tool results
         text: "Done."
         stop_reason: end_turn                  # optional; default tool_use/end_turn
@@ -513,6 +515,26 @@ class ScriptedTransport:
 
         atomic_write_text(self.cursor_path(state_dir), json.dumps(cursor, indent=2) + "\n")
 
+    def estimate_input_tokens(self, request: ProviderRequest) -> int | None:
+        """The input tokens the next step will report (its ``usage``), for the
+        budget check before the request; None when it reports none (the
+        runtime then counts sizes / 4, as it will for the spend)."""
+        try:
+            script = load_script(self.path)
+            section, steps, loop = script.section_for(request.agent_id)
+            cursor = self._read_cursor(request.state_dir, request.agent_id)
+        except ProviderFailure:
+            return None  # complete() reports it
+        pos, _consumed = _cursor_position(cursor)
+        if cursor.get("section", "steps") != section:
+            pos = 0
+        if pos >= len(steps):
+            if not loop or not steps:
+                return None
+            pos = 0
+        usage = steps[pos].usage
+        return usage.input_tokens if usage is not None else None
+
     def complete(self, request: ProviderRequest) -> ModelResponse:
         """Replay the next step: advance the cursor first, then answer or fail as scripted."""
         try:
@@ -553,7 +575,7 @@ class ScriptedTransport:
             self._check_expectation(step, step.expect_tool_result_contains, request)
         if step.fail is not None:
             raise self._scripted_failure(step, step.fail)
-        return self._response(step, remembered, consumed + 1)
+        return self._response(step, remembered, consumed + 1, request.max_output_tokens)
 
     def _failure(self, kind: str, message: str, hint: str) -> ProviderFailure:
         return ProviderFailure(
@@ -600,8 +622,16 @@ class ScriptedTransport:
             model_ref=self.model_ref,
         )
 
-    def _response(self, step: ScriptStep, remembered: dict[str, Any], number: int) -> ModelResponse:
-        """The step's text and tool calls, with ``{{id.field}}`` references filled in."""
+    def _response(
+        self,
+        step: ScriptStep,
+        remembered: dict[str, Any],
+        number: int,
+        max_output: int | None = None,
+    ) -> ModelResponse:
+        """The step's text and tool calls, with ``{{id.field}}`` references
+        filled in. Its usage reports at most ``max_output`` output tokens, as
+        a provider does (a budget's cap holds with the scripted model too)."""
         try:
             text = _substitute(step.text, remembered) if step.text else step.text
             calls = [(c, _substitute(dict(c["arguments"]), remembered)) for c in step.tool_calls]
@@ -622,11 +652,17 @@ class ScriptedTransport:
         return ModelResponse(
             blocks=blocks,
             stop_reason=step.stop_reason or (STOP_TOOL_USE if step.tool_calls else STOP_END_TURN),
-            usage=step.usage,
+            usage=_clipped(step.usage, max_output),
             raw_stop_reason=step.stop_reason,
             response_id=f"scripted-{number}",
             model=f"scripted:{self.path.name}",
         )
+
+
+def _clipped(usage: TokenUsage | None, max_output: int | None) -> TokenUsage | None:
+    if usage is None or max_output is None or usage.output_tokens <= max_output:
+        return usage
+    return TokenUsage(usage.input_tokens, max_output, usage.input_tokens + max_output)
 
 
 def _cursor_position(cursor: dict[str, Any]) -> tuple[int, int]:

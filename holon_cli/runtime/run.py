@@ -22,6 +22,7 @@ from holon_cli.runtime.workitems import newest_completion_report_since
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.tool import Toolbox
     from holon_cli.model.turn import ProviderAttemptRecord
     from holon_cli.runtime.outcome import OutcomeReader
@@ -81,9 +82,10 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
     return stop_unsettled(store)
 
 
-def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> None:
+def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> BudgetHit | None:
     """Run the turns of the children ``store`` spawned (nothing else would
-    without `holon serve`); a child that rests or waits is left as it is."""
+    without `holon serve`); a child that rests or waits is left as it is.
+    Returns the budget that stopped a child, if one did."""
     from holon_cli.model.task import is_child_task, is_terminal
     from holon_cli.runtime import turn as turn_mod
     from holon_cli.runtime.tasks.records import iter_records
@@ -93,10 +95,16 @@ def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> No
         for _d, rec in iter_records(store)
         if is_child_task(rec) and not is_terminal(rec.get("status"))
     ]
+    stopped: BudgetHit | None = None
     for cid in running:
         for _ in range(max_turns):
-            if not turn_mod.run_turn(cid, **kw).ran:
+            res = turn_mod.run_turn(cid, **kw)
+            if res.budget is not None:
+                stopped = stopped or res.budget
                 break
+            if not res.ran:
+                break
+    return stopped
 
 
 def _unfinished(store: AgentStore) -> int:
@@ -139,8 +147,10 @@ def run_once(
     keep_agent: bool = False,
     wait_for_tasks: bool = True,
     catalog: Toolbox,
+    max_tokens: int | None = None,
+    max_cost_usd: float | None = None,
 ) -> dict[str, Any]:
-    _check_args(max_turns, model)
+    _check_args(max_turns, model, max_tokens, max_cost_usd)
     store, new_agent = _run_agent(agent_id, create)
     temporary = not agent_id
     # a new agent is bound to the directory; an existing one keeps its active
@@ -149,6 +159,76 @@ def run_once(
     if workspace_root or cwd or new_agent:
         _bind_workspace(store, workspace_root, cwd, temporary=temporary)
     _preflight(store, model, remove=temporary)
+    bound = _bound(store, model, max_tokens, max_cost_usd, temporary=temporary)
+    try:
+        return _run_bounded(
+            store,
+            text,
+            temporary=temporary,
+            model=model,
+            max_turns=max_turns,
+            sleep=sleep,
+            keep_agent=keep_agent,
+            wait_for_tasks=wait_for_tasks,
+            catalog=catalog,
+        )
+    finally:
+        if bound is not None:
+            bound.release()
+
+
+def _bound(
+    store: AgentStore,
+    model: str | None,
+    max_tokens: int | None,
+    max_cost_usd: float | None,
+    *,
+    temporary: bool,
+) -> Any:
+    """The run's ``--max-tokens`` / ``--max-cost`` bound, held while it runs
+    (``runtime/budgets/runs.py``). ``--max-cost`` needs a price for every
+    model of the chain (exit 2 otherwise; a temporary agent is removed)."""
+    if max_tokens is None and max_cost_usd is None:
+        return None
+    from holon_cli.runtime.budgets import runs
+    from holon_cli.runtime.budgets.spend import home_of
+
+    if max_cost_usd is not None:
+        from holon_cli.runtime.agents.models import candidates
+        from holon_cli.store.config import load_config
+        from holon_cli.store.config_schema import missing_price
+
+        err = missing_price(
+            load_config(),
+            candidates(store.read_record()["state"], cli_model=model),
+            "--max-cost",
+        )
+        if err is not None:
+            if temporary:
+                _remove(store)
+            err.message += "; nothing was run"
+            raise err
+    return runs.set_bound(
+        home_of(store),
+        store.agent_id,
+        max_tokens=max_tokens,
+        max_cost_usd=max_cost_usd,
+        temporary=temporary,
+    )
+
+
+def _run_bounded(
+    store: AgentStore,
+    text: str,
+    *,
+    temporary: bool,
+    model: str | None,
+    max_turns: int,
+    sleep: Any,
+    keep_agent: bool,
+    wait_for_tasks: bool,
+    catalog: Toolbox,
+) -> dict[str, Any]:
     started_at = clock.now_iso()
     from holon_cli.runtime.outcome import OutcomeReader, marks
 
@@ -185,9 +265,17 @@ def run_once(
     return data
 
 
-def _check_args(max_turns: int, model: str | None) -> None:
+def _check_args(
+    max_turns: int, model: str | None, max_tokens: int | None, max_cost_usd: float | None
+) -> None:
+    import math
+
     if max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
+    if max_tokens is not None and max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    if max_cost_usd is not None and not (math.isfinite(max_cost_usd) and max_cost_usd > 0):
+        raise UsageError("--max-cost must be a positive amount of US dollars, e.g. 0.50")
     if model is not None:
         from holon_cli.model.modelref import check_model_ref
 
@@ -249,16 +337,20 @@ class _RunLoop:
         self.older_turns = 0
         self.last: turn_mod.TurnResult | None = None
         self.final_status = "max_turns_exceeded"
+        self.budget: BudgetHit | None = None  # the budget that stopped the run
 
     def loop(self) -> None:
         while len(self.turns) < self.max_turns:
             if not self._step(turn_mod.run_turn(store=self.store, **self.kw)):
                 break
+        if self.budget is not None and self.final_status != "failed":
+            self.final_status = "waiting"  # the run (or a child of it) was stopped by a budget
 
     def _step(self, res: turn_mod.TurnResult) -> bool:
         """Take one turn's result; ``False`` ends the run."""
         if not res.ran and res.budget is not None:
             self.final_status = "waiting"  # a spent budget holds the agent: the message waits
+            self.budget = res.budget
             return False
         if res.ran and not self.settled:
             self.settled = self.own.poll() is not None
@@ -280,6 +372,10 @@ class _RunLoop:
             self.final_status = "failed"
             return False
         if outcome == "waiting":
+            if res.budget is not None:
+                self.budget = res.budget  # stopped before a request: nothing will come
+                self.final_status = "waiting"
+                return False
             if self._task_result_arrived():
                 return True
             self.final_status = "waiting"
@@ -304,8 +400,10 @@ class _RunLoop:
         # (children the run's agent spawned are run here first, to their closure)
         from holon_cli.runtime.tasks.recovery import wait_for_task_result
 
-        _drive_children(self.store, self.kw, self.max_turns)
-
+        hit = _drive_children(self.store, self.kw, self.max_turns)
+        if hit is not None:
+            self.budget = hit  # a child was stopped by a budget: its result will not come
+            return False
         return self.wait_for_tasks and wait_for_task_result(self.store)
 
 
@@ -355,4 +453,10 @@ def _run_result(
     }
     if run.final_status == "failed" and last is not None:
         data["failure_artifact"] = last.failure_artifact
+    if run.budget is not None:
+        from holon_cli.runtime.budgets.check import WAITING_REASON, reason_text
+
+        data["waiting_reason"] = WAITING_REASON
+        data["budget"] = dict(run.budget)
+        data["budget_reason"] = reason_text(run.budget, store.agent_id)
     return data

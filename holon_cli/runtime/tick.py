@@ -97,8 +97,9 @@ def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
 def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     """Why the work signal is not queued: the no-progress guard holds this
     activation, or a budget that already stopped a turn is still spent."""
-    from holon_cli.runtime.budgets import spend as budgets
+    from holon_cli.runtime.budgets import check as budgets
     from holon_cli.runtime.budgets.guard import GUARD_TURNS, activation_key, holds
+    from holon_cli.runtime.budgets.spend import home_of
 
     if holds(store.read_record()["state"], activation_key(signal)):
         return (
@@ -108,13 +109,13 @@ def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     from holon_cli.store.config import load_config
 
     cfg = load_config()
-    if not budgets.configured(cfg):
+    if not budgets.active(cfg, home_of(store)):
         return None
     hit = budgets.exhausted(store, cfg, signal.get("work_item_id"))
     if hit is None:
         return None
     resets = f"it resets at {hit['resets_at']}" if hit["resets_at"] else "it does not reset"
-    return f"budget {hit['budget']} is exhausted ({hit['used']:g} of {hit['limit']:g}); {resets}"
+    return f"{budgets.reason_text(hit, store.agent_id)}; {resets}"
 
 
 def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:

@@ -226,11 +226,12 @@ def agent_deadline(agent_id: str) -> float | None:
             and not r.get("recheck_consumed_at")
         ):
             cands.append(clock.parse_iso(at))
-    from holon_cli.runtime.budgets.spend import configured, wake_at
+    from holon_cli.runtime.budgets.check import active, wake_at
+    from holon_cli.runtime.budgets.spend import home_of
     from holon_cli.store.config import load_config
 
     cfg = load_config()
-    if configured(cfg) and (reset := wake_at(store, cfg)) is not None:
+    if active(cfg, home_of(store)) and (reset := wake_at(store, cfg)) is not None:
         cands.append(reset)  # a budget that stopped a turn resets: look again then
     try:  # the waiting plane's timers, once it has landed
         timers = importlib.import_module("holon_cli.runtime.waiting.timers")

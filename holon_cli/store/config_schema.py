@@ -121,6 +121,28 @@ class BudgetsConfig:
 
 
 @dataclass(frozen=True)
+class HomeBudgetsConfig:
+    """``budgets.home``: the same limits over the sum of every agent's spend
+    (the home's spend record, removed agents included)."""
+
+    tokens_per_day: int | None = _opt("input + output tokens per UTC day, all agents", min=0)
+    cost_usd_per_day: float | None = _opt(
+        "USD per UTC day, all agents, priced by `prices.<provider/model>`", min=0
+    )
+    turns_per_hour: int | None = _opt(
+        "turns of all agents that reach the model in a rolling 60 minutes", min=0
+    )
+
+
+@dataclass(frozen=True)
+class DefaultBudgetsConfig(BudgetsConfig):
+    """``budgets``: every agent's budgets (``agents.<id>.budgets`` overrides key
+    by key), and ``home``: the budgets of all agents together."""
+
+    home: HomeBudgetsConfig | None = _opt("budgets of all agents together")
+
+
+@dataclass(frozen=True)
 class PriceConfig:
     """``prices.<provider/model>``: USD per million tokens."""
 
@@ -198,6 +220,27 @@ class IngressConfig:
     webhooks: dict[str, WebhookConfig] | None = _opt("per-source webhook verification")
 
 
+# --------------------------------------------------------------- serve
+# (``holon serve``'s HTTP server: serve/http/app.py and serve/http/server.py read it at start)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """``serve``: the HTTP server of ``holon serve`` (read when serve starts)."""
+
+    trusted_proxies: list[str] | None = _opt(
+        "addresses (or networks) of reverse proxies whose X-Forwarded-For, Forwarded "
+        "and X-Real-IP headers are believed",
+        ip_list=True,
+    )
+    header_timeout: str | float | None = _opt(
+        "a connection must send a whole request head within this (default 10s)",
+        duration=True,
+        min_exclusive=0,
+    )
+    max_connections: int | None = _opt("open HTTP connections per listener (default 512)", min=1)
+
+
 def ingress_problems(data: Any, environ: typing.Mapping[str, str]) -> list[tuple[str, str]]:
     """What the environment lacks for ``ingress`` (``(key, message)`` pairs):
     the schema checks the file on every load; ``holon home check`` and ``holon
@@ -251,12 +294,13 @@ class HolonConfig:
     runtime: RuntimeConfig | None = _opt("runtime limits")
     http_addr: str | None = _opt("listen address of `holon serve`")
     control_token: str | None = _opt("bearer token of the control surface")
-    budgets: BudgetsConfig | None = _opt("spend limits of every agent")
+    budgets: DefaultBudgetsConfig | None = _opt("spend limits of every agent, and of all together")
     prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
     agents: dict[str, AgentConfig] | None = _opt("per-agent settings")
     ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
     retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
+    serve: ServeConfig | None = _opt("HTTP server of `holon serve`: proxies, timeouts, connections")
 
 
 # -------------------------------------------------------------- validation
@@ -346,8 +390,9 @@ def _check(value: Any, tp: Any, key: str, meta: typing.Mapping[str, Any]) -> Non
         return
     if origin is list:
         _expect(isinstance(value, list), key, tp, value)
+        item_meta = {"ip": True} if meta.get("ip_list") else {}
         for i, item in enumerate(value):
-            _check(item, get_args(tp)[0], f"{key}[{i}]", {})
+            _check(item, get_args(tp)[0], f"{key}[{i}]", item_meta)
         return
     if origin is dict:
         _expect(isinstance(value, dict), key, tp, value)
@@ -371,12 +416,38 @@ def _check(value: Any, tp: Any, key: str, meta: typing.Mapping[str, Any]) -> Non
         )
     elif tp is str:
         _expect(isinstance(value, str), key, tp, value)
+        _check_str(value, key, meta)
+        return
     else:  # pragma: no cover - a schema field of an unsupported type is a bug
         raise TypeError(f"config schema: unsupported type {tp!r} for {key}")
     if "min" in meta and value < meta["min"]:
         raise _Invalid(key, f"{key} must be {meta['min']} or more, got {value!r}")
     if "min_exclusive" in meta and value <= meta["min_exclusive"]:
         raise _Invalid(key, f"{key} must be more than {meta['min_exclusive']}, got {value!r}")
+
+
+def _check_str(value: str, key: str, meta: typing.Mapping[str, Any]) -> None:
+    """The string forms a field's metadata asks for: a duration, an address."""
+    if meta.get("duration"):
+        from holon_cli.clock import parse_duration
+
+        try:
+            parse_duration(value)
+        except ValueError as exc:
+            raise _Invalid(
+                key, f"{key}: {exc}", "write a duration such as 10s, 500ms or 2m"
+            ) from None
+    if meta.get("ip"):
+        import ipaddress
+
+        try:
+            ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise _Invalid(
+                key,
+                f"{key} must be an IP address or network, got {_describe(value)}",
+                "write e.g. 127.0.0.1, ::1 or 10.0.0.0/8",
+            ) from None
 
 
 def _check_section(data: dict[Any, Any], cls: type, prefix: str) -> None:
@@ -435,6 +506,8 @@ def cost_budget_keys(data: dict[str, Any]) -> list[str]:
     out = []
     if ((data.get("budgets") or {}).get("cost_usd_per_day")) is not None:
         out.append("budgets.cost_usd_per_day")
+    if (((data.get("budgets") or {}).get("home") or {}).get("cost_usd_per_day")) is not None:
+        out.append("budgets.home.cost_usd_per_day")
     for aid, sect in sorted((data.get("agents") or {}).items()):
         if ((sect or {}).get("budgets") or {}).get("cost_usd_per_day") is not None:
             out.append(f"agents.{aid}.budgets.cost_usd_per_day")

@@ -86,6 +86,35 @@ class HomeLayout(NamedTuple):
         removing a temporary agent never removes a worktree)."""
         return self.root / "worktrees"
 
+    @property
+    def budgets_dir(self) -> Path:
+        """The home's spend plane: ``spend.jsonl`` (every agent's spend, kept
+        after an agent is removed), live request ``reservations/`` and the
+        bounds of running ``holon run``s (``runs/``)."""
+        return self.root / "budgets"
+
+    @property
+    def spend_ledger(self) -> Path:
+        return self.budgets_dir / "spend.jsonl"
+
+    @property
+    def spend_lock(self) -> Path:
+        """The home spend ledger's append lock."""
+        return self.locks_dir / "spend.lock"
+
+    @property
+    def budget_lock(self) -> Path:
+        """Held while a request is checked against the budgets and reserved."""
+        return self.locks_dir / "budgets.lock"
+
+    @property
+    def reservations_dir(self) -> Path:
+        return self.budgets_dir / "reservations"
+
+    @property
+    def run_bounds_dir(self) -> Path:
+        return self.budgets_dir / "runs"
+
     def agent(self, agent_id: str) -> AgentLayout:
         return AgentLayout(self.agents_dir / agent_id, agent_id)
 

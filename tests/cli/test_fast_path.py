@@ -51,6 +51,9 @@ def test_each_spec_matches_its_click_declaration(words: tuple[str, ...]) -> None
             assert kind == "workitem_filter" and tuple(opt.type.choices) == LIST_FILTERS
         elif isinstance(opt.type, click.types.IntRange):
             assert kind == "int>=1" and opt.type.min == 1 and not opt.type.min_open
+        elif isinstance(opt.type, click.types.FloatRange):
+            assert kind == "float>0" and opt.type.min == 0 and opt.type.min_open, dest
+            assert opt.type.max is None, dest
         elif isinstance(opt.type, ModelRefType):
             assert kind == "model", dest
         elif isinstance(opt.type, Duration):

@@ -23,7 +23,11 @@ from serve_helpers import HOLON, start_serve, stop, wait_for, wait_log
 from holon_cli.runtime.agents.lifecycle import open_agent
 
 MODEL = "openai/gpt-test"
-TOKENS_PER_REQUEST = 22  # the recorded reply's usage
+# the recorded reply, with the input a request of this size really takes (the
+# recording's 14 input tokens were a one-line prompt: a budget check that
+# estimates the next request by its size would never send one here)
+INPUT_TOKENS = 6000
+TOKENS_PER_REQUEST = INPUT_TOKENS + 8
 # how long serve is watched after it went quiet: its start-up pass, a
 # config-change pass and the watcher's debounce all fit many times over
 QUIET_S = 6.0
@@ -40,6 +44,7 @@ def text_reply(fixtures_dir: Path) -> Reply:
     body = copy.deepcopy(rec["response"]["body"])
     (msg,) = [o for o in body["output"] if o["type"] == "message"]
     msg["content"][0]["text"] = "I will think about the httpx upgrade."
+    body["usage"].update(input_tokens=INPUT_TOKENS, total_tokens=TOKENS_PER_REQUEST)
     return Reply.json_body(body)
 
 
@@ -113,9 +118,9 @@ def test_the_guard_bounds_the_runaway_under_serve(provider: LoopbackServer, tmp_
 def test_a_token_budget_stops_serve_exactly_at_the_limit(
     provider: LoopbackServer, tmp_path: Path, holon_home: Path
 ) -> None:
-    (holon_home / "config.yaml").write_text(
-        yaml.safe_dump({"budgets": {"tokens_per_day": 2 * TOKENS_PER_REQUEST}})
-    )
+    # two requests fit, with room for the prompt's growth, not a third
+    limit = 2 * TOKENS_PER_REQUEST + 500
+    (holon_home / "config.yaml").write_text(yaml.safe_dump({"budgets": {"tokens_per_day": limit}}))
 
     def stopped() -> bool:
         return any("tokens_per_day" in b["text"] for b in _briefs())
@@ -124,7 +129,7 @@ def test_a_token_budget_stops_serve_exactly_at_the_limit(
     assert len(provider.requests) == 2, log[-3000:]
     st = sh("status")
     use = st["budget"]["tokens_per_day"]
-    assert use["used"] == use["limit"] == 2 * TOKENS_PER_REQUEST
+    assert use["used"] == 2 * TOKENS_PER_REQUEST and use["limit"] == limit
     assert st["last_closure"]["waiting_reason"] == "budget_exhausted"
     (brief,) = [b for b in _briefs() if b["visibility"] == "action_required"]
     assert use["resets_at"] in brief["text"]
@@ -136,7 +141,7 @@ def test_a_token_budget_stops_serve_exactly_at_the_limit(
         time.sleep(1.0)
         assert len(provider.requests) == 2, "a restart resets nothing"
         (holon_home / "config.yaml").write_text(
-            yaml.safe_dump({"budgets": {"tokens_per_day": 3 * TOKENS_PER_REQUEST}})
+            yaml.safe_dump({"budgets": {"tokens_per_day": 3 * TOKENS_PER_REQUEST + 500}})
         )
         assert wait_for(lambda: len(provider.requests) == 3, 15)
         time.sleep(QUIET_S)

@@ -454,17 +454,18 @@ def test_before_attempt_runs_before_every_request_and_can_stop_it() -> None:
         ],
         b__m=[text_response("b")],
     )
-    seen: list[str] = []
+    seen: list[tuple[str, Any]] = []
     res = call_with_fallback(
         ["a/m", "b/m"],
         build_request(),
         sleep=lambda s: None,
         resolve=resolve,
         max_retries=1,
-        before_attempt=seen.append,
+        before_attempt=lambda ref, tr: seen.append((ref, tr)),
     )
     assert res.response.text == "b"
-    assert seen == ["a/m", "a/m", "b/m"]
+    # each attempt is told its model and the transport it goes through
+    assert seen == [("a/m", table["a/m"]), ("a/m", table["a/m"]), ("b/m", table["b/m"])]
 
     class Refused(Exception):
         pass
@@ -472,7 +473,7 @@ def test_before_attempt_runs_before_every_request_and_can_stop_it() -> None:
     table, resolve = fakes(a__m=[ProviderFailure("server_error", "x", status=503), text_response()])
     calls: list[str] = []
 
-    def refuse_second(ref: str) -> None:
+    def refuse_second(ref: str, _transport: Any) -> None:
         calls.append(ref)
         if len(calls) == 2:
             raise Refused(ref)

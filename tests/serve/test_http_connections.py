@@ -30,6 +30,8 @@ from serve_helpers import HOLON, scripted_model, serve_addr, stop, wait_for  # n
 def test_connection_cap_leaves_half_the_descriptors() -> None:
     assert connection_cap(1024) == (1024 - 128 - 2 * ACCEPT_BACKLOG) // 2 - CAP_MARGIN
     assert connection_cap(1 << 20) == 1000
+    assert connection_cap(1 << 20, 2) == 1000
+    assert connection_cap(1024, 2) == connection_cap(1024) // 2
     assert connection_cap(100) == 8
     for limit in (1024, 4096, 65536):
         # what HTTP can hold at worst: the cap, its margin, two accept batches

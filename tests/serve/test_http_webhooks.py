@@ -104,11 +104,18 @@ def test_text_and_form_bodies(holon_home: Path) -> None:
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert r.status_code == 202
+    r = c.post(
+        "/webhooks/ci/main",
+        content=b"name=a&other=b",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert r.status_code == 202
     bodies = [m["body"] for m in _messages()]
-    assert bodies == [
-        {"type": "text", "text": "build 17 green"},
-        {"type": "text", "text": "payload=%7B%22a%22%3A1%7D"},
-    ]
+    # GitHub's form delivery: the payload field is the JSON body (issue 35 item 7);
+    # a form without one stays text
+    assert bodies[0] == {"type": "text", "text": "build 17 green"}
+    assert bodies[1]["type"] == "json" and bodies[1]["value"] == {"a": 1}
+    assert bodies[2] == {"type": "text", "text": "name=a&other=b"}
 
 
 @pytest.mark.parametrize(

@@ -2,16 +2,20 @@
 
 Spend is one ledger per agent, ``.holon/ledger/spend.jsonl``: one record per
 provider round (:func:`record_spend`), appended to the ledger of the agent
-that sent the request *and* of every ancestor on its lineage chain
-(``identity.lineage_parent_agent_id``). A parent's ledger therefore holds
-what its whole subtree spent: removing a child loses none of it, and a
+that sent the request, of every ancestor on its lineage chain
+(``identity.lineage_parent_agent_id``) *and* to the home's spend record,
+``$HOLON_HOME/budgets/spend.jsonl``. A parent's ledger therefore holds what
+its whole subtree spent, and the home's what every agent spent: removing an
+agent (a child, a temporary ``holon run`` agent) loses none of it, and a
 restart or a crash resets nothing (the ledgers are the truth; nothing is
 cached in memory or in a snapshot).
 
 Budgets (``config.yaml`` ``budgets``, over which ``agents.<id>.budgets``
-sets keys of its own) are checked before every provider request
-(:func:`check`), against the agent's ledger and each ancestor's ledger
-with that ancestor's budgets:
+sets keys of its own; ``budgets.home`` bounds the sum over all agents) are
+checked before every provider request (``check.py``; ``reserve.py`` adds
+the reservations that keep concurrent requests from overshooting together),
+against the agent's ledger and each ancestor's ledger with that ancestor's
+budgets, and the home's record with ``budgets.home``:
 
 - ``tokens_per_day`` / ``cost_usd_per_day``: input + output tokens / USD
   (priced by ``prices.<model ref>``) since 00:00 UTC; they reset at the next
@@ -25,12 +29,7 @@ with that ancestor's budgets:
 Day and hour budgets read the ledger back from its end only as far as they
 look, so a long history does not slow the check before each request.
 
-A request is refused when what is spent already reaches the limit, or when
-spent + the size of the agent's previous request would pass it (the
-estimate of the next request; the provider reports a request's size only
-after it is sent). So a budget is not passed by one request of the usual
-size; a request much larger than the one before can still end above it.
-
+This module holds the records and what they add up to; ``check.py`` decides.
 Runtime steps never print; nothing here holds a lock beyond a ledger append.
 """
 
@@ -43,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 from holon_cli import clock
 from holon_cli.errors import UsageError
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.layout import AgentLayout, validate_agent_id
+from holon_cli.store.layout import AgentLayout, HomeLayout, validate_agent_id
 from holon_cli.store.ledger import Ledger
 from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.errors import ConfigError
-    from holon_cli.model.budget import BudgetHit, BudgetName, BudgetUse, SpendRecord
+    from holon_cli.model.budget import BudgetName, BudgetUse, SpendRecord
 
 DAY_S = 86400.0
 HOUR_S = 3600.0
@@ -60,7 +59,7 @@ FOLD_FILE = "spend_by_work_item.json"
 FOLD_EVERY = 64  # new records that make a check write the fold again
 MAX_LINEAGE = 32  # a cycle in hand-edited records must not loop forever
 WAITING_REASON = "budget_exhausted"
-_TOKEN_BUDGETS = ("tokens_per_day", "tokens_per_work_item")
+HOME_KEY = "home"  # budgets.home: the sum over all agents
 
 
 # ------------------------------------------------------------------ config
@@ -68,10 +67,16 @@ _TOKEN_BUDGETS = ("tokens_per_day", "tokens_per_work_item")
 
 def limits(cfg: dict[str, Any], agent_id: str) -> dict[str, float]:
     """The agent's budgets: ``agents.<id>.budgets`` key by key over ``budgets``."""
-    out = {k: v for k, v in (cfg.get("budgets") or {}).items() if v is not None}
+    out = {k: v for k, v in (cfg.get("budgets") or {}).items() if v is not None and k != HOME_KEY}
     own = ((cfg.get("agents") or {}).get(agent_id) or {}).get("budgets") or {}
     out.update({k: v for k, v in own.items() if v is not None})
     return out
+
+
+def home_limits(cfg: dict[str, Any]) -> dict[str, float]:
+    """``budgets.home``: the budgets of the sum over all agents."""
+    home = (cfg.get("budgets") or {}).get(HOME_KEY) or {}
+    return {k: v for k, v in home.items() if v is not None}
 
 
 def configured(cfg: dict[str, Any]) -> bool:
@@ -86,18 +91,20 @@ def configured(cfg: dict[str, Any]) -> bool:
 
 
 def price_error(cfg: dict[str, Any], agent_id: str, models: list[str]) -> ConfigError | None:
-    """A cost budget applies to the agent and a model of its chain has no
-    price: the error naming ``prices.<ref>``."""
-    if limits(cfg, agent_id).get("cost_usd_per_day") is None:
-        return None
+    """A cost budget applies to the agent (its own, the default, or
+    ``budgets.home``) and a model of its chain has no price: the error
+    naming ``prices.<ref>``."""
     from holon_cli.store.config_schema import missing_price
 
     own = ((cfg.get("agents") or {}).get(agent_id) or {}).get("budgets") or {}
-    key = (
-        f"agents.{agent_id}.budgets.cost_usd_per_day"
-        if own.get("cost_usd_per_day") is not None
-        else "budgets.cost_usd_per_day"
-    )
+    if own.get("cost_usd_per_day") is not None:
+        key = f"agents.{agent_id}.budgets.cost_usd_per_day"
+    elif limits(cfg, agent_id).get("cost_usd_per_day") is not None:
+        key = "budgets.cost_usd_per_day"
+    elif home_limits(cfg).get("cost_usd_per_day") is not None:
+        key = "budgets.home.cost_usd_per_day"
+    else:
+        return None
     return missing_price(cfg, models, key)
 
 
@@ -111,9 +118,10 @@ def config_errors(cfg: dict[str, Any]) -> list[ConfigError]:
     from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
     from holon_cli.runtime.agents.models import candidates
 
+    home_cost = home_limits(cfg).get("cost_usd_per_day") is not None
     out: list[ConfigError] = []
     for aid in agent_ids():
-        if limits(cfg, aid).get("cost_usd_per_day") is None:
+        if limits(cfg, aid).get("cost_usd_per_day") is None and not home_cost:
             continue
         try:
             models = candidates(open_agent(aid, create_default=False).read_record()["state"])
@@ -126,9 +134,15 @@ def config_errors(cfg: dict[str, Any]) -> list[ConfigError]:
     return out
 
 
-def _cost(cfg: dict[str, Any], model_ref: str | None, tin: int, tout: int) -> float:
+def prices(cfg: dict[str, Any], model_ref: str | None) -> tuple[float, float]:
+    """USD per input and per output token of a model (0 when unpriced)."""
     price = (cfg.get("prices") or {}).get(model_ref or "") or {}
-    return (tin * float(price.get("input", 0)) + tout * float(price.get("output", 0))) / 1e6
+    return float(price.get("input", 0)) / 1e6, float(price.get("output", 0)) / 1e6
+
+
+def _cost(cfg: dict[str, Any], model_ref: str | None, tin: int, tout: int) -> float:
+    pin, pout = prices(cfg, model_ref)
+    return tin * pin + tout * pout
 
 
 # ----------------------------------------------------------------- ledgers
@@ -160,8 +174,25 @@ def lineage(store: AgentStore) -> list[AgentStore]:
     return out
 
 
+def home_of(store: AgentStore) -> HomeLayout:
+    """The home an agent store lives in (``<home>/agents/<id>``)."""
+    return HomeLayout(store.layout.home.parent.parent)
+
+
+def home_ledger(home: HomeLayout, *, for_writing: bool = False) -> Ledger:
+    """The home's spend record: every agent's rounds, kept after an agent is
+    removed (``budgets.home`` reads it). ``for_writing``: its folder is made
+    (0700) first."""
+    if for_writing and not home.budgets_dir.exists():
+        from holon_cli.store.held_records import private_dir
+
+        private_dir(home.budgets_dir)
+    return Ledger(home.spend_ledger, home.spend_lock, validate=ledger_validator(LEDGER))
+
+
 class SpendWriter:
-    """One turn's spend appends, to the agent's ledger and each ancestor's.
+    """One turn's spend appends, to the agent's ledger, each ancestor's and
+    the home's.
 
     Each record is written at once (readers, and the check before the next
     request, see it; a killed process loses nothing) and fsync'd once per
@@ -183,6 +214,9 @@ class SpendWriter:
                 )
                 led.defer_sync = True
                 self._ledgers.append(led)
+            home = home_ledger(home_of(self.store), for_writing=True)
+            home.defer_sync = True
+            self._ledgers.append(home)
         return self._ledgers
 
     def record(
@@ -196,6 +230,7 @@ class SpendWriter:
         input_tokens: int,
         output_tokens: int,
         estimated: bool = False,
+        request_est: int | None = None,
     ) -> SpendRecord:
         now = clock.now()
         rec: SpendRecord = {
@@ -212,13 +247,24 @@ class SpendWriter:
             "cost_usd": round(_cost(cfg, model_ref, input_tokens, output_tokens), 9),
             "estimated": estimated,
         }
+        if request_est is not None:
+            rec["request_est"] = int(request_est)
         for led in self._targets():
             led.append(dict(rec))
         return rec
 
     def sync(self) -> None:
-        for led in self._ledgers or ():
+        from holon_cli.store.fsio import deferred
+
+        ledgers = self._ledgers or []
+        for led in ledgers[:-1]:
             led.sync()
+        # the home's record is synced with the agent's own ledger: a temporary
+        # `holon run` agent's writes are not fsync'd (fsio's deferred fsyncs;
+        # a completed run makes no fsync), and neither is its line in the
+        # home's record (in the page cache: a killed process loses nothing)
+        if ledgers and not deferred(ledgers[0].path):
+            ledgers[-1].sync()
 
 
 def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendRecord:
@@ -232,7 +278,11 @@ def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendReco
 def _records(store: AgentStore, since: float | None = None) -> list[dict[str, Any]]:
     """The agent's spend records; with ``since``, at least those from then on
     (read backwards from the end: a long history costs nothing here)."""
-    led = store.ledger(LEDGER)
+    return records_of(store.ledger(LEDGER), since)
+
+
+def records_of(led: Ledger, since: float | None = None) -> list[dict[str, Any]]:
+    """A spend ledger's records; with ``since``, at least those from then on."""
     if not led.path.exists():
         return []
     if since is None:
@@ -285,6 +335,10 @@ def work_item_tokens(store: AgentStore, work_item_id: str) -> int:
             _fold_path(store), {"v": 1, "inode": st.st_ino, "offset": end, "totals": totals}
         )
     return totals.get(work_item_id, 0)
+
+
+def tokens_of(r: dict[str, Any]) -> int:
+    return _tokens(r)
 
 
 def _tokens(r: dict[str, Any]) -> int:
@@ -350,6 +404,22 @@ def _use_of(
     }
 
 
+def home_status(cfg: dict[str, Any], home: HomeLayout | None = None) -> dict[str, BudgetUse]:
+    """Each ``budgets.home`` budget: what all agents spent of it."""
+    from holon_cli.model.budget import BUDGET_NAMES
+
+    lim = home_limits(cfg)
+    if not lim:
+        return {}
+    now = clock.now()
+    records = records_of(home_ledger(home or HomeLayout.current()), _window(now))
+    return {
+        n: use_of(n, lim[n], records, now)
+        for n in BUDGET_NAMES
+        if n in lim and n != "tokens_per_work_item"
+    }
+
+
 def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
     """``holon status`` data ``budget``: each budget set for the agent."""
     from holon_cli.model.budget import BUDGET_NAMES
@@ -378,136 +448,3 @@ def spent_today(store: AgentStore) -> dict[str, Any]:
         "output_tokens": sum(int(r.get("output_tokens", 0)) for r in today),
         "cost_usd": round(sum(float(r.get("cost_usd", 0)) for r in today), 9),
     }
-
-
-# ------------------------------------------------------------------- check
-
-
-def _next_request(records: list[dict[str, Any]], agent_id: str) -> tuple[int, float]:
-    """The estimate of the next request: the agent's previous one."""
-    for r in reversed(records):
-        if r.get("agent_id") == agent_id:
-            return _tokens(r), float(r.get("cost_usd", 0))
-    return 0, 0.0
-
-
-def _hit_of(
-    name: BudgetName,
-    use: BudgetUse,
-    est: float,
-    *,
-    new_turn: bool,
-) -> bool:
-    if name == "turns_per_hour":
-        return new_turn and use["used"] >= use["limit"]
-    if name == "tokens_per_work_item" and not use.get("work_item_id"):
-        return False
-    return use["used"] >= use["limit"] or use["used"] + est > use["limit"]
-
-
-def check(
-    store: AgentStore,
-    cfg: dict[str, Any],
-    *,
-    turn_id: str | None,
-    work_item_id: str | None,
-    agent_wide: bool = False,
-) -> BudgetHit | None:
-    """The budget the next provider request of ``turn_id`` (``None``: a new
-    turn) would exceed, or ``None`` to send it. ``agent_wide`` leaves out the
-    work-item budget (the question "may this agent start anything?")."""
-    from holon_cli.model.budget import BUDGET_NAMES
-
-    if not configured(cfg):
-        return None
-    now = clock.now()
-    for i, s in enumerate(lineage(store)):
-        lim = limits(cfg, s.agent_id)
-        if not lim:
-            continue
-        records = _records(s, _window(now))
-        est_tokens, est_cost = _next_request(records, store.agent_id)
-        new_turn = turn_id is None or not any(
-            r.get("turn_id") == turn_id and r.get("agent_id") == store.agent_id for r in records
-        )
-        for name in BUDGET_NAMES:
-            if name not in lim or (name == "tokens_per_work_item" and (i or agent_wide)):
-                continue
-            wi_used = (
-                work_item_tokens(s, work_item_id)
-                if name == "tokens_per_work_item" and work_item_id
-                else 0
-            )
-            use = use_of(name, lim[name], records, now, work_item_id, wi_used)
-            est = est_cost if name == "cost_usd_per_day" else est_tokens
-            if _hit_of(name, use, est if name != "turns_per_hour" else 0, new_turn=new_turn):
-                hit: BudgetHit = {
-                    "budget": name,
-                    "agent_id": s.agent_id,
-                    "limit": use["limit"],
-                    "used": use["used"],
-                    "resets_at": use["resets_at"],
-                }
-                if name == "tokens_per_work_item":
-                    hit["work_item_id"] = work_item_id
-                return hit
-    return None
-
-
-def exhausted(
-    store: AgentStore, cfg: dict[str, Any], work_item_id: str | None = None
-) -> BudgetHit | None:
-    """The budget that holds this agent back: its last turn closed
-    ``budget_exhausted`` (the operator has been told) and a budget is still
-    spent. For tick and serve: no activation (of ``work_item_id``, when
-    given), no new turn; the agent wakes at ``resets_at``."""
-    closure = store.read_record()["state"].get("last_closure")
-    if not closure or closure.get("waiting_reason") != WAITING_REASON:
-        return None
-    return check(
-        store, cfg, turn_id=None, work_item_id=work_item_id, agent_wide=work_item_id is None
-    )
-
-
-def wake_at(store: AgentStore, cfg: dict[str, Any]) -> float | None:
-    """When an agent held by a budget should be looked at again."""
-    hit = exhausted(store, cfg)
-    return clock.parse_iso(hit["resets_at"]) if hit and hit["resets_at"] else None
-
-
-def brief_text(hit: BudgetHit, agent_id: str) -> str:
-    """The ``action_required`` brief of a turn stopped by a budget."""
-    name = hit["budget"]
-    whose = "" if hit["agent_id"] == agent_id else f" of its ancestor {hit['agent_id']}"
-    what = f"budget {name}{whose} is exhausted: {hit['used']:g} used of {hit['limit']:g}"
-    if name == "tokens_per_work_item":
-        what += f" on work item {hit.get('work_item_id')}"
-    key = f"agents.{hit['agent_id']}.budgets.{name} or budgets.{name}"
-    if hit["resets_at"]:
-        when = f"It resets at {hit['resets_at']}; no provider request is sent until then"
-    elif name == "tokens_per_work_item":
-        when = (
-            "It does not reset; no provider request is sent while this work item is "
-            "current (`holon workitem pick` another one, or complete it)"
-        )
-    else:
-        when = "It does not reset (a limit of 0); no provider request is sent"
-    return (
-        f"Stopped before a provider request: {what}. {when}, unless you raise {key} in config.yaml."
-    )
-
-
-class BudgetStop(Exception):
-    """Raised before a provider request a budget refuses (the turn closes
-    ``waiting``/``budget_exhausted``); never leaves the turn loop."""
-
-    def __init__(self, hit: BudgetHit) -> None:
-        super().__init__(hit["budget"])
-        self.hit = hit
-
-
-def gate(store: AgentStore, cfg: dict[str, Any], turn_id: str, work_item_id: str | None) -> None:
-    """The check before one provider request: raises :class:`BudgetStop`."""
-    hit = check(store, cfg, turn_id=turn_id, work_item_id=work_item_id)
-    if hit is not None:
-        raise BudgetStop(hit)

@@ -101,15 +101,16 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     a config error (nothing consumed); an agent whose last turn a budget
     stopped, with that budget still spent, runs no turn (its messages stay
     queued until the budget resets or is raised)."""
+    from holon_cli.runtime.budgets import check
     from holon_cli.runtime.budgets import spend as budgets
 
-    if not budgets.configured(cfg):
+    if not check.active(cfg, budgets.home_of(store)):
         return None
     err = budgets.price_error(cfg, store.agent_id, models)
     if err is not None:
         err.message += "; nothing was dequeued"
         raise err
-    hit = budgets.exhausted(store, cfg)
+    hit = check.exhausted(store, cfg)
     if hit is None:
         return None
     return TurnResult(store.agent_id, ran=False, budget=hit)

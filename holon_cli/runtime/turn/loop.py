@@ -35,7 +35,7 @@ from holon_cli.model.execution_policy import execution_policy
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
-from holon_cli.runtime.budgets import spend as budgets
+from holon_cli.runtime.budgets.check import BudgetStop
 from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (
@@ -407,31 +407,40 @@ class TurnRun:
         self.journal.mark_request()
         started_at = clock.now_iso()
         t0 = time.monotonic()
+        self.spend.begin_round(request)
         try:
-            chain = self.abort.call(
-                lambda: call_with_fallback(
-                    self.models,
-                    request,
-                    sleep=self.sleep,
-                    resolve=self.resolve,
-                    before_attempt=lambda _ref: self.spend.gate(self.focus),
+            try:
+                chain = self.abort.call(
+                    lambda: call_with_fallback(
+                        self.models,
+                        request,
+                        sleep=self.sleep,
+                        resolve=self.resolve,
+                        before_attempt=lambda ref, tr: self.spend.before_attempt(
+                            ref, tr, self.focus
+                        ),
+                    )
                 )
-            )
-        except budgets.BudgetStop as stop:
-            self.budget_hit = stop.hit
-            return None
-        except ChainFailure as failure:
-            if self.ctx.overflow_compacted(failure, self.focus):
-                return self.call_model(built)  # once: overflow_compacted says no again
-            self.failed = True
-            self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
-                self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
-            )
-            if failure.usage is not None:
-                usage = failure.usage.to_dict()
-                self.spend.record(failure.last.model_ref, usage, self.focus, estimated=False)
-            return None
-        self.spend.of_round(chain, request, self.focus)
+            except BudgetStop as stop:
+                self.budget_hit = stop.hit
+                return None
+            except ChainFailure as failure:
+                if failure.usage is not None:
+                    usage = failure.usage.to_dict()
+                    self.spend.record(failure.last.model_ref, usage, self.focus, estimated=False)
+                self.spend.end_round()
+                if self.ctx.overflow_compacted(failure, self.focus):
+                    return self.call_model(built)  # once: overflow_compacted says no again
+                self.failed = True
+                self.result.failure_artifact, self.result.failure_kind = record_chain_failure(
+                    self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
+                )
+                return None
+            self.spend.of_round(chain, request, self.focus)
+        finally:
+            # the round's spend is recorded (or nothing was sent): its
+            # reservations go, whichever way the round ended
+            self.spend.end_round()
         reported = int(getattr(chain.usage, "input_tokens", 0) or 0) if chain.usage else 0
         self.ctx.note_sent(reported)
         return ModelRound(chain, started_at, round((time.monotonic() - t0) * 1000, 3))

@@ -135,7 +135,7 @@ def _closure_and_brief(
             "work_item_id": bound_work_item_id,
         }
     if budget_hit is not None and not failed:
-        from holon_cli.runtime.budgets.spend import WAITING_REASON, brief_text
+        from holon_cli.runtime.budgets.check import WAITING_REASON, brief_text
 
         text = brief_text(budget_hit, store.agent_id)
         waiting: ClosureDecision = {

@@ -29,6 +29,10 @@ add transport concerns:
 - the public routes (``POST /agents/{id}/enqueue``, ``/webhooks/...``,
   ``/callbacks/...``) need no token and are rate-limited per client address
   (``ingress.rate_per_minute``, 429); they admit external evidence only;
+- the client address is the connection's peer: ``X-Forwarded-For``,
+  ``Forwarded`` and ``X-Real-IP`` count only from a peer named in
+  ``serve.trusted_proxies`` (``serve/http/proxies.py``; uvicorn's own proxy
+  handling is off);
 - bodies are capped (1 MiB prompts, enqueues and webhooks, 256 KiB
   callbacks: 413) and must be standard JSON where JSON is expected (400);
 - every error is ``{"error": {"kind", "message", "hint"}}``; nothing is
@@ -152,10 +156,21 @@ def check_control(request: Request, ctx: ServeContext) -> None:
         check_json_content_type(request)
 
 
+def client_of(request: Request) -> str:
+    """The client's address: the connection's peer, or what a proxy named in
+    ``serve.trusted_proxies`` forwarded (``serve/http/proxies.py``); forwarding
+    headers from any other peer are ignored."""
+    from holon_cli.serve.http.ingress import trusted_proxies
+    from holon_cli.serve.http.proxies import client_host
+
+    peer = request.client.host if request.client else ""
+    return client_host(peer, request.headers.getlist, trusted_proxies())
+
+
 def check_caller(request: Request, token: str | None) -> None:
     """The bearer token when one is set (401), else a loopback client (403)."""
     if token is None:
-        client = request.client.host if request.client else ""
+        client = client_of(request)
         if not is_loopback(client):
             raise HttpError(
                 403,
@@ -205,7 +220,7 @@ def check_rate(request: Request, ctx: ServeContext) -> None:
 
     if via_unix(request):
         return
-    client = request.client.host if request.client else ""
+    client = client_of(request)
     wait = ctx.limiter.take(client, rate_per_minute())
     if wait is not None:
         raise HttpError(

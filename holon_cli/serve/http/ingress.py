@@ -142,6 +142,20 @@ def rate_per_minute() -> int:
     return int(section.get("rate_per_minute") or DEFAULT_RATE_PER_MINUTE)
 
 
+def trusted_proxies() -> tuple[Any, ...]:
+    """``serve.trusted_proxies`` as networks; none while config.yaml is
+    broken (forwarding headers are then ignored)."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.serve.http.proxies import parse_trusted
+    from holon_cli.store.config import load_config
+
+    try:
+        entries = (load_config().get("serve") or {}).get("trusted_proxies") or []
+    except ConfigError:
+        return ()
+    return parse_trusted(tuple(str(e) for e in entries))
+
+
 def webhook_config(source: str) -> dict[str, Any] | None:
     """``ingress.webhooks.<source>``; while config.yaml is broken no delivery
     is taken (its secret cannot be known): 503."""

@@ -53,7 +53,9 @@ async def webhook(request: Request) -> Response:
     parse_origin(f"webhook:{source}")  # a malformed source is a 400
     body = await read_body(request, PROMPT_CAP)
     headers = request.headers
-    await run_in_threadpool(webhooks.verify, source, webhook_config(source), body, headers)
+    body_key = await run_in_threadpool(
+        webhooks.verify, source, webhook_config(source), body, headers
+    )
     did = webhooks.delivery_id(headers)
     text, is_json = webhooks.body_text(body, headers.get("content-type"))
     origin = {"kind": "webhook", "source": source}
@@ -76,7 +78,7 @@ async def webhook(request: Request) -> Response:
                 admission_context="public_unauthenticated",
             )
 
-        return webhooks.receive(store, source, did, admit_one)
+        return webhooks.receive(store, source, did, admit_one, body_key)
 
     res = await run_in_threadpool(go)
     return JSONResponse(res, status_code=200 if res.get("duplicate") else 202)

@@ -1,11 +1,22 @@
 """The uvicorn server of ``holon serve``: run on pre-bound sockets in a thread
-of the serve process, with a main loop that idles at one wake-up a second.
+of the serve process, with a main loop that idles at one wake-up a second
+(``serve/http/uvicorn_seam.py``, the one module that touches uvicorn's private
+names).
 
-Open connections cannot starve the turns of file descriptors: serve raises
-its soft ``RLIMIT_NOFILE`` to the hard limit at start, answers requests 503
-beyond :func:`connection_cap` open connections (uvicorn's
-``limit_concurrency``), closes at once a connection beyond that plus a small
-margin, and closes one that sends no request within the keep-alive timeout.
+Open connections cannot starve the surface or the turns:
+
+- serve raises its soft ``RLIMIT_NOFILE`` to the hard limit at start;
+- each listener holds at most ``serve.max_connections`` (default 512, and
+  never more than :func:`connection_cap` allows for the descriptors);
+  beyond it a new connection replaces the one that has waited longest for a
+  request head, or is refused at once when every open one has a request in
+  progress;
+- a connection that has not sent a whole request head within
+  ``serve.header_timeout`` (default 10 s) is closed, and one that sends
+  nothing at all within the keep-alive timeout;
+- forwarding headers are not believed (``proxy_headers=False``; see
+  ``serve/http/proxies.py`` for ``serve.trusted_proxies``).
+
 A message the server logs again and again (``accept()`` out of descriptors,
 a failing client) is written once, then once more with its count.
 
@@ -14,22 +25,22 @@ uvicorn is imported inside the functions that need it, not with this module.
 
 from __future__ import annotations
 
-import functools
 import logging
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli.errors import RejectedError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-TICK_S = 1.0
 KEEP_ALIVE_S = 5  # idle connection (before a request or between two) is closed
-MAX_CONNECTIONS = 1000
-CAP_MARGIN = 16  # connections past the cap kept just long enough to answer 503
+MAX_CONNECTIONS = 512  # serve.max_connections' default, per listener
+HEADER_TIMEOUT_S = 10.0  # serve.header_timeout's default
+MAX_CONNECTIONS_CEILING = 1000  # whatever the descriptors would allow
+CAP_MARGIN = 16  # descriptors of connections being refused or replaced
 FD_RESERVE = 128  # descriptors left for turns, tasks, ledgers whatever the cap
 # listen backlog, and how many connections asyncio accepts per wake-up (each
 # holds a descriptor before the protocol can refuse it; uvicorn's default
@@ -53,12 +64,36 @@ def raise_fd_limit() -> int:
     return int(soft) if soft != resource.RLIM_INFINITY else 1 << 20
 
 
-def connection_cap(fd_limit: int) -> int:
-    """Open HTTP connections served at once: at most half the descriptors
-    left after a reserve and two accept batches in flight, so the turns
-    always have the other half."""
+def connection_cap(fd_limit: int, listeners: int = 1) -> int:
+    """Open HTTP connections per listener: together at most half the
+    descriptors left after a reserve and two accept batches in flight, so
+    the turns always have the other half."""
     spare = fd_limit - FD_RESERVE - 2 * ACCEPT_BACKLOG
-    return max(8, min(MAX_CONNECTIONS, spare // 2 - CAP_MARGIN))
+    return max(8, min(MAX_CONNECTIONS_CEILING, (spare // 2 - CAP_MARGIN) // max(1, listeners)))
+
+
+def serve_limits() -> tuple[int, float]:
+    """``serve.max_connections`` and ``serve.header_timeout`` (seconds) from
+    config.yaml, or their defaults (config.yaml was checked at start)."""
+    from holon_cli.clock import parse_duration
+    from holon_cli.errors import ConfigError
+    from holon_cli.store.config import load_config
+
+    try:
+        section = load_config().get("serve") or {}
+    except ConfigError:
+        section = {}
+    cap = section.get("max_connections") or MAX_CONNECTIONS
+    raw = section.get("header_timeout")
+    timeout = HEADER_TIMEOUT_S
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw > 0:
+        timeout = float(raw)
+    elif isinstance(raw, str):
+        try:
+            timeout = parse_duration(raw)
+        except ValueError:
+            pass
+    return int(cap), timeout
 
 
 class RepeatFilter(logging.Filter):
@@ -120,102 +155,41 @@ def flush_repeats() -> None:
     REPEATS.flush(logging.getLogger("uvicorn.error"))
 
 
-@functools.cache
-def _capped_protocol_class(cap: int) -> type[Any]:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class CappedProtocol(H11Protocol):
-        """h11 with a hard connection cap and a first-request timeout."""
-
-        def connection_made(self, transport: Any) -> None:
-            if len(self.connections) >= cap + CAP_MARGIN:
-                transport.abort()  # no fd held for it; the client sees a reset
-                return
-            super().connection_made(transport)
-            # uvicorn starts its keep-alive timer only after a response: an
-            # idle new connection would hold its descriptor for ever
-            self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self.timeout_keep_alive_handler
-            )
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self.transport is None:
-                return  # refused in connection_made: nothing was set up
-            super().connection_lost(exc)
-
-    return CappedProtocol
-
-
-@functools.cache
-def _quiet_server_class() -> type[Any]:
-    import asyncio
-
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        """uvicorn's main loop wakes every 0.1 s to look at ``should_exit`` and
-        refresh the Date header: 10 event-loop turns a second, about a third of
-        an idle serve's CPU (measured). This one wakes once a second (the Date
-        header's resolution anyway) or at once when :meth:`wake` is called."""
-
-        _wake_event: asyncio.Event | None = None
-        _loop: asyncio.AbstractEventLoop | None = None
-
-        async def main_loop(self) -> None:
-            self._loop = asyncio.get_running_loop()
-            self._wake_event = asyncio.Event()
-            counter = 0
-            should_exit = await self.on_tick(counter)
-            while not should_exit:
-                try:
-                    await asyncio.wait_for(self._wake_event.wait(), TICK_S)
-                except TimeoutError:
-                    pass
-                # on_tick refreshes the Date header when counter % 10 == 0:
-                # every tick here is a second
-                counter = (counter + 10) % 864000
-                flush_repeats()
-                should_exit = await self.on_tick(counter)
-
-        def wake(self) -> None:
-            """Thread-safe: make the main loop look at ``should_exit`` now."""
-            loop, ev = self._loop, self._wake_event
-            if loop is not None and ev is not None:
-                try:
-                    loop.call_soon_threadsafe(ev.set)
-                except RuntimeError:  # the loop is closed: it has stopped already
-                    pass
-
-    return QuietServer
-
-
-def quiet_server(config: Any) -> Any:
-    """A ``QuietServer`` (uvicorn is imported here, not with this module)."""
-    return _quiet_server_class()(config)
-
-
 class HttpServer:
     """uvicorn on pre-bound sockets, in a thread of the serve process."""
 
     def __init__(self, app: Starlette, sockets: list[socket.socket]) -> None:
         import uvicorn
 
+        from holon_cli.serve.http.uvicorn_seam import (
+            ConnectionGate,
+            guarded_protocol_class,
+            quiet_server,
+        )
+
         self.fd_limit = raise_fd_limit()
-        self.cap = connection_cap(self.fd_limit)
+        max_connections, header_timeout = serve_limits()
+        self.cap = min(max_connections, connection_cap(self.fd_limit, len(sockets)))
+        self.gate = ConnectionGate(self.cap, header_timeout)
         config = uvicorn.Config(
             app,
-            http=_capped_protocol_class(self.cap),
+            http=guarded_protocol_class(self.gate, KEEP_ALIVE_S),
             log_level="warning",
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=3,
             server_header=False,
-            limit_concurrency=self.cap,
+            # the gate caps connections; uvicorn's own limit would answer 503
+            # to every request while dribblers fill the cap
+            limit_concurrency=None,
+            # X-Forwarded-For is believed only from serve.trusted_proxies
+            # (serve/http/proxies.py), never by uvicorn from any loopback peer
+            proxy_headers=False,
             backlog=ACCEPT_BACKLOG,
             timeout_keep_alive=KEEP_ALIVE_S,
         )
         install_repeat_filter()
-        self.server = quiet_server(config)
+        self.server = quiet_server(config, flush_repeats)
         self.sockets = sockets
         self.thread = threading.Thread(target=self._run, name="holon-http", daemon=True)
         self.error: BaseException | None = None

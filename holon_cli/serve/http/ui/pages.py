@@ -218,10 +218,12 @@ async def login_form(request: Request) -> Response:
 
 
 def _check_login_rate(request: Request) -> None:
-    from holon_cli.serve.http.ingress import rate_per_minute
+    from holon_cli.serve.http.ingress import rate_per_minute, trusted_proxies
+    from holon_cli.serve.http.proxies import client_host
 
     ctx = ctx_of(request)
-    client = request.client.host if request.client else ""
+    peer = request.client.host if request.client else ""
+    client = client_host(peer, request.headers.getlist, trusted_proxies())  # as app.client_of
     wait = ctx.limiter.take("ui-login:" + client, rate_per_minute())
     if wait is not None:
         raise HttpError(

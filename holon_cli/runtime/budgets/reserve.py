@@ -1,0 +1,117 @@
+"""Reservations: concurrent requests cannot pass a budget together.
+
+Before a provider request is sent, :func:`admit` checks it against every
+scope that bounds it (``check.py``) counting the requests other turns have
+in flight, and reserves what it may take: its input estimate plus its
+``max_output_tokens`` (capped to what the tightest budget leaves), at its
+model's prices. The check and the reservation happen under one home-wide
+lock (``run/locks/budgets.lock``), so three children asking at once see each
+other's reservations. After the round, its spend is recorded and the
+reservation released (:meth:`Admission.release`): the difference between
+what was reserved and what was spent goes back.
+
+A request refused only because of others' reservations waits (polling,
+up to :data:`WAIT_S`) for them to be released, instead of stopping its turn:
+the budget is not spent, only held.
+
+Crash-safe: a reservation is a record held by its process's ``flock``
+(``store/held_records.py``); when the process dies, however it dies, the
+kernel drops the lock and the next check removes the record. A record older
+than :data:`LEASE_S` (longer than any request: provider timeouts are minutes)
+is ignored too, so not even a hung process holds one for ever.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from holon_cli import clock
+from holon_cli.runtime.budgets import check as ck
+from holon_cli.runtime.budgets import spend as sp
+from holon_cli.store import held_records
+from holon_cli.store.held_records import HeldRecord
+
+if TYPE_CHECKING:
+    from holon_cli.store.agent_store import AgentStore
+    from holon_cli.store.layout import HomeLayout
+
+LEASE_S = 1800.0  # a reservation older than this is dropped whoever holds it
+WAIT_S = 600.0  # how long a request waits for others' reservations to go
+POLL_S = 0.1
+
+
+class Admission:
+    """A request allowed through: its output cap and its reservation."""
+
+    def __init__(self, record: HeldRecord | None, cap: int | None) -> None:
+        self.record = record
+        self.cap = cap
+
+    def release(self) -> None:
+        if self.record is not None:
+            self.record.release()
+            self.record = None
+
+
+def live_reservations(home: HomeLayout, now: float | None = None) -> list[dict[str, Any]]:
+    """The reservations of requests in flight (dead owners' are removed);
+    call under the budget lock."""
+    return held_records.live_records(
+        home.reservations_dir, now=clock.now() if now is None else now, lease_s=LEASE_S
+    )
+
+
+def admit(
+    store: AgentStore,
+    cfg: dict[str, Any],
+    *,
+    round_id: str,
+    new_turn: bool,
+    work_item_id: str | None,
+    est_in: int,
+    model_ref: str | None,
+    max_output: int | None,
+    sleep: Callable[[float], None] = time.sleep,
+    wait_s: float = WAIT_S,
+) -> Admission:
+    """Check one request and reserve what it may spend; raises
+    :class:`~holon_cli.runtime.budgets.check.BudgetStop` when a budget
+    refuses it. ``round_id``: the turn round it belongs to (an earlier
+    attempt of the same round does not count against it)."""
+    from holon_cli.store.locks import locked
+
+    home = sp.home_of(store)
+    if not ck.active(cfg, home):
+        return Admission(None, None)
+    pin, pout = sp.prices(cfg, model_ref)
+    req = ck.Request(store.agent_id, max(0, int(est_in)), pin, pout, new_turn, work_item_id)
+    deadline = time.monotonic() + wait_s
+    while True:
+        with locked(home.budget_lock, what="the budget check", timeout=60.0):
+            now = clock.now()
+            others = [r for r in live_reservations(home, now) if r.get("round_id") != round_id]
+            scopes = ck.scopes(store, cfg, now, reservations=others)
+            if not scopes:
+                return Admission(None, None)
+            d = ck.decide(scopes, req, now, max_output)
+            if not d.hits:
+                out = d.cap or 0
+                data = {
+                    "v": 1,
+                    "at": now,
+                    "round_id": round_id,
+                    "agent_id": store.agent_id,
+                    "lineage": [s.agent_id for s in sp.lineage(store)],
+                    "tokens": req.est_in + out,
+                    "cost_usd": round(req.est_in * pin + out * pout, 9),
+                    "new_turn": new_turn,
+                    "pid": os.getpid(),
+                }
+                rec = held_records.hold(home.reservations_dir, clock.new_id("rsv"), data)
+                return Admission(rec, d.cap)
+        if not d.by_reservations or time.monotonic() >= deadline:
+            raise ck.BudgetStop(d.hits[0])
+        sleep(POLL_S)
