@@ -551,3 +551,27 @@ def test_home_stream_sends_a_changed_agents_row() -> None:
     assert evs and {e["event"] for e in evs} == {"panel"}
     html = "".join(e["data"]["html"] for e in evs)
     assert 'id="agent-dev"' in html
+
+
+def test_a_budget_hold_shows_with_its_reason_and_end(
+    tmp_path: Path, holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holon_cli.runtime.turn.entry import run_turn
+    from holon_cli.tools.catalog import default_catalog
+
+    script = tmp_path / "m.yaml"
+    script.write_text(
+        'loop: true\nsteps:\n  - text: "spent"\n    usage: {input_tokens: 100, output_tokens: 10}\n'
+    )
+    monkeypatch.setenv("HOLON_MODEL", f"scripted:{script}")
+    store = open_agent("main")
+    (holon_home / "config.yaml").write_text("budgets:\n  tokens_per_day: 150\n")
+    for text in ("first", "second"):
+        _prompt(text)
+        run_turn(store=store, catalog=default_catalog())
+    c = make_client()
+    home = c.get("/ui/").text
+    assert '<span class="tag hold-tag" title="' in home and ">budget</span>" in home
+    page = c.get("/ui/agents/main").text
+    assert '<li class="hold hold-budget"><strong>budget</strong>' in page
+    assert "tokens_per_day" in page and "(until " in page
