@@ -9,7 +9,8 @@ listens for each name):
   ``Last-Event-ID``); the row carries the display modes that show it;
 - ``panel``: ``{"id", "html"}``, an element of the page to replace whole (the
   status, work items, tasks, timers, workspaces, children; on the home page
-  an agent's row, or the whole table when agents come or go).
+  an agent's row, or the whole table when agents come or go); rows go out as
+  their events land, the panels at most every :data:`PANELS_EVERY_S`.
 
 Cost when nothing happens: the agent stream ``stat``s the agent's events
 ledger every :data:`POLL_S` (and re-reads a running task's output tail
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 POLL_S = 0.1  # ~20 us a look: ~15 ms of CPU a minute per open agent page
 HOME_POLL_S = 1.0
 TASKS_EVERY_S = 2.0
+PANELS_EVERY_S = 0.5  # a busy turn's events re-render the panels at most this often
 HEARTBEAT_S = 15.0
 BATCH = 200  # events read at a time
 RETRY_MS = 2000  # how soon a browser reconnects
@@ -147,28 +149,32 @@ async def agent_live(request: Request) -> Response:
             shown = await run_in_threadpool(_panels, store, activity.text, can)
         sig = views.events_signature(store)
         running = await run_in_threadpool(_running, store)
-        tasks_at = time.monotonic()
+        tasks_at = panels_at = time.monotonic()
         quiet = 0.0
-        pending = newer
+        pending, stale = newer, newer
         while not stopping.is_set():
             if pending:
                 pending = False
                 events = await run_in_threadpool(tail_events, store, since=cursor, limit=BATCH)
                 if events:
                     cursor = int(events[-1]["event_seq"])
+                    stale = True
                     for chunk in await run_in_threadpool(_rows, events, activity):
                         yield chunk
                     if len(events) == BATCH:
                         pending = True
                         continue
+                quiet = 0.0
+            if stale and (newer or time.monotonic() - panels_at >= PANELS_EVERY_S):
+                # rows go out at once; the panels at most once a PANELS_EVERY_S
+                stale = newer = False
                 panels = await run_in_threadpool(_panels, store, activity.text, can)
                 for pid, html in panels.items():
                     if shown.get(pid) != html:
                         yield sse("panel", {"id": pid, "html": html})
                 shown = panels
                 running = await run_in_threadpool(_running, store)
-                tasks_at = time.monotonic()
-                quiet = 0.0
+                tasks_at = panels_at = time.monotonic()
             elif running and time.monotonic() - tasks_at >= TASKS_EVERY_S:
                 tasks_at = time.monotonic()
                 html = await run_in_threadpool(_tasks_panel, store, can)

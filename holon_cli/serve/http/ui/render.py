@@ -218,6 +218,7 @@ def env() -> jinja2.Environment:
 
     e = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        auto_reload=False,  # the templates are part of the installed package
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
