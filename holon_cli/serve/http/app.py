@@ -23,9 +23,14 @@ add transport concerns:
   Requests without ``Origin`` (curl, the CLI) are not browsers' and pass;
 - control routes (``/control/...``, ``/agents/...``, ``/events``) need
   ``Authorization: Bearer <token>`` whenever a token is configured (compared
-  in constant time); without a token serve listens on loopback only, and a
-  request from elsewhere is refused; the Unix socket is token-free (its 0600
-  mode is the access control);
+  in constant time), or, with no ``Authorization`` header, the web console's
+  login cookie (``serve/http/ui/session.py``; a POST must carry ``Origin``);
+  without a token serve listens on loopback only, and a request from
+  elsewhere is refused; the Unix socket is token-free (its 0600 mode is the
+  access control);
+- the web console (``/ui/``, ``serve/http/ui/``) is mounted by one call
+  (:func:`~holon_cli.serve.http.ui.routes`) under the same guards
+  (:func:`check_access`);
 - the public routes (``POST /agents/{id}/enqueue``, ``/webhooks/...``,
   ``/callbacks/...``) need no token and are rate-limited per client address
   (``ingress.rate_per_minute``, 429); they admit external evidence only;
