@@ -80,7 +80,9 @@ for i in range({agents}):
         admit(f"message {{t}} to {{aid}}", store=s, kind="operator_prompt", origin="operator",
               delivery_surface="http_control_prompt", admission_context="control_authenticated")
         run_turn(store=s, catalog=cat)
-    wi.create_work_item(s, f"objective of {{aid}}", plan="# Plan\\n\\n- one\\n- two\\n")
+    # waiting for the operator: serve has nothing to run once the home is seeded
+    wi.create_work_item(s, f"objective of {{aid}}", plan="# Plan\\n\\n- one\\n- two\\n",
+                        plan_status="needs_input")
     if i % 4 == 3:  # a paused agent holding queued work (a hold, a queue depth)
         set_lifecycle(aid, "pause")
         for n in range(2):

@@ -218,16 +218,14 @@ async def home_live(request: Request) -> Response:
     async def gen() -> AsyncIterator[bytes]:
         yield f"retry: {RETRY_MS}\n\n".encode()
         sigs = views.signatures()
-        depth: dict[str, int] = {}
-        listed = False
+        depth = await run_in_threadpool(views.depths)
         quiet = 0.0
         while not stopping.is_set():
             await asyncio.sleep(HOME_POLL_S)
             quiet += HOME_POLL_S
             now = views.signatures()
-            if set(now) != set(sigs) or (now != sigs and not listed):
+            if set(now) != set(sigs):  # agents came or went: the whole table
                 html, depth = await run_in_threadpool(_home_table)
-                listed = True
                 yield sse("panel", {"id": "agents-body", "html": html})
                 quiet = 0.0
             elif now != sigs:

@@ -198,11 +198,12 @@ def home_rows() -> list[dict[str, Any]]:
 
 
 # An agent's home row is kept while nothing it is read from changed: the
-# events ledger (every state change, queue move, turn and spend is an event),
-# the inbox (a message not yet ingested), the tasks folder, the agent record,
-# config.yaml and the day (spend today); and until the next time it names
-# (a wake, a hold's end) has passed. Only serve's own process keeps it.
-_WATCHED = ("ledger/events.jsonl", "inbox/new", "tasks", "state/agent.json")
+# events ledger (every status change, queue move, work-item pick, turn and
+# spend is an event), the inbox (a message not yet ingested), the tasks
+# folder (a task started by `holon task run`), config.yaml and the day (spend
+# today); and until the next time it names (a wake, a hold's end) has
+# passed. Only serve's own process keeps it.
+_WATCHED = ("ledger/events.jsonl", "inbox/new", "tasks")
 _ROWS: dict[str, tuple[Any, float, dict[str, Any]]] = {}
 
 
@@ -256,6 +257,18 @@ def cached_row(agent_id: str, sig: Any, cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _damaged(agent_id: str, problem: str) -> dict[str, Any]:
     return {"agent_id": agent_id, "status": "damaged", "problem": problem, "parent": None}
+
+
+def depths() -> dict[str, int]:
+    """Each agent's depth on the home page (children under their parent),
+    from the agent records alone."""
+    from holon_cli.runtime.agents.lifecycle import list_agents
+
+    rows = {
+        e.agent_id: {"agent_id": e.agent_id, "parent": e.lineage_parent_agent_id}
+        for e in list_agents(include_private=True)
+    }
+    return {r["agent_id"]: r["depth"] for r in tree(rows)}
 
 
 def tree(rows: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
