@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from holon_cli.runtime.presentation import Activity
     from holon_cli.store.agent_store import AgentStore
 
-POLL_S = 0.1  # ~20 us a look: ~15 ms of CPU a minute per open agent page
-HOME_POLL_S = 1.0
+POLL_S = 0.2  # ~0.1 ms a look (wake-up, stat): ~0.03 s of CPU a minute per open page
+HOME_POLL_S = 2.0  # 3 stats per agent a look: ~1 ms for 100 agents
 TASKS_EVERY_S = 2.0
 PANELS_EVERY_S = 0.5  # a busy turn's events re-render the panels at most this often
 HEARTBEAT_S = 15.0
