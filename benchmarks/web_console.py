@@ -21,7 +21,7 @@ operator who has the console open every day).
   connected, a message is admitted (as ``holon enqueue`` does, in this
   process) and the page's MutationObserver notes when its row is drawn:
   admission to row on screen, median and p95 of ``--events``.
-- Idle CPU: user + system CPU of the serve process (``/proc``) over
+- Idle CPU: CPU time of the serve process's threads (``/proc``, in ns) over
   ``--idle-seconds`` with nothing open, and the same with the home page,
   then with the agent page open, in alternating 10-second windows (paired:
   the difference is the page's cost), per 60 s from each side's median
@@ -53,13 +53,38 @@ PAINT_TARGET_MS = 300.0
 EVENT_TARGET_MS = 300.0
 IDLE_TARGET_S = 0.1  # per 60 s, beyond serve's own idle cost
 WINDOW_S = 10.0
-TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _threads(pid: int) -> dict[str, int]:
+    """CPU time of each thread of ``pid`` in ns (``/proc/PID/task/*/schedstat``:
+    ``/proc/PID/stat`` counts in 10 ms ticks, too coarse for these windows)."""
+    out = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                out[task] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return out
+
+
+class _Cpu:
+    """CPU time of a process between two points: per thread, so a thread
+    that starts in between counts whole and one that ends is not subtracted."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.start = pid, _threads(pid)
+
+    def seconds(self) -> float:
+        end = _threads(self.pid)
+        return sum(ns - self.start.get(t, 0) for t, ns in end.items()) / 1e9
 
 
 def _cpu(pid: int) -> float:
+    """User + system time of the whole process (10 ms ticks; dead threads included)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _seed(home: Path, agents: int, history: int) -> None:
@@ -259,9 +284,9 @@ def idle(driver: Any, base: str, busy: str, serve_pid: int, seconds: float) -> d
             time.sleep(2.0)  # past the page's start
             if url:  # count what the live stream changes on the page meanwhile
                 driver.execute_script(COUNT)
-            c0 = _cpu(serve_pid)
+            meter = _Cpu(serve_pid)
             time.sleep(WINDOW_S)
-            cpu[name].append(_cpu(serve_pid) - c0)
+            cpu[name].append(meter.seconds())
             if url:
                 updates[name] += int(driver.execute_script("return window.__changes"))
     scale = 60.0 / WINDOW_S
