@@ -27,6 +27,11 @@ def set_clock(fn: Callable[[], float] | None) -> None:
     _clock = fn or time.time
 
 
+def current() -> Callable[[], float]:
+    """The clock in force (to put back after a temporary :func:`set_clock`)."""
+    return _clock
+
+
 def now() -> float:
     return _clock()
 

@@ -8,7 +8,7 @@ these into exit codes; runtime code raises, never exits or prints.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from holon_cli.kinds import ErrorKind
@@ -43,26 +43,74 @@ def worst_exit_code(codes: list[int]) -> int:
     return max(codes, key=lambda c: rank.get(c, len(EXIT_SEVERITY)), default=EXIT_OK)
 
 
+# where an error is read: the command line, the HTTP surface, a model's tool call
+Surface = Literal["cli", "http", "tool"]
+
+
+class Said(NamedTuple):
+    """One message or hint in each surface's words: ``cli`` (the default, and
+    what ``message``/``hint`` hold), ``http`` (body fields, routes) and
+    ``tool`` (the model's tool names and arguments); ``None`` says it as
+    the command line does. For a runtime step more than one surface calls."""
+
+    cli: str
+    http: str | None = None
+    tool: str | None = None
+
+    def on(self, surface: Surface) -> str:
+        got: str | None = getattr(self, surface)
+        return self.cli if got is None else got
+
+    def fmt(self, template: str, **parts: Said | str) -> Said:
+        """``template`` with ``{name}`` filled in each surface's words."""
+
+        def one(surface: Surface) -> str:
+            return template.format(
+                **{k: v.on(surface) if isinstance(v, Said) else v for k, v in parts.items()}
+            )
+
+        return Said(one("cli"), one("http"), one("tool"))
+
+
 class HolonError(Exception):
-    """Base class. ``kind`` is stable; ``exit_code`` follows the contract."""
+    """Base class. ``kind`` is stable; ``exit_code`` follows the contract.
+
+    ``message`` and ``hint`` speak the command line's words (its flags and
+    commands). A runtime step that the HTTP surface or a model's tool also
+    calls passes a :class:`Said` instead of a string, naming what to change
+    in each surface's words (``--max-chars`` on the command line is
+    ``max_chars`` to the model); the HTTP error body and the tool error
+    envelope read them through :meth:`said_on`."""
 
     kind: ErrorKind = "runtime_error"
     exit_code = EXIT_RUNTIME
 
     def __init__(
         self,
-        message: str,
+        message: str | Said,
         *,
-        hint: str | None = None,
+        hint: str | Said | None = None,
         kind: ErrorKind | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self._message = message if isinstance(message, Said) else Said(message)
+        self._hint = hint if isinstance(hint, Said) or hint is None else Said(hint)
+        super().__init__(self._message.cli)
+        self.message = self._message.cli
+        self.hint = None if self._hint is None else self._hint.cli
         if kind is not None:
             self.kind = kind
         self.details = details or {}
+
+    def said_on(self, surface: Surface) -> tuple[str, str | None]:
+        """``(message, hint)`` in ``surface``'s words (the HTTP error body and
+        the tool error envelope read it; the command line reads ``message``
+        and ``hint``). A message or hint changed after raising (a caller
+        adding context) is said as changed on every surface."""
+        message = self._message.on(surface) if self.message == self._message.cli else self.message
+        if self._hint is None or self.hint != self._hint.cli:
+            return message, self.hint
+        return message, self._hint.on(surface)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "message": self.message}
@@ -104,6 +152,14 @@ class RejectedError(HolonError):
 
 class ProviderError(HolonError):
     kind = "provider_failure"
+    exit_code = EXIT_PROVIDER
+
+
+class McpUnavailableError(HolonError):
+    """A ``required`` MCP server could not start: the turn fails before its
+    provider request (exit 5, as a provider failure), the message stays queued."""
+
+    kind = "mcp_unavailable"
     exit_code = EXIT_PROVIDER
 
 

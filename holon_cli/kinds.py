@@ -78,6 +78,12 @@ ErrorKind = (
         # liveness audit and one-shot answers
         "audit_findings",
         "wait_timeout",
+        # a turn refused before its dequeue: a budget holds the agent
+        "budget_exhausted",
+        # serve --engine dbos: the database cannot be reached at start
+        "database_unavailable",
+        # holon debug providers: no candidate of the chain can be served
+        "no_servable_model",
         "message_aborted",
         "idempotency_conflict",
         # the operator console (holon tui)
@@ -86,6 +92,18 @@ ErrorKind = (
         # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
         "sandbox_unavailable",
         "disk_full",
+        # the holon home as a workspace or execution root (runtime/workspace/guard.py)
+        "forbidden_workspace",
+        # the MCP client (runtime/mcp/): a server that cannot be reached or did
+        # not answer in time, an operator request already answered
+        "mcp_unavailable",
+        "mcp_timeout",
+        "mcp_error",
+        "mcp_request_closed",
+        # turn records, replay and fork (runtime/replay)
+        "turn_not_found",
+        "record_dropped",
+        "record_damaged",
     ]
     | ProviderFailureKind
 )

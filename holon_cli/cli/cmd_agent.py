@@ -1,4 +1,4 @@
-"""``holon agent``: create, list, inspect, stop, pause, start and abort agents."""
+"""``holon agent``: create, fork, list, inspect, stop, pause, start and abort agents."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from holon_cli.cli.params import MODEL, complete_agents
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def agent() -> None:
-    """Create, list, inspect, stop, pause, start and abort agents.
+    """Create, fork, list, inspect, stop, pause, start and abort agents.
 
     \b
     Example:
@@ -28,7 +28,7 @@ def agent() -> None:
     "-t",
     metavar="T",
     help="Template: an id (~/.agents/templates/<id>/; builtin: holon-default, holon-developer), "
-    "an absolute directory, or https://github.com/<owner>/<repo>/tree/<ref>/<path>.",
+    "an absolute directory, or https://github.com/<owner>/<repo>[/tree/<ref>/<path>].",
 )
 @click.option(
     "--model",
@@ -62,6 +62,43 @@ def agent_create(agent_id: str, template: str | None, model: str | None, as_json
         output.emit_json(data)
     else:
         click.echo(f"created agent {store.agent_id} at {store.layout.home}")
+
+
+@agent.command("fork")
+@click.argument("source", metavar="A", shell_complete=complete_agents)
+@click.option("--as", "new_id", metavar="B", required=True, help="Id of the new agent.")
+@click.option(
+    "--at",
+    "turn_id",
+    metavar="TURN_ID",
+    default=None,
+    help="Fork A as it was once this recorded turn settled (default: as it is now).",
+)
+@output.json_option
+def agent_fork(source: str, new_id: str, turn_id: str | None, as_json: bool) -> None:
+    """Create agent B with A's work items, memory, transcript and workspace binding.
+
+    B is independent of A: its queue is empty and it has no tasks, timers,
+    waits, triggers or children. With --at, the ledgers and the agent
+    record are as they were after that turn settled; what cannot be rewound
+    (files of the agent home and the workspace, which B shares with A) is
+    listed (--json data not_rewound). A is only read.
+
+    \b
+    Examples:
+      holon agent fork main --as main-try
+      holon agent fork main --as before-refactor --at turn_01m8jxkn6d0000yhcrz3
+    """
+    from holon_cli.runtime.replay.fork import fork_agent
+
+    res = fork_agent(source, new_id, at=turn_id)
+    if as_json:
+        output.emit_json(res)
+        return
+    at = f" as of turn {res['at']}" if res["at"] else ""
+    click.echo(f"forked {res['forked_from']}{at} as {res['agent_id']} at {res['agent_home']}")
+    for note in res["not_rewound"]:
+        click.echo(f"note: {note}", err=True)
 
 
 @agent.command("list")
@@ -278,6 +315,76 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
         click.echo(f"fallbacks: {', '.join(m['effective_fallback_models'])}")
     if m.get("error"):
         click.echo(f"config error: {m['error']}", err=True)
+
+
+@agent.command("profiles")
+@output.agent_option_with(
+    "Whose workspace's .agents/profiles/ to read (default: $HOLON_AGENT_ID or 'main')."
+)
+@output.json_option
+def agent_profiles(agent_id: str | None, as_json: bool) -> None:
+    """List the child profiles SpawnAgent's preset can name, and check them.
+
+    A profile is a Markdown file <name>.md: YAML frontmatter (model, tools,
+    budgets, workspace_mode, workspace_root, context, description; all
+    optional), then the child's instructions. Looked for in the agent's
+    active workspace (.agents/profiles/) first, then in the holon home
+    (profiles/). Exits 1 when a profile file is broken (each error names
+    the file and the key).
+
+    \b
+    Examples:
+      holon agent profiles
+      holon agent profiles --agent builder --json | jq -r '.data.profiles[].name'
+    """
+    output.begin("agent profiles", as_json)
+    from holon_cli.runtime.agents.lifecycle import open_agent
+    from holon_cli.runtime.agents.profiles import home_dir, list_profiles
+    from holon_cli.runtime.workspace import workspace_for
+    from holon_cli.tools.catalog import default_catalog
+
+    store = open_agent(agent_id)
+    anchor = workspace_for(store.layout.home, store.read_record()["state"]).workspace_anchor
+    known = {t.name for t in default_catalog().specs}
+    rows = list_profiles(anchor, known_tools=known)
+    data = {
+        "agent_id": store.agent_id,
+        "dirs": [str(anchor / ".agents" / "profiles"), str(home_dir())],
+        "profiles": rows,
+    }
+    broken = [r for r in rows if not r["valid"]]
+    if as_json:
+        if broken:
+            output.emit_json_failure_with_data(
+                "invalid_profile",
+                f"{len(broken)} profile file(s) cannot be used",
+                "see data.profiles[].error: each names the file and the key",
+                data,
+            )
+            raise click.exceptions.Exit(1)
+        output.emit_json(data)
+        return
+    if not rows:
+        click.echo(
+            f"no profiles: put <name>.md in {data['dirs'][0]} or {data['dirs'][1]}", err=True
+        )
+        return
+    table = []
+    for r in rows:
+        if not r["valid"]:
+            what = "BROKEN: " + str(r["error"])
+        else:
+            tools = ", ".join(r["tools"]) if r["tools"] is not None else "all tools"
+            what = f"model {r['model']}; {tools}"
+            if r["description"]:
+                what = f"{r['description']} ({what})"
+        if r["shadowed_by"]:
+            what += f" [hidden by {r['shadowed_by']}]"
+        table.append([r["name"], r["source"], what])
+    output.print_table(["name", "from", "profile"], table)
+    if broken:
+        click.echo(f"{len(broken)} profile file(s) cannot be used", err=True)
+        raise click.exceptions.Exit(1)
 
 
 @agent.command("rm")

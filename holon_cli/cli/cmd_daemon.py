@@ -59,7 +59,7 @@ def _print_status(s: dict[str, Any]) -> None:
     ]
     if s.get("config_matches") is not None:
         rows.append(("config matches", "yes" if s["config_matches"] else "no"))
-    if s["state"] == "running":
+    if s["state"] in ("running", "foreground"):
         rows += [
             ("activity", s["activity"] or "-"),
             (
@@ -84,6 +84,12 @@ def _print_status(s: dict[str, Any]) -> None:
         output.echo(f"{k:>15}: {v}")
     if s["state"] == "stale":
         output.echo("the recorded daemon is gone; `holon daemon start` cleans up", err=True)
+    if s["state"] == "foreground":
+        output.echo(
+            "no daemon, but a foreground `holon serve` serves this home (stop it with Ctrl-C "
+            "in its terminal, or `kill` its pid)",
+            err=True,
+        )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -197,11 +203,18 @@ def restart(start_timeout: str, as_json: bool, **flags: Any) -> None:
 @serve_options
 @output.json_option
 def status(as_json: bool, **flags: Any) -> None:
-    """Show the daemon: state (running|stopped|stale), pid, addresses, health,
-    whether its configuration matches these options, activity, last failure.
+    """Show the daemon: state (running|stopped|stale|foreground), pid,
+    addresses, health, whether its configuration matches these options,
+    activity, last failure.
 
-    Exit 0 when running and healthy, 1 when stale or unhealthy, 3 when
-    stopped; --json prints the success envelope with `state` in every case.
+    `foreground`: no daemon runs, but a `holon serve` of this home started
+    in a terminal (or a DBOS worker) answers on one of the home's sockets
+    (run/holon.sock, the recorded --socket, run/holon-*.sock); its pid and
+    socket are shown.
+
+    Exit 0 when running and healthy or foreground, 1 when stale or
+    unhealthy, 3 when stopped; --json prints the success envelope with
+    `state` in every case.
 
     \b
     Example:
@@ -226,7 +239,7 @@ def _status_exit_code(res: dict[str, Any]) -> int:
 
     if res["state"] == "stopped":
         return EXIT_NOT_FOUND
-    if res["state"] == "running" and res["healthy"]:
+    if res["state"] in ("running", "foreground") and res["healthy"]:
         return EXIT_OK
     return EXIT_RUNTIME
 

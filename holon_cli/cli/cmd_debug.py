@@ -72,6 +72,21 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
         )
     rows.append(("skills", ", ".join(s["name"] for s in d["skills"]) or "(none)"))
     rows.append(("tools", ", ".join(d["tools"])))
+    rows.append(
+        (
+            "fixed prompt",
+            f"about {d['fixed_tokens']} tokens of runtime.context_budget_tokens "
+            f"{d['context_budget_tokens']} (instructions and tool schemas: the budget's floor)",
+        )
+    )
+    rows.append(
+        (
+            "tool schemas",
+            ", ".join(f"{src} ~{n} tokens" for src, n in d["tool_schema_tokens"].items()),
+        )
+    )
+    for p in d.get("mcp_problems") or []:
+        rows.append((f"mcp {p['server']}", f"no tools offered: {p['error']}"))
     output.print_kv(rows)
     click.echo("")
     click.echo("sections (in prompt order):")
@@ -157,7 +172,10 @@ def debug_providers_cmd(agent_id: str | None, model: str | None, as_json: bool) 
     Prints the retry policy and, per candidate of the agent's model chain
     (primary, then fallbacks), its transport, base URL, whether its
     credential variable is set (never its value), and why it cannot be
-    served. Exit 0 even when a candidate is unusable: read `supported`.
+    served, and where the primary model comes from (model source: flag,
+    agent, HOLON_MODEL, config or default). Exit 0 when at least one
+    candidate can be served (read each one's `supported`), 1 when none can
+    (or no model is configured): a turn would fail.
 
     \b
     Example:
@@ -168,6 +186,14 @@ def debug_providers_cmd(agent_id: str | None, model: str | None, as_json: bool) 
 
     d = debug_providers(open_agent(agent_id), cli_model=model)
     if as_json:
+        if d["problem"]:
+            output.emit_json_failure_with_data(
+                "no_servable_model",
+                d["problem"],
+                "see data.candidates[].reason; set HOLON_MODEL, --model or config.yaml model",
+                d,
+            )
+            raise click.exceptions.Exit(1)
         output.emit_json(d)
         return
     policy = d["retry_policy"]
@@ -201,6 +227,7 @@ def debug_providers_cmd(agent_id: str | None, model: str | None, as_json: bool) 
             click.echo(f"wire {c['model']}: {features}")
     if d["problem"]:
         click.echo(f"\nproblem: {d['problem']}", err=True)
+        raise click.exceptions.Exit(1)
 
 
 def _wire_text(key: str, value: object) -> str:

@@ -73,30 +73,42 @@ def _require_agent(sock: Path, agent_id: str) -> None:
     show_default=True,
     help="With --script: seconds to wait for each prompt to be settled.",
 )
+@click.option(
+    "--socket",
+    "socket_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="The serve to attach to, by its Unix socket [default: the first that answers of "
+    "run/holon.sock, the recorded --socket, a DBOS worker's run/holon-*.sock].",
+)
 def tui(
     agent_id: str | None,
     no_alt_screen: bool,
     script: bool,
     display: str,
     timeout_s: float,
+    socket_path: str | None,
 ) -> None:
-    """Operator console attached to a running serve (run/holon.sock).
+    """Operator console attached to a running serve (its Unix socket).
 
     Type a prompt and press Enter; /help lists the commands, Esc closes an
     overlay, Ctrl-Q or /quit leaves. Closing the console stops nothing.
+    Without --socket it finds the home's serve (run/holon.sock) or, under
+    `serve --engine dbos`, one of its workers (run/holon-<executor>.sock).
 
     \b
     Examples:
       holon daemon start && holon tui
       printf 'hello\\n/quit\\n' | holon tui --script --display verbose
+      holon tui --socket "$(holon home path)/run/holon-worker-a.sock"
     """
-    from holon_cli.cli.tui.session import parse_mode
+    from holon_cli.cli.tui.session import parse_display_option
     from holon_cli.errors import UsageError
     from holon_cli.serve.client import require_serve
     from holon_cli.store.layout import default_agent_id
 
-    mode = parse_mode(display)
-    sock = require_serve()
+    mode = parse_display_option(display)
+    sock = require_serve(socket_path)
     agent = agent_id or default_agent_id()
     if script:
         _script(sock, agent, mode, timeout_s)
@@ -115,7 +127,7 @@ def tui(
 
 def _script(sock: Path, agent: str, mode: str, timeout_s: float) -> None:
     from holon_cli.cli.tui.script import run_script
-    from holon_cli.cli.tui.session import Conversation, parse_mode
+    from holon_cli.cli.tui.session import Conversation, parse_display_option
     from holon_cli.serve.client import ServeClient
 
     def out(text: str) -> None:
@@ -127,7 +139,7 @@ def _script(sock: Path, agent: str, mode: str, timeout_s: float) -> None:
         code = run_script(
             client,
             agent,
-            Conversation(parse_mode(mode)),
+            Conversation(parse_display_option(mode)),
             sys.stdin,
             out,
             lambda text: output.echo(text, err=True),

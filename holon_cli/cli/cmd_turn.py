@@ -10,14 +10,17 @@ from holon_cli.cli import output
 from holon_cli.cli.params import MODEL
 
 
+def _budget_words(res: dict[str, Any]) -> str:
+    from holon_cli.runtime.agents.holds import budget_line
+
+    return budget_line(res["budget"], res["agent_id"])
+
+
 def _print_turn(res: dict[str, Any]) -> None:
     if not res["ran"]:
-        hit = res.get("budget")
-        if hit:
-            resets = f"resets at {hit['resets_at']}" if hit["resets_at"] else "does not reset"
+        if res.get("budget"):
             click.echo(
-                f"{res['agent_id']}: no turn: budget {hit['budget']} is exhausted "
-                f"({hit['used']:g} of {hit['limit']:g}; {resets}); queued messages wait",
+                f"{res['agent_id']}: no turn: {_budget_words(res)}; queued messages wait",
                 err=True,
             )
             return
@@ -32,6 +35,11 @@ def _print_turn(res: dict[str, Any]) -> None:
         ),
         err=True,
     )
+    if res.get("budget"):
+        click.echo(
+            f"{res['agent_id']}: stopped before a provider request: {_budget_words(res)}",
+            err=True,
+        )
     if res.get("failure_kind") == "operator_aborted":
         aid = res["agent_id"]
         click.echo(f"{aid}: aborted by the operator; `holon agent start {aid}` resumes", err=True)
@@ -43,6 +51,16 @@ def _print_turn(res: dict[str, Any]) -> None:
         output.echo(res["final_text"])
 
 
+def _stop_mcp_servers() -> None:
+    """MCP servers end with the turn (the watchdog covers a killed process)."""
+    import sys
+
+    if "holon_cli.runtime.mcp.host" in sys.modules:
+        from holon_cli.runtime.mcp.calls import close
+
+        close()
+
+
 def _exit_code(status: str | None, failure_kind: str | None) -> int:
     """0 for a settled turn; 130 for a turn the operator aborted (`holon agent
     abort`); 5 for a provider failure that ended it."""
@@ -51,6 +69,11 @@ def _exit_code(status: str | None, failure_kind: str | None) -> int:
     if status != "aborted":
         return EXIT_OK
     return EXIT_INTERRUPTED if failure_kind == "operator_aborted" else EXIT_PROVIDER
+
+
+def _held(res: dict[str, Any]) -> bool:
+    """No turn ran because a budget holds the agent while messages are queued."""
+    return not res["ran"] and bool(res.get("budget"))
 
 
 def _turn_all(model: str | None, catalog: Any, as_json: bool) -> None:
@@ -98,12 +121,19 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
 
     Nothing queued: exit 0. Another turn running on the agent: exit 75.
     A provider failure that ends the turn: exit 5. A turn the operator
-    aborted (`holon agent abort`): exit 130.
+    aborted (`holon agent abort`): exit 130. A held agent with queued
+    messages runs no turn, exit 4 (refused by policy): stopped or paused
+    (`holon agent start` resumes it), or held by a budget a turn already
+    stopped on (until it resets or is raised; `holon status` shows the
+    hold). A turn that ran and stopped at a budget before its request
+    settles its message (closure waiting, an action_required brief): exit 0.
 
     With --all, an agent that cannot run (e.g. a damaged queue) is reported
-    by name and skipped; the others run. The exit code is the worst outcome
-    over all agents, least to most severe: 0, 75 (busy), 3, 4, 5 (provider
-    failure), 2 (configuration), 1 (damaged state).
+    by name and skipped; the others run. Held agents are passed by (their
+    holds are not failures of the pass: a cron line stays quiet). The exit
+    code is the worst outcome over all agents, least to most severe: 0, 75
+    (busy), 3, 4, 5 (provider failure), 2 (configuration), 1 (damaged
+    state).
 
     \b
     Examples:
@@ -111,19 +141,30 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
       */5 * * * * holon tick --all && holon turn --all   # crontab
     """
     output.begin("turn", as_json)
-    from holon_cli.errors import UsageError
+    from holon_cli.errors import EXIT_REJECTED, UsageError
     from holon_cli.runtime.turn import run_turn
     from holon_cli.tools.catalog import default_catalog
 
     if all_agents and agent_id:
         raise UsageError("use either --agent or --all, not both")
     catalog = default_catalog()
-    if all_agents:
-        _turn_all(model, catalog, as_json)
-        return
-    res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
-    code = _exit_code(res["status"], res.get("failure_kind"))
-    if as_json and res.get("failure_kind") == "operator_aborted":
+    try:
+        if all_agents:
+            _turn_all(model, catalog, as_json)
+            return
+        res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
+    finally:
+        _stop_mcp_servers()
+    code = EXIT_REJECTED if _held(res) else _exit_code(res["status"], res.get("failure_kind"))
+    if as_json and _held(res):
+        output.emit_json_failure_with_data(
+            "budget_exhausted",
+            f"no turn was run: {_budget_words(res)}",
+            "queued messages wait; `holon status` shows the hold; raise the budget in "
+            "config.yaml to lift it now",
+            res,
+        )
+    elif as_json and res.get("failure_kind") == "operator_aborted":
         output.emit_json_failure_with_data(
             "interrupted",
             "the operator aborted the turn (`holon agent abort`)",

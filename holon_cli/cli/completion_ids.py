@@ -134,6 +134,20 @@ def work_items(agent_id: str | None, prefix: str = "", *, open_only: bool) -> li
     return _guarded(read)
 
 
+def turns(agent_id: str | None, prefix: str = "") -> list[Candidate]:
+    """The agent's recorded turns (``holon replay``), newest first."""
+
+    def read() -> list[Candidate]:
+        store = _store(agent_id)
+        if store is None:
+            return []
+        from holon_cli.runtime.replay.records import turn_ids
+
+        return [Candidate(t, "recorded turn") for t in turn_ids(store) if t.startswith(prefix)]
+
+    return _guarded(read)
+
+
 def tasks(agent_id: str | None, prefix: str = "", *, active_only: bool) -> list[Candidate]:
     """The agent's command tasks (running ones only with ``active_only``), by id;
     described by status and command. No recovery pass runs: a task whose
@@ -206,6 +220,30 @@ def workspaces(agent_id: str | None, prefix: str = "", *, with_home: bool) -> li
             Candidate(w, _line("active" if w == active else "", anchors.get(w)))
             for w in ids
             if w.startswith(prefix)
+        ]
+
+    return _guarded(read)
+
+
+def skills(agent_id: str | None, prefix: str = "") -> list[Candidate]:
+    """The agent's own skills (folders of ``<agent_home>/skills/`` holding a
+    SKILL.md: what ``holon skills rm`` takes)."""
+
+    def read() -> list[Candidate]:
+        store = _store(agent_id)
+        if store is None:
+            return []
+        root = store.layout.home / "skills"
+        try:
+            names = sorted(os.listdir(root))
+        except OSError:
+            return []
+        return [
+            Candidate(n, "")
+            for n in names
+            if n.startswith(prefix)
+            and not n.startswith(".")
+            and os.path.isfile(os.path.join(root, n, "SKILL.md"))
         ]
 
     return _guarded(read)

@@ -96,8 +96,9 @@ def _wait_and_print(
     if cast(dict[str, Any], env).get("duplicate"):
         since = Marks()  # the first message with this key: read its ledgers from the start
     see = f"see it with `holon queue list --agent {store.agent_id}`"
+    notice = WaitNotice(store, mid)
     try:
-        res = wait_for_outcome(store, mid, since, timeout_s=timeout)
+        res = wait_for_outcome(store, mid, since, timeout_s=timeout, waiting=notice)
     except KeyboardInterrupt:
         if not as_json:
             output.write_line(mid)
@@ -109,14 +110,83 @@ def _wait_and_print(
     if res is None:
         if not as_json:
             output.write_line(mid)
+        why = notice.blocker()
         raise BusyError(
-            f"message {mid} was not settled within {timeout:g} s; it stays queued",
-            hint=f"{see}; `holon turn --agent {store.agent_id}` or a running `holon serve` "
-            "settles it",
+            f"message {mid} was not settled within {timeout:g} s; it stays queued"
+            + (f" ({why})" if why else ""),
+            hint=f"{see}; "
+            + (
+                notice.remedy()
+                if why
+                else f"`holon turn --agent {store.agent_id}` or a running `holon serve` settles it"
+            ),
             kind="wait_timeout",
             details={"message_id": mid},
         )
     return _print_outcome(store.agent_id, res, as_json)
+
+
+class WaitNotice:
+    """``enqueue --wait``'s word on stderr when nothing would run the turn: the
+    agent is held (stopped, paused, a budget that stopped a turn: named with
+    until when), or no serve of this home answers on any of its sockets (a
+    DBOS worker's included). Said once :data:`FIRST_S` after admission (a
+    serve or a cron turn settles most messages before), then again only when
+    the answer changes (looked at every :data:`AGAIN_S`). Waiting goes on."""
+
+    FIRST_S = 1.0
+    AGAIN_S = 10.0
+
+    def __init__(self, store: AgentStore, message_id: str) -> None:
+        self.store = store
+        self.message_id = message_id
+        self.next_at = self.FIRST_S
+        self.said: str | None = None
+        self._hold: Any = None
+
+    def __call__(self, waited: float) -> None:
+        if waited < self.next_at:
+            return
+        self.next_at = waited + self.AGAIN_S
+        why = self.blocker()
+        if why and why != self.said:
+            # a hold's reason says how it is lifted; no serve: say what would run it
+            then = f"; {self.remedy()}" if self._hold is None else ""
+            output.echo(
+                f"holon enqueue: message {self.message_id} waits: {why}{then}. "
+                "Still waiting (Ctrl-C stops waiting; the message stays queued)",
+                err=True,
+            )
+        self.said = why
+
+    def blocker(self) -> str | None:
+        """Why nothing would run the message's turn now, or ``None``."""
+        from holon_cli.runtime.agents.holds import hold_line, queue_hold
+        from holon_cli.serve.client import live_sockets
+
+        try:
+            self._hold = queue_hold(self.store)
+        except Exception:  # noqa: BLE001 - a damaged record: the turn reports it
+            self._hold = None
+        if self._hold is not None:
+            return f"agent {self.store.agent_id} is held: {hold_line(self._hold)}"
+        from holon_cli.store.layout import HomeLayout
+
+        if not live_sockets():
+            return (
+                f"no `holon serve` runs for this home (nothing answers on "
+                f"{HomeLayout.current().run_dir}/holon.sock or a worker's holon-*.sock), "
+                "so only a `holon turn` (cron, another shell) would run it"
+            )
+        return None
+
+    def remedy(self) -> str:
+        aid = self.store.agent_id
+        if self._hold is not None:
+            if self._hold["kind"] in ("paused", "stopped"):
+                return f"`holon agent start {aid}` lets it run"
+            return "it runs once the hold ends"
+        return f"run `holon turn --agent {aid}` in another shell, or `holon daemon start`"
 
 
 def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | None:
@@ -184,6 +254,9 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
     ]
     if s.get("lifecycle_hint"):
         rows.append(("hint", s["lifecycle_hint"]))
+    for h in s.get("holds") or []:  # what keeps queued work from running by itself
+        until = f" (until {h['until']})" if h["until"] else ""
+        rows.append((f"held: {h['kind']}", h["reason"] + until))
     rows += [
         (
             "kind",
@@ -200,6 +273,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         ("aborted", _aborted_line(s)),
         ("work item", s["current_work_item_id"] or "-"),
         ("last wake", s["last_wake_reason"] or "-"),
+        ("last brief", s.get("last_brief_at") or "-"),
         (
             "tokens",
             (
@@ -215,10 +289,21 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         if m.get("effective_fallback_models"):
             rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
     if "work_items" in s:
-        rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
+        from holon_cli.runtime.presentation import work_counts
+
+        rows.append(("work items", work_counts(s["work_items"])))
     for name, use in (s.get("budget") or {}).items():
         resets = f"resets {use['resets_at']}" if use["resets_at"] else "does not reset"
         rows.append((f"budget {name}", f"{use['used']:g} of {use['limit']:g} ({resets})"))
+    tel = s.get("telemetry") or {}
+    if tel.get("enabled") or tel.get("dropped"):
+        dropped = (
+            f", {tel['dropped']} span(s) never reached the collector (is it up? a distant "
+            "one needs telemetry.flush_timeout_ms above 40)"
+            if tel.get("dropped")
+            else ""
+        )
+        rows.append(("tracing", ("on" if tel.get("enabled") else "off") + dropped))
     wm = s.get("working_memory") or {}
     if wm.get("working_memory_revision"):
         rows.append(
@@ -228,12 +313,50 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
                 f"{wm['archived_episode_count']} episode(s) archived",
             )
         )
+    prof = s.get("execution_profile") or {}
+    if prof.get("turns"):
+        rows.append(
+            (
+                "turns",
+                f"{prof['turns']} settled ({prof['aborted_turns']} aborted), "
+                f"mean {prof['mean_turn_ms'] / 1000:.1f} s, "
+                f"{prof['mean_tool_calls_per_turn']:g} tool call(s) per turn",
+            )
+        )
+    if s.get("compacted_message_count"):
+        rows.append(("compacted", f"{s['compacted_message_count']} message(s) so far"))
     if s.get("active_tasks"):
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
         )
+    rows.append(("sandbox", _sandbox_line(s.get("sandbox"))))
+    rows += _mcp_rows(s)
     rows += _attention_rows(s)
     output.print_kv(rows)
+
+
+def _sandbox_line(sb: dict[str, Any] | None) -> str:
+    """``bwrap (auto, network on)``; ``none (auto: bubblewrap is not installed ...)``."""
+    if not sb:
+        return "-"
+    line = f"{sb['sandbox']} ({sb['setting']}, network {sb['network']})"
+    return f"{line}: {sb['reason']}" if sb.get("reason") else line
+
+
+def _mcp_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    """One row per MCP server: state, era, tools offered; a failed one with why."""
+    rows: list[tuple[str, Any]] = []
+    for r in s.get("mcp_servers") or []:
+        line = f"{r['state']} ({r['transport']}"
+        line += f", {r['protocol']})" if r.get("protocol") else ")"
+        if r.get("tools") is not None:
+            line += f", {r['tools']} tool(s)"
+        if r["state"] == "failed" and r.get("last_error"):
+            line += f": {str(r['last_error'])[:160]}"
+        rows.append((f"mcp {r['name']}", line))
+    if s.get("mcp_requests_open"):
+        rows.append(("mcp requests", f"{s['mcp_requests_open']} open (`holon mcp requests`)"))
+    return rows
 
 
 def _workspace_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -67,8 +67,10 @@ __all__ = [
     "complete_agents",
     "complete_open_work_items",
     "complete_running_tasks",
+    "complete_skills",
     "complete_tasks",
     "complete_timers",
+    "complete_turns",
     "complete_work_items",
     "complete_words",
 ]
@@ -134,6 +136,15 @@ def complete_timers(
     return _items(completion_ids.timers(_agent_of(ctx), incomplete, active_only=True))
 
 
+def complete_turns(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem[str]]:
+    """Recorded turn ids of the ``--agent`` (newest first; what ``holon replay`` takes)."""
+    from holon_cli.cli import completion_ids
+
+    return _items(completion_ids.turns(_agent_of(ctx), incomplete))
+
+
 def complete_attached_workspaces(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem[str]]:
@@ -153,6 +164,15 @@ def complete_workspace_targets(
 
     ids = _items(completion_ids.workspaces(_agent_of(ctx), incomplete, with_home=True))
     return [*ids, CompletionItem(incomplete, type="dir")]
+
+
+def complete_skills(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem[str]]:
+    """The ``--agent``'s own skills (what ``holon skills rm`` takes)."""
+    from holon_cli.cli import completion_ids
+
+    return _items(completion_ids.skills(_agent_of(ctx), incomplete))
 
 
 def complete_words(words: Sequence[str]) -> Completer:

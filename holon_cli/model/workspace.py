@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from holon_cli.errors import Said
+
 AGENT_HOME = "agent_home"
 WS_ID_PREFIX = "ws_"
 REGISTRY_VERSION = 1
@@ -21,6 +23,14 @@ ProjectionKind = Literal["canonical_root", "git_worktree_root"]
 WorkspaceMode = Literal["direct", "isolated"]
 PROJECTION_KINDS = ("canonical_root", "git_worktree_root")
 MODES = ("direct", "isolated")
+
+# the way each surface asks for a workspace used in place (no worktree), for
+# hints of the workspace plane, which the CLI, HTTP and UseWorkspace all call
+IN_PLACE = Said(
+    "use it without --isolated (in place)",
+    http='send "mode": "direct" (in place)',
+    tool='use mode "direct" (in place)',
+)
 
 
 class RegistryEntry(TypedDict):

@@ -16,7 +16,7 @@ import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from holon_cli.errors import ConfigError
 
@@ -302,6 +302,33 @@ def model_chain(
         if ref != primary and ref not in out:
             out.append(ref)
     return primary, out
+
+
+ModelSource = Literal["flag", "agent", "HOLON_MODEL", "config", "default"]
+
+
+def model_source(
+    agent_override: str | None,
+    cli_model: str | None = None,
+    env: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> ModelSource:
+    """Where the primary model of :func:`model_chain` comes from, in its
+    precedence order: ``--model`` (``flag``), the agent's override
+    (``agent``), ``$HOLON_MODEL``, ``config.yaml`` ``model``; ``default``
+    when none is set (there is no built-in model: the chain is an error)."""
+    env = os.environ if env is None else env
+    if config is None:
+        config = _load_config()
+    if (cli_model or "").strip():
+        return "flag"
+    if (agent_override or "").strip():
+        return "agent"
+    if (env.get("HOLON_MODEL") or "").strip():
+        return "HOLON_MODEL"
+    if str(config.get("model") or "").strip():
+        return "config"
+    return "default"
 
 
 def model_state(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
-from holon_cli.errors import RejectedError, UsageError
+from holon_cli.errors import RejectedError, Said, UsageError
 from holon_cli.model.agent import is_supervised_child, lifecycle_hint
 from holon_cli.model.envelope import (
     Envelope,
@@ -33,6 +33,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.tracecontext import TraceContext
 
 MAX_BODY_BYTES = 1_000_000
 
@@ -46,7 +47,11 @@ def check_utf8(text: Any, what: str = "message") -> str:
     except UnicodeEncodeError:
         raise UsageError(
             f"{what} is not valid UTF-8",
-            hint="send UTF-8 text; for binary data send a path or base64 with --json-body",
+            hint=Said(
+                "send UTF-8 text; for binary data send a path or base64 with --json-body",
+                http="send UTF-8 text (no lone surrogate escapes); for binary data send base64",
+                tool="send UTF-8 text; for binary data write a file and send its path",
+            ),
             kind="invalid_utf8",
         ) from None
     return text
@@ -62,11 +67,27 @@ def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
     if json_body:
         from holon_cli.model.jsontext import parse_json
 
-        value = parse_json(text, "--json-body: the message")
+        try:
+            value = parse_json(text, "the message")
+        except UsageError as exc:
+            raise UsageError(
+                Said(
+                    f"--json-body: {exc.message}",
+                    http=exc.message.replace("the message", "the JSON body", 1),
+                ),
+                hint=exc.hint,
+                kind=exc.kind,
+                details=exc.details,
+            ) from None
         return {"type": "json", "value": value}
     if not text.strip():
         raise UsageError(
-            "the message is empty", hint="pass the text as an argument or on stdin with `-`"
+            "the message is empty",
+            hint=Said(
+                "pass the text as an argument or on stdin with `-`",
+                http='send a non-empty "text"',
+                tool="send some text",
+            ),
         )
     return {"type": "text", "text": text}
 
@@ -121,6 +142,7 @@ def admit(
     store: AgentStore | None = None,
     ingest_now: bool = False,
     idempotency_key: str | None = None,
+    trace_context: TraceContext | None = None,
 ) -> Envelope:
     """Validate, normalize and durably deliver one message. Returns the envelope.
 
@@ -132,6 +154,9 @@ def admit(
     ``message_admitted`` event immediately; when the lock is busy it stays in
     the Maildir for the lock holder or the next pass. Either way admission
     never waits for a lock.
+
+    ``trace_context``: the caller's W3C trace (an HTTP ``traceparent``),
+    stored on the message; the turn that works it continues that trace.
     """
     body = make_body(text, json_body=json_body)
     # every caller value, and the policy (kind vs origin vs surface), is
@@ -160,6 +185,7 @@ def admit(
         admission_context=admission_context,
         metadata=metadata,
         source_refs=source_refs,
+        trace_context=trace_context,
     )
     check_ingress(store, store.read_record(), admission_context)
     check_accepting(store)

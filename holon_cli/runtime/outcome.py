@@ -136,17 +136,23 @@ def wait_for_outcome(
     timeout_s: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
+    waiting: Callable[[float], None] | None = None,
 ) -> MessageOutcome | None:
     """Block until the message is settled and return its outcome, or ``None``
-    when ``timeout_s`` passes first (``None``: wait as long as it takes)."""
+    when ``timeout_s`` passes first (``None``: wait as long as it takes).
+    ``waiting(seconds waited)`` runs after each poll that found nothing (the
+    caller's notice: nothing would run the turn)."""
     reader = OutcomeReader(store, message_id, since)
-    end = None if timeout_s is None else monotonic() + timeout_s
+    start = monotonic()
+    end = None if timeout_s is None else start + timeout_s
     interval = FIRST_POLL_S
     while True:
         found = reader.poll()
         if found is not None:
             return found
         now = monotonic()
+        if waiting is not None:
+            waiting(now - start)
         if end is not None and now >= end:
             return None
         pause = interval if end is None else min(interval, end - now)

@@ -46,24 +46,37 @@ def _bind_workspace(
         raise
 
 
+def _stop_mcp_servers(store: AgentStore) -> None:
+    """The agent's MCP servers end with the run (only if the plane was used)."""
+    import sys
+
+    if "holon_cli.runtime.mcp.host" in sys.modules:
+        from holon_cli.runtime.mcp.calls import close
+
+        close(store.agent_id)
+
+
 def _remove(store: AgentStore) -> None:
     import shutil
 
     shutil.rmtree(store.layout.home, ignore_errors=True)
 
 
-def _preflight(store: AgentStore, model: str | None, *, remove: bool) -> None:
-    """A model chain that cannot be served fails before anything is admitted
-    (a temporary agent made for this run is removed again)."""
+def _preflight(store: AgentStore, model: str | None, *, remove: bool, catalog: Toolbox) -> None:
+    """A model chain that cannot be served, or a context budget below the
+    agent's fixed prompt, fails before anything is admitted (a temporary
+    agent made for this run is removed again)."""
     from holon_cli.errors import HolonError
     from holon_cli.runtime.agents.models import candidates
-    from holon_cli.runtime.turn.preflight import resolve_chain
+    from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
+    from holon_cli.store.config import load_config
 
     try:
         resolve_chain(
             candidates(store.read_record()["state"], cli_model=model),
             consequence="nothing was run",
         )
+        check_prompt_fits(store, catalog, load_config(), consequence="nothing was run")
     except HolonError:
         if remove:
             _remove(store)
@@ -105,6 +118,15 @@ def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> Bu
             if not res.ran:
                 break
     return stopped
+
+
+def _queued_ids(store: AgentStore) -> list[str]:
+    """Ids of the messages queued or in flight, the inbox's included."""
+    from holon_cli.runtime import queue as q
+
+    ids = list(q.load(store).entries)
+    ids += [p.stem for p in store.inbox.pending() if p.stem not in ids]
+    return ids
 
 
 def _unfinished(store: AgentStore) -> int:
@@ -158,7 +180,7 @@ def run_once(
     # otherwise (runtime spec L740-742)
     if workspace_root or cwd or new_agent:
         _bind_workspace(store, workspace_root, cwd, temporary=temporary)
-    _preflight(store, model, remove=temporary)
+    _preflight(store, model, remove=temporary, catalog=catalog)
     bound = _bound(store, model, max_tokens, max_cost_usd, temporary=temporary)
     try:
         return _run_bounded(
@@ -235,6 +257,7 @@ def _run_bounded(
     # a named agent may hold older messages: they are turned first (queue
     # order), and the run reports from the turn that settles its own message
     older = 0 if temporary else _unfinished(store) + max_turns  # a bound, never reached
+    older_ids = frozenset() if temporary else frozenset(_queued_ids(store))
     since = marks(store)
     env = admit(text, store=store, delivery_surface="run_once")
     kw: dict[str, Any] = {"cli_model": model, "catalog": catalog}
@@ -248,6 +271,7 @@ def _run_bounded(
         older=older,
         wait_for_tasks=wait_for_tasks,
         settled=temporary,  # a fresh agent's first turn is the run's message
+        older_ids=older_ids,
     )
     try:
         run.loop()
@@ -256,6 +280,7 @@ def _run_bounded(
         raise _interrupted(store, model) from None
     # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
     tasks_stopped = _stop_unsettled(store)
+    _stop_mcp_servers(store)
     data = _run_result(store, run, env["id"], started_at, tasks_stopped)
     # a temporary agent that completed has nothing left to inspect or resume;
     # failed, waiting and unfinished runs keep it (its home is in the result)
@@ -313,7 +338,12 @@ class _RunLoop:
     """The run's turns: older queued messages first (at most ``older`` turns),
     then the run's own message and what follows from it (continuations, self
     follow-ups, task results) until the closure settles, nothing is left, or
-    ``max_turns`` of the run's own turns. ``final_status`` says which."""
+    ``max_turns`` of the run's own turns. ``final_status`` says which.
+
+    A turn of a message queued before the run's own (``older_ids``) is never
+    the run's, whatever its priority: an older background message turned
+    after the run's own is not reported, and once the run's message has
+    settled the older messages left are the agent's, not the run's."""
 
     def __init__(
         self,
@@ -325,12 +355,14 @@ class _RunLoop:
         older: int,
         wait_for_tasks: bool,
         settled: bool,
+        older_ids: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
         self.own = own
         self.kw = kw
         self.max_turns = max_turns
         self.older = older
+        self.older_ids = older_ids
         self.wait_for_tasks = wait_for_tasks
         self.settled = settled
         self.turns: list[turn_mod.TurnResult] = []
@@ -357,6 +389,9 @@ class _RunLoop:
             if not self.settled:
                 self.older_turns += 1  # an older message's turn: not this run's
                 return self.older_turns <= self.older  # more: something is stuck
+        elif res.ran and res.message_id in self.older_ids:
+            self.older_turns += 1  # settled already; an older message came next: not ours
+            return self._more_of_ours()
         if not res.ran:
             if self._task_result_arrived():
                 return True
@@ -376,7 +411,7 @@ class _RunLoop:
                 self.budget = res.budget  # stopped before a request: nothing will come
                 self.final_status = "waiting"
                 return False
-            if self._task_result_arrived():
+            if self._ours_arrived():
                 return True
             self.final_status = "waiting"
             return False
@@ -386,14 +421,23 @@ class _RunLoop:
             signal = res.closure.get("work_signal") if res.closure else None
             enqueue_continuation(self.store, dict(signal) if signal else {})
             return True
-        # completed: keep going while messages remain queued (self follow-ups,
-        # task results)
-        from holon_cli.runtime import queue as q
+        # completed: keep going while messages of the run remain queued (self
+        # follow-ups, task results), not the older ones it found queued
+        return self._more_of_ours()
 
-        if q.pending_count(self.store) == 0 and not self._task_result_arrived():
-            self.final_status = "completed"
-            return False
-        return True
+    def _more_of_ours(self) -> bool:
+        if self._ours_queued() or self._ours_arrived():
+            return True
+        self.final_status = "completed"
+        return False
+
+    def _ours_queued(self) -> bool:
+        """A message of the run's is queued (not one of the older ones)."""
+        return bool(set(_queued_ids(self.store)) - self.older_ids)
+
+    def _ours_arrived(self) -> bool:
+        """Wait for the run's tasks; whether a message of the run's came of it."""
+        return self._task_result_arrived() and self._ours_queued()
 
     def _task_result_arrived(self) -> bool:
         # the run's background tasks rejoin as task_result messages: wait for one

@@ -18,6 +18,7 @@ through this module, so the HTTP library is one import here.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -52,15 +53,65 @@ def serve_listening(path: Path, timeout: float = 1.0) -> bool:
     return True
 
 
-def require_serve() -> Path:
-    """The socket of this home's running serve, or :class:`ServeUnavailable`."""
-    path = socket_path()
-    if not serve_listening(path):
+def candidate_sockets(run_dir: Path | None = None) -> list[Path]:
+    """Where a serve of this home may answer, most likely first: the local
+    engine's ``run/holon.sock``, the socket the newest serve (``serve.json``)
+    and the daemon (``daemon.json``) recorded (a ``--socket`` elsewhere),
+    then DBOS workers' ``run/holon-<executor id>.sock`` and their short
+    ``run/w-<digest>.sock``. Files only: nothing is connected to."""
+    run = run_dir if run_dir is not None else HomeLayout.current().run_dir
+    out: list[Path] = []
+
+    def add(p: Path) -> None:
+        if p not in out:
+            out.append(p)
+
+    add(run / "holon.sock")
+    for name in ("serve.json", "daemon.json"):
+        try:
+            rec = json.loads((run / name).read_bytes())
+        except (OSError, ValueError):
+            continue
+        sock = rec.get("socket_path") if isinstance(rec, dict) else None
+        if isinstance(sock, str) and sock:
+            add(Path(sock))
+    for pattern in ("holon-*.sock", "w-*.sock"):
+        try:
+            for p in sorted(run.glob(pattern)):
+                add(p)
+        except OSError:
+            pass
+    return out
+
+
+def live_sockets(run_dir: Path | None = None, timeout: float = 0.5) -> list[Path]:
+    """The candidate sockets something answers on now (a stale socket file
+    left by a killed serve refuses the connection at once)."""
+    return [p for p in candidate_sockets(run_dir) if serve_listening(p, timeout)]
+
+
+def require_serve(path: str | os.PathLike[str] | None = None) -> Path:
+    """The socket of a running serve of this home: ``path`` when given (``holon
+    tui --socket``), else the first that answers of :func:`candidate_sockets`
+    (a DBOS worker's too); :class:`ServeUnavailable` naming where it looked."""
+    if path is not None:
+        p = Path(path).expanduser()
+        if not serve_listening(p):
+            raise ServeUnavailable(
+                f"nothing answers on {p}",
+                hint="check the path (`holon daemon status` names the running serve's socket)",
+            )
+        return p
+    live = live_sockets()
+    if not live:
+        run = HomeLayout.current().run_dir
         raise ServeUnavailable(
-            f"no serve is running for this home (nothing answers on {path})",
-            hint="start one with `holon daemon start` (or `holon serve` in another terminal)",
+            f"no serve is running for this home (nothing answers on {run}/holon.sock "
+            "or a worker's holon-*.sock)",
+            hint="start one with `holon daemon start` (or `holon serve` in another terminal); "
+            "a serve with its socket elsewhere: pass --socket PATH",
         )
-    return path
+    return live[0]
 
 
 def _refusal(status: int, body: Any) -> HolonError:

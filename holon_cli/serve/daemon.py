@@ -17,8 +17,10 @@ Invariants:
 - start refuses (exit 4, before launching anything) a socket path owned by
   a live process that is not this home's daemon, and a listen port in use,
   naming what holds it when that is another ``holon serve``;
-- status: ``state`` running (healthy or not), stale or stopped; the last
-  runtime-turn failure is read from the agents' persisted state, so it
+- status: ``state`` running (healthy or not), stale or stopped, or
+  ``foreground`` when no daemon runs but a ``holon serve`` of this home (a
+  terminal's, a DBOS worker's) answers on one of the home's sockets; the
+  last runtime-turn failure is read from the agents' persisted state, so it
   survives a restart of the daemon.
 """
 
@@ -40,6 +42,7 @@ from holon_cli.errors import HolonError, RejectedError
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import pid_alive
+from holon_cli.umask import user_umask
 
 LOG_ROTATE_BYTES = 5 << 20
 STOP_GRACE_S = 10.0
@@ -195,6 +198,14 @@ def _check_socket_free(path: str | None) -> None:
         return  # nobody answers: serve removes a stale socket itself
     finally:
         probe.close()
+    rt = _get({"socket_path": path}, "/control/runtime/status")
+    if rt and rt.get("home_dir") == str(HomeLayout.current().root):
+        raise RejectedError(
+            f"a foreground `holon serve` (pid {rt.get('pid')}) already serves this home on {path}",
+            hint="it is running: `holon daemon status` reports it (state foreground); "
+            "to run it as the daemon instead, stop it (Ctrl-C in its terminal) and start again",
+            details={"socket_path": path, "pid": rt.get("pid")},
+        )
     raise RejectedError(
         f"the socket {path} is owned by a live process that is not this home's daemon",
         hint="stop that process, or pass another --socket path",
@@ -267,6 +278,9 @@ def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) 
             start_new_session=True,
             close_fds=True,
             env=env,
+            # the user's umask: serve takes the private one itself and keeps
+            # the user's for the commands it runs
+            umask=user_umask(),
         )
     meta = {
         "v": 1,
@@ -400,6 +414,12 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
             k: failure.get(k) for k in ("occurred_at", "summary", "phase", "detail_hint")
         }
     _newest_failure(out, _persisted_turn_failure())
+    if meta is None or not _alive(meta.get("pid")):
+        fg = foreground_serve()
+        if fg is not None:  # no daemon, but a `holon serve` in a terminal serves the home
+            _take_runtime(out, fg)
+            out.update(state="foreground", healthy=True)
+            return out
     if meta is None:
         return out
     out.update(
@@ -418,19 +438,43 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
     out["healthy"] = _get(meta, "/healthz") == {"ok": True}
     rt = _get(meta, "/control/runtime/status") if out["healthy"] else None
     if rt:
-        for k in (
-            "active_agent_count",
-            "active_task_count",
-            "processing_agent_count",
-            "waiting_agent_count",
-            "activity",
-        ):
-            out[k] = rt.get(k)
-        for k in ("engine", "executor_id", "workers"):  # --engine dbos adds the last two
-            if k in rt:
-                out[k] = rt[k]
-        _newest_failure(out, rt.get("last_failure"))
+        _take_runtime(out, rt)
     return out
+
+
+def _take_runtime(out: dict[str, Any], rt: dict[str, Any]) -> None:
+    """The activity a serve reports (``/control/runtime/status``) into ``out``."""
+    for k in (
+        "active_agent_count",
+        "active_task_count",
+        "processing_agent_count",
+        "waiting_agent_count",
+        "activity",
+    ):
+        out[k] = rt.get(k)
+    for k in ("engine", "executor_id", "workers"):  # --engine dbos adds the last two
+        if k in rt:
+            out[k] = rt[k]
+    for k in ("pid", "socket_path", "http_addr", "started_at", "version"):
+        if rt.get(k) is not None and out.get(k) is None:
+            out[k] = rt[k]
+    _newest_failure(out, rt.get("last_failure"))
+
+
+def foreground_serve() -> dict[str, Any] | None:
+    """A serve of this home that answers on one of its sockets (``holon
+    serve`` in a terminal, a DBOS worker) without being the recorded
+    daemon: its ``/control/runtime/status``, or ``None``. A serve of another
+    home behind a socket of ours (``home_dir`` differs) does not count."""
+    from holon_cli.serve.client import live_sockets
+
+    home = str(HomeLayout.current().root)
+    for sock in live_sockets():
+        rt = _get({"socket_path": str(sock)}, "/control/runtime/status")
+        if rt and rt.get("home_dir") == home:
+            rt.setdefault("socket_path", str(sock))
+            return rt
+    return None
 
 
 def _persisted_turn_failure() -> dict[str, Any] | None:

@@ -256,11 +256,30 @@ class Host:
     def _launch_engine(self) -> None:
         if self.opts.engine != "dbos":
             return
-        from holon_cli.serve.dbos.engine import DbosScheduler
+        from holon_cli.errors import HolonError
+        from holon_cli.serve.dbos.engine import DbosScheduler, shown_url
 
         if isinstance(self.scheduler, DbosScheduler):
             self.scheduler.http_addr = self.http_addr
-            self.scheduler.launch()
+            try:
+                self.scheduler.launch()
+            except HolonError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - DBOS could not start: one line, exit 1
+                try:
+                    self.scheduler.shutdown()  # DBOS's threads must not keep the process up
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    pass
+                why = " ".join(str(exc).split())[:300] or type(exc).__name__
+                secret = _password(self.scheduler.database_url)
+                if secret:
+                    why = why.replace(secret, "***")
+                raise HolonError(
+                    f"--engine dbos could not start on {shown_url(self.scheduler.database_url)}: "
+                    f"{type(exc).__name__}: {why}",
+                    hint="check the database (`psql` with the same URL); nothing was served",
+                    kind="database_unavailable",
+                ) from None
             log_line(f"engine dbos: worker {self.scheduler.executor_id}")
 
     # ------------------------------------------------------------ main
@@ -273,6 +292,11 @@ class Host:
             from holon_cli.serve.http.ingress import check_ingress_env
 
             check_ingress_env()  # a bad ingress config or unset secret: refuse to start
+        if self.opts.engine == "dbos":
+            from holon_cli.serve.dbos.engine import check_database
+
+            assert self.opts.database_url is not None
+            check_database(self.opts.database_url)  # unreachable: one line, nothing listens
         socks = self._bind()
         server = None
         if socks:
@@ -296,9 +320,19 @@ class Host:
             server = HttpServer(app, socks)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        from holon_cli.runtime.tasks.recovery import runtime_owner_of_process
+
+        # this process watches running tasks now; tasks a serve that is gone
+        # watched were recovered by this restart (each agent's first pass says so)
+        runtime_owner_of_process(True)
+        started = False
         try:
+            # the engine first (dbos: a database it cannot use ends serve
+            # here), so "listening" is said only of a serve that will run
+            self._launch_engine()
             if server is not None:
                 server.start()
+                started = True
             self._write_runfile()
             if self.http_addr:
                 auth = "bearer token" if self.opts.token else "loopback only, no token"
@@ -306,7 +340,6 @@ class Host:
             if self.socket_path:
                 log_line(f"listening on unix:{self.socket_path}")
             threading.Thread(target=warm_up, name="holon-warm-up", daemon=True).start()
-            self._launch_engine()
             self.scheduler.start_watching()
             log_line(
                 f"watching {self.scheduler.root} "
@@ -316,10 +349,14 @@ class Host:
             log_line("stopping: no new work; draining running turns")
             left = self.scheduler.drain()
         finally:
-            if server is not None:
+            runtime_owner_of_process(False)
+            if server is not None and started:
                 server.stop()
+            for sock in socks if not started else ():
+                sock.close()
             self._unlink_unix()
             self._remove_runfile()
+            _stop_mcp_servers()
         if left:
             log_line(
                 f"interrupting turns still running after {self.opts.drain_s:g} s: {', '.join(left)}"
@@ -333,6 +370,17 @@ class Host:
             os._exit(0)
         log_line("stopped")
         return 0
+
+
+def _stop_mcp_servers() -> None:
+    """Stop the MCP servers kept warm (only if this process started the plane)."""
+    import sys
+
+    mcp_host = sys.modules.get("holon_cli.runtime.mcp.host")
+    if mcp_host is not None:
+        h = mcp_host.existing()
+        if h is not None:
+            h.close_all()
 
 
 def _ensure_default_agent() -> None:
@@ -365,6 +413,14 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
+    try:
+        # tracing (OTEL_* or telemetry.enabled): the SDK is set up before the first turn
+        from holon_cli.runtime import telemetry
+        from holon_cli.store.config import load_config
+
+        telemetry.plane(load_config())
+    except Exception:  # noqa: BLE001 - the first turn sets it up (and reports) anyway
+        pass
     schemes = _default_model_schemes()
     if schemes:
         # httpx2 and its client (~80 ms), for https its CA store (~20 ms)
@@ -404,6 +460,15 @@ def _default_model_schemes() -> set[str]:
         if scheme in ("http", "https"):
             schemes.add(scheme)
     return schemes
+
+
+def _password(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
 
 
 def _pid() -> int:

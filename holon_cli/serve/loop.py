@@ -231,7 +231,7 @@ def agent_deadline(agent_id: str) -> float | None:
     from holon_cli.store.config import load_config
 
     cfg = load_config()
-    if active(cfg, home_of(store)) and (reset := wake_at(store, cfg)) is not None:
+    if active(cfg, home_of(store), store) and (reset := wake_at(store, cfg)) is not None:
         cands.append(reset)  # a budget that stopped a turn resets: look again then
     try:  # the waiting plane's timers, once it has landed
         timers = importlib.import_module("holon_cli.runtime.waiting.timers")
@@ -245,11 +245,9 @@ def agent_deadline(agent_id: str) -> float | None:
 
 
 def _budget_line(hit: Any) -> str:
-    resets = f"resets at {hit['resets_at']}" if hit.get("resets_at") else "does not reset"
-    return (
-        f"budget {hit['budget']} of {hit['agent_id']} is exhausted "
-        f"({hit['used']:g} of {hit['limit']:g}; {resets})"
-    )
+    from holon_cli.runtime.agents.holds import budget_line
+
+    return budget_line(hit)
 
 
 class Scheduler:

@@ -54,8 +54,11 @@ LEDGER_MAX_VERSION = {"queue": 2, "briefs": 2}
 SEQ_KEYS = {"events": "event_seq"}
 # ledgers written in segments that retention drops by age (store/retention.py);
 # nothing unsettled lives in them (queue, work items, timers, tasks, the turn
-# journal are never segmented)
-SEGMENTED = ("events", "transcript")
+# journal are never segmented); turn_records: settled turns' records
+# (runtime/replay), kept as long as the events
+SEGMENTED = ("events", "transcript", "turn_records")
+# segmented ledgers of large records nothing tails: no copy of the closed tail
+NO_TAIL_COPY = ("turn_records",)
 
 
 class AgentStore:
@@ -80,6 +83,8 @@ class AgentStore:
             led.defer_sync = self._defer_sync
             if name in SEGMENTED:
                 led.segment_bytes = ledger_mod.SEGMENT_BYTES
+            if name in NO_TAIL_COPY:
+                led.tail_copy_bytes = 0
             self._ledgers[name] = led
         return led
 

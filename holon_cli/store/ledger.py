@@ -74,6 +74,7 @@ from holon_cli.store.ledger_segments import (
     open_segment,
     read_trimmed,
     segment_number,
+    segment_path,
     tail_path,
     trimmed_path,
     write_trimmed,
@@ -134,6 +135,9 @@ class Ledger:
         self._unsynced = False
         # segmented ledgers: close the open file at this size (None: one file)
         self.segment_bytes: int | None = None
+        # how much of the closed tail a close copies beside the newest segment
+        # (None: TAIL_COPY_BYTES; a ledger of large records nothing tails sets 0)
+        self.tail_copy_bytes: int | None = None
         # (number of the newest closed segment, its copy of the closed tail,
         # whether that copy was capped by TAIL_COPY_BYTES)
         self._closed_cache: tuple[int | None, list[dict[str, Any]], bool] | None = None
@@ -289,7 +293,7 @@ class Ledger:
                     old.unlink(missing_ok=True)
             atomic_write_bytes(last_path(seg_dir, self.path.stem), (dumps(last) + "\n").encode())
         write_mark(self.mark_path, 0, high)
-        dest = seg_dir / f"{self.path.stem}.{num:08d}.jsonl"
+        dest = segment_path(seg_dir, self.path.stem, num)
         os.rename(self.path, dest)
         fsync_dir(seg_dir)
         fsync_dir(self.path.parent)
@@ -472,7 +476,8 @@ class Ledger:
         then the previous copy), as written: never parsed, at most
         ``TAIL_COPY_BYTES`` (then headed by a ``COPY_HEADER`` line), so a close
         costs the same with 1 MB records as with small ones."""
-        n, budget = TAIL_CACHE_RECORDS, TAIL_COPY_BYTES
+        n = TAIL_CACHE_RECORDS
+        budget = TAIL_COPY_BYTES if self.tail_copy_bytes is None else self.tail_copy_bytes
         lines, capped, used = _whole_tail(self.path, n, budget)
         if len(lines) < n and not capped:
             segs = self.closed_segments()

@@ -195,6 +195,11 @@ class _Empty(Exception):
 EMPTY = _Empty()
 
 
+def segment_path(seg_dir: Path, stem: str, num: int) -> Path:
+    """Closed segment ``num`` before its compression (``.gz`` appended after)."""
+    return seg_dir / f"{stem}.{num:08d}.jsonl"
+
+
 def tail_path(seg_dir: Path, stem: str, num: int) -> Path:
     """The last ``TAIL_CACHE_RECORDS`` records of all closed history, written
     as segment ``num`` closed (only the newest closed segment keeps one)."""

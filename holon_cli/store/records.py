@@ -139,10 +139,11 @@ def spend_record(rec: Mapping[str, Any]) -> str | None:
         _need(rec, "input_tokens", int, "spend record"),
         _need(rec, "output_tokens", int, "spend record"),
         _opt(rec, "cost_usd", (int, float), "spend record"),
+        _opt(rec, "cached_input_tokens", int, "spend record"),
     )
     if reason:
         return reason
-    if rec["input_tokens"] < 0 or rec["output_tokens"] < 0:
+    if rec["input_tokens"] < 0 or rec["output_tokens"] < 0 or rec.get("cached_input_tokens", 0) < 0:
         return "spend record: negative token count"
     return None
 
@@ -228,8 +229,21 @@ def episode_record(rec: Mapping[str, Any]) -> str | None:
     )
 
 
+def turn_record(rec: Mapping[str, Any]) -> str | None:
+    """A settled turn's record (runtime/replay/records.py): its ids, and the
+    compressed record or the reason there is none."""
+    return _first(
+        _need(rec, "turn_id", str, "turn record"),
+        _opt(rec, "message_id", str, "turn record"),
+        _opt(rec, "codec", str, "turn record"),
+        _opt(rec, "data", str, "turn record"),
+        _opt(rec, "broken", str, "turn record"),
+    )
+
+
 LEDGERS: dict[str, Validator] = {
     "context_episodes": episode_record,
+    "turn_records": turn_record,
     "queue": queue_record,
     "events": event_record,
     "transcript": transcript_record,

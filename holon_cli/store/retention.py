@@ -33,7 +33,12 @@ from holon_cli.store.fsio import fsync_dir
 DEFAULT_MIN_FREE_BYTES = 1 << 30
 DAY_S = 86400.0
 # retention key of each segmented ledger
-DAYS_KEY = {"events": "events_days", "transcript": "transcript_days"}
+DAYS_KEY = {
+    "events": "events_days",
+    "transcript": "transcript_days",
+    # settled turns' records (runtime/replay) go with the events
+    "turn_records": "events_days",
+}
 
 
 class DiskFull(RejectedError):

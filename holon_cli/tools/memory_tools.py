@@ -20,7 +20,8 @@ from holon_cli.tools.base import ToolContext, ToolError, field_doc, tool
 def _tool_error(err: HolonError) -> ToolError:
     field = str(err.details.get("field")) if err.details.get("field") else None
     kind = "invalid_arguments" if isinstance(err, UsageError) else err.kind
-    return ToolError(kind, err.message, recovery_hint=err.hint, field=field)
+    message, hint = err.said_on("tool")
+    return ToolError(kind, message, recovery_hint=hint, field=field)
 
 
 @dataclass(frozen=True)

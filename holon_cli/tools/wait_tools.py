@@ -29,7 +29,8 @@ SECRET_NOTE = (
 
 def _tool_error(err: HolonError, field: str | None = None) -> ToolError:
     kind = "invalid_arguments" if isinstance(err, UsageError) else err.kind
-    return ToolError(kind, err.message, recovery_hint=err.hint, field=field)
+    message, hint = err.said_on("tool")
+    return ToolError(kind, message, recovery_hint=hint, field=field)
 
 
 @dataclass(frozen=True)

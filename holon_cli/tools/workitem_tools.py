@@ -119,11 +119,12 @@ def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return fn(*args, **kwargs)
     except HolonError as err:
+        message, hint = err.said_on("tool")
         raise ToolError(
             err.kind,
-            err.message,
+            message,
             details=dict(err.details or {}),
-            recovery_hint=err.hint,
+            recovery_hint=hint,
             retryable=isinstance(err, BusyError),
         ) from None
 
@@ -257,6 +258,7 @@ def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str
         source="agent",
         ambiguous_round=len(targets) > 1,
         turn_id=ctx.turn_id,
+        related_task_id=(ctx.message or {}).get("task_id"),
     )
     return _mutated(ctx, res, focus_changed=bool(res["focus_released"]))
 

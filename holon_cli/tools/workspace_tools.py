@@ -23,7 +23,8 @@ def _tool_error(err: HolonError) -> ToolError:
     field = str(err.details.get("field")) if err.details.get("field") else None
     kind = "invalid_arguments" if isinstance(err, UsageError) else err.kind
     details = {k: v for k, v in err.details.items() if k != "field"}
-    return ToolError(kind, err.message, recovery_hint=err.hint, field=field, details=details)
+    message, hint = err.said_on("tool")
+    return ToolError(kind, message, recovery_hint=hint, field=field, details=details)
 
 
 @dataclass(frozen=True)

@@ -248,3 +248,64 @@ def test_large_backlog_benchmark_measures_real_turns() -> None:
     assert set(rows) == {0, 2} and rows[2]["queued_after"] == 2
     assert all(r["wall_ms_median"] > 0 and 5 < r["peak_rss_mb"] < 200 for r in rows.values())
     assert rows[0]["wall_ratio"] == 1.0 and report["target"] == 1.2
+
+
+@pytest.mark.slow
+def test_mcp_benchmark_measures_real_turns_with_a_tool_call() -> None:
+    """benchmarks/mcp.py drives real `holon turn`s whose tool call reached the
+    fake MCP server (a failing run aborts it with exit 2)."""
+    import json
+
+    pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[mcp]')")
+    holon = shutil.which("holon")
+    if holon is None:
+        pytest.skip("no holon console script on PATH")
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "mcp.py"),
+            "--pairs",
+            "1",
+            "--parts",
+            "overhead,startup,first-call",
+            "--codex",
+            "",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(BENCH.parent)},
+        timeout=600,
+    )
+    assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: a goal missed
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    cold = report["overhead_cold_turn"]
+    assert cold["a_median_ms"] > 0 and cold["b_median_ms"] > 0
+    assert set(report["startup"]) == {"enqueue", "status"}
+    assert "first_call" not in report  # no codex given
+
+
+def test_replay_benchmark_replays_a_recorded_turn_without_network() -> None:
+    """`replay.py` records real turns over the loopback provider, then shuts
+    it down and refuses every connect before it replays (its replays must
+    match, or the timing is of a failure)."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "replay.py"), "--skip-year", "--rounds", "4"]
+        + ["--turns", "2", "--repeats", "1", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert res.returncode in (0, 1), res.stderr  # 1: the target missed, still a report
+    report = json.loads(res.stdout)
+    assert report["replay"]["rounds"] == 4 and report["replay"]["inprocess_ms_median"] > 0
+    sizes = report["sizes"]
+    assert set(sizes) == {"1", "3", "4"}
+    # what the packing saves: a round's repeated prefix, and a segment's
+    assert sizes["4"]["as_written"] < sizes["4"]["if_blobs_per_turn"]
+    assert sizes["4"]["if_blobs_per_turn"] < sizes["4"]["if_requests_whole"]
+    assert report["cost"]["fsyncs_per_turn_on"] == report["cost"]["fsyncs_per_turn_off"] + 1

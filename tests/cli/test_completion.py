@@ -40,9 +40,9 @@ needs_fish = pytest.mark.skipif(shutil.which("fish") is None, reason="fish not i
 needs_zsh = pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh not installed")
 
 ROOT_COMMANDS = sorted(
-    ["enqueue", "turn", "tick", "run", "status", "tail", "transcript"]
+    ["enqueue", "turn", "tick", "run", "status", "tail", "transcript", "replay"]
     + ["agent", "workitem", "task", "serve", "daemon", "home", "debug", "completion", "queue"]
-    + ["timer", "trigger", "skills", "memory", "workspace", "tui"]
+    + ["timer", "trigger", "skills", "memory", "workspace", "tui", "mcp", "usage"]
 )
 
 

@@ -16,11 +16,16 @@ from tests.inprocess_cli import bind_runner, run  # noqa: F401
 SECRET = "sk-live-0123456789abcdef-DO-NOT-PRINT"
 
 
-def doctor(*args: str, **kw: Any) -> dict[str, Any]:
+def doctor(*args: str, code: int = 0, **kw: Any) -> dict[str, Any]:
+    """The report; ``code``: the exit expected (1: no candidate can be served)."""
     r = run("debug", "providers", "--json", *args, **kw)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == code, r.stderr
     assert SECRET not in r.stdout and SECRET not in r.stderr
-    data: dict[str, Any] = json.loads(r.stdout)["data"]
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is (code == 0)
+    if code:
+        assert doc["error"]["kind"] == "no_servable_model"
+    data: dict[str, Any] = doc["data"]
     return data
 
 
@@ -87,10 +92,10 @@ def test_scripted_candidates_are_loaded_not_replayed(tmp_path: Path) -> None:
     good.write_text("steps: [hello]\n")
     d = doctor("--model", f"scripted:{good}")
     assert d["candidates"][0]["supported"] is True
-    assert d["model_source"] == "cli"
+    assert d["model_source"] == "flag"
     bad = tmp_path / "bad.yaml"
     bad.write_text("steps: 3\n")
-    d = doctor("--model", f"scripted:{bad}")
+    d = doctor("--model", f"scripted:{bad}", code=1)
     (c,) = d["candidates"]
     assert c["supported"] is False and c["reason"].startswith("script_error")
     assert d["problem"] == "no candidate of the model chain can be served"
@@ -98,9 +103,33 @@ def test_scripted_candidates_are_loaded_not_replayed(tmp_path: Path) -> None:
 
 def test_no_model_configured_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HOLON_MODEL", raising=False)
-    d = doctor()
-    assert d["candidates"] == []
+    d = doctor(code=1)
+    assert d["candidates"] == [] and d["model_source"] == "default"
     assert d["problem"].startswith("no model configured")
+    human = run("debug", "providers")
+    assert human.returncode == 1 and "problem: no model configured" in human.stderr
+    assert "model source  default" in human.stdout
+
+
+def test_model_source_names_where_the_model_comes_from(
+    tmp_path: Path, holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 §6: flag | agent | HOLON_MODEL | config | default, in the
+    chain's own precedence (it said runtime_default whatever the source)."""
+    monkeypatch.delenv("HOLON_MODEL", raising=False)
+    script = tmp_path / "ok.yaml"
+    script.write_text("steps: [hello]\n")
+    ref = f"scripted:{script}"
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_text(f"model: {ref}\n")
+    assert doctor()["model_source"] == "config"
+    monkeypatch.setenv("HOLON_MODEL", ref)
+    assert doctor()["model_source"] == "HOLON_MODEL"
+    assert run("agent", "model", "main", ref).returncode == 0
+    assert doctor()["model_source"] == "agent"
+    assert doctor("--model", ref)["model_source"] == "flag"
+    human = run("debug", "providers", "--model", ref)
+    assert human.returncode == 0 and "model source  flag" in human.stdout
 
 
 def test_unknown_agent_exits_3() -> None:

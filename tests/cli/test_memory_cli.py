@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from holon_cli.store.layout import HomeLayout
 from tests.inprocess_cli import bind_runner, run  # noqa: F401  (bind_runner: autouse)
 
 
@@ -25,7 +26,7 @@ def data(res: Any) -> Any:
 
 
 def write_config(tmp_path: Path, body: str) -> None:
-    home = tmp_path / "holon-home"
+    home = HomeLayout.current().root
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text(body)
 
@@ -70,13 +71,25 @@ def test_a_bad_budget_is_a_config_error_and_nothing_is_lost(
     assert data(run("status", "--json"))["pending"] == 1  # still queued
 
 
-def test_a_budget_below_the_frame_fails_the_turn_naming_both_numbers(tmp_path: Path) -> None:
+def test_a_budget_below_the_frame_is_refused_and_nothing_is_consumed(tmp_path: Path) -> None:
+    """Issue 36 §6: exit 2 before the dequeue (the message stays queued),
+    naming both numbers; `holon run` refuses before admitting; `debug
+    prompt` shows the floor."""
     write_config(tmp_path, "runtime:\n  context_budget_tokens: 1000\n")
     run("enqueue", "hello")
     res = run("turn", "--model", script(tmp_path, ["never"]), "--json")
-    assert res.returncode == 5, res.stderr
-    out = res.stdout + res.stderr
-    assert "runtime.context_budget_tokens is 1000" in out and "fixed part" in out
+    assert res.returncode == 2, res.stderr
+    err = json.loads(res.stdout)["error"]
+    assert err["kind"] == "config_error"
+    assert "runtime.context_budget_tokens is 1000" in err["message"]
+    assert "fixed part" in err["message"] and "nothing was dequeued" in err["message"]
+    assert data(run("status", "--json"))["pending"] == 1  # still queued
+    res = run("run", "--agent", "main", "--model", script(tmp_path, ["never"]), "one more")
+    assert res.returncode == 2 and "nothing was run" in res.stderr
+    assert data(run("status", "--json"))["pending"] == 1  # nothing admitted
+    d = data(run("debug", "prompt", "--json"))
+    assert d["context_budget_tokens"] == 1000 and d["fixed_tokens"] > 1000
+    assert f"about {d['fixed_tokens']} tokens" in err["message"]
 
 
 def test_debug_prompt_shows_working_memory_before_the_work_queue(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import yaml
 
 from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.store.layout import HomeLayout
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:
@@ -41,6 +42,31 @@ def test_run_json_names_its_message_and_the_older_turns(script_runner: Any, tmp_
     assert res.returncode == 0 and d["final_status"] == "completed"
     assert d["final_text"] == "to mine" and d["message_id"] != older
     assert d["turns"] == 1 and d["older_turns"] == 1
+
+
+def test_run_prints_its_own_outcome_past_an_older_background_message(
+    script_runner: Any, tmp_path: Path
+) -> None:
+    """Issue 36 §7: an older normal and an older *background* message are
+    queued; the run's own message (normal) is turned before the background
+    one, and the run prints its own answer, never the background one's."""
+    script_runner.run(["holon", "enqueue", "older normal"], check=True)
+    bg = script_runner.run(
+        ["holon", "enqueue", "older background", "--priority", "background"], check=True
+    ).stdout.strip()
+    model = script(
+        tmp_path, [{"text": "to older normal"}, {"text": "mine"}, {"text": "to background"}]
+    )
+    res = script_runner.run(
+        ["holon", "run", "--agent", "main", "--model", model, "my question", "--json"]
+    )
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)["data"]
+    assert d["final_text"] == d["raw_final_text"] == "mine"
+    assert d["turns"] == 1 and d["older_turns"] == 1
+    # an older message the run did not need to pass stays queued for the agent
+    st = q.load(open_agent(None))
+    assert list(st.entries) == [bg]
 
 
 def test_a_failing_older_message_does_not_end_the_run(script_runner: Any, tmp_path: Path) -> None:
@@ -81,9 +107,8 @@ def test_run_dash_refuses_non_utf8_stdin(script_runner: Any, tmp_path: Path, dat
     assert res.returncode == 2, res.stderr
     assert b"not valid UTF-8" in res.stderr or b"binary data" in res.stderr
     assert b"Traceback" not in res.stderr
-    assert not (tmp_path / "holon-home" / "agents").exists() or not any(
-        p.name.startswith("run-") for p in (tmp_path / "holon-home" / "agents").iterdir()
-    )
+    agents = HomeLayout.current().agents_dir
+    assert not agents.exists() or not any(p.name.startswith("run-") for p in agents.iterdir())
 
 
 def test_run_dash_refuses_empty_stdin(script_runner: Any, tmp_path: Path) -> None:

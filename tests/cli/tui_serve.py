@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,15 @@ from holon_cli.serve.http.server import HttpServer
 
 
 class Surface:
-    """The HTTP surface on ``run/holon.sock``; ``stop()``/``start()`` again."""
+    """The HTTP surface on ``run/holon.sock`` (or ``path``: a DBOS worker's
+    socket); ``stop()``/``start()`` again. ``runtime_status``: what
+    ``/control/runtime/status`` answers (a real ``Host``'s, for daemon status)."""
 
-    def __init__(self) -> None:
-        self.path: Path = socket_path()
+    def __init__(
+        self, path: Path | None = None, runtime_status: Callable[[], dict[str, Any]] | None = None
+    ) -> None:
+        self.path: Path = path or socket_path()
+        self.runtime_status = runtime_status or (lambda: {"ok": True})
         self.server: HttpServer | None = None
         self.stopping = threading.Event()
 
@@ -39,7 +45,7 @@ class Surface:
         self.stopping = threading.Event()
         app = build_app(
             HttpSettings(host="127.0.0.1", port=0, socket_path=str(self.path)),
-            runtime_status=lambda: {"ok": True},
+            runtime_status=self.runtime_status,
             request_shutdown=lambda: None,
             stopping=self.stopping,
         )

@@ -188,6 +188,19 @@ def test_each_round_and_tool_call_is_a_dbos_step(
     assert rounds.seen == [("one", 1), ("one", 2), ("one", 3)]
     assert ran_lines(agent) == ["one-1", "one-2"]
     assert "disagrees" not in (tmp_path / "w0.log").read_text()
+    assert_replays(agent)
+
+
+def assert_replays(agent: str) -> None:
+    """The worker's turns were recorded and replay offline (issue 40)."""
+    from holon_cli.runtime.replay.replay import replay_turn
+    from holon_cli.tools.catalog import default_catalog
+
+    turns = [e["turn_id"] for e in completed([agent])]
+    assert turns
+    for tid in turns:
+        out = replay_turn(tid, catalog=default_catalog())
+        assert out["match"] and out["rounds"] == 3, out
 
 
 @pytest.mark.slow
@@ -231,6 +244,7 @@ def test_sigkill_after_round_two_resumes_after_the_last_step(
     logs = "".join(p.read_text() for p in tmp_path.glob("w*.log"))
     assert "disagrees" not in logs
     assert "dead worker(s)" in logs
+    assert_replays(agent)  # round 3 was sent by the worker that resumed the turn
 
 
 class Crash(BaseException):

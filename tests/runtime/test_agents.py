@@ -126,7 +126,7 @@ def test_existing_agents_md_guidance_not_duplicated(tmp_path: Path) -> None:
         ("skills_json_not_object", RejectedError, "skill_refs"),
         ("missing_skill_ref", RejectedError, "has no SKILL.md"),
         ("non_string_skill_ref", RejectedError, "not a string"),
-        ("remote_skill_ref", RejectedError, "is not a GitHub tree URL"),
+        ("remote_skill_ref", RejectedError, "is not a GitHub repository or tree URL"),
         ("missing_template", NotFoundError, "template not found"),
         ("relative_path", UsageError, "neither a template id nor an absolute path"),
         ("remote_template", RejectedError, "remote template"),

@@ -127,20 +127,28 @@ def test_a_held_continuation_of_an_awake_agent_is_a_finding() -> None:
     assert "held" in rep["findings"][0]["detail"]
 
 
-def test_stopped_and_paused_agents_are_held_not_stuck() -> None:
+def test_stopped_and_paused_agents_with_work_are_held_findings() -> None:
+    """Held by the operator on purpose, not stuck: a finding of its own
+    (``held``, naming the hold and how to lift it), never ``no_future_wake``."""
     from holon_cli.runtime.agents.lifecycle import set_lifecycle
 
-    for aid in ("s", "p"):
+    for aid in ("s", "p", "idle"):
         store = create_agent(aid)
-        create_work_item(store, "runnable", plan_status="ready")
+        if aid != "idle":
+            create_work_item(store, "runnable", plan_status="ready")
         fall_asleep(store)
     set_lifecycle("s", "stop")
+    set_lifecycle("idle", "stop")  # held, but with no work: nothing waits on it
 
     def pause(st: Any) -> None:
         st["status"] = "paused"
 
     open_agent("p").update_state(pause)
-    assert audit_home()["findings"] == []
+    rep = audit_home()
+    assert kinds(rep) == [("p", "held"), ("s", "held")]
+    p, s = rep["findings"]
+    assert "paused by the operator" in p["detail"] and "`holon agent start p`" in p["detail"]
+    assert "stopped by the operator" in s["detail"] and "runnable work item(s)" in s["detail"]
 
 
 def test_a_message_that_lost_its_queue_entry_is_a_missing_outcome() -> None:
@@ -241,19 +249,32 @@ def test_a_message_held_by_a_killed_turn_is_an_interrupted_turn() -> None:
 
 
 @pytest.mark.parametrize("hold", ["no_progress_guard", "budget_exhausted"])
-def test_agents_held_by_a_safety_rule_are_not_stuck(hold: str) -> None:
-    """The guard and a spent budget hold an agent on purpose (an
-    action_required brief says why): not a missing wake."""
+def test_agents_held_by_a_safety_rule_are_held_not_stuck(hold: str, holon_home: Path) -> None:
+    """The guard and a spent budget hold an agent on purpose: a ``held``
+    finding naming the rule, not a missing wake."""
     store = create_agent("held-safe")
     create_work_item(store, "runnable", plan_status="ready")
     fall_asleep(store)
     assert kinds(audit_home()) == [("held-safe", "no_future_wake")]
 
-    def hold_it(st: Any) -> None:
-        if hold == "no_progress_guard":
-            st["no_progress"] = {"activation": "wq:x", "turns": 3}
-        else:
+    if hold == "no_progress_guard":
+
+        def hold_it(st: Any) -> None:
+            st["no_progress"] = {"activation": "wq:x", "turns": 3, "work_item_id": None}
+
+        store.update_state(hold_it)
+    else:  # a zero budget that stopped the agent's last turn
+        (holon_home / "config.yaml").write_text("budgets:\n  tokens_per_day: 0\n")
+
+        def stopped(st: Any) -> None:
             st["last_closure"] = {"outcome": "waiting", "waiting_reason": "budget_exhausted"}
 
-    store.update_state(hold_it)
-    assert audit_home()["findings"] == []
+        store.update_state(stopped)
+    rep = audit_home()
+    assert kinds(rep) == [("held-safe", "held")]
+    detail = rep["findings"][0]["detail"]
+    if hold == "no_progress_guard":
+        assert "no-progress guard" in detail and "holon enqueue --agent held-safe" in detail
+    else:
+        assert "budget tokens_per_day is exhausted: 0 used of 0" in detail
+        assert "budgets.tokens_per_day" in detail

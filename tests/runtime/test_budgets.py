@@ -43,6 +43,16 @@ def data(*args: str) -> Any:
     return json.loads(ok(*args, "--json").stdout)["data"]
 
 
+def held_turn(*args: str) -> Any:
+    """``holon turn`` on an agent a budget holds: refused by policy (exit 4),
+    the failure envelope still carrying the turn's data."""
+    res = holon("turn", *args, "--json")
+    assert res.returncode == 4, (res.returncode, res.stdout, res.stderr)
+    out = json.loads(res.stdout)
+    assert out["ok"] is False and out["error"]["kind"] == "budget_exhausted"
+    return out["data"]
+
+
 def script(tmp_path: Path, steps: list[Any], name: str = "model.yaml") -> str:
     path = tmp_path / name
     path.write_text(yaml.safe_dump({"loop": True, "steps": steps}))
@@ -127,8 +137,9 @@ def test_tokens_per_day_stops_exactly_at_the_limit(
     assert "budgets.tokens_per_day" in last["text"]
     # later messages stay queued: no turn, no request, nothing lost
     ok("enqueue", "still there?")
-    res = ok("turn")
-    assert "budget tokens_per_day is exhausted" in res.stderr
+    res = holon("turn")
+    assert res.returncode == 4  # refused by policy: the agent is held
+    assert "budget tokens_per_day is exhausted: 300 used of 300" in res.stderr
     assert "queued messages wait" in res.stderr
     assert rounds() == 3
     st = data("status")
@@ -146,6 +157,10 @@ def test_the_next_request_is_estimated_by_the_previous_one(
     assert rounds() == 2  # 200 spent; 200 + 100 would pass 250
     assert results[2]["closure"]["waiting_reason"] == "budget_exhausted"
     assert data("status")["budget"]["tokens_per_day"]["used"] == 200
+    # 200 of 250 is not spent: the brief says the next request would pass it
+    text = briefs()[-1]["text"]
+    assert "is exhausted" not in text
+    assert "would be passed by the next request" in text and "200 used of 250" in text
 
 
 def test_every_request_of_a_turn_is_checked(
@@ -175,7 +190,7 @@ def test_the_day_budget_resets_at_midnight_utc_and_serve_wakes_then(
     ok("enqueue", "after midnight")
     assert agent_deadline("main") == MIDNIGHT
     now[0] = MIDNIGHT - 1
-    assert not data("turn")["ran"]
+    assert not held_turn()["ran"]
     now[0] = MIDNIGHT + 1
     res = data("turn")
     assert res["ran"] and res["model_rounds"] == 1
@@ -190,7 +205,7 @@ def test_raising_the_limit_lifts_the_hold(model: str, holon_home: Path, now: lis
     config(holon_home, {"budgets": {"tokens_per_day": 100}})
     prompt_and_turn(2)
     ok("enqueue", "more")
-    assert not data("turn")["ran"]
+    assert not held_turn()["ran"]
     config(holon_home, {"budgets": {"tokens_per_day": 1000}, "agents": {}})
     assert data("turn")["model_rounds"] == 1
     assert rounds() == 2
@@ -207,7 +222,7 @@ def test_spend_is_durable_across_processes(model: str, holon_home: Path) -> None
         env=dict(os.environ),
         timeout=60,
     )
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 4, res.stderr
     out = json.loads(res.stdout)["data"]
     assert not out["ran"] and out["budget"]["budget"] == "tokens_per_day"
     assert rounds() == 1
@@ -439,7 +454,7 @@ def test_tick_does_not_reactivate_an_agent_a_budget_stopped(
     assert rounds() == 1
     tick = data("tick")["agents"][0]
     assert tick["actions"] == []
-    assert "budget tokens_per_day is exhausted" in tick["idle_reason"]
+    assert "budget tokens_per_day is exhausted: 100 used of 100" in tick["idle_reason"]
     assert "2026-05-29T00:00:00.000Z" in tick["idle_reason"]
 
 

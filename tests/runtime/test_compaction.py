@@ -177,28 +177,38 @@ def test_a_refusal_that_compaction_cannot_help_still_fails_the_turn(
     assert window["refused"] == 1
 
 
-def test_a_budget_below_the_fixed_frame_fails_naming_both_numbers(
+def test_a_budget_below_the_fixed_frame_is_refused_before_the_dequeue(
     tmp_path: Path, window: dict[str, Any]
 ) -> None:
+    """Issue 36 §6: a budget the fixed frame does not fit in would fail every
+    turn: the turn refuses it (ConfigError, exit 2) before taking the
+    message, naming both numbers; nothing is sent, nothing is consumed."""
+    from holon_cli.errors import ConfigError
+
     set_budget(1000)  # the default catalog's schemas alone are larger
     model = script(tmp_path, [{"text": "never sent"}])
-    env = admit("hello")
-    res = run_turn(None, cli_model=model, catalog=default_catalog())
-    assert res.status == "aborted" and res.failure_kind == "context_budget_too_small"
-    summary = str((res.failure_artifact or {}).get("summary"))
-    fixed = int((res.failure_artifact or {})["fixed_tokens"])
-    assert "runtime.context_budget_tokens is 1000" in summary and str(fixed) in summary
+    admit("hello")
+    with pytest.raises(ConfigError) as e:
+        run_turn(None, cli_model=model, catalog=default_catalog())
+    assert e.value.exit_code == 2
+    fixed = int(e.value.details["fixed_tokens"])
+    assert "runtime.context_budget_tokens is 1000" in e.value.message
+    assert f"about {fixed} tokens" in e.value.message and "nothing was dequeued" in e.value.message
     assert fixed > 1000 and window["requests"] == []  # no request was sent
     store = open_agent(None)
-    brief = store.ledger("briefs").records()[-1]
-    assert brief["kind"] == "failure" and "1000" in brief["text"] and str(fixed) in brief["text"]
-    # the message is not lost: it is recorded, settled as aborted, with its text
-    tr = store.ledger("transcript").records()
-    assert tr[0]["message_id"] == env["id"] and tr[0]["text"] == "hello"
-    assert q.load(store).entries == {}
+    assert q.pending_count(store) == 1  # still queued, untouched
+    assert store.ledger("transcript").records() == []
+    # the turn's own check (a smaller catalog, a prompt that grew since) still fails it
+    from holon_cli.runtime.turn import preflight
 
-
-# ------------------------------------------------------------- unit level
+    preflight_below = preflight.CHECK_BUDGET_BELOW
+    try:
+        preflight.CHECK_BUDGET_BELOW = 0
+        res = run_turn(None, cli_model=model, catalog=default_catalog())
+    finally:
+        preflight.CHECK_BUDGET_BELOW = preflight_below
+    assert res.status == "aborted" and res.failure_kind == "context_budget_too_small"
+    assert int((res.failure_artifact or {})["fixed_tokens"]) == fixed
 
 
 def _items(rounds: int, size: int) -> list[ConversationItem]:
@@ -352,3 +362,18 @@ def test_the_providers_reported_input_tokens_count_toward_the_budget(
     compacted = [e["data"] for e in store.events.records() if e["kind"] == "context_compacted"]
     assert compacted and compacted[0]["estimated_tokens"] > 3000
     assert compacted[0]["reason"] == "over_budget"
+
+
+def test_the_readme_states_the_real_floor() -> None:
+    """The floor the README documents is computed, not guessed: the fixed
+    prompt of a new agent with the built-in tools, within 10 %."""
+    import re
+
+    from holon_cli.runtime.turn.preflight import fixed_prompt_tokens
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    m = re.search(r"about\s+([\d,]+)\s+tokens\s+for\s+a\s+new\s+agent", readme)
+    assert m, "README: the context budget's floor is not stated"
+    stated = int(m.group(1).replace(",", ""))
+    fixed = fixed_prompt_tokens(open_agent(None), default_catalog(), {})
+    assert abs(stated - fixed) <= fixed * 0.1, (stated, fixed)

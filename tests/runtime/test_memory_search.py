@@ -127,7 +127,8 @@ def test_get_bounds_truncation_and_unforgeable_refs(store: AgentStore) -> None:
     for bad in (0, 50_001, -1):
         with pytest.raises(UsageError) as ei:
             M.memory_get(store, ref, max_chars=bad)
-        assert "max_chars" in ei.value.message
+        assert "--max-chars" in ei.value.message  # the command line's words
+        assert "`max_chars`" in ei.value.said_on("tool")[0]  # the model's
     for forged in (
         "memory/operator.md",
         str(store.layout.home / "memory/operator.md"),
@@ -153,6 +154,22 @@ def test_editor_edits_new_briefs_and_plan_edits_are_seen(store: AgentStore) -> N
     plan.write_text(plan.read_text() + "\nStep 3: check the zeppelin gauge.\n")
     (hit,) = search(store, "zeppelin")
     assert hit["kind"] == "work_item" and hit["source_path"] == f"work-items/{wid}/plan.md"
+
+
+def test_a_same_size_edit_with_the_timestamp_put_back_is_seen(store: AgentStore) -> None:
+    """Issue 36 §7: the memory files are hashed before a search (bounded),
+    not trusted by size and mtime: an edit of the same size with its mtime
+    restored (or within one timestamp tick) is found."""
+    import os
+
+    write_memory(store, "operator", "# Operator\nDeploy with the walrus plan.\n")
+    assert search(store, "walrus")
+    path = store.layout.home / "memory" / "operator.md"
+    st = path.stat()
+    path.write_text("# Operator\nDeploy with the dugong plan.\n")  # same size
+    assert path.stat().st_size == st.st_size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # the timestamp put back
+    assert search(store, "dugong") and not search(store, "walrus")
 
 
 def test_deleted_damaged_or_dirty_index_is_rebuilt(store: AgentStore) -> None:

@@ -102,10 +102,15 @@ def test_dry_run_changes_nothing() -> None:
     before = sorted(p.name for p in store.events.segments_dir.iterdir())
     size = store.events.size()
     report = gc_home(dry_run=True)
-    assert report["dry_run"] and report["dropped"] and report["closed"] == []
+    assert report["dry_run"] and report["dropped"]
     assert sorted(p.name for p in store.events.segments_dir.iterdir()) == before
     assert store.events.size() == size
     assert store.events.trimmed() is None
+    # issue 36 §6: the preview names the closes `gc` then makes, as it makes them
+    would = {(c["agent_id"], c["ledger"], c["path"]) for c in report["closed"]}
+    assert all(c["open_path"].endswith(".jsonl") for c in report["closed"])
+    done = gc_home()
+    assert {(c["agent_id"], c["ledger"], c["path"]) for c in done["closed"]} == would
 
 
 def test_max_home_bytes_drops_oldest_history_first_across_agents() -> None:
@@ -215,6 +220,7 @@ def test_gc_text_output(script_runner: Any) -> None:
     res = script_runner.run(["holon", "home", "gc", "--dry-run"])
     assert res.returncode == 0
     assert "would drop main events" in res.stdout and "dry run:" in res.stdout
+    assert "would close main events" in res.stdout and "would be closed" in res.stdout
     res = script_runner.run(["holon", "home", "gc"])
     assert "dropped main events" in res.stdout
 

@@ -68,6 +68,15 @@ def mirror_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         (root / "acme").mkdir(parents=True)
         bare = root / "acme" / "agents.git"
         subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+        # a repository that is one skill, on a default branch named trunk
+        one = base / "one"
+        one.mkdir()
+        (one / "SKILL.md").write_text("---\nname: release-notes\ndescription: Notes\n---\n")
+        git("init", "-q", "-b", "trunk", cwd=one)
+        git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A", cwd=one)
+        git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "one", cwd=one)
+        bare_one = root / "acme" / "release-notes.git"
+        subprocess.run(["git", "clone", "-q", "--bare", str(one), str(bare_one)], check=True)
     return work, root
 
 
@@ -243,8 +252,11 @@ def test_github_template_through_git(mirror: Path, holon_home: Path, ref: str) -
         ("https://github.com/acme/agents/tree/main/templates/missing", 3, "has no folder"),
         ("https://github.com/acme/agents/tree/main/templates/no-agents-md", 4, "no AGENTS.md"),
         ("https://github.com/acme/agents/tree/main/README.md", 4, "names a file"),
-        ("https://github.com/acme/agents/tree/main", 4, "repository root"),
-        ("https://github.com/acme/agents", 4, "does not name a folder"),
+        # a repository's root (the default branch's, or a ref's) is a folder too
+        ("https://github.com/acme/agents/tree/main", 4, "symbolic link"),
+        ("https://github.com/acme/agents", 4, "symbolic link"),
+        ("https://github.com/acme/agents/blob/main/x", 4, "does not name a repository"),
+        ("https://github.com/acme", 4, "does not name a repository"),
         ("https://github.com/acme/agents/tree/main/../../etc", 4, "not allowed"),
         ("http://github.com/acme/agents/tree/main/templates/ops", 4, "https only"),
     ],
@@ -301,6 +313,52 @@ def test_skills_install_into_a_named_agent_and_refusals(mirror: Path, holon_home
     left = sorted(p.name for p in (holon_home / "agents" / "rev" / "skills").iterdir())
     assert left == [".keep", "review-own-diff"]
     assert run("skills", "list", "--agent", "ghost").returncode == 3
+
+
+@needs_git
+def test_a_repository_url_installs_its_root_and_skills_rm_removes_it(
+    mirror: Path, holon_home: Path
+) -> None:
+    """Issue 36 §6: a repository's own address (no /tree/<ref>/<path>) is the
+    root of its default branch, named after the repository; `holon skills
+    rm` removes it (folder and record); a missing one is exit 3."""
+    url = "https://github.com/acme/release-notes"
+    r = run("skills", "install", "--remote", url, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["data"]
+    assert d["name"] == "release-notes" and d["ref"] == "trunk"
+    skills = holon_home / "agents" / "main" / "skills"
+    assert (skills / "release-notes" / "SKILL.md").is_file()
+    assert not (skills / "release-notes" / ".git").exists()
+    r = run("skills", "install", "--remote", url + ".git/", "--name", "again")
+    assert r.returncode == 0, r.stderr
+    r = run("skills", "rm", "release-notes")
+    assert r.returncode == 0, r.stderr
+    assert "removed release-notes from main" in r.stdout
+    assert not (skills / "release-notes").exists()
+    assert not [p for p in skills.iterdir() if p.name.startswith(".removing")]
+    installed = json.loads(
+        (holon_home / "agents/main/.holon/state/installed_skills.json").read_text()
+    )
+    assert set(installed["skills"]) == {"again"}
+    listed = json.loads(run("skills", "list", "--json").stdout)["data"]["skills"]
+    assert [s["path"] for s in listed if s["scope"] == "agent"] == [
+        str(skills / "again" / "SKILL.md")
+    ]
+    gone = run("skills", "rm", "release-notes")
+    assert gone.returncode == 3 and "has no skill 'release-notes'" in gone.stderr
+    assert "again" in gone.stderr  # the ones it has
+    assert run("skills", "rm", "../x").returncode == 2
+    assert run("skills", "rm", "again", "--agent", "ghost").returncode == 3
+    assert (skills / "again" / "SKILL.md").is_file()
+
+
+@needs_git
+def test_a_missing_repository_says_what_git_said(mirror: Path, holon_home: Path) -> None:
+    r = run("skills", "install", "--remote", "https://github.com/acme/nothere")
+    assert r.returncode == 3
+    assert "git said:" in r.stderr and "does not appear to be a git repository" in r.stderr
+    assert "and the repository exists." in r.stderr  # git's message whole, not its last line
 
 
 def test_remote_git_refuses_when_git_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -170,3 +170,41 @@ def test_a_turn_step_reports_busy_and_failures_without_raising(
     assert eng.stats.last_failure is not None
     assert eng.stats.last_failure["summary"].startswith("a4: ")
     assert eng.run_one_turn("nobody") == {"ran": False}  # removed meanwhile
+
+
+def test_shown_url_never_holds_the_password() -> None:
+    shown = engine_dbos.shown_url
+    assert shown("postgresql://holon:s3cret@db.example:5433/holon") == (
+        "postgresql://holon@db.example:5433/holon"
+    )
+    assert shown("postgresql://h@[::1]/x?sslmode=require&password=s3cret") == (
+        "postgresql://h@[::1]/x?sslmode=require"
+    )
+    assert shown("postgresql:///holon") == "postgresql:///holon"
+
+
+@pytest.mark.script_launch_mode("subprocess")
+def test_an_unreachable_database_is_one_line_and_nothing_listens(
+    script_runner: Any, holon_home: Any
+) -> None:
+    """Issue 36 §5: `serve --engine dbos` against a database nobody answers
+    for: one error line naming it (not its password), exit 1, no
+    "listening" first, no traceback, no socket left."""
+    import socket
+
+    pytest.importorskip("dbos")
+    pytest.importorskip("psycopg")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: connection refused
+    url = f"postgresql://holon:pa55word@127.0.0.1:{port}/holon"
+    res = script_runner.run(
+        ["holon", "serve", "--engine", "dbos", "--database-url", url, "--listen", "127.0.0.1:0"]
+    )
+    assert res.returncode == 1, res.stderr
+    assert "pa55word" not in res.stderr + res.stdout
+    assert "Traceback" not in res.stderr and "listening" not in res.stderr
+    (error,) = [ln for ln in res.stderr.splitlines() if ln.startswith("Error:")]
+    assert f"cannot use the database postgresql://holon@127.0.0.1:{port}/holon" in error
+    assert not list((holon_home / "run").glob("*.sock"))

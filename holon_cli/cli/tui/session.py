@@ -30,6 +30,7 @@ from holon_cli.runtime.presentation import (
     present,
     row_text,
     shown_at,
+    work_counts,
 )
 
 MAX_ROWS = 2000  # kept for re-rendering at another display mode
@@ -96,13 +97,39 @@ def parse_input(text: str, known: tuple[str, ...] | None = None) -> Command:
     return Command(name, arg.strip())
 
 
+# what people type for the raw event view, which is no display mode
+TRACE_WORDS = ("trace", "raw", "events")
+
+
 def parse_mode(arg: str) -> DisplayMode:
+    """``/display MODE`` in the console. ``trace`` is refused with the way
+    to the raw events (the spec's trace view is ``/events``, not a mode)."""
     if not arg.strip():
         raise UsageError("/display needs a mode", hint="info, verbose, debug (or 3, 4, 5)")
+    if arg.strip().lower() in TRACE_WORDS:
+        raise UsageError(
+            f"{arg.strip()!r} is not a display mode: the raw trace is its own view",
+            hint="type /events for the raw events (trace); /display debug shows the most "
+            "in the conversation (from a shell: `holon tail --agent ID`)",
+        )
     try:
         return display_mode(arg)
     except ValueError as exc:
         raise UsageError(str(exc), hint="e.g. /display verbose (or /display 4)") from None
+
+
+def parse_display_option(arg: str) -> DisplayMode:
+    """``holon tui --display MODE``: the same modes, in the command line's words."""
+    if arg.strip().lower() in TRACE_WORDS:
+        raise UsageError(
+            f"--display {arg.strip()!r} is not a display mode: the raw trace is its own view",
+            hint="use --display debug for the most detail, /events inside the console, or "
+            "`holon tail --agent ID` for the raw events",
+        )
+    try:
+        return display_mode(arg)
+    except ValueError as exc:
+        raise UsageError(f"--display: {exc}", hint="e.g. --display verbose (or 4)") from None
 
 
 def row_line(seq: int, row: Presented) -> Line:
@@ -223,8 +250,24 @@ def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
         "projection": visible(projection),
         "access": visible(access or "-"),
         "pending": str(agent.get("pending", 0)),
-        "work": visible(", ".join(f"{k} {v}" for k, v in work.items() if v) or "none"),
+        "work": visible(work_counts(work)),
     }
     if worktree is not None:
         out["worktree"] = visible(worktree)
+    mcp = mcp_label(agent)
+    if mcp:
+        out["mcp"] = visible(mcp)
     return out
+
+
+def mcp_label(agent: Mapping[str, Any]) -> str | None:
+    """The agent's MCP servers and their states (a failed one shown, never
+    dropped), and how many of their questions wait for an operator."""
+    rows = agent.get("mcp_servers")
+    if not isinstance(rows, list) or not rows:
+        return None
+    text = ", ".join(f"{r.get('name')} {r.get('state')}" for r in rows if isinstance(r, Mapping))
+    waiting = agent.get("mcp_requests_open")
+    if waiting:
+        text += f" · {waiting} request(s) to answer (`holon mcp requests`)"
+    return text

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, cast, get_args
 
-from holon_cli.errors import UsageError
+from holon_cli.errors import Said, UsageError
 from holon_cli.model.envelope.schema import _V1_ORIGIN_FIELDS, MessageKind, Origin
 
 MESSAGE_KINDS: tuple[str, ...] = get_args(MessageKind)  # one list: the Literal
@@ -84,6 +84,7 @@ TRIGGER_BY_KIND = {
     "system_tick": "system_tick",
     "task_result": "task_result",
     "task_status": "task_status",
+    "mcp_result": "mcp_result",
     "control": "control",
     "brief_ack": "brief_ack",
     "brief_result": "brief_result",
@@ -111,6 +112,7 @@ ORIGINS_BY_KIND: dict[str, tuple[str, ...]] = {
     "system_tick": ("system", "callback", "timer"),
     "task_result": ("task",),
     "task_status": ("task",),
+    "mcp_result": ("system",),
     "control": ("operator", "system"),
     "brief_ack": ("operator", "system"),
     "brief_result": ("operator", "system"),
@@ -126,6 +128,7 @@ DEFAULT_ORIGIN_BY_KIND = {
     "system_tick": "system:cli",
     "task_result": "task:manual",
     "task_status": "task:manual",
+    "mcp_result": "system:mcp",
     "control": "operator",
     "brief_ack": "operator",
     "brief_result": "operator",
@@ -309,8 +312,14 @@ def check_admission(
     if origin_kind not in allowed:
         raise UsageError(
             f"a {kind} message cannot come from a {origin_kind} origin",
-            hint=f"{kind} comes from: {_choices(allowed)}; "
-            f"a {origin_kind} origin sends {DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit --kind)",
+            hint=Said(
+                f"{kind} comes from: {_choices(allowed)}; a {origin_kind} origin sends "
+                f"{DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit --kind)",
+                http=f"{kind} comes from: {_choices(allowed)}; a {origin_kind} origin sends "
+                f"{DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit kind)",
+                tool=f"{kind} comes from: {_choices(allowed)}; a {origin_kind} origin sends "
+                f"{DEFAULT_KIND_BY_ORIGIN[origin_kind]} (omit kind)",
+            ),
             kind="kind_origin_mismatch",
         )
     surface_origins = ORIGINS_BY_SURFACE[delivery_surface]

@@ -1,10 +1,12 @@
 """Fetch one folder of a GitHub repository with the user's own git.
 
-Owns the GitHub tree URL (``https://github.com/<owner>/<repo>/tree/<ref>/<path>``)
-and how its folder reaches this machine: ``git ls-remote`` picks the ref (the
-longest branch or tag that prefixes ``<ref>/<path>``, else a commit id), a
-shallow ``git fetch`` of that one ref, and a checkout of that one path into a
-private temporary folder. Going through git means what users already set up
+Owns the GitHub URLs (a repository, ``https://github.com/<owner>/<repo>``: its
+default branch's root; a folder, ``.../tree/<ref>/<path>``) and how the folder
+reaches this machine: ``git ls-remote`` picks the ref (the default branch
+HEAD names, or the longest branch or tag that prefixes ``<ref>/<path>``,
+else a commit id), a shallow ``git fetch`` of that one ref, and a checkout of
+that one path into a private temporary folder (without ``.git``). A git
+failure is reported with everything git said. Going through git means what users already set up
 applies: ``url.<base>.insteadOf`` mirrors, credential helpers, proxies.
 
 Invariants:
@@ -37,7 +39,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 class TreeUrl(NamedTuple):
-    """A parsed ``https://github.com/<owner>/<repo>/tree/<rest>`` URL."""
+    """A parsed GitHub URL: a repository (``https://github.com/<owner>/<repo>``,
+    its default branch's root) or ``.../tree/<rest>``."""
 
     url: str
     owner: str
@@ -53,21 +56,33 @@ class Fetched(NamedTuple):
     path: Path  # the folder, inside a temporary checkout
     ref: str
     commit: str
-    subpath: str
+    subpath: str  # "" for the repository's root
+    name: str  # the folder's own name: the path's last part, else the repository's
+
+
+SHAPES = (
+    "https://github.com/<owner>/<repo> (its default branch) or "
+    "https://github.com/<owner>/<repo>/tree/<ref>/<path>"
+)
 
 
 def parse_tree_url(url: str) -> TreeUrl:
-    """Check the URL's shape; says exactly what a usable URL looks like."""
-    shape = "https://github.com/<owner>/<repo>/tree/<ref>/<path>"
+    """Check the URL's shape; says exactly what a usable URL looks like. A
+    repository's own address names the root of its default branch."""
     if not url.startswith("https://github.com/"):
         raise RejectedError(
-            f"{url!r} is not a GitHub tree URL", hint=f"use the form {shape} (https only)"
+            f"{url!r} is not a GitHub repository or tree URL",
+            hint=f"use {SHAPES} (https only)",
         )
     parts = url[len("https://github.com/") :].split("?")[0].split("#")[0].strip("/").split("/")
-    if len(parts) < 4 or parts[2] != "tree":
+    if (
+        len(parts) < 2
+        or not parts[1]
+        or (len(parts) > 2 and (parts[2] != "tree" or len(parts) < 4))
+    ):
         raise RejectedError(
-            f"{url!r} does not name a folder of a repository",
-            hint=f"use the form {shape}: open the folder on GitHub and copy its address",
+            f"{url!r} does not name a repository or a folder of one",
+            hint=f"use {SHAPES}: open the repository or folder on GitHub and copy its address",
         )
     owner, repo, rest = parts[0], parts[1].removesuffix(".git"), parts[3:]
     for seg in (owner, repo, *rest):
@@ -105,21 +120,46 @@ def _git(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProces
         ) from None
 
 
-def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
+def _said(proc: subprocess.CompletedProcess[str]) -> str:
+    """What git said, whole, on one line (its last line alone, "and the
+    repository exists.", says nothing)."""
     lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-    return lines[-1] if lines else f"git exited {proc.returncode}"
+    text = " ".join(lines) or f"git exited {proc.returncode}"
+    return text if len(text) <= 600 else text[:597] + "..."
+
+
+def _unreadable(tree: TreeUrl, proc: subprocess.CompletedProcess[str]) -> NotFoundError:
+    return NotFoundError(
+        f"cannot read repository {tree.owner}/{tree.repo}: git said: {_said(proc)}",
+        hint="check the owner and repository name, and that `git ls-remote "
+        f"{tree.clone_url}` works here (credentials, insteadOf mirrors)",
+    )
+
+
+def _default_branch(tree: TreeUrl) -> str:
+    """The branch the repository's HEAD names (its default branch)."""
+    proc = _git(["ls-remote", "--symref", "--", tree.clone_url, "HEAD"])
+    if proc.returncode != 0:
+        raise _unreadable(tree, proc)
+    for line in proc.stdout.splitlines():
+        head, _, name = line.partition("\t")
+        if name == "HEAD" and head.startswith("ref: refs/heads/"):
+            return head[len("ref: refs/heads/") :]
+    raise NotFoundError(
+        f"{tree.owner}/{tree.repo} names no default branch (an empty repository?)",
+        hint=f"name a branch: {tree.clone_url}/tree/<ref>",
+    )
 
 
 def _pick_ref(tree: TreeUrl) -> tuple[str, list[str]]:
-    """(ref, path segments): the longest branch or tag prefixing the URL's
-    rest, else a commit id as the first segment."""
+    """(ref, path segments): the default branch for a repository's own URL;
+    else the longest branch or tag prefixing the URL's rest, else a commit
+    id as the first segment."""
+    if not tree.rest:
+        return _default_branch(tree), []
     proc = _git(["ls-remote", "--heads", "--tags", "--", tree.clone_url])
     if proc.returncode != 0:
-        raise NotFoundError(
-            f"cannot read repository {tree.owner}/{tree.repo}: {_last_line(proc)}",
-            hint="check the owner and repository name, and that `git ls-remote "
-            f"{tree.clone_url}` works here (credentials, insteadOf mirrors)",
-        )
+        raise _unreadable(tree, proc)
     names: set[str] = set()
     for line in proc.stdout.splitlines():
         _, _, name = line.partition("\t")
@@ -144,48 +184,49 @@ def fetch_tree(url: str) -> Iterator[Fetched]:
     folder that is removed when the ``with`` block ends."""
     tree = parse_tree_url(url)
     ref, segments = _pick_ref(tree)
-    if not segments:
-        raise RejectedError(
-            f"{url!r} names the repository root, not a folder in it",
-            hint="point at the template or skill folder inside the repository",
-        )
     subpath = "/".join(segments)
     tmp = Path(tempfile.mkdtemp(prefix="holon-fetch-"))
+    repo, work = tmp / "repo", tmp / "tree"  # the checkout holds no .git of its own
     try:
+        repo.mkdir()
+        work.mkdir()
         for args in (["init", "-q"], ["config", "core.symlinks", "false"]):
-            _check(_git(args, cwd=tmp), url)
-        fetched = _git(["fetch", "-q", "--depth", "1", "--no-tags", tree.clone_url, ref], cwd=tmp)
+            _check(_git(args, cwd=repo), url)
+        fetched = _git(["fetch", "-q", "--depth", "1", "--no-tags", tree.clone_url, ref], cwd=repo)
         if fetched.returncode != 0:
             raise NotFoundError(
-                f"cannot fetch {ref!r} of {tree.owner}/{tree.repo}: {_last_line(fetched)}",
+                f"cannot fetch {ref!r} of {tree.owner}/{tree.repo}: git said: {_said(fetched)}",
                 hint="check the ref in the URL; a commit id must be the full 40 characters "
                 "when the server does not advertise it",
             )
-        out = _git(["checkout", "-q", "FETCH_HEAD", "--", subpath], cwd=tmp)
+        out = _git(
+            ["--work-tree", str(work), "checkout", "-q", "FETCH_HEAD", "--", subpath or "."],
+            cwd=repo,
+        )
         if out.returncode != 0:
             raise NotFoundError(
                 f"{tree.owner}/{tree.repo}@{ref} has no folder {subpath!r}",
                 hint="check the path in the URL (it is case-sensitive)",
             )
-        commit = _git(["rev-parse", "FETCH_HEAD"], cwd=tmp).stdout.strip()
-        folder = tmp / subpath
+        commit = _git(["rev-parse", "FETCH_HEAD"], cwd=repo).stdout.strip()
+        folder = work / subpath if subpath else work
         if not folder.is_dir():
             raise RejectedError(f"{url!r} names a file, not a folder", hint="point at a folder")
-        _refuse_links(tmp, subpath, url)
-        yield Fetched(folder, ref, commit, subpath)
+        _refuse_links(repo, subpath, url)
+        yield Fetched(folder, ref, commit, subpath, segments[-1] if segments else tree.repo)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _check(proc: subprocess.CompletedProcess[str], url: str) -> None:
     if proc.returncode != 0:
-        raise RejectedError(f"cannot prepare a checkout for {url!r}: {_last_line(proc)}")
+        raise RejectedError(f"cannot prepare a checkout for {url!r}: git said: {_said(proc)}")
 
 
 def _refuse_links(checkout: Path, subpath: str, url: str) -> None:
     """Refuse a tree holding symbolic links (git mode 120000), which the
     checkout wrote as plain files (``core.symlinks=false``)."""
-    listing = _git(["ls-tree", "-r", "FETCH_HEAD", "--", subpath], cwd=checkout).stdout
+    listing = _git(["ls-tree", "-r", "FETCH_HEAD", "--", subpath or "."], cwd=checkout).stdout
     for line in listing.splitlines():
         meta, _, name = line.partition("\t")
         if meta.startswith("120000 "):

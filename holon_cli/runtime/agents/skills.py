@@ -19,7 +19,7 @@ from typing import Any
 from holon_cli import clock
 from holon_cli.errors import RejectedError, UsageError
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.fsio import fsync_dir, privatize_tree, read_snapshot, write_snapshot
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 INSTALLED_FILE = "installed_skills.json"
@@ -52,7 +52,7 @@ def install_skill(store: AgentStore, source: str, *, name: str | None = None) ->
 
         with remote_git.fetch_tree(source) as f:
             prov = {"kind": "github", "source": source, "ref": f.ref, "commit": f.commit}
-            return _install_folder(store, f.path, name or f.path.name, prov)
+            return _install_folder(store, f.path, name or f.name, prov)
     if source.startswith("builtin:"):
         path = builtin_skill(source)
         return _install_folder(
@@ -63,9 +63,9 @@ def install_skill(store: AgentStore, source: str, *, name: str | None = None) ->
     p = user_path(source, "skill source")
     if not p.is_absolute():
         raise UsageError(
-            f"skill source {source!r} is neither a GitHub tree URL, builtin:<name>, "
+            f"skill source {source!r} is neither a GitHub URL, builtin:<name>, "
             "nor an absolute folder",
-            hint="e.g. --remote https://github.com/<owner>/<repo>/tree/<ref>/<path>, "
+            hint="e.g. --remote https://github.com/<owner>/<repo> (or .../tree/<ref>/<path>), "
             "or builtin:verify-before-done (see `holon skills list`)",
         )
     if not p.is_dir():
@@ -94,19 +94,22 @@ def _install_folder(
     if dest.exists() or dest.is_symlink():
         raise RejectedError(
             f"agent {store.agent_id!r} already has a skill {name!r} at {dest}",
-            hint=f"remove {dest} first to replace it, or pass --name to install it beside",
+            hint=f"`holon skills rm {name} --agent {store.agent_id}` first to replace it, "
+            "or pass --name to install it beside",
         )
     staging = skills_dir / f".installing-{name}-{os.getpid()}-{os.urandom(4).hex()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         shutil.copytree(folder, staging, symlinks=False, ignore=shutil.ignore_patterns(".git"))
+        privatize_tree(staging)
         os.rename(staging, dest)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
         if dest.exists():  # a concurrent install of the same name won
             raise RejectedError(
                 f"agent {store.agent_id!r} already has a skill {name!r} at {dest}",
-                hint=f"remove {dest} first to replace it, or pass --name to install it beside",
+                hint=f"`holon skills rm {name} --agent {store.agent_id}` first to replace it, "
+                "or pass --name to install it beside",
             ) from None
         raise
     except BaseException:
@@ -118,6 +121,60 @@ def _install_folder(
     installed[name] = record
     write_snapshot(_installed_path(store), {"v": 1, "skills": installed})
     return {"agent_id": store.agent_id, "name": name, "path": str(dest / "SKILL.md"), **record}
+
+
+def remove_skill(store: AgentStore, name: str) -> dict[str, Any]:
+    """Remove the agent's skill ``name`` (``<agent_home>/skills/<name>/``):
+    renamed aside in one step (a prompt built meanwhile sees it whole or
+    not at all), then deleted; its provenance record and its entry among
+    the agent's active skills go too. A link is removed, never followed.
+    Workspace and builtin skills are not the agent's to remove."""
+    from holon_cli.errors import NotFoundError
+
+    if not _NAME.match(name):
+        raise UsageError(
+            f"{name!r} is not a skill name",
+            hint="letters, digits, '.', '_' or '-' (see `holon skills list`)",
+        )
+    skills_dir = store.layout.home / "skills"
+    dest = skills_dir / name
+    if not (dest.is_dir() or dest.is_symlink()):
+        have = sorted(
+            p.name for p in (skills_dir.iterdir() if skills_dir.is_dir() else ()) if p.is_dir()
+        )
+        raise NotFoundError(
+            f"agent {store.agent_id!r} has no skill {name!r} in {skills_dir}",
+            hint=f"its skills: {', '.join(n for n in have if not n.startswith('.')) or 'none'} "
+            f"(`holon skills list --agent {store.agent_id}`; workspace skills live in the "
+            "project, builtin ones in holon)",
+        )
+    if dest.is_symlink():
+        dest.unlink()
+    else:
+        aside = skills_dir / f".removing-{name}-{os.getpid()}-{os.urandom(4).hex()}"
+        os.rename(dest, aside)
+        fsync_dir(skills_dir)
+        shutil.rmtree(aside, ignore_errors=True)
+    installed = _read_installed(store)
+    record = installed.pop(name, None)
+    if record is not None:
+        write_snapshot(_installed_path(store), {"v": 1, "skills": installed})
+    gone = str(dest) + os.sep
+
+    def forget(state: Any) -> None:
+        active = state.get("active_skills") or []
+        kept = [a for a in active if not str(a.get("entrypoint_path") or "").startswith(gone)]
+        if len(kept) != len(active):
+            state["active_skills"] = kept
+
+    store.update_state(forget, reason="skill_removed")
+    return {
+        "agent_id": store.agent_id,
+        "name": name,
+        "path": str(dest),
+        "removed": True,
+        "source": (record or {}).get("source"),
+    }
 
 
 def list_skills(store: AgentStore) -> dict[str, Any]:

@@ -191,12 +191,17 @@ def _seed_locked(target: Path) -> list[SeedResult]:
 
 
 def _checked_template(path: Path, provenance: dict[str, Any]) -> Resolved:
+    from holon_cli.runtime.workspace.guard import check_root
+
     if not path.is_dir():
         raise NotFoundError(f"template not found: {path}", hint="check the template id or path")
     if not (path / "AGENTS.md").is_file():
         raise RejectedError(
             f"template {path} has no AGENTS.md", hint="a template directory must contain AGENTS.md"
         )
+    if provenance.get("kind") != "builtin":
+        # copied into the new agent's home: never the holon home or a part of it
+        check_root(path, what="a template")
     return Resolved(path, provenance)
 
 
@@ -219,8 +224,8 @@ def resolve_template(selector: str | None) -> Iterator[Resolved]:
         return
     if selector.startswith(("http://", "https://")):
         raise RejectedError(
-            f"remote template {selector!r} is not a GitHub tree URL",
-            hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path>, or clone it "
+            f"remote template {selector!r} is not a GitHub repository or tree URL",
+            hint="use https://github.com/<owner>/<repo>[/tree/<ref>/<path>], or clone it "
             "yourself and pass the template directory as an absolute path",
         )
     p = user_path(selector, "template")
@@ -295,8 +300,9 @@ def resolve_skill_refs(template: Path) -> Iterator[list[SkillSource]]:
                 continue
             if ref.startswith(("http://", "https://")):
                 raise RejectedError(
-                    f"{sj}: remote skill ref {ref!r} is not a GitHub tree URL",
-                    hint="use https://github.com/<owner>/<repo>/tree/<ref>/<path> or a local path",
+                    f"{sj}: remote skill ref {ref!r} is not a GitHub repository or tree URL",
+                    hint="use https://github.com/<owner>/<repo>[/tree/<ref>/<path>] "
+                    "or a local path",
                 )
             p = user_path(ref, "skill ref")
             if not p.is_absolute():
@@ -321,8 +327,11 @@ def user_path(raw: str, what: str) -> Path:
 
 
 def _checked_skill(p: Path, sj: Path, ref: str) -> Path:
+    from holon_cli.runtime.workspace.guard import check_root
+
     if not (p / "SKILL.md").is_file():
         raise RejectedError(
             f"{sj}: skill ref {ref!r} has no SKILL.md at {p}", hint="fix the ref or remove it"
         )
+    check_root(p, what=f"a skill folder ({sj}: {ref!r})")
     return p

@@ -87,3 +87,12 @@ def holds(state: Any, key: str) -> bool:
     """Whether the guard keeps the activation ``key`` from being queued."""
     streak = state.get("no_progress") or {}
     return bool(streak.get("activation") == key and int(streak.get("turns", 0)) >= GUARD_TURNS)
+
+
+def held_streak(state: Any) -> NoProgressStreak | None:
+    """The streak that trips the guard now (its activation is not queued by
+    tick or serve until operator input ends it), or ``None``."""
+    streak = state.get("no_progress") or None
+    if streak and int(streak.get("turns", 0) or 0) >= GUARD_TURNS:
+        return streak  # type: ignore[no-any-return]
+    return None

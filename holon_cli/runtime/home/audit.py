@@ -1,6 +1,6 @@
 """``holon home audit``: a read-only liveness audit of the whole home.
 
-Two properties, checked per agent from its ledgers and state files only:
+Three properties, checked per agent from its ledgers and state files only:
 
 1. **Every admitted message has exactly one recorded outcome or is still
    queued.** The outcome of a message is its final status record
@@ -21,8 +21,12 @@ Two properties, checked per agent from its ledgers and state files only:
    pending work-item recheck, a pending wake hint, a running command task, a
    running turn, or, for an awake agent, the activation the next ``tick``
    makes (a work signal not held back). An agent holding runnable work with
-   none of these never runs again by itself: a finding. Stopped and paused
-   agents are held by their operator and are not audited for wakes.
+   none of these never runs again by itself: a finding.
+3. **A held agent with runnable work is a finding of its own** (``held``):
+   queued messages or runnable work items waiting on a hold
+   (:mod:`holon_cli.runtime.agents.holds`: stopped or paused by the operator, a
+   budget, the no-progress guard), named with its reason and until when.
+   ``holon home audit --allow-held`` lists these without failing.
 
 Nothing here takes a lock or writes a file: the readers are the same
 snapshot-plus-ledger-tail folds ``status`` uses, so a busy agent is audited
@@ -34,7 +38,6 @@ finding naming the file, never a crash; the other agents are still audited.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from holon_cli.model.agent import HELD_STATUSES
@@ -52,6 +55,7 @@ FindingKind = Literal[
     "interrupted_turn",
     "no_future_wake",
     "cleanup_pending",
+    "held",
 ]
 FINDING_KINDS: tuple[FindingKind, ...] = (
     "damaged",
@@ -60,6 +64,7 @@ FINDING_KINDS: tuple[FindingKind, ...] = (
     "interrupted_turn",
     "no_future_wake",
     "cleanup_pending",
+    "held",
 )
 
 
@@ -242,30 +247,45 @@ def _future_wake(store: AgentStore, state: AgentState) -> str | None:
     return None
 
 
-def _held_by_safety(state: AgentState) -> bool:
-    """Held on purpose by a safety rule: a spent budget (it wakes at the
-    reset, or when the limit is raised) or the no-progress guard (operator
-    input lifts it)."""
-    from holon_cli.runtime.budgets.guard import GUARD_TURNS
-    from holon_cli.runtime.budgets.spend import WAITING_REASON
+def _held_finding(
+    store: AgentStore, state: AgentState, queued: int, work: list[str], cfg: dict[str, Any] | None
+) -> AuditFinding | None:
+    """A held agent (operator, budget, no-progress guard) with runnable work:
+    the work waits for the hold to lift, which the finding names."""
+    from holon_cli.runtime.agents.holds import agent_holds, hold_line
 
-    closure: Mapping[str, Any] = state.get("last_closure") or {}
-    if closure.get("waiting_reason") == WAITING_REASON:
-        return True
-    streak: Mapping[str, Any] = state.get("no_progress") or {}
-    return int(streak.get("turns", 0) or 0) >= GUARD_TURNS
+    if not queued and not work:
+        return None
+    holds = agent_holds(store, cfg)
+    if queued and not work:
+        # queued messages run under the no-progress guard (it holds activations only)
+        holds = [h for h in holds if h["kind"] != "no_progress"]
+    if not holds:
+        return None
+    what = []
+    if queued:
+        what.append(f"{queued} queued message(s)")
+    if work:
+        what.append(f"runnable work item(s) {', '.join(work[:5])}{' ...' if len(work) > 5 else ''}")
+    return {
+        "agent_id": store.agent_id,
+        "kind": "held",
+        "detail": f"{' and '.join(what)} wait: " + "; ".join(hold_line(h) for h in holds),
+    }
 
 
-def _wake_finding(store: AgentStore, state: AgentState, st: QueueState) -> AuditFinding | None:
+def _wake_finding(
+    store: AgentStore, state: AgentState, st: QueueState, cfg: dict[str, Any] | None
+) -> AuditFinding | None:
     from holon_cli.runtime import queue as q
 
-    if state["status"] in HELD_STATUSES:
-        return None  # held by its operator on purpose: `agent start`/`resume` wakes it
-    if _held_by_safety(state):
-        return None  # an action_required brief already told the operator why
-    if st.in_flight() or q.pending_count(store, st):
+    queued = q.pending_count(store, st)
+    work = _runnable_work(store, state) if not st.in_flight() else []
+    held = _held_finding(store, state, queued, work, cfg)
+    if held is not None or state["status"] in HELD_STATUSES:
+        return held  # the hold is the finding; `agent start` / a reset wakes it
+    if st.in_flight() or queued:
         return None
-    work = _runnable_work(store, state)
     if not work or _future_wake(store, state) is not None:
         return None
     why = (
@@ -287,7 +307,9 @@ def _wake_finding(store: AgentStore, state: AgentState, st: QueueState) -> Audit
     }
 
 
-def audit_agent(store: AgentStore) -> tuple[int, list[AuditFinding]]:
+def audit_agent(
+    store: AgentStore, cfg: dict[str, Any] | None = None
+) -> tuple[int, list[AuditFinding]]:
     """One agent: the number of admissions seen and its findings. Raises on
     damage (the caller turns that into a ``damaged`` finding)."""
     from holon_cli.runtime import queue as q
@@ -296,7 +318,7 @@ def audit_agent(store: AgentStore) -> tuple[int, list[AuditFinding]]:
     st = q.load(store)
     counts = _scan_queue(store)
     findings = _outcome_findings(store, st, counts) + _interrupted(store, st)
-    wake = _wake_finding(store, state, st)
+    wake = _wake_finding(store, state, st, cfg)
     if wake is not None:
         findings.append(wake)
     findings += _cleanup_findings(store)
@@ -364,6 +386,13 @@ def audit_home() -> AuditReport:
         names = []
     findings: list[AuditFinding] = []
     messages = 0
+    from holon_cli.errors import ConfigError
+    from holon_cli.store.config import load_config
+
+    try:
+        cfg: dict[str, Any] | None = load_config(home)
+    except ConfigError:
+        cfg = None  # no budget can be read: `home check` names the config's problem
     for aid in names:
         layout = home.agent(aid)
         if not layout.agent_file.exists():
@@ -376,7 +405,7 @@ def audit_home() -> AuditReport:
             )
             continue
         try:
-            n, found = audit_agent(AgentStore(layout))
+            n, found = audit_agent(AgentStore(layout), cfg)
         except Exception as exc:  # noqa: BLE001 - one damaged agent must not hide the others
             findings.append(_damaged(aid, exc))
             continue

@@ -9,7 +9,8 @@ home is over ``max_home_bytes``, the oldest closed segments anywhere, then
 the oldest finished outputs. Nothing unsettled is touched (see
 ``store/retention.py``); a home still over its limit after that says so.
 ``--dry-run`` closes nothing and removes nothing: it reports what a pass
-would drop, counting each open segment as if it were closed now.
+would close (``closed``: each open segment and the segment it would become)
+and drop, counting each open segment as if it were closed now.
 """
 
 from __future__ import annotations
@@ -70,6 +71,24 @@ def _info(c: R.Candidate, now: float, reason: str) -> R.SegmentInfo:
     }
 
 
+def _would_close(store: AgentStore, name: str) -> dict[str, Any]:
+    """``closed``'s entry for an open segment a dry run leaves open: the
+    compressed segment ``gc`` would make of it (and the open file)."""
+    from holon_cli.store.ledger_segments import next_segment_number, segment_path
+
+    led = store.ledger(name)
+    seg_dir = led.segments_dir
+    num = next_segment_number(seg_dir, led.path.stem) if seg_dir.is_dir() else 1
+    plain = segment_path(seg_dir, led.path.stem, num)
+    return {
+        "agent_id": store.agent_id,
+        "ledger": name,
+        "path": str(plain.with_name(plain.name + ".gz")),
+        "open_path": str(led.path),
+        "bytes": led.size(),
+    }
+
+
 def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
     """One retention pass over the whole home (see the module docstring)."""
     home = HomeLayout.current()
@@ -82,7 +101,10 @@ def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
         for name in SEGMENTED:
             if dry_run:
                 c = _open_as_candidate(store, name, now)
-                pool.extend([c] if c else [])
+                if c is not None:  # the close `gc` would make, named as it would be
+                    would = _would_close(store, name)
+                    closed.append(would)
+                    pool.append(c._replace(path=Path(would["path"])))
             else:
                 if (seg := store.ledger(name).close_segment()) is not None:
                     closed.append({"agent_id": store.agent_id, "ledger": name, "path": str(seg)})

@@ -2,8 +2,10 @@
 sources, ranked search, exact retrieval through opaque references.
 
 Freshness, checked before every search or get (all in one transaction):
-- the agent's memory files: a stat, and a hash when size or mtime moved
-  (an editor or a shell changes them without telling anyone);
+- the agent's memory files: hashed (their size and the part the index
+  keeps, bounded), since an editor or a shell changes them without telling
+  anyone, and a same-size edit within one timestamp tick (or with the
+  timestamp put back) leaves size and mtime as they were;
 - the ``briefs`` and ``context_episodes`` ledgers: the appended tail since
   the offset the index recorded (a ledger that shrank or was replaced is
   read again from the start);
@@ -28,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from holon_cli.errors import CorruptStateError, HolonError, NotFoundError, UsageError
+from holon_cli.errors import CorruptStateError, HolonError, NotFoundError, Said, UsageError
 from holon_cli.runtime.memory import sources as S
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.memory_index import Doc, MemoryIndex
@@ -101,22 +103,23 @@ class _Sync:
         self.changed += 1
 
     def memory_files(self) -> None:
-        known = self.idx.fingerprints("memory:")
+        """The known memory files, hashed before every search (bounded:
+        :func:`~holon_cli.runtime.memory.sources.memory_file_signature`): a
+        size and a timestamp say nothing of an edit that kept both."""
+        known: dict[str, str] | None = None
         for name in S.MEMORY_FILES:
-            path = S.memory_file(self.store, name)
-            try:
-                st = path.stat()
-                sig = [st.st_size, st.st_mtime_ns, st.st_ino]
-            except OSError:
-                sig = None
-            if sig is not None and self.idx.meta(f"stat:memory:{name}") == sig:
+            sig = S.memory_file_signature(self.store, name)
+            key = f"hash:memory:{name}"
+            if sig is not None and self.idx.meta(key) == sig:
                 continue
             doc = S.memory_file_doc(self.store, name)
             if doc is None:
                 self.idx.delete(f"memory:{name}")
             else:
+                if known is None:
+                    known = self.idx.fingerprints("memory:")
                 self.put(doc, known)
-            self.idx.set_meta(f"stat:memory:{name}", sig)
+            self.idx.set_meta(key, sig)
 
     def tailed(self, ledger: str) -> None:
         led = self.store.ledger(ledger)
@@ -333,8 +336,14 @@ def memory_get(
 ) -> dict[str, Any]:
     if not 1 <= max_chars <= MAX_CHARS:
         raise UsageError(
-            f"`max_chars` must be between 1 and {MAX_CHARS}, got {max_chars}",
-            hint=f"pass max_chars from 1 to {MAX_CHARS} (default {DEFAULT_MAX_CHARS})",
+            Said(
+                f"--max-chars must be between 1 and {MAX_CHARS}, got {max_chars}",
+                tool=f"`max_chars` must be between 1 and {MAX_CHARS}, got {max_chars}",
+            ),
+            hint=Said(
+                f"pass --max-chars from 1 to {MAX_CHARS} (default {DEFAULT_MAX_CHARS})",
+                tool=f"pass max_chars from 1 to {MAX_CHARS} (default {DEFAULT_MAX_CHARS})",
+            ),
             details={"field": "max_chars"},
         )
     with _synced(store) as (idx, _):
@@ -342,7 +351,10 @@ def memory_get(
     if row is None:
         raise NotFoundError(
             f"no memory source {ref!r}",
-            hint="pass a source_ref exactly as MemorySearch returned it (it is not a path)",
+            hint=Said(
+                "pass a source_ref exactly as `holon memory search` printed it (it is not a path)",
+                tool="pass a source_ref exactly as MemorySearch returned it (it is not a path)",
+            ),
         )
     body: str = row["body"]
     return {**_provenance(row), "content": body[:max_chars], "truncated": len(body) > max_chars}

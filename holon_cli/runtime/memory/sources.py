@@ -20,11 +20,28 @@ from holon_cli.store.memory_index import Doc
 
 MEMORY_FILES = ("self", "operator")
 MAX_BODY_CHARS = 200_000  # a source larger than this is indexed (and returned) cut
+# what of a memory file is hashed before every search: all that is indexed
+# (MAX_BODY_CHARS characters are at most 4 bytes each) and no more
+MAX_HASH_BYTES = 4 * MAX_BODY_CHARS
 AGENT_HOME = "agent_home"
 
 
 def memory_file(store: AgentStore, name: str) -> Path:
     return store.layout.home / "memory" / f"{name}.md"
+
+
+def memory_file_signature(store: AgentStore, name: str) -> list[Any] | None:
+    """What a memory file holds, cheaply enough to check before every search:
+    its size and a hash of its first :data:`MAX_HASH_BYTES` (all the index
+    keeps of it). An edit that keeps the size and the timestamp (within one
+    tick, or put back) still changes it. ``None``: no file."""
+    try:
+        with open(memory_file(store, name), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(MAX_HASH_BYTES)
+    except OSError:  # missing, a folder, unreadable: memory_file_doc says the same
+        return None
+    return [size, sha256_hex(head)]
 
 
 def memory_file_doc(store: AgentStore, name: str) -> Doc | None:

@@ -11,11 +11,12 @@ from holon_cli import clock
 from holon_cli.errors import RejectedError, as_holon_error
 from holon_cli.model.agent import HELD_STATUSES, is_supervised_child, lifecycle_hint
 from holon_cli.runtime import queue as q
+from holon_cli.runtime import telemetry
 from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.loop import TurnRun
-from holon_cli.runtime.turn.preflight import resolve_chain
+from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
 from holon_cli.runtime.turn.settle import finish_agent_state
 from holon_cli.runtime.turn.steps import DIRECT, TurnSteps
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
     from holon_cli.model.tool import Toolbox
+    from holon_cli.model.tracecontext import TraceContext
 
 
 def _runtime_cfg() -> dict[str, Any]:
@@ -104,15 +106,15 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     from holon_cli.runtime.budgets import check
     from holon_cli.runtime.budgets import spend as budgets
 
-    if not check.active(cfg, budgets.home_of(store)):
+    if not check.active(cfg, budgets.home_of(store), store):
         return None
     err = budgets.price_error(cfg, store.agent_id, models)
     if err is not None:
         err.message += "; nothing was dequeued"
         raise err
     hit = check.exhausted(store, cfg)
-    if hit is None:
-        return None
+    if hit is None or not q.pending_count(store):
+        return None  # nothing queued: nothing is held back (the dequeue finds nothing)
     return TurnResult(store.agent_id, ran=False, budget=hit)
 
 
@@ -157,11 +159,14 @@ def run_turn(
         held = _budget_hold(store, cfg, models)
         if held is not None:
             return held
+        if q.pending_count(store):  # a budget below the fixed prompt consumes nothing
+            check_prompt_fits(store, catalog, cfg)
         turn_id = clock.new_id("turn")
         settled, attempted = _journal_facts(store)
         entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
+        catalog = _agent_toolbox(store, cfg, catalog, entry)
         from holon_cli.runtime.waiting import scheduler as waiting
 
         decision = waiting.before_turn(store, entry, turn_id)
@@ -176,6 +181,10 @@ def run_turn(
                 status="settled",
                 closure=store.read_record()["state"].get("last_closure"),
             )
+        child = is_supervised_child(rec["identity"])
+        obs = telemetry.turn_tracer(
+            store, entry["envelope"], cfg, inherited=_delegation_trace(store) if child else None
+        )
         run = TurnRun(
             store,
             entry,
@@ -187,10 +196,49 @@ def run_turn(
             max_rounds=max_rounds,
             resolve=resolve,
             steps=steps,
+            tracer=obs,
         )
-        return _execute(store, run, entry, turn_id, child=is_supervised_child(rec["identity"]))
+        obs.start(turn_id)
+        try:
+            result = _execute(store, run, entry, turn_id, child=child)
+        except BaseException as exc:
+            obs.finish(error=exc)
+            raise
+        obs.finish(result)
+        if obs is not telemetry.NOOP:
+            telemetry.record_queue_depth(store.agent_id, q.pending_count(store), cfg)
+        return result
     finally:
         lock.release()
+
+
+def _agent_toolbox(
+    store: AgentStore, cfg: dict[str, Any], catalog: Toolbox, entry: QueueEntry
+) -> Toolbox:
+    """The agent's own toolbox (its MCP servers' tools added). A ``required``
+    server that cannot start refuses the turn before any provider request:
+    the message goes back to the queue, its attempt not counted."""
+    bind = getattr(catalog, "for_agent", None)
+    if bind is None:
+        return catalog
+    try:
+        bound: Toolbox = bind(store, cfg)
+    except BaseException:
+        q.put_back(store, entry["message_id"], reason="mcp_unavailable")
+        raise
+    return bound
+
+
+def _delegation_trace(store: AgentStore) -> Callable[[], TraceContext | None]:
+    """A supervised child's turns continue its parent's trace: the context
+    stored with its delegation (read only when tracing is on)."""
+
+    def read() -> TraceContext | None:
+        from holon_cli.runtime.children.supervision import delegation_trace
+
+        return delegation_trace(store)
+
+    return read
 
 
 def _recovered_record(store: AgentStore) -> AgentRecord:

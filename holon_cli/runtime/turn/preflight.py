@@ -1,4 +1,5 @@
-"""Resolve and validate the model chain before a turn dequeues anything.
+"""Resolve and validate the model chain before a turn dequeues anything,
+and check that the context budget holds the agent's fixed prompt.
 
 A message must not be consumed by a turn that could never reach a model: an
 unknown provider, a missing API key, a ``scripted:`` file that is missing or
@@ -11,13 +12,15 @@ could not be served.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import ProviderError
 
 if TYPE_CHECKING:
     from holon_cli.kinds import ProviderFailureKind
+    from holon_cli.model.tool import Toolbox
+    from holon_cli.store.agent_store import AgentStore
 
 
 def resolve_chain(
@@ -66,3 +69,67 @@ def _validate(transport: Any) -> None:
     check = getattr(transport, "preflight", None)
     if check is not None:
         check()
+
+
+# the fixed part of a prompt is checked against runtime.context_budget_tokens
+# before a dequeue only below this budget: a larger one holds any prompt but
+# one of tens of thousands of tokens (a turn would still fail on it, naming
+# both numbers), and the check costs a prompt build (~1 ms) per turn
+CHECK_BUDGET_BELOW = 32_000
+
+
+def fixed_prompt_tokens(store: AgentStore, catalog: Toolbox, cfg: Mapping[str, Any]) -> int:
+    """The fixed part of the agent's prompt (instructions, AGENTS.md, the
+    skill catalog, the tool schemas), as the turn's budget counts it: what
+    ``runtime.context_budget_tokens`` must hold before anything else."""
+    from holon_cli.runtime.memory.compaction import fixed_tokens
+    from holon_cli.runtime.prompt import build_frame
+    from holon_cli.runtime.tasks.sandbox import projection as execution_projection
+    from holon_cli.runtime.workspace import workspace_for
+    from holon_cli.store.layout import default_agent_id
+
+    rec = store.read_record()
+    built = build_frame(
+        agent_id=store.agent_id,
+        agent_home=store.layout.home,
+        is_default_agent=rec["identity"]["kind"] == "default"
+        or store.agent_id == default_agent_id(),
+        ws=workspace_for(store.layout.home, rec["state"]),
+        message=None,
+        tools=catalog.specs,
+        guidance=catalog.guidance,
+        work_queue=None,
+        recent=None,
+        # as the turn builds it: `auto` resolved on this machine
+        policy=execution_projection(dict(cfg), store.agent_id),
+    )
+    return fixed_tokens(built.frame, catalog.specs)
+
+
+def check_prompt_fits(
+    store: AgentStore,
+    catalog: Toolbox,
+    cfg: Mapping[str, Any],
+    *,
+    consequence: str = "nothing was dequeued",
+) -> None:
+    """Before a turn takes a message: a ``runtime.context_budget_tokens``
+    below the agent's fixed prompt would fail every turn, so it is a
+    :class:`ConfigError` (exit 2) and nothing is consumed."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.runtime.memory.compaction import context_budget
+
+    budget = context_budget(dict(cfg))
+    if budget >= CHECK_BUDGET_BELOW:
+        return
+    fixed = fixed_prompt_tokens(store, catalog, cfg)
+    if fixed <= budget:
+        return
+    raise ConfigError(
+        f"runtime.context_budget_tokens is {budget}, but the fixed part of agent "
+        f"{store.agent_id}'s prompt (instructions, AGENTS.md, skills, tool schemas) needs "
+        f"about {fixed} tokens, so every turn would fail; {consequence}",
+        hint=f"raise runtime.context_budget_tokens in config.yaml above {fixed} "
+        "(`holon debug prompt --json` shows fixed_tokens), or shorten AGENTS.md",
+        details={"key": "runtime.context_budget_tokens", "fixed_tokens": fixed},
+    )

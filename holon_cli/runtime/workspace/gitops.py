@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from holon_cli.errors import HolonError, RejectedError, UsageError
+from holon_cli.model.workspace import IN_PLACE
 
 
 def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -29,7 +30,7 @@ def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
         raise UsageError(
             "isolated mode needs git, which is not installed",
             kind="invalid_arguments",
-            hint="install git (Debian package: git), or use mode direct",
+            hint=IN_PLACE.fmt("install git (Debian package: git), or {d}", d=IN_PLACE),
         ) from None
     except subprocess.TimeoutExpired:
         raise HolonError(f"`git {' '.join(args)}` in {cwd} timed out") from None
@@ -54,7 +55,7 @@ def head_commit(checkout: Path) -> str:
     if res.returncode != 0 or not res.stdout.strip():
         raise RejectedError(
             f"{checkout} has no commit yet: an isolated worktree starts from HEAD",
-            hint="commit something first, or use mode direct",
+            hint=IN_PLACE.fmt("commit something first, or {d}", d=IN_PLACE),
         )
     return res.stdout.strip()
 

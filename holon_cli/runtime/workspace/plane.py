@@ -6,7 +6,10 @@ worktree made when isolated) and written last, in one agent-record update
 plus one ``workspace_bound``/``workspace_detached`` event: any failure
 leaves the previous binding intact. The registry
 (``store/workspace_registry.py``) only ever gains entries; nothing here
-deletes a directory, a worktree, a branch or a registry entry.
+deletes a directory, a worktree, a branch or a registry entry. The holon
+home, a folder containing it or one inside it (but the agent's own home and
+the worktrees holon manages) is refused on every path, before anything is
+made and again in :func:`bind` (``guard.check_root``: ``forbidden_workspace``).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from holon_cli import clock
-from holon_cli.errors import NotFoundError, RejectedError, UsageError
-from holon_cli.model.workspace import AGENT_HOME, MODES
+from holon_cli.errors import NotFoundError, RejectedError, Said, UsageError
+from holon_cli.model.workspace import AGENT_HOME, IN_PLACE, MODES
 from holon_cli.runtime.workspace import (
     WorkspaceBinding,
     agent_home_binding,
@@ -26,6 +29,7 @@ from holon_cli.runtime.workspace import (
     workspace_for,
     workspace_id,
 )
+from holon_cli.runtime.workspace.guard import check_root
 from holon_cli.runtime.workspace.locate import Located, locate
 from holon_cli.runtime.workspace.worktree import worktree_session
 from holon_cli.store.layout import HomeLayout
@@ -46,7 +50,7 @@ def _home(store: AgentStore) -> HomeLayout:
     return HomeLayout(store.layout.home.parent.parent)
 
 
-def _invalid(message: str, field: str, hint: str | None = None) -> UsageError:
+def _invalid(message: str, field: str, hint: str | Said | None = None) -> UsageError:
     return UsageError(message, kind="invalid_arguments", hint=hint, details={"field": field})
 
 
@@ -100,19 +104,27 @@ def resolve_path(raw: str, base: Path) -> Path:
     return path
 
 
-def check_attachable(store: AgentStore, path: Path) -> None:
+def check_attachable(store: AgentStore, path: Path, *, own: bool = True) -> None:
     """What an agent may not attach by itself: the filesystem root and the
-    runtime's home (other agents' homes and worktrees, the registry)."""
+    runtime's home (other agents' homes and worktrees, the registry).
+    ``own=False``: the agent's own home and worktrees are refused too (a
+    path chosen for another agent, such as a child's ``explicit_root``)."""
     home = Path(os.path.realpath(_home(store).root))
-    for own in (store.layout.home, _home(store).worktrees_dir / store.agent_id):
-        mine = Path(os.path.realpath(own))
-        if path == mine or mine in path.parents:
+    for mine_raw in (store.layout.home, _home(store).worktrees_dir / store.agent_id):
+        mine = Path(os.path.realpath(mine_raw))
+        if own and (path == mine or mine in path.parents):
             return  # its own home, its own managed worktrees
     if path == Path(path.anchor) or path == home or home in path.parents:
         raise RejectedError(
             f"{path} may not be attached as a workspace: it is "
             + ("the filesystem root" if path == Path(path.anchor) else f"inside {home}"),
-            hint='choose a project directory, or `workspace_id: "agent_home"` for your home',
+            hint=Said(
+                "choose a project directory, or `holon workspace use agent_home` for the "
+                "agent's own home",
+                http='choose a project directory, or {"workspace_id": "agent_home"} for the '
+                "agent's own home",
+                tool='choose a project directory, or `workspace_id: "agent_home"` for your home',
+            ),
             details={"field": "path", "path": str(path)},
         )
 
@@ -137,7 +149,7 @@ def _isolated(store: AgentStore, wid: str, loc: Located, cwd: Path | None) -> Ta
         raise _invalid(
             f"{loc.anchor} is not a git repository: isolated mode makes a git worktree",
             "mode",
-            'use mode "direct" there, or `git init` it first',
+            IN_PLACE.fmt("{d}, or `git init` it first", d=IN_PLACE),
         )
     checkout = loc.execution_root
     session, created = worktree_session(
@@ -156,24 +168,33 @@ def _isolated(store: AgentStore, wid: str, loc: Located, cwd: Path | None) -> Ta
 def _by_id(store: AgentStore, wid: str, mode: str) -> Target:
     if wid == AGENT_HOME:
         if mode == "isolated":
-            raise _invalid("AgentHome has no isolated mode", "mode", 'use mode "direct"')
+            raise _invalid("AgentHome has no isolated mode", "mode", IN_PLACE)
         return Target(agent_home_binding(store.layout.home), "direct")
     aid = store.agent_id
     if wid not in attached_ids(store.read_record()["state"]):
         raise NotFoundError(
             f"workspace {wid} is not attached to agent {aid}",
-            hint="attach it by path (UseWorkspace path, `holon workspace use PATH`); "
-            f"`holon workspace list --agent {aid} --all` shows the known ones",
+            hint=Said(
+                f"attach it by path: `holon workspace use PATH --agent {aid}`; "
+                f"`holon workspace list --agent {aid} --all` shows the known ones",
+                http='attach it by path: {"path": "/abs/dir"}; '
+                f"GET /agents/{aid}/workspaces?all=1 shows the known ones",
+                tool="attach it by path (UseWorkspace path)",
+            ),
             details={"field": "workspace_id"},
         )
     anchor = anchors(store).get(wid)
     if not anchor or not Path(anchor).is_dir():
         raise RejectedError(
             f"workspace {wid}'s directory {anchor or '(unknown)'} no longer exists",
-            hint=f"detach it (`holon workspace detach {wid} --agent {aid}`) or restore it",
+            hint=Said(
+                f"detach it (`holon workspace detach {wid} --agent {aid}`) or restore it",
+                tool=f'detach it (DetachWorkspace workspace_id "{wid}") or restore its directory',
+            ),
             details={"field": "workspace_id"},
         )
     root = Path(anchor)
+    check_root(root, agent_home=store.layout.home)
     if mode == "isolated":
         return _isolated(store, wid, locate(root)._replace(anchor=root), None)
     return Target(WorkspaceBinding(wid, root, root, root), "direct")
@@ -184,9 +205,11 @@ def _by_path(store: AgentStore, raw: str, mode: str, base: Path, source: str) ->
     own = Path(os.path.realpath(store.layout.home))
     if path == own or own in path.parents:
         return _by_id(store, AGENT_HOME, mode)
+    check_root(path, agent_home=store.layout.home)
     if source == "tool":
         check_attachable(store, path)
     loc = locate(path)
+    check_root(loc.anchor, agent_home=store.layout.home)
     wid = workspace_id(loc.anchor)
     if mode == "isolated":
         return _isolated(store, wid, loc, path)
@@ -200,6 +223,22 @@ def _by_path(store: AgentStore, raw: str, mode: str, base: Path, source: str) ->
             f'use UseWorkspace(workspace_id="{wid}", mode="isolated").'
         )
     return Target(WorkspaceBinding(wid, loc.anchor, root, path, kind), "direct", guidance)
+
+
+def explicit_root_target(store: AgentStore, raw: str, base: Path) -> Target:
+    """A child's ``workspace_mode: explicit_root`` (control-plane RFC:
+    Workspace Projection Model), decided before the child exists: an
+    existing directory (relative to ``base``, the parent's cwd) that the
+    parent ``store`` could attach, and not its home either (the check every
+    workspace path an agent names passes: :func:`check_attachable`), bound
+    direct like UseWorkspace's path."""
+    path = resolve_path(raw, base)
+    check_attachable(store, path, own=False)
+    loc = locate(path)
+    wid = workspace_id(loc.anchor)
+    root = loc.execution_root
+    kind: ProjectionKind = "canonical_root" if root == loc.anchor else "git_worktree_root"
+    return Target(WorkspaceBinding(wid, loc.anchor, root, path, kind), "explicit_root")
 
 
 # ---------------------------------------------------------------- writing
@@ -237,6 +276,9 @@ def bind(
     from the anchor all the same; a home-level write would cost the run its
     no-fsync path)."""
     b = target.binding
+    if b.workspace_id != AGENT_HOME:
+        for p in (b.workspace_anchor, b.execution_root, b.cwd):
+            check_root(p, agent_home=store.layout.home)
     _upgrade_legacy(store)
     if b.workspace_id != AGENT_HOME and register_anchor:
         register(_home(store), b.workspace_anchor)
@@ -334,6 +376,7 @@ def bind_for_run(
     own = Path(os.path.realpath(store.layout.home))
     if root == own or own in root.parents:
         return bind(store, Target(agent_home_binding(store.layout.home), "direct"), source="run")
+    check_root(root, agent_home=store.layout.home, what="the workspace of `holon run`")
     loc = locate(root)
     kind: ProjectionKind = (
         "canonical_root" if loc.execution_root == loc.anchor else "git_worktree_root"
@@ -356,8 +399,12 @@ def detach_workspace(store: AgentStore, wid: str, *, source: str = "tool") -> di
     def refuse_active() -> RejectedError:
         return RejectedError(
             f"{wid} is agent {aid}'s active workspace: switch to another one first",
-            hint=f"`holon workspace use agent_home --agent {aid}` (UseWorkspace "
-            'workspace_id "agent_home"), then detach it',
+            hint=Said(
+                f"`holon workspace use agent_home --agent {aid}`, then detach it",
+                http=f"POST /control/agents/{aid}/workspace "
+                '{"workspace_id": "agent_home"}, then detach it',
+                tool='UseWorkspace workspace_id "agent_home", then DetachWorkspace it',
+            ),
             details={"field": "workspace_id"},
         )
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError
+from holon_cli.model.workspace import IN_PLACE
 
 if TYPE_CHECKING:
     from holon_cli.model.workspace import WorktreeSession
@@ -41,9 +42,11 @@ def worktree_session(
             raise RejectedError(
                 f"the worktree {wt} lost its branch {remembered['worktree_branch']!r} "
                 "(deleted by hand?); the worktree and its files are kept",
-                hint=(
-                    f"recreate the branch (`git -C {wt} checkout -b "
-                    f"{remembered['worktree_branch']}`), or use mode direct"
+                hint=IN_PLACE.fmt(
+                    "recreate the branch (`git -C {wt} checkout -b {branch}`), or {d}",
+                    wt=str(wt),
+                    branch=remembered["worktree_branch"],
+                    d=IN_PLACE,
                 ),
                 details={"worktree_path": str(wt)},
             )
@@ -55,7 +58,7 @@ def worktree_session(
         raise RejectedError(
             f"{checkout} has uncommitted changes ({shown}); an isolated worktree would "
             "start without them",
-            hint="commit or stash them first, or use mode direct to work on them in place",
+            hint=IN_PLACE.fmt("commit or stash them first, or {d} to work on them", d=IN_PLACE),
             details={"uncommitted": dirty[:50]},
         )
     raw = clock.new_id("wt")[3:]  # 10 chars of ms, 4 of counter, 6 random

@@ -94,6 +94,55 @@ def database_url(flag: str | None) -> str:
     return url
 
 
+def shown_url(url: str) -> str:
+    """The database URL as shown to a person: never its password (nor a
+    ``password=`` query parameter)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(the configured database)"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    user = f"{parts.username}@" if parts.username else ""
+    query = "&".join(
+        q for q in parts.query.split("&") if q and not q.lower().startswith("password=")
+    )
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}" + (f"?{query}" if query else "")
+
+
+def check_database(url: str, timeout_s: int = 5) -> None:
+    """Connect once before anything starts: a database this worker cannot
+    reach is one line naming it (never its password), exit 1, before serve
+    listens or DBOS launches."""
+    import psycopg
+
+    try:
+        psycopg.connect(_psycopg_url(url), autocommit=True, connect_timeout=timeout_s).close()
+    except Exception as exc:  # noqa: BLE001 - any failure to connect is this one error
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        from urllib.parse import urlsplit
+
+        try:
+            secret = urlsplit(url).password
+        except ValueError:
+            secret = None
+        if secret:
+            why = why.replace(secret, "***")
+        raise HolonError(
+            f"--engine dbos cannot use the database {shown_url(url)}: {why[:300]}",
+            hint="start Postgres there, or fix --database-url / HOLON_DATABASE_URL; "
+            "nothing was started",
+            kind="database_unavailable",
+        ) from None
+
+
 def require_dbos() -> None:
     """The extra is installed, or a usage error saying how to get it."""
     import importlib.util

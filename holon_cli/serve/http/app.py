@@ -289,6 +289,8 @@ ROUTES: list[tuple[str, Handler, str, str]] = [
     ("/control/agents/{agent_id}/prompt", control.control_prompt, "control", "POST"),
     ("/control/agents/{agent_id}/work-items", control.control_work_item, "control", "POST"),
     ("/control/agents/{agent_id}/abort", control.control_abort, "control", "POST"),
+    ("/control/agents/{agent_id}/pause", control.control_pause, "control", "POST"),
+    ("/control/agents/{agent_id}/start", control.control_start, "control", "POST"),
     ("/agents/{agent_id}/workspaces", control.agent_workspaces, "control", "GET"),
     ("/control/agents/{agent_id}/workspace", control.control_workspace, "control", "POST"),
     (
@@ -306,6 +308,13 @@ ROUTES: list[tuple[str, Handler, str, str]] = [
     (
         "/control/agents/{agent_id}/work-items/{work_item_id}/pick",
         control.control_work_item_pick,
+        "control",
+        "POST",
+    ),
+    ("/agents/{agent_id}/mcp", control.agent_mcp, "control", "GET"),
+    (
+        "/control/agents/{agent_id}/mcp/requests/{request_id}/answer",
+        control.control_mcp_answer,
         "control",
         "POST",
     ),

@@ -37,8 +37,11 @@ def error_response(
 
 
 def from_holon(err: HolonError) -> JSONResponse:
+    """A runtime refusal as the HTTP answer, in the HTTP surface's words
+    (body fields and routes, not the command line's flags)."""
     status = _STATUS_BY_EXIT.get(err.exit_code, 500)
-    return error_response(status, str(err.kind), err.message, err.hint or "")
+    message, hint = err.said_on("http")
+    return error_response(status, str(err.kind), message, hint or "")
 
 
 def too_large(cap: int) -> HttpError:

@@ -110,26 +110,11 @@ def spend_today(store: AgentStore) -> dict[str, Any]:
 
 
 def holds(store: AgentStore, cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    """What keeps the agent's queued work from running by itself: the
-    operator's pause or stop, and every budget that holds it (``{kind,
-    reason, until}``, as ``holon status``)."""
-    from holon_cli.runtime.budgets.check import holds as budget_holds
+    """What keeps the agent's queued work from running by itself (``holon
+    status`` ``holds[]``: stopped, paused, budget, the no-progress guard)."""
+    from holon_cli.runtime.agents.holds import agent_holds
 
-    status = store.read_record()["state"]["status"]
-    out: list[dict[str, Any]] = []
-    if status in ("paused", "stopped"):
-        what = "new messages are refused" if status == "stopped" else "messages wait"
-        out.append(
-            {
-                "kind": status,
-                "reason": f"{status} by the operator: {what}; `holon agent start "
-                f"{store.agent_id}` resumes it",
-                "until": None,
-            }
-        )
-    if cfg:
-        out += [dict(h) for h in budget_holds(store, cfg)]
-    return out
+    return [dict(h) for h in agent_holds(store, cfg)]
 
 
 def _objective(store: AgentStore, wid: Any) -> str | None:
