@@ -440,3 +440,38 @@ def test_phone_width_pages_fit_the_screen(browser: Browser, console: Console) ->
     composer = b.driver.find_element("id", "prompt-text")
     assert composer.is_displayed() and composer.size["width"] > 200
     _clean(b, c)
+
+
+@pytest.mark.slow
+@needs_browser
+def test_an_mcp_request_is_answered_from_the_page(
+    browser: Browser, tmp_path: Path, holon_home: Path
+) -> None:
+    pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[test]')")
+    from mcp_helpers import fake, write_config
+
+    b = browser
+    write_config(holon_home, {"fake": fake("--era", "modern")})
+    model = tmp_path / "mcp-model.yaml"
+    steps = [{"tool_calls": [{"name": "mcp__fake__color", "arguments": {}}]}, "asked", "thanks"]
+    model.write_text(yaml.safe_dump({"steps": steps}))
+    open_agent("main")
+    proc = start_serve(tmp_path, env={"HOLON_MODEL": f"scripted:{model}"})
+    try:
+        c = Console(proc, serve_addr(holon_home), holon_home)
+        b.open(c.url + "/ui/agents/main")
+        b.wait(lambda: b.text("#live") == "live", what="live")
+        c.holon("enqueue", "pick a color")
+        b.wait(
+            lambda: b.js("return !document.getElementById('panel-mcp').hidden"), 30, "the request"
+        )
+        b.wait_text("Which color?", "#panel-mcp")
+        b.type("#panel-mcp input[name=color]", "teal")
+        b.click("#panel-mcp button", "Answer")
+        b.wait_text("Answered", "#notice", timeout=30)
+        b.wait(lambda: b.js("return document.getElementById('panel-mcp').hidden"), 30, "answered")
+        rows = json.loads(c.holon("mcp", "requests", "--all", "--json"))["data"]["requests"]
+        assert [r["state"] for r in rows] == ["resolved"] and rows[0]["outcome"] == "result"
+        _clean(b, c)
+    finally:
+        stop(proc)

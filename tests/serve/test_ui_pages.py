@@ -575,3 +575,47 @@ def test_a_budget_hold_shows_with_its_reason_and_end(
     page = c.get("/ui/agents/main").text
     assert '<li class="hold hold-budget"><strong>budget</strong>' in page
     assert "tokens_per_day" in page and "(until " in page
+
+
+def test_an_mcp_request_is_a_form_answered_through_its_control_route(
+    script_runner: Any, holon_home: Path, tmp_path: Path
+) -> None:
+    """An MCP server's question (the fake server's ``color`` tool) shows as
+    a form built from its schema, escaped; Answer posts ``{"content"}`` to
+    ``/control/agents/{id}/mcp/requests/{rid}/answer`` (Decline posts
+    ``{"decline": true}``); an answered request leaves the page."""
+    pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[test]')")
+    import yaml
+    from mcp_helpers import close_servers, fake, write_config
+
+    write_config(holon_home, {"fake": fake("--era", "modern")})
+    model = tmp_path / "s.yaml"
+    model.write_text(
+        yaml.safe_dump(
+            {"steps": [{"tool_calls": [{"name": "mcp__fake__color", "arguments": {}}]}, "asked"]}
+        )
+    )
+    try:
+        script_runner.run(["holon", "enqueue", "pick a color"], check=True)
+        res = script_runner.run(["holon", "turn", "--model", f"scripted:{model}"])
+        assert res.returncode == 0, res.stderr
+        c = make_client()
+        page = c.get("/ui/agents/main").text
+        panel = page[page.index('<section id="panel-mcp"') :]
+        panel = panel[: panel.index("</section>")]
+        assert "hidden" not in panel.split(">", 1)[0]
+        assert "Which color?" in panel and "fake · color" in panel
+        assert '<input name="color" data-type="string" required>' in panel
+        assert ">Answer</button>" in panel and ">Decline</button>" in panel
+        assert 'data-wrap="content"' in panel and "data-json='{\"decline\": true}'" in panel
+        rid = re.search(r"/mcp/requests/(mcpreq_[a-z0-9]+)/answer", panel).group(1)  # type: ignore[union-attr]
+        url = f"/control/agents/main/mcp/requests/{rid}/answer"
+        bad = c.post(url, json={"content": {"colour": "teal"}})
+        assert bad.status_code == 400 and "color" in bad.json()["error"]["message"]
+        ok = c.post(url, json={"content": {"color": "teal"}})
+        assert ok.status_code == 200 and ok.json()["state"] == "resolved"
+        after = c.get("/ui/agents/main").text
+        panel = after[after.index('<section id="panel-mcp"') :]
+        assert "hidden" in panel.split(">", 1)[0] and rid not in panel.split("</section>")[0]
+    finally:
+        close_servers()

@@ -8,7 +8,8 @@ from __future__ import annotations
 from starlette.requests import Request
 
 # the control routes each console action posts to: its button is drawn only
-# when serve has the route (pause and start came with issue 36)
+# when serve has the route (pause and start came with issue 36, MCP answers
+# with issue 38)
 ACTION_ROUTES = {
     "prompt": "/control/agents/{agent_id}/prompt",
     "pause": "/control/agents/{agent_id}/pause",
@@ -18,6 +19,7 @@ ACTION_ROUTES = {
     "pick": "/control/agents/{agent_id}/work-items/{work_item_id}/pick",
     "task_stop": "/control/agents/{agent_id}/tasks/{task_id}/stop",
     "timer_cancel": "/control/agents/{agent_id}/timers/{timer_id}/cancel",
+    "mcp_answer": "/control/agents/{agent_id}/mcp/requests/{request_id}/answer",
 }
 
 

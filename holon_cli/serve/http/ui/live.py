@@ -89,6 +89,7 @@ def _panels(store: AgentStore, activity: str, can: dict[str, bool]) -> dict[str,
         "panel-timers": render.macro(MACROS, "timers", views.timers(store), store.agent_id, can),
         "panel-workspaces": render.macro(MACROS, "workspaces", views.workspaces(store)),
         "panel-children": render.macro(MACROS, "children", views.children(store)),
+        "panel-mcp": render.macro(MACROS, "mcp", views.mcp_requests(store), store.agent_id, can),
     }
 
 

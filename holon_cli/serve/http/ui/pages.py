@@ -168,6 +168,7 @@ async def agent(request: Request) -> Response:
             timers=views.timers(store),
             workspaces=views.workspaces(store),
             children=views.children(store),
+            mcp=views.mcp_requests(store),
             memory=views.memory(store, query),
             mode=mode,
             modes=DISPLAY_MODES,

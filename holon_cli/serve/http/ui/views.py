@@ -399,6 +399,49 @@ def children(store: AgentStore) -> list[dict[str, Any]]:
     return out
 
 
+_FIELD_TYPES = {"string", "boolean", "integer", "number"}
+
+
+def mcp_requests(store: AgentStore) -> list[dict[str, Any]]:
+    """The agent's open MCP operator requests (``holon mcp requests``), each
+    with the form its server asks for: ``fields[] {name, title,
+    description, type, required, enum}`` (the flat schema MCP allows) and
+    ``link`` (the URL it asks the operator to open, http(s) only). An agent
+    that never had one reads one missing file: no MCP code is loaded."""
+    if not store.layout.ledger_path("mcp_requests").exists():
+        return []
+    from holon_cli.runtime.mcp.requests import list_requests
+
+    out = []
+    for r in list_requests([store]):
+        schema = r.get("requested_schema") or {}
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        required = set(schema.get("required") or []) if isinstance(schema, Mapping) else set()
+        fields = []
+        for name, p in (props or {}).items():
+            p = p if isinstance(p, Mapping) else {}
+            kind = str(p.get("type") or "string")
+            enum = p.get("enum") if isinstance(p.get("enum"), list) else None
+            fields.append(
+                {
+                    "name": str(name),
+                    "title": str(p.get("title") or name),
+                    "description": p.get("description"),
+                    "type": kind if kind in _FIELD_TYPES else "string",
+                    "required": name in required,
+                    "enum": [str(v) for v in enum] if enum else None,
+                }
+            )
+        url = r.get("url")
+        link = (
+            url
+            if isinstance(url, str) and url.lower().startswith(("https://", "http://"))
+            else None
+        )
+        out.append({**r, "fields": fields, "link": link})
+    return out
+
+
 def memory(store: AgentStore, query: str) -> dict[str, Any]:
     """``holon memory search QUERY --all-workspaces``; a bad query is an error
     shown beside the form, never a failed page."""

@@ -111,12 +111,32 @@
 
   // ------------------------------------------------------------ actions
 
+  // A form's JSON body: its named fields (empty ones left out; data-type
+  // integer, number or boolean typed), under data-wrap's name when given, or
+  // data-json's literal. Field names come from servers: a null-prototype
+  // object keeps "__proto__" an ordinary key.
+  function collect(form) {
+    var literal = form.getAttribute("data-json");
+    if (literal) return JSON.parse(literal);
+    var fields = Object.create(null);
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.disabled) return;
+      var type = el.getAttribute("data-type");
+      if (el.type === "checkbox") fields[el.name] = el.checked;
+      else if (el.value === "") return;
+      else if (type === "integer" || type === "number") fields[el.name] = Number(el.value);
+      else fields[el.name] = el.value;
+    });
+    var wrap = form.getAttribute("data-wrap");
+    if (!wrap) return fields;
+    var body = Object.create(null);
+    body[wrap] = fields;
+    return body;
+  }
+
   function send(form) {
     var url = form.getAttribute("data-post");
-    var body = {};
-    new FormData(form).forEach(function (value, key) {
-      if (typeof value === "string" && value !== "") body[key] = value;
-    });
+    var body = collect(form);
     var buttons = form.querySelectorAll("button");
     buttons.forEach(function (b) { b.disabled = true; });
     say("");
