@@ -337,6 +337,7 @@ class Host:
             if self.http_addr:
                 auth = "bearer token" if self.opts.token else "loopback only, no token"
                 log_line(f"listening on http://{self.http_addr} ({auth})")
+                log_line(f"web console: http://{self.http_addr}/ui/")
             if self.socket_path:
                 log_line(f"listening on unix:{self.socket_path}")
             threading.Thread(target=warm_up, name="holon-warm-up", daemon=True).start()

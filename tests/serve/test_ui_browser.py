@@ -36,8 +36,10 @@ TOKEN = "ui-test-token-0123456789"
 class Console:
     """A running serve and how to reach it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, home: Path) -> None:
-        self.proc, self.url, self.home = proc, url, home
+    def __init__(
+        self, proc: subprocess.Popen[bytes], url: str, home: Path, log: Path | None = None
+    ) -> None:
+        self.proc, self.url, self.home, self.log = proc, url, home, log
 
     def holon(self, *args: str, check: bool = True) -> str:
         res = subprocess.run(
@@ -81,7 +83,7 @@ def _serve(
     try:
         url = serve_addr(holon_home)
         assert wait_for(lambda: (holon_home / "run" / "holon.sock").exists(), 20)
-        yield Console(proc, url, holon_home)
+        yield Console(proc, url, holon_home, tmp_path / "serve.log")
     finally:
         stop(proc)
 
@@ -114,9 +116,14 @@ def test_pages_load_clean_and_a_cli_enqueue_appears_without_reload(
     browser: Browser, console: Console
 ) -> None:
     b, c = browser, console
+    assert c.log is not None
+    assert f"web console: {c.url}/ui/" in c.log.read_text()  # serve says where it is
     b.open(c.url + "/ui/")
     b.wait_text("main", "#agents-body")
     b.wait(lambda: b.text("#live") == "live", what="the home page's live stream")
+    c.holon("agent", "create", "fresh")  # a new agent: the table is sent again, whole
+    b.wait_text("fresh", "#agents-body")
+    assert b.js("return document.querySelector('#agents-body > tr#agent-fresh') !== null")
     _clean(b, c)
     b.click("a", "main")
     b.wait(lambda: b.driver.current_url.endswith("/ui/agents/main"), what="the agent page")
