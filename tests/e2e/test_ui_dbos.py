@@ -63,8 +63,9 @@ def test_each_dbos_worker_serves_the_console(
     try:
         urls = []
         for i in range(2):
-            log = wait_log(tmp_path, "engine dbos: worker", timeout=60, name=f"w{i}")
-            urls.append(re.search(r"listening on (http://[0-9.:]+)", log).group(1))  # type: ignore[union-attr]
+            wait_log(tmp_path, "engine dbos: worker", timeout=60, name=f"w{i}")
+            log = wait_log(tmp_path, "web console: http://", timeout=60, name=f"w{i}")
+            urls.append(re.search(r"web console: (http://[0-9.:]+)/ui/", log).group(1))  # type: ignore[union-attr]
         for url in urls:
             assert 'id="agent-main"' in _get(url + "/ui/")
         # a live stream open on the second worker while the first takes the prompt
