@@ -49,9 +49,8 @@ def _post(url: str, body: dict[str, str]) -> int:
 @pytest.mark.slow
 @needs_pg
 @needs_dbos
-def test_each_dbos_worker_serves_the_console(
-    tmp_path: Path, pg: PgCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_dbos_workers_ui(tmp_path: Path, pg: PgCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(A short name: the home's path holds the workers' Unix sockets.)"""
     script = tmp_path / "model.yaml"
     script.write_text(yaml.safe_dump({"loop": True, "steps": [{"text": "answered by dbos"}]}))
     monkeypatch.setenv("HOLON_MODEL", f"scripted:{script}")
