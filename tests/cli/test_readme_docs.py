@@ -1,6 +1,6 @@
 """What a new user reads first (issue 8 item 23): install needs, where state
-goes, the scripted format in README and man page, and a hello demo that
-shows the listing it talks about."""
+goes, the scripted format in the reference and man page, and a hello demo
+that shows the listing it talks about."""
 
 from __future__ import annotations
 
@@ -18,17 +18,17 @@ def test_readme_states_python_venv_and_state_location() -> None:
     assert "~/.holon" in quick and "HOLON_HOME" in quick
 
 
-def test_scripted_format_is_documented_in_readme_and_man_page() -> None:
+def test_scripted_format_is_documented_in_the_reference_and_man_page() -> None:
     from holon_cli.providers import scripted
 
-    readme = (REPO / "README.md").read_text()
-    man = (REPO / "man" / "holon.1").read_text()
-    section = readme[readme.index("## Scripted models") :]
-    section = section[: section.index("\n## ", 3)]
+    page = (REPO / "docs" / "reference" / "scripted.md").read_text()
+    man = (REPO / "man" / "man1" / "holon.1").read_text()
     for key in sorted(scripted.STEP_KEYS - {"note"}) + ["loop", "steps", "{{<call_id>.<path>}}"]:
-        assert key in section, key
+        assert key in page, key
         assert key.replace("-", "\\-") in man or key in man, key
     assert ".SH SCRIPTED MODELS" in man
+    guide = (REPO / "docs" / "guides" / "models.md").read_text()
+    assert "../reference/scripted.md" in guide  # the guide points at the format
 
 
 def test_hello_demo_shows_the_listing(script_runner: Any) -> None:
