@@ -24,8 +24,29 @@ def prose(text: str) -> str:
 
 
 def cell(text: str) -> str:
-    """Text for a table cell: prose, pipes escaped, newlines folded."""
-    return " ".join(prose(str(text)).replace("|", "\\|").split())
+    """Text for a table cell: prose, pipes escaped, newlines folded. A code
+    span holding a pipe becomes ``<code>`` with ``&#124;``: GitHub and
+    Python-Markdown disagree on ``\\|`` inside backticks, not on that."""
+    text = " ".join(str(text).replace("``", "`").split())
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all of it is prose
+        return prose(text).replace("|", "\\|")
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(code_cell(part))
+        else:
+            out.append(prose(part).replace("|", "\\|"))
+    return "".join(out)
+
+
+def code_cell(text: str) -> str:
+    """Inline code for a table cell (see :func:`cell`)."""
+    if "|" not in text:
+        return code(text)
+    import html
+
+    return "<code>" + html.escape(text, quote=False).replace("|", "&#124;") + "</code>"
 
 
 def code(text: str) -> str:

@@ -4,7 +4,7 @@ top-level command (its subcommands as sections), from the click tree."""
 from __future__ import annotations
 
 from .clicktree import Doc
-from .md import cell, code, note, page, prose, table
+from .md import cell, code, code_cell, note, page, prose, table
 
 SOURCE = "the click command tree"
 
@@ -56,7 +56,7 @@ def _section(d: Doc, level: str) -> list[str]:
         ]
         lines += table(["subcommand", "description"], rows)
     if d.options:
-        lines += table(["option", "description"], ([code(o), cell(t)] for o, t in d.options))
+        lines += table(["option", "description"], ([code_cell(o), cell(t)] for o, t in d.options))
     if d.examples:
         lines += ["```sh", *d.examples, "```", ""]
     return lines

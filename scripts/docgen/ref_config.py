@@ -9,7 +9,7 @@ import dataclasses
 import typing
 from typing import Any, get_args, get_origin
 
-from .md import cell, code, note, page, prose, table
+from .md import cell, code, code_cell, note, page, prose, table
 
 SOURCE = "holon_cli/store/config_schema.py"
 
@@ -142,7 +142,7 @@ def render() -> str:
                     cell(_type_text(tp)),
                     cell(default),
                     cell(meta.get("doc", "")),
-                    code(f"{key}: {_yaml(example)}") if example is not None else "",
+                    code_cell(f"{key}: {_yaml(example)}") if example is not None else "",
                 ]
             )
         if rows:
