@@ -105,7 +105,7 @@ def _clean(b: Browser, c: Console) -> None:
 
 
 def _has(route_name: str) -> bool:
-    return ACTION_ROUTES[route_name] in {path for path, *_ in http.ROUTES}
+    return ACTION_ROUTES[route_name] in {r.path for r in http.ROUTES}
 
 
 # ------------------------------------------------------------ smoke (not slow)

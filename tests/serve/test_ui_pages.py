@@ -343,11 +343,11 @@ def test_buttons_appear_only_for_routes_serve_has(monkeypatch: pytest.MonkeyPatc
     from holon_cli.serve.http.ui import actions
 
     open_agent("main")
-    have = {path for path, *_ in http.ROUTES}
+    have = {r.path for r in http.ROUTES}
     html = make_client().get("/ui/agents/main").text
     for name, label in (("pause", "Pause"), ("abort", "Abort"), ("prompt", "Send")):
         assert (f">{label}</button>" in html) == (actions.ACTION_ROUTES[name] in have), name
-    trimmed = [r for r in http.ROUTES if not r[0].endswith("/abort")]
+    trimmed = [r for r in http.ROUTES if not r.path.endswith("/abort")]
     monkeypatch.setattr(http, "ROUTES", trimmed)
     assert ">Abort</button>" not in make_client().get("/ui/agents/main").text
 
@@ -619,3 +619,22 @@ def test_an_mcp_request_is_a_form_answered_through_its_control_route(
         assert "hidden" in panel.split(">", 1)[0] and rid not in panel.split("</section>")[0]
     finally:
         close_servers()
+
+
+def test_the_reference_lists_every_console_route_and_stream_event() -> None:
+    """``docs/reference/http.md`` is generated from ``pages.PAGES`` and
+    ``live.EVENTS``: they name exactly what serve mounts and sends."""
+    from starlette.routing import Route
+
+    from holon_cli.serve.http.ui import live, pages
+
+    mounted = {
+        (m, r.path)
+        for r in make_app().routes
+        if isinstance(r, Route) and r.path.startswith("/ui/")
+        for m in (r.methods or set()) - {"HEAD"}
+    }
+    assert mounted == {(m, p) for m, p, _, _ in pages.PAGES}
+    assert set(live.EVENTS) == {"row", "panel"}
+    sent = set(re.findall(r'sse\("([a-z]+)"', (Path(live.__file__)).read_text()))
+    assert sent == set(live.EVENTS)

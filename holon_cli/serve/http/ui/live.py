@@ -40,6 +40,13 @@ if TYPE_CHECKING:
     from holon_cli.runtime.presentation import Activity
     from holon_cli.store.agent_store import AgentStore
 
+# the named events the console's streams send (the HTTP reference lists them)
+EVENTS = {
+    "row": "`{seq, html}`: a conversation row, rendered; `id:` is its event_seq",
+    "panel": "`{id, html}`: a part of the page to replace whole (an agent page's "
+    "status, work items, tasks, timers, workspaces, children, MCP requests; an agent's "
+    "row, or the whole table, on the agents page)",
+}
 POLL_S = 0.2  # ~0.1 ms a look (wake-up, stat): ~0.03 s of CPU a minute per open page
 HOME_POLL_S = 2.0  # 3 stats per agent a look: ~1 ms for 100 agents
 TASKS_EVERY_S = 2.0

@@ -279,6 +279,45 @@ async def _to_home(_request: Request) -> Response:
     return RedirectResponse("/ui/", status_code=308, headers=render.headers(render.NO_STORE))
 
 
+# the web console's routes as the HTTP reference lists them (docs/reference/
+# http.md): (method, path, access, what it serves); a test holds them to routes()
+PAGES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "GET",
+        "/ui/",
+        "control",
+        "the agents: status, holds, queue, work item, tasks, "
+        "next wake, last activity, spend today (`/ui` redirects here)",
+    ),
+    (
+        "GET",
+        "/ui/agents/{agent_id}",
+        "control",
+        "one agent: the conversation "
+        "(`?mode=info|verbose|debug`), work items and plan.md, tasks, timers, workspaces, "
+        "children, MCP requests, memory search (`?q=`)",
+    ),
+    ("GET", "/ui/search", "control", "search every agent's memory and ids (`?q=`)"),
+    ("GET", "/ui/live", "control", "the agents page's live updates (server-sent events)"),
+    (
+        "GET",
+        "/ui/agents/{agent_id}/live",
+        "control",
+        "an agent page's live updates (server-sent events; `?after=`, `Last-Event-ID`)",
+    ),
+    ("GET", "/ui/login", "browser", "the login form (with a control token)"),
+    (
+        "POST",
+        "/ui/login",
+        "browser",
+        "log in: the token in a form body; sets the "
+        "`holon_console` cookie (HttpOnly, SameSite=Strict); needs serve's Origin; rate-limited",
+    ),
+    ("POST", "/ui/logout", "browser", "log out: clears the cookie"),
+    ("GET", "/ui/static/{name}", "open", "the console's script, stylesheet and icon"),
+)
+
+
 def routes(check: Check) -> list[BaseRoute]:
     from holon_cli.serve.http.ui import live
 
