@@ -359,23 +359,36 @@ def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_stop_is_acted_on_at_once(store: AgentStore, tmp_path: Path) -> None:
+def test_a_stop_is_acted_on_at_once(
+    store: AgentStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The stop signal wakes the supervisor's wait on the command; it used to
-    be noticed at the wait's next 0.5 s timeout (a TaskStop took ~0.5 s).
-    Under the default sandbox a stop landing while bwrap was still setting up
-    ran into the 5 s grace, about one stop in six: first bwrap's pid-1 (it
-    ignores SIGTERM), then the command bwrap started after its outer process
-    got the TERM (stop_tree signalled only what it saw at first). Hence
-    several stops, each at once after the start. The bound is what a loaded
-    machine keeps (well under a second quiet; < 0.35 s failed at load ~20):
-    it tells a stop acted on from one that waited out the grace."""
+    be noticed at the wait's next timeout (0.5 s: a TaskStop took ~0.5 s).
+    The supervisors here wait 30 s between looks (``supervisor.WAIT_S``, set
+    in the interpreter ``holon task run`` starts), so a stop that is not
+    acted on at once takes about 30 s: the bound tells the two apart on any
+    machine (a stop acted on takes well under a second quiet; a bound of
+    0.35 s at the real 0.5 s wait failed at load ~20). Under the default
+    sandbox a stop landing while bwrap was still setting up ran into the 5 s
+    grace, about one stop in six: first bwrap's pid-1 (it ignores SIGTERM),
+    then the command bwrap started after its outer process got the TERM
+    (stop_tree signalled only what it saw at first). Hence several stops,
+    each at once after the start."""
+    from holon_cli.runtime.tasks import supervisor
+
+    boot = supervisor.BOOT.replace(
+        "from holon_cli.runtime.tasks.supervisor import main; sys.exit(main())",
+        "from holon_cli.runtime.tasks import supervisor as s; s.WAIT_S = 30.0; sys.exit(s.main())",
+    )
+    assert boot != supervisor.BOOT
+    monkeypatch.setattr(supervisor, "BOOT", boot)
     for _ in range(6):
-        tid = plane.run_task(store, "sleep 30", workdir=tmp_path)["task_id"]
+        tid = plane.run_task(store, "sleep 60", workdir=tmp_path)["task_id"]
         t0 = time.monotonic()
         stop = plane.task_stop(store, tid)
         took = time.monotonic() - t0
         assert stop["task"]["status"] == "cancelled", stop
-        assert took < 3.0, took
+        assert took < 3.0, took  # neither the 30 s wait nor the 5 s grace
 
 
 def test_tick_prunes_old_outputs_and_recovers_tasks(store: AgentStore, tmp_path: Path) -> None:

@@ -63,6 +63,9 @@ BOOT = (
 
 # output bytes between two free-disk checks
 DISK_CHECK_BYTES = 256 * 1024
+# the longest wait on the command between two looks (its exit and a stop
+# wake the wait at once: a pidfd, the stop handler's wake pipe)
+WAIT_S = 0.5
 
 # Tests only: called with the name of each phase a stop can land in
 # ("start": handlers installed, the command not started yet; "spawned": the
@@ -441,7 +444,7 @@ class Supervisor:
             self._flush_input()
             if fifo is not None:
                 self._throttle_input(sel, fifo)
-            timeout = 0.05 if pidfd is None else 0.5
+            timeout = 0.05 if pidfd is None else WAIT_S
             if self.pending_in:
                 timeout = 0.02
             if deadline is not None:
