@@ -272,3 +272,43 @@ def test_ensure_home_is_idempotent(holon_home: Path) -> None:
     A.ensure_home()
     assert (holon_home / "home.json").read_text() == marker
     assert (holon_home / "agents").is_dir() and (holon_home / "run").is_dir()
+
+
+def test_threads_creating_the_default_agent_at_once_all_get_it(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads of one process (serve's workers; an in-process command and
+    a call thread) creating the same agent at once: both get it. They used
+    to share one staging folder (``.creating-<id>-<pid>``): the second one
+    removed the first one's half-made copy, whose rename then failed with
+    "agent 'main' already exists" (exit 4) although nothing existed yet."""
+    import threading
+
+    real = A._materialize
+    both_in = threading.Barrier(2, timeout=20)
+
+    def materialize(*args: object, **kw: object) -> None:
+        real(*args, **kw)  # type: ignore[arg-type]
+        try:
+            both_in.wait()  # both copies made before either is renamed
+        except threading.BrokenBarrierError:
+            pass
+
+    monkeypatch.setattr(A, "_materialize", materialize)
+    start = threading.Barrier(2, timeout=20)
+    got: list[object] = []
+
+    def create() -> None:
+        start.wait()
+        try:
+            got.append(A.open_agent().agent_id)
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            got.append(exc)
+
+    threads = [threading.Thread(target=create) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert got == ["main", "main"], got
+    assert agents_dir_names() == ["main"]  # no staging folder left behind

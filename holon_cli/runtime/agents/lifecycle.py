@@ -146,8 +146,17 @@ STAGING_PREFIX = ".creating-"
 STAGING_MAX_AGE_S = 3600.0
 
 
+def staging_folder(home: HomeLayout, agent_id: str) -> Path:
+    """A creation's own staging folder, ``.creating-<id>-<token>-<pid>``: one
+    per call, not per process (two threads creating the same agent at once,
+    serve's or a command's and a call's, shared one: the second removed the
+    first one's half-made copy, whose rename then failed as "already
+    exists"). The pid comes last, for :func:`stale_staging`."""
+    return home.agents_dir / f"{STAGING_PREFIX}{agent_id}-{os.urandom(4).hex()}-{os.getpid()}"
+
+
 def stale_staging(home: HomeLayout, *, max_age_s: float = STAGING_MAX_AGE_S) -> list[Path]:
-    """``.creating-<id>-<pid>`` folders a killed ``agent create`` left behind:
+    """``.creating-<id>-[<token>-]<pid>`` folders a killed ``agent create`` left behind:
     their pid is gone, or they are older than ``max_age_s`` (a reused pid)."""
     import time
 
@@ -294,11 +303,9 @@ def _stage_and_rename(
     import shutil
 
     sweep_staging(home)
-    staging = home.agents_dir / f"{STAGING_PREFIX}{layout.agent_id}-{os.getpid()}"
+    staging = staging_folder(home, layout.agent_id)
     if unsynced:
         defer_fsyncs(layout.home, staging)
-    if staging.exists():
-        shutil.rmtree(staging)
     try:
         _materialize(staging, template, record["identity"]["template"] or {}, record, skills)
         if finish is not None:

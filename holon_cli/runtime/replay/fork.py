@@ -65,9 +65,9 @@ RESET_STATE: dict[str, Any] = {
 
 def fork_agent(source_id: str, new_id: str, *, at: str | None = None) -> dict[str, Any]:
     from holon_cli.runtime.agents.lifecycle import (
-        STAGING_PREFIX,
         ensure_home,
         open_agent,
+        staging_folder,
         sweep_staging,
     )
 
@@ -86,8 +86,7 @@ def fork_agent(source_id: str, new_id: str, *, at: str | None = None) -> dict[st
 
         record = records.load(src, at)
     sweep_staging(home)
-    staging = home.agents_dir / f"{STAGING_PREFIX}{new_id}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = staging_folder(home, new_id)
     try:
         result = _build(src, staging, new_id, record)
         try:
