@@ -104,9 +104,21 @@ ids = {
 }
 h("workitem", "complete", ids["done"], "--report", "shipped", *a)
 h("timer", "cancel", ids["cancelled"], *a)
-deadline = time.monotonic() + 30
-while '"running"' in h("task", "status", ids["task"], *a, "--json"):
-    assert time.monotonic() < deadline, "the task did not finish"
+# settled: ended, its result admitted and its supervisor gone (it still
+# writes after the record says `completed`: its result, its last words; on a
+# loaded machine that landed between a test's two looks at the home)
+from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.tasks import plane, procs
+deadline = time.monotonic() + 90
+while True:
+    rec = plane.read_task(open_agent("alpha-742"), ids["task"])
+    if (
+        rec.get("status") == "completed"
+        and rec.get("result_message_id")
+        and not procs.identity_alive(rec.get("supervisor"))
+    ):
+        break
+    assert time.monotonic() < deadline, ("the task did not settle", rec)
     time.sleep(0.05)
 h("workitem", "create", "Gamma's item", "--agent", "gamma")
 proj = Path(os.environ["HOLON_HOME"]).parent / "proj"
