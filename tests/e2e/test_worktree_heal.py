@@ -46,7 +46,10 @@ def audit() -> list[dict[str, Any]]:
 def slow_git(tmp_path: Path) -> Path:
     """A ``git`` that, after a real ``worktree add``, locks the new worktree
     (git's ``initializing`` lock, as a git killed mid-add leaves it) and then
-    hangs: the command above it is killed there."""
+    hangs, after touching ``slowbin/locked``: the command above it is killed
+    there (not while git's own ``worktree add`` still runs: it locks the
+    worktree too while it checks out, and a kill then leaves a half-made
+    checkout, which the heal rightly keeps)."""
     real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
     bindir = tmp_path / "slowbin"
     bindir.mkdir()
@@ -58,6 +61,7 @@ def slow_git(tmp_path: Path) -> Path:
         "  for last; do :; done\n"  # the path is the argument before HEAD
         f'  "{real}" worktree lock --reason initializing "$(echo "$@" | '
         "awk '{print $(NF-1)}')\" 2>/dev/null\n"
+        f'  touch "{bindir / "locked"}"\n'
         "  sleep 60\n"
         "fi\n"
     )
@@ -72,7 +76,8 @@ def test_a_killed_isolated_use_is_finished_by_the_next_tick(
     repo = make_repo(tmp_path / "repo")
     holon("agent", "create", "dev", check=True)
     env = dict(os.environ)
-    env["PATH"] = f"{slow_git(tmp_path)}{os.pathsep}{env['PATH']}"
+    bindir = slow_git(tmp_path)
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -93,8 +98,9 @@ def test_a_killed_isolated_use_is_finished_by_the_next_tick(
     folder = holon_home / "worktrees" / "dev"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the worktree is made and locked; the bind waits
-        made = [p for p in folder.glob("repo-*") if p.is_dir()] if folder.is_dir() else []
-        if made and any(r.get("locked") is not None for r in worktree_list(repo)):
+        if (bindir / "locked").exists():
+            made = [p for p in folder.glob("repo-*") if p.is_dir()]
+            assert any(r.get("locked") is not None for r in worktree_list(repo))
             break
         time.sleep(0.05)
     else:
