@@ -255,14 +255,14 @@ def project_work_queue(
     class that does not fit even as a count ends the projection.
     """
     idx = load(store)
-    if not idx.items:
+    if not idx.has_items():
         return None
     focus_id = _current_id(store)
     current_id = focus_id
-    bound = idx.items.get(bound_work_item_id) if bound_work_item_id else None
+    bound = idx.get(bound_work_item_id) if bound_work_item_id else None
     if bound is not None and bound["state"] == "open":
         current_id = bound_work_item_id
-    current = idx.items.get(current_id) if current_id is not None else None
+    current = idx.get(current_id) if current_id is not None else None
     if current_id is not None and (current is None or current["state"] != "open"):
         current_id = None
     # open items plus just enough recent completions to fill the completed class
@@ -274,7 +274,7 @@ def project_work_queue(
         waits=idx.wait_summaries(),
         has_report={r["id"]: True for r in recent_done},
     )
-    cand.completed_total = len(idx.completed_records())
+    cand.completed_total = idx.completed_count()
     header = "## Work queue"
     cur = _current_section(
         store,

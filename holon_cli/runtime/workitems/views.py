@@ -26,7 +26,7 @@ def completion_report(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any]
         return None
     if rec.get("result_summary"):
         return {"text": rec["result_summary"], "source": "result_summary"}
-    rep = idx.reports.get(str(rec.get("id")))
+    rep = idx.report_of(str(rec.get("id")))
     if rep:
         return {
             "text": rep["text"],
@@ -100,24 +100,34 @@ def get_work_item(
     if refresh:
         refresh_descriptors(store, [work_item_id])
     idx = load(store)
+    rec = idx.get(work_item_id)
+    assert rec is not None  # required above; items are never removed
     return {
         "work_item": view(
             idx,
-            idx.items[work_item_id],
+            rec,
             current_id=_current_id(store),
             include_todo_list=include_todo_list,
         )
     }
 
 
-def _ordered(idx: WorkItemIndex, current_id: str | None) -> list[WorkItemRecord]:
+# filters that only ever match open items: the index's head holds every one
+# of them, so these lists never read the archive of completed items
+OPEN_FILTERS = frozenset({"current", "open", "queued", "blocked"})
+
+
+def _ordered(
+    idx: WorkItemIndex, current_id: str | None, *, every_item: bool
+) -> list[WorkItemRecord]:
     """Current first, then the candidate classes in priority order, then
     completed items (newest first)."""
+    items = idx.items if every_item else {r["id"]: r for r in idx.open_records()}
     cand = wr.classify(
-        idx.items.values(),
+        items.values(),
         current_id=current_id,
-        waits=idx.wait_summaries(),
-        has_report={w: True for w in idx.items},
+        waits=idx.wait_summaries(every_item=every_item),
+        has_report={w: True for w in items},
     )
     out: list[WorkItemRecord] = []
     if cand.current is not None:
@@ -152,10 +162,11 @@ def list_work_items(
         )
     idx = load(store)
     current_id = _current_id(store)
-    waits = idx.wait_summaries()
+    every_item = filter not in OPEN_FILTERS
+    waits = idx.wait_summaries(every_item=every_item)
     matched = [
         r
-        for r in _ordered(idx, current_id)
+        for r in _ordered(idx, current_id, every_item=every_item)
         if wr.matches_filter(
             r, filter, current_id=current_id, waits=waits.get(r["id"], wr.NO_WAITS)
         )
@@ -170,19 +181,25 @@ def list_work_items(
         "total": len(matched),
         "truncated": len(shown) < len(matched),
         "work_items": [
-            view(
-                idx, idx.items[r["id"]], current_id=current_id, include_todo_list=include_todo_list
-            )
+            view(idx, _fresh(idx, r), current_id=current_id, include_todo_list=include_todo_list)
             for r in shown
         ],
         "counts": counts(idx),
     }
 
 
+def _fresh(idx: WorkItemIndex, rec: WorkItemRecord) -> WorkItemRecord:
+    return idx.get(rec["id"]) or rec
+
+
 def counts(idx: WorkItemIndex) -> dict[str, int]:
+    """Items by readiness: the open ones from the head, the completed by count
+    (a completed item's readiness is ``completed`` whatever its waits)."""
     out = {r: 0 for r in wr.READINESS}
-    for rec in idx.items.values():
-        out[wr.readiness(rec, idx.waits_for(rec))] += 1
+    waits = idx.wait_summaries()
+    for rec in idx.open_records():
+        out[wr.readiness(rec, waits.get(rec["id"], wr.NO_WAITS))] += 1
+    out["completed"] += idx.completed_count()
     return out
 
 
