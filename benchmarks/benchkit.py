@@ -109,7 +109,12 @@ def ratio_line(label: str, values: Sequence[float]) -> str:
 
 def spread_json(values: Sequence[float], nd: int = 3) -> dict[str, float | int]:
     s = spread(values)
-    return {"n": s.n, "min": round(s.min, nd), "median": round(s.median, nd), "max": round(s.max, nd)}
+    return {
+        "n": s.n,
+        "min": round(s.min, nd),
+        "median": round(s.median, nd),
+        "max": round(s.max, nd),
+    }
 
 
 def tail(values: Sequence[float], p: float) -> tuple[str, float]:
@@ -127,7 +132,8 @@ def tail(values: Sequence[float], p: float) -> tuple[str, float]:
 
 def samples_for(p: float) -> int:
     """The fewest samples whose ``p``-th percentile is not their maximum."""
-    return math.floor(100 / (100 - p)) + 1 if p < 100 else 1 << 30
+    # the nearest rank ceil(p/100 * n) must fall short of n
+    return math.ceil(100 / (100 - p) - 1e-9) if p < 100 else 1 << 30
 
 
 # ------------------------------------------------------------------ load
@@ -160,7 +166,10 @@ class Load:
     def as_json(self) -> dict[str, Any]:
         if self.stop is None:
             self.end()
-        return {"start": [round(x, 2) for x in self.start], "end": [round(x, 2) for x in self.stop or ()]}
+        return {
+            "start": [round(x, 2) for x in self.start],
+            "end": [round(x, 2) for x in self.stop or ()],
+        }
 
 
 def _three(t: Sequence[float]) -> str:
@@ -225,6 +234,8 @@ class Goals:
 
 
 def _num(x: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
     if x == int(x) and abs(x) < 1e15:
         return str(int(x))
     return f"{x:.3g}" if abs(x) < 1 else f"{x:.2f}"

@@ -33,7 +33,6 @@ benchmarks/workitems.py``) to measure that build: the script drives the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -60,7 +59,8 @@ from holon_cli.store.ledger_mark import write_mark
 n, n_open = int(sys.argv[1]), int(sys.argv[2])
 store = create_agent("main")
 if n:
-    w = wi.create_work_item(store, "template item", todo_list=[{"text": "first step", "state": "completed"}, {"text": "second step", "state": "completed"}],
+    steps = [{"text": "first step", "state": "completed"}, {"text": "second", "state": "completed"}]
+    w = wi.create_work_item(store, "template item", todo_list=steps,
                             source="operator")
     wid = w["work_item"]["id"]
     wi.complete_work_item(store, wid, report="finished: " + "r" * 200, source="operator")
@@ -85,8 +85,8 @@ if n:
                 f.write(text.replace("template item", f"historical item {i}") + "\n")
     write_mark(led.mark_path, led.path.stat().st_size)
     for i in range(n_open):
-        wi.create_work_item(store, f"open item {i}", todo_list=[{"text": "a step", "state": "pending"}],
-                            source="operator")
+        todo = [{"text": "a step", "state": "pending"}]
+        wi.create_work_item(store, f"open item {i}", todo_list=todo, source="operator")
     with store.lock():
         wix.save(store, wix.load(store), force=True)
     os.sync()
@@ -204,7 +204,9 @@ def main() -> int:
         index_bytes = {
             b.name: sum(
                 p.stat().st_size
-                for p in (b.root / "big" / "agents" / "main" / ".holon" / "state").glob("work_item*")
+                for p in (b.root / "big" / "agents" / "main" / ".holon" / "state").glob(
+                    "work_item*"
+                )
             )
             for b in builds
         }
@@ -257,7 +259,9 @@ def main() -> int:
     )
     for name, r in reads.items():
         if "ratio" in r:
-            goals.check(f"{name}, this / other build", round(r["ratio"]["median"], 3), "<=", READ_GOAL, "x")
+            goals.check(
+                f"{name}, this / other build", round(r["ratio"]["median"], 3), "<=", READ_GOAL, "x"
+            )
     if not a.json:
         import holon_cli
 

@@ -176,11 +176,13 @@ class WorkItemIndex:
                 self.archive_path, self.archive_generation, self.archive_bytes, cached
             )
         except CorruptStateError as exc:
-            import logging
-
-            logging.getLogger("holon.workitems").warning(
-                "warning: %s; the work items are read from the ledgers instead", exc.message
-            )
+            if (key, self.archive_generation) not in _WARNED:  # once per process
+                _WARNED.add((key, self.archive_generation))
+                _warn(
+                    "warning: %s; the work items are read from the ledgers instead; "
+                    "`holon home check --repair` rebuilds the index and its archive",
+                    exc.message,
+                )
             got = self._archive_from_ledgers()
         else:
             _ARCHIVES[key] = got
@@ -466,6 +468,8 @@ def unchanged_on_disk(path: Path, desc: PlanDescriptor | None) -> bool:
 # queue several times per provider round; re-parsing an unchanged index each
 # time made the cost grow with the number of work items
 _LOADED: dict[str, tuple[tuple[Any, ...], WorkItemIndex]] = {}
+# (archive path, generation) already warned about in this process
+_WARNED: set[tuple[str, str | None]] = set()
 
 
 def _stat_sig(path: Path) -> tuple[int, int, int] | None:
