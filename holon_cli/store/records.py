@@ -370,11 +370,12 @@ def work_items_snapshot(snap: Mapping[str, Any]) -> str | None:
             _opt(arch, "generation", str, "work item index archive"),
             _opt(arch, "bytes", int, "work item index archive"),
             _opt(arch, "items", int, "work item index archive"),
+            _opt(arch, "lines", int, "work item index archive"),
         )
         if reason:
             return reason
-        if any(isinstance(arch.get(k), int) and arch[k] < 0 for k in ("bytes", "items")):
-            return "work item index archive: `bytes` and `items` must not be negative"
+        if any(isinstance(arch.get(k), int) and arch[k] < 0 for k in ("bytes", "items", "lines")):
+            return "work item index archive: `bytes`, `items` and `lines` must not be negative"
     for wid, item in snap["items"].items():
         if not isinstance(item, Mapping):
             return f"work item index items[{wid!r}] must be an object, got {_type(item)}"

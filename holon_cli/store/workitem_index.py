@@ -118,6 +118,7 @@ class WorkItemIndex:
         archive_generation: str | None = None,
         archive_bytes: int = 0,
         archived: int = 0,
+        archive_lines: int = 0,
     ) -> None:
         self.offset = offset
         self.ds_offset = ds_offset
@@ -138,6 +139,7 @@ class WorkItemIndex:
         self.archive_generation = archive_generation
         self.archive_bytes = archive_bytes
         self.archived = archived  # completed items in the archive
+        self.archive_lines = archive_lines  # its lines after the header (a compaction's due)
         self._archive: Archive | None = None
         # the agent's store, for reading the ledgers when the archive is damaged
         self.store: AgentStore | None = None
@@ -149,9 +151,11 @@ class WorkItemIndex:
         self._open: list[WorkItemRecord] | None = None
         self._done: list[WorkItemRecord] | None = None
         self._all: dict[str, WorkItemRecord] | None = None
+        self._waits_by_item: dict[str, list[WaitingIntentRecord]] | None = None
 
     def _invalidate(self) -> None:
         self._open = self._done = self._all = None
+        self._waits_by_item = None
 
     # -- the archive (read on demand) -------------------------------------
     def archive(self) -> Archive:
@@ -172,9 +176,14 @@ class WorkItemIndex:
             self._archive = cached
             return cached
         try:
-            got = read_archive(
-                self.archive_path, self.archive_generation, self.archive_bytes, cached
-            )
+            try:
+                got = read_archive(
+                    self.archive_path, self.archive_generation, self.archive_bytes, cached
+                )
+            except CorruptStateError:
+                if not self._adopt_compacted():
+                    raise
+                got = read_archive(self.archive_path, self.archive_generation, self.archive_bytes)
         except CorruptStateError as exc:
             if (key, self.archive_generation) not in _WARNED:  # once per process
                 _WARNED.add((key, self.archive_generation))
@@ -188,6 +197,32 @@ class WorkItemIndex:
             _ARCHIVES[key] = got
         self._archive = got
         return got
+
+    def _adopt_compacted(self) -> bool:
+        """A compaction (``home gc``) replaced the archive since this index was
+        read: it changed nothing but the archive's generation and length, so
+        the head on disk, at the same offsets, names the archive to read."""
+        if self.store is None or self.archive_path is None:
+            return False
+        try:
+            snap = read_snapshot(index_path(self.store), max_version=INDEX_VERSION)
+        except CorruptStateError:
+            return False
+        if not snap or snap.get("v") != INDEX_VERSION:
+            return False
+        same = (snap.get("offset"), snap.get("ds_offset"), snap.get("wait_offset")) == (
+            self.saved_offset,
+            self.saved_ds_offset,
+            self.saved_wait_offset,
+        )
+        arch = snap.get("archive") or {}
+        gen = arch.get("generation")
+        if not same or not isinstance(gen, str) or gen == self.archive_generation:
+            return False
+        self.archive_generation = gen
+        self.archive_bytes = int(arch.get("bytes") or 0)
+        self.archive_lines = int(arch.get("lines") or 0)
+        return True
 
     def _archive_from_ledgers(self) -> Archive:
         """What the archive holds, folded from the ledgers (a damaged archive)."""
@@ -215,11 +250,9 @@ class WorkItemIndex:
     def get(self, wid: str) -> WorkItemRecord | None:
         """One item by id: the head, then what changed since the checkpoint,
         then the archive (read on first need)."""
-        rec = self.head.get(wid)
-        if rec is None:
-            rec = self.pending_items.get(wid)
+        rec = self.head.get(wid) or self.pending_items.get(wid)
         if rec is None and self.archive_generation is not None:
-            rec = self.archive().items.get(wid)
+            rec = (self._archive or self.archive()).items.get(wid)
         return rec
 
     def has_items(self) -> bool:
@@ -260,7 +293,7 @@ class WorkItemIndex:
             return self.head_reports.get(wid)
         rep = self.pending_reports.get(wid)
         if self.archive_generation is not None:
-            old = self.archive().reports.get(wid)
+            old = (self._archive or self.archive()).reports.get(wid)
             if rep is None or (old is not None and not newer_report(old, rep)):
                 rep = old
         return rep
@@ -336,8 +369,16 @@ class WorkItemIndex:
 
     def waits_for(self, rec: WorkItemRecord) -> wr.WaitSummary:
         wid = rec.get("id")
-        waits = self.head_waits if wid in self.head else self.waits
-        return wr.summarize_waits(rec, (w for w in waits.values() if w.get("work_item_id") == wid))
+        if wid in self.head:
+            found = [w for w in self.head_waits.values() if w.get("work_item_id") == wid]
+        else:  # an archived item: its waits from one index of them all
+            if self._waits_by_item is None:
+                by: dict[str, list[WaitingIntentRecord]] = {}
+                for w in self.waits.values():
+                    by.setdefault(w["work_item_id"], []).append(w)
+                self._waits_by_item = by
+            found = self._waits_by_item.get(str(wid), [])
+        return wr.summarize_waits(rec, found)
 
     def has_report(self, wid: str) -> bool:
         rec = self.get(wid)
@@ -378,6 +419,7 @@ class WorkItemIndex:
                 "generation": self.archive_generation,
                 "bytes": self.archive_bytes,
                 "items": self.archived,
+                "lines": self.archive_lines,
             },
         }
 
@@ -399,6 +441,7 @@ class WorkItemIndex:
             archive_generation=self.archive_generation,
             archive_bytes=self.archive_bytes,
             archived=self.archived,
+            archive_lines=self.archive_lines,
         )
         out.pending_items = dict(self.pending_items)
         out.pending_reports = dict(self.pending_reports)
@@ -428,6 +471,7 @@ class WorkItemIndex:
             archive_generation=gen if isinstance(gen, str) else None,
             archive_bytes=int(arch.get("bytes") or 0) if isinstance(gen, str) else 0,
             archived=int(arch.get("items") or 0) if isinstance(gen, str) else 0,
+            archive_lines=int(arch.get("lines") or 0) if isinstance(gen, str) else 0,
         )
 
 
@@ -523,6 +567,20 @@ def _load_uncached(
         snap = None  # the index is a cache: rebuild it from the ledgers
     idx = WorkItemIndex.from_snapshot(snap, apath) if snap else WorkItemIndex(archive_path=apath)
     idx.store = store
+    for _ in range(3):  # a compaction renames its archive a moment before its head
+        if idx.archive_generation is None or _names(apath, idx.archive_generation):
+            break
+        import time
+
+        time.sleep(0.01)
+        try:
+            snap = read_snapshot(index_path(store), max_version=INDEX_VERSION)
+        except CorruptStateError:
+            break
+        if not snap:
+            break
+        idx = WorkItemIndex.from_snapshot(snap, apath)
+        idx.store = store
     if idx.archive_generation is not None:
         head = read_header(apath)
         if not isinstance(head, dict) or head.get("generation") != idx.archive_generation:
@@ -563,6 +621,11 @@ def _load_uncached(
             desc["exists"] = True
             item["plan_artifact"] = desc
     return idx
+
+
+def _names(path: Path, generation: str) -> bool:
+    head = read_header(path)
+    return isinstance(head, dict) and head.get("generation") == generation
 
 
 def _fold_tails(idx: WorkItemIndex, items_led: Ledger, ds_led: Ledger, wait_led: Ledger) -> None:
@@ -641,6 +704,7 @@ def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
     idx.archive_path = apath
     spill = idx._spill_ids()
     fresh = idx.archive_generation is None
+    lines = idx.archive_lines
     if fresh and not (spill or idx.pending_items):
         generation, size, archived = None, 0, 0  # nothing to archive yet: no file
     elif fresh:
@@ -650,12 +714,14 @@ def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
         archived = len(spill) + sum(
             1 for r in idx.pending_items.values() if r.get("state") == "completed"
         )
+        lines = payload.count(b"\n")
     elif spill or idx.pending_items or idx.pending_reports or idx.pending_waits:
         payload = _archive_payload(idx, spill, all_pending=True)
         generation = idx.archive_generation
         assert generation is not None
         size = append_archive(apath, generation, idx.archive_bytes, payload)
         archived = idx.archived + len(spill)
+        lines += payload.count(b"\n")
     else:
         generation, size, archived = idx.archive_generation, idx.archive_bytes, idx.archived
     # what the archive's fold in memory learns, before the head forgets it
@@ -689,6 +755,7 @@ def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
     idx.pending_reports.clear()
     idx.pending_waits.clear()
     idx.archive_generation, idx.archive_bytes, idx.archived = generation, size, archived
+    idx.archive_lines = lines if generation is not None else 0
     idx._archive = base
     if base is not None:
         _ARCHIVES[str(apath)] = base
@@ -745,3 +812,69 @@ def rebuild(store: AgentStore) -> WorkItemIndex:
     )
     save(store, idx, force=True)
     return idx
+
+
+def compaction_due(lines: int, items: int) -> bool:
+    """The archive holds about twice as many lines as it needs (each late
+    change to an archived item added one): time to write it again."""
+    return lines > 2 * items + 64
+
+
+def compact(store: AgentStore, *, force: bool = False) -> bool:
+    """Write the archive again with one line per item (and per report and
+    wait), a new generation, when :func:`compaction_due` (``home gc`` and
+    serve's daily pass: never a write's cost). Under the agent lock, skipped
+    when it is busy or the archive is damaged (``home check`` reports that);
+    returns whether it compacted. The head is written again with only its
+    ``archive`` changed; a reader holding the old head adopts the new one."""
+    from holon_cli.errors import BusyError
+    from holon_cli.store.locks import locked
+
+    path, apath = index_path(store), archive_path(store)
+    try:
+        with locked(store.layout.agent_lock, timeout=0, what=f"agent {store.agent_id!r}"):
+            try:
+                snap = read_snapshot(path, max_version=INDEX_VERSION)
+            except CorruptStateError:
+                return False
+            meta = (snap or {}).get("archive")
+            if not snap or snap.get("v") != INDEX_VERSION or not isinstance(meta, dict):
+                return False
+            gen, items = meta.get("generation"), int(meta.get("items") or 0)
+            if not isinstance(gen, str):
+                return False
+            if not force and not compaction_due(int(meta.get("lines") or 0), items):
+                return False
+            try:
+                arch = read_archive(apath, gen, int(meta.get("bytes") or 0))
+            except CorruptStateError:
+                return False
+            head = snap.get("items") or {}
+            parts: list[str] = []
+
+            def line(kind: str, rec: Mapping[str, Any]) -> None:
+                parts.append(dumps({"v": ARCHIVE_VERSION, "kind": kind, "rec": rec}))
+
+            for wid, rec in arch.items.items():
+                if wid not in head:
+                    line("item", rec)
+            for wid, rep in arch.reports.items():
+                if wid not in head:
+                    line("report", {**rep, "work_item_id": wid})
+            for w in arch.waits.values():
+                if w.get("work_item_id") not in head:
+                    line("wait", w)
+            payload = ("\n".join(parts) + "\n").encode("utf-8", "surrogateescape") if parts else b""
+            generation, size = new_archive(apath, payload)
+            snap["archive"] = {
+                "generation": generation,
+                "bytes": size,
+                "items": items,
+                "lines": len(parts),
+            }
+            write_snapshot(path, snap)
+            _ARCHIVES.pop(str(apath), None)
+            _LOADED.pop(str(path), None)
+            return True
+    except BusyError:
+        return False

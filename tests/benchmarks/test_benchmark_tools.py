@@ -298,7 +298,7 @@ def test_workitems_benchmark_pairs_creates_on_an_empty_and_a_big_home() -> None:
         "workitem list",
         "workitem list --filter open",
         "status",
-        "projection (in-process)",
+        "projection (load + project, fresh process)",
     }
     (goal,) = report["goals"]
     assert goal["limit"] == 1.2 and goal["met"] == (res.returncode == 0)

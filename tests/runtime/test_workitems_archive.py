@@ -140,6 +140,7 @@ def test_a_checkpoint_appends_to_the_archive_and_never_rewrites_it(
         "generation": json.loads(before.splitlines()[0])["generation"],
         "bytes": len(after),
         "items": 6,
+        "lines": len(after.splitlines()) - 1,
     }
 
 
@@ -294,6 +295,11 @@ def damage(path: Path, how: str) -> None:
         lines = data.splitlines(keepends=True)
         lines[2] = b"{not json\n"
         path.write_bytes(b"".join(lines))
+    elif how == "two_values":  # a line holding two records (no newline between)
+        lines = data.splitlines(keepends=True)
+        lines[2] = lines[2].rstrip(b"\n") + b"," + lines[3]
+        del lines[3]
+        path.write_bytes(b"".join(lines) + b"\n" * (len(data) - len(b"".join(lines))))
     elif how == "other_generation":
         lines = data.splitlines(keepends=True)
         lines[0] = json.dumps({"v": 1, "kind": "archive", "generation": "wia_other"}).encode()
@@ -302,7 +308,9 @@ def damage(path: Path, how: str) -> None:
         path.unlink()
 
 
-@pytest.mark.parametrize("how", ["cut", "garbage_line", "other_generation", "deleted"])
+@pytest.mark.parametrize(
+    "how", ["cut", "garbage_line", "two_values", "other_generation", "deleted"]
+)
 def test_a_damaged_archive_is_read_around_reported_and_repaired(
     store: AgentStore, now: list[float], how: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -360,3 +368,76 @@ def test_an_archive_line_of_a_newer_format_is_refused_by_name(
         f.write(line)
     with pytest.raises(Exception, match="newer than this holon understands"):
         wa.read_archive(arch, snap["archive"]["generation"], arch.stat().st_size)
+
+
+def edit_archived_plans(store: AgentStore, ids: list[str], times: int) -> None:
+    """Late changes to archived items: each plan edit adds an archive line."""
+    for n in range(times):
+        for wid in ids:
+            plan = wix.plan_path(store, wid)
+            plan.write_text(plan.read_text() + f"edit {n}\n")
+        wi.refresh_plan_descriptor(store, ids[0])
+        from holon_cli.runtime.workitems.plans import refresh
+
+        refresh(store, ids)
+        checkpoint(store)
+
+
+def test_home_gc_compacts_an_archive_late_changes_doubled(
+    store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from holon_cli.runtime.home.gc import gc_home
+    from holon_cli.runtime.inspect import home_check
+
+    done = completed_items(store, 12, now)
+    checkpoint(store)
+    archived = done[:-KEEP]
+    monkeypatch.setattr(wix, "compaction_due", lambda lines, items: lines > 2 * items)
+    arch = wix.archive_path(store)
+    gen0 = head(store)["archive"]["generation"]
+    assert gc_home()["closed"] is not None  # not yet due: left alone
+    assert head(store)["archive"]["generation"] == gen0
+    edit_archived_plans(store, archived, 2)
+    before = head(store)["archive"]
+    assert before["lines"] > 2 * before["items"]
+    wix._LOADED.clear()
+    wix._ARCHIVES.clear()
+    reader = wix.load(store)  # a reader holding the head from before the compaction
+    gc_home()
+    after = head(store)["archive"]
+    assert after["generation"] != gen0 and after["lines"] == after["items"] == len(archived)
+    assert arch.stat().st_size == after["bytes"] < before["bytes"]
+    assert reader.items == full_fold(store)  # it adopts the new archive, no warning
+    assert "read from the ledgers" not in caplog.text
+    wix._LOADED.clear()
+    wix._ARCHIVES.clear()
+    assert wix.load(store).items == full_fold(store)
+    assert home_check()["ok"]
+
+
+def test_compaction_skips_a_busy_agent(store: AgentStore, now: list[float]) -> None:
+    completed_items(store, 5, now)
+    checkpoint(store)
+    with store.lock():
+        assert wix.compact(store, force=True) is False
+    assert wix.compact(store, force=True) is True
+
+
+def test_a_damaged_archive_line_is_named_by_its_number(store: AgentStore, now: list[float]) -> None:
+    completed_items(store, 6, now)
+    checkpoint(store)
+    arch = wix.archive_path(store)
+    snap = head(store)
+    for bad, line in ((b"{not json", 3), (b'{"v":1},{"v":1}', 4)):
+        lines = arch.read_bytes().splitlines(keepends=True)
+        original = lines[line - 1]
+        lines[line - 1] = bad + b" " * max(0, len(original) - len(bad) - 1) + b"\n"
+        arch.write_bytes(b"".join(lines))
+        with pytest.raises(Exception) as exc:
+            wa.read_archive(arch, snap["archive"]["generation"], arch.stat().st_size)
+        assert f"{arch}:{line}:" in str(exc.value.message)  # type: ignore[attr-defined]
+        lines[line - 1] = original
+        arch.write_bytes(b"".join(lines))
+    # and the intact file reads again, every line
+    got = wa.read_archive(arch, snap["archive"]["generation"], snap["archive"]["bytes"])
+    assert len(got.items) == snap["archive"]["items"]

@@ -181,15 +181,21 @@ def list_work_items(
         "total": len(matched),
         "truncated": len(shown) < len(matched),
         "work_items": [
-            view(idx, _fresh(idx, r), current_id=current_id, include_todo_list=include_todo_list)
-            for r in shown
+            view(idx, found, current_id=current_id, include_todo_list=include_todo_list)
+            for found in _records(idx, shown, every_item=every_item)
         ],
         "counts": counts(idx),
     }
 
 
-def _fresh(idx: WorkItemIndex, rec: WorkItemRecord) -> WorkItemRecord:
-    return idx.get(rec["id"]) or rec
+def _records(
+    idx: WorkItemIndex, shown: list[WorkItemRecord], *, every_item: bool
+) -> list[WorkItemRecord]:
+    """The index's records of ``shown`` (refreshed descriptors included)."""
+    if every_item:
+        items = idx.items
+        return [items.get(r["id"], r) for r in shown]
+    return [idx.get(r["id"]) or r for r in shown]
 
 
 def counts(idx: WorkItemIndex) -> dict[str, int]:
