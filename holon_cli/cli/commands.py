@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "tick": "holon_cli.cli.cmd_tick:tick",
     "run": "holon_cli.cli.cmd_run:run",
     "status": "holon_cli.cli.cmd_inspect:status",
+    "usage": "holon_cli.cli.cmd_usage:usage",
     "tail": "holon_cli.cli.cmd_inspect:tail",
     "transcript": "holon_cli.cli.cmd_inspect:transcript",
     "replay": "holon_cli.cli.cmd_replay:replay",
@@ -31,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "memory": "holon_cli.cli.cmd_memory:memory",
     "workspace": "holon_cli.cli.cmd_workspace:workspace",
     "skills": "holon_cli.cli.cmd_skills:skills",
+    "mcp": "holon_cli.cli.cmd_mcp:mcp",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",
 }
@@ -62,5 +64,6 @@ _GROUPS = frozenset(
         "skills",
         "memory",
         "workspace",
+        "mcp",
     }
 )

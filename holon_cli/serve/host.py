@@ -320,6 +320,11 @@ class Host:
             server = HttpServer(app, socks)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        from holon_cli.runtime.tasks.recovery import runtime_owner_of_process
+
+        # this process watches running tasks now; tasks a serve that is gone
+        # watched were recovered by this restart (each agent's first pass says so)
+        runtime_owner_of_process(True)
         started = False
         try:
             # the engine first (dbos: a database it cannot use ends serve
@@ -344,12 +349,14 @@ class Host:
             log_line("stopping: no new work; draining running turns")
             left = self.scheduler.drain()
         finally:
+            runtime_owner_of_process(False)
             if server is not None and started:
                 server.stop()
             for sock in socks if not started else ():
                 sock.close()
             self._unlink_unix()
             self._remove_runfile()
+            _stop_mcp_servers()
         if left:
             log_line(
                 f"interrupting turns still running after {self.opts.drain_s:g} s: {', '.join(left)}"
@@ -363,6 +370,17 @@ class Host:
             os._exit(0)
         log_line("stopped")
         return 0
+
+
+def _stop_mcp_servers() -> None:
+    """Stop the MCP servers kept warm (only if this process started the plane)."""
+    import sys
+
+    mcp_host = sys.modules.get("holon_cli.runtime.mcp.host")
+    if mcp_host is not None:
+        h = mcp_host.existing()
+        if h is not None:
+            h.close_all()
 
 
 def _ensure_default_agent() -> None:
@@ -394,6 +412,14 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
+    try:
+        # tracing (OTEL_* or telemetry.enabled): the SDK is set up before the first turn
+        from holon_cli.runtime import telemetry
+        from holon_cli.store.config import load_config
+
+        telemetry.plane(load_config())
+    except Exception:  # noqa: BLE001 - the first turn sets it up (and reports) anyway
+        pass
     schemes = _default_model_schemes()
     if schemes:
         # httpx2 and its client (~80 ms), for https its CA store (~20 ms)

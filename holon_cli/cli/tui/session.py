@@ -29,6 +29,7 @@ from holon_cli.runtime.presentation import (
     display_mode,
     present,
     shown_at,
+    work_counts,
 )
 
 MAX_ROWS = 2000  # kept for re-rendering at another display mode
@@ -249,8 +250,24 @@ def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
         "projection": visible(projection),
         "access": visible(access or "-"),
         "pending": str(agent.get("pending", 0)),
-        "work": visible(", ".join(f"{k} {v}" for k, v in work.items() if v) or "none"),
+        "work": visible(work_counts(work)),
     }
     if worktree is not None:
         out["worktree"] = visible(worktree)
+    mcp = mcp_label(agent)
+    if mcp:
+        out["mcp"] = visible(mcp)
     return out
+
+
+def mcp_label(agent: Mapping[str, Any]) -> str | None:
+    """The agent's MCP servers and their states (a failed one shown, never
+    dropped), and how many of their questions wait for an operator."""
+    rows = agent.get("mcp_servers")
+    if not isinstance(rows, list) or not rows:
+        return None
+    text = ", ".join(f"{r.get('name')} {r.get('state')}" for r in rows if isinstance(r, Mapping))
+    waiting = agent.get("mcp_requests_open")
+    if waiting:
+        text += f" · {waiting} request(s) to answer (`holon mcp requests`)"
+    return text

@@ -59,6 +59,7 @@ def view(
             "is_current": proj["focus"] == "current",
             "readiness": proj["readiness"],
             "scheduling_state": proj["scheduling_state"],
+            "candidate_class": proj["candidate_class"],
             "current_todo": proj["current_todo"],
             "has_active_waits": proj["has_active_waits"],
             "has_triggered_waits": proj["has_triggered_waits"],
@@ -199,16 +200,19 @@ def _records(
 
 
 def counts(idx: WorkItemIndex) -> dict[str, int]:
-    """Items by readiness: the open ones from the head, the completed by count
-    (a completed item's readiness is ``completed`` whatever its waits)."""
-    out = {r: 0 for r in wr.READINESS}
+    """Items by readiness, a blocked item whose wait has fired counted as
+    ``triggered_blocked`` (not ``blocked``): the counts sum to the total. The
+    open ones from the head, the completed by count (a completed item's
+    bucket is ``completed`` whatever its waits)."""
+    out = {r: 0 for r in wr.STATUS_COUNTS}
     waits = idx.wait_summaries()
     for rec in idx.open_records():
-        out[wr.readiness(rec, waits.get(rec["id"], wr.NO_WAITS))] += 1
+        out[wr.status_bucket(rec, waits.get(rec["id"], wr.NO_WAITS))] += 1
     out["completed"] += idx.completed_count()
     return out
 
 
 def readiness_counts(store: AgentStore) -> dict[str, int]:
-    """``{runnable, waiting_for_operator, blocked, completed}`` counts for ``holon status``."""
+    """``{runnable, waiting_for_operator, triggered_blocked, blocked, completed}``
+    counts for ``holon status``, the console and ``ListWorkItems``."""
     return counts(load(store))
