@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -260,6 +260,28 @@ def read_archive(path: Path, generation: str, size: int, base: Archive | None = 
         out.apply(kind, rec)
     out.size, out.inode = size, st.st_ino
     return out
+
+
+def entries(
+    items: Mapping[str, Any],
+    reports: Mapping[str, Mapping[str, Any]],
+    waits: Mapping[str, Mapping[str, Any]],
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The archive lines of these items, their reports (keyed by item) and
+    waits: ``(kind, record)``."""
+    for rec in items.values():
+        yield "item", rec
+    for wid, rep in reports.items():
+        yield "report", {**rep, "work_item_id": wid}
+    for w in waits.values():
+        yield "wait", w
+
+
+def encode(lines: Iterable[tuple[str, Mapping[str, Any]]]) -> tuple[bytes, int]:
+    """``lines`` as archive bytes (each ending in a newline) and their count."""
+    parts = [dumps({"v": ARCHIVE_VERSION, "kind": kind, "rec": rec}) for kind, rec in lines]
+    payload = ("\n".join(parts) + "\n").encode("utf-8", "surrogateescape") if parts else b""
+    return payload, len(parts)
 
 
 # path -> the archive fold read last (reused and extended while its

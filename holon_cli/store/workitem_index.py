@@ -73,14 +73,15 @@ from holon_cli.model.workitem import (
     WorkItemRecord,
 )
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import dumps, read_snapshot, write_snapshot
+from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.ledger import Ledger
 from holon_cli.store.workitem_archive import (
     _ARCHIVES,
     ARCHIVE_NAME,
-    ARCHIVE_VERSION,
     Archive,
     append_archive,
+    encode,
+    entries,
     new_archive,
     newer_report,
     read_archive,
@@ -657,31 +658,20 @@ def _fold_ledgers(
     return idx
 
 
-def _archive_payload(idx: WorkItemIndex, spill: Iterable[str], *, all_pending: bool) -> bytes:
-    """The archive lines of the items leaving the head (item, report, waits)
-    and, with ``all_pending``, of the changes to archived items."""
-    parts: list[str] = []
-
-    def line(kind: str, rec: Mapping[str, Any]) -> None:
-        parts.append(dumps({"v": ARCHIVE_VERSION, "kind": kind, "rec": rec}))
-
+def _archive_payload(idx: WorkItemIndex, spill: Iterable[str]) -> tuple[bytes, int]:
+    """The archive lines of the items leaving the head (each with its report
+    and waits) and of the changes to archived items since the checkpoint."""
     spilled = set(spill)
-    for wid in spill:
-        line("item", idx.head[wid])
-        rep = idx.head_reports.get(wid)
-        if rep is not None:
-            line("report", {**rep, "work_item_id": wid})
-    for w in idx.head_waits.values():
-        if w.get("work_item_id") in spilled:
-            line("wait", w)
-    if all_pending:
-        for rec in idx.pending_items.values():
-            line("item", rec)
-        for wid, rep in idx.pending_reports.items():
-            line("report", {**rep, "work_item_id": wid})
-        for w in idx.pending_waits.values():
-            line("wait", w)
-    return ("\n".join(parts) + "\n").encode("utf-8", "surrogateescape") if parts else b""
+    return encode(
+        [
+            *entries(
+                {wid: idx.head[wid] for wid in spill},
+                {wid: r for wid, r in idx.head_reports.items() if wid in spilled},
+                {k: w for k, w in idx.head_waits.items() if w.get("work_item_id") in spilled},
+            ),
+            *entries(idx.pending_items, idx.pending_reports, idx.pending_waits),
+        ]
+    )
 
 
 def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
@@ -709,19 +699,19 @@ def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
         generation, size, archived = None, 0, 0  # nothing to archive yet: no file
     elif fresh:
         # everything not kept in the head goes into a new archive
-        payload = _archive_payload(idx, spill, all_pending=True)
+        payload, n = _archive_payload(idx, spill)
         generation, size = new_archive(apath, payload)
         archived = len(spill) + sum(
             1 for r in idx.pending_items.values() if r.get("state") == "completed"
         )
-        lines = payload.count(b"\n")
+        lines = n
     elif spill or idx.pending_items or idx.pending_reports or idx.pending_waits:
-        payload = _archive_payload(idx, spill, all_pending=True)
+        payload, n = _archive_payload(idx, spill)
         generation = idx.archive_generation
         assert generation is not None
         size = append_archive(apath, generation, idx.archive_bytes, payload)
         archived = idx.archived + len(spill)
-        lines += payload.count(b"\n")
+        lines += n
     else:
         generation, size, archived = idx.archive_generation, idx.archive_bytes, idx.archived
     # what the archive's fold in memory learns, before the head forgets it
@@ -850,27 +840,19 @@ def compact(store: AgentStore, *, force: bool = False) -> bool:
             except CorruptStateError:
                 return False
             head = snap.get("items") or {}
-            parts: list[str] = []
-
-            def line(kind: str, rec: Mapping[str, Any]) -> None:
-                parts.append(dumps({"v": ARCHIVE_VERSION, "kind": kind, "rec": rec}))
-
-            for wid, rec in arch.items.items():
-                if wid not in head:
-                    line("item", rec)
-            for wid, rep in arch.reports.items():
-                if wid not in head:
-                    line("report", {**rep, "work_item_id": wid})
-            for w in arch.waits.values():
-                if w.get("work_item_id") not in head:
-                    line("wait", w)
-            payload = ("\n".join(parts) + "\n").encode("utf-8", "surrogateescape") if parts else b""
+            payload, n = encode(
+                entries(
+                    {k: v for k, v in arch.items.items() if k not in head},
+                    {k: v for k, v in arch.reports.items() if k not in head},
+                    {k: w for k, w in arch.waits.items() if w.get("work_item_id") not in head},
+                )
+            )
             generation, size = new_archive(apath, payload)
             snap["archive"] = {
                 "generation": generation,
                 "bytes": size,
                 "items": items,
-                "lines": len(parts),
+                "lines": n,
             }
             write_snapshot(path, snap)
             _ARCHIVES.pop(str(apath), None)

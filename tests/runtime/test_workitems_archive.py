@@ -30,7 +30,7 @@ KEEP = 2  # completed items the head keeps in these tests (of each kind)
 def store(now: list[float], monkeypatch: pytest.MonkeyPatch) -> AgentStore:
     monkeypatch.setattr(wix, "KEEP_RECENT", KEEP)
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     wix._WARNED.clear()
     return open_agent()
 
@@ -76,7 +76,7 @@ def no_archive_reads(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("the archive was read")
 
     monkeypatch.setattr(wix, "read_archive", refuse)
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     wix._LOADED.clear()
 
 
@@ -94,7 +94,7 @@ def test_a_checkpoint_moves_old_completed_items_to_the_archive(
     arch = wix.archive_path(store)
     assert snap["archive"]["bytes"] == arch.stat().st_size
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     idx = wix.load(store)
     assert idx.items == full_fold(store)  # every item, exactly as the ledgers say
     assert idx.get(done[0])["result_summary"] == "report 0"  # type: ignore[index]
@@ -154,7 +154,7 @@ def test_changes_to_archived_items_reach_the_archive(store: AgentStore, now: lis
     assert done[0] not in head(store)["items"]  # it stays archived
     checkpoint(store)
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     idx = wix.load(store)
     assert idx.get(done[0])["plan_artifact"]["hash"] == got["plan_artifact"]["hash"]  # type: ignore[index]
     assert idx.items == full_fold(store) and idx.completed_count() == 5
@@ -175,7 +175,7 @@ def write_v1(store: AgentStore) -> dict[str, Any]:
     wix.index_path(store).write_text(json.dumps(snap))
     wix.archive_path(store).unlink(missing_ok=True)
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     return items
 
 
@@ -192,7 +192,7 @@ def test_a_v1_snapshot_is_read_as_it_is_and_migrated_by_the_next_write(
     snap = head(store)
     assert snap["v"] == 2 and snap["archive"]["items"] == 5 - KEEP
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     assert set(wix.load(store).items) == {*items, new}
 
 
@@ -240,7 +240,7 @@ def test_a_kill_mid_migration_loses_nothing(
     _killed(where)
     assert wix.index_path(store).read_bytes() == v1  # the commit point was never reached
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     got = wix.load(store).items
     # everything the v1 index held, and the item whose ledger append came first
     assert set(items) < set(got) and len(got) == len(items) + 1
@@ -252,7 +252,7 @@ def test_a_kill_mid_migration_loses_nothing(
     wi.create_work_item(store, "the next write migrates", source="operator")
     assert head(store)["v"] == 2
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     assert wix.load(store).items == full_fold(store)
     assert home_check()["ok"]
 
@@ -265,15 +265,15 @@ def test_a_kill_between_an_archive_append_and_its_head_loses_nothing(
     covered = head(store)["archive"]["bytes"]
     completed_items(store, 3, now)
     # the killed process checkpoints at once (its threshold made 0)
-    src = MIGRATE.replace("wix.KEEP_RECENT = 2", "wix.KEEP_RECENT = 2\nwix.SNAPSHOT_EVERY_BYTES = 0")
-    res = subprocess.run(
-        [sys.executable, "-c", src, "before_head_append"], env=dict(os.environ)
+    src = MIGRATE.replace(
+        "wix.KEEP_RECENT = 2", "wix.KEEP_RECENT = 2\nwix.SNAPSHOT_EVERY_BYTES = 0"
     )
+    res = subprocess.run([sys.executable, "-c", src, "before_head_append"], env=dict(os.environ))
     assert res.returncode == -signal.SIGKILL
     arch = wix.archive_path(store)
     assert arch.stat().st_size > covered == head(store)["archive"]["bytes"]
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     assert wix.load(store).items == full_fold(store)  # the extra bytes are not read
     from holon_cli.runtime.inspect import home_check
 
@@ -281,7 +281,7 @@ def test_a_kill_between_an_archive_append_and_its_head_loses_nothing(
     assert report["ok"] and any(n["path"] == str(arch) for n in report["notes"])
     checkpoint(store)  # the next checkpoint cuts them off before it appends
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     assert wix.load(store).items == full_fold(store)
     assert wix.load(store).completed_count() == 8
     assert home_check()["ok"]
@@ -322,7 +322,7 @@ def test_a_damaged_archive_is_read_around_reported_and_repaired(
     arch = wix.archive_path(store)
     damage(arch, how)
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     # nothing is lost to a reader: the ledgers are the truth
     assert wix.load(store).items == full_fold(store)
     assert wi.list_work_items(store)["total"] == 5
@@ -335,7 +335,7 @@ def test_a_damaged_archive_is_read_around_reported_and_repaired(
         assert list(arch.parent.glob(arch.name + ".damaged-*"))  # kept aside, not deleted
     assert home_check()["ok"]
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     assert wix.load(store).items == full_fold(store)
 
 
@@ -384,7 +384,10 @@ def edit_archived_plans(store: AgentStore, ids: list[str], times: int) -> None:
 
 
 def test_home_gc_compacts_an_archive_late_changes_doubled(
-    store: AgentStore, now: list[float], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    store: AgentStore,
+    now: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from holon_cli.runtime.home.gc import gc_home
     from holon_cli.runtime.inspect import home_check
@@ -401,7 +404,7 @@ def test_home_gc_compacts_an_archive_late_changes_doubled(
     before = head(store)["archive"]
     assert before["lines"] > 2 * before["items"]
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     reader = wix.load(store)  # a reader holding the head from before the compaction
     gc_home()
     after = head(store)["archive"]
@@ -410,7 +413,7 @@ def test_home_gc_compacts_an_archive_late_changes_doubled(
     assert reader.items == full_fold(store)  # it adopts the new archive, no warning
     assert "read from the ledgers" not in caplog.text
     wix._LOADED.clear()
-    wix._ARCHIVES.clear()
+    wa._ARCHIVES.clear()
     assert wix.load(store).items == full_fold(store)
     assert home_check()["ok"]
 
@@ -441,3 +444,66 @@ def test_a_damaged_archive_line_is_named_by_its_number(store: AgentStore, now: l
     # and the intact file reads again, every line
     got = wa.read_archive(arch, snap["archive"]["generation"], snap["archive"]["bytes"])
     assert len(got.items) == snap["archive"]["items"]
+
+
+def test_reports_and_waits_go_with_their_items_and_late_ones_reach_the_archive(
+    store: AgentStore, now: list[float]
+) -> None:
+    from holon_cli import clock
+    from holon_cli.model import workitem as wm
+
+    def report(wid: str, text: str) -> None:
+        with store.lock():
+            idx = wix.load(store)
+            rec = wm.new_delivery_summary(
+                summary_id=clock.new_id("ds"),
+                agent_id=store.agent_id,
+                work_item_id=wid,
+                text=text,
+                source="agent",
+                created_at=clock.now_iso(),
+            )
+            wix.append_report(store, idx, rec)
+
+    done = completed_items(store, 6, now)
+    tick(now)
+    report(done[0], "promoted while it was recent")
+    checkpoint(store)  # done[0] leaves the head with its report
+    assert done[0] not in head(store)["items"]
+    tick(now)
+    report(done[1], "arrived after it was archived")
+    checkpoint(store)
+    wix._LOADED.clear()
+    wa._ARCHIVES.clear()
+    idx = wix.load(store)
+    assert idx.report_of(done[0])["text"] == "promoted while it was recent"  # type: ignore[index]
+    assert idx.report_of(done[1])["text"] == "arrived after it was archived"  # type: ignore[index]
+    assert idx.reports[done[1]]["text"] == "arrived after it was archived"
+    lines = [json.loads(x) for x in wix.archive_path(store).read_text().splitlines()[1:]]
+    assert {ln["kind"] for ln in lines} == {"item", "report"}
+    assert wix.compact(store, force=True)  # a compaction keeps them
+    wix._LOADED.clear()
+    wa._ARCHIVES.clear()
+    assert wix.load(store).report_of(done[1])["text"] == "arrived after it was archived"  # type: ignore[index]
+
+
+def test_an_archived_items_waits_are_archived_with_it(store: AgentStore, now: list[float]) -> None:
+    from holon_cli.runtime.waiting.intents import record_wait
+
+    tick(now)
+    wid = wi.create_work_item(store, "waited on", source="operator")["work_item"]["id"]
+    record_wait(store, description="CI run", source="github", work_item_id=wid)
+    tick(now)
+    wi.complete_work_item(store, wid, report="done", source="operator")
+    completed_items(store, 4, now)
+    checkpoint(store)
+    snap = head(store)
+    assert wid not in snap["items"] and not any(
+        w["work_item_id"] == wid for w in snap["waits"].values()
+    )
+    wix._LOADED.clear()
+    wa._ARCHIVES.clear()
+    idx = wix.load(store)
+    assert [w["work_item_id"] for w in idx.waits.values()] == [wid]
+    assert idx.waits_for(idx.get(wid)) == wix.load(store).waits_for(full_fold(store)[wid])  # type: ignore[arg-type]
+    assert wi.get_work_item(store, wid)["work_item"]["state"] == "completed"
