@@ -117,6 +117,7 @@ def main() -> int:
     if args.agents < 4 or args.runs < 1 or args.turns < 1:
         ap.error("--agents must be at least 4, --runs and --turns at least 1")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     scratch = Path(tempfile.mkdtemp(prefix="holon-audit-bench-"))
     home = scratch / "home"
     os.environ["HOLON_HOME"] = str(home)

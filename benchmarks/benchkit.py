@@ -28,6 +28,7 @@ interpreter (an A/B of two builds runs the same script with each).
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -357,6 +358,19 @@ def shebang_interpreter(script: str) -> str:
         if words and os.path.basename(words[0]) != "env" and os.access(words[0], os.X_OK):
             return words[0]
     return sys.executable
+
+
+def cache_bytecode() -> str:
+    """From now on, Python children of this benchmark cache their bytecode
+    (in a temporary prefix, removed at exit), as an installed package has
+    it: where the environment sets ``PYTHONDONTWRITEBYTECODE``, every run of
+    a child would compile every module it imports, hundreds of milliseconds
+    of a figure that is not the command's. Returns the prefix."""
+    where = tempfile.mkdtemp(prefix="bench-pycache-")
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = where
+    return where
 
 
 def bytecode_env(env: Mapping[str, str], where: str | os.PathLike[str]) -> dict[str, str]:

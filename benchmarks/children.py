@@ -183,6 +183,7 @@ def main() -> int:
     if args.samples < 1 or args.children < 1 or args.passes < 1:
         ap.error("--samples, --children and --passes must be at least 1")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     with tempfile.TemporaryDirectory(prefix="holon-children-bench-") as tmp:
         base = Path(tmp)
         s = spawn_latency(base, args.samples)

@@ -524,6 +524,7 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown part(s) {', '.join(unknown)}; use some of {', '.join(PARTS)}")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     import holon_cli
 
     out: dict[str, Any] = {"python": sys.executable, "build": os.path.dirname(holon_cli.__file__)}

@@ -165,6 +165,7 @@ def main() -> int:
     if not bk.can_measure_rss():
         raise bk.broken("no /usr/bin/time to measure a turn's peak RSS")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     root = Path(tempfile.mkdtemp(prefix="holon-large-backlog-"))
     (root / "model.yaml").write_text('loop: true\nsteps:\n  - "noted."\n')
     try:

@@ -301,6 +301,7 @@ def main() -> int:
         ap.error(f"--pairs must be at least 1; --parts some of {','.join(known)}")
     holon = os.path.abspath(args.holon)
     loads = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     srv = fake.start(Handler)
     url = fake.base_url(srv)
     results: dict[str, Any] = {"server": args.server, "pairs": args.pairs}

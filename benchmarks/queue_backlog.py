@@ -66,6 +66,7 @@ def main() -> int:
     if not bk.can_measure_rss():
         raise bk.broken("no /usr/bin/time to measure peak RSS")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     root = Path(tempfile.mkdtemp(prefix="holon-backlog-"))
     script = root / "model.yaml"
     script.write_text('loop: true\nsteps:\n  - "noted."\n')

@@ -112,6 +112,7 @@ def main() -> int:
     if args.runs < 1:
         ap.error("--runs must be at least 1")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
 
     holon = os.path.abspath(args.holon)
     python = shebang_python(holon)

@@ -276,6 +276,7 @@ def main() -> int:
     if why := postgres_missing():
         raise bk.broken(why)
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         os.environ.pop(k, None)
     srv = fake.start(Handler)

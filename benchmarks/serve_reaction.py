@@ -264,6 +264,7 @@ def main() -> int:
     if args.idle_seconds <= 0:
         ap.error("--idle-seconds must be positive")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     server = fake.start(Handler)
     fake.use(server, model="openai/bench")
     with tempfile.TemporaryDirectory(prefix="holon-serve-bench-") as tmp:

@@ -310,6 +310,7 @@ def main() -> int:
     if min(args.pairs, args.turns, args.rounds, args.runs) < 1:
         ap.error("--pairs, --turns, --rounds and --runs must be at least 1")
     loads = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
 
     home = tempfile.mkdtemp(prefix="holon-bench-otel-")
     os.environ["HOLON_HOME"] = home

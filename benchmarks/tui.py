@@ -157,6 +157,7 @@ def main() -> int:
     if shutil.which("tmux") is None:
         raise bk.broken("tmux is not installed")
     load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     with tempfile.TemporaryDirectory(prefix="holon-tui-bench-") as tmp:
         home = Path(tmp) / "home"
         script = Path(tmp) / "model.yaml"

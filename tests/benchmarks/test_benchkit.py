@@ -187,3 +187,24 @@ def test_every_script_parses_its_arguments_before_measuring(name: str, tmp_path:
         env=env,
     )
     assert bad.returncode == 2 and "error:" in bad.stderr, (bad.stdout, bad.stderr)
+
+
+def test_children_cache_their_bytecode_whatever_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With PYTHONDONTWRITEBYTECODE set (as on this machine), every child run
+    would compile every module: a figure that is not the command's."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    where = bk.cache_bytecode()
+    try:
+        assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+        assert os.environ["PYTHONPYCACHEPREFIX"] == where and Path(where).is_dir()
+        mod = Path(where) / "probe_mod.py"
+        mod.write_text("X = 1\n")
+        subprocess.run(
+            [sys.executable, "-c", "import probe_mod"], cwd=where, check=True, env=dict(os.environ)
+        )
+        assert list(Path(where).rglob("probe_mod*.pyc"))
+    finally:
+        monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
