@@ -9,8 +9,9 @@ copy gets its own id in its record), then runs `holon home audit --json` as
 a real process `--runs` times and reports the median and range of its wall
 time. The audit must find nothing on this healthy home.
 
-Goal: under 2 s per 1,000 agents (the wall median), with no finding; exit 1
-on a miss. The load average is printed at the start and the end.
+Goal: under 2 s per 1,000 agents (the wall median; at least 2 s for a
+smaller home, whose figure is mostly the process's start), with no finding;
+exit 1 on a miss. The load average is printed at the start and the end.
 
     python benchmarks/audit.py [--agents 1000] [--turns 5] [--runs 5] [--keep]
 """
@@ -149,11 +150,13 @@ def main() -> int:
         )
         print(f"  CPU median {statistics.median(cpus):.3f} s (user + sys of the audit process)")
         goals = bk.Goals()
+        # 2 s per 1,000 agents; never less than the 1,000 agents' 2 s (a small
+        # home's figure is the process's start, which no per-agent share covers)
         goals.check(
             f"home audit wall median, {n} agents",
             round(med, 3),
             "<",
-            round(TARGET_S * args.agents / 1000, 3),
+            round(TARGET_S * max(1.0, args.agents / 1000), 3),
             " s",
         )
         goals.check("audit findings on a healthy home", len(data.get("findings") or []), "==", 0)
