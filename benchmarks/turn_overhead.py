@@ -48,7 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchkit as bk  # noqa: E402
 import fake_responses as fake  # noqa: E402
-from fake_responses import ResponsesHandler, message  # noqa: E402
+from fake_responses import ResponsesHandler, message, this_turns_results  # noqa: E402
 
 ROUNDS = 3
 
@@ -62,7 +62,7 @@ class Handler(ResponsesHandler):
     def do_POST(self) -> None:  # noqa: N802
         t0 = time.perf_counter()
         body = self.read_json()
-        outputs = sum(1 for it in body.get("input", []) if it.get("type") == "function_call_output")
+        outputs = this_turns_results(body.get("input", []))
         if outputs < ROUNDS - 1:
             output = fake.function_call(outputs, "ExecCommand", {"cmd": "true"})
         else:
