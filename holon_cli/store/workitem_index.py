@@ -498,12 +498,14 @@ def describe_file(path: Path) -> PlanDescriptor:
     return wm.describe_plan(str(path), data, clock.iso(mtime))
 
 
-def unchanged_on_disk(path: Path, desc: PlanDescriptor | None) -> bool:
-    """Cheap pre-check: same size and modification time as the descriptor says."""
+def unchanged_on_disk(path: str | Path, desc: PlanDescriptor | None) -> bool:
+    """Cheap pre-check: same size and modification time as the descriptor says
+    (``path`` may be the descriptor's string: a list of every item calls this
+    once per item, and a ``Path`` per call cost more than the ``stat``)."""
     if not desc or not desc.get("exists", True) or desc.get("bytes") is None:
         return False
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return False
     return st.st_size == desc.get("bytes") and clock.iso(st.st_mtime) == desc.get("updated_at")

@@ -69,7 +69,7 @@ def refresh(
         rec = idx.get(wid)
         if rec is None:
             continue
-        if unchanged_on_disk(Path(rec["plan_artifact"]["path"]), rec.get("plan_artifact")):
+        if unchanged_on_disk(rec["plan_artifact"]["path"], rec.get("plan_artifact")):
             continue  # no need to read and hash the file
         fresh = describe_file(Path(rec["plan_artifact"]["path"]))
         if wm.plan_changed(rec.get("plan_artifact"), fresh):
