@@ -281,12 +281,21 @@ def stop_tree(
     _signal_all(pgid, pids, signal.SIGTERM)
     termed = set(pids)
     deadline = time.monotonic() + grace_s
+    empty = 0
     while time.monotonic() < deadline:
         if reap is not None:
             reap()
         left = live_members(pgid, marker, since)
         if not left:
-            return True
+            # a scan of /proc misses a child forked while it ran by a parent
+            # that exited before its own entry was read (a shell's TERM trap:
+            # `cmd &`, then exit): the tree is gone once the next scan, which
+            # sees every child forked during this one, is empty too
+            empty += 1
+            if empty == 2:
+                return True
+            continue
+        empty = 0
         # what appeared since (a fork in flight; a sandbox's command, which
         # bwrap starts after its outer process got the TERM) gets its TERM
         # too: left alone it kept the stop waiting for the whole grace
@@ -295,10 +304,15 @@ def stop_tree(
         if all(_namespace_init(pid) for pid in left):
             _signal_all(None, left, signal.SIGKILL)
         time.sleep(0.02)
-    for _ in range(3):
+    empty = 0
+    for _ in range(5):
         left = live_members(pgid, marker, since)
         if not left:
-            break
+            empty += 1
+            if empty == 2:  # as above: two empty scans in a row
+                break
+            continue
+        empty = 0
         _signal_all(pgid, left, signal.SIGKILL)
         time.sleep(0.02)
         if reap is not None:
