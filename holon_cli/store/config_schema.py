@@ -28,12 +28,25 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from holon_cli.errors import ConfigError
+from holon_cli.model.typed import (
+    NONEMPTY,
+    CheckError,
+    Rule,
+    check,
+    dotted,
+    is_dataclass_type,
+    optional_of,
+    strip,
+)
 
 # the smallest `runtime.context_budget_tokens` (a smaller one cannot hold a frame)
 MIN_CONTEXT_BUDGET_TOKENS = 1000
+
+# a key of a mapping section (``providers.<name>``, ``agents.<id>``): non-empty text
+Name = Annotated[str, NONEMPTY]
 
 TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
 Transport = Literal["openai_chat_completions", "openai_responses", "anthropic_messages"]
@@ -58,7 +71,7 @@ class ProviderConfig:
     )
     base_url: str = field(default="", metadata={"required": True, "doc": "the endpoint URL"})
     api_key_env: str | None = _opt("name of the environment variable holding the key")
-    headers: dict[str, str] | None = _opt("extra HTTP headers")
+    headers: dict[Name, str] | None = _opt("extra HTTP headers")
     timeout_s: float | None = _pos("request timeout in seconds")
     max_output_tokens: int | None = _pos("output token cap per request")
     stream: bool | None = _opt("stream responses")
@@ -217,26 +230,50 @@ class IngressConfig:
     """``ingress``: the public routes of ``holon serve``."""
 
     rate_per_minute: int | None = _pos("requests per minute per client address (default 60)")
-    webhooks: dict[str, WebhookConfig] | None = _opt("per-source webhook verification")
+    webhooks: dict[Name, WebhookConfig] | None = _opt("per-source webhook verification")
 
 
 # --------------------------------------------------------------- serve
 # (``holon serve``'s HTTP server: serve/http/app.py and serve/http/server.py read it at start)
 
 
+def _duration_problem(value: str) -> str | None:
+    from holon_cli.clock import parse_duration
+
+    try:
+        parse_duration(value)
+    except ValueError as exc:
+        return f": {exc}"
+    return None
+
+
+def _ip_problem(value: str) -> str | None:
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(value.strip(), strict=False)
+    except ValueError:
+        return f"must be an IP address or network, got {_describe(value)}"
+    return None
+
+
+Duration = Annotated[
+    str, Rule(test=_duration_problem, hint="write a duration such as 10s, 500ms or 2m")
+]
+IpNetwork = Annotated[str, Rule(test=_ip_problem, hint="write e.g. 127.0.0.1, ::1 or 10.0.0.0/8")]
+Seconds = Annotated[float, Rule(more_than=0)]
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """``serve``: the HTTP server of ``holon serve`` (read when serve starts)."""
 
-    trusted_proxies: list[str] | None = _opt(
+    trusted_proxies: list[IpNetwork] | None = _opt(
         "addresses (or networks) of reverse proxies whose X-Forwarded-For, Forwarded "
-        "and X-Real-IP headers are believed",
-        ip_list=True,
+        "and X-Real-IP headers are believed"
     )
-    header_timeout: str | float | None = _opt(
-        "a connection must send a whole request head within this (default 10s)",
-        duration=True,
-        min_exclusive=0,
+    header_timeout: Duration | Seconds | None = _opt(
+        "a connection must send a whole request head within this (default 10s)"
     )
     max_connections: int | None = _opt("open HTTP connections per listener (default 512)", min=1)
 
@@ -308,13 +345,13 @@ class HolonConfig:
 
     model: str | None = _opt("default model ref, e.g. openai/gpt-4.1")
     fallback_models: list[str] | None = _opt("fallback model refs, tried in order")
-    providers: dict[str, ProviderConfig] | None = _opt("named providers")
+    providers: dict[Name, ProviderConfig] | None = _opt("named providers")
     runtime: RuntimeConfig | None = _opt("runtime limits")
     http_addr: str | None = _opt("listen address of `holon serve`")
     control_token: str | None = _opt("bearer token of the control surface")
     budgets: DefaultBudgetsConfig | None = _opt("spend limits of every agent, and of all together")
-    prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
-    agents: dict[str, AgentConfig] | None = _opt("per-agent settings")
+    prices: dict[Name, PriceConfig] | None = _opt("USD per million tokens, per model ref")
+    agents: dict[Name, AgentConfig] | None = _opt("per-agent settings")
     ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
     retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
@@ -322,17 +359,9 @@ class HolonConfig:
 
 
 # -------------------------------------------------------------- validation
+# (the checker is model/typed.py; this section words its findings for config.yaml)
 
 _T = TypeVar("_T")
-_hints_cache: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    hit = _hints_cache.get(cls)
-    if hit is None:
-        hit = typing.get_type_hints(cls)
-        _hints_cache[cls] = hit
-    return hit
 
 
 def _describe(value: Any) -> str:
@@ -351,6 +380,7 @@ def _describe(value: Any) -> str:
 
 
 def _type_name(tp: Any) -> str:
+    tp = strip(tp)
     origin = get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(str(a) for a in get_args(tp))
@@ -360,7 +390,7 @@ def _type_name(tp: Any) -> str:
         return f"a list of {_type_name(get_args(tp)[0]).removeprefix('a ')}s"
     if origin is dict:
         return "a mapping of name to " + _type_name(get_args(tp)[1])
-    if dataclasses.is_dataclass(tp):
+    if is_dataclass_type(tp):
         return "a mapping"
     return {
         str: "a string",
@@ -378,145 +408,44 @@ class _Invalid(Exception):
         self.hint = hint
 
 
-def _expect(ok: bool, key: str, tp: Any, value: Any) -> None:
-    if not ok:
-        hint = None
-        if isinstance(value, str) and tp in (int, float):
-            hint = f"write the number without quotes: `{key.rsplit('.', 1)[-1]}: {value}`"
-        raise _Invalid(key, f"{key} must be {_type_name(tp)}, got {_describe(value)}", hint)
-
-
-def _check(value: Any, tp: Any, key: str, meta: typing.Mapping[str, Any]) -> None:
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        if value is None:
-            return
-        if len(args) == 1:
-            _check(value, args[0], key, meta)
-            return
-        for a in args:  # the first type the value fits
-            try:
-                _check(value, a, key, meta)
-                return
-            except _Invalid:
-                continue
-        _expect(False, key, tp, value)
-    if origin is Literal:
-        if value not in get_args(tp) or isinstance(value, bool):
-            raise _Invalid(key, f"{key} must be {_type_name(tp)}, got {_describe(value)}")
-        return
-    if origin is list:
-        _expect(isinstance(value, list), key, tp, value)
-        item_meta = {"ip": True} if meta.get("ip_list") else {}
-        for i, item in enumerate(value):
-            _check(item, get_args(tp)[0], f"{key}[{i}]", item_meta)
-        return
-    if origin is dict:
-        _expect(isinstance(value, dict), key, tp, value)
-        for name, item in value.items():
-            if not isinstance(name, str) or not name:
-                raise _Invalid(key, f"{key}: key {name!r} must be a non-empty name")
-            _check(item, get_args(tp)[1], f"{key}.{name}", {})
-        return
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        _expect(isinstance(value, dict), key, tp, value)
-        _check_section(value, tp, key)
-        return
-    if tp is bool:
-        _expect(isinstance(value, bool), key, tp, value)
-    elif tp is int:
-        _expect(isinstance(value, int) and not isinstance(value, bool), key, tp, value)
-    elif tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        _expect(
-            ok and value == value and value not in (float("inf"), float("-inf")), key, tp, value
+def _invalid(err: CheckError) -> _Invalid:
+    """The checker's finding as config.yaml's error: the key path, what it
+    must be, and what to write."""
+    key, value = err.where, err.value
+    if err.problem == "unknown":
+        parent = dotted(err.path[:-1])
+        known = sorted(getattr(err.expected, "__dataclass_fields__", {}))
+        return _Invalid(
+            key,
+            f"unknown key {key!r}",
+            f"known keys{' of ' + parent if parent else ''}: " + ", ".join(known),
         )
-    elif tp is str:
-        _expect(isinstance(value, str), key, tp, value)
-        _check_str(value, key, meta)
-        return
-    else:  # pragma: no cover - a schema field of an unsupported type is a bug
-        raise TypeError(f"config schema: unsupported type {tp!r} for {key}")
-    if "min" in meta and value < meta["min"]:
-        raise _Invalid(key, f"{key} must be {meta['min']} or more, got {value!r}")
-    if "min_exclusive" in meta and value <= meta["min_exclusive"]:
-        raise _Invalid(key, f"{key} must be more than {meta['min_exclusive']}, got {value!r}")
+    if err.problem == "missing":
+        name = str(err.path[-1])
+        hint = f"add `{name}:` ({err.doc})" if err.doc else None
+        return _Invalid(key, f"{key} is required", hint)
+    if err.problem == "key":
+        return _Invalid(key, f"{key}: key {value!r} must be a non-empty name")
+    if err.problem == "bound" and err.limit:
+        kind, limit = err.limit
+        if kind == "min":
+            return _Invalid(key, f"{key} must be {limit} or more, got {value!r}")
+        return _Invalid(key, f"{key} must be more than {limit}, got {value!r}")
+    if err.problem == "rule":
+        sep = "" if err.detail.startswith(":") else " "
+        return _Invalid(key, f"{key}{sep}{err.detail}", err.hint)
+    hint = None
+    if isinstance(value, str) and strip(optional_of(err.expected)[1]) in (int, float):
+        hint = f"write the number without quotes: `{str(err.path[-1])}: {value}`"
+    return _Invalid(key, f"{key} must be {_type_name(err.expected)}, got {_describe(value)}", hint)
 
 
-def _check_str(value: str, key: str, meta: typing.Mapping[str, Any]) -> None:
-    """The string forms a field's metadata asks for: a duration, an address."""
-    if meta.get("duration"):
-        from holon_cli.clock import parse_duration
-
-        try:
-            parse_duration(value)
-        except ValueError as exc:
-            raise _Invalid(
-                key, f"{key}: {exc}", "write a duration such as 10s, 500ms or 2m"
-            ) from None
-    if meta.get("ip"):
-        import ipaddress
-
-        try:
-            ipaddress.ip_network(value.strip(), strict=False)
-        except ValueError:
-            raise _Invalid(
-                key,
-                f"{key} must be an IP address or network, got {_describe(value)}",
-                "write e.g. 127.0.0.1, ::1 or 10.0.0.0/8",
-            ) from None
-
-
-def _check_section(data: dict[Any, Any], cls: type, prefix: str) -> None:
-    hints = _hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for k in data:
-        if not isinstance(k, str) or k not in fields:
-            path = f"{prefix}.{k}" if prefix else str(k)
-            raise _Invalid(
-                path,
-                f"unknown key {path!r}",
-                f"known keys{' of ' + prefix if prefix else ''}: {', '.join(sorted(fields))}",
-            )
-    for name, f in fields.items():
-        path = f"{prefix}.{name}" if prefix else name
-        if name not in data:
-            if f.metadata.get("required"):
-                doc = f.metadata.get("doc")
-                raise _Invalid(
-                    path,
-                    f"{path} is required",
-                    f"add `{name}:` ({doc})" if doc else None,
-                )
-            continue
-        _check(data[name], hints[name], path, f.metadata)
-
-
-def build(cls: type[_T], data: dict[str, Any]) -> _T:
-    hints = _hints(cls)
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in data or data[f.name] is None:
-            continue
-        kwargs[f.name] = _build_value(hints[f.name], data[f.name])
-    return cls(**kwargs)
-
-
-def _build_value(tp: Any, value: Any) -> Any:
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        return _build_value(args[0], value)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return build(tp, value)
-    if origin is dict:
-        return {k: _build_value(get_args(tp)[1], v) for k, v in value.items()}
-    if origin is list:
-        return [_build_value(get_args(tp)[0], v) for v in value]
-    if tp is float:
-        return float(value)
-    return value
+def build(cls: type[_T], data: Any) -> _T:
+    """``data`` (a mapping) checked into the section ``cls`` (floats as floats)."""
+    try:
+        return check(data, cls, coerce="floats")
+    except CheckError as err:
+        raise _raise(err, "config.yaml") from None
 
 
 def cost_budget_keys(data: dict[str, Any]) -> list[str]:
@@ -559,6 +488,15 @@ def _check_prices(data: dict[str, Any]) -> None:
         raise _Invalid(str(err.details["key"]), err.message, err.hint)
 
 
+def _raise(err: CheckError | _Invalid, where: str) -> ConfigError:
+    bad = err if isinstance(err, _Invalid) else _invalid(err)
+    return ConfigError(
+        f"{where}: {bad.message}",
+        hint=bad.hint or f"fix {bad.key} in config.yaml",
+        details={"path": where, "key": bad.key},
+    )
+
+
 def validate_config(data: Any, where: str = "config.yaml") -> None:
     """Raise :class:`ConfigError` naming ``where`` and the key path of the first problem."""
     if data is None:
@@ -569,14 +507,10 @@ def validate_config(data: Any, where: str = "config.yaml") -> None:
             hint="config.yaml holds `key: value` lines, e.g. `model: openai/gpt-4.1`",
         )
     try:
-        _check_section(data, HolonConfig, "")
+        check(data, HolonConfig, coerce="floats")
         _check_prices(data)
-    except _Invalid as exc:
-        raise ConfigError(
-            f"{where}: {exc.message}",
-            hint=exc.hint or f"fix {exc.key} in config.yaml",
-            details={"path": where, "key": exc.key},
-        ) from None
+    except (CheckError, _Invalid) as err:
+        raise _raise(err, where) from None
 
 
 # ------------------------------------------------------------------ loading
@@ -585,15 +519,13 @@ def validate_config(data: Any, where: str = "config.yaml") -> None:
 def known_keys(cls: type = HolonConfig, prefix: str = "") -> list[str]:
     """Every key path of the schema (documentation, completion)."""
     out: list[str] = []
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         path = f"{prefix}.{f.name}" if prefix else f.name
-        tp = hints[f.name]
-        inner = [a for a in get_args(tp) if a is not type(None)] or [tp]
-        sub = inner[0]
-        if isinstance(sub, type) and dataclasses.is_dataclass(sub):
+        sub = strip(optional_of(hints[f.name])[1])
+        if is_dataclass_type(sub):
             out.extend(known_keys(sub, path))
-        elif get_origin(sub) is dict and dataclasses.is_dataclass(get_args(sub)[1]):
+        elif get_origin(sub) is dict and is_dataclass_type(get_args(sub)[1]):
             out.extend(known_keys(get_args(sub)[1], f"{path}.<name>"))
         else:
             out.append(path)
