@@ -155,6 +155,14 @@ class ProviderError(HolonError):
     exit_code = EXIT_PROVIDER
 
 
+class McpUnavailableError(HolonError):
+    """A ``required`` MCP server could not start: the turn fails before its
+    provider request (exit 5, as a provider failure), the message stays queued."""
+
+    kind = "mcp_unavailable"
+    exit_code = EXIT_PROVIDER
+
+
 class BusyError(HolonError):
     kind = "busy"
     exit_code = EXIT_BUSY

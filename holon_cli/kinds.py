@@ -92,6 +92,12 @@ ErrorKind = (
         # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
         "sandbox_unavailable",
         "disk_full",
+        # the MCP client (runtime/mcp/): a server that cannot be reached or did
+        # not answer in time, an operator request already answered
+        "mcp_unavailable",
+        "mcp_timeout",
+        "mcp_error",
+        "mcp_request_closed",
         # turn records, replay and fork (runtime/replay)
         "turn_not_found",
         "record_dropped",

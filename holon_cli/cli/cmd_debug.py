@@ -79,6 +79,14 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
             f"{d['context_budget_tokens']} (instructions and tool schemas: the budget's floor)",
         )
     )
+    rows.append(
+        (
+            "tool schemas",
+            ", ".join(f"{src} ~{n} tokens" for src, n in d["tool_schema_tokens"].items()),
+        )
+    )
+    for p in d.get("mcp_problems") or []:
+        rows.append((f"mcp {p['server']}", f"no tools offered: {p['error']}"))
     output.print_kv(rows)
     click.echo("")
     click.echo("sections (in prompt order):")

@@ -278,7 +278,9 @@ def serve(**flags: Any) -> None:
     for err in config_errors(load_config()):  # the schema itself was checked on load
         raise err
     _seed_templates()
-    code = Host(opts, catalog=default_catalog()).serve_forever()
+    catalog = default_catalog()
+    catalog.warm = True  # MCP servers stay up between turns, restarted with backoff
+    code = Host(opts, catalog=catalog).serve_forever()
     if code:
         raise click.exceptions.Exit(code)
 

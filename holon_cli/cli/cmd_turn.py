@@ -51,6 +51,16 @@ def _print_turn(res: dict[str, Any]) -> None:
         output.echo(res["final_text"])
 
 
+def _stop_mcp_servers() -> None:
+    """MCP servers end with the turn (the watchdog covers a killed process)."""
+    import sys
+
+    if "holon_cli.runtime.mcp.host" in sys.modules:
+        from holon_cli.runtime.mcp.calls import close
+
+        close()
+
+
 def _exit_code(status: str | None, failure_kind: str | None) -> int:
     """0 for a settled turn; 130 for a turn the operator aborted (`holon agent
     abort`); 5 for a provider failure that ended it."""
@@ -138,10 +148,13 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
     if all_agents and agent_id:
         raise UsageError("use either --agent or --all, not both")
     catalog = default_catalog()
-    if all_agents:
-        _turn_all(model, catalog, as_json)
-        return
-    res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
+    try:
+        if all_agents:
+            _turn_all(model, catalog, as_json)
+            return
+        res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
+    finally:
+        _stop_mcp_servers()
     code = EXIT_REJECTED if _held(res) else _exit_code(res["status"], res.get("failure_kind"))
     if as_json and _held(res):
         output.emit_json_failure_with_data(

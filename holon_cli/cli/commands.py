@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "memory": "holon_cli.cli.cmd_memory:memory",
     "workspace": "holon_cli.cli.cmd_workspace:workspace",
     "skills": "holon_cli.cli.cmd_skills:skills",
+    "mcp": "holon_cli.cli.cmd_mcp:mcp",
     "debug": "holon_cli.cli.cmd_debug:debug",
     "completion": "holon_cli.cli.cmd_completion:completion",
 }
@@ -62,5 +63,6 @@ _GROUPS = frozenset(
         "skills",
         "memory",
         "workspace",
+        "mcp",
     }
 )

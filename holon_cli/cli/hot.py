@@ -305,8 +305,25 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
         )
+    rows += _mcp_rows(s)
     rows += _attention_rows(s)
     output.print_kv(rows)
+
+
+def _mcp_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    """One row per MCP server: state, era, tools offered; a failed one with why."""
+    rows: list[tuple[str, Any]] = []
+    for r in s.get("mcp_servers") or []:
+        line = f"{r['state']} ({r['transport']}"
+        line += f", {r['protocol']})" if r.get("protocol") else ")"
+        if r.get("tools") is not None:
+            line += f", {r['tools']} tool(s)"
+        if r["state"] == "failed" and r.get("last_error"):
+            line += f": {str(r['last_error'])[:160]}"
+        rows.append((f"mcp {r['name']}", line))
+    if s.get("mcp_requests_open"):
+        rows.append(("mcp requests", f"{s['mcp_requests_open']} open (`holon mcp requests`)"))
+    return rows
 
 
 def _workspace_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:

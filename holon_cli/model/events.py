@@ -114,6 +114,8 @@ ToolErrorKind = (
         "not_a_directory",
         "unsupported_file",
         "write_failed",
+        # mcp (tools/mcp.py): the call is waiting for an operator's answer
+        "mcp_input_required",
     ]
     | ErrorKind
 )

@@ -113,7 +113,12 @@ class Toolbox(Protocol):
     """The tools one turn offers (``tools.catalog.ToolCatalog`` is the built-in
     one): their provider specs, per-tool prompt guidance, and a way to run a
     call. ``execute`` never raises for a failing tool: the failure is an error
-    :class:`ToolResult` (an unknown name included)."""
+    :class:`ToolResult` (an unknown name included).
+
+    A toolbox may also have ``for_agent(store, cfg, *, start=True)``,
+    returning the toolbox of one agent (the built-in catalog adds the
+    agent's MCP servers' tools there); ``run_turn`` calls it under the turn
+    lock before anything is dequeued, so it may raise to refuse the turn."""
 
     @property
     def specs(self) -> list[ToolSpec]: ...

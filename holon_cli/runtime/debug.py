@@ -25,9 +25,12 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
     rec = store.read_record()
     state = rec["state"]
     ws = workspace_for(store.layout.home, state)
+    cfg = load_config()
+    bind = getattr(catalog, "for_agent", None)
+    if bind is not None:  # the agent's own tools (MCP: cached lists only, nothing started)
+        catalog = bind(store, cfg, start=False)
     specs, guidance = catalog.specs, catalog.guidance
 
-    cfg = load_config()
     wm = working.state_of(state.get("working_memory"))
     message = None
     if text is not None:
@@ -77,7 +80,38 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         # (instructions and tool schemas), and the budget itself
         "fixed_tokens": fixed_tokens(f, specs),
         "context_budget_tokens": context_budget(cfg),
+        **_tool_schemas(specs, getattr(catalog, "sources", {})),
+        **_mcp_state(store, cfg, getattr(catalog, "problems", None)),
     }
+
+
+def _tool_schemas(specs: list[Any], sources: dict[str, str]) -> dict[str, Any]:
+    """Each tool's schema cost in estimated tokens, by source (``builtin`` or
+    ``mcp:<server>``): tool schemas are a large, fixed part of every request."""
+    import json
+
+    from holon_cli.runtime.memory.compaction import estimate
+
+    rows = []
+    totals: dict[str, int] = {}
+    for t in specs:
+        src = sources.get(t.name, "builtin")
+        tokens = estimate(
+            json.dumps([t.name, t.description, t.input_schema], sort_keys=True, default=str)
+        )
+        rows.append({"name": t.name, "source": src, "tokens": tokens})
+        totals[src] = totals.get(src, 0) + tokens
+    return {"tool_schemas": rows, "tool_schema_tokens": totals}
+
+
+def _mcp_state(
+    store: AgentStore, cfg: dict[str, Any], problems: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    if problems is None:
+        return {}
+    from holon_cli.runtime.mcp.calls import server_rows
+
+    return {"mcp_servers": server_rows(cfg, store.agent_id), "mcp_problems": problems}
 
 
 def debug_latency(

@@ -121,7 +121,22 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         summary["budget_error"] = exc.message
     # what keeps queued work from running by itself (operator, budget, guard)
     summary["holds"] = agent_holds(store, cfg)
+    if cfg:  # an unreadable config shows no servers (its error is shown instead)
+        summary |= _mcp_status(store, cfg)
     return summary
+
+
+def _mcp_status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The agent's MCP servers as of their last use (a failed one is shown,
+    never dropped) and its open operator requests; nothing for an agent
+    without servers (and no MCP module is imported for it)."""
+    agent = (cfg.get("agents") or {}).get(store.agent_id) or {}
+    if not cfg.get("mcp_servers") and not agent.get("mcp_servers"):
+        return {}
+    from holon_cli.runtime.mcp.calls import server_rows
+    from holon_cli.runtime.mcp.requests import open_count
+
+    return {"mcp_servers": server_rows(cfg, store.agent_id), "mcp_requests_open": open_count(store)}
 
 
 def _working_memory(state: AgentState) -> dict[str, Any]:

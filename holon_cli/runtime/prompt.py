@@ -80,6 +80,10 @@ TURN_MODES = {
     "internal_followup": "Turn mode: self follow-up. Continue the work you scheduled for yourself.",
     "task_result": "Turn mode: task result. A background task finished; integrate its result.",
     "task_status": "Turn mode: task status update.",
+    "mcp_result": (
+        "Turn mode: MCP result. An operator answered an MCP server's question and the "
+        "tool call was sent again; integrate its result."
+    ),
 }
 
 
@@ -219,9 +223,14 @@ def render_message(env: Envelope) -> str:
     salt = str(env.get("id") or "")
     if authority not in TRUSTED_AUTHORITIES:
         return f"{head}\n" + fence(text, authority=authority, source=origin, salt=salt)
-    if env.get("kind") == "task_result":
+    if env.get("kind") in _OUTPUT_KINDS:
         return f"{head}\n" + _render_task_result(env, text, origin, salt)
     return f"{head}\n{text}"
+
+
+# runtime messages carrying output of a command or a server: the runtime's
+# lines as is, the output span fenced as evidence under this authority
+_OUTPUT_KINDS = {"task_result": "task_output", "mcp_result": "mcp_tool_result"}
 
 
 def _render_task_result(env: Envelope, text: str, origin: str, salt: str) -> str:
@@ -241,7 +250,8 @@ def _render_task_result(env: Envelope, text: str, origin: str, salt: str) -> str
     else:
         first, _, output = text.partition("\n")
         head, tail = first + "\n", ""
-    fenced = fence(output, authority="task_output", source=origin, salt=salt)
+    authority = _OUTPUT_KINDS.get(str(env.get("kind")), "task_output")
+    fenced = fence(output, authority=authority, source=origin, salt=salt)
     return f"{head}{fenced}{tail}"
 
 
@@ -290,7 +300,7 @@ def render_recent(
         if kind == "message":
             authority = str(t.get("authority_class") or "external_evidence")
             label = header_value(t.get("origin_label") or "message")
-            if authority in TRUSTED_AUTHORITIES and t.get("message_kind") == "task_result":
+            if authority in TRUSTED_AUTHORITIES and t.get("message_kind") in _OUTPUT_KINDS:
                 line = _recent_task_result(t, label, authority, text)
             elif authority in TRUSTED_AUTHORITIES:
                 line = f"{label} ({authority}): {text}"

@@ -46,6 +46,16 @@ def _bind_workspace(
         raise
 
 
+def _stop_mcp_servers(store: AgentStore) -> None:
+    """The agent's MCP servers end with the run (only if the plane was used)."""
+    import sys
+
+    if "holon_cli.runtime.mcp.host" in sys.modules:
+        from holon_cli.runtime.mcp.calls import close
+
+        close(store.agent_id)
+
+
 def _remove(store: AgentStore) -> None:
     import shutil
 
@@ -270,6 +280,7 @@ def _run_bounded(
         raise _interrupted(store, model) from None
     # nothing the run started outlives it: --no-wait-for-tasks, max turns, failure
     tasks_stopped = _stop_unsettled(store)
+    _stop_mcp_servers(store)
     data = _run_result(store, run, env["id"], started_at, tasks_stopped)
     # a temporary agent that completed has nothing left to inspect or resume;
     # failed, waiting and unfinished runs keep it (its home is in the result)

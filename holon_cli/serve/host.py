@@ -350,6 +350,7 @@ class Host:
                 sock.close()
             self._unlink_unix()
             self._remove_runfile()
+            _stop_mcp_servers()
         if left:
             log_line(
                 f"interrupting turns still running after {self.opts.drain_s:g} s: {', '.join(left)}"
@@ -363,6 +364,17 @@ class Host:
             os._exit(0)
         log_line("stopped")
         return 0
+
+
+def _stop_mcp_servers() -> None:
+    """Stop the MCP servers kept warm (only if this process started the plane)."""
+    import sys
+
+    mcp_host = sys.modules.get("holon_cli.runtime.mcp.host")
+    if mcp_host is not None:
+        h = mcp_host.existing()
+        if h is not None:
+            h.close_all()
 
 
 def _ensure_default_agent() -> None:

@@ -41,6 +41,12 @@ from holon_cli.model.typed import (
     optional_of,
     strip,
 )
+from holon_cli.store.config_mcp import (  # the light half, read by `holon status`
+    MCP_HTTP_KEYS,
+    MCP_SERVER_NAME_RE,
+    MCP_STDIO_KEYS,
+    merged_mcp_servers,
+)
 
 # the smallest `runtime.context_budget_tokens` (a smaller one cannot hold a frame)
 MIN_CONTEXT_BUDGET_TOKENS = 1000
@@ -201,12 +207,51 @@ class ExecutionConfig:
     network: Network | bool | None = _opt("on or off: network inside the sandbox (off unless on)")
 
 
+# ------------------------------------------------------------ mcp servers
+# (runtime/mcp/ reads them; ``_check_mcp`` below checks what one field's type
+# cannot: the name, the durations, exactly one transport)
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """``mcp_servers.<name>`` (all agents) and ``agents.<id>.mcp_servers.<name>``
+    (one agent, merged by name): an MCP server reached over stdio (``command``)
+    or streamable HTTP (``url``)."""
+
+    command: str | None = _opt("stdio: the program to start")
+    args: list[str] | None = _opt("stdio: its arguments")
+    env: dict[Name, str] | None = _opt("stdio: variables set over the command environment")
+    cwd: str | None = _opt("stdio: its working folder (default: the agent's execution root)")
+    url: str | None = _opt("streamable HTTP: the endpoint URL")
+    headers: dict[Name, str] | None = _opt("streamable HTTP: extra request headers")
+    bearer_token_env: str | None = _opt(
+        "streamable HTTP: name of the environment variable holding a bearer token"
+    )
+    enabled: bool | None = _opt("offer this server's tools (default true)")
+    required: bool | None = _opt("a turn fails before its provider request if it cannot start")
+    startup_timeout: str | float | None = _opt(
+        "start and handshake limit, a duration (default 10s; a number is seconds)"
+    )
+    tool_timeout: str | float | None = _opt(
+        "limit of one tool call, a duration (default 60s; a number is seconds)"
+    )
+    enabled_tools: list[str] | None = _opt("offer only these tools")
+    disabled_tools: list[str] | None = _opt("never offer these tools")
+    protocol: Literal["auto", "2026-07-28", "2025-11-25"] | None = _opt(
+        "auto (probe server/discover, fall back to initialize), 2026-07-28 or 2025-11-25"
+    )
+    network: Network | bool | None = _opt("sandboxed stdio server: on or off")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """``agents.<id>``: settings of one agent."""
 
     budgets: BudgetsConfig | None = _opt("this agent's budgets (over the default `budgets`)")
     execution: ExecutionConfig | None = _opt("this agent's command confinement")
+    mcp_servers: dict[Name, McpServerConfig] | None = _opt(
+        "this agent's MCP servers (merged by name over `mcp_servers`)"
+    )
 
 
 # ------------------------------------------------------------- ingress
@@ -356,6 +401,7 @@ class HolonConfig:
     retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
     serve: ServeConfig | None = _opt("HTTP server of `holon serve`: proxies, timeouts, connections")
+    mcp_servers: dict[Name, McpServerConfig] | None = _opt("MCP servers every agent reaches")
 
 
 # -------------------------------------------------------------- validation
@@ -488,6 +534,101 @@ def _check_prices(data: dict[str, Any]) -> None:
         raise _Invalid(str(err.details["key"]), err.message, err.hint)
 
 
+def _check_mcp_server(key: str, server: dict[str, Any], *, partial: bool) -> None:
+    """One server entry; ``partial``: an agent's entry over a home-wide one of
+    the same name (it may leave the transport to that entry)."""
+    import re
+
+    from holon_cli.clock import parse_duration
+
+    stdio, http = server.get("command") is not None, server.get("url") is not None
+    if stdio and http:
+        raise _Invalid(
+            f"{key}.url",
+            f"{key}: set `command` (stdio) or `url` (streamable HTTP), not both",
+        )
+    if not stdio and not http and not partial:
+        raise _Invalid(
+            key,
+            f"{key}: no transport: set `command` (a stdio server) or `url` (streamable HTTP)",
+            "e.g. `command: uvx` with `args: [mcp-server-time]`, or `url: http://127.0.0.1:8000/mcp`",
+        )
+    if stdio or http:
+        wrong = MCP_HTTP_KEYS if stdio else MCP_STDIO_KEYS
+        for k in wrong:
+            if server.get(k) is not None:
+                kind = "a stdio server (command)" if stdio else "an HTTP server (url)"
+                raise _Invalid(f"{key}.{k}", f"{key}.{k} does not apply to {kind}")
+    if stdio and not str(server["command"]).strip():
+        raise _Invalid(f"{key}.command", f"{key}.command must not be empty")
+    if http:
+        url = str(server["url"])
+        if not re.match(r"https?://[^/\s]+", url):
+            raise _Invalid(
+                f"{key}.url",
+                f"{key}.url must be an http:// or https:// URL, got {url!r}",
+            )
+    if server.get("network") is not None and http:
+        raise _Invalid(f"{key}.network", f"{key}.network applies to sandboxed stdio servers only")
+    for dur in ("startup_timeout", "tool_timeout"):
+        raw = server.get(dur)
+        if raw is None:
+            continue
+        try:
+            parse_duration(str(raw))
+        except ValueError:
+            raise _Invalid(
+                f"{key}.{dur}",
+                f"{key}.{dur} must be a duration such as 10s, 500ms or 2m, got {raw!r}",
+            ) from None
+    for lst in ("enabled_tools", "disabled_tools"):
+        for i, name in enumerate(server.get(lst) or []):
+            if not name:
+                raise _Invalid(f"{key}.{lst}[{i}]", f"{key}.{lst}[{i}] must be a tool name")
+
+
+def _normalize_mcp(data: dict[str, Any]) -> None:
+    """YAML reads an unquoted ``protocol: 2026-07-28`` as a date: take it as
+    the version it names (in place, so the mapping readers get holds text)."""
+    import datetime
+
+    groups = [data.get("mcp_servers")]
+    groups += [(a or {}).get("mcp_servers") for a in (data.get("agents") or {}).values()
+               if isinstance(a, dict)]  # fmt: skip
+    for servers in groups:
+        if not isinstance(servers, dict):
+            continue
+        for server in servers.values():
+            if isinstance(server, dict) and isinstance(server.get("protocol"), datetime.date):
+                server["protocol"] = server["protocol"].isoformat()
+
+
+def _check_mcp(data: dict[str, Any]) -> None:
+    import re
+
+    home = data.get("mcp_servers") or {}
+    sections: list[tuple[str, dict[str, Any], bool]] = [("mcp_servers", home, False)]
+    for aid, sect in sorted((data.get("agents") or {}).items()):
+        servers = (sect or {}).get("mcp_servers")
+        if servers:
+            sections.append((f"agents.{aid}.mcp_servers", servers, True))
+    for prefix, servers, is_agent in sections:
+        for name, server in servers.items():
+            key = f"{prefix}.{name}"
+            if not re.fullmatch(MCP_SERVER_NAME_RE, name):
+                raise _Invalid(
+                    key,
+                    f"{key}: server name {name!r} must be 1-32 of a-z, 0-9, _ and -",
+                    "rename it, e.g. `mcp_servers: {git: ...}`",
+                )
+            _check_mcp_server(key, server or {}, partial=is_agent and name in home)
+    for prefix, servers, is_agent in sections[1:]:
+        aid = prefix.split(".")[1]
+        for name, server in merged_mcp_servers(data, aid).items():
+            if name in servers:  # the merged entry must still be one whole server
+                _check_mcp_server(f"{prefix}.{name}", server, partial=False)
+
+
 def _raise(err: CheckError | _Invalid, where: str) -> ConfigError:
     bad = err if isinstance(err, _Invalid) else _invalid(err)
     return ConfigError(
@@ -507,8 +648,11 @@ def validate_config(data: Any, where: str = "config.yaml") -> None:
             hint="config.yaml holds `key: value` lines, e.g. `model: openai/gpt-4.1`",
         )
     try:
+        if "mcp_servers" in data or "agents" in data:
+            _normalize_mcp(data)
         check(data, HolonConfig, coerce="floats")
         _check_prices(data)
+        _check_mcp(data)
     except (CheckError, _Invalid) as err:
         raise _raise(err, where) from None
 

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from holon_cli.model.provider import ToolCall, ToolSpec
-    from holon_cli.model.tool import ToolContext, ToolResult
+    from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
+    from holon_cli.store.agent_store import AgentStore
     from holon_cli.tools.base import ToolDef
 
 MODULES = (
@@ -81,6 +82,8 @@ class ToolCatalog:
     ) -> None:
         self.specs = specs
         self.guidance = guidance
+        # a long-lived process (`holon serve`) keeps MCP servers warm between turns
+        self.warm = False
         self._defs = dict(defs or {})
         self._modules = dict(modules or {})
 
@@ -100,6 +103,16 @@ class ToolCatalog:
         from holon_cli.tools.base import execute
 
         return execute(self.get(call.name), ctx, call)
+
+    def for_agent(self, store: AgentStore, cfg: dict[str, Any], *, start: bool = True) -> Toolbox:
+        """The tools one agent's turn offers: these, plus its MCP servers'
+        (``tools/mcp.py``; a config without ``mcp_servers`` imports none of it)."""
+        agent = (cfg.get("agents") or {}).get(store.agent_id) or {}
+        if not cfg.get("mcp_servers") and not agent.get("mcp_servers"):
+            return self
+        from holon_cli.tools.mcp import bind
+
+        return bind(self, store, cfg, start=start, warm=self.warm)
 
 
 def _module_defs() -> list[ToolDef]:

@@ -251,6 +251,40 @@ def test_large_backlog_benchmark_measures_real_turns() -> None:
 
 
 @pytest.mark.slow
+def test_mcp_benchmark_measures_real_turns_with_a_tool_call() -> None:
+    """benchmarks/mcp.py drives real `holon turn`s whose tool call reached the
+    fake MCP server (a failing run aborts it with exit 2)."""
+    import json
+
+    pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[mcp]')")
+    holon = shutil.which("holon")
+    if holon is None:
+        pytest.skip("no holon console script on PATH")
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "mcp.py"),
+            "--pairs",
+            "1",
+            "--parts",
+            "overhead,startup,first-call",
+            "--codex",
+            "",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(BENCH.parent)},
+        timeout=600,
+    )
+    assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: a goal missed
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    cold = report["overhead_cold_turn"]
+    assert cold["a_median_ms"] > 0 and cold["b_median_ms"] > 0
+    assert set(report["startup"]) == {"enqueue", "status"}
+    assert "first_call" not in report  # no codex given
+
+
 def test_replay_benchmark_replays_a_recorded_turn_without_network() -> None:
     """`replay.py` records real turns over the loopback provider, then shuts
     it down and refuses every connect before it replays (its replays must

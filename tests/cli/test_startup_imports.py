@@ -222,3 +222,63 @@ def test_a_turn_showing_its_trigger_loads_no_openssl(tmp_path: Path) -> None:
     mods = loaded_modules("turn", "--model", f"scripted:{script}")
     assert "holon_cli.runtime.waiting.triggers" in mods  # the prompt read it
     assert "hashlib" not in mods and "secrets" not in mods
+
+
+MCP_SDK = ("mcp", "mcp_types", "pydantic", "anyio", "holon_cli.runtime.mcp.sdk")
+
+
+def test_a_home_without_mcp_servers_imports_no_mcp_code(tmp_path: Path) -> None:
+    """Issue 38: without `mcp_servers` a turn (and status, enqueue) imports no
+    module of the MCP plane, nor the SDK."""
+    from holon_cli.runtime.enqueue import admit
+
+    admit("hi")
+    script = tmp_path / "one.yaml"
+    script.write_text('steps:\n  - text: "done"\n')
+    for args in (("turn", "--model", f"scripted:{script}"), ("status",), ("enqueue", "x")):
+        mods = loaded_modules(*args)
+        mcp = {m for m in mods if m.startswith(("holon_cli.runtime.mcp", "holon_cli.tools.mcp"))}
+        mcp |= {m for m in mods if m.split(".")[0] in MCP_SDK}
+        assert not mcp, (args, sorted(mcp))
+
+
+def test_mcp_servers_configured_keep_enqueue_and_status_off_the_sdk(
+    holon_home: Path, tmp_path: Path
+) -> None:
+    """With servers configured (and a cached tool list), `enqueue` imports
+    nothing of MCP, `status` only the plane's light records (no SDK, no
+    subprocess), and a turn that calls no MCP tool starts no server and loads no SDK."""
+    import json
+    import sys
+
+    import yaml
+
+    from holon_cli.runtime.agents.lifecycle import open_agent
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.runtime.mcp import records
+    from holon_cli.runtime.mcp.config import spec_of
+
+    server = {"command": sys.executable, "args": [str(tmp_path / "never-started.py")]}
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_text(yaml.safe_dump({"mcp_servers": {"s": server}}))
+    records.note_listed(
+        spec_of("s", server), "2026-07-28", [{"name": "t", "inputSchema": {"type": "object"}}]
+    )
+    open_agent(None)
+    mods = loaded_modules("enqueue", "hello")
+    assert not {m for m in mods if "mcp" in m}, sorted(m for m in mods if "mcp" in m)
+    mods = loaded_modules("status")
+    assert "holon_cli.runtime.mcp.records" in mods  # the probe really showed the servers
+    # (hashlib: any config.yaml loads it today, through the config cache's digest)
+    heavy = {m for m in mods if m.split(".")[0] in MCP_SDK} | (mods & {"subprocess"})
+    heavy |= mods & {"holon_cli.runtime.mcp.host", "holon_cli.runtime.mcp.sdk"}
+    assert not heavy, sorted(heavy)
+    admit("hi")
+    script = tmp_path / "one.yaml"
+    script.write_text('steps:\n  - text: "done"\n')
+    mods = loaded_modules("turn", "--model", f"scripted:{script}")
+    assert "holon_cli.tools.mcp" in mods  # the cached tools were offered
+    sdk = {m for m in mods if m.split(".")[0] in MCP_SDK} | (mods & {"holon_cli.runtime.mcp.host"})
+    assert not sdk, sorted(sdk)
+    rec = json.loads(next((holon_home / "mcp" / "servers").glob("s.*.json")).read_text())
+    assert rec["state"] == "ok"  # nothing was started (the command does not exist)

@@ -256,3 +256,22 @@ def test_access_label_names_the_command_backend() -> None:
     bwrap["network_confinement"] = "not_enforced"
     assert "bwrap (network on)" in state_summary({"execution_policy": bwrap})["access"]
     assert state_summary({"identity": ident, "execution_policy": None})["access"] == "public_named"
+
+
+def test_state_summary_shows_mcp_servers_a_failed_one_included() -> None:
+    payload = {
+        "agent": {
+            "agent_id": "main",
+            "status": "awake_idle",
+            "mcp_servers": [
+                {"name": "git", "state": "ok"},
+                {"name": "web", "state": "failed", "last_error": "refused"},
+            ],
+            "mcp_requests_open": 2,
+        },
+        "state": {},
+    }
+    s = state_summary(payload)
+    assert s["mcp"].startswith("git ok, web failed")
+    assert "2 request(s)" in s["mcp"]
+    assert "mcp" not in state_summary({"agent": {"agent_id": "main"}, "state": {}})

@@ -319,7 +319,7 @@ class ConsoleApp(App[None]):
             Text(
                 f"workspace {st.get('workspace', '-')} · projection {st.get('projection', '-')}"
                 f"{worktree} · access {st.get('access', '-')} · pending {st.get('pending', '-')}"
-                f" · work {st.get('work', '-')}"
+                f" · work {st.get('work', '-')}" + (f" · mcp {st['mcp']}" if st.get("mcp") else "")
             )
         )
         act = self.conv.activity

@@ -253,4 +253,20 @@ def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
     }
     if worktree is not None:
         out["worktree"] = visible(worktree)
+    mcp = mcp_label(agent)
+    if mcp:
+        out["mcp"] = visible(mcp)
     return out
+
+
+def mcp_label(agent: Mapping[str, Any]) -> str | None:
+    """The agent's MCP servers and their states (a failed one shown, never
+    dropped), and how many of their questions wait for an operator."""
+    rows = agent.get("mcp_servers")
+    if not isinstance(rows, list) or not rows:
+        return None
+    text = ", ".join(f"{r.get('name')} {r.get('state')}" for r in rows if isinstance(r, Mapping))
+    waiting = agent.get("mcp_requests_open")
+    if waiting:
+        text += f" · {waiting} request(s) to answer (`holon mcp requests`)"
+    return text

@@ -21,6 +21,7 @@ MessageKind = Literal[
     "system_tick",
     "task_result",
     "task_status",
+    "mcp_result",
     "control",
     "brief_ack",
     "brief_result",

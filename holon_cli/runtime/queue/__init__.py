@@ -70,6 +70,7 @@ from holon_cli.runtime.queue.state import _warn as _warn
 from holon_cli.runtime.queue.steps import (
     dequeue_next,
     pending_count,
+    put_back,
     recover,
     set_status,
     settle,
@@ -92,6 +93,7 @@ __all__ = [
     "load",
     "load_envelope",
     "pending_count",
+    "put_back",
     "recover",
     "requeue",
     "set_status",

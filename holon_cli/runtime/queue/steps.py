@@ -112,6 +112,17 @@ def set_status(
         _release_body(store, message_id)
 
 
+def put_back(store: AgentStore, message_id: str, *, reason: str) -> None:
+    """Return a message this turn dequeued but never ran (no provider request
+    was made) to the queue; its attempt is not counted."""
+    with store.lock():
+        st = load(store)
+        entry = st.entries.get(message_id)
+        if entry is None or entry.get("status") != "dequeued":
+            return
+        set_status(store, st, message_id, "interrupted", reason=reason, counted=False)
+
+
 def dequeue_next(
     store: AgentStore,
     turn_id: str,

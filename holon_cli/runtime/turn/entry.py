@@ -164,6 +164,7 @@ def run_turn(
         entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
         if entry is None:
             return TurnResult(store.agent_id, ran=False)
+        catalog = _agent_toolbox(store, cfg, catalog, entry)
         from holon_cli.runtime.waiting import scheduler as waiting
 
         decision = waiting.before_turn(store, entry, turn_id)
@@ -193,6 +194,23 @@ def run_turn(
         return _execute(store, run, entry, turn_id, child=is_supervised_child(rec["identity"]))
     finally:
         lock.release()
+
+
+def _agent_toolbox(
+    store: AgentStore, cfg: dict[str, Any], catalog: Toolbox, entry: QueueEntry
+) -> Toolbox:
+    """The agent's own toolbox (its MCP servers' tools added). A ``required``
+    server that cannot start refuses the turn before any provider request:
+    the message goes back to the queue, its attempt not counted."""
+    bind = getattr(catalog, "for_agent", None)
+    if bind is None:
+        return catalog
+    try:
+        bound: Toolbox = bind(store, cfg)
+    except BaseException:
+        q.put_back(store, entry["message_id"], reason="mcp_unavailable")
+        raise
+    return bound
 
 
 def _recovered_record(store: AgentStore) -> AgentRecord:

@@ -274,6 +274,13 @@ ROUTES: list[tuple[str, Handler, str, str]] = [
     ("/control/agents/{agent_id}/start", control.control_start, "control", "POST"),
     ("/agents/{agent_id}/workspaces", control.agent_workspaces, "control", "GET"),
     ("/control/agents/{agent_id}/workspace", control.control_workspace, "control", "POST"),
+    ("/agents/{agent_id}/mcp", control.agent_mcp, "control", "GET"),
+    (
+        "/control/agents/{agent_id}/mcp/requests/{request_id}/answer",
+        control.control_mcp_answer,
+        "control",
+        "POST",
+    ),
     ("/agents/{agent_id}/enqueue", public.public_enqueue, "public", "POST"),
     ("/webhooks/{source}/{agent_id}", public.webhook, "public", "POST"),
     ("/callbacks/wake/{token}", public.callback_wake, "public", "POST"),

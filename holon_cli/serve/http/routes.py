@@ -143,6 +143,59 @@ async def control_abort(request: Request) -> Response:
     return JSONResponse(await run_in_threadpool(go), status_code=202)
 
 
+async def agent_mcp(request: Request) -> Response:
+    """``holon mcp list --json`` and ``holon mcp requests --json`` of one
+    agent: ``{servers, requests}`` (``?all=1``: answered requests too)."""
+    from holon_cli.runtime.mcp.calls import server_rows
+    from holon_cli.runtime.mcp.requests import list_requests
+    from holon_cli.store.config import load_config
+
+    include_all = request.query_params.get("all", "") in ("1", "true", "yes")
+
+    def get() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        return {
+            "servers": server_rows(load_config(), store.agent_id),
+            "requests": list_requests([store], include_resolved=include_all),
+        }
+
+    return JSONResponse(await run_in_threadpool(get))
+
+
+async def control_mcp_answer(request: Request) -> Response:
+    """``holon mcp answer ID CONTENT_JSON | --decline``: body ``{"content":
+    {...}}`` or ``{"decline": true}``; 200 with the request's row once the
+    call was sent again, 409 when it was answered before, 502 when the
+    server cannot be reached (the answer is kept)."""
+    from holon_cli.errors import HolonError
+    from holon_cli.runtime.mcp.requests import answer
+
+    body = await read_json(request, PROMPT_CAP)
+    decline = body.get("decline", False)
+    if not isinstance(decline, bool):
+        raise HttpError(400, "invalid_body", "`decline` must be true or false", "")
+    if decline == ("content" in body):
+        raise HttpError(
+            400, "invalid_body", "send `content` (the form's fields) or `decline: true`", ""
+        )
+
+    def go() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        try:
+            return answer(
+                [store],
+                request.path_params["request_id"],
+                content=body.get("content"),
+                decline=decline,
+            )
+        except HolonError as err:
+            if err.kind in ("mcp_unavailable", "mcp_timeout"):
+                raise HttpError(502, str(err.kind), err.message, err.hint or "") from None
+            raise
+
+    return JSONResponse(await run_in_threadpool(go))
+
+
 async def control_pause(request: Request) -> Response:
     """Pause the agent (``holon agent pause``): 202; messages wait in its queue."""
     return await _lifecycle(request, "pause")
