@@ -198,8 +198,8 @@ def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | N
     data = {**res, "agent_id": agent_id}
     code = None
     if res["status"] != "processed":
-        brief = res["brief"] or {}
-        code = EXIT_PROVIDER if brief.get("kind") == "failure" else EXIT_RUNTIME
+        brief = res["brief"]
+        code = EXIT_PROVIDER if brief and brief["kind"] == "failure" else EXIT_RUNTIME
     if as_json:
         if code is None:
             output.emit_json(data)
@@ -212,7 +212,8 @@ def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | N
                 data,
             )
         return code
-    text = res["final_text"] or (res["brief"] or {}).get("text") or ""
+    brief_text = res["brief"].get("text") if res["brief"] else None
+    text = res["final_text"] or brief_text or ""
     if text:
         output.echo(text, err=code is not None)
     if code is not None:

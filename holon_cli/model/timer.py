@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from holon_cli.errors import UsageError
 
@@ -48,6 +48,23 @@ class StoredTimer(TimerRecord):
     purpose: TimerPurpose
     # message id of the newest timer_tick this timer admitted (None: none yet)
     last_message_id: str | None
+
+
+class TimerLedgerRecord(TypedDict):
+    """One line of ``ledger/timers.jsonl``: the timer as it is after ``op``."""
+
+    v: int
+    op: str  # created | fired | cancelled | ...
+    timer: StoredTimer
+    at: NotRequired[str]
+
+
+class TimersSnapshot(TypedDict):
+    """``state/timers.json``: the fold of the ledger up to ``offset``."""
+
+    v: NotRequired[int]
+    offset: int
+    timers: list[StoredTimer]
 
 
 PUBLIC_FIELDS = tuple(TimerRecord.__annotations__)

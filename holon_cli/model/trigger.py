@@ -9,7 +9,7 @@ secret file so ``holon trigger show`` can print it.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from holon_cli.digest import sha256_hex
 
@@ -48,6 +48,16 @@ class TriggerRecord(TypedDict):
     updated_at: str
     trigger_count: int
     last_triggered_at: str | None
+
+
+class TriggerLedgerRecord(TypedDict):
+    """One line of ``ledger/triggers.jsonl``: the capability after ``op``
+    (a delivery line carries no ``trigger``)."""
+
+    v: int
+    op: str
+    trigger: NotRequired[TriggerRecord | None]
+    at: NotRequired[str]
 
 
 class WakeHint(TypedDict, total=False):

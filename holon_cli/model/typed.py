@@ -118,6 +118,7 @@ class Rule:
 
 
 NONEMPTY = Rule(nonempty=True)
+NONNEGATIVE = Rule(min=0)
 
 
 class CheckError(ValueError):
@@ -555,7 +556,9 @@ def _union(tp: Any, coerce: Coerce) -> _Fn:
 
 
 def _discriminated(rest: list[Any], coerce: Coerce) -> _Fn | None:
-    """TypedDict members told apart by a shared Literal key (``op``, ``kind``)."""
+    """TypedDict members told apart by a shared Literal key (``op``, ``kind``);
+    one member may type that key ``str`` (required or not): it takes any
+    other tag, and a record without one."""
     dicts = [strip(a) for a in rest if "dict" in _kinds(a, coerce)]
     if len(dicts) < 2 or not all(is_typeddict(d) for d in dicts):
         return None
@@ -567,9 +570,7 @@ def _discriminated(rest: list[Any], coerce: Coerce) -> _Fn | None:
         ok = True
         for d, (hints, required) in zip(dicts, shapes, strict=True):
             ktp = strip(hints[key])
-            if key not in required:
-                ok = False
-            elif get_origin(ktp) is Literal:
+            if get_origin(ktp) is Literal and key in required:
                 for v in get_args(ktp):
                     table.setdefault(v, _compile(d, coerce))
             elif ktp is str and fallback is None:
@@ -585,18 +586,18 @@ def _discriminated(rest: list[Any], coerce: Coerce) -> _Fn | None:
 
 def _tagged(key: str, table: dict[Any, _Fn], fallback: _Fn | None, tag_type: Any) -> _Fn:
     def check_tagged(value: Any) -> Any:
-        tag = value.get(key) if isinstance(value, Mapping) else None
+        tag = value.get(key)
         fn = table.get(tag) if isinstance(tag, str) else None
-        if fn is None:
-            if fallback is not None and isinstance(tag, str):
-                return fallback(value)
-            if key not in value:
-                err = _fail("missing", tag_type, None)
-            else:
-                err = _fail("value" if isinstance(tag, str) else "type", tag_type, tag)
-            err._rpath.append(key)
-            raise err
-        return fn(value)
+        if fn is not None:
+            return fn(value)
+        if fallback is not None and (tag is None and key not in value or isinstance(tag, str)):
+            return fallback(value)
+        if key not in value:
+            err = _fail("missing", tag_type, None)
+        else:
+            err = _fail("value" if isinstance(tag, str) else "type", tag_type, tag)
+        err._rpath.append(key)
+        raise err
 
     return check_tagged
 
@@ -704,17 +705,25 @@ def _hints(tp: Any) -> dict[str, Any]:
 def _typeddict(tp: Any, coerce: Coerce) -> _Fn:
     hints, required = _td_shape(tp)
     fields = [(name, _compile(h, coerce), name in required) for name, h in hints.items()]
+    docs = {name: _doc_of(h) for name, h in hints.items()}
+    closed = tp in CLOSED
+    names = frozenset(hints)
 
     def check_typeddict(value: Any) -> Any:
         if type(value) is not dict and not isinstance(value, Mapping):
             raise _fail("type", tp, value)
+        if closed:
+            unknown = [k for k in value if k not in names]
+            if unknown:
+                err = _fail("unknown", tp, value, keys=[str(k) for k in unknown])
+                err._rpath.append(str(unknown[0]))
+                raise err
         out: dict[str, Any] | None = None
+        missing: str | None = None
         for name, fn, req in fields:
             if name not in value:
-                if req:
-                    err = _fail("missing", strip(hints[name]), None)
-                    err._rpath.append(name)
-                    raise err
+                if req and missing is None:
+                    missing = name
                 continue
             v = value[name]
             try:
@@ -726,9 +735,36 @@ def _typeddict(tp: Any, coerce: Coerce) -> _Fn:
                 if out is None:
                     out = dict(value)
                 out[name] = w
+        if missing is not None:  # a field of the wrong kind says more: reported first
+            gap = _fail("missing", strip(hints[missing]), None, doc=docs[missing])
+            gap._rpath.append(missing)
+            raise gap
         return value if out is None else out
 
     return check_typeddict
+
+
+def _doc_of(tp: Any) -> str | None:
+    """The ``doc`` of a field's ``Annotated[..., Rule(doc=...)]`` (under ``Required``)."""
+    while True:
+        origin = get_origin(tp)
+        if origin is Required or origin is NotRequired:
+            tp = get_args(tp)[0]
+        elif origin is Annotated:
+            return next((m.doc for m in get_args(tp)[1:] if isinstance(m, Rule) and m.doc), None)
+        else:
+            return None
+
+
+# TypedDicts whose every key is named by the type (the config file): any
+# other key is an error, not a newer writer's field
+CLOSED: set[Any] = set()
+
+
+def closed(*types_: Any) -> None:
+    """Mark TypedDicts closed: :func:`check` refuses a key they do not name
+    and :func:`json_schema` says ``additionalProperties: false``."""
+    CLOSED.update(types_)
 
 
 def _dataclass(tp: Any, coerce: Coerce) -> _Fn:

@@ -97,6 +97,39 @@ class WorkItemRecord(BlockerFields):
     recorded_at: NotRequired[str]
 
 
+class WorkItemLine(TypedDict):
+    """A ``work_items`` ledger line as any version wrote it: :func:`upgrade_record`
+    fills in what an older line lacks and makes it a :class:`WorkItemRecord`."""
+
+    v: int
+    id: str
+    state: str
+    objective: NotRequired[str]
+
+
+class ReportRef(TypedDict, total=False):
+    """The work item index's note of an item's newest delivery summary."""
+
+    id: str | None
+    text: str | None
+    created_at: str | None
+    source: str | None
+    turn_id: str | None
+
+
+class WorkItemsSnapshot(TypedDict):
+    """``state/work_items.json``: the folds of the work item, delivery summary
+    and waiting intent ledgers up to their offsets."""
+
+    v: NotRequired[int]
+    offset: int
+    ds_offset: NotRequired[int]
+    wait_offset: NotRequired[int]
+    items: dict[str, WorkItemLine]
+    reports: NotRequired[dict[str, ReportRef]]
+    waits: NotRequired[dict[str, WaitingIntentRecord]]
+
+
 class ContinuationHold(TypedDict):
     """Agent state ``work_continuation_hold``: the runtime must not continue
     ``work_item_id`` on its own while it is at revision ``rev``."""
@@ -116,7 +149,7 @@ class DeliverySummaryRecord(TypedDict):
     agent_id: str
     work_item_id: str
     text: str
-    source: str
+    source: NotRequired[str]  # absent from the oldest records
     created_at: str
     turn_id: NotRequired[str]
     warnings: NotRequired[list[dict[str, Any]]]
@@ -134,7 +167,7 @@ class WaitingIntentRecord(TypedDict, total=False):
     trigger_count: int
     last_triggered_at: str | None
     source: str
-    resource: str
+    resource: str | None
     condition: str
 
 

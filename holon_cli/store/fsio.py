@@ -29,9 +29,14 @@ import os
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli.errors import CorruptStateError
+
+if TYPE_CHECKING:
+    from holon_cli.store.records import RecordKind
+
+R = TypeVar("R")
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
@@ -310,7 +315,21 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
     """Read a versioned JSON snapshot; ``None`` when it does not exist.
 
     Known snapshots (``state/agent.json``, ``state/queue.json``, ``home.json``)
-    are also checked against their schema (``store/records.py``)."""
+    are also checked against their record type (``store/records.py``); a
+    reader that wants the record *as* its type calls :func:`read_record`."""
+    from holon_cli.store.records import snapshot_validator
+
+    rec: dict[str, Any] | None = _read_checked(path, max_version, snapshot_validator(path))
+    return rec
+
+
+def read_record(path: Path, kind: RecordKind[R], *, max_version: int = 1) -> R | None:
+    """The snapshot at ``path`` checked into ``kind``'s type (``None``: no file)."""
+    rec: R | None = _read_checked(path, max_version, kind)
+    return rec
+
+
+def _read_checked(path: Path, max_version: int, kind: RecordKind[Any] | None) -> Any:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -340,10 +359,7 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
             hint="upgrade holon-cli",
             details={"path": str(path)},
         )
-    from holon_cli.store.records import snapshot_validator
-
-    validate = snapshot_validator(path)
-    reason = validate(obj) if validate is not None else None
+    reason = kind(obj) if kind is not None else None
     if reason:
         raise CorruptStateError(
             f"{path}: {reason}",

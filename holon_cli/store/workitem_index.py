@@ -39,6 +39,7 @@ from holon_cli.model.workitem import (
     DeliverySummaryRecord,
     PlanDescriptor,
     WaitingIntentRecord,
+    WorkItemLine,
     WorkItemRecord,
 )
 from holon_cli.store.agent_store import AgentStore
@@ -265,7 +266,10 @@ def load(store: AgentStore) -> WorkItemIndex:
 
 
 def _load_uncached(
-    store: AgentStore, items_led: Ledger, ds_led: Ledger, wait_led: Ledger
+    store: AgentStore,
+    items_led: Ledger[WorkItemLine],
+    ds_led: Ledger[DeliverySummaryRecord],
+    wait_led: Ledger[WaitingIntentRecord],
 ) -> WorkItemIndex:
     try:
         snap = read_snapshot(index_path(store), max_version=INDEX_VERSION)
@@ -294,11 +298,11 @@ def _load_uncached(
     for _, end, rec in items_led.scan(idx.offset):
         idx.apply_item(rec)
         idx.offset = end
-    for _, end, rec in ds_led.scan(idx.ds_offset):
-        idx.apply_report(rec)
+    for _, end, report in ds_led.scan(idx.ds_offset):
+        idx.apply_report(report)
         idx.ds_offset = end
-    for _, end, rec in wait_led.scan(idx.wait_offset):
-        idx.apply_wait(rec)
+    for _, end, wait in wait_led.scan(idx.wait_offset):
+        idx.apply_wait(wait)
         idx.wait_offset = end
     for wid, item in idx.items.items():
         if not isinstance(item.get("plan_artifact"), dict):

@@ -62,12 +62,22 @@ def test_every_kind_of_source_is_found(store: AgentStore) -> None:
         {
             "v": 1,
             "episode_id": "ep_1",
+            "agent_id": store.agent_id,
             "work_item_id": None,
             "workspace_id": "agent_home",
             "turn_range": [1, 3],
+            "message_range": [],
+            "message_count": 0,
             "touched_files": ["deploy/helm/values.yaml"],
             "commands": ["helm upgrade"],
+            "verification": [],
+            "decisions": [],
+            "carry_forward": [],
+            "waiting": None,
             "summary": "Tuned the helm chart for the ingress controller.",
+            "boundary": "hard_cap",
+            "started_at": "2026-01-01T00:00:00.000Z",
+            "finalized_at": "2026-01-01T00:00:00.000Z",
         }
     )
     kinds = {r["kind"]: r for r in search(store, "squash") + search(store, "certificate")}

@@ -17,7 +17,8 @@ Invariants:
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import UsageError
 from holon_cli.model.envelope.policy import (
@@ -37,11 +38,18 @@ from holon_cli.model.envelope.schema import (
     _V1_FIELDS,
     _V1_ORIGIN_FIELDS,
     ENVELOPE_VERSION,
+    AdmittedRecord,
     Envelope,
     EnvelopeHead,
     MessageBody,
     Origin,
+    QueueRecord,
+    StatusRecord,
 )
+from holon_cli.model.typed import Checker
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 # source ref key for each origin id field
 _SOURCE_REF_KEY = {
@@ -245,7 +253,20 @@ def envelope_head(env: Envelope, *, max_metadata_bytes: int = 4096) -> EnvelopeH
 
         if len(json.dumps(meta, ensure_ascii=False)) > max_metadata_bytes:
             head.pop("metadata")
-    return cast(EnvelopeHead, head)
+    return clean_head(head)
+
+
+def clean_head(raw: Mapping[str, Any]) -> EnvelopeHead:
+    """A head with only the fields that have their type: an envelope an older
+    holon admitted may carry, say, a list for a priority (the queue folds it
+    to ``normal``); a head is shown and copied into events, never trusted."""
+    head = dict(raw)
+    while (err := _HEAD.problem(head)) is not None and err.path:
+        head.pop(str(err.path[0]), None)
+    return _HEAD(head)
+
+
+_HEAD: Checker[EnvelopeHead] = Checker(EnvelopeHead)
 
 
 def body_text(body: Any) -> str:
@@ -262,3 +283,13 @@ def body_text(body: Any) -> str:
 
         return json.dumps(body.get("value"), ensure_ascii=False, sort_keys=True)
     return str(body)
+
+
+def is_admitted(rec: QueueRecord) -> TypeIs[AdmittedRecord]:
+    """A queue ledger record that admitted a message."""
+    return rec.get("op") == "admitted"
+
+
+def is_status(rec: QueueRecord) -> TypeIs[StatusRecord]:
+    """A queue ledger record that changed a message's status."""
+    return rec.get("op") == "status"

@@ -36,7 +36,7 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
-    from holon_cli.model.budget import BudgetHit, BudgetHold, BudgetName, BudgetScope
+    from holon_cli.model.budget import BudgetHit, BudgetHold, BudgetName, BudgetScope, SpendRecord
 
 WAITING_REASON = sp.WAITING_REASON
 MIN_OUTPUT = 1  # a request that cannot get one output token is not sent
@@ -51,7 +51,7 @@ class Scope(NamedTuple):
     kind: BudgetScope
     owner: str  # the agent whose budgets (or whose run's bound); "home"
     limits: dict[str, float]
-    records: list[dict[str, Any]]
+    records: list[SpendRecord]
     reserved: list[dict[str, Any]]  # other requests in flight that count here
     store: AgentStore | None  # the agent's store (work-item totals)
     run_id: str | None = None

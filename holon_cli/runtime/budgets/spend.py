@@ -179,7 +179,7 @@ def home_of(store: AgentStore) -> HomeLayout:
     return HomeLayout(store.layout.home.parent.parent)
 
 
-def home_ledger(home: HomeLayout, *, for_writing: bool = False) -> Ledger:
+def home_ledger(home: HomeLayout, *, for_writing: bool = False) -> Ledger[SpendRecord]:
     """The home's spend record: every agent's rounds, kept after an agent is
     removed (``budgets.home`` reads it). ``for_writing``: its folder is made
     (0700) first."""
@@ -201,9 +201,9 @@ class SpendWriter:
 
     def __init__(self, store: AgentStore) -> None:
         self.store = store
-        self._ledgers: list[Ledger] | None = None
+        self._ledgers: list[Ledger[SpendRecord]] | None = None
 
-    def _targets(self) -> list[Ledger]:
+    def _targets(self) -> list[Ledger[SpendRecord]]:
         if self._ledgers is None:
             self._ledgers = []
             for s in lineage(self.store):
@@ -250,7 +250,7 @@ class SpendWriter:
         if request_est is not None:
             rec["request_est"] = int(request_est)
         for led in self._targets():
-            led.append(dict(rec))
+            led.append({**rec})
         return rec
 
     def sync(self) -> None:
@@ -275,13 +275,13 @@ def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendReco
     return rec
 
 
-def _records(store: AgentStore, since: float | None = None) -> list[dict[str, Any]]:
+def _records(store: AgentStore, since: float | None = None) -> list[SpendRecord]:
     """The agent's spend records; with ``since``, at least those from then on
     (read backwards from the end: a long history costs nothing here)."""
     return records_of(store.ledger(LEDGER), since)
 
 
-def records_of(led: Ledger, since: float | None = None) -> list[dict[str, Any]]:
+def records_of(led: Ledger[SpendRecord], since: float | None = None) -> list[SpendRecord]:
     """A spend ledger's records; with ``since``, at least those from then on."""
     if not led.path.exists():
         return []
@@ -337,18 +337,18 @@ def work_item_tokens(store: AgentStore, work_item_id: str) -> int:
     return totals.get(work_item_id, 0)
 
 
-def tokens_of(r: dict[str, Any]) -> int:
+def tokens_of(r: SpendRecord) -> int:
     return _tokens(r)
 
 
-def _tokens(r: dict[str, Any]) -> int:
+def _tokens(r: SpendRecord) -> int:
     return int(r.get("input_tokens", 0)) + int(r.get("output_tokens", 0))
 
 
 # ------------------------------------------------------------------- usage
 
 
-def _turn_starts(records: list[dict[str, Any]], since: float) -> dict[tuple[str, str], float]:
+def _turn_starts(records: list[SpendRecord], since: float) -> dict[tuple[str, str], float]:
     starts: dict[tuple[str, str], float] = {}
     for r in records:
         key = (str(r.get("agent_id")), str(r.get("turn_id")))
@@ -360,7 +360,7 @@ def _turn_starts(records: list[dict[str, Any]], since: float) -> dict[tuple[str,
 def use_of(
     name: BudgetName,
     limit: float,
-    records: list[dict[str, Any]],
+    records: list[SpendRecord],
     now: float,
     work_item_id: str | None = None,
     work_item_used: int = 0,
@@ -377,7 +377,7 @@ def use_of(
 def _use_of(
     name: BudgetName,
     limit: float,
-    records: list[dict[str, Any]],
+    records: list[SpendRecord],
     now: float,
     work_item_id: str | None,
     work_item_used: int,

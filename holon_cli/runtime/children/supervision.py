@@ -216,7 +216,7 @@ def report_child(
 def _record_completion(parent: AgentStore, rec: TaskRecord, message_id: str) -> None:
     from holon_cli.runtime.tasks.records import _ledger_record
 
-    parent.ledger("tasks").append(cast(dict[str, Any], _ledger_record(rec)))
+    parent.ledger("tasks").append(_ledger_record(rec))
     append_delegation(parent, rec, "completed", result_message_id=message_id)
     child = rec.get("child") or {}
     reported: ChildAgentResultReportedData = {
@@ -251,7 +251,7 @@ def append_delegation(
         "status": str(rec.get("status")),
         "result_message_id": result_message_id,
     }
-    parent.ledger("delegations").append(cast(dict[str, Any], line))
+    parent.ledger("delegations").append(line)
 
 
 def settle_if_terminal(parent: AgentStore, rec: TaskRecord, child: AgentStore) -> str | None:

@@ -41,6 +41,7 @@ import os
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.model.envelope import is_admitted, is_status
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import HomeLayout
 
@@ -107,16 +108,10 @@ def _scan_queue(store: AgentStore) -> _Counts:
 
     counts = _Counts()
     for _, _, rec in store.ledger("queue").scan(0):
-        op = rec.get("op")
-        if op == "admitted":
-            msg = rec.get("message")
-            mid = msg.get("id") if isinstance(msg, dict) else None
-            if isinstance(mid, str):
-                counts.admitted(mid, bool(rec.get("requeued")))
-        elif op == "status" and rec.get("status") in FINAL:
-            mid = rec.get("message_id")
-            if isinstance(mid, str):
-                counts.final(mid, str(rec["status"]))
+        if is_admitted(rec):
+            counts.admitted(rec["message"]["id"], bool(rec.get("requeued")))
+        elif is_status(rec) and rec["status"] in FINAL:
+            counts.final(rec["message_id"], rec["status"])
     return counts
 
 

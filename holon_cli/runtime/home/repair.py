@@ -37,6 +37,8 @@ from holon_cli.store.locks import locked
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.events import EventRecord
+    from holon_cli.model.task import TaskLedgerRecord
 
 
 class RepairAction(TypedDict):
@@ -106,7 +108,7 @@ def _set_aside(path: Path) -> Path:
     return dest
 
 
-def _was_cut(led: Ledger) -> bool:
+def _was_cut(led: Ledger[Any]) -> bool:
     """The ledger holds less than its mark says was written: a snapshot that
     says more is then newer than the ledger, not wrong."""
     got = read_mark(led.mark_path)
@@ -152,7 +154,7 @@ def _repair_agent_record(store: AgentStore) -> list[RepairAction]:
 
 
 class _Facts(TypedDict):
-    created: dict[str, Any] | None
+    created: EventRecord | None
     status: str | None  # the target of the last agent_state_changed
     model: tuple[Any] | None  # (the last model override,) when one was set or cleared
     input_tokens: int
@@ -306,7 +308,7 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
 
 
 def _work_items_from_events(
-    store: AgentStore, led: Ledger, known: dict[str, Any]
+    store: AgentStore, led: Ledger[Any], known: dict[str, Any]
 ) -> list[RepairAction]:
     """What a cut ledger lost and no snapshot held, from the work items'
     events: items created since (objective, plan status, plan file) and
@@ -404,7 +406,7 @@ def _repair_template(store: AgentStore) -> list[RepairAction]:
             ),
             None,
         )
-        data = (created or {}).get("data") or {}
+        data = (created.get("data") if created else None) or {}
         tpl = data.get("template")
         provenance: dict[str, Any] = tpl if isinstance(tpl, dict) else {}
         skills_dir = store.layout.home / "skills"
@@ -419,7 +421,7 @@ def _repair_template(store: AgentStore) -> list[RepairAction]:
             {
                 "v": 1,
                 **provenance,
-                "applied_at": (created or {}).get("at") or clock.now_iso(),
+                "applied_at": created["at"] if created else clock.now_iso(),
                 "skills": skills,
                 "rebuilt": True,
             },
@@ -438,9 +440,9 @@ def _repair_tasks(store: AgentStore) -> list[RepairAction]:
     damaged = {Path(p.path).parent.name: Path(p.path) for p in task_problems(store.layout)}
     if not damaged:
         return []
-    last: dict[str, dict[str, Any]] = {}
+    last: dict[str, TaskLedgerRecord] = {}
     for _, _, line in store.ledger("tasks").scan(0):
-        if line.get("id") in damaged:
+        if line["id"] in damaged:
             last[line["id"]] = line
     out: list[RepairAction] = []
     for tid, path in damaged.items():
@@ -518,7 +520,7 @@ def _repair_marks(store: AgentStore) -> list[RepairAction]:
     return out
 
 
-def _last_seq(led: Ledger, key: str | None) -> int:
+def _last_seq(led: Ledger[Any], key: str | None) -> int:
     if key is None:
         return 0
     try:

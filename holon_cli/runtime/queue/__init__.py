@@ -64,7 +64,6 @@ from holon_cli.runtime.queue.state import (
     load,
 )
 from holon_cli.runtime.queue.state import _append as _append
-from holon_cli.runtime.queue.state import _legacy as _legacy
 from holon_cli.runtime.queue.state import _save as _save
 from holon_cli.runtime.queue.state import _warn as _warn
 from holon_cli.runtime.queue.steps import (

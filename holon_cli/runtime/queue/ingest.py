@@ -232,7 +232,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
                 ),
             }
             store.emit("inbox_message_corrected", corrected, message=env)
-        rec: dict[str, Any] = admitted_record(st.next_seq, env)
+        rec = admitted_record(st.next_seq, env)
         _append(store, st, rec)
         if replaced:  # cur/ keeps the corrected envelope, never the claim
             from holon_cli.store.fsio import atomic_write_bytes, dumps
@@ -247,7 +247,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
         moved = True
         changed = True
         data: MessageAdmittedData = {
-            "queue_seq": rec["seq"],
+            "queue_seq": rec.get("seq", 0),
             "kind": env.get("kind"),
             "created_at": env.get("created_at"),
             "text_preview": body_text(env.get("body"))[:TEXT_PREVIEW_CHARS],

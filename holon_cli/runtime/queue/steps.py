@@ -17,11 +17,17 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
-from holon_cli.model.envelope import EnvelopeError, EnvelopeHead, QueueEntry
+from holon_cli.model.envelope import (
+    EnvelopeError,
+    EnvelopeHead,
+    QueueEntry,
+    QueueStatus,
+    StatusRecord,
+)
 from holon_cli.runtime.queue.ingest import _release_body, _with_envelope, ingest
 from holon_cli.runtime.queue.state import (
     FINAL,
@@ -72,8 +78,15 @@ def recover(
             }
             store.emit("runtime_error", limit, message=head)
         else:
-            extra: dict[str, Any] = {} if counted else {"counted": False}
-            set_status(store, st, mid, "interrupted", reason="turn_crashed", save=False, **extra)
+            set_status(
+                store,
+                st,
+                mid,
+                "interrupted",
+                reason="turn_crashed",
+                save=False,
+                counted=None if counted else False,
+            )
             replayed: MessageReplayedData = {"attempts": entry.get("attempts", 0)}
             store.emit("message_replayed", replayed, message=head)
         changed.append(entry)
@@ -86,21 +99,22 @@ def set_status(
     store: AgentStore,
     st: QueueState,
     message_id: str,
-    status: str,
+    status: QueueStatus,
     *,
     turn_id: str | None = None,
     reason: str | None = None,
     save: bool = True,
-    **extra: Any,
+    counted: bool | None = None,
 ) -> None:
-    rec: dict[str, Any] = {
+    rec: StatusRecord = {
         "v": QUEUE_RECORD_VERSION,
         "op": "status",
         "message_id": message_id,
         "status": status,
         "at": clock.now_iso(),
-        **extra,
     }
+    if counted is not None:
+        rec["counted"] = counted
     if turn_id:
         rec["turn_id"] = turn_id
     if reason:
@@ -165,7 +179,7 @@ def dequeue_next(
 def settle(
     store: AgentStore,
     message_id: str,
-    status: str,
+    status: QueueStatus,
     *,
     turn_id: str | None = None,
     reason: str | None = None,

@@ -30,7 +30,7 @@ from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.store.ledger import Ledger
+    from holon_cli.store.ledger import Ledger, Trimmed
 
 LEDGER = "turn_records"
 LINE_VERSION = 1
@@ -196,7 +196,7 @@ def _names(line: bytes, turn_id: str) -> bool:
     return isinstance(rec, dict) and rec.get("turn_id") == turn_id
 
 
-def _where(led: Ledger) -> list[Path]:
+def _where(led: Ledger[Any]) -> list[Path]:
     """The open file, then the closed segments newest first."""
     return [led.path, *reversed(led.closed_segments())]
 
@@ -317,7 +317,7 @@ def id_time(turn_id: str) -> float | None:
     return ms / 1000.0
 
 
-def dropped(store: AgentStore, turn_id: str) -> dict[str, Any] | None:
+def dropped(store: AgentStore, turn_id: str) -> Trimmed | None:
     """What retention dropped, when it covers ``turn_id``'s time."""
     info = store.ledger(LEDGER).trimmed()
     t = id_time(turn_id)

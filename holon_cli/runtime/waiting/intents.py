@@ -52,8 +52,7 @@ def load(store: AgentStore) -> dict[str, WaitingIntent]:
     if offset > led.size():
         offset, folded = 0, {}
     for _, end, rec in led.scan(offset):
-        if isinstance(rec.get("id"), str):
-            folded[rec["id"]] = rec  # type: ignore[assignment]
+        folded[rec["id"]] = rec
         offset = end
     _FOLDED[key] = (ino, offset, folded)
     return dict(folded)
