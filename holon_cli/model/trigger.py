@@ -102,6 +102,8 @@ class WaitingIntent(TypedDict):
     created_at: str
     updated_at: str
     cancelled_at: str | None
+    # the turn that recorded it (absent in records of earlier builds)
+    turn_id: NotRequired[str | None]
 
 
 def token_sha256(token: str) -> str:

@@ -782,7 +782,10 @@ def _dataclass(tp: Any, coerce: Coerce) -> _Fn:
         required = bool(meta.get("required")) or (not has_default and not optional)
         fn = _compile(htp, coerce)
         low, above = meta.get("min"), meta.get("min_exclusive")
-        specs.append((f.name, fn, required, optional, has_default, low, above, meta.get("doc")))
+        key = str(meta.get("key") or f.name)  # the mapping's key when it is no identifier
+        specs.append(
+            (key, f.name, fn, required, optional, has_default, low, above, meta.get("doc"))
+        )
     names = frozenset(s[0] for s in specs)
 
     def check_dataclass(value: Any) -> Any:
@@ -796,24 +799,24 @@ def _dataclass(tp: Any, coerce: Coerce) -> _Fn:
             err._rpath.append(str(unknown[0]))
             raise err
         kwargs: dict[str, Any] = {}
-        for name, fn, required, optional, has_default, low, above, doc in specs:
-            if name not in value:
+        for key, name, fn, required, optional, has_default, low, above, doc in specs:
+            if key not in value:
                 if required:
                     err = _fail("missing", hints[name], None, doc=doc)
-                    err._rpath.append(name)
+                    err._rpath.append(key)
                     raise err
                 if not has_default:
                     kwargs[name] = None
                 continue
-            v = value[name]
+            v = value[key]
             if v is None and not optional and has_default and not required:
                 continue  # null for a defaulted field: not given
             try:
                 w = fn(v)
                 if low is not None or above is not None:
-                    _bounds(w, hints[name], low, above)
+                    _bounds(v, hints[name], low, above)
             except CheckError as err:
-                err._rpath.append(name)
+                err._rpath.append(key)
                 raise
             kwargs[name] = w
         return tp(**kwargs)
@@ -944,13 +947,13 @@ def _dataclass_schema(tp: Any) -> dict[str, Any]:
         doc = f.metadata.get("doc")
         if doc:
             sch["description"] = doc
-        props[f.name] = sch
+        props[str(f.metadata.get("key") or f.name)] = sch
         optional, _ = optional_of(htp)
         has_default = f.default is not dataclasses.MISSING or (
             f.default_factory is not dataclasses.MISSING
         )
         if f.metadata.get("required") or (not optional and not has_default):
-            required.append(f.name)
+            required.append(str(f.metadata.get("key") or f.name))
     return {
         "type": "object",
         "properties": props,

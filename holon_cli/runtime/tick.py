@@ -109,7 +109,7 @@ def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     from holon_cli.store.config import load_config
 
     cfg = load_config()
-    if not budgets.active(cfg, home_of(store)):
+    if not budgets.active(cfg, home_of(store), store):
         return None
     hit = budgets.exhausted(store, cfg, signal.get("work_item_id"))
     if hit is None:
@@ -189,6 +189,7 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
                 actions.append(
                     {"action": "activated", "work_signal": signal, "message_id": msg["id"]}
                 )
+    _note_depth(store)
     if actions:
         completed: TickCompletedData = {"actions": actions}
         store.emit("tick_completed", completed)
@@ -203,6 +204,14 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
     else:
         why = "nothing due"
     return {"agent_id": store.agent_id, "actions": [], "idle_reason": why}
+
+
+def _note_depth(store: AgentStore) -> None:
+    """``holon.queue.depth`` after the tick (only while tracing is on)."""
+    from holon_cli.runtime import telemetry
+
+    if telemetry.active() is not None or telemetry.wanted():
+        telemetry.record_queue_depth(store.agent_id, q.pending_count(store))
 
 
 def tick_all() -> list[dict[str, Any]]:

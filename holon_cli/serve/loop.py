@@ -231,7 +231,7 @@ def agent_deadline(agent_id: str) -> float | None:
     from holon_cli.store.config import load_config
 
     cfg = load_config()
-    if active(cfg, home_of(store)) and (reset := wake_at(store, cfg)) is not None:
+    if active(cfg, home_of(store), store) and (reset := wake_at(store, cfg)) is not None:
         cands.append(reset)  # a budget that stopped a turn resets: look again then
     try:  # the waiting plane's timers, once it has landed
         timers = importlib.import_module("holon_cli.runtime.waiting.timers")

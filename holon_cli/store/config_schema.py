@@ -101,7 +101,7 @@ class RuntimeConfig:
     default_recheck_after_ms: int | None = _pos("default blocker recheck delay in ms")
     # task plane (commands and command tasks)
     exec_env_passthrough: list[str] | None = _opt(
-        "secret-looking variables commands may still inherit, e.g. [GITHUB_TOKEN]"
+        "older name of execution.env.pass (read as more pass names)"
     )
     exec_yield_time_ms: int | None = _pos("how long ExecCommand waits before a task")
     task_output_max_bytes: int | None = _pos("output kept per command task")
@@ -199,12 +199,32 @@ Network = Literal["on", "off"]
 
 
 @dataclass(frozen=True)
+class ExecEnvConfig:
+    """``execution.env``: the environment of model-run commands, an allowlist
+    (runtime/tasks/environment.py reads it)."""
+
+    inherit: Literal["core", "all", "none"] | None = _opt(
+        "core (PATH HOME USER LOGNAME SHELL LANG LC_* TERM TZ TMPDIR; default), all "
+        "(secret-like names withheld) or none"
+    )
+    pass_: list[str] | None = _opt(
+        "variables passed whatever they look like, e.g. [GITHUB_TOKEN]", key="pass"
+    )
+    set: dict[Name, str] | None = _opt("variables set to these values, e.g. {CI: '1'}")
+
+
+@dataclass(frozen=True)
 class ExecutionConfig:
     """``execution`` (all agents) and ``agents.<id>.execution`` (one agent, key
     by key over the default): how model-run commands are confined."""
 
-    sandbox: Literal["none", "bwrap"] | None = _opt("none, or bwrap (bubblewrap confinement)")
-    network: Network | bool | None = _opt("on or off: network inside the sandbox (off unless on)")
+    sandbox: Literal["auto", "none", "bwrap"] | None = _opt(
+        "auto (bubblewrap when it works here, else none; default), bwrap or none"
+    )
+    network: Network | bool | None = _opt(
+        "on or off: network inside the sandbox (default on; off when sandbox is bwrap)"
+    )
+    env: ExecEnvConfig | None = _opt("the environment commands get (inherit, pass, set)")
 
 
 # ------------------------------------------------------------ mcp servers
@@ -385,6 +405,19 @@ def standard_secret(secret: str) -> bytes | None:
 
 
 @dataclass(frozen=True)
+class TelemetryConfig:
+    """``telemetry``: OpenTelemetry traces and metrics (runtime/telemetry/);
+    the standard ``OTEL_*`` variables apply and can turn it on too."""
+
+    enabled: bool | None = _opt(
+        "export GenAI traces and metrics over OTLP (needs the holon-cli[otel] extra)"
+    )
+    flush_timeout_ms: int | None = _opt(
+        "how long a process waits at its end for spans to leave (default 40)", min=0
+    )
+
+
+@dataclass(frozen=True)
 class HolonConfig:
     """The whole file."""
 
@@ -402,6 +435,7 @@ class HolonConfig:
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
     serve: ServeConfig | None = _opt("HTTP server of `holon serve`: proxies, timeouts, connections")
     mcp_servers: dict[Name, McpServerConfig] | None = _opt("MCP servers every agent reaches")
+    telemetry: TelemetryConfig | None = _opt("OpenTelemetry traces and metrics")
 
 
 # -------------------------------------------------------------- validation
@@ -460,7 +494,7 @@ def _invalid(err: CheckError) -> _Invalid:
     key, value = err.where, err.value
     if err.problem == "unknown":
         parent = dotted(err.path[:-1])
-        known = sorted(getattr(err.expected, "__dataclass_fields__", {}))
+        known = sorted(_key(f) for f in dataclasses.fields(err.expected))
         return _Invalid(
             key,
             f"unknown key {key!r}",
@@ -660,12 +694,18 @@ def validate_config(data: Any, where: str = "config.yaml") -> None:
 # ------------------------------------------------------------------ loading
 
 
+def _key(f: dataclasses.Field[Any]) -> str:
+    """The key a field reads in config.yaml (``metadata["key"]``: a Python
+    keyword such as ``pass``), else its name."""
+    return str(f.metadata.get("key") or f.name)
+
+
 def known_keys(cls: type = HolonConfig, prefix: str = "") -> list[str]:
     """Every key path of the schema (documentation, completion)."""
     out: list[str] = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        path = f"{prefix}.{f.name}" if prefix else f.name
+        path = f"{prefix}.{_key(f)}" if prefix else _key(f)
         sub = strip(optional_of(hints[f.name])[1])
         if is_dataclass_type(sub):
             out.extend(known_keys(sub, path))

@@ -14,6 +14,7 @@ this one would refuse) is run or aborted by the queue, never a wedge.
 
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+from holon_cli.model.tracecontext import TraceContext
 from holon_cli.model.typed import NONEMPTY, Rule
 
 ENVELOPE_VERSION = 2
@@ -86,6 +87,8 @@ class Envelope(TypedDict):
     correlation_id: NotRequired[str]
     causation_id: NotRequired[str]
     metadata: NotRequired[dict[str, Any]]
+    # the caller's W3C trace (model/tracecontext.py); optional in v2
+    trace_context: NotRequired[TraceContext]
 
 
 class EnvelopeHead(TypedDict, total=False):
