@@ -221,6 +221,22 @@ _KIND_NAMES: dict[type, str] = {
 }
 
 
+def describe(value: Any) -> str:
+    """A value for a person: ``'30' (a string)``, ``nothing (null)`` (long ones cut)."""
+    if value is None:
+        return "nothing (null)"
+    kind = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), f"a {type(value).__name__}")
+    text = repr(value)
+    return f"{text[:60]}… ({kind})" if len(text) > 60 else f"{text} ({kind})"
+
+
 def strip(tp: Any) -> Any:
     """``Annotated[X, ...]``, ``Required[X]``, ``NotRequired[X]`` -> ``X``."""
     while True:

@@ -23,6 +23,7 @@ from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import EventRecord
     from holon_cli.model.turn import TranscriptEntry
 
@@ -148,7 +149,7 @@ def _execution_profile(state: AgentState) -> dict[str, Any]:
     return {**empty_execution_profile(), **(state.get("execution_profile") or {})}
 
 
-def _mcp_status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, Any]:
+def _mcp_status(store: AgentStore, cfg: HolonConfig) -> dict[str, Any]:
     """The agent's MCP servers as of their last use (a failed one is shown,
     never dropped) and its open operator requests; nothing for an agent
     without servers (and no MCP module is imported for it)."""

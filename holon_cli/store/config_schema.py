@@ -1,43 +1,44 @@
-"""The config schema: one frozen dataclass per section of ``config.yaml``.
+"""Checking ``config.yaml`` against its schema (:mod:`holon_cli.model.config`:
+one closed TypedDict per section) with the one checker
+(:mod:`holon_cli.model.typed`), and wording what it finds for the file.
 
 :mod:`holon_cli.store.config` reads the file and imports this module only
-when there is a file to check (dataclasses and typing's introspection cost
-more than ``holon status`` itself).
-
-The schema is one frozen dataclass per section
-(:class:`HolonConfig` at the top, :class:`RuntimeConfig`,
-:class:`ProviderConfig`, ...); a field's type *is* its validation:
-
-- ``str``, ``int``, ``float`` (an int is accepted), ``bool``, ``Literal[...]``,
-  ``list[X]``, ``dict[str, X]``, ``X | None`` and a nested section
-  dataclass;
-- ``field(metadata={"min": 1})`` bounds a number from below (``"min": 0`` for
-  "zero or more"); ``"doc"`` is a short description used in error hints;
-- ``"required": True`` makes a key mandatory.
-
-An unknown key, a wrong type (``provider_timeout_s: "30"``) or a value out of
-range is a :class:`ConfigError` (exit 2) that names the file and the key path.
-To add a setting, add a field to its section (every field defaults to
-``None``, meaning "not set": readers keep their built-in default); to add a
-section, add a dataclass and one field of that type to :class:`HolonConfig`.
+when there is a file to check (typing's introspection costs more than
+``holon status`` itself). An unknown key, a wrong type
+(``provider_timeout_s: "30"``) or a value out of range is a
+:class:`ConfigError` (exit 2) that names the file and the key path; what one
+key's type cannot say is checked here too: a cost budget needs a price, an
+MCP server exactly one transport, a webhook a usable secret.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import (
+    Any,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 from holon_cli.errors import ConfigError
+from holon_cli.model.config import (  # the sections' types, re-exported for readers
+    MIN_CONTEXT_BUDGET_TOKENS as MIN_CONTEXT_BUDGET_TOKENS,
+)
+from holon_cli.model.config import TRANSPORTS as TRANSPORTS
+from holon_cli.model.config import WEBHOOK_SCHEMES as WEBHOOK_SCHEMES
+from holon_cli.model.config import HolonConfig as HolonConfig
+from holon_cli.model.config import McpServerConfig as McpServerConfig
+from holon_cli.model.config import Transport as Transport
 from holon_cli.model.typed import (
-    NONEMPTY,
     CheckError,
-    Rule,
     check,
+    describe,
     dotted,
-    is_dataclass_type,
+    is_typeddict,
     optional_of,
     strip,
 )
@@ -47,300 +48,6 @@ from holon_cli.store.config_mcp import (  # the light half, read by `holon statu
     MCP_STDIO_KEYS,
     merged_mcp_servers,
 )
-
-# the smallest `runtime.context_budget_tokens` (a smaller one cannot hold a frame)
-MIN_CONTEXT_BUDGET_TOKENS = 1000
-
-# a key of a mapping section (``providers.<name>``, ``agents.<id>``): non-empty text
-Name = Annotated[str, NONEMPTY]
-
-TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages")
-Transport = Literal["openai_chat_completions", "openai_responses", "anthropic_messages"]
-
-
-def _pos(doc: str) -> Any:
-    """A positive number (> 0)."""
-    return field(default=None, metadata={"min_exclusive": 0, "doc": doc})
-
-
-def _opt(doc: str, **meta: Any) -> Any:
-    return field(default=None, metadata={"doc": doc, **meta})
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    """``providers.<name>``: an OpenAI- or Anthropic-compatible endpoint."""
-
-    transport: Transport = field(
-        default="openai_chat_completions",
-        metadata={"required": True, "doc": "the wire protocol"},
-    )
-    base_url: str = field(default="", metadata={"required": True, "doc": "the endpoint URL"})
-    api_key_env: str | None = _opt("name of the environment variable holding the key")
-    headers: dict[Name, str] | None = _opt("extra HTTP headers")
-    timeout_s: float | None = _pos("request timeout in seconds")
-    max_output_tokens: int | None = _pos("output token cap per request")
-    stream: bool | None = _opt("stream responses")
-
-
-@dataclass(frozen=True)
-class RuntimeConfig:
-    """``runtime``: turn, tool and provider limits."""
-
-    default_tool_output_tokens: int | None = _pos("tool output budget per call")
-    max_tool_output_tokens: int | None = _pos("upper bound of a call's max_output_tokens")
-    max_provider_rounds: int | None = _pos("model rounds per turn")
-    exec_timeout_ms: int | None = _pos("default ExecCommand yield_time_ms")
-    provider_timeout_s: float | None = _pos("provider request timeout in seconds")
-    max_output_tokens: int | None = _pos("output token cap per model request")
-    work_item_stale_reminder_rounds: int | None = _pos("rounds before a stale reminder")
-    work_item_stale_reminder_cooldown_rounds: int | None = _opt(
-        "rounds between stale reminders", min=0
-    )
-    work_item_stale_reminder_max_tokens: int | None = _pos("size cap of a stale reminder")
-    default_recheck_after_ms: int | None = _pos("default blocker recheck delay in ms")
-    # task plane (commands and command tasks)
-    exec_env_passthrough: list[str] | None = _opt(
-        "older name of execution.env.pass (read as more pass names)"
-    )
-    exec_yield_time_ms: int | None = _pos("how long ExecCommand waits before a task")
-    task_output_max_bytes: int | None = _pos("output kept per command task")
-    outputs_max_age_days: float | None = _opt("days kept in .holon/outputs/", min=0)
-    outputs_max_bytes: int | None = _opt("bytes kept in .holon/outputs/ per agent", min=0)
-    # memory plane: compaction (runtime/memory/compaction.py reads it)
-    context_budget_tokens: int | None = _opt(
-        "prompt budget in tokens; older rounds are compacted above it (default 128000)",
-        min=MIN_CONTEXT_BUDGET_TOKENS,
-    )
-    # opt-in provider wire features (providers/registry.py reads them)
-    openai_incremental: bool | None = _opt(
-        "Responses rounds continue the previous response (stored) and send only new items"
-    )
-    anthropic_context_management: bool | None = _opt(
-        "Anthropic clears old tool results server-side as the context fills (beta)"
-    )
-
-
-# ---------------------------------------------------------------- budgets
-# (runtime/budgets/spend.py reads them; the price check across sections is
-# ``price_problem`` below, run by ``validate_config``)
-
-
-@dataclass(frozen=True)
-class BudgetsConfig:
-    """``budgets`` (all agents) and ``agents.<id>.budgets`` (one agent, key by key
-    over the default): spend limits checked before every provider request."""
-
-    tokens_per_day: int | None = _opt("input + output tokens per UTC day", min=0)
-    cost_usd_per_day: float | None = _opt(
-        "USD per UTC day, priced by `prices.<provider/model>`", min=0
-    )
-    turns_per_hour: int | None = _opt("turns that reach the model in a rolling 60 minutes", min=0)
-    tokens_per_work_item: int | None = _opt("input + output tokens spent on one work item", min=0)
-
-
-@dataclass(frozen=True)
-class HomeBudgetsConfig:
-    """``budgets.home``: the same limits over the sum of every agent's spend
-    (the home's spend record, removed agents included)."""
-
-    tokens_per_day: int | None = _opt("input + output tokens per UTC day, all agents", min=0)
-    cost_usd_per_day: float | None = _opt(
-        "USD per UTC day, all agents, priced by `prices.<provider/model>`", min=0
-    )
-    turns_per_hour: int | None = _opt(
-        "turns of all agents that reach the model in a rolling 60 minutes", min=0
-    )
-
-
-@dataclass(frozen=True)
-class DefaultBudgetsConfig(BudgetsConfig):
-    """``budgets``: every agent's budgets (``agents.<id>.budgets`` overrides key
-    by key), and ``home``: the budgets of all agents together."""
-
-    home: HomeBudgetsConfig | None = _opt("budgets of all agents together")
-
-
-@dataclass(frozen=True)
-class PriceConfig:
-    """``prices.<provider/model>``: USD per million tokens."""
-
-    input: float = field(
-        default=0.0, metadata={"required": True, "min": 0, "doc": "USD per million input tokens"}
-    )
-    output: float = field(
-        default=0.0, metadata={"required": True, "min": 0, "doc": "USD per million output tokens"}
-    )
-
-
-# -------------------------------------------------------------- retention
-# (store/retention.py reads it: `holon home gc`, serve's daily pass, the
-# free-disk breaker of the task plane)
-
-
-@dataclass(frozen=True)
-class RetentionConfig:
-    """``retention``: how long history is kept and how big a home may grow
-    (unset: keep forever; ``0`` days: keep nothing but the open segment)."""
-
-    events_days: float | None = _opt("days of closed events segments kept", min=0)
-    transcript_days: float | None = _opt("days of closed transcript segments kept", min=0)
-    outputs_days: float | None = _opt("days finished command outputs are kept", min=0)
-    max_home_bytes: int | None = _opt("bytes the whole home may take (oldest history first)", min=0)
-    min_free_bytes: int | None = _opt(
-        "free disk below which output capture stops and new tasks are refused", min=0
-    )
-
-
-# -------------------------------------------------------------- execution
-# (runtime/tasks/sandbox.py reads it; the model can never change it)
-
-Network = Literal["on", "off"]
-
-
-@dataclass(frozen=True)
-class ExecEnvConfig:
-    """``execution.env``: the environment of model-run commands, an allowlist
-    (runtime/tasks/environment.py reads it)."""
-
-    inherit: Literal["core", "all", "none"] | None = _opt(
-        "core (PATH HOME USER LOGNAME SHELL LANG LC_* TERM TZ TMPDIR; default), all "
-        "(secret-like names withheld) or none"
-    )
-    pass_: list[str] | None = _opt(
-        "variables passed whatever they look like, e.g. [GITHUB_TOKEN]", key="pass"
-    )
-    set: dict[Name, str] | None = _opt("variables set to these values, e.g. {CI: '1'}")
-
-
-@dataclass(frozen=True)
-class ExecutionConfig:
-    """``execution`` (all agents) and ``agents.<id>.execution`` (one agent, key
-    by key over the default): how model-run commands are confined."""
-
-    sandbox: Literal["auto", "none", "bwrap"] | None = _opt(
-        "auto (bubblewrap when it works here, else none; default), bwrap or none"
-    )
-    network: Network | bool | None = _opt(
-        "on or off: network inside the sandbox (default on; off when sandbox is bwrap)"
-    )
-    env: ExecEnvConfig | None = _opt("the environment commands get (inherit, pass, set)")
-
-
-# ------------------------------------------------------------ mcp servers
-# (runtime/mcp/ reads them; ``_check_mcp`` below checks what one field's type
-# cannot: the name, the durations, exactly one transport)
-
-
-@dataclass(frozen=True)
-class McpServerConfig:
-    """``mcp_servers.<name>`` (all agents) and ``agents.<id>.mcp_servers.<name>``
-    (one agent, merged by name): an MCP server reached over stdio (``command``)
-    or streamable HTTP (``url``)."""
-
-    command: str | None = _opt("stdio: the program to start")
-    args: list[str] | None = _opt("stdio: its arguments")
-    env: dict[Name, str] | None = _opt("stdio: variables set over the command environment")
-    cwd: str | None = _opt("stdio: its working folder (default: the agent's execution root)")
-    url: str | None = _opt("streamable HTTP: the endpoint URL")
-    headers: dict[Name, str] | None = _opt("streamable HTTP: extra request headers")
-    bearer_token_env: str | None = _opt(
-        "streamable HTTP: name of the environment variable holding a bearer token"
-    )
-    enabled: bool | None = _opt("offer this server's tools (default true)")
-    required: bool | None = _opt("a turn fails before its provider request if it cannot start")
-    startup_timeout: str | float | None = _opt(
-        "start and handshake limit, a duration (default 10s; a number is seconds)"
-    )
-    tool_timeout: str | float | None = _opt(
-        "limit of one tool call, a duration (default 60s; a number is seconds)"
-    )
-    enabled_tools: list[str] | None = _opt("offer only these tools")
-    disabled_tools: list[str] | None = _opt("never offer these tools")
-    protocol: Literal["auto", "2026-07-28", "2025-11-25"] | None = _opt(
-        "auto (probe server/discover, fall back to initialize), 2026-07-28 or 2025-11-25"
-    )
-    network: Network | bool | None = _opt("sandboxed stdio server: on or off")
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """``agents.<id>``: settings of one agent."""
-
-    budgets: BudgetsConfig | None = _opt("this agent's budgets (over the default `budgets`)")
-    execution: ExecutionConfig | None = _opt("this agent's command confinement")
-    mcp_servers: dict[Name, McpServerConfig] | None = _opt(
-        "this agent's MCP servers (merged by name over `mcp_servers`)"
-    )
-
-
-# ------------------------------------------------------------- ingress
-# (``holon serve``'s public routes: webhooks and rate limits)
-
-WEBHOOK_SCHEMES = ("github", "standard")
-
-
-@dataclass(frozen=True)
-class WebhookConfig:
-    """``ingress.webhooks.<source>``: how deliveries of one source are verified."""
-
-    secret_env: str | None = _opt("name of the environment variable holding the secret")
-    scheme: Literal["github", "standard"] | None = _opt(
-        "signature scheme: github (X-Hub-Signature-256) or standard (Standard Webhooks)"
-    )
-
-
-@dataclass(frozen=True)
-class IngressConfig:
-    """``ingress``: the public routes of ``holon serve``."""
-
-    rate_per_minute: int | None = _pos("requests per minute per client address (default 60)")
-    webhooks: dict[Name, WebhookConfig] | None = _opt("per-source webhook verification")
-
-
-# --------------------------------------------------------------- serve
-# (``holon serve``'s HTTP server: serve/http/app.py and serve/http/server.py read it at start)
-
-
-def _duration_problem(value: str) -> str | None:
-    from holon_cli.clock import parse_duration
-
-    try:
-        parse_duration(value)
-    except ValueError as exc:
-        return f": {exc}"
-    return None
-
-
-def _ip_problem(value: str) -> str | None:
-    import ipaddress
-
-    try:
-        ipaddress.ip_network(value.strip(), strict=False)
-    except ValueError:
-        return f"must be an IP address or network, got {_describe(value)}"
-    return None
-
-
-Duration = Annotated[
-    str, Rule(test=_duration_problem, hint="write a duration such as 10s, 500ms or 2m")
-]
-IpNetwork = Annotated[str, Rule(test=_ip_problem, hint="write e.g. 127.0.0.1, ::1 or 10.0.0.0/8")]
-Seconds = Annotated[float, Rule(more_than=0)]
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    """``serve``: the HTTP server of ``holon serve`` (read when serve starts)."""
-
-    trusted_proxies: list[IpNetwork] | None = _opt(
-        "addresses (or networks) of reverse proxies whose X-Forwarded-For, Forwarded "
-        "and X-Real-IP headers are believed"
-    )
-    header_timeout: Duration | Seconds | None = _opt(
-        "a connection must send a whole request head within this (default 10s)"
-    )
-    max_connections: int | None = _opt("open HTTP connections per listener (default 512)", min=1)
 
 
 def ingress_problems(
@@ -404,59 +111,13 @@ def standard_secret(secret: str) -> bytes | None:
     return key or None
 
 
-@dataclass(frozen=True)
-class TelemetryConfig:
-    """``telemetry``: OpenTelemetry traces and metrics (runtime/telemetry/);
-    the standard ``OTEL_*`` variables apply and can turn it on too."""
-
-    enabled: bool | None = _opt(
-        "export GenAI traces and metrics over OTLP (needs the holon-cli[otel] extra)"
-    )
-    flush_timeout_ms: int | None = _opt(
-        "how long a process waits at its end for spans to leave (default 40)", min=0
-    )
-
-
-@dataclass(frozen=True)
-class HolonConfig:
-    """The whole file."""
-
-    model: str | None = _opt("default model ref, e.g. openai/gpt-4.1")
-    fallback_models: list[str] | None = _opt("fallback model refs, tried in order")
-    providers: dict[Name, ProviderConfig] | None = _opt("named providers")
-    runtime: RuntimeConfig | None = _opt("runtime limits")
-    http_addr: str | None = _opt("listen address of `holon serve`")
-    control_token: str | None = _opt("bearer token of the control surface")
-    budgets: DefaultBudgetsConfig | None = _opt("spend limits of every agent, and of all together")
-    prices: dict[Name, PriceConfig] | None = _opt("USD per million tokens, per model ref")
-    agents: dict[Name, AgentConfig] | None = _opt("per-agent settings")
-    ingress: IngressConfig | None = _opt("public routes of `holon serve`: webhooks, rate limits")
-    retention: RetentionConfig | None = _opt("how long history is kept, how big a home grows")
-    execution: ExecutionConfig | None = _opt("confinement of model-run commands")
-    serve: ServeConfig | None = _opt("HTTP server of `holon serve`: proxies, timeouts, connections")
-    mcp_servers: dict[Name, McpServerConfig] | None = _opt("MCP servers every agent reaches")
-    telemetry: TelemetryConfig | None = _opt("OpenTelemetry traces and metrics")
-
-
 # -------------------------------------------------------------- validation
 # (the checker is model/typed.py; this section words its findings for config.yaml)
 
 _T = TypeVar("_T")
 
 
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    kind = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a mapping",
-    }.get(type(value), f"a {type(value).__name__}")
-    text = repr(value)
-    return f"{text[:60]}… ({kind})" if len(text) > 60 else f"{text} ({kind})"
+_describe = describe
 
 
 def _type_name(tp: Any) -> str:
@@ -470,7 +131,7 @@ def _type_name(tp: Any) -> str:
         return f"a list of {_type_name(get_args(tp)[0]).removeprefix('a ')}s"
     if origin is dict:
         return "a mapping of name to " + _type_name(get_args(tp)[1])
-    if is_dataclass_type(tp):
+    if is_typeddict(tp):
         return "a mapping"
     return {
         str: "a string",
@@ -494,7 +155,7 @@ def _invalid(err: CheckError) -> _Invalid:
     key, value = err.where, err.value
     if err.problem == "unknown":
         parent = dotted(err.path[:-1])
-        known = sorted(_key(f) for f in dataclasses.fields(err.expected))
+        known = sorted(err.expected.__annotations__)
         return _Invalid(
             key,
             f"unknown key {key!r}",
@@ -528,7 +189,7 @@ def build(cls: type[_T], data: Any) -> _T:
         raise _raise(err, "config.yaml") from None
 
 
-def cost_budget_keys(data: dict[str, Any]) -> list[str]:
+def cost_budget_keys(data: HolonConfig) -> list[str]:
     """The key paths that set a ``cost_usd_per_day`` budget."""
     out = []
     if ((data.get("budgets") or {}).get("cost_usd_per_day")) is not None:
@@ -541,7 +202,7 @@ def cost_budget_keys(data: dict[str, Any]) -> list[str]:
     return out
 
 
-def missing_price(data: dict[str, Any], refs: list[str], budget_key: str) -> ConfigError | None:
+def missing_price(data: HolonConfig, refs: list[str], budget_key: str) -> ConfigError | None:
     """A cost budget cannot be kept for a model without a price: the error
     naming ``prices.<ref>`` for the first model of ``refs`` that has none."""
     prices = data.get("prices") or {}
@@ -558,7 +219,7 @@ def missing_price(data: dict[str, Any], refs: list[str], budget_key: str) -> Con
     return None
 
 
-def _check_prices(data: dict[str, Any]) -> None:
+def _check_prices(data: HolonConfig) -> None:
     costed = cost_budget_keys(data)
     if not costed:
         return
@@ -568,7 +229,7 @@ def _check_prices(data: dict[str, Any]) -> None:
         raise _Invalid(str(err.details["key"]), err.message, err.hint)
 
 
-def _check_mcp_server(key: str, server: dict[str, Any], *, partial: bool) -> None:
+def _check_mcp_server(key: str, server: typing.Mapping[str, object], *, partial: bool) -> None:
     """One server entry; ``partial``: an agent's entry over a home-wide one of
     the same name (it may leave the transport to that entry)."""
     import re
@@ -616,7 +277,8 @@ def _check_mcp_server(key: str, server: dict[str, Any], *, partial: bool) -> Non
                 f"{key}.{dur} must be a duration such as 10s, 500ms or 2m, got {raw!r}",
             ) from None
     for lst in ("enabled_tools", "disabled_tools"):
-        for i, name in enumerate(server.get(lst) or []):
+        names = server.get(lst)
+        for i, name in enumerate(names if isinstance(names, list) else []):
             if not name:
                 raise _Invalid(f"{key}.{lst}[{i}]", f"{key}.{lst}[{i}] must be a tool name")
 
@@ -637,11 +299,11 @@ def _normalize_mcp(data: dict[str, Any]) -> None:
                 server["protocol"] = server["protocol"].isoformat()
 
 
-def _check_mcp(data: dict[str, Any]) -> None:
+def _check_mcp(data: HolonConfig) -> None:
     import re
 
     home = data.get("mcp_servers") or {}
-    sections: list[tuple[str, dict[str, Any], bool]] = [("mcp_servers", home, False)]
+    sections: list[tuple[str, dict[str, McpServerConfig], bool]] = [("mcp_servers", home, False)]
     for aid, sect in sorted((data.get("agents") or {}).items()):
         servers = (sect or {}).get("mcp_servers")
         if servers:
@@ -672,10 +334,11 @@ def _raise(err: CheckError | _Invalid, where: str) -> ConfigError:
     )
 
 
-def validate_config(data: Any, where: str = "config.yaml") -> None:
-    """Raise :class:`ConfigError` naming ``where`` and the key path of the first problem."""
+def validate_config(data: Any, where: str = "config.yaml") -> HolonConfig:
+    """``data`` checked into :class:`HolonConfig` (``None``: empty), or a
+    :class:`ConfigError` naming ``where`` and the key path of the first problem."""
     if data is None:
-        return
+        return {}
     if not isinstance(data, dict):
         raise ConfigError(
             f"{where}: expected a mapping at the top level, got {_describe(data)}",
@@ -684,32 +347,26 @@ def validate_config(data: Any, where: str = "config.yaml") -> None:
     try:
         if "mcp_servers" in data or "agents" in data:
             _normalize_mcp(data)
-        check(data, HolonConfig, coerce="floats")
-        _check_prices(data)
-        _check_mcp(data)
+        cfg = check(data, HolonConfig)
+        _check_prices(cfg)
+        _check_mcp(cfg)
     except (CheckError, _Invalid) as err:
         raise _raise(err, where) from None
+    return cfg
 
 
 # ------------------------------------------------------------------ loading
 
 
-def _key(f: dataclasses.Field[Any]) -> str:
-    """The key a field reads in config.yaml (``metadata["key"]``: a Python
-    keyword such as ``pass``), else its name."""
-    return str(f.metadata.get("key") or f.name)
-
-
-def known_keys(cls: type = HolonConfig, prefix: str = "") -> list[str]:
+def known_keys(cls: Any = None, prefix: str = "") -> list[str]:
     """Every key path of the schema (documentation, completion)."""
     out: list[str] = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        path = f"{prefix}.{_key(f)}" if prefix else _key(f)
-        sub = strip(optional_of(hints[f.name])[1])
-        if is_dataclass_type(sub):
+    for name, tp in typing.get_type_hints(cls or HolonConfig).items():
+        path = f"{prefix}.{name}" if prefix else name
+        sub = strip(optional_of(tp)[1])
+        if is_typeddict(sub):
             out.extend(known_keys(sub, path))
-        elif get_origin(sub) is dict and is_dataclass_type(get_args(sub)[1]):
+        elif get_origin(sub) is dict and is_typeddict(get_args(sub)[1]):
             out.extend(known_keys(get_args(sub)[1], f"{path}.<name>"))
         else:
             out.append(path)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.provider import ToolCall, ToolSpec
     from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
     from holon_cli.store.agent_store import AgentStore
@@ -104,7 +105,7 @@ class ToolCatalog:
 
         return execute(self.get(call.name), ctx, call)
 
-    def for_agent(self, store: AgentStore, cfg: dict[str, Any], *, start: bool = True) -> Toolbox:
+    def for_agent(self, store: AgentStore, cfg: HolonConfig, *, start: bool = True) -> Toolbox:
         """The tools one agent's turn offers: these, plus its MCP servers'
         (``tools/mcp.py``; a config without ``mcp_servers`` imports none of it)."""
         agent = (cfg.get("agents") or {}).get(store.agent_id) or {}

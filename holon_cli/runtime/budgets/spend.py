@@ -36,6 +36,7 @@ Runtime steps never print; nothing here holds a lock beyond a ledger append.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from holon_cli.store.records import ledger_validator
 if TYPE_CHECKING:
     from holon_cli.errors import ConfigError
     from holon_cli.model.budget import BudgetName, BudgetUse, SpendRecord
+    from holon_cli.model.config import HolonConfig
 
 DAY_S = 86400.0
 HOUR_S = 3600.0
@@ -65,11 +67,19 @@ HOME_KEY = "home"  # budgets.home: the sum over all agents
 # ------------------------------------------------------------------ config
 
 
-def limits(cfg: dict[str, Any], agent_id: str) -> dict[str, float]:
+def _numbers(section: Mapping[str, object]) -> dict[str, float]:
+    """A budgets section's limits that are set (``home`` is a section, not one)."""
+    return {
+        k: v
+        for k, v in section.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != HOME_KEY
+    }
+
+
+def limits(cfg: HolonConfig, agent_id: str) -> dict[str, float]:
     """The agent's budgets: ``agents.<id>.budgets`` key by key over ``budgets``."""
-    out = {k: v for k, v in (cfg.get("budgets") or {}).items() if v is not None and k != HOME_KEY}
-    own = ((cfg.get("agents") or {}).get(agent_id) or {}).get("budgets") or {}
-    out.update({k: v for k, v in own.items() if v is not None})
+    out = _numbers(cfg.get("budgets") or {})
+    out.update(_numbers(((cfg.get("agents") or {}).get(agent_id) or {}).get("budgets") or {}))
     return out
 
 
@@ -85,13 +95,12 @@ def tightened(lim: dict[str, float], own: dict[str, float]) -> dict[str, float]:
     return {**lim, **{k: min(v, lim[k]) if k in lim else v for k, v in own.items()}}
 
 
-def home_limits(cfg: dict[str, Any]) -> dict[str, float]:
+def home_limits(cfg: HolonConfig) -> dict[str, float]:
     """``budgets.home``: the budgets of the sum over all agents."""
-    home = (cfg.get("budgets") or {}).get(HOME_KEY) or {}
-    return {k: v for k, v in home.items() if v is not None}
+    return _numbers((cfg.get("budgets") or {}).get("home") or {})
 
 
-def configured(cfg: dict[str, Any]) -> bool:
+def configured(cfg: HolonConfig) -> bool:
     """Whether any budget is set anywhere (no ledger is read otherwise)."""
     if any(v is not None for v in (cfg.get("budgets") or {}).values()):
         return True
@@ -102,7 +111,7 @@ def configured(cfg: dict[str, Any]) -> bool:
     )
 
 
-def price_error(cfg: dict[str, Any], agent_id: str, models: list[str]) -> ConfigError | None:
+def price_error(cfg: HolonConfig, agent_id: str, models: list[str]) -> ConfigError | None:
     """A cost budget applies to the agent (its own, the default, or
     ``budgets.home``) and a model of its chain has no price: the error
     naming ``prices.<ref>``."""
@@ -120,7 +129,7 @@ def price_error(cfg: dict[str, Any], agent_id: str, models: list[str]) -> Config
     return missing_price(cfg, models, key)
 
 
-def config_errors(cfg: dict[str, Any]) -> list[ConfigError]:
+def config_errors(cfg: HolonConfig) -> list[ConfigError]:
     """Every agent of the home whose cost budget cannot be kept: a model of
     its chain (``--model`` aside: HOLON_MODEL, config, its override) has no
     price. For ``holon home check`` and ``holon serve`` start-up."""
@@ -146,13 +155,15 @@ def config_errors(cfg: dict[str, Any]) -> list[ConfigError]:
     return out
 
 
-def prices(cfg: dict[str, Any], model_ref: str | None) -> tuple[float, float]:
+def prices(cfg: HolonConfig, model_ref: str | None) -> tuple[float, float]:
     """USD per input and per output token of a model (0 when unpriced)."""
-    price = (cfg.get("prices") or {}).get(model_ref or "") or {}
+    price = (cfg.get("prices") or {}).get(model_ref or "")
+    if not price:
+        return 0.0, 0.0
     return float(price.get("input", 0)) / 1e6, float(price.get("output", 0)) / 1e6
 
 
-def _cost(cfg: dict[str, Any], model_ref: str | None, tin: int, tout: int) -> float:
+def _cost(cfg: HolonConfig, model_ref: str | None, tin: int, tout: int) -> float:
     pin, pout = prices(cfg, model_ref)
     return tin * pin + tout * pout
 
@@ -233,7 +244,7 @@ class SpendWriter:
 
     def record(
         self,
-        cfg: dict[str, Any],
+        cfg: HolonConfig,
         *,
         turn_id: str,
         message_id: str | None,
@@ -282,7 +293,7 @@ class SpendWriter:
             ledgers[-1].sync()
 
 
-def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendRecord:
+def record_spend(store: AgentStore, cfg: HolonConfig, **kw: Any) -> SpendRecord:
     """Append one provider round's spend (durable when this returns)."""
     writer = SpendWriter(store)
     rec = writer.record(cfg, **kw)
@@ -465,7 +476,7 @@ def _use_of(
     }
 
 
-def home_status(cfg: dict[str, Any], home: HomeLayout | None = None) -> dict[str, BudgetUse]:
+def home_status(cfg: HolonConfig, home: HomeLayout | None = None) -> dict[str, BudgetUse]:
     """Each ``budgets.home`` budget: what all agents spent of it."""
     from holon_cli.model.budget import BUDGET_NAMES
 
@@ -481,7 +492,7 @@ def home_status(cfg: dict[str, Any], home: HomeLayout | None = None) -> dict[str
     }
 
 
-def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
+def status(store: AgentStore, cfg: HolonConfig) -> dict[str, BudgetUse]:
     """``holon status`` data ``budget``: each budget set for the agent."""
     from holon_cli.model.budget import BUDGET_NAMES
 

@@ -40,6 +40,7 @@ from holon_cli.runtime.turn.spend import TurnSpend
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
     from holon_cli.model.turn import TurnSettlement
@@ -263,7 +264,7 @@ class ReplayRun(TurnRun):
     gate, interjections and observer are the replay's."""
 
     def __init__(
-        self, replay: Replay, store: AgentStore, entry: QueueEntry, config: dict[str, Any]
+        self, replay: Replay, store: AgentStore, entry: QueueEntry, config: HolonConfig
     ) -> None:
         turn_id = str(entry.get("turn_id") or "")
         super().__init__(

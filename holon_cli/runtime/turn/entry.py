@@ -24,13 +24,14 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
     from holon_cli.model.tool import Toolbox
     from holon_cli.model.tracecontext import TraceContext
 
 
-def _runtime_cfg() -> dict[str, Any]:
+def _runtime_cfg() -> HolonConfig:
     from holon_cli.store.config import load_config
 
     return load_config()
@@ -98,7 +99,7 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     return out
 
 
-def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> TurnResult | None:
+def _budget_hold(store: AgentStore, cfg: HolonConfig, models: list[str]) -> TurnResult | None:
     """Before the dequeue: a cost budget with a model of the chain unpriced is
     a config error (nothing consumed); an agent whose last turn a budget
     stopped, with that budget still spent, runs no turn (its messages stay
@@ -213,7 +214,7 @@ def run_turn(
 
 
 def _agent_toolbox(
-    store: AgentStore, cfg: dict[str, Any], catalog: Toolbox, entry: QueueEntry
+    store: AgentStore, cfg: HolonConfig, catalog: Toolbox, entry: QueueEntry
 ) -> Toolbox:
     """The agent's own toolbox (its MCP servers' tools added). A ``required``
     server that cannot start refuses the turn before any provider request:

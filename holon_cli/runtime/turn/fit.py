@@ -16,6 +16,7 @@ from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import ContextCompactedData, RuntimeErrorData
     from holon_cli.runtime.turn.journal import Journal
     from holon_cli.runtime.turn.recorder import TurnRecorder
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 class ContextFit:
     """One turn's view of its conversation against the context budget."""
 
-    def __init__(self, journal: Journal, rec: TurnRecorder, config: dict[str, Any]) -> None:
+    def __init__(self, journal: Journal, rec: TurnRecorder, config: HolonConfig) -> None:
         self.journal = journal
         self.rec = rec
         self.budget_tokens = cp.context_budget(config)

@@ -80,6 +80,7 @@ from holon_cli.store.layout import default_agent_id
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.budget import BudgetHit
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
         MessageInterjectedData,
@@ -116,7 +117,7 @@ class TurnRun:
         models: list[str],
         *,
         catalog: Toolbox,
-        config: dict[str, Any],
+        config: HolonConfig,
         sleep: Callable[[float], None],
         max_rounds: int | None = None,
         resolve: Callable[[str], Any] | None = None,

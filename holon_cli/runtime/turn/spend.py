@@ -12,6 +12,7 @@ from holon_cli import clock
 from holon_cli.runtime.budgets import spend as budgets
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.providers.base import ProviderRequest
     from holon_cli.providers.chain import ChainResult
     from holon_cli.runtime.budgets.reserve import Admission
@@ -32,7 +33,7 @@ class TurnSpend:
     """What one turn's provider requests cost, charged to its work item."""
 
     def __init__(
-        self, store: AgentStore, config: dict[str, Any], turn_id: str, message_id: str
+        self, store: AgentStore, config: HolonConfig, turn_id: str, message_id: str
     ) -> None:
         self.store = store
         self.cfg = config
