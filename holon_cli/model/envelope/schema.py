@@ -67,6 +67,32 @@ class MessageBody(TypedDict, total=False):
     attachments: list[dict[str, Any]]
 
 
+class TextBody(TypedDict):
+    """A ``text`` body as admission checks it."""
+
+    type: Literal["text"]
+    text: str
+
+
+class JsonBody(TypedDict):
+    """A ``json`` body: any JSON ``value``."""
+
+    type: Literal["json"]
+    value: Any
+
+
+class BriefBody(TypedDict):
+    """A ``brief`` body: its text and an optional title."""
+
+    type: Literal["brief"]
+    text: str
+    title: NotRequired[str]
+
+
+# the spec's body shapes, told apart by ``type`` (``check_body``)
+BodyShape = TextBody | JsonBody | BriefBody
+
+
 class Envelope(TypedDict):
     v: int
     id: str

@@ -39,6 +39,7 @@ from holon_cli.model.envelope.schema import (
     _V1_ORIGIN_FIELDS,
     ENVELOPE_VERSION,
     AdmittedRecord,
+    BodyShape,
     Envelope,
     EnvelopeHead,
     MessageBody,
@@ -230,30 +231,33 @@ def validate_stored(raw: Any) -> tuple[Envelope, list[str]]:
 def _check_refs(refs: Any) -> dict[str, str] | None:
     if refs is None:
         return None
-    if not isinstance(refs, dict) or not all(_is_text(k) and _is_text(v) for k, v in refs.items()):
+    if _REFS.problem(refs) is not None:
         raise UsageError("source_refs must be an object of text values")
-    return refs
+    return _REFS(refs)
+
+
+_REFS: Checker[dict[str, str]] = Checker(dict[str, str])
 
 
 def check_body(body: Any) -> MessageBody:
-    """A message body must be one of the spec's shapes."""
-    if not isinstance(body, dict):
+    """A message body must be one of the spec's shapes (:data:`BodyShape`)."""
+    err = _BODY.problem(body)
+    if err is None:
+        return cast(MessageBody, body)
+    if not err.path:
         raise UsageError(f"body must be an object, not {type(body).__name__}")
+    field = err.path[0]
     btype = body.get("type")
-    if btype == "text":
-        if not _is_text(body.get("text")):
-            raise UsageError("a text body needs `text` as text")
-    elif btype == "json":
-        if "value" not in body:
-            raise UsageError("a json body needs `value`")
-    elif btype == "brief":
-        if not _is_text(body.get("text")):
-            raise UsageError("a brief body needs `text` as text")
-        if "title" in body and not _is_text(body["title"]):
-            raise UsageError("a brief body's `title` must be text")
-    else:
+    if field == "type":
         raise UsageError(f"unknown body type {btype!r}", hint="use text, json or brief")
-    return cast(MessageBody, body)
+    if field == "value":
+        raise UsageError("a json body needs `value`")
+    if field == "title":
+        raise UsageError("a brief body's `title` must be text")
+    raise UsageError(f"a {btype} body needs `text` as text")
+
+
+_BODY: Checker[BodyShape] = Checker(BodyShape)
 
 
 def envelope_head(env: Envelope, *, max_metadata_bytes: int = 4096) -> EnvelopeHead:
