@@ -48,6 +48,8 @@ class SpendRecord(TypedDict):
     # the runtime's estimate of the request's input tokens (sizes / 4) before
     # it was sent: input_tokens / request_est calibrates the next estimate
     request_est: NotRequired[int]
+    # appended again by `home check --repair` from the turn's events
+    recovered_from: NotRequired[str]
     # input tokens the provider's prompt cache served (part of input_tokens);
     # written only when there were some
     cached_input_tokens: NotRequired[Annotated[int, NONNEGATIVE]]

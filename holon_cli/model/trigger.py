@@ -58,6 +58,9 @@ class TriggerLedgerRecord(TypedDict):
     op: str
     trigger: NotRequired[TriggerRecord | None]
     at: NotRequired[str]
+    # delivered: where it came from
+    source: NotRequired[str | None]
+    content_type: NotRequired[str | None]
 
 
 class WakeHint(TypedDict, total=False):

@@ -101,10 +101,10 @@ class WorkItemLine(TypedDict):
     """A ``work_items`` ledger line as any version wrote it: :func:`upgrade_record`
     fills in what an older line lacks and makes it a :class:`WorkItemRecord`."""
 
-    v: int
+    v: NotRequired[int]
     id: str
     state: str
-    objective: NotRequired[str]
+    objective: str
 
 
 class ReportRef(TypedDict, total=False):

@@ -42,7 +42,7 @@ DAYS_KEY = {
 
 
 class DiskFull(RejectedError):
-    kind: ErrorKind = "disk_full"  # type: ignore[assignment]
+    kind: ErrorKind = "disk_full"
 
 
 class SegmentInfo(TypedDict):

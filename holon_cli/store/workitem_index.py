@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
@@ -47,9 +47,9 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.ledger import Ledger
 
 INDEX_VERSION = 1
-WORK_ITEMS_LEDGER = "work_items"
-DELIVERY_LEDGER = "delivery_summaries"
-WAITS_LEDGER = "waiting_intents"
+WORK_ITEMS_LEDGER: Final = "work_items"
+DELIVERY_LEDGER: Final = "delivery_summaries"
+WAITS_LEDGER: Final = "waiting_intents"
 SNAPSHOT_EVERY_BYTES = 128 * 1024
 
 
@@ -335,11 +335,11 @@ def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
 
 
 def append_item(
-    store: AgentStore, idx: WorkItemIndex, rec: Mapping[str, Any], change: str
+    store: AgentStore, idx: WorkItemIndex, rec: WorkItemRecord, change: str
 ) -> WorkItemRecord:
     """Append the next revision of ``rec`` and fold it into ``idx``."""
     prev = idx.items.get(rec["id"])
-    out = dict(rec)
+    out: WorkItemRecord = {**rec}
     out["v"] = wm.WORK_ITEM_RECORD_VERSION
     out["rev"] = int(prev.get("rev", 0)) + 1 if prev else 1
     out["change"] = change
@@ -354,6 +354,6 @@ def append_item(
 def append_report(store: AgentStore, idx: WorkItemIndex, rec: DeliverySummaryRecord) -> None:
     """Append a delivery summary and fold it into ``idx``."""
     led = store.ledger(DELIVERY_LEDGER)
-    led.append(dict(rec))
+    led.append({**rec})
     idx.apply_report(rec)
     idx.ds_offset = led.size()

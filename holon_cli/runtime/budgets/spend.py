@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from holon_cli import clock
 from holon_cli.errors import UsageError
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 DAY_S = 86400.0
 HOUR_S = 3600.0
-LEDGER = "spend"
+LEDGER: Final = "spend"
 SPEND_VERSION = 1
 TAIL_STEP = 256  # records read from the end at a time
 FOLD_FILE = "spend_by_work_item.json"

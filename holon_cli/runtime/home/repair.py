@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, HolonError
 from holon_cli.store.agent_store import SEQ_KEYS, AgentStore
-from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.fsio import fsync_dir, read_record, read_snapshot, write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.ledger import Ledger, read_mark, write_mark
 from holon_cli.store.locks import locked
+from holon_cli.store.records import TRIGGER_SNAPSHOT, WORK_ITEMS_SNAPSHOT, RecordKind
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
@@ -119,6 +122,14 @@ def _readable(path: Path, max_version: int = 1) -> dict[str, Any] | None | str:
     """The snapshot, ``None`` when missing, or why it cannot be read."""
     try:
         return read_snapshot(path, max_version=max_version)
+    except CorruptStateError as exc:
+        return exc.message
+
+
+def _readable_as(path: Path, kind: RecordKind[R], max_version: int = 1) -> R | None | str:
+    """The snapshot as its record type, ``None`` when missing, or why it cannot be read."""
+    try:
+        return read_record(path, kind, max_version=max_version)
     except CorruptStateError as exc:
         return exc.message
 
@@ -276,7 +287,7 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
     path = wi.index_path(store)
     out: list[RepairAction] = []
     with store.lock():
-        got = _readable(path, wi.INDEX_VERSION)
+        got = _readable_as(path, WORK_ITEMS_SNAPSHOT, wi.INDEX_VERSION)
         led = store.ledger(wi.WORK_ITEMS_LEDGER)
         if got is None:
             return []
@@ -293,7 +304,7 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
                 return []
             for wid, item in got["items"].items():
                 if wid not in folded or (cut and folded[wid] != item):
-                    led.append(dict(item))
+                    led.append({**item})
                     folded[wid] = item
                     out.append(_act(led.path, "reappended", f"work item {wid} from {path.name}"))
             if cut:  # the index is checkpointed lazily: the events know the rest
@@ -366,7 +377,7 @@ def _repair_trigger(store: AgentStore) -> list[RepairAction]:
 
     path = state_file(store, tr.NAME)
     with tr._lock(store):
-        got = _readable(path, TRIGGER_VERSION)
+        got = _readable_as(path, TRIGGER_SNAPSHOT, TRIGGER_VERSION)
         led = store.ledger(tr.LEDGER)
         last = led.last()
         trig = last.get("trigger") if last else None

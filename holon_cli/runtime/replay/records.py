@@ -23,16 +23,17 @@ import base64
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
+    from holon_cli.model.turn import TurnRecordLine
     from holon_cli.store.ledger import Ledger, Trimmed
 
-LEDGER = "turn_records"
+LEDGER: Final = "turn_records"
 LINE_VERSION = 1
 RECORD_VERSION = 1
 RETENTION_SETTING = "retention.events_days"
@@ -81,7 +82,7 @@ def decompress(name: str, data: bytes) -> bytes:
     raise ValueError(f"unknown codec {name!r}")
 
 
-def encode_line(turn_id: str, message_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+def encode_line(turn_id: str, message_id: str, doc: dict[str, Any]) -> TurnRecordLine:
     raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     name, packed = compress(raw)
     return {
@@ -140,7 +141,7 @@ def append(store: AgentStore, turn_id: str, message_id: str, doc: dict[str, Any]
     every turn repeats (instructions, tools), and are dropped together."""
     led = store.ledger(LEDGER)
 
-    def build(_last: dict[str, Any] | None) -> dict[str, Any]:
+    def build(_last: TurnRecordLine | None) -> TurnRecordLine:
         d = doc
         base = _keyframe(led.path)
         if base is not None and base[0] != turn_id:

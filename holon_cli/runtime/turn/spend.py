@@ -76,8 +76,8 @@ class TurnSpend:
         ):
             last = led.last() if led.path.exists() else None
             try:
-                est = int((last or {}).get("request_est") or 0)
-                got = int((last or {}).get("input_tokens") or 0)
+                est = int((last.get("request_est") if last else None) or 0)
+                got = int(last["input_tokens"] if last else 0)
             except (TypeError, ValueError):
                 continue
             if est > 0 and got > 0:

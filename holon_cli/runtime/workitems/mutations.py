@@ -351,9 +351,9 @@ def _validated_update(
     return upd
 
 
-def _apply_update(rec: wm.WorkItemRecord, upd: _Update) -> tuple[dict[str, Any], list[str]]:
+def _apply_update(rec: wm.WorkItemRecord, upd: _Update) -> tuple[wm.WorkItemRecord, list[str]]:
     """The next revision of ``rec`` and the names of the fields that changed."""
-    new: dict[str, Any] = dict(rec)
+    new: wm.WorkItemRecord = {**rec}
     changed: list[str] = []
     if upd.objective is not None:
         new["objective"] = upd.objective
@@ -521,21 +521,18 @@ def _report_promotion(
     return True, None
 
 
-def _completed(rec: wm.WorkItemRecord, summary: str | None, now: str) -> dict[str, Any]:
+def _completed(rec: wm.WorkItemRecord, summary: str | None, now: str) -> wm.WorkItemRecord:
     """The completed revision of ``rec``: blocker and recheck cleared."""
-    new: dict[str, Any] = dict(rec)
-    new.update(
-        {
-            "state": "completed",
-            "blocked_by": None,
-            "recheck_at": None,
-            "recheck_consumed_at": None,
-            "result_summary": summary,
-            "completed_at": now,
-            "updated_at": now,
-        }
-    )
-    return new
+    return {
+        **rec,
+        "state": "completed",
+        "blocked_by": None,
+        "recheck_at": None,
+        "recheck_consumed_at": None,
+        "result_summary": summary,
+        "completed_at": now,
+        "updated_at": now,
+    }
 
 
 def _result_brief(
