@@ -43,6 +43,7 @@ DisplayMode = Literal["info", "verbose", "debug"]
 
 VISIBILITIES: tuple[str, ...] = get_args(Visibility)
 CATEGORIES: tuple[str, ...] = get_args(Category)
+DISPLAY_MODES: tuple[DisplayMode, ...] = ("info", "verbose", "debug")
 DISPLAY_ALIASES = {"3": "info", "4": "verbose", "5": "debug"}
 _SHOWN: dict[str, frozenset[str]] = {
     "info": frozenset({"action_required", "work_done", "turn_result"}),
@@ -64,9 +65,10 @@ class Presented(TypedDict):
 def display_mode(text: str) -> DisplayMode:
     """``info``/``verbose``/``debug`` or their numeric aliases 3/4/5."""
     mode = DISPLAY_ALIASES.get(text.strip(), text.strip().lower())
-    if mode not in _SHOWN:
-        raise ValueError(f"unknown display mode {text!r} (use info, verbose, debug or 3, 4, 5)")
-    return mode  # type: ignore[return-value]
+    for known in DISPLAY_MODES:
+        if mode == known:
+            return known
+    raise ValueError(f"unknown display mode {text!r} (use info, verbose, debug or 3, 4, 5)")
 
 
 def shown_at(row: Presented, mode: DisplayMode) -> bool:

@@ -137,6 +137,15 @@ def _resets(name: str, use_resets: str | None, kind: str) -> str | None:
     return None if kind == "run" else use_resets
 
 
+def _budget_name(name: str) -> BudgetName | None:
+    from holon_cli.model.budget import BUDGET_NAMES, RUN_BUDGET_NAMES
+
+    for known in (*BUDGET_NAMES, *RUN_BUDGET_NAMES):
+        if name == known:
+            return known
+    return None
+
+
 def evaluate(
     scope: Scope, req: Request, now: float, *, count_reserved: bool = True
 ) -> tuple[list[BudgetHit], list[int]]:
@@ -149,7 +158,9 @@ def evaluate(
     hits: list[BudgetHit] = []
     caps: list[int] = []
     for name, limit in scope.limits.items():
-        n: BudgetName = name  # type: ignore[assignment]
+        n = _budget_name(name)
+        if n is None:
+            continue  # a key no budget reads (config checks them all)
         if name == "turns_per_hour":
             use = sp.use_of(n, limit, scope.records, now)
             if req.new_turn and use["used"] + r_turns >= limit:

@@ -200,11 +200,11 @@ def _apply_facts(rec: AgentRecord, facts: _Facts) -> None:
     """The ledgers win over a kept copy (one change behind at most): an
     operator's stop or pause holds, anything else starts idle; the newest
     model override applies."""
-    from holon_cli.model.agent import HELD_STATUSES
-
     state = rec["state"]
     status = facts["status"] or state["status"]
-    state["status"] = status if status in HELD_STATUSES else "awake_idle"  # type: ignore[typeddict-item]
+    state["status"] = (
+        "stopped" if status == "stopped" else "paused" if status == "paused" else "awake_idle"
+    )
     state["current_run_id"] = None
     if facts["model"] is not None:
         m = facts["model"][0]

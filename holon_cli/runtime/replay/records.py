@@ -47,8 +47,10 @@ _ZSTD: list[Any] = []  # [module or None], once looked up
 
 def _zstd() -> Any:
     if not _ZSTD:
-        try:
-            from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+        import importlib
+
+        try:  # the standard library's from Python 3.14 (by name: older ones lack it)
+            zstd: Any = importlib.import_module("compression.zstd")
         except ImportError:
             zstd = None
         _ZSTD.append(zstd)
