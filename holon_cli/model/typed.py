@@ -491,6 +491,17 @@ def _float_coerce(value: Any) -> Any:
     return float(_float(value))
 
 
+_EVERY: frozenset[type] = frozenset({object})  # Any: every value passes
+# checks that pass a value whose exact type is one of these without a call
+# (a subclass, or anything else, goes through the check: it decides)
+_EXACT: dict[Any, frozenset[type]] = {
+    _str: frozenset({str}),
+    _int: frozenset({int}),
+    _bool: frozenset({bool}),
+    _null: frozenset({type(None)}),
+}
+
+
 def _literal(tp: Any) -> _Fn:
     allowed = get_args(tp)
     table = {(type(a), a) for a in allowed}
@@ -546,6 +557,7 @@ def _union(tp: Any, coerce: Coerce) -> _Fn:
     if tagged is not None:
         by_kind["dict"] = [tagged]
     only = {k: fns[0] for k, fns in by_kind.items() if len(fns) == 1}
+    plain = [_EXACT.get(fn) for _, fn, _ in branches]
 
     def check_union(value: Any) -> Any:
         if value is None and nullable:
@@ -568,6 +580,9 @@ def _union(tp: Any, coerce: Coerce) -> _Fn:
                 continue
         raise _fail("type", tp, value)
 
+    if all(p is not None for p in plain):  # X | None of plain types: one set test
+        exact = frozenset().union(*(p for p in plain if p is not None))
+        _EXACT[check_union] = exact | ({type(None)} if nullable else frozenset())
     return check_union
 
 
@@ -720,28 +735,29 @@ def _hints(tp: Any) -> dict[str, Any]:
 
 def _typeddict(tp: Any, coerce: Coerce) -> _Fn:
     hints, required = _td_shape(tp)
-    fields = [(name, _compile(h, coerce), name in required) for name, h in hints.items()]
+    fns = {name: _compile(h, coerce) for name, h in hints.items()}
+    # per key: the exact types that pass without a call (most of a record), and its check
+    table = {name: (_EVERY if fn is _same else _EXACT.get(fn), fn) for name, fn in fns.items()}
+    must = [name for name in hints if name in required]
     docs = {name: _doc_of(h) for name, h in hints.items()}
     closed = tp in CLOSED
-    names = frozenset(hints)
 
     def check_typeddict(value: Any) -> Any:
         if type(value) is not dict and not isinstance(value, Mapping):
             raise _fail("type", tp, value)
-        if closed:
-            unknown = [k for k in value if k not in names]
-            if unknown:
-                err = _fail("unknown", tp, value, keys=[str(k) for k in unknown])
-                err._rpath.append(str(unknown[0]))
-                raise err
         out: dict[str, Any] | None = None
-        missing: str | None = None
-        for name, fn, req in fields:
-            if name not in value:
-                if req and missing is None:
-                    missing = name
+        for name, v in value.items():  # the keys the record has, in its order
+            spec = table.get(name)
+            if spec is None:
+                if closed:
+                    unknown = [str(k) for k in value if k not in fns]
+                    err = _fail("unknown", tp, value, keys=unknown)
+                    err._rpath.append(unknown[0])
+                    raise err
+                continue  # a key the type does not name: a newer writer's field
+            exact, fn = spec
+            if exact is not None and (exact is _EVERY or type(v) in exact):
                 continue
-            v = value[name]
             try:
                 w = fn(v)
             except CheckError as err:
@@ -751,10 +767,11 @@ def _typeddict(tp: Any, coerce: Coerce) -> _Fn:
                 if out is None:
                     out = dict(value)
                 out[name] = w
-        if missing is not None:  # a field of the wrong kind says more: reported first
-            gap = _fail("missing", strip(hints[missing]), None, doc=docs[missing])
-            gap._rpath.append(missing)
-            raise gap
+        for name in must:  # a field of the wrong kind says more: reported first
+            if name not in value:
+                gap = _fail("missing", strip(hints[name]), None, doc=docs[name])
+                gap._rpath.append(name)
+                raise gap
         return value if out is None else out
 
     return check_typeddict
