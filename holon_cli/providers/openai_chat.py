@@ -16,7 +16,7 @@ a final ``finish_reason``. A stream cut before its finish is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
@@ -51,9 +51,6 @@ from holon_cli.providers.wire import (
     usage_from,
 )
 
-if TYPE_CHECKING:
-    from holon_cli.model.typed import JsonObject
-
 _FINISH = {
     "stop": STOP_END_TURN,
     "end_turn": STOP_END_TURN,
@@ -68,8 +65,8 @@ _FINISH = {
 # ------------------------------------------------------------------ lowering
 
 
-def lower_messages(request: ProviderRequest) -> list[JsonObject]:
-    msgs: list[JsonObject] = []
+def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
     system = system_text(request.frame)
     if system:
         msgs.append({"role": "system", "content": system})
@@ -85,7 +82,7 @@ def lower_messages(request: ProviderRequest) -> list[JsonObject]:
             # Python server and LM Studio reject null, Ollama answers
             # "invalid message content type: <nil>" for null or a missing key,
             # and some vLLM/SGLang front ends need the key present.
-            msg: JsonObject = {"role": "assistant", "content": item.text or ""}
+            msg: dict[str, Any] = {"role": "assistant", "content": item.text or ""}
             if item.tool_calls:
                 msg["tool_calls"] = [
                     {
@@ -109,8 +106,8 @@ def build_body(
     *,
     stream: bool = False,
     max_output_tokens: int | None = None,
-) -> JsonObject:
-    body: JsonObject = {"model": model, "messages": lower_messages(request)}
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": lower_messages(request)}
     if request.tools:
         body["tools"] = [
             {
@@ -136,7 +133,7 @@ def build_body(
 # ------------------------------------------------------------------- parsing
 
 
-def _error_in_body(obj: JsonObject) -> ProviderFailure:
+def _error_in_body(obj: dict[str, Any]) -> ProviderFailure:
     """Some compatible servers answer 200 with ``{"error": ...}``."""
     code, _type, msg = error_fields(obj)
     message = f"provider error in a 200 response: {msg or 'no message'}" + (
@@ -175,7 +172,7 @@ def _stop(finish: Any, has_calls: bool) -> str:
     return stop
 
 
-def _usage(obj: JsonObject) -> Any:
+def _usage(obj: dict[str, Any]) -> Any:
     u = obj.get("usage")
     if not isinstance(u, dict):
         return None
@@ -187,7 +184,7 @@ def _usage(obj: JsonObject) -> Any:
     )
 
 
-def _calls_from_message(message: JsonObject, seed: str) -> list[ToolCall]:
+def _calls_from_message(message: dict[str, Any], seed: str) -> list[ToolCall]:
     calls: list[ToolCall] = []
     raw_calls = message.get("tool_calls")
     if isinstance(raw_calls, list):
@@ -240,7 +237,7 @@ def parse_completion(obj: Any) -> ModelResponse:
     if message is None:
         raise ProviderFailure("invalid_response", "choices[0] has no 'message'", stage="body")
     seed = str(obj.get("id") or "")
-    blocks: list[JsonObject] = []
+    blocks: list[dict[str, Any]] = []
     text = _content_text(message.get("content"))
     if text:
         blocks.append(text_block(text))
@@ -264,7 +261,7 @@ class _StreamCall:
         self.id: str | None = None
         self.name = ""
         self.args: list[str] = []
-        self.args_obj: JsonObject | None = None
+        self.args_obj: dict[str, Any] | None = None
 
 
 class _ChatStream:
@@ -283,7 +280,7 @@ class _ChatStream:
         self.model: str | None = None
         self.last_key: Any = None
 
-    def chunk(self, obj: JsonObject) -> None:
+    def chunk(self, obj: dict[str, Any]) -> None:
         if obj.get("error") and not obj.get("choices"):
             raise _error_in_body(obj)
         self.resp_id = self.resp_id or (obj.get("id") if isinstance(obj.get("id"), str) else None)
@@ -300,7 +297,7 @@ class _ChatStream:
             if choice.get("finish_reason"):
                 self.finish = choice["finish_reason"]
 
-    def _delta(self, delta: JsonObject) -> None:
+    def _delta(self, delta: dict[str, Any]) -> None:
         piece = _content_text(delta.get("content"))
         if piece:
             self.text.append(piece)
@@ -315,7 +312,7 @@ class _ChatStream:
             if isinstance(legacy.get("arguments"), str):
                 call.args.append(legacy["arguments"])
 
-    def _tool_call(self, tc: JsonObject, pos: int) -> None:
+    def _tool_call(self, tc: dict[str, Any], pos: int) -> None:
         fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
         tc_id = tc.get("id") or None
         idx = tc.get("index")
@@ -381,7 +378,7 @@ def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
             stage="stream",
         )
     tool_calls = acc.tool_calls()
-    blocks: list[JsonObject] = []
+    blocks: list[dict[str, Any]] = []
     if acc.text:
         blocks.append(text_block("".join(acc.text)))
     blocks.extend(call_block(c) for c in tool_calls)
@@ -406,7 +403,7 @@ class OpenAIChatTransport(HttpTransport):
 
     endpoint = "chat/completions"
 
-    def build_body(self, request: ProviderRequest) -> JsonObject:
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         return build_body(
             request, self.model, stream=self.stream, max_output_tokens=self.max_output_tokens
         )
