@@ -4,15 +4,37 @@ Contract and AgentState), as plain dicts with defaults and validation."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-# the record's parts are checked when agent.json is read (store/records.py),
-# so their types are real classes here, not type-only names
-from holon_cli.model.continuation import ContinuationRecord
-from holon_cli.model.memory import WorkingMemoryState
-from holon_cli.model.turn import ClosureDecision, NoProgressStreak
-from holon_cli.model.workitem import ContinuationHold
-from holon_cli.model.workspace import ProjectionKind, WorktreeSession
+if TYPE_CHECKING:
+    from holon_cli.model.continuation import ContinuationRecord
+    from holon_cli.model.memory import WorkingMemoryState
+    from holon_cli.model.turn import ClosureDecision, NoProgressStreak
+    from holon_cli.model.workitem import ContinuationHold
+    from holon_cli.model.workspace import ProjectionKind, WorktreeSession
+
+# the record's parts, imported when an agent record is first checked
+# (model/typed.py reads the annotations through __getattr__ below): `holon
+# enqueue` imports this module and pays for them only when it reads a record
+_PARTS = {
+    "ContinuationRecord": "holon_cli.model.continuation",
+    "WorkingMemoryState": "holon_cli.model.memory",
+    "ClosureDecision": "holon_cli.model.turn",
+    "NoProgressStreak": "holon_cli.model.turn",
+    "ContinuationHold": "holon_cli.model.workitem",
+    "ProjectionKind": "holon_cli.model.workspace",
+    "WorktreeSession": "holon_cli.model.workspace",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _PARTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 AGENT_KINDS = ("default", "named", "child")
 VISIBILITIES = ("public", "private")

@@ -51,6 +51,7 @@ loaded by the class it is handed).
 
 from __future__ import annotations
 
+import builtins
 import sys
 import types
 import typing
@@ -238,8 +239,11 @@ def describe(value: Any) -> str:
 
 
 def strip(tp: Any) -> Any:
-    """``Annotated[X, ...]``, ``Required[X]``, ``NotRequired[X]`` -> ``X``."""
+    """``Annotated[X, ...]``, ``Required[X]``, ``NotRequired[X]`` -> ``X`` (a
+    deferred type imported)."""
     while True:
+        if isinstance(tp, Deferred):
+            tp = tp.resolve()
         origin = get_origin(tp)
         if origin is Annotated or origin is Required or origin is NotRequired:
             tp = get_args(tp)[0]
@@ -337,7 +341,10 @@ def kinds_of(tp: Any) -> frozenset[str]:
 
 
 def _kinds(tp: Any, coerce: Coerce) -> frozenset[str]:
-    """The JSON kinds a type form accepts (a union picks its member by them)."""
+    """The JSON kinds a type form accepts (a union picks its member by them;
+    a deferred type takes any kind, and decides when it is imported)."""
+    if isinstance(tp, Deferred) and tp._tp is None:
+        return _ALL
     tp = strip(tp)
     origin = get_origin(tp)
     if tp is Any or tp is object:
@@ -395,6 +402,8 @@ def _compile(tp: Any, coerce: Coerce) -> _Fn:
 
 
 def _build(tp: Any, coerce: Coerce) -> _Fn:
+    if isinstance(tp, Deferred):
+        return _deferred(tp, coerce)
     origin = get_origin(tp)
     if origin is Annotated:
         inner, *meta = get_args(tp)
@@ -434,6 +443,17 @@ def _build(tp: Any, coerce: Coerce) -> _Fn:
     if is_dataclass_type(tp):
         return _dataclass(tp, coerce)
     raise TypeError(f"typed.check: unsupported type {tp!r}")
+
+
+def _deferred(tp: Deferred, coerce: Coerce) -> _Fn:
+    box: list[_Fn] = []
+
+    def check_deferred(value: Any) -> Any:
+        if not box:
+            box.append(_compile(tp.resolve(), coerce))
+        return box[0](value)
+
+    return check_deferred
 
 
 def _same(value: Any) -> Any:
@@ -590,6 +610,8 @@ def _discriminated(rest: list[Any], coerce: Coerce) -> _Fn | None:
     """TypedDict members told apart by a shared Literal key (``op``, ``kind``);
     one member may type that key ``str`` (required or not): it takes any
     other tag, and a record without one."""
+    if len(rest) < 2 or any(isinstance(a, Deferred) for a in rest):
+        return None  # one member (X | None), or one not imported yet: no tags to read
     dicts = [strip(a) for a in rest if "dict" in _kinds(a, coerce)]
     if len(dicts) < 2 or not all(is_typeddict(d) for d in dicts):
         return None
@@ -725,12 +747,89 @@ _HINTS: dict[Any, dict[str, Any]] = {}
 
 
 def _hints(tp: Any) -> dict[str, Any]:
+    """A class's annotations evaluated (``Annotated``, ``Required`` kept), once.
+
+    Evaluated here rather than by ``typing.get_type_hints`` (four times the
+    cost, paid by the first record each command reads): each annotation in
+    the namespace of the module that wrote it (a TypedDict's inherited keys
+    keep theirs), where a name that module imports only for type checking is
+    looked up through its module ``__getattr__`` (imported when first checked)."""
     hit = _HINTS.get(tp)
     if hit is None:
-        module = sys.modules.get(getattr(tp, "__module__", ""), None)
-        hit = typing.get_type_hints(tp, vars(module) if module else None, include_extras=True)
+        hit = {}
+        own = getattr(tp, "__module__", "")
+        for name, ann in _annotations(tp).items():
+            hit[name] = _evaluate(ann, own)
         _HINTS[tp] = hit
     return hit
+
+
+def _annotations(tp: Any) -> dict[str, Any]:
+    if is_typeddict(tp):
+        return dict(tp.__annotations__)  # the bases' keys merged in, in order
+    out: dict[str, Any] = {}
+    for base in reversed(tp.__mro__):
+        out.update(base.__dict__.get("__annotations__", {}))
+    return out
+
+
+def _evaluate(ann: Any, module: str) -> Any:
+    if isinstance(ann, typing.ForwardRef):
+        module = ann.__forward_module__ or module
+        code = ann.__forward_code__
+    elif isinstance(ann, str):
+        code = compile(ann, "<annotation>", "eval")
+    else:
+        return ann
+    mod = sys.modules[module]
+    return eval(code, vars(mod), _Names(mod))  # noqa: S307 - the module's own annotation
+
+
+class _Names(dict[str, Any]):
+    """Names an annotation uses that its module has not bound: a name its
+    module ``__getattr__`` supplies (imported only for type checking) stands
+    as a :class:`Deferred` until a value of that type is checked."""
+
+    def __init__(self, module: Any) -> None:
+        super().__init__()
+        self.module = module
+
+    def __missing__(self, name: str) -> Any:
+        lazy = vars(self.module).get("__getattr__")
+        if lazy is None or name in vars(self.module) or hasattr(builtins, name):
+            raise KeyError(name)  # the module's globals, then the builtins, answer
+        return Deferred(lazy, name)
+
+
+class Deferred:
+    """A type named in an annotation and imported when a value of it is first
+    checked: ``ClosureDecision | None`` checks a ``None`` without loading the
+    module that defines ``ClosureDecision`` (``holon enqueue`` reads an agent
+    record; the record's parts load when the record has them)."""
+
+    __slots__ = ("_lazy", "name", "_tp")
+
+    def __init__(self, lazy: Callable[[str], Any], name: str) -> None:
+        self._lazy = lazy
+        self.name = name
+        self._tp: Any = None
+
+    def resolve(self) -> Any:
+        if self._tp is None:
+            self._tp = self._lazy(self.name)
+        return self._tp
+
+    def __call__(self, *args: Any) -> Any:  # typing's forms take callables
+        raise TypeError(f"{self.name} is a type, not a value")
+
+    def __or__(self, other: Any) -> Any:
+        return Union[self, other]  # noqa: UP007 - a runtime form
+
+    def __ror__(self, other: Any) -> Any:
+        return Union[other, self]  # noqa: UP007 - a runtime form
+
+    def __repr__(self) -> str:
+        return self.name
 
 
 def _typeddict(tp: Any, coerce: Coerce) -> _Fn:
@@ -861,18 +960,24 @@ def _dataclass(tp: Any, coerce: Coerce) -> _Fn:
 
 
 class Checker(Generic[T]):
-    """A type compiled once: ``checker(value)`` returns the value as ``T`` or
-    raises :class:`CheckError`; :meth:`problem` returns the error instead."""
+    """A type compiled on first use (then kept): ``checker(value)`` returns
+    the value as ``T`` or raises :class:`CheckError`; :meth:`problem` returns
+    the error instead. Building one costs nothing: a module may keep its
+    checkers as constants without paying for them at import."""
 
-    __slots__ = ("tp", "_fn")
+    __slots__ = ("tp", "coerce", "_fn")
 
     def __init__(self, tp: Any, *, coerce: Coerce = "none") -> None:
         self.tp = tp
-        self._fn = _compile(tp, coerce)
+        self.coerce: Coerce = coerce
+        self._fn: _Fn | None = None
 
     def __call__(self, value: object) -> T:
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = _compile(self.tp, self.coerce)
         try:
-            return cast(T, self._fn(value))
+            return cast(T, fn(value))
         except CheckError:
             raise
         except RecursionError:

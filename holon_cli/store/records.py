@@ -28,25 +28,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Generic, Literal, NotRequired, TypedDict, TypeVar, get_args
-
-from holon_cli.model.agent import AgentRecord, HomeMarker, TemplateProvenance
-from holon_cli.model.budget import SpendRecord
-from holon_cli.model.child import DelegationRecord
-from holon_cli.model.envelope import Priority, QueueRecord, QueueSnapshot
-from holon_cli.model.events import EventRecord
-from holon_cli.model.memory import EpisodeRecord
-from holon_cli.model.task import TaskLedgerRecord
-from holon_cli.model.timer import TimerLedgerRecord, TimersSnapshot
-from holon_cli.model.trigger import TriggerLedgerRecord, TriggerRecord
-from holon_cli.model.turn import BriefRecord, TranscriptEntry, TurnRecordLine
-from holon_cli.model.typed import NONEMPTY, Checker, CheckError, dotted, members, strip
-from holon_cli.model.workitem import (
-    DeliverySummaryRecord,
-    WaitingIntentRecord,
-    WorkItemLine,
-    WorkItemsSnapshot,
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Generic,
+    Literal,
+    NotRequired,
+    TypedDict,
+    TypeVar,
+    get_args,
 )
+
+from holon_cli.model.envelope.schema import Priority
+from holon_cli.model.typed import NONEMPTY, Checker, CheckError, dotted, members, strip
+
+if TYPE_CHECKING:  # the record types load when a record of the kind is first read
+    from holon_cli.model.agent import AgentRecord, HomeMarker, TemplateProvenance
+    from holon_cli.model.budget import SpendRecord
+    from holon_cli.model.child import DelegationRecord
+    from holon_cli.model.envelope import QueueRecord, QueueSnapshot
+    from holon_cli.model.event_record import EventRecord
+    from holon_cli.model.memory import EpisodeRecord
+    from holon_cli.model.task import TaskLedgerRecord
+    from holon_cli.model.timer import TimerLedgerRecord, TimersSnapshot
+    from holon_cli.model.trigger import TriggerLedgerRecord, TriggerRecord
+    from holon_cli.model.turn import BriefRecord, TranscriptEntry, TurnRecordLine
+    from holon_cli.model.workitem import (
+        DeliverySummaryRecord,
+        WaitingIntentRecord,
+        WorkItemLine,
+        WorkItemsSnapshot,
+    )
 
 R = TypeVar("R")
 # what a ledger reader calls on each record: the finding, or None (a RecordKind is one)
@@ -71,16 +84,32 @@ class RecordKind(Generic[R]):
     worded for a file (``None``: the record is sound); :meth:`check` returns
     the record as its type or raises :class:`CheckError`. ``what`` names the
     record in findings; ``tag``: a key whose value names it instead
-    (``{"op": {"admitted": "admitted record"}}``)."""
+    (``{"op": {"admitted": "admitted record"}}``). The type may be named
+    ``"module:Name"``: it is imported when a record of the kind is first
+    read (``holon status`` does not pay for the types of files it never reads)."""
 
-    __slots__ = ("checker", "what", "tag")
+    __slots__ = ("_type", "_checker", "what", "tag")
 
     def __init__(
         self, tp: Any, what: str, tag: tuple[str, Mapping[str, str]] | None = None
     ) -> None:
-        self.checker: Checker[R] = Checker(tp)
+        self._type = tp
+        self._checker: Checker[R] | None = None
         self.what = what
         self.tag = tag
+
+    @property
+    def checker(self) -> Checker[R]:
+        hit = self._checker
+        if hit is None:
+            tp = self._type
+            if isinstance(tp, str):
+                import importlib
+
+                module, _, name = tp.partition(":")
+                tp = getattr(importlib.import_module(module), name)
+            hit = self._checker = Checker(tp)
+        return hit
 
     def check(self, rec: object) -> R:
         return self.checker(rec)
@@ -156,25 +185,45 @@ def _got(value: Any) -> str:
 # ----------------------------------------------------------------- ledgers
 
 QUEUE_RECORD: RecordKind[QueueRecord] = RecordKind(
-    QueueRecord,
+    "holon_cli.model.envelope.schema:QueueRecord",
     "queue record",
     ("op", {"admitted": "admitted record", "status": "status record"}),
 )
-EVENT_RECORD: RecordKind[EventRecord] = RecordKind(EventRecord, "event")
-TRANSCRIPT_ENTRY: RecordKind[TranscriptEntry] = RecordKind(TranscriptEntry, "transcript entry")
-SPEND_RECORD: RecordKind[SpendRecord] = RecordKind(SpendRecord, "spend record")
-BRIEF_RECORD: RecordKind[BriefRecord] = RecordKind(BriefRecord, "brief")
-WORK_ITEM_LINE: RecordKind[WorkItemLine] = RecordKind(WorkItemLine, "work item record")
-DELIVERY_SUMMARY: RecordKind[DeliverySummaryRecord] = RecordKind(
-    DeliverySummaryRecord, "delivery summary"
+EVENT_RECORD: RecordKind[EventRecord] = RecordKind(
+    "holon_cli.model.event_record:EventRecord", "event"
 )
-WAITING_INTENT: RecordKind[WaitingIntentRecord] = RecordKind(WaitingIntentRecord, "waiting intent")
-TIMER_LINE: RecordKind[TimerLedgerRecord] = RecordKind(TimerLedgerRecord, "timer record")
-TRIGGER_LINE: RecordKind[TriggerLedgerRecord] = RecordKind(TriggerLedgerRecord, "trigger record")
-TASK_LINE: RecordKind[TaskLedgerRecord] = RecordKind(TaskLedgerRecord, "task record")
-DELEGATION: RecordKind[DelegationRecord] = RecordKind(DelegationRecord, "delegation record")
-EPISODE: RecordKind[EpisodeRecord] = RecordKind(EpisodeRecord, "episode")
-TURN_RECORD_LINE: RecordKind[TurnRecordLine] = RecordKind(TurnRecordLine, "turn record")
+TRANSCRIPT_ENTRY: RecordKind[TranscriptEntry] = RecordKind(
+    "holon_cli.model.turn:TranscriptEntry", "transcript entry"
+)
+SPEND_RECORD: RecordKind[SpendRecord] = RecordKind(
+    "holon_cli.model.budget:SpendRecord", "spend record"
+)
+BRIEF_RECORD: RecordKind[BriefRecord] = RecordKind("holon_cli.model.turn:BriefRecord", "brief")
+WORK_ITEM_LINE: RecordKind[WorkItemLine] = RecordKind(
+    "holon_cli.model.workitem:WorkItemLine", "work item record"
+)
+DELIVERY_SUMMARY: RecordKind[DeliverySummaryRecord] = RecordKind(
+    "holon_cli.model.workitem:DeliverySummaryRecord", "delivery summary"
+)
+WAITING_INTENT: RecordKind[WaitingIntentRecord] = RecordKind(
+    "holon_cli.model.workitem:WaitingIntentRecord", "waiting intent"
+)
+TIMER_LINE: RecordKind[TimerLedgerRecord] = RecordKind(
+    "holon_cli.model.timer:TimerLedgerRecord", "timer record"
+)
+TRIGGER_LINE: RecordKind[TriggerLedgerRecord] = RecordKind(
+    "holon_cli.model.trigger:TriggerLedgerRecord", "trigger record"
+)
+TASK_LINE: RecordKind[TaskLedgerRecord] = RecordKind(
+    "holon_cli.model.task:TaskLedgerRecord", "task record"
+)
+DELEGATION: RecordKind[DelegationRecord] = RecordKind(
+    "holon_cli.model.child:DelegationRecord", "delegation record"
+)
+EPISODE: RecordKind[EpisodeRecord] = RecordKind("holon_cli.model.memory:EpisodeRecord", "episode")
+TURN_RECORD_LINE: RecordKind[TurnRecordLine] = RecordKind(
+    "holon_cli.model.turn:TurnRecordLine", "turn record"
+)
 # a ledger with no record type of its own: any JSON object (``v`` is checked by every reader)
 ANY_RECORD: RecordKind[dict[str, Any]] = RecordKind(dict[str, Any], "record")
 
@@ -209,17 +258,25 @@ def ledger_problem(name: str, rec: object) -> str | None:
 # --------------------------------------------------------------- snapshots
 
 INBOX_ENVELOPE: RecordKind[InboxEnvelope] = RecordKind(InboxEnvelope, "message")
-AGENT_RECORD: RecordKind[AgentRecord] = RecordKind(AgentRecord, "agent record")
-QUEUE_SNAPSHOT: RecordKind[QueueSnapshot] = RecordKind(QueueSnapshot, "queue snapshot")
-TIMERS_SNAPSHOT: RecordKind[TimersSnapshot] = RecordKind(TimersSnapshot, "timers snapshot")
-TRIGGER_SNAPSHOT: RecordKind[TriggerRecord] = RecordKind(TriggerRecord, "trigger record")
+AGENT_RECORD: RecordKind[AgentRecord] = RecordKind(
+    "holon_cli.model.agent:AgentRecord", "agent record"
+)
+QUEUE_SNAPSHOT: RecordKind[QueueSnapshot] = RecordKind(
+    "holon_cli.model.envelope.schema:QueueSnapshot", "queue snapshot"
+)
+TIMERS_SNAPSHOT: RecordKind[TimersSnapshot] = RecordKind(
+    "holon_cli.model.timer:TimersSnapshot", "timers snapshot"
+)
+TRIGGER_SNAPSHOT: RecordKind[TriggerRecord] = RecordKind(
+    "holon_cli.model.trigger:TriggerRecord", "trigger record"
+)
 WORK_ITEMS_SNAPSHOT: RecordKind[WorkItemsSnapshot] = RecordKind(
-    WorkItemsSnapshot, "work item index"
+    "holon_cli.model.workitem:WorkItemsSnapshot", "work item index"
 )
 TEMPLATE_SNAPSHOT: RecordKind[TemplateProvenance] = RecordKind(
-    TemplateProvenance, "template record"
+    "holon_cli.model.agent:TemplateProvenance", "template record"
 )
-HOME_MARKER: RecordKind[HomeMarker] = RecordKind(HomeMarker, "home marker")
+HOME_MARKER: RecordKind[HomeMarker] = RecordKind("holon_cli.model.agent:HomeMarker", "home marker")
 
 SNAPSHOTS: dict[tuple[str, str], RecordKind[Any]] = {
     ("state", "agent.json"): AGENT_RECORD,
