@@ -115,6 +115,9 @@ class Envelope(TypedDict):
     metadata: NotRequired[dict[str, Any]]
     # the caller's W3C trace (model/tracecontext.py); optional in v2
     trace_context: NotRequired[TraceContext]
+    # set on the first message of an `enqueue --idempotency-key` when that is
+    # returned instead of a new one (never stored)
+    duplicate: NotRequired[bool]
 
 
 class EnvelopeHead(TypedDict, total=False):
