@@ -10,7 +10,7 @@ scripts, cron lines and watch loops call most; their click declarations
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.cli import output
 
@@ -93,7 +93,7 @@ def _wait_and_print(
     from holon_cli.runtime.outcome import Marks, wait_for_outcome
 
     mid = env["id"]
-    if cast(dict[str, Any], env).get("duplicate"):
+    if env.get("duplicate"):
         since = Marks()  # the first message with this key: read its ledgers from the start
     see = f"see it with `holon queue list --agent {store.agent_id}`"
     notice = WaitNotice(store, mid)

@@ -218,8 +218,8 @@ def validate_stored(raw: Any) -> tuple[Envelope, list[str]]:
         )
     except UsageError as exc:
         raise EnvelopeError(exc.message) from None
-    claimed = cast(dict[str, Any], env)
-    derived = cast(dict[str, Any], clean)
+    claimed: Mapping[str, object] = env
+    derived: Mapping[str, object] = clean
     replaced: list[str] = [
         name
         for name in ("trust", "authority_class", "trigger_kind", "origin", "source_refs")

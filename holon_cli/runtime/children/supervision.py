@@ -208,7 +208,7 @@ def report_child(
             else:
                 rec["result_undeliverable"] = f"{exc.kind}: {exc.message}"
         rec["updated_at"] = clock.now_iso()
-        write_snapshot(d / "task.json", cast(dict[str, Any], rec))
+        write_snapshot(d / "task.json", rec)
     if mid is not None:
         _record_completion(parent, rec, mid)
     return mid

@@ -159,7 +159,7 @@ def _repair_agent_record(store: AgentStore) -> list[RepairAction]:
             rec = _rebuild_agent_record(store, facts)
             source = "the agent's ledgers (agent_created and later state and model changes)"
         _apply_facts(rec, facts)
-        write_snapshot(path, cast(dict[str, Any], rec))
+        write_snapshot(path, rec)
     store.emit("agent_state_repaired", {"file": str(path), "rebuilt_from": source})
     return [*out, _act(path, "restored", f"rebuilt from {source}")]
 

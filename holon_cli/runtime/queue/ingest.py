@@ -97,7 +97,7 @@ def load_envelope(store: AgentStore, entry: QueueEntry) -> Envelope:
     from its ``admitted`` record in the ledger. Reads one message. Raises
     :class:`CorruptStateError` (or :class:`EnvelopeError` for an unusable
     one) when no copy can be used."""
-    inline = cast(dict[str, Any], entry).get("envelope")
+    inline = entry.get("envelope")
     if inline is not None:
         return _usable(inline)
     mid = entry["message_id"]

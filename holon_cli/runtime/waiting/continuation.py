@@ -18,7 +18,7 @@ settles the message itself, with no provider request:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli import clock
 from holon_cli.model.continuation import ContinuationRecord, control_action, resolve
@@ -153,7 +153,7 @@ def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:
             if head is None:
                 break
             q.set_status(store, st, head["message_id"], "dequeued", reason="control")
-        env = cast(dict[str, Any], q.load_envelope(store, head))
+        env = q.load_envelope(store, head)
         res = resolve_for(store, env)
         _persist(store, res)
         control = apply_control(store, env)

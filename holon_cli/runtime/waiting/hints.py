@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import WakeHintConvertedData
 
 
@@ -136,7 +137,7 @@ def hint_metadata(hint: WakeHint) -> dict[str, Any]:
     return out
 
 
-def _admit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
+def _admit(store: AgentStore, hint: WakeHint) -> Envelope:
     from holon_cli.runtime.enqueue import admit
 
     wids = hint.get("work_item_ids") or []
@@ -159,7 +160,7 @@ def _admit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
         metadata={"tick_reason": WAKE_HINT_REASON, "wake_hint": hint_metadata(hint)},
         source_refs=refs,
     )
-    return cast(dict[str, Any], env)
+    return env
 
 
 def submit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:

@@ -26,7 +26,7 @@ coalesce into one message (``metadata.missed_fires`` says how many).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 from holon_cli import clock
 from holon_cli.errors import (
@@ -52,6 +52,7 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.locks import locked
 
 if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TimerCancelledData, TimerCreatedData, TimerFiredData
     from holon_cli.model.timer import TimerLedgerRecord
 
@@ -283,7 +284,7 @@ def _queued_ticks(store: AgentStore) -> dict[str, str]:
     return out
 
 
-def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> dict[str, Any]:
+def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> Envelope:
     from holon_cli.runtime.enqueue import admit
 
     text = t.get("message") or default_message(t["id"], t.get("purpose") or "timer")
@@ -304,12 +305,12 @@ def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> dict[str, 
     }
     wid = t.get("work_item_id")
     try:
-        return cast(dict[str, Any], admit(text, work_item_id=wid, **kw))
+        return admit(text, work_item_id=wid, **kw)
     except NotFoundError:
         if not wid:
             raise
         meta["unbound_work_item_id"] = wid  # the item is gone: fire unbound
-        return cast(dict[str, Any], admit(text, **kw))
+        return admit(text, **kw)
 
 
 def _due(t: StoredTimer, now: float) -> bool:
