@@ -92,9 +92,12 @@ class Rule:
     ``more_than`` (>), ``nonempty`` (text, list or mapping), ``test`` (a
     function returning ``None`` or what is wrong, worded to follow the key:
     ``"is empty"``; ``": <why>"`` follows it directly), ``hint`` (what to
-    do, for the error), ``doc`` (a description for the JSON schema)."""
+    do, for the error), ``doc`` (a description for the JSON schema);
+    ``default`` (text: what holds when the key is not set) and ``example`` (a
+    value the key accepts) only document it (the config reference prints
+    them; neither is checked nor put in a JSON schema)."""
 
-    __slots__ = ("min", "more_than", "nonempty", "test", "hint", "doc")
+    __slots__ = ("min", "more_than", "nonempty", "test", "hint", "doc", "default", "example")
 
     def __init__(
         self,
@@ -105,6 +108,8 @@ class Rule:
         test: Callable[[Any], str | None] | None = None,
         hint: str | None = None,
         doc: str | None = None,
+        default: str | None = None,
+        example: Any = None,
     ) -> None:
         self.min = min
         self.more_than = more_than
@@ -112,9 +117,12 @@ class Rule:
         self.test = test
         self.hint = hint
         self.doc = doc
+        self.default = default
+        self.example = example
 
     def __repr__(self) -> str:
-        parts = [f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k)]
+        shown = [(k, getattr(self, k)) for k in self.__slots__]
+        parts = [f"{k}={v!r}" for k, v in shown if v or (k == "example" and v is not None)]
         return f"Rule({', '.join(parts)})"
 
 
@@ -878,14 +886,26 @@ def _typeddict(tp: Any, coerce: Coerce) -> _Fn:
 
 def _doc_of(tp: Any) -> str | None:
     """The ``doc`` of a field's ``Annotated[..., Rule(doc=...)]`` (under ``Required``)."""
+    rule = rule_of(tp)
+    return rule.doc if rule is not None else None
+
+
+def rule_of(tp: Any) -> Rule | None:
+    """A field's documenting ``Rule`` (the one with a ``doc``; under ``Required``)."""
     while True:
         origin = get_origin(tp)
         if origin is Required or origin is NotRequired:
             tp = get_args(tp)[0]
         elif origin is Annotated:
-            return next((m.doc for m in get_args(tp)[1:] if isinstance(m, Rule) and m.doc), None)
+            return next((m for m in get_args(tp)[1:] if isinstance(m, Rule) and m.doc), None)
         else:
             return None
+
+
+def typeddict_keys(tp: Any) -> tuple[dict[str, Any], frozenset[str]]:
+    """A TypedDict's keys with their annotations (evaluated; ``Annotated``
+    and ``Required`` kept), and the required ones."""
+    return _td_shape(tp)
 
 
 # TypedDicts whose every key is named by the type (the config file): any
