@@ -78,11 +78,11 @@ def offered_tools(
                 problems.append({"server": spec.name, "error": exc.message})
         if tools is None:
             if not start:
-                rec = records.read(spec) or {}
+                rec = records.read(spec)
                 problems.append(
                     {
                         "server": spec.name,
-                        "error": rec.get("last_error")
+                        "error": (rec.get("last_error") if rec else None)
                         or "never listed (`holon mcp refresh` lists it; a turn would start it)",
                     }
                 )
