@@ -25,6 +25,8 @@ from holon_cli.model.typed import (
     dotted,
     json_kind,
     json_schema,
+    rule_of,
+    typeddict_keys,
 )
 
 # ------------------------------------------------------------ scalars
@@ -232,6 +234,30 @@ def test_closed_typeddicts_refuse_unknown_keys_and_carry_docs() -> None:
     with pytest.raises(CheckError) as ei:
         check({"a": 1}, Closed)
     assert ei.value.problem == "missing" and ei.value.doc == "the b"
+
+
+class Documented(TypedDict, total=False):
+    """Keys that document themselves (the config reference reads them)."""
+
+    size: Required[Annotated[int, Rule(min=1, doc="the size", default="1", example=3)]]
+    flag: Annotated[bool | None, Rule(doc="a flag", default="false", example=False)]
+    bare: NotRequired[int]
+
+
+def test_a_rule_documents_a_key_without_changing_its_check_or_schema() -> None:
+    hints, required = typeddict_keys(Documented)
+    assert list(hints) == ["size", "flag", "bare"] and required == {"size"}
+    size, flag = rule_of(hints["size"]), rule_of(hints["flag"])
+    assert size is not None and (size.doc, size.default, size.example) == ("the size", "1", 3)
+    assert flag is not None and flag.example is False  # a falsy example is still one
+    assert rule_of(hints["bare"]) is None
+    assert "example=False" in repr(flag) and "nonempty" not in repr(flag)
+    assert check({"size": 3, "flag": False}, Documented) == {"size": 3, "flag": False}
+    with pytest.raises(CheckError) as ei:
+        check({"size": 0}, Documented)
+    assert ei.value.problem == "bound" and ei.value.path == ("size",)
+    schema = json_schema(Documented)
+    assert "default" not in str(schema) and "example" not in str(schema)
 
 
 # ---------------------------------------------------------- dataclasses
