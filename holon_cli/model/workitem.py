@@ -21,9 +21,10 @@ either module mutates or stores a derived value.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NotRequired, Required, TypedDict, cast
+from typing import Annotated, Any, NotRequired, Required, TypedDict, cast
 
 from holon_cli.errors import CorruptStateError, UsageError
+from holon_cli.model.typed import NONNEGATIVE
 
 WORK_ITEM_RECORD_VERSION = 1
 DELIVERY_SUMMARY_VERSION = 1
@@ -117,6 +118,13 @@ class ReportRef(TypedDict, total=False):
     turn_id: str | None
 
 
+class ArchivedReport(ReportRef, total=False):
+    """A ``report`` line of the work item archive: an item's report note and
+    the item it belongs to."""
+
+    work_item_id: Required[str]
+
+
 class WorkItemsSnapshot(TypedDict):
     """``state/work_items.json``: the folds of the work item, delivery summary
     and waiting intent ledgers up to their offsets."""
@@ -128,6 +136,18 @@ class WorkItemsSnapshot(TypedDict):
     items: dict[str, WorkItemLine]
     reports: NotRequired[dict[str, ReportRef]]
     waits: NotRequired[dict[str, WaitingIntentRecord]]
+    archive: NotRequired[WorkItemArchiveRef]
+
+
+class WorkItemArchiveRef(TypedDict):
+    """``state/work_items.json`` ``archive``: the archive file (v2 head) this
+    head continues (``store/workitem_archive.py``): its generation and how
+    far it reaches."""
+
+    generation: NotRequired[str | None]  # none before the first archive is written
+    bytes: NotRequired[Annotated[int, NONNEGATIVE]]
+    items: NotRequired[Annotated[int, NONNEGATIVE]]
+    lines: NotRequired[Annotated[int, NONNEGATIVE]]
 
 
 class ContinuationHold(TypedDict):

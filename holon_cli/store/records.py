@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # the record types load when a record of the kind is first re
     from holon_cli.model.trigger import TriggerLedgerRecord, TriggerRecord
     from holon_cli.model.turn import BriefRecord, TranscriptEntry, TurnRecordLine
     from holon_cli.model.workitem import (
+        ArchivedReport,
         DeliverySummaryRecord,
         WaitingIntentRecord,
         WorkItemLine,
@@ -204,6 +205,10 @@ WORK_ITEM_LINE: RecordKind[WorkItemLine] = RecordKind(
 )
 DELIVERY_SUMMARY: RecordKind[DeliverySummaryRecord] = RecordKind(
     "holon_cli.model.workitem:DeliverySummaryRecord", "delivery summary"
+)
+# a work item archive's report line (store/workitem_archive.py)
+ARCHIVED_REPORT: RecordKind[ArchivedReport] = RecordKind(
+    "holon_cli.model.workitem:ArchivedReport", "delivery summary"
 )
 WAITING_INTENT: RecordKind[WaitingIntentRecord] = RecordKind(
     "holon_cli.model.workitem:WaitingIntentRecord", "waiting intent"
