@@ -251,9 +251,7 @@ def run_child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, fl
     return wall, (usage.ru_utime + usage.ru_stime) * 1000
 
 
-def versus_codex(
-    url: str, holon: str, codex: str, rounds: int, pairs: int
-) -> dict[str, Any]:
+def versus_codex(url: str, holon: str, codex: str, rounds: int, pairs: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="holon-turn-cost-codex-"))
     try:
         work = tmp / "work"
@@ -279,12 +277,16 @@ def versus_codex(
             codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
             "-m", "bench", "-c", 'model_provider="bench"', "-c", provider,
         ]  # fmt: skip
+
+        def holon_run(n: int) -> list[str]:
+            return [holon, "run", "--model", "openai/bench", f"go, rounds={n}"]
+
         sides: dict[str, tuple[list[str], dict[str, str]]] = {
-            "holon 1": ([holon, "run", "--model", "openai/bench", "go, rounds=1"], henv),
-            f"holon {rounds}": ([holon, "run", "--model", "openai/bench", f"go, rounds={rounds}"], henv),
+            "holon 1": (holon_run(1), henv),
+            f"holon {rounds}": (holon_run(rounds), henv),
             "codex 1": ([*codex_argv, "go, rounds=1"], cenv),
             f"codex {rounds}": ([*codex_argv, f"go, rounds={rounds}"], cenv),
-        }  # fmt: skip
+        }
         names = list(sides)
         got: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
         start = load()
@@ -296,6 +298,12 @@ def versus_codex(
                     got[name].append(value)
         h1, hn, c1, cn = (got[n] for n in names)
         out: dict[str, Any] = {"load_start": start, "load_end": load(), "rounds": rounds}
+
+        def per_round(i: int, one: list[Any], many: list[Any]) -> float:
+            return statistics.median(
+                (b[i] - a[i]) / (rounds - 1) for a, b in zip(one, many, strict=True)
+            )
+
         for metric, i in (("wall", 0), ("cpu", 1)):
             out[metric] = {
                 "medians_ms": {n: statistics.median(v[i] for v in got[n]) for n in names},
@@ -306,11 +314,8 @@ def versus_codex(
                         for ha, hb, ca, cb in zip(h1, hn, c1, cn, strict=True)
                     ]
                 ),
-                "per_round_ms": {
-                    "holon": statistics.median((b[i] - a[i]) / (rounds - 1) for a, b in zip(h1, hn, strict=True)),
-                    "codex": statistics.median((b[i] - a[i]) / (rounds - 1) for a, b in zip(c1, cn, strict=True)),
-                },
-            }  # fmt: skip
+                "per_round_ms": {"holon": per_round(i, h1, hn), "codex": per_round(i, c1, cn)},
+            }
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -109,7 +109,8 @@ def set_status(
     if save:
         _save(store, st)
     if status in FINAL:
-        _release_body(store, message_id)
+        # after the record is durable (at once, or with a turn's last batch)
+        store.after_sync(lambda: _release_body(store, message_id))
 
 
 def put_back(store: AgentStore, message_id: str, *, reason: str) -> None:

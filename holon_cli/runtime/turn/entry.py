@@ -14,11 +14,11 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime import telemetry
 from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
-from holon_cli.runtime.turn.journal import Journal
+from holon_cli.runtime.turn.journal import Journal, journal_path
 from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
-from holon_cli.runtime.turn.settle import finish_agent_state
+from holon_cli.runtime.turn.settle import finish_agent_state, write_terminal
 from holon_cli.runtime.turn.steps import DIRECT, TurnSteps
 from holon_cli.store.agent_store import AgentStore
 
@@ -63,28 +63,32 @@ def _release_run(store: AgentStore, reason: str, failure: str | None = None) -> 
 
 
 def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
-    """Clear the run marker a killed turn left behind. The caller holds the
-    turn lock, so no turn is running and ``awake_running`` is stale.
+    """Clear the run marker a killed turn left behind, and finish a settled
+    turn whose journal is still there. The caller holds the turn lock, so no
+    turn is running and ``awake_running`` is stale.
 
     When the journal shows the turn was settled and its queue entry is no
     longer in flight (killed after the queue settle), the settled turn is
-    recorded on the agent as the turn would have done; otherwise the agent
-    is only made idle (the next dequeue replays the message). Returns what
-    was repaired, or ``None`` when nothing was stale."""
+    finished as the turn would have done: its terminal records that are
+    missing are written (a power loss during the turn's last fsync batch
+    may keep the queue's ``processed`` record and lose them) and the turn
+    is recorded on the agent; otherwise the agent is only made idle (the
+    next dequeue replays the message). Returns what was repaired, or
+    ``None`` when nothing was stale."""
     state = store.read_record()["state"]
-    if state["status"] != "awake_running" and not state.get("current_run_id"):
-        return None
-    stale_run_id = state.get("current_run_id")
-    journal = Journal.load(store)
+    running = state["status"] == "awake_running" or bool(state.get("current_run_id"))
+    journal = Journal.load(store) if running or journal_path(store).exists() else None
     settled = (
         journal is not None
         and journal.settlement is not None
-        and journal.message_id not in q.load(store).entries
+        and _message_left(store, journal.message_id)
     )
+    if not running and not settled:
+        return None
+    stale_run_id = state.get("current_run_id")
     if settled:
         assert journal is not None and journal.settlement is not None
-        finish_agent_state(store, journal.settlement, journal)
-        journal.clear()
+        _finish_settled(store, journal)
     else:
         _release_run(store, "stale_run_repaired")
     status = store.read_record()["state"]["status"]
@@ -96,6 +100,34 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     }
     store.emit("agent_state_repaired", out)
     return out
+
+
+def _message_left(store: AgentStore, message_id: str) -> bool:
+    """Whether a message has left the queue: settled, or known nowhere (no
+    unfinished entry and no body in the inbox). A message whose records a
+    power loss took while its body stayed in the inbox is admitted again by
+    the next ingest, and its turn resumes from the journal."""
+    st = q.load(store)
+    if message_id in st.recent_final:
+        return True
+    if message_id in st.entries:
+        return False
+    name = f"{message_id}.json"
+    return not any((d / name).exists() for d in (store.inbox.new, store.inbox.cur))
+
+
+def _finish_settled(store: AgentStore, journal: Journal) -> None:
+    """A settled turn whose message left the queue: the terminal records that
+    are missing, the agent state, then the journal goes."""
+    s = journal.settlement
+    assert s is not None
+    env = q.find_envelope(store, journal.message_id)
+    if env is not None:
+        now = time.monotonic()
+        write_terminal(store, env, s, journal, now, now, replaying=True)
+    finish_agent_state(store, s, journal)
+    store.sync_ledgers()
+    journal.clear()
 
 
 def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> TurnResult | None:
@@ -163,53 +195,90 @@ def run_turn(
             check_prompt_fits(store, catalog, cfg)
         turn_id = clock.new_id("turn")
         settled, attempted = _journal_facts(store)
-        entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
-        if entry is None:
-            return TurnResult(store.agent_id, ran=False)
-        catalog = _agent_toolbox(store, cfg, catalog, entry)
-        from holon_cli.runtime.waiting import scheduler as waiting
-
-        decision = waiting.before_turn(store, entry, turn_id)
-        if not decision.run_model:
-            # liveness-only tick, observational or control message: no provider request
-            waiting.after_turn(store)
-            return TurnResult(
-                store.agent_id,
-                ran=True,
-                turn_id=turn_id,
-                message_id=entry["message_id"],
-                status="settled",
-                closure=store.read_record()["state"].get("last_closure"),
+        # from the dequeue on, the turn's appends become durable in batches:
+        # a round's before its tools run, the rest in the turn's last batch
+        # (TurnRun.settle); the block's end syncs what a path left over
+        with store.deferred_sync():
+            entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
+            if entry is None:
+                return TurnResult(store.agent_id, ran=False)
+            catalog = _agent_toolbox(store, cfg, catalog, entry)
+            return _dequeued(
+                store,
+                entry,
+                turn_id,
+                models,
+                cfg,
+                catalog=catalog,
+                child=is_supervised_child(rec["identity"]),
+                sleep=sleep,
+                max_rounds=max_rounds,
+                resolve=resolve,
+                steps=steps,
             )
-        child = is_supervised_child(rec["identity"])
-        obs = telemetry.turn_tracer(
-            store, entry["envelope"], cfg, inherited=_delegation_trace(store) if child else None
-        )
-        run = TurnRun(
-            store,
-            entry,
-            turn_id,
-            models,
-            catalog=catalog,
-            config=cfg,
-            sleep=sleep,
-            max_rounds=max_rounds,
-            resolve=resolve,
-            steps=steps,
-            tracer=obs,
-        )
-        obs.start(turn_id)
-        try:
-            result = _execute(store, run, entry, turn_id, child=child)
-        except BaseException as exc:
-            obs.finish(error=exc)
-            raise
-        obs.finish(result)
-        if obs is not telemetry.NOOP:
-            telemetry.record_queue_depth(store.agent_id, q.pending_count(store), cfg)
-        return result
     finally:
         lock.release()
+
+
+def _dequeued(
+    store: AgentStore,
+    entry: QueueEntry,
+    turn_id: str,
+    models: list[str],
+    cfg: dict[str, Any],
+    *,
+    catalog: Toolbox,
+    child: bool,
+    sleep: Callable[[float], None],
+    max_rounds: int | None,
+    resolve: Callable[[str], Any],
+    steps: TurnSteps,
+) -> TurnResult:
+    """The dequeued message: settled without the model (a liveness tick, an
+    observational or control message), or run as a turn."""
+    from holon_cli.runtime.waiting import scheduler as waiting
+
+    # a message the model sees leaves its continuation to the turn's start
+    # (one write of the agent record for both)
+    decision = waiting.before_turn(store, entry, turn_id, persist=False)
+    if not decision.run_model:
+        # liveness-only tick, observational or control message: no provider request
+        waiting.after_turn(store)
+        return TurnResult(
+            store.agent_id,
+            ran=True,
+            turn_id=turn_id,
+            message_id=entry["message_id"],
+            status="settled",
+            closure=store.read_record()["state"].get("last_closure"),
+        )
+    obs = telemetry.turn_tracer(
+        store, entry["envelope"], cfg, inherited=_delegation_trace(store) if child else None
+    )
+    run = TurnRun(
+        store,
+        entry,
+        turn_id,
+        models,
+        catalog=catalog,
+        config=cfg,
+        sleep=sleep,
+        max_rounds=max_rounds,
+        resolve=resolve,
+        steps=steps,
+        tracer=obs,
+        continuation=decision.continuation,
+    )
+    obs.start(turn_id)
+    try:
+        result = _execute(store, run, entry, turn_id, child=child)
+    except BaseException as exc:
+        obs.finish(error=exc)
+        raise
+    obs.finish(result)
+    if obs is not telemetry.NOOP:
+        telemetry.record_queue_depth(store.agent_id, q.pending_count(store), cfg)
+    return result
 
 
 def _agent_toolbox(
@@ -271,9 +340,7 @@ def _execute(
     released so it does not look busy meanwhile. A supervised child that
     closed reports to its parent now (``child``)."""
     try:
-        # appends become durable in batches: one per round (see TurnRun)
-        with store.deferred_sync():
-            result = run.execute()
+        result = run.execute()  # inside run_turn's deferred fsyncs (see TurnRun)
         if child:
             from holon_cli.runtime.children.supervision import after_child_turn
 

@@ -75,11 +75,13 @@ from holon_cli.runtime.turn.spend import TurnSpend
 from holon_cli.runtime.turn.steps import DIRECT, StepRecord, TurnSteps, round_record, tool_record
 from holon_cli.runtime.workspace import WorkspaceBinding, workspace_for
 from holon_cli.store.agent_store import AgentStore
+from holon_cli.store.fsio import fsync_dir
 from holon_cli.store.layout import default_agent_id
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.budget import BudgetHit
+    from holon_cli.model.continuation import ContinuationRecord
     from holon_cli.model.envelope import Envelope, QueueEntry
     from holon_cli.model.events import (
         MessageInterjectedData,
@@ -123,6 +125,7 @@ class TurnRun:
         steps: TurnSteps = DIRECT,
         observer: TurnObserver | None = None,
         tracer: TurnTracer = telemetry.NOOP,
+        continuation: ContinuationRecord | None = None,
     ) -> None:
         self.t_start = time.monotonic()
         self.store = store
@@ -137,6 +140,8 @@ class TurnRun:
         self.resolve = resolve
         self.steps = steps
         self.tracer = tracer
+        # the message's continuation decision, written with the turn's start
+        self.continuation = continuation
         rt_cfg = config.get("runtime") or {}
         self.max_rounds = max_rounds or int(rt_cfg.get("max_provider_rounds") or DEFAULT_MAX_ROUNDS)
         self.rec = TurnRecorder(store, self.msg, turn_id)
@@ -169,6 +174,7 @@ class TurnRun:
         self.budget_hit: BudgetHit | None = None  # a budget refused the next request
         self.tool_calls_made = 0  # the no-progress guard's view of the turn
         self._mutated = False  # a call of the current tool round changed a work item
+        self._interjected = False  # messages joined since the last durable batch
         self.work_item_changed = False
         self.spend = TurnSpend(store, config, turn_id, self.mid)  # fsync'd once, at settle
         # an operator's abort: each provider and tool call is waited for here
@@ -212,8 +218,12 @@ class TurnRun:
             done = self.decide_stop(rnd)
 
     def make_durable(self) -> None:
-        """One fsync batch: the ledgers' deferred appends and the journal."""
-        self.store.sync_ledgers()
+        """One fsync batch: the ledgers' deferred appends and the journal.
+        The queue's own records (this message dequeued) wait for the turn's
+        last batch, unless interjected messages were taken since the last
+        batch (their ``dequeued`` records go with the journal that names them)."""
+        self.store.sync_ledgers(skip=() if self._interjected else ("queue",))
+        self._interjected = False
         self.journal.sync()
 
     # ---------------------------------------------------------------- start
@@ -235,11 +245,19 @@ class TurnRun:
             state["total_message_count"] = int(state.get("total_message_count", 0)) + (
                 0 if replayed else 1
             )
+            if self.continuation is not None:
+                state["last_continuation"] = self.continuation
 
         self.abort.clear_stale()
         worker = os.environ.get("HOLON_WORKER_ID")  # set by `serve --engine dbos`
+        # durable with the state folder's fsync below (or the turn's last batch)
         agent_rec = self.store.update_state(
-            mark, reason="turn_started", message=msg, turn_id=self.turn_id, worker=worker
+            mark,
+            reason="turn_started",
+            message=msg,
+            turn_id=self.turn_id,
+            worker=worker,
+            sync_dir=False,
         )
         self.state = agent_rec["state"]
         self.turn_index = self.state["turn_index"]
@@ -262,8 +280,11 @@ class TurnRun:
             self.journal.begin()
             self.journal.add_item(first_user_item(msg))
             self.rec.message_entry(msg)
+            # the new journal's name (and the record's rename) made durable:
+            # the journal's records are, by the first round that runs tools
+            # or the settlement, without another fsync of the folder
+            fsync_dir(self.store.layout.state_dir)
         self.observer.started(agent_rec)
-        self.make_durable()
         self.ws = workspace_for(self.store.layout.home, self.state)
         self.is_default = (
             agent_rec["identity"]["kind"] == "default" or self.store.agent_id == default_agent_id()
@@ -476,9 +497,12 @@ class TurnRun:
     # --------------------------------------------------------- record round
 
     def record_round(self, rnd: ModelRound) -> None:
-        """The model's answer becomes durable: events, transcript, journal (one
-        fsync batch, before its tool calls start; the previous round's tool
-        results join it). The agent's totals are updated once, at settle."""
+        """The model's answer is recorded: events, transcript, journal. A round
+        with tool calls becomes durable in one fsync batch before they start
+        (the previous round's tool results join it); a final answer with the
+        settlement (nothing runs before it), unless the step hook asks for
+        every round (``TurnSteps.durable_rounds``). The agent's totals are
+        updated once, at settle."""
         record_model_round(
             self.rec,
             self.journal,
@@ -486,7 +510,8 @@ class TurnRun:
             context_build_ms=self.context_build_ms,
             work_item_id=self.focus,
         )
-        self.make_durable()
+        if rnd.tool_calls or getattr(self.steps, "durable_rounds", True):
+            self.make_durable()
 
     # ------------------------------------------------------------ run tools
 
@@ -577,6 +602,7 @@ class TurnRun:
         """Safe point: trusted operator interjections join the running turn."""
         taken = self._interjects()
         if taken:
+            self._interjected = True
             self.observer.interjected(taken)
         for ie in taken:
             env = ie["envelope"]
@@ -618,9 +644,11 @@ class TurnRun:
 
     def decide(self) -> TurnSettlement:
         """The ending, decided once and saved in the journal with what the turn
-        adds to working memory (a replay settles from the saved one)."""
-        self.make_durable()  # the last round's tool results first
-        self.spend.sync()
+        adds to working memory (a replay settles from the saved one). Durable,
+        with the turn's records so far (events, transcript), before any
+        terminal record is written: a replay that finds it writes only what
+        is missing, and the turn's transcript never lacks a round its
+        settlement covers."""
         s = decide_settlement(
             self.store,
             turn_id=self.turn_id,
@@ -660,13 +688,19 @@ class TurnRun:
             wm=self.wm,
             compacted=self.ctx.window.compacted,
         )
-        self.journal.settle(s)
+        self.journal.settle(s)  # one fsync: the journal
+        self.make_durable()  # the events and transcript so far
         return s
 
     def settle(self) -> TurnResult:
         """Decide the ending once (saved in the journal), write the terminal
         records that are not written yet, settle the queue entries, and
-        record the settled turn on the agent."""
+        record the settled turn on the agent; then the turn's last fsync
+        batch: every ledger it appended to (the terminal records, the queue,
+        the spend), and the agent record's folder. A power loss before that
+        batch ends leaves the settled journal (it is removed after), and
+        the next turn finishes from it whatever the batch left out
+        (:func:`~holon_cli.runtime.turn.entry.repair_stale_run`)."""
         t_cleanup = time.monotonic()
         s = self.journal.settlement
         replaying = s is not None
@@ -674,9 +708,8 @@ class TurnRun:
             s = self.decide()
         self.result.take_settlement(s, self.journal, self.models[0] if self.models else None)
         write_terminal(self.store, self.msg, s, self.journal, t_cleanup, self.t_start, replaying)
-        self.observer.settled(s)  # the turn record joins the terminal records' batch
+        self.observer.settled(s)  # the turn record (written back, never fsync'd)
         self.result.duration_ms = int(s.get("duration_ms", 0))
-        self.store.sync_ledgers()  # the terminal records are durable before the queue settles
         aborted = s["status"] == "aborted"
         q.settle(
             self.store,
@@ -689,8 +722,11 @@ class TurnRun:
         )
         for iid in self.journal.interject_ids:
             q.settle(self.store, iid, "processed", turn_id=s["turn_id"], reason="interject")
+        finish_agent_state(self.store, s, self.journal, sync_dir=False)
+        # the turn's last batch (then the settled bodies go, then the journal)
+        self.spend.sync()
+        fsync_dir(self.store.layout.state_dir)
         self.store.sync_ledgers()
-        finish_agent_state(self.store, s, self.journal)
         self.journal.clear()
         self.abort.clear()
         from holon_cli.runtime.waiting.scheduler import after_turn
