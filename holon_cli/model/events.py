@@ -49,6 +49,7 @@ EventKind = Literal[
     "skill_activated",
     "turn_round_limit_reached",
     "context_compacted",
+    "context_window_rolled",
     "turn_interrupted",
     "turn_abort_requested",
     "turn_terminal",
@@ -164,6 +165,12 @@ class TurnContextBuiltData(TypedDict):
     sections: Any
     tool_count: int
     bound_work_item_id: str | None
+    # the frame's cache record (runtime spec: ProviderPromptCache) and the
+    # history of earlier turns the requests carry
+    working_memory_revision: NotRequired[int]
+    compression_epoch: NotRequired[int]
+    history_turns: NotRequired[int]
+    history_tokens: NotRequired[int]
 
 
 class ContextCompactedData(TypedDict):
@@ -177,6 +184,24 @@ class ContextCompactedData(TypedDict):
     estimated_tokens: int
     kept_message_count: int
     reason: str  # over_budget | context_length_exceeded
+
+
+class ContextWindowRolledData(TypedDict):
+    """The earlier turns the requests carry (runtime/memory/history.py)
+    started a new epoch: older ones left the prompt (the working memory and
+    the earlier-conversation summary carry them); the prefix changes once.
+    ``compression_epoch`` is the agent's (the frame's cache record)."""
+
+    turn_id: NotRequired[str]
+    dropped_message_count: int
+    kept_message_count: int
+    compression_epoch: int
+    budget_tokens: int
+    estimated_tokens: int
+    # history_window (over its share of the budget) | over_budget (this turn
+    # alone did not fit) | blocks_shrunk (the turn shrank its blocks: the next
+    # one shows them whole, a new prefix)
+    reason: str
 
 
 class ProviderRoundCompletedData(TypedDict):

@@ -322,6 +322,13 @@ _PRESENTERS: dict[str, Presenter] = {
         "Compacted",
         "Compacted {compacted_message_count} older message(s) (epoch {compression_epoch})",
     ),
+    "context_window_rolled": _fixed(
+        "trace",
+        "runtime",
+        "Window rolled",
+        "{dropped_message_count} message(s) of earlier turns left the prompt "
+        "(epoch {compression_epoch})",
+    ),
     "inbox_message_quarantined": _fixed(
         "action_required", "runtime", "Quarantined", "A message was quarantined: {reason}"
     ),

@@ -266,17 +266,27 @@ def test_a_promoted_task_gets_task_input_without_a_tty(boxed: ToolContext, root:
 
 @needs_bwrap
 def test_stopping_a_sandboxed_task_kills_its_whole_tree(boxed: ToolContext, root: Path) -> None:
-    # durations no other test uses: pgrep sees the whole machine's processes
-    r = run(boxed, cmd="(sleep 3017 &); setsid sleep 3018 & sleep 3019", yield_time_ms=100)
+    # durations no other run uses: pgrep sees the whole machine's processes (other
+    # test runs on the machine, an older checkout's leftovers included)
+    a, b, c = _unique_durations(3)
+    r = run(boxed, cmd=f"(sleep {a} &); setsid sleep {b} & sleep {c}", yield_time_ms=100)
     tid = str(r.data["task_handle"]["task_id"])
     tasks.task_stop(boxed.store, tid, wait_s=5)
     end = time.monotonic() + 5
     while time.monotonic() < end:
-        left = subprocess.run(["pgrep", "-f", "sleep 301[789]"], capture_output=True).stdout
+        left = subprocess.run(["pgrep", "-f", f"sleep ({a}|{b}|{c})$"], capture_output=True).stdout
         if not left.strip():
             break
         time.sleep(0.1)
     assert not left.strip(), left
+
+
+def _unique_durations(n: int) -> list[int]:
+    """Sleep durations no other process on the machine is likely to use."""
+    import secrets
+
+    base = 100_000 + secrets.randbelow(800_000)
+    return [base + i for i in range(n)]
 
 
 def _write_config(text: str) -> None:
@@ -379,20 +389,21 @@ def test_debug_prompt_shows_the_enforced_axes(
 def test_a_sandboxed_tree_dies_with_its_supervisor(boxed: ToolContext) -> None:
     import signal
 
-    r = run(boxed, cmd="(setsid sleep 3031 &); sleep 3032", yield_time_ms=100)
+    a, b = _unique_durations(2)
+    r = run(boxed, cmd=f"(setsid sleep {a} &); sleep {b}", yield_time_ms=100)
     assert r.ok and r.data["disposition"] == "promoted_to_task", r.content
     tid = str(r.data["task_handle"]["task_id"])
     end = time.monotonic() + 10
     while time.monotonic() < end:
         sup = (tasks.read_task(boxed.store, tid).get("supervisor") or {}).get("pid")
-        running = subprocess.run(["pgrep", "-f", "sleep 303[12]"], capture_output=True).stdout
+        running = subprocess.run(["pgrep", "-f", f"sleep ({a}|{b})$"], capture_output=True).stdout
         if sup and len(running.split()) >= 2:
             break
         time.sleep(0.05)
     os.kill(int(sup), signal.SIGKILL)
     end = time.monotonic() + 10
     while time.monotonic() < end:
-        left = subprocess.run(["pgrep", "-f", "sleep 303[12]"], capture_output=True).stdout
+        left = subprocess.run(["pgrep", "-f", f"sleep ({a}|{b})$"], capture_output=True).stdout
         if not left.strip():
             break
         time.sleep(0.1)
