@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -14,6 +15,7 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime import telemetry
 from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
+from holon_cli.runtime.turn.hooks import NO_HOOKS, TurnHooks
 from holon_cli.runtime.turn.journal import Journal, journal_path
 from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
     from holon_cli.model.tool import Toolbox
-    from holon_cli.model.tracecontext import TraceContext
+    from holon_cli.runtime.turn.hooks import Lineage
 
 
 def _runtime_cfg() -> dict[str, Any]:
@@ -173,13 +175,21 @@ def run_turn(
     max_rounds: int | None = None,
     catalog: Toolbox,
     steps: TurnSteps = DIRECT,
+    hooks: TurnHooks | None = None,
 ) -> TurnResult:
     """Run one turn for the agent if it has queued work, offering the tools of
-    ``catalog`` (the caller builds it: ``tools.catalog.default_catalog()``);
-    each provider round and tool call goes through ``steps`` (a recorder:
-    ``serve --engine dbos``; by default nothing).
+    ``catalog`` (the caller builds it: ``tools.catalog.default_catalog()``).
+    ``hooks``: what other planes plug into the turn (:mod:`.hooks`: the turn
+    record, the children plane); by default the ones the catalog brings
+    (``catalog.turn_hooks``: the default catalog's keep the record and serve
+    child agents), else none. Each provider round and tool call goes
+    through ``steps`` (a recorder: ``serve --engine dbos``; by default
+    nothing; it replaces the hooks' own).
     Raises BusyError (75) when another turn holds the agent, RejectedError (4)
     when it is stopped."""
+    hooks = hooks or getattr(catalog, "turn_hooks", None) or NO_HOOKS
+    if steps is not DIRECT:
+        hooks = hooks._replace(steps=steps)
     store = store or open_agent(agent_id)
     lock = store.turn_lock()
     lock.try_acquire()
@@ -214,7 +224,7 @@ def run_turn(
                 sleep=sleep,
                 max_rounds=max_rounds,
                 resolve=resolve,
-                steps=steps,
+                hooks=hooks,
             )
     finally:
         lock.release()
@@ -232,7 +242,7 @@ def _dequeued(
     sleep: Callable[[float], None],
     max_rounds: int | None,
     resolve: Callable[[str], Any],
-    steps: TurnSteps,
+    hooks: TurnHooks,
 ) -> TurnResult:
     """The dequeued message: settled without the model (a liveness tick, an
     observational or control message), or run as a turn."""
@@ -252,9 +262,11 @@ def _dequeued(
             status="settled",
             closure=store.read_record()["state"].get("last_closure"),
         )
-    obs = telemetry.turn_tracer(
-        store, entry["envelope"], cfg, inherited=_delegation_trace(store) if child else None
-    )
+    lineage = hooks.lineage if child else None
+    # a supervised child's turns continue its parent's trace: the context
+    # stored with its delegation (read only when tracing is on)
+    inherited = partial(lineage.trace, store) if lineage is not None else None
+    obs = telemetry.turn_tracer(store, entry["envelope"], cfg, inherited=inherited)
     run = TurnRun(
         store,
         entry,
@@ -265,13 +277,13 @@ def _dequeued(
         sleep=sleep,
         max_rounds=max_rounds,
         resolve=resolve,
-        steps=steps,
+        hooks=hooks,
         tracer=obs,
         continuation=decision.continuation,
     )
     obs.start(turn_id)
     try:
-        result = _execute(store, run, entry, turn_id, child=child)
+        result = _execute(store, run, entry, turn_id, lineage=lineage)
     except BaseException as exc:
         obs.finish(error=exc)
         raise
@@ -298,18 +310,6 @@ def _agent_toolbox(
     return bound
 
 
-def _delegation_trace(store: AgentStore) -> Callable[[], TraceContext | None]:
-    """A supervised child's turns continue its parent's trace: the context
-    stored with its delegation (read only when tracing is on)."""
-
-    def read() -> TraceContext | None:
-        from holon_cli.runtime.children.supervision import delegation_trace
-
-        return delegation_trace(store)
-
-    return read
-
-
 def _recovered_record(store: AgentStore) -> AgentRecord:
     """Under the turn lock, before anything else: stop the commands a killed
     turn left running (before the model hears "interrupted"; lost tasks
@@ -333,18 +333,16 @@ def _recovered_record(store: AgentStore) -> AgentRecord:
 
 
 def _execute(
-    store: AgentStore, run: TurnRun, entry: QueueEntry, turn_id: str, *, child: bool
+    store: AgentStore, run: TurnRun, entry: QueueEntry, turn_id: str, *, lineage: Lineage | None
 ) -> TurnResult:
     """Run the dequeued turn. Interrupted or failed, the message stays
     dequeued (the next turn replays it from the journal) and the agent is
     released so it does not look busy meanwhile. A supervised child that
-    closed reports to its parent now (``child``)."""
+    closed reports to its parent now (``lineage``: the children plane's hook)."""
     try:
         result = run.execute()  # inside run_turn's deferred fsyncs (see TurnRun)
-        if child:
-            from holon_cli.runtime.children.supervision import after_child_turn
-
-            after_child_turn(store)
+        if lineage is not None:
+            lineage.after_turn(store)
         return result
     except KeyboardInterrupt:
         # Ctrl-C: the message stays dequeued and the next turn replays it
