@@ -85,7 +85,9 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def one_turn(agent: str, rounds: int) -> str:
+def one_turn(agent: str, rounds: int, *, record: bool = True) -> str:
+    """One turn; ``record=False``: the turn record is not kept (the paired
+    run: the catalog's hooks without their ``record``)."""
     from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
@@ -94,7 +96,11 @@ def one_turn(agent: str, rounds: int) -> str:
     Handler.rounds = rounds
     store = open_agent(agent, create_default=False)
     admit(f"a {rounds}-round turn", store=store)
-    res = run_turn(store=store, cli_model="openai/bench", catalog=default_catalog())
+    catalog = default_catalog()
+    hooks = catalog.turn_hooks
+    if not record and hooks is not None:
+        hooks = hooks._replace(record=None)
+    res = run_turn(store=store, cli_model="openai/bench", catalog=catalog, hooks=hooks)
     assert res.status == "completed" and res.model_rounds == rounds, res
     return str(res.turn_id)
 
@@ -132,37 +138,23 @@ def record_sizes(agent: str, turn_id: str) -> dict[str, Any]:
     }
 
 
-class NoCapture:
-    """The observer when records are off (the paired run)."""
-
-    def __init__(self, *a: Any) -> None:
-        pass
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *a, **k: None
-
-
 def record_cost(turns: int) -> dict[str, Any]:
     from holon_cli.runtime.agents.lifecycle import create_agent
-    from holon_cli.runtime.turn import loop
 
     create_agent("cost-on")
     create_agent("cost-off")
-    real = getattr(loop, "TurnCapture")  # noqa: B009 - swapped for the paired run
     walls: dict[str, list[float]] = {"on": [], "off": []}
     cpus: dict[str, list[float]] = {"on": [], "off": []}
     fsyncs: dict[str, list[int]] = {"on": [], "off": []}
     for i in range(turns + 1):
         for side in ("on", "off"):
-            setattr(loop, "TurnCapture", real if side == "on" else NoCapture)  # noqa: B010
             before = TO.FSYNCS.calls
             t0, c0 = time.perf_counter(), time.process_time()
-            one_turn(f"cost-{side}", 3)
+            one_turn(f"cost-{side}", 3, record=side == "on")
             if i:  # the first turn of each: warm-up (first-use imports, files)
                 walls[side].append((time.perf_counter() - t0) * 1000)
                 cpus[side].append((time.process_time() - c0) * 1000)
                 fsyncs[side].append(TO.FSYNCS.calls - before)
-    setattr(loop, "TurnCapture", real)  # noqa: B010
 
     def med(d: dict[str, list[float]], side: str) -> float:
         return round(statistics.median(d[side]), 1)
