@@ -68,6 +68,7 @@ from holon_cli.runtime.queue.state import _legacy as _legacy
 from holon_cli.runtime.queue.state import _save as _save
 from holon_cli.runtime.queue.state import _warn as _warn
 from holon_cli.runtime.queue.steps import (
+    Interjects,
     dequeue_next,
     pending_count,
     put_back,
@@ -80,6 +81,7 @@ from holon_cli.runtime.queue.steps import (
 
 __all__ = [
     "FINAL",
+    "Interjects",
     "LIST_STATUSES",
     "MAX_ATTEMPTS",
     "MAX_INBOX_FILE_BYTES",

@@ -134,6 +134,7 @@ class TurnRun:
         self.tools = ToolPhase(self.t)
         self.abort_reason: str | None = None
         self._interjected = False  # messages joined since the last durable batch
+        self._asks = q.Interjects(store)  # whether a safe point needs to ask
 
     @property
     def result(self) -> TurnResult:
@@ -297,7 +298,11 @@ class TurnRun:
             t.rec.event("message_interjected", interjected, message=env)
 
     def _interjects(self) -> list[QueueEntry]:
-        return q.take_interjects(self.t.store, self.t.turn_id)
+        if not self._asks.due():
+            return []
+        taken = q.take_interjects(self.t.store, self.t.turn_id)
+        self._asks.asked()
+        return taken
 
     # ---------------------------------------------------------- decide stop
 
