@@ -3,7 +3,8 @@
 model's time, counted and compared with ``codex exec`` doing the same rounds.
 
     python benchmarks/turn_cost.py [--parts fsyncs,cpu,codex] [--rounds 10]
-        [--turns 10] [--pairs 8] [--holon PATH] [--codex PATH] [--json]
+        [--turns 10] [--pairs 8] [--holon PATH] [--codex PATH] [--compare PATH]
+        [--judge cpu|wall] [--json]
 
 Three parts, each against a loopback OpenAI Responses server in this process
 (``fake_responses.py``) that asks for ``rounds - 1`` tool calls (a shell
@@ -36,7 +37,9 @@ Three parts, each against a loopback OpenAI Responses server in this process
   the end. Goals: one turn <= 0.5x, per tool round <= 0.25x, judged on the
   median of the CPU ratios (``--judge wall`` judges wall time instead: on
   this shared machine the wall ratio moves with the load, see
-  benchmarks/README.md).
+  benchmarks/README.md). ``--compare PATH`` adds another build's two
+  ``holon run`` rows to the same rotation (an A/B of two builds against
+  the same codex runs; rows ``compare``).
 
 Exit 1 when a goal is missed, 2 when a run fails. Bytecode is written for
 the child processes (``PYTHONDONTWRITEBYTECODE`` is dropped from their
@@ -251,7 +254,9 @@ def run_child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, fl
     return wall, (usage.ru_utime + usage.ru_stime) * 1000
 
 
-def versus_codex(url: str, holon: str, codex: str, rounds: int, pairs: int) -> dict[str, Any]:
+def versus_codex(
+    url: str, holon: str, codex: str, rounds: int, pairs: int, compare: str | None = None
+) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="holon-turn-cost-codex-"))
     try:
         work = tmp / "work"
@@ -278,8 +283,8 @@ def versus_codex(url: str, holon: str, codex: str, rounds: int, pairs: int) -> d
             "-m", "bench", "-c", 'model_provider="bench"', "-c", provider,
         ]  # fmt: skip
 
-        def holon_run(n: int) -> list[str]:
-            return [holon, "run", "--model", "openai/bench", f"go, rounds={n}"]
+        def holon_run(n: int, script: str = holon) -> list[str]:
+            return [script, "run", "--model", "openai/bench", f"go, rounds={n}"]
 
         sides: dict[str, tuple[list[str], dict[str, str]]] = {
             "holon 1": (holon_run(1), henv),
@@ -287,6 +292,9 @@ def versus_codex(url: str, holon: str, codex: str, rounds: int, pairs: int) -> d
             "codex 1": ([*codex_argv, "go, rounds=1"], cenv),
             f"codex {rounds}": ([*codex_argv, f"go, rounds={rounds}"], cenv),
         }
+        if compare:  # another build, in the same rotation
+            sides["compare 1"] = (holon_run(1, compare), henv)
+            sides[f"compare {rounds}"] = (holon_run(rounds, compare), henv)
         names = list(sides)
         got: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
         start = load()
@@ -296,7 +304,7 @@ def versus_codex(url: str, holon: str, codex: str, rounds: int, pairs: int) -> d
                 value = run_child(*sides[name], str(work))
                 if r:
                     got[name].append(value)
-        h1, hn, c1, cn = (got[n] for n in names)
+        h1, hn, c1, cn = (got[n] for n in names[:4])
         out: dict[str, Any] = {"load_start": start, "load_end": load(), "rounds": rounds}
 
         def per_round(i: int, one: list[Any], many: list[Any]) -> float:
@@ -316,6 +324,18 @@ def versus_codex(url: str, holon: str, codex: str, rounds: int, pairs: int) -> d
                 ),
                 "per_round_ms": {"holon": per_round(i, h1, hn), "codex": per_round(i, c1, cn)},
             }
+            if compare:
+                k1, kn = got["compare 1"], got[f"compare {rounds}"]
+                out[metric]["compare_one_turn"] = spread(
+                    [a[i] / b[i] for a, b in zip(k1, c1, strict=True)]
+                )
+                out[metric]["compare_per_round"] = spread(
+                    [
+                        (kb[i] - ka[i]) / (cb[i] - ca[i])
+                        for ka, kb, ca, cb in zip(k1, kn, c1, cn, strict=True)
+                    ]
+                )
+                out[metric]["per_round_ms"]["compare"] = per_round(i, k1, kn)
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -335,6 +355,9 @@ def main() -> int:
     ap.add_argument("--holon", default=shutil.which("holon") or "holon")
     ap.add_argument("--codex", default=shutil.which("codex") or CODEX_DEFAULT)
     ap.add_argument("--judge", choices=("cpu", "wall"), default="cpu")
+    ap.add_argument(
+        "--compare", default=None, help="codex: another holon script, measured alongside"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
@@ -351,7 +374,8 @@ def main() -> int:
                 print(f"no Codex CLI at {args.codex}", file=sys.stderr)
                 return EXIT_BROKEN
             holon = os.path.abspath(args.holon)
-            report["codex"] = versus_codex(url, holon, args.codex, args.rounds, args.pairs)
+            compare = os.path.abspath(args.compare) if args.compare else None
+            report["codex"] = versus_codex(url, holon, args.codex, args.rounds, args.pairs, compare)
     finally:
         server.shutdown()
     named = report.get("named_agent", {})
@@ -403,6 +427,11 @@ def main() -> int:
                 f"{fmt(m['per_round'])}: {m['per_round_ms']['holon']:.1f} vs "
                 f"{m['per_round_ms']['codex']:.1f} ms"
             )
+            if "compare_one_turn" in m:
+                print(
+                    f"  {metric} @compare: one turn {fmt(m['compare_one_turn'])}; per tool "
+                    f"round {fmt(m['compare_per_round'])}: {m['per_round_ms']['compare']:.1f} ms"
+                )
         print(
             f"goals (judged on {args.judge}): one turn <= {GOAL_ONE_TURN}x, "
             f"per tool round <= {GOAL_PER_ROUND}x"
