@@ -424,6 +424,20 @@ for _k in ("work_item_turn_end_commit", "work_item_continuation_held"):
     _PRESENTERS[_k] = _work_item
 
 
+# kinds whose row (visibility, title) depends on the event's data, and on what;
+# every other kind is shown as it is with no data (the generated events
+# reference, docs/reference/events.md, prints both)
+DEPENDS_ON_DATA = {
+    "brief_recorded": "a brief's own visibility: action_required (titled Needs you, or "
+    "its notice) and work_done as they are, anything else turn_result",
+    "message_admitted": "the message's authority: an operator instruction is a "
+    "turn_result row, evidence (a channel, a webhook) progress, the runtime's own "
+    "messages (timers, task results) trace",
+    "turn_terminal": "the status: a failed or aborted turn is a turn_result row, a "
+    "completed one trace",
+}
+
+
 def present(event: Mapping[str, Any]) -> Presented:
     """One raw event as a person sees it; unknown kinds are trace rows."""
     kind = str(event.get("kind") or "?")
