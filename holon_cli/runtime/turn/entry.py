@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from functools import partial
@@ -315,11 +316,13 @@ def _recovered_record(store: AgentStore) -> AgentRecord:
     turn left running (before the model hears "interrupted"; lost tasks
     report once), repair a stale run marker, and refuse a held agent. The
     agent record as it is then."""
-    # the recovery module alone: the plane's launch and control code is not
-    # needed to find that nothing is left over, the common case
-    from holon_cli.runtime.tasks.recovery import recovery_pass
+    # the recovery module alone, and only when a task was ever recorded: the
+    # plane's code is not needed to find that nothing is left over, the
+    # common case (a new agent, `holon run`'s, has no tasks folder at all)
+    if _has_tasks(store):
+        from holon_cli.runtime.tasks.recovery import recovery_pass
 
-    recovery_pass(store)
+        recovery_pass(store)
     repair_stale_run(store)
     rec = store.read_record()
     status = rec["state"]["status"]
@@ -330,6 +333,13 @@ def _recovered_record(store: AgentStore) -> AgentRecord:
             kind="agent_stopped" if status == "stopped" else "agent_paused",
         )
     return rec
+
+
+def _has_tasks(store: AgentStore) -> bool:
+    try:
+        return any(n.startswith("task_") for n in os.listdir(store.layout.tasks_dir))
+    except FileNotFoundError:
+        return False
 
 
 def _execute(
