@@ -28,8 +28,9 @@ Three parts, each against a loopback OpenAI Responses server in this process
   ``ExecCommand``). Neither side is sandboxed (holon's home says
   ``execution.sandbox: none``; codex runs with
   ``--dangerously-bypass-approvals-and-sandbox``). The four commands run in
-  rotation (round r starts at command r), ``--pairs`` rounds after a
-  warm-up, so each round is one paired set. Per set: the one-turn ratio
+  rotation (round r starts at command r; ``benchkit.interleave``), ``--pairs``
+  rounds after a warm-up, so each round is one paired set; each process is
+  timed by ``benchkit.run_child``. Per set: the one-turn ratio
   holon / codex (one round each) and the per-round ratio ``(holon_R -
   holon_1) / (codex_R - codex_1)``, on wall time and on CPU time (user +
   system of the process and its children, from ``wait4``). Printed as
@@ -65,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
 from fake_responses import ResponsesHandler, message  # noqa: E402
 
 GOAL_FSYNCS_ONE_ROUND = 12
@@ -72,7 +74,7 @@ GOAL_FSYNCS_PER_ROUND = 3
 GOAL_ONE_TURN = 0.5
 GOAL_PER_ROUND = 0.25
 CODEX_DEFAULT = "/tmp/codex/node_modules/.bin/codex"
-EXIT_MISSED, EXIT_BROKEN = 1, 2
+EXIT_MISSED, EXIT_BROKEN = bk.EXIT_MISSED, bk.EXIT_BROKEN
 _ROUNDS = re.compile(r"rounds=(\d+)")
 
 
@@ -123,12 +125,12 @@ def serve() -> tuple[ThreadingHTTPServer, str]:
 
 
 def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return " ".join(f"{x:.2f}" for x in bk.loadavg())
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
-    v = sorted(values)
-    return {"min": v[0], "median": statistics.median(v), "max": v[-1], "n": len(v)}
+    s = bk.spread(values)
+    return {"min": s.min, "median": s.median, "max": s.max, "n": s.n}
 
 
 def fmt(s: dict[str, float], unit: str = "x") -> str:
@@ -223,7 +225,7 @@ def named_agent_turns(url: str, rounds: int, turns: int, parts: set[str]) -> dic
                 ),
             }
     finally:
-        os.fsync, os.fdatasync = log._fsync, log._fdatasync  # type: ignore[method-assign]
+        os.fsync, os.fdatasync = log._fsync, log._fdatasync
         shutil.rmtree(home, ignore_errors=True)
     out["load_end"] = load()
     return out
@@ -234,24 +236,8 @@ def named_agent_turns(url: str, rounds: int, turns: int, parts: set[str]) -> dic
 
 def run_child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
     """Wall ms and CPU ms (user + system of the child and its reaped children)."""
-    devnull = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-    ]
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        t0 = time.perf_counter()
-        pid = os.posix_spawn(argv[0], argv, env, file_actions=devnull)
-    finally:
-        os.chdir(old)
-    _, status, usage = os.wait4(pid, 0)
-    wall = (time.perf_counter() - t0) * 1000
-    if os.waitstatus_to_exitcode(status) != 0:
-        print(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}", file=sys.stderr)
-        raise SystemExit(EXIT_BROKEN)
-    return wall, (usage.ru_utime + usage.ru_stime) * 1000
+    child = bk.run_child(argv, env, cwd)  # exits 2 (broken) when the command fails
+    return child.wall_ms, child.cpu_ms
 
 
 def versus_codex(
@@ -296,20 +282,22 @@ def versus_codex(
             sides["compare 1"] = (holon_run(1, compare), henv)
             sides[f"compare {rounds}"] = (holon_run(rounds, compare), henv)
         names = list(sides)
-        got: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
         start = load()
-        for r in range(pairs + 1):  # round 0 warms caches and writes bytecode
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
-                value = run_child(*sides[name], str(work))
-                if r:
-                    got[name].append(value)
+
+        def side(name: str) -> Callable[[], tuple[float, float]]:
+            return lambda: run_child(*sides[name], str(work))
+
+        # round r runs the sides rotated by r; a first round warms caches and
+        # writes bytecode (benchkit's pairing)
+        got = bk.interleave({n: side(n) for n in names}, pairs)
         h1, hn, c1, cn = (got[n] for n in names[:4])
         out: dict[str, Any] = {"load_start": start, "load_end": load(), "rounds": rounds}
 
         def per_round(i: int, one: list[Any], many: list[Any]) -> float:
-            return statistics.median(
-                (b[i] - a[i]) / (rounds - 1) for a, b in zip(one, many, strict=True)
+            return float(
+                statistics.median(
+                    (b[i] - a[i]) / (rounds - 1) for a, b in zip(one, many, strict=True)
+                )
             )
 
         for metric, i in (("wall", 0), ("cpu", 1)):
