@@ -6,6 +6,7 @@ first index layout."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -20,13 +21,13 @@ import pytest
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief
-from holon_cli.runtime.memory import builder as B
 from holon_cli.runtime.memory import search as M
 from holon_cli.runtime.memory import sources as S
 from holon_cli.runtime.memory import sync as MS
 from holon_cli.store import memory_index as MI
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.locks import HeldLock
+from tests.inprocess_cli import bind_runner, run  # noqa: F401
 
 
 @pytest.fixture
@@ -49,10 +50,10 @@ def found(store: AgentStore, q: str, **kw: Any) -> list[dict[str, Any]]:
 
 def wait_for_builder(store: AgentStore, timeout: float = 120.0) -> None:
     """The builder this process started has exited (bounded: it is reaped here)."""
-    proc = B.started_by_this_process(store)
+    proc = MS.started_builder(store)
     assert proc is not None, "no builder was started"
     proc.wait(timeout=timeout)
-    assert proc.returncode == 0, B.log_path(store).read_text()
+    assert proc.returncode == 0, MS.builder_log_path(store).read_text()
 
 
 def briefs(store: AgentStore, n: int, word: str) -> None:
@@ -85,7 +86,25 @@ def test_a_large_build_goes_to_the_background_and_a_search_answers_meanwhile(
     assert done["index"] == {"state": "ready"}
     assert len(done["results"]) == 50
     assert M.sync(store)["documents"] == 302
-    assert not B.running(store)
+    assert not MS.builder_running(store)
+
+
+def test_the_cli_says_when_results_may_be_incomplete(
+    store: AgentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    briefs(store, 120, "ibexes")
+    monkeypatch.setattr(MS, "INLINE_BYTES", 0)
+    monkeypatch.setattr(MS, "BUDGET_S", 0.0)
+    monkeypatch.setattr(MS, "CHUNK_DOCS", 20)
+    r = run("memory", "search", "ibexes")
+    assert r.returncode == 0, r.stderr
+    assert "being built in the background" in r.stderr and "may be incomplete" in r.stderr
+    j = run("memory", "search", "ibexes", "--json")
+    assert j.returncode == 0
+    assert json.loads(j.stdout)["data"]["index"]["state"] in ("building", "ready")
+    wait_for_builder(store)
+    done = run("memory", "search", "ibexes")
+    assert done.returncode == 0 and "background" not in done.stderr
 
 
 def test_while_a_builder_runs_a_search_leaves_the_bulk_work_to_it(
@@ -98,8 +117,8 @@ def test_while_a_builder_runs_a_search_leaves_the_bulk_work_to_it(
     assert found(store, "first")
     briefs(store, 5, "capybaras")
     write_memory(store, "self", "# Self\nsecond note\n")
-    with HeldLock(B.lock_path(store), "test builder"):
-        assert B.running(store)
+    with HeldLock(MS.builder_lock_path(store), "test builder"):
+        assert MS.builder_running(store)
         during = search(store, "capybaras")
         assert during["index"]["state"] == "building" and during["results"] == []
         assert found(store, "second") and not found(store, "first")
@@ -111,7 +130,7 @@ def test_a_small_build_is_done_in_the_search_itself(store: AgentStore) -> None:
     briefs(store, 30, "okapis")
     res = search(store, "okapis", limit=50)
     assert res["index"] == {"state": "ready"} and len(res["results"]) == 30
-    assert B.started_by_this_process(store) is None
+    assert MS.started_builder(store) is None
 
 
 @pytest.mark.slow
@@ -155,7 +174,7 @@ def test_a_builder_killed_mid_build_leaves_a_usable_index_that_is_finished_later
     with sqlite3.connect(path) as con:
         held = con.execute("SELECT count(*) FROM docs").fetchone()[0]
         assert 0 < held < 402 and con.execute("SELECT value FROM meta WHERE key='build'").fetchone()
-    assert not B.running(store)  # the kernel released the dead builder's lock
+    assert not MS.builder_running(store)  # the kernel released the dead builder's lock
     res = search(store, "tapirs", limit=50)  # small: the search finishes the build
     assert res["index"] == {"state": "ready"} and len(res["results"]) == 50
     assert M.sync(store)["documents"] == 402  # the briefs and the two memory files
