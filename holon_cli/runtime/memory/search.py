@@ -135,21 +135,39 @@ def _provenance(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def snippet(body: str, query: str, width: int = SNIPPET_CHARS) -> str:
+def snippet(body: str, query: str, width: int = SNIPPET_CHARS, *, finder: Any = None) -> str:
     """A window of the exact body around the first query term found (never
-    the index's projection, so no bigram appears)."""
-    from holon_cli.store.memory_index import query_terms
-
-    low = body.lower()
-    pos = -1
-    for term in [query.strip(), *(t.strip('"').replace(" ", "") for t in query_terms(query))]:
-        if term:
-            pos = low.find(term.lower())
-            if pos >= 0:
-                break
+    the index's projection, so no bigram appears). ``finder``: the query's
+    :func:`snippet_finder`, made once for all of a search's hits."""
+    found = (finder or snippet_finder(query))(body)
+    pos = found.start() if found else -1
     start = max(0, pos - width // 3) if pos >= 0 else 0
     text = " ".join(body[start : start + width].split())
     return ("…" if start > 0 else "") + text + ("…" if start + width < len(body) else "")
+
+
+def snippet_finder(query: str) -> Any:
+    """Where in a body the snippet goes: the whole query, else its first term
+    found (case-insensitive; a CJK run as written, without its bigrams)."""
+    import re
+
+    from holon_cli.store.memory_index import query_terms
+
+    terms = [query.strip(), *(t.strip('"').replace(" ", "") for t in query_terms(query))]
+    terms = [t.replace('""', '"') for t in dict.fromkeys(terms) if t]
+    if not terms:
+        return lambda body: None
+    whole = re.compile(re.escape(terms[0]), re.IGNORECASE)
+    rest = [re.compile(re.escape(t), re.IGNORECASE) for t in terms[1:]]
+
+    def find(body: str) -> Any:
+        for rx in (whole, *rest):
+            m = rx.search(body)
+            if m:
+                return m
+        return None
+
+    return find
 
 
 def memory_search(
@@ -177,11 +195,16 @@ def memory_search(
         )
         index = _index_state(idx, out)
     results = []
+    finder = snippet_finder(query)
     for h in hits:
         r = max(-h.rank, 0.0)  # bm25: more negative is better
         score = round((2 - h.tier) + r / (1 + r), 4)  # the tier first, then bm25 in [0, 1)
         results.append(
-            {**_provenance(h.row), "snippet": snippet(h.row["body"], query), "score": score}
+            {
+                **_provenance(h.row),
+                "snippet": snippet(h.row["body"], query, finder=finder),
+                "score": score,
+            }
         )
     return {
         "query": query,

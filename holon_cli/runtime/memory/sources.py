@@ -37,11 +37,17 @@ def memory_file_stat(store: AgentStore, name: str) -> tuple[int, ...] | None:
     move ctime to now), so an unchanged tuple means an unchanged file,
     except for a write within the same timestamp tick as the one recorded
     (see ``runtime.memory.sync``)."""
+    path = _MEMORY_PATHS.get((store.layout, name))
+    if path is None:
+        path = _MEMORY_PATHS[(store.layout, name)] = str(memory_file(store, name))
     try:
-        st = os.stat(memory_file(store, name))
+        st = os.stat(path)
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+_MEMORY_PATHS: dict[tuple[Any, str], str] = {}
 
 
 def memory_file_signature(

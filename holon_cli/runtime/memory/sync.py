@@ -104,15 +104,39 @@ def mark_dirty(store: AgentStore) -> None:
     dirty_marker(store).touch()
 
 
+class _Paths(NamedTuple):
+    """The files a search stats, as strings (pathlib joins cost more than
+    the stats they name)."""
+
+    marker: str
+    ledgers: dict[str, str]
+    work_items: str
+
+
+_PATHS: dict[Any, _Paths] = {}
+
+
+def _paths(store: AgentStore) -> _Paths:
+    got = _PATHS.get(store.layout)
+    if got is None:
+        led = store.layout.ledger_dir
+        got = _PATHS[store.layout] = _Paths(
+            str(dirty_marker(store)),
+            {n: str(led / f"{n}.jsonl") for n in (*TAILED_LEDGERS, *WORK_LEDGERS)},
+            str(store.layout.work_items_dir),
+        )
+    return got
+
+
 def _marker_identity(store: AgentStore) -> list[int] | None:
     try:
-        st = os.stat(dirty_marker(store))
+        st = os.stat(_paths(store).marker)
     except OSError:
         return None
     return [st.st_ino, st.st_mtime_ns]
 
 
-def _stat_sig(path: Path) -> list[int] | None:
+def _stat_sig(path: Path | str) -> list[int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -409,7 +433,8 @@ class Sync:
         return out
 
     def _work_sigs(self) -> list[Any]:
-        return [_stat_sig(self.store.layout.ledger_path(n)) for n in WORK_LEDGERS]
+        ledgers = _paths(self.store).ledgers
+        return [_stat_sig(ledgers[n]) for n in WORK_LEDGERS]
 
     def _plans_to_check(
         self, items: list[tuple[str, str, str, str, str]], state: Any
@@ -498,7 +523,7 @@ class Sync:
         """Bytes of ``ledger`` to read (0: its stat is the one recorded when
         every record up to it was indexed)."""
         mark = self.idx.meta(f"ledger:{ledger}")
-        sig = _stat_sig(self.store.layout.ledger_path(ledger))
+        sig = _stat_sig(_paths(self.store).ledgers[ledger])
         if isinstance(mark, dict) and mark.get("sig") == sig:
             return 0
         size = sig[1] if sig else 0
@@ -691,7 +716,7 @@ def _plan_part(fingerprint: str, head: str, tail: str) -> Any:
 def _work_items_fd(store: AgentStore) -> int | None:
     """An open ``work-items`` folder of this agent (kept; opened again when
     the folder was replaced)."""
-    path = str(store.layout.work_items_dir)
+    path = _paths(store).work_items
     try:
         st = os.stat(path)
     except OSError:
