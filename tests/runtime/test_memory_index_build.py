@@ -318,6 +318,7 @@ def test_with_many_open_items_every_plan_is_checked_within_a_round(
     ids = _items(store, 12)
     monkeypatch.setattr(MS, "PLAN_CHECKS", 4)
     monkeypatch.setattr(MS, "PLAN_HOT", 2)
+    monkeypatch.setattr(MS, "PLAN_SLICE", 2)
     monkeypatch.setattr(MS, "PLAN_ROUND_S", 3600.0)
     assert found(store, "harbour")
     cold = ids[0]  # the least recently updated: never in the hot two
@@ -335,12 +336,44 @@ def test_with_many_open_items_every_plan_is_checked_within_a_round(
     assert found(store, "stork")
 
 
+def test_the_plan_round_is_paced_by_time_and_a_first_search_checks_every_plan(
+    store: AgentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process's first search stats every plan; later ones the hot ones
+    and a share of the rest in proportion to the time since the previous
+    search (PLAN_ROUND_S for the whole round), at least PLAN_SLICE: an edit
+    is seen by a search PLAN_ROUND_S after it, never by a spike that stats
+    every plan at once."""
+    _items(store, 12)
+    monkeypatch.setattr(MS, "PLAN_CHECKS", 4)
+    monkeypatch.setattr(MS, "PLAN_HOT", 2)
+    monkeypatch.setattr(MS, "PLAN_SLICE", 1)
+    monkeypatch.setattr(MS, "PLAN_ROUND_S", 3600.0)
+    sync = MS.Sync(store, MI.open_index(M.index_path(store)))
+    assert found(store, "harbour")
+    MS._PLAN_ROUNDS.pop(sync.home, None)  # as in a new process
+    items = sync._open_items(sync._work_sigs())
+    assert len(items) == 12
+    assert len(sync._plans_to_check(items, None)) == 12  # the first: all
+    assert len(sync._plans_to_check(items, None)) == 2 + 1  # hot + PLAN_SLICE
+    clock = [time.monotonic()]
+    monkeypatch.setattr(MS.time, "monotonic", lambda: clock[0])
+    sync._plans_to_check(items, None)
+    clock[0] += 1800.0  # half a round since the previous search: half the rest
+    assert len(sync._plans_to_check(items, None)) == 2 + 5
+    clock[0] += 3600.0 * 3  # a long pause: the whole rest, once
+    assert len(sync._plans_to_check(items, None)) == 12
+    other = list(items)  # the open items changed: every plan again
+    assert len(sync._plans_to_check(other, None)) == 12
+
+
 def test_the_current_items_plan_is_checked_every_search(
     store: AgentStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = _items(store, 12)
     monkeypatch.setattr(MS, "PLAN_CHECKS", 4)
     monkeypatch.setattr(MS, "PLAN_HOT", 2)
+    monkeypatch.setattr(MS, "PLAN_SLICE", 2)
     monkeypatch.setattr(MS, "PLAN_ROUND_S", 3600.0)
     wi.pick_work_item(store, ids[0], source="operator")
     assert found(store, "harbour")
@@ -370,7 +403,7 @@ def test_the_recent_window_holds_the_newest_documents(
 ) -> None:
     """Above RECENT_DOCS + RECENT_SLACK documents the window is trimmed to
     the newest RECENT_DOCS; a tier with enough hits among them is ranked
-    there, one without is ranked over every document."""
+    there, one without is filled with older matches."""
     monkeypatch.setattr(MI, "RECENT_DOCS", 6)
     monkeypatch.setattr(MI, "RECENT_SLACK", 2)
     write_brief(store, kind="result", text="the old heron report")
@@ -386,9 +419,37 @@ def test_the_recent_window_holds_the_newest_documents(
             newest = [r[0] for r in con.execute("SELECT id FROM docs WHERE id >= ?", (floor,))]
         assert len(newest) == 6
     assert _fts_ids(path, "fts_recent") == sorted(newest)
-    (hit,) = found(store, "heron")  # only in an old document: ranked over all
+    (hit,) = found(store, "heron")  # only in an old document: found below the window
     assert "heron" in hit["title"]
     assert len(found(store, "terns", limit=3)) == 3
+
+
+def test_a_tier_short_of_hits_among_the_newest_is_filled_with_older_ones_newest_first(
+    store: AgentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the window, a tier's ranked hits among the newest documents come
+    first, then the older documents that match, newest first (no bm25 pass
+    over the whole index), each once, in scope, before the next tier."""
+    monkeypatch.setattr(MI, "RECENT_DOCS", 4)
+    monkeypatch.setattr(MI, "RECENT_SLACK", 1)
+    for i in range(6):
+        write_brief(store, kind="result", text=f"old {i}: the ibis stood by the weir")
+    write_brief(store, kind="result", text="old 6: an ibis alone")
+    briefs(store, 6, "storks")
+    write_brief(store, kind="result", text="new: the ibis stood by the weir again")
+    res = found(store, "ibis stood", limit=10)
+    texts = [r["snippet"] for r in res]
+    path = M.index_path(store)
+    with MI.MemoryIndex(path) as idx:
+        assert idx.recent_floor() is not None  # the window is in use
+    assert texts[0].startswith("new:")  # the one phrase hit among the newest
+    # then the older phrase hits, newest first, then the tier "every word"
+    assert [t.split(":")[0] for t in texts[1:7]] == [f"old {i}" for i in range(5, -1, -1)]
+    assert texts[7].startswith("old 6") and len(res) == 8
+    scores = [r["score"] for r in res]
+    assert scores == sorted(scores, reverse=True)
+    assert len({r["source_ref"] for r in res}) == len(res)
+    assert len(found(store, "ibis", limit=3)) == 3
 
 
 def test_a_build_from_empty_fills_the_window_at_its_end(

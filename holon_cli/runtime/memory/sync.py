@@ -20,7 +20,10 @@ nothing when nothing changed:
 - workspace profiles: the attached workspaces (none: nothing read);
 - the plan files of open work items that are indexed: a ``stat`` each
   (relative to an open ``work-items`` folder), compared with the
-  fingerprint the index holds.
+  fingerprint the index holds; past :data:`PLAN_CHECKS` open items, the
+  most recently updated ones and a round over the rest paced so that a
+  plan edited by hand is seen by every search that starts
+  :data:`PLAN_ROUND_S` after the edit (``Sync._plans_to_check``).
 
 Bulk work, in chunks of at most :data:`CHUNK_DOCS` documents or
 :data:`CHUNK_S` seconds, one transaction each (progress is recorded with
@@ -51,6 +54,7 @@ A search does the bulk work itself when it is small (at most
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -72,9 +76,11 @@ RACY_NS = 2_000_000_000  # a file changed this recently may change again within 
 REHASH_S = 10.0  # a process hashes the memory files at least this often when it searches
 # plan files stat'ed before a search: every open item's up to PLAN_CHECKS;
 # beyond, the PLAN_HOT most recently updated items' (and the current one's)
-# and a slice of a round over the others that ends within PLAN_ROUND_S
-PLAN_CHECKS = 1000
-PLAN_HOT = 250
+# and a share (at least PLAN_SLICE) of a round over the others paced to end
+# within PLAN_ROUND_S (see Sync._plans_to_check)
+PLAN_CHECKS = 300
+PLAN_HOT = 100
+PLAN_SLICE = 50
 PLAN_ROUND_S = 5.0
 TAILED_LEDGERS = {"briefs": S.brief_doc, "context_episodes": S.episode_doc}
 WORK_LEDGERS = ("work_items", "delivery_summaries")
@@ -441,19 +447,28 @@ class Sync:
     ) -> list[tuple[str, str, str, str, str]]:
         """All of them, up to :data:`PLAN_CHECKS`; beyond, the
         :data:`PLAN_HOT` most recently updated, the current one and the next
-        slice of a round over the rest (a round older than
-        :data:`PLAN_ROUND_S` is finished by this search)."""
+        share of a round over the rest: the part of the round that the time
+        since this process's previous search is of :data:`PLAN_ROUND_S` (at
+        least :data:`PLAN_SLICE`; all of it at a process's first search and
+        when the open items changed). So every plan is checked by a search
+        that starts :data:`PLAN_ROUND_S` or more after the plan changed,
+        and a search of a busy process stats a few hundred plans, not every
+        one (a whole round at once was a spike every :data:`PLAN_ROUND_S`)."""
         if len(items) <= PLAN_CHECKS:
             return items
         hot, rest = items[:PLAN_HOT], items[PLAN_HOT:]
         now = time.monotonic()
         rnd = _PLAN_ROUNDS.get(self.home)
-        if rnd is None or rnd[0] >= len(rest):
-            rnd = (0, now)
-        cursor, started = rnd
-        end = len(rest) if now - started > PLAN_ROUND_S else cursor + PLAN_CHECKS - PLAN_HOT
-        _PLAN_ROUNDS[self.home] = (end, started)
-        out = hot + rest[cursor:end]
+        if rnd is None or rnd[2] is not items or PLAN_ROUND_S <= 0:
+            share = len(rest)  # a first search, or other items: every plan
+            cursor = 0
+        else:
+            cursor = rnd[0] % len(rest)
+            share = max(PLAN_SLICE, math.ceil(len(rest) * (now - rnd[1]) / PLAN_ROUND_S))
+        share = min(share, len(rest))
+        end = cursor + share
+        out = hot + rest[cursor:end] + rest[: max(0, end - len(rest))]
+        _PLAN_ROUNDS[self.home] = (end % len(rest), now, items)
         current = (state or {}).get("current_work_item_id")
         if isinstance(current, str) and not any(i[0] == current for i in out):
             out += [i for i in rest if i[0] == current]
@@ -738,8 +753,9 @@ def _work_items_fd(store: AgentStore) -> int | None:
 _ITEM_DIRS: dict[str, tuple[int, tuple[int, int], int]] = {}
 # agent home -> (work ledgers' stats, open items): what the plan check walks
 _OPEN_ITEMS: dict[str, tuple[list[Any], list[tuple[str, str, str, str, str]]]] = {}
-# agent home -> (next position, start) of the round over the plans past the hot ones
-_PLAN_ROUNDS: dict[str, tuple[int, float]] = {}
+# agent home -> (next position, time of the last search, the open items it
+# walked) of the round over the plans past the hot ones
+_PLAN_ROUNDS: dict[str, tuple[int, float, list[Any]]] = {}
 
 
 def freshen(
