@@ -592,7 +592,6 @@ class MemoryIndex:
         )
         return [_row(cur, r) for r in cur.fetchall()]
 
-
     def _older(
         self, match: str, floor: int, n: int, workspace_id: str | None, all_workspaces: bool
     ) -> list[dict[str, Any]]:
