@@ -356,7 +356,7 @@ def test_the_plan_round_is_paced_by_time_and_a_first_search_checks_every_plan(
     assert len(items) == 12
     assert len(sync._plans_to_check(items, None)) == 12  # the first: all
     assert len(sync._plans_to_check(items, None)) == 2 + 1  # hot + PLAN_SLICE
-    clock = [time.monotonic()]
+    clock = [1024.0]  # round numbers: the share of 1800 s of 3600 s is 5 of 10, exactly
     monkeypatch.setattr(MS.time, "monotonic", lambda: clock[0])
     sync._plans_to_check(items, None)
     clock[0] += 1800.0  # half a round since the previous search: half the rest
