@@ -424,7 +424,6 @@ class Sync:
             wix = workitem_index.load(self.store)
         except CorruptStateError:
             return []  # `holon home check` reports it; search keeps what it has
-        reports = wix.reports
         recs = sorted(
             wix.open_records(),
             key=lambda r: (str(r.get("updated_at") or ""), r["id"]),
@@ -433,7 +432,7 @@ class Sync:
         out = []
         for rec in recs:
             wid = rec["id"]
-            head, tail = S.work_item_fingerprint_parts(rec, (reports.get(wid) or {}).get("id"))
+            head, tail = S.work_item_fingerprint_parts(rec, (wix.report_of(wid) or {}).get("id"))
             out.append((wid, f"work_item:{wid}", f"{wid}/plan.md", head, tail))
         _OPEN_ITEMS[self.home] = (sigs, out)
         return out
@@ -519,15 +518,14 @@ class Sync:
             wix = workitem_index.load(self.store)
         except CorruptStateError:
             return len(ids)
-        items, reports = wix.items, wix.reports
         known = self.idx.fingerprints("work_item:")
         for n, wid in enumerate(ids):
             if chunk is not None and n and n % 10 == 0 and chunk.passed():
                 return n
-            rec = items.get(wid)
+            rec = wix.get(wid)  # the head first: the archive is read only for older items
             if rec is None:
                 continue
-            summary = reports.get(wid) or {}
+            summary = wix.report_of(wid) or {}
             fp = S.work_item_fingerprint(self.home, rec, summary.get("id"))
             if known.get(f"work_item:{wid}") == fp:
                 if self.idx.meta("build") is not None:
