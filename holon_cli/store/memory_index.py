@@ -416,14 +416,25 @@ class MemoryIndex:
         floor = self.recent_floor()
         if floor is None or self.meta("recent_fill") is not None:
             return
-        (n,) = self.con.execute("SELECT count(*) FROM docs WHERE id >= ?", (floor,)).fetchone()
-        if n <= RECENT_DOCS + RECENT_SLACK:
+        # New ids are above every id, so the id span from the floor bounds
+        # the documents in the window from above (a count of them read
+        # 10,000 rows with their bodies: 18 ms per change at 100,000
+        # documents). Ids freed by replaced documents leave gaps: a check
+        # that finds nothing to trim is not made again before RECENT_SLACK
+        # more ids, so the window holds at most RECENT_DOCS + RECENT_SLACK.
+        recent = self.meta("recent") or {}
+        (top,) = self.con.execute("SELECT coalesce(max(id), 0) FROM docs").fetchone()
+        top = int(top)
+        if top - floor + 1 <= RECENT_DOCS + RECENT_SLACK:
+            return
+        if top < int(recent.get("checked", 0)) + RECENT_SLACK:
             return
         new = self._newest_floor()
         if new is None or new <= floor:
+            self.set_meta("recent", {"floor": floor, "checked": top})
             return
         self.con.execute("DELETE FROM fts_recent WHERE rowid < ?", (new,))
-        self.set_meta("recent", {"floor": new})
+        self.set_meta("recent", {"floor": new, "checked": top})
 
     def recent_fill_needed(self) -> bool:
         """No window is kept (a build from empty ended) and the index is

@@ -452,6 +452,44 @@ def test_a_tier_short_of_hits_among_the_newest_is_filled_with_older_ones_newest_
     assert len(found(store, "ibis", limit=3)) == 3
 
 
+def test_replaced_documents_leave_gaps_the_window_is_checked_by_id_span_not_counted(
+    store: AgentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trim is decided on the id span (no count of the window's rows per
+    change); an edit that re-indexes a document frees its id, and a check
+    that finds nothing to trim is not repeated before RECENT_SLACK more
+    ids. The window keeps exactly the documents from its floor up."""
+    monkeypatch.setattr(MI, "RECENT_DOCS", 4)
+    monkeypatch.setattr(MI, "RECENT_SLACK", 2)
+    briefs(store, 10, "plovers")
+    assert found(store, "plovers")
+    M.sync(store)  # the window filled (a builder's work), here
+    with MI.MemoryIndex(M.index_path(store)) as idx:
+        assert idx.recent_floor() is not None
+    calls = {"n": 0}
+    real = MI.MemoryIndex._newest_floor
+
+    def counted(self: MI.MemoryIndex) -> int | None:
+        calls["n"] += 1
+        return real(self)
+
+    monkeypatch.setattr(MI.MemoryIndex, "_newest_floor", counted)
+    for i in range(12):  # a document replaced: a new id each time, the old one freed
+        name = ("self", "operator")[i % 2]  # two of them: the freed id is not the top one
+        write_memory(store, name, f"# Note\nrevision {i} of the avocet note\n")
+        assert found(store, f"revision {i}")[0]["kind"] == "memory_file"
+    assert calls["n"] <= 12 // 2 + 1  # about once per RECENT_SLACK ids, not per change
+    path = M.index_path(store)
+    with MI.MemoryIndex(path) as idx:
+        floor = idx.recent_floor()
+        assert floor is not None
+    with sqlite3.connect(path) as con:
+        window = [r[0] for r in con.execute("SELECT id FROM docs WHERE id >= ?", (floor,))]
+    assert _fts_ids(path, "fts_recent") == sorted(window)
+    assert len(window) <= 4 + 2
+    assert len(found(store, "plovers", limit=20)) == 10  # older ones still found
+
+
 def test_a_build_from_empty_fills_the_window_at_its_end(
     store: AgentStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
