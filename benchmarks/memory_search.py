@@ -105,6 +105,7 @@ def populate(home: Path, n: int) -> None:
     from holon_cli.runtime import workitems as wi
     from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.briefs import write_brief
+    from holon_cli.runtime.waiting.intents import cancel_for_work_item
 
     rng = random.Random(7)
     store = open_agent(None)
@@ -120,7 +121,13 @@ def populate(home: Path, n: int) -> None:
             plan = store.layout.home / "work-items" / wid / "plan.md"
             plan.write_text(plan.read_text() + "\n" + sentence(rng) + "\n")
             if i % 2 == 0:
-                wi.complete_work_item(store, wid, report=sentence(rng), source="operator")
+                wi.complete_work_item(
+                    store,
+                    wid,
+                    report=sentence(rng),
+                    source="operator",
+                    cancel_waits=cancel_for_work_item,
+                )
             if i and i % 1000 == 0:
                 print(f"  ... {i} work items ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
         for i in range(n - n_items - 2):

@@ -24,6 +24,7 @@ from holon_cli.runtime.briefs import write_brief
 from holon_cli.runtime.memory import search as M
 from holon_cli.runtime.memory import sources as S
 from holon_cli.runtime.memory import sync as MS
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store import memory_index as MI
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.locks import HeldLock
@@ -385,7 +386,13 @@ def test_the_current_items_plan_is_checked_every_search(
 def test_a_completed_items_report_is_seen(store: AgentStore) -> None:
     (wid,) = _items(store, 1)
     assert not found(store, "flamingo")
-    wi.complete_work_item(store, wid, report="Shipped the flamingo release.", source="operator")
+    wi.complete_work_item(
+        store,
+        wid,
+        report="Shipped the flamingo release.",
+        source="operator",
+        cancel_waits=cancel_for_work_item,
+    )
     (hit,) = found(store, "flamingo")
     assert hit["kind"] == "work_item" and hit["metadata"]["state"] == "completed"
 
