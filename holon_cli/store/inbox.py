@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
 from holon_cli.store.locks import pid_alive
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
 
 
 class Inbox:
@@ -37,7 +40,7 @@ class Inbox:
         for d in (self.tmp, self.new, self.cur):
             d.mkdir(parents=True, exist_ok=True)
 
-    def deliver(self, message_id: str, envelope: dict[str, Any]) -> Path:
+    def deliver(self, message_id: str, envelope: Envelope) -> Path:
         data = (dumps(envelope) + "\n").encode("utf-8")
         name = f"{message_id}.json"
         tmp = self.tmp / f"{name}.{os.getpid()}"

@@ -169,7 +169,8 @@ class AbortWatch:
         dropped), whether it is seen while waiting or right after."""
         if self.requested():
             raise TurnAborted
-        box: dict[str, Any] = {}
+        box: dict[str, T] = {}
+        failed: list[BaseException] = []
         done = threading.Event()
         # the call sees this thread's context variables (the current trace span)
         run_in = contextvars.copy_context().run
@@ -178,7 +179,7 @@ class AbortWatch:
             try:
                 box["value"] = run_in(fn)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the turn's thread
-                box["error"] = exc
+                failed.append(exc)
             finally:
                 done.set()
 
@@ -204,9 +205,9 @@ class AbortWatch:
             if on_abort is not None:
                 on_abort()
             raise TurnAborted
-        if "error" in box:
-            raise box["error"]
-        return box["value"]  # type: ignore[no-any-return]
+        if failed:
+            raise failed[0]
+        return box["value"]
 
 
 def stop_call_commands(store: AgentStore, turn_id: str) -> list[str]:
