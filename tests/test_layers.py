@@ -3,7 +3,7 @@ inside functions, under ``TYPE_CHECKING``, and the lazy ``importlib`` maps)
 runs downward, and no two modules import each other, directly or round a
 longer loop.
 
-Layers, lowest first: ``errors``/``kinds``/``clock``/``digest``; ``model``; ``store``;
+Layers, lowest first: ``errors``/``kinds``/``clock``/``digest``/``cpython_seam``; ``model``; ``store``;
 ``providers``; ``runtime``; ``tools`` (model-facing adapters onto the runtime
 planes: tools import runtime, the runtime never imports tools; the turn gets
 the catalog as an argument); ``serve``; ``cli``. Providers and tools do not
@@ -37,6 +37,7 @@ TOP_LEVEL = {
     "holon_cli.errors": BASE,
     "holon_cli.clock": BASE,
     "holon_cli.digest": BASE,
+    "holon_cli.cpython_seam": BASE,
     "holon_cli.kinds": BASE,
     "holon_cli.umask": BASE,
     "holon_cli.__main__": "cli",
