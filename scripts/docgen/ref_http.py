@@ -121,4 +121,33 @@ def render() -> str:
         "`event_seq` never repeats, so nothing is missed or sent twice.",
         "",
     ]
+    lines += _console()
     return page(lines)
+
+
+def _console() -> list[str]:
+    """The web console's routes (``serve/http/ui/``), beside the table above."""
+    from holon_cli.serve.http.ui import live, pages
+
+    lines = [
+        "## The web console",
+        "",
+        "`/ui/` is the operator's console in a browser "
+        "([Consoles](../guides/consoles.md#the-web-console)). Its pages and streams pass "
+        "the control routes' guards (a page asked for without the login cookie, when a "
+        "token is configured, goes to `/ui/login`); `browser` routes refuse another "
+        "site's requests but need no login; every answer carries "
+        "`Content-Security-Policy: default-src 'self'`. Its buttons post to the control "
+        "routes above.",
+        "",
+    ]
+    lines += table(
+        ["route", "access", "what it serves"],
+        [[code(f"{m} {p}"), a, cell(what)] for m, p, a, what in pages.PAGES],
+    )
+    lines += [
+        'Its streams send named events only (listen with `source.addEventListener("row", ...)`):',
+        "",
+    ]
+    lines += table(["event", "data"], [[code(n), cell(d)] for n, d in live.EVENTS.items()])
+    return lines

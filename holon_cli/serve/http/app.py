@@ -23,9 +23,14 @@ add transport concerns:
   Requests without ``Origin`` (curl, the CLI) are not browsers' and pass;
 - control routes (``/control/...``, ``/agents/...``, ``/events``) need
   ``Authorization: Bearer <token>`` whenever a token is configured (compared
-  in constant time); without a token serve listens on loopback only, and a
-  request from elsewhere is refused; the Unix socket is token-free (its 0600
-  mode is the access control);
+  in constant time), or, with no ``Authorization`` header, the web console's
+  login cookie (``serve/http/ui/session.py``; a POST must carry ``Origin``);
+  without a token serve listens on loopback only, and a request from
+  elsewhere is refused; the Unix socket is token-free (its 0600 mode is the
+  access control);
+- the web console (``/ui/``, ``serve/http/ui/``) is mounted by one call
+  (:func:`~holon_cli.serve.http.ui.routes`) under the same guards
+  (:func:`check_access`);
 - the public routes (``POST /agents/{id}/enqueue``, ``/webhooks/...``,
   ``/callbacks/...``) need no token and are rate-limited per client address
   (``ingress.rate_per_minute``, 429); they admit external evidence only;
@@ -51,7 +56,7 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from holon_cli.errors import HolonError
 from holon_cli.serve.http import public
@@ -184,6 +189,10 @@ def check_caller(request: Request, token: str | None) -> None:
     auth = request.headers.get("authorization", "")
     scheme, _, given = auth.partition(" ")
     ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    if not ok and not auth:  # the web console's login cookie (serve/http/ui/session.py)
+        from holon_cli.serve.http.ui.session import session_ok
+
+        ok = session_ok(request, token)
     if not ok:
         raise HttpError(
             401,
@@ -235,18 +244,28 @@ def check_rate(request: Request, ctx: ServeContext) -> None:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def check_access(request: Request, access: str) -> None:
+    """The guards of ``access`` (raising :class:`HttpError`): ``control``
+    (origin, token or loopback, JSON POSTs), ``public`` (rate limit),
+    ``browser`` (not cross-site: the console's login) or ``open`` (the
+    ``Host`` check every request passes)."""
+    ctx = ctx_of(request)
+    check_host(request, ctx)
+    if access == "public":
+        check_rate(request, ctx)
+    elif access == "control":
+        check_control(request, ctx)
+    elif access == "browser":
+        check_not_cross_site(request, ctx.own_origins)
+
+
 def guarded(handler: Handler, access: str) -> Handler:
     """``handler`` behind the guards of its ``access``: ``control`` (origin,
     token or loopback, JSON POSTs), ``public`` (rate limit) or ``open``."""
 
     async def wrapped(request: Request) -> Response:
-        ctx = ctx_of(request)
         try:
-            check_host(request, ctx)
-            if access == "public":
-                check_rate(request, ctx)
-            elif access == "control":
-                check_control(request, ctx)
+            check_access(request, access)
             return await handler(request)
         except HttpError as e:
             return error_response(e.status, e.kind, e.message, e.hint, e.headers)
@@ -264,7 +283,8 @@ ACCESS_ANSWERS: dict[str, tuple[str, ...]] = {
     "open": ("403 forbidden_host: a Host that is not served here (DNS rebinding)",),
     "control": (
         "401 unauthorized: a token is configured and the request lacks "
-        "`Authorization: Bearer <token>`",
+        "`Authorization: Bearer <token>` (or, from the web console's own pages, its "
+        "login cookie)",
         "403 forbidden: no token is configured and the client is not on loopback",
         "403 cross_site: an Origin that is not serve's own, or Sec-Fetch-Site "
         "cross-site or same-site",
@@ -512,6 +532,50 @@ ROUTES: list[Api] = [
         cli="holon workspace use PATH|ID --agent ID [--isolated]",
     ),
     Api(
+        "/control/agents/{agent_id}/tasks/{task_id}/stop",
+        control.control_task_stop,
+        "control",
+        "POST",
+        "stop a task: SIGTERM to its process tree, SIGKILL after 5 s (a child's handle: "
+        "the child is stopped and archived); answers once it ended",
+        body="none, or `{}`",
+        answers=(
+            "200 the `data` of `holon task stop --json` (`stop_requested` false for a task "
+            "that had already ended)",
+            "404 no such task",
+        ),
+        cli="holon task stop --agent ID TASK_ID",
+    ),
+    Api(
+        "/control/agents/{agent_id}/timers/{timer_id}/cancel",
+        control.control_timer_cancel,
+        "control",
+        "POST",
+        "cancel an active timer",
+        body="none, or `{}`",
+        answers=(
+            "200 the `data` of `holon timer cancel --json` (`changed` false for one already "
+            "cancelled or fired)",
+            "404 no such timer",
+        ),
+        cli="holon timer cancel --agent ID TIMER_ID",
+    ),
+    Api(
+        "/control/agents/{agent_id}/work-items/{work_item_id}/pick",
+        control.control_work_item_pick,
+        "control",
+        "POST",
+        "make an open work item the agent's current focus (source operator)",
+        body="reason (optional: why focus changes); may be empty",
+        answers=(
+            "200 the `data` of `holon workitem pick --json`",
+            "400 invalid_body: `reason` is not a string",
+            "404 no such work item",
+            "409 the work item is completed",
+        ),
+        cli='holon workitem pick --agent ID WORK_ITEM_ID [--reason "..."]',
+    ),
+    Api(
         "/agents/{agent_id}/mcp",
         control.agent_mcp,
         "control",
@@ -612,9 +676,13 @@ def build_app(
     stopping: threading.Event,
 ) -> Starlette:
     from holon_cli import clock
+    from holon_cli.serve.http import ui
     from holon_cli.serve.http.ingress import RateLimiter
 
-    routes = [Route(r.path, guarded(r.handler, r.access), methods=[r.method]) for r in ROUTES]
+    routes: list[BaseRoute] = [
+        Route(r.path, guarded(r.handler, r.access), methods=[r.method]) for r in ROUTES
+    ]
+    routes += ui.routes(check_access)  # the web console, /ui/ (serve/http/ui/)
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.holon = ServeContext(
         settings=settings,
