@@ -83,7 +83,6 @@ OVER_CEILING: dict[str, str] = {
     "lands (issue 43 item 3)",
     "holon_cli/runtime/prompt.py": SPLIT,
     "holon_cli/runtime/prompt.py::build_frame": SPLIT,
-    "holon_cli/serve/daemon.py": SPLIT,
     "holon_cli/runtime/workitems/mutations.py": SPLIT
     + "; helpers `typed`, `turn` and `perf-bench` edit it now",
     "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
