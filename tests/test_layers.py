@@ -72,7 +72,6 @@ OVER_CEILING: dict[str, str] = {
     "holon_cli/runtime/turn/loop.py": "helper `turn` (issue 43 item 3) is splitting TurnRun",
     "holon_cli/runtime/turn/loop.py::TurnRun": "helper `turn` (issue 43 item 3) is splitting it "
     "along its state (the round, the tool phase)",
-    "holon_cli/serve/http/app.py": SPLIT,
     "holon_cli/store/ledger.py": "the Ledger split (writer / reader / segments) waits for the "
     "ledger edits of helpers `typed`, `turn` and `perf-serve` to land (issue 43 item 3)",
     "holon_cli/store/ledger.py::Ledger": "as its module: split after `typed`, `turn` and "
