@@ -451,6 +451,18 @@ class _HomeCheck:
                 self._guarded(layout, partial(hc.segment_gap_findings, led))
             self._guarded(layout, partial(hc.memory_index_findings, layout))
         self._guarded(self.home.root, partial(hc.registry_findings, self.home, facts))
+        self.home_spend(facts)
+
+    def home_spend(self, facts: dict[str, hc.AgentFacts]) -> None:
+        """The home's spend record: a ledger like an agent's (damaged lines,
+        a cut or a deletion its mark shows), and every agent's own rounds in it."""
+        from holon_cli.runtime.budgets.spend import home_ledger
+        from holon_cli.runtime.home import home_spend
+
+        led = home_ledger(self.home)
+        if led.path.exists() or led.mark_path.exists():
+            self.ledger(led)
+        self._guarded(self.home.root, partial(home_spend.findings, self.home, facts))
 
     def _guarded(self, where: AgentLayout | Path, check: Callable[[], list[Problem]]) -> None:
         """One comparison; a record too damaged to compare is reported by its

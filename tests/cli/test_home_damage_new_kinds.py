@@ -1,5 +1,5 @@
 """Issue 36 items 1 and 3: the damage probe over the file kinds of the newer
-planes (spend, episodes, delegations, closed segments, the workspace
+planes (spend, the home's spend record, episodes, delegations, closed segments, the workspace
 registry, a child's supervision record, the memory index).
 
 ``test_home_damage_table.py`` covers the earlier kinds. Here each case
@@ -234,6 +234,7 @@ INDEX_DAMAGE: dict[str, Damage] = {
 # file kind -> (path glob under the home, damages, the command that reads it)
 KINDS: dict[str, tuple[str, dict[str, Damage], tuple[str, ...]]] = {
     "spend": (f"{AGENT}/ledger/spend.jsonl", LEDGER_DAMAGE, ("status", "--json")),
+    "home_spend": ("budgets/spend.jsonl", LEDGER_DAMAGE, ("usage", "--json")),
     "episodes": (
         f"{AGENT}/ledger/context_episodes.jsonl",
         LEDGER_DAMAGE,

@@ -795,7 +795,8 @@ def segment_gaps(led: Any) -> list[int]:
     for name in names:
         num = name[len(stem) + 1 : -len(".tail")]
         if name.startswith(stem + ".") and name.endswith(".tail") and num.isdigit():
-            named.add(int(num))
+            if not (int(num) not in present and _close_never_renamed(led, seg_dir / name)):
+                named.add(int(num))
     if not named:
         return []
     first = int((read_trimmed(seg_dir, stem) or {}).get("last_segment") or 0) + 1
@@ -806,6 +807,17 @@ def segment_gaps(led: Any) -> list[int]:
         and not lost_marker(seg_dir, stem, n).exists()
         and not any(seg_dir.glob(f"{stem}.{n:08d}.jsonl*.damaged-*"))
     ]
+
+
+def _close_never_renamed(led: Any, copy: Path) -> bool:
+    """A copy of the tail whose segment is missing because the close that
+    wrote it was killed before its rename (a home written before the copy
+    moved after the rename): the open file still holds the copy's last record."""
+    try:
+        lines = copy.read_bytes().rstrip(b"\n").split(b"\n")
+        return bool(lines[-1]) and lines[-1] + b"\n" in led.path.read_bytes()
+    except OSError:
+        return False
 
 
 def segment_gap_findings(led: Any) -> list[Problem]:
