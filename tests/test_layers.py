@@ -81,14 +81,11 @@ OVER_CEILING: dict[str, str] = {
     "holon_cli/runtime/tasks/supervisor.py::Supervisor": "as its module: split after `stoprace` "
     "lands (issue 43 item 3)",
     "holon_cli/runtime/prompt.py": SPLIT,
-    "holon_cli/runtime/prompt.py::build_frame": SPLIT,
     "holon_cli/runtime/workitems/mutations.py": SPLIT
     + "; helpers `typed`, `turn` and `perf-bench` edit it now",
     "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
     "holon_cli/serve/http/uvicorn_seam.py::guarded_protocol_class": "a class factory: the "
     "guarded protocol class is defined inside it, over uvicorn's (the seam keeps it in one place)",
-    "holon_cli/runtime/inspect.py::agent_summary": SPLIT,
-    "holon_cli/runtime/debug.py::debug_prompt": SPLIT,
 }
 
 # The seams onto other libraries' private names: the seam module -> the

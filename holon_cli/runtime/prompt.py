@@ -493,6 +493,31 @@ def _system_blocks(
     return blocks
 
 
+def _turn_blocks(
+    sec: _Sections,
+    message: Envelope | None,
+    memory_delta: str | None,
+    work_queue: str | None,
+    active_skills: list[dict[str, Any]] | None,
+) -> list[str]:
+    """The context blocks of this turn (after the history, before the
+    message): the turn mode, the memory delta, the work queue, the active
+    skills."""
+    after = "after_history"
+    trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
+    mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
+    turn = [sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}", after)]
+    if memory_delta:
+        turn.append(sec.add("turn", "memory delta", memory_delta, "settled turns", after))
+    if work_queue:
+        turn.append(sec.add("turn", "work queue", work_queue, "work items", after))
+    if active_skills:
+        lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
+        text = "# Active skills\n" + "\n".join(lines)
+        turn.append(sec.add("turn", "active skills", text, "skill activation", after))
+    return turn
+
+
 def build_frame(
     *,
     agent_id: str,
@@ -543,7 +568,7 @@ def build_frame(
         guidance=guidance,
         policy=policy,
     )
-    before, after = "before_history", "after_history"
+    before = "before_history"
     # stable across turns (an epoch of the history, or longer): before the history
     stable: list[str] = []
     if inherited:
@@ -561,18 +586,7 @@ def build_frame(
     if recent:
         stable.append(sec.add("agent", "earlier conversation", recent, "transcript", before))
     # this turn's: after the history, before the message
-    trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
-    mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
-    turn = [sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}", after)]
-    if memory_delta:
-        turn.append(sec.add("turn", "memory delta", memory_delta, "settled turns", after))
-    if work_queue:
-        turn.append(sec.add("turn", "work queue", work_queue, "work items", after))
-    if active_skills:
-        lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
-        text = "# Active skills\n" + "\n".join(lines)
-        turn.append(sec.add("turn", "active skills", text, "skill activation", after))
-
+    turn = _turn_blocks(sec, message, memory_delta, work_queue, active_skills)
     tool_sig = json.dumps([[t.name, t.input_schema] for t in tools], sort_keys=True)
     cache_key = "pck_" + _h(agent_id, *system_blocks, tool_sig)
     fingerprint = "ctx_" + _h(
