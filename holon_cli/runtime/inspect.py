@@ -367,6 +367,9 @@ def home_check() -> dict[str, Any]:
     return {**check.report(exists=True), "usage": usage}
 
 
+# the newest format of each snapshot this holon writes (1 when not named)
+_SNAPSHOT_VERSIONS = {"queue.json": q.QUEUE_SNAPSHOT_VERSION, "work_items.json": 2}
+
 _TORN_TAIL_NOTE = (
     "torn last line (an interrupted write); it is ignored and repaired on the next append"
 )
@@ -430,6 +433,7 @@ class _HomeCheck:
         if qp := _queue_offset_problem(layout):
             self.problems.append(qp)
         self.problems.extend(hc.snapshot_ledger_findings(layout))
+        self.notes.extend(hc.work_item_archive_notes(layout))
         self.problems.extend(hc.task_problems(layout))
         self.inbox(layout)
         used = hc.outputs_usage(layout)
@@ -489,10 +493,7 @@ class _HomeCheck:
         extra = tuple(layout.state_dir / n for n in hc.STATE_SNAPSHOTS)
         for snap in (layout.agent_file, layout.queue_file, layout.template_file, *extra):
             try:
-                obj = read_snapshot(
-                    snap,
-                    max_version=q.QUEUE_SNAPSHOT_VERSION if snap == layout.queue_file else 1,
-                )
+                obj = read_snapshot(snap, max_version=_SNAPSHOT_VERSIONS.get(snap.name, 1))
                 if obj is None and snap == layout.agent_file:
                     self.problems.append(Problem(str(snap), None, "agent record missing"))
             except Exception as exc:  # noqa: BLE001
