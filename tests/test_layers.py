@@ -80,7 +80,6 @@ OVER_CEILING: dict[str, str] = {
     "Supervisor split comes after it lands (issue 43 item 3)",
     "holon_cli/runtime/tasks/supervisor.py::Supervisor": "as its module: split after `stoprace` "
     "lands (issue 43 item 3)",
-    "holon_cli/runtime/prompt.py": SPLIT,
     "holon_cli/runtime/workitems/mutations.py": SPLIT
     + "; helpers `typed`, `turn` and `perf-bench` edit it now",
     "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
