@@ -39,6 +39,8 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--rows", type=int, default=2, help="step rows a turn")
     args = ap.parse_args()
+    if args.turns < 1 or args.rows < 1:
+        ap.error("--turns and --rows must be at least 1")
     missing = postgres_missing()
     if missing:
         print(f"dbos_step_write: {missing}", file=sys.stderr)
