@@ -105,7 +105,9 @@ def run(
       git diff | holon run --model openai/gpt-4.1 -
       holon run --agent main "what is left on the release checklist?"
     """
-    code = run_and_print(
+    from holon_cli.cli import fast_bodies
+
+    code = fast_bodies.run(
         text,
         agent_id,
         create_agent,
@@ -121,98 +123,3 @@ def run(
     )
     if code:
         raise click.exceptions.Exit(code)
-
-
-def run_and_print(
-    text: str,
-    agent_id: str | None,
-    create_agent: bool,
-    model: str | None,
-    max_turns: int,
-    no_wait_for_tasks: bool,
-    workspace_root: str | None,
-    cwd: str | None,
-    keep_agent: bool,
-    as_json: bool,
-    max_tokens: int | None = None,
-    max_cost: float | None = None,
-) -> int:
-    """``holon run``'s body: one run to completion; returns the exit code (5
-    when a provider failure ended it, 4 when a budget stopped it, after
-    printing what happened)."""
-    output.begin("run", as_json)
-    from holon_cli.errors import EXIT_PROVIDER, EXIT_REJECTED, UsageError
-    from holon_cli.runtime.run import run_once
-    from holon_cli.tools.catalog import default_catalog
-
-    if model is None:
-        from holon_cli.cli.refs import check_env_model
-
-        check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
-    if text == "-":
-        from holon_cli.cli.fast_bodies import read_stdin
-
-        text = read_stdin("stdin")
-        if "\x00" in text:
-            raise UsageError(
-                "stdin holds binary data (NUL bytes), not text",
-                hint="pipe UTF-8 text to `holon run -`; for a binary file, pass its path in TEXT",
-                kind="invalid_utf8",
-            )
-    data = run_once(
-        text,
-        agent_id=agent_id,
-        create=create_agent,
-        model=model,
-        max_turns=max_turns,
-        workspace_root=workspace_root,
-        cwd=cwd,
-        keep_agent=keep_agent,
-        wait_for_tasks=not no_wait_for_tasks,
-        catalog=default_catalog(),
-        max_tokens=max_tokens,
-        max_cost_usd=max_cost,
-    )
-    failed = data["final_status"] == "failed"
-    budget = data.get("budget") if data.get("waiting_reason") == "budget_exhausted" else None
-    if as_json:
-        if budget:
-            output.emit_json_failure_with_data(
-                "budget_exhausted",
-                data.get("budget_reason") or "a budget stopped the run",
-                "raise the budget (see data.budget) or wait for it to reset; "
-                + _inspect_hint(data["agent_id"]),
-                data,
-            )
-        elif failed:
-            fa = data.get("failure_artifact") or {}
-            output.emit_json_failure_with_data(
-                "provider_failure",
-                fa.get("summary", "the run failed"),
-                "see data.failure_artifact and data.provider_attempt_timeline; "
-                + _inspect_hint(data["agent_id"]),
-                data,
-            )
-        else:
-            output.emit_json(data)
-    else:
-        if data["final_text"]:
-            output.echo(data["final_text"])
-        if data["final_status"] != "completed":
-            output.echo(f"[{data['final_status']}]", err=True)
-        if data.get("failure_artifact"):
-            output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
-        if budget:
-            output.echo(f"budget: {data.get('budget_reason')}", err=True)
-        if data["final_status"] != "completed" and data.get("agent_kept"):
-            output.echo(f"agent {data['agent_id']} kept at {data['agent_home']}", err=True)
-            output.echo(_inspect_hint(data["agent_id"]), err=True)
-    return EXIT_PROVIDER if failed else EXIT_REJECTED if budget else 0
-
-
-def _inspect_hint(agent_id: str) -> str:
-    return (
-        f"inspect it: `holon status --agent {agent_id}`, "
-        f"`holon transcript --agent {agent_id}`, `holon tail --agent {agent_id}`; "
-        f"remove it: `holon agent rm {agent_id}` (or `holon agent prune`)"
-    )

@@ -1,10 +1,11 @@
 """The bodies of the commands on the click-free fast path, importable
 without click.
 
-``holon enqueue``, ``holon status`` and ``holon workitem list`` are what shell
-scripts, cron lines and watch loops call most; their click declarations
-(:mod:`~holon_cli.cli.cmd_enqueue`, :mod:`~holon_cli.cli.cmd_inspect`,
-:mod:`~holon_cli.cli.cmd_workitem`) forward here, and so does the fast path
+``holon enqueue``, ``holon status``, ``holon workitem list`` and ``holon
+run`` are what shell scripts, cron lines and watch loops call most; their
+click declarations (:mod:`~holon_cli.cli.cmd_enqueue`,
+:mod:`~holon_cli.cli.cmd_inspect`, :mod:`~holon_cli.cli.cmd_workitem`,
+:mod:`~holon_cli.cli.cmd_run`) forward here, and so does the fast path
 (:mod:`holon_cli.cli.fast`), so both ways print exactly the same.
 """
 
@@ -52,7 +53,7 @@ def enqueue(
             raise UsageError(
                 "no message given", hint="pass TEXT, or `-` to read the message from stdin"
             )
-        text = read_stdin()
+        text = _read_stdin()
     since: Marks | None = None
     store: AgentStore | None = None
     if wait:
@@ -221,7 +222,7 @@ def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | N
     return code
 
 
-def read_stdin(what: str = "message") -> str:
+def _read_stdin(what: str = "message") -> str:
     """All of stdin as text. Bytes are read and decoded strictly: one clear
     error (exit 2) for anything that is not UTF-8 (the text stream would
     surrogate-escape it or fail with a traceback)."""
@@ -452,3 +453,96 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
         output.write_line(
             f"({len(items)} of {res['total']} shown; raise --limit to see more)", err=True
         )
+
+
+def run(
+    text: str,
+    agent_id: str | None,
+    create_agent: bool,
+    model: str | None,
+    max_turns: int,
+    no_wait_for_tasks: bool,
+    workspace_root: str | None,
+    cwd: str | None,
+    keep_agent: bool,
+    as_json: bool,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
+) -> int:
+    """``holon run``: one run to completion; returns the exit code (5 when a
+    provider failure ended it, 4 when a budget stopped it, after printing
+    what happened)."""
+    output.begin("run", as_json)
+    from holon_cli.errors import EXIT_PROVIDER, EXIT_REJECTED, UsageError
+    from holon_cli.runtime.run import run_once
+    from holon_cli.tools.catalog import default_catalog
+
+    if model is None:
+        from holon_cli.cli.refs import check_env_model
+
+        check_env_model("HOLON_MODEL")  # unknown provider: exit 2 now, not after agent setup
+    if text == "-":
+        text = _read_stdin("stdin")
+        if "\x00" in text:
+            raise UsageError(
+                "stdin holds binary data (NUL bytes), not text",
+                hint="pipe UTF-8 text to `holon run -`; for a binary file, pass its path in TEXT",
+                kind="invalid_utf8",
+            )
+    data = run_once(
+        text,
+        agent_id=agent_id,
+        create=create_agent,
+        model=model,
+        max_turns=max_turns,
+        workspace_root=workspace_root,
+        cwd=cwd,
+        keep_agent=keep_agent,
+        wait_for_tasks=not no_wait_for_tasks,
+        catalog=default_catalog(),
+        max_tokens=max_tokens,
+        max_cost_usd=max_cost,
+    )
+    failed = data["final_status"] == "failed"
+    budget = data.get("budget") if data.get("waiting_reason") == "budget_exhausted" else None
+    if as_json:
+        if budget:
+            output.emit_json_failure_with_data(
+                "budget_exhausted",
+                data.get("budget_reason") or "a budget stopped the run",
+                "raise the budget (see data.budget) or wait for it to reset; "
+                + _inspect_hint(data["agent_id"]),
+                data,
+            )
+        elif failed:
+            fa = data.get("failure_artifact") or {}
+            output.emit_json_failure_with_data(
+                "provider_failure",
+                fa.get("summary", "the run failed"),
+                "see data.failure_artifact and data.provider_attempt_timeline; "
+                + _inspect_hint(data["agent_id"]),
+                data,
+            )
+        else:
+            output.emit_json(data)
+    else:
+        if data["final_text"]:
+            output.echo(data["final_text"])
+        if data["final_status"] != "completed":
+            output.echo(f"[{data['final_status']}]", err=True)
+        if data.get("failure_artifact"):
+            output.echo(f"failure: {data['failure_artifact'].get('summary')}", err=True)
+        if budget:
+            output.echo(f"budget: {data.get('budget_reason')}", err=True)
+        if data["final_status"] != "completed" and data.get("agent_kept"):
+            output.echo(f"agent {data['agent_id']} kept at {data['agent_home']}", err=True)
+            output.echo(_inspect_hint(data["agent_id"]), err=True)
+    return EXIT_PROVIDER if failed else EXIT_REJECTED if budget else 0
+
+
+def _inspect_hint(agent_id: str) -> str:
+    return (
+        f"inspect it: `holon status --agent {agent_id}`, "
+        f"`holon transcript --agent {agent_id}`, `holon tail --agent {agent_id}`; "
+        f"remove it: `holon agent rm {agent_id}` (or `holon agent prune`)"
+    )

@@ -16,7 +16,7 @@ import pytest
 
 from holon_cli.cli import fast
 from holon_cli.cli.group import cli
-from holon_cli.cli.params import Duration
+from holon_cli.cli.params import Duration, ModelRefType
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,8 +51,18 @@ def test_each_spec_matches_its_click_declaration(words: tuple[str, ...]) -> None
             assert kind == "workitem_filter" and tuple(opt.type.choices) == LIST_FILTERS
         elif isinstance(opt.type, click.types.IntRange):
             assert kind == "int>=1" and opt.type.min == 1 and not opt.type.min_open
+        elif isinstance(opt.type, click.types.FloatRange):
+            assert kind == "float>0" and opt.type.min == 0 and opt.type.min_open, dest
+            assert opt.type.max is None, dest
+        elif isinstance(opt.type, ModelRefType):
+            assert kind == "model", dest
         elif isinstance(opt.type, Duration):
             assert kind == "duration", dest
+        elif isinstance(opt.type, click.Path):
+            t = opt.type
+            assert kind == "dir" and not t.file_okay and t.dir_okay and not t.exists, dest
+            assert not (t.resolve_path or t.allow_dash or t.writable or t.executable), dest
+            assert t.readable and t.type is None, dest
         elif kind != "flag":
             assert kind == "text" and opt.type == click.STRING, dest
     arguments = [p for p in cmd.params if isinstance(p, click.Argument)]
@@ -83,6 +93,11 @@ CORPUS: list[list[str]] = [
     ["workitem", "list", "--filter", "open", "-n", "3", "--json"],
     ["workitem", "list", "--limit=12", "--filter=completed"],
     ["workitem", "list", "-n", "007"],
+    ["run", "hi"],
+    ["run", "-", "--json"],
+    ["run", "hi", "-m", "scripted:x.yaml", "--max-turns", "3", "--keep-agent"],
+    ["run", "--model=openai/gpt-4.1", "--no-wait-for-tasks", "--create-agent", "-a", "b", "x"],
+    ["run", "hi", "--workspace-root", ".", "--cwd", "does/not/exist/yet"],
 ]
 
 # click's job: help, typos, clusters, repeats, missing or odd values, extras
@@ -110,10 +125,6 @@ BAIL: list[list[str]] = [
     ["workitem", "list", "-n", "+3"],
     ["workitem", "list", "-n", "٣"],
     ["workitem", "show", "wi_1"],
-    # holon run is click's always (its model call dwarfs click's import)
-    ["run", "hi"],
-    ["run", "-", "--json"],
-    ["run", "hi", "-m", "scripted:x.yaml", "--max-turns", "3", "--keep-agent"],
     ["run"],
     ["run", "--json"],
     ["run", "a", "b"],
@@ -294,7 +305,7 @@ def test_no_fast_path_switch_hands_everything_to_click(
     assert fast.run_fast(["status"]) is None
 
 
-def test_the_cycle_collector_is_off_only_inside_a_fast_command(
+def test_the_cycle_collector_is_off_only_inside_a_short_fast_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import gc
@@ -313,8 +324,9 @@ def test_the_cycle_collector_is_off_only_inside_a_fast_command(
         return body
 
     monkeypatch.setattr(fast_bodies, "status", spy("status"))
-    assert run(["status"]) == 0
-    assert seen == {"status": False}
+    monkeypatch.setattr(fast_bodies, "run", spy("run"))
+    assert run(["status"]) == 0 and run(["run", "hi"]) == 0
+    assert seen == {"status": False, "run": False}  # a run gets it back after start-up
     assert gc.isenabled()
     monkeypatch.setattr(fast_bodies, "status", spy("status", fail=True))
     with pytest.raises(RuntimeError):
@@ -334,24 +346,70 @@ def test_the_console_script_ends_before_the_collector_comes_back(
     from holon_cli.cli import fast_bodies
 
     monkeypatch.setattr(fast_bodies, "status", lambda **kw: 0)
-    monkeypatch.setattr(fast_bodies, "workitem_list", lambda **kw: 0)
+    monkeypatch.setattr(fast_bodies, "run", lambda **kw: 0)
     at_end: list[tuple[int, bool]] = []
 
     def end(code: int) -> None:
         at_end.append((code, gc.isenabled()))
 
-    for words in (["status"], ["workitem", "list"]):
+    for words in (["status"], ["run", "hi"]):
         assert fast.run_fast(words, end=end) == 0
         assert gc.isenabled(), words
     assert at_end == [(0, False), (0, False)]  # each ended with the collector still off
 
 
+def test_a_long_run_gets_the_collector_back_with_its_start_up_frozen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``holon run`` can last hours: the collector is off for its start-up
+    only, then back on with what start-up made frozen (never re-scanned);
+    when the run returns, a library caller's process is as it was."""
+    import gc
+
+    from holon_cli.cli import fast_bodies, run
+
+    seen: list[tuple[bool, int]] = []
+
+    def body(**kwargs: object) -> int:
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        deadline = time.monotonic() + 10
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        return 0
+
+    monkeypatch.setattr(fast, "COLLECTOR_BACK_AFTER_S", 0.05)
+    monkeypatch.setattr(fast_bodies, "run", body)
+    assert run(["run", "hi"]) == 0
+    (off, frozen_before), (back, frozen_after) = seen
+    assert not off and frozen_before == 0
+    assert back and frozen_after > 1000  # the interpreter's objects, frozen
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_a_short_run_keeps_the_collector_off_and_leaves_no_timer_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+    import threading
+
+    from holon_cli.cli import fast_bodies, run
+
+    seen: list[bool] = []
+    before = threading.active_count()
+    monkeypatch.setattr(fast_bodies, "run", lambda **kw: seen.append(gc.isenabled()) or 0)
+    assert run(["run", "hi"]) == 0
+    assert seen == [False]
+    time.sleep(0.05)
+    assert threading.active_count() == before  # the timer was stopped
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
 def test_run_prints_the_same_on_both_paths(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``holon run`` (through click on both: the fast path leaves it to click
-    since issue 43): answer, failure (exit 5 and what was kept), bad script,
-    stdin; each in a fresh home per path."""
+    """``holon run`` (fast since issue 12): answer, failure (exit 5 and what
+    was kept), bad script, stdin; each in a fresh home per path."""
     import re
 
     from holon_cli.cli import run
@@ -395,8 +453,8 @@ def test_run_prints_the_same_on_both_paths(
 
 @pytest.mark.slow  # a signal sent to a real process mid-turn (run by .ci/run)
 @pytest.mark.script_launch_mode("subprocess")
-def test_ctrl_c_on_a_run_exits_130_and_keeps_the_message(tmp_path: Path) -> None:
-    """A real ``holon run`` process interrupted mid-turn: exit
+def test_ctrl_c_on_a_fast_path_run_exits_130_and_keeps_the_message(tmp_path: Path) -> None:
+    """A real ``holon run`` process (the fast path) interrupted mid-turn: exit
     130, one JSON error naming the kept agent, and its next turn completes."""
     import signal
 

@@ -146,24 +146,24 @@ def test_anything_else_still_goes_through_click() -> None:
     assert "click" in mods and "holon_cli.cli.group" in mods
 
 
-def test_a_one_round_run_loads_no_filelock_tool_module_or_task_control(
+def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
     tmp_path: Path,
 ) -> None:
     """``holon run`` with an answer and no tool call (issue 12 item 2): the
     tools are offered from the manifest (the catalog alone: not even the tool
     framework loads before a call), the task plane's launch and control code
-    stay unloaded (the run started no task), and so does filelock. (Since
-    issue 43 a run goes through click: its model call dwarfs click's import.)
+    stay unloaded (the run started no task), and so do click and filelock.
     Its value classes are plain classes and NamedTuples (``model/value.py``):
     no ``dataclasses`` (nor the ``inspect`` and ``ast`` it brings); the tool
     values and the work-item mutations load with a call that needs them."""
     script = tmp_path / "one.yaml"
     script.write_text('steps:\n  - text: "done"\n')
     mods = loaded_modules("run", "--model", f"scripted:{script}", "hi")
-    assert "holon_cli.runtime.run" in mods and "holon_cli.cli.cmd_run" in mods
+    assert "holon_cli.runtime.run" in mods and "holon_cli.cli.fast_bodies" in mods
     tool_modules = {m for m in mods if m.startswith("holon_cli.tools.")}
     assert tool_modules == {"holon_cli.tools.catalog"}, sorted(tool_modules)
     unwanted = {
+        "click",
         "filelock",
         "hashlib",  # OpenSSL: holon_cli.digest hashes with CPython's own sha256
         "subprocess",
@@ -175,19 +175,19 @@ def test_a_one_round_run_loads_no_filelock_tool_module_or_task_control(
         "httpx",
         "httpx2",
         "dataclasses",
-        # (not "inspect": click imports it, and a run goes through click)
+        "inspect",
         "holon_cli.model.tool",
         "holon_cli.runtime.workitems.mutations",
     }
     assert not (mods & unwanted), sorted(mods & unwanted)
 
 
-def test_a_one_round_run_over_http_sends_through_httpx2(
+def test_a_one_round_run_over_http_sends_through_httpx2_and_loads_no_click(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same run against an OpenAI-compatible ``http://`` endpoint: the
     request goes through ``providers.http_session``'s httpx2 client (not the
-    retired httpx)."""
+    retired httpx), and the run still skips click."""
     with LoopbackServer() as srv:
         srv.queue(
             Reply.json_body(
@@ -207,7 +207,7 @@ def test_a_one_round_run_over_http_sends_through_httpx2(
         assert len(srv.requests) == 1  # the probe really sent the request
     assert {"holon_cli.providers.http_session", "httpx2", "httpcore2"} <= mods
     # (httpx2 and h11 import dataclasses themselves; ours define none: see above)
-    unwanted = {"httpx", "httpcore", "holon_cli.model.tool"}
+    unwanted = {"httpx", "httpcore", "click", "holon_cli.model.tool"}
     unwanted |= {"holon_cli.runtime.workitems.mutations"}
     assert not (mods & unwanted), sorted(mods & unwanted)
 
