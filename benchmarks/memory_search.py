@@ -64,6 +64,7 @@ def populate(home: Path, n: int) -> None:
     from holon_cli.runtime import workitems as wi
     from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.briefs import write_brief
+    from holon_cli.runtime.waiting.intents import cancel_for_work_item
 
     rng = random.Random(7)
     store = open_agent(None)
@@ -77,7 +78,13 @@ def populate(home: Path, n: int) -> None:
         plan = store.layout.home / "work-items" / wid / "plan.md"
         plan.write_text(plan.read_text() + "\n" + sentence(rng) + "\n")
         if i % 2 == 0:
-            wi.complete_work_item(store, wid, report=sentence(rng), source="operator")
+            wi.complete_work_item(
+                store,
+                wid,
+                report=sentence(rng),
+                source="operator",
+                cancel_waits=cancel_for_work_item,
+            )
     for _ in range(n - n_items - 2):
         write_brief(store, kind="result", text=" ".join(sentence(rng) for _ in range(3)))
 

@@ -59,6 +59,14 @@ SEQ_KEYS = {"events": "event_seq"}
 SEGMENTED = ("events", "transcript", "turn_records")
 # segmented ledgers of large records nothing tails: no copy of the closed tail
 NO_TAIL_COPY = ("turn_records",)
+# ledgers whose appends are never fsync'd: the turn record (runtime/replay) is
+# how a settled turn went, for `holon replay` and `agent fork`; no message's
+# outcome, no queue or agent state depends on it, and the turn that writes it
+# has made everything it acknowledges durable on its own. A power loss may
+# lose the last seconds' records (the kernel writes them back within ~30 s);
+# a kill loses nothing (the page cache outlives the process). One fsync less
+# a turn (issue 44 item 4).
+WRITEBACK = ("turn_records",)
 
 
 class AgentStore:
@@ -68,6 +76,8 @@ class AgentStore:
         self._ledgers: dict[str, Ledger] = {}
         self.inbox = Inbox(layout.inbox_dir)
         self._defer_sync = False
+        # what waits for the deferred appends to be durable (after_sync)
+        self._after_sync: list[Callable[[], None]] = []
 
     # -- ledgers -----------------------------------------------------------
     def ledger(self, name: str) -> Ledger:
@@ -85,6 +95,8 @@ class AgentStore:
                 led.segment_bytes = ledger_mod.SEGMENT_BYTES
             if name in NO_TAIL_COPY:
                 led.tail_copy_bytes = 0
+            if name in WRITEBACK:
+                led.writeback = True
             self._ledgers[name] = led
         return led
 
@@ -101,15 +113,36 @@ class AgentStore:
             self._set_defer(prev)
             self.sync_ledgers()
 
+    @property
+    def deferring(self) -> bool:
+        """Inside :meth:`deferred_sync`: a caller batches this store's fsyncs."""
+        return self._defer_sync
+
     def _set_defer(self, on: bool) -> None:
         self._defer_sync = on
         for led in self._ledgers.values():
             led.defer_sync = on
 
-    def sync_ledgers(self) -> None:
-        """One fsync per ledger with deferred appends."""
-        for led in self._ledgers.values():
-            led.sync()
+    def sync_ledgers(self, *, skip: tuple[str, ...] = ()) -> None:
+        """One fsync per ledger with deferred appends (but those in ``skip``,
+        left for a later call)."""
+        for name, led in self._ledgers.items():
+            if name not in skip:
+                led.sync()
+        if not skip and self._after_sync:
+            pending, self._after_sync = self._after_sync, []
+            for fn in pending:
+                fn()
+
+    def after_sync(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once this store's appends so far are durable: now, or
+        after the next full :meth:`sync_ledgers` while fsyncs are deferred
+        (a settled message's body is unlinked only once its ``processed``
+        record is durable)."""
+        if self._defer_sync:
+            self._after_sync.append(fn)
+        else:
+            fn()
 
     @property
     def events(self) -> Ledger:
@@ -180,9 +213,11 @@ class AgentStore:
             )
         return cast("AgentRecord", rec)
 
-    def write_record(self, rec: AgentRecord) -> None:
+    def write_record(self, rec: AgentRecord, *, sync_dir: bool = True) -> None:
         """Replace ``agent.json``; the version it replaces is kept as
-        ``agent.json.prev`` (a hard link, no copy) for ``home check --repair``."""
+        ``agent.json.prev`` (a hard link, no copy) for ``home check --repair``.
+        ``sync_dir=False``: the new file is durable, its rename waits for the
+        caller's fsync of ``state/`` (:func:`~holon_cli.store.fsio.atomic_write_bytes`)."""
         path = self.layout.agent_file
         prev = path.with_name(path.name + ".prev")
         tmp = path.with_name(f".{path.name}.prev.{os.getpid()}")
@@ -193,7 +228,7 @@ class AgentStore:
             pass  # the first write: nothing to keep
         except OSError:
             tmp.unlink(missing_ok=True)  # no hard links here: keep no copy
-        write_snapshot(path, cast(dict[str, Any], rec))
+        write_snapshot(path, cast(dict[str, Any], rec), sync_dir=sync_dir)
 
     def update_state(
         self,
@@ -201,6 +236,7 @@ class AgentStore:
         *,
         reason: str = "runtime",
         message: Mapping[str, Any] | None = None,
+        sync_dir: bool = True,
         **provenance: Any,
     ) -> AgentRecord:
         """Read-modify-write the agent record under the agent lock. A status
@@ -217,7 +253,7 @@ class AgentStore:
             after = state["status"]
             if after != before and state.get("status_changed_at") == stamp:
                 state["status_changed_at"] = clock.now_iso()
-            self.write_record(rec)
+            self.write_record(rec, sync_dir=sync_dir)
         if after != before:
             changed: AgentStateChangedData = {"from": before, "to": after, "reason": reason}
             self.emit("agent_state_changed", changed, message=message, **provenance)

@@ -198,6 +198,7 @@ def atomic_write_bytes(
     check: Callable[[Path], None] | None = None,
     refuse_symlink: bool = False,
     mkdirs: bool = True,
+    sync_dir: bool = True,
 ) -> None:
     """Replace ``path`` with ``data``: readers see the old or the new file, never half.
 
@@ -206,7 +207,11 @@ def atomic_write_bytes(
     umask). ``check(real_target)`` runs with the real path of the target
     (its folder resolved through every symlink) right before the rename and
     may raise to refuse the write. ``refuse_symlink`` refuses a target that
-    is a symlink instead of replacing the link.
+    is a symlink instead of replacing the link. ``sync_dir=False`` leaves
+    the folder's fsync to the caller (who fsyncs it once for several
+    renames): the new file's data is durable when this returns (so the name,
+    whenever it becomes durable, never names half a file), the rename only
+    with that later fsync.
     """
     path = Path(path)
     parent = path.parent
@@ -250,7 +255,7 @@ def atomic_write_bytes(
             except OSError:
                 pass
             raise
-        if sync:
+        if sync and sync_dir:
             os.fsync(dfd)
     finally:
         os.close(dfd)
@@ -299,12 +304,13 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
 
 
-def write_snapshot(path: Path, obj: Mapping[str, Any]) -> None:
+def write_snapshot(path: Path, obj: Mapping[str, Any], *, sync_dir: bool = True) -> None:
     """Replace a snapshot atomically. Compact JSON, one line: ``indent`` would
     switch json to its pure-Python encoder, three times slower on the queue
-    snapshot a backlog makes large (``jq .`` shows it indented)."""
+    snapshot a backlog makes large (``jq .`` shows it indented). ``sync_dir``:
+    see :func:`atomic_write_bytes`."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"))
+    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"), sync_dir=sync_dir)
 
 
 def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:

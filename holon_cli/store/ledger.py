@@ -133,6 +133,9 @@ class Ledger:
         # several appends into one durable step, e.g. one turn round)
         self.defer_sync = False
         self._unsynced = False
+        # when set, appends are never fsync'd (the kernel writes them back): a
+        # record no outcome depends on (the turn record, runtime/replay)
+        self.writeback = False
         # segmented ledgers: close the open file at this size (None: one file)
         self.segment_bytes: int | None = None
         # how much of the closed tail a close copies beside the newest segment
@@ -215,7 +218,9 @@ class Ledger:
                             "check free disk space; the partial line is repaired on the next append"
                         ),
                     )
-                if self.defer_sync:
+                if self.writeback:
+                    pass
+                elif self.defer_sync:
                     self._unsynced = True
                 elif not deferred(self.path):
                     os.fsync(fd)

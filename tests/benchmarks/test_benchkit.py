@@ -160,6 +160,7 @@ BAD = {
     "storage": ["--turns", "1"],
     "telemetry": ["--pairs", "0"],
     "tui": ["--runs", "0"],
+    "turn_cost": ["--rounds", "1"],
     "turn_overhead": ["--turns", "0"],
     "web_console": ["--runs", "0"],
     "workitems": ["--open", "0"],

@@ -23,6 +23,7 @@ from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief
 from holon_cli.runtime.memory import search as M
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store import memory_index as MI
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools.base import ToolContext, execute
@@ -57,6 +58,7 @@ def test_every_kind_of_source_is_found(store: AgentStore) -> None:
         w["work_item"]["id"] if "work_item" in w else w["id"],
         report="Brokers on 3.7; consumer lag back under 5 s.",
         source="operator",
+        cancel_waits=cancel_for_work_item,
     )
     store.ledger("context_episodes").append(
         {

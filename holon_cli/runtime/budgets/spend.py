@@ -268,7 +268,13 @@ class SpendWriter:
             led.append(dict(rec))
         return rec
 
-    def sync(self) -> None:
+    def sync(self, *, home: bool = True) -> None:
+        """The records so far become durable: the agent's and its ancestors'
+        ledgers, and the home's when ``home`` (a turn passes whether a
+        ``budgets.home`` budget reads it: otherwise the home's copy of a
+        record is one the agent's own ledger holds durably, and `holon
+        usage` reads both; it is written back by the kernel, and a kill
+        loses nothing)."""
         from holon_cli.store.fsio import deferred
 
         ledgers = self._ledgers or []
@@ -278,7 +284,7 @@ class SpendWriter:
         # `holon run` agent's writes are not fsync'd (fsio's deferred fsyncs;
         # a completed run makes no fsync), and neither is its line in the
         # home's record (in the page cache: a killed process loses nothing)
-        if ledgers and not deferred(ledgers[0].path):
+        if ledgers and home and not deferred(ledgers[0].path):
             ledgers[-1].sync()
 
 

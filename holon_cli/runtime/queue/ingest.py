@@ -145,6 +145,13 @@ def _find_admitted(store: AgentStore, message_id: str) -> tuple[int, Envelope] |
     return found
 
 
+def find_envelope(store: AgentStore, message_id: str) -> Envelope | None:
+    """A message's envelope from its last ``admitted`` record (a full scan
+    of the queue ledger: for a repair, not for a turn), else ``None``."""
+    found = _find_admitted(store, message_id)
+    return None if found is None else found[1]
+
+
 def _release_body(store: AgentStore, message_id: str) -> None:
     try:
         os.unlink(_body_file(store, message_id))
@@ -258,7 +265,13 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
             message=env,
         )
         admitted.append(envelope_head(env))
-    if moved:
+    if moved and not store.deferring:
+        # a turn batching its fsyncs leaves the moves to the page cache: a
+        # move that a power loss undoes is redone from ``new/`` (the message
+        # is in ``entries`` or ``recent_final``: retained or archived, never
+        # admitted twice), and a body in ``cur/`` whose record was lost is
+        # admitted again by ``_sweep_cur``; the queue ledger is made durable
+        # by the turn's last batch
         fsync_dir(store.inbox.cur)
     if changed:
         _save(store, st)

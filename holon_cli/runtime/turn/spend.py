@@ -142,5 +142,6 @@ class TurnSpend:
         self.sent_any = True
 
     def sync(self) -> None:
-        """The turn's spend records become durable (once, at settle)."""
-        self.writer.sync()
+        """The turn's spend records become durable (once, in the turn's last
+        batch); the home's copy only when a ``budgets.home`` budget reads it."""
+        self.writer.sync(home=bool(budgets.home_limits(self.cfg)))

@@ -84,13 +84,19 @@ def _settle(store: AgentStore, env: Mapping[str, Any], turn_id: str | None, reas
     q.settle(store, env["id"], "processed", turn_id=turn_id, reason=reason)
 
 
-def before_turn(store: AgentStore, entry: QueueEntry, turn_id: str) -> Decision:
-    """Resolve, persist ``last_continuation``, and settle what needs no model."""
+def before_turn(
+    store: AgentStore, entry: QueueEntry, turn_id: str, *, persist: bool = True
+) -> Decision:
+    """Resolve, persist ``last_continuation``, and settle what needs no model.
+    ``persist=False``: a message the model will see leaves ``last_continuation``
+    to the caller (the turn writes it with its start, in the same write of the
+    agent record); one settled here is persisted here either way."""
     from holon_cli.runtime.waiting import timers
 
     env = entry["envelope"]
     res = resolve_for(store, env)
-    _persist(store, res)
+    if persist or not res["model_visible"]:
+        _persist(store, res)
     store.emit("continuation_resolved", dict(res), message=env, turn_id=turn_id)
     if res["model_visible"]:
         # a model turn ends any timed rest: its wake would be spurious now
