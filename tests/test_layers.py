@@ -69,19 +69,15 @@ OVER_CEILING: dict[str, str] = {
     "item 1) replaces it with the one record checker",
     "holon_cli/runtime/home/checks.py": SPLIT + "; helpers `typed` and `perf-bench` edit it now",
     "holon_cli/model/events.py": SPLIT,
-    "holon_cli/runtime/turn/loop.py": "helper `turn` (issue 43 item 3) is splitting TurnRun",
-    "holon_cli/runtime/turn/loop.py::TurnRun": "helper `turn` (issue 43 item 3) is splitting it "
-    "along its state (the round, the tool phase)",
     "holon_cli/store/ledger.py": "the Ledger split (writer / reader / segments) waits for the "
-    "ledger edits of helpers `typed`, `turn` and `perf-serve` to land (issue 43 item 3)",
-    "holon_cli/store/ledger.py::Ledger": "as its module: split after `typed`, `turn` and "
-    "`perf-serve` land (issue 43 item 3)",
+    "ledger edits of helpers `typed` and `perf-serve` to land (issue 43 item 3)",
+    "holon_cli/store/ledger.py::Ledger": "as its module: split after `typed` and `perf-serve` "
+    "land (issue 43 item 3)",
     "holon_cli/runtime/tasks/supervisor.py": "helper `stoprace` edits runtime/tasks/ now; the "
     "Supervisor split comes after it lands (issue 43 item 3)",
     "holon_cli/runtime/tasks/supervisor.py::Supervisor": "as its module: split after `stoprace` "
     "lands (issue 43 item 3)",
-    "holon_cli/runtime/workitems/mutations.py": SPLIT
-    + "; helpers `typed`, `turn` and `perf-bench` edit it now",
+    "holon_cli/runtime/workitems/mutations.py": SPLIT + "; helper `typed` edits it now",
     "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
     "holon_cli/store/workitem_index.py": SPLIT + "; grown past the ceiling by helper "
     "`perf-bench` (the head snapshot and archive), merged just before this list",
