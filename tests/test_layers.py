@@ -67,7 +67,7 @@ SPLIT = "not split yet (issue 43 item 3 follow-up, unassigned)"
 OVER_CEILING: dict[str, str] = {
     "holon_cli/store/config_schema.py": "the config schema walker: helper `typed` (issue 43 "
     "item 1) replaces it with the one record checker",
-    "holon_cli/runtime/home/checks.py": SPLIT + "; helpers `typed` and `perf-bench` edit it now",
+    "holon_cli/runtime/home/checks.py": SPLIT + "; helper `typed` edits it now",
     "holon_cli/model/events.py": SPLIT,
     "holon_cli/store/ledger.py": "the Ledger split (writer / reader / segments) waits for the "
     "ledger edits of helpers `typed` and `perf-serve` to land (issue 43 item 3)",
