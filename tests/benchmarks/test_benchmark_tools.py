@@ -394,3 +394,61 @@ def test_workitems_benchmark_pairs_creates_on_an_empty_and_a_big_home() -> None:
     }
     (goal,) = report["goals"]
     assert goal["limit"] == 1.2 and goal["met"] == (res.returncode == 0)
+
+
+def _memory_result(n: int, tail_ms: float) -> dict[str, object]:
+    return {
+        "sources": n,
+        "documents": n,
+        "load_start": [0.1, 0.1, 0.1],
+        "load_end": [0.1, 0.1, 0.1],
+        "first_search_ms": 300.0,
+        "first_search_state": "building",
+        "first_search_documents": 10,
+        "background_build_s": 5.0,
+        "search_p50_ms": 5.0,
+        "search_tail": "p99",
+        "search_tail_ms": tail_ms,
+        "search_cpu_p50_ms": 4.0,
+        "search_cpu_tail": "p99",
+        "search_cpu_tail_ms": 8.0,
+        "searches": 1000,
+        "results_per_search": 8.0,
+        "update_then_search_p50_ms": 3.0,
+        "update_then_search_max_ms": 9.0,
+        "cpu_p50_small_memory_ms": 4.0,
+        "cpu_p50_800kb_memory_ms": 4.0,
+        "index_bytes": 1000,
+    }
+
+
+@pytest.mark.parametrize(
+    ("n", "tail_ms", "code"),
+    [(10_000, 19.0, 0), (10_000, 21.0, 1), (100_000, 49.0, 0), (100_000, 51.0, 1)],
+)
+def test_memory_search_benchmark_exits_1_on_a_missed_goal(
+    n: int,
+    tail_ms: float,
+    code: int,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = _load("memory_search")
+    home = tmp_path / str(n)
+    home.mkdir()
+    (home / ".populated").write_text("0 s\n")
+    monkeypatch.setattr(bench, "measure", lambda *a: _memory_result(n, tail_ms))
+    monkeypatch.setattr(
+        sys, "argv", ["memory_search.py", "--sources", str(n), "--homes", str(tmp_path)]
+    )
+    assert bench.main() == code
+    out = capsys.readouterr().out
+    assert ("MISS: search wall p99" in out) == bool(code)
+
+
+def test_memory_search_benchmark_percentiles_are_nearest_rank() -> None:
+    bench = _load("memory_search")
+    values = [float(i) for i in range(1, 1001)]
+    assert bench.tail(values, 99) == ("p99", 990.0)
+    assert bench.tail(values[:50], 99) == ("max", 50.0)  # too few samples: named so
