@@ -81,6 +81,12 @@ OVER_CEILING: dict[str, str] = {
     "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
     "holon_cli/store/workitem_index.py": SPLIT + "; grown past the ceiling by helper "
     "`perf-bench` (the head snapshot and archive), merged just before this list",
+    "holon_cli/store/memory_index.py": SPLIT + "; grown past the ceiling by helper `memsearch` "
+    "(the recent window, kept connections), merged just before this list",
+    "holon_cli/store/memory_index.py::MemoryIndex": "as its module (helper `memsearch`, merged)",
+    "holon_cli/runtime/memory/sync.py": SPLIT + "; new from helper `memsearch` (merged just "
+    "before this list)",
+    "holon_cli/runtime/memory/sync.py::Sync": "as its module (helper `memsearch`, merged)",
     "holon_cli/serve/http/uvicorn_seam.py::guarded_protocol_class": "a class factory: the "
     "guarded protocol class is defined inside it, over uvicorn's (the seam keeps it in one place)",
 }
