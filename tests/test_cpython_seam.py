@@ -43,9 +43,9 @@ def test_the_atexit_hooks_run_once_then_are_cleared() -> None:
         """
         import atexit
         from holon_cli.cpython_seam import run_exit_hooks
-        assert atexit._ncallbacks() == 0
+        before = atexit._ncallbacks()  # a site .pth may have registered one already
         atexit.register(print, "hook")
-        assert atexit._ncallbacks() == 1
+        assert atexit._ncallbacks() == before + 1
         assert run_exit_hooks() is True
         assert atexit._ncallbacks() == 0
         print("after")
