@@ -22,6 +22,7 @@ from holon_cli.store.layout import AgentLayout
 from holon_cli.store.ledger import Ledger
 from holon_cli.store.locks import HeldLock, locked
 from holon_cli.store.records import ledger_validator
+from holon_cli.store.wake import mark, split_agent_dir, unmark
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
@@ -59,6 +60,11 @@ SEQ_KEYS = {"events": "event_seq"}
 SEGMENTED = ("events", "transcript", "turn_records")
 # segmented ledgers of large records nothing tails: no copy of the closed tail
 NO_TAIL_COPY = ("turn_records",)
+# ledgers that are history only: no tick decides anything from them, so an
+# append makes no wake marker (store/wake.py); every other ledger's does
+WAKE_SILENT = frozenset(
+    ("events", "transcript", "turn_records", "briefs", "context_episodes", "spend")
+)
 
 
 class AgentStore:
@@ -68,6 +74,12 @@ class AgentStore:
         self._ledgers: dict[str, Ledger] = {}
         self.inbox = Inbox(layout.inbox_dir)
         self._defer_sync = False
+        # the folder whose wake marker this agent's writers hold (None: not
+        # under a home's agents/, nothing to mark)
+        self.wake_dir: str | None = (
+            str(layout.home) if split_agent_dir(layout.home) is not None else None
+        )
+        self.inbox.wake_dir = self.wake_dir
 
     # -- ledgers -----------------------------------------------------------
     def ledger(self, name: str) -> Ledger:
@@ -85,6 +97,8 @@ class AgentStore:
                 led.segment_bytes = ledger_mod.SEGMENT_BYTES
             if name in NO_TAIL_COPY:
                 led.tail_copy_bytes = 0
+            if name not in WAKE_SILENT:
+                led.wake_dir = self.wake_dir
             self._ledgers[name] = led
         return led
 
@@ -183,6 +197,13 @@ class AgentStore:
     def write_record(self, rec: AgentRecord) -> None:
         """Replace ``agent.json``; the version it replaces is kept as
         ``agent.json.prev`` (a hard link, no copy) for ``home check --repair``."""
+        wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
+        try:
+            self._write_record(rec)
+        finally:
+            unmark(wake_fd)
+
+    def _write_record(self, rec: AgentRecord) -> None:
         path = self.layout.agent_file
         prev = path.with_name(path.name + ".prev")
         tmp = path.with_name(f".{path.name}.prev.{os.getpid()}")

@@ -81,6 +81,7 @@ from holon_cli.store.ledger_segments import (
 )
 from holon_cli.store.locks import locked
 from holon_cli.store.records import Validator
+from holon_cli.store.wake import mark, unmark
 
 # this module's public names, and those of the pieces, importable from here as before
 __all__ = ["COPY_HEADER", "LEDGER_VERSION", "PREVIEW_RECORD_BYTES", "SEGMENTS_DIR", "SEGMENT_BYTES"]
@@ -127,6 +128,9 @@ class Ledger:
         self._cached_last: dict[str, Any] | None = None
         # byte offset where the last record this handle appended starts
         self.last_append_offset = 0
+        # the agent folder whose wake marker an append holds (store/wake.py):
+        # set by AgentStore for ledgers whose records a tick acts on
+        self.wake_dir: str | None = None
         # (end offset, records, capacity, inode) of the last tail window
         self._tail_cache: tuple[int, list[dict[str, Any]], int, int | None] | None = None
         # when set, appends skip their fsync until sync() (a caller batching
@@ -186,6 +190,15 @@ class Ledger:
     ) -> dict[str, Any]:
         """Durably append one record. ``record`` may be a function of the last record
         (called under the lock), which is how sequence numbers are assigned."""
+        wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
+        try:
+            return self._append(record)
+        finally:
+            unmark(wake_fd)
+
+    def _append(
+        self, record: dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]
+    ) -> dict[str, Any]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         closed: Path | None = None
         with locked(self.lock_path, what=f"ledger {self.path.name}"):

@@ -98,9 +98,9 @@ def test_resume_and_sweep_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     mid = admit("held", agent_id="a3")["id"]
     eng = Recorder()
     monkeypatch.setattr(
-        DbosScheduler.__mro__[1], "_resumed", lambda self, paths: {"a3"}, raising=True
+        DbosScheduler.__mro__[1], "_resumed", lambda self, ids: {"a3"}, raising=True
     )
-    assert eng._resumed(["x"]) == {"a3"}
+    eng._news({"a3"})  # the watcher saw the agent's marker: its record left `paused`
     eng.wake("a3", sweep=7)
     keys = [k for _a, k, _d in eng.calls]
     assert f"msg:{mid}" in keys and "sweep:7" in keys

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -89,8 +90,17 @@ def _would_close(store: AgentStore, name: str) -> dict[str, Any]:
     }
 
 
-def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
-    """One retention pass over the whole home (see the module docstring)."""
+def _no_pace() -> None:
+    return None
+
+
+def gc_home(
+    *, dry_run: bool = False, now: float | None = None, pace: Callable[[], None] | None = None
+) -> GcReport:
+    """One retention pass over the whole home (see the module docstring).
+    ``pace`` is called between units of work (an agent, a folder of the
+    usage walk): serve's pass sleeps there to spread itself out."""
+    pace = pace or _no_pace
     home = HomeLayout.current()
     config = load_config(home)
     now = time.time() if now is None else now
@@ -113,6 +123,7 @@ def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
                     if plain.suffix != ".gz":
                         L.compress_segment(plain)
             pool.extend(R.candidates(store.ledger(name), store.agent_id))
+        pace()
     dropped: list[R.SegmentInfo] = []
     kept: list[R.Candidate] = []
     for c in sorted(pool, key=lambda c: (c.mtime, str(c.path))):
@@ -123,9 +134,9 @@ def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
                 R.drop_segment(c)
         else:
             kept.append(c)
-    outputs = _prune_outputs(stores, config, now, dry_run, None)
+    outputs = _prune_outputs(stores, config, now, dry_run, None, pace)
     freed = sum(d["bytes"] for d in dropped) + outputs["freed_bytes"]
-    total = R.tree_bytes(home.root) - (freed if dry_run else 0)
+    total = R.tree_bytes(home.root, pace) - (freed if dry_run else 0)
     limit = R.max_home_bytes(config)
     if limit is not None and total > limit:
         while kept and total > limit:
@@ -139,9 +150,9 @@ def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
                 total -= c.size
                 freed += c.size
             if not dry_run:  # what the drops wrote (trimmed records) counts too
-                total = R.tree_bytes(home.root)
+                total = R.tree_bytes(home.root, pace)
         if total > limit:
-            more = _prune_outputs(stores, config, now, dry_run, total - limit)
+            more = _prune_outputs(stores, config, now, dry_run, total - limit, pace)
             for k in ("removed", "freed_bytes"):
                 outputs[k] += more[k]
             total -= more["freed_bytes"]
@@ -160,7 +171,12 @@ def gc_home(*, dry_run: bool = False, now: float | None = None) -> GcReport:
 
 
 def _prune_outputs(
-    stores: list[AgentStore], config: Any, now: float, dry_run: bool, excess: int | None
+    stores: list[AgentStore],
+    config: Any,
+    now: float,
+    dry_run: bool,
+    excess: int | None,
+    pace: Callable[[], None] = _no_pace,
 ) -> dict[str, int]:
     """Finished command outputs past ``outputs_days`` (``excess``: instead,
     the oldest ones until that many bytes are freed)."""
@@ -184,6 +200,7 @@ def _prune_outputs(
         got = prune_outputs(store, cfg, now=now, dry_run=dry_run)
         total["removed"] += got["removed"]
         total["freed_bytes"] += got["freed_bytes"]
+        pace()
     return total
 
 
@@ -246,12 +263,13 @@ def next_gc_in(now: float | None = None, home: HomeLayout | None = None) -> floa
     return max(GC_FIRST_DELAY_S, last + GC_EVERY_S - now)
 
 
-def scheduled_gc(now: float | None = None) -> GcReport:
-    """One pass of serve's daily retention, stamped in ``run/retention.json``."""
+def scheduled_gc(now: float | None = None, *, pace: Callable[[], None] | None = None) -> GcReport:
+    """One pass of serve's daily retention, stamped in ``run/retention.json``
+    (``pace``: see :func:`gc_home`; a pass it stops is not stamped)."""
     from holon_cli.store.fsio import atomic_write_bytes
 
     home = HomeLayout.current()
-    report = gc_home(now=now)
+    report = gc_home(now=now, pace=pace)
     home.run_dir.mkdir(parents=True, exist_ok=True)
     at = time.time() if now is None else now
     atomic_write_bytes(_stamp(home), json.dumps({"v": 1, "last_gc_at": at}).encode() + b"\n")
