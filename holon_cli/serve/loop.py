@@ -543,7 +543,8 @@ class Scheduler:
                 self._gc_running = False
         self.log(
             f"retention: {len(r['closed'])} segment(s) closed, {len(r['dropped'])} dropped, "
-            f"{r['freed_bytes']} bytes freed; home {r['home_bytes']} bytes"
+            f"{r['freed_bytes']} bytes freed"
+            + (f"; home {r['home_bytes']} bytes" if r["home_bytes"] is not None else "")
             + (" (over retention.max_home_bytes)" if r["over_max_home_bytes"] else "")
             + f"; took {time.monotonic() - pace.t0:.1f} s"
         )

@@ -37,7 +37,7 @@ class GcReport(TypedDict):
     dropped: list[R.SegmentInfo]
     outputs: dict[str, int]
     freed_bytes: int
-    home_bytes: int
+    home_bytes: int | None  # None: not measured (serve's pass, no max_home_bytes)
     max_home_bytes: int | None
     over_max_home_bytes: bool
 
@@ -95,11 +95,18 @@ def _no_pace() -> None:
 
 
 def gc_home(
-    *, dry_run: bool = False, now: float | None = None, pace: Callable[[], None] | None = None
+    *,
+    dry_run: bool = False,
+    now: float | None = None,
+    pace: Callable[[], None] | None = None,
+    measure: bool = True,
 ) -> GcReport:
     """One retention pass over the whole home (see the module docstring).
     ``pace`` is called between units of work (an agent, a folder of the
-    usage walk): serve's pass sleeps there to spread itself out."""
+    usage walk): serve's pass sleeps there to spread itself out.
+    ``measure=False`` skips the walk of the whole home that counts its bytes
+    unless ``max_home_bytes`` needs it (serve's daily pass: the walk was
+    most of an idle home's pass)."""
     pace = pace or _no_pace
     home = HomeLayout.current()
     config = load_config(home)
@@ -136,8 +143,10 @@ def gc_home(
             kept.append(c)
     outputs = _prune_outputs(stores, config, now, dry_run, None, pace)
     freed = sum(d["bytes"] for d in dropped) + outputs["freed_bytes"]
-    total = R.tree_bytes(home.root, pace) - (freed if dry_run else 0)
     limit = R.max_home_bytes(config)
+    if not measure and limit is None:
+        return _report(home, dry_run, closed, dropped, outputs, freed, None, None)
+    total = R.tree_bytes(home.root, pace) - (freed if dry_run else 0)
     if limit is not None and total > limit:
         while kept and total > limit:
             for c in list(kept):  # oldest first, whatever the ledger or agent
@@ -157,6 +166,19 @@ def gc_home(
                 outputs[k] += more[k]
             total -= more["freed_bytes"]
             freed += more["freed_bytes"]
+    return _report(home, dry_run, closed, dropped, outputs, freed, total, limit)
+
+
+def _report(
+    home: HomeLayout,
+    dry_run: bool,
+    closed: list[dict[str, Any]],
+    dropped: list[R.SegmentInfo],
+    outputs: dict[str, int],
+    freed: int,
+    total: int | None,
+    limit: int | None,
+) -> GcReport:
     return {
         "home": str(home.root),
         "dry_run": dry_run,
@@ -166,7 +188,7 @@ def gc_home(
         "freed_bytes": freed,
         "home_bytes": total,
         "max_home_bytes": limit,
-        "over_max_home_bytes": limit is not None and total > limit,
+        "over_max_home_bytes": limit is not None and total is not None and total > limit,
     }
 
 
@@ -269,7 +291,7 @@ def scheduled_gc(now: float | None = None, *, pace: Callable[[], None] | None = 
     from holon_cli.store.fsio import atomic_write_bytes
 
     home = HomeLayout.current()
-    report = gc_home(now=now, pace=pace)
+    report = gc_home(now=now, pace=pace, measure=False)
     home.run_dir.mkdir(parents=True, exist_ok=True)
     at = time.time() if now is None else now
     atomic_write_bytes(_stamp(home), json.dumps({"v": 1, "last_gc_at": at}).encode() + b"\n")
