@@ -112,8 +112,12 @@ def measure(n: int, runs: int, baseline: str | None, base: Path) -> dict[str, An
     for k in names:
         out[k] = {"wall_s": spread(walls[k]), "cpu_s": spread(cpus[k])}
     if baseline:
-        out["ratio_wall"] = spread([a / b for a, b in zip(walls["this"], walls["baseline"])])
-        out["ratio_cpu"] = spread([a / b for a, b in zip(cpus["this"], cpus["baseline"])])
+        out["ratio_wall"] = spread(
+            [a / b for a, b in zip(walls["this"], walls["baseline"], strict=True)]
+        )
+        out["ratio_cpu"] = spread(
+            [a / b for a, b in zip(cpus["this"], cpus["baseline"], strict=True)]
+        )
     shutil.rmtree(home, ignore_errors=True)
     if baseline:
         shutil.rmtree(sides["baseline"][0], ignore_errors=True)

@@ -98,6 +98,8 @@ class _Pacer:
         self.t0 = time.monotonic()
 
     def __call__(self) -> None:
+        if self.stopping.is_set():
+            raise _Stopped
         used = time.thread_time() - self.cpu0
         wall = time.monotonic() - self.t0
         owed = used / self.duty - wall

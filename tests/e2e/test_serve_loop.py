@@ -95,9 +95,7 @@ def test_a_config_change_marks_every_agent(watcher: Scheduler, holon_home: Path)
     assert _marked(watcher, "main") and _marked(watcher, "other")
 
 
-def test_a_removed_wake_folder_rebuilds_the_watcher(
-    watcher: Scheduler, holon_home: Path
-) -> None:
+def test_a_removed_wake_folder_rebuilds_the_watcher(watcher: Scheduler, holon_home: Path) -> None:
     import shutil
 
     builds = watcher.watch_builds
@@ -349,3 +347,97 @@ def test_a_stop_before_the_watcher_is_up_ends_start_up_at_once(holon_home: Path)
     sch.run()
     assert time.monotonic() - t0 < 2.0
     assert sch.drain() == []
+
+
+def _run(sch: Scheduler) -> Any:
+    import threading
+
+    th = threading.Thread(target=sch.run, daemon=True)
+    th.start()
+    assert sch.ready.wait(10)
+    return th
+
+
+def _idle(sch: Scheduler, passes: int, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while (sch.stats.passes < passes or sch.running()) and time.monotonic() < end:
+        time.sleep(0.02)
+    time.sleep(0.1)
+
+
+def test_a_serve_starting_on_a_sound_index_passes_only_agents_with_work(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start-up takes from the wake index: the first serve (index in doubt)
+    passes everyone and writes it whole; the next one passes only the agent
+    with a queued message, and puts a sleeper's deadline in its heap."""
+    from holon_cli.runtime.enqueue import admit
+    from holon_cli.runtime.waiting.scheduler import after_turn
+    from holon_cli.store import wake as W
+
+    monkeypatch.setattr(loop, "FLUSH_S", 0.05)
+    for aid in ("a", "b", "c"):
+        create_agent(aid)
+    sleeper = open_agent("c")
+    sleeper.update_state(lambda s: s.update(status="asleep"))
+    after_turn(sleeper, sleep_ms=1500)
+    sch = Scheduler(concurrency=2, sweep_s=3600)
+    th = _run(sch)
+    _idle(sch, 3)
+    sch.stop()
+    th.join(10)
+    sch.drain()
+    raw = W.read_raw(holon_home)
+    assert raw is not None and set(raw["agents"]) == {"a", "b", "c"}
+    assert W.marked(holon_home) == {}  # every claim released
+
+    seen: list[str] = []
+    real = loop.run_pass_turn
+
+    def counting(aid: str, **kw: Any) -> Any:
+        seen.append(aid)
+        return real(aid, **kw)
+
+    monkeypatch.setattr(loop, "run_pass_turn", counting)
+    from holon_cli.runtime.agents.lifecycle import set_lifecycle
+
+    set_lifecycle("a", "pause")  # a marker: the next serve looks at "a"
+    sch2 = Scheduler(concurrency=2, sweep_s=3600)
+    th2 = _run(sch2)
+    try:
+        _idle(sch2, 1)
+        assert set(seen) == {"a"}
+        admit("hello", agent_id="b")  # an arrival wakes "b" alone
+        end = time.monotonic() + 10
+        while "b" not in seen and time.monotonic() < end:
+            time.sleep(0.02)
+        assert "b" in seen and "c" not in seen
+        # the sleeper's timer, from the index into the heap: its pass comes
+        end = time.monotonic() + 10
+        while "c" not in seen and time.monotonic() < end:
+            time.sleep(0.05)
+        assert "c" in seen
+        assert open_agent("c").read_record()["state"]["status"] != "asleep"
+    finally:
+        sch2.stop()
+        th2.join(10)
+        sch2.drain()
+
+
+def test_the_retention_pacer_keeps_to_its_share_of_a_cpu() -> None:
+    import threading
+
+    stopping = threading.Event()
+    pace = loop._Pacer(0.5, stopping)
+    t0 = time.monotonic()
+    end = time.thread_time() + 0.05
+    while time.thread_time() < end:  # 50 ms of CPU
+        pass
+    pace()  # owes ~50 ms of sleep at a 50 % share
+    assert time.monotonic() - t0 >= 0.09
+    stopping.set()
+    end = time.thread_time() + 0.02
+    while time.thread_time() < end:
+        pass
+    with pytest.raises(loop._Stopped):
+        pace()  # stopping: no more work

@@ -231,3 +231,44 @@ def test_a_damaged_agent_is_reported_and_looked_at_every_time(
     assert out["bad"]["ok"] is False
     got, out = _pass(ticked)
     assert got == {"bad"} and out["bad"]["ok"] is False
+
+
+def test_an_agent_with_kept_outputs_is_due_when_the_oldest_ages_out(
+    holon_home: Path, ticked: list[str]
+) -> None:
+    """Output pruning goes by the files' real mtimes (``time.time()``)."""
+    import time
+
+    from holon_cli.runtime.tasks.records import outputs_root
+    from holon_cli.runtime.tasks.recovery import prune_due
+
+    store = create_agent("a")
+    out = outputs_root(store)
+    out.mkdir(parents=True, exist_ok=True)
+    f = out / "call_1.log"
+    f.write_text("old output")
+    aged = time.time() - 7 * 86400 + 0.8  # ages out in 0.8 s
+    os.utime(f, (aged, aged))
+    due = prune_due(store, {})
+    assert due is not None and abs(due - (aged + 7 * 86400)) < 0.01
+    _pass(ticked)
+    assert _pass(ticked)[0] == set()
+    time.sleep(max(0.0, due - time.time()) + 0.05)
+    got, res = _pass(ticked)
+    assert got == {"a"}
+    assert "outputs_pruned" in [a["action"] for a in res["a"]["actions"]]
+    assert not f.exists()
+
+
+def test_serves_retention_pass_skips_the_home_walk_without_a_size_limit(
+    holon_home: Path,
+) -> None:
+    from holon_cli.runtime.home.gc import gc_home, scheduled_gc
+
+    create_agent("a")
+    calls: list[int] = []
+    r = scheduled_gc(pace=lambda: calls.append(1))
+    assert r["home_bytes"] is None and calls  # paced, not measured
+    assert isinstance(gc_home()["home_bytes"], int)  # `holon home gc` measures
+    (holon_home / "config.yaml").write_text("retention: {max_home_bytes: 1000000000}\n")
+    assert isinstance(scheduled_gc()["home_bytes"], int)
