@@ -158,7 +158,8 @@ class Scheduler:
         # what they are valid for; _rebuild: agents whose passes complete an
         # index that was in doubt (written whole once the set is empty)
         self._batch: dict[str, W.Entry] = {}
-        self._batch_names: list[str] = []
+        self._batch_names: dict[str, str] = {}  # agent -> its newest claim's file
+        self._orphans: dict[str, str] = {}  # claims whose entries went void
         self._batch_valid: W.Validity | None = None
         self._rebuild: set[str] | None = None
         self._next_flush: float | None = None
@@ -401,10 +402,14 @@ class Scheduler:
         heapq.heappush(self._heap, (mono, aid))
 
     def _add_to_batch(self, aid: str, entry: W.Entry, valid: W.Validity, claim: W.Claim) -> None:
-        """(under the lock) a pass's entry, kept for the next flush."""
+        """(under the lock) a pass's entry and its claim, kept for the next
+        flush. A claim is released only once its entry (or a newer one of
+        the agent) is in the index, or when a newer claim of the agent is
+        held (one is enough to keep the agent marked)."""
         if self._batch_valid is not None and self._batch_valid != valid:
             # the home moved on (config.yaml) between passes: the older entries
-            # are dropped, their claims stay (markers: looked at again)
+            # are void; their claims keep their agents marked until newer ones
+            self._orphans.update(self._batch_names)
             self._batch.clear()
             self._batch_names.clear()
         self._batch_valid = valid
@@ -412,7 +417,9 @@ class Scheduler:
         if old is None or old.at <= entry.at:
             self._batch[aid] = entry
         if claim.path is not None:
-            self._batch_names.append(os.path.basename(claim.path))
+            prev = [n for n in (self._batch_names.get(aid), self._orphans.pop(aid, None)) if n]
+            self._batch_names[aid] = os.path.basename(claim.path)
+            W.release(self.root, prev)
         if self._rebuild is not None:
             self._rebuild.discard(aid)
             if not self._rebuild:
@@ -423,19 +430,18 @@ class Scheduler:
 
     def flush(self) -> bool:
         """Write the batched entries into the wake index and release their
-        claims (all of it, or nothing: a home that moved on keeps them)."""
+        claims. Refused (the index in doubt, the home moved on): everything
+        stays for the next flush, which the next pass schedules."""
         with self._cv:
-            if not self._batch and not self._batch_names:
-                self._next_flush = None
+            self._next_flush = None
+            if not self._batch:
                 return False
             full = self._rebuild is not None and not self._rebuild
             if self._rebuild is not None and not full:
                 # still rebuilding: the index is in doubt until every agent passed
-                self._next_flush = time.monotonic() + FLUSH_S
                 return False
             batch, names, valid = self._batch, self._batch_names, self._batch_valid
-            self._batch, self._batch_names, self._batch_valid = {}, [], None
-            self._next_flush = None
+            self._batch, self._batch_names, self._batch_valid = {}, {}, None
             if full:
                 self._rebuild = None
         if valid is None:
@@ -444,10 +450,23 @@ class Scheduler:
             written = W.merge(self.root, batch, valid, full=full)
         except Exception as exc:  # noqa: BLE001 - the claims stay: looked at again
             self.log(f"wake index: not written ({type(exc).__name__}: {exc})")
-            return False
+            written = False
         if written:
-            W.release(self.root, names)
-        return written
+            W.release(self.root, names.values())
+            return True
+        with self._cv:  # back into the batch, under whatever came meanwhile
+            if self._batch_valid is None or self._batch_valid == valid:
+                self._batch_valid = valid
+                for aid, e in batch.items():
+                    self._batch.setdefault(aid, e)
+                for aid, name in names.items():
+                    if aid in self._batch_names:
+                        W.release(self.root, [name])  # a newer claim holds the agent
+                    else:
+                        self._batch_names[aid] = name
+            else:
+                self._orphans.update(names)
+        return False
 
     def _hold_after_failure(self, aid: str) -> float:
         """Hold the agent's next pass back after a failed turn (recorded by

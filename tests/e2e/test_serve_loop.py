@@ -441,3 +441,39 @@ def test_the_retention_pacer_keeps_to_its_share_of_a_cpu() -> None:
         pass
     with pytest.raises(loop._Stopped):
         pace()  # stopping: no more work
+
+
+def test_pass_entries_release_their_claims_only_once_in_the_index(holon_home: Path) -> None:
+    """A claim keeps its agent marked until the entry it led to (or a newer
+    one) is in wake.json; while the index is in doubt at most one claim per
+    agent is kept; entries made before a config change are void."""
+    from holon_cli.store import wake as W
+
+    create_agent("a")
+
+    def one_pass(sch: Scheduler) -> str:
+        W.unmark(W.mark(holon_home / "agents" / "a"))
+        valid = W.Validity.now(holon_home)
+        at = time.monotonic_ns()
+        claim = W.claim(holon_home, "a")
+        assert claim.path is not None
+        with sch._cv:
+            sch._add_to_batch("a", W.Entry(at, None, False, "idle"), valid, claim)
+        return os.path.basename(claim.path)
+
+    sch = Scheduler(concurrency=1)
+    first = one_pass(sch)
+    assert not sch.flush()  # in doubt (no wake.json), and no pass over everyone
+    assert set(W.marked(holon_home)["a"]) == {first}
+    second = one_pass(sch)
+    assert set(W.marked(holon_home)["a"]) == {second}  # the older claim went
+    W.merge(holon_home, {}, W.Validity.now(holon_home), full=True)  # sound now
+    assert sch.flush()
+    assert W.marked(holon_home) == {}
+    raw = W.read_raw(holon_home)
+    assert raw is not None and raw["agents"]["a"]["why"] == "idle"
+    # an entry from before a config change is void: its claim stays
+    third = one_pass(sch)
+    (holon_home / "config.yaml").write_text("runtime: {}\n")
+    assert not sch.flush()
+    assert set(W.marked(holon_home)["a"]) == {third}
