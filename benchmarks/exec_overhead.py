@@ -6,7 +6,13 @@ own CPU plus that of the processes it started (the supervisor and the
 command, counted through ``RUSAGE_CHILDREN`` once they are reaped). Also
 says how the supervisor was started (the command's parent process name).
 
-    python benchmarks/exec_overhead.py [--calls 40] [--json]
+    python benchmarks/exec_overhead.py [--calls 40] [--sandbox auto|bwrap|none]
+        [--network on|off] [--json]
+
+``--sandbox`` (default: leave ``execution.sandbox`` unset, i.e. the default
+``auto``) and ``--network`` write ``config.yaml``; the report says what the
+command ran under. The execution root is a folder beside the home (never
+inside it: the home cannot be a workspace).
 """
 
 from __future__ import annotations
@@ -25,17 +31,24 @@ from pathlib import Path
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default=None)
+    ap.add_argument("--network", choices=("on", "off"), default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    home = tempfile.mkdtemp(prefix="holon_exec_bench_")
+    base = tempfile.mkdtemp(prefix="holon_exec_bench_")
+    home = str(Path(base) / "home")
     os.environ["HOLON_HOME"] = home
+    config: dict[str, object] = {}
+    if a.sandbox or a.network:
+        ex = {k: v for k, v in (("sandbox", a.sandbox), ("network", a.network)) if v}
+        config = {"execution": ex}
     from holon_cli.providers.base import ToolCall
     from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.tools.base import ToolContext, execute
     from holon_cli.tools.catalog import registry
 
     store = open_agent(None)
-    root = Path(home) / "root"
+    root = Path(base) / "root"
     root.mkdir()
     ctx = ToolContext(
         store=store,
@@ -44,7 +57,15 @@ def main() -> int:
         cwd=root,
         workspace_anchor=root,
         turn_id="turn_bench",
+        config=config,
     )
+    try:
+        from holon_cli.runtime.tasks.sandbox import policy
+
+        pol = policy(config, store.agent_id)
+        ran_under = f"{pol.backend} ({pol.setting}, network {'on' if pol.network else 'off'})"
+    except ImportError:  # a build before execution.sandbox: auto
+        ran_under = str(config.get("execution") or "none (default)")
     tool = registry()["ExecCommand"]
 
     def call(cmd: str) -> dict[str, object]:
@@ -72,6 +93,7 @@ def main() -> int:
     out = {
         "calls": a.calls,
         "supervisor_started_by": started,
+        "sandbox": ran_under,
         "wall_ms_median": round(statistics.median(walls), 2),
         "wall_ms_p90": round(walls[int(len(walls) * 0.9) - 1], 2),
         "cpu_ms_per_call_caller": round(own, 2),
@@ -82,7 +104,7 @@ def main() -> int:
     if a.json:
         print(json.dumps(out))
         return 0
-    print(f"ExecCommand `true`, {a.calls} calls; supervisor: {started}")
+    print(f"ExecCommand `true`, {a.calls} calls; supervisor: {started}; sandbox: {ran_under}")
     print(f"wall per call: median {out['wall_ms_median']} ms, p90 {out['wall_ms_p90']} ms")
     print(
         f"CPU per call: {out['cpu_ms_per_call_total']} ms "

@@ -84,6 +84,8 @@ def run_turn(
     with tempfile.TemporaryDirectory(prefix="holon-bench-inc-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
+        work = Path(tmp) / "work"  # beside the home: the home is never a workspace
+        work.mkdir()
         flag = "true" if incremental else "false"
         (home / "config.yaml").write_text(
             f"runtime:\n  openai_incremental: {flag}\n  max_provider_rounds: {rounds + 5}\n"
@@ -108,7 +110,7 @@ def run_turn(
             data = run_once(
                 prompt,
                 model="openai/bench",
-                workspace_root=tmp,
+                workspace_root=str(work),
                 sleep=lambda _s: None,
                 catalog=default_catalog(),
             )

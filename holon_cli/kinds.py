@@ -92,6 +92,8 @@ ErrorKind = (
         # bounded storage and sandboxed commands (runtime/tasks/sandbox.py, store/retention.py)
         "sandbox_unavailable",
         "disk_full",
+        # the holon home as a workspace or execution root (runtime/workspace/guard.py)
+        "forbidden_workspace",
         # the MCP client (runtime/mcp/): a server that cannot be reached or did
         # not answer in time, an operator request already answered
         "mcp_unavailable",

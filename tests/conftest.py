@@ -105,6 +105,19 @@ _SCRUB = (
     "VISUAL",
     "EDITOR",
     "NO_COLOR",
+    # tracing is off unless a test turns it on (runtime/telemetry)
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+    "OTEL_SDK_DISABLED",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    "OTEL_SEMCONV_STABILITY_OPT_IN",
+    "TRACEPARENT",
+    "TRACESTATE",
 )
 
 
@@ -125,16 +138,57 @@ def sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    rep = yield
+    if rep.when == "call":
+        item.stash[_PASSED] = rep.passed
+    return rep
+
+
+_PASSED = pytest.StashKey[bool]()
+
+
 @pytest.fixture(autouse=True)
-def holon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def holon_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    """The test's HOLON_HOME: beside ``tmp_path``, not inside it, because the
+    holon home (and any folder containing it) can never be a workspace or an
+    execution root, and many tests work in ``tmp_path`` (a command's workdir,
+    ``holon run``'s directory). Removed after a passing test, kept after a
+    failing one (as pytest keeps ``tmp_path``); same path length as
+    ``tmp_path / "holon-home"`` (AF_UNIX socket paths under it must fit)."""
     for k in _SCRUB:
         monkeypatch.delenv(k, raising=False)
-    home = tmp_path / "holon-home"
+    home = tmp_path.parent / f"{tmp_path.name}-holon-home"
     monkeypatch.setenv("HOLON_HOME", str(home))
     user_home = tmp_path / "user-home"
     user_home.mkdir()
     monkeypatch.setenv("HOME", str(user_home))
-    return home
+    yield home
+    telemetry = sys.modules.get("holon_cli.runtime.telemetry")
+    if telemetry is not None:  # a test that traced leaves no plane behind
+        telemetry.use(None)
+    if request.node.stash.get(_PASSED, False):
+        import shutil
+
+        shutil.rmtree(home, ignore_errors=True)
+
+
+ON_HOST_CONFIG = "execution:\n  sandbox: none\n  env:\n    pass: [HOLON_HOME]\n"
+
+
+@pytest.fixture
+def commands_on_host(holon_home: Path) -> Path:
+    """``config.yaml`` with ``execution.sandbox: none`` and ``HOLON_HOME``
+    passed to commands: for tests whose model-run commands read the home or
+    call ``holon`` on it (the default sandbox hides the home, and the default
+    environment names only the core variables). Returns the config's path."""
+    holon_home.mkdir(parents=True, exist_ok=True)
+    cfg = holon_home / "config.yaml"
+    cfg.write_text(ON_HOST_CONFIG)
+    return cfg
 
 
 @functools.cache

@@ -38,6 +38,7 @@ TOP_LEVEL = {
     "holon_cli.clock": BASE,
     "holon_cli.digest": BASE,
     "holon_cli.kinds": BASE,
+    "holon_cli.umask": BASE,
     "holon_cli.__main__": "cli",
 }
 

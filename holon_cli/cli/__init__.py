@@ -98,13 +98,20 @@ def run(args: list[str], *, fast_exit: bool = False) -> int:
     except HolonError as err:
         output.render_error(err, as_json=json_requested(args), command=command_words(args))
         return err.exit_code
+    from holon_cli import umask
     from holon_cli.cli.fast import run_fast
 
-    code = run_fast(args, end=_end_fast if fast_exit else None)
-    if code is None:
-        from holon_cli.cli.group import run_click
+    # every file and folder holon creates under HOLON_HOME is 0600 / 0700,
+    # whichever command creates it first (commands run with the user's umask)
+    saved = umask.enter_private()
+    try:
+        code = run_fast(args, end=_end_fast if fast_exit else None)
+        if code is None:
+            from holon_cli.cli.group import run_click
 
-        code = run_click(args)
+            code = run_click(args)
+    finally:
+        umask.leave_private(saved)
     try:
         sys.stdout.flush()
     except BrokenPipeError:

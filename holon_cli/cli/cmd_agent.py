@@ -317,6 +317,76 @@ def agent_model(agent_id: str | None, model: str | None, clear: bool, as_json: b
         click.echo(f"config error: {m['error']}", err=True)
 
 
+@agent.command("profiles")
+@output.agent_option_with(
+    "Whose workspace's .agents/profiles/ to read (default: $HOLON_AGENT_ID or 'main')."
+)
+@output.json_option
+def agent_profiles(agent_id: str | None, as_json: bool) -> None:
+    """List the child profiles SpawnAgent's preset can name, and check them.
+
+    A profile is a Markdown file <name>.md: YAML frontmatter (model, tools,
+    budgets, workspace_mode, workspace_root, context, description; all
+    optional), then the child's instructions. Looked for in the agent's
+    active workspace (.agents/profiles/) first, then in the holon home
+    (profiles/). Exits 1 when a profile file is broken (each error names
+    the file and the key).
+
+    \b
+    Examples:
+      holon agent profiles
+      holon agent profiles --agent builder --json | jq -r '.data.profiles[].name'
+    """
+    output.begin("agent profiles", as_json)
+    from holon_cli.runtime.agents.lifecycle import open_agent
+    from holon_cli.runtime.agents.profiles import home_dir, list_profiles
+    from holon_cli.runtime.workspace import workspace_for
+    from holon_cli.tools.catalog import default_catalog
+
+    store = open_agent(agent_id)
+    anchor = workspace_for(store.layout.home, store.read_record()["state"]).workspace_anchor
+    known = {t.name for t in default_catalog().specs}
+    rows = list_profiles(anchor, known_tools=known)
+    data = {
+        "agent_id": store.agent_id,
+        "dirs": [str(anchor / ".agents" / "profiles"), str(home_dir())],
+        "profiles": rows,
+    }
+    broken = [r for r in rows if not r["valid"]]
+    if as_json:
+        if broken:
+            output.emit_json_failure_with_data(
+                "invalid_profile",
+                f"{len(broken)} profile file(s) cannot be used",
+                "see data.profiles[].error: each names the file and the key",
+                data,
+            )
+            raise click.exceptions.Exit(1)
+        output.emit_json(data)
+        return
+    if not rows:
+        click.echo(
+            f"no profiles: put <name>.md in {data['dirs'][0]} or {data['dirs'][1]}", err=True
+        )
+        return
+    table = []
+    for r in rows:
+        if not r["valid"]:
+            what = "BROKEN: " + str(r["error"])
+        else:
+            tools = ", ".join(r["tools"]) if r["tools"] is not None else "all tools"
+            what = f"model {r['model']}; {tools}"
+            if r["description"]:
+                what = f"{r['description']} ({what})"
+        if r["shadowed_by"]:
+            what += f" [hidden by {r['shadowed_by']}]"
+        table.append([r["name"], r["source"], what])
+    output.print_table(["name", "from", "profile"], table)
+    if broken:
+        click.echo(f"{len(broken)} profile file(s) cannot be used", err=True)
+        raise click.exceptions.Exit(1)
+
+
 @agent.command("rm")
 @click.argument("agent_id", metavar="ID", shell_complete=complete_agents)
 @click.option("--force", is_flag=True, help="Remove a stopped named agent (its home is deleted).")

@@ -134,10 +134,11 @@ def task_run(
     """Start CMD as a background task of an agent and print the task id.
 
     One argument is a shell command line (run with /bin/bash -c); several
-    are quoted and joined. Secrets are withheld from its environment:
-    names containing KEY, SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL,
-    URL values with user:password@, and every api_key_env of config.yaml,
-    unless runtime.exec_env_passthrough names them.
+    are quoted and joined. Its environment is built from execution.env in
+    config.yaml (default: only PATH HOME USER LOGNAME SHELL LANG LC_* TERM
+    TZ TMPDIR; `pass: [NAME]` adds yours; a provider's api_key_env never),
+    and it runs in the command sandbox (execution.sandbox, default auto).
+    The workdir may not be the holon home or a folder holding it.
 
     \b
     Examples:

@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "tick": "holon_cli.cli.cmd_tick:tick",
     "run": "holon_cli.cli.cmd_run:run",
     "status": "holon_cli.cli.cmd_inspect:status",
+    "usage": "holon_cli.cli.cmd_usage:usage",
     "tail": "holon_cli.cli.cmd_inspect:tail",
     "transcript": "holon_cli.cli.cmd_inspect:transcript",
     "replay": "holon_cli.cli.cmd_replay:replay",

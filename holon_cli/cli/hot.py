@@ -273,6 +273,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         ("aborted", _aborted_line(s)),
         ("work item", s["current_work_item_id"] or "-"),
         ("last wake", s["last_wake_reason"] or "-"),
+        ("last brief", s.get("last_brief_at") or "-"),
         (
             "tokens",
             (
@@ -288,10 +289,21 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
         if m.get("effective_fallback_models"):
             rows.append(("fallbacks", ", ".join(m["effective_fallback_models"])))
     if "work_items" in s:
-        rows.append(("work items", ", ".join(f"{k} {v}" for k, v in s["work_items"].items())))
+        from holon_cli.runtime.presentation import work_counts
+
+        rows.append(("work items", work_counts(s["work_items"])))
     for name, use in (s.get("budget") or {}).items():
         resets = f"resets {use['resets_at']}" if use["resets_at"] else "does not reset"
         rows.append((f"budget {name}", f"{use['used']:g} of {use['limit']:g} ({resets})"))
+    tel = s.get("telemetry") or {}
+    if tel.get("enabled") or tel.get("dropped"):
+        dropped = (
+            f", {tel['dropped']} span(s) never reached the collector (is it up? a distant "
+            "one needs telemetry.flush_timeout_ms above 40)"
+            if tel.get("dropped")
+            else ""
+        )
+        rows.append(("tracing", ("on" if tel.get("enabled") else "off") + dropped))
     wm = s.get("working_memory") or {}
     if wm.get("working_memory_revision"):
         rows.append(
@@ -301,13 +313,34 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
                 f"{wm['archived_episode_count']} episode(s) archived",
             )
         )
+    prof = s.get("execution_profile") or {}
+    if prof.get("turns"):
+        rows.append(
+            (
+                "turns",
+                f"{prof['turns']} settled ({prof['aborted_turns']} aborted), "
+                f"mean {prof['mean_turn_ms'] / 1000:.1f} s, "
+                f"{prof['mean_tool_calls_per_turn']:g} tool call(s) per turn",
+            )
+        )
+    if s.get("compacted_message_count"):
+        rows.append(("compacted", f"{s['compacted_message_count']} message(s) so far"))
     if s.get("active_tasks"):
         rows.append(
             ("tasks", ", ".join(f"{t['task_id']} ({t['summary']})" for t in s["active_tasks"]))
         )
+    rows.append(("sandbox", _sandbox_line(s.get("sandbox"))))
     rows += _mcp_rows(s)
     rows += _attention_rows(s)
     output.print_kv(rows)
+
+
+def _sandbox_line(sb: dict[str, Any] | None) -> str:
+    """``bwrap (auto, network on)``; ``none (auto: bubblewrap is not installed ...)``."""
+    if not sb:
+        return "-"
+    line = f"{sb['sandbox']} ({sb['setting']}, network {sb['network']})"
+    return f"{line}: {sb['reason']}" if sb.get("reason") else line
 
 
 def _mcp_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:

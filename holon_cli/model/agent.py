@@ -39,6 +39,37 @@ if TYPE_CHECKING:
         "booting", "awake_idle", "awake_running", "awaiting_task", "asleep", "paused", "stopped"
     ]
 
+    class ToolLatencyMetrics(TypedDict):
+        """One entry of ``AgentState.tool_latency`` (the spec's per-tool
+        timing metrics), folded in when a turn settles."""
+
+        tool_name: str
+        calls: int
+        errors: int
+        total_ms: float
+        mean_ms: float
+        max_ms: float
+        last_ms: float
+        last_at: str
+
+    class ExecutionProfile(TypedDict):
+        """``AgentState.execution_profile``: descriptive metadata about how the
+        agent's turns have run so far (the spec: not a control input)."""
+
+        turns: int
+        aborted_turns: int
+        model_rounds: int
+        tool_calls: int
+        total_turn_ms: int
+        mean_turn_ms: float
+        max_turn_ms: int
+        last_turn_ms: int
+        mean_rounds_per_turn: float
+        mean_tool_calls_per_turn: float
+        compacted_turns: int
+        last_turn_id: str | None
+        updated_at: str | None
+
     class AgentIdentity(TypedDict):
         agent_id: str
         kind: str  # one of AGENT_KINDS
@@ -51,6 +82,9 @@ if TYPE_CHECKING:
         # a spawned private child: who supervises it and through which handle
         supervisor_agent_id: NotRequired[str | None]
         supervision_task_id: NotRequired[str | None]
+        # a child made from a profile file (runtime/agents/profiles.py):
+        # name, source, path, model, tools (None: all), budgets
+        profile: NotRequired[dict[str, Any] | None]
 
     class AgentState(TypedDict):
         """The spec's AgentState as stored in ``state/agent.json``."""
@@ -102,6 +136,14 @@ if TYPE_CHECKING:
         worktree_sessions: NotRequired[dict[str, WorktreeSession]]
         # working memory, episodes and compaction (runtime/memory/working.py)
         working_memory: NotRequired[WorkingMemoryState]
+        # the spec's Additional State Fields, folded in once per settled turn
+        # (runtime/turn/stats.py): messages compacted out of active windows,
+        # the last compaction's summary (the legacy fallback beside working
+        # memory), per-tool timing and the descriptive execution profile
+        compacted_message_count: NotRequired[int]
+        context_summary: NotRequired[str | None]
+        tool_latency: NotRequired[list[ToolLatencyMetrics]]
+        execution_profile: NotRequired[ExecutionProfile]
 
     class AgentRecord(TypedDict):
         v: int
@@ -197,7 +239,29 @@ def new_agent_record(
             "sleep_reason": None,
             "last_closure": None,
             "turn_index": 0,
+            "compacted_message_count": 0,
+            "context_summary": None,
+            "tool_latency": [],
+            "execution_profile": empty_execution_profile(),
         },
+    }
+
+
+def empty_execution_profile() -> ExecutionProfile:
+    return {
+        "turns": 0,
+        "aborted_turns": 0,
+        "model_rounds": 0,
+        "tool_calls": 0,
+        "total_turn_ms": 0,
+        "mean_turn_ms": 0.0,
+        "max_turn_ms": 0,
+        "last_turn_ms": 0,
+        "mean_rounds_per_turn": 0.0,
+        "mean_tool_calls_per_turn": 0.0,
+        "compacted_turns": 0,
+        "last_turn_id": None,
+        "updated_at": None,
     }
 
 

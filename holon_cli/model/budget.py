@@ -46,6 +46,9 @@ class SpendRecord(TypedDict):
     # the runtime's estimate of the request's input tokens (sizes / 4) before
     # it was sent: input_tokens / request_est calibrates the next estimate
     request_est: NotRequired[int]
+    # input tokens the provider's prompt cache served (part of input_tokens);
+    # written only when there were some
+    cached_input_tokens: NotRequired[int]
 
 
 class BudgetUse(TypedDict):
@@ -70,6 +73,8 @@ class BudgetHit(TypedDict):
     reserved: NotRequired[float]  # held by other requests in flight
     needed: NotRequired[float]  # what the refused request needed (input + 1 output)
     run_id: NotRequired[str]
+    # the profile file whose budget it is (a child made from a profile)
+    profile: NotRequired[str]
 
 
 class BudgetHold(TypedDict):

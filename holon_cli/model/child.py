@@ -6,11 +6,13 @@ derive them. No I/O: ``runtime/children`` reads the files and calls these."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from holon_cli.model.task import CHILD_TASK_KIND, TaskSnapshot, WorktreeInfo
+from holon_cli.model.tracecontext import TraceContext
 
-WORKSPACE_MODES = ("inherit", "worktree")
+WORKSPACE_MODES = ("inherit", "worktree", "explicit_root")
+CONTEXT_MODES = ("fork", "fresh")
 SPAWN_PRESETS = ("private_child", "public_named")
 ChildPhase = Literal["running", "blocked", "waiting", "terminal"]
 # the summary of a handle: the first line of initial_message, this long at most
@@ -96,6 +98,8 @@ class DelegationRecord(TypedDict):
     summary: str
     status: str
     result_message_id: str | None
+    # the parent's trace at the spawn (model/tracecontext.py), when it traced
+    trace_context: NotRequired[TraceContext]
 
 
 def spawn_summary(initial_message: str) -> str:

@@ -449,6 +449,8 @@ class TasksRecoveredData(TypedDict):
     interrupted: list[str]
     reported: list[str]
     reaped_foreground: list[str]
+    # running tasks a serve took over from one that is gone (a restart)
+    recovered: NotRequired[list[str]]
 
 
 class TimerCreatedData(TypedDict):
@@ -497,6 +499,10 @@ class ChildAgentSpawnedData(TypedDict):
     child_agent_id: str
     task_id: str
     workspace_mode: str
+    # fork | fresh, the profile file it was made from, the inherited context's size
+    context: NotRequired[str]
+    profile: NotRequired[str | None]
+    inherited_chars: NotRequired[int]
 
 
 class ChildAgentResultReportedData(TypedDict):
@@ -599,6 +605,8 @@ class ExternalTriggerDeliveredData(TypedDict):
     message_id: str | None
     coalesced_count: int
     waiting_intent_ids: list[str]
+    # the work items whose waits it triggered (now triggered_blocked candidates)
+    work_item_ids: NotRequired[list[str]]
     trigger_count: int
 
 

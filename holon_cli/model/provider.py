@@ -108,25 +108,46 @@ class PromptFrame(Value):
 
 
 class TokenUsage(Value):
+    """A provider's reported usage. ``input_tokens`` counts every input token,
+    cached ones included; ``cache_read_input_tokens`` (served from the
+    provider's prompt cache) and ``cache_creation_input_tokens`` (written to
+    it) are parts of it, 0 when the provider reports none. ``to_dict`` names
+    the cache counts only when there are some, so records without a cache
+    keep their shape."""
+
     def __init__(
-        self, input_tokens: int = 0, output_tokens: int = 0, total_tokens: int = 0
+        self,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        total_tokens: int = 0,
+        cache_read_input_tokens: int = 0,
+        cache_creation_input_tokens: int = 0,
     ) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.total_tokens = total_tokens
+        self.cache_read_input_tokens = cache_read_input_tokens
+        self.cache_creation_input_tokens = cache_creation_input_tokens
 
     def to_dict(self) -> dict[str, int]:
-        return {
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.cache_read_input_tokens:
+            out["cache_read_input_tokens"] = self.cache_read_input_tokens
+        if self.cache_creation_input_tokens:
+            out["cache_creation_input_tokens"] = self.cache_creation_input_tokens
+        return out
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.total_tokens + other.total_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
         )
 
 

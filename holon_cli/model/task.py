@@ -8,6 +8,8 @@ never replaced by a non-terminal one (:func:`merge_status`).
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
+from holon_cli.model.tracecontext import TraceContext
+
 TASK_RECORD_VERSION = 1
 TASK_KIND = "command_task"
 # a parent's supervision handle of a private child (runtime/children): no
@@ -79,6 +81,15 @@ class TaskLaunchSpec(TypedDict):
     marker: str
     # free disk below which output capture stops (retention.min_free_bytes; 0: off)
     min_free_bytes: NotRequired[int]
+    # the sandbox's seccomp program (hex), handed to bwrap on a pipe whose fd
+    # replaces argv[seccomp_arg] (runtime/tasks/sandbox.py)
+    seccomp: NotRequired[str]
+    seccomp_arg: NotRequired[int]
+    # the umask the command runs with (the user's; holon's own is 077)
+    umask: NotRequired[int]
+    # HOLON_HOME of the launching process: the supervisor reports there even
+    # when the command's environment does not name it (execution.env)
+    holon_home: NotRequired[str]
 
 
 class TaskRecovery(TypedDict, total=False):
@@ -110,10 +121,27 @@ class ChildTaskDetail(TypedDict, total=False):
     child_agent_id: str
     delegation_id: str
     work_item_id: str | None
-    workspace_mode: str  # inherit | worktree
+    workspace_mode: str  # inherit | worktree | explicit_root
     worktree: WorktreeInfo | None
     initial_message_id: str | None
     child_archived: bool
+    context: str  # fork | fresh (absent in handles of earlier builds: fresh)
+    profile: str | None  # the profile file's name
+    workspace_root: str | None  # explicit_root's directory
+    # the parent's trace at the spawn (its execute_tool SpawnAgent span):
+    # every turn of the child continues it, in whatever process it runs
+    trace_context: TraceContext
+
+
+class RecoveryNotice(TypedDict):
+    """One ``task_status`` a recovery admitted: ``lost`` (its supervisor or
+    child is gone) or ``recovered`` (still running after a restart)."""
+
+    key: str
+    recovery: str  # lost | recovered
+    message_id: str | None
+    at: str
+    error: NotRequired[str]
 
 
 class TaskRecord(TypedDict, total=False):
@@ -156,6 +184,12 @@ class TaskRecord(TypedDict, total=False):
     result_undeliverable: str
     child: ChildTaskDetail  # only a child_agent_task
     result_summary: str | None  # a child_agent_task: the child's final text
+    # the serve process watching it now (runtime/tasks/recovery.py): a serve
+    # that finds it owned by a process that is gone recovered it
+    runtime_owner: ProcessIdentity | None
+    # the task_status messages its recoveries admitted (runtime spec:
+    # Background Task Recovery): one per recovery key
+    recovery_notices: list[RecoveryNotice]
 
 
 class TaskLedgerRecord(TypedDict, total=False):

@@ -9,7 +9,7 @@ secret file so ``holon trigger show`` can print it.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from holon_cli.digest import sha256_hex
 
@@ -92,6 +92,8 @@ class WaitingIntent(TypedDict):
     created_at: str
     updated_at: str
     cancelled_at: str | None
+    # the turn that recorded it (absent in records of earlier builds)
+    turn_id: NotRequired[str | None]
 
 
 def token_sha256(token: str) -> str:

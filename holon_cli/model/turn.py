@@ -91,11 +91,13 @@ class SleepRequestDict(TypedDict):
 
 
 class BriefPlan(TypedDict):
-    kind: Literal["result", "failure"]
+    # ack: the turn left work running in the background (runtime/turn/handoff.py)
+    kind: Literal["ack", "result", "failure"]
     text: str
     visibility: Literal["action_required", "work_done", "turn_result"]
     work_item_id: str | None
     title: NotRequired[str]
+    related_task_id: NotRequired[str | None]
 
 
 class TurnProgress(TypedDict):

@@ -129,16 +129,51 @@ def is_runnable(rec: Mapping[str, Any], waits: WaitSummary = NO_WAITS) -> bool:
     return scheduling_state(rec, waits) == "runnable"
 
 
+def candidate_class(
+    rec: Mapping[str, Any], *, current_id: str | None, waits: WaitSummary = NO_WAITS
+) -> str:
+    """The RFC's candidate class of one item (work-item-centered RFC,
+    "Candidate Classes"): the current item is ``current_runnable`` while it
+    is runnable; an open item blocked by anything whose wait has fired
+    (``trigger_count > 0`` and ``last_triggered_at`` set) is
+    ``triggered_blocked``, never plain ``blocked`` (the blocker is not
+    cleared: the agent reviews it); completed items are ``completed_recent``."""
+    if rec.get("state") == "completed":
+        return "completed_recent"
+    rd = readiness(rec, waits)
+    if rd == "runnable":
+        return "current_runnable" if rec.get("id") == current_id else "queued_runnable"
+    if rd == "waiting_for_operator":
+        return "waiting_for_operator"
+    return "triggered_blocked" if waits.triggered else "blocked"
+
+
+# ``holon status`` counts: the readiness labels, with the blocked items whose
+# wait has fired counted apart (they are review candidates, not plain blocked)
+STATUS_COUNTS = ("runnable", "waiting_for_operator", "triggered_blocked", "blocked", "completed")
+
+
+def status_bucket(rec: Mapping[str, Any], waits: WaitSummary = NO_WAITS) -> str:
+    """Which of :data:`STATUS_COUNTS` an item counts towards."""
+    rd = readiness(rec, waits)
+    if rd == "blocked" and waits.triggered:
+        return "triggered_blocked"
+    return rd
+
+
 def readiness_projection(
     rec: Mapping[str, Any], *, current_id: str | None, waits: WaitSummary = NO_WAITS
 ) -> dict[str, Any]:
-    """The RFC's ``WorkItemReadinessProjection``."""
+    """The RFC's ``WorkItemReadinessProjection``, with the item's candidate
+    class (the same derivation the prompt's work queue and ``holon status``
+    count use)."""
     sched = scheduling_state(rec, waits)
     is_current = rec.get("id") == current_id and rec.get("state") == "open"
     return {
         "lifecycle": rec.get("state"),
         "scheduling_state": sched,
         "readiness": _READINESS_OF[sched],
+        "candidate_class": candidate_class(rec, current_id=current_id, waits=waits),
         "focus": "current"
         if is_current
         else ("none" if rec.get("state") == "completed" else "queued"),

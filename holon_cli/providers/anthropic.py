@@ -238,13 +238,13 @@ def classify_error_object(body: Any, *, stage: str) -> ProviderFailure:
 
 
 def _usage(u: dict[str, Any]) -> TokenUsage:
-    inp = (
-        as_int(u.get("input_tokens"))
-        + as_int(u.get("cache_creation_input_tokens"))
-        + as_int(u.get("cache_read_input_tokens"))
-    )
+    created = as_int(u.get("cache_creation_input_tokens"))
+    read = as_int(u.get("cache_read_input_tokens"))
+    inp = as_int(u.get("input_tokens")) + created + read
     out = as_int(u.get("output_tokens"))
-    return TokenUsage(inp, out, inp + out)
+    return TokenUsage(
+        inp, out, inp + out, cache_read_input_tokens=read, cache_creation_input_tokens=created
+    )
 
 
 def _stop(raw: Any, has_calls: bool) -> str:

@@ -35,6 +35,7 @@ from holon_cli.providers.http_common import (
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     arguments_json,
+    cached_of,
     call_block,
     context_text,
     dedupe_call_ids,
@@ -179,6 +180,7 @@ def _usage(obj: dict[str, Any]) -> Any:
         u.get("prompt_tokens", u.get("input_tokens")),
         u.get("completion_tokens", u.get("output_tokens")),
         u.get("total_tokens"),
+        cached_of(u.get("prompt_tokens_details")),
     )
 
 

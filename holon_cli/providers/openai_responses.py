@@ -36,6 +36,7 @@ from holon_cli.providers.http_common import (
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     arguments_json,
+    cached_of,
     call_block,
     context_text,
     dedupe_call_ids,
@@ -246,6 +247,7 @@ def parse_response_object(obj: Any, *, reconstructed: list[Any] | None = None) -
             usage_obj.get("input_tokens"),
             usage_obj.get("output_tokens"),
             usage_obj.get("total_tokens"),
+            cached_of(usage_obj.get("input_tokens_details")),
         )
         if isinstance(usage_obj, dict)
         else None

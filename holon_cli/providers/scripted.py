@@ -96,7 +96,13 @@ STEP_KEYS = {
 }
 CALL_KEYS = {"name", "arguments", "id"}
 FAIL_KEYS = {"kind", "message", "status", "retry_after_s"}
-USAGE_KEYS = {"input_tokens", "output_tokens", "total_tokens"}
+USAGE_KEYS = {
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+}
 MAX_SLEEP_MS = 3_600_000  # an hour: longer is a mistake, and time.sleep overflows
 STOP_REASONS = {
     STOP_END_TURN,
@@ -277,7 +283,13 @@ def _step_usage(path: Path, where: str, usage: Any) -> TokenUsage:
             f"{where}: 'usage' must map input_tokens/output_tokens to non-negative integers",
         )
     i_t, o_t = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-    return TokenUsage(i_t, o_t, usage.get("total_tokens") or i_t + o_t)
+    return TokenUsage(
+        i_t,
+        o_t,
+        usage.get("total_tokens") or i_t + o_t,
+        cache_read_input_tokens=usage.get("cache_read_input_tokens", 0),
+        cache_creation_input_tokens=usage.get("cache_creation_input_tokens", 0),
+    )
 
 
 def _step_fail(path: Path, where: str, fail: Any) -> dict[str, Any]:

@@ -151,10 +151,19 @@ def as_int(value: Any) -> int:
     return 0
 
 
-def usage_from(input_tokens: Any, output_tokens: Any, total_tokens: Any = None) -> TokenUsage:
+def usage_from(
+    input_tokens: Any, output_tokens: Any, total_tokens: Any = None, cached: Any = None
+) -> TokenUsage:
+    """Usage from an OpenAI-shaped answer; ``cached``: the input tokens the
+    prompt cache served (already counted in ``input_tokens``)."""
     i, o = as_int(input_tokens), as_int(output_tokens)
     t = as_int(total_tokens) if total_tokens is not None else 0
-    return TokenUsage(i, o, t or i + o)
+    return TokenUsage(i, o, t or i + o, cache_read_input_tokens=as_int(cached))
+
+
+def cached_of(details: Any) -> Any:
+    """``cached_tokens`` of a ``*_tokens_details`` object, if it is one."""
+    return details.get("cached_tokens") if isinstance(details, dict) else None
 
 
 # ----------------------------------------------------------------- errors

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from holon_cli.model.execution_policy import execution_policy
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.memory.compaction import context_budget, fixed_tokens
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
+from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn import context_trigger, recent_conversation
 from holon_cli.runtime.turn.context import recent_chars_for
 from holon_cli.runtime.workspace import workspace_for
@@ -29,6 +29,10 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
     bind = getattr(catalog, "for_agent", None)
     if bind is not None:  # the agent's own tools (MCP: cached lists only, nothing started)
         catalog = bind(store, cfg, start=False)
+    from holon_cli.runtime.agents.profiles import narrow
+    from holon_cli.runtime.children.context import block_for
+
+    catalog = narrow(catalog, rec["identity"])  # a profiled child's own tools
     specs, guidance = catalog.specs, catalog.guidance
 
     wm = working.state_of(state.get("working_memory"))
@@ -62,7 +66,8 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         ),
         working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
         memory_delta=working.render_delta(wm),
-        policy=execution_policy(cfg, store.agent_id),
+        policy=execution_projection(cfg, store.agent_id),
+        inherited=block_for(store, dict(rec["identity"])),
     )
     f = built.frame
     return {

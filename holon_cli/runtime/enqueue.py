@@ -33,6 +33,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.tracecontext import TraceContext
 
 MAX_BODY_BYTES = 1_000_000
 
@@ -141,6 +142,7 @@ def admit(
     store: AgentStore | None = None,
     ingest_now: bool = False,
     idempotency_key: str | None = None,
+    trace_context: TraceContext | None = None,
 ) -> Envelope:
     """Validate, normalize and durably deliver one message. Returns the envelope.
 
@@ -152,6 +154,9 @@ def admit(
     ``message_admitted`` event immediately; when the lock is busy it stays in
     the Maildir for the lock holder or the next pass. Either way admission
     never waits for a lock.
+
+    ``trace_context``: the caller's W3C trace (an HTTP ``traceparent``),
+    stored on the message; the turn that works it continues that trace.
     """
     body = make_body(text, json_body=json_body)
     # every caller value, and the policy (kind vs origin vs surface), is
@@ -180,6 +185,7 @@ def admit(
         admission_context=admission_context,
         metadata=metadata,
         source_refs=source_refs,
+        trace_context=trace_context,
     )
     check_ingress(store, store.read_record(), admission_context)
     check_accepting(store)

@@ -74,6 +74,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "last_wake_reason": state.get("last_wake_reason"),
         "sleeping_until": state.get("sleeping_until"),
         "last_turn_at": state.get("last_turn_at"),
+        "last_brief_at": state.get("last_brief_at"),
         "last_closure": state.get("last_closure"),
         "last_continuation": state.get("last_continuation"),
         "pending_wake_hint": state.get("pending_wake_hint"),
@@ -93,6 +94,11 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
         "skills": _skills(state),
         "external_trigger": _trigger_status(store),
         "working_memory": _working_memory(state),
+        # the spec's Additional State Fields (runtime/turn/stats.py)
+        "compacted_message_count": int(state.get("compacted_message_count") or 0),
+        "context_summary": state.get("context_summary"),
+        "tool_latency": list(state.get("tool_latency") or []),
+        "execution_profile": _execution_profile(state),
     }
     # what needs an operator: the last failed turn, a config.yaml that does not load
     summary |= {
@@ -108,6 +114,7 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     summary["active_tasks"] = active_tasks(store)
     from holon_cli.errors import ConfigError
+    from holon_cli.runtime import telemetry
     from holon_cli.runtime.agents.holds import agent_holds
     from holon_cli.runtime.budgets.spend import status as budget_status
     from holon_cli.store.config import load_config
@@ -123,7 +130,20 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     summary["holds"] = agent_holds(store, cfg)
     if cfg:  # an unreadable config shows no servers (its error is shown instead)
         summary |= _mcp_status(store, cfg)
+    # tracing on or off here, and the spans the home's processes dropped
+    summary["telemetry"] = telemetry.status(cfg)
+    from holon_cli.runtime.tasks.sandbox import status as sandbox_status
+
+    # from the probe's cache only: status never starts bwrap
+    summary["sandbox"] = sandbox_status(cfg, store.agent_id)
     return summary
+
+
+def _execution_profile(state: AgentState) -> dict[str, Any]:
+    """``execution_profile`` (zeros for an agent that never settled a turn)."""
+    from holon_cli.model.agent import empty_execution_profile
+
+    return {**empty_execution_profile(), **(state.get("execution_profile") or {})}
 
 
 def _mcp_status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -382,6 +402,9 @@ class _HomeCheck:
         self.problems.extend(hc.config_problems(home))
         self.notes.extend(hc.config_notes(home))
         self.notes.extend(hc.permission_notes(home))
+        sb_problems, sb_notes = hc.sandbox_findings(home)
+        self.problems.extend(sb_problems)
+        self.notes.extend(sb_notes)
         self.notes.extend(hc.staging_notes(home))
         try:
             read_snapshot(home.marker)

@@ -259,6 +259,28 @@ def _plan(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
     return _row("trace", "work_item", "Plan", f"Plan file {path} {how}", kind)
 
 
+def _delivered(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
+    """An external trigger delivery; the work items it made triggered (the
+    ``triggered_blocked`` candidate class: reviewed by the agent, blocker kept)."""
+    text = f"External trigger delivered ({d.get('disposition') or '?'})"
+    items = [str(w) for w in d.get("work_item_ids") or [] if w]
+    if items:
+        text += f"; triggered: {', '.join(items[:5])}" + (" …" if len(items) > 5 else "")
+        text += " (blocker kept until the agent reviews it)"
+    return _row("progress", "waiting", "Trigger", text, kind)
+
+
+# ``holon status`` / console work-item counts: how each bucket reads
+WORK_COUNT_LABELS = {"triggered_blocked": "triggered_blocked (wait fired, review)"}
+
+
+def work_counts(counts: Mapping[str, Any]) -> str:
+    """The work-item counts of ``holon status`` and the console, non-zero
+    ones in the order given (``triggered_blocked``: items whose wait fired,
+    still blocked until the agent reviews them), or ``none``."""
+    return ", ".join(f"{WORK_COUNT_LABELS.get(k, k)} {v}" for k, v in counts.items() if v) or "none"
+
+
 def _fixed(visibility: Visibility, category: Category, title: str, text: str) -> Presenter:
     def present_fixed(kind: str, e: Mapping[str, Any], d: Mapping[str, Any]) -> Presented:
         return _row(visibility, category, title, text.format_map(_Default(d, e)), kind)
@@ -333,9 +355,7 @@ _PRESENTERS: dict[str, Presenter] = {
     "timer_created": _fixed("progress", "waiting", "Timer", "Timer set for {next_fire_at}"),
     "timer_fired": _fixed("progress", "waiting", "Timer", "Timer {timer_id} fired"),
     "timer_cancelled": _fixed("trace", "waiting", "Timer", "Timer {timer_id} cancelled"),
-    "external_trigger_delivered": _fixed(
-        "progress", "waiting", "Trigger", "External trigger delivered ({disposition})"
-    ),
+    "external_trigger_delivered": _delivered,
     "wake_hint_converted": _fixed("trace", "waiting", "Wake", "Wake hint became a message"),
     "waiting_intent_recorded": _fixed("progress", "waiting", "Waiting", "Waiting on {source}"),
     "waiting_intent_cancelled": _fixed("trace", "waiting", "Waiting", "Stopped waiting: {reason}"),

@@ -493,10 +493,13 @@ def build_frame(
     working_memory: str | None = None,
     memory_delta: str | None = None,
     policy: ExecutionPolicy | None = None,
+    inherited: str | None = None,
 ) -> BuiltPrompt:
     """The prompt frame. Deterministic: the same inputs give the same bytes
     (the cache key and fingerprint are hashes of them). ``policy``: the
-    execution policy projection (default: no sandbox, nothing enforced)."""
+    execution policy projection (default: no sandbox, nothing enforced).
+    ``inherited``: a forked child's inherited context (fenced; the same
+    bytes for the child's whole life: first of the context blocks)."""
     policy = policy or execution_policy(None)
     sec = _Sections()
     instructions = load_instructions(agent_home, ws)
@@ -514,7 +517,10 @@ def build_frame(
     )
     trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
     mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
-    context_blocks = [sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}")]
+    context_blocks = []
+    if inherited:
+        context_blocks.append(sec.add("agent", "inherited context", inherited, "fork of parent"))
+    context_blocks.append(sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}"))
     if trigger:
         context_blocks.append(
             sec.add("turn", "external trigger", trigger_block(trigger), "trigger capability")

@@ -166,6 +166,7 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
                 actions.append(
                     {"action": "activated", "work_signal": signal, "message_id": msg["id"]}
                 )
+    _note_depth(store)
     if actions:
         completed: TickCompletedData = {"actions": actions}
         store.emit("tick_completed", completed)
@@ -180,6 +181,14 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
     else:
         why = "nothing due"
     return {"agent_id": store.agent_id, "actions": [], "idle_reason": why}
+
+
+def _note_depth(store: AgentStore) -> None:
+    """``holon.queue.depth`` after the tick (only while tracing is on)."""
+    from holon_cli.runtime import telemetry
+
+    if telemetry.active() is not None or telemetry.wanted():
+        telemetry.record_queue_depth(store.agent_id, q.pending_count(store))
 
 
 def _tick_one(aid: str) -> dict[str, Any]:

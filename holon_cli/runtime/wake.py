@@ -62,7 +62,7 @@ def agent_deadline(agent: str | AgentStore, cfg: dict[str, Any] | None = None) -
         ):
             cands.append(clock.parse_iso(at))
     cfg = load_config() if cfg is None else cfg
-    if active(cfg, home_of(store)) and (reset := wake_at(store, cfg)) is not None:
+    if active(cfg, home_of(store), store) and (reset := wake_at(store, cfg)) is not None:
         cands.append(reset)  # a budget that stopped a turn resets: look again then
     nd = timers.next_deadline(store)
     if nd:
@@ -125,7 +125,7 @@ def activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     from holon_cli.store.config import load_config
 
     cfg = load_config()
-    if not budgets.active(cfg, home_of(store)):
+    if not budgets.active(cfg, home_of(store), store):
         return None
     hit = budgets.exhausted(store, cfg, signal.get("work_item_id"))
     if hit is None:

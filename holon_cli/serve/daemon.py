@@ -42,6 +42,7 @@ from holon_cli.errors import HolonError, RejectedError
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import pid_alive
+from holon_cli.umask import user_umask
 
 LOG_ROTATE_BYTES = 5 << 20
 STOP_GRACE_S = 10.0
@@ -277,6 +278,9 @@ def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) 
             start_new_session=True,
             close_fds=True,
             env=env,
+            # the user's umask: serve takes the private one itself and keeps
+            # the user's for the commands it runs
+            umask=user_umask(),
         )
     meta = {
         "v": 1,

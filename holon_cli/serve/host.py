@@ -320,6 +320,11 @@ class Host:
             server = HttpServer(app, socks)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        from holon_cli.runtime.tasks.recovery import runtime_owner_of_process
+
+        # this process watches running tasks now; tasks a serve that is gone
+        # watched were recovered by this restart (each agent's first pass says so)
+        runtime_owner_of_process(True)
         started = False
         try:
             # the engine first (dbos: a database it cannot use ends serve
@@ -344,6 +349,7 @@ class Host:
             log_line("stopping: no new work; draining running turns")
             left = self.scheduler.drain()
         finally:
+            runtime_owner_of_process(False)
             if server is not None and started:
                 server.stop()
             for sock in socks if not started else ():
@@ -406,6 +412,14 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the first turn imports it (and reports) anyway
             pass
+    try:
+        # tracing (OTEL_* or telemetry.enabled): the SDK is set up before the first turn
+        from holon_cli.runtime import telemetry
+        from holon_cli.store.config import load_config
+
+        telemetry.plane(load_config())
+    except Exception:  # noqa: BLE001 - the first turn sets it up (and reports) anyway
+        pass
     schemes = _default_model_schemes()
     if schemes:
         # httpx2 and its client (~80 ms), for https its CA store (~20 ms)

@@ -88,7 +88,7 @@ class RuntimeConfig:
     default_recheck_after_ms: int | None = _pos("default blocker recheck delay in ms")
     # task plane (commands and command tasks)
     exec_env_passthrough: list[str] | None = _opt(
-        "secret-looking variables commands may still inherit, e.g. [GITHUB_TOKEN]"
+        "older name of execution.env.pass (read as more pass names)"
     )
     exec_yield_time_ms: int | None = _pos("how long ExecCommand waits before a task")
     task_output_max_bytes: int | None = _pos("output kept per command task")
@@ -186,12 +186,32 @@ Network = Literal["on", "off"]
 
 
 @dataclass(frozen=True)
+class ExecEnvConfig:
+    """``execution.env``: the environment of model-run commands, an allowlist
+    (runtime/tasks/environment.py reads it)."""
+
+    inherit: Literal["core", "all", "none"] | None = _opt(
+        "core (PATH HOME USER LOGNAME SHELL LANG LC_* TERM TZ TMPDIR; default), all "
+        "(secret-like names withheld) or none"
+    )
+    pass_: list[str] | None = _opt(
+        "variables passed whatever they look like, e.g. [GITHUB_TOKEN]", key="pass"
+    )
+    set: dict[str, str] | None = _opt("variables set to these values, e.g. {CI: '1'}")
+
+
+@dataclass(frozen=True)
 class ExecutionConfig:
     """``execution`` (all agents) and ``agents.<id>.execution`` (one agent, key
     by key over the default): how model-run commands are confined."""
 
-    sandbox: Literal["none", "bwrap"] | None = _opt("none, or bwrap (bubblewrap confinement)")
-    network: Network | bool | None = _opt("on or off: network inside the sandbox (off unless on)")
+    sandbox: Literal["auto", "none", "bwrap"] | None = _opt(
+        "auto (bubblewrap when it works here, else none; default), bwrap or none"
+    )
+    network: Network | bool | None = _opt(
+        "on or off: network inside the sandbox (default on; off when sandbox is bwrap)"
+    )
+    env: ExecEnvConfig | None = _opt("the environment commands get (inherit, pass, set)")
 
 
 # ------------------------------------------------------------ mcp servers
@@ -348,6 +368,19 @@ def standard_secret(secret: str) -> bytes | None:
 
 
 @dataclass(frozen=True)
+class TelemetryConfig:
+    """``telemetry``: OpenTelemetry traces and metrics (runtime/telemetry/);
+    the standard ``OTEL_*`` variables apply and can turn it on too."""
+
+    enabled: bool | None = _opt(
+        "export GenAI traces and metrics over OTLP (needs the holon-cli[otel] extra)"
+    )
+    flush_timeout_ms: int | None = _opt(
+        "how long a process waits at its end for spans to leave (default 40)", min=0
+    )
+
+
+@dataclass(frozen=True)
 class HolonConfig:
     """The whole file."""
 
@@ -365,6 +398,7 @@ class HolonConfig:
     execution: ExecutionConfig | None = _opt("confinement of model-run commands")
     serve: ServeConfig | None = _opt("HTTP server of `holon serve`: proxies, timeouts, connections")
     mcp_servers: dict[str, McpServerConfig] | None = _opt("MCP servers every agent reaches")
+    telemetry: TelemetryConfig | None = _opt("OpenTelemetry traces and metrics")
 
 
 # -------------------------------------------------------------- validation
@@ -514,9 +548,15 @@ def _check_str(value: str, key: str, meta: typing.Mapping[str, Any]) -> None:
             ) from None
 
 
+def _key(f: dataclasses.Field[Any]) -> str:
+    """The key a field reads in config.yaml (``metadata["key"]``: a Python
+    keyword such as ``pass``), else its name."""
+    return str(f.metadata.get("key") or f.name)
+
+
 def _check_section(data: dict[Any, Any], cls: type, prefix: str) -> None:
     hints = _hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {_key(f): f for f in dataclasses.fields(cls)}
     for k in data:
         if not isinstance(k, str) or k not in fields:
             path = f"{prefix}.{k}" if prefix else str(k)
@@ -536,16 +576,16 @@ def _check_section(data: dict[Any, Any], cls: type, prefix: str) -> None:
                     f"add `{name}:` ({doc})" if doc else None,
                 )
             continue
-        _check(data[name], hints[name], path, f.metadata)
+        _check(data[name], hints[f.name], path, f.metadata)
 
 
 def build(cls: type[_T], data: dict[str, Any]) -> _T:
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in data or data[f.name] is None:
+        if data.get(_key(f)) is None:
             continue
-        kwargs[f.name] = _build_value(hints[f.name], data[f.name])
+        kwargs[f.name] = _build_value(hints[f.name], data[_key(f)])
     return cls(**kwargs)
 
 
@@ -731,7 +771,7 @@ def known_keys(cls: type = HolonConfig, prefix: str = "") -> list[str]:
     out: list[str] = []
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
-        path = f"{prefix}.{f.name}" if prefix else f.name
+        path = f"{prefix}.{_key(f)}" if prefix else _key(f)
         tp = hints[f.name]
         inner = [a for a in get_args(tp) if a is not type(None)] or [tp]
         sub = inner[0]

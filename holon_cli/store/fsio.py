@@ -18,8 +18,9 @@ it). Its invariants:
   target is replaced by the file (or refused, with ``refuse_symlink``);
 - an existing regular file keeps its permission bits; a new file gets
   ``new_mode`` (default :data:`PRIVATE_FILE_MODE`, 0600: files under the home
-  hold message content), or ``0o666`` minus the umask with ``new_mode=None``
-  (what an editor does in a user's workspace).
+  hold message content), or ``0o666`` minus the user's umask with
+  ``new_mode=None`` (what an editor does in a user's workspace; holon's own
+  umask is 077, see :mod:`holon_cli.umask`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from holon_cli import umask
 from holon_cli.errors import CorruptStateError
 
 PRIVATE_FILE_MODE = 0o600
@@ -143,18 +145,17 @@ def end_deferred_fsyncs() -> int:
 os.register_at_fork(after_in_child=defer_fsyncs)
 
 
-def current_umask() -> int:
-    """The process umask, read without changing it where the platform allows."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    old = os.umask(0o022)  # no /proc: the classic (briefly racy) dance
-    os.umask(old)
-    return old
+def privatize_tree(root: Path) -> None:
+    """Make a tree copied into the home private: folders 0700, files 0600
+    (0700 when any execute bit was set: a skill's script). ``copytree`` copies
+    the source's modes, which the umask does not touch; symlinks are left."""
+    for dirpath, _dirnames, filenames in os.walk(root):  # symlinked folders: not entered
+        os.chmod(dirpath, PRIVATE_DIR_MODE)
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(p, 0o700 if st.st_mode & 0o111 else PRIVATE_FILE_MODE)
 
 
 def fd_real_path(dfd: int, fallback: Path) -> Path:
@@ -229,7 +230,7 @@ def atomic_write_bytes(
             if st is not None and stat.S_ISREG(st.st_mode):
                 mode = stat.S_IMODE(st.st_mode)
             elif new_mode is None:
-                mode = 0o666 & ~current_umask()
+                mode = 0o666 & ~umask.user_umask()
             else:
                 mode = new_mode
         sync = not deferred(path, parent)

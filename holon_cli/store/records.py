@@ -139,10 +139,11 @@ def spend_record(rec: Mapping[str, Any]) -> str | None:
         _need(rec, "input_tokens", int, "spend record"),
         _need(rec, "output_tokens", int, "spend record"),
         _opt(rec, "cost_usd", (int, float), "spend record"),
+        _opt(rec, "cached_input_tokens", int, "spend record"),
     )
     if reason:
         return reason
-    if rec["input_tokens"] < 0 or rec["output_tokens"] < 0:
+    if rec["input_tokens"] < 0 or rec["output_tokens"] < 0 or rec.get("cached_input_tokens", 0) < 0:
         return "spend record: negative token count"
     return None
 

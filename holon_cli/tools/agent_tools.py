@@ -26,7 +26,7 @@ is ``initial_message``; any other field is refused by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from holon_cli.errors import HolonError, UsageError
 from holon_cli.runtime.enqueue import admit
@@ -35,6 +35,9 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import AGENT_ID_RE, HomeLayout
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolError, field_doc, tool
+
+if TYPE_CHECKING:
+    from holon_cli.runtime.agents.profiles import ChildProfile
 
 MAX_FOLLOWUPS_PER_TURN = 8
 SELF_FOLLOWUP_ORIGIN = "system:self_followup"
@@ -238,10 +241,13 @@ class SpawnAgentArgs:
         "optional bootstrap input for public_named). The child's task label comes from it.",
         default=None,
     )
-    preset: Literal["private_child", "public_named"] | None = field_doc(
+    preset: str | None = field_doc(
         "private_child (default): a private child you supervise through the returned task "
         "handle (TaskStatus, TaskOutput, TaskInput, TaskStop); its result comes back as one "
-        "task_result. public_named: a durable public agent that owns itself (needs agent_id).",
+        "task_result. public_named: a durable public agent that owns itself (needs agent_id). "
+        "Any other name is a child profile file (.agents/profiles/<name>.md in your "
+        "workspace, or profiles/<name>.md in the holon home): a private_child with that "
+        "profile's model, tools, budgets and instructions.",
         default=None,
     )
     agent_id: str | None = field_doc(
@@ -251,15 +257,55 @@ class SpawnAgentArgs:
     template: str | None = field_doc(
         "Template of the new agent's home (default: holon-default).", default=None
     )
-    workspace_mode: Literal["inherit", "worktree"] | None = field_doc(
+    workspace_mode: Literal["inherit", "worktree", "explicit_root"] | None = field_doc(
         "private_child: inherit (default) works in your workspace; worktree gives the child "
-        "a new git worktree on its own branch (removed when clean at the end, else kept).",
+        "a new git worktree on its own branch (removed when clean at the end, else kept); "
+        "explicit_root works in the directory `workspace_root` names.",
+        default=None,
+    )
+    workspace_root: str | None = field_doc(
+        "explicit_root only: the child's directory (relative to your cwd); never the holon "
+        "home or a folder inside it.",
+        default=None,
+    )
+    context: Literal["fork", "fresh"] | None = field_doc(
+        "private_child: fork (default) also gives the child a bounded, runtime-derived view "
+        "of your context (your active work item with its plan and waits, working memory, "
+        "related episodes, recent conversation); fresh gives it initial_message only.",
         default=None,
     )
 
 
 def _spawn_error(message: str, field: str, hint: str) -> ToolError:
     return ToolError("invalid_arguments", message, field=field, recovery_hint=hint)
+
+
+def _profile(ctx: ToolContext, name: str) -> ChildProfile:
+    """The child profile ``name`` for this agent's workspace, as a tool error
+    when it is missing or broken (the message names the file and key)."""
+    import json
+    from pathlib import Path
+
+    from holon_cli.errors import NotFoundError
+    from holon_cli.runtime.agents.profiles import ProfileError, find
+
+    # the built-in tools' names, from the generated manifest (tools/catalog.py reads it too)
+    rows = json.loads(Path(__file__).with_name("manifest.json").read_bytes())["tools"]
+    known = {str(r["name"]) for r in rows}
+    try:
+        return find(name, ctx.workspace_anchor, known_tools=known)
+    except NotFoundError as err:
+        raise ToolError(
+            "invalid_arguments", err.message, field="preset", recovery_hint=err.hint
+        ) from None
+    except ProfileError as err:
+        raise ToolError(
+            "invalid_arguments",
+            err.message,
+            field="preset",
+            details=dict(err.details) or None,
+            recovery_hint=err.hint,
+        ) from None
 
 
 @tool(
@@ -269,13 +315,14 @@ def _spawn_error(message: str, field: str, hint: str) -> ToolError:
         "Delegate: create a child agent. Default preset private_child: a private child that "
         "works on initial_message in the background; supervise it with the task tools on the "
         "returned task_handle; its final answer arrives as one task_result message. "
-        "public_named creates a durable public agent (agent_id required) and returns its id."
+        "public_named creates a durable public agent (agent_id required) and returns its id. "
+        "Another preset name picks a child profile file."
     ),
 )
 def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> dict[str, Any]:
     from holon_cli.runtime.children import spawn as sp
 
-    preset = args.preset or "private_child"
+    preset = (args.preset or "private_child").strip()
     text = args.initial_message
     try:
         if preset == "public_named":
@@ -285,15 +332,20 @@ def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> dict[str, Any]:
                     "agent_id",
                     'pass the new agent\'s id, e.g. {"agent_id": "reviewer"}',
                 )
-            if args.workspace_mode is not None:
-                raise _spawn_error(
-                    "`workspace_mode` is for private_child only",
-                    "workspace_mode",
-                    "omit it: a public agent inherits your attached workspaces",
-                )
+            for name in ("workspace_mode", "workspace_root", "context"):
+                if getattr(args, name) is not None:
+                    raise _spawn_error(
+                        f"`{name}` is for private children only",
+                        name,
+                        "omit it: a public agent inherits your attached workspaces and "
+                        "starts from initial_message",
+                    )
             return sp.spawn_public_named(
                 ctx.store, args.agent_id or "", initial_message=text, template=args.template
             )
+        profile: ChildProfile | None = None
+        if preset != "private_child":
+            profile = _profile(ctx, preset)
         if args.agent_id is not None:
             raise _spawn_error(
                 "`agent_id` is for public_named only; private children get a generated id",
@@ -306,13 +358,20 @@ def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> dict[str, Any]:
                 "initial_message",
                 "say what the child should do and what to report back",
             )
+        mode = args.workspace_mode or (profile.workspace_mode if profile else None)
+        root = args.workspace_root
+        if root is None and profile is not None and args.workspace_mode is None:
+            root = profile.workspace_root
         return sp.spawn_private_child(
             ctx.store,
             text,
             template=args.template,
-            workspace_mode=args.workspace_mode or "inherit",
+            workspace_mode=mode or "inherit",
             parent_message=ctx.message,
             turn_id=ctx.turn_id,
+            context=args.context or (profile.context if profile else None) or "fork",
+            workspace_root=root,
+            profile=profile,
         )
     except HolonError as err:
         raise _tool_error(err) from None

@@ -258,6 +258,7 @@ def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str
         source="agent",
         ambiguous_round=len(targets) > 1,
         turn_id=ctx.turn_id,
+        related_task_id=(ctx.message or {}).get("task_id"),
     )
     return _mutated(ctx, res, focus_changed=bool(res["focus_released"]))
 

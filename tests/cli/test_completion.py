@@ -42,7 +42,7 @@ needs_zsh = pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh not inst
 ROOT_COMMANDS = sorted(
     ["enqueue", "turn", "tick", "run", "status", "tail", "transcript", "replay"]
     + ["agent", "workitem", "task", "serve", "daemon", "home", "debug", "completion", "queue"]
-    + ["timer", "trigger", "skills", "memory", "workspace", "tui", "mcp"]
+    + ["timer", "trigger", "skills", "memory", "workspace", "tui", "mcp", "usage"]
 )
 
 

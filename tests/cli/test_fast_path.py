@@ -429,7 +429,8 @@ def test_run_prints_the_same_on_both_paths(
         (["run", "-", "-m", f"scripted:{ok}", "--max-turns", "2"], "from stdin"),
         (["run", "hi", "-m", f"scripted:{tmp_path / 'missing.yaml'}"], ""),
     ]
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")  # never a folder holding the home
     results = []
     for name in ("fast", "click"):
         monkeypatch.setenv("HOLON_HOME", str(tmp_path / name))

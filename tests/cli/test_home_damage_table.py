@@ -135,7 +135,9 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         record_wait(store, description="CI run", source="github", work_item_id=wid)
         complete_work_item(store, wid, report="shipped: all green")
         triggers.show(store)
-        run_task(store, "true", workdir=home)
+        wd = home.parent / "wd"  # beside the home: the home is never an execution root
+        wd.mkdir()
+        run_task(store, "true", workdir=wd)
     finally:
         for k, v in old.items():
             if v is None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from holon_cli.store.layout import HomeLayout
 from tests.inprocess_cli import bind_runner, run  # noqa: F401  (bind_runner: autouse)
 
 
@@ -25,7 +26,7 @@ def data(res: Any) -> Any:
 
 
 def write_config(tmp_path: Path, body: str) -> None:
-    home = tmp_path / "holon-home"
+    home = HomeLayout.current().root
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text(body)
 

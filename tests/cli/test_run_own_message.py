@@ -12,6 +12,7 @@ import yaml
 
 from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.store.layout import HomeLayout
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:
@@ -106,9 +107,8 @@ def test_run_dash_refuses_non_utf8_stdin(script_runner: Any, tmp_path: Path, dat
     assert res.returncode == 2, res.stderr
     assert b"not valid UTF-8" in res.stderr or b"binary data" in res.stderr
     assert b"Traceback" not in res.stderr
-    assert not (tmp_path / "holon-home" / "agents").exists() or not any(
-        p.name.startswith("run-") for p in (tmp_path / "holon-home" / "agents").iterdir()
-    )
+    agents = HomeLayout.current().agents_dir
+    assert not agents.exists() or not any(p.name.startswith("run-") for p in agents.iterdir())
 
 
 def test_run_dash_refuses_empty_stdin(script_runner: Any, tmp_path: Path) -> None:

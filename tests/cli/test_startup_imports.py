@@ -282,3 +282,32 @@ def test_mcp_servers_configured_keep_enqueue_and_status_off_the_sdk(
     assert not sdk, sorted(sdk)
     rec = json.loads(next((holon_home / "mcp" / "servers").glob("s.*.json")).read_text())
     assert rec["state"] == "ok"  # nothing was started (the command does not exist)
+
+
+def test_tracing_off_imports_no_opentelemetry(tmp_path: Path) -> None:
+    """Tracing is off by default (issue 39): ``status``, ``enqueue``, a
+    ``tick`` and a whole ``turn`` with a tool call load nothing from
+    OpenTelemetry (the telemetry plane's light module only)."""
+    from holon_cli.runtime.agents.lifecycle import open_agent
+    from holon_cli.runtime.enqueue import admit
+
+    open_agent(None)
+    admit("hi")
+    script = tmp_path / "tool.yaml"
+    script.write_text(
+        "steps:\n"
+        "  - tool_calls: [{name: ExecCommand, arguments: {cmd: 'true'}}]\n"
+        '  - text: "done"\n'
+    )
+    runs = (
+        (("status",), "holon_cli.runtime.inspect"),
+        (("enqueue", "again"), "holon_cli.runtime.enqueue"),
+        (("tick",), "holon_cli.runtime.tick"),
+        (("turn", "--model", f"scripted:{script}"), "holon_cli.runtime.tasks.launch"),
+    )
+    for args, probe in runs:
+        mods = loaded_modules(*args)
+        assert probe in mods, args  # the probe really ran it (the turn ran its tool)
+        otel = sorted(m for m in mods if m.startswith(("opentelemetry", "google.protobuf")))
+        assert not otel, (args, otel)
+        assert "holon_cli.runtime.telemetry.sdk" not in mods, args

@@ -342,7 +342,12 @@ async def test_workspace_attach_enter_and_exit_actions(surface: Surface, tmp_pat
         assert wid.startswith("ws_")
         await until(pilot, lambda: f"workspace {wid} {proj}" in bar(app, "statebar"))
         assert "projection canonical_root" in bar(app, "statebar")
-        assert "access public_named, host_local" in bar(app, "statebar")
+        # the default sandbox (auto): bwrap with the network on where it works here
+        from holon_cli.runtime.tasks.sandbox import projection
+
+        boxed = projection({}, None)["sandbox"] == "bwrap"
+        access = "bwrap (network on)" if boxed else "host_local"
+        assert f"access public_named, {access}" in bar(app, "statebar")
         assert "(newly attached)" in _joined(app)
         assert app.query_one("#composer", Input).has_focus
         # exit: back to the agent's home at once

@@ -144,7 +144,9 @@ def test_debug_prompt_shows_sources(script_runner, tmp_path: Path) -> None:
         "AGENTS.md"
     )
     assert "content" not in d["instructions"][0]  # metadata only
-    assert d["execution_policy"]["path_confinement"] == "not_enforced"
+    pol = d["execution_policy"]  # the default (auto): bwrap where it works here
+    assert pol["sandbox_setting"] == "auto" and pol["sandbox"] in ("bwrap", "none")
+    assert pol["path_confinement"] == ("enforced" if pol["sandbox"] == "bwrap" else "not_enforced")
     plain = script_runner.run(["holon", "debug", "prompt", "--full"])
     assert "sections (in prompt order)" in plain.stdout and "=== system prompt ===" in plain.stdout
 

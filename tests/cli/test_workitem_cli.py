@@ -196,6 +196,7 @@ def test_pick_update_complete_flow(script_runner: Any) -> None:
     assert out["data"]["work_items"] == {
         "runnable": 1,
         "waiting_for_operator": 0,
+        "triggered_blocked": 0,
         "blocked": 0,
         "completed": 1,
     }

@@ -27,6 +27,10 @@ pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[mcp]')")
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parents[1]
 
+# the servers work on folders of the test (under /dev/shm or /tmp, which the
+# default sandbox hides): unsandboxed; the sandbox's own tests are elsewhere
+HOST = {"sandbox": "none"}
+
 
 @pytest.fixture(autouse=True)
 def _stop_servers() -> Iterator[None]:
@@ -54,7 +58,7 @@ def test_pypi_servers_speak_2026_07_28(
     git["args"] += ["--repository", str(repo)]
     time_ = python_peer("mcp_server_time", "mcp-server-time")
     time_["args"] += ["--local-timezone", "UTC"]
-    write_config(holon_home, {"git": git, "time": time_})
+    write_config(holon_home, {"git": git, "time": time_}, execution=HOST)
     rows = checked(script_runner)
     assert rows["time"]["protocol"] == "2026-07-28" and rows["time"]["tools"] == 2
     assert rows["git"]["protocol"] == "2026-07-28" and rows["git"]["tools"] >= 10
@@ -68,7 +72,7 @@ def test_pypi_servers_speak_2026_07_28(
     )
     assert res.returncode == 0 and "a.txt" in res.stdout
     # pinned to the old era, they still answer initialize
-    write_config(holon_home, {"time": {**time_, "protocol": "2025-11-25"}})
+    write_config(holon_home, {"time": {**time_, "protocol": "2025-11-25"}}, execution=HOST)
     assert checked(script_runner)["time"]["protocol"] == "2025-11-25"
 
 
@@ -80,7 +84,7 @@ def test_npm_servers_fall_back_to_2025_11_25_over_stdio(
     (data / "notes.txt").write_text("remember the milk\n")
     everything = npm_peer("@modelcontextprotocol/server-everything", "stdio")
     fs = npm_peer("@modelcontextprotocol/server-filesystem", str(data))
-    write_config(holon_home, {"everything": everything, "fs": fs})
+    write_config(holon_home, {"everything": everything, "fs": fs}, execution=HOST)
     rows = checked(script_runner)
     assert rows["everything"]["protocol"] == "2025-11-25"
     assert rows["fs"]["protocol"] == "2025-11-25"

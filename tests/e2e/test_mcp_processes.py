@@ -21,6 +21,11 @@ pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[mcp]')")
 pytestmark = pytest.mark.slow
 
 
+# host pids and pid files outside the execution root: these tests are about
+# the servers' lifetimes, not the sandbox (tests/tools/test_sandbox_hardening.py)
+HOST = {"sandbox": "none"}
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -45,7 +50,7 @@ def call(name: str, cid: str) -> dict[str, object]:
 
 def test_holon_turn_ends_its_servers(holon_home: Path, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
-    write_config(holon_home, {"fake": fake("--pidfile", str(pidfile))})
+    write_config(holon_home, {"fake": fake("--pidfile", str(pidfile))}, execution=HOST)
     m = model(tmp_path, [call("child", "c1"), "done"])
     env = {**os.environ}
     subprocess.run([*HOLON, "enqueue", "go"], check=True, env=env)
@@ -60,7 +65,9 @@ def test_sigkill_of_the_turn_leaves_no_server_running(
     holon_home: Path, tmp_path: Path, era: str
 ) -> None:
     pidfile = tmp_path / "pids"
-    write_config(holon_home, {"fake": fake("--era", era, "--pidfile", str(pidfile))})
+    write_config(
+        holon_home, {"fake": fake("--era", era, "--pidfile", str(pidfile))}, execution=HOST
+    )
     m = model(tmp_path, [call("child", "c1"), call("hang", "c2"), "never"])
     subprocess.run([*HOLON, "enqueue", "go"], check=True)
     turn = subprocess.Popen([*HOLON, "turn", "--model", m], stdout=subprocess.DEVNULL)
@@ -84,7 +91,9 @@ def test_serve_keeps_a_server_warm_restarts_it_and_sigkill_leaves_nothing(
     holon_home: Path, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pids"
-    write_config(holon_home, {"fake": fake("--pidfile", str(pidfile), startup_timeout="60s")})
+    write_config(
+        holon_home, {"fake": fake("--pidfile", str(pidfile), startup_timeout="60s")}, execution=HOST
+    )
     m = model(tmp_path, [call("child", "c1"), "first", call("child", "c2"), "second"])
     serve = start_serve(tmp_path, env={"HOLON_MODEL": m})
     try:

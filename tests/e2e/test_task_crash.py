@@ -66,7 +66,8 @@ def script(tmp_path: Path, cmd: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_sigkilled_turn_leaves_no_command_running(tmp_path: Path) -> None:
+def test_a_sigkilled_turn_leaves_no_command_running(tmp_path: Path, commands_on_host: Path) -> None:
+    # host pids and a pid file outside the root: unsandboxed
     pidfile = tmp_path / "cmd.pid"
     model = script(tmp_path, f"echo $$ > {pidfile}; sleep 300")
     assert sh("enqueue", "go").returncode == 0
@@ -83,7 +84,7 @@ def test_a_sigkilled_turn_leaves_no_command_running(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_killing_turn_and_supervisor_still_stops_everything_before_replay(
-    tmp_path: Path,
+    tmp_path: Path, commands_on_host: Path
 ) -> None:
     pidfile = tmp_path / "cmd.pid"
     escaped = tmp_path / "escaped.pid"

@@ -64,7 +64,9 @@ def test_concurrent_turns_exactly_one_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_crash_mid_turn_replays_without_rerunning_recorded_tools(tmp_path: Path) -> None:
+def test_crash_mid_turn_replays_without_rerunning_recorded_tools(
+    tmp_path: Path, commands_on_host: Path
+) -> None:
     marker = tmp_path / "ran.txt"
     model = write_script(
         tmp_path / "crash.yaml",
@@ -195,7 +197,9 @@ def test_turn_without_model_is_a_clear_error(script_runner) -> None:  # type: ig
 
 
 @pytest.mark.slow
-def test_ctrl_c_mid_turn_leaves_message_for_replay(tmp_path: Path, sigint_ignored: None) -> None:
+def test_ctrl_c_mid_turn_leaves_message_for_replay(
+    tmp_path: Path, sigint_ignored: None, commands_on_host: Path
+) -> None:
     import signal
     import time as _time
 

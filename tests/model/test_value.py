@@ -20,7 +20,8 @@ def test_equality_is_by_class_and_fields() -> None:
 
 def test_repr_names_the_fields_in_order() -> None:
     assert repr(TokenUsage(1, 2, 3)) == (
-        "TokenUsage(input_tokens=1, output_tokens=2, total_tokens=3)"
+        "TokenUsage(input_tokens=1, output_tokens=2, total_tokens=3, "
+        "cache_read_input_tokens=0, cache_creation_input_tokens=0)"
     )
 
 

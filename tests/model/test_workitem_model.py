@@ -223,6 +223,7 @@ def test_readiness_projection_fields() -> None:
         "lifecycle": "open",
         "scheduling_state": "runnable",
         "readiness": "runnable",
+        "candidate_class": "current_runnable",
         "focus": "current",
         "has_active_waits": False,
         "has_triggered_waits": False,

@@ -198,10 +198,13 @@ def test_usage_includes_cache_tokens() -> None:
             },
         )
     )
+    # input counts every input token; the cache's parts are named beside it
     assert out.usage is not None and out.usage.to_dict() == {
         "input_tokens": 1110,
         "output_tokens": 5,
         "total_tokens": 1115,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 100,
     }
 
 

@@ -408,3 +408,18 @@ def test_tool_call_dataclass_is_reusable_in_next_request(loopback: LoopbackServe
     )
     fn = loopback.requests[0].json()["messages"][2]["tool_calls"][0]["function"]
     assert fn == {"name": "get_weather", "arguments": '{"city": "Rome"}'}
+
+
+def test_cached_prompt_tokens_are_named_in_the_usage() -> None:
+    body = completion({"content": "hi"}, "stop")
+    body["usage"] = {
+        "prompt_tokens": 120,
+        "completion_tokens": 7,
+        "total_tokens": 127,
+        "prompt_tokens_details": {"cached_tokens": 100},
+    }
+    usage = parse_completion(body).usage
+    assert usage is not None and usage.input_tokens == 120
+    assert usage.cache_read_input_tokens == 100 and usage.cache_creation_input_tokens == 0
+    body["usage"].pop("prompt_tokens_details")
+    assert "cache_read_input_tokens" not in parse_completion(body).usage.to_dict()

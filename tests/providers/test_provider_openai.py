@@ -452,3 +452,26 @@ def test_tool_call_ids_unique_even_if_provider_repeats_them(loopback: LoopbackSe
 def test_toolcall_dataclass_roundtrip_for_followups() -> None:
     c = ToolCall(id="x", name="n", arguments={"a": 1})
     assert c.to_dict() == {"id": "x", "name": "n", "arguments": {"a": 1}}
+
+
+def test_cached_input_tokens_are_named_in_the_usage() -> None:
+    from holon_cli.providers.openai_responses import parse_response_object
+
+    obj = {
+        "id": "resp_1",
+        "status": "completed",
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": "ok"}]}],
+        "usage": {
+            "input_tokens": 300,
+            "output_tokens": 4,
+            "total_tokens": 304,
+            "input_tokens_details": {"cached_tokens": 256},
+        },
+    }
+    usage = parse_response_object(obj).usage
+    assert usage is not None and usage.to_dict() == {
+        "input_tokens": 300,
+        "output_tokens": 4,
+        "total_tokens": 304,
+        "cache_read_input_tokens": 256,
+    }

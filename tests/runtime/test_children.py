@@ -479,6 +479,12 @@ def test_a_missing_child_fails_its_handle_once_and_a_missing_handle_archives_the
     (msg,) = task_results(parent)
     assert msg["metadata"]["task_status"] == "failed"
     assert handle.task_status(parent, tid)["task"]["stop_reason"] == "child_missing"
+    # the lost handle's ONE task_status came first (runtime spec: Background
+    # Task Recovery); it settles without a model turn
+    admitted = [r["message"] for r in parent.ledger("queue").records() if r.get("op") == "admitted"]
+    kinds = [(m["kind"], m.get("task_id")) for m in admitted if m.get("task_id") == tid]
+    assert kinds == [("task_status", tid), ("task_result", tid)]
+    assert turn().final_text == ""  # the notice, settled without the model
     # the other way round: a child whose handle is gone is archived, not erased
     admit("again")
     p2 = tmp_path / "s2"

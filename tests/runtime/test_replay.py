@@ -89,7 +89,8 @@ def test_a_text_turn_is_recorded_and_replays(tmp_path: Path) -> None:
 def test_exec_command_and_apply_patch_turns_replay_without_running_anything(
     tmp_path: Path,
 ) -> None:
-    marker = tmp_path / "ran.txt"
+    # in the execution root (the agent home): the default sandbox lets it write there
+    marker = open_agent(None).layout.home / "ran.txt"
     patch = "--- /dev/null\n+++ b/notes/new.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n"
     steps = [
         {"text": "look", "tool_calls": [call("ExecCommand", "e1", cmd=f"echo x >> {marker}; ls")]},

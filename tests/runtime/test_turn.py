@@ -249,7 +249,7 @@ def test_workspace_agents_md_and_claude_fallback(tmp_path: Path) -> None:
     )
 
 
-def test_interject_joins_running_turn(tmp_path: Path) -> None:
+def test_interject_joins_running_turn(tmp_path: Path, commands_on_host: Path) -> None:
     # the first round's tool enqueues an interjection through the CLI path
     model = script(
         tmp_path,
@@ -426,7 +426,7 @@ def test_a_failed_command_activates_no_skill_and_resumed_skills_are_restored(
 
 
 def test_a_revoke_during_a_turn_takes_the_url_out_of_the_next_round(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands_on_host: Path
 ) -> None:
     """The trigger descriptor is read for every round (issue 31 item 9)."""
     from holon_cli.runtime.prompt import trigger_block

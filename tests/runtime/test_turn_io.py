@@ -66,9 +66,9 @@ def test_at_most_three_fsyncs_per_round(tmp_path: Path, monkeypatch: pytest.Monk
 def test_journal_is_append_only_and_ignores_a_torn_tail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    marker = tmp_path / "ran.txt"
     admit("work")
     store = open_agent(None)
+    marker = store.layout.home / "ran.txt"  # in the execution root: the default sandbox allows it
     real = default_catalog().execute
     calls = {"n": 0}
 

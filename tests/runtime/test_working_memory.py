@@ -350,7 +350,9 @@ def test_the_working_memory_block_keeps_to_its_share_of_the_budget() -> None:
     assert working.render(wm, max_chars=working.memory_chars_for(2000)) == small
 
 
-def test_the_agent_state_is_not_touched_by_memory_during_the_tool_loop(tmp_path: Path) -> None:
+def test_the_agent_state_is_not_touched_by_memory_during_the_tool_loop(
+    tmp_path: Path, commands_on_host: Path
+) -> None:
     store = open_agent(None)
     agent_file = store.layout.agent_file
     cat = {"name": "ExecCommand", "arguments": {"cmd": f"cat '{agent_file}'"}}

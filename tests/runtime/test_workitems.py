@@ -410,7 +410,13 @@ def test_get_and_list_views(store: AgentStore, now: list[float]) -> None:
     res = wi.list_work_items(store)
     assert [w["id"] for w in res["work_items"]] == [b, a, c]  # current, queued, blocked
     assert "todo_list" not in res["work_items"][0]
-    assert res["counts"] == {"runnable": 2, "waiting_for_operator": 0, "blocked": 1, "completed": 0}
+    assert res["counts"] == {
+        "runnable": 2,
+        "waiting_for_operator": 0,
+        "triggered_blocked": 0,
+        "blocked": 1,
+        "completed": 0,
+    }
     assert [w["id"] for w in wi.list_work_items(store, filter="current")["work_items"]] == [b]
     assert [w["id"] for w in wi.list_work_items(store, filter="queued")["work_items"]] == [a]
     assert [w["id"] for w in wi.list_work_items(store, filter="blocked")["work_items"]] == [c]
@@ -428,6 +434,7 @@ def test_readiness_counts(store: AgentStore) -> None:
     assert wi.readiness_counts(store) == {
         "runnable": 0,
         "waiting_for_operator": 0,
+        "triggered_blocked": 0,
         "blocked": 0,
         "completed": 0,
     }
@@ -441,6 +448,7 @@ def test_readiness_counts(store: AgentStore) -> None:
     assert wi.readiness_counts(store) == {
         "runnable": 1,
         "waiting_for_operator": 1,
+        "triggered_blocked": 0,
         "blocked": 1,
         "completed": 1,
     }

@@ -16,6 +16,7 @@ from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageErro
 from holon_cli.model.workspace import AGENT_HOME
 from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
 from holon_cli.runtime.workspace import load_instructions, plane, workspace_for, workspace_id
+from holon_cli.runtime.workspace.guard import ForbiddenWorkspace
 from holon_cli.store.agent_store import AgentStore
 
 pytestmark = needs_git
@@ -227,9 +228,9 @@ def test_isolation_needs_a_git_repository_with_a_commit(store: AgentStore, tmp_p
         ({"path": ".", "mode": "sandbox"}, UsageError, "mode must be direct or isolated"),
         ({"workspace_id": "ws_000000000000"}, NotFoundError, "not attached"),
         ({"workspace_id": "agent_home", "mode": "isolated"}, UsageError, "no isolated mode"),
-        ({"path": "/"}, RejectedError, "the filesystem root"),
-        ({"path": "HOME"}, RejectedError, "may not be attached"),
-        ({"path": "OTHER"}, RejectedError, "may not be attached"),
+        ({"path": "/"}, ForbiddenWorkspace, "it contains the holon home"),
+        ({"path": "HOME"}, ForbiddenWorkspace, "it is the holon home"),
+        ({"path": "OTHER"}, ForbiddenWorkspace, "it is inside the holon home"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_the_binding_stays(
@@ -255,12 +256,17 @@ def test_bad_input_is_a_clear_error_and_the_binding_stays(
     assert binding_of(store) == before and len(store.events.records()) == events
 
 
-def test_the_operator_may_attach_what_the_agent_may_not(
+def test_not_even_the_operator_may_attach_another_agents_home(
     store: AgentStore, holon_home: Path
 ) -> None:
+    """Issue 35 item 4: the home is refused on the operator's paths too (it
+    was accepted from the CLI and HTTP before)."""
     other = create_agent("ops").layout.home
-    out = plane.use_workspace(store, path=str(other), source="cli")
-    assert out["workspace_anchor"] == str(other.resolve())
+    for source in ("cli", "http_control"):
+        with pytest.raises(ForbiddenWorkspace) as exc:
+            plane.use_workspace(store, path=str(other), source=source)
+        assert exc.value.exit_code == 4 and exc.value.kind == "forbidden_workspace"
+    assert state(store)["active_workspace_id"] is None
 
 
 def test_the_agents_own_home_by_path_is_agent_home(store: AgentStore, repo: Path) -> None:

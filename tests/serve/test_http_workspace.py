@@ -120,10 +120,31 @@ def test_workspace_post_is_a_control_route(tmp_path: Path) -> None:
 
 def test_state_carries_the_execution_policy(holon_home: Path) -> None:
     c = make_client()
-    assert c.get("/agents/main/state").json()["execution_policy"]["backend"] == "host_local"
+    pol = c.get("/agents/main/state").json()["execution_policy"]
+    assert pol["sandbox_setting"] == "auto"  # the default: bwrap where it works here
+    assert pol["backend"] == ("bwrap" if pol["sandbox"] == "bwrap" else "host_local")
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_text("execution:\n  sandbox: none\n")
+    pol = c.get("/agents/main/state").json()["execution_policy"]
+    assert pol["backend"] == "host_local" and pol["capabilities"] == "kept"
     (holon_home / "config.yaml").write_text("execution:\n  sandbox: bwrap\n")
     pol = c.get("/agents/main/state").json()["execution_policy"]
     assert pol["backend"] == "bwrap" and pol["network_confinement"] == "enforced"
     (holon_home / "config.yaml").write_text("execution: [not, a, mapping\n")
     r = c.get("/agents/main/state")
     assert r.status_code == 200 and r.json()["execution_policy"] is None
+
+
+def test_the_home_is_never_a_workspace_409(holon_home: Path, tmp_path: Path) -> None:
+    """Issue 35 item 4: the route answered 200 for the home before."""
+    c = make_client()
+    link = tmp_path / "to-home"
+    link.symlink_to(holon_home)
+    from holon_cli.runtime.agents.lifecycle import create_agent
+
+    other = create_agent("ops").layout.home
+    for p in (holon_home, holon_home.parent, holon_home / "run", other, link):
+        r = c.post(ROUTE, json={"path": str(p)})
+        assert r.status_code == 409, (p, r.text)
+        assert r.json()["error"]["kind"] == "forbidden_workspace"
+    assert _active() == "agent_home"

@@ -45,3 +45,14 @@ def call(ctx: ToolContext) -> Call:
         return execute(tools[name], ctx, ToolCall(id="call_1", name=name, arguments=arguments))
 
     return run
+
+
+@pytest.fixture
+def on_host(ctx: ToolContext) -> ToolContext:
+    """``ctx`` with commands run unsandboxed (``execution.sandbox: none``):
+    for tests that look at host pids, a command's parent process or files
+    outside the execution root, where the sandbox is not the subject (its
+    own tests are in test_exec_sandbox.py; ``ctx`` alone takes the default,
+    ``auto``)."""
+    ctx.config = {**ctx.config, "execution": {"sandbox": "none"}}
+    return ctx

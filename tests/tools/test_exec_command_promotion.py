@@ -79,7 +79,7 @@ def promoted_id(r: ToolResult) -> str:
     return str(r.data["task_handle"]["task_id"])
 
 
-def test_a_short_command_starts_no_python_interpreter(call: Call) -> None:
+def test_a_short_command_starts_no_python_interpreter(call: Call, on_host: ToolContext) -> None:
     # the command reports its parent (the supervisor) and the supervisor's parent
     r = call(
         "ExecCommand",
@@ -96,7 +96,11 @@ def test_a_short_command_starts_no_python_interpreter(call: Call) -> None:
 
 
 @pytest.mark.slow
-def test_a_promoted_exit_code_and_signal_are_recorded(call: Call, ctx: ToolContext) -> None:
+def test_a_promoted_exit_code_and_signal_are_recorded(
+    call: Call, ctx: ToolContext, on_host: ToolContext
+) -> None:
+    # unsandboxed: under bwrap a command killed by a signal ends its sandbox
+    # with exit status 128 + N (bwrap's own exit), the signal is not seen
     assert ctx.store is not None
     tid = promoted_id(
         call("ExecCommand", cmd="echo begun; sleep 0.45; echo ended; exit 7", yield_time_ms=150)

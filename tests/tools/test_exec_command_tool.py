@@ -123,18 +123,29 @@ def test_secrets_are_withheld_unless_passed_through(
     monkeypatch.setenv("PLAIN_VALUE", "visible")
     r = call("ExecCommand", cmd="env")
     out = r.data["stdout_preview"]
+    assert "PLAIN_VALUE=" not in out and "PATH=" in out  # core: the core names only
+    for k in secret:
+        assert f"{k}=" not in out, k
+    ctx.config = {"execution": {"env": {"inherit": "all"}}}
+    out = call("ExecCommand", cmd="env").data["stdout_preview"]
     assert "PLAIN_VALUE=visible" in out
     for k in secret:
         assert f"{k}=" not in out, k
-    ctx.config = {"runtime": {"exec_env_passthrough": ["GITHUB_TOKEN"]}}
-    out = call("ExecCommand", cmd="env").data["stdout_preview"]
-    assert "GITHUB_TOKEN=k2" in out and "OPENAI_API_KEY=" not in out
-    b = call("ExecCommandBatch", commands=[{"cmd": "env"}])
-    item = b.data["items"][0]["stdout_preview"]
-    assert "GITHUB_TOKEN=k2" in item and "OPENAI_API_KEY=" not in item
+    for cfg in (
+        {"execution": {"env": {"pass": ["GITHUB_TOKEN"]}}},
+        {"runtime": {"exec_env_passthrough": ["GITHUB_TOKEN"]}},  # the older key, still read
+    ):
+        ctx.config = cfg
+        out = call("ExecCommand", cmd="env").data["stdout_preview"]
+        assert "GITHUB_TOKEN=k2" in out and "OPENAI_API_KEY=" not in out
+        b = call("ExecCommandBatch", commands=[{"cmd": "env"}])
+        item = b.data["items"][0]["stdout_preview"]
+        assert "GITHUB_TOKEN=k2" in item and "OPENAI_API_KEY=" not in item
 
 
-def test_background_children_do_not_outlive_a_finished_command(call: Call) -> None:
+def test_background_children_do_not_outlive_a_finished_command(
+    call: Call, on_host: ToolContext
+) -> None:
     r = call("ExecCommand", cmd="sleep 30 & echo bg=$!")
     assert r.ok and r.data["exit_status"] == 0
     pid = int(r.data["stdout_preview"].split("=")[1])
@@ -142,7 +153,9 @@ def test_background_children_do_not_outlive_a_finished_command(call: Call) -> No
     assert any(w["kind"] == "background_processes_killed" for w in r.warnings)
 
 
-def test_setsid_descendants_are_stopped_too(call: Call, tmp_path: Path) -> None:
+def test_setsid_descendants_are_stopped_too(
+    call: Call, tmp_path: Path, on_host: ToolContext
+) -> None:
     pidfile = tmp_path / "escaped.pid"
     r = call("ExecCommand", cmd=f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & sleep 0.3")
     assert r.ok, r.content
@@ -293,7 +306,9 @@ def test_bad_arguments(call: Call, args: dict[str, object], field: str) -> None:
 # -------------------------------------------------------------------- batch
 
 
-def test_batch_runs_items_in_order_and_isolates_failures(call: Call, root: Path) -> None:
+def test_batch_runs_items_in_order_and_isolates_failures(
+    call: Call, root: Path, on_host: ToolContext
+) -> None:
     r = call(
         "ExecCommandBatch",
         commands=[
@@ -325,7 +340,7 @@ def test_batch_runs_items_in_order_and_isolates_failures(call: Call, root: Path)
 
 
 @pytest.mark.slow
-def test_batch_timeout_escalates_to_sigkill(call: Call) -> None:
+def test_batch_timeout_escalates_to_sigkill(call: Call, on_host: ToolContext) -> None:
     r = call(
         "ExecCommandBatch",
         commands=[{"cmd": "trap '' TERM; echo sh=$$; sleep 30; sleep 30", "yield_time_ms": 400}],

@@ -88,7 +88,7 @@ def test_use_workspace_returns_the_contract_fields_and_the_effect(
         ({"path": "shop/README.md"}, "invalid_arguments", "path"),
         ({"path": "shop", "mode": "sandbox"}, "invalid_arguments", "mode"),
         ({"workspace_id": "ws_123456789abc"}, "not_found", "workspace_id"),
-        ({"path": "/"}, "rejected", "path"),
+        ({"path": "/"}, "forbidden_workspace", "path"),  # it contains the home
     ],
 )
 def test_use_workspace_errors_are_envelopes_and_change_nothing(

@@ -29,6 +29,7 @@ from holon_cli.runtime.presentation import (
     display_mode,
     present,
     shown_at,
+    work_counts,
 )
 
 MAX_ROWS = 2000  # kept for re-rendering at another display mode
@@ -249,7 +250,7 @@ def state_summary(payload: Mapping[str, Any]) -> dict[str, str]:
         "projection": visible(projection),
         "access": visible(access or "-"),
         "pending": str(agent.get("pending", 0)),
-        "work": visible(", ".join(f"{k} {v}" for k, v in work.items() if v) or "none"),
+        "work": visible(work_counts(work)),
     }
     if worktree is not None:
         out["worktree"] = visible(worktree)

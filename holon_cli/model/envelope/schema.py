@@ -10,6 +10,8 @@ code already writes. ``ENVELOPE_VERSION`` is the on-disk format version
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from holon_cli.model.tracecontext import TraceContext
+
 ENVELOPE_VERSION = 2
 
 MessageKind = Literal[
@@ -80,6 +82,8 @@ class Envelope(TypedDict):
     correlation_id: NotRequired[str]
     causation_id: NotRequired[str]
     metadata: NotRequired[dict[str, Any]]
+    # the caller's W3C trace (model/tracecontext.py); optional in v2
+    trace_context: NotRequired[TraceContext]
 
 
 class EnvelopeHead(TypedDict, total=False):

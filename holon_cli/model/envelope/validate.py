@@ -42,6 +42,7 @@ from holon_cli.model.envelope.schema import (
     MessageBody,
     Origin,
 )
+from holon_cli.model.tracecontext import TraceContext, check_trace_context
 
 # source ref key for each origin id field
 _SOURCE_REF_KEY = {
@@ -72,8 +73,15 @@ def build_envelope(
     admission_context: str = "local_process",
     metadata: dict[str, Any] | None = None,
     source_refs: dict[str, str] | None = None,
+    trace_context: TraceContext | dict[str, Any] | None = None,
 ) -> Envelope:
-    """Normalize one admitted message. Raises :class:`UsageError` on bad values."""
+    """Normalize one admitted message. Raises :class:`UsageError` on bad values.
+
+    ``trace_context`` (the caller's W3C trace, e.g. an HTTP ``traceparent``
+    header) is kept when it parses and dropped when it does not: it only
+    links traces, so a bad one never refuses a message. It is an optional
+    field of v2 (no version change): a reader that does not know it drops it
+    on re-validation, and nothing else reads it."""
     if kind is not None:
         check_kind(kind)
     if origin is None:
@@ -129,6 +137,9 @@ def build_envelope(
         env["causation_id"] = causation_id
     if metadata:
         env["metadata"] = metadata
+    tc = check_trace_context(trace_context)
+    if tc is not None:
+        env["trace_context"] = tc
     return cast(Envelope, env)
 
 
@@ -194,6 +205,7 @@ def validate_stored(raw: Any) -> tuple[Envelope, list[str]]:
             admission_context=env.get("admission_context", "local_process"),
             metadata=env.get("metadata"),
             source_refs=_check_refs(env.get("source_refs")),
+            trace_context=env.get("trace_context"),
         )
     except UsageError as exc:
         raise EnvelopeError(exc.message) from None

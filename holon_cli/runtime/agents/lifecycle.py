@@ -26,6 +26,7 @@ from holon_cli.store.fsio import (
     defer_fsyncs,
     deferred,
     fsync_dir,
+    privatize_tree,
     read_snapshot,
     write_snapshot,
 )
@@ -33,6 +34,8 @@ from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, va
 from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from holon_cli.model.agent import AgentRecord, AgentState, AgentStatus
     from holon_cli.model.events import (
         AgentCreatedData,
@@ -125,6 +128,7 @@ def _materialize(
         layout.tasks_dir,
     ):
         runtime_dir.mkdir(parents=True, exist_ok=True)
+    privatize_tree(dest)  # the template's own modes (0644, 0755) were copied
     write_snapshot(
         layout.template_file,
         {
@@ -207,10 +211,15 @@ def create_agent(
     exist_ok: bool = False,
     unsynced: bool = False,
     supervision_task_id: str | None = None,
+    profile: dict[str, Any] | None = None,
+    finish: Callable[[AgentLayout], None] | None = None,
 ) -> AgentStore:
     """Create an agent home from a template. ``unsynced``: ``holon run``'s
     temporary agent, whose files are fsync'd only if the run keeps it (see
-    :func:`holon_cli.store.fsio.defer_fsyncs`; the run ends the deferral)."""
+    :func:`holon_cli.store.fsio.defer_fsyncs`; the run ends the deferral).
+    ``profile``: a child profile's record (identity ``profile``); ``finish``
+    adds files to the new home before it is renamed into place (a child's
+    profile instructions and inherited context: all there or none)."""
     validate_agent_id(agent_id)
     home = ensure_home()
     layout = home.agent(agent_id)
@@ -244,7 +253,11 @@ def create_agent(
             template=provenance,
             supervision_task_id=supervision_task_id,
         )
-        if not _stage_and_rename(home, layout, unsynced, exist_ok, tpl.path, record, skills):
+        if profile is not None:
+            record["identity"]["profile"] = profile
+        if not _stage_and_rename(
+            home, layout, unsynced, exist_ok, tpl.path, record, skills, finish
+        ):
             return AgentStore(layout)  # lost a creation race to an identical request
     store = AgentStore(layout)
     data: AgentCreatedData = {
@@ -274,6 +287,7 @@ def _stage_and_rename(
     template: Path,
     record: AgentRecord,
     skills: list[SkillSource],
+    finish: Callable[[AgentLayout], None] | None = None,
 ) -> bool:
     """Materialize the agent home in a staging folder, then rename it into
     place; False when another process created the agent first (``exist_ok``)."""
@@ -287,6 +301,8 @@ def _stage_and_rename(
         shutil.rmtree(staging)
     try:
         _materialize(staging, template, record["identity"]["template"] or {}, record, skills)
+        if finish is not None:
+            finish(AgentLayout(staging, layout.agent_id))
         try:
             os.rename(staging, layout.home)
         except OSError:

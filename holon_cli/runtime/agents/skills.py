@@ -19,7 +19,7 @@ from typing import Any
 from holon_cli import clock
 from holon_cli.errors import RejectedError, UsageError
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.fsio import fsync_dir, privatize_tree, read_snapshot, write_snapshot
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 INSTALLED_FILE = "installed_skills.json"
@@ -101,6 +101,7 @@ def _install_folder(
     shutil.rmtree(staging, ignore_errors=True)
     try:
         shutil.copytree(folder, staging, symlinks=False, ignore=shutil.ignore_patterns(".git"))
+        privatize_tree(staging)
         os.rename(staging, dest)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)

@@ -191,12 +191,17 @@ def _seed_locked(target: Path) -> list[SeedResult]:
 
 
 def _checked_template(path: Path, provenance: dict[str, Any]) -> Resolved:
+    from holon_cli.runtime.workspace.guard import check_root
+
     if not path.is_dir():
         raise NotFoundError(f"template not found: {path}", hint="check the template id or path")
     if not (path / "AGENTS.md").is_file():
         raise RejectedError(
             f"template {path} has no AGENTS.md", hint="a template directory must contain AGENTS.md"
         )
+    if provenance.get("kind") != "builtin":
+        # copied into the new agent's home: never the holon home or a part of it
+        check_root(path, what="a template")
     return Resolved(path, provenance)
 
 
@@ -322,8 +327,11 @@ def user_path(raw: str, what: str) -> Path:
 
 
 def _checked_skill(p: Path, sj: Path, ref: str) -> Path:
+    from holon_cli.runtime.workspace.guard import check_root
+
     if not (p / "SKILL.md").is_file():
         raise RejectedError(
             f"{sj}: skill ref {ref!r} has no SKILL.md at {p}", hint="fix the ref or remove it"
         )
+    check_root(p, what=f"a skill folder ({sj}: {ref!r})")
     return p

@@ -55,6 +55,8 @@ class Scope(NamedTuple):
     reserved: list[dict[str, Any]]  # other requests in flight that count here
     store: AgentStore | None  # the agent's store (work-item totals)
     run_id: str | None = None
+    # a child made from a profile file: the file and the budgets it set
+    profile: tuple[str, frozenset[str]] | None = None
 
 
 class Request(NamedTuple):
@@ -72,9 +74,12 @@ class Decision(NamedTuple):
     by_reservations: bool  # refused only because of requests in flight: wait
 
 
-def active(cfg: dict[str, Any], home: HomeLayout) -> bool:
-    """Whether anything bounds spend: a budget in config, or a run's bound."""
+def active(cfg: dict[str, Any], home: HomeLayout, store: AgentStore | None = None) -> bool:
+    """Whether anything bounds spend: a budget in config, a run's bound, or
+    (for ``store``'s agent) the budgets of the profile it was made from."""
     if sp.configured(cfg):
+        return True
+    if store is not None and sp.profile_limits(store):
         return True
     import os
 
@@ -99,12 +104,19 @@ def scopes(
     out: list[Scope] = []
     for i, s in enumerate(sp.lineage(store)):
         lim = sp.limits(cfg, s.agent_id)
+        prof: tuple[str, frozenset[str]] | None = None
+        own = sp.profile_limits(s) if i == 0 else {}
+        if own:  # a profile's budgets only tighten the configured ones
+            lim = sp.tightened(lim, own)
+            path = str((s.read_record()["identity"].get("profile") or {}).get("path") or "")
+            prof = (path, frozenset(k for k, v in own.items() if lim.get(k) == v))
         if i or agent_wide:
             lim.pop("tokens_per_work_item", None)
         res = [r for r in reservations if s.agent_id in (r.get("lineage") or ())]
         own_bounds = [b for b in bounds if b.get("agent_id") == s.agent_id]
         if lim:
-            out.append(Scope("agent", s.agent_id, lim, sp._records(s, window), res, s))
+            recs = sp._records(s, window)
+            out.append(Scope("agent", s.agent_id, lim, recs, res, s, None, prof))
         for b in own_bounds:
             since = float(b.get("at") or 0)
             recs = [r for r in sp._records(s, since) if float(r.get("ts", 0)) >= since]
@@ -202,6 +214,8 @@ def _hit(
         hit["work_item_id"] = req.work_item_id
     if scope.run_id:
         hit["run_id"] = scope.run_id
+    if scope.profile is not None and name in scope.profile[1]:
+        hit["profile"] = scope.profile[0]
     return hit
 
 
@@ -258,7 +272,7 @@ def _hits(
     agent_wide: bool,
 ) -> list[BudgetHit]:
     home = sp.home_of(store)
-    if not active(cfg, home):
+    if not active(cfg, home, store):
         return []
     now = clock.now()
     all_scopes = scopes(store, cfg, now, reservations=[], agent_wide=agent_wide)
@@ -337,6 +351,8 @@ def key_of(hit: BudgetHit) -> str:
         return f"budgets.home.{name}"
     if scope == "run":
         return "--max-tokens" if name == "max_tokens" else "--max-cost"
+    if hit.get("profile"):
+        return f"budgets.{name} in its profile {hit['profile']}"
     return f"agents.{hit['agent_id']}.budgets.{name} or budgets.{name}"
 
 
@@ -382,11 +398,12 @@ def brief_text(hit: BudgetHit, agent_id: str) -> str:
         )
     else:
         when = "It does not reset (a limit of 0); no provider request is sent"
-    raise_it = (
-        f"start the run again with a higher {key_of(hit)}"
-        if scope == "run"
-        else f"raise {key_of(hit)} in config.yaml"
-    )
+    if scope == "run":
+        raise_it = f"start the run again with a higher {key_of(hit)}"
+    elif hit.get("profile"):
+        raise_it = f"raise {key_of(hit)}"
+    else:
+        raise_it = f"raise {key_of(hit)} in config.yaml"
     return (
         f"Stopped before a provider request: {reason_text(hit, agent_id)}. "
         f"{when}, unless you {raise_it}."

@@ -84,7 +84,7 @@ def admit(
     from holon_cli.store.locks import locked
 
     home = sp.home_of(store)
-    if not ck.active(cfg, home):
+    if not ck.active(cfg, home, store):
         return Admission(None, None)
     pin, pout = sp.prices(cfg, model_ref)
     req = ck.Request(store.agent_id, max(0, int(est_in)), pin, pout, new_turn, work_item_id)

@@ -73,6 +73,18 @@ def limits(cfg: dict[str, Any], agent_id: str) -> dict[str, float]:
     return out
 
 
+def profile_limits(store: AgentStore) -> dict[str, float]:
+    """A child made from a profile file: its profile's ``budgets``
+    (runtime/agents/profiles.py), which only tighten the configured ones."""
+    prof = store.read_record()["identity"].get("profile") or {}
+    return {k: v for k, v in (prof.get("budgets") or {}).items() if v is not None}
+
+
+def tightened(lim: dict[str, float], own: dict[str, float]) -> dict[str, float]:
+    """``lim`` with a profile's budgets over it, each the smaller of the two."""
+    return {**lim, **{k: min(v, lim[k]) if k in lim else v for k, v in own.items()}}
+
+
 def home_limits(cfg: dict[str, Any]) -> dict[str, float]:
     """``budgets.home``: the budgets of the sum over all agents."""
     home = (cfg.get("budgets") or {}).get(HOME_KEY) or {}
@@ -231,6 +243,7 @@ class SpendWriter:
         output_tokens: int,
         estimated: bool = False,
         request_est: int | None = None,
+        cached_input_tokens: int = 0,
     ) -> SpendRecord:
         now = clock.now()
         rec: SpendRecord = {
@@ -249,6 +262,8 @@ class SpendWriter:
         }
         if request_est is not None:
             rec["request_est"] = int(request_est)
+        if cached_input_tokens > 0:  # optional (v1): records without a cache keep their shape
+            rec["cached_input_tokens"] = int(cached_input_tokens)
         for led in self._targets():
             led.append(dict(rec))
         return rec
@@ -293,6 +308,52 @@ def records_of(led: Ledger, since: float | None = None) -> list[dict[str, Any]]:
         if len(recs) < n or float(recs[0].get("ts", 0)) < since:
             return recs
         n *= 4
+
+
+def all_records(home: Path, since: float | None = None) -> list[dict[str, Any]]:
+    """Every provider round's spend record in the home, once each (from
+    ``since`` on, when given): each agent's ledger holds its own rounds and
+    copies of its descendants', so a removed child's rounds are still found
+    in its parent's; copies are the same record and count once. Damaged
+    lines are skipped (a report, not a check). For ``holon usage``."""
+    from holon_cli.store.layout import HomeLayout
+
+    seen: set[tuple[Any, ...]] = set()
+    out: list[dict[str, Any]] = []
+    hl = HomeLayout(home)
+    try:
+        names = sorted(p.name for p in hl.agents_dir.iterdir() if p.is_dir())
+    except FileNotFoundError:
+        names = []
+    # the home's own spend record (``budgets/spend.jsonl``, where a home keeps
+    # every agent's rounds, a removed temporary agent's included), when it has
+    # one, then each agent's ledger (a home from before it, removed children)
+    paths = [hl.spend_ledger]
+    paths += [AgentLayout(hl.agents_dir / n, n).ledger_path(LEDGER) for n in names]
+    for path in paths:
+        if not path.exists():
+            continue
+        # reading takes no lock: the lock path is never opened
+        led = Ledger(path, path.with_suffix(".lock"), validate=ledger_validator(LEDGER))
+        records, _damaged = led.records_skipping_damaged()
+        for r in records:
+            ts = float(r.get("ts", 0))
+            if since is not None and ts < since:
+                continue
+            key = (
+                r.get("agent_id"),
+                r.get("turn_id"),
+                ts,
+                r.get("model_ref"),
+                r.get("input_tokens"),
+                r.get("output_tokens"),
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(r)
+    out.sort(key=lambda r: float(r.get("ts", 0)))
+    return out
 
 
 def _window(now: float) -> float:
@@ -424,7 +485,7 @@ def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
     """``holon status`` data ``budget``: each budget set for the agent."""
     from holon_cli.model.budget import BUDGET_NAMES
 
-    lim = limits(cfg, store.agent_id)
+    lim = tightened(limits(cfg, store.agent_id), profile_limits(store))
     if not lim:
         return {}
     now = clock.now()

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from holon_cli.model.child import ChildObservability, DelegationRecord
     from holon_cli.model.events import ChildAgentArchivedData, ChildAgentResultReportedData
     from holon_cli.model.task import TaskRecord
+    from holon_cli.model.tracecontext import TraceContext
 
 RESULT_KEY_PREFIX = "child_result:"
 SPAWN_GRACE_S = 60.0
@@ -251,6 +252,8 @@ def append_delegation(
         "status": str(rec.get("status")),
         "result_message_id": result_message_id,
     }
+    if child.get("trace_context"):
+        line["trace_context"] = child["trace_context"]
     parent.ledger("delegations").append(cast(dict[str, Any], line))
 
 
@@ -271,6 +274,19 @@ def parent_of(child: AgentStore) -> tuple[AgentStore | None, str | None]:
     """(the parent's store or None, the supervision task id) of a child."""
     ident = child.read_record()["identity"]
     return open_child(ident.get("lineage_parent_agent_id")), ident.get("supervision_task_id")
+
+
+def delegation_trace(child: AgentStore) -> TraceContext | None:
+    """The trace a child's turns continue: the parent's ``execute_tool
+    SpawnAgent`` span, stored with the delegation (the handle's ``child``
+    detail), so it holds in any process that runs the child's turn."""
+    from holon_cli.model.tracecontext import check_trace_context
+
+    parent, task_id = parent_of(child)
+    if parent is None or not task_id:
+        return None
+    rec = read_record_file(handle_dir(parent, task_id))
+    return check_trace_context((rec.get("child") or {}).get("trace_context")) if rec else None
 
 
 def after_child_turn(child: AgentStore) -> str | None:
@@ -344,6 +360,9 @@ def _sweep_handle(parent: AgentStore, rec: TaskRecord) -> dict[str, Any] | None:
         if _age_s(rec) < SPAWN_GRACE_S:
             return None  # being spawned right now (the handle is written first)
         why = f"child agent {child_id!r} is missing (removed, or lost before it was made)"
+        from holon_cli.runtime.tasks.records import report_lost
+
+        report_lost(handle_dir(parent, tid), why)  # the task_status first, then the result
         report_child(parent, tid, status="failed", result_summary=why, stop_reason="child_missing")
         return {"action": "child_missing", "task_id": tid, "child_agent_id": child_id}
     if rec.get("status") == "interrupted":

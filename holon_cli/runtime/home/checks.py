@@ -1,7 +1,8 @@
 """The parts of ``holon home check`` beyond ledgers and snapshots: the home
 itself (a file where a folder belongs, permissions), ``config.yaml``, inbox
 envelopes, leftovers of killed writers, and the space ``.holon/outputs/``
-uses. Read-only: nothing here changes a file.
+uses. Read-only: nothing here changes a file (but the sandbox probe's cache,
+``run/sandbox-probe.json``, written when bwrap had to be probed).
 
 Each function returns ``Problem``s (make ``home check`` exit 1) and notes
 (reported, exit 0); ``runtime/inspect.home_check`` composes them.
@@ -88,6 +89,65 @@ def config_notes(home: HomeLayout) -> list[dict[str, Any]]:
         }
         for key, var in ingress_unset(cfg, os.environ)
     ]
+
+
+def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """The command sandbox on this machine (probing bwrap when the cache has
+    no answer): ``auto`` that found no usable bubblewrap is a note (commands
+    run unconfined), an explicit ``bwrap`` that cannot run is a problem
+    (every command is refused). Also the older ``runtime.exec_env_passthrough``."""
+    from holon_cli.errors import ConfigError
+    from holon_cli.runtime.tasks import sandbox
+    from holon_cli.store.config import load_config
+
+    try:
+        cfg = load_config(home)
+    except ConfigError:
+        return [], []  # config_problems names it
+    problems: list[Problem] = []
+    notes: list[dict[str, Any]] = []
+    agents = cfg.get("agents")
+    agents = agents if isinstance(agents, dict) else {}
+    scopes: list[tuple[str | None, str]] = [(None, "execution")]
+    scopes += [
+        (aid, f"agents.{aid}.execution")
+        for aid, sect in sorted(agents.items())
+        if isinstance(sect, dict) and sect.get("execution")
+    ]
+    for aid, key in scopes:
+        pol = sandbox.policy(cfg, aid)
+        if pol.backend == "none" and pol.setting == "auto":
+            notes.append(
+                {
+                    "path": str(home.config),
+                    "kind": "sandbox_unconfined",
+                    "message": f"{key}.sandbox is auto and commands run unsandboxed: "
+                    f"{pol.reason} (install bubblewrap to confine them; "
+                    f"`{key.rsplit('.', 1)[-1]}: {{sandbox: none}}` says so explicitly)",
+                }
+            )
+        elif not pol.usable:
+            problems.append(
+                Problem(
+                    str(home.config),
+                    None,
+                    f"{key}.sandbox is bwrap but it cannot run here: {pol.reason}; every "
+                    "command is refused until bubblewrap works here (or set "
+                    f"`{key}.sandbox: none` to run commands unconfined)",
+                )
+            )
+    runtime = cfg.get("runtime")
+    runtime = runtime if isinstance(runtime, dict) else {}
+    if runtime.get("exec_env_passthrough") is not None:
+        notes.append(
+            {
+                "path": str(home.config),
+                "kind": "deprecated_key",
+                "message": "runtime.exec_env_passthrough is the older name of "
+                "execution.env.pass (still read as more pass names): move the names there",
+            }
+        )
+    return problems, notes
 
 
 def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:

@@ -44,20 +44,12 @@ class Spawned(NamedTuple):
 def command_environment(
     cfg: dict[str, Any], agent_id: str, extra: dict[str, str]
 ) -> dict[str, str]:
-    """The command environment policy (secrets and provider keys withheld),
-    then the server's own ``extra`` variables. THE call site of that policy:
-    ``execution.env`` (``runtime/tasks/environment.command_env``, issue 35)
-    when this tree has it, else the rule before it (``procs.command_env``)."""
-    import importlib
+    """The command environment policy (``execution.env``: an allowlist,
+    provider keys never), then the server's own ``extra`` variables: THE call
+    site of ``runtime/tasks/environment.command_env`` for MCP servers."""
+    from holon_cli.runtime.tasks.environment import command_env
 
-    try:
-        environment: Any = importlib.import_module("holon_cli.runtime.tasks.environment")
-    except ImportError:
-        from holon_cli.runtime.tasks.procs import command_env
-
-        return {**command_env(cfg), **extra}
-    env: dict[str, str] = environment.command_env(cfg, agent_id, extra=extra)
-    return env
+    return command_env(cfg, agent_id, extra=extra)
 
 
 def server_argv(
@@ -67,27 +59,29 @@ def server_argv(
     descriptors it must inherit (the sandbox's seccomp program, issue 35)."""
     from holon_cli.runtime.tasks import sandbox
     from holon_cli.runtime.workspace import workspace_for
+    from holon_cli.runtime.workspace.guard import check_root
     from holon_cli.store.layout import home_root
 
     ws = workspace_for(store.layout.home, store.read_record()["state"])
     root = Path(os.path.realpath(ws.execution_root))
     cwd = root if not spec.cwd else Path(os.path.realpath(root / Path(spec.cwd).expanduser()))
+    for p in (root, cwd):  # a binding recorded before the workspace check existed
+        check_root(p, agent_home=store.layout.home, what="an execution root")
     pol = sandbox.policy(cfg, store.agent_id)
     if spec.network is not None:
         pol = pol._replace(network=spec.network)
     assert spec.command is not None
-    wrapped: Any = sandbox.wrap(
+    wrapped = sandbox.wrap(
         [spec.command, *spec.args],
         pol,
         root=root,
         cwd=cwd,
         hidden=[home_root(), store.layout.runtime],
         env=env,
+        anchor=ws.workspace_anchor,
     )
-    if isinstance(wrapped, list):
-        return wrapped, cwd, ()
-    argv, fds = wrapped.spawnable()  # a Wrapped: argv plus a seccomp pipe to pass
-    return list(argv), cwd, tuple(fds)
+    argv, fds = wrapped.spawnable()  # argv, plus the seccomp program's pipe to pass
+    return argv, cwd, fds
 
 
 def stderr_path(store: AgentStore, spec: ServerSpec) -> Path:
@@ -116,6 +110,8 @@ def _popen(
 ) -> Spawned:
     import subprocess
 
+    from holon_cli.umask import user_umask
+
     if not cwd.is_dir():
         raise FileNotFoundError(2, f"the server's folder {cwd} does not exist")
     log = stderr_path(store, spec)
@@ -132,6 +128,7 @@ def _popen(
             cwd=cwd,
             env=env,
             bufsize=0,
+            umask=user_umask(),  # holon's own is 077; the server's files are the user's
         )
     except BaseException:
         os.close(w)

@@ -1,10 +1,12 @@
 """The tracing hook of the MCP plane: the ``_meta`` each request carries.
 
-With tracing on, every MCP request carries the W3C ``traceparent`` of the
-span it belongs to in ``_meta`` (the contract's Observability part). The
-tracing plane (``runtime/telemetry/``) fills :data:`META_PROVIDER` with a
-function returning that dict (``{"traceparent": "00-..."}``) or ``None``
-when tracing is off; until it does, requests carry no ``_meta``.
+With tracing on, every MCP request carries the W3C ``traceparent`` (and
+``tracestate``) of the span it belongs to in ``_meta``, unprefixed as the
+MCP conventions say (the contract's Observability part): the tracing
+plane's :func:`holon_cli.runtime.telemetry.trace_meta`, read on the calling
+thread, where the tool call's ``execute_tool`` span is current. Off, it is
+``{}`` and requests carry no ``_meta``. :data:`META_PROVIDER`, when set,
+replaces it (tests).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ META_PROVIDER: Callable[[], dict[str, Any] | None] | None = None
 
 def request_meta() -> dict[str, Any] | None:
     """The ``_meta`` of the next MCP request (``None``: none)."""
-    if META_PROVIDER is None:
-        return None
-    return META_PROVIDER()
+    if META_PROVIDER is not None:
+        return META_PROVIDER()
+    from holon_cli.runtime import telemetry
+
+    return dict(telemetry.trace_meta()) or None

@@ -128,7 +128,8 @@ class Scratch:
         store = AgentStore(self.layout)
         agent = self.moved(docs.unpack(self.start["agent"], self.blobs))
         write_snapshot(self.layout.agent_file, agent)
-        for name in ("template.json",):
+        # and a forked child's inherited context (derived once, at its spawn)
+        for name in ("template.json", "inherited_context.json"):
             src = self.real.layout.state_dir / name
             if src.is_file():
                 shutil.copyfile(src, self.layout.state_dir / name)

@@ -43,7 +43,7 @@ a ``DeprecationWarning`` for ``os.fork`` in a multi-threaded process, ignored
 by the default filters; this module is the careful use that warning asks
 for, and a test holds a lock across the fork to prove the child needs none.)
 
-Environment: the command gets the filtered environment (``procs.command_env``)
+Environment: the command gets the environment ``environment.command_env`` built
 and so does the interpreter a hand-off ``exec``s. The forked supervisor's own
 ``/proc/<pid>/environ`` is the caller's initial environment, secrets included,
 exactly like the caller's own, which a command running as the same user could

@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from holon_cli import clock
 from holon_cli.errors import HolonError
 from holon_cli.model import task as tm
+from holon_cli.runtime import telemetry
 from holon_cli.runtime.tasks import forked, procs, sandbox
 from holon_cli.runtime.tasks.control import snapshot
+from holon_cli.runtime.tasks.environment import command_env
 from holon_cli.runtime.tasks.records import (
     _ledger,
     _ledger_record,
@@ -45,6 +47,7 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import home_root
 from holon_cli.store.retention import DiskFull, free_bytes, min_free_bytes
+from holon_cli.umask import user_umask
 
 if TYPE_CHECKING:
     from holon_cli.model.task import CommandSpec, TaskLaunchSpec, TaskRecord, TaskSnapshot
@@ -140,23 +143,35 @@ def launch(
     turn_id: str | None = None,
     kill_after_ms: int | None = None,
     root: Path | None = None,
+    anchor: Path | None = None,
 ) -> Launched:
     """Create the task directory and start its supervisor. ``detached`` tasks
     are promoted from the start; foreground ones stay tied to this process
     through a pipe until :func:`promote`. ``root`` (default ``cwd``) is the
-    execution root a sandbox leaves writable. Refused before anything is
-    created when the disk is below ``retention.min_free_bytes`` or the
-    configured sandbox is unavailable (fail closed)."""
-    env = procs.command_env(config)
+    execution root a sandbox leaves writable; ``anchor``, the binding's
+    workspace anchor (a linked worktree's repository: what its commits may
+    write in the sandbox). Refused before anything is
+    created when the root is the holon home or part of it
+    (``forbidden_workspace``), the disk is below ``retention.min_free_bytes``
+    or the configured sandbox is unavailable (fail closed)."""
+    from holon_cli.runtime.workspace.guard import check_root
+
+    exec_root = root or cwd
+    for p in (exec_root, cwd):  # a binding recorded before the workspace check existed
+        check_root(p, agent_home=store.layout.home, what="an execution root")
+    # the trace continues into the command: TRACEPARENT names the current
+    # span (the ExecCommand's execute_tool) when tracing is on
+    env = telemetry.with_child_env(command_env(config, store.agent_id))
     floor = check_free_disk(store, config)
-    argv = sandbox.wrap(
+    wrapped = sandbox.wrap(
         argv,
-        sandbox.policy(config, store.agent_id),
-        root=root or cwd,
+        sandbox.policy(config, store.agent_id, env),
+        root=exec_root,
         cwd=cwd,
         hidden=[home_root(), store.layout.runtime],
         env=env,
         tty=tty,
+        anchor=anchor,
     )
     tid = clock.new_id("task")
     d = tasks_root(store) / tid
@@ -164,7 +179,7 @@ def launch(
     now = clock.now_iso()
     spec = _launch_spec(
         tid,
-        argv,
+        wrapped,
         cwd,
         tty=tty,
         accepts_input=accepts_input,
@@ -204,7 +219,7 @@ def launch(
 
 def _launch_spec(
     tid: str,
-    argv: list[str],
+    wrapped: sandbox.Wrapped,
     cwd: Path,
     *,
     tty: bool,
@@ -215,9 +230,9 @@ def _launch_spec(
     floor: int,
 ) -> TaskLaunchSpec:
     """What the supervisor reads to start the command (``spec.json``)."""
-    return {
+    spec: TaskLaunchSpec = {
         "v": 1,
-        "argv": argv,
+        "argv": wrapped.argv,
         "cwd": str(cwd),
         "tty": tty,
         "accepts_input": accepts_input,
@@ -226,7 +241,13 @@ def _launch_spec(
         "output_cap_bytes": output_cap,
         "marker": tid,
         "min_free_bytes": floor,
+        "umask": user_umask(),
+        "holon_home": str(home_root()),
     }
+    if wrapped.seccomp is not None and wrapped.seccomp_arg is not None:
+        spec["seccomp"] = wrapped.seccomp.hex()
+        spec["seccomp_arg"] = wrapped.seccomp_arg
+    return spec
 
 
 def _command_spec(

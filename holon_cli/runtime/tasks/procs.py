@@ -1,17 +1,12 @@
 """Process plumbing shared by foreground commands and background tasks.
 
-Owns: the environment rule for model-run commands, process identity
-(pid + start time, so a recycled pid is never mistaken for the original),
-the parent-death signal, the per-call environment marker and the
-"stop everything this call started" routine.
+Owns: process identity (pid + start time, so a recycled pid is never
+mistaken for the original), the parent-death signal, the per-call
+environment marker and the "stop everything this call started" routine.
+(The environment a command gets is :mod:`.environment`'s.)
 
 Invariants:
 
-- A command never sees a variable whose name contains ``KEY``, ``SECRET``,
-  ``TOKEN``, ``PASSWORD``, ``PASSWD`` or ``CREDENTIAL`` (any case), whose
-  value holds a URL with a password (``scheme://user:password@host``), or
-  that a provider of the config names as its ``api_key_env``, unless
-  ``runtime.exec_env_passthrough`` names it.
 - Every command carries ``HOLON_EXEC_MARKER=<id>`` in its environment; a
   descendant that leaves the process group (``setsid``) is still found by
   scanning ``/proc/*/environ`` for the marker, unless it also rewrote its
@@ -24,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -38,10 +32,6 @@ if TYPE_CHECKING:
     from holon_cli.model.task import ProcessIdentity, TaskProcess
 
 MARKER_VAR = "HOLON_EXEC_MARKER"
-_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
-# scheme://user:password@ anywhere in the value (a list of URLs included);
-# a user without a password (https://user@host) is not a secret
-_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]*@")
 PR_SET_PDEATHSIG = 1
 
 
@@ -55,72 +45,6 @@ def runtime_setting(config: Any, key: str, default: Any = None) -> Any:
         return default
     value = rt.get(key) if isinstance(rt, Mapping) else getattr(rt, key, None)
     return default if value is None else value
-
-
-def is_secret_name(name: str) -> bool:
-    """A name that says it holds a secret (``AWS_SECRET_ACCESS_KEY``,
-    ``GITHUB_TOKEN``, ``PGPASSWORD``, ``GOOGLE_APPLICATION_CREDENTIALS``)."""
-    upper = name.upper()
-    return any(word in upper for word in _SECRET_WORDS)
-
-
-def is_secret_value(value: str) -> bool:
-    """A value holding a URL with a password (``postgres://u:p@h/db``)."""
-    return "@" in value and _URL_WITH_PASSWORD.search(value) is not None
-
-
-def key_env_names(config: Any) -> set[str]:
-    """Every ``api_key_env`` the config names (``providers.<name>.api_key_env``),
-    whatever the variable is called: the model's credential is never a
-    command's."""
-    if config is None:
-        return set()
-    providers = (
-        config.get("providers")
-        if isinstance(config, Mapping)
-        else getattr(config, "providers", None)
-    )
-    if not isinstance(providers, Mapping):
-        return set()
-    names: set[str] = set()
-    for spec in providers.values():
-        env = (
-            spec.get("api_key_env")
-            if isinstance(spec, Mapping)
-            else getattr(spec, "api_key_env", None)
-        )
-        if isinstance(env, str) and env:
-            names.add(env)
-    return names
-
-
-def passthrough_names(config: Any) -> set[str]:
-    raw = runtime_setting(config, "exec_env_passthrough", None)
-    if raw is None:
-        return set()
-    if isinstance(raw, str):
-        raw = [raw]
-    return {str(n) for n in raw}
-
-
-def command_env(
-    config: Any, marker: str | None = None, base: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The environment a model-run command gets: ours minus secrets (by name,
-    by value, and the config's ``api_key_env`` names), plus the marker.
-    ``runtime.exec_env_passthrough`` names are kept whatever they look like."""
-    src = os.environ if base is None else base
-    allow = passthrough_names(config)
-    keys = key_env_names(config)
-    env = {
-        k: v
-        for k, v in src.items()
-        if k in allow or not (is_secret_name(k) or k in keys or is_secret_value(v))
-    }
-    env.pop(MARKER_VAR, None)
-    if marker:
-        env[MARKER_VAR] = marker
-    return env
 
 
 # ------------------------------------------------------------------ identity
@@ -309,6 +233,16 @@ def live_members(pgid: int | None, marker: str | None, since: int | None = None)
     return found
 
 
+def _namespace_init(pid: int) -> bool:
+    """``pid`` is pid 1 of a pid namespace below ours (``NSpid: <ours> ... 1``)."""
+    status = _read_proc(str(pid), "status")
+    for line in (status or b"").split(b"\n"):
+        if line.startswith(b"NSpid:"):
+            ids = line.split()[1:]
+            return len(ids) > 1 and ids[-1] == b"1"
+    return False
+
+
 def _signal_all(pgid: int | None, pids: set[int], sig: int) -> None:
     if pgid:
         try:
@@ -333,7 +267,14 @@ def stop_tree(
     """SIGTERM the group and every marked process, SIGKILL what is left after
     ``grace_s``. ``reap`` (optional) is called while waiting so a leader that
     is our own child does not linger as a zombie. Returns True when anything
-    was still alive to be signalled."""
+    was still alive to be signalled.
+
+    The init of a sandbox's pid namespace (bwrap's, pid 1 inside) ignores a
+    SIGTERM from outside (it has no handler): once it is all that is left it
+    gets SIGKILL at once rather than after the grace (that kills nothing
+    else: the processes inside it are gone, or would be with it). It usually
+    dies with bwrap's outer process; not when the stop lands while the
+    sandbox is still being set up."""
     pids = live_members(pgid, marker, since)
     if not pids:
         return False
@@ -342,8 +283,11 @@ def stop_tree(
     while time.monotonic() < deadline:
         if reap is not None:
             reap()
-        if not live_members(pgid, marker, since):
+        left = live_members(pgid, marker, since)
+        if not left:
             return True
+        if all(_namespace_init(pid) for pid in left):
+            _signal_all(None, left, signal.SIGKILL)
         time.sleep(0.02)
     for _ in range(3):
         left = live_members(pgid, marker, since)

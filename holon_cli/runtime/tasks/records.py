@@ -33,7 +33,13 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import AgentLayout
 
 if TYPE_CHECKING:
-    from holon_cli.model.task import TaskLedgerRecord, TaskRecord, TaskResultMetadata
+    from holon_cli.model.task import (
+        ProcessIdentity,
+        RecoveryNotice,
+        TaskLedgerRecord,
+        TaskRecord,
+        TaskResultMetadata,
+    )
 
 RESULT_PREVIEW_CHARS = 4000
 
@@ -229,3 +235,123 @@ def report_terminal(d: Path, rec: TaskRecord | None = None) -> str | None:
         cur["updated_at"] = clock.now_iso()
         write_snapshot(d / "task.json", cur)
         return env["id"] if env else None
+
+
+# ------------------------------------------------------- recovery notices
+# (runtime spec: Background Task Recovery: "Recovered tasks continue
+# emitting task_status and task_result as normal"; a lost one says so too)
+
+_DEFER = object()  # the agent is stopped: a later pass tries again
+MAX_NOTICES = 20
+
+
+def _noticed(rec: TaskRecord, key: str) -> bool:
+    return any(n.get("key") == key for n in rec.get("recovery_notices") or [])
+
+
+def lost_key(task_id: str) -> str:
+    return f"task-lost:{task_id}"
+
+
+def _notice(d: Path, cur: TaskRecord, recovery: str, key: str, text: str) -> Any:
+    """Admit the ``task_status`` of one recovery and note it in ``cur`` (the
+    caller holds the task lock and writes ``cur``). The idempotency key makes
+    a kill between the admission and the record's write admit nothing twice.
+    Returns the message id, ``None`` (undeliverable: noted) or ``_DEFER``."""
+    from holon_cli.runtime.enqueue import admit
+
+    store = _store_for(d, cur)
+    note: RecoveryNotice = {
+        "key": key,
+        "recovery": recovery,
+        "message_id": None,
+        "at": clock.now_iso(),
+    }
+    try:
+        env = admit(
+            text,
+            store=store,
+            kind="task_status",
+            origin=f"task:{cur['id']}",
+            task_id=cur["id"],
+            causation_id=cur.get("parent_message_id"),
+            delivery_surface="task_rejoin",
+            admission_context="runtime_owned",
+            metadata={
+                "task_id": cur["id"],
+                "task_status": cur.get("status"),
+                "task_kind": cur.get("kind"),
+                "recovery": recovery,
+            },
+            idempotency_key=f"holon:{key}",
+        )
+        note["message_id"] = env["id"]
+    except HolonError as exc:
+        if exc.kind == "agent_stopped":
+            return _DEFER  # delivered by a pass after the agent is started
+        note["error"] = f"{exc.kind}: {exc.message}"[:300]
+    cur["recovery_notices"] = [*(cur.get("recovery_notices") or []), note][-MAX_NOTICES:]
+    return note["message_id"]
+
+
+def _label(cur: TaskRecord) -> str:
+    if tm.is_child_task(cur):
+        child = (cur.get("child") or {}).get("child_agent_id")
+        return f"Child agent task {cur['id']} (child {child}: {cur.get('summary', '')})"
+    return f"Task {cur['id']} ({cur.get('summary', '')})"
+
+
+def report_lost(d: Path, why: str) -> str | None:
+    """ONE ``task_status`` saying the task in ``d`` was lost (``why``) and is
+    not running any more; its ``task_result`` follows. Idempotent."""
+    with procs.flocked(d / "lock"):
+        cur: TaskRecord = _snapshot(d / "task.json") or {}
+        key = lost_key(str(cur.get("id")))
+        if not cur.get("promoted") or _noticed(cur, key):
+            return None
+        text = (
+            f"{_label(cur)} was lost: {why}. It is not running any more; its result "
+            "follows as a task_result message. Check its effects before starting it again."
+        )
+        res = _notice(d, cur, "lost", key, text)
+        if res is _DEFER:
+            return None
+        cur["updated_at"] = clock.now_iso()
+        write_snapshot(d / "task.json", cur)
+        return cast("str | None", res)
+
+
+def claim_runtime(d: Path, me: ProcessIdentity) -> str | None:
+    """The serve process ``me`` watches the running task in ``d`` from now on
+    (``runtime_owner``). When the process that watched it before is gone, a
+    restart has recovered the task: ONE ``task_status`` says it is still
+    running (one per previous owner). A task another live serve watches is
+    left to it. Returns the message id admitted now."""
+    with procs.flocked(d / "lock"):
+        cur: TaskRecord = _snapshot(d / "task.json") or {}
+        if not cur.get("promoted") or tm.is_terminal(cur.get("status")):
+            return None
+        prev = cur.get("runtime_owner")
+        if prev == me or (prev is not None and procs.identity_alive(prev)):
+            return None
+        res: Any = None
+        if prev is not None:
+            key = f"task-recovered:{cur['id']}:{prev.get('pid')}:{prev.get('start_time')}"
+            if not _noticed(cur, key):
+                if tm.is_child_task(cur):
+                    how = "its child agent keeps working and reports to you as before"
+                else:
+                    sup_rec = cur.get("supervisor")
+                    sup = sup_rec.get("pid") if sup_rec else "?"
+                    how = f"its supervisor (pid {sup}) is still running it"
+                text = (
+                    f"{_label(cur)} was recovered after a runtime restart: {how}. Its result "
+                    "will arrive as a task_result message; TaskStatus shows it meanwhile."
+                )
+                res = _notice(d, cur, "recovered", key, text)
+                if res is _DEFER:
+                    return None
+        cur["runtime_owner"] = me
+        cur["updated_at"] = clock.now_iso()
+        write_snapshot(d / "task.json", cur)
+        return cast("str | None", res)

@@ -10,7 +10,16 @@ Invariants:
 - a foreground call whose caller is gone is stopped and its directory removed;
 - a terminal status is never replaced (``model.task.merge_status``);
 - :func:`recovery_pass` never raises (a broken record must not stop a turn);
-- pruning only removes outputs of tasks that have reported.
+- pruning only removes outputs of tasks that have reported;
+- recovery notices (runtime spec: Background Task Recovery): a lost task
+  (its supervisor gone) admits ONE ``task_status`` saying so before its
+  ``task_result``; under ``holon serve`` (:func:`runtime_owner_of_process`),
+  each running task (command or child handle) is watched by one live serve
+  (``runtime_owner``), and one found owned by a serve that is gone was
+  recovered by a restart: ONE ``task_status`` per recovery says it is still
+  running. Both are checked and written under the task's lock, with an
+  idempotency key on the message: concurrent ticks, turns and serve passes
+  admit each notice once, whoever gets there first.
 """
 
 from __future__ import annotations
@@ -25,8 +34,11 @@ from holon_cli.errors import HolonError
 from holon_cli.model import task as tm
 from holon_cli.runtime.tasks import procs
 from holon_cli.runtime.tasks.records import (
+    claim_runtime,
     iter_records,
+    lost_key,
     outputs_root,
+    report_lost,
     report_terminal,
     tasks_root,
     update_task,
@@ -35,11 +47,29 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.events import TaskRecoveryFailedData, TasksRecoveredData
-    from holon_cli.model.task import TaskProcess, TaskRecord, TaskStatus
+    from holon_cli.model.task import ProcessIdentity, TaskProcess, TaskRecord, TaskStatus
 
 DEFAULT_OUTPUTS_MAX_AGE_S = 7 * 86400
 DEFAULT_OUTPUTS_MAX_BYTES = 1024 * 1024 * 1024
 STARTING_GRACE_S = 30.0
+
+# the serve process this process is (set for the life of `holon serve`):
+# running tasks are watched by it, and recovered by it after a restart
+_runtime_owner: list[ProcessIdentity] = []
+
+
+def runtime_owner_of_process(on: bool = True) -> None:
+    """Make this process (``holon serve``) the runtime that watches running
+    tasks, or stop being it (``on=False``)."""
+    _runtime_owner.clear()
+    if on:
+        _runtime_owner.append(procs.process_identity(os.getpid()))
+
+
+def _me() -> ProcessIdentity | None:
+    if not _runtime_owner or _runtime_owner[0]["pid"] != os.getpid():
+        return None  # a forked child is not the serve process
+    return _runtime_owner[0]
 
 
 def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
@@ -58,16 +88,24 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
     interrupted: list[str] = []
     reported: list[str] = []
     reaped: list[str] = []
+    recovered: list[str] = []
     now = time.time()
+    me = _me()
     for d, rec in iter_records(store):
         if tm.is_child_task(rec):
-            continue  # a child's handle has no process: runtime/children supervises it
+            # a child's handle has no process: runtime/children supervises it;
+            # a serve still takes over watching it (and says so after a restart)
+            if me is not None and rec.get("status") == "running":
+                _claim(d, rec, me, recovered)
+            continue
         status = rec.get("status")
         sup = rec.get("supervisor")
         sup_alive = procs.identity_alive(sup)
         owner = rec.get("owner")
         if not tm.is_terminal(status):
             if sup_alive:
+                if me is not None:
+                    _claim(d, rec, me, recovered)
                 continue
             if not sup:
                 try:
@@ -91,31 +129,61 @@ def reap_orphans(store: AgentStore) -> dict[str, list[str]]:
                     r["stop_reason"] = "supervisor_gone"
                     r["finished_at"] = clock.now_iso()
 
-                update_task(d, lost)
+                rec = update_task(d, lost)
                 interrupted.append(rec["id"])
+                _lost_notice(d, rec)
                 if report_terminal(d):
                     reported.append(rec["id"])
             else:
                 _rmtree(d)
                 reaped.append(rec["id"])
         elif rec.get("promoted"):
+            _lost_notice(d, rec)  # a kill between the two steps above
             if not rec.get("result_message_id") and not rec.get("result_undeliverable"):
                 if not sup_alive and report_terminal(d):
                     reported.append(rec["id"])
         elif not procs.identity_alive(owner):
             _rmtree(d)  # a finished foreground call nobody collected
             reaped.append(rec["id"])
-    if interrupted or reaped:
+    if interrupted or reaped or recovered:
         data: TasksRecoveredData = {
             "interrupted": interrupted,
             "reported": reported,
             "reaped_foreground": reaped,
+            "recovered": recovered,
         }
         store.emit(
             "tasks_recovered",
             data,
         )
-    return {"interrupted": interrupted, "reported": reported, "reaped_foreground": reaped}
+    return {
+        "interrupted": interrupted,
+        "reported": reported,
+        "reaped_foreground": reaped,
+        "recovered": recovered,
+    }
+
+
+def _lost_notice(d: Path, rec: TaskRecord) -> None:
+    """The ``task_status`` of a task whose supervisor is gone (once)."""
+    if rec.get("stop_reason") != "supervisor_gone":
+        return
+    if any(n.get("key") == lost_key(rec["id"]) for n in rec.get("recovery_notices") or []):
+        return
+    prev = rec.get("status_before_restart") or "running"
+    why = (
+        f"its supervisor disappeared while it was {prev} (a runtime restart, a reboot or a "
+        "kill), and the command was stopped with it"
+    )
+    report_lost(d, why)
+
+
+def _claim(d: Path, rec: TaskRecord, me: ProcessIdentity, recovered: list[str]) -> None:
+    """Serve ``me`` takes over watching a running task (see :func:`claim_runtime`)."""
+    if not rec.get("promoted") or rec.get("runtime_owner") == me:
+        return
+    if claim_runtime(d, me):
+        recovered.append(rec["id"])
 
 
 # ------------------------------------------------------------------ pruning
@@ -222,7 +290,7 @@ def recovery_pass(store: AgentStore) -> dict[str, list[str]]:
     except Exception as exc:  # noqa: BLE001 - reported, not fatal
         failed: TaskRecoveryFailedData = {"error": f"{type(exc).__name__}: {exc}"}
         store.emit("task_recovery_failed", failed)
-        return {"interrupted": [], "reported": [], "reaped_foreground": []}
+        return {"interrupted": [], "reported": [], "reaped_foreground": [], "recovered": []}
 
 
 def tick_tasks(store: AgentStore, config: Any = None) -> list[dict[str, Any]]:
@@ -231,6 +299,8 @@ def tick_tasks(store: AgentStore, config: Any = None) -> list[dict[str, Any]]:
     rec = recovery_pass(store)
     if rec["interrupted"]:
         actions.append({"action": "tasks_interrupted", "task_ids": rec["interrupted"]})
+    if rec["recovered"]:
+        actions.append({"action": "tasks_recovered", "task_ids": rec["recovered"]})
     if config is None:
         from holon_cli.store.config import load_config
 

@@ -212,16 +212,39 @@ class Supervisor:
         procs.prepare_parent_death_signal()
         if spec.get("accepts_input"):
             self._open_input_fifo()
+        fds = self._seccomp_fd(argv)
         try:
             if tty:
-                self._start_on_pty(argv, env)
+                self._start_on_pty(argv, env, fds)
             else:
-                self._start_on_pipes(argv, env, flags)
+                self._start_on_pipes(argv, env, flags, fds)
         except OSError as exc:
             self._spawn_failed(exc, argv)
             return False
+        finally:
+            for fd in fds:
+                os.close(fd)
         self._mark_running()
         return True
+
+    def _seccomp_fd(self, argv: list[str]) -> tuple[int, ...]:
+        """The sandbox's seccomp program on a pipe bwrap reads (its fd number
+        replaces the placeholder argument); none without one."""
+        prog, at = self.spec.get("seccomp"), self.spec.get("seccomp_arg")
+        if not prog or at is None:
+            return ()
+        r, w = os.pipe()
+        try:
+            os.write(w, bytes.fromhex(prog))  # ~120 bytes: far below a pipe's buffer
+        finally:
+            os.close(w)
+        argv[at] = str(r)
+        return (r,)
+
+    def _umask(self) -> int:
+        """The user's umask for the command (-1: leave this process's)."""
+        m = self.spec.get("umask")
+        return m if isinstance(m, int) and 0 <= m <= 0o777 else -1
 
     def _open_input_fifo(self) -> None:
         # opened before the record says "running", so input is never refused early
@@ -232,7 +255,7 @@ class Supervisor:
             pass
         self.fifo = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
 
-    def _start_on_pty(self, argv: list[str], env: dict[str, str]) -> None:
+    def _start_on_pty(self, argv: list[str], env: dict[str, str], fds: tuple[int, ...]) -> None:
         import pty
         import termios
 
@@ -254,13 +277,17 @@ class Supervisor:
             stderr=slave,
             start_new_session=True,
             close_fds=True,
+            pass_fds=fds,
+            umask=self._umask(),
             preexec_fn=pre_tty,
         )
         os.close(slave)
         os.set_blocking(master, False)
         self.streams[master] = None
 
-    def _start_on_pipes(self, argv: list[str], env: dict[str, str], flags: int) -> None:
+    def _start_on_pipes(
+        self, argv: list[str], env: dict[str, str], flags: int, fds: tuple[int, ...]
+    ) -> None:
         spec = self.spec
         self.stdout_fd = os.open(self.dir / "stdout.log", flags, 0o600)
         self.stderr_fd = os.open(self.dir / "stderr.log", flags, 0o600)
@@ -274,6 +301,8 @@ class Supervisor:
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=fds,
+            umask=self._umask(),
             preexec_fn=None if wrapped else procs.set_parent_death_signal,
         )
         self.proc = proc
@@ -592,6 +621,12 @@ def report(task_dir: Path, rec: TaskRecord | None = None) -> None:
         import site
 
         site.main()
+    try:  # the launcher's home, whatever the command's environment names
+        home = json.loads((task_dir / "spec.json").read_text()).get("holon_home")
+    except (OSError, ValueError):
+        home = None
+    if isinstance(home, str) and home:
+        os.environ["HOLON_HOME"] = home
     from holon_cli.runtime.tasks.records import report_terminal
 
     report_terminal(task_dir, rec)

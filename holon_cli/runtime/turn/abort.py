@@ -19,6 +19,7 @@ request for another run is stale and ignored; a new turn removes it.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
@@ -169,10 +170,12 @@ class AbortWatch:
             raise TurnAborted
         box: dict[str, Any] = {}
         done = threading.Event()
+        # the call sees this thread's context variables (the current trace span)
+        run_in = contextvars.copy_context().run
 
         def work() -> None:
             try:
-                box["value"] = fn()
+                box["value"] = run_in(fn)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the turn's thread
                 box["error"] = exc
             finally:

@@ -11,6 +11,7 @@ from holon_cli import clock
 from holon_cli.errors import RejectedError, as_holon_error
 from holon_cli.model.agent import HELD_STATUSES, is_supervised_child, lifecycle_hint
 from holon_cli.runtime import queue as q
+from holon_cli.runtime import telemetry
 from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
 from holon_cli.runtime.turn.journal import Journal
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
     from holon_cli.model.tool import Toolbox
+    from holon_cli.model.tracecontext import TraceContext
 
 
 def _runtime_cfg() -> dict[str, Any]:
@@ -104,7 +106,7 @@ def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> T
     from holon_cli.runtime.budgets import check
     from holon_cli.runtime.budgets import spend as budgets
 
-    if not check.active(cfg, budgets.home_of(store)):
+    if not check.active(cfg, budgets.home_of(store), store):
         return None
     err = budgets.price_error(cfg, store.agent_id, models)
     if err is not None:
@@ -179,6 +181,10 @@ def run_turn(
                 status="settled",
                 closure=store.read_record()["state"].get("last_closure"),
             )
+        child = is_supervised_child(rec["identity"])
+        obs = telemetry.turn_tracer(
+            store, entry["envelope"], cfg, inherited=_delegation_trace(store) if child else None
+        )
         run = TurnRun(
             store,
             entry,
@@ -190,8 +196,18 @@ def run_turn(
             max_rounds=max_rounds,
             resolve=resolve,
             steps=steps,
+            tracer=obs,
         )
-        return _execute(store, run, entry, turn_id, child=is_supervised_child(rec["identity"]))
+        obs.start(turn_id)
+        try:
+            result = _execute(store, run, entry, turn_id, child=child)
+        except BaseException as exc:
+            obs.finish(error=exc)
+            raise
+        obs.finish(result)
+        if obs is not telemetry.NOOP:
+            telemetry.record_queue_depth(store.agent_id, q.pending_count(store), cfg)
+        return result
     finally:
         lock.release()
 
@@ -211,6 +227,18 @@ def _agent_toolbox(
         q.put_back(store, entry["message_id"], reason="mcp_unavailable")
         raise
     return bound
+
+
+def _delegation_trace(store: AgentStore) -> Callable[[], TraceContext | None]:
+    """A supervised child's turns continue its parent's trace: the context
+    stored with its delegation (read only when tracing is on)."""
+
+    def read() -> TraceContext | None:
+        from holon_cli.runtime.children.supervision import delegation_trace
+
+        return delegation_trace(store)
+
+    return read
 
 
 def _recovered_record(store: AgentStore) -> AgentRecord:

@@ -13,6 +13,8 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "request", "turn_id"}                   a turn's first provider request starts
     {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
     {"op": "effects", "files", "commands", "completed"}  a tool call's memory effects
+    {"op": "latency", "tool", "ms", "ok"}          a tool call's duration (agent state
+                                                   ``tool_latency`` at settle)
     {"op": "settlement", "settlement": {...}}
     {"op": "capture", "k": ...}                    what the turn record keeps (runtime/replay)
 
@@ -122,6 +124,8 @@ class Journal:
         self.files: list[str] = []
         self.commands: list[dict[str, Any]] = []
         self.completed_work_item = False
+        # each tool call's (name, milliseconds, ok), in order (runtime/turn/stats.py)
+        self.latency: list[tuple[str, float, bool]] = []
         # the turn record's captures (runtime/replay/capture.py), in order
         self.captures: list[dict[str, Any]] = []
         self._dirty = False
@@ -195,6 +199,10 @@ class Journal:
             lines.append({"v": JOURNAL_VERSION, "op": "compaction", **self.compaction})
         if self.files or self.commands or self.completed_work_item:
             lines.append({"v": JOURNAL_VERSION, "op": "effects", **self._effects()})
+        lines += [
+            {"v": JOURNAL_VERSION, "op": "latency", "tool": t, "ms": ms, "ok": ok}
+            for t, ms, ok in self.latency
+        ]
         atomic_write_bytes(self.path, "".join(dumps(r) + "\n" for r in lines).encode("utf-8"))
         _legacy_path(self.store).unlink(missing_ok=True)
 
@@ -223,6 +231,9 @@ class Journal:
         elif op == "compaction":
             keys = ("cut_round", "epoch", "compacted", "summary")
             self.compaction = {k: rec[k] for k in keys}
+        elif op == "latency":
+            entry = (str(rec.get("tool")), float(rec.get("ms") or 0), bool(rec.get("ok")))
+            self.latency.append(entry)
         elif op == "capture":
             self.captures.append(rec)
 
@@ -355,6 +366,11 @@ class Journal:
         rec = {"files": list(files), "commands": list(commands), "completed": completed}
         self._fold_effects(rec)
         self._append({"op": "effects", **rec})
+
+    def add_latency(self, tool: str, ms: float, ok: bool) -> None:
+        """One tool call's duration (durable with its round's batch)."""
+        self.latency.append((tool, ms, ok))
+        self._append({"op": "latency", "tool": tool, "ms": ms, "ok": ok})
 
     def add_capture(self, rec: dict[str, Any]) -> None:
         """One of the turn record's captures (durable with the round's batch)."""

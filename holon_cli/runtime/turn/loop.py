@@ -19,6 +19,9 @@ Each provider round and each tool call runs through the turn's
 :class:`~holon_cli.runtime.turn.steps.TurnSteps` hook (a recorder such as
 ``serve --engine dbos``'s; by default nothing), and a replayed turn first
 re-walks the rounds and tool results its journal holds through the same hook.
+What the turn tells the telemetry plane goes through one tracer
+(:class:`~holon_cli.runtime.telemetry.TurnTracer`, ``self.tracer``: each
+round's attempts, each tool call; a no-op while tracing is off).
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
-from holon_cli.model.execution_policy import execution_policy
 from holon_cli.providers.base import ConversationItem, ProviderRequest, ToolCall
 from holon_cli.runtime import queue as q
+from holon_cli.runtime import telemetry
 from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.agents.profiles import narrow
 from holon_cli.runtime.budgets.check import BudgetStop
+from holon_cli.runtime.children.context import block_for as inherited_block
 from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.prompt import (
@@ -46,6 +51,7 @@ from holon_cli.runtime.prompt import (
     render_message,
 )
 from holon_cli.runtime.replay.capture import TurnCapture
+from holon_cli.runtime.tasks.sandbox import projection as execution_projection
 from holon_cli.runtime.turn.abort import (
     ABORT_REASON,
     AbortWatch,
@@ -85,6 +91,7 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.tool import SleepRequest, Toolbox, ToolContext
     from holon_cli.model.turn import TurnSettlement
+    from holon_cli.runtime.telemetry import TurnTracer
     from holon_cli.runtime.turn.observe import TurnObserver
 
 DEFAULT_MAX_ROUNDS = 50
@@ -115,6 +122,7 @@ class TurnRun:
         resolve: Callable[[str], Any] | None = None,
         steps: TurnSteps = DIRECT,
         observer: TurnObserver | None = None,
+        tracer: TurnTracer = telemetry.NOOP,
     ) -> None:
         self.t_start = time.monotonic()
         self.store = store
@@ -128,6 +136,7 @@ class TurnRun:
         self.sleep = sleep
         self.resolve = resolve
         self.steps = steps
+        self.tracer = tracer
         rt_cfg = config.get("runtime") or {}
         self.max_rounds = max_rounds or int(rt_cfg.get("max_provider_rounds") or DEFAULT_MAX_ROUNDS)
         self.rec = TurnRecorder(store, self.msg, turn_id)
@@ -169,6 +178,7 @@ class TurnRun:
         # the context budget, and the working memory the turn was prompted with
         self.ctx = ContextFit(self.journal, self.rec, config)
         self.wm = working.empty_state()
+        self.inherited: str | None = None  # a forked child's inherited context block
 
     # ------------------------------------------------------------ the loop
 
@@ -259,6 +269,9 @@ class TurnRun:
             agent_rec["identity"]["kind"] == "default" or self.store.agent_id == default_agent_id()
         )
         self.self_owned = agent_rec["identity"].get("ownership", "self_owned") == "self_owned"
+        # a profiled child is offered its profile's tools; a forked one sees its parent's context
+        self.catalog = narrow(self.catalog, agent_rec["identity"])
+        self.inherited = inherited_block(self.store, dict(agent_rec["identity"]))
         self.bound_wi = self.state.get("current_work_item_id")
         self.focus = self.bound_wi
         self.session_skills = list(self.state.get("active_skills") or [])
@@ -343,7 +356,8 @@ class TurnRun:
             trigger=context_trigger(self.store, provision=self.self_owned),
             working_memory=working.render(self.wm, max_chars=self.ctx.memory_chars),
             memory_delta=working.render_delta(self.wm),
-            policy=execution_policy(self.cfg, self.store.agent_id),
+            policy=execution_projection(self.cfg, self.store.agent_id),
+            inherited=self.inherited,
         )
         self.ctx.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
@@ -435,6 +449,7 @@ class TurnRun:
                 self.budget_hit = stop.hit
                 return None
             except ChainFailure as failure:
+                self.tracer.chat(failure.timeline, None, request)
                 self.observer.failed(failure)
                 if failure.usage is not None:
                     usage = failure.usage.to_dict()
@@ -447,6 +462,7 @@ class TurnRun:
                     self.rec, self.journal, failure, round((time.monotonic() - t0) * 1000, 3)
                 )
                 return None
+            self.tracer.chat(chain.timeline, chain.response, request)
             self.observer.answered(chain.response, chain.model_ref)
             self.spend.of_round(chain, request, self.focus)
         finally:
@@ -509,7 +525,11 @@ class TurnRun:
     def _run_call(self, ctx: ToolContext, call: ToolCall, built: BuiltPrompt) -> StepRecord:
         """One tool call: run it, apply its effects, record its result."""
         t_tool = time.monotonic()
-        res = self.abort.call(partial(self.catalog.execute, ctx, call), on_abort=self._stop_call)
+        with self.tracer.tool(call) as traced:
+            res = self.abort.call(
+                partial(self.catalog.execute, ctx, call), on_abort=self._stop_call
+            )
+            traced.result(res)
         tool_ms = round((time.monotonic() - t_tool) * 1000, 3)
         self.observer.tool(call, res)
         fx = res.effects
@@ -625,6 +645,8 @@ class TurnRun:
                 budget_stopped=self.budget_hit is not None,
             ),
             abort_reason=self.abort_reason,
+            message_id=self.mid,
+            turn_ids={self.turn_id, *self.journal.requested},
         )
         s["memory"] = memory_delta(
             self.store,

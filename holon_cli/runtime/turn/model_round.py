@@ -177,3 +177,4 @@ def record_tool_result(
     journal.add_item(
         ConversationItem("tool", res.content, call_id=call.id, name=call.name, is_error=not res.ok)
     )
+    journal.add_latency(call.name, tool_ms, res.ok)

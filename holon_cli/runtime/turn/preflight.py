@@ -82,9 +82,9 @@ def fixed_prompt_tokens(store: AgentStore, catalog: Toolbox, cfg: Mapping[str, A
     """The fixed part of the agent's prompt (instructions, AGENTS.md, the
     skill catalog, the tool schemas), as the turn's budget counts it: what
     ``runtime.context_budget_tokens`` must hold before anything else."""
-    from holon_cli.model.execution_policy import execution_policy
     from holon_cli.runtime.memory.compaction import fixed_tokens
     from holon_cli.runtime.prompt import build_frame
+    from holon_cli.runtime.tasks.sandbox import projection as execution_projection
     from holon_cli.runtime.workspace import workspace_for
     from holon_cli.store.layout import default_agent_id
 
@@ -100,7 +100,8 @@ def fixed_prompt_tokens(store: AgentStore, catalog: Toolbox, cfg: Mapping[str, A
         guidance=catalog.guidance,
         work_queue=None,
         recent=None,
-        policy=execution_policy(dict(cfg), store.agent_id),
+        # as the turn builds it: `auto` resolved on this machine
+        policy=execution_projection(dict(cfg), store.agent_id),
     )
     return fixed_tokens(built.frame, catalog.specs)
 

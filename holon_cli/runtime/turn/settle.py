@@ -7,13 +7,14 @@ pause)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.model.agent import HELD_STATUSES
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.briefs import write_brief
+from holon_cli.runtime.turn import stats
 from holon_cli.runtime.turn.closure import derive_closure
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.recorder import TurnRecorder
@@ -52,13 +53,19 @@ def decide_settlement(
     budget_hit: BudgetHit | None = None,
     progress: TurnProgress | None = None,
     abort_reason: str | None = None,
+    message_id: str | None = None,
+    turn_ids: Collection[str] = (),
 ) -> TurnSettlement:
     """How the turn ends: the work plane's turn-end commit, the closure, and
     the brief to write (none when the final round completed a work item: its
     ``work_done`` brief already carries this text). A turn a budget stopped
     before a request closes ``waiting``/``budget_exhausted`` with an
     ``action_required`` brief naming the budget; the no-progress streak it
-    leaves (and the guard's brief, when it trips) is decided here too."""
+    leaves (and the guard's brief, when it trips) is decided here too. A turn
+    that leaves work running in the background (tasks or children
+    ``message_id`` started, waits ``turn_ids`` recorded: ``turn/handoff.py``)
+    writes an ``ack`` brief instead of its result: "continuing in the
+    background", linked to the first task."""
     wi.refresh_all(store)
     # runtime facts of blocking waits come from the task plane; none is known
     # at this layer yet. How the turn ended decides the continuation hold.
@@ -88,6 +95,17 @@ def decide_settlement(
         budget_hit=budget_hit,
         abort_reason=abort_reason,
     )
+    if brief is not None and brief["kind"] == "result" and budget_hit is None:
+        from holon_cli.runtime.turn import handoff
+
+        work = handoff.background_work(store, message_id, turn_ids)
+        if work:
+            brief = {
+                **brief,
+                "kind": "ack",
+                "text": handoff.ack_text(final_text, work),
+                "related_task_id": handoff.first_task_id(work),
+            }
     from holon_cli.runtime.budgets import guard
 
     prev = store.read_record()["state"].get("no_progress")
@@ -206,6 +224,9 @@ def write_terminal(
             text=brief["text"],
             visibility=brief["visibility"],
             related_message_id=mid,
+            # an ack names the work it handed off; a task-driven turn's brief
+            # names the task whose result or status woke it
+            related_task_id=brief.get("related_task_id") or msg.get("task_id"),
             turn_id=tid,
             work_item_id=brief.get("work_item_id"),
         )
@@ -224,6 +245,7 @@ def write_terminal(
             text=notice["text"],
             visibility=notice["visibility"],
             related_message_id=mid,
+            related_task_id=msg.get("task_id"),
             turn_id=tid,
             work_item_id=notice.get("work_item_id"),
             title=notice.get("title"),
@@ -293,15 +315,37 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
     counted = journal.counted
     memory = _settle_memory(store, s, completed_at)
 
+    last_brief = store.ledger("briefs").last()
+
     def finish(st: AgentState) -> None:
-        # the turn's successful rounds join the agent's totals once, here
-        st["total_input_tokens"] = int(st.get("total_input_tokens", 0)) + counted["input_tokens"]
-        st["total_output_tokens"] = int(st.get("total_output_tokens", 0)) + counted["output_tokens"]
-        st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + counted["rounds"]
+        if not stats.already_counted(st, s["turn_id"]):
+            # the turn's successful rounds join the agent's totals once, here
+            # (a settle replayed after this update adds nothing again)
+            st["total_input_tokens"] = (
+                int(st.get("total_input_tokens", 0)) + counted["input_tokens"]
+            )
+            st["total_output_tokens"] = (
+                int(st.get("total_output_tokens", 0)) + counted["output_tokens"]
+            )
+            st["total_model_rounds"] = int(st.get("total_model_rounds", 0)) + counted["rounds"]
+            stats.fold(
+                st,
+                turn_id=s["turn_id"],
+                aborted=s["status"] == "aborted",
+                rounds=counted["rounds"],
+                duration_ms=int(s.get("duration_ms") or 0),
+                calls=journal.latency,
+                compaction=journal.compaction,
+                at=completed_at,
+            )
         if st["status"] not in HELD_STATUSES:
             st["status"] = "asleep" if sleep else "awake_idle"
             st["status_changed_at"] = completed_at
-        if s.get("brief"):
+        # the newest brief's time: the turn's own, a work item's report, a notice
+        at = str((last_brief or {}).get("at") or "")
+        if at and at > str(st.get("last_brief_at") or ""):
+            st["last_brief_at"] = at
+        elif s.get("brief"):
             st["last_brief_at"] = completed_at
         if s["status"] == "aborted" and s.get("reason") != "operator_aborted":
             # the daemon's last runtime failure (spec L521-523) and `holon

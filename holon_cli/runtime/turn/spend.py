@@ -90,7 +90,7 @@ class TurnSpend:
         ``max_output_tokens`` to what the tightest budget leaves."""
         from holon_cli.runtime.budgets import check, reserve
 
-        if not check.active(self.cfg, budgets.home_of(self.store)):
+        if not check.active(self.cfg, budgets.home_of(self.store), self.store):
             return
         adm = reserve.admit(
             self.store,
@@ -135,6 +135,7 @@ class TurnSpend:
             model_ref=model_ref,
             input_tokens=int(usage.get("input_tokens", 0)),
             output_tokens=int(usage.get("output_tokens", 0)),
+            cached_input_tokens=int(usage.get("cache_read_input_tokens", 0)),
             estimated=estimated,
             request_est=self.request_est or None,
         )

@@ -108,8 +108,33 @@ def before_turn(store: AgentStore, entry: QueueEntry, turn_id: str) -> Decision:
         message=env,
         turn_id=turn_id,
     )
+    if env.get("kind") == "task_status":
+        _transcript_entry(store, env, turn_id)
     _settle(store, env, turn_id, res["resolution"])
     return Decision(False, res, settled_as=res["resolution"], control=control)
+
+
+def _transcript_entry(store: AgentStore, env: Mapping[str, Any], turn_id: str | None) -> None:
+    """An observational ``task_status`` (a task recovered or lost after a
+    restart) runs no turn, but the agent hears of it: it joins the
+    transcript, so the next turn's recent conversation carries it."""
+    from holon_cli.model.envelope import body_text, origin_label
+    from holon_cli.runtime.briefs import write_transcript
+
+    write_transcript(
+        store,
+        "message",
+        message_id=env["id"],
+        turn_id=turn_id,
+        message_kind=env.get("kind"),
+        origin=env.get("origin"),
+        origin_label=origin_label(env.get("origin", {})),
+        authority_class=env.get("authority_class"),
+        trust=env.get("trust"),
+        priority=env.get("priority"),
+        task_id=env.get("task_id"),
+        text=body_text(env.get("body", {})),
+    )
 
 
 def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:

@@ -120,6 +120,7 @@ def record_wait(
         "created_at": now,
         "updated_at": now,
         "cancelled_at": None,
+        "turn_id": turn_id,
     }
     with _lock(store):
         # checked again under the lock: a completion cancels its item's waits

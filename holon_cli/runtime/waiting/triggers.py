@@ -457,6 +457,7 @@ def _emit_delivered(
         "message_id": outcome.get("message_id"),
         "coalesced_count": outcome["coalesced_count"],
         "waiting_intent_ids": hint["waiting_intent_ids"],
+        "work_item_ids": hint["work_item_ids"],
         "trigger_count": cur["trigger_count"],
     }
     store.emit(

@@ -425,6 +425,7 @@ def complete_work_item(
     vocab: Vocabulary | None = None,
     ambiguous_round: bool = False,
     turn_id: str | None = None,
+    related_task_id: str | None = None,
 ) -> dict[str, Any]:
     """Mark a work item completed (clears blocker and recheck; releases focus).
 
@@ -461,7 +462,9 @@ def complete_work_item(
         save(store, idx)
         current_id = state.get("current_work_item_id")
     cancelled = _cancel_waiting(store, wid)
-    brief_id = _result_brief(store, rec, text, turn_id) if ds_rec is not None else None
+    brief_id = (
+        _result_brief(store, rec, text, turn_id, related_task_id) if ds_rec is not None else None
+    )
     data = _completed_data(rec, source, promote, ds_rec, brief_id, focused, unfinished, warnings)
     store.emit("work_item_completed", data, work_item_id=wid, turn_id=turn_id)
     return {
@@ -535,8 +538,15 @@ def _completed(rec: wm.WorkItemRecord, summary: str | None, now: str) -> dict[st
     return new
 
 
-def _result_brief(store: AgentStore, rec: wm.WorkItemRecord, text: str, turn_id: str | None) -> str:
-    """Write the promoted report as a ``work_done`` result brief; its id."""
+def _result_brief(
+    store: AgentStore,
+    rec: wm.WorkItemRecord,
+    text: str,
+    turn_id: str | None,
+    related_task_id: str | None = None,
+) -> str:
+    """Write the promoted report as a ``work_done`` result brief; its id
+    (``related_task_id``: the task whose result drove the completing turn)."""
     from holon_cli.runtime.briefs import write_brief
 
     brief = write_brief(
@@ -545,6 +555,7 @@ def _result_brief(store: AgentStore, rec: wm.WorkItemRecord, text: str, turn_id:
         text=text,
         visibility="work_done",
         work_item_id=rec["id"],
+        related_task_id=related_task_id,
         turn_id=turn_id,
         title=rec["objective"][:200],
     )

@@ -167,6 +167,39 @@ def _current_section(
     return "\n".join(lines)
 
 
+def item_snapshot(
+    store: AgentStore,
+    work_item_id: str,
+    *,
+    preview_chars: int = wm.PREVIEW_CHARS,
+    trace_limit: int = DEFAULT_TRACE_ENTRIES,
+) -> str | None:
+    """One open item projected as the current item is (objective, plan
+    descriptor and preview, todos, blocker, waits, recent process trace), for
+    a forked child's inherited context; ``None`` when it is not open."""
+    idx = load(store)
+    rec = idx.items.get(work_item_id)
+    if rec is None or rec.get("state") != "open":
+        return None
+    text = _current_section(
+        store, idx, rec, focused=True, preview_chars=preview_chars, trace_limit=trace_limit
+    )
+    head, _, rest = text.partition("\n")
+    head = head.replace("Current work item: ", "Work item: ", 1).replace("(focus; ", "(", 1)
+    lines = [ln for ln in rest.split("\n") if ln != PRIORITY_NOTE]
+    return "\n".join([head, *lines])
+
+
+def item_line(store: AgentStore, work_item_id: str) -> str | None:
+    """One item as a compact candidate line (any class), or ``None``."""
+    idx = load(store)
+    rec = idx.items.get(work_item_id)
+    if rec is None:
+        return None
+    cls = wr.candidate_class(rec, current_id=None, waits=idx.waits_for(rec))
+    return _candidate_line(idx, cls, rec)
+
+
 def _candidate_line(idx: WorkItemIndex, cls: str, rec: WorkItemRecord) -> str:
     waits = idx.waits_for(rec)
     head = f'- {rec["id"]} "{_one_line(rec["objective"], 120)}"'

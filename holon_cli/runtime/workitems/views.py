@@ -59,6 +59,7 @@ def view(
             "is_current": proj["focus"] == "current",
             "readiness": proj["readiness"],
             "scheduling_state": proj["scheduling_state"],
+            "candidate_class": proj["candidate_class"],
             "current_todo": proj["current_todo"],
             "has_active_waits": proj["has_active_waits"],
             "has_triggered_waits": proj["has_triggered_waits"],
@@ -180,12 +181,15 @@ def list_work_items(
 
 
 def counts(idx: WorkItemIndex) -> dict[str, int]:
-    out = {r: 0 for r in wr.READINESS}
+    """Items by readiness, a blocked item whose wait has fired counted as
+    ``triggered_blocked`` (not ``blocked``): the counts sum to the total."""
+    out = {r: 0 for r in wr.STATUS_COUNTS}
     for rec in idx.items.values():
-        out[wr.readiness(rec, idx.waits_for(rec))] += 1
+        out[wr.status_bucket(rec, idx.waits_for(rec))] += 1
     return out
 
 
 def readiness_counts(store: AgentStore) -> dict[str, int]:
-    """``{runnable, waiting_for_operator, blocked, completed}`` counts for ``holon status``."""
+    """``{runnable, waiting_for_operator, triggered_blocked, blocked, completed}``
+    counts for ``holon status``, the console and ``ListWorkItems``."""
     return counts(load(store))

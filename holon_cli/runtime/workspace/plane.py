@@ -6,7 +6,10 @@ worktree made when isolated) and written last, in one agent-record update
 plus one ``workspace_bound``/``workspace_detached`` event: any failure
 leaves the previous binding intact. The registry
 (``store/workspace_registry.py``) only ever gains entries; nothing here
-deletes a directory, a worktree, a branch or a registry entry.
+deletes a directory, a worktree, a branch or a registry entry. The holon
+home, a folder containing it or one inside it (but the agent's own home and
+the worktrees holon manages) is refused on every path, before anything is
+made and again in :func:`bind` (``guard.check_root``: ``forbidden_workspace``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from holon_cli.runtime.workspace import (
     workspace_for,
     workspace_id,
 )
+from holon_cli.runtime.workspace.guard import check_root
 from holon_cli.runtime.workspace.locate import Located, locate
 from holon_cli.runtime.workspace.worktree import worktree_session
 from holon_cli.store.layout import HomeLayout
@@ -100,13 +104,15 @@ def resolve_path(raw: str, base: Path) -> Path:
     return path
 
 
-def check_attachable(store: AgentStore, path: Path) -> None:
+def check_attachable(store: AgentStore, path: Path, *, own: bool = True) -> None:
     """What an agent may not attach by itself: the filesystem root and the
-    runtime's home (other agents' homes and worktrees, the registry)."""
+    runtime's home (other agents' homes and worktrees, the registry).
+    ``own=False``: the agent's own home and worktrees are refused too (a
+    path chosen for another agent, such as a child's ``explicit_root``)."""
     home = Path(os.path.realpath(_home(store).root))
-    for own in (store.layout.home, _home(store).worktrees_dir / store.agent_id):
-        mine = Path(os.path.realpath(own))
-        if path == mine or mine in path.parents:
+    for mine_raw in (store.layout.home, _home(store).worktrees_dir / store.agent_id):
+        mine = Path(os.path.realpath(mine_raw))
+        if own and (path == mine or mine in path.parents):
             return  # its own home, its own managed worktrees
     if path == Path(path.anchor) or path == home or home in path.parents:
         raise RejectedError(
@@ -188,6 +194,7 @@ def _by_id(store: AgentStore, wid: str, mode: str) -> Target:
             details={"field": "workspace_id"},
         )
     root = Path(anchor)
+    check_root(root, agent_home=store.layout.home)
     if mode == "isolated":
         return _isolated(store, wid, locate(root)._replace(anchor=root), None)
     return Target(WorkspaceBinding(wid, root, root, root), "direct")
@@ -198,9 +205,11 @@ def _by_path(store: AgentStore, raw: str, mode: str, base: Path, source: str) ->
     own = Path(os.path.realpath(store.layout.home))
     if path == own or own in path.parents:
         return _by_id(store, AGENT_HOME, mode)
+    check_root(path, agent_home=store.layout.home)
     if source == "tool":
         check_attachable(store, path)
     loc = locate(path)
+    check_root(loc.anchor, agent_home=store.layout.home)
     wid = workspace_id(loc.anchor)
     if mode == "isolated":
         return _isolated(store, wid, loc, path)
@@ -214,6 +223,22 @@ def _by_path(store: AgentStore, raw: str, mode: str, base: Path, source: str) ->
             f'use UseWorkspace(workspace_id="{wid}", mode="isolated").'
         )
     return Target(WorkspaceBinding(wid, loc.anchor, root, path, kind), "direct", guidance)
+
+
+def explicit_root_target(store: AgentStore, raw: str, base: Path) -> Target:
+    """A child's ``workspace_mode: explicit_root`` (control-plane RFC:
+    Workspace Projection Model), decided before the child exists: an
+    existing directory (relative to ``base``, the parent's cwd) that the
+    parent ``store`` could attach, and not its home either (the check every
+    workspace path an agent names passes: :func:`check_attachable`), bound
+    direct like UseWorkspace's path."""
+    path = resolve_path(raw, base)
+    check_attachable(store, path, own=False)
+    loc = locate(path)
+    wid = workspace_id(loc.anchor)
+    root = loc.execution_root
+    kind: ProjectionKind = "canonical_root" if root == loc.anchor else "git_worktree_root"
+    return Target(WorkspaceBinding(wid, loc.anchor, root, path, kind), "explicit_root")
 
 
 # ---------------------------------------------------------------- writing
@@ -251,6 +276,9 @@ def bind(
     from the anchor all the same; a home-level write would cost the run its
     no-fsync path)."""
     b = target.binding
+    if b.workspace_id != AGENT_HOME:
+        for p in (b.workspace_anchor, b.execution_root, b.cwd):
+            check_root(p, agent_home=store.layout.home)
     _upgrade_legacy(store)
     if b.workspace_id != AGENT_HOME and register_anchor:
         register(_home(store), b.workspace_anchor)
@@ -348,6 +376,7 @@ def bind_for_run(
     own = Path(os.path.realpath(store.layout.home))
     if root == own or own in root.parents:
         return bind(store, Target(agent_home_binding(store.layout.home), "direct"), source="run")
+    check_root(root, agent_home=store.layout.home, what="the workspace of `holon run`")
     loc = locate(root)
     kind: ProjectionKind = (
         "canonical_root" if loc.execution_root == loc.anchor else "git_worktree_root"

@@ -25,16 +25,21 @@ from holon_cli.serve.http.errors import error_response
 
 
 async def public_enqueue(request: Request) -> Response:
+    from functools import partial
+
     from holon_cli.model.envelope import DEFAULT_KIND_BY_ORIGIN, parse_origin
+    from holon_cli.model.tracecontext import from_headers
     from holon_cli.runtime.enqueue import admit
     from holon_cli.serve.http.ingress import public_admit
 
     body = await read_json(request, PROMPT_CAP)
+    # the caller's `traceparent`, stored on the message: its turn continues that trace
+    traced = partial(admit, trace_context=from_headers(request.headers))
     env = await run_in_threadpool(
         lambda: public_admit(
             request.path_params["agent_id"],
             body,
-            admit=admit,
+            admit=traced,
             parse_origin=parse_origin,
             default_kind=DEFAULT_KIND_BY_ORIGIN,
             open_store=open_public,
@@ -45,6 +50,7 @@ async def public_enqueue(request: Request) -> Response:
 
 async def webhook(request: Request) -> Response:
     from holon_cli.model.envelope import ORIGIN_ID_RE, parse_origin
+    from holon_cli.model.tracecontext import from_headers
     from holon_cli.runtime.enqueue import admit
     from holon_cli.serve.http import webhooks
     from holon_cli.serve.http.ingress import webhook_config
@@ -62,6 +68,7 @@ async def webhook(request: Request) -> Response:
     event = (headers.get("x-github-event") or headers.get("x-event-type") or "").strip()
     if ORIGIN_ID_RE.fullmatch(event):  # metadata: an odd value is dropped, not refused
         origin["event_type"] = event
+    trace = from_headers(headers)  # the sender's trace, continued by the turn
 
     def go() -> dict[str, Any]:
         store = open_public(request.path_params["agent_id"])
@@ -76,6 +83,7 @@ async def webhook(request: Request) -> Response:
                 metadata={"webhook_delivery_id": did} if did else None,
                 delivery_surface="http_webhook",
                 admission_context="public_unauthenticated",
+                trace_context=trace,
             )
 
         return webhooks.receive(store, source, did, admit_one, body_key)

@@ -74,11 +74,11 @@ def _policy(agent_id: str) -> Any:
     """The agent's execution policy projection (what ``holon debug prompt``
     shows); ``None`` while ``config.yaml`` does not load (status names why)."""
     from holon_cli.errors import ConfigError
-    from holon_cli.model.execution_policy import execution_policy
+    from holon_cli.runtime.tasks.sandbox import projection
     from holon_cli.store.config import load_config
 
     try:
-        return execution_policy(load_config(), agent_id)
+        return projection(load_config(), agent_id)
     except ConfigError:
         return None
 
@@ -94,6 +94,10 @@ async def control_prompt(request: Request) -> Response:
     if not isinstance(priority, str):
         raise HttpError(400, "invalid_body", "`priority` must be a string", "")
 
+    from holon_cli.model.tracecontext import from_headers
+
+    trace = from_headers(request.headers)  # the caller's trace, continued by the turn
+
     def go() -> Any:
         store = open_public(request.path_params["agent_id"])
         return admit(
@@ -104,6 +108,7 @@ async def control_prompt(request: Request) -> Response:
             priority=priority,
             delivery_surface="http_control_prompt",
             admission_context="control_authenticated",
+            trace_context=trace,
         )
 
     env = await run_in_threadpool(go)

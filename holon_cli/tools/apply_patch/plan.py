@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from holon_cli.model.agent import is_supervised_child
-from holon_cli.store.fsio import UnsafePathError, atomic_write_bytes, fd_real_path, fsync_dir
+from holon_cli.store.fsio import (
+    UnsafePathError,
+    atomic_write_bytes,
+    fd_real_path,
+    fsync_dir,
+)
 from holon_cli.store.layout import HomeLayout
 from holon_cli.tools.apply_patch.hunks import (
     _Applied,
@@ -34,6 +39,7 @@ from holon_cli.tools.apply_patch.parse import (
 )
 from holon_cli.tools.base import ToolContext, ToolError
 from holon_cli.tools.exec_command import resolve_inside_root
+from holon_cli.umask import user_umask
 
 # ------------------------------------------------------------ the planning
 
@@ -425,8 +431,10 @@ def _mkdirs(d: Path, created: list[Path]) -> None:
     while not p.exists():
         missing.append(p)
         p = p.parent
+    mode = 0o777 & ~user_umask()  # holon's own umask is 077: a workspace gets the user's
     for m in reversed(missing):
         m.mkdir()
+        os.chmod(m, mode)
         created.append(m)
 
 

@@ -20,10 +20,11 @@ Invariants:
 - Every command runs under a supervisor process (forked from the caller:
   no interpreter start; see :mod:`holon_cli.runtime.tasks.forked`), in its
   own session and process group, with stdin on ``/dev/null`` (unless
-  ``accepts_input``) and without secret environment variables (names containing ``KEY``,
-  ``SECRET``, ``TOKEN``, ``PASSWORD``, ``PASSWD`` or ``CREDENTIAL``, URL values
-  with ``user:password@``, every ``api_key_env`` of the config; unless
-  ``runtime.exec_env_passthrough`` names them: ``procs.command_env``).
+  ``accepts_input``), with the environment ``execution.env`` allows
+  (:func:`holon_cli.runtime.tasks.environment.command_env`: the core
+  variables by default, never a provider key) and inside the command
+  sandbox (``execution.sandbox``, default ``auto``:
+  :mod:`holon_cli.runtime.tasks.sandbox`).
 - ``ExecCommand`` waits up to ``yield_time_ms`` (default 10 s). A finished
   command returns ``disposition: completed``; one still running is promoted
   to a ``command_task`` (``promoted_to_task``) that outlives the turn. When a

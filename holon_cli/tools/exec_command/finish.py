@@ -176,8 +176,8 @@ def start_command(ctx: ToolContext, **kw: Any) -> Any:
     from holon_cli.tools.exec_command.prepare import _root
 
     try:
-        return tasks.launch(ctx.store, root=_root(ctx), **kw)
-    except RejectedError as err:  # sandbox_unavailable, disk_full: nothing ran
+        return tasks.launch(ctx.store, root=_root(ctx), anchor=ctx.workspace_anchor, **kw)
+    except RejectedError as err:  # sandbox_unavailable, disk_full, forbidden_workspace
         message, hint = err.said_on("tool")
         raise ToolError(err.kind, message, recovery_hint=hint, details=err.details) from None
 

@@ -60,7 +60,13 @@ def test_a_turn_calls_an_mcp_tool_and_the_list_is_cached(
     script_runner: Any, holon_home: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "fake.log"
-    write_config(holon_home, {"fake": fake("--era", "modern", "--log", str(log))})
+    # unsandboxed: the fake server logs its starts to the test's folder, outside
+    # the execution root the default sandbox leaves writable
+    write_config(
+        holon_home,
+        {"fake": fake("--era", "modern", "--log", str(log))},
+        execution={"sandbox": "none"},
+    )
     model = script(
         tmp_path,
         [
