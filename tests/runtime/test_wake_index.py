@@ -272,3 +272,18 @@ def test_serves_retention_pass_skips_the_home_walk_without_a_size_limit(
     assert isinstance(gc_home()["home_bytes"], int)  # `holon home gc` measures
     (holon_home / "config.yaml").write_text("retention: {max_home_bytes: 1000000000}\n")
     assert isinstance(scheduled_gc()["home_bytes"], int)
+
+
+def test_serves_retention_pass_closes_an_open_segment_once_a_day_old(
+    holon_home: Path, now: list[float]
+) -> None:
+    from holon_cli.runtime.home.gc import gc_home, scheduled_gc
+
+    store = create_agent("a")
+    store.emit("tick_completed", {"actions": []})
+    assert scheduled_gc(now[0])["closed"] == []  # records of a moment ago: kept open
+    now[0] += 13 * 3600  # the first record is now over half a day old
+    (c,) = [c for c in scheduled_gc(now[0])["closed"] if c["ledger"] == "events"]
+    assert c["agent_id"] == "a"
+    store.emit("tick_completed", {"actions": []})
+    assert [c["ledger"] for c in gc_home(now=now[0])["closed"]] == ["events"]  # every one

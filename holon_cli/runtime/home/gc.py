@@ -11,12 +11,19 @@ the oldest finished outputs. Nothing unsettled is touched (see
 ``--dry-run`` closes nothing and removes nothing: it reports what a pass
 would close (``closed``: each open segment and the segment it would become)
 and drop, counting each open segment as if it were closed now.
+
+Serve's daily pass (:func:`scheduled_gc`) is the same pass made cheap: an
+open segment is closed only once its first record is half a day old (so a
+day's records are closed the next day, not a tiny segment per agent per
+day), the home's size is measured only when ``max_home_bytes`` needs it,
+and the caller's ``pace`` spreads it out.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +68,31 @@ def _open_as_candidate(store: AgentStore, name: str, now: float) -> R.Candidate 
     return R.Candidate(min(st.st_mtime, now), st.st_size, led, led.path, store.agent_id)
 
 
+_AT = re.compile(rb'"at":\s*"([^"]+)"')
+
+
+def _started_before(path: Path, when: float) -> bool:
+    """Whether the open segment's first record is older than ``when`` (its
+    ``at``: events, transcript and turn records all carry one near the start
+    of the line); a segment whose first record says nothing is."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except FileNotFoundError:
+        return False
+    if not head:
+        return False
+    m = _AT.search(head.split(b"\n", 1)[0])
+    if m is None:
+        return True
+    from holon_cli import clock
+
+    try:
+        return clock.parse_iso(m.group(1).decode()) < when
+    except (ValueError, UnicodeDecodeError):
+        return True
+
+
 def _info(c: R.Candidate, now: float, reason: str) -> R.SegmentInfo:
     return {
         "agent_id": c.agent_id,
@@ -100,13 +132,17 @@ def gc_home(
     now: float | None = None,
     pace: Callable[[], None] | None = None,
     measure: bool = True,
+    close_after_s: float | None = None,
 ) -> GcReport:
     """One retention pass over the whole home (see the module docstring).
     ``pace`` is called between units of work (an agent, a folder of the
     usage walk): serve's pass sleeps there to spread itself out.
     ``measure=False`` skips the walk of the whole home that counts its bytes
     unless ``max_home_bytes`` needs it (serve's daily pass: the walk was
-    most of an idle home's pass)."""
+    most of an idle home's pass). ``close_after_s``: an open segment is
+    closed only once its first record is that old (serve's daily pass: a
+    segment a day's records old is closed the next day, not one segment a
+    day per agent however little it holds)."""
     pace = pace or _no_pace
     home = HomeLayout.current()
     config = load_config(home)
@@ -123,7 +159,13 @@ def gc_home(
                     closed.append(would)
                     pool.append(c._replace(path=Path(would["path"])))
             else:
-                if (seg := store.ledger(name).close_segment()) is not None:
+                if close_after_s is not None and not _started_before(
+                    store.ledger(name).path, now - close_after_s
+                ):
+                    seg = None
+                else:
+                    seg = store.ledger(name).close_segment()
+                if seg is not None:
                     closed.append({"agent_id": store.agent_id, "ledger": name, "path": str(seg)})
                 R.sweep_temp(store.ledger(name).segments_dir)
                 for plain in store.ledger(name).closed_segments():  # a kill before its .gz
@@ -291,7 +333,7 @@ def scheduled_gc(now: float | None = None, *, pace: Callable[[], None] | None = 
     from holon_cli.store.fsio import atomic_write_bytes
 
     home = HomeLayout.current()
-    report = gc_home(now=now, pace=pace, measure=False)
+    report = gc_home(now=now, pace=pace, measure=False, close_after_s=GC_EVERY_S / 2)
     home.run_dir.mkdir(parents=True, exist_ok=True)
     at = time.time() if now is None else now
     atomic_write_bytes(_stamp(home), json.dumps({"v": 1, "last_gc_at": at}).encode() + b"\n")
