@@ -198,6 +198,11 @@ class Scheduler:
         marks = W.marked(self.root)
         now = clock.now()
         ids = agent_ids()
+        gone = (set(entries) | set(marks)) - set(ids)
+        if gone:  # removed agents: their markers and entries go
+            for aid in gone & set(marks):
+                W.forget(self.root / "agents" / aid)
+            W.merge(self.root, {}, valid, agents=ids)
         todo = []
         with self._cv:
             for aid in ids:

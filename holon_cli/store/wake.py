@@ -224,6 +224,20 @@ def release(root: Path | str, names: Iterable[str]) -> None:
             pass
 
 
+def forget(agent_dir: Path | str) -> None:
+    """A removed agent's marker and claims (its entry goes with the next
+    pass that lists the agents)."""
+    where = split_agent_dir(agent_dir)
+    if where is None:
+        return
+    root, aid = where
+    for name in marked(root).get(aid, ()):
+        try:
+            os.unlink(f"{wake_dir(root)}/{name}")
+        except FileNotFoundError:
+            pass
+
+
 # ------------------------------------------------------------------ snapshot
 
 

@@ -287,3 +287,14 @@ def test_serves_retention_pass_closes_an_open_segment_once_a_day_old(
     assert c["agent_id"] == "a"
     store.emit("tick_completed", {"actions": []})
     assert [c["ledger"] for c in gc_home(now=now[0])["closed"]] == ["events"]  # every one
+
+
+def test_a_removed_agent_leaves_no_marker(holon_home: Path) -> None:
+    from holon_cli.runtime.agents.removal import remove_agent
+
+    create_agent("gone")
+    admit("x", agent_id="gone")
+    set_lifecycle("gone", "stop")
+    assert "gone" in W.marked(holon_home)
+    remove_agent("gone", force=True)
+    assert "gone" not in W.marked(holon_home)
