@@ -477,3 +477,21 @@ def test_pass_entries_release_their_claims_only_once_in_the_index(holon_home: Pa
     (holon_home / "config.yaml").write_text("runtime: {}\n")
     assert not sch.flush()
     assert set(W.marked(holon_home)["a"]) == {third}
+
+
+def test_a_writer_killed_after_its_write_still_wakes_the_agent(watcher: Scheduler) -> None:
+    """The kernel closes a killed writer's marker: serve sees the close."""
+    from holon_cli.store import wake as W
+
+    store = open_agent("main")
+    _settle(watcher)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            W.mark(store.layout.home)
+            store.inbox._deliver("msg_01killedwriter0000001", {"v": 2, "id": "x"})
+            os.kill(os.getpid(), 9)
+        finally:
+            os._exit(1)
+    os.waitpid(pid, 0)
+    assert _marked(watcher, "main")
