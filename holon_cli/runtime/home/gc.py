@@ -68,6 +68,28 @@ def _open_as_candidate(store: AgentStore, name: str, now: float) -> R.Candidate 
     return R.Candidate(min(st.st_mtime, now), st.st_size, led, led.path, store.agent_id)
 
 
+def _nothing_to_close(store: AgentStore, before: float) -> bool:
+    """No closed segment to drop or finish, and no open segment old enough to
+    close (plain strings: serve's pass asks this of every agent)."""
+    ledger_dir = f"{store.layout.home}/.holon/ledger"
+    if os.path.isdir(f"{ledger_dir}/segments"):
+        return False
+    return not any(
+        _started_before(Path(f"{ledger_dir}/{name}.jsonl"), before) for name in SEGMENTED
+    )
+
+
+def _no_outputs(store: AgentStore) -> bool:
+    """No kept command output and no task folder (nothing to prune)."""
+    runtime = f"{store.layout.home}/.holon"
+    if os.path.isdir(f"{runtime}/outputs"):
+        return False
+    try:
+        return not any(n.startswith("task_") for n in os.listdir(f"{runtime}/tasks"))
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+
+
 _AT = re.compile(rb'"at":\s*"([^"]+)"')
 
 
@@ -151,6 +173,9 @@ def gc_home(
     pool: list[R.Candidate] = []
     stores = _agents(home)
     for store in stores:
+        pace()
+        if close_after_s is not None and _nothing_to_close(store, now - close_after_s):
+            continue  # serve's pass over an agent with no history to close or drop
         for name in SEGMENTED:
             if dry_run:
                 c = _open_as_candidate(store, name, now)
@@ -172,7 +197,6 @@ def gc_home(
                     if plain.suffix != ".gz":
                         L.compress_segment(plain)
             pool.extend(R.candidates(store.ledger(name), store.agent_id))
-        pace()
     dropped: list[R.SegmentInfo] = []
     kept: list[R.Candidate] = []
     for c in sorted(pool, key=lambda c: (c.mtime, str(c.path))):
@@ -254,6 +278,8 @@ def _prune_outputs(
     for store in stores:
         if excess is not None and total["freed_bytes"] >= excess:
             break
+        if _no_outputs(store):
+            continue
         cfg = dict(config or {})
         if excess is not None:
             from holon_cli.runtime.tasks.recovery import outputs_usage
