@@ -49,14 +49,6 @@ class GcReport(TypedDict):
     over_max_home_bytes: bool
 
 
-def _agents(home: HomeLayout) -> list[AgentStore]:
-    try:
-        names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
-    except FileNotFoundError:
-        return []
-    return [AgentStore(home.agent(n)) for n in names if (home.agents_dir / n / ".holon").is_dir()]
-
-
 def _open_as_candidate(store: AgentStore, name: str, now: float) -> R.Candidate | None:
     led = store.ledger(name)
     try:
@@ -68,10 +60,26 @@ def _open_as_candidate(store: AgentStore, name: str, now: float) -> R.Candidate 
     return R.Candidate(min(st.st_mtime, now), st.st_size, led, led.path, store.agent_id)
 
 
-def _nothing_to_close(store: AgentStore, before: float) -> bool:
+def _agent_names(home: HomeLayout) -> list[str]:
+    root = str(home.agents_dir)
+    try:
+        names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+    except FileNotFoundError:
+        return []
+    return [n for n in names if os.path.isdir(f"{root}/{n}/.holon")]
+
+
+def _nothing_to_do(agent_dir: str, before: float) -> bool:
+    """Serve's pass over an agent with no closed segment to drop or finish,
+    no open segment old enough to close and no command output: nothing to
+    do (plain strings: it asks this of every agent)."""
+    return _nothing_to_close(agent_dir, before) and _no_outputs(agent_dir)
+
+
+def _nothing_to_close(agent_dir: str, before: float) -> bool:
     """No closed segment to drop or finish, and no open segment old enough to
-    close (plain strings: serve's pass asks this of every agent)."""
-    ledger_dir = f"{store.layout.home}/.holon/ledger"
+    close."""
+    ledger_dir = f"{agent_dir}/.holon/ledger"
     if os.path.isdir(f"{ledger_dir}/segments"):
         return False
     return not any(
@@ -79,9 +87,9 @@ def _nothing_to_close(store: AgentStore, before: float) -> bool:
     )
 
 
-def _no_outputs(store: AgentStore) -> bool:
+def _no_outputs(agent_dir: str) -> bool:
     """No kept command output and no task folder (nothing to prune)."""
-    runtime = f"{store.layout.home}/.holon"
+    runtime = f"{agent_dir}/.holon"
     if os.path.isdir(f"{runtime}/outputs"):
         return False
     try:
@@ -171,11 +179,13 @@ def gc_home(
     now = time.time() if now is None else now
     closed: list[dict[str, Any]] = []
     pool: list[R.Candidate] = []
-    stores = _agents(home)
+    names = _agent_names(home)
+    if close_after_s is not None:  # serve's pass: agents with nothing to do are left out
+        root = str(home.agents_dir)
+        names = [n for n in names if not _nothing_to_do(f"{root}/{n}", now - close_after_s)]
+    stores = [AgentStore(home.agent(n)) for n in names]
     for store in stores:
         pace()
-        if close_after_s is not None and _nothing_to_close(store, now - close_after_s):
-            continue  # serve's pass over an agent with no history to close or drop
         for name in SEGMENTED:
             if dry_run:
                 c = _open_as_candidate(store, name, now)
@@ -278,7 +288,7 @@ def _prune_outputs(
     for store in stores:
         if excess is not None and total["freed_bytes"] >= excess:
             break
-        if _no_outputs(store):
+        if _no_outputs(str(store.layout.home)):
             continue
         cfg = dict(config or {})
         if excess is not None:
