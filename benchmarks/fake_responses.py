@@ -33,6 +33,29 @@ def message(text: str) -> list[dict[str, Any]]:
     ]
 
 
+def this_turn(items: list[Any]) -> list[Any]:
+    """The input items of the current turn: from holon's newest message (a
+    user item starting ``[message ``) on. holon's input also carries the
+    agent's earlier turns, whole (issue 44); another client's (Codex) is one
+    turn: all of it."""
+    start = 0
+    for i, it in enumerate(items):
+        parts = it.get("content") if isinstance(it, dict) and it.get("role") == "user" else None
+        if isinstance(parts, list) and parts and isinstance(parts[0], dict):
+            if str(parts[0].get("text", "")).startswith("[message "):
+                start = i
+    return items[start:]
+
+
+def this_turns_results(items: list[Any]) -> int:
+    """Tool results (``function_call_output``) the current turn sent."""
+    return sum(
+        1
+        for it in this_turn(items)
+        if isinstance(it, dict) and it.get("type") == "function_call_output"
+    )
+
+
 class ResponsesHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_responses import ResponsesHandler, message  # noqa: E402
+from fake_responses import ResponsesHandler, message, this_turn  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = REPO / "tests" / "mcp_fake_server.py"
@@ -65,7 +65,7 @@ CODEX_DEFAULT = "/tmp/codex/node_modules/.bin/codex"
 class Handler(ResponsesHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = self.read_json()
-        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        items = this_turn([i for i in body.get("input") or [] if isinstance(i, dict)])
         if any(i.get("type") == "function_call_output" for i in items):
             self.reply(message("done"), 100, 2)
             return

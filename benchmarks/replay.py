@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import storage  # noqa: E402
 import turn_overhead as TO  # noqa: E402
-from fake_responses import ResponsesHandler, message  # noqa: E402
+from fake_responses import ResponsesHandler, message, this_turns_results  # noqa: E402
 
 OUTPUT_CMD = "printf '%02048d\\n' 0"  # ~2 KB of tool output a round
 
@@ -64,7 +64,7 @@ class Handler(ResponsesHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         body = self.read_json()
-        done = sum(1 for it in body.get("input", []) if it.get("type") == "function_call_output")
+        done = this_turns_results(body.get("input", []))
         if done < Handler.rounds - 1:
             output = [
                 {

@@ -51,7 +51,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from fake_responses import ResponsesHandler, message  # noqa: E402
+from fake_responses import ResponsesHandler, message, this_turns_results  # noqa: E402
 from pgcluster import PgCluster, postgres_missing  # noqa: E402
 
 DELAY = [0.3]
@@ -80,7 +80,7 @@ class Handler(ResponsesHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = self.read_json()
         time.sleep(DELAY[0])
-        n = sum(1 for i in body.get("input", []) if i.get("type") == "function_call_output")
+        n = this_turns_results(body.get("input", []))
         if n < TOOL_ROUNDS[0]:
             self.reply(_tool_call(n + 1), 10, 1)
             return

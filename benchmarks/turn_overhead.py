@@ -37,7 +37,7 @@ from typing import Any
 # the shared fake provider sits next to this script (also when a test loads
 # the script by path)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_responses import ResponsesHandler, message  # noqa: E402
+from fake_responses import ResponsesHandler, message, this_turns_results  # noqa: E402
 
 ROUNDS = 3
 
@@ -51,7 +51,7 @@ class Handler(ResponsesHandler):
     def do_POST(self) -> None:  # noqa: N802
         t0 = time.perf_counter()
         body = self.read_json()
-        outputs = sum(1 for it in body.get("input", []) if it.get("type") == "function_call_output")
+        outputs = this_turns_results(body.get("input", []))
         if outputs < ROUNDS - 1:
             output = [
                 {

@@ -72,6 +72,7 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
         )
     rows.append(("skills", ", ".join(s["name"] for s in d["skills"]) or "(none)"))
     rows.append(("tools", ", ".join(d["tools"])))
+    cache, hist = d["cache"] or {}, d["history"]
     rows.append(
         (
             "fixed prompt",
@@ -87,17 +88,41 @@ def debug_prompt_cmd(agent_id: str | None, text: str | None, full: bool, as_json
     )
     for p in d.get("mcp_problems") or []:
         rows.append((f"mcp {p['server']}", f"no tools offered: {p['error']}"))
+    rows.append(
+        (
+            "prompt cache",
+            f"working memory revision {cache.get('working_memory_revision', 0)}, "
+            f"compression epoch {cache.get('compression_epoch', 0)}",
+        )
+    )
+    rows.append(
+        (
+            "history",
+            f"{hist['turns']} earlier turn(s), {len(hist['items'])} item(s), "
+            f"~{hist['tokens']} tokens (epoch {hist['epoch']}), between the context "
+            "blocks before and after it",
+        )
+    )
     output.print_kv(rows)
     click.echo("")
     click.echo("sections (in prompt order):")
+    placed = {"before_history": "before history", "after_history": "after history"}
     for i, s in enumerate(d["sections"], 1):
-        output.echo(f"  {i:>2}. [{s['scope']}] {s['title']} <- {s['source']} ({s['chars']} chars)")
+        where = placed.get(s.get("placement", ""), "instructions")
+        output.echo(
+            f"  {i:>2}. [{s['scope']}] {s['title']} <- {s['source']} ({s['chars']} chars; {where})"
+        )
     if full:
         output.echo("\n=== system prompt ===\n" + d["system_prompt"])
         for b in d["system_blocks"]:
             output.echo("\n=== system block ===\n" + b)
-        for b in d["context_blocks"]:
-            output.echo("\n=== context block ===\n" + b)
+        n = d["stable_blocks"]
+        for b in d["context_blocks"][:n]:
+            output.echo("\n=== context block (before history) ===\n" + b)
+        for it in hist["items"]:
+            output.echo(f"\n=== history: {it['role']} ===\n" + (it["text"] or "(tool calls)"))
+        for b in d["context_blocks"][n:]:
+            output.echo("\n=== context block (after history) ===\n" + b)
 
 
 @debug.command("latency")

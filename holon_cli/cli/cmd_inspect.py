@@ -104,7 +104,7 @@ def tail(
     \b
     Examples:
       holon tail --limit 20
-      holon tail --follow --jsonl | jq -c 'select(.kind == "turn_terminal")'
+      holon tail --follow --jsonl | jq --unbuffered -c 'select(.kind == "turn_terminal")'
       holon tail --since 120
       holon tail --presented --display verbose --follow
     """

@@ -49,6 +49,7 @@ EventKind = Literal[
     "skill_activated",
     "turn_round_limit_reached",
     "context_compacted",
+    "context_window_rolled",
     "turn_interrupted",
     "turn_abort_requested",
     "turn_terminal",
@@ -164,6 +165,12 @@ class TurnContextBuiltData(TypedDict):
     sections: Any
     tool_count: int
     bound_work_item_id: str | None
+    # the frame's cache record (runtime spec: ProviderPromptCache) and the
+    # history of earlier turns the requests carry
+    working_memory_revision: NotRequired[int]
+    compression_epoch: NotRequired[int]
+    history_turns: NotRequired[int]
+    history_tokens: NotRequired[int]
 
 
 class ContextCompactedData(TypedDict):
@@ -177,6 +184,24 @@ class ContextCompactedData(TypedDict):
     estimated_tokens: int
     kept_message_count: int
     reason: str  # over_budget | context_length_exceeded
+
+
+class ContextWindowRolledData(TypedDict):
+    """The earlier turns the requests carry (runtime/memory/history.py)
+    started a new epoch: older ones left the prompt (the working memory and
+    the earlier-conversation summary carry them); the prefix changes once.
+    ``compression_epoch`` is the agent's (the frame's cache record)."""
+
+    turn_id: NotRequired[str]
+    dropped_message_count: int
+    kept_message_count: int
+    compression_epoch: int
+    budget_tokens: int
+    estimated_tokens: int
+    # history_window (over its share of the budget) | over_budget (this turn
+    # alone did not fit) | blocks_shrunk (the turn shrank its blocks: the next
+    # one shows them whole, a new prefix)
+    reason: str
 
 
 class ProviderRoundCompletedData(TypedDict):
@@ -613,3 +638,96 @@ class ExternalTriggerDeliveredData(TypedDict):
 class WakeHintConvertedData(TypedDict):
     coalesced_count: int | None
     message_id: str
+
+
+class AgentFileRebuiltData(TypedDict):
+    """``agent_state_repaired`` from ``holon home check --repair``: a damaged
+    snapshot (the agent record, the queue, timers, ...) rebuilt from its source."""
+
+    file: str
+    rebuilt_from: str
+
+
+class EventsLossRecordedData(TypedDict):
+    """``agent_state_repaired`` from ``holon home check --repair``: events cut
+    from ``events.jsonl`` recorded as lost (``[first, last]`` event_seq)."""
+
+    file: str
+    lost_event_seq: list[int]
+
+
+def event_payloads() -> dict[str, tuple[type, ...]]:
+    """Each :data:`EventKind` with the ``data`` shapes it is written with (one
+    TypedDict, or several when different steps write it; none for a kind
+    declared but not written by this version). The generated reference
+    (``docs/reference/events.md``) reads it; a test checks it names every
+    kind. A function, so that the start-up of a command that only emits
+    events builds none of it."""
+    from holon_cli.model.continuation import ContinuationRecord
+
+    return {
+        "agent_created": (AgentCreatedData,),
+        "agent_model_changed": (AgentModelChangedData,),
+        "agent_state_changed": (AgentStateChangedData,),
+        "agent_state_repaired": (
+            AgentStateRepairedData,
+            AgentFileRebuiltData,
+            EventsLossRecordedData,
+        ),
+        "workspace_bound": (WorkspaceBoundData,),
+        "workspace_detached": (WorkspaceDetachedData,),
+        "worktree_created": (WorktreeCreatedData,),
+        "inbox_message_rejected": (),
+        "inbox_message_quarantined": (InboxMessageQuarantinedData,),
+        "inbox_message_corrected": (InboxMessageCorrectedData,),
+        "queue_ledger_truncated": (QueueLedgerTruncatedData,),
+        "queue_rebuilt_from_inbox": (QueueRebuiltFromInboxData,),
+        "message_requeued": (MessageRequeuedData,),
+        "message_admitted": (MessageAdmittedData,),
+        "message_replayed": (MessageReplayedData,),
+        "message_interjected": (MessageInterjectedData,),
+        "message_processing_started": (MessageProcessingStartedData,),
+        "turn_context_built": (TurnContextBuiltData,),
+        "provider_round_completed": (ProviderRoundCompletedData,),
+        "assistant_round_recorded": (AssistantRoundRecordedData,),
+        "tool_executed": (ToolExecutedData,),
+        "skill_activated": (SkillActivatedData,),
+        "turn_round_limit_reached": (TurnRoundLimitReachedData,),
+        "context_compacted": (ContextCompactedData,),
+        "context_window_rolled": (ContextWindowRolledData,),
+        "turn_interrupted": (TurnInterruptedData,),
+        "turn_abort_requested": (TurnAbortRequestedData,),
+        "turn_terminal": (TurnTerminalData,),
+        "runtime_error": (RuntimeErrorData, QueueRuntimeErrorData),
+        "brief_recorded": (BriefRecordedData,),
+        "tick_completed": (TickCompletedData,),
+        "plan_artifact_changed": (PlanArtifactChangedData,),
+        "plan_artifact_missing": (PlanArtifactMissingData,),
+        "work_item_completed": (WorkItemCompletedData,),
+        "work_item_created": (WorkItemCreatedData,),
+        "work_item_focus_released": (WorkItemFocusReleasedData,),
+        "work_item_picked": (WorkItemPickedData,),
+        "work_item_recheck_due": (WorkItemRecheckDueData,),
+        "work_item_stale_reminder": (WorkItemStaleReminderData,),
+        "work_item_turn_end_commit": (WorkItemTurnEndCommitData,),
+        "work_item_continuation_held": (WorkItemContinuationHeldData,),
+        "work_item_updated": (WorkItemUpdatedData,),
+        "tasks_recovered": (TasksRecoveredData,),
+        "task_recovery_failed": (TaskRecoveryFailedData,),
+        "child_agent_spawned": (ChildAgentSpawnedData,),
+        "child_agent_result_reported": (ChildAgentResultReportedData,),
+        "child_agent_archived": (ChildAgentArchivedData,),
+        "worktree_retained": (WorktreeRetainedData,),
+        "timer_created": (TimerCreatedData,),
+        "timer_fired": (TimerFiredData,),
+        "timer_cancelled": (TimerCancelledData,),
+        "trigger_provisioned": (TriggerProvisionedData,),
+        "trigger_rotated": (TriggerRotatedData,),
+        "trigger_revoked": (TriggerRevokedData,),
+        "external_trigger_delivered": (ExternalTriggerDeliveredData,),
+        "wake_hint_converted": (WakeHintConvertedData,),
+        "continuation_resolved": (ContinuationRecord,),
+        "message_settled_without_turn": (MessageSettledWithoutTurnData,),
+        "waiting_intent_recorded": (WaitingIntentRecordedData,),
+        "waiting_intent_cancelled": (WaitingIntentCancelledData,),
+    }

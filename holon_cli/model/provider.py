@@ -11,7 +11,7 @@ and read them without importing any transport.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from holon_cli.model.value import Value
 
@@ -86,8 +86,102 @@ class ConversationItem(Value):
         )
 
 
+def item_to_dict(it: ConversationItem) -> dict[str, Any]:
+    """A conversation item as the turn journal and the prompt history store it."""
+    return {
+        "role": it.role,
+        "text": it.text,
+        "tool_calls": [c.to_dict() | {"raw_arguments": c.raw_arguments} for c in it.tool_calls],
+        "call_id": it.call_id,
+        "name": it.name,
+        "is_error": it.is_error,
+    }
+
+
+def item_from_dict(d: dict[str, Any]) -> ConversationItem:
+    calls = [
+        ToolCall(
+            c["id"],
+            c["name"],
+            c.get("arguments") or {},
+            c.get("raw_arguments"),
+            c.get("arguments_error"),
+        )
+        for c in d.get("tool_calls", [])
+    ]
+    return ConversationItem(
+        d["role"],
+        d.get("text", ""),
+        calls,
+        d.get("call_id"),
+        d.get("name"),
+        bool(d.get("is_error")),
+    )
+
+
+# What a transport can do with a prompt (runtime spec: Provider Prompt Frame,
+# ``ProviderPromptCapability``). A transport declares a set of them.
+PromptCapability = Literal[
+    "full_request_only",
+    "prompt_cache_key",
+    "prompt_cache_blocks",
+    "incremental_responses",
+    "context_management",
+]
+# Where a frame asks for a prompt-cache breakpoint: the end of the tool
+# catalog, of the instructions, and of the last stable item (the history, or
+# the stable context blocks when there is no history yet). Transports that
+# cache by blocks (Anthropic) lower these; the others ignore them.
+CacheAnchor = Literal["tools", "system", "history"]
+CACHE_ANCHORS: tuple[CacheAnchor, ...] = ("tools", "system", "history")
+
+
+class PromptCache(Value):
+    """The spec's ProviderPromptCache: the frame's cache record.
+
+    ``working_memory_revision`` is the revision of the working memory the
+    stable prefix carries (the conversation window's snapshot), and
+    ``compression_epoch`` counts the compactions that changed the prefix
+    (the agent's history epochs plus this turn's own compactions): a
+    request of another epoch never continues one of an older epoch."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        prompt_cache_key: str,
+        context_fingerprint: str,
+        working_memory_revision: int = 0,
+        compression_epoch: int = 0,
+    ) -> None:
+        self.agent_id = agent_id
+        self.prompt_cache_key = prompt_cache_key
+        self.context_fingerprint = context_fingerprint
+        self.working_memory_revision = working_memory_revision
+        self.compression_epoch = compression_epoch
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent_id": self.agent_id,
+            "prompt_cache_key": self.prompt_cache_key,
+            "context_fingerprint": self.context_fingerprint,
+            "working_memory_revision": self.working_memory_revision,
+            "compression_epoch": self.compression_epoch,
+        }
+
+
 class PromptFrame(Value):
-    """The spec's ProviderPromptFrame: semantic, replayable, transport-neutral."""
+    """The spec's ProviderPromptFrame: semantic, replayable, transport-neutral.
+
+    Prompt order (what a provider caches as a prefix comes first): the tool
+    catalog, ``system_prompt`` and ``system_blocks`` (the instructions), the
+    first ``stable_blocks`` of ``context_blocks`` (stable across turns:
+    trigger, the conversation window's working memory and earlier
+    conversation), then the request's ``history`` (earlier turns, in append
+    order), then the remaining context blocks (this turn's: turn mode,
+    memory delta, work queue, active skills), then the current message and
+    this turn's rounds. ``cache_breakpoints`` names where a block-caching
+    transport puts its markers (:data:`CACHE_ANCHORS`); ``cache`` is the
+    cache record."""
 
     def __init__(
         self,
@@ -96,12 +190,29 @@ class PromptFrame(Value):
         context_blocks: list[str] | None = None,
         prompt_cache_key: str | None = None,
         context_fingerprint: str | None = None,
+        *,
+        stable_blocks: int = 0,
+        cache: PromptCache | None = None,
+        cache_breakpoints: tuple[CacheAnchor, ...] = CACHE_ANCHORS,
     ) -> None:
         self.system_prompt = system_prompt
         self.system_blocks: list[str] = [] if system_blocks is None else system_blocks
         self.context_blocks: list[str] = [] if context_blocks is None else context_blocks
         self.prompt_cache_key = prompt_cache_key
         self.context_fingerprint = context_fingerprint
+        self.stable_blocks = stable_blocks
+        self.cache = cache
+        self.cache_breakpoints = cache_breakpoints
+
+    @property
+    def stable_context(self) -> list[str]:
+        """The context blocks lowered before the history."""
+        return self.context_blocks[: self.stable_blocks]
+
+    @property
+    def turn_context(self) -> list[str]:
+        """The context blocks lowered after the history, before the message."""
+        return self.context_blocks[self.stable_blocks :]
 
 
 # --------------------------------------------------------------- responses

@@ -1,16 +1,17 @@
 """Anthropic Messages transport (``anthropic/<model>``, and config providers with
 ``transport: anthropic_messages``): ``POST {base}/v1/messages``.
 
-Owns the Messages lowering: ``system`` as text blocks, context blocks leading
-the first user message,
-assistant ``tool_use`` blocks, tool results as ``tool_result`` blocks grouped
-into one user message (``tool_use_id``, ``is_error``), consecutive same-role
-messages merged, ``max_tokens`` always set. Prompt caching: at most four
-``cache_control: ephemeral`` breakpoints (the API's limit), on the stable
-prefix first: the last tool (the catalog, identical across agents), the last
-system block (policy, binding, instructions, skills, tool guidance: stable
-for the agent), the frame's context block (stable within a turn), and one
-rolling marker on the newest conversation block. Opt-in context management
+Owns the Messages lowering: options first, then ``tools``, ``system`` (text
+blocks) and ``messages`` (the API's cache order); the frame's stable context
+blocks lead the first user message, then the history (earlier turns as they
+were sent), this turn's context blocks, this turn's conversation; assistant
+``tool_use`` blocks, tool results as ``tool_result`` blocks grouped into one
+user message (``tool_use_id``, ``is_error``), consecutive same-role messages
+merged, ``max_tokens`` always set. Prompt caching: at most four
+``cache_control: ephemeral`` breakpoints (the API's limit), placed from the
+frame (its ``cache_breakpoints``: the last tool, the last system block, the
+last stable conversation block: the history's end), plus one rolling marker
+on the newest conversation block. Opt-in context management
 (``runtime.anthropic_context_management``) asks the API to clear old tool
 results server-side (``clear_tool_uses_20250919`` under the
 ``context-management-2025-06-27`` beta); the edits it applied come back on
@@ -34,6 +35,7 @@ from holon_cli.model.provider import (
     STOP_MAX_TOKENS,
     STOP_STOP_SEQUENCE,
     STOP_TOOL_USE,
+    ConversationItem,
     ModelResponse,
     TokenUsage,
     ToolCall,
@@ -48,17 +50,19 @@ from holon_cli.providers.http_common import (
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     ANTHROPIC_CONTEXT_MANAGEMENT_BETA,
+    PROMPT_SUPPORT,
     as_int,
     call_block,
-    context_text,
     dedupe_call_ids,
     error_fields,
     is_context_overflow,
     make_tool_call,
     merge_text,
+    stable_text,
     synth_call_id,
     text_block,
     tool_schema,
+    turn_text,
 )
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -82,15 +86,47 @@ CONTEXT_EDITS = [{"type": "clear_tool_uses_20250919"}]
 # ------------------------------------------------------------------ lowering
 
 
+def _mark(block: dict[str, Any]) -> None:
+    block["cache_control"] = dict(_EPHEMERAL)
+
+
 def lower_system(request: ProviderRequest) -> list[dict[str, Any]]:
     parts = [request.frame.system_prompt, *request.frame.system_blocks]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": p} for p in parts if p and p.strip()]
-    if blocks:
-        blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+    if blocks and "system" in request.frame.cache_breakpoints:
+        _mark(blocks[-1])
     return blocks
 
 
-def lower_messages(request: ProviderRequest, *, cache_marker: bool = True) -> list[dict[str, Any]]:
+def _item_content(item: ConversationItem) -> tuple[str, list[dict[str, Any]]]:
+    """One conversation entry as (role, content blocks)."""
+    if item.role == "user":
+        return "user", [{"type": "text", "text": item.text}] if item.text.strip() else []
+    if item.role == "assistant":
+        content: list[dict[str, Any]] = []
+        if item.text.strip():
+            content.append({"type": "text", "text": item.text})
+        for c in item.tool_calls:
+            content.append(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments or {}}
+            )
+        return "assistant", content
+    if item.role == "tool":
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id or ""}
+        if item.text:
+            block["content"] = item.text
+        if item.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    raise ValueError(f"unknown conversation role {item.role!r}")
+
+
+def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+    """The messages in prompt order: the frame's stable context, the history
+    (earlier turns as they were sent), this turn's context, this turn's
+    conversation; consecutive same-role messages merged. The frame's
+    ``history`` anchor marks the last stable block (the history's end, else
+    the stable context's); the rolling marker is :func:`add_rolling_marker`'s."""
     msgs: list[dict[str, Any]] = []
 
     def add(role: str, content: list[dict[str, Any]]) -> None:
@@ -101,36 +137,21 @@ def lower_messages(request: ProviderRequest, *, cache_marker: bool = True) -> li
         else:
             msgs.append({"role": role, "content": list(content)})
 
-    ctx = context_text(request.frame)
-    if ctx:
-        # the frame is stable within a turn: a breakpoint after it survives
-        # any number of rounds (the rolling marker only looks 20 blocks back)
-        frame: dict[str, Any] = {"type": "text", "text": ctx}
-        if cache_marker:
-            frame["cache_control"] = dict(_EPHEMERAL)
-        add("user", [frame])
+    frame = request.frame
+    stable = stable_text(frame)
+    if stable:
+        add("user", [{"type": "text", "text": stable}])
+    for item in request.history:
+        add(*_item_content(item))
+    if "history" in frame.cache_breakpoints and msgs:
+        # the last stable item: a breakpoint here survives the whole turn and
+        # is what the next turn's request starts with
+        _mark(msgs[-1]["content"][-1])
+    turn = turn_text(frame)
+    if turn:
+        add("user", [{"type": "text", "text": turn}])
     for item in request.conversation:
-        if item.role == "user":
-            if item.text.strip():
-                add("user", [{"type": "text", "text": item.text}])
-        elif item.role == "assistant":
-            content: list[dict[str, Any]] = []
-            if item.text.strip():
-                content.append({"type": "text", "text": item.text})
-            for c in item.tool_calls:
-                content.append(
-                    {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments or {}}
-                )
-            add("assistant", content)
-        elif item.role == "tool":
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id or ""}
-            if item.text:
-                block["content"] = item.text
-            if item.is_error:
-                block["is_error"] = True
-            add("user", [block])
-        else:
-            raise ValueError(f"unknown conversation role {item.role!r}")
+        add(*_item_content(item))
     for m in msgs:
         if m["role"] == "user":
             # tool results must lead the user message that answers the tool calls
@@ -139,8 +160,6 @@ def lower_messages(request: ProviderRequest, *, cache_marker: bool = True) -> li
         msgs.insert(
             0, {"role": "user", "content": [{"type": "text", "text": "(conversation continues)"}]}
         )
-    if cache_marker and msgs and msgs[-1]["content"]:
-        msgs[-1]["content"][-1] = {**msgs[-1]["content"][-1], "cache_control": dict(_EPHEMERAL)}
     return msgs
 
 
@@ -149,8 +168,8 @@ def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
         {"name": t.name, "description": t.description, "input_schema": tool_schema(t)}
         for t in request.tools
     ]
-    if tools:
-        tools[-1]["cache_control"] = dict(_EPHEMERAL)
+    if tools and "tools" in request.frame.cache_breakpoints:
+        _mark(tools[-1])
     return tools
 
 
@@ -172,6 +191,20 @@ def cache_breakpoints(body: dict[str, Any]) -> list[str]:
     return where
 
 
+def add_rolling_marker(body: dict[str, Any]) -> None:
+    """One request-local marker on the newest conversation block (runtime
+    spec: Provider Prompt Frame), while the frame's markers leave one of
+    the API's :data:`MAX_CACHE_BREAKPOINTS`: the next round's request starts
+    with everything up to it."""
+    msgs = body.get("messages") or []
+    if not msgs or not msgs[-1]["content"]:
+        return
+    newest = msgs[-1]["content"][-1]
+    if "cache_control" in newest or len(cache_breakpoints(body)) >= MAX_CACHE_BREAKPOINTS:
+        return
+    msgs[-1]["content"][-1] = {**newest, "cache_control": dict(_EPHEMERAL)}
+
+
 def build_body(
     request: ProviderRequest,
     model: str,
@@ -180,21 +213,26 @@ def build_body(
     max_output_tokens: int | None = None,
     context_management: bool = False,
 ) -> dict[str, Any]:
+    """The request body: options first, then ``tools``, ``system`` and
+    ``messages`` (the order the API caches them: the bytes sent are in that
+    order too). Cache markers sit where the frame's ``cache_breakpoints``
+    say (its stable blocks), plus the rolling one."""
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_output_tokens or max_output_tokens or DEFAULT_MAX_TOKENS,
     }
+    if stream:
+        body["stream"] = True
+    if context_management:
+        body["context_management"] = {"edits": [dict(e) for e in CONTEXT_EDITS]}
+    if request.tools:
+        body["tool_choice"] = {"type": "auto"}
+        body["tools"] = lower_tools(request)
     system = lower_system(request)
     if system:
         body["system"] = system
     body["messages"] = lower_messages(request)
-    if request.tools:
-        body["tools"] = lower_tools(request)
-        body["tool_choice"] = {"type": "auto"}
-    if context_management:
-        body["context_management"] = {"edits": [dict(e) for e in CONTEXT_EDITS]}
-    if stream:
-        body["stream"] = True
+    add_rolling_marker(body)
     return body
 
 
@@ -441,6 +479,8 @@ class _MessageStream:
 
 class AnthropicTransport(HttpTransport):
     """``POST {base_url}/v1/messages``; JSON by default, SSE when ``stream``."""
+
+    prompt_capabilities = PROMPT_SUPPORT["anthropic_messages"].capabilities
 
     def __init__(
         self,

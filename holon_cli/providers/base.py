@@ -24,6 +24,8 @@ from holon_cli.model.provider import (
     STOP_TOOL_USE,
     ConversationItem,
     ModelResponse,
+    PromptCache,
+    PromptCapability,
     PromptFrame,
     TokenUsage,
     ToolCall,
@@ -43,6 +45,8 @@ __all__ = [
     "STOP_TOOL_USE",
     "ConversationItem",
     "ModelResponse",
+    "PromptCache",
+    "PromptCapability",
     "PromptFrame",
     "ProviderFailure",
     "ProviderRequest",
@@ -59,9 +63,12 @@ DEFAULT_TIMEOUT_S = 120.0
 
 
 class ProviderRequest(Value):
-    """One provider round's request. ``state_dir`` is where a provider may
+    """One provider round's request. ``history`` is the agent's earlier turns
+    (append order, as they were sent: lowered after the frame's stable
+    context blocks and before its turn blocks); ``conversation`` is this
+    turn's (the current message first). ``state_dir`` is where a provider may
     keep per-agent state (the scripted provider's cursor); ``turn_id`` the
-    turn this round belongs to (incremental requests never cross turns)."""
+    turn this round belongs to."""
 
     def __init__(
         self,
@@ -72,6 +79,7 @@ class ProviderRequest(Value):
         state_dir: Path | None = None,
         agent_id: str | None = None,
         turn_id: str | None = None,
+        history: list[ConversationItem] | None = None,
     ) -> None:
         self.frame = frame
         self.conversation = conversation
@@ -80,6 +88,7 @@ class ProviderRequest(Value):
         self.state_dir = state_dir
         self.agent_id = agent_id
         self.turn_id = turn_id
+        self.history: list[ConversationItem] = [] if history is None else history
 
 
 # ---------------------------------------------------------------- failures
@@ -149,9 +158,12 @@ class ProviderFailure(Exception):
 
 
 class Transport(Protocol):
-    """One provider transport bound to a model. ``complete`` = one attempt."""
+    """One provider transport bound to a model. ``complete`` = one attempt.
+    ``prompt_capabilities``: what it can do with a prompt frame (runtime
+    spec: ``ProviderPromptCapability``; the table is ``wire.PROMPT_SUPPORT``)."""
 
     provider: str
     model_ref: str
+    prompt_capabilities: frozenset[PromptCapability]
 
     def complete(self, request: ProviderRequest) -> ModelResponse: ...

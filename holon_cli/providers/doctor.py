@@ -64,16 +64,20 @@ def describe_candidate(
 
 
 def wire_features(kind: str, config: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-    """What a transport kind adds to its requests under this config: incremental
-    Responses requests (and so stored responses), Anthropic cache breakpoints,
-    context management and the beta names asked for. Header *values* other
-    than the public beta names are never read into the report."""
+    """What a transport kind adds to its requests under this config: its
+    prompt capabilities (runtime spec: ``ProviderPromptCapability``),
+    incremental Responses requests (and so stored responses), Anthropic cache
+    breakpoints, context management and the beta names asked for. Header
+    *values* other than the public beta names are never read into the report."""
+    from holon_cli.providers.wire import prompt_support
+
     rt = config.get("runtime") or {}
+    caps = sorted(prompt_support(kind).capabilities)
     if kind == "openai_responses":
         on = rt.get("openai_incremental") is True
-        return {"incremental": on, "store": on}
+        return {"prompt_capabilities": caps, "incremental": on, "store": on}
     if kind != "anthropic_messages":
-        return {}
+        return {"prompt_capabilities": caps}
     from holon_cli.providers.wire import (
         ANTHROPIC_CONTEXT_MANAGEMENT_BETA as CONTEXT_MANAGEMENT_BETA,
     )
@@ -86,7 +90,8 @@ def wire_features(kind: str, config: Mapping[str, Any], spec: Mapping[str, Any])
     if managed and CONTEXT_MANAGEMENT_BETA not in beta:
         beta.append(CONTEXT_MANAGEMENT_BETA)
     return {
-        "cache_breakpoints": ["tools", "system", "frame", "newest_block"],
+        "prompt_capabilities": caps,
+        "cache_breakpoints": list(prompt_support(kind).breakpoints),
         "context_management": managed,
         "beta": beta,
     }

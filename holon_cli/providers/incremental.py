@@ -1,20 +1,22 @@
 """Incremental Responses requests (``runtime.openai_incremental: true``).
 
-Later rounds of a turn send ``previous_response_id`` and only the input items
-that are new since the previous response, instead of the whole replayable
-conversation. This module owns the decision (:meth:`IncrementalState.plan`)
-and the memory it is made from; the Responses transport lowers the request
-and sends what the plan says.
+A later request (a later round of a turn, or a later turn: the next turn's
+input starts with the previous turn's, runtime/memory/history.py) sends
+``previous_response_id`` and only the input items that are new since the
+previous response, instead of the whole replayable conversation. This module
+owns the decision (:meth:`IncrementalState.plan`) and the memory it is made
+from; the Responses transport lowers the request and sends what the plan says.
 
 Invariants:
 - a request is incremental only when, for the same scope (agent, prompt cache
-  key, model ref, endpoint) and the same turn, everything in the body but
+  key, model ref, endpoint) and the same compression epoch (the frame's cache
+  record: a compaction means a full request), everything in the body but
   ``input`` is identical to the previous successful request's (so changed
   instructions, tool catalog, limits or model mean a full request), and the
   previous request's full input followed by the previous response's output,
   lowered exactly as the next request echoes it, is a strict prefix of this
-  request's full input (so a compaction or any rewritten history means a
-  full request). Anything else is a full request, with the reason kept.
+  request's full input (so any rewritten history means a full request).
+  Anything else is a full request, with the reason kept.
 - the memory is in-process only: a new process (a replayed turn, a restarted
   ``serve``) starts with a full request; it advances only after a success,
   and is forgotten when the provider no longer knows the previous response.
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from holon_cli.digest import sha256_hex
+from holon_cli.providers.wire import prompt_last
 
 MAX_SCOPES = 256
 
@@ -40,7 +43,7 @@ FullReason = Literal[
     "disabled",
     "unscoped",
     "first_request",
-    "new_turn",
+    "compacted",
     "request_changed",
     "history_changed",
     "nothing_new",
@@ -66,6 +69,7 @@ class _Link:
     response_id: str
     shape: str
     items: list[dict[str, Any]]  # the previous full input + its echoed output
+    epoch: int  # the frame's compression epoch when it was sent
 
 
 def shape_of(body: dict[str, Any]) -> str:
@@ -88,7 +92,9 @@ class IncrementalState:
         self._lock = threading.Lock()
         self.max_scopes = max_scopes
 
-    def plan(self, scope: Scope | None, turn_id: str | None, body: dict[str, Any]) -> Plan:
+    def plan(
+        self, scope: Scope | None, turn_id: str | None, body: dict[str, Any], epoch: int = 0
+    ) -> Plan:
         """The request to send for the full ``body`` of this round."""
         if scope is None or not turn_id:
             return Plan(body, "full", "unscoped")
@@ -96,8 +102,8 @@ class IncrementalState:
             link = self._links.get(scope)
         if link is None:
             return Plan(body, "full", "first_request")
-        if link.turn_id != turn_id:
-            return Plan(body, "full", "new_turn")
+        if link.epoch != epoch:
+            return Plan(body, "full", "compacted")
         if link.shape != shape_of(body):
             return Plan(body, "full", "request_changed")
         items: list[dict[str, Any]] = body.get("input") or []
@@ -106,8 +112,8 @@ class IncrementalState:
             return Plan(body, "full", "history_changed")
         if len(items) == n:
             return Plan(body, "full", "nothing_new")
-        delta = {**body, "input": items[n:], "previous_response_id": link.response_id}
-        return Plan(delta, "incremental")
+        delta = {**body, "previous_response_id": link.response_id, "input": items[n:]}
+        return Plan(prompt_last(delta, ("tools", "instructions", "input")), "incremental")
 
     def advance(
         self,
@@ -116,6 +122,7 @@ class IncrementalState:
         full_body: dict[str, Any],
         echoed_output: list[dict[str, Any]],
         response_id: str | None,
+        epoch: int = 0,
     ) -> None:
         """Remember a successful request (its full body) and what it answered."""
         if scope is None or not turn_id:
@@ -124,7 +131,7 @@ class IncrementalState:
             self.forget(scope)
             return
         items = [*(full_body.get("input") or []), *echoed_output]
-        link = _Link(turn_id, response_id, shape_of(full_body), items)
+        link = _Link(turn_id, response_id, shape_of(full_body), items, epoch)
         with self._lock:
             self._links[scope] = link
             self._links.move_to_end(scope)

@@ -1,8 +1,10 @@
 """OpenAI Chat Completions transport, for config-declared compatible providers
 (``transport: openai_chat_completions``): ``POST {base_url}/chat/completions``.
 
-Owns the Chat Completions lowering (one ``system`` message from the frame,
-context blocks as a leading user message, assistant ``tool_calls``, ``tool``
+Owns the Chat Completions lowering (options, then ``tools``, then
+``messages``: one ``system`` message from the frame, the stable context
+blocks as a user message, the history, this turn's context blocks as a user
+message, then this turn's conversation; assistant ``tool_calls``, ``tool``
 messages with ``tool_call_id``) and two parsers: the JSON completion and the
 ``data: ... [DONE]`` chunk stream. Both are deliberately liberal because
 compatible servers vary: tool-call ids of any shape or none at all (stable
@@ -23,6 +25,7 @@ from holon_cli.model.provider import (
     STOP_END_TURN,
     STOP_MAX_TOKENS,
     STOP_TOOL_USE,
+    ConversationItem,
     ModelResponse,
     ToolCall,
 )
@@ -34,20 +37,22 @@ from holon_cli.providers.http_common import (
 )
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
+    PROMPT_SUPPORT,
     arguments_json,
     cached_of,
     call_block,
-    context_text,
     dedupe_call_ids,
     error_fields,
     is_context_overflow,
     make_tool_call,
     merge_text,
     retry_hint_from_message,
+    stable_text,
     synth_call_id,
     system_text,
     text_block,
     tool_schema,
+    turn_text,
     usage_from,
 )
 
@@ -66,38 +71,48 @@ _FINISH = {
 
 
 def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+    """The messages in prompt order: the system message, the frame's stable
+    context, the history (earlier turns as they were sent), this turn's
+    context, this turn's conversation."""
     msgs: list[dict[str, Any]] = []
     system = system_text(request.frame)
     if system:
         msgs.append({"role": "system", "content": system})
-    ctx = context_text(request.frame)
-    if ctx:
-        msgs.append({"role": "user", "content": ctx})
-    for item in request.conversation:
-        if item.role == "user":
-            msgs.append({"role": "user", "content": item.text})
-        elif item.role == "assistant":
-            # ``content`` is always a string, "" when the model only called
-            # tools: OpenAI accepts "" (and null, or no key), but llama.cpp's
-            # Python server and LM Studio reject null, Ollama answers
-            # "invalid message content type: <nil>" for null or a missing key,
-            # and some vLLM/SGLang front ends need the key present.
-            msg: dict[str, Any] = {"role": "assistant", "content": item.text or ""}
-            if item.tool_calls:
-                msg["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": arguments_json(c)},
-                    }
-                    for c in item.tool_calls
-                ]
-            msgs.append(msg)
-        elif item.role == "tool":
-            msgs.append({"role": "tool", "tool_call_id": item.call_id or "", "content": item.text})
-        else:
-            raise ValueError(f"unknown conversation role {item.role!r}")
+    stable = stable_text(request.frame)
+    if stable:
+        msgs.append({"role": "user", "content": stable})
+    msgs.extend(lower_item(item) for item in request.history)
+    turn = turn_text(request.frame)
+    if turn:
+        msgs.append({"role": "user", "content": turn})
+    msgs.extend(lower_item(item) for item in request.conversation)
     return msgs
+
+
+def lower_item(item: ConversationItem) -> dict[str, Any]:
+    """One conversation entry as a Chat Completions message."""
+    if item.role == "user":
+        return {"role": "user", "content": item.text}
+    if item.role == "assistant":
+        # ``content`` is always a string, "" when the model only called
+        # tools: OpenAI accepts "" (and null, or no key), but llama.cpp's
+        # Python server and LM Studio reject null, Ollama answers
+        # "invalid message content type: <nil>" for null or a missing key,
+        # and some vLLM/SGLang front ends need the key present.
+        msg: dict[str, Any] = {"role": "assistant", "content": item.text or ""}
+        if item.tool_calls:
+            msg["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": arguments_json(c)},
+                }
+                for c in item.tool_calls
+            ]
+        return msg
+    if item.role == "tool":
+        return {"role": "tool", "tool_call_id": item.call_id or "", "content": item.text}
+    raise ValueError(f"unknown conversation role {item.role!r}")
 
 
 def build_body(
@@ -107,8 +122,17 @@ def build_body(
     stream: bool = False,
     max_output_tokens: int | None = None,
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": lower_messages(request)}
+    """The request body: options first, then ``tools`` and ``messages`` (the
+    bytes sent are in the order a server can reuse them as a prefix)."""
+    body: dict[str, Any] = {"model": model}
+    limit = request.max_output_tokens or max_output_tokens
+    if limit:
+        body["max_tokens"] = limit
+    body["stream"] = stream
+    if stream:
+        body["stream_options"] = {"include_usage": True}
     if request.tools:
+        body["tool_choice"] = "auto"
         body["tools"] = [
             {
                 "type": "function",
@@ -120,13 +144,7 @@ def build_body(
             }
             for t in request.tools
         ]
-        body["tool_choice"] = "auto"
-    limit = request.max_output_tokens or max_output_tokens
-    if limit:
-        body["max_tokens"] = limit
-    body["stream"] = stream
-    if stream:
-        body["stream_options"] = {"include_usage": True}
+    body["messages"] = lower_messages(request)
     return body
 
 
@@ -402,6 +420,7 @@ class OpenAIChatTransport(HttpTransport):
     """``POST {base_url}/chat/completions``; JSON by default, SSE when ``stream``."""
 
     endpoint = "chat/completions"
+    prompt_capabilities = PROMPT_SUPPORT["openai_chat_completions"].capabilities
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         return build_body(

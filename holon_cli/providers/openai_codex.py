@@ -13,13 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 from holon_cli.providers.base import ProviderRequest
-from holon_cli.providers.openai_responses import OpenAIResponsesTransport, build_body
+from holon_cli.providers.openai_responses import (
+    PROMPT_KEYS,
+    OpenAIResponsesTransport,
+    build_body,
+)
+from holon_cli.providers.wire import PROMPT_SUPPORT, prompt_last
 
 
 class OpenAICodexTransport(OpenAIResponsesTransport):
     """``POST {base_url}/responses`` with ``stream: true``; parses the event feed."""
 
     incremental_capable = False  # the Codex backend stores nothing
+    prompt_capabilities = PROMPT_SUPPORT["openai_codex"].capabilities
 
     def __init__(self, *, model: str, provider: str = "openai-codex", **kwargs: Any) -> None:
         kwargs.pop("max_output_tokens", None)  # the Codex backend rejects it
@@ -32,4 +38,4 @@ class OpenAICodexTransport(OpenAIResponsesTransport):
         body["stream"] = True
         body["reasoning"] = None
         body["include"] = []
-        return body
+        return prompt_last(body, PROMPT_KEYS)

@@ -4,14 +4,19 @@
 Owns the Responses wire lowering of a :class:`ProviderRequest` (also used by
 the codex streaming transport), the parsing of a Responses object into the
 runtime block model, and the parser of the Responses event stream (SSE).
-Lowering: ``instructions`` = the frame's system prompt and system blocks;
-context blocks lead the ``input`` as one user message; user turns are
-``input_text`` messages; assistant text is an output ``message`` item; tool
-calls are ``function_call`` items (arguments as a JSON string); tool results
-are ``function_call_output`` items correlated by ``call_id``.
+Lowering: the body's options first, then ``tools``, ``instructions`` (the
+frame's system prompt and system blocks) and ``input`` (the bytes sent are in
+the order the API caches them); ``input`` is the frame's stable context
+blocks as one user message, the history (earlier turns, as they were sent),
+this turn's context blocks as one user message, then this turn's
+conversation. User turns are ``input_text`` messages; assistant text is an
+output ``message`` item; tool calls are ``function_call`` items (arguments as
+a JSON string); tool results are ``function_call_output`` items correlated by
+``call_id``. ``prompt_cache_key`` is the frame's.
 Requests are sent with ``store: false``: the runtime always sends the full
 replayable conversation, unless incremental requests are on
-(``runtime.openai_incremental``), which store responses and continue them.
+(``runtime.openai_incremental``), which store responses and continue them
+(across turns too, within one process).
 """
 
 from __future__ import annotations
@@ -35,19 +40,21 @@ from holon_cli.providers.http_common import (
 )
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
+    PROMPT_SUPPORT,
     arguments_json,
     cached_of,
     call_block,
-    context_text,
     dedupe_call_ids,
     is_context_overflow,
     make_tool_call,
     merge_text,
     retry_hint_from_message,
+    stable_text,
     synth_call_id,
     system_text,
     text_block,
     tool_schema,
+    turn_text,
     usage_from,
 )
 
@@ -56,11 +63,24 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 # ------------------------------------------------------------------ lowering
 
 
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
 def lower_input(request: ProviderRequest) -> list[dict[str, Any]]:
+    """The ``input`` items in prompt order: the frame's stable context, the
+    history (earlier turns as they were sent), this turn's context, then this
+    turn's conversation. A turn's context and a history turn's context item
+    lower alike, so the next turn's input starts with this turn's."""
     items: list[dict[str, Any]] = []
-    ctx = context_text(request.frame)
-    if ctx:
-        items.append({"role": "user", "content": [{"type": "input_text", "text": ctx}]})
+    stable = stable_text(request.frame)
+    if stable:
+        items.append(_user(stable))
+    for item in request.history:
+        items.extend(lower_item(item))
+    turn = turn_text(request.frame)
+    if turn:
+        items.append(_user(turn))
     for item in request.conversation:
         items.extend(lower_item(item))
     return items
@@ -69,7 +89,7 @@ def lower_input(request: ProviderRequest) -> list[dict[str, Any]]:
 def lower_item(item: ConversationItem) -> list[dict[str, Any]]:
     """One conversation entry as Responses input items."""
     if item.role == "user":
-        return [{"role": "user", "content": [{"type": "input_text", "text": item.text}]}]
+        return [_user(item.text)]
     if item.role == "assistant":
         items: list[dict[str, Any]] = []
         if item.text:
@@ -116,18 +136,16 @@ def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
     ]
 
 
+# the prompt, in the order a provider caches it; the body ends with it
+PROMPT_KEYS = ("tools", "instructions", "input")
+
+
 def build_body(
     request: ProviderRequest, model: str, *, max_output_tokens: int | None = None
 ) -> dict[str, Any]:
+    """The request body: options first, then the prompt (tools, instructions,
+    input: :data:`PROMPT_KEYS`), so the bytes sent are in cache order."""
     body: dict[str, Any] = {"model": model}
-    instructions = system_text(request.frame)
-    if instructions:
-        body["instructions"] = instructions
-    body["input"] = lower_input(request)
-    tools = lower_tools(request)
-    if tools:
-        body["tools"] = tools
-        body["tool_choice"] = "auto"
     if request.frame.prompt_cache_key:
         body["prompt_cache_key"] = request.frame.prompt_cache_key
     limit = request.max_output_tokens or max_output_tokens
@@ -135,6 +153,14 @@ def build_body(
         body["max_output_tokens"] = limit
     body["store"] = False
     body["stream"] = False
+    tools = lower_tools(request)
+    if tools:
+        body["tool_choice"] = "auto"
+        body["tools"] = tools
+    instructions = system_text(request.frame)
+    if instructions:
+        body["instructions"] = instructions
+    body["input"] = lower_input(request)
     return body
 
 
@@ -418,12 +444,14 @@ class OpenAIResponsesTransport(HttpTransport):
     (a config-declared provider with ``stream: true``).
 
     With ``incremental`` (``runtime.openai_incremental: true``) requests are
-    stored (``store: true``) and later rounds of a turn continue the previous
-    response (see :mod:`holon_cli.providers.incremental`); a provider that no
+    stored (``store: true``) and a later request (a later round, or a later
+    turn in the same process) continues the previous response when it extends
+    it (see :mod:`holon_cli.providers.incremental`); a provider that no
     longer knows the previous response gets the same round once more in full.
     """
 
     endpoint = "responses"
+    prompt_capabilities = PROMPT_SUPPORT["openai_responses"].capabilities
     # the Codex backend keeps nothing (``store`` must stay false)
     incremental_capable = True
 
@@ -466,7 +494,9 @@ class OpenAIResponsesTransport(HttpTransport):
         scope = inc.scope_of(
             request.agent_id, request.frame.prompt_cache_key, self.model_ref, self.url()
         )
-        plan = inc.STATE.plan(scope, request.turn_id, body)
+        cache = request.frame.cache
+        epoch = cache.compression_epoch if cache is not None else 0
+        plan = inc.STATE.plan(scope, request.turn_id, body, epoch)
         try:
             response = self._send(plan.body)
         except ProviderFailure as failure:
@@ -484,7 +514,7 @@ class OpenAIResponsesTransport(HttpTransport):
             inc.STATE.forget(scope)
         else:
             inc.STATE.advance(
-                scope, request.turn_id, body, echoed_output(response), response.response_id
+                scope, request.turn_id, body, echoed_output(response), response.response_id, epoch
             )
         response.request_mode = plan.mode
         response.request_mode_reason = plan.reason

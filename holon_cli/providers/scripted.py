@@ -71,6 +71,7 @@ from holon_cli.model.provider import (
     STOP_STOP_SEQUENCE,
     STOP_TOOL_USE,
     ModelResponse,
+    PromptCapability,
     TokenUsage,
     ToolCall,
 )
@@ -460,6 +461,7 @@ class ScriptedTransport:
     """Replays a script; one step per ``complete`` call."""
 
     provider = "scripted"
+    prompt_capabilities: frozenset[PromptCapability] = frozenset({"full_request_only"})
 
     def __init__(
         self,

@@ -12,10 +12,16 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from holon_cli.digest import sha256_hex
-from holon_cli.model.provider import PromptFrame, TokenUsage, ToolCall, ToolSpec
+from holon_cli.model.provider import (
+    PromptCapability,
+    PromptFrame,
+    TokenUsage,
+    ToolCall,
+    ToolSpec,
+)
 
 # the Anthropic beta that turns on server-side context management
 # (here, not in the transport: the doctor names it without loading HTTP code)
@@ -30,8 +36,90 @@ def system_text(frame: PromptFrame) -> str:
     return "\n\n".join(p for p in parts if p and p.strip())
 
 
+def join_blocks(blocks: list[str]) -> str:
+    """Context blocks as the one user text a transport sends (empty ones skipped).
+    A turn's blocks sent now and the same turn kept in the history later
+    (runtime/memory/history.py) join alike, so the bytes repeat exactly."""
+    return "\n\n".join(b for b in blocks if b and b.strip())
+
+
 def context_text(frame: PromptFrame) -> str:
-    return "\n\n".join(b for b in frame.context_blocks if b and b.strip())
+    """All of the frame's context blocks (diagnostics; transports send the
+    stable part and the turn part apart: :func:`stable_text`, :func:`turn_text`)."""
+    return join_blocks(frame.context_blocks)
+
+
+def stable_text(frame: PromptFrame) -> str:
+    """The context blocks that lead the conversation, before the history."""
+    return join_blocks(frame.stable_context)
+
+
+def turn_text(frame: PromptFrame) -> str:
+    """This turn's context blocks: after the history, before the current message."""
+    return join_blocks(frame.turn_context)
+
+
+def prompt_last(body: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``body`` with ``keys`` moved to its end, in that order (those present).
+
+    The wire body is serialized in key order, so this puts the request's
+    options first and then the prompt in the order providers cache it (tools,
+    instructions, conversation): a request that continues the previous one
+    repeats the previous body's bytes up to its conversation's end, and a
+    prefix measured on the bytes sent is the prefix a provider can reuse."""
+    out = {k: v for k, v in body.items() if k not in keys}
+    out.update((k, body[k]) for k in keys if k in body)
+    return out
+
+
+# ---------------------------------------------------------- capabilities
+
+
+class PromptSupport(NamedTuple):
+    """What a transport kind does with a prompt frame (``holon debug providers``)."""
+
+    capabilities: frozenset[PromptCapability]
+    cached: str  # what the provider can reuse from one request to the next
+    breakpoints: tuple[str, ...]  # frame anchors it lowers to cache markers (+ "rolling")
+    max_breakpoints: int
+    continuation: str | None  # how a later request may send less than the whole
+
+
+PROMPT_SUPPORT: dict[str, PromptSupport] = {
+    "openai_responses": PromptSupport(
+        frozenset({"prompt_cache_key", "incremental_responses"}),
+        "the longest prefix (tools, instructions, input) seen under prompt_cache_key",
+        (),
+        0,
+        "previous_response_id, in-process only, with runtime.openai_incremental",
+    ),
+    "openai_codex": PromptSupport(
+        frozenset({"full_request_only", "prompt_cache_key"}),
+        "the longest prefix (tools, instructions, input) seen under prompt_cache_key",
+        (),
+        0,
+        None,
+    ),
+    "openai_chat_completions": PromptSupport(
+        frozenset({"full_request_only"}),
+        "whatever prefix the server reuses on its own (tools, messages)",
+        (),
+        0,
+        None,
+    ),
+    "anthropic_messages": PromptSupport(
+        frozenset({"full_request_only", "prompt_cache_blocks", "context_management"}),
+        "the prefix up to each cache_control marker (tools, system, messages)",
+        ("tools", "system", "history", "rolling"),
+        4,
+        None,
+    ),
+    "scripted": PromptSupport(frozenset({"full_request_only"}), "nothing", (), 0, None),
+}
+
+
+def prompt_support(kind: str) -> PromptSupport:
+    return PROMPT_SUPPORT.get(kind) or PROMPT_SUPPORT["openai_chat_completions"]
 
 
 # ------------------------------------------------------------------ tools

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from holon_cli.model.provider import item_to_dict
 from holon_cli.runtime import workitems as wi
+from holon_cli.runtime.memory import compaction as cp
 from holon_cli.runtime.memory import working
 from holon_cli.runtime.memory.compaction import context_budget, fixed_tokens
+from holon_cli.runtime.memory.history import PromptHistory, earlier_conversation
 from holon_cli.runtime.prompt import active_skill_rows, build_frame
 from holon_cli.runtime.tasks.sandbox import projection as execution_projection
-from holon_cli.runtime.turn import context_trigger, recent_conversation
+from holon_cli.runtime.turn import context_trigger
 from holon_cli.runtime.turn.context import recent_chars_for
 from holon_cli.runtime.workspace import workspace_for
 from holon_cli.store.agent_store import AgentStore
@@ -35,7 +38,18 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
     catalog = narrow(catalog, rec["identity"])  # a profiled child's own tools
     specs, guidance = catalog.specs, catalog.guidance
 
+    budget = context_budget(cfg)
     wm = working.state_of(state.get("working_memory"))
+    # the conversation window the next turn's requests carry (what a first
+    # turn would start it with, when there is none yet: nothing is written)
+    hist = PromptHistory.load(store, repair=False)
+    if hist.exists:
+        memory, summary = hist.memory, hist.summary
+    else:
+        memory = wm if wm.get("current_working_memory") else None
+        summary = earlier_conversation(
+            store, exclude_messages=set(), exclude_turns=set(), max_chars=recent_chars_for(budget)
+        )
     message = None
     if text is not None:
         from holon_cli import clock
@@ -59,15 +73,22 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         work_queue=wi.project_work_queue(
             store, bound_work_item_id=state.get("current_work_item_id")
         ),
-        recent=recent_conversation(store, None, max_chars=recent_chars_for(context_budget(cfg))),
+        recent=summary,
         active_skills=active_skill_rows(list(state.get("active_skills") or []), {}),
         trigger=context_trigger(
             store, provision=rec["identity"].get("ownership", "self_owned") == "self_owned"
         ),
-        working_memory=working.render(wm, max_chars=working.memory_chars_for(context_budget(cfg))),
+        working_memory=working.render(
+            working.state_of(memory), max_chars=working.memory_chars_for(budget)
+        )
+        if memory
+        else None,
         memory_delta=working.render_delta(wm),
         policy=execution_projection(cfg, store.agent_id),
         inherited=block_for(store, dict(rec["identity"])),
+        memory_revision=int(memory["working_memory_revision"]) if memory else 0,
+        compression_epoch=hist.compression_epoch,
+        history_digest=hist.digest(),
     )
     f = built.frame
     return {
@@ -75,11 +96,29 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         **built.sources,
         "prompt_cache_key": f.prompt_cache_key,
         "context_fingerprint": f.context_fingerprint,
+        # the frame's cache record (runtime spec: ProviderPromptCache)
+        "cache": f.cache.to_dict() if f.cache is not None else None,
         # in prompt order, each with its text (the contract's `sections[] {title, text}`)
         "sections": [{**m, "text": t} for m, t in zip(built.sections, built.texts, strict=True)],
         "system_prompt": f.system_prompt,
         "system_blocks": f.system_blocks,
         "context_blocks": f.context_blocks,
+        # the first ``stable_blocks`` context blocks come before the history
+        "stable_blocks": f.stable_blocks,
+        # estimated tokens (bytes / 4): instructions and tools, context blocks, history
+        "tokens": {
+            "fixed": fixed_tokens(f, specs),
+            "context": cp.frame_tokens(f, specs) - fixed_tokens(f, specs),
+            "history": hist.tokens(),
+            "budget": budget,
+        },
+        "history": {
+            "path": str(hist.path),
+            "epoch": hist.epoch,
+            "turns": len(hist.turns),
+            "tokens": hist.tokens(),
+            "items": [item_to_dict(i) for i in hist.items()],
+        },
         "tools": [t.name for t in specs],
         # what runtime.context_budget_tokens must hold before anything else
         # (instructions and tool schemas), and the budget itself

@@ -1,9 +1,10 @@
 """The operator event presentation layer (spec "Local Operator Console
 Contract"): one pure function from a raw runtime event to what a person sees.
 
-Every human-facing surface (``holon tail --presented``, ``holon tui``, logs)
-renders events through :func:`present` and filters them with
-:func:`shown_at`; none formats raw events itself.
+Every human-facing surface (``holon tail --presented``, ``holon tui``, the
+web console, logs) renders events through :func:`present`, takes a row's
+text from :func:`row_text` and filters rows with :func:`shown_at` (or tags
+them with :func:`shown_modes`); none formats raw events itself.
 
 - ``visibility`` orders operator relevance: ``action_required`` >
   ``work_done`` > ``turn_result`` > ``progress`` > ``trace``.
@@ -43,6 +44,7 @@ DisplayMode = Literal["info", "verbose", "debug"]
 
 VISIBILITIES: tuple[str, ...] = get_args(Visibility)
 CATEGORIES: tuple[str, ...] = get_args(Category)
+DISPLAY_MODES: tuple[DisplayMode, ...] = ("info", "verbose", "debug")
 DISPLAY_ALIASES = {"3": "info", "4": "verbose", "5": "debug"}
 _SHOWN: dict[str, frozenset[str]] = {
     "info": frozenset({"action_required", "work_done", "turn_result"}),
@@ -72,6 +74,20 @@ def display_mode(text: str) -> DisplayMode:
 def shown_at(row: Presented, mode: DisplayMode) -> bool:
     """Whether a presented row belongs in the conversation at ``mode``."""
     return row["category"] != "state_sync" and row["visibility"] in _SHOWN[mode]
+
+
+def shown_modes(row: Presented) -> tuple[DisplayMode, ...]:
+    """The display modes whose conversation shows ``row`` (none for a state
+    sync): what a surface that switches modes without re-presenting (the web
+    console) tags each row with."""
+    return tuple(m for m in DISPLAY_MODES if shown_at(row, m))
+
+
+def row_text(row: Presented) -> str:
+    """The text a conversation shows for a row: a brief's or a message's
+    whole body, anything else's one-line summary."""
+    body = row["body"]
+    return body if row["category"] in ("brief", "message") and body else row["summary"]
 
 
 def _short(text: Any, limit: int = PREVIEW) -> str:
@@ -322,6 +338,13 @@ _PRESENTERS: dict[str, Presenter] = {
         "Compacted",
         "Compacted {compacted_message_count} older message(s) (epoch {compression_epoch})",
     ),
+    "context_window_rolled": _fixed(
+        "trace",
+        "runtime",
+        "Window rolled",
+        "{dropped_message_count} message(s) of earlier turns left the prompt "
+        "(epoch {compression_epoch})",
+    ),
     "inbox_message_quarantined": _fixed(
         "action_required", "runtime", "Quarantined", "A message was quarantined: {reason}"
     ),
@@ -415,6 +438,20 @@ for _k in ("work_item_focus_released", "work_item_recheck_due", "work_item_stale
     _PRESENTERS[_k] = _work_item
 for _k in ("work_item_turn_end_commit", "work_item_continuation_held"):
     _PRESENTERS[_k] = _work_item
+
+
+# kinds whose row (visibility, title) depends on the event's data, and on what;
+# every other kind is shown as it is with no data (the generated events
+# reference, docs/reference/events.md, prints both)
+DEPENDS_ON_DATA = {
+    "brief_recorded": "a brief's own visibility: action_required (titled Needs you, or "
+    "its notice) and work_done as they are, anything else turn_result",
+    "message_admitted": "the message's authority: an operator instruction is a "
+    "turn_result row, evidence (a channel, a webhook) progress, the runtime's own "
+    "messages (timers, task results) trace",
+    "turn_terminal": "the status: a failed or aborted turn is a turn_result row, a "
+    "completed one trace",
+}
 
 
 def present(event: Mapping[str, Any]) -> Presented:

@@ -5,11 +5,13 @@ Order (a contract): 1 runtime/system policy and execution contract (the
 execution binding: agent home, workspace, execution root, cwd), 2 turn
 mode guidance, 3 agent-scoped AGENTS.md, 4 workspace AGENTS.md (else
 CLAUDE.md), 5 skill catalog, 6 tool guidance. Blocks 1-6 are the *stable*
-and *agent-scoped* surface and feed ``prompt_cache_key``; working memory and
-its pending delta (changed only when a turn settles), the work queue
-projection, recent conversation and the current message are context blocks
-and only feed ``context_fingerprint`` (so the cache key and the instruction
-prefix stay byte-identical across turns).
+and *agent-scoped* surface and feed ``prompt_cache_key``. The context blocks
+only feed ``context_fingerprint`` and come stable-first (issue 44): the
+trigger descriptor, the conversation window's working memory and earlier
+conversation lead the conversation (they change once per history epoch,
+runtime/memory/history.py), then the history of earlier turns, then this
+turn's blocks (turn mode, memory delta, work queue, active skills), then the
+current message; so the next turn's request starts with this one's bytes.
 """
 
 from __future__ import annotations
@@ -280,8 +282,10 @@ def render_recent(
     exclude_message_id: str | None,
     *,
     max_chars: int = RECENT_CHARS_DEFAULT,
+    title: str = "# Recent conversation (oldest first)",
 ) -> str | None:
-    """Recent conversation from transcript entries (oldest first in ``entries``).
+    """Recent conversation from transcript entries (oldest first in ``entries``),
+    under ``title``.
 
     External text keeps its fence and its authority here too, so a channel
     message reading "operator (operator_instruction): push to main" can never
@@ -324,7 +328,7 @@ def render_recent(
         size += len(line)
     if not lines:
         return None
-    return "# Recent conversation (oldest first)\n" + "\n".join(reversed(lines))
+    return title + "\n" + "\n".join(reversed(lines))
 
 
 # ------------------------------------------------------------------ frame
@@ -424,14 +428,26 @@ def active_skill_rows(
 
 
 class _Sections:
-    """Sections in prompt order, each block's text kept with its metadata."""
+    """Sections in prompt order, each block's text kept with its metadata.
+    ``placement``: ``instructions`` (system), ``before_history`` (the stable
+    context blocks) or ``after_history`` (this turn's)."""
 
     def __init__(self) -> None:
         self.meta: list[dict[str, Any]] = []
         self.texts: list[str] = []
 
-    def add(self, scope: str, title: str, text: str, source: str) -> str:
-        self.meta.append({"scope": scope, "title": title, "source": source, "chars": len(text)})
+    def add(
+        self, scope: str, title: str, text: str, source: str, placement: str = "instructions"
+    ) -> str:
+        self.meta.append(
+            {
+                "scope": scope,
+                "title": title,
+                "source": source,
+                "chars": len(text),
+                "placement": placement,
+            }
+        )
         self.texts.append(text)
         return text
 
@@ -494,12 +510,24 @@ def build_frame(
     memory_delta: str | None = None,
     policy: ExecutionPolicy | None = None,
     inherited: str | None = None,
+    memory_revision: int = 0,
+    compression_epoch: int = 0,
+    history_digest: str = "",
 ) -> BuiltPrompt:
     """The prompt frame. Deterministic: the same inputs give the same bytes
     (the cache key and fingerprint are hashes of them). ``policy``: the
     execution policy projection (default: no sandbox, nothing enforced).
     ``inherited``: a forked child's inherited context (fenced; the same
-    bytes for the child's whole life: first of the context blocks)."""
+    bytes for the child's whole life: first of the context blocks).
+
+    Context blocks, stable first: ``inherited``, the trigger descriptor,
+    ``working_memory`` (the conversation window's snapshot, revision
+    ``memory_revision``) and ``recent`` (the earlier conversation the window
+    summarizes) lead the conversation, before the history; the turn mode,
+    ``memory_delta``, the work queue and the active skills follow the history
+    (they change from turn to turn). ``compression_epoch`` and
+    ``history_digest`` describe the history the request carries (the cache
+    record, the fingerprint)."""
     policy = policy or execution_policy(None)
     sec = _Sections()
     instructions = load_instructions(agent_home, ws)
@@ -515,47 +543,56 @@ def build_frame(
         guidance=guidance,
         policy=policy,
     )
-    trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
-    mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
-    context_blocks = []
+    before, after = "before_history", "after_history"
+    # stable across turns (an epoch of the history, or longer): before the history
+    stable: list[str] = []
     if inherited:
-        context_blocks.append(sec.add("agent", "inherited context", inherited, "fork of parent"))
-    context_blocks.append(sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}"))
+        stable.append(sec.add("agent", "inherited context", inherited, "fork of parent", before))
     if trigger:
-        context_blocks.append(
-            sec.add("turn", "external trigger", trigger_block(trigger), "trigger capability")
+        stable.append(
+            sec.add(
+                "agent", "external trigger", trigger_block(trigger), "trigger capability", before
+            )
         )
     if working_memory:
-        context_blocks.append(
-            sec.add("agent", "working memory", working_memory, "agent working memory")
+        stable.append(
+            sec.add("agent", "working memory", working_memory, "conversation window", before)
         )
-    if memory_delta:
-        context_blocks.append(sec.add("turn", "memory delta", memory_delta, "settled turns"))
-    # stable-first: the blocks above and the recent conversation do not change
-    # within a turn; the work queue and active skills change when a round
-    # mutates them, so a request's bytes start with the previous request's
     if recent:
-        context_blocks.append(sec.add("turn", "recent conversation", recent, "transcript tail"))
+        stable.append(sec.add("agent", "earlier conversation", recent, "transcript", before))
+    # this turn's: after the history, before the message
+    trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
+    mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
+    turn = [sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}", after)]
+    if memory_delta:
+        turn.append(sec.add("turn", "memory delta", memory_delta, "settled turns", after))
     if work_queue:
-        context_blocks.append(sec.add("turn", "work queue", work_queue, "work items"))
+        turn.append(sec.add("turn", "work queue", work_queue, "work items", after))
     if active_skills:
         lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
         text = "# Active skills\n" + "\n".join(lines)
-        context_blocks.append(sec.add("turn", "active skills", text, "skill activation"))
+        turn.append(sec.add("turn", "active skills", text, "skill activation", after))
 
     tool_sig = json.dumps([[t.name, t.input_schema] for t in tools], sort_keys=True)
     cache_key = "pck_" + _h(agent_id, *system_blocks, tool_sig)
     fingerprint = "ctx_" + _h(
-        cache_key, *context_blocks, json.dumps(message or {}, sort_keys=True, default=str)
+        cache_key,
+        *stable,
+        history_digest,
+        *turn,
+        json.dumps(message or {}, sort_keys=True, default=str),
     )
-    from holon_cli.providers.base import PromptFrame
+    from holon_cli.providers.base import PromptCache, PromptFrame
 
     frame = PromptFrame(
         system_prompt=SYSTEM_POLICY,
         system_blocks=system_blocks[1:],
-        context_blocks=context_blocks,
+        context_blocks=[*stable, *turn],
         prompt_cache_key=cache_key,
         context_fingerprint=fingerprint,
+        stable_blocks=len(stable),
+        cache=PromptCache(agent_id, cache_key, fingerprint, memory_revision, compression_epoch),
+        cache_breakpoints=("tools", "system", "history"),
     )
     sources = {
         "agent_home": str(agent_home),
@@ -565,6 +602,23 @@ def build_frame(
         "skills": skills,
     }
     return BuiltPrompt(frame, sources, sec.meta, sec.texts)
+
+
+def with_turn_blocks(built: BuiltPrompt, blocks: list[str]) -> BuiltPrompt:
+    """``built`` with its turn context blocks replaced (a turn keeps the ones
+    it started with: runtime/turn/fit.py)."""
+    f = built.frame
+    frame = f.__class__(
+        system_prompt=f.system_prompt,
+        system_blocks=f.system_blocks,
+        context_blocks=[*f.stable_context, *blocks],
+        prompt_cache_key=f.prompt_cache_key,
+        context_fingerprint=f.context_fingerprint,
+        stable_blocks=f.stable_blocks,
+        cache=f.cache,
+        cache_breakpoints=f.cache_breakpoints,
+    )
+    return built._replace(frame=frame)
 
 
 def skill_activations(

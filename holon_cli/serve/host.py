@@ -337,6 +337,7 @@ class Host:
             if self.http_addr:
                 auth = "bearer token" if self.opts.token else "loopback only, no token"
                 log_line(f"listening on http://{self.http_addr} ({auth})")
+                log_line(f"web console: http://{self.http_addr}/ui/")
             if self.socket_path:
                 log_line(f"listening on unix:{self.socket_path}")
             threading.Thread(target=warm_up, name="holon-warm-up", daemon=True).start()
@@ -399,7 +400,8 @@ def warm_up() -> None:
     """Import what the first turn needs (the turn loop, the model transports,
     and for a model behind an HTTP endpoint the httpx2 client with its CA
     store) ahead of it: the first message after serve starts waited ~150 ms
-    longer than the rest for these. Best effort, on a background thread."""
+    longer than the rest for these; then what the web console's first page
+    needs. Best effort, on a background thread."""
     import importlib
 
     for name in (
@@ -429,6 +431,14 @@ def warm_up() -> None:
             warm_client(tls="https" in schemes)
         except Exception:  # noqa: BLE001 - the first request reports it
             pass
+    # last, after what turns need: the web console's Jinja2, markdown-it-py and
+    # compiled templates (~150 ms of CPU; the first page would wait for them)
+    try:
+        from holon_cli.serve.http.ui.render import warm
+
+        warm()
+    except Exception:  # noqa: BLE001 - the first page imports it (and reports) anyway
+        pass
 
 
 def _default_model_schemes() -> set[str]:

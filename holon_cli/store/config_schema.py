@@ -45,12 +45,22 @@ TRANSPORTS = ("openai_chat_completions", "openai_responses", "anthropic_messages
 Transport = Literal["openai_chat_completions", "openai_responses", "anthropic_messages"]
 
 
-def _pos(doc: str) -> Any:
+def _pos(doc: str, *, default: str | None = None, example: Any = None) -> Any:
     """A positive number (> 0)."""
-    return field(default=None, metadata={"min_exclusive": 0, "doc": doc})
+    return _opt(doc, default=default, example=example, min_exclusive=0)
 
 
-def _opt(doc: str, **meta: Any) -> Any:
+def _opt(doc: str, *, default: str | None = None, example: Any = None, **meta: Any) -> Any:
+    """An optional key: ``doc`` says what it does; a key holding a value (not
+    a section) also gives ``default``, what holds when it is not set (text),
+    and ``example``, a value it accepts. The generated reference
+    (``docs/reference/config.md``) prints all three, and
+    ``tests/store/test_config_reference.py`` checks every example against
+    this schema and every key for both."""
+    if default is not None:
+        meta["default"] = default
+    if example is not None:
+        meta["example"] = example
     return field(default=None, metadata={"doc": doc, **meta})
 
 
@@ -63,48 +73,103 @@ class ProviderConfig:
         metadata={"required": True, "doc": "the wire protocol"},
     )
     base_url: str = field(default="", metadata={"required": True, "doc": "the endpoint URL"})
-    api_key_env: str | None = _opt("name of the environment variable holding the key")
-    headers: dict[str, str] | None = _opt("extra HTTP headers")
-    timeout_s: float | None = _pos("request timeout in seconds")
-    max_output_tokens: int | None = _pos("output token cap per request")
-    stream: bool | None = _opt("stream responses")
+    api_key_env: str | None = _opt(
+        "name of the environment variable holding the key",
+        default="none (no Authorization header)",
+        example="LOCAL_LLM_KEY",
+    )
+    headers: dict[str, str] | None = _opt(
+        "extra HTTP headers", default="none", example={"X-Team": "agents"}
+    )
+    timeout_s: float | None = _pos(
+        "request timeout in seconds", default="runtime.provider_timeout_s, else 120", example=300
+    )
+    max_output_tokens: int | None = _pos(
+        "output token cap per request", default="runtime.max_output_tokens", example=4096
+    )
+    stream: bool | None = _opt("stream responses", default="false", example=True)
 
 
 @dataclass(frozen=True)
 class RuntimeConfig:
     """``runtime``: turn, tool and provider limits."""
 
-    default_tool_output_tokens: int | None = _pos("tool output budget per call")
-    max_tool_output_tokens: int | None = _pos("upper bound of a call's max_output_tokens")
-    max_provider_rounds: int | None = _pos("model rounds per turn")
-    exec_timeout_ms: int | None = _pos("default ExecCommand yield_time_ms")
-    provider_timeout_s: float | None = _pos("provider request timeout in seconds")
-    max_output_tokens: int | None = _pos("output token cap per model request")
-    work_item_stale_reminder_rounds: int | None = _pos("rounds before a stale reminder")
-    work_item_stale_reminder_cooldown_rounds: int | None = _opt(
-        "rounds between stale reminders", min=0
+    default_tool_output_tokens: int | None = _pos(
+        "tool output budget per call (HOLON_DEFAULT_TOOL_OUTPUT_TOKENS wins)",
+        default="8000",
+        example=4000,
     )
-    work_item_stale_reminder_max_tokens: int | None = _pos("size cap of a stale reminder")
-    default_recheck_after_ms: int | None = _pos("default blocker recheck delay in ms")
+    max_tool_output_tokens: int | None = _pos(
+        "upper bound of a call's max_output_tokens, at most 64000 "
+        "(HOLON_MAX_TOOL_OUTPUT_TOKENS wins)",
+        default="64000",
+        example=16000,
+    )
+    max_provider_rounds: int | None = _pos("model rounds per turn", default="50", example=20)
+    exec_timeout_ms: int | None = _pos(
+        "timeout of one ExecCommandBatch item in ms", default="120000", example=300000
+    )
+    provider_timeout_s: float | None = _pos(
+        "provider request timeout in seconds", default="120", example=300
+    )
+    max_output_tokens: int | None = _pos(
+        "output token cap per model request", default="none (the provider's)", example=8192
+    )
+    work_item_stale_reminder_rounds: int | None = _pos(
+        "rounds without a work-item change before a stale reminder", default="8", example=12
+    )
+    work_item_stale_reminder_cooldown_rounds: int | None = _opt(
+        "rounds between stale reminders", default="8", example=4, min=0
+    )
+    work_item_stale_reminder_max_tokens: int | None = _pos(
+        "size cap of a stale reminder in tokens", default="400", example=200
+    )
+    default_recheck_after_ms: int | None = _pos(
+        "default blocker recheck delay in ms", default="1800000 (30 minutes)", example=600000
+    )
     # task plane (commands and command tasks)
     exec_env_passthrough: list[str] | None = _opt(
-        "older name of execution.env.pass (read as more pass names)"
+        "older name of execution.env.pass (read as more pass names)",
+        default="none",
+        example=["JAVA_HOME"],
     )
-    exec_yield_time_ms: int | None = _pos("how long ExecCommand waits before a task")
-    task_output_max_bytes: int | None = _pos("output kept per command task")
-    outputs_max_age_days: float | None = _opt("days kept in .holon/outputs/", min=0)
-    outputs_max_bytes: int | None = _opt("bytes kept in .holon/outputs/ per agent", min=0)
+    exec_yield_time_ms: int | None = _pos(
+        "how long ExecCommand waits before the command becomes a task, in ms",
+        default="10000",
+        example=30000,
+    )
+    task_output_max_bytes: int | None = _pos(
+        "output captured per command or task before it is stopped (output_limit)",
+        default="67108864 (64 MiB)",
+        example=16777216,
+    )
+    outputs_max_age_days: float | None = _opt(
+        "days kept in .holon/outputs/", default="7", example=3, min=0
+    )
+    outputs_max_bytes: int | None = _opt(
+        "bytes kept in .holon/outputs/ per agent",
+        default="1073741824 (1 GiB)",
+        example=268435456,
+        min=0,
+    )
     # memory plane: compaction (runtime/memory/compaction.py reads it)
     context_budget_tokens: int | None = _opt(
-        "prompt budget in tokens; older rounds are compacted above it (default 128000)",
+        "prompt budget in tokens; older rounds are compacted above it; at least the "
+        "fixed part of the prompt (`holon debug prompt --json` fixed_tokens)",
+        default="128000",
+        example=32000,
         min=MIN_CONTEXT_BUDGET_TOKENS,
     )
     # opt-in provider wire features (providers/registry.py reads them)
     openai_incremental: bool | None = _opt(
-        "Responses rounds continue the previous response (stored) and send only new items"
+        "Responses rounds continue the previous response (stored) and send only new items",
+        default="false",
+        example=True,
     )
     anthropic_context_management: bool | None = _opt(
-        "Anthropic clears old tool results server-side as the context fills (beta)"
+        "Anthropic clears old tool results server-side as the context fills (beta)",
+        default="false",
+        example=True,
     )
 
 
@@ -118,12 +183,27 @@ class BudgetsConfig:
     """``budgets`` (all agents) and ``agents.<id>.budgets`` (one agent, key by key
     over the default): spend limits checked before every provider request."""
 
-    tokens_per_day: int | None = _opt("input + output tokens per UTC day", min=0)
-    cost_usd_per_day: float | None = _opt(
-        "USD per UTC day, priced by `prices.<provider/model>`", min=0
+    tokens_per_day: int | None = _opt(
+        "input + output tokens per UTC day", default="none (unbounded)", example=2000000, min=0
     )
-    turns_per_hour: int | None = _opt("turns that reach the model in a rolling 60 minutes", min=0)
-    tokens_per_work_item: int | None = _opt("input + output tokens spent on one work item", min=0)
+    cost_usd_per_day: float | None = _opt(
+        "USD per UTC day, priced by `prices.<provider/model>`",
+        default="none (unbounded)",
+        example=5,
+        min=0,
+    )
+    turns_per_hour: int | None = _opt(
+        "turns that reach the model in a rolling 60 minutes",
+        default="none (unbounded)",
+        example=30,
+        min=0,
+    )
+    tokens_per_work_item: int | None = _opt(
+        "input + output tokens spent on one work item",
+        default="none (unbounded)",
+        example=400000,
+        min=0,
+    )
 
 
 @dataclass(frozen=True)
@@ -131,12 +211,23 @@ class HomeBudgetsConfig:
     """``budgets.home``: the same limits over the sum of every agent's spend
     (the home's spend record, removed agents included)."""
 
-    tokens_per_day: int | None = _opt("input + output tokens per UTC day, all agents", min=0)
+    tokens_per_day: int | None = _opt(
+        "input + output tokens per UTC day, all agents",
+        default="none (unbounded)",
+        example=5000000,
+        min=0,
+    )
     cost_usd_per_day: float | None = _opt(
-        "USD per UTC day, all agents, priced by `prices.<provider/model>`", min=0
+        "USD per UTC day, all agents, priced by `prices.<provider/model>`",
+        default="none (unbounded)",
+        example=20,
+        min=0,
     )
     turns_per_hour: int | None = _opt(
-        "turns of all agents that reach the model in a rolling 60 minutes", min=0
+        "turns of all agents that reach the model in a rolling 60 minutes",
+        default="none (unbounded)",
+        example=120,
+        min=0,
     )
 
 
@@ -170,12 +261,32 @@ class RetentionConfig:
     """``retention``: how long history is kept and how big a home may grow
     (unset: keep forever; ``0`` days: keep nothing but the open segment)."""
 
-    events_days: float | None = _opt("days of closed events segments kept", min=0)
-    transcript_days: float | None = _opt("days of closed transcript segments kept", min=0)
-    outputs_days: float | None = _opt("days finished command outputs are kept", min=0)
-    max_home_bytes: int | None = _opt("bytes the whole home may take (oldest history first)", min=0)
+    events_days: float | None = _opt(
+        "days of closed events segments (and turn records) kept",
+        default="none (forever)",
+        example=30,
+        min=0,
+    )
+    transcript_days: float | None = _opt(
+        "days of closed transcript segments kept", default="none (forever)", example=90, min=0
+    )
+    outputs_days: float | None = _opt(
+        "days finished command outputs are kept",
+        default="runtime.outputs_max_age_days, else 7",
+        example=7,
+        min=0,
+    )
+    max_home_bytes: int | None = _opt(
+        "bytes the whole home may take (oldest history first)",
+        default="none (unbounded)",
+        example=10737418240,
+        min=0,
+    )
     min_free_bytes: int | None = _opt(
-        "free disk below which output capture stops and new tasks are refused", min=0
+        "free disk below which output capture stops and new tasks are refused (0: off)",
+        default="1073741824 (1 GiB)",
+        example=536870912,
+        min=0,
     )
 
 
@@ -191,13 +302,20 @@ class ExecEnvConfig:
     (runtime/tasks/environment.py reads it)."""
 
     inherit: Literal["core", "all", "none"] | None = _opt(
-        "core (PATH HOME USER LOGNAME SHELL LANG LC_* TERM TZ TMPDIR; default), all "
-        "(secret-like names withheld) or none"
+        "core (PATH HOME USER LOGNAME SHELL LANG LC_* TERM TZ TMPDIR), all "
+        "(secret-like names withheld) or none",
+        default="core",
+        example="all",
     )
     pass_: list[str] | None = _opt(
-        "variables passed whatever they look like, e.g. [GITHUB_TOKEN]", key="pass"
+        "variables passed whatever they look like (never a provider's api_key_env)",
+        default="none",
+        example=["GITHUB_TOKEN", "NPM_CONFIG_REGISTRY"],
+        key="pass",
     )
-    set: dict[str, str] | None = _opt("variables set to these values, e.g. {CI: '1'}")
+    set: dict[str, str] | None = _opt(
+        "variables set to these values", default="none", example={"CI": "1"}
+    )
 
 
 @dataclass(frozen=True)
@@ -206,10 +324,14 @@ class ExecutionConfig:
     by key over the default): how model-run commands are confined."""
 
     sandbox: Literal["auto", "none", "bwrap"] | None = _opt(
-        "auto (bubblewrap when it works here, else none; default), bwrap or none"
+        "auto (bubblewrap when it works here, else none), bwrap (fail closed without it) or none",
+        default="auto",
+        example="bwrap",
     )
     network: Network | bool | None = _opt(
-        "on or off: network inside the sandbox (default on; off when sandbox is bwrap)"
+        "on or off: network inside the sandbox",
+        default="on (off under an explicit sandbox: bwrap)",
+        example="off",
     )
     env: ExecEnvConfig | None = _opt("the environment commands get (inherit, pass, set)")
 
@@ -225,29 +347,59 @@ class McpServerConfig:
     (one agent, merged by name): an MCP server reached over stdio (``command``)
     or streamable HTTP (``url``)."""
 
-    command: str | None = _opt("stdio: the program to start")
-    args: list[str] | None = _opt("stdio: its arguments")
-    env: dict[str, str] | None = _opt("stdio: variables set over the command environment")
-    cwd: str | None = _opt("stdio: its working folder (default: the agent's execution root)")
-    url: str | None = _opt("streamable HTTP: the endpoint URL")
-    headers: dict[str, str] | None = _opt("streamable HTTP: extra request headers")
-    bearer_token_env: str | None = _opt(
-        "streamable HTTP: name of the environment variable holding a bearer token"
+    command: str | None = _opt("stdio: the program to start", default="none", example="uvx")
+    args: list[str] | None = _opt(
+        "stdio: its arguments", default="none", example=["mcp-server-git", "--repository", "."]
     )
-    enabled: bool | None = _opt("offer this server's tools (default true)")
-    required: bool | None = _opt("a turn fails before its provider request if it cannot start")
+    env: dict[str, str] | None = _opt(
+        "stdio: variables set over the command environment (execution.env)",
+        default="none",
+        example={"GIT_PAGER": "cat"},
+    )
+    cwd: str | None = _opt(
+        "stdio: its working folder", default="the agent's execution root", example="/src/app"
+    )
+    url: str | None = _opt(
+        "streamable HTTP: the endpoint URL", default="none", example="http://127.0.0.1:8000/mcp"
+    )
+    headers: dict[str, str] | None = _opt(
+        "streamable HTTP: extra request headers", default="none", example={"X-Key": "abc"}
+    )
+    bearer_token_env: str | None = _opt(
+        "streamable HTTP: name of the environment variable holding a bearer token",
+        default="none",
+        example="DOCS_MCP_TOKEN",
+    )
+    enabled: bool | None = _opt("offer this server's tools", default="true", example=False)
+    required: bool | None = _opt(
+        "a turn fails before its provider request if it cannot start (exit 5)",
+        default="false",
+        example=True,
+    )
     startup_timeout: str | float | None = _opt(
-        "start and handshake limit, a duration (default 10s; a number is seconds)"
+        "start and handshake limit, a duration (a number is seconds)",
+        default="10s",
+        example="30s",
     )
     tool_timeout: str | float | None = _opt(
-        "limit of one tool call, a duration (default 60s; a number is seconds)"
+        "limit of one tool call, a duration (a number is seconds)",
+        default="60s",
+        example="2m",
     )
-    enabled_tools: list[str] | None = _opt("offer only these tools")
-    disabled_tools: list[str] | None = _opt("never offer these tools")
+    enabled_tools: list[str] | None = _opt(
+        "offer only these tools", default="every tool", example=["git_status", "git_log"]
+    )
+    disabled_tools: list[str] | None = _opt(
+        "never offer these tools", default="none", example=["git_reset"]
+    )
     protocol: Literal["auto", "2026-07-28", "2025-11-25"] | None = _opt(
-        "auto (probe server/discover, fall back to initialize), 2026-07-28 or 2025-11-25"
+        "auto (probe server/discover, fall back to initialize), 2026-07-28 or 2025-11-25",
+        default="auto",
+        example="2025-11-25",
     )
-    network: Network | bool | None = _opt("sandboxed stdio server: on or off")
+    network: Network | bool | None = _opt(
+        "sandboxed stdio server: on or off", default="execution.network", example="off"
+    )
 
 
 @dataclass(frozen=True)
@@ -271,9 +423,15 @@ WEBHOOK_SCHEMES = ("github", "standard")
 class WebhookConfig:
     """``ingress.webhooks.<source>``: how deliveries of one source are verified."""
 
-    secret_env: str | None = _opt("name of the environment variable holding the secret")
+    secret_env: str | None = _opt(
+        "name of the environment variable holding the secret",
+        default="none (deliveries are not verified)",
+        example="GITHUB_WEBHOOK_SECRET",
+    )
     scheme: Literal["github", "standard"] | None = _opt(
-        "signature scheme: github (X-Hub-Signature-256) or standard (Standard Webhooks)"
+        "signature scheme: github (X-Hub-Signature-256) or standard (Standard Webhooks)",
+        default="github (when secret_env is set)",
+        example="standard",
     )
 
 
@@ -281,7 +439,11 @@ class WebhookConfig:
 class IngressConfig:
     """``ingress``: the public routes of ``holon serve``."""
 
-    rate_per_minute: int | None = _pos("requests per minute per client address (default 60)")
+    rate_per_minute: int | None = _pos(
+        "requests per minute per client address, over all public routes",
+        default="60",
+        example=120,
+    )
     webhooks: dict[str, WebhookConfig] | None = _opt("per-source webhook verification")
 
 
@@ -296,14 +458,20 @@ class ServeConfig:
     trusted_proxies: list[str] | None = _opt(
         "addresses (or networks) of reverse proxies whose X-Forwarded-For, Forwarded "
         "and X-Real-IP headers are believed",
+        default="none (forwarding headers are ignored)",
+        example=["127.0.0.1", "10.0.0.0/8"],
         ip_list=True,
     )
     header_timeout: str | float | None = _opt(
-        "a connection must send a whole request head within this (default 10s)",
+        "a connection must send a whole request head within this",
+        default="10s",
+        example="30s",
         duration=True,
         min_exclusive=0,
     )
-    max_connections: int | None = _opt("open HTTP connections per listener (default 512)", min=1)
+    max_connections: int | None = _opt(
+        "open HTTP connections per listener", default="512", example=1024, min=1
+    )
 
 
 def ingress_problems(
@@ -373,10 +541,15 @@ class TelemetryConfig:
     the standard ``OTEL_*`` variables apply and can turn it on too."""
 
     enabled: bool | None = _opt(
-        "export GenAI traces and metrics over OTLP (needs the holon-cli[otel] extra)"
+        "export GenAI traces and metrics over OTLP (needs the holon-cli[otel] extra)",
+        default="false (the OTEL_* variables can turn it on)",
+        example=True,
     )
     flush_timeout_ms: int | None = _opt(
-        "how long a process waits at its end for spans to leave (default 40)", min=0
+        "how long a process waits at its end for spans to leave, in ms",
+        default="40",
+        example=200,
+        min=0,
     )
 
 
@@ -384,12 +557,26 @@ class TelemetryConfig:
 class HolonConfig:
     """The whole file."""
 
-    model: str | None = _opt("default model ref, e.g. openai/gpt-4.1")
-    fallback_models: list[str] | None = _opt("fallback model refs, tried in order")
+    model: str | None = _opt(
+        "default model ref (HOLON_MODEL wins)", default="none", example="openai/gpt-4.1"
+    )
+    fallback_models: list[str] | None = _opt(
+        "fallback model refs, tried in order (HOLON_FALLBACK_MODELS wins)",
+        default="none",
+        example=["anthropic/claude-sonnet-4-5"],
+    )
     providers: dict[str, ProviderConfig] | None = _opt("named providers")
     runtime: RuntimeConfig | None = _opt("runtime limits")
-    http_addr: str | None = _opt("listen address of `holon serve`")
-    control_token: str | None = _opt("bearer token of the control surface")
+    http_addr: str | None = _opt(
+        "accepted but not read: give `holon serve` --listen or HOLON_HTTP_ADDR",
+        default="none",
+        example="127.0.0.1:7878",
+    )
+    control_token: str | None = _opt(
+        "accepted but not read: give `holon serve` --token-file or HOLON_CONTROL_TOKEN",
+        default="none",
+        example="s3cret-token",
+    )
     budgets: DefaultBudgetsConfig | None = _opt("spend limits of every agent, and of all together")
     prices: dict[str, PriceConfig] | None = _opt("USD per million tokens, per model ref")
     agents: dict[str, AgentConfig] | None = _opt("per-agent settings")

@@ -48,7 +48,11 @@ def test_present_and_missing_credentials_never_show_the_value(
         "credentials_env": "OPENAI_API_KEY",
         "supported": True,
         "reason": None,
-        "wire": {"incremental": False, "store": False},
+        "wire": {
+            "prompt_capabilities": ["incremental_responses", "prompt_cache_key"],
+            "incremental": False,
+            "store": False,
+        },
     }
     assert second["credentials"] == "missing"
     assert second["supported"] is False
@@ -171,12 +175,20 @@ def test_wire_features_show_beta_names_never_header_values(
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     gw, openai = doctor()["candidates"]
     assert gw["wire"] == {
-        "cache_breakpoints": ["tools", "system", "frame", "newest_block"],
+        "prompt_capabilities": ["context_management", "full_request_only", "prompt_cache_blocks"],
+        "cache_breakpoints": ["tools", "system", "history", "rolling"],
         "context_management": True,
         "beta": ["token-efficient", "context-management-2025-06-27"],
     }
-    assert openai["wire"] == {"incremental": True, "store": True}
+    assert openai["wire"] == {
+        "prompt_capabilities": ["incremental_responses", "prompt_cache_key"],
+        "incremental": True,
+        "store": True,
+    }
     human = run("debug", "providers")
     assert human.returncode == 0 and SECRET not in human.stdout + human.stderr
-    assert "wire openai/gpt-5: incremental on, store on" in human.stdout
+    assert (
+        "wire openai/gpt-5: prompt_capabilities incremental_responses+prompt_cache_key, "
+        "incremental on, store on"
+    ) in human.stdout
     assert "context_management on" in human.stdout

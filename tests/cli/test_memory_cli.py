@@ -93,10 +93,30 @@ def test_a_budget_below_the_frame_is_refused_and_nothing_is_consumed(tmp_path: P
 
 
 def test_debug_prompt_shows_working_memory_before_the_work_queue(tmp_path: Path) -> None:
+    """After a turn the next prompt carries it whole (the history) and the
+    delta after it; once the window rolls (a budget the turns outgrow), the
+    working memory, with the fact, leads the conversation, before the history
+    and the turn's blocks (issue 44)."""
     run("enqueue", "the deploy window is 02:00-04:00 UTC")
-    assert run("turn", "--model", script(tmp_path, ["Noted."])).returncode == 0
-    sections = data(run("debug", "prompt", "--json"))["sections"]
+    model = script(tmp_path, ["Noted."] * 3)
+    assert run("turn", "--model", model).returncode == 0
+    d = data(run("debug", "prompt", "--json"))
+    titles = [s["title"] for s in d["sections"]]
+    delta = d["sections"][titles.index("memory delta")]
+    assert delta["placement"] == "after_history" and "working memory" not in titles
+    assert any("02:00-04:00 UTC" in i["text"] for i in d["history"]["items"])
+    assert d["cache"]["working_memory_revision"] == 0
+    budget = d["tokens"]["fixed"] + 150
+    write_config(tmp_path, f"runtime:\n  context_budget_tokens: {budget}\n")
+    run("enqueue", "anything else?")
+    assert run("turn", "--model", model).returncode == 0
+    d = data(run("debug", "prompt", "--json"))
+    sections = d["sections"]
     titles = [s["title"] for s in sections]
     assert titles.index("working memory") < titles.index("memory delta")
-    wm = sections[titles.index("working memory")]["text"]
-    assert "deploy window is 02:00-04:00 UTC" in wm and wm.startswith("# Working memory")
+    wm = sections[titles.index("working memory")]
+    assert wm["placement"] == "before_history"
+    assert "deploy window is 02:00-04:00 UTC" in wm["text"] and wm["text"].startswith(
+        "# Working memory"
+    )
+    assert d["cache"]["working_memory_revision"] == 2 and d["cache"]["compression_epoch"] >= 1

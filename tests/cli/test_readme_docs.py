@@ -1,6 +1,6 @@
 """What a new user reads first (issue 8 item 23): install needs, where state
-goes, the scripted format in README and man page, and a hello demo that
-shows the listing it talks about."""
+goes, the scripted format in the reference and man page, and a hello demo
+that shows the listing it talks about."""
 
 from __future__ import annotations
 
@@ -13,22 +13,37 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_readme_states_python_venv_and_state_location() -> None:
     text = (REPO / "README.md").read_text()
-    quick = text[text.index("## Quick start") : text.index("## Driving an agent")]
+    start = text.index("## Quick start")
+    quick = text[start : text.index("\n## ", start + 1)]
     assert "Python 3.11" in quick and "venv" in quick and "PEP 668" in quick
     assert "~/.holon" in quick and "HOLON_HOME" in quick
 
 
-def test_scripted_format_is_documented_in_readme_and_man_page() -> None:
+def test_scripted_format_is_documented_in_the_reference_and_man_page() -> None:
     from holon_cli.providers import scripted
 
-    readme = (REPO / "README.md").read_text()
-    man = (REPO / "man" / "holon.1").read_text()
-    section = readme[readme.index("## Scripted models") :]
-    section = section[: section.index("\n## ", 3)]
+    page = (REPO / "docs" / "reference" / "scripted.md").read_text()
+    man = (REPO / "man" / "man1" / "holon.1").read_text()
     for key in sorted(scripted.STEP_KEYS - {"note"}) + ["loop", "steps", "{{<call_id>.<path>}}"]:
-        assert key in section, key
+        assert key in page, key
         assert key.replace("-", "\\-") in man or key in man, key
     assert ".SH SCRIPTED MODELS" in man
+    guide = (REPO / "docs" / "guides" / "models.md").read_text()
+    assert "../reference/scripted.md" in guide  # the guide points at the format
+
+
+def test_readme_keeps_the_two_set_up_commands_and_stays_short() -> None:
+    """What the lead and CI run from the README: install and run the main job
+    offline; install the test dependencies and run the tests (the command
+    .ci/run runs)."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 400
+    assert "pip install . && holon run --model scripted:examples/hello.yaml" in text
+    assert "pip install -e '.[test]' && python -m pytest -q -n 2\n" in text
+    ci = (REPO / ".ci" / "run").read_text()
+    assert ci.rstrip().endswith("python -m pytest -q -n 2")
+    for package in ("git", "bubblewrap", "tmux", "chromium-driver", "postgresql", "man-db"):
+        assert f"`{package}`" in text, package
 
 
 def test_hello_demo_shows_the_listing(script_runner: Any) -> None:

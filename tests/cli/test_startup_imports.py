@@ -70,6 +70,10 @@ def test_status_loads_no_provider_code_and_no_email() -> None:
         "psycopg",
         "sqlalchemy",
         "holon_cli.serve.dbos.engine",
+        # the web console's (holon serve's first page only)
+        "jinja2",
+        "markupsafe",
+        "markdown_it",
     }
     assert not (mods & heavy), sorted(mods & heavy)
 
@@ -91,6 +95,7 @@ def test_enqueue_loads_no_yaml_rich_httpx_or_providers() -> None:
     assert "holon_cli.runtime.enqueue" in mods
     unwanted = ("holon_cli.providers", "httpx", "httpx2", "httpcore", "rich", "yaml", "textual")
     unwanted += ("dbos", "psycopg", "sqlalchemy", "holon_cli.serve.dbos.engine")
+    unwanted += ("jinja2", "markupsafe", "markdown_it", "holon_cli.serve")
     assert not {m for m in mods if m.startswith(unwanted)}
     # agent creation's tree copy (shutil pulls bz2 and lzma) is not an enqueue cost
     assert not (mods & {"shutil", "bz2", "lzma"}), sorted(mods & {"shutil", "bz2", "lzma"})

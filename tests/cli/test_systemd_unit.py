@@ -1,6 +1,6 @@
-"""The systemd user unit in the README (and so in `man 7 holon-service`)
+"""The systemd user unit in the daemon guide (and so in `man 7 holon-service`)
 starts as written (issue 31 item 19): `systemd-analyze verify` accepts it
-with its `ExecStart` where the README's venv install puts `holon`, and no
+with its `ExecStart` where the guide's venv install puts `holon`, and no
 value carries a trailing comment (systemd would read it as part of the value:
 `EnvironmentFile=` would name a file that does not exist)."""
 
@@ -19,9 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def service_section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "guides" / "daemon.md").read_text(encoding="utf-8")
     start = text.index("A systemd user unit")
-    return text[start : text.index("\n## ", start)]
+    end = text.find("\n## ", start)
+    return text[start : end if end != -1 else len(text)]
 
 
 def blocks(lang: str) -> list[str]:
@@ -50,7 +51,7 @@ def test_no_value_carries_a_trailing_comment() -> None:
     assert not re.search(r"\s", env_file), env_file
 
 
-def test_exec_start_is_where_the_readme_install_puts_holon() -> None:
+def test_exec_start_is_where_the_guide_install_puts_holon() -> None:
     exec_start = settings(unit_text())["ExecStart"]
     program, _, args = exec_start.partition(" ")
     assert args == "serve"

@@ -1,6 +1,7 @@
 """A whole turn with ``runtime.openai_incremental: true`` over real HTTP
-(127.0.0.1): the turn loop hands each round its turn, so later rounds continue
-the previous response with only the new items, and the next turn starts full."""
+(127.0.0.1): later rounds continue the previous response with only the new
+items; the next turn in the same process continues it too (its input extends
+the previous one: issue 44), and a new process starts full."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def test_a_turn_continues_its_previous_response(srv: LoopbackServer, tmp_path: P
         Reply.json_body(call("resp_b", "call_2", "echo two")),
         Reply.json_body(text("resp_c", "done")),
         Reply.json_body(text("resp_d", "second turn")),
+        Reply.json_body(text("resp_e", "third turn")),
     )
     kw = {"model": "openai/gpt-test", "workspace_root": str(tmp_path), "catalog": default_catalog()}
     data = run_once("say hi", sleep=lambda _s: None, keep_agent=True, **kw)
@@ -70,6 +72,20 @@ def test_a_turn_continues_its_previous_response(srv: LoopbackServer, tmp_path: P
     rounds = [e["data"] for e in store.events.records() if e["kind"] == "provider_round_completed"]
     assert [r["request_mode"] for r in rounds] == ["full", "incremental", "incremental"]
     assert rounds[0]["request_mode_reason"] == "first_request"
-    # the next turn (the same agent) starts with a full request
+    # the next turn (the same agent, this process) continues the previous
+    # response: only its own context and message are sent
     run_once("again", agent_id=data["agent_id"], sleep=lambda _s: None, **kw)
-    assert "previous_response_id" not in srv.requests[3].json()
+    b4 = srv.requests[3].json()
+    assert b4["previous_response_id"] == "resp_c"
+    assert [i["role"] for i in b4["input"]] == ["user", "user"]
+    assert b4["input"][0]["content"][0]["text"].startswith("Turn mode:")
+    assert b4["input"][1]["content"][0]["text"].endswith("again")
+    # a new process (a cron `holon turn`) knows no previous response: full
+    inc.STATE._links.clear()
+    run_once("once more", agent_id=data["agent_id"], sleep=lambda _s: None, **kw)
+    b5 = srv.requests[4].json()
+    assert "previous_response_id" not in b5
+    # ...whose input still starts with everything the previous turns sent
+    assert b5["input"][: len(b1["input"])] == b1["input"]
+    rounds = [e["data"] for e in store.events.records() if e["kind"] == "provider_round_completed"]
+    assert [r["request_mode"] for r in rounds][3:] == ["incremental", "full"]

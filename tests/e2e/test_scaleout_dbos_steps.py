@@ -54,7 +54,15 @@ class ToolRounds:
         tags = re.findall(r"steps-(\w+)", json.dumps(body["input"]))
         assert tags, body["input"]
         tag = [None, tags[-1]]  # the message being answered comes last
-        n = 1 + sum(1 for i in body["input"] if i.get("type") == "function_call_output")
+        # this turn's rounds: the input also carries the agent's earlier turns
+        # whole (issue 44), so count the results after the message answered
+        items = body["input"]
+        start = max(
+            i
+            for i, it in enumerate(items)
+            if it.get("role") == "user" and f"steps-{tag[1]}" in json.dumps(it)
+        )
+        n = 1 + sum(1 for i in items[start:] if i.get("type") == "function_call_output")
         with self.lock:
             first3 = n == 3 and (tag[1], 3) not in self.seen
             self.seen.append((tag[1], n))

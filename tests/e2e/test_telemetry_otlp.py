@@ -63,7 +63,8 @@ def test_a_turn_process_exports_its_spans_and_metrics_and_its_command_continues_
     tmp_path: Path, holon_home: Path
 ) -> None:
     # a loaded test machine needs more than the default 40 ms to flush
-    _config(holon_home, "telemetry:\n  flush_timeout_ms: 10000\n")
+    # the command writes outside its execution root: run it on the host
+    _config(holon_home, "telemetry:\n  flush_timeout_ms: 10000\nexecution:\n  sandbox: none\n")
     out = tmp_path / "tp.txt"
     call = {"name": "ExecCommand", "id": "c1", "arguments": {"cmd": f'echo "$TRACEPARENT" > {out}'}}
     usage = {"input_tokens": 50, "output_tokens": 5, "cache_read_input_tokens": 40}

@@ -35,14 +35,21 @@ def build_request(
     prompt_cache_key: str | None = None,
     max_output_tokens: int | None = None,
     state_dir: Path | None = None,
+    stable_blocks: list[str] | None = None,
+    history: list[ConversationItem] | None = None,
 ) -> ProviderRequest:
+    """``stable_blocks`` lead the context (before ``history``);
+    ``context_blocks`` are the turn's (after it)."""
+    stable = list(stable_blocks or [])
     return ProviderRequest(
         frame=PromptFrame(
             system_prompt=system,
             system_blocks=list(system_blocks or []),
-            context_blocks=list(context_blocks or []),
+            context_blocks=[*stable, *(context_blocks or [])],
             prompt_cache_key=prompt_cache_key,
+            stable_blocks=len(stable),
         ),
+        history=list(history or []),
         conversation=conversation
         if conversation is not None
         else [ConversationItem(role="user", text="hello")],

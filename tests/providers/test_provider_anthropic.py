@@ -70,17 +70,20 @@ def test_headers_and_request_shape(loopback: LoopbackServer) -> None:
         {"type": "text", "text": "SYS"},
         {"type": "text", "text": "GUIDE", "cache_control": {"type": "ephemeral"}},
     ]
-    # context leads the first user message (a breakpoint after the frame);
+    # the turn's context leads the first user message (no marker: it is not
+    # stable across turns, the rolling one on the newest block covers it);
     # consecutive user entries merge into one message
     assert body["messages"] == [
         {
             "role": "user",
             "content": [
-                {"type": "text", "text": "CTX", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "CTX"},
                 {"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}},
             ],
         }
     ]
+    # the body's bytes are in the API's cache order: options, tools, system, messages
+    assert list(body)[-3:] == ["tools", "system", "messages"]
     assert body["tools"] == [
         {
             "name": "get_weather",

@@ -1,8 +1,9 @@
 """Anthropic prompt caching and opt-in context management, over the loopback
 server replaying recorded Messages payloads: ``cache_control`` breakpoints sit
-on the stable prefix (tools, system, the frame) plus the newest block, never
-more than the API's four; context management adds the beta and the edit, and
-the edits the API applied come back; no diagnostic carries the key."""
+where the frame says (its stable blocks: tools, system, the last stable item,
+the history's end) plus the newest block, never more than the API's four;
+context management adds the beta and the edit, and the edits the API applied
+come back; no diagnostic carries the key."""
 
 from __future__ import annotations
 
@@ -56,40 +57,67 @@ def recorded(name: str, **extra: Any) -> Reply:
     return Reply.json_body({**rec["body"], **extra}, status=int(rec["status"]))
 
 
-def frame_request(conversation: list[ConversationItem], tools: list[ToolSpec] | None = None) -> Any:
+def frame_request(
+    conversation: list[ConversationItem],
+    tools: list[ToolSpec] | None = None,
+    history: list[ConversationItem] | None = None,
+) -> Any:
     return build_request(
         conversation,
         tools=[WEATHER_TOOL] if tools is None else tools,
         system="SYS",
         system_blocks=["AGENTS.md", "TOOL GUIDE"],
-        context_blocks=["# Turn mode", "# Work queue\n(empty)"],
+        stable_blocks=["# Working memory (revision 3)"],
+        history=history,
+        context_blocks=["Turn mode: operator request.", "## Work queue\n(empty)"],
     )
 
 
 def test_breakpoints_on_the_stable_prefix_and_the_newest_block(loopback: LoopbackServer) -> None:
     loopback.queue(recorded("tool_use_single"), recorded("tool_result_followup"))
     t = claude(loopback)
-    first = frame_request([ConversationItem("user", "Weather in Paris?")])
+    earlier = [
+        ConversationItem("user", "Turn mode: operator request."),
+        ConversationItem("user", "What is 2+2?"),
+        ConversationItem("assistant", "4"),
+    ]
+    first = frame_request([ConversationItem("user", "Weather in Paris?")], history=earlier)
     t.complete(first)
-    t.complete(frame_request(tool_round_conversation()))
+    t.complete(frame_request(tool_round_conversation(), history=earlier))
     b1, b2 = (r.json() for r in loopback.requests)
     assert cache_breakpoints(b1) == [
         "tools[0]",
         "system[2]",
-        "messages[0].content[0]",  # the frame (context blocks)
-        "messages[0].content[1]",  # the newest block
+        "messages[1].content[0]",  # the last stable item: the history's end
+        "messages[2].content[1]",  # the newest block (after the turn's context)
     ]
-    assert cache_breakpoints(b2) == [
-        "tools[0]",
-        "system[2]",
-        "messages[0].content[0]",
-        "messages[2].content[0]",  # the rolling marker moved to the tool result
-    ]
-    assert b2["messages"][2]["content"][0]["type"] == "tool_result"
+    assert b1["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "4", "cache_control": {"type": "ephemeral"}}],
+    }
+    assert cache_breakpoints(b2)[:3] == cache_breakpoints(b1)[:3]
+    assert cache_breakpoints(b2)[3] == "messages[4].content[0]"  # rolled to the tool result
+    assert b2["messages"][4]["content"][0]["type"] == "tool_result"
     # the stable prefix is byte-identical from round to round (a cache hit)
     for key in ("tools", "system"):
         assert json.dumps(b1[key]) == json.dumps(b2[key])
-    assert b1["messages"][0]["content"][0] == b2["messages"][0]["content"][0]
+    assert b1["messages"][:2] == b2["messages"][:2]
+
+
+def test_without_history_the_stable_context_carries_the_breakpoint() -> None:
+    from holon_cli.providers.anthropic import build_body
+
+    body = build_body(frame_request([ConversationItem("user", "hi")]), "m")
+    assert cache_breakpoints(body) == [
+        "tools[0]",
+        "system[2]",
+        "messages[0].content[0]",  # the working memory block (stable)
+        "messages[0].content[2]",  # the newest block (stable, turn, message)
+    ]
+    # a frame that declares no anchors gets only the rolling marker
+    req = frame_request([ConversationItem("user", "hi")])
+    req.frame.cache_breakpoints = ()
+    assert cache_breakpoints(build_body(req, "m")) == ["messages[0].content[2]"]
 
 
 def test_never_more_than_four_breakpoints() -> None:
@@ -99,13 +127,41 @@ def test_never_more_than_four_breakpoints() -> None:
     convo = tool_round_conversation() * 5
     for ctx in ([], ["CTX"]):
         for tl in ([], tools):
-            req = build_request(convo, tools=tl, system_blocks=["A", "B"], context_blocks=ctx)
-            marks = cache_breakpoints(build_body(req, "m"))
-            assert len(marks) <= MAX_CACHE_BREAKPOINTS
-            assert marks[-1].startswith("messages[")
-    # only the frame and nothing else: one block carries both roles' marker once
+            for hist in ([], convo[:3]):
+                req = build_request(
+                    convo,
+                    tools=tl,
+                    system_blocks=["A", "B"],
+                    stable_blocks=ctx,
+                    history=hist,
+                    context_blocks=["TURN"],
+                )
+                marks = cache_breakpoints(build_body(req, "m"))
+                assert len(marks) <= MAX_CACHE_BREAKPOINTS
+                assert marks[-1].startswith("messages[")
+    # only a turn block and nothing else: the newest block carries the rolling one
     body = build_body(build_request([], tools=[], system="", context_blocks=["CTX"]), "m")
     assert cache_breakpoints(body) == ["messages[0].content[0]"]
+
+
+def test_the_next_turn_extends_this_one_on_the_wire() -> None:
+    """The next turn's body repeats this turn's last body up to its end (the
+    markers aside: they are not prompt content)."""
+    from holon_cli.providers.anthropic import build_body
+
+    turn = [ConversationItem("user", "Turn mode: x"), *tool_round_conversation()]
+    last = frame_request(turn[1:], history=[])
+    answer = ConversationItem("assistant", "It is sunny.")
+    nxt = frame_request([ConversationItem("user", "and tomorrow?")], history=[*turn, answer])
+    last.frame.context_blocks = [*last.frame.stable_context, "Turn mode: x"]
+    nxt.frame.context_blocks = [*nxt.frame.stable_context, "Turn mode: y"]
+
+    def wire(req: Any) -> str:
+        text = json.dumps(build_body(req, "m"), ensure_ascii=False)
+        return text.replace(', "cache_control": {"type": "ephemeral"}', "")
+
+    a, b = wire(last), wire(nxt)
+    assert b.startswith(a.rstrip("]} "))
 
 
 def test_context_management_is_opt_in(loopback: LoopbackServer) -> None:
@@ -178,7 +234,8 @@ def test_round_event_carries_applied_edits(
     )
     assert loopback.requests[0].headers["anthropic-beta"] == CONTEXT_MANAGEMENT_BETA
     body = loopback.requests[0].json()
-    assert len(cache_breakpoints(body)) == MAX_CACHE_BREAKPOINTS
+    # a first turn: no history or stable context yet, so tools, system, newest
+    assert [m.split("[")[0] for m in cache_breakpoints(body)] == ["tools", "system", "messages"]
     events = open_agent(data["agent_id"]).events.records()
     rounds = [e["data"] for e in events if e["kind"] == "provider_round_completed"]
     assert rounds[0]["context_edits"] == APPLIED["applied_edits"]

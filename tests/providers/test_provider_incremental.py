@@ -162,14 +162,38 @@ def test_off_by_default_sends_full_unstored_requests(loopback: LoopbackServer) -
     assert resp.request_mode is None and len(inc.STATE) == 0
 
 
-def test_a_new_turn_sends_a_full_request(loopback: LoopbackServer) -> None:
+def test_a_later_turn_that_extends_the_previous_request_continues_it(
+    loopback: LoopbackServer,
+) -> None:
+    """The spec's lowering: a later turn may continue when its full request is
+    a strict extension of the previous request and response."""
     loopback.queue(fixture("function_call_single"), fixture("text_nonstream"))
     t, turn = transport(loopback), Turn("turn_1")
-    round_trip(t, turn)
-    turn.turn_id = "turn_2"  # the same history, but another turn
+    first = round_trip(t, turn)
+    turn.turn_id = "turn_2"  # the same history, and the new turn's message after it
+    turn.items.append(ConversationItem("user", "And the capital of Tomatoland?"))
     resp = round_trip(t, turn)
+    body = loopback.requests[1].json()
+    assert body["previous_response_id"] == first.response_id
+    assert [i.get("type") or i.get("role") for i in body["input"]] == [
+        "function_call_output",
+        "user",
+    ]
+    assert resp.request_mode == "incremental"
+
+
+def test_a_compaction_sends_a_full_request(loopback: LoopbackServer) -> None:
+    """Another compression epoch in the frame's cache record: never continued."""
+    from holon_cli.providers.base import PromptCache
+
+    loopback.queue(fixture("function_call_single"), fixture("text_nonstream"))
+    t, turn = transport(loopback), Turn()
+    round_trip(t, turn)
+    req = turn.request()
+    req.frame.cache = PromptCache("main", "pck_test", "ctx", 0, compression_epoch=1)
+    resp = t.complete(req)
     assert "previous_response_id" not in loopback.requests[1].json()
-    assert (resp.request_mode, resp.request_mode_reason) == ("full", "new_turn")
+    assert (resp.request_mode, resp.request_mode_reason) == ("full", "compacted")
 
 
 @pytest.mark.parametrize(

@@ -365,15 +365,15 @@ def test_the_providers_reported_input_tokens_count_toward_the_budget(
 
 
 def test_the_readme_states_the_real_floor() -> None:
-    """The floor the README documents is computed, not guessed: the fixed
+    """The floor the memory guide documents is computed, not guessed: the fixed
     prompt of a new agent with the built-in tools, within 10 %."""
     import re
 
     from holon_cli.runtime.turn.preflight import fixed_prompt_tokens
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "memory.md").read_text()
     m = re.search(r"about\s+([\d,]+)\s+tokens\s+for\s+a\s+new\s+agent", readme)
-    assert m, "README: the context budget's floor is not stated"
+    assert m, "docs/guides/memory.md: the context budget's floor is not stated"
     stated = int(m.group(1).replace(",", ""))
     fixed = fixed_prompt_tokens(open_agent(None), default_catalog(), {})
     assert abs(stated - fixed) <= fixed * 0.1, (stated, fixed)

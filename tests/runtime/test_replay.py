@@ -570,3 +570,25 @@ def test_a_turn_still_running_is_not_replayable_yet(tmp_path: Path) -> None:
     assert "has not settled yet" in err.value.message
     assert R.id_time("turn_01m8jz00000000000000") is not None
     assert R.id_time("nonsense") is None
+
+
+def test_turns_carrying_earlier_turns_replay_also_across_a_roll(tmp_path: Path) -> None:
+    """The requests carry the earlier turns (state/prompt_history.jsonl,
+    issue 44): the record names where the history stood, the replay cuts it
+    there (this epoch's file or the one before), so turns in a window and
+    the turn whose start rolled the window both replay equal."""
+    from holon_cli.runtime.debug import debug_prompt
+    from holon_cli.runtime.memory.history import PromptHistory
+
+    model = script(tmp_path, ["An answer with some length. " * 20], loop=True)
+    turn(model, "first")
+    second = turn(model, "second")
+    assert len(PromptHistory.load(open_agent(None)).turns) == 2
+    assert_match(second.turn_id, 1)
+    # a budget the window outgrows: the next turn's start rolls it
+    fixed = debug_prompt(open_agent(None), catalog=default_catalog())["fixed_tokens"]
+    (home_root() / "config.yaml").write_text(f"runtime:\n  context_budget_tokens: {fixed + 600}\n")
+    third = turn(model, "third")
+    events = open_agent(None).events.records()
+    assert any(e["kind"] == "context_window_rolled" for e in events)
+    assert_match(third.turn_id, 1)

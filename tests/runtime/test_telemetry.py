@@ -442,7 +442,12 @@ def test_an_mcp_call_carries_the_tool_spans_traceparent_in_meta(
     from mcp_helpers import close_servers, fake, write_config
 
     log = tmp_path / "fake.log"
-    write_config(holon_home, {"fake": fake("--era", "modern", "--log", str(log))})
+    # the server writes its log outside any execution root: run it on the host
+    write_config(
+        holon_home,
+        {"fake": fake("--era", "modern", "--log", str(log))},
+        execution={"sandbox": "none"},
+    )
     call = {"name": "mcp__fake__echo", "arguments": {"text": "hi"}, "id": "c1"}
     model = script(tmp_path, [{"text": "", "tool_calls": [call]}, {"text": "done"}])
     admit("go")

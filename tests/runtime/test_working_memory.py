@@ -58,7 +58,7 @@ def prompts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def request_text(req: Any) -> str:
     f = req.frame
     parts = [f.system_prompt, *f.system_blocks, *f.context_blocks]
-    return "\n".join(parts + [i.text for i in req.conversation])
+    return "\n".join(parts + [i.text for i in [*req.history, *req.conversation]])
 
 
 # ------------------------------------------------------------ state fields
@@ -98,25 +98,46 @@ def test_a_settled_turn_derives_working_memory_from_its_effects(tmp_path: Path) 
 
 
 def test_the_next_prompt_projects_working_memory_and_the_delta(
-    tmp_path: Path, prompts: list[Any]
+    tmp_path: Path, prompts: list[Any], holon_home: Path
 ) -> None:
+    """The next turn carries the earlier one in full (the history, before its
+    own blocks) and the delta after it; working memory is the conversation
+    window's: it joins the stable prefix when older turns leave it (a roll),
+    and the frame's cache record names its revision (issue 37 item 1)."""
+    from holon_cli.runtime.memory import compaction as cp
+
     model = script(tmp_path, ["first answer", "second answer", "third answer"])
     admit("please remember the word heliotrope")
     turn(model)
-    first = prompts[-1].frame
-    assert not any("# Working memory" in b for b in first.context_blocks)
+    first = prompts[-1]
+    assert not any("# Working memory" in b for b in first.frame.context_blocks)
+    assert first.history == []
     admit("anything new?")
     turn(model)
-    second = prompts[-1].frame
-    block = next(b for b in second.context_blocks if b.startswith("# Working memory"))
-    assert "heliotrope" in block and "(revision 1)" in block
-    delta = next(b for b in second.context_blocks if b.startswith("# Since your last turn"))
+    second = prompts[-1]
+    assert "heliotrope" in second.history[1].text  # turn 1's message, as it was sent
+    assert second.history[-1].text == "first answer"
+    turn_blocks = second.frame.turn_context
+    delta = next(b for b in turn_blocks if b.startswith("# Since your last turn"))
     assert "working memory revision 0 -> 1" in delta
+    assert not any("# Working memory" in b for b in second.frame.context_blocks)
+    assert second.frame.cache.working_memory_revision == 0
     # the instruction prefix and cache key do not move with memory
-    assert second.prompt_cache_key == first.prompt_cache_key
-    assert second.system_blocks == first.system_blocks
+    assert second.frame.prompt_cache_key == first.frame.prompt_cache_key
+    assert second.frame.system_blocks == first.frame.system_blocks
     wm = working.state_of(wm_of(open_agent(None)))
     assert wm["last_prompted_working_memory_revision"] == 1
+    # a budget the two earlier turns outgrow: the window rolls, and the
+    # working memory (revision 2, with the fact) leads the conversation
+    fixed = cp.fixed_tokens(second.frame, second.tools)
+    (holon_home / "config.yaml").write_text(f"runtime:\n  context_budget_tokens: {fixed + 200}\n")
+    admit("and now?")
+    turn(model)
+    third = prompts[-1]
+    block = next(b for b in third.frame.stable_context if b.startswith("# Working memory"))
+    assert "heliotrope" in block and "(revision 2)" in block
+    assert third.frame.cache.working_memory_revision == 2
+    assert third.frame.cache.compression_epoch > second.frame.cache.compression_epoch
 
 
 def test_an_unchanged_turn_keeps_the_revision(tmp_path: Path) -> None:

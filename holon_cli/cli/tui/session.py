@@ -28,6 +28,7 @@ from holon_cli.runtime.presentation import (
     Presented,
     display_mode,
     present,
+    row_text,
     shown_at,
     work_counts,
 )
@@ -132,8 +133,7 @@ def parse_display_option(arg: str) -> DisplayMode:
 
 
 def row_line(seq: int, row: Presented) -> Line:
-    text = row["body"] if row["category"] in ("brief", "message") and row["body"] else None
-    shown = visible(text if text is not None else row["summary"])
+    shown = visible(row_text(row))
     return Line(seq, visible(row["title"]), shown, row["visibility"], row["category"])
 
 

@@ -162,6 +162,8 @@ def debug_prompt_lines(agent_id: str) -> list[str]:
         f"cwd        {d['cwd']}",
         "policy     " + ", ".join(f"{k}={v}" for k, v in d["execution_policy"].items()),
         "tools      " + ", ".join(d["tools"]),
+        f"history    {d['history']['turns']} earlier turn(s), ~{d['history']['tokens']} tokens "
+        f"(epoch {d['history']['epoch']}), between the stable and the turn's context",
         "",
         "sections (in prompt order):",
     ]

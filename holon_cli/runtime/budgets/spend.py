@@ -493,3 +493,19 @@ def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
     wid = store.read_record()["state"].get("current_work_item_id")
     wi_used = work_item_tokens(store, wid) if wid and "tokens_per_work_item" in lim else 0
     return {n: use_of(n, lim[n], records, now, wid, wi_used) for n in BUDGET_NAMES if n in lim}
+
+
+def spent_today(store: AgentStore) -> dict[str, Any]:
+    """What the agent (its subtree included: children's rounds are in its
+    ledger too) spent since 00:00 UTC: ``requests``, ``input_tokens``,
+    ``output_tokens``, ``cost_usd`` (priced by ``prices`` when the round was
+    recorded; 0 without prices). Read backwards from the ledger's end."""
+    now = clock.now()
+    day = now - now % DAY_S
+    today = [r for r in _records(store, day) if float(r.get("ts", 0)) >= day]
+    return {
+        "requests": len(today),
+        "input_tokens": sum(int(r.get("input_tokens", 0)) for r in today),
+        "output_tokens": sum(int(r.get("output_tokens", 0)) for r in today),
+        "cost_usd": round(sum(float(r.get("cost_usd", 0)) for r in today), 9),
+    }

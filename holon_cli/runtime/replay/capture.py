@@ -6,8 +6,9 @@ of ``ledger/turn_records.jsonl`` at settle):
 
 - ``start``: the queue entry (the envelope), the agent record as the turn
   started it, the size of each ledger of the agent, where the transcript
-  stood (its segment and size), the current work item's ``plan.md``, the
-  home's and the agent home's paths;
+  stood (its segment and size), where the prompt history stood (its size
+  and epoch), the current work item's ``plan.md``, the home's and the agent
+  home's paths;
 - ``req`` / ``resp`` / ``fail``: each provider request as a transport-neutral
   document (:func:`~holon_cli.runtime.replay.docs.request_doc`), then its
   answer or its failure (a ``ChainFailure``'s kind, or the budget that
@@ -70,6 +71,21 @@ def ledger_sizes(store: AgentStore) -> dict[str, int]:
     except FileNotFoundError:
         pass
     return out
+
+
+def history_position(store: AgentStore) -> dict[str, Any] | None:
+    """Where the prompt history stood (runtime/memory/history.py): its size
+    and a digest of its epoch line. Within an epoch the file only grows, so a
+    replay cuts today's file to that size while the epoch is the same."""
+    from holon_cli.runtime.memory.history import history_path
+
+    try:
+        with history_path(store).open("rb") as f:
+            head = f.readline()
+            size = os.fstat(f.fileno()).st_size
+    except FileNotFoundError:
+        return None
+    return {"size": size, "epoch_line": sha256_hex(head)[:24]}
 
 
 def transcript_position(store: AgentStore) -> dict[str, int]:
@@ -201,6 +217,9 @@ class TurnCapture:
             "transcript": transcript_position(self.store),
             "plans": plans,
         }
+        hist = history_position(self.store)
+        if hist is not None:
+            rec["prompt_history"] = hist
         self._add(rec, blobs)
 
     def request(self, round_no: int, request: ProviderRequest) -> None:

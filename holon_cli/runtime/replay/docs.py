@@ -21,8 +21,8 @@ the home's and the workspace's absolute paths become ``$HOLON_HOME`` and
 ISO-8601 timestamps become ``<time>``, the trigger URL's token becomes
 ``<trigger-token>`` (it is also never written to a record: a capability
 secret), and the frame's ``prompt_cache_key`` and ``context_fingerprint``
-(hashes over the blocks, paths included) become ``<derived>``: a change
-behind them shows in the blocks themselves.
+(hashes over the blocks, paths included; its cache record's too) become
+``<derived>``: a change behind them shows in the blocks themselves.
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ def path_text(doc: dict[str, Any], subs: list[tuple[str, str]]) -> str:
     token are equal on both sides of a match already)."""
     frame = doc.get("frame")
     if isinstance(frame, dict) and DERIVED & frame.keys():
-        doc = {**doc, "frame": {k: ("<derived>" if k in DERIVED else v) for k, v in frame.items()}}
+        doc = {**doc, "frame": _blank_derived(frame)}
     text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
     for path, token in subs:
         text = text.replace(path, token)
@@ -329,8 +329,16 @@ def normalise(doc: Any, subs: list[tuple[str, str]]) -> Any:
     out = map_strings(doc, fix)
     frame = out.get("frame") if isinstance(out, dict) else None
     if isinstance(frame, dict):
-        for k in DERIVED & frame.keys():
-            frame[k] = "<derived>"
+        out["frame"] = _blank_derived(frame)
+    return out
+
+
+def _blank_derived(frame: dict[str, Any]) -> dict[str, Any]:
+    """The frame with its derived hashes blanked, its cache record's too."""
+    out = {k: ("<derived>" if k in DERIVED else v) for k, v in frame.items()}
+    cache = out.get("cache")
+    if isinstance(cache, dict):
+        out["cache"] = {k: ("<derived>" if k in DERIVED else v) for k, v in cache.items()}
     return out
 
 

@@ -18,7 +18,8 @@
   interjected messages from the record and checks no budget), the trigger
   capability as its ledger had it then, and the last transcript records
   before the turn (what the recent conversation and a work item's trace
-  read).
+  read), and the prompt history as the turn found it (while its epoch
+  lasts: runtime/memory/history.py).
 
 After each recorded tool result :meth:`Scratch.after_tool` moves the
 ledgers, the agent record and the plans to where the live turn had them
@@ -137,6 +138,7 @@ class Scratch:
             if name not in NOT_COPIED:
                 self._cut(name, int(size))
         self._trigger()
+        self._prompt_history(self.start.get("prompt_history"))
         self._transcript(self.start.get("transcript") or {})
         self.put_plans(self.start.get("plans") or {})
         self.store = store
@@ -171,6 +173,33 @@ class Scratch:
         os.chmod(dst, 0o600)
         self.src_done[name] = size
         self.dst_sizes[name] = dst.stat().st_size
+
+    def _prompt_history(self, pos: dict[str, Any] | None) -> None:
+        """The earlier turns the turn's requests carried: the prompt history
+        of the epoch the turn saw (today's file, or the one before it) cut to
+        its recorded size. Two epochs later it is gone: the replayed turn
+        then starts a new window, and its requests differ from the record's
+        there."""
+        from holon_cli.digest import sha256_hex
+        from holon_cli.runtime.memory.history import history_path, previous_path
+
+        if not pos:
+            return
+        size = int(pos["size"])
+        current = history_path(self.real)
+        for src in (current, previous_path(current)):  # this epoch, or the one before
+            try:
+                with src.open("rb") as f:
+                    head = f.readline()
+                    f.seek(0)
+                    data = f.read(size)
+            except FileNotFoundError:
+                continue
+            if sha256_hex(head)[:24] == pos.get("epoch_line") and len(data) == size:
+                dst = self.layout.state_dir / current.name
+                dst.write_bytes(self.moved_bytes(data))
+                os.chmod(dst, 0o600)
+                return
 
     def moved_bytes(self, data: bytes) -> bytes:
         """:meth:`moved` on JSON lines as bytes (paths are plain in them)."""

@@ -1,5 +1,5 @@
 """Bounded previews of command output files (head and tail, never the whole
-file in memory). Standard library only."""
+file in memory; :func:`output_tail` reads only the end). Standard library only."""
 
 from __future__ import annotations
 
@@ -57,3 +57,27 @@ def bound_output(path: Path, budget_chars: int, *, saved_path: str | None = None
     hint = " (inspect it with `sed -n 'START,ENDp'`, `rg -n` or `tail`)" if saved_path else ""
     note = f"\n[... {omitted} chars omitted{where}{hint} ...]\n"
     return BoundedOutput("".join(head) + note + tail, total, nbytes, True, omitted)
+
+
+def output_tail(path: Path, max_chars: int) -> tuple[str, bool]:
+    """The last ``max_chars`` characters of ``path`` (UTF-8, invalid bytes
+    replaced) and whether anything came before them; reads only the file's
+    end, so a task's growing output costs the same to look at every time. A
+    missing file reads as empty."""
+    want = max(0, max_chars) * 4  # a character is at most 4 bytes of UTF-8
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return "", False
+    with fh:
+        size = fh.seek(0, 2)
+        start = max(0, size - want)
+        fh.seek(start)
+        raw = fh.read(want)
+    if start:  # the cut may fall inside a character: drop its continuation bytes
+        cut = 0
+        while cut < min(3, len(raw)) and raw[cut] & 0xC0 == 0x80:
+            cut += 1
+        raw = raw[cut:]
+    text = raw.decode("utf-8", errors="replace")
+    return (text[-max_chars:] if max_chars else ""), start > 0 or len(text) > max_chars

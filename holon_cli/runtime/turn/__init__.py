@@ -9,7 +9,7 @@ the lifecycle as steps), ``fit`` (``ContextFit``: the context budget),
 (the hook each provider round and tool call runs through: ``TurnSteps``),
 ``settle`` (the settlement and the terminal records), ``journal`` (crash
 replay), ``recorder`` (events and transcript bound to the turn), ``closure``
-(ClosureDecision), ``context`` (recent conversation), ``result``
+(ClosureDecision), ``context`` (trigger, recent conversation), ``result``
 (``TurnResult``).
 
 Invariants:

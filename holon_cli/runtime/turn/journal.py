@@ -13,6 +13,12 @@ Records (compact JSON, one per line, ``v: 1``)::
     {"op": "request", "turn_id"}                   a turn's first provider request starts
     {"op": "compaction", "cut_round", "epoch", "compacted", "summary"}  the window now
     {"op": "effects", "files", "commands", "completed"}  a tool call's memory effects
+    {"op": "fit", "clip", "shrinks", "summary_shown", "memory_chars", "queue_chars"}
+        what the context budget cut this turn besides compaction (a replay
+        sends the same bytes: runtime/turn/fit.py)
+    {"op": "context", "blocks", "shown", "item"?}  the turn's context blocks as
+        first sent (kept for the turn), as last shown, and the update item a
+        change during the turn appended (runtime/turn/fit.py)
     {"op": "latency", "tool", "ms", "ok"}          a tool call's duration (agent state
                                                    ``tool_latency`` at settle)
     {"op": "settlement", "settlement": {...}}
@@ -43,7 +49,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.providers.base import ConversationItem, ToolCall
+from holon_cli.model.provider import item_from_dict, item_to_dict
+from holon_cli.providers.base import ConversationItem
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_bytes, dumps, fsync_file
 
@@ -51,6 +58,8 @@ if TYPE_CHECKING:
     from holon_cli.model.turn import ProviderAttemptRecord, TurnSettlement
 
 JOURNAL_VERSION = 1
+
+__all__ = ["JOURNAL_VERSION", "Journal", "item_from_dict", "item_to_dict", "journal_path"]
 
 
 def journal_path(store: AgentStore) -> Path:
@@ -60,38 +69,6 @@ def journal_path(store: AgentStore) -> Path:
 def _legacy_path(store: AgentStore) -> Path:
     # the whole-file snapshot journal of earlier builds (read once on replay)
     return store.layout.state_dir / "turn_journal.json"
-
-
-def item_to_dict(it: ConversationItem) -> dict[str, Any]:
-    return {
-        "role": it.role,
-        "text": it.text,
-        "tool_calls": [c.to_dict() | {"raw_arguments": c.raw_arguments} for c in it.tool_calls],
-        "call_id": it.call_id,
-        "name": it.name,
-        "is_error": it.is_error,
-    }
-
-
-def item_from_dict(d: dict[str, Any]) -> ConversationItem:
-    calls = [
-        ToolCall(
-            c["id"],
-            c["name"],
-            c.get("arguments") or {},
-            c.get("raw_arguments"),
-            c.get("arguments_error"),
-        )
-        for c in d.get("tool_calls", [])
-    ]
-    return ConversationItem(
-        d["role"],
-        d.get("text", ""),
-        calls,
-        d.get("call_id"),
-        d.get("name"),
-        bool(d.get("is_error")),
-    )
 
 
 def _zero() -> dict[str, int]:
@@ -120,6 +97,11 @@ class Journal:
         # the compacted window of the conversation (runtime/memory/compaction.py):
         # restored on replay, so a restart sends the bytes it would have sent
         self.compaction: dict[str, Any] | None = None
+        # the turn's context blocks: [[title, text]] as first sent, and
+        # {title: text} as last shown (a change is appended as an item)
+        self.context: dict[str, Any] | None = None
+        # the context budget's cuts besides compaction (clipped results, shrunk blocks)
+        self.fit: dict[str, Any] | None = None
         # what the turn's tool calls did, for working memory at settle
         self.files: list[str] = []
         self.commands: list[dict[str, Any]] = []
@@ -199,6 +181,10 @@ class Journal:
             lines.append({"v": JOURNAL_VERSION, "op": "compaction", **self.compaction})
         if self.files or self.commands or self.completed_work_item:
             lines.append({"v": JOURNAL_VERSION, "op": "effects", **self._effects()})
+        if self.context is not None:
+            lines.append({"v": JOURNAL_VERSION, "op": "context", **self.context})
+        if self.fit is not None:
+            lines.append({"v": JOURNAL_VERSION, "op": "fit", **self.fit})
         lines += [
             {"v": JOURNAL_VERSION, "op": "latency", "tool": t, "ms": ms, "ok": ok}
             for t, ms, ok in self.latency
@@ -231,6 +217,12 @@ class Journal:
         elif op == "compaction":
             keys = ("cut_round", "epoch", "compacted", "summary")
             self.compaction = {k: rec[k] for k in keys}
+        elif op == "fit":
+            self.fit = {k: v for k, v in rec.items() if k not in ("v", "op")}
+        elif op == "context":
+            if rec.get("item") is not None:
+                self.items.append(item_from_dict(rec["item"]))
+            self.context = {"blocks": rec["blocks"], "shown": rec["shown"]}
         elif op == "latency":
             entry = (str(rec.get("tool")), float(rec.get("ms") or 0), bool(rec.get("ok")))
             self.latency.append(entry)
@@ -344,6 +336,27 @@ class Journal:
             "summary": summary,
         }
         self._append({"op": "compaction", **self.compaction})
+
+    def record_fit(self, state: dict[str, Any]) -> None:
+        """The context budget's cuts so far (replaces the previous record)."""
+        self.fit = dict(state)
+        self._append({"op": "fit", **state})
+
+    def record_context(
+        self,
+        blocks: list[list[str]],
+        shown: dict[str, str],
+        item: ConversationItem | None = None,
+    ) -> None:
+        """The turn's context blocks as first sent (``blocks``) and as last
+        shown; ``item`` (an update the model sees after the latest round)
+        joins the conversation in the same record."""
+        self.context = {"blocks": blocks, "shown": shown}
+        rec: dict[str, Any] = {"op": "context", "blocks": blocks, "shown": shown}
+        if item is not None:
+            self.items.append(item)
+            rec["item"] = item_to_dict(item)
+        self._append(rec)
 
     def _effects(self) -> dict[str, Any]:
         return {

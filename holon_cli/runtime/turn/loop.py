@@ -58,7 +58,7 @@ from holon_cli.runtime.turn.abort import (
     TurnAborted,
     stop_call_commands,
 )
-from holon_cli.runtime.turn.context import context_trigger, recent_chars_for, recent_conversation
+from holon_cli.runtime.turn.context import context_trigger
 from holon_cli.runtime.turn.fit import ContextFit
 from holon_cli.runtime.turn.journal import Journal
 from holon_cli.runtime.turn.model_round import (
@@ -276,9 +276,7 @@ class TurnRun:
         self.focus = self.bound_wi
         self.session_skills = list(self.state.get("active_skills") or [])
         self.wm = working.state_of(self.state.get("working_memory"))
-        self.ctx.recent = recent_conversation(
-            self.store, self.mid, max_chars=recent_chars_for(self.ctx.budget_tokens)
-        )
+        self.ctx.open_history(self.store, self.wm, self.mid, self.turn_id)
 
     # ------------------------------------------------------- replay steps
 
@@ -354,12 +352,14 @@ class TurnRun:
             recent=self.ctx.recent,
             active_skills=active_skill_rows(self.session_skills, self.turn_skills),
             trigger=context_trigger(self.store, provision=self.self_owned),
-            working_memory=working.render(self.wm, max_chars=self.ctx.memory_chars),
+            working_memory=self.ctx.memory_block(),
             memory_delta=working.render_delta(self.wm),
             policy=execution_projection(self.cfg, self.store.agent_id),
+            **self.ctx.cache_state(),
             inherited=self.inherited,
         )
-        self.ctx.frame_t = cp.frame_tokens(built.frame, self.catalog.specs)
+        built = self.ctx.keep_turn_blocks(built)
+        self.ctx.measure(built.frame, self.catalog.specs)
         self.context_build_ms = round((time.monotonic() - t_ctx) * 1000, 3)
         if not self.context_reported:
             self.context_reported = True
@@ -371,6 +371,7 @@ class TurnRun:
                 "tool_count": len(self.catalog.specs),
                 "bound_work_item_id": self.bound_wi,
             }
+            self.ctx.report_cache(built_data)
             self.rec.event("turn_context_built", built_data)
         return built
 
@@ -418,8 +419,9 @@ class TurnRun:
         from holon_cli.providers.chain import ChainFailure, call_with_fallback
 
         request = ProviderRequest(
-            frame=built.frame,
+            frame=self.ctx.stamped(built.frame),
             conversation=self.ctx.window.view(self.journal.items),
+            history=self.ctx.history.items(),
             tools=self.catalog.specs,
             state_dir=self.store.layout.state_dir,
             agent_id=self.store.agent_id,
@@ -691,6 +693,7 @@ class TurnRun:
             q.settle(self.store, iid, "processed", turn_id=s["turn_id"], reason="interject")
         self.store.sync_ledgers()
         finish_agent_state(self.store, s, self.journal)
+        self.ctx.keep_turn(self.mid, self.turn_id)  # the next turn's prefix
         self.journal.clear()
         self.abort.clear()
         from holon_cli.runtime.waiting.scheduler import after_turn

@@ -279,6 +279,53 @@ async def control_workspace(request: Request) -> Response:
     return JSONResponse(await run_in_threadpool(go))
 
 
+async def control_task_stop(request: Request) -> Response:
+    """``holon task stop`` (a child's handle stops and archives the child):
+    200 with its ``--json`` data once the task ended (SIGKILL after 5 s); a
+    task that already ended is left as it is."""
+    from holon_cli.runtime.children.handle import task_stop
+
+    await read_json(request, PROMPT_CAP, allow_empty=True)  # no field is read
+
+    def go() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        return task_stop(store, request.path_params["task_id"])
+
+    return JSONResponse(await run_in_threadpool(go))
+
+
+async def control_timer_cancel(request: Request) -> Response:
+    """``holon timer cancel``: 200 with its ``--json`` data (``changed``
+    false for a timer already cancelled or fired); unknown timer 404."""
+    from holon_cli.runtime.waiting.timers import cancel_timer
+
+    await read_json(request, PROMPT_CAP, allow_empty=True)
+
+    def go() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        return cancel_timer(store, request.path_params["timer_id"])
+
+    return JSONResponse(await run_in_threadpool(go))
+
+
+async def control_work_item_pick(request: Request) -> Response:
+    """``holon workitem pick`` (source ``operator``): 200 with its ``--json``
+    data; body optional, ``{"reason": ...}`` says why focus changes."""
+    from holon_cli.runtime.workitems import pick_work_item
+
+    body = await read_json(request, PROMPT_CAP, allow_empty=True)
+    reason = body.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise HttpError(400, "invalid_body", "`reason` must be a string", "")
+
+    def go() -> dict[str, Any]:
+        store = open_public(request.path_params["agent_id"])
+        wid = request.path_params["work_item_id"]
+        return pick_work_item(store, wid, reason=reason, source="operator")
+
+    return JSONResponse(await run_in_threadpool(go))
+
+
 def _cursor(request: Request, name: str = "after") -> int | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
