@@ -219,6 +219,11 @@ class Scheduler:
         """Agents the watcher saw a change of (their marker was written)."""
         self.mark(ids)
 
+    def _reconfigured(self) -> None:
+        """``config.yaml`` changed: every agent is looked at (a raised budget,
+        a new model may let held work run)."""
+        self.mark_all()
+
     def stop(self) -> None:
         """Stop taking work and wake the main loop and the watcher. Safe from a
         signal handler: the condition's lock is re-entrant (the handler runs on
@@ -286,6 +291,7 @@ class Scheduler:
                     return
                 ids: set[str] = set()
                 everyone = again = False
+                reconfigured = False
                 for c in changes:
                     if c.kind == "overflow":
                         everyone = True
@@ -303,10 +309,12 @@ class Scheduler:
                             ids.add(c.name)  # a new agent (created in place or renamed)
                     elif c.folder == root:
                         if c.name == "config.yaml" and c.kind != "created":
-                            everyone = True
+                            everyone = reconfigured = True
                         elif c.name in ("agents", "run") and c.kind in ("created", "moved_in"):
                             again = True
-                if everyone:
+                if reconfigured:
+                    self._reconfigured()
+                elif everyone:
                     self.mark_all()
                 elif ids:
                     self._news(ids)

@@ -272,6 +272,7 @@ class DbosScheduler(Scheduler):
         self._active: dict[str, int] = {}  # agent -> passes of this worker in flight
         self._sent: set[str] = set()  # workflow ids this worker enqueued (each once)
         self._parked: set[str] = set()  # passes dequeued while stopping: left pending
+        self._reconfig: dict[str, str] = {}  # agent -> its pass's key after a config change
         # pass thread -> (claim time, validity, claim, marking held off)
         self._claims: dict[int, tuple[int, W.Validity, W.Claim, Any]] = {}
         self._workflow: Any = None
@@ -440,6 +441,21 @@ class DbosScheduler(Scheduler):
             self._resumes |= out
         self.mark(ids)
 
+    def _reconfigured(self) -> None:
+        """``config.yaml`` changed: an agent with queued messages gets a pass
+        named by the file's identity (every worker names it alike), as the
+        sweep's: messages whose own pass found them held (a budget since
+        raised) run now, not at the next sweep."""
+        from holon_cli.runtime.agents.lifecycle import agent_ids
+
+        ident = W.config_identity(self.root)
+        key = "config:" + ("none" if ident is None else "-".join(str(v) for v in ident))
+        ids = agent_ids()
+        with self._cv:
+            for aid in ids:
+                self._reconfig[aid] = key
+        self.mark(ids)
+
     def wake(self, agent_id: str, *, sweep: int | None = None) -> None:
         """Enqueue the passes this agent's files call for."""
         from holon_cli.serve.loop import agent_deadline
@@ -447,6 +463,7 @@ class DbosScheduler(Scheduler):
         with self._cv:
             resumed = agent_id in self._resumes
             self._resumes.discard(agent_id)
+            reconfig = self._reconfig.pop(agent_id, None)
         pending = pending_message_ids(agent_id)
         fresh = [mid for mid in pending if f"{agent_id}:msg:{mid}" not in self._sent]
         # one pass takes every queued message (it runs turns until none is
@@ -460,6 +477,8 @@ class DbosScheduler(Scheduler):
             self.enqueue_pass(agent_id, f"resume:{_record_mtime_ns(self.root, agent_id)}")
         if sweep is not None and pending:  # held messages whose own pass found them held
             self.enqueue_pass(agent_id, f"sweep:{sweep}")
+        elif reconfig is not None and pending and not fresh:
+            self.enqueue_pass(agent_id, reconfig)
         at = agent_deadline(agent_id)
         if at is not None:
             self.enqueue_pass(agent_id, f"at:{int(at * 1000)}", delay=max(0.0, at - clock.now()))
