@@ -226,12 +226,22 @@ class Scheduler:
 
     def stop(self) -> None:
         """Stop taking work and wake the main loop and the watcher. Safe from a
-        signal handler: the condition's lock is re-entrant (the handler runs on
-        the main thread, which may hold it) and no thread holds it for long."""
+        signal handler, which runs on the main thread, maybe while the main
+        loop holds the lock between its look at ``stopping`` and its wait: a
+        notify from there would find no waiter and be lost (the loop would
+        sleep out its slice, up to a minute). So on the main thread the
+        notify comes from a thread of its own: it takes the lock only once
+        the loop gives it up, in its wait, and wakes it."""
         self.stopping.set()
         w = self._watch
         if w is not None:
             w.stop()
+        if threading.current_thread() is threading.main_thread():
+            threading.Thread(target=self._notify, name="holon-stop", daemon=True).start()
+        else:
+            self._notify()
+
+    def _notify(self) -> None:
         with self._cv:
             self._cv.notify_all()
 

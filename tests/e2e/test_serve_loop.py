@@ -250,6 +250,18 @@ def test_stop_wakes_an_idle_main_loop(holon_home: Path) -> None:
     assert not th.is_alive() and time.monotonic() - t0 < 0.5
 
 
+def test_a_stop_between_the_loops_look_and_its_wait_is_not_lost(holon_home: Path) -> None:
+    """SIGTERM's handler runs on the main thread, maybe while the main loop
+    holds the lock after it looked at ``stopping`` and before it waits: the
+    loop's wait must still end at once (a notify with no waiter is lost)."""
+    sch = Scheduler(concurrency=1)
+    with sch._cv:  # the loop's state between its look and its wait
+        sch.stop()  # as the handler does, on the main thread
+        t0 = time.monotonic()
+        sch._cv.wait(timeout=10)
+    assert time.monotonic() - t0 < 5
+
+
 def test_warm_up_loads_what_the_first_turn_needs() -> None:
     import subprocess
     import sys

@@ -77,9 +77,9 @@ def _dbos_missing() -> str | None:
         ),
     ],
 )
-def test_each_source_of_work_wakes_its_agent_and_no_other(
-    tmp_path: Path, home: Path, engine: str
-) -> None:
+def test_wakes_each_source(tmp_path: Path, home: Path, engine: str) -> None:
+    """Each source of work wakes its agent, and no other (a short name: the
+    home's path holds the dbos workers' Unix sockets)."""
     _write_config(home, turns_per_hour=1)
     with contextlib.ExitStack() as stack:
         if engine == "dbos":
