@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.runtime.wake import agent_deadline as agent_deadline
+from holon_cli.serve.index_batch import IndexBatch
 from holon_cli.serve.passes import Log, Stats, run_pass_turn
 from holon_cli.store import wake as W
 from holon_cli.store.layout import HomeLayout
@@ -58,8 +59,6 @@ FAIL_BACKOFF_S = 5.0
 FAIL_BACKOFF_MAX_S = 300.0
 GC_EVERY_S = 86400.0  # serve applies `retention` once a day (runtime/home/gc.py)
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
-# passes' entries go into the wake index in batches, at most this often
-FLUSH_S = 2.0
 # The main loop sleeps until the next deadline; a change, a finished pass or
 # stop() wakes it. The slice only bounds a sleep in case a wake-up is missed.
 WAIT_SLICE_S = 60.0
@@ -111,6 +110,38 @@ class _Stopped(Exception):
     pass
 
 
+def _gc_delay(gc_s: float | None) -> float:
+    """Seconds until serve's first retention pass (``gc_s``: a test's period)."""
+    if gc_s is not None:
+        return gc_s
+    from holon_cli.runtime.home.gc import next_gc_in
+
+    return next_gc_in()
+
+
+def _retention(duty: float, stopping: threading.Event, log: Log) -> None:
+    """Serve's daily retention pass (``holon home gc``), paced (at most
+    ``duty`` of a CPU), so no minute of an idle serve holds all of it."""
+    from holon_cli.errors import HolonError
+    from holon_cli.runtime.home.gc import scheduled_gc
+
+    pace = _Pacer(duty, stopping)
+    try:
+        r = scheduled_gc(pace=pace)
+    except _Stopped:
+        return
+    except (HolonError, OSError) as exc:
+        log(f"retention: gc failed: {getattr(exc, 'message', exc)}")
+        return
+    log(
+        f"retention: {len(r['closed'])} segment(s) closed, {len(r['dropped'])} dropped, "
+        f"{r['freed_bytes']} bytes freed"
+        + (f"; home {r['home_bytes']} bytes" if r["home_bytes"] is not None else "")
+        + (" (over retention.max_home_bytes)" if r["over_max_home_bytes"] else "")
+        + f"; took {time.monotonic() - pace.t0:.1f} s"
+    )
+
+
 class Scheduler:
     """Runs agent passes on daemon threads as changes and deadlines call for them."""
 
@@ -154,15 +185,8 @@ class Scheduler:
         # agent -> (monotonic time before which no pass starts, current backoff)
         self._held: dict[str, tuple[float, float]] = {}
         self._status: dict[str, str | None] = {}  # agent -> status last read (dbos: resumes)
-        # passes' wake index entries not written yet, the claims they release,
-        # what they are valid for; _rebuild: agents whose passes complete an
-        # index that was in doubt (written whole once the set is empty)
-        self._batch: dict[str, W.Entry] = {}
-        self._batch_names: dict[str, str] = {}  # agent -> its newest claim's file
-        self._orphans: dict[str, str] = {}  # claims whose entries went void
-        self._batch_valid: W.Validity | None = None
-        self._rebuild: set[str] | None = None
-        self._next_flush: float | None = None
+        # passes' wake index entries not written yet and the claims they release
+        self._index = IndexBatch(self.root)
         self._gc_running = False
 
     # ------------------------------------------------------------ inputs
@@ -179,7 +203,7 @@ class Scheduler:
 
         ids = agent_ids()
         with self._cv:
-            self._rebuild = set(ids) | (self._rebuild or set())
+            self._index.rebuild_with(ids)
         self.mark(ids)
 
     def _from_index(self) -> None:
@@ -191,7 +215,7 @@ class Scheduler:
         entries = W.load(self.root, valid)
         if entries is None:
             with self._cv:
-                rebuilding = self._rebuild is not None
+                rebuilding = self._index.rebuild is not None
             if not rebuilding:
                 self.mark_all()
             return
@@ -276,7 +300,7 @@ class Scheduler:
         ``agents/`` (a new agent folder) and the wake index's markers. Until
         stopped, or until a watched folder goes (then it is built again and
         every agent looked at: anything could have been missed)."""
-        from holon_cli.serve.watch import open_watcher
+        from holon_cli.serve.watch import classify, open_watcher
 
         root = str(self.root)
         wake_d = W.wake_dir(root)
@@ -299,36 +323,14 @@ class Scheduler:
                 changes = w.wait()
                 if changes is None:
                     return
-                ids: set[str] = set()
-                everyone = again = False
-                reconfigured = False
-                for c in changes:
-                    if c.kind == "overflow":
-                        everyone = True
-                    elif c.kind == "gone":
-                        again = True  # a watched folder went (rebuilt with the rest)
-                    elif c.folder == wake_d:
-                        # a marker closed after its write (the polling fallback
-                        # reports a new marker as created)
-                        if (c.kind == "closed" or (c.kind == "created" and not closes)) and (
-                            c.name[:1] not in ("", ".") and W.SEP not in c.name
-                        ):
-                            ids.add(c.name)
-                    elif c.folder == agents_d:
-                        if c.kind in ("created", "moved_in") and c.name[:1] not in ("", "."):
-                            ids.add(c.name)  # a new agent (created in place or renamed)
-                    elif c.folder == root:
-                        if c.name == "config.yaml" and c.kind != "created":
-                            everyone = reconfigured = True
-                        elif c.name in ("agents", "run") and c.kind in ("created", "moved_in"):
-                            again = True
-                if reconfigured:
+                seen = classify(changes, root, closes=closes)
+                if seen.reconfigured:
                     self._reconfigured()
-                elif everyone:
+                elif seen.everyone:
                     self.mark_all()
-                elif ids:
-                    self._news(ids)
-                if again:
+                elif seen.ids:
+                    self._news(seen.ids)
+                if seen.again:
                     return
         finally:
             self._watch = None
@@ -415,7 +417,7 @@ class Scheduler:
                 if retry_at is not None and retry_at < self._due.get(aid, float("inf")):
                     self._due[aid] = retry_at
                     heapq.heappush(self._heap, (retry_at, aid))
-                self._add_to_batch(aid, entry, valid, claim)
+                self._index.add(aid, entry, valid, claim)
                 self._cv.notify_all()
 
     def _set_due(self, aid: str, at_wall: float) -> None:
@@ -424,71 +426,22 @@ class Scheduler:
         self._due[aid] = mono
         heapq.heappush(self._heap, (mono, aid))
 
-    def _add_to_batch(self, aid: str, entry: W.Entry, valid: W.Validity, claim: W.Claim) -> None:
-        """(under the lock) a pass's entry and its claim, kept for the next
-        flush. A claim is released only once its entry (or a newer one of
-        the agent) is in the index, or when a newer claim of the agent is
-        held (one is enough to keep the agent marked)."""
-        if self._batch_valid is not None and self._batch_valid != valid:
-            # the home moved on (config.yaml) between passes: the older entries
-            # are void; their claims keep their agents marked until newer ones
-            self._orphans.update(self._batch_names)
-            self._batch.clear()
-            self._batch_names.clear()
-        self._batch_valid = valid
-        old = self._batch.get(aid)
-        if old is None or old.at <= entry.at:
-            self._batch[aid] = entry
-        if claim.path is not None:
-            prev = [n for n in (self._batch_names.get(aid), self._orphans.pop(aid, None)) if n]
-            self._batch_names[aid] = os.path.basename(claim.path)
-            W.release(self.root, prev)
-        if self._rebuild is not None:
-            self._rebuild.discard(aid)
-            if not self._rebuild:
-                self._next_flush = time.monotonic()  # the index is whole: write it now
-                return
-        if self._next_flush is None:
-            self._next_flush = time.monotonic() + FLUSH_S
-
     def flush(self) -> bool:
         """Write the batched entries into the wake index and release their
-        claims. Refused (the index in doubt, the home moved on): everything
-        stays for the next flush, which the next pass schedules."""
+        claims (``serve/index_batch.py``). Refused (the index in doubt, the
+        home moved on): everything stays for the next flush, which the next
+        pass schedules."""
         with self._cv:
-            self._next_flush = None
-            if not self._batch:
-                return False
-            full = self._rebuild is not None and not self._rebuild
-            if self._rebuild is not None and not full:
-                # still rebuilding: the index is in doubt until every agent passed
-                return False
-            batch, names, valid = self._batch, self._batch_names, self._batch_valid
-            self._batch, self._batch_names, self._batch_valid = {}, {}, None
-            if full:
-                self._rebuild = None
-        if valid is None:
+            taken = self._index.take()
+        if taken is None:
             return False
         try:
-            written = W.merge(self.root, batch, valid, full=full)
+            if self._index.write(taken):
+                return True
         except Exception as exc:  # noqa: BLE001 - the claims stay: looked at again
             self.log(f"wake index: not written ({type(exc).__name__}: {exc})")
-            written = False
-        if written:
-            W.release(self.root, names.values())
-            return True
-        with self._cv:  # back into the batch, under whatever came meanwhile
-            if self._batch_valid is None or self._batch_valid == valid:
-                self._batch_valid = valid
-                for aid, e in batch.items():
-                    self._batch.setdefault(aid, e)
-                for aid, name in names.items():
-                    if aid in self._batch_names:
-                        W.release(self.root, [name])  # a newer claim holds the agent
-                    else:
-                        self._batch_names[aid] = name
-            else:
-                self._orphans.update(names)
+        with self._cv:
+            self._index.put_back(taken)
         return False
 
     def _hold_after_failure(self, aid: str) -> float:
@@ -519,7 +472,7 @@ class Scheduler:
         self.start_watching()
         self._from_index()
         next_sweep = time.monotonic() + self.sweep_s
-        next_gc = time.monotonic() + self._gc_delay()
+        next_gc = time.monotonic() + _gc_delay(self.gc_s)
         self.ready.set()
         with self._cv:
             while not self.stopping.is_set():
@@ -532,7 +485,8 @@ class Scheduler:
                     if not self._gc_running:
                         self._gc_running = True
                         threading.Thread(target=self._gc, name="holon-gc", daemon=True).start()
-                if self._next_flush is not None and now >= self._next_flush:
+                flush_at = self._index.next_flush
+                if flush_at is not None and now >= flush_at:
                     self.flush()
                 heap = self._heap
                 while heap and heap[0][0] <= now:
@@ -555,43 +509,18 @@ class Scheduler:
                     next_sweep,
                     next_gc,
                     heap[0][0] if heap else next_sweep,
-                    self._next_flush if self._next_flush is not None else next_sweep,
+                    next_sweep if flush_at is None else flush_at,
                     *ends,
                 )
                 self._cv.wait(timeout=max(0.0, min(WAIT_SLICE_S, wake - time.monotonic())))
 
-    def _gc_delay(self) -> float:
-        if self.gc_s is not None:
-            return self.gc_s
-        from holon_cli.runtime.home.gc import next_gc_in
-
-        return next_gc_in()
-
     def _gc(self) -> None:
-        """Serve's daily retention pass (``holon home gc``), off the loop and
-        paced (at most ``gc_duty`` of a CPU), so no minute of an idle serve
-        holds all of it."""
-        from holon_cli.errors import HolonError
-        from holon_cli.runtime.home.gc import scheduled_gc
-
-        pace = _Pacer(self.gc_duty, self.stopping)
+        """Serve's daily retention pass, off the loop (:func:`_retention`)."""
         try:
-            r = scheduled_gc(pace=pace)
-        except _Stopped:
-            return
-        except (HolonError, OSError) as exc:
-            self.log(f"retention: gc failed: {getattr(exc, 'message', exc)}")
-            return
+            _retention(self.gc_duty, self.stopping, self.log)
         finally:
             with self._cv:
                 self._gc_running = False
-        self.log(
-            f"retention: {len(r['closed'])} segment(s) closed, {len(r['dropped'])} dropped, "
-            f"{r['freed_bytes']} bytes freed"
-            + (f"; home {r['home_bytes']} bytes" if r["home_bytes"] is not None else "")
-            + (" (over retention.max_home_bytes)" if r["over_max_home_bytes"] else "")
-            + f"; took {time.monotonic() - pace.t0:.1f} s"
-        )
 
     def drain(self) -> list[str]:
         """Wait up to ``drain_s`` for running passes; write what their passes

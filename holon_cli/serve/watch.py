@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+from holon_cli.store import wake as W
 
 # fallback only: watchfiles groups changes for up to DEBOUNCE_MS, looking
 # every STEP_MS (its default 1.6 s debounce is far too slow for serve)
@@ -200,3 +203,44 @@ def open_watcher() -> Watcher:
         return InotifyWatcher()
     except (ImportError, OSError, AttributeError):
         return PollingWatcher()
+
+
+class Seen(NamedTuple):
+    """What a batch of changes means to serve."""
+
+    ids: set[str]  # agents whose marker a writer closed, or new agents
+    everyone: bool  # look at every agent (the kernel dropped events)
+    reconfigured: bool  # config.yaml changed (every agent, and the dbos engine's pass)
+    again: bool  # a watched folder went or came: build the watcher again
+
+
+def classify(changes: Iterable[Change], root: str, *, closes: bool) -> Seen:
+    """Sort a batch of changes of the three watched folders: the home
+    (``config.yaml``; ``agents/`` or ``run/`` made again), ``agents/`` (a new
+    agent, made in place or renamed in) and the wake index's markers
+    (``run/wake/``: a marker closed after its write; the polling fallback,
+    ``closes`` False, reports a new marker as created). Claims (names
+    holding ``~``) and hidden names are no news."""
+    wake_d = W.wake_dir(root)
+    agents_d = f"{root}/agents"
+    ids: set[str] = set()
+    everyone = reconfigured = again = False
+    for c in changes:
+        if c.kind == "overflow":
+            everyone = True
+        elif c.kind == "gone":
+            again = True  # a watched folder went (rebuilt with the rest)
+        elif c.folder == wake_d:
+            if (c.kind == "closed" or (c.kind == "created" and not closes)) and (
+                c.name[:1] not in ("", ".") and W.SEP not in c.name
+            ):
+                ids.add(c.name)
+        elif c.folder == agents_d:
+            if c.kind in ("created", "moved_in") and c.name[:1] not in ("", "."):
+                ids.add(c.name)
+        elif c.folder == root:
+            if c.name == "config.yaml" and c.kind != "created":
+                everyone = reconfigured = True
+            elif c.name in ("agents", "run") and c.kind in ("created", "moved_in"):
+                again = True
+    return Seen(ids, everyone, reconfigured, again)

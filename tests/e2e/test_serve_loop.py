@@ -387,7 +387,9 @@ def test_a_serve_starting_on_a_sound_index_passes_only_agents_with_work(
     from holon_cli.runtime.waiting.scheduler import after_turn
     from holon_cli.store import wake as W
 
-    monkeypatch.setattr(loop, "FLUSH_S", 0.05)
+    from holon_cli.serve import index_batch
+
+    monkeypatch.setattr(index_batch, "FLUSH_S", 0.05)
     for aid in ("a", "b", "c"):
         create_agent(aid)
     sleeper = open_agent("c")
@@ -470,7 +472,7 @@ def test_pass_entries_release_their_claims_only_once_in_the_index(holon_home: Pa
         claim = W.claim(holon_home, "a")
         assert claim.path is not None
         with sch._cv:
-            sch._add_to_batch("a", W.Entry(at, None, False, "idle"), valid, claim)
+            sch._index.add("a", W.Entry(at, None, False, "idle"), valid, claim)
         return os.path.basename(claim.path)
 
     sch = Scheduler(concurrency=1)

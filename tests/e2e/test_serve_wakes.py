@@ -77,7 +77,7 @@ def _dbos_missing() -> str | None:
         ),
     ],
 )
-def test_wakes_each_source(tmp_path: Path, home: Path, engine: str) -> None:
+def test_wakes(tmp_path: Path, home: Path, engine: str) -> None:
     """Each source of work wakes its agent, and no other (a short name: the
     home's path holds the dbos workers' Unix sockets)."""
     _write_config(home, turns_per_hour=1)

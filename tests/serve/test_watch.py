@@ -90,3 +90,30 @@ def test_the_polling_fallback_sees_new_files_and_stops(tmp_path: Path) -> None:
     t.join(5)
     assert got[-1] is None
     w.close()
+
+
+def test_classify_sorts_what_serve_cares_about(tmp_path: Path) -> None:
+    from holon_cli.serve.watch import classify
+
+    root = str(tmp_path)
+    wake_d, agents_d = f"{root}/run/wake", f"{root}/agents"
+    seen = classify(
+        [
+            Change(wake_d, "a", "closed"),  # a writer's marker closed
+            Change(wake_d, "b~123~1", "closed"),  # a pass's claim: no news
+            Change(wake_d, "c", "created"),  # inotify reports the close, not this
+            Change(agents_d, "new", "created"),  # a new agent
+            Change(agents_d, ".tmp-x", "created"),  # hidden: being made
+            Change(root, "other.txt", "closed"),
+        ],
+        root,
+        closes=True,
+    )
+    assert seen == ({"a", "new"}, False, False, False)
+    polled = classify([Change(wake_d, "c", "created")], root, closes=False)
+    assert polled.ids == {"c"}  # the polling fallback sees a new marker only
+    cfg = classify([Change(root, "config.yaml", "closed")], root, closes=True)
+    assert cfg.everyone and cfg.reconfigured
+    assert classify([Change(root, "", "overflow")], root, closes=True).everyone
+    assert classify([Change(agents_d, "", "gone")], root, closes=True).again
+    assert classify([Change(root, "run", "created")], root, closes=True).again

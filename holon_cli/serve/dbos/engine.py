@@ -387,7 +387,7 @@ class DbosScheduler(Scheduler):
             except Exception:  # noqa: BLE001 - looked at again next time
                 entry = W.Entry(at, None, True, "its last pass failed")
             with self._cv:
-                self._add_to_batch(agent_id, entry, valid, claim)
+                self._index.add(agent_id, entry, valid, claim)
         with self._cv:
             n = self._active.get(agent_id, 1) - 1
             if n <= 0:
@@ -595,11 +595,12 @@ class DbosScheduler(Scheduler):
                     self.wake(aid, sweep=sweep)
                 except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
                     self.log(f"{aid}: cannot wake ({type(exc).__name__}: {exc})")
-            if self._next_flush is not None and time.monotonic() >= self._next_flush:
+            flush_at = self._index.next_flush
+            if flush_at is not None and time.monotonic() >= flush_at:
                 self.flush()
             with self._cv:
                 if not self._dirty and not self.stopping.is_set():
-                    flush = self._next_flush
+                    flush = self._index.next_flush
                     wake = next_beat if flush is None else min(next_beat, flush)
                     self._cv.wait(timeout=max(0.0, wake - time.monotonic()))
 
