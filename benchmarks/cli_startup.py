@@ -9,12 +9,15 @@ The baseline is ``python -c pass`` run by the interpreter named in the
 shim), so both sides pay the same interpreter start-up, site-packages and
 ``.pth`` files. ``python -c pass``, ``holon --version``, ``holon enqueue
 hello``, ``holon status`` and ``holon workitem list`` (on a fresh temporary
-HOLON_HOME) run interleaved round-robin so machine noise hits every command
-alike. For each: the median and p90 of wall time, the median CPU time
-(user + system of the child, from ``wait4``; steadier than wall on a busy
-machine), and both medians' ratio to the baseline's. Target (issues 8 and
-12): ``enqueue``, ``status`` and ``workitem list`` each within 4x the bare
-interpreter, on wall and on CPU.
+HOLON_HOME) run interleaved, round r starting at command r, so machine noise
+and order hit every command alike. For each: the median and the tail (p90,
+or the max with fewer than 10 runs) of wall time, the median CPU time (user
++ system of the child, from ``wait4``; steadier than wall on a busy
+machine), and the per-round ratio to the bare interpreter's run of the same
+round, as min / median / max. Goal (issues 8 and 12): the median per-round
+ratio of ``enqueue``, ``status`` and ``workitem list`` each within 4x the
+bare interpreter, on wall and on CPU. The load average is printed at the
+start and the end.
 
 Then enqueue throughput with concurrent writers (each runs ``holon enqueue``
 back to back) and library admission throughput, each repeated ``--repeats``
@@ -24,14 +27,13 @@ Bytecode: an installed package has its ``.pyc`` files (pip compiles them at
 install time), so the runs use a temporary ``PYTHONPYCACHEPREFIX`` even when
 the environment sets ``PYTHONDONTWRITEBYTECODE``.
 
-Exits 1 when the target is missed.
+Exits 1 when a goal is missed, 2 when a command fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,55 +43,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
+
 TARGET_RATIO = 4.0
 TARGETED = ("holon enqueue hello", "holon status", "holon workitem list")
 
 
-def find_holon() -> str:
-    here = Path(sys.executable).parent / "holon"
-    if here.is_file() and os.access(here, os.X_OK):
-        return str(here)
-    found = shutil.which("holon")
-    if not found:
-        sys.exit(
-            "cli_startup: no `holon` script next to this interpreter or on PATH; "
-            "run `pip install -e .` first"
-        )
-    return found
-
-
-def shebang_interpreter(script: str) -> str:
-    """The interpreter the console script runs under (its ``#!`` line)."""
-    with open(script, "rb") as f:
-        first = f.readline().decode(errors="replace").strip()
-    if first.startswith("#!"):
-        words = first[2:].split()
-        if words and os.path.basename(words[0]) != "env" and os.access(words[0], os.X_OK):
-            return words[0]
-    return sys.executable
+find_holon = bk.find_holon
+shebang_interpreter = bk.shebang_interpreter
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run; the CPU figure is the child's
     own user + system time from ``wait4``."""
-    with tempfile.TemporaryFile() as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-        _, status, ru = os.wait4(proc.pid, 0)
-        dt = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            out.seek(0)
-            sys.exit(
-                f"cli_startup: {' '.join(argv)} failed ({proc.returncode}): "
-                + out.read().decode(errors="replace")
-            )
-    return dt, ru.ru_utime + ru.ru_stime
-
-
-def p90(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(0.9 * len(s)) - 1))]
+    got = bk.run_child(argv, env)
+    return got.wall_ms / 1000, got.cpu_ms / 1000
 
 
 def throughput(holon: str, env: dict[str, str], writers: int, per_writer: int) -> tuple[int, float]:
@@ -170,6 +139,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.runs < 1 or args.repeats < 1:
         ap.error("--runs and --repeats must be at least 1")
+    load = bk.Load()
 
     holon = find_holon()
     python = shebang_interpreter(holon)
@@ -186,15 +156,12 @@ def main() -> int:
             ("holon status", [holon, "status"]),
             ("holon workitem list", [holon, "workitem", "list"]),
         ]
-        for _, argv in commands:  # warm caches; the first enqueue creates the default agent
-            timed(argv, env)
-        wall: dict[str, list[float]] = {name: [] for name, _ in commands}
-        cpu: dict[str, list[float]] = {name: [] for name, _ in commands}
-        for _ in range(args.runs):
-            for name, argv in commands:
-                w, c = timed(argv, env)
-                wall[name].append(w)
-                cpu[name].append(c)
+        # the first round warms caches; the first enqueue creates the default agent
+        runs = bk.interleave(
+            {name: (lambda argv=argv: timed(argv, env)) for name, argv in commands}, args.runs
+        )
+        wall = {name: [w for w, _ in got] for name, got in runs.items()}
+        cpu = {name: [c for _, c in got] for name, got in runs.items()}
 
         def cli_burst() -> tuple[int, float]:
             tp_env = {**env, "HOLON_HOME": tempfile.mkdtemp(dir=tmp, prefix="home-tp-")}
@@ -209,39 +176,42 @@ def main() -> int:
         n, cli_rates = repeated(cli_burst, args.repeats)
         n2, lib_rates = repeated(lib_burst, args.repeats)
 
-    bare_wall = statistics.median(wall["python -c pass"])
-    bare_cpu = statistics.median(cpu["python -c pass"])
+    goals = bk.Goals()
+    print(f"holon CLI startup: {args.runs} rounds, baseline interpreter {python}, script {holon}")
     print(
-        f"holon CLI startup: {args.runs} runs each, baseline interpreter {python}, script {holon}"
+        f"{'command':<22}{'wall med':>10}{'tail':>11}{'cpu med':>10}"
+        "   per-round ratio to python -c pass: wall / CPU (median, min-max)"
     )
-    print(f"{'command':<22}{'wall med':>10}{'p90':>9}{'ratio':>8}{'cpu med':>10}{'ratio':>8}")
-    worst = 0.0
     for name, _ in commands:
-        wm, cm = statistics.median(wall[name]), statistics.median(cpu[name])
-        rw, rc = wm / bare_wall, cm / bare_cpu
-        if name in TARGETED:
-            worst = max(worst, rw, rc)
+        rw = bk.ratios(wall[name], wall["python -c pass"])
+        rc = bk.ratios(cpu[name], cpu["python -c pass"])
+        sw, sc = bk.spread(rw), bk.spread(rc)
+        label, tail = bk.tail(wall[name], 90)
         print(
-            f"{name:<22}{wm * 1000:>8.1f}ms{p90(wall[name]) * 1000:>7.1f}ms{rw:>7.2f}x"
-            f"{cm * 1000:>8.1f}ms{rc:>7.2f}x"
+            f"{name:<22}{statistics.median(wall[name]) * 1000:>8.1f}ms"
+            f"{f'{label} {tail * 1000:.1f}':>11}{statistics.median(cpu[name]) * 1000:>8.1f}ms"
+            f"   {sw.median:.2f}x ({sw.min:.2f}-{sw.max:.2f}) / "
+            f"{sc.median:.2f}x ({sc.min:.2f}-{sc.max:.2f})"
         )
-    verdict = "PASS" if worst <= TARGET_RATIO else "FAIL"
-    print(
-        f"{verdict}: worst of enqueue/status/workitem list is {worst:.2f}x the bare interpreter "
-        f"(wall or CPU median; target <= {TARGET_RATIO:g}x)"
-    )
+        if name in TARGETED:
+            goals.check(
+                f"{name}, wall / bare interpreter", round(sw.median, 2), "<=", TARGET_RATIO, "x"
+            )
+            goals.check(
+                f"{name}, CPU / bare interpreter", round(sc.median, 2), "<=", TARGET_RATIO, "x"
+            )
     print(
         f"enqueue throughput: {n} messages from {args.writers} concurrent writers, "
         f"{args.repeats} bursts: median {statistics.median(cli_rates):.0f} messages/s "
-        f"(range {min(cli_rates):.0f}-{max(cli_rates):.0f}; {os.cpu_count()} CPUs)"
+        f"(range {min(cli_rates):.0f}-{max(cli_rates):.0f}; {os.cpu_count()} CPUs; a report)"
     )
     print(
         f"admission throughput (library, no process start per message): {n2} messages from "
         f"{args.writers} concurrent writers, {args.repeats} bursts: median "
         f"{statistics.median(lib_rates):.0f} messages/s "
-        f"(range {min(lib_rates):.0f}-{max(lib_rates):.0f})"
+        f"(range {min(lib_rates):.0f}-{max(lib_rates):.0f}; a report)"
     )
-    return 0 if verdict == "PASS" else 1
+    return bk.finish(goals, load)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,38 @@
 """The HTTP client's cost per model round: ``http_common.post_json`` in a
 tight loop over one keep-alive loopback connection.
 
-    python benchmarks/client_round.py [--requests 400] [--json]
+    python benchmarks/client_round.py [--requests 400] [--compare PYTHON]
+        [--rounds 5] [--json]
 
 The server (``fake_responses.py``) runs in a child process, so the CPU time
 measured here is the client's alone (request building, the send, reading and
-decoding the answer). Run it with two builds' interpreters for an A/B (the
-script imports whichever ``holon_cli`` the interpreter has installed; run it
-by path from outside the other checkout). A report, no target: issue 22
-asks the per-round overhead to stay within 1 ms of the old client's.
+decoding the answer). Each measurement is a child process of a build's
+interpreter running the loop (``--child``); the script imports whichever
+``holon_cli`` that interpreter has installed. With ``--compare PYTHON``
+(another build's interpreter) the two builds' loops are paired, ``--rounds``
+times (this, other; other, this; ...), and the per-round ratio this / other
+of wall and CPU per request is printed as min / median / max, with the load
+average at the start and the end. A report, no goal: issue 22 asks the
+per-round overhead to stay within 1 ms of the old client's (the difference
+per request is printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import benchkit as bk  # noqa: E402
+
 SERVER = f"""
 import sys
 sys.path.insert(0, {str(HERE)!r})
@@ -37,11 +48,8 @@ s.serve_forever()
 """
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=400)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+def child(requests: int) -> dict[str, Any]:
+    """The loop itself, in the process of the build under test."""
     from holon_cli.providers.http_common import HttpTarget, post_json
 
     srv = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
@@ -53,7 +61,7 @@ def main() -> int:
         for _ in range(20):  # warm: imports, the connection
             post_json(target, body, lambda obj: obj)
         walls, cpus = [], []
-        for _ in range(args.requests):
+        for _ in range(requests):
             w0, c0 = time.perf_counter(), time.process_time()
             post_json(target, body, lambda obj: obj)
             walls.append((time.perf_counter() - w0) * 1000)
@@ -63,21 +71,78 @@ def main() -> int:
         srv.wait()
     import holon_cli
 
-    report = {
+    return {
         "holon_cli": str(Path(holon_cli.__file__).parent),
-        "requests": args.requests,
+        "requests": requests,
         "wall_ms_median": round(statistics.median(walls), 3),
         "cpu_ms_median": round(statistics.median(cpus), 3),
     }
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(
-            f"{report['holon_cli']}: {args.requests} requests, per request "
-            f"wall {report['wall_ms_median']:.3f} ms, "
-            f"CPU {report['cpu_ms_median']:.3f} ms (medians)"
-        )
-    return 0
+
+
+def measure(python: str, requests: int) -> dict[str, Any]:
+    # cwd: never a checkout (``-c`` and the script's folder would shadow the build)
+    res = subprocess.run(
+        [python, str(Path(__file__).resolve()), "--child", "--requests", str(requests)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    if res.returncode != 0:
+        raise bk.broken(f"{python}: {res.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(res.stdout)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--compare", default=None, help="another build's python, paired with this one")
+    ap.add_argument("--rounds", type=int, default=5, help="pairs with --compare")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.requests < 1 or args.rounds < 1:
+        ap.error("--requests and --rounds must be at least 1")
+    if args.child:
+        print(json.dumps(child(args.requests)))
+        return 0
+    load = bk.Load()
+    sides = {"this": lambda: measure(sys.executable, args.requests)}
+    if args.compare:
+        sides["other"] = lambda: measure(os.path.abspath(args.compare), args.requests)
+    runs = bk.interleave(sides, args.rounds if args.compare else 1, warmup=0)
+    report: dict[str, Any] = {"requests": args.requests}
+    for name, got in runs.items():
+        report[name] = {
+            "holon_cli": got[0]["holon_cli"],
+            "wall_ms_median": statistics.median(g["wall_ms_median"] for g in got),
+            "cpu_ms_median": statistics.median(g["cpu_ms_median"] for g in got),
+        }
+    if args.compare:
+        for key in ("wall_ms_median", "cpu_ms_median"):
+            mine = [g[key] for g in runs["this"]]
+            other = [g[key] for g in runs["other"]]
+            report[f"{key}_this_over_other"] = bk.spread_json(bk.ratios(mine, other))
+            report[f"{key}_this_minus_other"] = bk.spread_json(
+                [a - b for a, b in zip(mine, other, strict=True)]
+            )
+    if not args.json:
+        for name in runs:
+            r = report[name]
+            print(
+                f"{name}: {r['holon_cli']}: {args.requests} requests, per request wall "
+                f"{r['wall_ms_median']:.3f} ms, CPU {r['cpu_ms_median']:.3f} ms (medians)"
+            )
+        if args.compare:
+            for key, what in (("wall_ms_median", "wall"), ("cpu_ms_median", "CPU")):
+                mine = [g[key] for g in runs["this"]]
+                other = [g[key] for g in runs["other"]]
+                d = report[f"{key}_this_minus_other"]
+                print(
+                    bk.ratio_line(f"this / other, {what} per request", bk.ratios(mine, other))
+                    + f"; difference median {d['median']:+.3f} ms"
+                )
+    return bk.finish(bk.Goals(), load, report, as_json=args.json)
 
 
 if __name__ == "__main__":

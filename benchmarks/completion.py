@@ -11,28 +11,31 @@ TAB (``COMP_WORDS``, ``COMP_CWORD``) for one line below; the same kind of
 bash runs ``python -c pass`` with the interpreter of the ``holon`` script's
 shebang (the bare interpreter start-up every TAB pays) and ``holon
 --version`` (the click-free fast path), so all pay the same bash. Lines run
-interleaved round-robin so machine noise hits all alike. For each: the
-median and p90 of wall time, the median CPU time (user + system of bash and
+interleaved, round r starting at line r, so machine noise and order hit all
+alike. For each: the median and the tail (p90, or the max with fewer than
+10 rounds) of wall time, the median CPU time (user + system of bash and
 what it ran, from ``wait4``; steadier than wall on a busy machine), and the
-medians' ratios to the bare interpreter's. Each completion's reply is
-checked first (a fast wrong answer is no figure).
+per-round ratio to the bare interpreter's run of the same round (median,
+min-max). Each completion's reply is checked first (a fast wrong answer is
+no figure). The load average is printed at the start and the end.
 
-No target: a report. A TAB that answers within ~100 ms feels immediate.
+No goal: a report (exit 0 unless a reply is wrong or a run fails). A TAB
+that answers within ~100 ms feels immediate.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "completions" / "holon.bash"
@@ -49,24 +52,8 @@ LINES: dict[str, list[str]] = {
 }
 
 
-def find_holon() -> str:
-    here = Path(sys.executable).parent / "holon"
-    if here.is_file() and os.access(here, os.X_OK):
-        return str(here)
-    found = shutil.which("holon")
-    if not found:
-        sys.exit("completion: no `holon` next to this interpreter or on PATH; pip install -e .")
-    return found
-
-
-def shebang_interpreter(script: str) -> str:
-    with open(script, "rb") as f:
-        first = f.readline().decode(errors="replace").strip()
-    if first.startswith("#!"):
-        words = first[2:].split()
-        if words and os.path.basename(words[0]) != "env" and os.access(words[0], os.X_OK):
-            return words[0]
-    return sys.executable
+find_holon = bk.find_holon
+shebang_interpreter = bk.shebang_interpreter
 
 
 SETUP = r"""
@@ -104,19 +91,8 @@ def bash_line(words: list[str] | None, argv: list[str] | None = None) -> str:
 def timed(script: str, env: dict[str, str]) -> tuple[float, float]:
     """(wall ms, CPU ms) of one bash run; CPU is user + system of bash and
     everything it ran (``wait4`` counts the children it reaped)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        ["bash", "--norc", "--noprofile", "-c", script],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"completion: {script!r} failed")
-    return wall * 1000, (ru.ru_utime + ru.ru_stime) * 1000
+    got = bk.run_child(["bash", "--norc", "--noprofile", "-c", script], env)
+    return got.wall_ms, got.cpu_ms
 
 
 def check_replies(env: dict[str, str], agents: int, items: int) -> None:
@@ -153,6 +129,9 @@ def main() -> int:
     ap.add_argument("--work-items", type=int, default=50)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.runs < 1 or args.agents < 1 or args.work_items < 1:
+        ap.error("--runs, --agents and --work-items must be at least 1")
+    load = bk.Load()
     holon = find_holon()
     interpreter = shebang_interpreter(holon)
     with tempfile.TemporaryDirectory(prefix="holon-complete-bench-") as tmp:
@@ -170,45 +149,48 @@ def main() -> int:
             "holon --version": bash_line(None, [holon, "--version"]),
             **{name: bash_line(words) for name, words in LINES.items()},
         }
-        walls: dict[str, list[float]] = {name: [] for name in scripts}
-        cpus: dict[str, list[float]] = {name: [] for name in scripts}
-        for _ in range(args.runs):  # round-robin: noise hits every line alike
-            for name, script in scripts.items():
-                wall, cpu = timed(script, env)
-                walls[name].append(wall)
-                cpus[name].append(cpu)
+        # round r starts at line r; the first round warms caches and is not counted
+        runs = bk.interleave(
+            {name: (lambda script=script: timed(script, env)) for name, script in scripts.items()},
+            args.runs,
+        )
+    walls = {name: [w for w, _ in got] for name, got in runs.items()}
+    cpus = {name: [c for _, c in got] for name, got in runs.items()}
     base_wall = statistics.median(walls["python -c pass"])
     base_cpu = statistics.median(cpus["python -c pass"])
     rows = []
     for name in scripts:
-        ms = sorted(walls[name])
-        med, cpu = statistics.median(ms), statistics.median(cpus[name])
+        label, tail = bk.tail(walls[name], 90)
+        med, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
         rows.append(
             {
                 "line": name,
                 "median_ms": med,
-                "p90_ms": ms[min(len(ms) - 1, int(len(ms) * 0.9))],
+                "p90_ms": tail,
+                "tail": label,
                 "ratio": med / base_wall,
                 "cpu_ms": cpu,
                 "cpu_ratio": cpu / base_cpu,
+                "ratio_per_round": bk.spread_json(bk.ratios(walls[name], walls["python -c pass"])),
             }
         )
-    if args.json:
-        print(json.dumps({"agents": args.agents, "runs": args.runs, "rows": rows}, indent=2))
-        return 0
-    print(
-        f"TAB in bash, {args.agents} agents, {args.work_items} work items on alpha-742; "
-        f"{args.runs} rounds; load average {os.getloadavg()[0]:.2f}; each line is one "
-        "bash that sources completions/holon.bash first"
-    )
-    width = max(len(r["line"]) for r in rows)
-    print(f"{'':{width}}  wall med      p90   ratio   cpu med   ratio")
-    for r in rows:
+    goals = bk.Goals()  # a report: no goal
+    report = {"agents": args.agents, "runs": args.runs, "rows": rows}
+    if not args.json:
         print(
-            f"{r['line']:{width}}  {r['median_ms']:6.1f}ms {r['p90_ms']:6.1f}ms "
-            f"{r['ratio']:5.2f}x  {r['cpu_ms']:6.1f}ms {r['cpu_ratio']:5.2f}x"
+            f"TAB in bash, {args.agents} agents, {args.work_items} work items on alpha-742; "
+            f"{args.runs} rounds; each line is one bash that sources completions/holon.bash first"
         )
-    return 0
+        width = max(len(r["line"]) for r in rows)
+        print(f"{'':{width}}  wall med        tail   cpu med   per-round ratio (median, min-max)")
+        for r in rows:
+            rr = r["ratio_per_round"]
+            print(
+                f"{r['line']:{width}}  {r['median_ms']:6.1f}ms {r['tail']:>4} "
+                f"{r['p90_ms']:6.1f}ms  {r['cpu_ms']:6.1f}ms   {rr['median']:.2f}x "
+                f"({rr['min']:.2f}-{rr['max']:.2f})"
+            )
+    return bk.finish(goals, load, report, as_json=args.json)
 
 
 if __name__ == "__main__":

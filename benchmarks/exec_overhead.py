@@ -4,7 +4,9 @@
 Prints the median wall time per call and the CPU per call: this process's
 own CPU plus that of the processes it started (the supervisor and the
 command, counted through ``RUSAGE_CHILDREN`` once they are reaped). Also
-says how the supervisor was started (the command's parent process name).
+says how the supervisor was started (the command's parent process name), and
+the load average at the start and the end. No goal: a report (exit 0 unless
+a call fails).
 
     python benchmarks/exec_overhead.py [--calls 40] [--sandbox auto|bwrap|none]
         [--network on|off] [--json]
@@ -18,7 +20,6 @@ inside it: the home cannot be a workspace).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -26,6 +27,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
 
 
 def main() -> int:
@@ -35,6 +39,9 @@ def main() -> int:
     ap.add_argument("--network", choices=("on", "off"), default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.calls < 1:
+        ap.error("--calls must be at least 1")
+    load = bk.Load()
     base = tempfile.mkdtemp(prefix="holon_exec_bench_")
     home = str(Path(base) / "home")
     os.environ["HOLON_HOME"] = home
@@ -89,30 +96,27 @@ def main() -> int:
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1000 / a.calls
     kids = (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime) * 1000 / a.calls
-    walls.sort()
+    label, tail = bk.tail(walls, 90)
     out = {
         "calls": a.calls,
         "supervisor_started_by": started,
         "sandbox": ran_under,
         "wall_ms_median": round(statistics.median(walls), 2),
-        "wall_ms_p90": round(walls[int(len(walls) * 0.9) - 1], 2),
+        "wall_ms_p90": round(tail, 2),
+        "wall_tail": label,
         "cpu_ms_per_call_caller": round(own, 2),
         "cpu_ms_per_call_children": round(kids, 2),
         "cpu_ms_per_call_total": round(own + kids, 2),
-        "load_average": os.getloadavg(),
     }
-    if a.json:
-        print(json.dumps(out))
-        return 0
-    print(f"ExecCommand `true`, {a.calls} calls; supervisor: {started}; sandbox: {ran_under}")
-    print(f"wall per call: median {out['wall_ms_median']} ms, p90 {out['wall_ms_p90']} ms")
-    print(
-        f"CPU per call: {out['cpu_ms_per_call_total']} ms "
-        f"(caller {out['cpu_ms_per_call_caller']} ms + supervisor and command "
-        f"{out['cpu_ms_per_call_children']} ms)"
-    )
-    print("load average: " + " ".join(f"{x:.2f}" for x in out["load_average"]))  # type: ignore[attr-defined]
-    return 0
+    if not a.json:
+        print(f"ExecCommand `true`, {a.calls} calls; supervisor: {started}; sandbox: {ran_under}")
+        print(f"wall per call: median {out['wall_ms_median']} ms, {label} {out['wall_ms_p90']} ms")
+        print(
+            f"CPU per call: {out['cpu_ms_per_call_total']} ms "
+            f"(caller {out['cpu_ms_per_call_caller']} ms + supervisor and command "
+            f"{out['cpu_ms_per_call_children']} ms)"
+        )
+    return bk.finish(bk.Goals(), load, out, as_json=a.json)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,50 @@ in one write, so holon and Codex CLI can be measured on one fake.
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def start(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """A server of ``handler`` on 127.0.0.1 (a free port), serving on a
+    daemon thread; ``shutdown()`` it when done."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
+    return server
+
+
+def base_url(server: ThreadingHTTPServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def use(server: ThreadingHTTPServer, model: str | None = None) -> None:
+    """Point this process (and what it starts) at ``server`` as the OpenAI
+    provider; ``model`` becomes ``HOLON_MODEL`` (else none is set)."""
+    os.environ["OPENAI_BASE_URL"] = base_url(server)
+    os.environ["OPENAI_API_KEY"] = "bench-key"
+    os.environ.pop("HOLON_FALLBACK_MODELS", None)
+    if model is None:
+        os.environ.pop("HOLON_MODEL", None)
+    else:
+        os.environ["HOLON_MODEL"] = model
+
+
+def function_call(n: int, name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses ``output`` of one function call (id and call id numbered ``n``)."""
+    return [
+        {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": f"call_{n}",
+            "name": name,
+            "arguments": json.dumps(arguments),
+            "status": "completed",
+        }
+    ]
 
 
 def message(text: str) -> list[dict[str, Any]]:

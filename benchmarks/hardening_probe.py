@@ -27,7 +27,18 @@ Parts (``--parts``, default all):
   once (0.3 s a request, 6 turns each, started 0.1 s apart), the parent's
   budget (950 tokens, 100 a request) fits 9: requests sent.
 
-Prints one line per figure; ``--json`` prints them as one object.
+Prints one line per figure; ``--json`` prints them as one object. Each
+part's figure is checked against what issue 35 asks (exit 1 on a miss, so an
+old build fails the probe it was written for): rotating ``X-Forwarded-For``
+gets no more through than the limit (<= 61 of 150 at 60 a minute); at most
+one of 150 replays of a signed body is admitted (the first, exactly); a GitHub delivery without
+its id is refused (4xx) and a malformed ``webhook-timestamp`` too (401); every
+``GET /status`` among the dribblers is answered; 8 runs send at most the 6
+requests the home's budget fits; three children send at most the 9 their
+parent's budget fits; and each of these parts measured something (a run
+that sent nothing would meet a limit vacuously). Startup and latency
+figures are a report. The load
+average is printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -51,6 +62,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
+
 HOLON = [sys.executable, "-m", "holon_cli"]
 USAGE = {"input_tokens": 80, "output_tokens": 20}
 
@@ -63,6 +77,11 @@ class Home:
         self.tmp = Path(tempfile.mkdtemp(prefix="holon-probe-"))
         self.root = self.tmp / "home"
         self.root.mkdir()
+        # where commands run: `holon run` binds its folder as the workspace,
+        # and a folder holding the home is refused (issue 35 item 4: run from
+        # self.tmp, every probe run was refused and the runs part sent nothing)
+        self.work = self.tmp / "work"
+        self.work.mkdir()
         self.env = {**os.environ, "HOLON_HOME": str(self.root), "HOME": str(self.tmp)}
         for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HOLON_MODEL", "HOLON_CONTROL_TOKEN"):
             self.env.pop(k, None)
@@ -78,7 +97,7 @@ class Home:
 
     def holon(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         res = subprocess.run(
-            [*HOLON, *args], env=self.env, capture_output=True, text=True, cwd=self.tmp
+            [*HOLON, *args], env=self.env, capture_output=True, text=True, cwd=self.work
         )
         if check and res.returncode != 0:
             raise RuntimeError(f"holon {' '.join(args)}: {res.returncode}\n{res.stderr}")
@@ -232,11 +251,7 @@ def part_latency(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads)."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+_cpu_s = bk.proc_cpu_s
 
 
 def part_xff(args: argparse.Namespace) -> dict[str, Any]:
@@ -421,7 +436,10 @@ def part_runs(args: argparse.Namespace) -> dict[str, Any]:
         for i in range(8):
             res = home.holon("run", "--json", "--model", home.model, f"q{i}", check=False)
             codes.append(res.returncode)
-            rounds += int(json.loads(res.stdout)["data"].get("model_rounds") or 0)
+            doc = json.loads(res.stdout)
+            # a run the budget refused is an error envelope: it sent nothing
+            # (this read `data` alone, and a refused run broke the probe)
+            rounds += int((doc.get("data") or {}).get("model_rounds") or 0)
     finally:
         home.close()
     return {"runs_budget": json.dumps(key), "runs_requests": rounds, "runs_exit_codes": codes}
@@ -512,6 +530,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=12.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    unknown = [p for p in args.parts.split(",") if p not in PARTS]
+    if unknown:
+        ap.error(f"unknown part(s) {', '.join(unknown)}; use some of {', '.join(PARTS)}")
+    load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     import holon_cli
 
     out: dict[str, Any] = {"python": sys.executable, "build": os.path.dirname(holon_cli.__file__)}
@@ -521,10 +544,54 @@ def main() -> int:
         out.update(got)
         if not args.json:
             print(f"[{name}] load {os.getloadavg()[0]:.1f}", got, flush=True)
-    out["load_after"] = os.getloadavg()[0]
-    if args.json:
-        print(json.dumps(out))
-    return 0
+    goals = bk.Goals()
+    if "xff_rotating_accepted" in out:
+        goals.check(
+            "rotating X-Forwarded-For, enqueues accepted of 150",
+            out["xff_rotating_accepted"],
+            "<=",
+            61,
+        )
+        # none accepted at all would pass the limit vacuously
+        goals.check(
+            "rotating X-Forwarded-For, enqueues accepted (the probe measured)",
+            out["xff_rotating_accepted"],
+            ">=",
+            1,
+        )
+    if "webhook_replays_admitted" in out:
+        goals.check("replays of one signed body admitted", out["webhook_replays_admitted"], "==", 1)
+        goals.check(
+            "GitHub delivery without its id refused (a 4xx status: 1 = yes)",
+            int(400 <= out["webhook_without_delivery_id_status"] < 500),
+            "==",
+            1,
+        )
+        goals.check(
+            "webhook-timestamp '\u00b2': status",
+            out["webhook_timestamp_superscript_status"],
+            "==",
+            401,
+        )
+    if "dribble_status_tried" in out:
+        goals.check(
+            "GET /status answered among dribblers (tried - answered)",
+            out["dribble_status_tried"] - out["dribble_status_answered"],
+            "==",
+            0,
+        )
+    if "runs_requests" in out:
+        goals.check("requests of 8 runs where 6 fit the budget", out["runs_requests"], "<=", 6)
+        # a probe whose runs all failed sent nothing and proves nothing
+        goals.check("runs that sent a request (the probe measured)", out["runs_requests"], ">=", 1)
+    if "children_requests" in out:
+        goals.check(
+            "requests of three children where 9 fit the budget", out["children_requests"], "<=", 9
+        )
+        goals.check(
+            "children requests sent (the probe measured)", out["children_requests"], ">=", 1
+        )
+    return bk.finish(goals, load, out, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,16 @@ and work-item trace look at), then N more are queued and ingested (the
 backlog whose bodies a turn must not read). Each measured `holon turn` is a
 real process (scripted model that answers at once) processing one more 1 MB
 message admitted and ingested just before it, so every N does the same work
-on its own message; wall time and peak RSS (wait4) per turn, the median
-wall and the highest peak over `--turns` turns, and each N's ratio to N=0.
+on its own message. The sizes' turns run in rotation (round r starts at
+size r), so each round is a set of turns measured side by side; wall time
+and peak RSS (``/usr/bin/time``: a child started from this process would
+carry this process's high-water mark) per turn, the median wall and the
+highest peak over `--turns` rounds, and per round each N's ratio to N=0 as
+min / median / max. The load average is printed at the start and the end.
 
-Target (issue 31 item 27): a turn's cost flat in the backlog's size: wall
-and peak RSS within 1.2x of N=0 (exit 1 otherwise).
+Goal (issue 31 item 27): a turn's cost flat in the backlog's size: the
+median per-round ratio of wall and of peak RSS within 1.2x of N=0 (exit 1
+otherwise).
 
     python benchmarks/large_backlog.py [--sizes 0,10,60] [--turns 7] [--mb 1] [--json]
 """
@@ -19,7 +24,6 @@ and peak RSS within 1.2x of N=0 (exit 1 otherwise).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -30,25 +34,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
+
 TARGET = 1.2
 REPO = Path(__file__).resolve().parents[1]
 
 
 def holon(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, peak RSS MB) of one `holon` process; fails loudly."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "holon_cli", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"holon {' '.join(args)} failed: {err.strip()[:400]}")
-    return wall, usage.ru_maxrss / 1024.0  # KiB on Linux
+    got = bk.run_child([sys.executable, "-m", "holon_cli", *args], env, cwd="/", rss=True)
+    return got.wall_ms / 1000, got.peak_rss_mib or float("nan")
 
 
 def body(i: int, size: int) -> str:
@@ -93,14 +89,12 @@ def helper(env: dict[str, str], n: int, size: int, first: int = -1) -> float:
     return time.perf_counter() - t0
 
 
-def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
+def env_for(n: int, root: Path) -> dict[str, str]:
     home = root / f"n{n}" / "home"
-    script = root / "model.yaml"
-    model = f"scripted:{script}"
-    env = {
+    return {
         **os.environ,
         "HOLON_HOME": str(home),
-        "HOLON_MODEL": model,
+        "HOLON_MODEL": f"scripted:{root / 'model.yaml'}",
         # this checkout first (an A/B of two builds runs each one's copy)
         "PYTHONPATH": os.pathsep.join(
             [
@@ -109,26 +103,45 @@ def measure(n: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
             ]
         ),
     }
-    secs = helper(env, n, a.mb * 1_000_000)
-    walls, peaks = [], []
-    for k in range(a.turns):
-        helper(env, n, a.mb * 1_000_000, first=900_000 + k)
-        w, rss = holon(["turn"], env)
-        walls.append(w)
-        peaks.append(rss)
-    queued = sum(1 for _ in (home / "agents").glob("*/.holon/inbox/cur/*.json"))
-    row = {
-        "n": n,
-        "queued_after": queued,
-        "seed_s": round(secs, 1),
-        "wall_ms_median": round(statistics.median(walls) * 1000, 1),
-        "wall_ms_range": [round(min(walls) * 1000, 1), round(max(walls) * 1000, 1)],
-        "peak_rss_mb": round(max(peaks), 1),
-        "peak_rss_mb_each": [round(x, 1) for x in peaks],
-    }
-    if not a.keep:
-        shutil.rmtree(home.parent, ignore_errors=True)
-    return row
+
+
+def measure(a: argparse.Namespace, root: Path, sizes: list[int]) -> list[dict[str, Any]]:
+    envs = {n: env_for(n, root) for n in sizes}
+    seeded = {n: helper(envs[n], n, a.mb * 1_000_000) for n in sizes}
+    k = [0]
+
+    def turn(n: int) -> Any:
+        def run() -> tuple[float, float]:
+            k[0] += 1
+            helper(envs[n], n, a.mb * 1_000_000, first=900_000 + k[0])
+            return holon(["turn"], envs[n])
+
+        return run
+
+    runs = bk.interleave({str(n): turn(n) for n in sizes}, a.turns, warmup=0)
+    rows = []
+    base = runs[str(sizes[0])]
+    for n in sizes:
+        got = runs[str(n)]
+        walls, peaks = [w for w, _ in got], [p for _, p in got]
+        home = Path(envs[n]["HOLON_HOME"])
+        queued = sum(1 for _ in (home / "agents").glob("*/.holon/inbox/cur/*.json"))
+        rows.append(
+            {
+                "n": n,
+                "queued_after": queued,
+                "seed_s": round(seeded[n], 1),
+                "wall_ms_median": round(statistics.median(walls) * 1000, 1),
+                "wall_ms_range": [round(min(walls) * 1000, 1), round(max(walls) * 1000, 1)],
+                "peak_rss_mb": round(max(peaks), 1),
+                "peak_rss_mb_each": [round(x, 1) for x in peaks],
+                "wall_ratio": bk.spread_json(bk.ratios(walls, [w for w, _ in base])),
+                "rss_ratio": bk.spread_json(bk.ratios(peaks, [p for _, p in base])),
+            }
+        )
+        if not a.keep:
+            shutil.rmtree(home.parent, ignore_errors=True)
+    return rows
 
 
 def main() -> int:
@@ -143,31 +156,54 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary homes")
     a = ap.parse_args()
-    sizes = [int(x) for x in a.sizes.split(",")]
+    try:
+        sizes = [int(x) for x in a.sizes.split(",")]
+    except ValueError:
+        ap.error("--sizes is a comma-separated list of backlog sizes, e.g. 0,10,60")
+    if not sizes or sizes[0] != 0 or any(n < 0 for n in sizes) or a.turns < 1 or a.mb < 1:
+        ap.error("--sizes must start with 0; --turns and --mb must be at least 1")
+    if not bk.can_measure_rss():
+        raise bk.broken("no /usr/bin/time to measure a turn's peak RSS")
+    load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     root = Path(tempfile.mkdtemp(prefix="holon-large-backlog-"))
     (root / "model.yaml").write_text('loop: true\nsteps:\n  - "noted."\n')
-    rows = [measure(n, a, root) for n in sizes]
-    base = rows[0]
-    ok = True
-    for r in rows:
-        r["wall_ratio"] = round(r["wall_ms_median"] / base["wall_ms_median"], 2)
-        r["rss_ratio"] = round(r["peak_rss_mb"] / base["peak_rss_mb"], 2)
-        ok = ok and r["wall_ratio"] <= TARGET and r["rss_ratio"] <= TARGET
-    if not a.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    if a.json:
-        print(json.dumps({"rows": rows, "target": TARGET, "ok": ok}, indent=2))
-        return 0 if ok else 1
-    print(f"one `holon turn` on a {a.mb} MB message; N processed + N queued {a.mb} MB messages")
-    print(f"{'N':>4} {'wall ms (median)':>17} {'range':>17} {'peak RSS MB':>12} {'x N=0':>12}")
-    for r in rows:
-        lo, hi = r["wall_ms_range"]
-        print(
-            f"{r['n']:>4} {r['wall_ms_median']:>17.0f} {f'{lo:.0f}-{hi:.0f}':>17} "
-            f"{r['peak_rss_mb']:>12.1f} {r['wall_ratio']:>5.2f} {r['rss_ratio']:>5.2f}"
+    try:
+        rows = measure(a, root, sizes)
+    finally:
+        if not a.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    goals = bk.Goals()
+    for r in rows[1:]:
+        goals.check(
+            f"N={r['n']} / N=0, turn wall (median of rounds)",
+            r["wall_ratio"]["median"],
+            "<=",
+            TARGET,
+            "x",
         )
-    print(f"target: wall and peak RSS <= {TARGET}x N=0: {'OK' if ok else 'MISSED'}")
-    return 0 if ok else 1
+        goals.check(
+            f"N={r['n']} / N=0, peak RSS (median of rounds)",
+            r["rss_ratio"]["median"],
+            "<=",
+            TARGET,
+            "x",
+        )
+    if not a.json:
+        print(f"one `holon turn` on a {a.mb} MB message; N processed + N queued {a.mb} MB messages")
+        print(
+            f"{'N':>4} {'wall ms (median)':>17} {'range':>17} {'peak RSS MB':>12} "
+            "   per round / N=0: wall, RSS (median, min-max)"
+        )
+        for r in rows:
+            lo, hi = r["wall_ms_range"]
+            w, m = r["wall_ratio"], r["rss_ratio"]
+            print(
+                f"{r['n']:>4} {r['wall_ms_median']:>17.0f} {f'{lo:.0f}-{hi:.0f}':>17} "
+                f"{r['peak_rss_mb']:>12.1f}    {w['median']:.2f}x ({w['min']:.2f}-{w['max']:.2f}), "
+                f"{m['median']:.2f}x ({m['min']:.2f}-{m['max']:.2f})"
+            )
+    return bk.finish(goals, load, {"rows": rows, "target": TARGET}, as_json=a.json)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
     python benchmarks/mcp.py [--pairs 8] [--holon PATH] [--codex PATH]
         [--server fake|time] [--parts overhead,serve,startup,first-call] [--json]
 
-Every comparison is paired (A B A B ...); each pair gives a ratio B/A and the
-min, median and max of those ratios are printed with the medians of A and B
-and the machine's load (``/proc/loadavg``) before and after. A loopback
+Every comparison is paired in alternating order (A B, B A, ...:
+``benchkit.interleave``); each pair gives a ratio B/A and the min, median
+and max of those ratios are printed with the medians of A and B and the
+machine's load average at the start and the end. A loopback
 OpenAI Responses server in this process plays the model (``fake_responses.py``):
 it answers the first request of a turn with one tool call chosen by the
 message (``exec``: ``ExecCommand`` running ``echo hi``; ``mcp``: the MCP tool
@@ -46,13 +47,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
+import fake_responses as fake  # noqa: E402
 from fake_responses import ResponsesHandler, message, this_turn  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,19 +92,25 @@ class Handler(ResponsesHandler):
 
 
 def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return " ".join(f"{x:.2f}" for x in bk.loadavg())
 
 
 def stats(a: list[float], b: list[float]) -> dict[str, float]:
-    ratios = sorted(y / x for x, y in zip(a, b, strict=True))
+    r = bk.spread(bk.ratios(b, a))
     return {
         "a_median_ms": round(statistics.median(a), 1),
         "b_median_ms": round(statistics.median(b), 1),
-        "ratio_min": round(ratios[0], 2),
-        "ratio_median": round(statistics.median(ratios), 2),
-        "ratio_max": round(ratios[-1], 2),
+        "ratio_min": round(r.min, 2),
+        "ratio_median": round(r.median, 2),
+        "ratio_max": round(r.max, 2),
         "delta_median_ms": round(statistics.median(y - x for x, y in zip(a, b, strict=True)), 1),
     }
+
+
+def paired(a: Any, b: Any, pairs: int) -> dict[str, float]:
+    """A and B paired in alternating order, after one warm-up round."""
+    got = bk.interleave({"a": a, "b": b}, pairs)
+    return stats(got["a"], got["b"])
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -113,8 +120,7 @@ def run(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     )
     wall = (time.perf_counter() - t) * 1000
     if res.returncode != 0:
-        print(f"{' '.join(argv)} exited {res.returncode}: {res.stderr[-800:]}", file=sys.stderr)
-        raise SystemExit(2)
+        raise bk.broken(f"{' '.join(argv)} exited {res.returncode}: {res.stderr[-800:]}")
     return wall
 
 
@@ -152,12 +158,8 @@ def part_overhead(holon: str, url: str, tmp: Path, pairs: int, server: str) -> d
         run([holon, "enqueue", msg], env, tmp)
         return run(turn, env, tmp)
 
-    one("exec-please"), one("mcp-please")  # warm caches, .pyc files
-    a, b = [], []
-    for _ in range(pairs):
-        a.append(one("exec-please"))
-        b.append(one("mcp-please"))
-    return stats(a, b)
+    # the warm-up round fills caches and .pyc files
+    return paired(lambda: one("exec-please"), lambda: one("mcp-please"), pairs)
 
 
 def part_serve(holon: str, url: str, tmp: Path, pairs: int, server: str) -> dict[str, Any]:
@@ -199,15 +201,11 @@ def part_serve(holon: str, url: str, tmp: Path, pairs: int, server: str) -> dict
             if time.monotonic() > end or proc.poll() is not None:
                 raise SystemExit(f"serve did not start:\n{log.read_text()}")
             time.sleep(0.05)
-        one("ex", "exec-please"), one("mc", "mcp-please")  # the MCP server starts, then stays
-        a, b = [], []
-        for _ in range(pairs):
-            a.append(one("ex", "exec-please"))
-            b.append(one("mc", "mcp-please"))
+        # the warm-up round starts the MCP server, which then stays
+        got = paired(lambda: one("ex", "exec-please"), lambda: one("mc", "mcp-please"), pairs)
     finally:
-        proc.terminate()
-        proc.wait(30)
-    return stats(a, b)
+        bk.stop(proc)
+    return got
 
 
 def part_startup(holon: str, url: str, tmp: Path, pairs: int, server: str) -> dict[str, Any]:
@@ -219,13 +217,11 @@ def part_startup(holon: str, url: str, tmp: Path, pairs: int, server: str) -> di
     run([holon, "mcp", "refresh"], envs[1], tmp)
     out: dict[str, Any] = {}
     for cmd in (["enqueue", "hi"], ["status"]):
-        for e in envs:  # warm
-            run([holon, *cmd], e, tmp)
-        a, b = [], []
-        for _ in range(pairs * 2):
-            a.append(run([holon, *cmd], envs[0], tmp))
-            b.append(run([holon, *cmd], envs[1], tmp))
-        out[cmd[0]] = stats(a, b)
+        out[cmd[0]] = paired(
+            lambda cmd=cmd: run([holon, *cmd], envs[0], tmp),
+            lambda cmd=cmd: run([holon, *cmd], envs[1], tmp),
+            pairs * 2,
+        )
     return out
 
 
@@ -241,9 +237,9 @@ def part_first_call(
     holon: str, codex: str | None, url: str, tmp: Path, pairs: int, server: str
 ) -> dict[str, Any] | None:
     if server != "fake":
-        print("first-call: measured with the fake server only (it logs the call's time)")
+        print("first-call: timed with the fake server (it logs the call's time)", file=sys.stderr)
     if codex is None or not os.access(codex, os.X_OK):
-        print(f"first-call: no Codex CLI at {codex}; skipped")
+        print(f"first-call: no Codex CLI at {codex}; skipped", file=sys.stderr)
         return None
     home = tmp / "first"
     log = tmp / "first.log"
@@ -279,13 +275,8 @@ def part_first_call(
         run(codex_argv, cenv, tmp)
         return first_call_s(log, t0)
 
-    holon_once(), codex_once()
-    a, b = [], []
-    for _ in range(pairs):
-        a.append(holon_once())
-        b.append(codex_once())
     # the goal reads holon / codex: ratios of A over B
-    s = stats(b, a)
+    s = paired(codex_once, holon_once, pairs)
     return {
         "holon_median_ms": s["b_median_ms"],
         "codex_median_ms": s["a_median_ms"],
@@ -304,66 +295,73 @@ def main() -> int:
     ap.add_argument("--parts", default="overhead,serve,startup,first-call")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    holon = os.path.abspath(args.holon)
+    known = ("overhead", "serve", "startup", "first-call")
     parts = args.parts.split(",")
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    results: dict[str, Any] = {"load_before": load(), "server": args.server, "pairs": args.pairs}
-    missed: list[str] = []
+    if args.pairs < 1 or any(p not in known for p in parts):
+        ap.error(f"--pairs must be at least 1; --parts some of {','.join(known)}")
+    holon = os.path.abspath(args.holon)
+    loads = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
+    srv = fake.start(Handler)
+    url = fake.base_url(srv)
+    results: dict[str, Any] = {"server": args.server, "pairs": args.pairs}
+    goals = bk.Goals()
+    say = (lambda *_: None) if args.json else print
     with tempfile.TemporaryDirectory(prefix="holon-mcp-bench-") as d:
         tmp = Path(d)
         if "overhead" in parts:
             r = part_overhead(holon, url, tmp, args.pairs, args.server)
             results["overhead_cold_turn"] = r
-            print(
+            say(
                 f"holon turn, one tool call (cold; load {load()}): ExecCommand "
                 f"{r['a_median_ms']} ms, MCP {r['b_median_ms']} ms; MCP/Exec "
                 f"min/median/max {r['ratio_min']}/{r['ratio_median']}/{r['ratio_max']}, "
-                f"{r['delta_median_ms']:+} ms"
+                f"{r['delta_median_ms']:+} ms (a report)"
             )
         if "serve" in parts:
             r = part_serve(holon, url, tmp, args.pairs, args.server)
             results["overhead_warm_serve"] = r
-            print(
+            say(
                 f"holon serve turn, one tool call (warm; load {load()}): ExecCommand "
                 f"{r['a_median_ms']} ms, MCP {r['b_median_ms']} ms; MCP/Exec "
                 f"min/median/max {r['ratio_min']}/{r['ratio_median']}/{r['ratio_max']}, "
-                f"{r['delta_median_ms']:+} ms"
+                f"{r['delta_median_ms']:+} ms (a report)"
             )
         if "startup" in parts:
             r = part_startup(holon, url, tmp, args.pairs, args.server)
             results["startup"] = r
             for cmd, s in r.items():
-                ok = s["ratio_median"] <= STARTUP_GOAL
-                if not ok:
-                    missed.append(f"startup {cmd}")
-                print(
+                goals.check(
+                    f"holon {cmd}, three servers / none (median of pairs)",
+                    s["ratio_median"],
+                    "<=",
+                    STARTUP_GOAL,
+                    "x",
+                )
+                say(
                     f"holon {cmd} (load {load()}): no mcp_servers {s['a_median_ms']} ms, three "
                     f"servers {s['b_median_ms']} ms; ratio min/median/max "
-                    f"{s['ratio_min']}/{s['ratio_median']}/{s['ratio_max']} "
-                    f"(goal <= {STARTUP_GOAL}: {'met' if ok else 'MISSED'})"
+                    f"{s['ratio_min']}/{s['ratio_median']}/{s['ratio_max']}"
                 )
         if "first-call" in parts:
             r2 = part_first_call(holon, args.codex, url, tmp, args.pairs, args.server)
             if r2 is not None:
                 results["first_call"] = r2
-                ok = r2["ratio_median"] <= CODEX_GOAL
-                if not ok:
-                    missed.append("first call vs codex")
-                print(
+                goals.check(
+                    "first MCP call, holon turn / codex exec (median of pairs)",
+                    r2["ratio_median"],
+                    "<=",
+                    CODEX_GOAL,
+                    "x",
+                )
+                say(
                     f"first MCP tools/call after start (load {load()}): holon turn "
                     f"{r2['holon_median_ms']} ms, codex exec {r2['codex_median_ms']} ms; "
                     f"holon/codex min/median/max {r2['ratio_min']}/{r2['ratio_median']}/"
-                    f"{r2['ratio_max']} (goal <= {CODEX_GOAL}: {'met' if ok else 'MISSED'})"
+                    f"{r2['ratio_max']}"
                 )
     srv.shutdown()
-    results["load_after"] = load()
-    results["missed"] = missed
-    print(f"load before {results['load_before']}, after {results['load_after']}")
-    if args.json:
-        print(json.dumps(results))
-    return 1 if missed else 0
+    return bk.finish(goals, loads, results, as_json=args.json)
 
 
 if __name__ == "__main__":

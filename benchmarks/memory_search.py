@@ -11,8 +11,12 @@ Chinese or Japanese), then prints:
 - the cost of a search after one source changed (an edited memory file, a
   new brief): the incremental update plus the search.
 
-Targets (issue 24): search p99 <= 20 ms, incremental update <= 50 ms,
-rebuild of 10,000 sources <= 10 s on this machine's 2 cores.
+Goals (issues 24 and 44 item 6), checked, exit 1 on a miss: search p99 <=
+20 ms at up to 10,000 sources, <= 50 ms at up to 100,000 (``--searches``
+must be at least 100 for a p99: with fewer the tail is the maximum, named
+so, held to the same goal); one change then a search, median <= 50 ms;
+full rebuild <= 10 s per 10,000 sources on this machine's 2 cores. The load
+average is printed at the start and the end.
 
     python benchmarks/memory_search.py [--sources 10000] [--searches 200] [--json]
 """
@@ -20,7 +24,6 @@ rebuild of 10,000 sources <= 10 s on this machine's 2 cores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -28,6 +31,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
 
 EN = (
     "deploy window rollback canary database migration postgres kafka broker latency "
@@ -76,9 +82,8 @@ def populate(home: Path, n: int) -> None:
         write_brief(store, kind="result", text=" ".join(sentence(rng) for _ in range(3)))
 
 
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+def p99_goal_ms(sources: int) -> float:
+    return 20.0 if sources <= 10_000 else 50.0
 
 
 def main() -> int:
@@ -87,6 +92,9 @@ def main() -> int:
     ap.add_argument("--searches", type=int, default=200)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.sources < 100 or args.searches < 1:
+        ap.error("--sources must be at least 100 and --searches at least 1")
+    load = bk.Load()
     with tempfile.TemporaryDirectory(prefix="holon-bench-memory-") as tmp:
         t0 = time.perf_counter()
         populate(Path(tmp), args.sources)
@@ -125,39 +133,58 @@ def main() -> int:
             found = M.memory_search(store, q)["results"]
             incr.append((time.perf_counter() - t0) * 1000)
             assert found, q
+        tail_name, tail_ms = bk.tail(lat, 99)
+        cpu_name, cpu_ms = bk.tail(cpu, 99)
         out = {
             "sources": built["documents"],
             "populate_s": round(populate_s, 1),
             "rebuild_s": round(rebuild_s, 2),
             "index_bytes": size,
             "search_p50_ms": round(statistics.median(lat), 2),
-            "search_p99_ms": round(pct(lat, 99), 2),
+            "search_tail": tail_name,
+            "search_tail_ms": round(tail_ms, 2),
             "search_cpu_p50_ms": round(statistics.median(cpu), 2),
-            "search_cpu_p99_ms": round(pct(cpu, 99), 2),
-            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "search_cpu_tail_ms": round(cpu_ms, 2),
             "results_per_search": round(hits / args.searches, 1),
             "update_then_search_p50_ms": round(statistics.median(incr), 2),
             "update_then_search_max_ms": round(max(incr), 2),
         }
-    if args.json:
-        print(json.dumps(out))
-    else:
+    goals = bk.Goals()
+    goal = p99_goal_ms(args.sources)
+    goals.check(
+        f"search {out['search_tail']} at {out['sources']:,} sources ({args.searches} searches)",
+        out["search_tail_ms"],
+        "<=",
+        goal,
+        " ms",
+    )
+    goals.check(
+        "one change then a search (median of 20)", out["update_then_search_p50_ms"], "<=", 50, " ms"
+    )
+    goals.check(
+        f"full rebuild of {out['sources']:,} sources",
+        out["rebuild_s"],
+        "<=",
+        round(10.0 * max(1, out["sources"]) / 10_000, 1),
+        " s",
+    )
+    if not args.json:
         print(f"sources indexed            {out['sources']}")
-        print(f"full rebuild               {out['rebuild_s']} s   (target <= 10 s)")
+        print(f"full rebuild               {out['rebuild_s']} s")
         print(f"index size                 {out['index_bytes'] / 1e6:.1f} MB")
         print(
-            f"search p50 / p99           {out['search_p50_ms']} / {out['search_p99_ms']} ms"
-            "   (target p99 <= 20 ms)"
+            f"search p50 / {out['search_tail']:<4}         {out['search_p50_ms']} / "
+            f"{out['search_tail_ms']} ms ({args.searches} searches)"
         )
         print(
-            f"search CPU p50 / p99       {out['search_cpu_p50_ms']} / {out['search_cpu_p99_ms']} ms"
-            f"   (load average {out['load_avg_1m']} on {os.cpu_count()} cores)"
+            f"search CPU p50 / {cpu_name:<4}     {out['search_cpu_p50_ms']} / "
+            f"{out['search_cpu_tail_ms']} ms"
         )
         print(
             f"one change, then search    p50 {out['update_then_search_p50_ms']} ms, "
-            f"max {out['update_then_search_max_ms']} ms   (target <= 50 ms)"
+            f"max {out['update_then_search_max_ms']} ms"
         )
-    return 0
+    return bk.finish(goals, load, out, as_json=args.json)
 
 
 if __name__ == "__main__":

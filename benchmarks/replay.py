@@ -39,17 +39,16 @@ import os
 import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import tracemalloc
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
+import fake_responses as fake  # noqa: E402
 import storage  # noqa: E402
 import turn_overhead as TO  # noqa: E402
 from fake_responses import ResponsesHandler, message, this_turns_results  # noqa: E402
@@ -66,16 +65,7 @@ class Handler(ResponsesHandler):
         body = self.read_json()
         done = this_turns_results(body.get("input", []))
         if done < Handler.rounds - 1:
-            output = [
-                {
-                    "type": "function_call",
-                    "id": f"fc_{done}",
-                    "call_id": f"call_{done}",
-                    "name": "ExecCommand",
-                    "arguments": json.dumps({"cmd": OUTPUT_CMD}),
-                    "status": "completed",
-                }
-            ]
+            output = fake.function_call(done, "ExecCommand", {"cmd": OUTPUT_CMD})
         else:
             output = message(f"done after {done} tool rounds")
         self.reply(output, 1000 + 600 * done, 20)
@@ -143,39 +133,51 @@ class NoCapture:
 
 
 def record_cost(turns: int) -> dict[str, Any]:
+    """3-round turns with the record on and off, paired (on, off; off, on; ...)."""
     from holon_cli.runtime.agents.lifecycle import create_agent
     from holon_cli.runtime.turn import loop
 
     create_agent("cost-on")
     create_agent("cost-off")
     real = getattr(loop, "TurnCapture")  # noqa: B009 - swapped for the paired run
-    walls: dict[str, list[float]] = {"on": [], "off": []}
-    cpus: dict[str, list[float]] = {"on": [], "off": []}
-    fsyncs: dict[str, list[int]] = {"on": [], "off": []}
-    for i in range(turns + 1):
-        for side in ("on", "off"):
-            setattr(loop, "TurnCapture", real if side == "on" else NoCapture)  # noqa: B010
+
+    def side(on: bool) -> Any:
+        def run() -> dict[str, float]:
+            setattr(loop, "TurnCapture", real if on else NoCapture)  # noqa: B010
             before = TO.FSYNCS.calls
             t0, c0 = time.perf_counter(), time.process_time()
-            one_turn(f"cost-{side}", 3)
-            if i:  # the first turn of each: warm-up (first-use imports, files)
-                walls[side].append((time.perf_counter() - t0) * 1000)
-                cpus[side].append((time.process_time() - c0) * 1000)
-                fsyncs[side].append(TO.FSYNCS.calls - before)
-    setattr(loop, "TurnCapture", real)  # noqa: B010
+            try:
+                one_turn("cost-on" if on else "cost-off", 3)
+            finally:
+                setattr(loop, "TurnCapture", real)  # noqa: B010
+            return {
+                "wall": (time.perf_counter() - t0) * 1000,
+                "cpu": (time.process_time() - c0) * 1000,
+                "fsyncs": float(TO.FSYNCS.calls - before),
+            }
 
-    def med(d: dict[str, list[float]], side: str) -> float:
-        return round(statistics.median(d[side]), 1)
+        return run
+
+    # the first round of each: warm-up (first-use imports, files)
+    runs = bk.interleave({"on": side(True), "off": side(False)}, turns)
+
+    def col(side: str, key: str) -> list[float]:
+        return [r[key] for r in runs[side]]
+
+    def med(side: str, key: str) -> float:
+        return round(statistics.median(col(side, key)), 1)
 
     return {
         "turns": turns,
-        "wall_ms_median_on": med(walls, "on"),
-        "wall_ms_median_off": med(walls, "off"),
+        "wall_ms_median_on": med("on", "wall"),
+        "wall_ms_median_off": med("off", "wall"),
         # CPU of this process (the fake provider's thread too, alike on both sides)
-        "cpu_ms_median_on": med(cpus, "on"),
-        "cpu_ms_median_off": med(cpus, "off"),
-        "fsyncs_per_turn_on": statistics.median(fsyncs["on"]),
-        "fsyncs_per_turn_off": statistics.median(fsyncs["off"]),
+        "cpu_ms_median_on": med("on", "cpu"),
+        "cpu_ms_median_off": med("off", "cpu"),
+        "fsyncs_per_turn_on": statistics.median(col("on", "fsyncs")),
+        "fsyncs_per_turn_off": statistics.median(col("off", "fsyncs")),
+        "wall_on_over_off": bk.spread_json(bk.ratios(col("on", "wall"), col("off", "wall"))),
+        "cpu_on_over_off": bk.spread_json(bk.ratios(col("on", "cpu"), col("off", "cpu"))),
     }
 
 
@@ -212,42 +214,24 @@ def replay_figures(agent: str, turn_id: str, repeats: int, holon: str) -> dict[s
     pycache = tempfile.mkdtemp(prefix="holon-pycache-")
     env = {**os.environ, "PYTHONPYCACHEPREFIX": pycache}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    gnu_time = shutil.which("time", path="/usr/bin")
 
     def proc(*args: str) -> tuple[float, float, int]:
-        """Wall ms, CPU ms (user + system) and peak RSS KB of one command (by
-        /usr/bin/time: a forked child's own rusage counts the parent's pages
-        before exec); without it, CPU by the children's rusage and no RSS."""
-        import resource
+        """Wall ms, CPU ms and peak RSS KB (0 without ``/usr/bin/time``) of one command."""
+        got = bk.run_child([holon, *args], env, rss=True)
+        return got.wall_ms, got.cpu_ms, int((got.peak_rss_mib or 0) * 1024)
 
-        with tempfile.NamedTemporaryFile("r") as out:
-            cmd = [holon, *args]
-            if gnu_time:
-                cmd = [gnu_time, "-f", "%U %S %M", "-o", out.name, *cmd]
-            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-            wall = (time.perf_counter() - t0) * 1000
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            assert p.returncode == 0, (args, p.stderr)
-            if gnu_time:
-                u, sy, kb = out.read().strip().splitlines()[-1].split()
-                return wall, (float(u) + float(sy)) * 1000, int(kb)
-        cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000
-        return wall, cpu, 0
+    def proc_version() -> tuple[float, float, int]:
+        return proc("--version")
 
     proc("replay", turn_id, "--agent", agent)  # the bytecode cache filled
-    proc("--version")
-    cmd_walls, cmd_cpu, cmd_rss, base_walls, base_cpu, base_rss = [], [], [], [], [], []
-    for _ in range(repeats):
-        w, c, r = proc("replay", turn_id, "--agent", agent)
-        cmd_walls.append(w)
-        cmd_cpu.append(c)
-        cmd_rss.append(r)
-        w, c, r = proc("--version")
-        base_walls.append(w)
-        base_cpu.append(c)
-        base_rss.append(r)
+    proc_version()
+    got = bk.interleave(
+        {"replay": lambda: proc("replay", turn_id, "--agent", agent), "version": proc_version},
+        repeats,
+        warmup=0,  # both ran once above
+    )
+    cmd_walls, cmd_cpu, cmd_rss = (list(x) for x in zip(*got["replay"], strict=True))
+    base_walls, base_cpu, base_rss = (list(x) for x in zip(*got["version"], strict=True))
     shutil.rmtree(pycache, ignore_errors=True)
     return {
         "rounds": out["rounds"],
@@ -268,14 +252,13 @@ def year_pair(args: argparse.Namespace) -> dict[str, Any]:
     """The simulated year with the records' lines in the sample and without."""
     per_turn = storage.bytes_per_turn(args.turns + 1)
     sample = per_turn.pop("sample_lines")
+    n = per_turn["turns"]  # the sample holds this many turns' lines
     without = {k: v for k, v in sample.items() if not k.startswith("turn_records")}
-    on = storage.simulated_year(sample, args.turns, args)
-    off = storage.simulated_year(without, args.turns, args)
+    on = storage.simulated_year(sample, n, args)
+    off = storage.simulated_year(without, n, args)
     return {
         "bytes_per_turn": per_turn,
-        "record_bytes_per_turn_in_sample": round(
-            len(sample.get("turn_records.jsonl", b"")) / args.turns, 1
-        ),
+        "record_bytes_per_turn_in_sample": round(len(sample.get("turn_records.jsonl", b"")) / n, 1),
         "with_records": on,
         "without_records": off,
     }
@@ -304,14 +287,11 @@ def main() -> int:
 
     home = tempfile.mkdtemp(prefix="holon-bench-replay-", dir=args.home_dir)
     os.environ["HOLON_HOME"] = home
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    os.environ["OPENAI_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    os.environ["OPENAI_API_KEY"] = "bench-key"
-    for k in ("HOLON_MODEL", "HOLON_FALLBACK_MODELS"):
-        os.environ.pop(k, None)
+    server = fake.start(Handler)
+    fake.use(server)
     from holon_cli.runtime.agents.lifecycle import create_agent
 
+    loads = bk.Load()
     load0 = load()
     fsync_ms = TO.fsync_cost_ms(home)
     create_agent("rec")
@@ -329,20 +309,31 @@ def main() -> int:
     load1 = load()
     year = None
     if not args.skip_year:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), TO.Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        os.environ["OPENAI_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        server = fake.start(TO.Handler)
+        fake.use(server)
         year = year_pair(args)
         server.shutdown()
     load2 = load()
     if not args.keep:
         shutil.rmtree(home, ignore_errors=True)
-    ok_replay = rep["command_wall_ms_median"] < 500
-    ok_year = year is None or year["with_records"]["peak_home_bytes_after_daily_gc"] <= (
-        args.max_home_bytes
+    goals = bk.Goals()
+    goals.check(
+        f"`holon replay` of the {args.rounds}-round turn, no network (wall median)",
+        rep["command_wall_ms_median"],
+        "<",
+        500,
+        " ms",
     )
+    if year is not None:
+        goals.check(
+            "simulated year with records: peak home bytes after a daily pass",
+            year["with_records"]["peak_home_bytes_after_daily_gc"],
+            "<=",
+            args.max_home_bytes,
+            " B",
+        )
     figures = {
-        "load": [load0, load1, load2],
+        "load_points": [load0, load1, load2],
         "fsync_ms_median": round(fsync_ms, 2),
         "sizes": sizes,
         "cost": cost,
@@ -350,9 +341,7 @@ def main() -> int:
     }
     if year is not None:
         figures["year"] = year
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
+    if not args.json:
         print(f"load average (1, 5, 15 min): start {load0}; after replay {load1}; end {load2}")
         print(f"one fsync in the home: {fsync_ms:.2f} ms median")
         for n, s in sizes.items():
@@ -368,6 +357,12 @@ def main() -> int:
             f"{cost['cpu_ms_median_on']} vs {cost['cpu_ms_median_off']} ms; fsyncs "
             f"{cost['fsyncs_per_turn_on']} vs {cost['fsyncs_per_turn_off']} a turn"
         )
+        for key, what in (("wall_on_over_off", "wall"), ("cpu_on_over_off", "CPU")):
+            r = cost[key]
+            print(
+                f"  on / off per pair, {what}: median {r['median']:.2f}x (min {r['min']:.2f}x, "
+                f"max {r['max']:.2f}x; {r['n']} pairs; a report)"
+            )
         print(
             f"replay of the {args.rounds}-round turn, no network: in-process "
             f"{rep['inprocess_ms_median']} ms median (max {rep['inprocess_ms_max']}), "
@@ -388,10 +383,7 @@ def main() -> int:
                 f"max_home_bytes {args.max_home_bytes:,}"
             )
             print(f"  with records, final by kind: {on['final_by_kind']}")
-        print(f"target replay under 0.5 s: {'PASS' if ok_replay else 'FAIL'}")
-        if year is not None:
-            print(f"target year with records under max_home_bytes: {'PASS' if ok_year else 'FAIL'}")
-    return 0 if ok_replay and ok_year else 1
+    return bk.finish(goals, loads, figures, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@
    tracing off, on, gone, hanging; medians, and what setting tracing up
    costs a process (on - off), paid once per process. A report.
 
-The load average is printed before and after: on a shared machine the
-figures move with it.
+The load average is printed at the start and the end: on a shared machine
+the figures move with it. Every comparison runs its sides interleaved in
+alternating order (``benchkit.interleave``), one warm-up round first.
 
     python benchmarks/telemetry.py [--pairs 20] [--turns 25] [--rounds 10] [--runs 10] [--json]
 
@@ -37,22 +38,21 @@ Exits 1 when a goal is missed. (Start-up with tracing off:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests"  # the tests' OTLP receiver
 sys.path.insert(0, str(HERE))
+import benchkit as bk  # noqa: E402
+import fake_responses as fake  # noqa: E402
 from fake_responses import ResponsesHandler, message  # noqa: E402
 
 TURN_GOAL = 1.05
@@ -85,7 +85,7 @@ class ReceiverProcess:
         assert self.proc.stdout is not None
         self.endpoint = self.proc.stdout.readline().strip()
         if not self.endpoint.startswith("http://"):
-            raise SystemExit("telemetry: the OTLP receiver did not start (opentelemetry-proto?)")
+            raise bk.broken("the OTLP receiver did not start (opentelemetry-proto?)")
 
     def spans(self) -> int:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -97,11 +97,6 @@ class ReceiverProcess:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.proc.wait(timeout=10)
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores)"
 
 
 def block(store: Any, turns: int, plane: Any = None) -> tuple[float, float]:
@@ -206,30 +201,25 @@ def per_turn(store: Any, pairs: int, turns: int, endpoint: str) -> dict[str, Any
         telemetry.use(plane)
         return block(store, turns, plane)
 
-    off()
-    on()  # warm-up: first-use imports on both sides
-    rows = []
-    for i in range(pairs):
-        if i % 2 == 0:
-            a, b = off(), on()
-        else:
-            b, a = on(), off()
-        rows.append(
-            {
-                "off_ms": a[0],
-                "on_ms": b[0],
-                "off_cpu_ms": a[1],
-                "on_cpu_ms": b[1],
-                "wall_ratio": b[0] / a[0],
-                "cpu_ratio": b[1] / a[1],
-            }
-        )
+    # the warm-up round: first-use imports on both sides
+    got = bk.interleave({"off": off, "on": on}, pairs)
+    rows = [
+        {
+            "off_ms": a[0],
+            "on_ms": b[0],
+            "off_cpu_ms": a[1],
+            "on_cpu_ms": b[1],
+            "wall_ratio": b[0] / a[0],
+            "cpu_ratio": b[1] / a[1],
+        }
+        for a, b in zip(got["off"], got["on"], strict=True)
+    ]
     telemetry.use(None)
     plane.shutdown(5.0)
 
     def stats(key: str) -> dict[str, float]:
-        v = [r[key] for r in rows]
-        return {"min": min(v), "median": statistics.median(v), "max": max(v)}
+        s = bk.spread(r[key] for r in rows)
+        return {"min": s.min, "median": s.median, "max": s.max}
 
     return {
         "pairs": rows,
@@ -267,16 +257,13 @@ def collector_states(store: Any, rounds: int, endpoints: dict[str, str]) -> dict
         finally:
             telemetry.use(None)
 
-    for endpoint in endpoints.values():
-        one(endpoint)  # warm-up
-    rows = []
-    for i in range(rounds):
-        names = list(endpoints) if i % 2 == 0 else list(reversed(endpoints))
-        rows.append({name: one(endpoints[name]) for name in names})
+    # rotation: round r starts at state r; one warm-up round
+    got = bk.interleave({n: (lambda e=e: one(e)) for n, e in endpoints.items()}, rounds)
     return {
-        "median_ms": {n: statistics.median(r[n] for r in rows) for n in endpoints},
+        "median_ms": {n: statistics.median(v) for n, v in got.items()},
         "extra_ms": {
-            n: statistics.median(r[n] - r["working"] for r in rows) for n in ("gone", "hangs")
+            n: statistics.median(x - w for x, w in zip(got[n], got["working"], strict=True))
+            for n in ("gone", "hangs")
         },
     }
 
@@ -299,18 +286,14 @@ def processes(runs: int, home: str, endpoints: dict[str, str | None]) -> dict[st
         )
         took = (time.perf_counter() - t0) * 1000
         if res.returncode != 0:
-            raise SystemExit(f"holon turn failed: {res.stderr.decode()}")
+            raise bk.broken(f"holon turn failed: {res.stderr.decode()}")
         return took
 
-    for endpoint in endpoints.values():
-        one(endpoint)  # warm-up (bytecode, page cache)
-    rounds = []
-    for i in range(runs):
-        names = list(endpoints) if i % 2 == 0 else list(reversed(endpoints))
-        rounds.append({name: one(endpoints[name]) for name in names})
+    # rotation, one warm-up round (bytecode, page cache)
+    got = bk.interleave({n: (lambda e=e: one(e)) for n, e in endpoints.items()}, runs)
     return {
-        "median_ms": {name: statistics.median(r[name] for r in rounds) for name in endpoints},
-        "setup_ms": statistics.median(r["on"] - r["off"] for r in rounds),
+        "median_ms": {name: statistics.median(v) for name, v in got.items()},
+        "setup_ms": statistics.median(b - a for a, b in zip(got["off"], got["on"], strict=True)),
     }
 
 
@@ -324,19 +307,20 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10, help="rounds of `holon turn` processes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if min(args.pairs, args.turns, args.rounds, args.runs) < 1:
+        ap.error("--pairs, --turns, --rounds and --runs must be at least 1")
+    loads = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
 
     home = tempfile.mkdtemp(prefix="holon-bench-otel-")
     os.environ["HOLON_HOME"] = home
     for k in [k for k in os.environ if k.startswith("OTEL_")] + ["TRACEPARENT"]:
         os.environ.pop(k, None)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    os.environ["OPENAI_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    os.environ["OPENAI_API_KEY"] = "bench-key"
+    server = fake.start(Handler)
+    fake.use(server)
     from holon_cli.runtime.agents.lifecycle import create_agent
 
     store = create_agent("bench")
-    load_before = load()
     rx, hung = ReceiverProcess(), ReceiverProcess(delay_s=60)
     try:
         turn = per_turn(store, args.pairs, args.turns, rx.endpoint)
@@ -352,27 +336,34 @@ def main() -> int:
         rx.close()
         hung.proc.kill()
         hung.proc.wait()
-    load_after = load()
     server.shutdown()
     import shutil
 
     shutil.rmtree(home, ignore_errors=True)
-    ok_turn = turn["cpu_ratio"]["median"] <= TURN_GOAL
-    ok_down = all(v <= COLLECTOR_GOAL_MS for v in states["extra_ms"].values())
+    goals = bk.Goals()
+    goals.check(
+        "per turn, tracing on / off, CPU (median of pairs)",
+        round(turn["cpu_ratio"]["median"], 3),
+        "<=",
+        TURN_GOAL,
+        "x",
+    )
+    for name, extra in states["extra_ms"].items():
+        goals.check(
+            f"collector {name}: traced turn + exit flush over a working one (median)",
+            round(extra, 1),
+            "<=",
+            COLLECTOR_GOAL_MS,
+            " ms",
+        )
     out = {
-        "load_before": load_before,
-        "load_after": load_after,
         "per_turn": turn,
         "spans_received": received,
         "collector_states": states,
         "processes": procs,
-        "goals_met": {"per_turn": ok_turn, "collector_down": ok_down},
     }
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
+    if not args.json:
         cpu, wall = turn["cpu_ratio"], turn["wall_ratio"]
-        print(f"load average before: {load_before}")
         print(
             f"per turn, in one process ({args.pairs} pairs of {args.turns} one-round turns, "
             "fake Responses server, OTLP/HTTP to a loopback receiver):"
@@ -380,8 +371,7 @@ def main() -> int:
         print(
             f"  CPU per turn off {turn['off_cpu_ms_median']:.2f} ms, on "
             f"{turn['on_cpu_ms_median']:.2f} ms; ratio on/off per pair min {cpu['min']:.3f} "
-            f"median {cpu['median']:.3f} max {cpu['max']:.3f} "
-            f"(goal <= {TURN_GOAL}: {'met' if ok_turn else 'MISSED'})"
+            f"median {cpu['median']:.3f} max {cpu['max']:.3f}"
         )
         print(
             f"  wall per turn off {turn['off_ms_median']:.2f} ms, on {turn['on_ms_median']:.2f} ms;"
@@ -399,16 +389,15 @@ def main() -> int:
         )
         print(
             f"  collector gone +{extra['gone']:.1f} ms, hanging +{extra['hangs']:.1f} ms over a "
-            f"working one (goal <= {COLLECTOR_GOAL_MS:g} ms: {'met' if ok_down else 'MISSED'})"
+            "working one"
         )
         pm = procs["median_ms"]
         print(
-            f"`holon turn` processes ({args.runs} rounds, interleaved), median wall: "
+            f"`holon turn` processes ({args.runs} rounds, in rotation), median wall: "
             + ", ".join(f"{k} {v:.0f} ms" for k, v in pm.items())
-            + f"; setting tracing up costs a process {procs['setup_ms']:.0f} ms (once)"
+            + f"; setting tracing up costs a process {procs['setup_ms']:.0f} ms (once; a report)"
         )
-        print(f"load average after: {load_after}")
-    return 0 if ok_turn and ok_down else 1
+    return bk.finish(goals, loads, out, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,11 @@ of the real command in a child process (wall, and CPU from ``wait4``).
 
 With ``--baseline DIR`` (a checkout of another build, e.g. a worktree of
 ``main``), the same command of that build runs on its own copy of the home,
-interleaved A B, B A, ... and each pair's ratio is printed (min / median /
-max). Goals (issue 44): 1,000 agents <= 0.3 s, 10,000 <= 2 s (wall
-median); exits 1 when one is missed.
+interleaved A B, B A, ... (``benchkit.interleave``; its warm-up round is the
+settling pass) and each pair's ratio is printed (min / median / max), with
+the load at the start and the end. Goals (issue 44): 1,000 agents <= 0.3 s,
+10,000 <= 2 s (wall median); exits 1 when one is missed, 2 when it could
+not measure.
 
     python benchmarks/tick_all.py [--agents 100,1000,10000] [--runs 5]
         [--baseline /path/to/checkout] [--json]
@@ -21,16 +23,18 @@ median); exits 1 when one is missed.
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit as bk  # noqa: E402
 
 GOALS_S = {1000: 0.3, 10000: 2.0}
 TEMPLATE = "zzbenchtemplatezz"
@@ -74,21 +78,16 @@ def run_tick(python: str, home: Path, pythonpath: str | None) -> tuple[float, fl
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         err = proc.stderr.read().decode() if proc.stderr else ""
-        raise SystemExit(f"holon tick --all exited {proc.returncode}: {err[-2000:]}")
+        raise bk.broken(f"holon tick --all exited {proc.returncode}: {err[-2000:]}")
     if proc.stderr:
         proc.stderr.close()
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    return {
-        "min": round(min(values), 3),
-        "median": round(statistics.median(values), 3),
-        "max": round(max(values), 3),
-    }
-
-
 def measure(n: int, runs: int, baseline: str | None, base: Path) -> dict[str, Any]:
+    """``runs`` timed runs of each side over a home of ``n`` idle agents,
+    interleaved (``benchkit.interleave``: A B, B A, ...; the first round
+    settles each side's home: every agent looked at, the index written)."""
     home = base / f"home-{n}"
     make_home(home, n)
     sides: dict[str, tuple[Path, str | None]] = {"this": (home, None)}
@@ -96,83 +95,84 @@ def measure(n: int, runs: int, baseline: str | None, base: Path) -> dict[str, An
         other = base / f"home-{n}-baseline"
         shutil.copytree(home, other, symlinks=True)
         sides["baseline"] = (other, baseline)
-    for h, pp in sides.values():
-        run_tick(sys.executable, h, pp)  # the first pass: every agent, writes the index
-    walls: dict[str, list[float]] = {k: [] for k in sides}
-    cpus: dict[str, list[float]] = {k: [] for k in sides}
-    names = list(sides)
-    for r in range(runs):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for k in order:
-            h, pp = sides[k]
-            w, c = run_tick(sys.executable, h, pp)
-            walls[k].append(w)
-            cpus[k].append(c)
+    got = bk.interleave(
+        {k: functools.partial(run_tick, sys.executable, h, pp) for k, (h, pp) in sides.items()},
+        runs,
+    )
     out: dict[str, Any] = {"agents": n, "runs": runs}
-    for k in names:
-        out[k] = {"wall_s": spread(walls[k]), "cpu_s": spread(cpus[k])}
+    for k, vals in got.items():
+        out[k] = {
+            "wall_s": bk.spread_json([w for w, _c in vals]),
+            "cpu_s": bk.spread_json([c for _w, c in vals]),
+        }
     if baseline:
-        out["ratio_wall"] = spread(
-            [a / b for a, b in zip(walls["this"], walls["baseline"], strict=True)]
-        )
-        out["ratio_cpu"] = spread(
-            [a / b for a, b in zip(cpus["this"], cpus["baseline"], strict=True)]
-        )
-    shutil.rmtree(home, ignore_errors=True)
-    if baseline:
-        shutil.rmtree(sides["baseline"][0], ignore_errors=True)
+        this, other_vals = got["this"], got["baseline"]
+        out["ratio_wall"] = bk.ratios([w for w, _ in this], [w for w, _ in other_vals])
+        out["ratio_cpu"] = bk.ratios([c for _, c in this], [c for _, c in other_vals])
+    for h, _pp in sides.values():
+        shutil.rmtree(h, ignore_errors=True)
     return out
 
 
+def _agent_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of agent counts: {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"agent counts must be at least 1: {text!r}")
+    return counts
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--agents", default="100,1000,10000")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--agents", type=_agent_counts, default=[100, 1000, 10000])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--baseline", help="a checkout of another build to pair against")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    load0 = os.getloadavg()
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    if args.baseline and not (Path(args.baseline) / "holon_cli").is_dir():
+        ap.error(f"--baseline {args.baseline}: no holon_cli package there")
+    load = bk.Load()
+    bk.cache_bytecode()  # children as installed: no compile per run
     results = []
     with tempfile.TemporaryDirectory(prefix="holon-tick-bench-") as tmp:
-        for n in (int(x) for x in args.agents.split(",")):
+        for n in args.agents:
             results.append(measure(n, args.runs, args.baseline, Path(tmp)))
-    load1 = os.getloadavg()
-    load = {"start": [round(x, 2) for x in load0], "end": [round(x, 2) for x in load1]}
-    missed = [
-        r["agents"]
-        for r in results
-        if r["agents"] in GOALS_S and r["this"]["wall_s"]["median"] > GOALS_S[r["agents"]]
-    ]
-    if args.json:
-        print(json.dumps({"results": results, "load": load, "missed": missed}))
-    else:
-        for r in results:
-            t = r["this"]
-            goal = GOALS_S.get(r["agents"])
-            line = (
+    goals = bk.Goals()
+    for r in results:
+        t = r["this"]
+        if not args.json:
+            print(
                 f"tick --all, {r['agents']} idle agents ({r['runs']} runs): wall "
                 f"{t['wall_s']['min']} / {t['wall_s']['median']} / {t['wall_s']['max']} s "
                 f"(min / median / max), CPU median {t['cpu_s']['median']} s"
             )
-            if goal is not None:
-                line += f" (goal <= {goal} s)"
-            print(line)
             if "baseline" in r:
                 b = r["baseline"]
                 print(
-                    f"  baseline: wall median {b['wall_s']['median']} s, CPU median "
-                    f"{b['cpu_s']['median']} s; ratio this/baseline wall "
-                    f"{r['ratio_wall']['min']} / {r['ratio_wall']['median']} / "
-                    f"{r['ratio_wall']['max']}, CPU {r['ratio_cpu']['median']} (median)"
+                    f"  baseline: wall median {b['wall_s']['median']} s, "
+                    f"CPU median {b['cpu_s']['median']} s"
                 )
-        print(
-            f"machine load (1/5/15 min): {load['start']} at start, {load['end']} at end "
-            f"({os.cpu_count()} CPUs)"
-        )
-    if missed:
-        print(f"FAIL: goal missed for {missed} agents", file=sys.stderr)
-        return 1
-    return 0
+                print("  " + bk.ratio_line("this / baseline, wall", r["ratio_wall"]))
+                print("  " + bk.ratio_line("this / baseline, CPU", r["ratio_cpu"]))
+        if "baseline" in r:
+            r["ratio_wall"] = bk.spread_json(r["ratio_wall"])
+            r["ratio_cpu"] = bk.spread_json(r["ratio_cpu"])
+        goal = GOALS_S.get(r["agents"])
+        if goal is not None:
+            goals.check(
+                f"tick --all wall median, {r['agents']} idle agents",
+                t["wall_s"]["median"],
+                "<=",
+                goal,
+                " s",
+            )
+    return bk.finish(goals, load, {"results": results}, as_json=args.json)
 
 
 if __name__ == "__main__":

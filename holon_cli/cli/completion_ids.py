@@ -124,7 +124,9 @@ def work_items(agent_id: str | None, prefix: str = "", *, open_only: bool) -> li
             return []
         from holon_cli.store.workitem_index import load
 
-        items = load(store).items
+        idx = load(store)
+        # open items are all in the index's head: no need to read the archive
+        items = {r["id"]: r for r in idx.open_records()} if open_only else idx.items
         return [
             Candidate(wid, _line(rec.get("state"), rec.get("objective")))
             for wid, rec in sorted(items.items())

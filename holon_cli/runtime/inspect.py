@@ -364,6 +364,9 @@ def home_check() -> dict[str, Any]:
     return {**check.report(exists=True), "usage": usage}
 
 
+# the newest format of each snapshot this holon writes (1 when not named)
+_SNAPSHOT_VERSIONS = {"queue.json": q.QUEUE_SNAPSHOT_VERSION, "work_items.json": 2}
+
 _TORN_TAIL_NOTE = (
     "torn last line (an interrupted write); it is ignored and repaired on the next append"
 )
@@ -427,6 +430,7 @@ class _HomeCheck:
         if qp := _queue_offset_problem(layout):
             self.problems.append(qp)
         self.problems.extend(hc.snapshot_ledger_findings(layout))
+        self.notes.extend(hc.work_item_archive_notes(layout))
         self.problems.extend(hc.task_problems(layout))
         self.inbox(layout)
         used = hc.outputs_usage(layout)
@@ -455,6 +459,18 @@ class _HomeCheck:
                 self._guarded(layout, partial(hc.segment_gap_findings, led))
             self._guarded(layout, partial(hc.memory_index_findings, layout))
         self._guarded(self.home.root, partial(hc.registry_findings, self.home, facts))
+        self.home_spend(facts)
+
+    def home_spend(self, facts: dict[str, hc.AgentFacts]) -> None:
+        """The home's spend record: a ledger like an agent's (damaged lines,
+        a cut or a deletion its mark shows), and every agent's own rounds in it."""
+        from holon_cli.runtime.budgets.spend import home_ledger
+        from holon_cli.runtime.home import home_spend
+
+        led = home_ledger(self.home)
+        if led.path.exists() or led.mark_path.exists():
+            self.ledger(led)
+        self._guarded(self.home.root, partial(home_spend.findings, self.home, facts))
 
     def _guarded(self, where: AgentLayout | Path, check: Callable[[], list[Problem]]) -> None:
         """One comparison; a record too damaged to compare is reported by its
@@ -474,10 +490,7 @@ class _HomeCheck:
         extra = tuple(layout.state_dir / n for n in hc.STATE_SNAPSHOTS)
         for snap in (layout.agent_file, layout.queue_file, layout.template_file, *extra):
             try:
-                obj = read_snapshot(
-                    snap,
-                    max_version=q.QUEUE_SNAPSHOT_VERSION if snap == layout.queue_file else 1,
-                )
+                obj = read_snapshot(snap, max_version=_SNAPSHOT_VERSIONS.get(snap.name, 1))
                 if obj is None and snap == layout.agent_file:
                     self.problems.append(Problem(str(snap), None, "agent record missing"))
             except Exception as exc:  # noqa: BLE001

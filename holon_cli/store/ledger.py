@@ -297,19 +297,25 @@ class Ledger:
         seg_dir = self.segments_dir
         seg_dir.mkdir(exist_ok=True)
         num = next_segment_number(seg_dir, self.path.stem)
-        if last is not None:  # last() and tail() of an empty open file answer from here
-            from holon_cli.store.fsio import atomic_write_bytes
+        from holon_cli.store.fsio import atomic_write_bytes
 
-            atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), self._tail_copy())
-            for old in seg_dir.glob(f"{self.path.stem}.*.tail"):  # only the newest is read
-                if old.name != tail_path(seg_dir, self.path.stem, num).name:
-                    old.unlink(missing_ok=True)
+        # the copy of the tail is read now (from the open file and the previous
+        # copy) but written only once segment ``num`` exists: a copy numbered
+        # above every segment then always means that segment was deleted, never
+        # a close a kill interrupted before its rename (``home check``)
+        copy = self._tail_copy() if last is not None else None
+        if last is not None:  # last() of an empty open file answers from here
             atomic_write_bytes(last_path(seg_dir, self.path.stem), (dumps(last) + "\n").encode())
         write_mark(self.mark_path, 0, high)
         dest = segment_path(seg_dir, self.path.stem, num)
         os.rename(self.path, dest)
         fsync_dir(seg_dir)
         fsync_dir(self.path.parent)
+        if copy is not None:  # tail() of an empty open file answers from here
+            atomic_write_bytes(tail_path(seg_dir, self.path.stem, num), copy)
+            for old in seg_dir.glob(f"{self.path.stem}.*.tail"):  # only the newest is read
+                if old.name != tail_path(seg_dir, self.path.stem, num).name:
+                    old.unlink(missing_ok=True)
         self._cached_size = -1
         self._cached_last = None
         self._tail_cache = None

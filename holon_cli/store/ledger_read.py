@@ -214,7 +214,7 @@ def _lines_skipping_damaged(
         try:
             if raw.strip() == b"":
                 raise _corrupt(path, line_no, 0, "empty line")
-            out.append(_parse(path, raw, line_no, 0, led.max_version))
+            out.append(_parse(path, raw, line_no, 0, led.max_version, led.validate))
         except CorruptStateError as exc:
             reason = str(exc.details.get("reason") or exc.message)
             if "newer than this holon understands" in reason:

@@ -361,9 +361,22 @@ def work_items_snapshot(snap: Mapping[str, Any]) -> str | None:
         _need(snap, "items", dict, "work item index"),
         _opt(snap, "reports", dict, "work item index"),
         _opt(snap, "waits", dict, "work item index"),
+        _opt(snap, "archive", dict, "work item index"),
     )
     if reason:
         return reason
+    arch = snap.get("archive")
+    if isinstance(arch, Mapping):
+        reason = _first(
+            _opt(arch, "generation", str, "work item index archive"),
+            _opt(arch, "bytes", int, "work item index archive"),
+            _opt(arch, "items", int, "work item index archive"),
+            _opt(arch, "lines", int, "work item index archive"),
+        )
+        if reason:
+            return reason
+        if any(isinstance(arch.get(k), int) and arch[k] < 0 for k in ("bytes", "items", "lines")):
+            return "work item index archive: `bytes`, `items` and `lines` must not be negative"
     for wid, item in snap["items"].items():
         if not isinstance(item, Mapping):
             return f"work item index items[{wid!r}] must be an object, got {_type(item)}"

@@ -1,5 +1,6 @@
-"""The work-item index: the fold of the work plane's ledgers, its snapshot
-file and its in-process cache, plus the plan-file paths and descriptors.
+"""The work-item index: the fold of the work plane's ledgers, kept as a small
+head snapshot plus an append-only archive, its in-process cache, and the
+plan-file paths and descriptors.
 
 Durable truth
   ``ledger/work_items.jsonl``: one full ``WorkItemRecord`` snapshot per change
@@ -14,10 +15,40 @@ Durable truth
   ``work-items/<id>/plan.md``: the plan body, edited by the agent and the
   operator directly; records keep only a descriptor (:func:`describe_file`).
 
-``state/work_items.json`` is an index: the fold of all three ledgers plus the
-byte offset it reflects in each. Loading replays only the ledger tails after
-those offsets, so reads never rescan history and a crash between a ledger
-append and the index write loses nothing.
+The index (derived; ``home check --repair`` rebuilds it from the ledgers)
+  ``state/work_items.json`` (v2, the *head*): the byte offset it reflects in
+  each ledger; every open item, the newest :data:`KEEP_RECENT` completed
+  items and the newest :data:`KEEP_RECENT` completed items with a report,
+  with their reports and waits; and which archive it continues
+  (``archive``: ``generation``, ``bytes`` covered, ``items`` archived).
+  ``state/work_items.archive.jsonl`` (the *archive*): every other item, one
+  line per change that reached it. A header line names its ``generation``;
+  then ``{"v": 1, "kind": "item"|"report"|"wait", "rec": {...}}`` lines, the
+  newest line for an id winning (reports: the newest ``created_at``).
+
+Why two files: a long-lived agent accumulates completed items for months.
+With them all in one snapshot, every process that wrote an item parsed and
+every checkpoint rewrote the whole file (10 MB at 7,000 items). Now a writer
+reads the head (its open items and a few recent completions) and the ledger
+tails, and a checkpoint rewrites the head and *appends* the items that left
+it to the archive: a write costs the same on an empty home and on one with
+100,000 items. Readers that need every item (``workitem list``, ``show`` of
+an old item, the memory index, ``home check``) read the archive once per
+process (cached by its generation and length, extended by what was appended).
+
+Crash safety. A checkpoint (under the agent lock) first cuts the archive
+back to the length the current head covers (what an interrupted checkpoint
+left), appends, fsyncs, and only then replaces the head (atomic snapshot).
+The head is the commit point: a kill before it leaves the old head, whose
+archive length excludes the new lines and whose ledger offsets replay the
+records again. Readers read the archive only up to the length the head
+names, after checking its header's generation. A rebuilt archive (a
+migration from the v1 snapshot, a repair) is a new file with a new
+generation, written whole and renamed into place before the head that names
+it: a kill in between leaves the old head (v1 or another generation), which
+ignores the new file, and the next checkpoint writes it again. Nothing a
+ledger holds is lost at any point; a damaged archive is reported by
+``home check`` and the readers fall back to the ledgers.
 
 Writers (:func:`append_item`, :func:`append_report`, :func:`save`) must hold
 the agent lock: the index offsets are exact only because every writer of
@@ -27,7 +58,7 @@ these ledgers holds it. :func:`load` is read-only and safe without it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,12 +75,28 @@ from holon_cli.model.workitem import (
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.ledger import Ledger
+from holon_cli.store.workitem_archive import (
+    _ARCHIVES,
+    ARCHIVE_NAME,
+    Archive,
+    append_archive,
+    encode,
+    entries,
+    new_archive,
+    newer_report,
+    read_archive,
+    read_header,
+    report_fields,
+)
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # the head snapshot (v1: every item in one snapshot, still read)
 WORK_ITEMS_LEDGER = "work_items"
 DELIVERY_LEDGER = "delivery_summaries"
 WAITS_LEDGER = "waiting_intents"
 SNAPSHOT_EVERY_BYTES = 128 * 1024
+# completed items the head keeps, newest first: this many of any kind and
+# this many with a report (the prompt's completed class shows a few of them)
+KEEP_RECENT = 32
 
 
 class WorkItemIndex:
@@ -67,89 +114,298 @@ class WorkItemIndex:
         saved_offset: int = 0,
         saved_ds_offset: int = 0,
         saved_wait_offset: int = 0,
+        *,
+        archive_path: Path | None = None,
+        archive_generation: str | None = None,
+        archive_bytes: int = 0,
+        archived: int = 0,
+        archive_lines: int = 0,
     ) -> None:
         self.offset = offset
         self.ds_offset = ds_offset
         self.wait_offset = wait_offset
-        self.items: dict[str, WorkItemRecord] = {} if items is None else items
+        # the head: every open item and the recent completed ones
+        self.head: dict[str, WorkItemRecord] = {} if items is None else items
         # work_item_id -> newest delivery summary (id, text, created_at, source)
-        self.reports: dict[str, dict[str, Any]] = {} if reports is None else reports
-        self.waits: dict[str, WaitingIntentRecord] = {} if waits is None else waits
+        self.head_reports: dict[str, dict[str, Any]] = {} if reports is None else reports
+        self.head_waits: dict[str, WaitingIntentRecord] = {} if waits is None else waits
+        # changes since the checkpoint to items the archive holds (the next
+        # checkpoint appends them there)
+        self.pending_items: dict[str, WorkItemRecord] = {}
+        self.pending_reports: dict[str, dict[str, Any]] = {}
+        self.pending_waits: dict[str, WaitingIntentRecord] = {}
+        # the archive this head continues (None: there is none, every item
+        # is in the head: a fresh agent, a v1 snapshot, a rebuild)
+        self.archive_path = archive_path
+        self.archive_generation = archive_generation
+        self.archive_bytes = archive_bytes
+        self.archived = archived  # completed items in the archive
+        self.archive_lines = archive_lines  # its lines after the header (a compaction's due)
+        self._archive: Archive | None = None
+        # the agent's store, for reading the ledgers when the archive is damaged
+        self.store: AgentStore | None = None
         # ledger offsets recorded in the snapshot file (what a checkpoint covers)
         self.saved_offset = saved_offset
         self.saved_ds_offset = saved_ds_offset
         self.saved_wait_offset = saved_wait_offset
-        # derived views, recomputed after any change: the hot paths of a turn
-        # (projection, activation, closure) touch open items and a few recent
-        # completions only, so their cost does not grow with completed history
+        # derived views, recomputed after any change
         self._open: list[WorkItemRecord] | None = None
         self._done: list[WorkItemRecord] | None = None
+        self._all: dict[str, WorkItemRecord] | None = None
+        self._waits_by_item: dict[str, list[WaitingIntentRecord]] | None = None
 
     def _invalidate(self) -> None:
-        self._open = self._done = None
+        self._open = self._done = self._all = None
+        self._waits_by_item = None
+
+    # -- the archive (read on demand) -------------------------------------
+    def archive(self) -> Archive:
+        """The archive's fold, read on first use (once per process and
+        generation). A damaged archive is read from the ledgers instead."""
+        if self._archive is not None:
+            return self._archive
+        if self.archive_generation is None or self.archive_path is None:
+            self._archive = Archive()
+            return self._archive
+        key = str(self.archive_path)
+        cached = _ARCHIVES.get(key)
+        if (
+            cached is not None
+            and cached.generation == self.archive_generation
+            and cached.size == self.archive_bytes
+        ):
+            self._archive = cached
+            return cached
+        try:
+            try:
+                got = read_archive(
+                    self.archive_path, self.archive_generation, self.archive_bytes, cached
+                )
+            except CorruptStateError:
+                if not self._adopt_compacted():
+                    raise
+                got = read_archive(self.archive_path, self.archive_generation, self.archive_bytes)
+        except CorruptStateError as exc:
+            if (key, self.archive_generation) not in _WARNED:  # once per process
+                _WARNED.add((key, self.archive_generation))
+                _warn(
+                    "warning: %s; the work items are read from the ledgers instead; "
+                    "`holon home check --repair` rebuilds the index and its archive",
+                    exc.message,
+                )
+            got = self._archive_from_ledgers()
+        else:
+            _ARCHIVES[key] = got
+        self._archive = got
+        return got
+
+    def _adopt_compacted(self) -> bool:
+        """A compaction (``home gc``) replaced the archive since this index was
+        read: it changed nothing but the archive's generation and length, so
+        the head on disk, at the same offsets, names the archive to read."""
+        if self.store is None or self.archive_path is None:
+            return False
+        try:
+            snap = read_snapshot(index_path(self.store), max_version=INDEX_VERSION)
+        except CorruptStateError:
+            return False
+        if not snap or snap.get("v") != INDEX_VERSION:
+            return False
+        same = (snap.get("offset"), snap.get("ds_offset"), snap.get("wait_offset")) == (
+            self.saved_offset,
+            self.saved_ds_offset,
+            self.saved_wait_offset,
+        )
+        arch = snap.get("archive") or {}
+        gen = arch.get("generation")
+        if not same or not isinstance(gen, str) or gen == self.archive_generation:
+            return False
+        self.archive_generation = gen
+        self.archive_bytes = int(arch.get("bytes") or 0)
+        self.archive_lines = int(arch.get("lines") or 0)
+        return True
+
+    def _archive_from_ledgers(self) -> Archive:
+        """What the archive holds, folded from the ledgers (a damaged archive)."""
+        out = Archive(self.archive_generation, self.archive_bytes)
+        if self.store is None:
+            return out
+        full = _fold_ledgers(
+            self.store.ledger(WORK_ITEMS_LEDGER),
+            self.store.ledger(DELIVERY_LEDGER),
+            self.store.ledger(WAITS_LEDGER),
+            (self.offset, self.ds_offset, self.wait_offset),
+        )
+        for wid, rec in full.head.items():
+            if wid not in self.head:
+                out.items[wid] = rec
+        for wid, rep in full.head_reports.items():
+            if wid not in self.head:
+                out.reports[wid] = rep
+        for wait_id, w in full.head_waits.items():
+            if w.get("work_item_id") not in self.head:
+                out.waits[wait_id] = w
+        return out
+
+    # -- lookups ------------------------------------------------------------
+    def get(self, wid: str) -> WorkItemRecord | None:
+        """One item by id: the head, then what changed since the checkpoint,
+        then the archive (read on first need)."""
+        rec = self.head.get(wid) or self.pending_items.get(wid)
+        if rec is None and self.archive_generation is not None:
+            rec = (self._archive or self.archive()).items.get(wid)
+        return rec
+
+    def has_items(self) -> bool:
+        return bool(self.head or self.archived or self.pending_items)
+
+    @property
+    def items(self) -> dict[str, WorkItemRecord]:
+        """Every item (the archive read on first use): for the readers that
+        need all of them. The hot paths use :meth:`get`, :meth:`open_records`
+        and the head."""
+        if self._all is None:
+            if self.archive_generation is None and not self.pending_items:
+                self._all = self.head
+            else:
+                self._all = {**self.archive().items, **self.pending_items, **self.head}
+        return self._all
+
+    @property
+    def reports(self) -> dict[str, dict[str, Any]]:
+        """Every item's newest delivery summary (the archive's included)."""
+        if self.archive_generation is None and not self.pending_reports:
+            return self.head_reports
+        out = dict(self.archive().reports)
+        for wid, rep in self.pending_reports.items():
+            if newer_report(out.get(wid), rep):
+                out[wid] = rep
+        out.update(self.head_reports)
+        return out
+
+    @property
+    def waits(self) -> dict[str, WaitingIntentRecord]:
+        if self.archive_generation is None and not self.pending_waits:
+            return self.head_waits
+        return {**self.archive().waits, **self.pending_waits, **self.head_waits}
+
+    def report_of(self, wid: str) -> dict[str, Any] | None:
+        if wid in self.head:
+            return self.head_reports.get(wid)
+        rep = self.pending_reports.get(wid)
+        if self.archive_generation is not None:
+            old = (self._archive or self.archive()).reports.get(wid)
+            if rep is None or (old is not None and not newer_report(old, rep)):
+                rep = old
+        return rep
 
     def open_records(self) -> list[WorkItemRecord]:
         if self._open is None:
-            self._open = [r for r in self.items.values() if r.get("state") == "open"]
+            self._open = [r for r in self.head.values() if r.get("state") == "open"]
         return self._open
 
-    def completed_records(self) -> list[WorkItemRecord]:
-        """Completed items, newest update first."""
+    def recent_completed(self) -> list[WorkItemRecord]:
+        """The head's completed items (the recent ones), newest update first."""
         if self._done is None:
-            done = [r for r in self.items.values() if r.get("state") == "completed"]
+            done = [r for r in self.head.values() if r.get("state") == "completed"]
             done.sort(key=lambda r: (str(r.get("updated_at") or ""), r["id"]), reverse=True)
             self._done = done
         return self._done
 
+    def completed_count(self) -> int:
+        return len(self.recent_completed()) + self.archived
+
     def recent_completed_with_report(self, n: int) -> list[WorkItemRecord]:
         out = []
-        for r in self.completed_records():
+        for r in self.recent_completed():
             if self.has_report(r["id"]):
                 out.append(r)
                 if len(out) >= n:
                     break
         return out
 
+    # -- folding ------------------------------------------------------------
+    def _in_head(self, wid: Any) -> bool:
+        return self.archive_generation is None or wid in self.head
+
     def apply_item(self, rec: Mapping[str, Any]) -> None:
         wid = rec.get("id")
-        if isinstance(wid, str):
-            self.items[wid] = wm.upgrade_record(dict(rec))
-            self._invalidate()
+        if not isinstance(wid, str):
+            return
+        up = wm.upgrade_record(dict(rec))
+        if self._in_head(wid) or rec.get("change") == "created" or up.get("state") == "open":
+            self.head[wid] = up
+            self.pending_items.pop(wid, None)
+        else:
+            self.pending_items[wid] = up
+        self._invalidate()
 
     def apply_report(self, rec: Mapping[str, Any]) -> None:
         wid = rec.get("work_item_id")
         text = rec.get("text")
         if isinstance(wid, str) and isinstance(text, str) and text.strip():
-            prev = self.reports.get(wid)
-            if prev is None or str(rec.get("created_at", "")) >= str(prev.get("created_at", "")):
-                self.reports[wid] = {
-                    k: rec.get(k) for k in ("id", "text", "created_at", "source", "turn_id")
-                }
+            target = self.head_reports if self._in_head(wid) else self.pending_reports
+            if newer_report(target.get(wid), rec):
+                target[wid] = report_fields(rec)
                 self._invalidate()
 
     def apply_wait(self, rec: Mapping[str, Any]) -> None:
-        wid = rec.get("id")
-        if isinstance(wid, str) and isinstance(rec.get("work_item_id"), str):
-            self.waits[wid] = cast(WaitingIntentRecord, dict(rec))
+        wait_id, wid = rec.get("id"), rec.get("work_item_id")
+        if isinstance(wait_id, str) and isinstance(wid, str):
+            target = self.head_waits if self._in_head(wid) else self.pending_waits
+            target[wait_id] = cast(WaitingIntentRecord, dict(rec))
 
-    def wait_summaries(self) -> dict[str, wr.WaitSummary]:
+    # -- derived --------------------------------------------------------------
+    def wait_summaries(self, *, every_item: bool = False) -> dict[str, wr.WaitSummary]:
+        """Wait summaries by item: of the head's items (what scheduling looks
+        at), or with ``every_item`` of all of them."""
+        items = self.items if every_item else self.head
+        waits = self.waits if every_item else self.head_waits
         by_item: dict[str, list[WaitingIntentRecord]] = {}
-        for w in self.waits.values():
+        for w in waits.values():
             by_item.setdefault(w["work_item_id"], []).append(w)
         return {
-            wid: wr.summarize_waits(self.items[wid], ws)
-            for wid, ws in by_item.items()
-            if wid in self.items
+            wid: wr.summarize_waits(items[wid], ws) for wid, ws in by_item.items() if wid in items
         }
 
     def waits_for(self, rec: WorkItemRecord) -> wr.WaitSummary:
-        return wr.summarize_waits(
-            rec, (w for w in self.waits.values() if w.get("work_item_id") == rec.get("id"))
-        )
+        wid = rec.get("id")
+        if wid in self.head:
+            found = [w for w in self.head_waits.values() if w.get("work_item_id") == wid]
+        else:  # an archived item: its waits from one index of them all
+            if self._waits_by_item is None:
+                by: dict[str, list[WaitingIntentRecord]] = {}
+                for w in self.waits.values():
+                    by.setdefault(w["work_item_id"], []).append(w)
+                self._waits_by_item = by
+            found = self._waits_by_item.get(str(wid), [])
+        return wr.summarize_waits(rec, found)
 
     def has_report(self, wid: str) -> bool:
-        rec = self.items.get(wid)
-        return bool(rec and (rec.get("result_summary") or wid in self.reports))
+        rec = self.get(wid)
+        return bool(rec and (rec.get("result_summary") or self.report_of(wid)))
+
+    # -- checkpoints -----------------------------------------------------------
+    def _kept(self) -> set[str]:
+        """The completed items the head keeps: the newest of any kind and the
+        newest with a report."""
+        keep: set[str] = set()
+        with_report = 0
+        for i, r in enumerate(self.recent_completed()):
+            if i < KEEP_RECENT:
+                keep.add(r["id"])
+            if with_report < KEEP_RECENT and (
+                r.get("result_summary") or r["id"] in self.head_reports
+            ):
+                keep.add(r["id"])
+                with_report += 1
+            if i >= KEEP_RECENT and with_report >= KEEP_RECENT:
+                break
+        return keep
+
+    def _spill_ids(self) -> list[str]:
+        keep = self._kept()
+        return [r["id"] for r in self.recent_completed() if r["id"] not in keep]
 
     def to_snapshot(self) -> dict[str, Any]:
         return {
@@ -157,31 +413,51 @@ class WorkItemIndex:
             "offset": self.offset,
             "ds_offset": self.ds_offset,
             "wait_offset": self.wait_offset,
-            "items": self.items,
-            "reports": self.reports,
-            "waits": self.waits,
+            "items": self.head,
+            "reports": self.head_reports,
+            "waits": self.head_waits,
+            "archive": {
+                "generation": self.archive_generation,
+                "bytes": self.archive_bytes,
+                "items": self.archived,
+                "lines": self.archive_lines,
+            },
         }
 
     def copy(self) -> WorkItemIndex:
         """A copy safe to mutate: records are never changed in place (every
-        change appends a new record), so copying the maps is enough."""
+        change appends a new record), so copying the maps is enough; the
+        archive's fold is shared (it is never changed once read)."""
         out = WorkItemIndex(
             offset=self.offset,
             ds_offset=self.ds_offset,
             wait_offset=self.wait_offset,
-            items=dict(self.items),
-            reports=dict(self.reports),
-            waits=dict(self.waits),
+            items=dict(self.head),
+            reports=dict(self.head_reports),
+            waits=dict(self.head_waits),
             saved_offset=self.saved_offset,
             saved_ds_offset=self.saved_ds_offset,
             saved_wait_offset=self.saved_wait_offset,
+            archive_path=self.archive_path,
+            archive_generation=self.archive_generation,
+            archive_bytes=self.archive_bytes,
+            archived=self.archived,
+            archive_lines=self.archive_lines,
         )
+        out.pending_items = dict(self.pending_items)
+        out.pending_reports = dict(self.pending_reports)
+        out.pending_waits = dict(self.pending_waits)
+        out._archive = self._archive
+        out.store = self.store
         out._open = self.open_records()
-        out._done = self.completed_records()
+        out._done = self.recent_completed()
         return out
 
     @classmethod
-    def from_snapshot(cls, snap: Mapping[str, Any]) -> WorkItemIndex:
+    def from_snapshot(cls, snap: Mapping[str, Any], archive_path: Path | None) -> WorkItemIndex:
+        arch = snap.get("archive") if snap.get("v") == INDEX_VERSION else None
+        arch = arch if isinstance(arch, Mapping) else {}
+        gen = arch.get("generation")
         return cls(
             offset=int(snap.get("offset", 0)),
             ds_offset=int(snap.get("ds_offset", 0)),
@@ -192,11 +468,20 @@ class WorkItemIndex:
             saved_offset=int(snap.get("offset", 0)),
             saved_ds_offset=int(snap.get("ds_offset", 0)),
             saved_wait_offset=int(snap.get("wait_offset", 0)),
+            archive_path=archive_path,
+            archive_generation=gen if isinstance(gen, str) else None,
+            archive_bytes=int(arch.get("bytes") or 0) if isinstance(gen, str) else 0,
+            archived=int(arch.get("items") or 0) if isinstance(gen, str) else 0,
+            archive_lines=int(arch.get("lines") or 0) if isinstance(gen, str) else 0,
         )
 
 
 def index_path(store: AgentStore) -> Path:
     return store.layout.state_dir / "work_items.json"
+
+
+def archive_path(store: AgentStore) -> Path:
+    return store.layout.state_dir / ARCHIVE_NAME
 
 
 def plan_path(store: AgentStore, work_item_id: str) -> Path:
@@ -213,12 +498,14 @@ def describe_file(path: Path) -> PlanDescriptor:
     return wm.describe_plan(str(path), data, clock.iso(mtime))
 
 
-def unchanged_on_disk(path: Path, desc: PlanDescriptor | None) -> bool:
-    """Cheap pre-check: same size and modification time as the descriptor says."""
+def unchanged_on_disk(path: str | Path, desc: PlanDescriptor | None) -> bool:
+    """Cheap pre-check: same size and modification time as the descriptor says
+    (``path`` may be the descriptor's string: a list of every item calls this
+    once per item, and a ``Path`` per call cost more than the ``stat``)."""
     if not desc or not desc.get("exists", True) or desc.get("bytes") is None:
         return False
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return False
     return st.st_size == desc.get("bytes") and clock.iso(st.st_mtime) == desc.get("updated_at")
@@ -228,6 +515,8 @@ def unchanged_on_disk(path: Path, desc: PlanDescriptor | None) -> bool:
 # queue several times per provider round; re-parsing an unchanged index each
 # time made the cost grow with the number of work items
 _LOADED: dict[str, tuple[tuple[Any, ...], WorkItemIndex]] = {}
+# (archive path, generation) already warned about in this process
+_WARNED: set[tuple[str, str | None]] = set()
 
 
 def _stat_sig(path: Path) -> tuple[int, int, int] | None:
@@ -239,9 +528,10 @@ def _stat_sig(path: Path) -> tuple[int, int, int] | None:
 
 
 def load(store: AgentStore) -> WorkItemIndex:
-    """Index snapshot plus ledger tails. Read-only; safe without the agent lock.
+    """Head snapshot plus ledger tails (the archive is read when a caller
+    needs it). Read-only; safe without the agent lock.
 
-    Ledgers only grow and the snapshot is replaced (new inode) on every save,
+    Ledgers only grow and the head is replaced (new inode) on every save,
     so an unchanged (inode, size, mtime) signature of all four files means the
     previously parsed index is still exact; it is returned as a copy."""
     items_led, ds_led, wait_led = (
@@ -264,14 +554,48 @@ def load(store: AgentStore) -> WorkItemIndex:
     return idx
 
 
+def _warn(message: str, *args: Any) -> None:
+    import logging
+
+    logging.getLogger("holon.workitems").warning(message, *args)
+
+
 def _load_uncached(
     store: AgentStore, items_led: Ledger, ds_led: Ledger, wait_led: Ledger
 ) -> WorkItemIndex:
+    apath = archive_path(store)
     try:
         snap = read_snapshot(index_path(store), max_version=INDEX_VERSION)
     except CorruptStateError:
         snap = None  # the index is a cache: rebuild it from the ledgers
-    idx = WorkItemIndex.from_snapshot(snap) if snap else WorkItemIndex()
+    idx = WorkItemIndex.from_snapshot(snap, apath) if snap else WorkItemIndex(archive_path=apath)
+    idx.store = store
+    for _ in range(3):  # a compaction renames its archive a moment before its head
+        if idx.archive_generation is None or _names(apath, idx.archive_generation):
+            break
+        import time
+
+        time.sleep(0.01)
+        try:
+            snap = read_snapshot(index_path(store), max_version=INDEX_VERSION)
+        except CorruptStateError:
+            break
+        if not snap:
+            break
+        idx = WorkItemIndex.from_snapshot(snap, apath)
+        idx.store = store
+    if idx.archive_generation is not None:
+        head = read_header(apath)
+        if not isinstance(head, dict) or head.get("generation") != idx.archive_generation:
+            _warn(
+                "warning: %s does not continue %s (%s); the work items are read from the "
+                "ledgers; `holon home check --repair` rebuilds both",
+                index_path(store),
+                apath,
+                head if isinstance(head, str) else "missing or another generation",
+            )
+            snap, idx = None, WorkItemIndex(archive_path=apath)
+            idx.store = store
     if (
         idx.offset > items_led.size()
         or idx.ds_offset > ds_led.size()
@@ -279,28 +603,20 @@ def _load_uncached(
     ):
         # the index describes more than the ledgers hold: they were cut or
         # replaced. Fold what is there, and say so (never silently)
-        import logging
-
-        logging.getLogger("holon.workitems").warning(
+        _warn(
             "warning: %s describes more than the work item ledgers hold (they were emptied "
             "or cut); `holon home check --repair` appends back what the index and the "
             "events still hold",
             index_path(store),
         )
-        idx = WorkItemIndex()
-    if snap is None or idx.offset == 0:
-        # missing, unreadable or foreign snapshot: the next save rewrites it
+        idx = WorkItemIndex(archive_path=apath)
+        idx.store = store
+    if snap is None or idx.offset == 0 or snap.get("v", 1) < INDEX_VERSION:
+        # missing, unreadable, foreign or v1 snapshot: the next save under the
+        # lock writes the head and a new archive (the v1 -> v2 migration)
         idx.saved_offset = idx.saved_ds_offset = idx.saved_wait_offset = -(1 << 60)
-    for _, end, rec in items_led.scan(idx.offset):
-        idx.apply_item(rec)
-        idx.offset = end
-    for _, end, rec in ds_led.scan(idx.ds_offset):
-        idx.apply_report(rec)
-        idx.ds_offset = end
-    for _, end, rec in wait_led.scan(idx.wait_offset):
-        idx.apply_wait(rec)
-        idx.wait_offset = end
-    for wid, item in idx.items.items():
+    _fold_tails(idx, items_led, ds_led, wait_led)
+    for wid, item in idx.head.items():
         if not isinstance(item.get("plan_artifact"), dict):
             # a record written without a descriptor: point at the conventional
             # path; the next refresh fills in (or reports the file missing)
@@ -310,11 +626,65 @@ def _load_uncached(
     return idx
 
 
+def _names(path: Path, generation: str) -> bool:
+    head = read_header(path)
+    return isinstance(head, dict) and head.get("generation") == generation
+
+
+def _fold_tails(idx: WorkItemIndex, items_led: Ledger, ds_led: Ledger, wait_led: Ledger) -> None:
+    for _, end, rec in items_led.scan(idx.offset):
+        idx.apply_item(rec)
+        idx.offset = end
+    for _, end, rec in ds_led.scan(idx.ds_offset):
+        idx.apply_report(rec)
+        idx.ds_offset = end
+    for _, end, rec in wait_led.scan(idx.wait_offset):
+        idx.apply_wait(rec)
+        idx.wait_offset = end
+
+
+def _fold_ledgers(
+    items_led: Ledger, ds_led: Ledger, wait_led: Ledger, upto: tuple[int, int, int]
+) -> WorkItemIndex:
+    """Every item from the ledgers' first bytes to ``upto`` (no archive)."""
+    idx = WorkItemIndex()
+    for led, end_at, apply in (
+        (items_led, upto[0], idx.apply_item),
+        (ds_led, upto[1], idx.apply_report),
+        (wait_led, upto[2], idx.apply_wait),
+    ):
+        for _, end, rec in led.scan(0):
+            if end > end_at:
+                break
+            apply(rec)
+    return idx
+
+
+def _archive_payload(idx: WorkItemIndex, spill: Iterable[str]) -> tuple[bytes, int]:
+    """The archive lines of the items leaving the head (each with its report
+    and waits) and of the changes to archived items since the checkpoint."""
+    spilled = set(spill)
+    return encode(
+        [
+            *entries(
+                {wid: idx.head[wid] for wid in spill},
+                {wid: r for wid, r in idx.head_reports.items() if wid in spilled},
+                {k: w for k, w in idx.head_waits.items() if w.get("work_item_id") in spilled},
+            ),
+            *entries(idx.pending_items, idx.pending_reports, idx.pending_waits),
+        ]
+    )
+
+
 def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
     """Checkpoint the index. The ledgers are the truth and ``load`` replays
-    their tails after the snapshot's offsets, so the (whole-index) snapshot is
-    rewritten only once enough has been appended since the last one: a
-    mutation costs one ledger append, not a rewrite of every work item."""
+    their tails after the head's offsets, so the checkpoint is written only
+    once enough has been appended since the last one: a mutation costs one
+    ledger append. A checkpoint appends the completed items that leave the
+    head (and the changes to archived ones) to the archive, then replaces the
+    head; its cost does not grow with the number of items. An index without
+    an archive (a v1 snapshot, a rebuild) writes a new one whole: the
+    migration."""
     behind = (
         (idx.offset - idx.saved_offset)
         + (idx.ds_offset - idx.saved_ds_offset)
@@ -322,6 +692,66 @@ def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
     )
     if not force and 0 <= behind < SNAPSHOT_EVERY_BYTES:
         return
+    apath = archive_path(store)
+    idx.archive_path = apath
+    spill = idx._spill_ids()
+    fresh = idx.archive_generation is None
+    lines = idx.archive_lines
+    if fresh and not (spill or idx.pending_items):
+        generation, size, archived = None, 0, 0  # nothing to archive yet: no file
+    elif fresh:
+        # everything not kept in the head goes into a new archive
+        payload, n = _archive_payload(idx, spill)
+        generation, size = new_archive(apath, payload)
+        archived = len(spill) + sum(
+            1 for r in idx.pending_items.values() if r.get("state") == "completed"
+        )
+        lines = n
+    elif spill or idx.pending_items or idx.pending_reports or idx.pending_waits:
+        payload, n = _archive_payload(idx, spill)
+        generation = idx.archive_generation
+        assert generation is not None
+        size = append_archive(apath, generation, idx.archive_bytes, payload)
+        archived = idx.archived + len(spill)
+        lines += n
+    else:
+        generation, size, archived = idx.archive_generation, idx.archive_bytes, idx.archived
+    # what the archive's fold in memory learns, before the head forgets it
+    base = idx._archive
+    if base is not None and not fresh:
+        base = base.extended()
+    elif base is None or fresh:
+        base = None
+    moved = {wid: idx.head[wid] for wid in spill}
+    if base is not None:
+        for wid, rec in {**idx.pending_items, **moved}.items():
+            base.items[wid] = rec
+        for wid, rep in idx.pending_reports.items():
+            if newer_report(base.reports.get(wid), rep):
+                base.reports[wid] = rep
+        for wid in spill:
+            if wid in idx.head_reports:
+                base.reports[wid] = idx.head_reports[wid]
+        for wait_id, w in {**idx.pending_waits}.items():
+            base.waits[wait_id] = w
+        for wait_id, w in idx.head_waits.items():
+            if w.get("work_item_id") in moved:
+                base.waits[wait_id] = w
+        base.size = size
+    for wid in spill:
+        idx.head.pop(wid, None)
+        idx.head_reports.pop(wid, None)
+    for wait_id in [k for k, w in idx.head_waits.items() if w.get("work_item_id") in moved]:
+        idx.head_waits.pop(wait_id)
+    idx.pending_items.clear()
+    idx.pending_reports.clear()
+    idx.pending_waits.clear()
+    idx.archive_generation, idx.archive_bytes, idx.archived = generation, size, archived
+    idx.archive_lines = lines if generation is not None else 0
+    idx._archive = base
+    if base is not None:
+        _ARCHIVES[str(apath)] = base
+    idx._invalidate()
     write_snapshot(index_path(store), idx.to_snapshot())
     idx.saved_offset, idx.saved_ds_offset, idx.saved_wait_offset = (
         idx.offset,
@@ -334,7 +764,8 @@ def append_item(
     store: AgentStore, idx: WorkItemIndex, rec: Mapping[str, Any], change: str
 ) -> WorkItemRecord:
     """Append the next revision of ``rec`` and fold it into ``idx``."""
-    prev = idx.items.get(rec["id"])
+    # a new item has no previous revision: never look for one in the archive
+    prev = None if change == "created" else idx.get(rec["id"])
     out = dict(rec)
     out["v"] = wm.WORK_ITEM_RECORD_VERSION
     out["rev"] = int(prev.get("rev", 0)) + 1 if prev else 1
@@ -344,7 +775,9 @@ def append_item(
     led.append(out)
     idx.apply_item(out)
     idx.offset = led.size()  # exact: every work_items writer holds the agent lock
-    return idx.items[rec["id"]]
+    got = idx.get(rec["id"])
+    assert got is not None
+    return got
 
 
 def append_report(store: AgentStore, idx: WorkItemIndex, rec: DeliverySummaryRecord) -> None:
@@ -353,3 +786,79 @@ def append_report(store: AgentStore, idx: WorkItemIndex, rec: DeliverySummaryRec
     led.append(dict(rec))
     idx.apply_report(rec)
     idx.ds_offset = led.size()
+
+
+def rebuild(store: AgentStore) -> WorkItemIndex:
+    """The index folded from the whole ledgers and checkpointed as a new head
+    and archive (``home check --repair``; the caller holds the agent lock)."""
+    _LOADED.pop(str(index_path(store)), None)
+    _ARCHIVES.pop(str(archive_path(store)), None)
+    idx = WorkItemIndex(archive_path=archive_path(store))
+    idx.store = store
+    idx.saved_offset = idx.saved_ds_offset = idx.saved_wait_offset = -(1 << 60)
+    _fold_tails(
+        idx,
+        store.ledger(WORK_ITEMS_LEDGER),
+        store.ledger(DELIVERY_LEDGER),
+        store.ledger(WAITS_LEDGER),
+    )
+    save(store, idx, force=True)
+    return idx
+
+
+def compaction_due(lines: int, items: int) -> bool:
+    """The archive holds about twice as many lines as it needs (each late
+    change to an archived item added one): time to write it again."""
+    return lines > 2 * items + 64
+
+
+def compact(store: AgentStore, *, force: bool = False) -> bool:
+    """Write the archive again with one line per item (and per report and
+    wait), a new generation, when :func:`compaction_due` (``home gc`` and
+    serve's daily pass: never a write's cost). Under the agent lock, skipped
+    when it is busy or the archive is damaged (``home check`` reports that);
+    returns whether it compacted. The head is written again with only its
+    ``archive`` changed; a reader holding the old head adopts the new one."""
+    from holon_cli.errors import BusyError
+    from holon_cli.store.locks import locked
+
+    path, apath = index_path(store), archive_path(store)
+    try:
+        with locked(store.layout.agent_lock, timeout=0, what=f"agent {store.agent_id!r}"):
+            try:
+                snap = read_snapshot(path, max_version=INDEX_VERSION)
+            except CorruptStateError:
+                return False
+            meta = (snap or {}).get("archive")
+            if not snap or snap.get("v") != INDEX_VERSION or not isinstance(meta, dict):
+                return False
+            gen, items = meta.get("generation"), int(meta.get("items") or 0)
+            if not isinstance(gen, str):
+                return False
+            if not force and not compaction_due(int(meta.get("lines") or 0), items):
+                return False
+            try:
+                arch = read_archive(apath, gen, int(meta.get("bytes") or 0))
+            except CorruptStateError:
+                return False
+            head = snap.get("items") or {}
+            payload, n = encode(
+                entries(
+                    {k: v for k, v in arch.items.items() if k not in head},
+                    {k: v for k, v in arch.reports.items() if k not in head},
+                    {k: w for k, w in arch.waits.items() if w.get("work_item_id") not in head},
+                )
+            )
+            generation, size = new_archive(apath, payload)
+            snap["archive"] = {
+                "generation": generation,
+                "bytes": size,
+                "items": items,
+                "lines": n,
+            }
+            write_snapshot(path, snap)
+            _ARCHIVES.pop(str(apath), None)
+            _LOADED.pop(str(path), None)
+            return True
+    except BusyError:
+        return False

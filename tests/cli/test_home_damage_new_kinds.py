@@ -1,6 +1,7 @@
 """Issue 36 items 1 and 3: the damage probe over the file kinds of the newer
-planes (spend, episodes, delegations, closed segments, the workspace
-registry, a child's supervision record, the memory index).
+planes (spend, the home's spend record, episodes, delegations, closed
+segments, the workspace registry, a child's supervision record, the memory
+index, and issue 44's work item archive).
 
 ``test_home_damage_table.py`` covers the earlier kinds. Here each case
 takes a home where every file below exists (built once per module by the
@@ -221,6 +222,18 @@ SNAPSHOT_DAMAGE: dict[str, Damage] = {
     "wrong_shape": wrong_shape,
     "non_utf8": non_utf8,
 }
+# the work item index's archive (a derived log the head names by length and
+# generation): every damage is flagged and --repair rebuilds it from the ledgers
+ARCHIVE_DAMAGE: dict[str, Damage] = {
+    "deleted": deleted,
+    "emptied": emptied,
+    "torn_last_line": torn_last_line,
+    "torn_middle_line": torn_middle_line,
+    "truncated": truncated,
+    "garbage": garbage,
+    "wrong_shape": wrong_shape,
+    "non_utf8": non_utf8,
+}
 # a deleted index is no damage: it is a cache, rebuilt by the next search
 INDEX_DAMAGE: dict[str, Damage] = {
     "emptied": emptied,
@@ -234,6 +247,7 @@ INDEX_DAMAGE: dict[str, Damage] = {
 # file kind -> (path glob under the home, damages, the command that reads it)
 KINDS: dict[str, tuple[str, dict[str, Damage], tuple[str, ...]]] = {
     "spend": (f"{AGENT}/ledger/spend.jsonl", LEDGER_DAMAGE, ("status", "--json")),
+    "home_spend": ("budgets/spend.jsonl", LEDGER_DAMAGE, ("usage", "--json")),
     "episodes": (
         f"{AGENT}/ledger/context_episodes.jsonl",
         LEDGER_DAMAGE,
@@ -260,6 +274,11 @@ KINDS: dict[str, tuple[str, dict[str, Damage], tuple[str, ...]]] = {
         f"{AGENT}/indexes/memory.sqlite3",
         INDEX_DAMAGE,
         ("memory", "search", "hello"),
+    ),
+    "work_item_archive": (
+        f"{AGENT}/state/work_items.archive.jsonl",
+        ARCHIVE_DAMAGE,
+        ("workitem", "list", "--json"),
     ),
 }
 CASES = [(kind, name) for kind, (_, damages, _) in KINDS.items() for name in damages]
@@ -299,6 +318,14 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 store.events.close_segment()
                 store.ledger("transcript").close_segment()
         spawn_private_child(store, "Compute the answer.")
+        from holon_cli.runtime.workitems import complete_work_item, create_work_item
+        from holon_cli.store import workitem_index as wix
+
+        for i in range(wix.KEEP_RECENT + 3):  # completed items older than the head keeps
+            wid = create_work_item(store, f"done {i}", source="operator")["work_item"]["id"]
+            complete_work_item(store, wid, report=f"report {i}", source="operator")
+        with store.lock():  # a checkpoint: they go to the archive
+            wix.save(store, wix.load(store), force=True)
         sync(store)
     finally:
         for k, v in old.items():

@@ -122,6 +122,33 @@ def test_budgets_home_bounds_the_sum_over_agents(
     assert hold["until"] and "the home's budget tokens_per_day" in hold["reason"]
 
 
+def test_a_damaged_home_record_is_rebuilt_keeping_a_removed_agents_rounds(
+    tmp_path: Path, holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The home's record is derivable from the agents' ledgers except for the
+    rounds of agents no longer in the home: a damaged line is set aside, the
+    lines that read are kept (the removed agent's round among them), and the
+    agents' rounds it lacked are added back; budgets.home counts them all."""
+    monkeypatch.setenv("HOLON_MODEL", script(tmp_path, [text()]))
+    open_agent()
+    for _ in range(2):
+        assert holon("enqueue", "hi").returncode == 0
+        assert holon("turn").returncode == 0
+    led = sp.home_ledger(HomeLayout.current())
+    first, second = led.path.read_bytes().splitlines(keepends=True)
+    gone = {**json.loads(first), "agent_id": "run-gone", "turn_id": "turn_gone", "ts": 1.0}
+    led.path.write_bytes(json.dumps(gone).encode() + b"\n" + b"{torn\n" + second)
+    assert holon("home", "check").returncode == 1
+    res = holon("home", "check", "--repair")
+    assert res.returncode == 0, res.stderr
+    assert "cannot be recovered" in res.stderr
+    assert holon("home", "check").returncode == 0
+    got = home_records()
+    assert [r["agent_id"] for r in got] == ["run-gone", "main", "main"]
+    assert list(led.path.parent.glob("spend.jsonl.damaged-*"))
+    assert len(sp.all_records(holon_home)) == 3
+
+
 def _kid(name: str, parent: str = "main") -> Any:
     return create_agent(
         name,

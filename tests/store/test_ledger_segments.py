@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,6 +142,98 @@ def test_a_kill_between_mark_reset_and_rename_is_not_a_cut(small_segments: int) 
     L.write_mark(store.events.mark_path, 0, high)  # the first step of a close, then the kill
     assert home_check()["ok"]
     assert emit(store, 1) == [high + 1]
+
+
+class _Killed(BaseException):
+    pass
+
+
+def _kill_at(monkeypatch: pytest.MonkeyPatch, target: object, name: str, when: Any) -> None:
+    real = getattr(target, name)
+
+    def dying(*args: Any, **kw: Any) -> Any:
+        if when(*args):
+            raise _Killed
+        return real(*args, **kw)
+
+    monkeypatch.setattr(target, name, dying)
+
+
+def test_a_kill_before_the_rename_of_a_close_checks_clean_and_duplicates_nothing(
+    small_segments: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the close's small files but before its rename: the
+    records are all still in the open file, so no segment is missing, repair
+    rebuilds nothing, and the next close numbers the segment as if nothing
+    happened."""
+    from holon_cli.runtime.home.repair import repair_home
+
+    store = open_agent(None)
+    emit(store, 4)
+    store.events.close_segment()
+    emit(store, 4)
+    before = len(store.events.records())
+    with monkeypatch.context() as m:
+        _kill_at(m, L.os, "rename", lambda src, dst: str(dst).endswith(".jsonl"))
+        with pytest.raises(_Killed):
+            store.events.close_segment()
+    report = home_check()
+    assert report["ok"], report["problems"]
+    repair_home()
+    store = AgentStore(open_agent(None).layout)
+    got = seqs(store.events.records())
+    assert got == sorted(set(got)) and len(got) == before
+    emit(store, 1)
+    store.events.close_segment()
+    assert len(store.events.closed_segments()) == 2
+    assert seqs(store.events.tail(9)) == sorted(set(seqs(store.events.records())))[-9:]
+    assert home_check()["ok"]
+
+
+def test_a_copy_left_by_an_older_close_killed_before_its_rename_is_no_gap(
+    small_segments: int,
+) -> None:
+    """A home written by a version that copied the tail before the rename:
+    a copy numbered above every segment whose records the open file still
+    holds is an interrupted close, not a deleted segment."""
+    store = open_agent(None)
+    emit(store, 4)
+    seg = store.events.close_segment()
+    assert seg is not None
+    emit(store, 3)
+    seg_dir = store.events.segments_dir
+    (copy,) = seg_dir.glob("events.*.tail")
+    n = L.segment_number(seg.name, "events") or 0
+    # the old order: the next copy written (the open file's records), then the kill
+    copy.unlink()
+    L.tail_path(seg_dir, "events", n + 1).write_bytes(store.events.path.read_bytes())
+    assert home_check()["ok"]
+    L.tail_path(seg_dir, "events", n + 1).write_bytes(b'{"v":1,"event_seq":999}\n')
+    assert not home_check()["ok"]  # a copy the open file does not hold: a deleted segment
+
+
+def test_a_kill_after_the_rename_before_the_copy_reads_one_history(
+    small_segments: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_agent(None)
+    emit(store, 4)
+    store.events.close_segment()
+    emit(store, 4)
+    before = len(store.events.records())
+    with monkeypatch.context() as m:
+        import holon_cli.store.fsio as fsio
+
+        _kill_at(m, fsio, "atomic_write_bytes", lambda path, data: str(path).endswith(".tail"))
+        with pytest.raises(_Killed):
+            store.events.close_segment()
+    assert home_check()["ok"]
+    store = AgentStore(open_agent(None).layout)
+    assert seqs(store.events.tail(8)) == seqs(store.events.records())[-8:]
+    emit(store, 2)
+    store.events.close_segment()
+    got = seqs(store.events.records())
+    assert got == sorted(set(got)) and len(got) == before + 2
+    assert home_check()["ok"]
 
 
 def test_a_damaged_line_in_a_closed_segment_names_the_segment(small_segments: int) -> None:

@@ -202,7 +202,7 @@ def _runnable_work(store: AgentStore, state: AgentState) -> list[str]:
     from holon_cli.runtime import workitems as wi
 
     idx = wi.load(store)
-    if not idx.items:
+    if not idx.has_items():
         return []
     cand = wr.classify(
         idx.open_records(),
@@ -230,7 +230,7 @@ def _future_wake(store: AgentStore, state: AgentState) -> str | None:
         return "the sleep deadline"
     if timers.next_deadline(store):
         return "a timer"
-    for r in wi.load(store).items.values():
+    for r in wi.load(store).open_records():
         if (
             r.get("state") == "open"
             and r.get("blocked_by")

@@ -436,31 +436,7 @@ def snapshot_ledger_findings(layout: AgentLayout) -> list[Problem]:
                     out.append(_disagrees(state / "timers.json", f"timer(s) {', '.join(diff[:3])}"))
     except Exception:  # noqa: BLE001 - reported by the file's own check
         pass
-    try:
-        snap = read_snapshot(state / "work_items.json")
-        if snap is not None:
-            items = led("work_items")
-            if snap["offset"] > items.size():
-                out.append(
-                    _disagrees(
-                        state / "work_items.json",
-                        "it reflects more of "
-                        f"work_items.jsonl ({snap['offset']} bytes) than the file "
-                        f"holds ({items.size()})",
-                    )
-                )
-            else:
-                folded_items = {r["id"]: r for r in _fold(items, snap["offset"])}
-                states = {k: v.get("state") for k, v in snap["items"].items()}
-                if states != {k: v.get("state") for k, v in folded_items.items()}:
-                    out.append(
-                        _disagrees(
-                            state / "work_items.json",
-                            "its work items or their states differ from work_items.jsonl",
-                        )
-                    )
-    except Exception:  # noqa: BLE001
-        pass
+    out += work_item_index_findings(layout, led("work_items"))
     try:
         snap = read_snapshot(state / "trigger.json")
         last = led("triggers").last()
@@ -476,6 +452,101 @@ def snapshot_ledger_findings(layout: AgentLayout) -> list[Problem]:
     except Exception:  # noqa: BLE001
         pass
     return out
+
+
+def work_item_index_findings(layout: AgentLayout, items: Any) -> list[Problem]:
+    """The work item index (``work_items.json``, the head, and the archive it
+    continues) says what ``work_items.jsonl`` says up to the offset it records:
+    the same items in the same states, the archive intact up to the length the
+    head names and holding as many completed items as the head counts. An
+    unreadable head or ledger is reported by its own check; this one is then
+    quiet."""
+    from holon_cli.store import workitem_archive as wa
+    from holon_cli.store import workitem_index as wix
+    from holon_cli.store.fsio import read_snapshot
+
+    state = layout.state_dir
+    path, apath = state / "work_items.json", state / wa.ARCHIVE_NAME
+    try:
+        snap = read_snapshot(path, max_version=wix.INDEX_VERSION)
+    except CorruptStateError:
+        return []
+    if snap is None:
+        return []
+    got_arch = snap.get("archive")
+    arch: dict[str, Any] = got_arch if isinstance(got_arch, dict) else {}
+    generation = arch.get("generation") if snap.get("v") == wix.INDEX_VERSION else None
+    archived: dict[str, Any] = {}
+    if isinstance(generation, str):
+        try:
+            got = wa.read_archive(apath, generation, int(arch.get("bytes") or 0))
+        except CorruptStateError as exc:
+            return [Problem(str(apath), exc.details.get("line"), _after_path(exc.message, apath))]
+        archived = {k: v for k, v in got.items.items() if k not in snap["items"]}
+        done = sum(1 for v in archived.values() if v.get("state") == "completed")
+        if done != int(arch.get("items") or 0):
+            return [
+                _disagrees(
+                    path,
+                    f"it counts {arch.get('items')} archived item(s), {apath.name} holds {done}",
+                )
+            ]
+    try:
+        if snap["offset"] > items.size():
+            return [
+                _disagrees(
+                    path,
+                    f"it reflects more of work_items.jsonl ({snap['offset']} bytes) than the "
+                    f"file holds ({items.size()})",
+                )
+            ]
+        folded = {r["id"]: r.get("state") for r in _fold(items, snap["offset"])}
+    except Exception:  # noqa: BLE001 - a damaged ledger line: its own check names it
+        return []
+    mine = {k: v.get("state") for k, v in {**archived, **snap["items"]}.items()}
+    if mine != folded:
+        return [_disagrees(path, "its work items or their states differ from work_items.jsonl")]
+    return []
+
+
+def work_item_archive_notes(layout: AgentLayout) -> list[dict[str, Any]]:
+    """An archive no index names (a migration or repair killed before its
+    index was written), or bytes after what the index covers (a checkpoint
+    killed before its index was written): harmless, replaced or cut by the
+    next checkpoint."""
+    from holon_cli.store import workitem_archive as wa
+    from holon_cli.store.fsio import read_snapshot
+
+    apath = layout.state_dir / wa.ARCHIVE_NAME
+    if not apath.exists():
+        return []
+    try:
+        snap = read_snapshot(layout.state_dir / "work_items.json", max_version=2)
+    except CorruptStateError:
+        return []
+    arch = (snap or {}).get("archive") or {}
+    if not isinstance(arch, dict) or not isinstance(arch.get("generation"), str):
+        return [
+            {
+                "path": str(apath),
+                "message": "not named by the work item index (a migration or repair was "
+                "interrupted); the next work item change replaces it",
+            }
+        ]
+    extra = apath.stat().st_size - int(arch.get("bytes") or 0)
+    if extra > 0:
+        return [
+            {
+                "path": str(apath),
+                "message": f"{extra} byte(s) after what the work item index covers (an "
+                "interrupted checkpoint); ignored, and cut by the next checkpoint",
+            }
+        ]
+    return []
+
+
+def _after_path(message: str, path: Path) -> str:
+    return message.split(": ", 1)[1] if message.startswith(str(path)) else message
 
 
 def task_problems(layout: AgentLayout) -> list[Problem]:
@@ -795,7 +866,8 @@ def segment_gaps(led: Any) -> list[int]:
     for name in names:
         num = name[len(stem) + 1 : -len(".tail")]
         if name.startswith(stem + ".") and name.endswith(".tail") and num.isdigit():
-            named.add(int(num))
+            if not (int(num) not in present and _close_never_renamed(led, seg_dir / name)):
+                named.add(int(num))
     if not named:
         return []
     first = int((read_trimmed(seg_dir, stem) or {}).get("last_segment") or 0) + 1
@@ -806,6 +878,17 @@ def segment_gaps(led: Any) -> list[int]:
         and not lost_marker(seg_dir, stem, n).exists()
         and not any(seg_dir.glob(f"{stem}.{n:08d}.jsonl*.damaged-*"))
     ]
+
+
+def _close_never_renamed(led: Any, copy: Path) -> bool:
+    """A copy of the tail whose segment is missing because the close that
+    wrote it was killed before its rename (a home written before the copy
+    moved after the rename): the open file still holds the copy's last record."""
+    try:
+        lines = copy.read_bytes().rstrip(b"\n").split(b"\n")
+        return bool(lines[-1]) and lines[-1] + b"\n" in led.path.read_bytes()
+    except OSError:
+        return False
 
 
 def segment_gap_findings(led: Any) -> list[Problem]:

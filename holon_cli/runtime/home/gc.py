@@ -6,7 +6,10 @@ closed (and compressed); closed segments older than ``events_days`` /
 ``transcript_days`` are dropped; finished command outputs older than
 ``outputs_days`` go (``runtime/tasks`` ``prune_outputs``); then, while the
 home is over ``max_home_bytes``, the oldest closed segments anywhere, then
-the oldest finished outputs. Nothing unsettled is touched (see
+the oldest finished outputs. Each agent's work item archive is written
+again, one line per item, once late changes to archived items have about
+doubled it (``store/workitem_index.compact``: skipped for a busy agent).
+Nothing unsettled is touched (see
 ``store/retention.py``); a home still over its limit after that says so.
 ``--dry-run`` closes nothing and removes nothing: it reports what a pass
 would close (``closed``: each open segment and the segment it would become)
@@ -207,6 +210,14 @@ def gc_home(
                     if plain.suffix != ".gz":
                         L.compress_segment(plain)
             pool.extend(R.candidates(store.ledger(name), store.agent_id))
+        if not dry_run:
+            # the work item archive written again when late changes doubled it
+            from holon_cli.store.workitem_index import compact
+
+            try:
+                compact(store)
+            except (HolonError, OSError):
+                pass  # `home check` names a damaged archive; retention goes on
     dropped: list[R.SegmentInfo] = []
     kept: list[R.Candidate] = []
     for c in sorted(pool, key=lambda c: (c.mtime, str(c.path))):

@@ -269,9 +269,14 @@ def _repair_timers(store: AgentStore) -> list[RepairAction]:
 
 
 def _repair_work_items(store: AgentStore) -> list[RepairAction]:
+    """The work item index: its head (``work_items.json``) and the archive it
+    continues, rebuilt from the ledgers when either is damaged or disagrees
+    with ``work_items.jsonl``; what a cut ledger lost and the index still
+    holds (the archive's items included) is appended back first."""
+    from holon_cli.store import workitem_archive as wa
     from holon_cli.store import workitem_index as wi
 
-    path = wi.index_path(store)
+    path, apath = wi.index_path(store), wi.archive_path(store)
     out: list[RepairAction] = []
     with store.lock():
         got = _readable(path, wi.INDEX_VERSION)
@@ -279,29 +284,48 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
         if got is None:
             return []
         if isinstance(got, dict):
+            arch = got.get("archive") if got.get("v") == wi.INDEX_VERSION else None
+            arch = arch if isinstance(arch, dict) else {}
+            gen, damaged = arch.get("generation"), None
+            archived: dict[str, Any] = {}
+            if isinstance(gen, str):
+                try:
+                    held = wa.read_archive(apath, gen, int(arch.get("bytes") or 0))
+                    archived = {k: v for k, v in held.items.items() if k not in got["items"]}
+                except CorruptStateError as exc:
+                    damaged = exc.message
+            full = {**archived, **got["items"]}
+            done = sum(1 for v in archived.values() if v.get("state") == "completed")
             folded = {r["id"]: r for _, _, r in led.scan(0)}
             upto = {}
             for _, end, r in led.scan(0):
                 if end > got["offset"]:
                     break
                 upto[r["id"]] = r.get("state")
-            mine = {k: v.get("state") for k, v in got["items"].items()}
+            mine = {k: v.get("state") for k, v in full.items()}
             cut = _was_cut(led)
-            if got["offset"] <= led.size() and upto == mine and not cut:
-                return []
-            for wid, item in got["items"].items():
+            count_ok = done == int(arch.get("items") or 0)
+            if damaged is None and count_ok and got["offset"] <= led.size() and upto == mine:
+                if not cut:
+                    return []
+            for wid, item in full.items():
                 if wid not in folded or (cut and folded[wid] != item):
                     led.append(dict(item))
                     folded[wid] = item
-                    out.append(_act(led.path, "reappended", f"work item {wid} from {path.name}"))
+                    src = path.name if wid in got["items"] else apath.name
+                    out.append(_act(led.path, "reappended", f"work item {wid} from {src}"))
             if cut:  # the index is checkpointed lazily: the events know the rest
                 out += _work_items_from_events(store, led, folded)
             _set_aside(path)
+            if damaged is not None and apath.exists():
+                out.append(_act(_set_aside(apath), "set_aside", f"the damaged archive ({damaged})"))
+            elif apath.exists():
+                _set_aside(apath)  # replaced by the rebuilt one; kept, never deleted
         else:
             out.append(_act(_set_aside(path), "set_aside", f"the damaged index ({got})"))
-        wi._LOADED.pop(str(path), None)
-        idx = wi.load(store)
-        wi.save(store, idx, force=True)
+            if apath.exists():  # the archive of an index that cannot be read
+                _set_aside(apath)
+        idx = wi.rebuild(store)
     return [*out, _act(path, "rebuilt", f"from {led.path.name} ({len(idx.items)} item(s))")]
 
 

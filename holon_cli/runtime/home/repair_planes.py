@@ -82,6 +82,12 @@ def repair_planes(home: HomeLayout, names: list[str]) -> list[RepairAction]:
     facts = {n: hc.AgentFacts(home.agent(n)) for n in facts}
     for fact in facts.values():
         out += _guarded(fact, lambda f, fs: _spend(f, fs, lineage), facts)
+    from holon_cli.runtime.home import home_spend
+
+    try:  # after the agents' spend ledgers: it is rebuilt from them
+        out += home_spend.repair(home, facts)
+    except HolonError as exc:
+        out.append(_act(home.spend_ledger, "skipped", exc.message))
     try:
         out += _registry(home, facts)
     except HolonError as exc:

@@ -156,7 +156,7 @@ class _Sync:
         known = self.idx.fingerprints("work_item:")
         home = str(self.store.layout.home)
         for rec in items:
-            summary = wix.reports.get(rec["id"]) or {}
+            summary = wix.report_of(rec["id"]) or {}
             fp = S.work_item_fingerprint(home, rec, summary.get("id"))
             if known.get(f"work_item:{rec['id']}") != fp:
                 self.put(S.work_item_doc(self.store, rec, summary.get("text"), fp))

@@ -80,7 +80,7 @@ def work_focus(store: AgentStore, work_item_id: str | None) -> WorkFocus | None:
     from holon_cli.store.workitem_index import describe_file, load
 
     idx = load(store)
-    rec = idx.items.get(work_item_id)
+    rec = idx.get(work_item_id)
     if rec is None:
         return None
     desc = describe_file(Path(rec["plan_artifact"]["path"]))
@@ -107,7 +107,7 @@ def open_work_items(store: AgentStore) -> list[str]:
     from holon_cli.store.workitem_index import load
 
     idx = load(store)
-    rows = [r for r in idx.items.values() if r["state"] == "open"]
+    rows = list(idx.open_records())
     rows.sort(key=lambda r: str(r.get("created_at")))
     return [f"{r['id']}: {one_line(r['objective'], 120)}" for r in rows[:MAX_OPEN_ITEMS]]
 

@@ -58,7 +58,7 @@ def require(
             kind="invalid_arguments",
             details={"field": "work_item_id"},
         )
-    rec = idx.items.get(work_item_id.strip())
+    rec = idx.get(work_item_id.strip())
     if rec is None:
         raise not_found(store, work_item_id, vocab)
     if rec.get("agent_id") not in (None, store.agent_id):

@@ -164,7 +164,7 @@ def pick_work_item(
         )
         state = agent["state"]
         prev_id = state.get("current_work_item_id")
-        prev = idx.items.get(prev_id) if isinstance(prev_id, str) else None
+        prev = idx.get(prev_id) if isinstance(prev_id, str) else None
         prev_open = prev is not None and prev.get("state") == "open"
         prev_readiness = wr.readiness(prev, idx.waits_for(prev)) if prev and prev_open else None
         cur_readiness = wr.readiness(rec, idx.waits_for(rec))

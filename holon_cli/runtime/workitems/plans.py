@@ -66,10 +66,10 @@ def refresh(
     idx = load(store)
     stale = []
     for wid in dict.fromkeys(ids):
-        rec = idx.items.get(wid)
+        rec = idx.get(wid)
         if rec is None:
             continue
-        if unchanged_on_disk(Path(rec["plan_artifact"]["path"]), rec.get("plan_artifact")):
+        if unchanged_on_disk(rec["plan_artifact"]["path"], rec.get("plan_artifact")):
             continue  # no need to read and hash the file
         fresh = describe_file(Path(rec["plan_artifact"]["path"]))
         if wm.plan_changed(rec.get("plan_artifact"), fresh):
@@ -79,7 +79,10 @@ def refresh(
     changes: list[tuple[str, PlanDescriptor | None, PlanDescriptor]] = []
     with mutation(store) as (idx, _):
         for wid in stale:
-            rec = idx.items[wid]
+            got = idx.get(wid)
+            if got is None:
+                continue
+            rec = got
             old = rec["plan_artifact"]
             fresh = describe_file(Path(old["path"]))
             if not wm.plan_changed(old, fresh):
@@ -109,7 +112,8 @@ def refresh_plan_descriptor(
     ``plan_artifact_missing`` event), never recreated."""
     require(store, load(store), work_item_id)
     changes = refresh(store, [work_item_id], turn_id=turn_id)
-    rec = load(store).items[work_item_id]
+    rec = load(store).get(work_item_id)
+    assert rec is not None  # required above; items are never removed
     desc = dict(rec["plan_artifact"])
     return {
         "work_item_id": work_item_id,
@@ -122,7 +126,4 @@ def refresh_plan_descriptor(
 def refresh_all(store: AgentStore, *, turn_id: str | None = None) -> list[dict[str, Any]]:
     """Refresh every open item's plan descriptor (the turn engine calls this at
     turn end). Returns one ``{work_item_id, change, plan_artifact}`` per change."""
-    idx = load(store)
-    return refresh(
-        store, [wid for wid, r in idx.items.items() if r.get("state") == "open"], turn_id=turn_id
-    )
+    return refresh(store, [r["id"] for r in load(store).open_records()], turn_id=turn_id)

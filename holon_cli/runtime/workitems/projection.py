@@ -178,7 +178,7 @@ def item_snapshot(
     descriptor and preview, todos, blocker, waits, recent process trace), for
     a forked child's inherited context; ``None`` when it is not open."""
     idx = load(store)
-    rec = idx.items.get(work_item_id)
+    rec = idx.get(work_item_id)
     if rec is None or rec.get("state") != "open":
         return None
     text = _current_section(
@@ -193,7 +193,7 @@ def item_snapshot(
 def item_line(store: AgentStore, work_item_id: str) -> str | None:
     """One item as a compact candidate line (any class), or ``None``."""
     idx = load(store)
-    rec = idx.items.get(work_item_id)
+    rec = idx.get(work_item_id)
     if rec is None:
         return None
     cls = wr.candidate_class(rec, current_id=None, waits=idx.waits_for(rec))
@@ -288,14 +288,14 @@ def project_work_queue(
     class that does not fit even as a count ends the projection.
     """
     idx = load(store)
-    if not idx.items:
+    if not idx.has_items():
         return None
     focus_id = _current_id(store)
     current_id = focus_id
-    bound = idx.items.get(bound_work_item_id) if bound_work_item_id else None
+    bound = idx.get(bound_work_item_id) if bound_work_item_id else None
     if bound is not None and bound["state"] == "open":
         current_id = bound_work_item_id
-    current = idx.items.get(current_id) if current_id is not None else None
+    current = idx.get(current_id) if current_id is not None else None
     if current_id is not None and (current is None or current["state"] != "open"):
         current_id = None
     # open items plus just enough recent completions to fill the completed class
@@ -307,7 +307,7 @@ def project_work_queue(
         waits=idx.wait_summaries(),
         has_report={r["id"]: True for r in recent_done},
     )
-    cand.completed_total = len(idx.completed_records())
+    cand.completed_total = idx.completed_count()
     header = "## Work queue"
     cur = _current_section(
         store,

@@ -77,7 +77,7 @@ def stale_reminder(store: AgentStore, rounds_without_mutation: int) -> str | Non
     cur_id = current_id(store)
     if cur_id is None:
         return None
-    rec = load(store).items.get(cur_id)
+    rec = load(store).get(cur_id)
     if rec is None or rec.get("state") != "open":
         return None
     lines = [

@@ -75,7 +75,7 @@ def turn_end_commit(
     if not bound_work_item_id:
         return {"work_item_id": None, "action": "skipped", "reason": "no_bound_work_item"}
     idx = load(store)
-    rec = idx.items.get(bound_work_item_id)
+    rec = idx.get(bound_work_item_id)
     if rec is None:
         return {
             "work_item_id": bound_work_item_id,
@@ -132,7 +132,7 @@ def _settle_hold(store: AgentStore, facts: Mapping[str, Any]) -> ContinuationHol
     if kind not in HOLD_FAILURE_KINDS:
         return None
     wid = _current_id(store)
-    rec = load(store).items.get(wid) if wid else None
+    rec = load(store).get(wid) if wid else None
     if wid is None or rec is None or rec["state"] != "open":
         return None
     turn_id = facts.get("turn_id")
@@ -175,7 +175,7 @@ def continuation_hold(
         return None
     wid = hold.get("work_item_id")
     if rec is None:
-        rec = load(store).items.get(wid) if isinstance(wid, str) else None
+        rec = load(store).get(wid) if isinstance(wid, str) else None
     if rec is None or rec["id"] != wid or rec.get("rev") != hold.get("rev"):
         return None
     return hold
@@ -212,7 +212,7 @@ def activation_signal(store: AgentStore) -> dict[str, Any] | None:
     ``fingerprint`` changes whenever the signal would say something new, so
     a tick can avoid re-sending it."""
     idx = load(store)
-    if not idx.items:
+    if not idx.has_items():
         return None
     current_id = _current_id(store)
     cand = wr.classify(idx.open_records(), current_id=current_id, waits=idx.wait_summaries())
@@ -282,7 +282,7 @@ def closure_waiting_reason(store: AgentStore) -> str | None:
     for blockers and external waits. ``None`` when there is work to do or no
     open work at all (the message-driven path decides then)."""
     idx = load(store)
-    if not idx.items:
+    if not idx.has_items():
         return None
     cand = wr.classify(
         idx.open_records(), current_id=_current_id(store), waits=idx.wait_summaries()
@@ -327,13 +327,13 @@ def recheck_due(store: AgentStore, now: float | str | None = None) -> list[dict[
             and clock.parse_iso(at) <= ts
         )
 
-    if not any(due(r) for r in load(store).items.values()):
+    if not any(due(r) for r in load(store).open_records()):  # due: open items only
         return []
     out: list[dict[str, Any]] = []
     with mutation(store) as (idx, _):
         consumed_at = clock.now_iso()
         for rec in sorted(
-            (r for r in idx.items.values() if due(r)), key=lambda r: (r["recheck_at"], r["id"])
+            (r for r in idx.open_records() if due(r)), key=lambda r: (r["recheck_at"], r["id"])
         ):
             append_item(store, idx, {**rec, "recheck_consumed_at": consumed_at}, "recheck_consumed")
             out.append(
@@ -368,7 +368,10 @@ def newest_completion_report_since(store: AgentStore, since_iso: str) -> str | N
     ``since_iso`` (``holon run``'s ``final_text``), else ``None``."""
     since = clock.parse_iso(since_iso)
     best: dict[str, Any] | None = None
-    for rep in load(store).reports.values():
+    # a report this recent is in the head (its item completed recently) or
+    # among the changes not yet checkpointed: never only in the archive
+    idx = load(store)
+    for rep in [*idx.head_reports.values(), *idx.pending_reports.values()]:
         at = rep.get("created_at")
         if (
             isinstance(at, str)

@@ -26,7 +26,7 @@ def completion_report(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any]
         return None
     if rec.get("result_summary"):
         return {"text": rec["result_summary"], "source": "result_summary"}
-    rep = idx.reports.get(str(rec.get("id")))
+    rep = idx.report_of(str(rec.get("id")))
     if rep:
         return {
             "text": rep["text"],
@@ -101,24 +101,34 @@ def get_work_item(
     if refresh:
         refresh_descriptors(store, [work_item_id])
     idx = load(store)
+    rec = idx.get(work_item_id)
+    assert rec is not None  # required above; items are never removed
     return {
         "work_item": view(
             idx,
-            idx.items[work_item_id],
+            rec,
             current_id=_current_id(store),
             include_todo_list=include_todo_list,
         )
     }
 
 
-def _ordered(idx: WorkItemIndex, current_id: str | None) -> list[WorkItemRecord]:
+# filters that only ever match open items: the index's head holds every one
+# of them, so these lists never read the archive of completed items
+OPEN_FILTERS = frozenset({"current", "open", "queued", "blocked"})
+
+
+def _ordered(
+    idx: WorkItemIndex, current_id: str | None, *, every_item: bool
+) -> list[WorkItemRecord]:
     """Current first, then the candidate classes in priority order, then
     completed items (newest first)."""
+    items = idx.items if every_item else {r["id"]: r for r in idx.open_records()}
     cand = wr.classify(
-        idx.items.values(),
+        items.values(),
         current_id=current_id,
-        waits=idx.wait_summaries(),
-        has_report={w: True for w in idx.items},
+        waits=idx.wait_summaries(every_item=every_item),
+        has_report={w: True for w in items},
     )
     out: list[WorkItemRecord] = []
     if cand.current is not None:
@@ -153,10 +163,11 @@ def list_work_items(
         )
     idx = load(store)
     current_id = _current_id(store)
-    waits = idx.wait_summaries()
+    every_item = filter not in OPEN_FILTERS
+    waits = idx.wait_summaries(every_item=every_item)
     matched = [
         r
-        for r in _ordered(idx, current_id)
+        for r in _ordered(idx, current_id, every_item=every_item)
         if wr.matches_filter(
             r, filter, current_id=current_id, waits=waits.get(r["id"], wr.NO_WAITS)
         )
@@ -171,21 +182,33 @@ def list_work_items(
         "total": len(matched),
         "truncated": len(shown) < len(matched),
         "work_items": [
-            view(
-                idx, idx.items[r["id"]], current_id=current_id, include_todo_list=include_todo_list
-            )
-            for r in shown
+            view(idx, found, current_id=current_id, include_todo_list=include_todo_list)
+            for found in _records(idx, shown, every_item=every_item)
         ],
         "counts": counts(idx),
     }
 
 
+def _records(
+    idx: WorkItemIndex, shown: list[WorkItemRecord], *, every_item: bool
+) -> list[WorkItemRecord]:
+    """The index's records of ``shown`` (refreshed descriptors included)."""
+    if every_item:
+        items = idx.items
+        return [items.get(r["id"], r) for r in shown]
+    return [idx.get(r["id"]) or r for r in shown]
+
+
 def counts(idx: WorkItemIndex) -> dict[str, int]:
     """Items by readiness, a blocked item whose wait has fired counted as
-    ``triggered_blocked`` (not ``blocked``): the counts sum to the total."""
+    ``triggered_blocked`` (not ``blocked``): the counts sum to the total. The
+    open ones from the head, the completed by count (a completed item's
+    bucket is ``completed`` whatever its waits)."""
     out = {r: 0 for r in wr.STATUS_COUNTS}
-    for rec in idx.items.values():
-        out[wr.status_bucket(rec, idx.waits_for(rec))] += 1
+    waits = idx.wait_summaries()
+    for rec in idx.open_records():
+        out[wr.status_bucket(rec, waits.get(rec["id"], wr.NO_WAITS))] += 1
+    out["completed"] += idx.completed_count()
     return out
 
 

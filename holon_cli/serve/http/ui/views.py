@@ -122,7 +122,7 @@ def _objective(store: AgentStore, wid: Any) -> str | None:
         return None
     from holon_cli.runtime import workitems as wi
 
-    rec = wi.load(store).items.get(wid)
+    rec = wi.load(store).get(wid)  # one item: the index head, the archive only if old
     return str(rec.get("objective") or "") if rec else None
 
 
