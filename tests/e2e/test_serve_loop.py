@@ -386,9 +386,8 @@ def test_a_serve_starting_on_a_sound_index_passes_only_agents_with_work(
     with a queued message, and puts a sleeper's deadline in its heap."""
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.waiting.scheduler import after_turn
-    from holon_cli.store import wake as W
-
     from holon_cli.serve import index_batch
+    from holon_cli.store import wake as W
 
     monkeypatch.setattr(index_batch, "FLUSH_S", 0.05)
     for aid in ("a", "b", "c"):
