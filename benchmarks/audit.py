@@ -41,6 +41,7 @@ def seed_templates(turns: int, scratch: Path) -> list[str]:
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
     from holon_cli.runtime.waiting import timers
+    from holon_cli.runtime.waiting.intents import cancel_for_work_item
     from holon_cli.runtime.workitems import complete_work_item, create_work_item, pick_work_item
     from holon_cli.tools.catalog import default_catalog
 
@@ -57,7 +58,7 @@ def seed_templates(turns: int, scratch: Path) -> list[str]:
     for i in range(2):
         wid = create_work_item(busy, f"done item {i}", plan_status="ready")["work_item"]["id"]
         pick_work_item(busy, wid, reason="benchmark")
-        complete_work_item(busy, wid, report=f"finished {i}")
+        complete_work_item(busy, wid, report=f"finished {i}", cancel_waits=cancel_for_work_item)
     create_work_item(busy, "a runnable item the next tick activates", plan_status="ready")
 
     sleeper = create_agent("tpl-asleep")

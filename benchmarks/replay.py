@@ -75,7 +75,9 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def one_turn(agent: str, rounds: int) -> str:
+def one_turn(agent: str, rounds: int, *, record: bool = True) -> str:
+    """One turn; ``record=False``: the turn record is not kept (the paired
+    run: the catalog's hooks without their ``record``)."""
     from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
@@ -84,7 +86,11 @@ def one_turn(agent: str, rounds: int) -> str:
     Handler.rounds = rounds
     store = open_agent(agent, create_default=False)
     admit(f"a {rounds}-round turn", store=store)
-    res = run_turn(store=store, cli_model="openai/bench", catalog=default_catalog())
+    catalog = default_catalog()
+    hooks = catalog.turn_hooks
+    if not record and hooks is not None:
+        hooks = hooks._replace(record=None)
+    res = run_turn(store=store, cli_model="openai/bench", catalog=catalog, hooks=hooks)
     assert res.status == "completed" and res.model_rounds == rounds, res
     return str(res.turn_id)
 
@@ -122,34 +128,18 @@ def record_sizes(agent: str, turn_id: str) -> dict[str, Any]:
     }
 
 
-class NoCapture:
-    """The observer when records are off (the paired run)."""
-
-    def __init__(self, *a: Any) -> None:
-        pass
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *a, **k: None
-
-
 def record_cost(turns: int) -> dict[str, Any]:
     """3-round turns with the record on and off, paired (on, off; off, on; ...)."""
     from holon_cli.runtime.agents.lifecycle import create_agent
-    from holon_cli.runtime.turn import loop
 
     create_agent("cost-on")
     create_agent("cost-off")
-    real = getattr(loop, "TurnCapture")  # noqa: B009 - swapped for the paired run
 
     def side(on: bool) -> Any:
         def run() -> dict[str, float]:
-            setattr(loop, "TurnCapture", real if on else NoCapture)  # noqa: B010
             before = TO.FSYNCS.calls
             t0, c0 = time.perf_counter(), time.process_time()
-            try:
-                one_turn("cost-on" if on else "cost-off", 3)
-            finally:
-                setattr(loop, "TurnCapture", real)  # noqa: B010
+            one_turn("cost-on" if on else "cost-off", 3, record=on)
             return {
                 "wall": (time.perf_counter() - t0) * 1000,
                 "cpu": (time.process_time() - c0) * 1000,

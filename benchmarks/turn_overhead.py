@@ -109,6 +109,7 @@ def history_entry(i: int, message_id: str | None) -> dict[str, Any]:
 def seed_history(agent_home: Path, n: int, work_items: int) -> None:
     """Append n synthetic records to each ledger, as a long-lived agent would have."""
     from holon_cli.runtime import queue as q
+    from holon_cli.runtime.waiting.intents import cancel_for_work_item
     from holon_cli.store.agent_store import AgentStore
     from holon_cli.store.layout import AgentLayout
 
@@ -192,7 +193,13 @@ def seed_history(agent_home: Path, n: int, work_items: int) -> None:
             plan=f"plan {i}\n" * 20,
             todo_list=[{"text": "step", "state": "completed"}],
         )
-        wi.complete_work_item(store, w["work_item"]["id"], report=f"report {i}", source="operator")
+        wi.complete_work_item(
+            store,
+            w["work_item"]["id"],
+            report=f"report {i}",
+            source="operator",
+            cancel_waits=cancel_for_work_item,
+        )
     seed_present(store)
 
 

@@ -66,7 +66,12 @@ if n:
     w = wi.create_work_item(store, "template item", todo_list=steps,
                             source="operator")
     wid = w["work_item"]["id"]
-    wi.complete_work_item(store, wid, report="finished: " + "r" * 200, source="operator")
+    # a build where work items take the waiting plane's hook (issue 43 item 3)
+    kw = {}
+    if "cancel_waits" in wi.complete_work_item.__code__.co_varnames:
+        from holon_cli.runtime.waiting.intents import cancel_for_work_item
+        kw["cancel_waits"] = cancel_for_work_item
+    wi.complete_work_item(store, wid, report="finished: " + "r" * 200, source="operator", **kw)
     led = store.ledger(wix.WORK_ITEMS_LEDGER)
     lines = [json.loads(x) for x in led.path.read_text().splitlines()]
     # each clone's plan file: the template's bytes and modification time, so

@@ -134,24 +134,24 @@ def as_holon_error(exc: Exception) -> HolonError:
 
 
 class UsageError(HolonError):
-    kind = "usage_error"
+    kind: ErrorKind = "usage_error"
     exit_code = EXIT_USAGE
 
 
 class NotFoundError(HolonError):
-    kind = "not_found"
+    kind: ErrorKind = "not_found"
     exit_code = EXIT_NOT_FOUND
 
 
 class RejectedError(HolonError):
     """Rejected by policy or state: stopped agent, illegal transition, bad token."""
 
-    kind = "rejected"
+    kind: ErrorKind = "rejected"
     exit_code = EXIT_REJECTED
 
 
 class ProviderError(HolonError):
-    kind = "provider_failure"
+    kind: ErrorKind = "provider_failure"
     exit_code = EXIT_PROVIDER
 
 
@@ -159,27 +159,27 @@ class McpUnavailableError(HolonError):
     """A ``required`` MCP server could not start: the turn fails before its
     provider request (exit 5, as a provider failure), the message stays queued."""
 
-    kind = "mcp_unavailable"
+    kind: ErrorKind = "mcp_unavailable"
     exit_code = EXIT_PROVIDER
 
 
 class BusyError(HolonError):
-    kind = "busy"
+    kind: ErrorKind = "busy"
     exit_code = EXIT_BUSY
 
 
 class CorruptStateError(HolonError):
     """A ledger or snapshot that cannot be read (not a torn tail: that is normal)."""
 
-    kind = "corrupt_state"
+    kind: ErrorKind = "corrupt_state"
     exit_code = EXIT_RUNTIME
 
 
 class ConfigError(HolonError):
-    kind = "config_error"
+    kind: ErrorKind = "config_error"
     exit_code = EXIT_USAGE
 
 
 class InterruptedError_(HolonError):
-    kind = "interrupted"
+    kind: ErrorKind = "interrupted"
     exit_code = EXIT_INTERRUPTED

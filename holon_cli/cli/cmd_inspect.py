@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from holon_cli.cli import output
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import EventRecord
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,12 +35,17 @@ def show_status(agent_id: str | None, as_json: bool, command: str = "status") ->
     hot.status(agent_id, as_json, command)
 
 
-def _event_line(e: dict[str, Any]) -> str:
+def _event_line(e: EventRecord) -> str:
     data = e.get("data") or {}
-    bits = []
-    for k in ("message_id", "work_item_id", "task_id"):
-        if e.get(k):
-            bits.append(f"{k}={e[k]}")
+    bits = [
+        f"{k}={v}"
+        for k, v in (
+            ("message_id", e.get("message_id")),
+            ("work_item_id", e.get("work_item_id")),
+            ("task_id", e.get("task_id")),
+        )
+        if v
+    ]
     detail = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
     if len(detail) > 160:
         detail = detail[:157] + "..."
@@ -171,8 +179,8 @@ def _note_trimmed(store: Any, name: str, *, reached_start: bool, since: int | No
         output.echo(note, err=True)
 
 
-def _raw_printer(jsonl: bool, follow: bool) -> Callable[[dict[str, Any]], None]:
-    def show(e: dict[str, Any]) -> None:
+def _raw_printer(jsonl: bool, follow: bool) -> Callable[[EventRecord], None]:
+    def show(e: EventRecord) -> None:
         line = (
             json.dumps(e, ensure_ascii=False, separators=(",", ":"), default=str)
             if jsonl
@@ -185,7 +193,7 @@ def _raw_printer(jsonl: bool, follow: bool) -> Callable[[dict[str, Any]], None]:
     return show
 
 
-def _presented_printer(display: str, jsonl: bool, follow: bool) -> Callable[[dict[str, Any]], None]:
+def _presented_printer(display: str, jsonl: bool, follow: bool) -> Callable[[EventRecord], None]:
     from holon_cli.errors import UsageError
     from holon_cli.runtime.presentation import display_mode, present, shown_at
 
@@ -194,7 +202,7 @@ def _presented_printer(display: str, jsonl: bool, follow: bool) -> Callable[[dic
     except ValueError as exc:
         raise UsageError(str(exc), hint="e.g. --display verbose (or 4)") from None
 
-    def show(e: dict[str, Any]) -> None:
+    def show(e: EventRecord) -> None:
         row = present(e)
         if not shown_at(row, mode):
             return
@@ -202,9 +210,7 @@ def _presented_printer(display: str, jsonl: bool, follow: bool) -> Callable[[dic
             rec = {"event_seq": e.get("event_seq"), "at": e.get("at"), **row}
             click.echo(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
         else:
-            click.echo(
-                output.visible(f"{e.get('at', '')[11:19]}  {row['title']}: {row['summary']}")
-            )
+            click.echo(output.visible(f"{e['at'][11:19]}  {row['title']}: {row['summary']}"))
         if follow:
             sys.stdout.flush()
 
@@ -262,7 +268,7 @@ def transcript(agent_id: str | None, limit: int | None, as_json: bool) -> None:
                 f"[{t.get('at')}] tool {t.get('tool_name')} "
                 f"({'ok' if t.get('ok', True) else 'error'})"
             )
-            text = t.get("output", "")
+            text = t.get("output") or ""
         elif kind == "message":
             head = (
                 f"[{t.get('at')}] {t.get('origin_label', 'message')} "

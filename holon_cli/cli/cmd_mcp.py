@@ -10,6 +10,7 @@ import click
 from holon_cli.cli import output
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.store.agent_store import AgentStore
 
 
@@ -28,7 +29,7 @@ def mcp() -> None:
     """
 
 
-def _context(agent_id: str | None) -> tuple[AgentStore, dict[str, Any]]:
+def _context(agent_id: str | None) -> tuple[AgentStore, HolonConfig]:
     from holon_cli.runtime.agents.lifecycle import open_agent
     from holon_cli.store.config import load_config
 

@@ -36,6 +36,9 @@ def memory_search_cmd(
 ) -> None:
     """Ranked search: exact phrase first, then every word, then any word.
 
+    A large index is built in the background: until it is done, results
+    come from what is indexed so far and a note says so.
+
     \b
     Example:
       holon memory search 蓝绿 --agent ops
@@ -49,6 +52,12 @@ def memory_search_cmd(
     if as_json:
         output.emit_json(d)
         return
+    if d["index"]["state"] == "building":
+        click.echo(
+            f"the memory index is being built in the background ({d['index']['documents']} "
+            "documents so far): results may be incomplete; search again shortly",
+            err=True,
+        )
     if not d["results"]:
         click.echo(f"no memory matches {query!r}", err=True)
         return

@@ -423,11 +423,17 @@ def workitem_complete(
       holon workitem complete wi_01h... --report "Merged in #42; docs updated."
     """
     output.begin("workitem complete", as_json)
+    from holon_cli.runtime.waiting.intents import cancel_for_work_item
     from holon_cli.runtime.workitems import complete_work_item
 
     text = _read_text_arg(report, "report") if report is not None else None
     res = complete_work_item(
-        _store(agent_id), work_item_id, report=text, source="operator", vocab=_vocab(agent_id)
+        _store(agent_id),
+        work_item_id,
+        report=text,
+        source="operator",
+        vocab=_vocab(agent_id),
+        cancel_waits=cancel_for_work_item,
     )
     if as_json:
         output.emit_json(res)

@@ -10,7 +10,7 @@ scripts, cron lines and watch loops call most; their click declarations
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.cli import output
 
@@ -93,7 +93,7 @@ def _wait_and_print(
     from holon_cli.runtime.outcome import Marks, wait_for_outcome
 
     mid = env["id"]
-    if cast(dict[str, Any], env).get("duplicate"):
+    if env.get("duplicate"):
         since = Marks()  # the first message with this key: read its ledgers from the start
     see = f"see it with `holon queue list --agent {store.agent_id}`"
     notice = WaitNotice(store, mid)
@@ -198,8 +198,8 @@ def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | N
     data = {**res, "agent_id": agent_id}
     code = None
     if res["status"] != "processed":
-        brief = res["brief"] or {}
-        code = EXIT_PROVIDER if brief.get("kind") == "failure" else EXIT_RUNTIME
+        brief = res["brief"]
+        code = EXIT_PROVIDER if brief and brief["kind"] == "failure" else EXIT_RUNTIME
     if as_json:
         if code is None:
             output.emit_json(data)
@@ -212,7 +212,8 @@ def _print_outcome(agent_id: str, res: MessageOutcome, as_json: bool) -> int | N
                 data,
             )
         return code
-    text = res["final_text"] or (res["brief"] or {}).get("text") or ""
+    brief_text = res["brief"].get("text") if res["brief"] else None
+    text = res["final_text"] or brief_text or ""
     if text:
         output.echo(text, err=code is not None)
     if code is not None:

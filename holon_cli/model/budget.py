@@ -4,7 +4,9 @@ zero runtime cost, the JSON is unchanged."""
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Annotated, Literal, NotRequired, TypedDict
+
+from holon_cli.model.typed import NONNEGATIVE
 
 BudgetName = Literal[
     "tokens_per_day",
@@ -39,16 +41,18 @@ class SpendRecord(TypedDict):
     message_id: str | None
     work_item_id: str | None
     model_ref: str | None
-    input_tokens: int
-    output_tokens: int
+    input_tokens: Annotated[int, NONNEGATIVE]
+    output_tokens: Annotated[int, NONNEGATIVE]
     cost_usd: float
     estimated: bool  # the provider reported no usage: sizes / 4
     # the runtime's estimate of the request's input tokens (sizes / 4) before
     # it was sent: input_tokens / request_est calibrates the next estimate
     request_est: NotRequired[int]
+    # appended again by `home check --repair` from the turn's events
+    recovered_from: NotRequired[str]
     # input tokens the provider's prompt cache served (part of input_tokens);
     # written only when there were some
-    cached_input_tokens: NotRequired[int]
+    cached_input_tokens: NotRequired[Annotated[int, NONNEGATIVE]]
 
 
 class BudgetUse(TypedDict):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from holon_cli.kinds import ErrorKind
+from holon_cli.model.event_record import EventRecord as EventRecord
 from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ never replaced by a non-terminal one (:func:`merge_status`).
 """
 
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, Required, TypedDict, cast
 
 from holon_cli.model.tracecontext import TraceContext
 
@@ -198,10 +198,10 @@ class TaskLedgerRecord(TypedDict, total=False):
 
     v: int
     at: str
-    id: str
+    id: Required[str]
     agent_id: str
     kind: str
-    status: TaskStatus
+    status: Required[TaskStatus]
     created_at: str
     updated_at: str
     finished_at: str | None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from holon_cli.errors import UsageError
 
@@ -50,12 +50,44 @@ class StoredTimer(TimerRecord):
     last_message_id: str | None
 
 
+class TimerLedgerRecord(TypedDict):
+    """One line of ``ledger/timers.jsonl``: the timer as it is after ``op``."""
+
+    v: int
+    op: str  # created | fired | cancelled | ...
+    timer: StoredTimer
+    at: NotRequired[str]
+    reason: NotRequired[str | None]  # cancelled: why
+    # fired: the message it admitted (or the queued one it joined), fires missed
+    message_id: NotRequired[str | None]
+    coalesced_into: NotRequired[str | None]
+    missed_fires: NotRequired[int]
+
+
+class TimersSnapshot(TypedDict):
+    """``state/timers.json``: the fold of the ledger up to ``offset``."""
+
+    v: NotRequired[int]
+    offset: int
+    timers: list[StoredTimer]
+
+
 PUBLIC_FIELDS = tuple(TimerRecord.__annotations__)
 
 
 def public(rec: StoredTimer | TimerRecord) -> TimerRecord:
-    out = {k: rec.get(k) for k in PUBLIC_FIELDS}
-    return out  # type: ignore[return-value]
+    return {
+        "id": rec["id"],
+        "agent_id": rec["agent_id"],
+        "status": rec["status"],
+        "created_at": rec["created_at"],
+        "next_fire_at": rec.get("next_fire_at"),
+        "every_ms": rec.get("every_ms"),
+        "message": rec.get("message"),
+        "work_item_id": rec.get("work_item_id"),
+        "fire_count": rec["fire_count"],
+        "last_fired_at": rec.get("last_fired_at"),
+    }
 
 
 def parse_duration_ms(text: str, *, flag: str = "DURATION") -> int:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import ToolErrorEnvelope, ToolWarning
     from holon_cli.model.provider import ToolCall, ToolSpec
 
@@ -78,6 +79,10 @@ class ToolEffects:
     workspace_changed: bool = False
 
 
+def _no_config() -> HolonConfig:
+    return {}
+
+
 @dataclass
 class ToolContext:
     """What a tool may see and touch during one call."""
@@ -91,7 +96,7 @@ class ToolContext:
     message: Mapping[str, Any] | None = None  # the turn's Envelope
     round_text: str = ""  # assistant text of the same round (CompleteWorkItem reports)
     round_calls: list[ToolCall] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
+    config: HolonConfig = field(default_factory=lambda: _no_config())
     # turn-local scratch state shared by the calls of one turn (e.g. Enqueue's
     # follow-up count); the turn loop never reads it
     effects: dict[str, Any] = field(default_factory=dict)

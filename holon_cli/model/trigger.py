@@ -50,6 +50,19 @@ class TriggerRecord(TypedDict):
     last_triggered_at: str | None
 
 
+class TriggerLedgerRecord(TypedDict):
+    """One line of ``ledger/triggers.jsonl``: the capability after ``op``
+    (a delivery line carries no ``trigger``)."""
+
+    v: int
+    op: str
+    trigger: NotRequired[TriggerRecord | None]
+    at: NotRequired[str]
+    # delivered: where it came from
+    source: NotRequired[str | None]
+    content_type: NotRequired[str | None]
+
+
 class WakeHint(TypedDict, total=False):
     """``AgentState.pending_wake_hint``: preserved fields of the newest
     delivery plus how many deliveries were coalesced into it."""

@@ -149,3 +149,86 @@ class TurnSettlement(TypedDict):
     # filled when the terminal records are written
     duration_ms: NotRequired[int]
     completed_at: NotRequired[str]
+
+
+class TranscriptEntry(TypedDict):
+    """One line of ``ledger/transcript.jsonl`` (``runtime/briefs.write_transcript``):
+    a ``message``, ``assistant_round``, ``tool_result``, ``runtime_failure``
+    or ``turn_terminal`` with that kind's fields. History: the payloads a
+    kind carries (timelines, artifacts, errors) are read as written."""
+
+    v: int
+    kind: str
+    id: NotRequired[str]
+    at: NotRequired[str]
+    turn_id: NotRequired[str | None]
+    message_id: NotRequired[str | None]
+    work_item_id: NotRequired[str | None]
+    text: NotRequired[str | None]
+    # message
+    message_kind: NotRequired[str | None]
+    origin: NotRequired[dict[str, str] | None]
+    origin_label: NotRequired[str | None]
+    authority_class: NotRequired[str | None]
+    trust: NotRequired[str | None]
+    priority: NotRequired[str | None]
+    interject: NotRequired[bool]
+    # assistant_round, tool_result, runtime_failure
+    round: NotRequired[int]
+    tool_calls: NotRequired[list[dict[str, Any]]]
+    input_tokens: NotRequired[int]
+    output_tokens: NotRequired[int]
+    data: NotRequired[dict[str, Any]]
+    provider_attempt_timeline: NotRequired[dict[str, Any] | None]
+    stop_reason: NotRequired[str | None]
+    model_ref: NotRequired[str | None]
+    failure_artifact: NotRequired[dict[str, Any] | None]
+    token_usage: NotRequired[dict[str, Any] | None]
+    call_id: NotRequired[str]
+    tool_name: NotRequired[str]
+    ok: NotRequired[bool]
+    output: NotRequired[str | None]
+    error: NotRequired[dict[str, Any] | None]
+    warnings: NotRequired[list[Any] | None]
+    duration_ms: NotRequired[float | None]
+    # turn_terminal
+    turn_index: NotRequired[int]
+    completed_at: NotRequired[str]
+    status: NotRequired[str]
+    closure: NotRequired[dict[str, Any] | None]
+    reason: NotRequired[str | None]
+
+
+class BriefRecord(TypedDict):
+    """One line of ``ledger/briefs.jsonl`` (``runtime/briefs.write_brief``; v1
+    lines, camelCase, are upgraded by their readers)."""
+
+    v: int
+    kind: str
+    id: NotRequired[str]
+    agent_id: NotRequired[str]
+    at: NotRequired[str]
+    visibility: NotRequired[str]
+    text: NotRequired[str | None]
+    title: NotRequired[str]
+    work_item_id: NotRequired[str]
+    related_message_id: NotRequired[str]
+    related_task_id: NotRequired[str]
+    attachments: NotRequired[list[dict[str, Any]]]
+    turn_id: NotRequired[str]
+    workspace_id: NotRequired[str]
+
+
+class TurnRecordLine(TypedDict):
+    """One line of ``ledger/turn_records.jsonl`` (``runtime/replay/records.py``):
+    a settled turn's record compressed (``codec``, base64 ``data``, ``bytes``
+    before compression), or ``broken``: why there is none."""
+
+    v: int
+    turn_id: str
+    message_id: NotRequired[str | None]
+    at: NotRequired[str]
+    codec: NotRequired[str]
+    bytes: NotRequired[int]
+    data: NotRequired[str]
+    broken: NotRequired[str]

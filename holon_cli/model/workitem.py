@@ -21,9 +21,10 @@ either module mutates or stores a derived value.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NotRequired, Required, TypedDict, cast
+from typing import Annotated, Any, NotRequired, Required, TypedDict, cast
 
 from holon_cli.errors import CorruptStateError, UsageError
+from holon_cli.model.typed import NONNEGATIVE
 
 WORK_ITEM_RECORD_VERSION = 1
 DELIVERY_SUMMARY_VERSION = 1
@@ -97,6 +98,58 @@ class WorkItemRecord(BlockerFields):
     recorded_at: NotRequired[str]
 
 
+class WorkItemLine(TypedDict):
+    """A ``work_items`` ledger line as any version wrote it: :func:`upgrade_record`
+    fills in what an older line lacks and makes it a :class:`WorkItemRecord`."""
+
+    v: NotRequired[int]
+    id: str
+    state: str
+    objective: str
+
+
+class ReportRef(TypedDict, total=False):
+    """The work item index's note of an item's newest delivery summary."""
+
+    id: str | None
+    text: str | None
+    created_at: str | None
+    source: str | None
+    turn_id: str | None
+
+
+class ArchivedReport(ReportRef, total=False):
+    """A ``report`` line of the work item archive: an item's report note and
+    the item it belongs to."""
+
+    work_item_id: Required[str]
+
+
+class WorkItemsSnapshot(TypedDict):
+    """``state/work_items.json``: the folds of the work item, delivery summary
+    and waiting intent ledgers up to their offsets."""
+
+    v: NotRequired[int]
+    offset: int
+    ds_offset: NotRequired[int]
+    wait_offset: NotRequired[int]
+    items: dict[str, WorkItemLine]
+    reports: NotRequired[dict[str, ReportRef]]
+    waits: NotRequired[dict[str, WaitingIntentRecord]]
+    archive: NotRequired[WorkItemArchiveRef]
+
+
+class WorkItemArchiveRef(TypedDict):
+    """``state/work_items.json`` ``archive``: the archive file (v2 head) this
+    head continues (``store/workitem_archive.py``): its generation and how
+    far it reaches."""
+
+    generation: NotRequired[str | None]  # none before the first archive is written
+    bytes: NotRequired[Annotated[int, NONNEGATIVE]]
+    items: NotRequired[Annotated[int, NONNEGATIVE]]
+    lines: NotRequired[Annotated[int, NONNEGATIVE]]
+
+
 class ContinuationHold(TypedDict):
     """Agent state ``work_continuation_hold``: the runtime must not continue
     ``work_item_id`` on its own while it is at revision ``rev``."""
@@ -116,7 +169,7 @@ class DeliverySummaryRecord(TypedDict):
     agent_id: str
     work_item_id: str
     text: str
-    source: str
+    source: NotRequired[str]  # absent from the oldest records
     created_at: str
     turn_id: NotRequired[str]
     warnings: NotRequired[list[dict[str, Any]]]
@@ -134,7 +187,7 @@ class WaitingIntentRecord(TypedDict, total=False):
     trigger_count: int
     last_triggered_at: str | None
     source: str
-    resource: str
+    resource: str | None
     condition: str
 
 

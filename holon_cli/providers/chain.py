@@ -39,6 +39,7 @@ from holon_cli.providers.base import (
 )
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.turn import (
         AttemptDisposition,
         AttemptOutcome,
@@ -538,7 +539,7 @@ def call_with_fallback(
     backoff_cap_s: float = BACKOFF_CAP_S,
     retry_after_cap_s: float = RETRY_AFTER_CAP_S,
     resolve: Callable[[str], Transport] | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: HolonConfig | None = None,
     env: Mapping[str, str] | None = None,
     before_attempt: Callable[[str, Transport], None] | None = None,
 ) -> ChainResult:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from holon_cli.providers.base import ProviderFailure
 from holon_cli.providers.registry import endpoint
+
+if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
 
 Credentials = Literal["present", "missing", "not_needed"]
 
@@ -35,7 +38,7 @@ class CandidateReport(TypedDict):
 def describe_candidate(
     ref: str,
     *,
-    config: Mapping[str, Any],
+    config: HolonConfig,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> CandidateReport:
@@ -63,7 +66,7 @@ def describe_candidate(
     return _report(ref, ep.kind, ep.base_url, "missing", ep.key_env, missing, wire)
 
 
-def wire_features(kind: str, config: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+def wire_features(kind: str, config: HolonConfig, spec: Mapping[str, Any]) -> dict[str, Any]:
     """What a transport kind adds to its requests under this config: its
     prompt capabilities (runtime spec: ``ProviderPromptCapability``),
     incremental Responses requests (and so stored responses), Anthropic cache

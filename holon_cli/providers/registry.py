@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from holon_cli.errors import ConfigError
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.providers.base import ProviderFailure, Transport
 
 # Read-only surfaces (`holon status`, `agent model`) import this module for the
@@ -66,18 +67,18 @@ NO_MODEL_HINT = (
 )
 
 
-def _load_config() -> dict[str, Any]:
+def _load_config() -> HolonConfig:
     from holon_cli.store.config import load_config
 
     return load_config()
 
 
-def known_providers(config: Mapping[str, Any] | None = None) -> list[str]:
+def known_providers(config: HolonConfig | None = None) -> list[str]:
     names = set(BUILTIN) | set((config or {}).get("providers") or {})
     return sorted(names) + ["scripted:<path>"]
 
 
-def _timeout(spec: Mapping[str, Any], config: Mapping[str, Any]) -> float:
+def _timeout(spec: Mapping[str, Any], config: HolonConfig) -> float:
     for v in (spec.get("timeout_s"), (config.get("runtime") or {}).get("provider_timeout_s")):
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
             return float(v)
@@ -86,7 +87,7 @@ def _timeout(spec: Mapping[str, Any], config: Mapping[str, Any]) -> float:
     return DEFAULT_TIMEOUT_S
 
 
-def _max_output(spec: Mapping[str, Any], config: Mapping[str, Any]) -> int | None:
+def _max_output(spec: Mapping[str, Any], config: HolonConfig) -> int | None:
     for v in (
         spec.get("max_output_tokens"),
         (config.get("runtime") or {}).get("max_output_tokens"),
@@ -122,7 +123,7 @@ class Endpoint(NamedTuple):
 
 
 def endpoint(
-    model_ref: str, config: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+    model_ref: str, config: HolonConfig | None = None, env: Mapping[str, str] | None = None
 ) -> Endpoint:
     """The transport kind, endpoint and credential variable of ``model_ref``.
     Raises ``ProviderFailure`` (``unsupported_transport``) when no transport
@@ -199,7 +200,7 @@ def _declared_endpoint(ref: str, provider: str, model: str, spec: Mapping[str, A
 def resolve_transport(
     model_ref: str,
     *,
-    config: Mapping[str, Any] | None = None,
+    config: HolonConfig | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> Transport:
@@ -238,7 +239,7 @@ def resolve_transport(
     return _construct(ep.kind, **kwargs)
 
 
-def _wire_options(kind: str, config: Mapping[str, Any]) -> dict[str, Any]:
+def _wire_options(kind: str, config: HolonConfig) -> dict[str, Any]:
     """The opt-in wire features of ``runtime`` a transport kind understands."""
     rt = config.get("runtime") or {}
     if kind == "openai_responses":
@@ -267,7 +268,7 @@ def model_chain(
     agent_override: str | None,
     cli_model: str | None = None,
     env: Mapping[str, str] | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: HolonConfig | None = None,
     *,
     cli_fallbacks: list[str] | None = None,
 ) -> tuple[str, list[str]]:
@@ -311,7 +312,7 @@ def model_source(
     agent_override: str | None,
     cli_model: str | None = None,
     env: Mapping[str, str] | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: HolonConfig | None = None,
 ) -> ModelSource:
     """Where the primary model of :func:`model_chain` comes from, in its
     precedence order: ``--model`` (``flag``), the agent's override
@@ -334,7 +335,7 @@ def model_source(
 def model_state(
     agent_override: str | None,
     env: Mapping[str, str] | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: HolonConfig | None = None,
 ) -> dict[str, Any]:
     """The spec's ``AgentModelState`` (runtime default vs. agent override)."""
     env = os.environ if env is None else env

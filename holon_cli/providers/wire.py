@@ -9,7 +9,6 @@ context-overflow detection). No I/O here.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from typing import Any, NamedTuple
@@ -129,11 +128,12 @@ def tool_schema(spec: ToolSpec) -> dict[str, Any]:
     """The tool's input schema as sent to providers (``Relaxed`` mode).
 
     The tool layer already emits normalized schemas; this only guarantees the
-    top level is an object schema, which every provider requires.
+    top level is an object schema, which every provider requires. A copy of
+    the top level: the nested parts are the spec's own, shared by every
+    request (read-only: a body is serialised as built). It was a deep copy
+    of every tool's schema every round (~2 ms of a round's CPU, issue 44).
     """
-    schema = copy.deepcopy(spec.input_schema) if spec.input_schema else {}
-    if not isinstance(schema, dict):
-        schema = {}
+    schema = dict(spec.input_schema) if isinstance(spec.input_schema, dict) else {}
     schema.setdefault("type", "object")
     if schema.get("type") == "object":
         schema.setdefault("properties", {})

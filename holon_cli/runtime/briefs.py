@@ -8,13 +8,14 @@ Contract). Both land in their own ledgers and as events.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.events import BriefRecordedData
+    from holon_cli.model.turn import BriefRecord, TranscriptEntry
 
 BRIEF_KINDS = ("ack", "result", "failure")
 VISIBILITIES = ("action_required", "work_done", "turn_result")
@@ -33,7 +34,7 @@ def write_brief(
     attachments: list[dict[str, Any]] | None = None,
     turn_id: str | None = None,
     workspace_id: str | None = None,
-) -> dict[str, Any]:
+) -> BriefRecord:
     """Append one brief; it records the workspace active when it was written
     (``workspace_id``, read from the agent record unless given)."""
     assert kind in BRIEF_KINDS and visibility in VISIBILITIES
@@ -41,7 +42,7 @@ def write_brief(
         from holon_cli.runtime.workspace import workspace_for
 
         workspace_id = workspace_for(store.layout.home, store.read_record()["state"]).workspace_id
-    rec: dict[str, Any] = {
+    rec: BriefRecord = {
         "v": 2,  # v2: snake_case field names (v1: agentId, workItemId, related*Id)
         "id": clock.new_id("brf"),
         "agent_id": store.agent_id,
@@ -50,17 +51,20 @@ def write_brief(
         "visibility": visibility,
         "text": text,
     }
-    for k, v in (
-        ("title", title),
-        ("work_item_id", work_item_id),
-        ("related_message_id", related_message_id),
-        ("related_task_id", related_task_id),
-        ("attachments", attachments),
-        ("turn_id", turn_id),
-        ("workspace_id", workspace_id),
-    ):
-        if v:
-            rec[k] = v
+    if title:
+        rec["title"] = title
+    if work_item_id:
+        rec["work_item_id"] = work_item_id
+    if related_message_id:
+        rec["related_message_id"] = related_message_id
+    if related_task_id:
+        rec["related_task_id"] = related_task_id
+    if attachments:
+        rec["attachments"] = attachments
+    if turn_id:
+        rec["turn_id"] = turn_id
+    if workspace_id:
+        rec["workspace_id"] = workspace_id
     store.ledger("briefs").append(rec)
     data: BriefRecordedData = {
         "brief_id": rec["id"],
@@ -80,9 +84,10 @@ def write_brief(
     return rec
 
 
-def write_transcript(store: AgentStore, kind: str, **fields: Any) -> dict[str, Any]:
+def write_transcript(store: AgentStore, kind: str, **fields: Any) -> TranscriptEntry:
     """Append one transcript entry (``message``, ``assistant_round``, ``tool_result``,
-    ``runtime_failure``, ``turn_terminal``, ...)."""
-    rec: dict[str, Any] = {"v": 1, "id": clock.new_id("trn"), "at": clock.now_iso(), "kind": kind}
-    rec.update({k: v for k, v in fields.items() if v is not None})
-    return store.ledger("transcript").append(rec)
+    ``runtime_failure``, ``turn_terminal``, ...): the kind's own ``fields``
+    after the head every entry has."""
+    head: TranscriptEntry = {"v": 1, "id": clock.new_id("trn"), "at": clock.now_iso(), "kind": kind}
+    rec = {**head, **{k: v for k, v in fields.items() if v is not None}}
+    return store.ledger("transcript").append(cast("TranscriptEntry", rec))

@@ -21,6 +21,7 @@ from holon_cli.store.config import load_config
 from holon_cli.store.layout import default_agent_id
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.tool import Toolbox
 
 
@@ -149,7 +150,7 @@ def _tool_schemas(specs: list[Any], sources: dict[str, str]) -> dict[str, Any]:
 
 
 def _mcp_state(
-    store: AgentStore, cfg: dict[str, Any], problems: list[dict[str, Any]] | None
+    store: AgentStore, cfg: HolonConfig, problems: list[dict[str, Any]] | None
 ) -> dict[str, Any]:
     if problems is None:
         return {}

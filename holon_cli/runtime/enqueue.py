@@ -15,7 +15,7 @@ admit. Runtime-owned origins (``system``, ``task``, ``timer``) need
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, Said, UsageError
@@ -194,7 +194,7 @@ def admit(
 
         require_work_item(store, work_item_id)
     if idempotency_key is None:
-        store.inbox.deliver(message_id, cast(dict[str, Any], env))
+        store.inbox.deliver(message_id, env)
     else:
         first = _deliver_once(store, idempotency_key, env)
         if first is not None:
@@ -255,7 +255,8 @@ def _deliver_once(store: AgentStore, key: str, env: Envelope) -> Envelope | None
     with idem.keyed(store):
         first = idem.lookup(store, key)
         if first is not None:
-            return cast(Envelope, {**first, "duplicate": True})
+            dup: Envelope = {**first, "duplicate": True}
+            return dup
         idem.record(store, key, env["id"])  # before the delivery: see the module's protocol
-        store.inbox.deliver(env["id"], cast(dict[str, Any], env))
+        store.inbox.deliver(env["id"], env)
     return None

@@ -30,11 +30,15 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from holon_cli import clock
 from holon_cli.errors import UsageError
+from holon_cli.model.envelope import is_admitted
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope, EnvelopeRef
 
 WINDOW_S = 24 * 3600.0
 MAX_KEY_CHARS = 256
@@ -74,22 +78,34 @@ def keyed(store: AgentStore) -> Iterator[None]:
         yield
 
 
-def find_envelope(store: AgentStore, message_id: str) -> dict[str, Any] | None:
-    """The stored envelope of a message: in the inbox (``new/``, ``cur/``),
-    else its ``admitted`` record in the queue ledger; ``None`` if it never
-    existed. ``new`` is read before ``cur`` and the ledger: ingestion appends
-    to the ledger before it moves the file, so a message is never missed."""
+def find_envelope(store: AgentStore, message_id: str) -> Envelope | None:
+    """The stored envelope of a message (upgraded: the read boundary): in the
+    inbox (``new/``, ``cur/``), else its ``admitted`` record in the queue
+    ledger; ``None`` if it never existed or cannot be read as an envelope.
+    ``new`` is read before ``cur`` and the ledger: ingestion appends to the
+    ledger before it moves the file, so a message is never missed."""
+    from holon_cli.model.envelope import EnvelopeError, upgrade_envelope
+
+    raw: object = None
     for folder in (store.inbox.new, store.inbox.cur):
         try:
-            return dict(store.inbox.read(folder / f"{message_id}.json"))
+            raw = dict(store.inbox.read(folder / f"{message_id}.json"))
+            break
         except FileNotFoundError:
             continue
         except (ValueError, UnicodeDecodeError, OSError):
             break  # unreadable here: the ledger has the admitted record
-    return _admitted_record(store, message_id)
+    if raw is None:
+        raw = _admitted_record(store, message_id)
+    if raw is None:
+        return None
+    try:
+        return upgrade_envelope(raw)
+    except EnvelopeError:
+        return None
 
 
-def _admitted_record(store: AgentStore, message_id: str) -> dict[str, Any] | None:
+def _admitted_record(store: AgentStore, message_id: str) -> EnvelopeRef | None:
     import mmap
 
     led = store.ledger("queue")
@@ -107,18 +123,15 @@ def _admitted_record(store: AgentStore, message_id: str) -> dict[str, Any] | Non
             start = mm.rfind(b"\n", 0, at) + 1
     # the first mention of a new id is its admission (nothing can name it earlier)
     rec = led.read_at(start)
-    if rec and rec.get("op") == "admitted":
-        msg = rec.get("message")
-        if isinstance(msg, dict) and msg.get("id") == message_id:
-            return dict(msg)
+    if rec is not None and is_admitted(rec) and rec["message"]["id"] == message_id:
+        return rec["message"]
     for _, _, r in led.scan(0):
-        msg = r.get("message")
-        if r.get("op") == "admitted" and isinstance(msg, dict) and msg.get("id") == message_id:
-            return dict(msg)
+        if is_admitted(r) and r["message"]["id"] == message_id:
+            return r["message"]
     return None
 
 
-def lookup(store: AgentStore, key: str) -> dict[str, Any] | None:
+def lookup(store: AgentStore, key: str) -> Envelope | None:
     """The envelope of the message first admitted with ``key`` in the last
     24 h, or ``None``. Caller holds :func:`keyed`."""
     path = key_path(store, key)

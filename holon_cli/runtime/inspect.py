@@ -23,6 +23,9 @@ from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.config import HolonConfig
+    from holon_cli.model.events import EventRecord
+    from holon_cli.model.turn import TranscriptEntry
 
 
 def _usage(total_in: int, total_out: int) -> dict[str, int]:
@@ -146,7 +149,7 @@ def _execution_profile(state: AgentState) -> dict[str, Any]:
     return {**empty_execution_profile(), **(state.get("execution_profile") or {})}
 
 
-def _mcp_status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, Any]:
+def _mcp_status(store: AgentStore, cfg: HolonConfig) -> dict[str, Any]:
     """The agent's MCP servers as of their last use (a failed one is shown,
     never dropped) and its open operator requests; nothing for an agent
     without servers (and no MCP module is imported for it)."""
@@ -233,7 +236,7 @@ def tail_events(
     since: int | None = None,
     limit: int | None = None,
     damaged: list[Problem] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EventRecord]:
     """The newest events (or those after ``since``). With a ``damaged`` list,
     damaged ledger lines are skipped and reported there instead of failing."""
     if limit is not None and limit < 0:
@@ -246,7 +249,7 @@ def tail_events(
     recs, problems = store.events.records_skipping_damaged()
     damaged.extend(problems)
     if since is not None:
-        recs = [r for r in recs if isinstance(r.get("event_seq"), int) and r["event_seq"] > since]
+        recs = [r for r in recs if r["event_seq"] > since]
         return recs[:limit] if limit is not None else recs
     if limit is not None:
         return recs[-limit:] if limit else []
@@ -255,7 +258,7 @@ def tail_events(
 
 def _tail_events(
     store: AgentStore, *, since: int | None = None, limit: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[EventRecord]:
     led = store.events
     if since is None:
         return led.tail(limit) if limit is not None else led.records()
@@ -270,7 +273,7 @@ def follow_events(
     since: int,
     poll: float = 0.2,
     stop: Callable[[], bool] | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[EventRecord]:
     """Yield events with ``event_seq > since`` as they are appended.
 
     Runs until the consumer stops iterating or, when idle, ``stop()`` returns
@@ -331,7 +334,7 @@ def trimmed_note(store: AgentStore, name: str) -> str | None:
     )
 
 
-def transcript(store: AgentStore, *, limit: int | None = None) -> list[dict[str, Any]]:
+def transcript(store: AgentStore, *, limit: int | None = None) -> list[TranscriptEntry]:
     led = store.ledger("transcript")
     return led.tail(limit) if limit is not None else led.records()
 
@@ -513,7 +516,7 @@ class _HomeCheck:
                 )
             )
 
-    def ledger(self, led: Ledger) -> None:
+    def ledger(self, led: Ledger[Any]) -> None:
         seg_problems, seg_records = hc.segment_findings(led)
         self.problems.extend(seg_problems)
         self.checked["records"] += seg_records

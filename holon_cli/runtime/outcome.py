@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
+from holon_cli.model.envelope import is_status
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import StatusRecord
+    from holon_cli.model.turn import BriefRecord
 
 FIRST_POLL_S = 0.02
 MAX_POLL_S = 0.5
@@ -40,7 +45,7 @@ class MessageOutcome(TypedDict):
     reason: str | None
     turn_id: str | None
     final_text: str
-    brief: dict[str, Any] | None
+    brief: BriefRecord | None
 
 
 def marks(store: AgentStore) -> Marks:
@@ -72,11 +77,11 @@ def _final_text(store: AgentStore, turn_id: str | None, since: int) -> str:
     return text
 
 
-def _brief(store: AgentStore, mid: str, turn_id: str | None, since: int) -> dict[str, Any] | None:
+def _brief(store: AgentStore, mid: str, turn_id: str | None, since: int) -> BriefRecord | None:
     """The message's own brief (its ``result`` or ``failure``), else the newest
     brief of the turn that settled it (a ``work_done`` report)."""
-    own: dict[str, Any] | None = None
-    of_turn: dict[str, Any] | None = None
+    own: BriefRecord | None = None
+    of_turn: BriefRecord | None = None
     for _, _, rec in store.ledger("briefs").scan(_start(store, "briefs", since)):
         if rec.get("related_message_id") == mid:
             own = rec
@@ -108,19 +113,15 @@ class OutcomeReader:
         self._size = size
         for _, end, rec in led.scan(self._offset):
             self._offset = end
-            if (
-                rec.get("op") == "status"
-                and rec.get("message_id") == self.message_id
-                and rec.get("status") in FINAL
-            ):
+            if is_status(rec) and rec["message_id"] == self.message_id and rec["status"] in FINAL:
                 return self._outcome(rec)
         return None
 
-    def _outcome(self, rec: dict[str, Any]) -> MessageOutcome:
-        turn_id = rec.get("turn_id") if isinstance(rec.get("turn_id"), str) else None
+    def _outcome(self, rec: StatusRecord) -> MessageOutcome:
+        turn_id = rec.get("turn_id")
         return {
             "message_id": self.message_id,
-            "status": str(rec["status"]),
+            "status": rec["status"],
             "reason": rec.get("reason"),
             "turn_id": turn_id,
             "final_text": _final_text(self.store, turn_id, self.since.transcript),

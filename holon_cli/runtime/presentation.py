@@ -66,9 +66,10 @@ class Presented(TypedDict):
 def display_mode(text: str) -> DisplayMode:
     """``info``/``verbose``/``debug`` or their numeric aliases 3/4/5."""
     mode = DISPLAY_ALIASES.get(text.strip(), text.strip().lower())
-    if mode not in _SHOWN:
-        raise ValueError(f"unknown display mode {text!r} (use info, verbose, debug or 3, 4, 5)")
-    return mode  # type: ignore[return-value]
+    for known in DISPLAY_MODES:
+        if mode == known:
+            return known
+    raise ValueError(f"unknown display mode {text!r} (use info, verbose, debug or 3, 4, 5)")
 
 
 def shown_at(row: Presented, mode: DisplayMode) -> bool:

@@ -32,6 +32,7 @@ from holon_cli.runtime.workspace import (
 if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import SkillActivatedData
+    from holon_cli.model.turn import TranscriptEntry
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
 SYSTEM_POLICY = """\
@@ -257,7 +258,7 @@ def _render_task_result(env: Envelope, text: str, origin: str, salt: str) -> str
     return f"{head}{fenced}{tail}"
 
 
-def _recent_task_result(t: dict[str, Any], label: str, authority: str, text: str) -> str:
+def _recent_task_result(t: TranscriptEntry, label: str, authority: str, text: str) -> str:
     """A task result in the recent conversation: its first line (the
     runtime's status line) as is, the rest (command and output) fenced."""
     first, _, rest = text.partition("\n")
@@ -278,7 +279,7 @@ RECENT_LINE_CHARS = 600
 
 
 def render_recent(
-    entries: list[dict[str, Any]],
+    entries: list[TranscriptEntry],
     exclude_message_id: str | None,
     *,
     max_chars: int = RECENT_CHARS_DEFAULT,

@@ -28,15 +28,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.store import wake as W
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import HomeLayout
 
+if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
 
-def agent_deadline(agent: str | AgentStore, cfg: dict[str, Any] | None = None) -> float | None:
+
+def agent_deadline(agent: str | AgentStore, cfg: HolonConfig | None = None) -> float | None:
     """The earliest wall-clock time at which a tick could find something for
     this agent: sleep end, work-item recheck, timer, budget reset. Read-only."""
     from holon_cli.runtime import workitems as wi
@@ -134,7 +137,7 @@ def activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
     return f"{budgets.reason_text(hit, store.agent_id)}; {resets}"
 
 
-def _outputs_due(store: AgentStore, cfg: dict[str, Any]) -> float | None:
+def _outputs_due(store: AgentStore, cfg: HolonConfig) -> float | None:
     """When the oldest kept command output ages out (``prune_outputs``)."""
     from holon_cli.runtime.tasks.recovery import prune_due
 
@@ -142,7 +145,7 @@ def _outputs_due(store: AgentStore, cfg: dict[str, Any]) -> float | None:
 
 
 def assess(
-    store: AgentStore, cfg: dict[str, Any] | None = None, *, why: str = ""
+    store: AgentStore, cfg: HolonConfig | None = None, *, why: str = ""
 ) -> tuple[bool, float | None, str]:
     """``(run, due, why)`` of one agent (see the module). Read-only."""
     from holon_cli.runtime import queue as q
@@ -187,7 +190,7 @@ def assess(
 
 
 def entry_of(
-    store: AgentStore, at: int, cfg: dict[str, Any] | None = None, *, why: str = "", acted: bool
+    store: AgentStore, at: int, cfg: HolonConfig | None = None, *, why: str = "", acted: bool
 ) -> W.Entry:
     """The index entry of an agent a pass just looked at (``acted``: the
     pass did something: look again next time, its effects are checked then)."""
@@ -226,7 +229,7 @@ def tick_all_indexed(
     updates: dict[str, W.Entry] = {}
     stale: list[str] = []
     try:
-        cfg: dict[str, Any] | None = load_config()
+        cfg: HolonConfig | None = load_config()
     except Exception:  # noqa: BLE001 - each tick reports a bad config its own way
         cfg = None
     for aid in ids:
@@ -277,7 +280,7 @@ def _drop_marker(root: Any, aid: str) -> None:
 # ------------------------------------------------------------ check / repair
 
 
-def expected(ids: Iterable[str], cfg: dict[str, Any] | None = None) -> dict[str, W.Entry]:
+def expected(ids: Iterable[str], cfg: HolonConfig | None = None) -> dict[str, W.Entry]:
     """Fresh entries of these agents from their files (``at``: now)."""
     home = HomeLayout.current()
     at = time.monotonic_ns()

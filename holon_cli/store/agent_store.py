@@ -10,23 +10,32 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
 from holon_cli.model.agent import AGENT_RECORD_VERSION
 from holon_cli.store import ledger as ledger_mod
-from holon_cli.store.fsio import read_snapshot, write_snapshot
+from holon_cli.store.fsio import read_record, write_snapshot
 from holon_cli.store.inbox import Inbox
 from holon_cli.store.layout import AgentLayout
 from holon_cli.store.ledger import Ledger
 from holon_cli.store.locks import HeldLock, locked
-from holon_cli.store.records import ledger_validator
+from holon_cli.store.records import AGENT_RECORD, ledger_validator
 from holon_cli.store.wake import mark, split_agent_dir, unmark
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
-    from holon_cli.model.events import AgentStateChangedData, EventKind
+    from holon_cli.model.budget import SpendRecord
+    from holon_cli.model.child import DelegationRecord
+    from holon_cli.model.envelope import QueueRecord
+    from holon_cli.model.events import AgentStateChangedData, EventKind, EventRecord
+    from holon_cli.model.memory import EpisodeRecord
+    from holon_cli.model.task import TaskLedgerRecord
+    from holon_cli.model.timer import TimerLedgerRecord
+    from holon_cli.model.trigger import TriggerLedgerRecord
+    from holon_cli.model.turn import BriefRecord, TranscriptEntry, TurnRecordLine
+    from holon_cli.model.workitem import DeliverySummaryRecord, WaitingIntentRecord, WorkItemLine
 
 EVENT_VERSION = 1
 
@@ -65,13 +74,21 @@ NO_TAIL_COPY = ("turn_records",)
 WAKE_SILENT = frozenset(
     ("events", "transcript", "turn_records", "briefs", "context_episodes", "spend")
 )
+# ledgers whose appends are never fsync'd: the turn record (runtime/replay) is
+# how a settled turn went, for `holon replay` and `agent fork`; no message's
+# outcome, no queue or agent state depends on it, and the turn that writes it
+# has made everything it acknowledges durable on its own. A power loss may
+# lose the last seconds' records (the kernel writes them back within ~30 s);
+# a kill loses nothing (the page cache outlives the process). One fsync less
+# a turn (issue 44 item 4).
+WRITEBACK = ("turn_records",)
 
 
 class AgentStore:
     def __init__(self, layout: AgentLayout) -> None:
         self.layout = layout
         self.agent_id = layout.agent_id
-        self._ledgers: dict[str, Ledger] = {}
+        self._ledgers: dict[str, Ledger[Any]] = {}
         self.inbox = Inbox(layout.inbox_dir)
         self._defer_sync = False
         # the folder whose wake marker this agent's writers hold (None: not
@@ -80,9 +97,42 @@ class AgentStore:
             str(layout.home) if split_agent_dir(layout.home) is not None else None
         )
         self.inbox.wake_dir = self.wake_dir
+        # what waits for the deferred appends to be durable (after_sync)
+        self._after_sync: list[Callable[[], None]] = []
 
     # -- ledgers -----------------------------------------------------------
-    def ledger(self, name: str) -> Ledger:
+    # each ledger's record type (store/records.py checks every line into it)
+    @overload
+    def ledger(self, name: Literal["queue"]) -> Ledger[QueueRecord]: ...
+    @overload
+    def ledger(self, name: Literal["events"]) -> Ledger[EventRecord]: ...
+    @overload
+    def ledger(self, name: Literal["transcript"]) -> Ledger[TranscriptEntry]: ...
+    @overload
+    def ledger(self, name: Literal["briefs"]) -> Ledger[BriefRecord]: ...
+    @overload
+    def ledger(self, name: Literal["spend"]) -> Ledger[SpendRecord]: ...
+    @overload
+    def ledger(self, name: Literal["work_items"]) -> Ledger[WorkItemLine]: ...
+    @overload
+    def ledger(self, name: Literal["delivery_summaries"]) -> Ledger[DeliverySummaryRecord]: ...
+    @overload
+    def ledger(self, name: Literal["waiting_intents"]) -> Ledger[WaitingIntentRecord]: ...
+    @overload
+    def ledger(self, name: Literal["timers"]) -> Ledger[TimerLedgerRecord]: ...
+    @overload
+    def ledger(self, name: Literal["triggers"]) -> Ledger[TriggerLedgerRecord]: ...
+    @overload
+    def ledger(self, name: Literal["tasks"]) -> Ledger[TaskLedgerRecord]: ...
+    @overload
+    def ledger(self, name: Literal["delegations"]) -> Ledger[DelegationRecord]: ...
+    @overload
+    def ledger(self, name: Literal["context_episodes"]) -> Ledger[EpisodeRecord]: ...
+    @overload
+    def ledger(self, name: Literal["turn_records"]) -> Ledger[TurnRecordLine]: ...
+    @overload
+    def ledger(self, name: str) -> Ledger[Any]: ...  # a name known only at run time
+    def ledger(self, name: str) -> Ledger[Any]:
         led = self._ledgers.get(name)
         if led is None:
             led = Ledger(
@@ -99,6 +149,8 @@ class AgentStore:
                 led.tail_copy_bytes = 0
             if name not in WAKE_SILENT:
                 led.wake_dir = self.wake_dir
+            if name in WRITEBACK:
+                led.writeback = True
             self._ledgers[name] = led
         return led
 
@@ -115,18 +167,39 @@ class AgentStore:
             self._set_defer(prev)
             self.sync_ledgers()
 
+    @property
+    def deferring(self) -> bool:
+        """Inside :meth:`deferred_sync`: a caller batches this store's fsyncs."""
+        return self._defer_sync
+
     def _set_defer(self, on: bool) -> None:
         self._defer_sync = on
         for led in self._ledgers.values():
             led.defer_sync = on
 
-    def sync_ledgers(self) -> None:
-        """One fsync per ledger with deferred appends."""
-        for led in self._ledgers.values():
-            led.sync()
+    def sync_ledgers(self, *, skip: tuple[str, ...] = ()) -> None:
+        """One fsync per ledger with deferred appends (but those in ``skip``,
+        left for a later call)."""
+        for name, led in self._ledgers.items():
+            if name not in skip:
+                led.sync()
+        if not skip and self._after_sync:
+            pending, self._after_sync = self._after_sync, []
+            for fn in pending:
+                fn()
+
+    def after_sync(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once this store's appends so far are durable: now, or
+        after the next full :meth:`sync_ledgers` while fsyncs are deferred
+        (a settled message's body is unlinked only once its ``processed``
+        record is durable)."""
+        if self._defer_sync:
+            self._after_sync.append(fn)
+        else:
+            fn()
 
     @property
-    def events(self) -> Ledger:
+    def events(self) -> Ledger[EventRecord]:
         return self.ledger("events")
 
     def emit(
@@ -136,17 +209,10 @@ class AgentStore:
         *,
         message: Mapping[str, Any] | None = None,
         **provenance: Any,
-    ) -> dict[str, Any]:
+    ) -> EventRecord:
         """Append one audit event with the next ``event_seq`` (strictly increasing)."""
         at = clock.now_iso()
-        base: dict[str, Any] = {
-            "v": EVENT_VERSION,
-            "event_seq": 0,
-            "id": clock.new_id("evt"),
-            "at": at,
-            "kind": kind,
-            "agent_id": self.agent_id,
-        }
+        extra: dict[str, Any] = {}
         if message is not None:
             if message.get("v", 1) < 2:  # an envelope read from an old record
                 from holon_cli.model.envelope import upgrade_envelope
@@ -154,15 +220,24 @@ class AgentStore:
                 message = cast(Mapping[str, Any], upgrade_envelope(dict(message)))
             for src, dst in _PROVENANCE:
                 if src in message and message[src] is not None:
-                    base[dst] = message[src]
+                    extra[dst] = message[src]
         for k, v in provenance.items():
             if v is not None:
-                base[k] = v
-        base["data"] = data or {}
+                extra[k] = v
+        base: EventRecord = {
+            "v": EVENT_VERSION,
+            "event_seq": 0,
+            "id": clock.new_id("evt"),
+            "at": at,
+            "kind": kind,
+            "agent_id": self.agent_id,
+        }
+        # provenance between the head and the data, as events were always written
+        record = cast("EventRecord", {**base, **extra, "data": dict(data or {})})
 
-        def with_seq(last: dict[str, Any] | None) -> dict[str, Any]:
-            base["event_seq"] = int(last["event_seq"]) + 1 if last else 1
-            return base
+        def with_seq(last: EventRecord | None) -> EventRecord:
+            record["event_seq"] = int(last["event_seq"]) + 1 if last else 1
+            return record
 
         return self.events.append(with_seq)
 
@@ -176,10 +251,12 @@ class AgentStore:
         return HeldLock(self.layout.turn_lock, f"a turn for agent {self.agent_id!r}")
 
     def read_record(self) -> AgentRecord:
-        """The agent record (``state/agent.json``); its shape is the contract's
-        (:class:`holon_cli.model.agent.AgentRecord`), not re-validated here."""
+        """The agent record (``state/agent.json``), checked into
+        :class:`holon_cli.model.agent.AgentRecord` as it is read."""
         try:
-            rec = read_snapshot(self.layout.agent_file, max_version=AGENT_RECORD_VERSION)
+            rec = read_record(
+                self.layout.agent_file, AGENT_RECORD, max_version=AGENT_RECORD_VERSION
+            )
         except CorruptStateError as exc:
             if "newer than this holon" in exc.message:
                 raise
@@ -192,18 +269,20 @@ class AgentStore:
                 hint=REPAIR_HINT,
                 details={"path": str(self.layout.agent_file)},
             )
-        return cast("AgentRecord", rec)
+        return rec
 
-    def write_record(self, rec: AgentRecord) -> None:
+    def write_record(self, rec: AgentRecord, *, sync_dir: bool = True) -> None:
         """Replace ``agent.json``; the version it replaces is kept as
-        ``agent.json.prev`` (a hard link, no copy) for ``home check --repair``."""
+        ``agent.json.prev`` (a hard link, no copy) for ``home check --repair``.
+        ``sync_dir=False``: the new file is durable, its rename waits for the
+        caller's fsync of ``state/`` (:func:`~holon_cli.store.fsio.atomic_write_bytes`)."""
         wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
         try:
-            self._write_record(rec)
+            self._write_record(rec, sync_dir=sync_dir)
         finally:
             unmark(wake_fd)
 
-    def _write_record(self, rec: AgentRecord) -> None:
+    def _write_record(self, rec: AgentRecord, *, sync_dir: bool) -> None:
         path = self.layout.agent_file
         prev = path.with_name(path.name + ".prev")
         tmp = path.with_name(f".{path.name}.prev.{os.getpid()}")
@@ -214,7 +293,7 @@ class AgentStore:
             pass  # the first write: nothing to keep
         except OSError:
             tmp.unlink(missing_ok=True)  # no hard links here: keep no copy
-        write_snapshot(path, cast(dict[str, Any], rec))
+        write_snapshot(path, rec, sync_dir=sync_dir)
 
     def update_state(
         self,
@@ -222,6 +301,7 @@ class AgentStore:
         *,
         reason: str = "runtime",
         message: Mapping[str, Any] | None = None,
+        sync_dir: bool = True,
         **provenance: Any,
     ) -> AgentRecord:
         """Read-modify-write the agent record under the agent lock. A status
@@ -238,7 +318,7 @@ class AgentStore:
             after = state["status"]
             if after != before and state.get("status_changed_at") == stamp:
                 state["status_changed_at"] = clock.now_iso()
-            self.write_record(rec)
+            self.write_record(rec, sync_dir=sync_dir)
         if after != before:
             changed: AgentStateChangedData = {"from": before, "to": after, "reason": reason}
             self.emit("agent_state_changed", changed, message=message, **provenance)

@@ -12,8 +12,9 @@ imports a command). The cache is only a cache: never fsync'd, written
 atomically, ignored when unreadable, stale or of another release, and
 skipped for a file whose values JSON cannot carry unchanged (a YAML date).
 
-``load_config`` returns the validated mapping as written (readers use
-``cfg.get("runtime") or {}``); ``load_settings`` returns the typed sections.
+``load_config`` returns the checked mapping as written, typed as the
+schema's :class:`HolonConfig` (readers use ``cfg.get("runtime") or {}``);
+``load_settings`` returns it with every number a float key names as a float.
 """
 
 from __future__ import annotations
@@ -22,20 +23,20 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import ConfigError
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
-    from holon_cli.store.config_schema import HolonConfig
+    from holon_cli.model.config import HolonConfig
 
 
 CACHE_NAME = "config.cache.json"
-_cache: dict[str, tuple[float, int, dict[str, Any]]] = {}
+_cache: dict[str, tuple[float, int, HolonConfig]] = {}
 
 
-def load_config(layout: HomeLayout | None = None) -> dict[str, Any]:
+def load_config(layout: HomeLayout | None = None) -> HolonConfig:
     """The validated config mapping (``{}`` when there is no file)."""
     layout = layout or HomeLayout.current()
     path = layout.config
@@ -67,7 +68,7 @@ def load_config(layout: HomeLayout | None = None) -> dict[str, Any]:
     return data
 
 
-def _parse(path: Path, raw: bytes) -> dict[str, Any]:
+def _parse(path: Path, raw: bytes) -> HolonConfig:
     """PyYAML, then the schema: the mapping, or a ``ConfigError`` naming the problem."""
     import yaml
 
@@ -93,8 +94,7 @@ def _parse(path: Path, raw: bytes) -> dict[str, Any]:
         data = {}
     from holon_cli.store.config_schema import validate_config
 
-    validate_config(data, str(path))
-    return cast(dict[str, Any], data)
+    return validate_config(data, str(path))
 
 
 # ------------------------------------------------- the cache of checked files
@@ -112,19 +112,20 @@ def _digest(raw: bytes) -> str:
     return f"{__version__}:{hashlib.sha256(raw).hexdigest()}"
 
 
-def _cached(layout: HomeLayout, raw: bytes) -> dict[str, Any] | None:
-    """The mapping checked before for exactly these bytes, or ``None``."""
+def _cached(layout: HomeLayout, raw: bytes) -> HolonConfig | None:
+    """The mapping checked before for exactly these bytes (by this release:
+    it is not checked again), or ``None``."""
     try:
         rec = json.loads(_cache_file(layout).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(rec, dict) or rec.get("digest") != _digest(raw):
         return None
-    data = rec.get("config")
+    data: HolonConfig | None = rec.get("config")
     return data if isinstance(data, dict) else None
 
 
-def _remember(layout: HomeLayout, raw: bytes, data: dict[str, Any]) -> None:
+def _remember(layout: HomeLayout, raw: bytes, data: HolonConfig) -> None:
     """Best effort: a home we cannot write to (read-only, full) just skips it."""
     try:
         body = json.dumps({"digest": _digest(raw), "config": data}, allow_nan=False)

@@ -30,10 +30,15 @@ import os
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli import umask
 from holon_cli.errors import CorruptStateError
+
+if TYPE_CHECKING:
+    from holon_cli.store.records import RecordKind
+
+R = TypeVar("R")
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
@@ -198,6 +203,7 @@ def atomic_write_bytes(
     check: Callable[[Path], None] | None = None,
     refuse_symlink: bool = False,
     mkdirs: bool = True,
+    sync_dir: bool = True,
 ) -> None:
     """Replace ``path`` with ``data``: readers see the old or the new file, never half.
 
@@ -206,7 +212,11 @@ def atomic_write_bytes(
     umask). ``check(real_target)`` runs with the real path of the target
     (its folder resolved through every symlink) right before the rename and
     may raise to refuse the write. ``refuse_symlink`` refuses a target that
-    is a symlink instead of replacing the link.
+    is a symlink instead of replacing the link. ``sync_dir=False`` leaves
+    the folder's fsync to the caller (who fsyncs it once for several
+    renames): the new file's data is durable when this returns (so the name,
+    whenever it becomes durable, never names half a file), the rename only
+    with that later fsync.
     """
     path = Path(path)
     parent = path.parent
@@ -250,7 +260,7 @@ def atomic_write_bytes(
             except OSError:
                 pass
             raise
-        if sync:
+        if sync and sync_dir:
             os.fsync(dfd)
     finally:
         os.close(dfd)
@@ -299,19 +309,34 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
 
 
-def write_snapshot(path: Path, obj: Mapping[str, Any]) -> None:
+def write_snapshot(path: Path, obj: Mapping[str, Any], *, sync_dir: bool = True) -> None:
     """Replace a snapshot atomically. Compact JSON, one line: ``indent`` would
     switch json to its pure-Python encoder, three times slower on the queue
-    snapshot a backlog makes large (``jq .`` shows it indented)."""
+    snapshot a backlog makes large (``jq .`` shows it indented). ``sync_dir``:
+    see :func:`atomic_write_bytes`."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"))
+    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"), sync_dir=sync_dir)
 
 
 def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
     """Read a versioned JSON snapshot; ``None`` when it does not exist.
 
     Known snapshots (``state/agent.json``, ``state/queue.json``, ``home.json``)
-    are also checked against their schema (``store/records.py``)."""
+    are also checked against their record type (``store/records.py``); a
+    reader that wants the record *as* its type calls :func:`read_record`."""
+    from holon_cli.store.records import snapshot_validator
+
+    rec: dict[str, Any] | None = _read_checked(path, max_version, snapshot_validator(path))
+    return rec
+
+
+def read_record(path: Path, kind: RecordKind[R], *, max_version: int = 1) -> R | None:
+    """The snapshot at ``path`` checked into ``kind``'s type (``None``: no file)."""
+    rec: R | None = _read_checked(path, max_version, kind)
+    return rec
+
+
+def _read_checked(path: Path, max_version: int, kind: RecordKind[Any] | None) -> Any:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -341,10 +366,7 @@ def read_snapshot(path: Path, *, max_version: int = 1) -> dict[str, Any] | None:
             hint="upgrade holon-cli",
             details={"path": str(path)},
         )
-    from holon_cli.store.records import snapshot_validator
-
-    validate = snapshot_validator(path)
-    reason = validate(obj) if validate is not None else None
+    reason = kind(obj) if kind is not None else None
     if reason:
         raise CorruptStateError(
             f"{path}: {reason}",

@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
 from holon_cli.store.locks import pid_alive
 from holon_cli.store.wake import mark, unmark
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
 
 
 class Inbox:
@@ -40,14 +43,14 @@ class Inbox:
         for d in (self.tmp, self.new, self.cur):
             d.mkdir(parents=True, exist_ok=True)
 
-    def deliver(self, message_id: str, envelope: dict[str, Any]) -> Path:
+    def deliver(self, message_id: str, envelope: Envelope) -> Path:
         wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
         try:
             return self._deliver(message_id, envelope)
         finally:
             unmark(wake_fd)
 
-    def _deliver(self, message_id: str, envelope: dict[str, Any]) -> Path:
+    def _deliver(self, message_id: str, envelope: Envelope) -> Path:
         data = (dumps(envelope) + "\n").encode("utf-8")
         name = f"{message_id}.json"
         tmp = self.tmp / f"{name}.{os.getpid()}"

@@ -49,12 +49,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, overload
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store import ledger_read
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir, fsync_file
-from holon_cli.store.ledger_lines import Problem, _complete, _corrupt, _parse
+from holon_cli.store.ledger_lines import Problem, _checked, _complete, _corrupt, _parse
 from holon_cli.store.ledger_mark import (
     MARK_WIDTH,
     mark_path_of,
@@ -65,6 +65,7 @@ from holon_cli.store.ledger_mark import (
     write_mark,
 )
 from holon_cli.store.ledger_segments import (
+    Trimmed,
     _whole_tail,
     closed_segments,
     compress_segment,
@@ -80,8 +81,11 @@ from holon_cli.store.ledger_segments import (
     write_trimmed,
 )
 from holon_cli.store.locks import locked
-from holon_cli.store.records import Validator
+from holon_cli.store.records import ANY_RECORD, RecordKind, Validator
 from holon_cli.store.wake import mark, unmark
+
+# the record type of a ledger: what its record kind checks each line into
+R = TypeVar("R", bound=Mapping[str, Any])
 
 # this module's public names, and those of the pieces, importable from here as before
 __all__ = ["COPY_HEADER", "LEDGER_VERSION", "PREVIEW_RECORD_BYTES", "SEGMENTS_DIR", "SEGMENT_BYTES"]
@@ -89,7 +93,7 @@ __all__ += ["TAIL_CACHE_RECORDS", "TAIL_COPY_BYTES", "Ledger"]
 __all__ += ["MARK_WIDTH", "Problem", "mark_path_of", "open_mark", "parse_mark", "put_mark"]
 __all__ += ["read_mark", "write_mark", "closed_segments", "compress_segment", "iter_segment"]
 __all__ += ["last_path", "next_segment_number", "open_segment", "read_trimmed", "segment_number"]
-__all__ += ["tail_path", "trimmed_path", "write_trimmed"]
+__all__ += ["tail_path", "trimmed_path", "write_trimmed", "Trimmed"]
 
 LEDGER_VERSION = 1
 TAIL_CACHE_RECORDS = 256
@@ -105,14 +109,38 @@ SEGMENT_BYTES = 8 * 1024 * 1024
 SEGMENTS_DIR = "segments"
 
 
-class Ledger:
+class Ledger(Generic[R]):
+    """One JSONL ledger whose records are of type ``R``: every line read is
+    checked into it by ``validate``, the ledger's record kind
+    (``store/records.py``); a ledger without one holds any JSON objects."""
+
+    @overload
+    def __init__(
+        self: Ledger[dict[str, Any]],
+        path: Path,
+        lock_path: Path,
+        *,
+        max_version: int = ...,
+        validate: None = None,
+        seq_key: str | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        path: Path,
+        lock_path: Path,
+        *,
+        max_version: int = ...,
+        validate: RecordKind[R],
+        seq_key: str | None = ...,
+    ) -> None: ...
     def __init__(
         self,
         path: Path,
         lock_path: Path,
         *,
         max_version: int = LEDGER_VERSION,
-        validate: Validator | None = None,
+        validate: RecordKind[Any] | None = None,
         seq_key: str | None = None,
     ) -> None:
         self.path = path
@@ -123,20 +151,23 @@ class Ledger:
         self.max_version = max_version
         # the record kind's schema check (store/records.py): a record that is
         # valid JSON with wrong fields is corruption, named by file and line
-        self.validate = validate
+        self.validate: Validator = validate if validate is not None else ANY_RECORD
         self._cached_size = -1
-        self._cached_last: dict[str, Any] | None = None
+        self._cached_last: R | None = None
         # byte offset where the last record this handle appended starts
         self.last_append_offset = 0
         # the agent folder whose wake marker an append holds (store/wake.py):
         # set by AgentStore for ledgers whose records a tick acts on
         self.wake_dir: str | None = None
         # (end offset, records, capacity, inode) of the last tail window
-        self._tail_cache: tuple[int, list[dict[str, Any]], int, int | None] | None = None
+        self._tail_cache: tuple[int, list[R], int, int | None] | None = None
         # when set, appends skip their fsync until sync() (a caller batching
         # several appends into one durable step, e.g. one turn round)
         self.defer_sync = False
         self._unsynced = False
+        # when set, appends are never fsync'd (the kernel writes them back): a
+        # record no outcome depends on (the turn record, runtime/replay)
+        self.writeback = False
         # segmented ledgers: close the open file at this size (None: one file)
         self.segment_bytes: int | None = None
         # how much of the closed tail a close copies beside the newest segment
@@ -144,9 +175,9 @@ class Ledger:
         self.tail_copy_bytes: int | None = None
         # (number of the newest closed segment, its copy of the closed tail,
         # whether that copy was capped by TAIL_COPY_BYTES)
-        self._closed_cache: tuple[int | None, list[dict[str, Any]], bool] | None = None
+        self._closed_cache: tuple[int | None, list[R], bool] | None = None
         # (size, inode, arguments) of the last tail_previews call and its records
-        self._preview_cache: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None
+        self._preview_cache: tuple[tuple[Any, ...], list[R]] | None = None
 
     # -- writing ---------------------------------------------------------
     def _repair_tail(self, fd: int) -> int:
@@ -185,9 +216,7 @@ class Ledger:
         os.fsync(fd)
         return keep
 
-    def append(
-        self, record: dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]
-    ) -> dict[str, Any]:
+    def append(self, record: R | Callable[[R | None], R]) -> R:
         """Durably append one record. ``record`` may be a function of the last record
         (called under the lock), which is how sequence numbers are assigned."""
         wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
@@ -196,9 +225,7 @@ class Ledger:
         finally:
             unmark(wake_fd)
 
-    def _append(
-        self, record: dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]
-    ) -> dict[str, Any]:
+    def _append(self, record: R | Callable[[R | None], R]) -> R:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         closed: Path | None = None
         with locked(self.lock_path, what=f"ledger {self.path.name}"):
@@ -214,11 +241,13 @@ class Ledger:
                     rec = record(last)
                 else:
                     rec = record
+                # the record as the writer built it (a TypedDict is a dict at run time)
+                raw = cast(dict[str, Any], rec)
                 mark_fd, mark_new = open_mark(self.mark_path)
                 if self.seq_key is not None:
-                    self._above_high_water(rec, mark_fd)
-                rec.setdefault("v", LEDGER_VERSION)
-                data = (dumps(rec) + "\n").encode("utf-8")
+                    self._above_high_water(raw, mark_fd)
+                raw.setdefault("v", LEDGER_VERSION)
+                data = (dumps(raw) + "\n").encode("utf-8")
                 self.last_append_offset = size
                 n = os.write(fd, data)
                 if n != len(data):
@@ -228,13 +257,15 @@ class Ledger:
                             "check free disk space; the partial line is repaired on the next append"
                         ),
                     )
-                if self.defer_sync:
+                if self.writeback:
+                    pass
+                elif self.defer_sync:
                     self._unsynced = True
                 elif not deferred(self.path):
                     os.fsync(fd)
                 self._cached_size = size + n
                 self._cached_last = rec
-                seq = rec.get(self.seq_key) if self.seq_key is not None else None
+                seq = raw.get(self.seq_key) if self.seq_key is not None else None
                 high = seq if isinstance(seq, int) else None
                 put_mark(mark_fd, self.mark_path, mark_new, size + n, high)
             finally:
@@ -291,7 +322,7 @@ class Ledger:
         if self.seq_key is not None:
             # a writer killed between its record and its mark left the mark
             # one behind: the numbers go on above both
-            seq = last.get(self.seq_key) if last else None
+            seq = cast(Mapping[str, Any], last).get(self.seq_key) if last else None
             if isinstance(seq, int) and not isinstance(seq, bool):
                 high = seq if high is None else max(high, seq)
         seg_dir = self.segments_dir
@@ -322,14 +353,14 @@ class Ledger:
         self._closed_cache = None
         return dest
 
-    def trimmed(self) -> dict[str, Any] | None:
+    def trimmed(self) -> Trimmed | None:
         """What retention dropped from this ledger (``None``: nothing):
         ``{"through_seq", "before", "segments", "bytes"}`` (``through_seq``:
         the highest sequence number dropped, numbered ledgers only; ``before``:
         the time of the newest record dropped)."""
         return read_trimmed(self.segments_dir, self.path.stem)
 
-    def _closed_records(self, seg: Path) -> list[dict[str, Any]]:
+    def _closed_records(self, seg: Path) -> list[R]:
         return [rec for _, rec in iter_segment(seg, self.max_version, self.validate)]
 
     def _above_high_water(self, rec: dict[str, Any], mark_fd: int) -> None:
@@ -350,7 +381,14 @@ class Ledger:
         self._unsynced = False
 
     # -- reading ---------------------------------------------------------
-    def _last_from_fd(self, fd: int, size: int) -> dict[str, Any] | None:
+    def _whole(self, rec: dict[str, Any], offset: int = 0, path: Path | None = None) -> R:
+        """A whole record read without its newline, checked like a line."""
+        led_path = self.path if path is None else path
+        check = self.validate if led_path == self.path else self._copy_validate
+        out: R = _checked(led_path, None, offset, rec, check)
+        return out
+
+    def _last_from_fd(self, fd: int, size: int) -> R | None:
         if size == self._cached_size:
             return self._cached_last
         if size == 0:
@@ -366,13 +404,15 @@ class Ledger:
             idx = buf.rfind(b"\n", 0, len(buf))
             if idx >= 0:
                 line = buf[idx + 1 :]
-                return _parse(
+                rec: R = _parse(
                     self.path, line, None, start + idx + 1, self.max_version, self.validate
                 )
+                return rec
             pos = start
-        return _parse(self.path, buf, 1, 0, self.max_version, self.validate)
+        first: R = _parse(self.path, buf, 1, 0, self.max_version, self.validate)
+        return first
 
-    def last(self) -> dict[str, Any] | None:
+    def last(self) -> R | None:
         """The last complete record (a torn tail is ignored); for an empty open
         segment, the last record of the closed ones."""
         rec = self._last_open()
@@ -381,10 +421,11 @@ class Ledger:
                 raw = last_path(self.segments_dir, self.path.stem).read_bytes()
             except FileNotFoundError:
                 return None
-            return _complete(raw.rstrip(b"\n"), self.max_version)
+            whole = _complete(raw.rstrip(b"\n"), self.max_version)
+            return None if whole is None else self._whole(whole)
         return rec
 
-    def _last_open(self) -> dict[str, Any] | None:
+    def _last_open(self) -> R | None:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -403,9 +444,9 @@ class Ledger:
                         break
                     pos = start
                 line_start = start + idx + 1 if pos > 0 else 0
-                rec = _complete(os.pread(fd, size - line_start, line_start), self.max_version)
-                if rec is not None:
-                    return rec
+                whole = _complete(os.pread(fd, size - line_start, line_start), self.max_version)
+                if whole is not None:
+                    return self._whole(whole, line_start)
                 pos = size
                 while pos > 0:
                     start = max(0, pos - 65536)
@@ -428,7 +469,7 @@ class Ledger:
         except FileNotFoundError:
             return 0
 
-    def scan(self, offset: int = 0) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    def scan(self, offset: int = 0) -> Iterator[tuple[int, int, R]]:
         """Yield ``(line_no_or_0, end_offset, record)`` for complete lines from ``offset``.
 
         Line numbers are exact only when scanning from offset 0 (else 0).
@@ -449,9 +490,13 @@ class Ledger:
                     pos += 1
                     continue
                 if not raw.endswith(b"\n"):
-                    rec_ = _complete(raw, self.max_version)
-                    if rec_ is not None:  # complete, only the newline is missing
-                        yield (line_no if offset == 0 else 0), pos + len(raw), rec_
+                    whole = _complete(raw, self.max_version)
+                    if whole is not None:  # complete, only the newline is missing
+                        yield (
+                            (line_no if offset == 0 else 0),
+                            pos + len(raw),
+                            self._whole(whole, pos),
+                        )
                     return  # else: torn tail or a write in progress, not a record yet
                 start = pos
                 pos += len(raw)
@@ -467,23 +512,23 @@ class Ledger:
                 )
                 yield (line_no if offset == 0 else 0), pos, rec
 
-    def read_from(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def read_from(self, offset: int = 0) -> tuple[list[R], int]:
         """All complete records after ``offset`` and the offset after the last one."""
-        out: list[dict[str, Any]] = []
+        out: list[R] = []
         end = offset
         for _, end, rec in self.scan(offset):
             out.append(rec)
         return out, end
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[R]:
         """Every record: the closed segments' (oldest first), then the open file's."""
-        out: list[dict[str, Any]] = []
+        out: list[R] = []
         for seg in self.closed_segments():
             out.extend(self._closed_records(seg))
         out.extend(self.read_from(0)[0])
         return out
 
-    def _copy_validate(self, rec: Mapping[str, Any]) -> str | None:
+    def _copy_validate(self, rec: Any) -> str | None:
         """The record check for the copy of the closed tail: its capped header
         is no record of this ledger's kind."""
         if COPY_HEADER in rec or self.validate is None:
@@ -512,12 +557,12 @@ class Ledger:
         head = [dumps({"v": LEDGER_VERSION, COPY_HEADER: True}).encode()] if capped else []
         return b"".join(ln + b"\n" for ln in head + lines)
 
-    def _older(self, n: int) -> list[dict[str, Any]]:
+    def _older(self, n: int) -> list[R]:
         """The last ``n`` records of the closed segments: from the copy of the
         last ``TAIL_CACHE_RECORDS`` the newest closed segment keeps (read once
         per handle: closed history changes only by a close), else newest
         segments first until ``n`` are found."""
-        out: list[dict[str, Any]] = []
+        out: list[R] = []
         segs = self.closed_segments()
         if segs and n <= TAIL_CACHE_RECORDS:
             num = segment_number(segs[-1].name, self.path.stem)
@@ -547,7 +592,7 @@ class Ledger:
                 break
         return out
 
-    def tail(self, n: int) -> list[dict[str, Any]]:
+    def tail(self, n: int) -> list[R]:
         """The last ``n`` complete records (treat them as read-only).
 
         The first call reads backwards from the end; later calls on the same
@@ -570,7 +615,7 @@ class Ledger:
         max_record_bytes: int = PREVIEW_RECORD_BYTES,
         text_chars: int = 4000,
         max_bytes: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[R]:
         """The last ``n`` records like :meth:`tail`, for readers that show a
         preview of each (the prompt's recent conversation, a work item's
         trace): a record longer than ``max_record_bytes`` is neither parsed
@@ -579,7 +624,9 @@ class Ledger:
         the whole record's size). Memory and parsing are bounded by ``n``
         whatever the size of the records (issue 31 #27: 1 MB message bodies),
         and so are the bytes read: at most ``max_bytes`` (default ``n *
-        max_record_bytes``), fewer records when the newest are that large."""
+        max_record_bytes``), fewer records when the newest are that large.
+        A whole record is checked into ``R``; a preview is not (it is part of
+        one: a field after the cut is simply not there)."""
         if n <= 0:
             return []
         budget = n * max_record_bytes if max_bytes is None else max_bytes
@@ -596,7 +643,7 @@ class Ledger:
 
     def _older_previews(
         self, n: int, max_record_bytes: int, text_chars: int, budget: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[R]:
         segs = self.closed_segments()
         if not segs:
             return []
@@ -608,20 +655,24 @@ class Ledger:
 
     def _previews(
         self, path: Path, n: int, max_record_bytes: int, text_chars: int, budget: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[R], int]:
         from holon_cli.store.ledger_tail import preview_record, scan_tail
 
-        out: list[dict[str, Any]] = []
+        out: list[R] = []
         lines, used = scan_tail(path, n, max_record_bytes, budget)
         for ln in lines:
             if not ln.terminated:  # the last bytes: a whole record, or torn
-                rec = _complete(ln.raw, self.max_version) if ln.size == len(ln.raw) else None
+                whole = _complete(ln.raw, self.max_version) if ln.size == len(ln.raw) else None
+                rec = None if whole is None else self._whole(whole, ln.offset, path)
             elif ln.size > len(ln.raw):
-                rec = preview_record(ln, text_chars)
-                v = rec.get("v") if rec is not None else None
-                if rec is None or (isinstance(v, int) and v > self.max_version):
-                    why = "not a JSON object" if rec is None else f"record format v{v} is newer"
+                head = preview_record(ln, text_chars)
+                v = head.get("v") if head is not None else None
+                if head is None or (isinstance(v, int) and v > self.max_version):
+                    why = "not a JSON object" if head is None else f"record format v{v} is newer"
                     raise _corrupt(path, None, ln.offset, why)
+                # the fields the head holds (the short ones come first), unchecked:
+                # a preview is a part of a record, the rest of it was never read
+                rec = cast(R, head)
             elif not ln.raw.strip():
                 raise _corrupt(path, None, ln.offset, "empty line")
             else:
@@ -631,7 +682,7 @@ class Ledger:
                 out.append(rec)
         return out, used
 
-    def _tail_open(self, n: int) -> list[dict[str, Any]]:
+    def _tail_open(self, n: int) -> list[R]:
         """:meth:`tail` of the open file alone."""
         size = self.size()
         cache = self._tail_cache
@@ -649,7 +700,7 @@ class Ledger:
         self._tail_cache = (end, recs, cap, self._file_id())
         return recs[-n:]
 
-    def tail_with_offset(self, n: int) -> tuple[list[dict[str, Any]], int]:
+    def tail_with_offset(self, n: int) -> tuple[list[R], int]:
         """The last ``n`` complete records and the byte offset just after them
         (where a follower continues with :meth:`read_from`)."""
         return self._tail_read(max(1, n))
@@ -665,23 +716,22 @@ class Ledger:
         except FileNotFoundError:
             return None
 
-    def _tail_read(self, n: int) -> tuple[list[dict[str, Any]], int]:
+    def _tail_read(self, n: int) -> tuple[list[R], int]:
         return ledger_read.tail_read(self, n)
 
-    def records_after(
-        self, key: str, since: int, limit: int | None = None
-    ) -> tuple[list[dict[str, Any]], int]:
+    def records_after(self, key: str, since: int, limit: int | None = None) -> tuple[list[R], int]:
         """The records whose integer ``key`` exceeds ``since`` (at most
         ``limit``, oldest first) and the offset where a follower continues with
         :meth:`read_from`: ``ledger_read.records_after``."""
         return ledger_read.records_after(self, key, since, limit)
 
-    def _parse_line(self, raw: bytes, offset: int) -> dict[str, Any]:
+    def _parse_line(self, raw: bytes, offset: int) -> R:
         if not raw.strip():
             raise _corrupt(self.path, None, offset, "empty line")
-        return _parse(self.path, raw, None, offset, self.max_version, self.validate)
+        rec: R = _parse(self.path, raw, None, offset, self.max_version, self.validate)
+        return rec
 
-    def records_skipping_damaged(self) -> tuple[list[dict[str, Any]], list[Problem]]:
+    def records_skipping_damaged(self) -> tuple[list[R], list[Problem]]:
         """Every complete record, damaged lines left out and reported
         (``ledger_read.records_skipping_damaged``)."""
         return ledger_read.records_skipping_damaged(self)
@@ -698,7 +748,7 @@ class Ledger:
         """The size without a torn last line (``ledger_read.complete_size``)."""
         return ledger_read.complete_size(self)
 
-    def read_at(self, offset: int) -> dict[str, Any] | None:
+    def read_at(self, offset: int) -> R | None:
         """The complete record starting at byte ``offset``, else ``None``
         (``ledger_read.read_at``)."""
         return ledger_read.read_at(self, offset)

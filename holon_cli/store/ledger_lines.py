@@ -65,7 +65,9 @@ def _parse(
     offset: int,
     max_version: int,
     validate: Validator | None = None,
-) -> dict[str, Any]:
+) -> Any:
+    """One line as a record, checked by ``validate`` (the ledger's record
+    kind, ``store/records.py``): what it returns is that kind's type."""
     try:
         rec = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -91,6 +93,18 @@ def _parse(
                 ),
             },
         )
+    if validate is not None:
+        reason = validate(rec)
+        if reason:
+            raise _corrupt(path, line, offset, reason)
+    return rec
+
+
+def _checked(
+    path: Path, line: int | None, offset: int, rec: dict[str, Any], validate: Validator | None
+) -> Any:
+    """A record read whole some other way (a last line without its newline,
+    a segment's ``.last``) checked as :func:`_parse` checks a line."""
     if validate is not None:
         reason = validate(rec)
         if reason:

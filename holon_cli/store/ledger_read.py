@@ -20,37 +20,40 @@ is what they use of it.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.store.ledger_lines import Problem, _complete, _corrupt, _parse
+from holon_cli.store.ledger_lines import Problem, _checked, _complete, _corrupt, _parse
 from holon_cli.store.ledger_segments import _int, last_path, open_segment
 from holon_cli.store.records import Validator
 
+R = TypeVar("R", bound=Mapping[str, Any])
 
-class Reader(Protocol):
+
+class Reader(Protocol[R]):
     """What these reads use of a ``Ledger``."""
 
     path: Path
     max_version: int
-    validate: Validator | None
+    validate: Validator
 
     @property
     def segments_dir(self) -> Path: ...
 
     def closed_segments(self) -> list[Path]: ...
 
-    def _closed_records(self, seg: Path) -> list[dict[str, Any]]: ...
+    def _closed_records(self, seg: Path) -> list[R]: ...
 
-    def _parse_line(self, raw: bytes, offset: int) -> dict[str, Any]: ...
+    def _parse_line(self, raw: bytes, offset: int) -> R: ...
 
-    def _last_open(self) -> dict[str, Any] | None: ...
+    def _last_open(self) -> R | None: ...
 
 
 def records_after(
-    led: Reader, key: str, since: int, limit: int | None = None
-) -> tuple[list[dict[str, Any]], int]:
+    led: Reader[R], key: str, since: int, limit: int | None = None
+) -> tuple[list[R], int]:
     """The complete records whose integer ``key`` is greater than ``since``
     (at most ``limit``, oldest first) and the byte offset just after the last
     one returned (or after everything read), where a follower continues
@@ -72,7 +75,7 @@ def records_after(
     finally:
         if fd >= 0:
             os.close(fd)
-    out: list[dict[str, Any]] = []
+    out: list[R] = []
     if offset == 0:  # the open file starts after ``since``: history may be older
         out = _closed_after(led, key, since, limit)
     for raw in lines:
@@ -90,9 +93,7 @@ def records_after(
     return out, offset
 
 
-def _closed_after(
-    led: Reader, key: str, since: int, limit: int | None = None
-) -> list[dict[str, Any]]:
+def _closed_after(led: Reader[R], key: str, since: int, limit: int | None = None) -> list[R]:
     """Records of the closed segments whose ``key`` exceeds ``since``,
     oldest first (at most ``limit``). Only the first line of a segment is
     read to find where ``since`` falls; then whole segments from there."""
@@ -109,7 +110,7 @@ def _closed_after(
         if first is not None and first <= since:
             start = i
             break
-    out: list[dict[str, Any]] = []
+    out: list[R] = []
     for seg in segs[start:]:
         out.extend(r for r in led._closed_records(seg) if _int(r.get(key)) > since)
         if limit is not None and len(out) > limit:
@@ -117,7 +118,7 @@ def _closed_after(
     return out
 
 
-def _first_key(led: Reader, seg: Path, key: str) -> int | None:
+def _first_key(led: Reader[Any], seg: Path, key: str) -> int | None:
     with open_segment(seg) as f:
         raw = f.readline()
     if not raw.strip():
@@ -128,7 +129,7 @@ def _first_key(led: Reader, seg: Path, key: str) -> int | None:
         return None
 
 
-def _key_of(led: Reader, raw: bytes, offset: int, key: str) -> int | None:
+def _key_of(led: Reader[Any], raw: bytes, offset: int, key: str) -> int | None:
     """``key`` of the record on this line. Our own records put it among the
     first keys (``{"v":1,"event_seq":12,...``): read the digits there
     without parsing the line; anything else is parsed."""
@@ -145,7 +146,9 @@ def _key_of(led: Reader, raw: bytes, offset: int, key: str) -> int | None:
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
-def _lines_after(led: Reader, fd: int, size: int, key: str, since: int) -> tuple[list[bytes], int]:
+def _lines_after(
+    led: Reader[Any], fd: int, size: int, key: str, since: int
+) -> tuple[list[bytes], int]:
     """The whole lines among the file's first ``size`` bytes from the first
     whose ``key`` exceeds ``since``, and the offset where they start (read
     backwards in chunks). A last line without its newline is kept only when
@@ -177,11 +180,11 @@ def _lines_after(led: Reader, fd: int, size: int, key: str, since: int) -> tuple
     return lines[skip:], min(offset, size)
 
 
-def records_skipping_damaged(led: Reader) -> tuple[list[dict[str, Any]], list[Problem]]:
+def records_skipping_damaged(led: Reader[R]) -> tuple[list[R], list[Problem]]:
     """Every complete record, damaged lines left out and reported with their
     line numbers (read-only views: ``holon tail``). A full scan: callers use
     it only after the fast path met a damaged line."""
-    out: list[dict[str, Any]] = []
+    out: list[R] = []
     problems: list[Problem] = []
     for seg in led.closed_segments():
         try:
@@ -199,7 +202,7 @@ def records_skipping_damaged(led: Reader) -> tuple[list[dict[str, Any]], list[Pr
 
 
 def _lines_skipping_damaged(
-    led: Reader, path: Path, f: Any, out: list[dict[str, Any]], problems: list[Problem]
+    led: Reader[R], path: Path, f: Any, out: list[R], problems: list[Problem]
 ) -> None:
     line_no = 0
     for line_no, raw in enumerate(f, 1):
@@ -209,7 +212,10 @@ def _lines_skipping_damaged(
                 if last is None:
                     problems.append(Problem(str(path), line_no, "the last line is cut short"))
                 else:
-                    out.append(last)
+                    try:
+                        out.append(_checked(path, line_no, 0, last, led.validate))
+                    except CorruptStateError as exc:
+                        problems.append(Problem(str(path), line_no, exc.message))
             break  # torn tail: normal, not a record yet
         try:
             if raw.strip() == b"":
@@ -224,7 +230,7 @@ def _lines_skipping_damaged(
         problems.append(Problem(str(path), None, "closed segment holds no record"))
 
 
-def check(led: Reader) -> list[Problem]:
+def check(led: Reader[Any]) -> list[Problem]:
     """Validate every line; a torn tail is reported as a note, not a problem."""
     problems: list[Problem] = []
     try:
@@ -247,7 +253,7 @@ def check(led: Reader) -> list[Problem]:
     return problems
 
 
-def tail_read(led: Reader, n: int) -> tuple[list[dict[str, Any]], int]:
+def tail_read(led: Reader[R], n: int) -> tuple[list[R], int]:
     """The last ``n`` complete records and the offset just after them."""
     try:
         fd = os.open(led.path, os.O_RDONLY)
@@ -277,14 +283,14 @@ def tail_read(led: Reader, n: int) -> tuple[list[dict[str, Any]], int]:
         lines = lines[1:]  # first may be partial
     for ln in lines[:-n]:
         offset += len(ln) + 1
-    out: list[dict[str, Any]] = []
+    out: list[R] = []
     for ln in lines[-n:]:
         out.append(led._parse_line(ln, offset))  # ledger.py's parse, as before
         offset += len(ln) + 1
     return out, offset
 
 
-def has_torn_tail(led: Reader) -> bool:
+def has_torn_tail(led: Reader[Any]) -> bool:
     try:
         with open(led.path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -295,16 +301,20 @@ def has_torn_tail(led: Reader) -> bool:
                 return False
     except FileNotFoundError:
         return False
-    return led._last_open() is None or not _last_line_complete(led)
+    try:
+        last = led._last_open()
+    except CorruptStateError:  # a whole last record of the wrong shape: not torn
+        return not _last_line_complete(led)
+    return last is None or not _last_line_complete(led)
 
 
-def _last_line_complete(led: Reader) -> bool:
+def _last_line_complete(led: Reader[Any]) -> bool:
     with open(led.path, "rb") as f:
         data = f.read()
     return _complete(data[data.rfind(b"\n") + 1 :], led.max_version) is not None
 
 
-def complete_size(led: Reader) -> int:
+def complete_size(led: Reader[Any]) -> int:
     """The file's size without a torn last line (what the last complete
     append left; compare with the mark)."""
     try:
@@ -330,7 +340,7 @@ def complete_size(led: Reader) -> int:
     return data_size if _complete(frag, led.max_version) is not None else keep
 
 
-def read_at(led: Reader, offset: int) -> dict[str, Any] | None:
+def read_at(led: Reader[R], offset: int) -> R | None:
     """The complete record starting at byte ``offset`` (``None`` if there is
     none: past the end, not the start of a line, torn)."""
     try:
@@ -345,9 +355,16 @@ def read_at(led: Reader, offset: int) -> dict[str, Any] | None:
         raw = f.readline()
     if not raw:
         return None
-    if not raw.endswith(b"\n"):
-        return _complete(raw, led.max_version)
     try:
-        return _parse(led.path, raw, None, offset, led.max_version)
+        if not raw.endswith(b"\n"):
+            whole = _complete(raw, led.max_version)
+            return None if whole is None else _typed(led, whole, offset)
+        rec: R = _parse(led.path, raw, None, offset, led.max_version, led.validate)
+        return rec
     except CorruptStateError:
         return None
+
+
+def _typed(led: Reader[R], whole: dict[str, Any], offset: int) -> R:
+    rec: R = _checked(led.path, None, offset, whole, led.validate)
+    return rec

@@ -16,11 +16,11 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, fsync_dir
-from holon_cli.store.ledger_lines import _complete, _corrupt, _parse
+from holon_cli.store.ledger_lines import _checked, _complete, _corrupt, _parse
 from holon_cli.store.records import Validator
 
 
@@ -168,7 +168,7 @@ def open_segment(path: Path) -> SegmentFile:
 
 def iter_segment(
     path: Path, max_version: int, validate: Validator | None = None
-) -> Iterator[tuple[int, dict[str, Any]]]:
+) -> Iterator[tuple[int, Any]]:
     """``(line_no, record)`` of a closed segment (whole lines only: a closed
     segment never grows; a damaged line is corruption naming the segment)."""
     with open_segment(path) as f:
@@ -178,7 +178,7 @@ def iter_segment(
                 rec = _complete(raw, max_version)
                 if rec is None:  # a closed segment never grows: its end was cut
                     raise _corrupt(path, line_no, 0, "the last line is cut short")
-                yield line_no, rec
+                yield line_no, _checked(path, line_no, 0, rec, validate)
                 return
             if raw.strip() == b"":
                 raise _corrupt(path, line_no, 0, "empty line")
@@ -215,15 +215,30 @@ def trimmed_path(seg_dir: Path, stem: str) -> Path:
     return seg_dir / f"{stem}.trimmed"
 
 
-def read_trimmed(seg_dir: Path, stem: str) -> dict[str, Any] | None:
+class Trimmed(TypedDict, total=False):
+    """``segments/<stem>.trimmed``: what retention dropped (``through_seq``:
+    the highest sequence number dropped, numbered ledgers only; ``before``:
+    the time of the newest record dropped)."""
+
+    v: int
+    segments: int
+    bytes: int
+    through_seq: int | None
+    before: str | None
+    last_segment: int
+
+
+def read_trimmed(seg_dir: Path, stem: str) -> Trimmed | None:
+    """The note, or ``None`` (none, or unreadable: it only says where history starts)."""
+    from holon_cli.model.typed import CheckError, check
+
     try:
-        obj = json.loads(trimmed_path(seg_dir, stem).read_bytes())
-    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return check(json.loads(trimmed_path(seg_dir, stem).read_bytes()), Trimmed)
+    except (FileNotFoundError, ValueError, UnicodeDecodeError, CheckError):
         return None
-    return obj if isinstance(obj, dict) else None
 
 
-def write_trimmed(seg_dir: Path, stem: str, info: dict[str, Any]) -> None:
+def write_trimmed(seg_dir: Path, stem: str, info: Trimmed) -> None:
     from holon_cli.store.fsio import atomic_write_bytes
 
     atomic_write_bytes(trimmed_path(seg_dir, stem), (dumps({"v": 1, **info}) + "\n").encode())

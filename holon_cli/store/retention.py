@@ -43,7 +43,7 @@ DAYS_KEY = {
 
 
 class DiskFull(RejectedError):
-    kind: ErrorKind = "disk_full"  # type: ignore[assignment]
+    kind: ErrorKind = "disk_full"
 
 
 class SegmentInfo(TypedDict):
@@ -60,7 +60,7 @@ class SegmentInfo(TypedDict):
 class Candidate(NamedTuple):
     mtime: float
     size: int
-    ledger: L.Ledger
+    ledger: L.Ledger[Any]
     path: Path
     agent_id: str
 
@@ -101,7 +101,7 @@ def free_bytes(path: Path) -> int | None:
             return None
 
 
-def candidates(led: L.Ledger, agent_id: str) -> list[Candidate]:
+def candidates(led: L.Ledger[Any], agent_id: str) -> list[Candidate]:
     out = []
     for seg in led.closed_segments():
         try:
@@ -118,7 +118,7 @@ def drop_segment(c: Candidate) -> None:
     led, seg = c.ledger, c.path
     stem = led.path.stem
     prev = L.read_trimmed(led.segments_dir, stem) or {}
-    info: dict[str, Any] = {
+    info: L.Trimmed = {
         "segments": int(prev.get("segments") or 0) + 1,
         "bytes": int(prev.get("bytes") or 0) + c.size,
         "through_seq": prev.get("through_seq"),
@@ -146,7 +146,7 @@ def _number(seg: Path, stem: str) -> int:
     return n or 0
 
 
-def _last_record(led: L.Ledger, seg: Path) -> dict[str, Any] | None:
+def _last_record(led: L.Ledger[Any], seg: Path) -> dict[str, Any] | None:
     last: dict[str, Any] | None = None
     try:
         for _, rec in L.iter_segment(seg, led.max_version):

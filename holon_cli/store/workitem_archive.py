@@ -85,9 +85,10 @@ def _archive_problem(path: Path, line: int | None, why: str) -> CorruptStateErro
 def _checked(path: Path, lineno: int | None, obj: Any) -> tuple[str, dict[str, Any]]:
     """One parsed archive line, checked: its kind and its record."""
     from holon_cli.store.records import (
-        delivery_summary_record,
-        waiting_intent_record,
-        work_item_record,
+        ARCHIVED_REPORT,
+        WAITING_INTENT,
+        WORK_ITEM_LINE,
+        RecordKind,
     )
 
     if not isinstance(obj, dict):
@@ -102,17 +103,15 @@ def _checked(path: Path, lineno: int | None, obj: Any) -> tuple[str, dict[str, A
             hint="upgrade holon-cli",
             details={"path": str(path)},
         )
-    kind, rec = obj.get("kind"), obj.get("rec")
-    check = {
-        "item": work_item_record,
-        "report": delivery_summary_record,
-        "wait": waiting_intent_record,
+    kind, rec = str(obj.get("kind")), obj.get("rec")
+    check: dict[str, RecordKind[Any]] = {
+        "item": WORK_ITEM_LINE,
+        "report": ARCHIVED_REPORT,
+        "wait": WAITING_INTENT,
     }
     if kind not in check or not isinstance(rec, dict):
         raise _archive_problem(path, lineno, "expected `kind` item|report|wait and a `rec` object")
-    reason = check[kind](rec)
-    if reason is None and kind == "wait" and not isinstance(rec.get("work_item_id"), str):
-        reason = "waiting intent: `work_item_id` must be a string"
+    reason = check[kind](rec)  # a waiting intent's `work_item_id` is required by its type
     if reason:
         raise _archive_problem(path, lineno, reason)
     return kind, rec
@@ -240,7 +239,7 @@ def read_archive(path: Path, generation: str, size: int, base: Archive | None = 
     except UnicodeDecodeError as exc:
         raise _archive_problem(path, None, f"not UTF-8 ({exc})") from None
     del data
-    from holon_cli.store.records import work_item_record
+    from holon_cli.store.records import WORK_ITEM_LINE
 
     items = out.items
     for lineno, obj in _parse_body(path, text, first):
@@ -252,7 +251,7 @@ def read_archive(path: Path, generation: str, size: int, base: Archive | None = 
             and obj.get("v") == ARCHIVE_VERSION
             and obj.get("kind") == "item"
             and rec.get("v", 1) == wm.WORK_ITEM_RECORD_VERSION
-            and work_item_record(rec) is None
+            and WORK_ITEM_LINE(rec) is None
         ):
             items[rec["id"]] = cast(WorkItemRecord, rec)
             continue

@@ -60,7 +60,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
@@ -70,6 +70,7 @@ from holon_cli.model.workitem import (
     DeliverySummaryRecord,
     PlanDescriptor,
     WaitingIntentRecord,
+    WorkItemLine,
     WorkItemRecord,
 )
 from holon_cli.store.agent_store import AgentStore
@@ -90,9 +91,9 @@ from holon_cli.store.workitem_archive import (
 )
 
 INDEX_VERSION = 2  # the head snapshot (v1: every item in one snapshot, still read)
-WORK_ITEMS_LEDGER = "work_items"
-DELIVERY_LEDGER = "delivery_summaries"
-WAITS_LEDGER = "waiting_intents"
+WORK_ITEMS_LEDGER: Final = "work_items"
+DELIVERY_LEDGER: Final = "delivery_summaries"
+WAITS_LEDGER: Final = "waiting_intents"
 SNAPSHOT_EVERY_BYTES = 128 * 1024
 # completed items the head keeps, newest first: this many of any kind and
 # this many with a report (the prompt's completed class shows a few of them)
@@ -561,7 +562,10 @@ def _warn(message: str, *args: Any) -> None:
 
 
 def _load_uncached(
-    store: AgentStore, items_led: Ledger, ds_led: Ledger, wait_led: Ledger
+    store: AgentStore,
+    items_led: Ledger[WorkItemLine],
+    ds_led: Ledger[DeliverySummaryRecord],
+    wait_led: Ledger[WaitingIntentRecord],
 ) -> WorkItemIndex:
     apath = archive_path(store)
     try:
@@ -631,20 +635,28 @@ def _names(path: Path, generation: str) -> bool:
     return isinstance(head, dict) and head.get("generation") == generation
 
 
-def _fold_tails(idx: WorkItemIndex, items_led: Ledger, ds_led: Ledger, wait_led: Ledger) -> None:
+def _fold_tails(
+    idx: WorkItemIndex,
+    items_led: Ledger[WorkItemLine],
+    ds_led: Ledger[DeliverySummaryRecord],
+    wait_led: Ledger[WaitingIntentRecord],
+) -> None:
     for _, end, rec in items_led.scan(idx.offset):
         idx.apply_item(rec)
         idx.offset = end
-    for _, end, rec in ds_led.scan(idx.ds_offset):
-        idx.apply_report(rec)
+    for _, end, report in ds_led.scan(idx.ds_offset):
+        idx.apply_report(report)
         idx.ds_offset = end
-    for _, end, rec in wait_led.scan(idx.wait_offset):
-        idx.apply_wait(rec)
+    for _, end, wait in wait_led.scan(idx.wait_offset):
+        idx.apply_wait(wait)
         idx.wait_offset = end
 
 
 def _fold_ledgers(
-    items_led: Ledger, ds_led: Ledger, wait_led: Ledger, upto: tuple[int, int, int]
+    items_led: Ledger[WorkItemLine],
+    ds_led: Ledger[DeliverySummaryRecord],
+    wait_led: Ledger[WaitingIntentRecord],
+    upto: tuple[int, int, int],
 ) -> WorkItemIndex:
     """Every item from the ledgers' first bytes to ``upto`` (no archive)."""
     idx = WorkItemIndex()
@@ -761,12 +773,12 @@ def save(store: AgentStore, idx: WorkItemIndex, *, force: bool = False) -> None:
 
 
 def append_item(
-    store: AgentStore, idx: WorkItemIndex, rec: Mapping[str, Any], change: str
+    store: AgentStore, idx: WorkItemIndex, rec: WorkItemRecord, change: str
 ) -> WorkItemRecord:
     """Append the next revision of ``rec`` and fold it into ``idx``."""
     # a new item has no previous revision: never look for one in the archive
     prev = None if change == "created" else idx.get(rec["id"])
-    out = dict(rec)
+    out: WorkItemRecord = {**rec}
     out["v"] = wm.WORK_ITEM_RECORD_VERSION
     out["rev"] = int(prev.get("rev", 0)) + 1 if prev else 1
     out["change"] = change
@@ -783,7 +795,7 @@ def append_item(
 def append_report(store: AgentStore, idx: WorkItemIndex, rec: DeliverySummaryRecord) -> None:
     """Append a delivery summary and fold it into ``idx``."""
     led = store.ledger(DELIVERY_LEDGER)
-    led.append(dict(rec))
+    led.append({**rec})
     idx.apply_report(rec)
     idx.ds_offset = led.size()
 

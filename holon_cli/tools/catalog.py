@@ -25,8 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
+    from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.provider import ToolCall, ToolSpec
     from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
+    from holon_cli.runtime.turn.hooks import TurnHooks
+    from holon_cli.runtime.turn.journal import Journal
+    from holon_cli.runtime.turn.observe import TurnObserver
     from holon_cli.store.agent_store import AgentStore
     from holon_cli.tools.base import ToolDef
 
@@ -79,9 +84,13 @@ class ToolCatalog:
         *,
         defs: dict[str, ToolDef] | None = None,
         modules: dict[str, str] | None = None,
+        turn_hooks: TurnHooks | None = None,
     ) -> None:
         self.specs = specs
         self.guidance = guidance
+        # what other planes plug into a turn offered these tools (run_turn
+        # takes them from here unless its caller passes its own)
+        self.turn_hooks = turn_hooks
         # a long-lived process (`holon serve`) keeps MCP servers warm between turns
         self.warm = False
         self._defs = dict(defs or {})
@@ -104,7 +113,7 @@ class ToolCatalog:
 
         return execute(self.get(call.name), ctx, call)
 
-    def for_agent(self, store: AgentStore, cfg: dict[str, Any], *, start: bool = True) -> Toolbox:
+    def for_agent(self, store: AgentStore, cfg: HolonConfig, *, start: bool = True) -> Toolbox:
         """The tools one agent's turn offers: these, plus its MCP servers'
         (``tools/mcp.py``; a config without ``mcp_servers`` imports none of it)."""
         agent = (cfg.get("agents") or {}).get(store.agent_id) or {}
@@ -149,6 +158,25 @@ def render_manifest() -> str:
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 
+def standard_turn_hooks() -> TurnHooks:
+    """The planes a holon command's turn plugs in (``runtime/turn/hooks.py``):
+    the turn record (``runtime/replay``) and the children plane (a child
+    agent's inherited context, its delegation's trace, its result to its
+    parent). Here, above the runtime, because the turn may not import them."""
+    from holon_cli.runtime.children.lineage import LINEAGE
+    from holon_cli.runtime.turn.hooks import TurnHooks
+
+    return TurnHooks(record=_turn_record, lineage=LINEAGE)
+
+
+def _turn_record(
+    store: AgentStore, journal: Journal, turn_id: str, entry: QueueEntry
+) -> TurnObserver:
+    from holon_cli.runtime.replay.capture import TurnCapture
+
+    return TurnCapture(store, journal, turn_id, entry)
+
+
 _default: ToolCatalog | None = None
 
 
@@ -163,6 +191,7 @@ def default_catalog() -> ToolCatalog:
             specs=[ToolSpec(r["name"], r["description"], r["input_schema"]) for r in rows],
             guidance={r["name"]: r["guidance"] for r in rows if r["guidance"]},
             modules={r["name"]: r["module"] for r in rows},
+            turn_hooks=standard_turn_hooks(),
         )
     return _default
 
@@ -174,4 +203,5 @@ def eager_catalog() -> ToolCatalog:
         specs=[d.spec() for d in defs],
         guidance={d.name: d.guidance for d in defs if d.guidance},
         defs={d.name: d for d in defs},
+        turn_hooks=standard_turn_hooks(),
     )

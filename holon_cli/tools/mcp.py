@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from holon_cli.model.tool import ToolEffects, ToolResult, render_error
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.provider import ToolCall, ToolSpec
     from holon_cli.model.tool import Toolbox, ToolContext
     from holon_cli.runtime.mcp.calls import OfferedTool
@@ -39,7 +40,7 @@ class McpToolbox:
         base: Toolbox,
         offered: list[OfferedTool],
         problems: list[dict[str, Any]],
-        cfg: dict[str, Any],
+        cfg: HolonConfig,
     ) -> None:
         from holon_cli.model.provider import ToolSpec
 
@@ -61,7 +62,7 @@ class McpToolbox:
         # the source of each MCP tool (`holon debug prompt`: source "mcp:<server>")
         self.sources = {t.name: f"mcp:{t.spec.name}" for t in offered}
 
-    def for_agent(self, store: AgentStore, cfg: dict[str, Any], *, start: bool = True) -> Toolbox:
+    def for_agent(self, store: AgentStore, cfg: HolonConfig, *, start: bool = True) -> Toolbox:
         return bind(self.base, store, cfg, start=start, warm=getattr(self.base, "warm", False))
 
     def execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
@@ -78,7 +79,7 @@ class McpToolbox:
 def bind(
     base: Toolbox,
     store: AgentStore,
-    cfg: dict[str, Any],
+    cfg: HolonConfig,
     *,
     start: bool = True,
     warm: bool = False,
@@ -114,7 +115,7 @@ def _declined(input_requests: dict[str, Any] | None) -> bool:
     )
 
 
-def _run(ctx: ToolContext, call: ToolCall, offered: OfferedTool, cfg: dict[str, Any]) -> ToolResult:
+def _run(ctx: ToolContext, call: ToolCall, offered: OfferedTool, cfg: HolonConfig) -> ToolResult:
     from holon_cli.runtime.mcp import calls
     from holon_cli.runtime.mcp.result import render
 

@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar, cast
 from holon_cli.errors import BusyError, HolonError
 from holon_cli.model.workitem import UNSET
 from holon_cli.runtime import workitems as rt
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.runtime.workitems.hints import round_completion_targets
 from holon_cli.tools.base import ToolContext, ToolError, field_doc, tool
 
@@ -259,6 +260,7 @@ def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str
         ambiguous_round=len(targets) > 1,
         turn_id=ctx.turn_id,
         related_task_id=(ctx.message or {}).get("task_id"),
+        cancel_waits=cancel_for_work_item,
     )
     return _mutated(ctx, res, focus_changed=bool(res["focus_released"]))
 

@@ -1,35 +1,29 @@
 """``docs/reference/config.md``: every key of ``$HOLON_HOME/config.yaml``
 with its type, default, description and an example, from the schema
-(``holon_cli/store/config_schema.py``: the dataclass sections, their field
-types and metadata)."""
+(``holon_cli/model/config.py``: one TypedDict per section, each key's
+``Annotated[..., Rule(doc=..., default=..., example=...)]``)."""
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from typing import Any, get_args, get_origin
 
 from .md import cell, code, code_cell, note, page, prose, table
 
-SOURCE = "holon_cli/store/config_schema.py"
-
-
-def _inner(tp: Any) -> Any:
-    """``X | None`` -> ``X`` (the schema's optional keys)."""
-    args = [a for a in get_args(tp) if a is not type(None)]
-    if get_origin(tp) in (typing.Union, __import__("types").UnionType) and len(args) == 1:
-        return args[0]
-    return tp
+SOURCE = "holon_cli/model/config.py"
 
 
 def _section_of(tp: Any) -> tuple[type | None, bool]:
-    """The section dataclass a field holds, and whether it is a mapping of
+    """The section TypedDict a key holds, and whether it is a mapping of
     names to sections (``providers.<name>``)."""
-    tp = _inner(tp)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    from holon_cli.model.typed import is_typeddict, optional_of, strip
+
+    tp = strip(optional_of(strip(tp))[1])
+    if is_typeddict(tp):
         return tp, False
-    if get_origin(tp) is dict and dataclasses.is_dataclass(get_args(tp)[1]):
-        return get_args(tp)[1], True
+    if get_origin(tp) is dict:
+        value = strip(get_args(tp)[1])
+        if is_typeddict(value):
+            return value, True
     return None, False
 
 
@@ -46,20 +40,40 @@ def _yaml(value: Any) -> str:
     return text.strip().removesuffix("...").strip()
 
 
+def _keys(cls: type) -> list[tuple[str, Any, dict[str, Any]]]:
+    """Every key of ``cls``: (key, type, metadata: doc, default, example, required)."""
+    from holon_cli.model.typed import rule_of, typeddict_keys
+
+    hints, required = typeddict_keys(cls)
+    out = []
+    for key, tp in hints.items():
+        rule = rule_of(tp)
+        meta: dict[str, Any] = {}
+        if rule is not None:
+            meta["doc"] = rule.doc
+            if rule.default is not None:
+                meta["default"] = rule.default
+            if rule.example is not None:
+                meta["example"] = rule.example
+        if key in required:
+            meta["required"] = True
+        out.append((key, tp, meta))
+    return out
+
+
 def sections() -> list[tuple[type, list[str]]]:
-    """Each section dataclass once, in the order met from the top, with the
+    """Each section TypedDict once, in the order met from the top, with the
     key paths it appears at."""
-    from holon_cli.store.config_schema import HolonConfig, _key
+    from holon_cli.model.config import HolonConfig
 
     found: list[tuple[str, type]] = [("", HolonConfig)]  # every occurrence, depth first
 
     def walk(cls: type, prefix: str) -> None:
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            sub, mapping = _section_of(hints[f.name])
+        for key, tp, _meta in _keys(cls):
+            sub, mapping = _section_of(tp)
             if sub is None:
                 continue
-            path = f"{prefix}.{_key(f)}" if prefix else _key(f)
+            path = f"{prefix}.{key}" if prefix else key
             path = f"{path}.<name>" if mapping else path
             found.append((path, sub))
             walk(sub, path)
@@ -77,14 +91,7 @@ def sections() -> list[tuple[type, list[str]]]:
 
 def leaves(cls: type) -> list[tuple[str, Any, dict[str, Any]]]:
     """The keys of ``cls`` that hold a value: (key, type, metadata)."""
-    from holon_cli.store.config_schema import _key
-
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        if _section_of(hints[f.name])[0] is None:
-            out.append((_key(f), hints[f.name], dict(f.metadata)))
-    return out
+    return [(k, tp, meta) for k, tp, meta in _keys(cls) if _section_of(tp)[0] is None]
 
 
 def _anchor(paths: list[str]) -> str:
@@ -118,17 +125,14 @@ def render() -> str:
         doc = " ".join((cls.__doc__ or "").split())
         if doc:
             lines += [prose(doc), ""]
-        hints = typing.get_type_hints(cls)
-        from holon_cli.store.config_schema import _key
-
         subs = []
-        for f in dataclasses.fields(cls):
-            sub, mapping = _section_of(hints[f.name])
+        for key, tp, meta in _keys(cls):
+            sub, mapping = _section_of(tp)
             if sub is not None:
                 path_of = next(p for c, p in secs if c is sub)
                 subs.append(
-                    f"- {code(_key(f) + ('.<name>' if mapping else ''))}: "
-                    f"{prose(f.metadata.get('doc', ''))} "
+                    f"- {code(key + ('.<name>' if mapping else ''))}: "
+                    f"{prose(meta.get('doc') or '')} "
                     f"([keys](#{_anchor(path_of)}))"
                 )
         rows = []
@@ -141,7 +145,7 @@ def render() -> str:
                     code(key),
                     cell(_type_text(tp)),
                     cell(default),
-                    cell(meta.get("doc", "")),
+                    cell(meta.get("doc") or ""),
                     code_cell(f"{key}: {_yaml(example)}") if example is not None else "",
                 ]
             )

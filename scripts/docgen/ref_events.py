@@ -61,9 +61,25 @@ def type_text(tp: Any, shapes: dict[str, type]) -> str:
     return cell(getattr(tp, "__name__", str(tp)))
 
 
+def _required(td: type) -> set[str]:
+    """The keys always there, read from the annotations (``__required_keys__``
+    misses ``NotRequired`` under ``from __future__ import annotations`` on
+    Python 3.11)."""
+    required = set(getattr(td, "__required_keys__", frozenset()))
+    for name, tp in typing.get_type_hints(td, localns=_ns(), include_extras=True).items():
+        origin = get_origin(tp)
+        if origin is typing.Annotated:
+            origin = get_origin(get_args(tp)[0])
+        if origin is typing.NotRequired:
+            required.discard(name)
+        elif origin is typing.Required:
+            required.add(name)
+    return required
+
+
 def fields_table(td: type, shapes: dict[str, type]) -> list[str]:
     rows = []
-    required = getattr(td, "__required_keys__", frozenset())
+    required = _required(td)
     for name, tp in hints(td).items():
         rows.append([code(name), type_text(tp, shapes), "yes" if name in required else "no"])
     if not rows:

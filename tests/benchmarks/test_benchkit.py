@@ -160,6 +160,7 @@ BAD = {
     "telemetry": ["--pairs", "0"],
     "tick_all": ["--runs", "0"],
     "tui": ["--runs", "0"],
+    "turn_cost": ["--rounds", "1"],
     "turn_overhead": ["--turns", "0"],
     "web_console": ["--runs", "0"],
     "workitems": ["--open", "0"],

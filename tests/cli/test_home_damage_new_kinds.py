@@ -318,12 +318,19 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 store.events.close_segment()
                 store.ledger("transcript").close_segment()
         spawn_private_child(store, "Compute the answer.")
+        from holon_cli.runtime.waiting.intents import cancel_for_work_item
         from holon_cli.runtime.workitems import complete_work_item, create_work_item
         from holon_cli.store import workitem_index as wix
 
         for i in range(wix.KEEP_RECENT + 3):  # completed items older than the head keeps
             wid = create_work_item(store, f"done {i}", source="operator")["work_item"]["id"]
-            complete_work_item(store, wid, report=f"report {i}", source="operator")
+            complete_work_item(
+                store,
+                wid,
+                report=f"report {i}",
+                source="operator",
+                cancel_waits=cancel_for_work_item,
+            )
         with store.lock():  # a checkpoint: they go to the archive
             wix.save(store, wix.load(store), force=True)
         sync(store)

@@ -23,6 +23,8 @@ import pytest
 from inprocess_cli import bind_runner as bind_runner  # autouse: holon() runs in-process
 from inprocess_cli import run as run_holon
 
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL = f"scripted:{REPO / 'examples' / 'hello.yaml'}"
 AGENT = Path("agents/main/.holon")
@@ -133,7 +135,9 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         wid = create_work_item(store, "ship it")["work_item"]["id"]
         pick_work_item(store, wid)
         record_wait(store, description="CI run", source="github", work_item_id=wid)
-        complete_work_item(store, wid, report="shipped: all green")
+        complete_work_item(
+            store, wid, report="shipped: all green", cancel_waits=cancel_for_work_item
+        )
         triggers.show(store)
         wd = home.parent / "wd"  # beside the home: the home is never an execution root
         wd.mkdir()

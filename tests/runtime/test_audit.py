@@ -119,6 +119,8 @@ def test_a_held_continuation_of_an_awake_agent_is_a_finding() -> None:
             "work_item_id": wi["work_item"]["id"],
             "rev": item.get("rev"),
             "reason": "context_length_exceeded",
+            "held_at": clock.now_iso(),
+            "turn_id": None,
         }
 
     store.update_state(hold)
@@ -260,14 +262,24 @@ def test_agents_held_by_a_safety_rule_are_held_not_stuck(hold: str, holon_home: 
     if hold == "no_progress_guard":
 
         def hold_it(st: Any) -> None:
-            st["no_progress"] = {"activation": "wq:x", "turns": 3, "work_item_id": None}
+            st["no_progress"] = {
+                "activation": "wq:x",
+                "turns": 3,
+                "work_item_id": None,
+                "since": clock.now_iso(),
+                "last_turn_id": "turn_1",
+            }
 
         store.update_state(hold_it)
     else:  # a zero budget that stopped the agent's last turn
         (holon_home / "config.yaml").write_text("budgets:\n  tokens_per_day: 0\n")
 
         def stopped(st: Any) -> None:
-            st["last_closure"] = {"outcome": "waiting", "waiting_reason": "budget_exhausted"}
+            st["last_closure"] = {
+                "outcome": "waiting",
+                "runtime_posture": "asleep",
+                "waiting_reason": "budget_exhausted",
+            }
 
         store.update_state(stopped)
     rep = audit_home()

@@ -23,6 +23,8 @@ from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief
 from holon_cli.runtime.memory import search as M
+from holon_cli.runtime.memory import sync as MS
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store import memory_index as MI
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools.base import ToolContext, execute
@@ -57,17 +59,28 @@ def test_every_kind_of_source_is_found(store: AgentStore) -> None:
         w["work_item"]["id"] if "work_item" in w else w["id"],
         report="Brokers on 3.7; consumer lag back under 5 s.",
         source="operator",
+        cancel_waits=cancel_for_work_item,
     )
     store.ledger("context_episodes").append(
         {
             "v": 1,
             "episode_id": "ep_1",
+            "agent_id": store.agent_id,
             "work_item_id": None,
             "workspace_id": "agent_home",
             "turn_range": [1, 3],
+            "message_range": [],
+            "message_count": 0,
             "touched_files": ["deploy/helm/values.yaml"],
             "commands": ["helm upgrade"],
+            "verification": [],
+            "decisions": [],
+            "carry_forward": [],
+            "waiting": None,
             "summary": "Tuned the helm chart for the ingress controller.",
+            "boundary": "hard_cap",
+            "started_at": "2026-01-01T00:00:00.000Z",
+            "finalized_at": "2026-01-01T00:00:00.000Z",
         }
     )
     kinds = {r["kind"]: r for r in search(store, "squash") + search(store, "certificate")}
@@ -194,19 +207,19 @@ def test_a_rebuild_cut_off_leaves_a_correct_index(
         write_brief(store, kind="result", text=f"report {i} about quokkas")
     assert len(search(store, "quokkas", limit=50)) == 20
     calls = {"n": 0}
-    real = M._Sync.put
+    real = MS.Sync.put
 
-    def dying_put(self: M._Sync, doc: Any, known: Any = None) -> None:
+    def dying_put(self: MS.Sync, doc: Any, known: Any = None) -> None:
         calls["n"] += 1
         if calls["n"] == 10:
             raise KeyboardInterrupt  # as a Ctrl-C mid-rebuild
         real(self, doc, known)
 
-    monkeypatch.setattr(M._Sync, "put", dying_put)
+    monkeypatch.setattr(MS.Sync, "put", dying_put)
     with pytest.raises(KeyboardInterrupt):
         M.sync(store, rebuild=True)
     assert M.dirty_marker(store).exists()
-    monkeypatch.setattr(M._Sync, "put", real)
+    monkeypatch.setattr(MS.Sync, "put", real)
     assert len(search(store, "quokkas", limit=50)) == 20  # rolled back, then redone
     assert search(store, "pelican")
     assert not M.dirty_marker(store).exists()
@@ -220,10 +233,11 @@ def test_sigkill_during_a_rebuild(store: AgentStore, holon_home: Path) -> None:
         "import time\n"
         "from holon_cli.runtime.agents.lifecycle import open_agent\n"
         "from holon_cli.runtime.memory import search as M\n"
-        "real = M._Sync.put\n"
+        "from holon_cli.runtime.memory import sync as MS\n"
+        "real = MS.Sync.put\n"
         "def slow(self, doc, known=None):\n"
         "    time.sleep(0.002); real(self, doc, known)\n"
-        "M._Sync.put = slow\n"
+        "MS.Sync.put = slow\n"
         "print('go', flush=True)\n"
         "M.sync(open_agent(None), rebuild=True)\n"
     )

@@ -430,7 +430,7 @@ def test_a_revoke_during_a_turn_takes_the_url_out_of_the_next_round(
 ) -> None:
     """The trigger descriptor is read for every round (issue 31 item 9)."""
     from holon_cli.runtime.prompt import trigger_block
-    from holon_cli.runtime.turn import loop
+    from holon_cli.runtime.turn import round as loop  # the round builds each prompt
 
     seen: list[str] = []
     real = loop.build_frame

@@ -15,6 +15,7 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents.lifecycle import create_agent, open_agent, set_lifecycle
 from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.waiting import hints, intents, triggers
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store.agent_store import AgentStore
 
 
@@ -291,7 +292,7 @@ def test_record_wait_needs_an_open_item(store: AgentStore) -> None:
     wi.pick_work_item(store, wid)
     w = intents.record_wait(store, description="x", source="y")
     assert w["work_item_id"] == wid  # defaults to the current item
-    wi.complete_work_item(store, wid, source="operator")
+    wi.complete_work_item(store, wid, source="operator", cancel_waits=cancel_for_work_item)
     with pytest.raises(RejectedError):
         intents.record_wait(store, description="x", source="y", work_item_id=wid)
 
@@ -307,7 +308,9 @@ def test_completing_an_item_cancels_its_waits_and_later_deliveries_skip_it(
     other = wi.create_work_item(store, "keep waiting")["work_item"]["id"]
     w = intents.record_wait(store, description="CI run", source="github", work_item_id=done)
     keep = intents.record_wait(store, description="review", source="github", work_item_id=other)
-    res = wi.complete_work_item(store, done, source="operator", report="shipped")
+    res = wi.complete_work_item(
+        store, done, source="operator", report="shipped", cancel_waits=cancel_for_work_item
+    )
     assert res["cancelled_waiting_intent_ids"] == [w["id"]]
     cur = intents.load(store)
     assert cur[w["id"]]["status"] == "cancelled" and cur[w["id"]]["cancelled_at"]

@@ -79,7 +79,11 @@ def env(kind: str, **kw: Any) -> dict[str, Any]:
     )
 
 
-WAIT_EXT = {"outcome": "waiting", "waiting_reason": "awaiting_external_change"}
+WAIT_EXT = {
+    "outcome": "waiting",
+    "runtime_posture": "asleep",
+    "waiting_reason": "awaiting_external_change",
+}
 
 
 @pytest.mark.parametrize(

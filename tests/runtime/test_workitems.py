@@ -13,6 +13,7 @@ from holon_cli import clock
 from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError, UsageError
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.ledger import Ledger
 
@@ -166,7 +167,9 @@ def test_work_item_events_are_visible_in_tail(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     wi.pick_work_item(store, wid)
     wi.update_work_item(store, wid, plan_status="ready")
-    wi.complete_work_item(store, wid, report="done", source="operator")
+    wi.complete_work_item(
+        store, wid, report="done", source="operator", cancel_waits=cancel_for_work_item
+    )
     kinds = [e["kind"] for e in store.events.records() if e.get("work_item_id") == wid]
     assert kinds == [
         "work_item_created",
@@ -214,7 +217,7 @@ def test_pick_unknown_is_not_found_and_changes_nothing(store: AgentStore) -> Non
 
 def test_pick_completed_is_rejected(store: AgentStore) -> None:
     a = wi.create_work_item(store, "a")["work_item"]["id"]
-    wi.complete_work_item(store, a, source="operator")
+    wi.complete_work_item(store, a, source="operator", cancel_waits=cancel_for_work_item)
     with pytest.raises(RejectedError) as e:
         wi.pick_work_item(store, a)
     assert e.value.exit_code == 4 and e.value.kind == "work_item_completed"
@@ -322,7 +325,7 @@ def test_update_unknown_and_completed(store: AgentStore) -> None:
     with pytest.raises(NotFoundError):
         wi.update_work_item(store, "wi_nope", plan_status="ready")
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    wi.complete_work_item(store, wid, source="operator")
+    wi.complete_work_item(store, wid, source="operator", cancel_waits=cancel_for_work_item)
     with pytest.raises(RejectedError):
         wi.update_work_item(store, wid, plan_status="ready")
 
@@ -333,7 +336,9 @@ def test_update_unknown_and_completed(store: AgentStore) -> None:
 def test_complete_clears_blocker_and_records_completion(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     wi.update_work_item(store, wid, blocked_by="x")
-    res = wi.complete_work_item(store, wid, source="operator", report="Shipped.")
+    res = wi.complete_work_item(
+        store, wid, source="operator", report="Shipped.", cancel_waits=cancel_for_work_item
+    )
     w = res["work_item"]
     assert w["state"] == "completed" and w["blocked_by"] is None and w["recheck_at"] is None
     assert w["completed_at"] == clock.iso(T0) and w["readiness"] == "completed"
@@ -344,29 +349,33 @@ def test_complete_clears_blocker_and_records_completion(store: AgentStore) -> No
 def test_operator_completion_writes_no_delivery_summary_or_brief(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
     wi.pick_work_item(store, wid)
-    wi.complete_work_item(store, wid, source="operator", report="Done by hand.")
+    wi.complete_work_item(
+        store, wid, source="operator", report="Done by hand.", cancel_waits=cancel_for_work_item
+    )
     assert store.ledger("delivery_summaries").records() == []
     assert store.ledger("briefs").records() == []
 
 
 def test_complete_twice_is_rejected(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    wi.complete_work_item(store, wid, source="operator")
+    wi.complete_work_item(store, wid, source="operator", cancel_waits=cancel_for_work_item)
     size = store.ledger("work_items").size()
     with pytest.raises(RejectedError) as e:
-        wi.complete_work_item(store, wid, source="operator", report="again")
+        wi.complete_work_item(
+            store, wid, source="operator", report="again", cancel_waits=cancel_for_work_item
+        )
     assert e.value.exit_code == 4
     assert store.ledger("work_items").size() == size
 
 
 def test_complete_unknown(store: AgentStore) -> None:
     with pytest.raises(NotFoundError):
-        wi.complete_work_item(store, "wi_nope")
+        wi.complete_work_item(store, "wi_nope", cancel_waits=cancel_for_work_item)
 
 
 def test_completion_report_falls_back_to_delivery_summary(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    wi.complete_work_item(store, wid, source="operator")
+    wi.complete_work_item(store, wid, source="operator", cancel_waits=cancel_for_work_item)
     # a legacy record: report only in the delivery summaries ledger
     store.ledger("delivery_summaries").append(
         {
@@ -444,7 +453,7 @@ def test_readiness_counts(store: AgentStore) -> None:
     wi.create_work_item(store, "d")
     wi.update_work_item(store, a, plan_status="needs_input")
     wi.update_work_item(store, b, blocked_by="x")
-    wi.complete_work_item(store, c, source="operator")
+    wi.complete_work_item(store, c, source="operator", cancel_waits=cancel_for_work_item)
     assert wi.readiness_counts(store) == {
         "runnable": 1,
         "waiting_for_operator": 1,

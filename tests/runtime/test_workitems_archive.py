@@ -19,6 +19,7 @@ import pytest
 
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store import workitem_archive as wa
 from holon_cli.store import workitem_index as wix
 from holon_cli.store.agent_store import AgentStore
@@ -45,7 +46,9 @@ def completed_items(store: AgentStore, n: int, now: list[float]) -> list[str]:
         tick(now)
         wid = wi.create_work_item(store, f"done {i}", source="operator")["work_item"]["id"]
         tick(now)
-        wi.complete_work_item(store, wid, report=f"report {i}", source="operator")
+        wi.complete_work_item(
+            store, wid, report=f"report {i}", source="operator", cancel_waits=cancel_for_work_item
+        )
         ids.append(wid)
     return ids
 
@@ -119,7 +122,9 @@ def test_writes_and_the_hot_reads_never_read_the_archive(
     assert wi.activation_signal(store) is not None
     assert [w["id"] for w in wi.list_work_items(store, filter="open")["work_items"]] == [wid]
     tick(now)
-    wi.complete_work_item(store, wid, report="done", source="operator")
+    wi.complete_work_item(
+        store, wid, report="done", source="operator", cancel_waits=cancel_for_work_item
+    )
     for _ in range(3):  # enough to checkpoint again: the archive is appended to, not read
         checkpoint(store)
     assert wi.readiness_counts(store)["completed"] == 7
@@ -494,7 +499,9 @@ def test_an_archived_items_waits_are_archived_with_it(store: AgentStore, now: li
     wid = wi.create_work_item(store, "waited on", source="operator")["work_item"]["id"]
     record_wait(store, description="CI run", source="github", work_item_id=wid)
     tick(now)
-    wi.complete_work_item(store, wid, report="done", source="operator")
+    wi.complete_work_item(
+        store, wid, report="done", source="operator", cancel_waits=cancel_for_work_item
+    )
     completed_items(store, 4, now)
     checkpoint(store)
     snap = head(store)

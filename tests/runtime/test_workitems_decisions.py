@@ -13,6 +13,7 @@ from holon_cli import clock
 from holon_cli.providers.base import ToolCall
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools import base
 from holon_cli.tools import workitem_tools as _tools  # noqa: F401  (registers the tools)
@@ -245,7 +246,7 @@ def test_same_round_text_is_promoted_after_success(store: AgentStore) -> None:
 
 def test_failed_completion_promotes_nothing(store: AgentStore) -> None:
     a = new(store)
-    wi.complete_work_item(store, a, source="operator")
+    wi.complete_work_item(store, a, source="operator", cancel_waits=cancel_for_work_item)
     out = call(store, "CompleteWorkItem", {"work_item_id": a}, text="All done!")
     assert out["ok"] is False and out["kind"] == "work_item_completed" and out["hint"]
     assert wi.get_work_item(store, a)["work_item"]["result_summary"] is None

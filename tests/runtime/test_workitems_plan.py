@@ -15,6 +15,7 @@ import pytest
 from holon_cli.model.workitem import PREVIEW_CHARS as PREVIEW
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store.agent_store import AgentStore
 
 
@@ -131,7 +132,7 @@ def test_refresh_all_covers_open_items_only(store: AgentStore) -> None:
     a = wi.create_work_item(store, "a")["work_item"]["id"]
     b = wi.create_work_item(store, "b")["work_item"]["id"]
     c = wi.create_work_item(store, "c")["work_item"]["id"]
-    wi.complete_work_item(store, c, source="operator")
+    wi.complete_work_item(store, c, source="operator", cancel_waits=cancel_for_work_item)
     for wid in (a, b, c):
         plan_of(store, wid).write_text(f"new plan for {wid}\n")
     changes = wi.refresh_all(store)

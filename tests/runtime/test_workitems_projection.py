@@ -14,6 +14,7 @@ from holon_cli.errors import UsageError
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief, write_transcript
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store.agent_store import AgentStore
 
 T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z
@@ -158,9 +159,17 @@ def build_class(store: AgentStore, now: list[float], cls: str) -> None:
         wid = new(store, "Write the changelog")
         step(now)
         wi.pick_work_item(store, wid)
-        wi.complete_work_item(store, wid, report="Changelog written for 0.3.0.", source="agent")
+        wi.complete_work_item(
+            store,
+            wid,
+            report="Changelog written for 0.3.0.",
+            source="agent",
+            cancel_waits=cancel_for_work_item,
+        )
         no_report = new(store, "Silent chore")
-        wi.complete_work_item(store, no_report, source="operator")  # no report: never projected
+        wi.complete_work_item(
+            store, no_report, source="operator", cancel_waits=cancel_for_work_item
+        )  # no report: never projected
 
 
 SECTIONS = {
@@ -243,7 +252,7 @@ def test_class_limits(store: AgentStore, now: list[float]) -> None:
     for i in range(4):
         wid = new(store, f"done {i}")
         wi.pick_work_item(store, wid)
-        wi.complete_work_item(store, wid, report=f"report {i}")
+        wi.complete_work_item(store, wid, report=f"report {i}", cancel_waits=cancel_for_work_item)
         step(now)
     text = wi.project_work_queue(store) or ""
     assert (

@@ -10,6 +10,7 @@ import pytest
 from holon_cli import clock
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools.catalog import default_catalog
 
@@ -122,7 +123,7 @@ def test_non_runnable_items_do_not_activate(store: AgentStore, kind: str) -> Non
     elif kind == "needs_input":
         wi.update_work_item(store, a, plan_status="needs_input")
     else:
-        wi.complete_work_item(store, a, source="operator")
+        wi.complete_work_item(store, a, source="operator", cancel_waits=cancel_for_work_item)
     assert wi.activation_signal(store) is None
 
 
@@ -175,7 +176,7 @@ def test_recheck_due_accepts_iso_and_ignores_cleared_and_completed(store: AgentS
     for wid in (a, b, c):
         wi.update_work_item(store, wid, blocked_by="x", recheck_after_ms=1000)
     wi.update_work_item(store, b, blocked_by=None)
-    wi.complete_work_item(store, c, source="operator")
+    wi.complete_work_item(store, c, source="operator", cancel_waits=cancel_for_work_item)
     due = wi.recheck_due(store, clock.iso(T0 + 5))
     assert [d["work_item_id"] for d in due] == [a]
 
@@ -231,7 +232,7 @@ def test_turn_end_never_completes_nor_overwrites_a_blocker(store: AgentStore) ->
 
 def test_turn_end_after_explicit_completion(store: AgentStore) -> None:
     a = new(store)
-    wi.complete_work_item(store, a, source="operator")
+    wi.complete_work_item(store, a, source="operator", cancel_waits=cancel_for_work_item)
     assert wi.turn_end_commit(store, a, {"blocking_wait": "x"})["reason"] == "completed"
     assert wi.turn_end_commit(store, "wi_gone", {})["action"] == "skipped"
 
@@ -242,12 +243,12 @@ def test_turn_end_after_explicit_completion(store: AgentStore) -> None:
 def test_newest_completion_report_since(store: AgentStore, now: list[float]) -> None:
     a, b = new(store, "a"), new(store, "b")
     wi.pick_work_item(store, a)
-    wi.complete_work_item(store, a, report="report A")
+    wi.complete_work_item(store, a, report="report A", cancel_waits=cancel_for_work_item)
     run_start = clock.iso(T0 + 10)
     assert wi.newest_completion_report_since(store, run_start) is None  # produced before this run
     now[0] = T0 + 20
     wi.pick_work_item(store, b)
-    wi.complete_work_item(store, b, report="report B")
+    wi.complete_work_item(store, b, report="report B", cancel_waits=cancel_for_work_item)
     assert wi.newest_completion_report_since(store, run_start) == "report B"
     assert wi.newest_completion_report_since(store, clock.iso(T0)) == "report B"
 
@@ -255,7 +256,7 @@ def test_newest_completion_report_since(store: AgentStore, now: list[float]) -> 
 def test_completion_without_report_is_not_final_text(store: AgentStore) -> None:
     a = new(store)
     wi.pick_work_item(store, a)
-    wi.complete_work_item(store, a, report="")
+    wi.complete_work_item(store, a, report="", cancel_waits=cancel_for_work_item)
     assert wi.newest_completion_report_since(store, clock.iso(T0 - 1)) is None
 
 
@@ -284,7 +285,7 @@ def test_closure_waiting_reason(store: AgentStore, now: list[float]) -> None:
     wi.update_work_item(store, c, plan_status="needs_input")
     assert wi.closure_waiting_reason(store) == "awaiting_operator_input"
     for wid in (a, b, c):
-        wi.complete_work_item(store, wid, source="operator")
+        wi.complete_work_item(store, wid, source="operator", cancel_waits=cancel_for_work_item)
     assert wi.closure_waiting_reason(store) is None
 
 

@@ -5,14 +5,13 @@ schema); the defaults stated agree with the constants the readers use."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from holon_cli.model import config as mc
 from holon_cli.store import config_schema as cs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,11 +21,11 @@ from docgen import ref_config  # noqa: E402
 
 # a minimal valid entry of each mapping section an example is placed into
 BASE: dict[type, dict[str, Any]] = {
-    cs.ProviderConfig: {
+    mc.ProviderConfig: {
         "transport": "openai_chat_completions",
         "base_url": "http://127.0.0.1:9/v1",
     },
-    cs.PriceConfig: {"input": 1, "output": 2},
+    mc.PriceConfig: {"input": 1, "output": 2},
 }
 
 
@@ -77,10 +76,10 @@ def test_each_example_is_accepted_where_the_key_lives(path: str, key: str) -> No
         (c, id(m)): (c, m) for p, c, k, _t, m in LEAVES if (p, k) == (path, key)
     }.values()
     section: dict[str, Any] = dict(BASE.get(cls, {}))
-    if cls is cs.McpServerConfig and key != "url":
+    if cls is mc.McpServerConfig and key != "url":
         http = str(meta["doc"]).startswith("streamable HTTP")
         section.update({"url": "http://127.0.0.1:9/mcp"} if http else {"command": "uvx"})
-    if cls is cs.McpServerConfig and key == "url":
+    if cls is mc.McpServerConfig and key == "url":
         section.pop("command", None)
     section[key] = meta["example"]
     config = _place(path, section)
@@ -139,12 +138,11 @@ def test_stated_defaults_agree_with_the_code(key: str) -> None:
 def test_stale_reminder_defaults_agree_with_the_code() -> None:
     from holon_cli.runtime.workitems.reminders import STALE_REMINDER_DEFAULTS
 
-    hints = typing.get_type_hints(cs.RuntimeConfig)
-    fields = {f.name: f for f in dataclasses.fields(cs.RuntimeConfig)}
-    assert hints  # the section is introspectable
+    meta = {k: m for k, _tp, m in ref_config.leaves(mc.RuntimeConfig)}
+    assert meta  # the section is introspectable
     for name, key in (
         ("work_item_stale_reminder_rounds", "rounds"),
         ("work_item_stale_reminder_cooldown_rounds", "cooldown_rounds"),
         ("work_item_stale_reminder_max_tokens", "max_tokens"),
     ):
-        assert fields[name].metadata["default"] == str(STALE_REMINDER_DEFAULTS[key]), name
+        assert meta[name]["default"] == str(STALE_REMINDER_DEFAULTS[key]), name

@@ -153,12 +153,13 @@ def test_typed_settings(holon_home: Path) -> None:
         "providers:\n  local:\n    transport: openai_chat_completions\n"
         "    base_url: http://127.0.0.1:1/v1\n    timeout_s: 5\n",
     )
-    s = cfg.load_settings(lay)
-    assert s.runtime is not None and s.runtime.provider_timeout_s == 30.0
-    assert isinstance(s.runtime.provider_timeout_s, float)
-    assert s.runtime.max_provider_rounds == 4 and s.runtime.exec_timeout_ms is None
-    assert s.providers is not None and s.providers["local"].timeout_s == 5.0
-    assert s.model is None
+    s = cfg.load_settings(lay)  # the checked mapping, as its TypedDict (model/config.py)
+    runtime = s.get("runtime")
+    assert runtime is not None and runtime.get("provider_timeout_s") == 30.0
+    assert isinstance(runtime.get("provider_timeout_s"), float)
+    assert runtime.get("max_provider_rounds") == 4 and runtime.get("exec_timeout_ms") is None
+    assert s.get("providers") is not None and s["providers"]["local"].get("timeout_s") == 5.0
+    assert s.get("model") is None
     assert "runtime.provider_timeout_s" in cfg.known_keys()
     assert "providers.<name>.base_url" in cfg.known_keys()
 

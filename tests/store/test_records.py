@@ -1,4 +1,5 @@
-"""Record schema checks (store/records.py): the fields readers index into."""
+"""Record checks (store/records.py): every record read is checked into its
+type, and a damaged one is named by its field."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from holon_cli.store import fsio, records
     ],
 )
 def test_bad_queue_records(rec: dict[str, Any], why: str) -> None:
-    reason = records.queue_record(rec)
+    reason = records.ledger_problem("queue", rec)
     assert reason and why in reason
 
 
@@ -37,16 +38,46 @@ def test_envelope_checks() -> None:
     )
     # an admitted record's envelope only needs an id: the queue tolerates the rest
     rec = {"v": 1, "op": "admitted", "message": {"id": "m", "priority": ["x"], "body": None}}
-    assert records.queue_record(rec) is None
+    assert records.ledger_problem("queue", rec) is None
 
 
 def test_good_records_pass() -> None:
     env = {"id": "m", "kind": "operator_prompt", "priority": "normal", "body": {"type": "text"}}
-    assert records.queue_record({"v": 2, "op": "admitted", "seq": 1, "message": env}) is None
-    assert records.queue_record({"op": "status", "message_id": "m", "status": "aborted"}) is None
-    assert records.queue_record({"op": "future_op"}) is None  # readers ignore other ops
-    assert records.event_record({"event_seq": 1, "kind": "x", "data": {}}) is None
-    assert records.transcript_record({"kind": "message"}) is None
+    q = "queue"
+    assert records.ledger_problem(q, {"v": 2, "op": "admitted", "seq": 1, "message": env}) is None
+    status = {"v": 2, "op": "status", "message_id": "m", "status": "aborted"}
+    assert records.ledger_problem(q, status) is None
+    assert records.ledger_problem(q, {"v": 2, "op": "future_op"}) is None  # readers pass it by
+    event = {"v": 1, "event_seq": 1, "id": "evt_1", "at": "t", "kind": "x", "agent_id": "a"}
+    assert records.ledger_problem("events", {**event, "data": {}}) is None
+    assert records.ledger_problem("transcript", {"v": 1, "kind": "message"}) is None
+
+
+def test_records_are_checked_into_their_type() -> None:
+    """A record read back is the record's type: nested parts are checked too."""
+    event = {"v": 1, "event_seq": 1, "id": "evt_1", "at": "t", "kind": "x", "agent_id": "a"}
+    assert records.ledger_problem("events", {**event, "event_seq": True}) == (
+        "event: `event_seq` must be int, got bool"
+    )
+    spend = {
+        "v": 1,
+        "at": "t",
+        "ts": 1.0,
+        "agent_id": "a",
+        "turn_id": "t",
+        "message_id": None,
+        "work_item_id": None,
+        "model_ref": None,
+        "input_tokens": 1,
+        "output_tokens": -1,
+        "cost_usd": 0.0,
+        "estimated": False,
+    }
+    reason = records.ledger_problem("spend", spend)
+    assert reason and "`output_tokens` must be 0 or more" in reason
+    timer = {"v": 1, "op": "created", "timer": {"id": "t1", "status": "sleeping"}}
+    reason = records.ledger_problem("timers", timer)
+    assert reason and reason.startswith("timer record timer")
 
 
 def test_ledger_line_with_wrong_fields_names_file_and_line() -> None:

@@ -160,7 +160,7 @@ def test_the_rule_by_mode_name_value_and_key_env() -> None:
     }
     assert environment.command_env(per, "ops", base=base) == {"A": "1"}
     assert "PLAIN_VALUE" in environment.command_env(per, "main", base=base)
-    # the typed config (dataclasses) works the same way
+    # the config as load_settings types it works the same way
     from holon_cli.store.config_schema import HolonConfig, build
 
     typed = build(

@@ -11,6 +11,7 @@ import pytest
 from holon_cli.providers.base import ToolCall
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
+from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.tools import base, catalog
 from holon_cli.tools import workitem_tools as _tools  # noqa: F401  (registers the tools)
@@ -193,7 +194,7 @@ def test_missing_objective(store: AgentStore) -> None:
 
 def test_update_completed_is_rejected(store: AgentStore) -> None:
     wid = wi.create_work_item(store, "obj")["work_item"]["id"]
-    wi.complete_work_item(store, wid, source="operator")
+    wi.complete_work_item(store, wid, source="operator", cancel_waits=cancel_for_work_item)
     out, _, _ = run(store, "UpdateWorkItem", {"work_item_id": wid, "plan_status": "ready"})
     assert out["ok"] is False and out["kind"] == "work_item_completed" and out["hint"]
 

@@ -125,7 +125,7 @@ def transcript_lines(agent_id: str) -> list[str]:
             head = "assistant" + (f" -> {calls}" if calls else "")
         elif kind == "tool_result":
             head = f"tool {t.get('tool_name')} ({'ok' if t.get('ok', True) else 'error'})"
-            text = t.get("output", "")
+            text = t.get("output") or ""
         elif kind == "message":
             head = f"{t.get('origin_label', 'message')} ({t.get('authority_class', '')})"
         else:

@@ -17,7 +17,8 @@ Invariants:
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import UsageError
 from holon_cli.model.envelope.policy import (
@@ -37,12 +38,20 @@ from holon_cli.model.envelope.schema import (
     _V1_FIELDS,
     _V1_ORIGIN_FIELDS,
     ENVELOPE_VERSION,
+    AdmittedRecord,
+    BodyShape,
     Envelope,
     EnvelopeHead,
     MessageBody,
     Origin,
+    QueueRecord,
+    StatusRecord,
 )
 from holon_cli.model.tracecontext import TraceContext, check_trace_context
+from holon_cli.model.typed import Checker
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 # source ref key for each origin id field
 _SOURCE_REF_KEY = {
@@ -209,8 +218,8 @@ def validate_stored(raw: Any) -> tuple[Envelope, list[str]]:
         )
     except UsageError as exc:
         raise EnvelopeError(exc.message) from None
-    claimed = cast(dict[str, Any], env)
-    derived = cast(dict[str, Any], clean)
+    claimed: Mapping[str, object] = env
+    derived: Mapping[str, object] = clean
     replaced: list[str] = [
         name
         for name in ("trust", "authority_class", "trigger_kind", "origin", "source_refs")
@@ -222,30 +231,33 @@ def validate_stored(raw: Any) -> tuple[Envelope, list[str]]:
 def _check_refs(refs: Any) -> dict[str, str] | None:
     if refs is None:
         return None
-    if not isinstance(refs, dict) or not all(_is_text(k) and _is_text(v) for k, v in refs.items()):
+    if _REFS.problem(refs) is not None:
         raise UsageError("source_refs must be an object of text values")
-    return refs
+    return _REFS(refs)
+
+
+_REFS: Checker[dict[str, str]] = Checker(dict[str, str])
 
 
 def check_body(body: Any) -> MessageBody:
-    """A message body must be one of the spec's shapes."""
-    if not isinstance(body, dict):
+    """A message body must be one of the spec's shapes (:data:`BodyShape`)."""
+    err = _BODY.problem(body)
+    if err is None:
+        return cast(MessageBody, body)
+    if not err.path:
         raise UsageError(f"body must be an object, not {type(body).__name__}")
+    field = err.path[0]
     btype = body.get("type")
-    if btype == "text":
-        if not _is_text(body.get("text")):
-            raise UsageError("a text body needs `text` as text")
-    elif btype == "json":
-        if "value" not in body:
-            raise UsageError("a json body needs `value`")
-    elif btype == "brief":
-        if not _is_text(body.get("text")):
-            raise UsageError("a brief body needs `text` as text")
-        if "title" in body and not _is_text(body["title"]):
-            raise UsageError("a brief body's `title` must be text")
-    else:
+    if field == "type":
         raise UsageError(f"unknown body type {btype!r}", hint="use text, json or brief")
-    return cast(MessageBody, body)
+    if field == "value":
+        raise UsageError("a json body needs `value`")
+    if field == "title":
+        raise UsageError("a brief body's `title` must be text")
+    raise UsageError(f"a {btype} body needs `text` as text")
+
+
+_BODY: Checker[BodyShape] = Checker(BodyShape)
 
 
 def envelope_head(env: Envelope, *, max_metadata_bytes: int = 4096) -> EnvelopeHead:
@@ -257,7 +269,20 @@ def envelope_head(env: Envelope, *, max_metadata_bytes: int = 4096) -> EnvelopeH
 
         if len(json.dumps(meta, ensure_ascii=False)) > max_metadata_bytes:
             head.pop("metadata")
-    return cast(EnvelopeHead, head)
+    return clean_head(head)
+
+
+def clean_head(raw: Mapping[str, Any]) -> EnvelopeHead:
+    """A head with only the fields that have their type: an envelope an older
+    holon admitted may carry, say, a list for a priority (the queue folds it
+    to ``normal``); a head is shown and copied into events, never trusted."""
+    head = dict(raw)
+    while (err := _HEAD.problem(head)) is not None and err.path:
+        head.pop(str(err.path[0]), None)
+    return _HEAD(head)
+
+
+_HEAD: Checker[EnvelopeHead] = Checker(EnvelopeHead)
 
 
 def body_text(body: Any) -> str:
@@ -274,3 +299,13 @@ def body_text(body: Any) -> str:
 
         return json.dumps(body.get("value"), ensure_ascii=False, sort_keys=True)
     return str(body)
+
+
+def is_admitted(rec: QueueRecord) -> TypeIs[AdmittedRecord]:
+    """A queue ledger record that admitted a message."""
+    return rec.get("op") == "admitted"
+
+
+def is_status(rec: QueueRecord) -> TypeIs[StatusRecord]:
+    """A queue ledger record that changed a message's status."""
+    return rec.get("op") == "status"

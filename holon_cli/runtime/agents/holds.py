@@ -23,11 +23,12 @@ here (``status`` and ``home check`` report the config itself).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.budget import BudgetHit
+    from holon_cli.model.config import HolonConfig
     from holon_cli.store.agent_store import AgentStore
 
 HoldKind = Literal["paused", "budget", "no_progress", "stopped"]
@@ -82,7 +83,7 @@ def budget_line(hit: BudgetHit, agent_id: str | None = None) -> str:
     return f"{text}; {until_text(hit)}"
 
 
-def _budget(store: AgentStore, cfg: dict[str, Any]) -> list[Hold]:
+def _budget(store: AgentStore, cfg: HolonConfig) -> list[Hold]:
     """The budget plane's holds (:func:`holon_cli.runtime.budgets.check.holds`:
     a budget that stopped the agent's last turn and is still spent)."""
     from holon_cli.runtime.budgets.check import holds
@@ -123,7 +124,7 @@ def _no_progress(agent_id: str, state: AgentState) -> Hold | None:
     }
 
 
-def _config() -> dict[str, Any] | None:
+def _config() -> HolonConfig | None:
     from holon_cli.errors import ConfigError
     from holon_cli.store.config import load_config
 
@@ -133,7 +134,7 @@ def _config() -> dict[str, Any] | None:
         return None
 
 
-def agent_holds(store: AgentStore, cfg: dict[str, Any] | None = None) -> list[Hold]:
+def agent_holds(store: AgentStore, cfg: HolonConfig | None = None) -> list[Hold]:
     """Every hold on the agent now, in :data:`HOLD_KINDS` order (see the
     module docstring). ``cfg``: the loaded config, when the caller has it."""
     state = store.read_record()["state"]
@@ -151,7 +152,7 @@ def agent_holds(store: AgentStore, cfg: dict[str, Any] | None = None) -> list[Ho
     return out
 
 
-def queue_hold(store: AgentStore, cfg: dict[str, Any] | None = None) -> Hold | None:
+def queue_hold(store: AgentStore, cfg: HolonConfig | None = None) -> Hold | None:
     """The hold that keeps the agent's queued messages where they are (no
     turn dequeues one: ``holon turn`` refuses, tick and serve pass the
     agent by), or ``None``. A budget counts once it has stopped a turn (the

@@ -139,7 +139,7 @@ def _materialize(
             "skill_sources": [s.provenance for s in skills],
         },
     )
-    write_snapshot(layout.agent_file, cast(dict[str, Any], record))
+    write_snapshot(layout.agent_file, record)
 
 
 STAGING_PREFIX = ".creating-"

@@ -7,7 +7,7 @@ anything, so a bad model never consumes a message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli.errors import ConfigError
 
@@ -28,8 +28,17 @@ def model_state(state: AgentState) -> dict[str, Any]:
         }
 
 
+class ModelChoice(TypedDict):
+    """What :func:`candidates` reads of an agent's state: its override."""
+
+    model_override: str | None
+
+
 def candidates(
-    state: AgentState, *, cli_model: str | None = None, cli_fallbacks: list[str] | None = None
+    state: AgentState | ModelChoice,
+    *,
+    cli_model: str | None = None,
+    cli_fallbacks: list[str] | None = None,
 ) -> list[str]:
     """Ordered model refs to try for a turn; raises ConfigError when none is set."""
     from holon_cli.model.modelref import check_model_ref

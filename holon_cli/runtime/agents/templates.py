@@ -272,9 +272,10 @@ def resolve_skill_refs(template: Path) -> Iterator[list[SkillSource]]:
     if sj.exists():
         try:
             data = json.loads(sj.read_text(encoding="utf-8"))
-            refs = data["skill_refs"] if isinstance(data, dict) else None  # type: ignore[assignment]
-            if not isinstance(refs, list):
+            listed = data["skill_refs"] if isinstance(data, dict) else None
+            if not isinstance(listed, list):
                 raise ValueError
+            refs = listed
         except (ValueError, KeyError, UnicodeDecodeError):
             raise RejectedError(
                 f'{sj}: expected {{"skill_refs": [...]}}', hint="fix skills.json in the template"

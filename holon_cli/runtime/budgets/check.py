@@ -36,7 +36,8 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
-    from holon_cli.model.budget import BudgetHit, BudgetHold, BudgetName, BudgetScope
+    from holon_cli.model.budget import BudgetHit, BudgetHold, BudgetName, BudgetScope, SpendRecord
+    from holon_cli.model.config import HolonConfig
 
 WAITING_REASON = sp.WAITING_REASON
 MIN_OUTPUT = 1  # a request that cannot get one output token is not sent
@@ -51,7 +52,7 @@ class Scope(NamedTuple):
     kind: BudgetScope
     owner: str  # the agent whose budgets (or whose run's bound); "home"
     limits: dict[str, float]
-    records: list[dict[str, Any]]
+    records: list[SpendRecord]
     reserved: list[dict[str, Any]]  # other requests in flight that count here
     store: AgentStore | None  # the agent's store (work-item totals)
     run_id: str | None = None
@@ -74,7 +75,7 @@ class Decision(NamedTuple):
     by_reservations: bool  # refused only because of requests in flight: wait
 
 
-def active(cfg: dict[str, Any], home: HomeLayout, store: AgentStore | None = None) -> bool:
+def active(cfg: HolonConfig, home: HomeLayout, store: AgentStore | None = None) -> bool:
     """Whether anything bounds spend: a budget in config, a run's bound, or
     (for ``store``'s agent) the budgets of the profile it was made from."""
     if sp.configured(cfg):
@@ -91,7 +92,7 @@ def active(cfg: dict[str, Any], home: HomeLayout, store: AgentStore | None = Non
 
 def scopes(
     store: AgentStore,
-    cfg: dict[str, Any],
+    cfg: HolonConfig,
     now: float,
     *,
     reservations: list[dict[str, Any]],
@@ -136,6 +137,15 @@ def _resets(name: str, use_resets: str | None, kind: str) -> str | None:
     return None if kind == "run" else use_resets
 
 
+def _budget_name(name: str) -> BudgetName | None:
+    from holon_cli.model.budget import BUDGET_NAMES, RUN_BUDGET_NAMES
+
+    for known in (*BUDGET_NAMES, *RUN_BUDGET_NAMES):
+        if name == known:
+            return known
+    return None
+
+
 def evaluate(
     scope: Scope, req: Request, now: float, *, count_reserved: bool = True
 ) -> tuple[list[BudgetHit], list[int]]:
@@ -148,7 +158,9 @@ def evaluate(
     hits: list[BudgetHit] = []
     caps: list[int] = []
     for name, limit in scope.limits.items():
-        n: BudgetName = name  # type: ignore[assignment]
+        n = _budget_name(name)
+        if n is None:
+            continue  # a key no budget reads (config checks them all)
         if name == "turns_per_hour":
             use = sp.use_of(n, limit, scope.records, now)
             if req.new_turn and use["used"] + r_turns >= limit:
@@ -237,7 +249,7 @@ def decide(all_scopes: list[Scope], req: Request, now: float, max_output: int | 
 # ------------------------------------------------------------- holds
 
 
-def _previous(store: AgentStore, cfg: dict[str, Any]) -> tuple[int, float, float]:
+def _previous(store: AgentStore, cfg: HolonConfig) -> tuple[int, float, float]:
     """The estimate of an agent's next request when nothing better is known:
     its previous request's input tokens, at that request's model's prices."""
     last = store.ledger(sp.LEDGER).last() if store.layout.ledger_path(sp.LEDGER).exists() else None
@@ -249,7 +261,7 @@ def _previous(store: AgentStore, cfg: dict[str, Any]) -> tuple[int, float, float
 
 def check(
     store: AgentStore,
-    cfg: dict[str, Any],
+    cfg: HolonConfig,
     *,
     turn_id: str | None,
     work_item_id: str | None,
@@ -265,7 +277,7 @@ def check(
 
 def _hits(
     store: AgentStore,
-    cfg: dict[str, Any],
+    cfg: HolonConfig,
     *,
     turn_id: str | None,
     work_item_id: str | None,
@@ -291,7 +303,7 @@ def _hits(
 
 
 def exhausted(
-    store: AgentStore, cfg: dict[str, Any], work_item_id: str | None = None
+    store: AgentStore, cfg: HolonConfig, work_item_id: str | None = None
 ) -> BudgetHit | None:
     """The budget that holds this agent back: its last turn closed
     ``budget_exhausted`` (the operator has been told) and a budget is still
@@ -305,7 +317,7 @@ def exhausted(
     )
 
 
-def holds(store: AgentStore, cfg: dict[str, Any]) -> list[BudgetHold]:
+def holds(store: AgentStore, cfg: HolonConfig) -> list[BudgetHold]:
     """Every budget holding the agent back now, each with its reason and
     when it resets (for ``holon status`` holds, ``home audit``, ``enqueue
     --wait``): empty unless its last turn was stopped by a budget that is
@@ -331,7 +343,7 @@ def holds(store: AgentStore, cfg: dict[str, Any]) -> list[BudgetHold]:
     return out
 
 
-def wake_at(store: AgentStore, cfg: dict[str, Any]) -> float | None:
+def wake_at(store: AgentStore, cfg: HolonConfig) -> float | None:
     """When an agent held by a budget should be looked at again."""
     hit = exhausted(store, cfg)
     return clock.parse_iso(hit["resets_at"]) if hit and hit["resets_at"] else None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from holon_cli import clock
 
 if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.turn import BriefPlan, NoProgressStreak, TurnProgress
 
@@ -83,16 +84,16 @@ def notice(prev: NoProgressStreak | None, streak: NoProgressStreak | None) -> Br
     }
 
 
-def holds(state: Any, key: str) -> bool:
+def holds(state: AgentState, key: str) -> bool:
     """Whether the guard keeps the activation ``key`` from being queued."""
-    streak = state.get("no_progress") or {}
-    return bool(streak.get("activation") == key and int(streak.get("turns", 0)) >= GUARD_TURNS)
+    streak = state.get("no_progress")
+    return bool(streak and streak["activation"] == key and streak["turns"] >= GUARD_TURNS)
 
 
-def held_streak(state: Any) -> NoProgressStreak | None:
+def held_streak(state: AgentState) -> NoProgressStreak | None:
     """The streak that trips the guard now (its activation is not queued by
     tick or serve until operator input ends it), or ``None``."""
-    streak = state.get("no_progress") or None
-    if streak and int(streak.get("turns", 0) or 0) >= GUARD_TURNS:
-        return streak  # type: ignore[no-any-return]
+    streak = state.get("no_progress")
+    if streak and streak["turns"] >= GUARD_TURNS:
+        return streak
     return None

@@ -35,6 +35,7 @@ from holon_cli.store import held_records
 from holon_cli.store.held_records import HeldRecord
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.store.agent_store import AgentStore
     from holon_cli.store.layout import HomeLayout
 
@@ -66,7 +67,7 @@ def live_reservations(home: HomeLayout, now: float | None = None) -> list[dict[s
 
 def admit(
     store: AgentStore,
-    cfg: dict[str, Any],
+    cfg: HolonConfig,
     *,
     round_id: str,
     new_turn: bool,

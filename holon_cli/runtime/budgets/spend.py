@@ -36,8 +36,9 @@ Runtime steps never print; nothing here holds a lock beyond a ledger append.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from holon_cli import clock
 from holon_cli.errors import UsageError
@@ -49,10 +50,11 @@ from holon_cli.store.records import ledger_validator
 if TYPE_CHECKING:
     from holon_cli.errors import ConfigError
     from holon_cli.model.budget import BudgetName, BudgetUse, SpendRecord
+    from holon_cli.model.config import HolonConfig
 
 DAY_S = 86400.0
 HOUR_S = 3600.0
-LEDGER = "spend"
+LEDGER: Final = "spend"
 SPEND_VERSION = 1
 TAIL_STEP = 256  # records read from the end at a time
 FOLD_FILE = "spend_by_work_item.json"
@@ -65,11 +67,19 @@ HOME_KEY = "home"  # budgets.home: the sum over all agents
 # ------------------------------------------------------------------ config
 
 
-def limits(cfg: dict[str, Any], agent_id: str) -> dict[str, float]:
+def _numbers(section: Mapping[str, object]) -> dict[str, float]:
+    """A budgets section's limits that are set (``home`` is a section, not one)."""
+    return {
+        k: v
+        for k, v in section.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != HOME_KEY
+    }
+
+
+def limits(cfg: HolonConfig, agent_id: str) -> dict[str, float]:
     """The agent's budgets: ``agents.<id>.budgets`` key by key over ``budgets``."""
-    out = {k: v for k, v in (cfg.get("budgets") or {}).items() if v is not None and k != HOME_KEY}
-    own = ((cfg.get("agents") or {}).get(agent_id) or {}).get("budgets") or {}
-    out.update({k: v for k, v in own.items() if v is not None})
+    out = _numbers(cfg.get("budgets") or {})
+    out.update(_numbers(((cfg.get("agents") or {}).get(agent_id) or {}).get("budgets") or {}))
     return out
 
 
@@ -85,13 +95,12 @@ def tightened(lim: dict[str, float], own: dict[str, float]) -> dict[str, float]:
     return {**lim, **{k: min(v, lim[k]) if k in lim else v for k, v in own.items()}}
 
 
-def home_limits(cfg: dict[str, Any]) -> dict[str, float]:
+def home_limits(cfg: HolonConfig) -> dict[str, float]:
     """``budgets.home``: the budgets of the sum over all agents."""
-    home = (cfg.get("budgets") or {}).get(HOME_KEY) or {}
-    return {k: v for k, v in home.items() if v is not None}
+    return _numbers((cfg.get("budgets") or {}).get("home") or {})
 
 
-def configured(cfg: dict[str, Any]) -> bool:
+def configured(cfg: HolonConfig) -> bool:
     """Whether any budget is set anywhere (no ledger is read otherwise)."""
     if any(v is not None for v in (cfg.get("budgets") or {}).values()):
         return True
@@ -102,7 +111,7 @@ def configured(cfg: dict[str, Any]) -> bool:
     )
 
 
-def price_error(cfg: dict[str, Any], agent_id: str, models: list[str]) -> ConfigError | None:
+def price_error(cfg: HolonConfig, agent_id: str, models: list[str]) -> ConfigError | None:
     """A cost budget applies to the agent (its own, the default, or
     ``budgets.home``) and a model of its chain has no price: the error
     naming ``prices.<ref>``."""
@@ -120,7 +129,7 @@ def price_error(cfg: dict[str, Any], agent_id: str, models: list[str]) -> Config
     return missing_price(cfg, models, key)
 
 
-def config_errors(cfg: dict[str, Any]) -> list[ConfigError]:
+def config_errors(cfg: HolonConfig) -> list[ConfigError]:
     """Every agent of the home whose cost budget cannot be kept: a model of
     its chain (``--model`` aside: HOLON_MODEL, config, its override) has no
     price. For ``holon home check`` and ``holon serve`` start-up."""
@@ -146,13 +155,15 @@ def config_errors(cfg: dict[str, Any]) -> list[ConfigError]:
     return out
 
 
-def prices(cfg: dict[str, Any], model_ref: str | None) -> tuple[float, float]:
+def prices(cfg: HolonConfig, model_ref: str | None) -> tuple[float, float]:
     """USD per input and per output token of a model (0 when unpriced)."""
-    price = (cfg.get("prices") or {}).get(model_ref or "") or {}
+    price = (cfg.get("prices") or {}).get(model_ref or "")
+    if not price:
+        return 0.0, 0.0
     return float(price.get("input", 0)) / 1e6, float(price.get("output", 0)) / 1e6
 
 
-def _cost(cfg: dict[str, Any], model_ref: str | None, tin: int, tout: int) -> float:
+def _cost(cfg: HolonConfig, model_ref: str | None, tin: int, tout: int) -> float:
     pin, pout = prices(cfg, model_ref)
     return tin * pin + tout * pout
 
@@ -191,7 +202,7 @@ def home_of(store: AgentStore) -> HomeLayout:
     return HomeLayout(store.layout.home.parent.parent)
 
 
-def home_ledger(home: HomeLayout, *, for_writing: bool = False) -> Ledger:
+def home_ledger(home: HomeLayout, *, for_writing: bool = False) -> Ledger[SpendRecord]:
     """The home's spend record: every agent's rounds, kept after an agent is
     removed (``budgets.home`` reads it). ``for_writing``: its folder is made
     (0700) first."""
@@ -213,9 +224,9 @@ class SpendWriter:
 
     def __init__(self, store: AgentStore) -> None:
         self.store = store
-        self._ledgers: list[Ledger] | None = None
+        self._ledgers: list[Ledger[SpendRecord]] | None = None
 
-    def _targets(self) -> list[Ledger]:
+    def _targets(self) -> list[Ledger[SpendRecord]]:
         if self._ledgers is None:
             self._ledgers = []
             for s in lineage(self.store):
@@ -233,7 +244,7 @@ class SpendWriter:
 
     def record(
         self,
-        cfg: dict[str, Any],
+        cfg: HolonConfig,
         *,
         turn_id: str,
         message_id: str | None,
@@ -265,10 +276,16 @@ class SpendWriter:
         if cached_input_tokens > 0:  # optional (v1): records without a cache keep their shape
             rec["cached_input_tokens"] = int(cached_input_tokens)
         for led in self._targets():
-            led.append(dict(rec))
+            led.append({**rec})
         return rec
 
-    def sync(self) -> None:
+    def sync(self, *, home: bool = True) -> None:
+        """The records so far become durable: the agent's and its ancestors'
+        ledgers, and the home's when ``home`` (a turn passes whether a
+        ``budgets.home`` budget reads it: otherwise the home's copy of a
+        record is one the agent's own ledger holds durably, and `holon
+        usage` reads both; it is written back by the kernel, and a kill
+        loses nothing)."""
         from holon_cli.store.fsio import deferred
 
         ledgers = self._ledgers or []
@@ -278,11 +295,11 @@ class SpendWriter:
         # `holon run` agent's writes are not fsync'd (fsio's deferred fsyncs;
         # a completed run makes no fsync), and neither is its line in the
         # home's record (in the page cache: a killed process loses nothing)
-        if ledgers and not deferred(ledgers[0].path):
+        if ledgers and home and not deferred(ledgers[0].path):
             ledgers[-1].sync()
 
 
-def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendRecord:
+def record_spend(store: AgentStore, cfg: HolonConfig, **kw: Any) -> SpendRecord:
     """Append one provider round's spend (durable when this returns)."""
     writer = SpendWriter(store)
     rec = writer.record(cfg, **kw)
@@ -290,13 +307,13 @@ def record_spend(store: AgentStore, cfg: dict[str, Any], **kw: Any) -> SpendReco
     return rec
 
 
-def _records(store: AgentStore, since: float | None = None) -> list[dict[str, Any]]:
+def _records(store: AgentStore, since: float | None = None) -> list[SpendRecord]:
     """The agent's spend records; with ``since``, at least those from then on
     (read backwards from the end: a long history costs nothing here)."""
     return records_of(store.ledger(LEDGER), since)
 
 
-def records_of(led: Ledger, since: float | None = None) -> list[dict[str, Any]]:
+def records_of(led: Ledger[SpendRecord], since: float | None = None) -> list[SpendRecord]:
     """A spend ledger's records; with ``since``, at least those from then on."""
     if not led.path.exists():
         return []
@@ -398,18 +415,18 @@ def work_item_tokens(store: AgentStore, work_item_id: str) -> int:
     return totals.get(work_item_id, 0)
 
 
-def tokens_of(r: dict[str, Any]) -> int:
+def tokens_of(r: SpendRecord) -> int:
     return _tokens(r)
 
 
-def _tokens(r: dict[str, Any]) -> int:
+def _tokens(r: SpendRecord) -> int:
     return int(r.get("input_tokens", 0)) + int(r.get("output_tokens", 0))
 
 
 # ------------------------------------------------------------------- usage
 
 
-def _turn_starts(records: list[dict[str, Any]], since: float) -> dict[tuple[str, str], float]:
+def _turn_starts(records: list[SpendRecord], since: float) -> dict[tuple[str, str], float]:
     starts: dict[tuple[str, str], float] = {}
     for r in records:
         key = (str(r.get("agent_id")), str(r.get("turn_id")))
@@ -421,7 +438,7 @@ def _turn_starts(records: list[dict[str, Any]], since: float) -> dict[tuple[str,
 def use_of(
     name: BudgetName,
     limit: float,
-    records: list[dict[str, Any]],
+    records: list[SpendRecord],
     now: float,
     work_item_id: str | None = None,
     work_item_used: int = 0,
@@ -438,7 +455,7 @@ def use_of(
 def _use_of(
     name: BudgetName,
     limit: float,
-    records: list[dict[str, Any]],
+    records: list[SpendRecord],
     now: float,
     work_item_id: str | None,
     work_item_used: int,
@@ -465,7 +482,7 @@ def _use_of(
     }
 
 
-def home_status(cfg: dict[str, Any], home: HomeLayout | None = None) -> dict[str, BudgetUse]:
+def home_status(cfg: HolonConfig, home: HomeLayout | None = None) -> dict[str, BudgetUse]:
     """Each ``budgets.home`` budget: what all agents spent of it."""
     from holon_cli.model.budget import BUDGET_NAMES
 
@@ -481,7 +498,7 @@ def home_status(cfg: dict[str, Any], home: HomeLayout | None = None) -> dict[str
     }
 
 
-def status(store: AgentStore, cfg: dict[str, Any]) -> dict[str, BudgetUse]:
+def status(store: AgentStore, cfg: HolonConfig) -> dict[str, BudgetUse]:
     """``holon status`` data ``budget``: each budget set for the agent."""
     from holon_cli.model.budget import BUDGET_NAMES
 

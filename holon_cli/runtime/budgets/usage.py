@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
 
 By = Literal["agent", "model", "day"]
 BY: tuple[By, ...] = ("agent", "model", "day")
@@ -53,7 +56,7 @@ def _key(r: dict[str, Any], by: By) -> str:
     return clock.iso(float(r.get("ts", 0)))[:10]
 
 
-def _cost(r: dict[str, Any], cfg: dict[str, Any]) -> float:
+def _cost(r: dict[str, Any], cfg: HolonConfig) -> float:
     recorded = float(r.get("cost_usd") or 0)
     if recorded:
         return recorded
@@ -72,7 +75,7 @@ def _add(row: UsageRow, r: dict[str, Any], cost: float) -> None:
 
 
 def summarize(
-    records: Iterable[dict[str, Any]], cfg: dict[str, Any], by: By = "agent"
+    records: Iterable[dict[str, Any]], cfg: HolonConfig, by: By = "agent"
 ) -> dict[str, Any]:
     """``rows`` (sorted by key) and ``total``, each a :class:`UsageRow`."""
     rows: dict[str, UsageRow] = {}
@@ -90,7 +93,7 @@ def summarize(
 
 def usage(
     home: Path,
-    cfg: dict[str, Any],
+    cfg: HolonConfig,
     *,
     agent_id: str | None = None,
     since_s: float | None = None,

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from holon_cli.model.agent import AgentState
     from holon_cli.model.events import ChildAgentSpawnedData
-    from holon_cli.model.task import TaskRecord, WorktreeInfo
+    from holon_cli.model.task import ChildTaskDetail, TaskRecord, WorktreeInfo
     from holon_cli.runtime.agents.profiles import ChildProfile
     from holon_cli.runtime.workspace import WorkspaceBinding
     from holon_cli.runtime.workspace.plane import Target
@@ -62,7 +62,7 @@ def _handle_record(
     parent: AgentStore,
     task_id: str,
     text: str,
-    child: dict[str, Any],
+    child: ChildTaskDetail,
     parent_message: Mapping[str, Any] | None,
     turn_id: str | None,
 ) -> TaskRecord:
@@ -89,7 +89,7 @@ def _handle_record(
             "trust": "trusted_system",
             "workspace_mode": child["workspace_mode"],
         },
-        "child": child,  # type: ignore[typeddict-item]
+        "child": child,
         "result_message_id": None,
     }
 
@@ -173,7 +173,7 @@ def _check_profile_price(parent: AgentStore, profile: ChildProfile) -> None:
 
     override = profile.model or parent.read_record()["state"].get("model_override")
     try:
-        models = candidates({"model_override": override})  # type: ignore[typeddict-item]
+        models = candidates({"model_override": override})
     except ConfigError:
         return  # no model at all: the child's first turn says so
     key = f"budgets.cost_usd_per_day of profile {profile.path}"
@@ -223,7 +223,7 @@ def spawn_private_child(
     anchor_wi: str | None = pstate.get("current_work_item_id") or (parent_message or {}).get(
         "work_item_id"
     )
-    detail: dict[str, Any] = {
+    detail: ChildTaskDetail = {
         "child_agent_id": child_id,
         "delegation_id": clock.new_id("dlg"),
         "work_item_id": anchor_wi,

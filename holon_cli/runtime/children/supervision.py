@@ -208,7 +208,7 @@ def report_child(
             else:
                 rec["result_undeliverable"] = f"{exc.kind}: {exc.message}"
         rec["updated_at"] = clock.now_iso()
-        write_snapshot(d / "task.json", cast(dict[str, Any], rec))
+        write_snapshot(d / "task.json", rec)
     if mid is not None:
         _record_completion(parent, rec, mid)
     return mid
@@ -217,7 +217,7 @@ def report_child(
 def _record_completion(parent: AgentStore, rec: TaskRecord, message_id: str) -> None:
     from holon_cli.runtime.tasks.records import _ledger_record
 
-    parent.ledger("tasks").append(cast(dict[str, Any], _ledger_record(rec)))
+    parent.ledger("tasks").append(_ledger_record(rec))
     append_delegation(parent, rec, "completed", result_message_id=message_id)
     child = rec.get("child") or {}
     reported: ChildAgentResultReportedData = {
@@ -254,7 +254,7 @@ def append_delegation(
     }
     if child.get("trace_context"):
         line["trace_context"] = child["trace_context"]
-    parent.ledger("delegations").append(cast(dict[str, Any], line))
+    parent.ledger("delegations").append(line)
 
 
 def settle_if_terminal(parent: AgentStore, rec: TaskRecord, child: AgentStore) -> str | None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from holon_cli.model.events import WorktreeRetainedData
     from holon_cli.model.task import TaskRecord, WorktreeInfo
+    from holon_cli.model.workspace import WorktreeSession
     from holon_cli.runtime.workspace import WorkspaceBinding
 
 BRANCH_PREFIX = "holon/child/"
@@ -82,7 +83,7 @@ def binding(parent_binding: WorkspaceBinding, wt: WorktreeInfo) -> WorkspaceBind
     from holon_cli.runtime.workspace import gitops
 
     path = Path(wt["path"])
-    session = {
+    session: WorktreeSession = {
         "original_working_directory": wt["repo"],
         "original_branch": gitops.current_branch(Path(wt["repo"])),
         "worktree_path": wt["path"],
@@ -92,7 +93,7 @@ def binding(parent_binding: WorkspaceBinding, wt: WorktreeInfo) -> WorkspaceBind
         execution_root=path,
         cwd=path,
         projection_kind="git_worktree_root",
-        worktree_session=session,  # type: ignore[arg-type]
+        worktree_session=session,
     )
 
 

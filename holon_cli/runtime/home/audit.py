@@ -38,14 +38,16 @@ finding naming the file, never a crash; the other agents are still audited.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from holon_cli.model.agent import HELD_STATUSES
+from holon_cli.model.envelope import is_admitted, is_status
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.config import HolonConfig
     from holon_cli.runtime.queue import QueueState
 
 FindingKind = Literal[
@@ -107,16 +109,10 @@ def _scan_queue(store: AgentStore) -> _Counts:
 
     counts = _Counts()
     for _, _, rec in store.ledger("queue").scan(0):
-        op = rec.get("op")
-        if op == "admitted":
-            msg = rec.get("message")
-            mid = msg.get("id") if isinstance(msg, dict) else None
-            if isinstance(mid, str):
-                counts.admitted(mid, bool(rec.get("requeued")))
-        elif op == "status" and rec.get("status") in FINAL:
-            mid = rec.get("message_id")
-            if isinstance(mid, str):
-                counts.final(mid, str(rec["status"]))
+        if is_admitted(rec):
+            counts.admitted(rec["message"]["id"], bool(rec.get("requeued")))
+        elif is_status(rec) and rec["status"] in FINAL:
+            counts.final(rec["message_id"], rec["status"])
     return counts
 
 
@@ -248,7 +244,7 @@ def _future_wake(store: AgentStore, state: AgentState) -> str | None:
 
 
 def _held_finding(
-    store: AgentStore, state: AgentState, queued: int, work: list[str], cfg: dict[str, Any] | None
+    store: AgentStore, state: AgentState, queued: int, work: list[str], cfg: HolonConfig | None
 ) -> AuditFinding | None:
     """A held agent (operator, budget, no-progress guard) with runnable work:
     the work waits for the hold to lift, which the finding names."""
@@ -275,7 +271,7 @@ def _held_finding(
 
 
 def _wake_finding(
-    store: AgentStore, state: AgentState, st: QueueState, cfg: dict[str, Any] | None
+    store: AgentStore, state: AgentState, st: QueueState, cfg: HolonConfig | None
 ) -> AuditFinding | None:
     from holon_cli.runtime import queue as q
 
@@ -308,7 +304,7 @@ def _wake_finding(
 
 
 def audit_agent(
-    store: AgentStore, cfg: dict[str, Any] | None = None
+    store: AgentStore, cfg: HolonConfig | None = None
 ) -> tuple[int, list[AuditFinding]]:
     """One agent: the number of admissions seen and its findings. Raises on
     damage (the caller turns that into a ``damaged`` finding)."""
@@ -390,7 +386,7 @@ def audit_home() -> AuditReport:
     from holon_cli.store.config import load_config
 
     try:
-        cfg: dict[str, Any] | None = load_config(home)
+        cfg: HolonConfig | None = load_config(home)
     except ConfigError:
         cfg = None  # no budget can be read: `home check` names the config's problem
     for aid in names:

@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.layout import AgentLayout, HomeLayout
 from holon_cli.store.ledger import Problem
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import EventRecord
 
 
 def home_root_problem(home: HomeLayout) -> Problem | None:
@@ -407,7 +410,7 @@ def snapshot_ledger_findings(layout: AgentLayout) -> list[Problem]:
     from holon_cli.store.ledger import Ledger
     from holon_cli.store.records import ledger_validator
 
-    def led(name: str) -> Ledger:
+    def led(name: str) -> Ledger[Any]:
         return Ledger(
             layout.ledger_path(name), layout.ledger_lock(name), validate=ledger_validator(name)
         )
@@ -554,7 +557,7 @@ def task_problems(layout: AgentLayout) -> list[Problem]:
     from ``task list`` without a word)."""
     import json
 
-    from holon_cli.store.records import task_ledger_record
+    from holon_cli.store.records import TASK_LINE
 
     out: list[Problem] = []
     try:
@@ -575,9 +578,7 @@ def task_problems(layout: AgentLayout) -> list[Problem]:
         except (ValueError, UnicodeDecodeError) as exc:
             out.append(Problem(str(path), None, f"not valid JSON ({exc.__class__.__name__})"))
             continue
-        reason = (
-            task_ledger_record(rec) if isinstance(rec, dict) else "task record is not an object"
-        )
+        reason = TASK_LINE(rec) if isinstance(rec, dict) else "task record is not an object"
         if reason:
             out.append(Problem(str(path), None, reason))
     return out
@@ -615,7 +616,7 @@ class AgentFacts:
 
         self.layout = layout
         self.store = AgentStore(layout)
-        self.events: list[dict[str, Any]] = []
+        self.events: list[EventRecord] = []
         try:
             self.events = self.store.events.records_skipping_damaged()[0]
         except Exception:  # noqa: BLE001 - a newer format: reported by the ledger check
@@ -634,20 +635,18 @@ class AgentFacts:
     def state(self) -> dict[str, Any]:
         return dict(self.record.get("state") or {})
 
-    def rounds(self) -> dict[str, list[dict[str, Any]]]:
+    def rounds(self) -> dict[str, list[EventRecord]]:
         """The provider requests that were charged, by turn: each round
         (``provider_round_completed``) and each failed chain that reported
         usage (``runtime_error`` with ``token_usage``); one spend record each."""
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: dict[str, list[EventRecord]] = {}
         for ev in self.events:
-            kind, data = ev.get("kind"), ev.get("data")
-            if not isinstance(data, dict):
-                continue
+            kind, data, turn = ev["kind"], ev.get("data") or {}, ev.get("turn_id")
             charged = kind == "provider_round_completed" or (
                 kind == "runtime_error" and isinstance(data.get("token_usage"), dict)
             )
-            if charged and isinstance(ev.get("turn_id"), str):
-                out.setdefault(ev["turn_id"], []).append(ev)
+            if charged and turn:
+                out.setdefault(turn, []).append(ev)
         return out
 
 
@@ -671,7 +670,7 @@ def lineage_children(facts: dict[str, AgentFacts]) -> dict[str, list[str]]:
 
 def missing_spend(
     layout: AgentLayout, facts: dict[str, AgentFacts], lineage: dict[str, list[str]]
-) -> dict[tuple[str, str], list[dict[str, Any]]]:
+) -> dict[tuple[str, str], list[EventRecord]]:
     """``(agent, turn) -> the charged events`` the agent's spend ledger lacks
     (its own rounds and its descendants': each is charged up the lineage).
     Empty when the ledger has a damaged line (its own check says so)."""
@@ -688,7 +687,7 @@ def missing_spend(
     for rec in _readable(led):
         key = (str(rec.get("agent_id")), str(rec.get("turn_id")))
         have[key] = have.get(key, 0) + 1
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    out: dict[tuple[str, str], list[EventRecord]] = {}
     for who in lineage.get(layout.agent_id, [layout.agent_id]):
         for turn, evs in facts[who].rounds().items():
             got = have.get((who, turn), 0)

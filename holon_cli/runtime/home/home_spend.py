@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from holon_cli.store.ledger_lines import Problem
 
 if TYPE_CHECKING:
+    from holon_cli.model.budget import SpendRecord
     from holon_cli.runtime.home.checks import AgentFacts
     from holon_cli.runtime.home.repair import RepairAction
     from holon_cli.store.layout import HomeLayout
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 Key = tuple[Any, ...]
 
 
-def key(rec: dict[str, Any]) -> Key:
+def key(rec: SpendRecord) -> Key:
     """One provider round, whichever ledger holds its copy."""
     return (
         rec.get("agent_id"),
@@ -47,12 +48,12 @@ def _present(home: HomeLayout) -> bool:
     return home.spend_ledger.exists() or mark.exists()
 
 
-def own_rounds(facts: dict[str, AgentFacts]) -> list[dict[str, Any]]:
+def own_rounds(facts: dict[str, AgentFacts]) -> list[SpendRecord]:
     """Every round the agents' spend ledgers hold as their own (damaged lines
     skipped: the agent's own ledger check names them)."""
     from holon_cli.runtime.budgets.spend import LEDGER
 
-    out: list[dict[str, Any]] = []
+    out: list[SpendRecord] = []
     for name, fact in facts.items():
         led = fact.store.ledger(LEDGER)
         if not led.path.exists():
@@ -62,7 +63,7 @@ def own_rounds(facts: dict[str, AgentFacts]) -> list[dict[str, Any]]:
     return out
 
 
-def missing(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[dict[str, Any]]:
+def missing(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[SpendRecord]:
     """The agents' own rounds the home's record lacks (nothing when the home
     has no record and no agent has spent: a home before any provider call)."""
     from holon_cli.runtime.budgets.spend import home_ledger
@@ -120,7 +121,7 @@ def repair(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[RepairAction]
         return []
     home_ledger(home, for_writing=True)  # the folder, 0700
     with locked(led.lock_path, what=f"ledger {led.path.name}"):
-        kept: list[dict[str, Any]] = []
+        kept: list[SpendRecord] = []
         if led.path.exists():
             kept, _ = led.records_skipping_damaged()
         seen = {key(r) for r in kept}
@@ -140,7 +141,7 @@ def repair(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[RepairAction]
     return [_act(led.path, "rebuilt", detail)]
 
 
-def _write_whole(led: Ledger, recs: list[dict[str, Any]]) -> None:
+def _write_whole(led: Ledger[SpendRecord], recs: list[SpendRecord]) -> None:
     from holon_cli.store.fsio import atomic_write_bytes, dumps
 
     atomic_write_bytes(led.path, b"".join((dumps(r) + "\n").encode() for r in recs))

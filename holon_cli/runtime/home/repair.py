@@ -25,18 +25,24 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, HolonError
 from holon_cli.store.agent_store import SEQ_KEYS, AgentStore
-from holon_cli.store.fsio import fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.fsio import fsync_dir, read_record, read_snapshot, write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.ledger import Ledger, read_mark, write_mark
 from holon_cli.store.locks import locked
+from holon_cli.store.records import TRIGGER_SNAPSHOT, WORK_ITEMS_SNAPSHOT, RecordKind
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.events import EventRecord
+    from holon_cli.model.task import TaskLedgerRecord
+    from holon_cli.model.workitem import WorkItemLine
 
 
 class RepairAction(TypedDict):
@@ -106,7 +112,7 @@ def _set_aside(path: Path) -> Path:
     return dest
 
 
-def _was_cut(led: Ledger) -> bool:
+def _was_cut(led: Ledger[Any]) -> bool:
     """The ledger holds less than its mark says was written: a snapshot that
     says more is then newer than the ledger, not wrong."""
     got = read_mark(led.mark_path)
@@ -117,6 +123,14 @@ def _readable(path: Path, max_version: int = 1) -> dict[str, Any] | None | str:
     """The snapshot, ``None`` when missing, or why it cannot be read."""
     try:
         return read_snapshot(path, max_version=max_version)
+    except CorruptStateError as exc:
+        return exc.message
+
+
+def _readable_as(path: Path, kind: RecordKind[R], max_version: int = 1) -> R | None | str:
+    """The snapshot as its record type, ``None`` when missing, or why it cannot be read."""
+    try:
+        return read_record(path, kind, max_version=max_version)
     except CorruptStateError as exc:
         return exc.message
 
@@ -146,13 +160,13 @@ def _repair_agent_record(store: AgentStore) -> list[RepairAction]:
             rec = _rebuild_agent_record(store, facts)
             source = "the agent's ledgers (agent_created and later state and model changes)"
         _apply_facts(rec, facts)
-        write_snapshot(path, cast(dict[str, Any], rec))
+        write_snapshot(path, rec)
     store.emit("agent_state_repaired", {"file": str(path), "rebuilt_from": source})
     return [*out, _act(path, "restored", f"rebuilt from {source}")]
 
 
 class _Facts(TypedDict):
-    created: dict[str, Any] | None
+    created: EventRecord | None
     status: str | None  # the target of the last agent_state_changed
     model: tuple[Any] | None  # (the last model override,) when one was set or cleared
     input_tokens: int
@@ -187,11 +201,11 @@ def _apply_facts(rec: AgentRecord, facts: _Facts) -> None:
     """The ledgers win over a kept copy (one change behind at most): an
     operator's stop or pause holds, anything else starts idle; the newest
     model override applies."""
-    from holon_cli.model.agent import HELD_STATUSES
-
     state = rec["state"]
     status = facts["status"] or state["status"]
-    state["status"] = status if status in HELD_STATUSES else "awake_idle"  # type: ignore[typeddict-item]
+    state["status"] = (
+        "stopped" if status == "stopped" else "paused" if status == "paused" else "awake_idle"
+    )
     state["current_run_id"] = None
     if facts["model"] is not None:
         m = facts["model"][0]
@@ -279,7 +293,7 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
     path, apath = wi.index_path(store), wi.archive_path(store)
     out: list[RepairAction] = []
     with store.lock():
-        got = _readable(path, wi.INDEX_VERSION)
+        got = _readable_as(path, WORK_ITEMS_SNAPSHOT, wi.INDEX_VERSION)
         led = store.ledger(wi.WORK_ITEMS_LEDGER)
         if got is None:
             return []
@@ -287,14 +301,14 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
             arch = got.get("archive") if got.get("v") == wi.INDEX_VERSION else None
             arch = arch if isinstance(arch, dict) else {}
             gen, damaged = arch.get("generation"), None
-            archived: dict[str, Any] = {}
+            archived: dict[str, WorkItemLine] = {}
             if isinstance(gen, str):
                 try:
                     held = wa.read_archive(apath, gen, int(arch.get("bytes") or 0))
                     archived = {k: v for k, v in held.items.items() if k not in got["items"]}
                 except CorruptStateError as exc:
                     damaged = exc.message
-            full = {**archived, **got["items"]}
+            full: dict[str, WorkItemLine] = {**archived, **got["items"]}
             done = sum(1 for v in archived.values() if v.get("state") == "completed")
             folded = {r["id"]: r for _, _, r in led.scan(0)}
             upto = {}
@@ -310,7 +324,7 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
                     return []
             for wid, item in full.items():
                 if wid not in folded or (cut and folded[wid] != item):
-                    led.append(dict(item))
+                    led.append({**item})
                     folded[wid] = item
                     src = path.name if wid in got["items"] else apath.name
                     out.append(_act(led.path, "reappended", f"work item {wid} from {src}"))
@@ -330,7 +344,7 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
 
 
 def _work_items_from_events(
-    store: AgentStore, led: Ledger, known: dict[str, Any]
+    store: AgentStore, led: Ledger[Any], known: dict[str, Any]
 ) -> list[RepairAction]:
     """What a cut ledger lost and no snapshot held, from the work items'
     events: items created since (objective, plan status, plan file) and
@@ -388,7 +402,7 @@ def _repair_trigger(store: AgentStore) -> list[RepairAction]:
 
     path = state_file(store, tr.NAME)
     with tr._lock(store):
-        got = _readable(path, TRIGGER_VERSION)
+        got = _readable_as(path, TRIGGER_SNAPSHOT, TRIGGER_VERSION)
         led = store.ledger(tr.LEDGER)
         last = led.last()
         trig = last.get("trigger") if last else None
@@ -428,7 +442,7 @@ def _repair_template(store: AgentStore) -> list[RepairAction]:
             ),
             None,
         )
-        data = (created or {}).get("data") or {}
+        data = (created.get("data") if created else None) or {}
         tpl = data.get("template")
         provenance: dict[str, Any] = tpl if isinstance(tpl, dict) else {}
         skills_dir = store.layout.home / "skills"
@@ -443,7 +457,7 @@ def _repair_template(store: AgentStore) -> list[RepairAction]:
             {
                 "v": 1,
                 **provenance,
-                "applied_at": (created or {}).get("at") or clock.now_iso(),
+                "applied_at": created["at"] if created else clock.now_iso(),
                 "skills": skills,
                 "rebuilt": True,
             },
@@ -462,9 +476,9 @@ def _repair_tasks(store: AgentStore) -> list[RepairAction]:
     damaged = {Path(p.path).parent.name: Path(p.path) for p in task_problems(store.layout)}
     if not damaged:
         return []
-    last: dict[str, dict[str, Any]] = {}
+    last: dict[str, TaskLedgerRecord] = {}
     for _, _, line in store.ledger("tasks").scan(0):
-        if line.get("id") in damaged:
+        if line["id"] in damaged:
             last[line["id"]] = line
     out: list[RepairAction] = []
     for tid, path in damaged.items():
@@ -542,7 +556,7 @@ def _repair_marks(store: AgentStore) -> list[RepairAction]:
     return out
 
 
-def _last_seq(led: Ledger, key: str | None) -> int:
+def _last_seq(led: Ledger[Any], key: str | None) -> int:
     if key is None:
         return 0
     try:

@@ -18,6 +18,7 @@ from holon_cli.runtime.mcp import records
 from holon_cli.runtime.mcp.config import ServerSpec, servers_for, tool_name
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.runtime.mcp.sdk import CallOutcome
     from holon_cli.store.agent_store import AgentStore
 
@@ -28,7 +29,7 @@ class OfferedTool(NamedTuple):
     tool: dict[str, Any]  # as the server listed it (name, description, inputSchema, ...)
 
 
-def server_rows(cfg: dict[str, Any], agent_id: str | None) -> list[dict[str, Any]]:
+def server_rows(cfg: HolonConfig, agent_id: str | None) -> list[dict[str, Any]]:
     return [records.row(s) for s in servers_for(cfg, agent_id)]
 
 
@@ -39,7 +40,7 @@ def _host(warm: bool | None = None) -> Any:
 
 
 def offered_tools(
-    store: AgentStore, cfg: dict[str, Any], *, start: bool = True, warm: bool = False
+    store: AgentStore, cfg: HolonConfig, *, start: bool = True, warm: bool = False
 ) -> tuple[list[OfferedTool], list[dict[str, Any]]]:
     """The agent's MCP tools in a stable order (server name, then the
     server's own order) and the problems met (``{server, error}``), each also
@@ -77,11 +78,11 @@ def offered_tools(
                 problems.append({"server": spec.name, "error": exc.message})
         if tools is None:
             if not start:
-                rec = records.read(spec) or {}
+                rec = records.read(spec)
                 problems.append(
                     {
                         "server": spec.name,
-                        "error": rec.get("last_error")
+                        "error": (rec.get("last_error") if rec else None)
                         or "never listed (`holon mcp refresh` lists it; a turn would start it)",
                     }
                 )
@@ -95,7 +96,7 @@ def offered_tools(
 
 def call_tool(
     store: AgentStore,
-    cfg: dict[str, Any],
+    cfg: HolonConfig,
     spec: ServerSpec,
     tool: str,
     arguments: dict[str, Any],
@@ -111,7 +112,7 @@ def call_tool(
 
 
 def check(
-    store: AgentStore, cfg: dict[str, Any], names: list[str] | None = None, *, relist: bool = False
+    store: AgentStore, cfg: HolonConfig, names: list[str] | None = None, *, relist: bool = False
 ) -> list[dict[str, Any]]:
     """Start each enabled server (named ones: enabled or not) afresh: discover
     or initialize, list. Rows as :func:`server_rows`, with ``error`` set

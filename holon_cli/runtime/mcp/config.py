@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from holon_cli.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig, McpServerConfig
 
 Transport = Literal["stdio", "http"]
 PREFIX = "mcp__"
@@ -64,7 +67,7 @@ def _seconds(raw: Any, default: float) -> float:
     return parse_duration(str(raw))
 
 
-def config_key(server: dict[str, Any]) -> str:
+def config_key(server: McpServerConfig) -> str:
     from holon_cli.digest import sha256_hex
 
     keep = ("command", "args", "env", "cwd", "url", "headers", "bearer_token_env", "protocol")
@@ -72,7 +75,7 @@ def config_key(server: dict[str, Any]) -> str:
     return sha256_hex(canon.encode("utf-8"))[:16]
 
 
-def spec_of(name: str, server: dict[str, Any]) -> ServerSpec:
+def spec_of(name: str, server: McpServerConfig) -> ServerSpec:
     stdio = server.get("command") is not None
     net = server.get("network")
     enabled_tools = server.get("enabled_tools")
@@ -98,7 +101,7 @@ def spec_of(name: str, server: dict[str, Any]) -> ServerSpec:
     )
 
 
-def configured(cfg: dict[str, Any], agent_id: str | None) -> bool:
+def configured(cfg: HolonConfig, agent_id: str | None) -> bool:
     """Whether the agent has any MCP server configured (enabled or not)."""
     if cfg.get("mcp_servers"):
         return True
@@ -108,7 +111,7 @@ def configured(cfg: dict[str, Any], agent_id: str | None) -> bool:
     return bool(agent.get("mcp_servers"))
 
 
-def servers_for(cfg: dict[str, Any], agent_id: str | None) -> list[ServerSpec]:
+def servers_for(cfg: HolonConfig, agent_id: str | None) -> list[ServerSpec]:
     """The agent's servers, by name (``None``: the home-wide ones)."""
     if not configured(cfg, agent_id):
         return []
@@ -118,7 +121,7 @@ def servers_for(cfg: dict[str, Any], agent_id: str | None) -> list[ServerSpec]:
     return [spec_of(name, merged[name]) for name in sorted(merged)]
 
 
-def find(cfg: dict[str, Any], agent_id: str | None, name: str) -> ServerSpec:
+def find(cfg: HolonConfig, agent_id: str | None, name: str) -> ServerSpec:
     """One server by name; an unknown name is a :class:`NotFoundError` (exit 3)."""
     specs = servers_for(cfg, agent_id)
     for s in specs:

@@ -34,6 +34,7 @@ from holon_cli.runtime.mcp import records
 if TYPE_CHECKING:
     import asyncio
 
+    from holon_cli.model.config import HolonConfig
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.runtime.mcp.launch import Spawned
     from holon_cli.runtime.mcp.sdk import CallOutcome, Session
@@ -60,7 +61,7 @@ def backoff_s(failures: int) -> float:
 
 
 class _Conn:
-    def __init__(self, store: AgentStore, cfg: dict[str, Any], spec: ServerSpec) -> None:
+    def __init__(self, store: AgentStore, cfg: HolonConfig, spec: ServerSpec) -> None:
         self.store, self.cfg, self.spec = store, cfg, spec
         self.ready: concurrent.futures.Future[Session] = concurrent.futures.Future()
         self.done: concurrent.futures.Future[None] | None = None  # the run task
@@ -123,7 +124,7 @@ class Host:
     # ------------------------------------------------------- connections
 
     def session(
-        self, store: AgentStore, cfg: dict[str, Any], spec: ServerSpec, *, fresh: bool = False
+        self, store: AgentStore, cfg: HolonConfig, spec: ServerSpec, *, fresh: bool = False
     ) -> Session:
         """The live session of ``spec`` for the agent, started if needed.
         Raises :class:`McpStartError`."""
@@ -160,7 +161,7 @@ class Host:
         conn: _Conn | None,
         spec: ServerSpec,
         store: AgentStore,
-        cfg: dict[str, Any],
+        cfg: HolonConfig,
         key: Key,
     ) -> float | None:
         """Under the lock: make sure a connection is live or starting (``None``),
@@ -308,7 +309,7 @@ class Host:
     def call(
         self,
         store: AgentStore,
-        cfg: dict[str, Any],
+        cfg: HolonConfig,
         spec: ServerSpec,
         tool: str,
         arguments: dict[str, Any],

@@ -22,11 +22,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import subprocess
 
+    from holon_cli.model.config import HolonConfig
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.store.agent_store import AgentStore
 
@@ -41,9 +42,7 @@ class Spawned(NamedTuple):
     argv: list[str]
 
 
-def command_environment(
-    cfg: dict[str, Any], agent_id: str, extra: dict[str, str]
-) -> dict[str, str]:
+def command_environment(cfg: HolonConfig, agent_id: str, extra: dict[str, str]) -> dict[str, str]:
     """The command environment policy (``execution.env``: an allowlist,
     provider keys never), then the server's own ``extra`` variables: THE call
     site of ``runtime/tasks/environment.command_env`` for MCP servers."""
@@ -53,7 +52,7 @@ def command_environment(
 
 
 def server_argv(
-    spec: ServerSpec, cfg: dict[str, Any], store: AgentStore, env: dict[str, str]
+    spec: ServerSpec, cfg: HolonConfig, store: AgentStore, env: dict[str, str]
 ) -> tuple[list[str], Path, tuple[int, ...]]:
     """The argv (sandbox applied), the folder the server starts in and the
     descriptors it must inherit (the sandbox's seccomp program, issue 35)."""
@@ -88,7 +87,7 @@ def stderr_path(store: AgentStore, spec: ServerSpec) -> Path:
     return Path(store.layout.runtime) / "mcp" / f"{spec.name}.stderr.log"
 
 
-def spawn(spec: ServerSpec, cfg: dict[str, Any], store: AgentStore) -> Spawned:
+def spawn(spec: ServerSpec, cfg: HolonConfig, store: AgentStore) -> Spawned:
     """Start the server under its watchdog. Raises ``OSError`` when nothing
     could be started and the sandbox's ``RejectedError`` when it is unavailable."""
     env = command_environment(cfg, store.agent_id, spec.env)

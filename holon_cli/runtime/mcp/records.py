@@ -13,8 +13,9 @@ one. It holds:
   server that failed is shown, never silently dropped.
 
 Writes are snapshots (temp file, fsync, rename) under a per-server lock; a
-failure keeps the tools listed before. Standard library only: ``holon
-status`` reads it.
+failure keeps the tools listed before. A record read is checked into
+:class:`~holon_cli.model.mcp.McpServerRecord` (one that does not fit is a
+damaged cache: ``None``). Light: ``holon status`` reads it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from holon_cli import clock
 
 if TYPE_CHECKING:
+    from holon_cli.model.mcp import McpServerRecord
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.store.layout import HomeLayout
 
@@ -45,26 +47,26 @@ def path_of(spec: ServerSpec, layout: HomeLayout | None = None) -> Path:
     return _layout(layout).root / "mcp" / "servers" / f"{spec.name}.{spec.key}.json"
 
 
-def read(spec: ServerSpec, layout: HomeLayout | None = None) -> dict[str, Any] | None:
+def read(spec: ServerSpec, layout: HomeLayout | None = None) -> McpServerRecord | None:
     """The server's record, or ``None`` (never used, or unreadable: a damaged
     record is only a cache and the state it held is ``unknown``)."""
+    from holon_cli.model.mcp import McpServerRecord
+    from holon_cli.model.typed import CheckError, check
+
     try:
-        rec = json.loads(path_of(spec, layout).read_bytes())
-    except (OSError, ValueError):
+        rec = check(json.loads(path_of(spec, layout).read_bytes()), McpServerRecord)
+    except (OSError, ValueError, CheckError):
         return None
-    if not isinstance(rec, dict) or rec.get("v") != VERSION:
-        return None
-    return rec
+    return rec if rec["v"] == VERSION else None
 
 
 def cached_tools(spec: ServerSpec, layout: HomeLayout | None = None) -> list[dict[str, Any]] | None:
     """The tool list last listed for this server config (``None``: never listed)."""
     rec = read(spec, layout)
-    tools = rec.get("tools") if rec else None
-    return tools if isinstance(tools, list) else None
+    return rec["tools"] if rec else None
 
 
-def update(spec: ServerSpec, layout: HomeLayout | None = None, **fields: Any) -> dict[str, Any]:
+def update(spec: ServerSpec, layout: HomeLayout | None = None, **fields: Any) -> McpServerRecord:
     """Merge ``fields`` into the record (created on first use) and write it."""
     from holon_cli.store.fsio import write_snapshot
     from holon_cli.store.locks import locked
@@ -73,15 +75,19 @@ def update(spec: ServerSpec, layout: HomeLayout | None = None, **fields: Any) ->
     path = path_of(spec, lay)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with locked(path.with_suffix(".lock"), what=f"MCP server record {spec.name!r}"):
-        rec = read(spec, lay) or {
+        rec: McpServerRecord = read(spec, lay) or {
             "v": VERSION,
             "name": spec.name,
             "key": spec.key,
             "transport": spec.transport,
             "tools": None,
         }
-        rec.update(fields)
-        rec["updated_at"] = clock.now_iso()
+        from holon_cli.model.mcp import McpServerRecord
+        from holon_cli.model.typed import check
+
+        # what is written is checked as what is read (a caller's wrong field
+        # fails here, not as a cache that never reads back)
+        rec = check({**rec, **fields, "updated_at": clock.now_iso()}, McpServerRecord)
         write_snapshot(path, rec)
     return rec
 
@@ -93,7 +99,7 @@ def note_listed(
     *,
     server_info: dict[str, Any] | None = None,
     layout: HomeLayout | None = None,
-) -> dict[str, Any]:
+) -> McpServerRecord:
     return update(
         spec,
         layout,
@@ -120,28 +126,25 @@ def note_failed(spec: ServerSpec, error: str, layout: HomeLayout | None = None) 
 def remembered_protocol(spec: ServerSpec, layout: HomeLayout | None = None) -> str | None:
     """The era this server config answered with last time (``auto`` only)."""
     rec = read(spec, layout)
-    proto = rec.get("protocol") if rec else None
-    return proto if isinstance(proto, str) else None
+    return rec.get("protocol") if rec else None
 
 
 def row(spec: ServerSpec, layout: HomeLayout | None = None) -> dict[str, Any]:
     """The contract's ``servers[]`` row of ``holon mcp list`` (and ``status``)."""
-    rec = read(spec, layout) or {}
-    tools = rec.get("tools")
-    offered = (
-        None
-        if not isinstance(tools, list)
-        else sum(1 for t in tools if isinstance(t, dict) and spec.offers(str(t.get("name"))))
+    rec = read(spec, layout)
+    tools = rec["tools"] if rec else None
+    offered = None if tools is None else sum(1 for t in tools if spec.offers(str(t.get("name"))))
+    state = (
+        "disabled" if not spec.enabled else str((rec.get("state") if rec else None) or "unknown")
     )
-    state = "disabled" if not spec.enabled else str(rec.get("state") or "unknown")
     return {
         "name": spec.name,
         "transport": spec.transport,
         "state": state,
-        "protocol": rec.get("protocol"),
+        "protocol": rec.get("protocol") if rec else None,
         "tools": offered,
-        "last_error": rec.get("last_error"),
+        "last_error": rec.get("last_error") if rec else None,
         "required": spec.required,
-        "listed_at": rec.get("listed_at"),
-        "updated_at": rec.get("updated_at"),
+        "listed_at": rec.get("listed_at") if rec else None,
+        "updated_at": rec.get("updated_at") if rec else None,
     }

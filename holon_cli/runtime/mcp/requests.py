@@ -37,6 +37,7 @@ from holon_cli import clock
 from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageError
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.runtime.mcp.sdk import CallOutcome
     from holon_cli.store.agent_store import AgentStore
@@ -274,7 +275,7 @@ def answer(
     *,
     content: Any = None,
     decline: bool = False,
-    cfg: dict[str, Any] | None = None,
+    cfg: HolonConfig | None = None,
 ) -> dict[str, Any]:
     """Answer a request and re-send its call; returns the request's row with
     ``outcome`` (``result``, ``error`` or ``input_required`` with ``next_id``)."""
@@ -326,14 +327,14 @@ def answer(
 
 
 def decline(
-    stores: list[AgentStore], request_id: str, *, cfg: dict[str, Any] | None = None
+    stores: list[AgentStore], request_id: str, *, cfg: HolonConfig | None = None
 ) -> dict[str, Any]:
     """Refuse a request (``holon mcp answer ID --decline``): the call is sent
     again with the refusal and the server's answer reaches the agent."""
     return answer(stores, request_id, decline=True, cfg=cfg)
 
 
-def _resend(store: AgentStore, cfg: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
+def _resend(store: AgentStore, cfg: HolonConfig, req: dict[str, Any]) -> dict[str, Any]:
     from holon_cli.runtime.mcp import calls
     from holon_cli.runtime.mcp.config import find as find_server
 
@@ -388,7 +389,7 @@ def _resend(store: AgentStore, cfg: dict[str, Any], req: dict[str, Any]) -> dict
 
 
 def _admit_result(
-    store: AgentStore, cfg: dict[str, Any], spec: ServerSpec, req: dict[str, Any], out: CallOutcome
+    store: AgentStore, cfg: HolonConfig, spec: ServerSpec, req: dict[str, Any], out: CallOutcome
 ) -> dict[str, Any]:
     """The ``mcp_result`` message: the runtime's line, then the result fenced."""
     from holon_cli.runtime.enqueue import admit

@@ -30,6 +30,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.provider import ConversationItem, PromptFrame, ToolSpec
 
 DEFAULT_BUDGET_TOKENS = 128_000
@@ -40,7 +41,7 @@ SUMMARY_COMMANDS = 8
 SUMMARY_HEADERS = 12
 
 
-def context_budget(config: dict[str, Any]) -> int:
+def context_budget(config: HolonConfig) -> int:
     """``runtime.context_budget_tokens`` (validated by the config schema)."""
     rt = config.get("runtime") or {}
     value = rt.get("context_budget_tokens")

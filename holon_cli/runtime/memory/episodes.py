@@ -16,7 +16,7 @@ Memory search indexes these lines
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from holon_cli.errors import HolonError
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     )
     from holon_cli.store.agent_store import AgentStore
 
-LEDGER = "context_episodes"
+LEDGER: Final = "context_episodes"
 HARD_CAP_TURNS = 8
 SUMMARY_CHARS = 4000
 MAX_LINES = 24
@@ -197,6 +197,6 @@ def append_once(store: AgentStore, rec: EpisodeRecord) -> bool:
             return False
     except (HolonError, ValueError):
         pass
-    led.append(dict(rec))
+    led.append({**rec})
     led.sync()
     return True

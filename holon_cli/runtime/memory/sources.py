@@ -30,18 +30,42 @@ def memory_file(store: AgentStore, name: str) -> Path:
     return store.layout.home / "memory" / f"{name}.md"
 
 
-def memory_file_signature(store: AgentStore, name: str) -> list[Any] | None:
-    """What a memory file holds, cheaply enough to check before every search:
-    its size and a hash of its first :data:`MAX_HASH_BYTES` (all the index
-    keeps of it). An edit that keeps the size and the timestamp (within one
-    tick, or put back) still changes it. ``None``: no file."""
+def memory_file_stat(store: AgentStore, name: str) -> tuple[int, ...] | None:
+    """Device, inode, size, mtime and ctime of a memory file (``None``: no
+    file). The ctime is the kernel's: every write moves it, and no call a
+    user can make sets it back (``touch -d`` and ``os.utime`` set mtime and
+    move ctime to now), so an unchanged tuple means an unchanged file,
+    except for a write within the same timestamp tick as the one recorded
+    (see ``runtime.memory.sync``)."""
+    path = _MEMORY_PATHS.get((store.layout, name))
+    if path is None:
+        path = _MEMORY_PATHS[(store.layout, name)] = str(memory_file(store, name))
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+_MEMORY_PATHS: dict[tuple[Any, str], str] = {}
+
+
+def memory_file_signature(
+    store: AgentStore, name: str
+) -> tuple[tuple[int, ...] | None, list[Any] | None]:
+    """What a memory file holds: its :func:`memory_file_stat` (of the open
+    file, taken before reading) and its size and a hash of its first
+    :data:`MAX_HASH_BYTES` (all the index keeps of it). An edit that keeps
+    the size and the timestamp (within one tick, or put back) still changes
+    the hash. ``(None, None)``: no file."""
     try:
         with open(memory_file(store, name), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+            st = os.fstat(f.fileno())
             head = f.read(MAX_HASH_BYTES)
     except OSError:  # missing, a folder, unreadable: memory_file_doc says the same
-        return None
-    return [size, sha256_hex(head)]
+        return None, None
+    stat = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return stat, [st.st_size, sha256_hex(head)]
 
 
 def memory_file_doc(store: AgentStore, name: str) -> Doc | None:
@@ -124,20 +148,35 @@ def episode_doc(store: AgentStore, rec: Mapping[str, Any]) -> Doc | None:
 
 
 def plan_signature(home: str, work_item_id: str) -> str:
-    """Size and mtime of a plan file (a string path: this runs for every open
-    item before every search, and pathlib would double its cost)."""
+    """Size, mtime and ctime of a plan file (a string path: this runs for
+    every item of a full pass)."""
     try:
         st = os.stat(f"{home}/work-items/{work_item_id}/plan.md")
     except OSError:
         return "-"
-    return f"{st.st_size}:{st.st_mtime_ns}"
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def plan_signature_at(dir_fd: int, work_item_id: str) -> str:
+    """:func:`plan_signature` relative to an open ``work-items`` folder (the
+    check of every open item's plan before every search: no path walk from /)."""
+    try:
+        st = os.stat(f"{work_item_id}/plan.md", dir_fd=dir_fd)
+    except OSError:
+        return "-"
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def work_item_fingerprint_parts(rec: Mapping[str, Any], report_id: str | None) -> tuple[str, str]:
+    """What of a work item's fingerprint comes before and after its plan signature."""
+    return f"{rec.get('rev')}|{rec.get('updated_at')}|", f"|{report_id or '-'}"
 
 
 def work_item_fingerprint(home: str, rec: Mapping[str, Any], report_id: str | None) -> str:
     """Changes with the record's revision, its plan file and its report (a
     delivery summary is immutable: its id names its text)."""
-    sig = f"{rec.get('rev')}|{rec.get('updated_at')}|{plan_signature(home, rec['id'])}"
-    return f"{sig}|{report_id or '-'}"
+    head, tail = work_item_fingerprint_parts(rec, report_id)
+    return head + plan_signature(home, rec["id"]) + tail
 
 
 def work_item_doc(

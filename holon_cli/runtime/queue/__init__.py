@@ -48,7 +48,7 @@ from holon_cli.runtime.queue.ingest import _release_body as _release_body
 from holon_cli.runtime.queue.ingest import _sweep_cur as _sweep_cur
 from holon_cli.runtime.queue.ingest import _usable as _usable
 from holon_cli.runtime.queue.ingest import _with_envelope as _with_envelope
-from holon_cli.runtime.queue.ingest import ingest, load_envelope
+from holon_cli.runtime.queue.ingest import find_envelope, ingest, load_envelope
 from holon_cli.runtime.queue.operator import _history as _history
 from holon_cli.runtime.queue.operator import _summary as _summary
 from holon_cli.runtime.queue.operator import list_messages, requeue
@@ -64,10 +64,10 @@ from holon_cli.runtime.queue.state import (
     load,
 )
 from holon_cli.runtime.queue.state import _append as _append
-from holon_cli.runtime.queue.state import _legacy as _legacy
 from holon_cli.runtime.queue.state import _save as _save
 from holon_cli.runtime.queue.state import _warn as _warn
 from holon_cli.runtime.queue.steps import (
+    Interjects,
     dequeue_next,
     pending_count,
     put_back,
@@ -80,6 +80,7 @@ from holon_cli.runtime.queue.steps import (
 
 __all__ = [
     "FINAL",
+    "Interjects",
     "LIST_STATUSES",
     "MAX_ATTEMPTS",
     "MAX_INBOX_FILE_BYTES",
@@ -88,6 +89,7 @@ __all__ = [
     "RECENT_IDS",
     "QueueState",
     "dequeue_next",
+    "find_envelope",
     "ingest",
     "list_messages",
     "load",

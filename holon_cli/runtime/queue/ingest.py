@@ -97,7 +97,7 @@ def load_envelope(store: AgentStore, entry: QueueEntry) -> Envelope:
     from its ``admitted`` record in the ledger. Reads one message. Raises
     :class:`CorruptStateError` (or :class:`EnvelopeError` for an unusable
     one) when no copy can be used."""
-    inline = cast(dict[str, Any], entry).get("envelope")
+    inline = entry.get("envelope")
     if inline is not None:
         return _usable(inline)
     mid = entry["message_id"]
@@ -143,6 +143,13 @@ def _find_admitted(store: AgentStore, message_id: str) -> tuple[int, Envelope] |
                     pass
         start = end
     return found
+
+
+def find_envelope(store: AgentStore, message_id: str) -> Envelope | None:
+    """A message's envelope from its last ``admitted`` record (a full scan
+    of the queue ledger: for a repair, not for a turn), else ``None``."""
+    found = _find_admitted(store, message_id)
+    return None if found is None else found[1]
 
 
 def _release_body(store: AgentStore, message_id: str) -> None:
@@ -232,7 +239,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
                 ),
             }
             store.emit("inbox_message_corrected", corrected, message=env)
-        rec: dict[str, Any] = admitted_record(st.next_seq, env)
+        rec = admitted_record(st.next_seq, env)
         _append(store, st, rec)
         if replaced:  # cur/ keeps the corrected envelope, never the claim
             from holon_cli.store.fsio import atomic_write_bytes, dumps
@@ -247,7 +254,7 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
         moved = True
         changed = True
         data: MessageAdmittedData = {
-            "queue_seq": rec["seq"],
+            "queue_seq": rec.get("seq", 0),
             "kind": env.get("kind"),
             "created_at": env.get("created_at"),
             "text_preview": body_text(env.get("body"))[:TEXT_PREVIEW_CHARS],
@@ -258,7 +265,13 @@ def ingest(store: AgentStore, st: QueueState) -> list[EnvelopeHead]:
             message=env,
         )
         admitted.append(envelope_head(env))
-    if moved:
+    if moved and not store.deferring:
+        # a turn batching its fsyncs leaves the moves to the page cache: a
+        # move that a power loss undoes is redone from ``new/`` (the message
+        # is in ``entries`` or ``recent_final``: retained or archived, never
+        # admitted twice), and a body in ``cur/`` whose record was lost is
+        # admitted again by ``_sweep_cur``; the queue ledger is made durable
+        # by the turn's last batch
         fsync_dir(store.inbox.cur)
     if changed:
         _save(store, st)

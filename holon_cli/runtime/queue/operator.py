@@ -21,6 +21,8 @@ from holon_cli.model.envelope import (
     EnvelopeError,
     EnvelopeHead,
     envelope_head,
+    is_admitted,
+    is_status,
     upgrade_envelope,
 )
 from holon_cli.runtime.queue.ingest import _body_file, _find_admitted, ingest
@@ -61,11 +63,8 @@ def _history(store: AgentStore) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every message the ledger knows, with its last status (a full scan)."""
     seen: dict[str, dict[str, Any]] = {}
     for _, _, rec in store.ledger("queue").scan(0):
-        op = rec.get("op")
-        if op == "admitted":
-            msg = rec.get("message")
-            if not isinstance(msg, dict) or not isinstance(msg.get("id"), str):
-                continue
+        if is_admitted(rec):
+            msg = rec["message"]
             try:
                 head = envelope_head(upgrade_envelope(msg))
             except EnvelopeError:
@@ -73,10 +72,10 @@ def _history(store: AgentStore) -> Iterator[tuple[str, dict[str, Any]]]:
             item = seen.pop(msg["id"], None) or {}
             item.update({"head": head, "status": "queued", "admitted_at": rec.get("at")})
             seen[msg["id"]] = item
-        elif op == "status" and rec.get("message_id") in seen:
+        elif is_status(rec) and rec["message_id"] in seen:
             item = seen[rec["message_id"]]
-            item["status"] = rec.get("status")
-            item["settled_at" if rec.get("status") in FINAL else "status_at"] = rec.get("at")
+            item["status"] = rec["status"]
+            item["settled_at" if rec["status"] in FINAL else "status_at"] = rec.get("at")
             if rec.get("reason"):
                 item["reason"] = rec.get("reason")
     yield from seen.items()

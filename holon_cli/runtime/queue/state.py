@@ -8,6 +8,11 @@ record, folded at once) and ``_save`` (rewrite ``state/queue.json``).
 Invariants:
 - the ledger is the truth; the snapshot only caches its fold up to
   ``offset``, so a crash between an append and a snapshot write loses nothing;
+- while a turn batches the store's fsyncs (``store.deferring``) the snapshot
+  is rewritten only once the ledger has grown :data:`SNAPSHOT_LAG_BYTES` past
+  it (every reader folds the tail anyway), and then only after the ledger's
+  own appends are durable: the snapshot never runs ahead of the durable
+  ledger (issue 44 item 4: a turn wrote it three times, six fsyncs);
 - the snapshot holds unfinished entries only, each with its envelope head
   and ledger offset, never a body (v1 inline bodies are kept until settled);
 - a snapshot whose offset lies past the ledger's end keeps its entries and
@@ -18,7 +23,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from holon_cli import clock
 from holon_cli.model.envelope import (
@@ -26,16 +31,28 @@ from holon_cli.model.envelope import (
     AbortedMessage,
     EnvelopeError,
     QueueEntry,
+    QueueRecord,
     QueueSnapshot,
+    StoredQueueEntry,
+    clean_head,
     envelope_head,
+    is_admitted,
+    is_status,
     upgrade_envelope,
 )
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import read_snapshot, write_snapshot
+from holon_cli.store.fsio import read_record, write_snapshot
+from holon_cli.store.records import QUEUE_SNAPSHOT
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import AdmittedRecord, Envelope, StatusRecord
 
 QUEUE_SNAPSHOT_VERSION = 2  # v2: entries carry a head and a ledger offset, no body
 QUEUE_RECORD_VERSION = 2
 MAX_ATTEMPTS = 3
+# how far the ledger may run past the snapshot while a turn batches its
+# fsyncs: a load folds at most this much of the tail (about ten turns)
+SNAPSHOT_LAG_BYTES = 16 * 1024
 # ids of recently settled messages, a second guard against re-admitting a
 # message whose inbox file survived a crash (ingestion always runs before a
 # dequeue under the same lock, so the unfinished entries are the first guard);
@@ -62,6 +79,7 @@ class QueueState:
         "recent_final",
         "recent_aborted",
         "truncated",
+        "saved_offset",
     )
 
     def __init__(
@@ -86,80 +104,86 @@ class QueueState:
         self.recent_aborted: deque[AbortedMessage] = deque(maxlen=RECENT_ABORTED)
         # set by load() when the snapshot's offset lies past the end of the ledger
         self.truncated = truncated
+        # the offset of the snapshot on disk (load() and _save() set it; -1: none)
+        self.saved_offset = offset
 
-    def apply(self, rec: dict[str, Any], offset: int | None = None) -> None:
+    def apply(self, rec: QueueRecord, offset: int | None = None) -> None:
         """Fold one ledger record; ``offset`` is where the record starts."""
-        op = rec.get("op")
-        if op == "admitted":
-            try:
-                msg = upgrade_envelope(rec.get("message"))
-                mid = msg["id"]
-            except (EnvelopeError, KeyError):
-                return  # not admissible; ingestion never writes such a record
-            if not isinstance(mid, str):
+        if is_admitted(rec):
+            self._admitted(rec, offset)
+        elif is_status(rec):
+            self._status(rec)
+
+    def _admitted(self, rec: AdmittedRecord, offset: int | None) -> None:
+        try:
+            msg = upgrade_envelope(rec["message"])
+            mid = msg["id"]
+        except (EnvelopeError, KeyError):
+            return  # not admissible; ingestion never writes such a record
+        if not isinstance(mid, str):
+            return
+        if rec.get("requeued"):
+            if mid in self.entries:
                 return
-            if rec.get("requeued"):
-                if mid in self.entries:
-                    return
-                if mid in self.recent_final:
-                    self.recent_final.remove(mid)
-                for a in [a for a in self.recent_aborted if a.get("message_id") == mid]:
-                    self.recent_aborted.remove(a)
-            elif mid in self.entries or mid in self.recent_final:
-                return
-            seq = rec.get("seq", self.next_seq)
-            seq = seq if isinstance(seq, int) else self.next_seq
-            priority = msg.get("priority", "normal")
-            if not isinstance(priority, str):
-                priority = "normal"
-            entry: QueueEntry = {
-                "seq": seq,
-                "message_id": mid,
-                # a bad priority in an old record must not wedge the sort
-                "priority": priority if priority in PRIORITY_RANK else "normal",
-                "status": "queued",
-                "attempts": 0,
-                "admitted_at": rec.get("at"),
-                "ledger_offset": offset,
-                "head": envelope_head(msg),
-            }
-            self.entries[mid] = entry
-            self.next_seq = max(self.next_seq, seq + 1)
-        elif op == "status":
-            smid = rec.get("message_id")
-            entry_ = self.entries.get(smid) if isinstance(smid, str) else None
-            if entry_ is None or not isinstance(smid, str):
-                return
-            status = rec.get("status")
-            if status == "dequeued":
-                entry_["status"] = "dequeued"
-                entry_["attempts"] = int(entry_.get("attempts", 0)) + 1
-                entry_["turn_id"] = rec.get("turn_id")
-                entry_["dequeued_at"] = rec.get("at")
-            elif status == "interrupted":
-                entry_["status"] = "queued"
-                entry_["interrupted"] = int(entry_.get("interrupted", 0)) + 1
-                if rec.get("counted") is False:
-                    # the crashed turn never reached the model: not an attempt
-                    entry_["attempts"] = max(0, int(entry_.get("attempts", 0)) - 1)
-                entry_.pop("turn_id", None)
-            elif status in FINAL:
-                del self.entries[smid]
-                self.recent_final.append(smid)
-                if status == "processed":
-                    self.processed += 1
-                else:
-                    self.aborted += 1
-                    head = cast(dict[str, Any], entry_.get("head") or {})
-                    self.recent_aborted.append(
-                        {
-                            "message_id": smid,
-                            "reason": str(rec.get("reason") or "unknown"),
-                            "at": rec.get("at"),
-                            "kind": head.get("kind"),
-                            "attempts": int(entry_.get("attempts", 0)),
-                        }
-                    )
+            if mid in self.recent_final:
+                self.recent_final.remove(mid)
+            for a in [a for a in self.recent_aborted if a.get("message_id") == mid]:
+                self.recent_aborted.remove(a)
+        elif mid in self.entries or mid in self.recent_final:
+            return
+        seq = rec.get("seq", self.next_seq)
+        priority = msg.get("priority", "normal")
+        if not isinstance(priority, str):
+            priority = "normal"
+        entry: QueueEntry = {
+            "seq": seq,
+            "message_id": mid,
+            # a bad priority in an old record must not wedge the sort
+            "priority": priority if priority in PRIORITY_RANK else "normal",
+            "status": "queued",
+            "attempts": 0,
+            "admitted_at": rec.get("at"),
+            "ledger_offset": offset,
+            "head": envelope_head(msg),
+        }
+        self.entries[mid] = entry
+        self.next_seq = max(self.next_seq, seq + 1)
+
+    def _status(self, rec: StatusRecord) -> None:
+        smid = rec["message_id"]
+        entry_ = self.entries.get(smid)
+        if entry_ is None:
+            return
+        status = rec["status"]
+        if status == "dequeued":
+            entry_["status"] = "dequeued"
+            entry_["attempts"] = int(entry_.get("attempts", 0)) + 1
+            entry_["turn_id"] = rec.get("turn_id")
+            entry_["dequeued_at"] = rec.get("at")
+        elif status == "interrupted":
+            entry_["status"] = "queued"
+            entry_["interrupted"] = int(entry_.get("interrupted", 0)) + 1
+            if rec.get("counted") is False:
+                # the crashed turn never reached the model: not an attempt
+                entry_["attempts"] = max(0, int(entry_.get("attempts", 0)) - 1)
+            entry_.pop("turn_id", None)
+        elif status in FINAL:
+            del self.entries[smid]
+            self.recent_final.append(smid)
+            if status == "processed":
+                self.processed += 1
+            else:
+                self.aborted += 1
+                head = entry_.get("head") or {}
+                self.recent_aborted.append(
+                    {
+                        "message_id": smid,
+                        "reason": str(rec.get("reason") or "unknown"),
+                        "at": rec.get("at"),
+                        "kind": head.get("kind"),
+                        "attempts": int(entry_.get("attempts", 0)),
+                    }
+                )
 
     def pending(self) -> list[QueueEntry]:
         """Queued entries in dequeue order: priority band, then admission order."""
@@ -171,10 +195,10 @@ class QueueState:
         return [e for e in self.entries.values() if e["status"] == "dequeued"]
 
     def to_snapshot(self) -> QueueSnapshot:
-        entries = []
+        entries: list[StoredQueueEntry] = []
         for e in sorted(self.entries.values(), key=lambda e: e["seq"]):
-            e = cast(QueueEntry, {k: v for k, v in e.items() if k != "envelope" or _legacy(e)})
-            entries.append(e)
+            stored = {k: v for k, v in e.items() if k != "envelope" or e.get("legacy_inline")}
+            entries.append(cast(StoredQueueEntry, stored))
         return {
             "v": QUEUE_SNAPSHOT_VERSION,
             "offset": self.offset,
@@ -187,32 +211,54 @@ class QueueState:
         }
 
     @classmethod
-    def from_snapshot(cls, snap: dict[str, Any]) -> QueueState:
+    def from_snapshot(cls, snap: QueueSnapshot) -> QueueState:
         st = cls(
-            offset=int(snap.get("offset", 0)),
-            next_seq=int(snap.get("next_seq", 1)),
-            processed=int(snap.get("processed", 0)),
-            aborted=int(snap.get("aborted", 0)),
+            offset=snap.get("offset", 0),
+            next_seq=snap.get("next_seq", 1),
+            processed=snap.get("processed", 0),
+            aborted=snap.get("aborted", 0),
         )
-        for e in snap.get("entries", []):
-            if "envelope" in e:  # v1 snapshot: the body is inline; keep it until settled
-                env = upgrade_envelope(e["envelope"])
-                e["envelope"] = env
-                e["legacy_inline"] = True
-                e.setdefault("head", envelope_head(env))
-                e.setdefault("ledger_offset", None)
-            if not isinstance(e.get("priority"), str) or e["priority"] not in PRIORITY_RANK:
-                e["priority"] = "normal"
-            st.entries[e["message_id"]] = cast(QueueEntry, e)
+        for stored in snap.get("entries", []):
+            e = _entry(stored)
+            st.entries[e["message_id"]] = e
         st.recent_final.extend(snap.get("recent_final", []))
-        st.recent_aborted.extend(
-            cast(AbortedMessage, a) for a in snap.get("recent_aborted") or [] if isinstance(a, dict)
-        )
+        st.recent_aborted.extend(snap.get("recent_aborted") or [])
         return st
 
 
-def _legacy(e: QueueEntry) -> bool:
-    return bool(cast(dict[str, Any], e).get("legacy_inline"))
+def _entry(stored: StoredQueueEntry) -> QueueEntry:
+    """A stored entry as the fold keeps it: a priority it knows; a v1
+    snapshot's inline envelope upgraded (kept until the message is settled)."""
+    priority = stored.get("priority")
+    e: QueueEntry = {
+        "seq": stored["seq"],
+        "message_id": stored["message_id"],
+        "status": stored["status"],
+        "priority": priority
+        if isinstance(priority, str) and priority in PRIORITY_RANK
+        else "normal",
+    }
+    if "attempts" in stored:
+        e["attempts"] = stored["attempts"]
+    if "admitted_at" in stored:
+        e["admitted_at"] = stored["admitted_at"]
+    if "ledger_offset" in stored:
+        e["ledger_offset"] = stored["ledger_offset"]
+    if "head" in stored:
+        e["head"] = clean_head(stored["head"])
+    if "interrupted" in stored:
+        e["interrupted"] = stored["interrupted"]
+    if "turn_id" in stored:
+        e["turn_id"] = stored["turn_id"]
+    if "dequeued_at" in stored:
+        e["dequeued_at"] = stored["dequeued_at"]
+    if "envelope" in stored:
+        env = upgrade_envelope(stored["envelope"])
+        e["envelope"] = env
+        e["legacy_inline"] = True
+        e.setdefault("head", envelope_head(env))
+        e.setdefault("ledger_offset", None)
+    return e
 
 
 def load(store: AgentStore) -> QueueState:
@@ -223,8 +269,10 @@ def load(store: AgentStore) -> QueueState:
     (never silently dropped) and ``st.truncated`` is set so the next writer
     (:func:`ingest`) rebuilds the ledger from the snapshot and the inbox."""
     led = store.ledger("queue")
-    snap = read_snapshot(store.layout.queue_file, max_version=QUEUE_SNAPSHOT_VERSION)
+    snap = read_record(store.layout.queue_file, QUEUE_SNAPSHOT, max_version=QUEUE_SNAPSHOT_VERSION)
     st = QueueState.from_snapshot(snap) if snap else QueueState()
+    if not snap:
+        st.saved_offset = -1  # none on disk: the next save writes one
     size = led.size()
     if st.offset > size:
         for _ in led.scan(0):  # what is left must still be sound (fails loudly if not)
@@ -240,6 +288,8 @@ def load(store: AgentStore) -> QueueState:
         )
         return st
     start = st.offset
+    if snap:
+        st.saved_offset = st.offset
     for _, end, rec in led.scan(st.offset):
         st.apply(rec, start)
         st.offset = start = end
@@ -255,23 +305,37 @@ def _warn(text: str) -> None:
 
 
 def _save(store: AgentStore, st: QueueState) -> None:
-    write_snapshot(store.layout.queue_file, cast(dict[str, Any], st.to_snapshot()))
+    if store.deferring:
+        # (a snapshot that is missing, or ahead of the ledger, which was
+        # cut, is written at once)
+        lag = st.offset - st.saved_offset
+        if st.truncated is None and st.saved_offset >= 0 and 0 <= lag < SNAPSHOT_LAG_BYTES:
+            return  # a turn's batch: the tail is folded by every load
+        store.ledger("queue").sync()  # never ahead of the durable ledger
+    write_snapshot(store.layout.queue_file, st.to_snapshot())
+    st.saved_offset = st.offset
 
 
-def admitted_record(seq: int, env: Any, **flags: bool) -> dict[str, Any]:
-    """One ``admitted`` record of the queue ledger; ``flags`` mark how it got
+def admitted_record(
+    seq: int, env: Envelope, *, rebuilt: bool = False, requeued: bool = False
+) -> AdmittedRecord:
+    """One ``admitted`` record of the queue ledger; a flag marks how it got
     there (``rebuilt`` from the inbox, ``requeued`` by an operator)."""
-    return {
+    rec: AdmittedRecord = {
         "v": QUEUE_RECORD_VERSION,
         "op": "admitted",
         "seq": seq,
         "at": clock.now_iso(),
         "message": env,
-        **flags,
     }
+    if rebuilt:
+        rec["rebuilt"] = True
+    if requeued:
+        rec["requeued"] = True
+    return rec
 
 
-def _append(store: AgentStore, st: QueueState, rec: dict[str, Any]) -> None:
+def _append(store: AgentStore, st: QueueState, rec: QueueRecord) -> None:
     led = store.ledger("queue")
     led.append(rec)
     st.apply(rec, led.last_append_offset)

@@ -16,12 +16,19 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
-from holon_cli.model.envelope import EnvelopeError, EnvelopeHead, QueueEntry
+from holon_cli.model.envelope import (
+    EnvelopeError,
+    EnvelopeHead,
+    QueueEntry,
+    QueueStatus,
+    StatusRecord,
+)
 from holon_cli.runtime.queue.ingest import _release_body, _with_envelope, ingest
 from holon_cli.runtime.queue.state import (
     FINAL,
@@ -72,8 +79,15 @@ def recover(
             }
             store.emit("runtime_error", limit, message=head)
         else:
-            extra: dict[str, Any] = {} if counted else {"counted": False}
-            set_status(store, st, mid, "interrupted", reason="turn_crashed", save=False, **extra)
+            set_status(
+                store,
+                st,
+                mid,
+                "interrupted",
+                reason="turn_crashed",
+                save=False,
+                counted=None if counted else False,
+            )
             replayed: MessageReplayedData = {"attempts": entry.get("attempts", 0)}
             store.emit("message_replayed", replayed, message=head)
         changed.append(entry)
@@ -86,21 +100,22 @@ def set_status(
     store: AgentStore,
     st: QueueState,
     message_id: str,
-    status: str,
+    status: QueueStatus,
     *,
     turn_id: str | None = None,
     reason: str | None = None,
     save: bool = True,
-    **extra: Any,
+    counted: bool | None = None,
 ) -> None:
-    rec: dict[str, Any] = {
+    rec: StatusRecord = {
         "v": QUEUE_RECORD_VERSION,
         "op": "status",
         "message_id": message_id,
         "status": status,
         "at": clock.now_iso(),
-        **extra,
     }
+    if counted is not None:
+        rec["counted"] = counted
     if turn_id:
         rec["turn_id"] = turn_id
     if reason:
@@ -109,7 +124,8 @@ def set_status(
     if save:
         _save(store, st)
     if status in FINAL:
-        _release_body(store, message_id)
+        # after the record is durable (at once, or with a turn's last batch)
+        store.after_sync(lambda: _release_body(store, message_id))
 
 
 def put_back(store: AgentStore, message_id: str, *, reason: str) -> None:
@@ -165,7 +181,7 @@ def dequeue_next(
 def settle(
     store: AgentStore,
     message_id: str,
-    status: str,
+    status: QueueStatus,
     *,
     turn_id: str | None = None,
     reason: str | None = None,
@@ -219,6 +235,36 @@ def take_interjects(store: AgentStore, turn_id: str) -> list[QueueEntry]:
         if out:
             _save(store, st)
         return out
+
+
+class Interjects:
+    """When a turn's safe point needs to ask for interjections
+    (:func:`take_interjects`): only when something may have arrived since
+    the last ask, a message file in ``inbox/new`` (to ingest) or the queue
+    ledger grown or cut (another process ingested one). Otherwise nothing
+    new can be queued, and the ask costs a listing and a stat instead of
+    the agent lock, the queue's fold and the inbox sweep (every round of
+    every turn). ``due()`` before an ask, ``asked()`` after it."""
+
+    def __init__(self, store: AgentStore) -> None:
+        self.store = store
+        self._seen: int | None = None  # the queue ledger's size after the last ask
+
+    def due(self) -> bool:
+        return self._seen is None or self._quiet() != self._seen
+
+    def asked(self) -> None:
+        self._seen = self._quiet()
+
+    def _quiet(self) -> int | None:
+        """The queue ledger's size, or ``None`` when the inbox holds a message."""
+        try:
+            names = os.listdir(self.store.inbox.new)
+        except FileNotFoundError:
+            names = []
+        if any(n.endswith(".json") for n in names):
+            return None
+        return self.store.ledger("queue").size()
 
 
 def try_ingest(store: AgentStore) -> list[EnvelopeHead] | None:

@@ -25,8 +25,8 @@ Long strings and list elements are stored once per turn
 
 Cost: captures are plain appends to the journal, made durable by the fsync
 batch the round already has; the record itself is one append to
-``turn_records`` in the settle's batch (one fsync more a turn, plus the
-folder's once when the file is created). A capture that fails (a bug, an
+``turn_records``, never fsync'd (``store/agent_store.WRITEBACK``; the
+folder's fsync once, when the file is created). A capture that fails (a bug, an
 unserialisable value) disables itself for the rest of the turn and the
 record says why (``broken``): the turn itself never fails because of it.
 """

@@ -23,16 +23,17 @@ import base64
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, NotFoundError, RejectedError
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.store.ledger import Ledger
+    from holon_cli.model.turn import TurnRecordLine
+    from holon_cli.store.ledger import Ledger, Trimmed
 
-LEDGER = "turn_records"
+LEDGER: Final = "turn_records"
 LINE_VERSION = 1
 RECORD_VERSION = 1
 RETENTION_SETTING = "retention.events_days"
@@ -46,8 +47,10 @@ _ZSTD: list[Any] = []  # [module or None], once looked up
 
 def _zstd() -> Any:
     if not _ZSTD:
-        try:
-            from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+        import importlib
+
+        try:  # the standard library's from Python 3.14 (by name: older ones lack it)
+            zstd: Any = importlib.import_module("compression.zstd")
         except ImportError:
             zstd = None
         _ZSTD.append(zstd)
@@ -81,7 +84,7 @@ def decompress(name: str, data: bytes) -> bytes:
     raise ValueError(f"unknown codec {name!r}")
 
 
-def encode_line(turn_id: str, message_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+def encode_line(turn_id: str, message_id: str, doc: dict[str, Any]) -> TurnRecordLine:
     raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     name, packed = compress(raw)
     return {
@@ -140,7 +143,7 @@ def append(store: AgentStore, turn_id: str, message_id: str, doc: dict[str, Any]
     every turn repeats (instructions, tools), and are dropped together."""
     led = store.ledger(LEDGER)
 
-    def build(_last: dict[str, Any] | None) -> dict[str, Any]:
+    def build(_last: TurnRecordLine | None) -> TurnRecordLine:
         d = doc
         base = _keyframe(led.path)
         if base is not None and base[0] != turn_id:
@@ -196,7 +199,7 @@ def _names(line: bytes, turn_id: str) -> bool:
     return isinstance(rec, dict) and rec.get("turn_id") == turn_id
 
 
-def _where(led: Ledger) -> list[Path]:
+def _where(led: Ledger[Any]) -> list[Path]:
     """The open file, then the closed segments newest first."""
     return [led.path, *reversed(led.closed_segments())]
 
@@ -317,7 +320,7 @@ def id_time(turn_id: str) -> float | None:
     return ms / 1000.0
 
 
-def dropped(store: AgentStore, turn_id: str) -> dict[str, Any] | None:
+def dropped(store: AgentStore, turn_id: str) -> Trimmed | None:
     """What retention dropped, when it covers ``turn_id``'s time."""
     info = store.ledger(LEDGER).trimmed()
     t = id_time(turn_id)

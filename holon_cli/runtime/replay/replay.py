@@ -35,11 +35,13 @@ from holon_cli.runtime.replay import docs
 from holon_cli.runtime.replay import records as R
 from holon_cli.runtime.replay.scratch import Scratch
 from holon_cli.runtime.turn.abort import AbortWatch, TurnAborted
+from holon_cli.runtime.turn.hooks import TurnHooks
 from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.spend import TurnSpend
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
     from holon_cli.model.turn import TurnSettlement
@@ -260,12 +262,15 @@ class _NoAbort(AbortWatch):
 
 class ReplayRun(TurnRun):
     """A :class:`TurnRun` over the scratch home whose model, tools, budget
-    gate, interjections and observer are the replay's."""
+    gate, interjections and observer are the replay's (the children plane's
+    hook is the real catalog's: a forked child's turn reads its inherited
+    context, copied into the scratch home)."""
 
     def __init__(
-        self, replay: Replay, store: AgentStore, entry: QueueEntry, config: dict[str, Any]
+        self, replay: Replay, store: AgentStore, entry: QueueEntry, config: HolonConfig
     ) -> None:
         turn_id = str(entry.get("turn_id") or "")
+        real = getattr(replay.catalog, "turn_hooks", None)
         super().__init__(
             store,
             entry,
@@ -275,22 +280,21 @@ class ReplayRun(TurnRun):
             config=config,
             sleep=lambda _s: None,
             resolve=lambda _ref: replay,
-            observer=replay,
+            hooks=TurnHooks(
+                record=lambda *_a: replay, lineage=real.lineage if real is not None else None
+            ),
         )
-        spend = _Spend(store, config, turn_id, self.mid)
+        spend = _Spend(store, config, turn_id, self.t.mid)
         spend.replay = replay
-        self.spend = spend
+        self.round.spend = spend
+        self.round.before_build = replay.before_build
         self.replay = replay
         # nothing to abort: calls run on the turn's thread (a recorded abort
         # is served back as one)
-        self.abort = _NoAbort(store, turn_id)
+        self.t.abort = _NoAbort(store, turn_id)
 
     def _interjects(self) -> list[QueueEntry]:
         return self.replay.interjects_at(self.journal.rounds)
-
-    def build_prompt(self) -> Any:
-        self.replay.before_build()
-        return super().build_prompt()
 
 
 @contextmanager

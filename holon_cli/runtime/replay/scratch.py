@@ -303,7 +303,7 @@ def _under(p: str, root: Path) -> bool:
     return p == r or p.startswith(r + "/")
 
 
-def _seg_no(path: Path, led: Ledger) -> int:
+def _seg_no(path: Path, led: Ledger[Any]) -> int:
     from holon_cli.store.ledger_segments import segment_number
 
     return segment_number(path.name, led.path.stem) or 0

@@ -74,7 +74,7 @@ HIDDEN_WITHOUT_NETWORK = ("/run", "/var/run")
 
 
 class SandboxUnavailable(RejectedError):
-    kind: ErrorKind = "sandbox_unavailable"  # type: ignore[assignment]
+    kind: ErrorKind = "sandbox_unavailable"
 
 
 class Policy(NamedTuple):

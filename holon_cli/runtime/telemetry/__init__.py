@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.tracecontext import TraceContext
     from holon_cli.runtime.telemetry.sdk import Plane
@@ -46,7 +47,7 @@ EXPORTERS_ON = ("otlp", "console")
 _PLANE: list[Plane | None] = []
 
 
-def wanted(config: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> bool:
+def wanted(config: HolonConfig | None = None, env: Mapping[str, str] | None = None) -> bool:
     """Whether this process should trace (see the module docstring)."""
     env = os.environ if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
@@ -60,7 +61,7 @@ def wanted(config: Mapping[str, Any] | None = None, env: Mapping[str, str] | Non
     return bool(isinstance(tel, Mapping) and tel.get("enabled") is True)
 
 
-def plane(config: Mapping[str, Any] | None = None) -> Plane | None:
+def plane(config: HolonConfig | None = None) -> Plane | None:
     """The process's telemetry plane, set up on first use; ``None`` when
     tracing is off (nothing imported) or the SDK is not installed."""
     if _PLANE:
@@ -168,7 +169,7 @@ NOOP: TurnTracer = _Noop()
 def turn_tracer(
     store: AgentStore,
     message: Envelope,
-    config: Mapping[str, Any] | None,
+    config: HolonConfig | None,
     *,
     inherited: Callable[[], TraceContext | None] | None = None,
 ) -> TurnTracer:
@@ -184,7 +185,7 @@ def turn_tracer(
     return OtelTurn(p, store, message, inherited=inherited)
 
 
-def record_queue_depth(agent_id: str, depth: int, config: Mapping[str, Any] | None = None) -> None:
+def record_queue_depth(agent_id: str, depth: int, config: HolonConfig | None = None) -> None:
     """``holon.queue.depth`` of one agent (after a tick or a turn)."""
     p = plane(config)
     if p is not None:
@@ -254,7 +255,7 @@ def annotate(attributes: Mapping[str, Any]) -> None:
 # ------------------------------------------------------------------ status
 
 
-def status(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def status(config: HolonConfig | None = None) -> dict[str, Any]:
     """``holon status --json`` ``telemetry``: whether tracing is on for this
     home and environment, and the spans the home's processes dropped."""
     from holon_cli.store.layout import home_root

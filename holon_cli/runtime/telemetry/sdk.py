@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import Span
 
+    from holon_cli.model.config import HolonConfig
+
 FLUSH_BUDGET_S = 0.040
 DEFAULT_EXPORT_TIMEOUT_S = 2.0
 DEFAULT_QUEUE = 2048
@@ -388,7 +390,7 @@ class Plane:
         self._persist(lost)
 
 
-def install_once(slot: list[Plane | None], config: Mapping[str, Any] | None) -> Plane | None:
+def install_once(slot: list[Plane | None], config: HolonConfig | None) -> Plane | None:
     """Set up the process's plane (once, whichever thread asks first)."""
     with _INSTALL_LOCK:
         if slot:
@@ -413,7 +415,7 @@ def _quiet_sdk_logs() -> None:
     log.propagate = False
 
 
-def build(config: Mapping[str, Any] | None) -> Plane:
+def build(config: HolonConfig | None) -> Plane:
     """The plane from the standard ``OTEL_*`` variables and ``telemetry``."""
     from holon_cli.store.layout import home_root
 

@@ -2,7 +2,11 @@
 everything, settle.
 
 Modules: ``entry`` (``run_turn``, ``run_turns_all``), ``loop`` (``TurnRun``:
-the lifecycle as steps), ``fit`` (``ContextFit``: the context budget),
+the lifecycle as steps), ``round`` (``TurnRound``: a provider round),
+``tool_phase`` (``ToolPhase``: a round's tool calls), ``state``
+(``TurnState``: what those share), ``hooks`` (``TurnHooks``: what other
+planes plug into a turn, passed in by the caller; ``Watchers``: what one
+turn reports to), ``fit`` (``ContextFit``: the context budget),
 ``spend`` (``TurnSpend``: the budget gate and each round's spend),
 ``progress`` (a settled turn's progress and working-memory delta),
 ``model_round`` (a model round's and a tool result's records), ``steps``

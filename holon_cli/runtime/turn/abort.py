@@ -168,7 +168,8 @@ class AbortWatch:
         :data:`TOOL_GRACE_S` to return if it has one; its result is dropped)."""
         if self.requested():
             raise TurnAborted
-        box: dict[str, Any] = {}
+        box: dict[str, T] = {}
+        failed: list[BaseException] = []
         done = threading.Event()
         # the call sees this thread's context variables (the current trace span)
         run_in = contextvars.copy_context().run
@@ -177,7 +178,7 @@ class AbortWatch:
             try:
                 box["value"] = run_in(fn)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the turn's thread
-                box["error"] = exc
+                failed.append(exc)
             finally:
                 done.set()
 
@@ -195,9 +196,9 @@ class AbortWatch:
             if on_abort is not None:
                 on_abort()
             raise
-        if "error" in box:
-            raise box["error"]
-        return box["value"]  # type: ignore[no-any-return]
+        if failed:
+            raise failed[0]
+        return box["value"]
 
 
 def stop_call_commands(store: AgentStore, turn_id: str) -> list[str]:

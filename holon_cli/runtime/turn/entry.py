@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -14,23 +16,25 @@ from holon_cli.runtime import queue as q
 from holon_cli.runtime import telemetry
 from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
 from holon_cli.runtime.agents.models import candidates
-from holon_cli.runtime.turn.journal import Journal
+from holon_cli.runtime.turn.hooks import NO_HOOKS, TurnHooks
+from holon_cli.runtime.turn.journal import Journal, journal_path
 from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.preflight import check_prompt_fits, resolve_chain
 from holon_cli.runtime.turn.result import AgentFailure, TurnResult
-from holon_cli.runtime.turn.settle import finish_agent_state
+from holon_cli.runtime.turn.settle import finish_agent_state, write_terminal
 from holon_cli.runtime.turn.steps import DIRECT, TurnSteps
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
     from holon_cli.model.tool import Toolbox
-    from holon_cli.model.tracecontext import TraceContext
+    from holon_cli.runtime.turn.hooks import Lineage
 
 
-def _runtime_cfg() -> dict[str, Any]:
+def _runtime_cfg() -> HolonConfig:
     from holon_cli.store.config import load_config
 
     return load_config()
@@ -63,28 +67,32 @@ def _release_run(store: AgentStore, reason: str, failure: str | None = None) -> 
 
 
 def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
-    """Clear the run marker a killed turn left behind. The caller holds the
-    turn lock, so no turn is running and ``awake_running`` is stale.
+    """Clear the run marker a killed turn left behind, and finish a settled
+    turn whose journal is still there. The caller holds the turn lock, so no
+    turn is running and ``awake_running`` is stale.
 
     When the journal shows the turn was settled and its queue entry is no
     longer in flight (killed after the queue settle), the settled turn is
-    recorded on the agent as the turn would have done; otherwise the agent
-    is only made idle (the next dequeue replays the message). Returns what
-    was repaired, or ``None`` when nothing was stale."""
+    finished as the turn would have done: its terminal records that are
+    missing are written (a power loss during the turn's last fsync batch
+    may keep the queue's ``processed`` record and lose them) and the turn
+    is recorded on the agent; otherwise the agent is only made idle (the
+    next dequeue replays the message). Returns what was repaired, or
+    ``None`` when nothing was stale."""
     state = store.read_record()["state"]
-    if state["status"] != "awake_running" and not state.get("current_run_id"):
-        return None
-    stale_run_id = state.get("current_run_id")
-    journal = Journal.load(store)
+    running = state["status"] == "awake_running" or bool(state.get("current_run_id"))
+    journal = Journal.load(store) if running or journal_path(store).exists() else None
     settled = (
         journal is not None
         and journal.settlement is not None
-        and journal.message_id not in q.load(store).entries
+        and _message_left(store, journal.message_id)
     )
+    if not running and not settled:
+        return None
+    stale_run_id = state.get("current_run_id")
     if settled:
         assert journal is not None and journal.settlement is not None
-        finish_agent_state(store, journal.settlement, journal)
-        journal.clear()
+        _finish_settled(store, journal)
     else:
         _release_run(store, "stale_run_repaired")
     status = store.read_record()["state"]["status"]
@@ -98,7 +106,35 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     return out
 
 
-def _budget_hold(store: AgentStore, cfg: dict[str, Any], models: list[str]) -> TurnResult | None:
+def _message_left(store: AgentStore, message_id: str) -> bool:
+    """Whether a message has left the queue: settled, or known nowhere (no
+    unfinished entry and no body in the inbox). A message whose records a
+    power loss took while its body stayed in the inbox is admitted again by
+    the next ingest, and its turn resumes from the journal."""
+    st = q.load(store)
+    if message_id in st.recent_final:
+        return True
+    if message_id in st.entries:
+        return False
+    name = f"{message_id}.json"
+    return not any((d / name).exists() for d in (store.inbox.new, store.inbox.cur))
+
+
+def _finish_settled(store: AgentStore, journal: Journal) -> None:
+    """A settled turn whose message left the queue: the terminal records that
+    are missing, the agent state, then the journal goes."""
+    s = journal.settlement
+    assert s is not None
+    env = q.find_envelope(store, journal.message_id)
+    if env is not None:
+        now = time.monotonic()
+        write_terminal(store, env, s, journal, now, now, replaying=True)
+    finish_agent_state(store, s, journal)
+    store.sync_ledgers()
+    journal.clear()
+
+
+def _budget_hold(store: AgentStore, cfg: HolonConfig, models: list[str]) -> TurnResult | None:
     """Before the dequeue: a cost budget with a model of the chain unpriced is
     a config error (nothing consumed); an agent whose last turn a budget
     stopped, with that budget still spent, runs no turn (its messages stay
@@ -141,13 +177,21 @@ def run_turn(
     max_rounds: int | None = None,
     catalog: Toolbox,
     steps: TurnSteps = DIRECT,
+    hooks: TurnHooks | None = None,
 ) -> TurnResult:
     """Run one turn for the agent if it has queued work, offering the tools of
-    ``catalog`` (the caller builds it: ``tools.catalog.default_catalog()``);
-    each provider round and tool call goes through ``steps`` (a recorder:
-    ``serve --engine dbos``; by default nothing).
+    ``catalog`` (the caller builds it: ``tools.catalog.default_catalog()``).
+    ``hooks``: what other planes plug into the turn (:mod:`.hooks`: the turn
+    record, the children plane); by default the ones the catalog brings
+    (``catalog.turn_hooks``: the default catalog's keep the record and serve
+    child agents), else none. Each provider round and tool call goes
+    through ``steps`` (a recorder: ``serve --engine dbos``; by default
+    nothing; it replaces the hooks' own).
     Raises BusyError (75) when another turn holds the agent, RejectedError (4)
     when it is stopped."""
+    hooks = hooks or getattr(catalog, "turn_hooks", None) or NO_HOOKS
+    if steps is not DIRECT:
+        hooks = hooks._replace(steps=steps)
     store = store or open_agent(agent_id)
     lock = store.turn_lock()
     lock.try_acquire()
@@ -163,57 +207,96 @@ def run_turn(
             check_prompt_fits(store, catalog, cfg)
         turn_id = clock.new_id("turn")
         settled, attempted = _journal_facts(store)
-        entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
-        if entry is None:
-            return TurnResult(store.agent_id, ran=False)
-        catalog = _agent_toolbox(store, cfg, catalog, entry)
-        from holon_cli.runtime.waiting import scheduler as waiting
-
-        decision = waiting.before_turn(store, entry, turn_id)
-        if not decision.run_model:
-            # liveness-only tick, observational or control message: no provider request
-            waiting.after_turn(store)
-            return TurnResult(
-                store.agent_id,
-                ran=True,
-                turn_id=turn_id,
-                message_id=entry["message_id"],
-                status="settled",
-                closure=store.read_record()["state"].get("last_closure"),
+        # from the dequeue on, the turn's appends become durable in batches:
+        # a round's before its tools run, the rest in the turn's last batch
+        # (TurnRun.settle); the block's end syncs what a path left over
+        with store.deferred_sync():
+            entry = q.dequeue_next(store, turn_id, settled=settled, attempted=attempted)
+            if entry is None:
+                return TurnResult(store.agent_id, ran=False)
+            catalog = _agent_toolbox(store, cfg, catalog, entry)
+            return _dequeued(
+                store,
+                entry,
+                turn_id,
+                models,
+                cfg,
+                catalog=catalog,
+                child=is_supervised_child(rec["identity"]),
+                sleep=sleep,
+                max_rounds=max_rounds,
+                resolve=resolve,
+                hooks=hooks,
             )
-        child = is_supervised_child(rec["identity"])
-        obs = telemetry.turn_tracer(
-            store, entry["envelope"], cfg, inherited=_delegation_trace(store) if child else None
-        )
-        run = TurnRun(
-            store,
-            entry,
-            turn_id,
-            models,
-            catalog=catalog,
-            config=cfg,
-            sleep=sleep,
-            max_rounds=max_rounds,
-            resolve=resolve,
-            steps=steps,
-            tracer=obs,
-        )
-        obs.start(turn_id)
-        try:
-            result = _execute(store, run, entry, turn_id, child=child)
-        except BaseException as exc:
-            obs.finish(error=exc)
-            raise
-        obs.finish(result)
-        if obs is not telemetry.NOOP:
-            telemetry.record_queue_depth(store.agent_id, q.pending_count(store), cfg)
-        return result
     finally:
         lock.release()
 
 
+def _dequeued(
+    store: AgentStore,
+    entry: QueueEntry,
+    turn_id: str,
+    models: list[str],
+    cfg: HolonConfig,
+    *,
+    catalog: Toolbox,
+    child: bool,
+    sleep: Callable[[float], None],
+    max_rounds: int | None,
+    resolve: Callable[[str], Any],
+    hooks: TurnHooks,
+) -> TurnResult:
+    """The dequeued message: settled without the model (a liveness tick, an
+    observational or control message), or run as a turn."""
+    from holon_cli.runtime.waiting import scheduler as waiting
+
+    # a message the model sees leaves its continuation to the turn's start
+    # (one write of the agent record for both)
+    decision = waiting.before_turn(store, entry, turn_id, persist=False)
+    if not decision.run_model:
+        # liveness-only tick, observational or control message: no provider request
+        waiting.after_turn(store)
+        return TurnResult(
+            store.agent_id,
+            ran=True,
+            turn_id=turn_id,
+            message_id=entry["message_id"],
+            status="settled",
+            closure=store.read_record()["state"].get("last_closure"),
+        )
+    lineage = hooks.lineage if child else None
+    # a supervised child's turns continue its parent's trace: the context
+    # stored with its delegation (read only when tracing is on)
+    inherited = partial(lineage.trace, store) if lineage is not None else None
+    obs = telemetry.turn_tracer(store, entry["envelope"], cfg, inherited=inherited)
+    run = TurnRun(
+        store,
+        entry,
+        turn_id,
+        models,
+        catalog=catalog,
+        config=cfg,
+        sleep=sleep,
+        max_rounds=max_rounds,
+        resolve=resolve,
+        hooks=hooks,
+        tracer=obs,
+        continuation=decision.continuation,
+    )
+    obs.start(turn_id)
+    try:
+        result = _execute(store, run, entry, turn_id, lineage=lineage)
+    except BaseException as exc:
+        obs.finish(error=exc)
+        raise
+    obs.finish(result)
+    if obs is not telemetry.NOOP:
+        telemetry.record_queue_depth(store.agent_id, q.pending_count(store), cfg)
+    return result
+
+
 def _agent_toolbox(
-    store: AgentStore, cfg: dict[str, Any], catalog: Toolbox, entry: QueueEntry
+    store: AgentStore, cfg: HolonConfig, catalog: Toolbox, entry: QueueEntry
 ) -> Toolbox:
     """The agent's own toolbox (its MCP servers' tools added). A ``required``
     server that cannot start refuses the turn before any provider request:
@@ -229,28 +312,18 @@ def _agent_toolbox(
     return bound
 
 
-def _delegation_trace(store: AgentStore) -> Callable[[], TraceContext | None]:
-    """A supervised child's turns continue its parent's trace: the context
-    stored with its delegation (read only when tracing is on)."""
-
-    def read() -> TraceContext | None:
-        from holon_cli.runtime.children.supervision import delegation_trace
-
-        return delegation_trace(store)
-
-    return read
-
-
 def _recovered_record(store: AgentStore) -> AgentRecord:
     """Under the turn lock, before anything else: stop the commands a killed
     turn left running (before the model hears "interrupted"; lost tasks
     report once), repair a stale run marker, and refuse a held agent. The
     agent record as it is then."""
-    # the recovery module alone: the plane's launch and control code is not
-    # needed to find that nothing is left over, the common case
-    from holon_cli.runtime.tasks.recovery import recovery_pass
+    # the recovery module alone, and only when a task was ever recorded: the
+    # plane's code is not needed to find that nothing is left over, the
+    # common case (a new agent, `holon run`'s, has no tasks folder at all)
+    if _has_tasks(store):
+        from holon_cli.runtime.tasks.recovery import recovery_pass
 
-    recovery_pass(store)
+        recovery_pass(store)
     repair_stale_run(store)
     rec = store.read_record()
     status = rec["state"]["status"]
@@ -263,21 +336,24 @@ def _recovered_record(store: AgentStore) -> AgentRecord:
     return rec
 
 
+def _has_tasks(store: AgentStore) -> bool:
+    try:
+        return any(n.startswith("task_") for n in os.listdir(store.layout.tasks_dir))
+    except FileNotFoundError:
+        return False
+
+
 def _execute(
-    store: AgentStore, run: TurnRun, entry: QueueEntry, turn_id: str, *, child: bool
+    store: AgentStore, run: TurnRun, entry: QueueEntry, turn_id: str, *, lineage: Lineage | None
 ) -> TurnResult:
     """Run the dequeued turn. Interrupted or failed, the message stays
     dequeued (the next turn replays it from the journal) and the agent is
     released so it does not look busy meanwhile. A supervised child that
-    closed reports to its parent now (``child``)."""
+    closed reports to its parent now (``lineage``: the children plane's hook)."""
     try:
-        # appends become durable in batches: one per round (see TurnRun)
-        with store.deferred_sync():
-            result = run.execute()
-        if child:
-            from holon_cli.runtime.children.supervision import after_child_turn
-
-            after_child_turn(store)
+        result = run.execute()  # inside run_turn's deferred fsyncs (see TurnRun)
+        if lineage is not None:
+            lineage.after_turn(store)
         return result
     except KeyboardInterrupt:
         # Ctrl-C: the message stays dequeued and the next turn replays it

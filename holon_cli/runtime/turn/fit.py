@@ -35,6 +35,7 @@ from holon_cli.runtime.prompt import with_turn_blocks
 from holon_cli.runtime.turn.context import recent_chars_for
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import (
         ContextCompactedData,
         ContextWindowRolledData,
@@ -54,7 +55,7 @@ UPDATE_TITLE = "# Context update (changed during this turn; it replaces the bloc
 class ContextFit:
     """One turn's view of its conversation against the context budget."""
 
-    def __init__(self, journal: Journal, rec: TurnRecorder, config: dict[str, Any]) -> None:
+    def __init__(self, journal: Journal, rec: TurnRecorder, config: HolonConfig) -> None:
         self.journal = journal
         self.rec = rec
         self.budget_tokens = cp.context_budget(config)

@@ -1,11 +1,13 @@
 """The turn's observer: what a :class:`~holon_cli.runtime.turn.loop.TurnRun`
 tells whoever keeps its record (issue 40).
 
-The default is :class:`holon_cli.runtime.replay.capture.TurnCapture` (every
-turn's record: requests, answers, tool results, in the turn journal and, at
-settle, in ``ledger/turn_records.jsonl``); ``holon replay`` passes its own,
-which compares each rebuilt request with the recorded one instead. The calls
-come in the loop's order:
+The turn makes it with its hooks' ``record`` (``runtime/turn/hooks.py``; none:
+an observer that hears nothing); the default catalog's is
+:class:`holon_cli.runtime.replay.capture.TurnCapture` (every turn's record:
+requests, answers, tool results, in the turn journal and, at settle, in
+``ledger/turn_records.jsonl``); ``holon replay`` passes its own, which
+compares each rebuilt request with the recorded one instead. The calls come
+in the loop's order:
 
 - :meth:`TurnObserver.started` once the agent is marked running (its record
   as the turn sees it);

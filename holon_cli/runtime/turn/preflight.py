@@ -12,13 +12,14 @@ could not be served.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.errors import ProviderError
 
 if TYPE_CHECKING:
     from holon_cli.kinds import ProviderFailureKind
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.tool import Toolbox
     from holon_cli.store.agent_store import AgentStore
 
@@ -78,7 +79,7 @@ def _validate(transport: Any) -> None:
 CHECK_BUDGET_BELOW = 32_000
 
 
-def fixed_prompt_tokens(store: AgentStore, catalog: Toolbox, cfg: Mapping[str, Any]) -> int:
+def fixed_prompt_tokens(store: AgentStore, catalog: Toolbox, cfg: HolonConfig) -> int:
     """The fixed part of the agent's prompt (instructions, AGENTS.md, the
     skill catalog, the tool schemas), as the turn's budget counts it: what
     ``runtime.context_budget_tokens`` must hold before anything else."""
@@ -101,7 +102,7 @@ def fixed_prompt_tokens(store: AgentStore, catalog: Toolbox, cfg: Mapping[str, A
         work_queue=None,
         recent=None,
         # as the turn builds it: `auto` resolved on this machine
-        policy=execution_projection(dict(cfg), store.agent_id),
+        policy=execution_projection(cfg, store.agent_id),
     )
     return fixed_tokens(built.frame, catalog.specs)
 
@@ -109,7 +110,7 @@ def fixed_prompt_tokens(store: AgentStore, catalog: Toolbox, cfg: Mapping[str, A
 def check_prompt_fits(
     store: AgentStore,
     catalog: Toolbox,
-    cfg: Mapping[str, Any],
+    cfg: HolonConfig,
     *,
     consequence: str = "nothing was dequeued",
 ) -> None:
@@ -119,7 +120,7 @@ def check_prompt_fits(
     from holon_cli.errors import ConfigError
     from holon_cli.runtime.memory.compaction import context_budget
 
-    budget = context_budget(dict(cfg))
+    budget = context_budget(cfg)
     if budget >= CHECK_BUDGET_BELOW:
         return
     fixed = fixed_prompt_tokens(store, catalog, cfg)

@@ -305,9 +305,12 @@ def memory_applies(st: AgentState, memory: WorkingMemoryState) -> bool:
     return cur is None or cur.get("last_applied_turn_id") != memory["last_applied_turn_id"]
 
 
-def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -> None:
+def finish_agent_state(
+    store: AgentStore, s: TurnSettlement, journal: Journal, *, sync_dir: bool = True
+) -> None:
     """Record the settled turn on the agent. Status moves from running to idle
-    or asleep only; an operator's stop or pause made meanwhile holds."""
+    or asleep only; an operator's stop or pause made meanwhile holds.
+    ``sync_dir=False``: the caller fsyncs ``state/`` (the turn's last batch)."""
     sleep = s.get("sleep")
     completed_at = s.get("completed_at") or clock.now_iso()
     turn_skills: dict[str, dict[str, Any]] = s.get("turn_skills") or {}
@@ -342,7 +345,7 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
             st["status"] = "asleep" if sleep else "awake_idle"
             st["status_changed_at"] = completed_at
         # the newest brief's time: the turn's own, a work item's report, a notice
-        at = str((last_brief or {}).get("at") or "")
+        at = (last_brief.get("at") if last_brief else None) or ""
         if at and at > str(st.get("last_brief_at") or ""):
             st["last_brief_at"] = at
         elif s.get("brief"):
@@ -377,7 +380,12 @@ def finish_agent_state(store: AgentStore, s: TurnSettlement, journal: Journal) -
                 st["sleeping_until"] = clock.iso(clock.now() + int(duration) / 1000)
 
     reason = "turn_aborted" if s["status"] == "aborted" else "turn_settled"
-    store.update_state(finish, reason="turn_slept" if sleep else reason, turn_id=s["turn_id"])
+    store.update_state(
+        finish,
+        reason="turn_slept" if sleep else reason,
+        turn_id=s["turn_id"],
+        sync_dir=sync_dir,
+    )
 
 
 def _failure_record(agent_id: str, s: TurnSettlement, at: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from holon_cli import clock
 from holon_cli.runtime.budgets import spend as budgets
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.providers.base import ProviderRequest
     from holon_cli.providers.chain import ChainResult
     from holon_cli.runtime.budgets.reserve import Admission
@@ -32,7 +33,7 @@ class TurnSpend:
     """What one turn's provider requests cost, charged to its work item."""
 
     def __init__(
-        self, store: AgentStore, config: dict[str, Any], turn_id: str, message_id: str
+        self, store: AgentStore, config: HolonConfig, turn_id: str, message_id: str
     ) -> None:
         self.store = store
         self.cfg = config
@@ -75,8 +76,8 @@ class TurnSpend:
         ):
             last = led.last() if led.path.exists() else None
             try:
-                est = int((last or {}).get("request_est") or 0)
-                got = int((last or {}).get("input_tokens") or 0)
+                est = int((last.get("request_est") if last else None) or 0)
+                got = int(last["input_tokens"] if last else 0)
             except (TypeError, ValueError):
                 continue
             if est > 0 and got > 0:
@@ -142,5 +143,6 @@ class TurnSpend:
         self.sent_any = True
 
     def sync(self) -> None:
-        """The turn's spend records become durable (once, at settle)."""
-        self.writer.sync()
+        """The turn's spend records become durable (once, in the turn's last
+        batch); the home's copy only when a ``budgets.home`` budget reads it."""
+        self.writer.sync(home=bool(budgets.home_limits(self.cfg)))

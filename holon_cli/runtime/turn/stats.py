@@ -85,7 +85,7 @@ def fold_latency(
 
 
 def fold_profile(
-    prev: Mapping[str, Any] | None,
+    prev: ExecutionProfile | None,
     *,
     turn_id: str,
     aborted: bool,
@@ -96,10 +96,7 @@ def fold_profile(
     at: str,
 ) -> ExecutionProfile:
     """``execution_profile`` after one more settled turn."""
-    p: ExecutionProfile = empty_execution_profile()
-    for k in p:
-        if prev and k in prev and prev[k] is not None:
-            p[k] = prev[k]  # type: ignore[literal-required]
+    p: ExecutionProfile = {**prev} if prev else empty_execution_profile()
     p["turns"] = int(p["turns"]) + 1
     p["aborted_turns"] = int(p["aborted_turns"]) + (1 if aborted else 0)
     p["model_rounds"] = int(p["model_rounds"]) + max(0, rounds)

@@ -20,7 +20,9 @@ Invariants:
   returns, a tool call's with the next round's (or the settlement). A
   recorder that writes a step only after that (a tool call's after the
   next round's ``fn`` returned, or after the turn) holds a prefix of the
-  journal, never more;
+  journal, never more. (A recorder says so with ``durable_rounds = True``;
+  without a recorder, :data:`DIRECT`, a round that calls no tool is made
+  durable with the settlement instead: nothing runs before it);
 - a round that produced no answer (provider failure, budget stop) returns
   ``None`` and is no step: its replay is decided by the journal alone;
 - records are small: indexes, ids, ok flags, usage; never transcripts.
@@ -92,6 +94,10 @@ def differs(a: StepRecord, b: StepRecord) -> list[str]:
 class TurnSteps(Protocol):
     """Where a turn's steps are recorded (see the module docstring)."""
 
+    #: every round durable when its ``fn`` returns (a recorder that trails
+    #: the journal needs it); ``False``: only rounds that call tools
+    durable_rounds: bool
+
     def replayed(self, record: StepRecord) -> None:
         """A step the resumed journal already holds."""
         ...
@@ -107,6 +113,8 @@ class TurnSteps(Protocol):
 
 class Direct:
     """No recorder: each ``fn`` just runs."""
+
+    durable_rounds = False
 
     def replayed(self, record: StepRecord) -> None:
         return None

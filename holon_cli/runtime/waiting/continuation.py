@@ -18,7 +18,7 @@ settles the message itself, with no provider request:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli import clock
 from holon_cli.model.continuation import ContinuationRecord, control_action, resolve
@@ -84,13 +84,19 @@ def _settle(store: AgentStore, env: Mapping[str, Any], turn_id: str | None, reas
     q.settle(store, env["id"], "processed", turn_id=turn_id, reason=reason)
 
 
-def before_turn(store: AgentStore, entry: QueueEntry, turn_id: str) -> Decision:
-    """Resolve, persist ``last_continuation``, and settle what needs no model."""
+def before_turn(
+    store: AgentStore, entry: QueueEntry, turn_id: str, *, persist: bool = True
+) -> Decision:
+    """Resolve, persist ``last_continuation``, and settle what needs no model.
+    ``persist=False``: a message the model will see leaves ``last_continuation``
+    to the caller (the turn writes it with its start, in the same write of the
+    agent record); one settled here is persisted here either way."""
     from holon_cli.runtime.waiting import timers
 
     env = entry["envelope"]
     res = resolve_for(store, env)
-    _persist(store, res)
+    if persist or not res["model_visible"]:
+        _persist(store, res)
     store.emit("continuation_resolved", dict(res), message=env, turn_id=turn_id)
     if res["model_visible"]:
         # a model turn ends any timed rest: its wake would be spurious now
@@ -153,7 +159,7 @@ def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:
             if head is None:
                 break
             q.set_status(store, st, head["message_id"], "dequeued", reason="control")
-        env = cast(dict[str, Any], q.load_envelope(store, head))
+        env = q.load_envelope(store, head)
         res = resolve_for(store, env)
         _persist(store, res)
         control = apply_control(store, env)

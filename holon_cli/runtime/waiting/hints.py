@@ -36,7 +36,10 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import WakeHintConvertedData
 
 
@@ -44,11 +47,15 @@ def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
     """Coalesce ``new`` into ``pending``: newest body/source/content type win;
     ids are unioned; ``coalesced_count`` counts deliveries."""
     if not pending:
-        out: WakeHint = dict(new)  # type: ignore[assignment]
+        out: WakeHint = {**new}
         out["coalesced_count"] = 1
         out["first_received_at"] = new.get("received_at") or clock.now_iso()
         return out
     merged_d: dict[str, Any] = dict(pending)
+    merged_new: Mapping[str, list[str]] = {
+        "waiting_intent_ids": new.get("waiting_intent_ids") or [],
+        "work_item_ids": new.get("work_item_ids") or [],
+    }
     for k in ("source", "content_type", "body", "correlation_id", "causation_id", "received_at"):
         if k in new:
             merged_d[k] = new.get(k)
@@ -57,7 +64,7 @@ def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
             merged_d[k] = new.get(k)
     for k in ("waiting_intent_ids", "work_item_ids"):
         ids: list[str] = list(merged_d.get(k) or [])
-        for i in new.get(k) or []:  # type: ignore[attr-defined]
+        for i in merged_new.get(k) or []:
             if i not in ids:
                 ids.append(i)
         merged_d[k] = ids
@@ -130,7 +137,7 @@ def hint_metadata(hint: WakeHint) -> dict[str, Any]:
     return out
 
 
-def _admit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
+def _admit(store: AgentStore, hint: WakeHint) -> Envelope:
     from holon_cli.runtime.enqueue import admit
 
     wids = hint.get("work_item_ids") or []
@@ -153,7 +160,7 @@ def _admit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
         metadata={"tick_reason": WAKE_HINT_REASON, "wake_hint": hint_metadata(hint)},
         source_refs=refs,
     )
-    return cast(dict[str, Any], env)
+    return env
 
 
 def submit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:

@@ -14,19 +14,21 @@ the item and never touches the trigger capability.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from holon_cli import clock
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.model.trigger import WaitingIntent
+from holon_cli.model.typed import Checker
 from holon_cli.runtime.waiting.common import lock_file
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.locks import locked
 
 if TYPE_CHECKING:
     from holon_cli.model.events import WaitingIntentCancelledData, WaitingIntentRecordedData
+    from holon_cli.model.workitem import WaitingIntentRecord
 
-LEDGER = "waiting_intents"
+LEDGER: Final = "waiting_intents"
 MAX_TEXT = 2000
 
 
@@ -37,6 +39,16 @@ def _lock(store: AgentStore) -> Any:
 # ledger path -> (inode, offset folded so far, newest record per id): the
 # ledger only grows, so a later load parses only what was appended since
 _FOLDED: dict[str, tuple[int, int, dict[str, WaitingIntent]]] = {}
+
+
+# the ledger's records as this plane writes them; the work plane reads the
+# same lines as WaitingIntentRecord (only id and work_item_id guaranteed)
+_WHOLE: Checker[WaitingIntent] = Checker(WaitingIntent)
+
+
+def _line(rec: WaitingIntent) -> WaitingIntentRecord:
+    """A whole record as the ledger's (looser) line type: the same dict."""
+    return cast("WaitingIntentRecord", {**rec})
 
 
 def load(store: AgentStore) -> dict[str, WaitingIntent]:
@@ -52,8 +64,8 @@ def load(store: AgentStore) -> dict[str, WaitingIntent]:
     if offset > led.size():
         offset, folded = 0, {}
     for _, end, rec in led.scan(offset):
-        if isinstance(rec.get("id"), str):
-            folded[rec["id"]] = rec  # type: ignore[assignment]
+        if _WHOLE.problem(rec) is None:  # the waiting plane's own records are whole
+            folded[rec["id"]] = _WHOLE(rec)
         offset = end
     _FOLDED[key] = (ino, offset, folded)
     return dict(folded)
@@ -126,7 +138,7 @@ def record_wait(
         # checked again under the lock: a completion cancels its item's waits
         # under this lock after it is written, so no wait outlives it
         _require_open_item(store, wid)
-        store.ledger(LEDGER).append(dict(rec))
+        store.ledger(LEDGER).append(_line(rec))
     data: WaitingIntentRecordedData = {
         "waiting_intent_id": rec["id"],
         "source": src,
@@ -170,7 +182,7 @@ def cancel_wait(
             return cur, False
         now = clock.now_iso()
         new: WaitingIntent = {**cur, "status": "cancelled", "cancelled_at": now, "updated_at": now}
-        store.ledger(LEDGER).append(dict(new))
+        store.ledger(LEDGER).append(_line(new))
     data: WaitingIntentCancelledData = {"waiting_intent_id": waiting_intent_id, "reason": reason}
     store.emit(
         "waiting_intent_cancelled",
@@ -206,7 +218,7 @@ def cancel_for_work_item(
                 "cancelled_at": now,
                 "updated_at": now,
             }
-            store.ledger(LEDGER).append(dict(new))
+            store.ledger(LEDGER).append(_line(new))
             out.append(new)
     for w in out:
         data: WaitingIntentCancelledData = {"waiting_intent_id": w["id"], "reason": reason}
@@ -228,7 +240,7 @@ def mark_triggered(store: AgentStore, at: str) -> list[WaitingIntent]:
                 "last_triggered_at": at,
                 "updated_at": at,
             }
-            store.ledger(LEDGER).append(dict(new))
+            store.ledger(LEDGER).append(_line(new))
             out.append(new)
     return out
 

@@ -26,7 +26,7 @@ coalesce into one message (``metadata.missed_fires`` says how many).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final
 
 from holon_cli import clock
 from holon_cli.errors import (
@@ -52,9 +52,11 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.locks import locked
 
 if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TimerCancelledData, TimerCreatedData, TimerFiredData
+    from holon_cli.model.timer import TimerLedgerRecord
 
-LEDGER = "timers"
+LEDGER: Final = "timers"
 SNAPSHOT_VERSION = 1
 MAX_MESSAGE_CHARS = 4000
 
@@ -66,10 +68,9 @@ class TimerState:
         self.offset = 0
         self.timers: dict[str, StoredTimer] = {}
 
-    def apply(self, rec: dict[str, Any]) -> None:
-        t = rec.get("timer")
-        if isinstance(t, dict) and isinstance(t.get("id"), str):
-            self.timers[t["id"]] = t  # type: ignore[assignment]
+    def apply(self, rec: TimerLedgerRecord) -> None:
+        t = rec["timer"]
+        self.timers[t["id"]] = t
 
     def active(self) -> list[StoredTimer]:
         out = [t for t in self.timers.values() if t["status"] == "active"]
@@ -120,9 +121,23 @@ def _save(store: AgentStore, st: TimerState) -> None:
     )
 
 
-def _append(store: AgentStore, st: TimerState, op: str, timer: StoredTimer, **extra: Any) -> None:
+def _append(
+    store: AgentStore,
+    st: TimerState,
+    op: str,
+    timer: StoredTimer,
+    *,
+    reason: str | None = None,
+    fired: tuple[str | None, str | None, int] | None = None,
+) -> None:
+    """One ledger line; ``fired``: the message admitted, the queued one it
+    joined instead, the fires it missed."""
     led = store.ledger(LEDGER)
-    rec = {"v": 1, "op": op, "at": clock.now_iso(), "timer": dict(timer), **extra}
+    rec: TimerLedgerRecord = {"v": 1, "op": op, "at": clock.now_iso(), "timer": {**timer}}
+    if op == "cancelled":
+        rec["reason"] = reason
+    if fired is not None:
+        rec["message_id"], rec["coalesced_into"], rec["missed_fires"] = fired
     led.append(rec)
     st.apply(rec)
     st.offset = led.size()  # we hold the timers lock: ours is the last line
@@ -269,7 +284,7 @@ def _queued_ticks(store: AgentStore) -> dict[str, str]:
     return out
 
 
-def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> dict[str, Any]:
+def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> Envelope:
     from holon_cli.runtime.enqueue import admit
 
     text = t.get("message") or default_message(t["id"], t.get("purpose") or "timer")
@@ -290,12 +305,12 @@ def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> dict[str, 
     }
     wid = t.get("work_item_id")
     try:
-        return cast(dict[str, Any], admit(text, work_item_id=wid, **kw))
+        return admit(text, work_item_id=wid, **kw)
     except NotFoundError:
         if not wid:
             raise
         meta["unbound_work_item_id"] = wid  # the item is gone: fire unbound
-        return cast(dict[str, Any], admit(text, **kw))
+        return admit(text, **kw)
 
 
 def _due(t: StoredTimer, now: float) -> bool:
@@ -320,7 +335,7 @@ def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, Any]
         at = clock.iso(now)
         for t in due:
             missed = 0
-            upd: StoredTimer = dict(t)  # type: ignore[assignment]
+            upd: StoredTimer = {**t}
             if t.get("every_ms"):
                 due_ms = int(round(clock.parse_iso(str(t["next_fire_at"])) * 1000))
                 nxt, missed = advance(due_ms, int(t["every_ms"] or 0), now_ms)
@@ -342,15 +357,7 @@ def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, Any]
                 upd["last_message_id"] = message_id
             upd["fire_count"] = int(t["fire_count"]) + 1
             upd["last_fired_at"] = at
-            _append(
-                store,
-                st,
-                "fired",
-                upd,
-                message_id=message_id,
-                coalesced_into=pending,
-                missed_fires=missed,
-            )
+            _append(store, st, "fired", upd, fired=(message_id, pending, missed))
             action: dict[str, Any] = {
                 "action": "timer_fired" if message_id else "timer_coalesced",
                 "timer_id": t["id"],
@@ -382,8 +389,8 @@ def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, Any]
 
 def next_deadline(store: AgentStore) -> str | None:
     """The earliest ``next_fire_at`` of an active timer (for ``serve`` to sleep until)."""
-    act = [t["next_fire_at"] for t in load(store).active() if t.get("next_fire_at")]
-    return min(act) if act else None  # type: ignore[type-var]
+    act = [at for t in load(store).active() if (at := t.get("next_fire_at"))]
+    return min(act) if act else None
 
 
 def timer_of(env: Mapping[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ unchanged. Every refusal raises before anything is written.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError, HolonError, RejectedError, UsageError
@@ -35,8 +35,14 @@ from holon_cli.model.trigger import (
 )
 from holon_cli.runtime.waiting.common import lock_file, secrets_dir, state_file
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import atomic_write_bytes, fsync_dir, read_snapshot, write_snapshot
+from holon_cli.store.fsio import (
+    atomic_write_bytes,
+    fsync_dir,
+    read_record,
+    write_snapshot,
+)
 from holon_cli.store.locks import locked
+from holon_cli.store.records import TRIGGER_SNAPSHOT
 
 if TYPE_CHECKING:
     from holon_cli.model.events import (
@@ -45,9 +51,10 @@ if TYPE_CHECKING:
         TriggerRevokedData,
         TriggerRotatedData,
     )
+    from holon_cli.model.trigger import TriggerLedgerRecord, WakeHint
 
 NAME = "trigger"
-LEDGER = "triggers"
+LEDGER: Final = "triggers"
 TOKEN_FILE = "trigger_token"
 DEFAULT_HTTP_ADDR = "127.0.0.1:7878"
 
@@ -88,11 +95,11 @@ def _read(store: AgentStore) -> TriggerRecord | None:
     refuse every delivery. ``home check`` reports the damage and
     ``home check --repair`` rewrites the snapshot."""
     try:
-        rec = read_snapshot(state_file(store, NAME), max_version=TRIGGER_VERSION)
+        rec = read_record(state_file(store, NAME), TRIGGER_SNAPSHOT, max_version=TRIGGER_VERSION)
     except CorruptStateError as exc:
         last = store.ledger(LEDGER).last()
         trig = last.get("trigger") if last else None
-        if not isinstance(trig, dict):
+        if trig is None:
             raise
         import logging
 
@@ -101,16 +108,23 @@ def _read(store: AgentStore) -> TriggerRecord | None:
             exc.message,
             store.ledger(LEDGER).path,
         )
-        return cast(TriggerRecord, trig)
-    return rec  # type: ignore[return-value]
+        return trig
+    return rec
 
 
-def _write(store: AgentStore, rec: TriggerRecord, op: str, **extra: Any) -> None:
+def _write(
+    store: AgentStore,
+    rec: TriggerRecord,
+    op: str,
+    *,
+    delivered: tuple[str | None, str | None] | None = None,
+) -> None:
     # audit first (only the hash), then the snapshot readers use
-    store.ledger(LEDGER).append(
-        {"v": 1, "op": op, "at": rec["updated_at"], "trigger": dict(rec), **extra}
-    )
-    write_snapshot(state_file(store, NAME), dict(rec))
+    line: TriggerLedgerRecord = {"v": 1, "op": op, "at": rec["updated_at"], "trigger": {**rec}}
+    if delivered is not None:
+        line["source"], line["content_type"] = delivered
+    store.ledger(LEDGER).append(line)
+    write_snapshot(state_file(store, NAME), rec)
 
 
 def _token_path(store: AgentStore) -> Any:
@@ -385,7 +399,7 @@ def deliver(
     cur = _count_delivery(store, token, at, source=source, content_type=content_type)
     touched = intents.mark_triggered(store, at)
     intent_ids = [w["id"] for w in touched]
-    hint = {
+    hint: WakeHint = {
         "external_trigger_id": cur["external_trigger_id"],
         "target_agent_id": store.agent_id,
         "delivery_mode": DELIVERY_MODE,
@@ -398,7 +412,7 @@ def deliver(
         "work_item_ids": sorted({w["work_item_id"] for w in touched}),
         "received_at": at,
     }
-    outcome = hints.submit(store, hint)  # type: ignore[arg-type]
+    outcome = hints.submit(store, hint)
     _emit_delivered(store, cur, hint, outcome, body_bytes=len(body))
     return Delivery(
         disposition=outcome["disposition"],
@@ -432,14 +446,14 @@ def _count_delivery(
             "last_triggered_at": at,
             "updated_at": at,
         }
-        _write(store, cur, "delivered", source=source, content_type=content_type)
+        _write(store, cur, "delivered", delivered=(source, content_type))
     return cur
 
 
 def _emit_delivered(
     store: AgentStore,
     cur: TriggerRecord,
-    hint: dict[str, Any],
+    hint: WakeHint,
     outcome: dict[str, Any],
     *,
     body_bytes: int,

@@ -21,6 +21,7 @@ from holon_cli.store.workitem_index import WorkItemIndex, load
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
+    from holon_cli.model.config import RuntimeConfig
 
 # agent-state key of the continuation hold (see signals.continuation_hold)
 HOLD_KEY: Final = "work_continuation_hold"
@@ -90,9 +91,8 @@ def require_work_item(
     return wm.public_record(require(store, load(store), work_item_id, vocab))
 
 
-def config_runtime() -> dict[str, Any]:
+def config_runtime() -> RuntimeConfig:
     """The ``runtime`` section of ``config.yaml`` (empty when absent)."""
     from holon_cli.store.config import load_config
 
-    rt = load_config().get("runtime") or {}
-    return rt if isinstance(rt, dict) else {}
+    return load_config().get("runtime") or {}

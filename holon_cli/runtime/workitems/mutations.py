@@ -54,6 +54,8 @@ from holon_cli.store.workitem_index import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from holon_cli.model.events import (
         WorkItemCompletedData,
         WorkItemCreatedData,
@@ -351,9 +353,9 @@ def _validated_update(
     return upd
 
 
-def _apply_update(rec: wm.WorkItemRecord, upd: _Update) -> tuple[dict[str, Any], list[str]]:
+def _apply_update(rec: wm.WorkItemRecord, upd: _Update) -> tuple[wm.WorkItemRecord, list[str]]:
     """The next revision of ``rec`` and the names of the fields that changed."""
-    new: dict[str, Any] = dict(rec)
+    new: wm.WorkItemRecord = {**rec}
     changed: list[str] = []
     if upd.objective is not None:
         new["objective"] = upd.objective
@@ -426,8 +428,15 @@ def complete_work_item(
     ambiguous_round: bool = False,
     turn_id: str | None = None,
     related_task_id: str | None = None,
+    cancel_waits: Callable[[AgentStore, str], list[WaitingIntent]],
 ) -> dict[str, Any]:
     """Mark a work item completed (clears blocker and recheck; releases focus).
+
+    ``cancel_waits(store, work_item_id)``: the waiting plane's hook that
+    cancels the item's waiting intents and returns them (runtime spec: a
+    completed item's waits end with it); the caller passes
+    ``runtime.waiting.intents.cancel_for_work_item`` (work items do not
+    import the waiting plane, which reads them).
 
     ``source="agent"``: ``report`` is the same assistant round's text. It is
     promoted -- into ``result_summary``, a ``DeliverySummaryRecord`` and a
@@ -461,7 +470,8 @@ def complete_work_item(
             ds_rec = _delivery_summary(store, idx, wid, text, now, turn_id, unfinished)
         save(store, idx)
         current_id = state.get("current_work_item_id")
-    cancelled = _cancel_waiting(store, wid)
+    # after the completion is written: RecordExternalWait re-checks under the same lock
+    cancelled = cancel_waits(store, wid)
     brief_id = (
         _result_brief(store, rec, text, turn_id, related_task_id) if ds_rec is not None else None
     )
@@ -478,15 +488,6 @@ def complete_work_item(
         "cancelled_waiting_intent_ids": [w["id"] for w in cancelled],
         "warnings": warnings,
     }
-
-
-def _cancel_waiting(store: AgentStore, wid: str) -> list[WaitingIntent]:
-    """Runtime spec: completing the item cancels its waiting intents (after
-    the completion is written: RecordExternalWait re-checks under the same
-    lock)."""
-    from holon_cli.runtime.waiting.intents import cancel_for_work_item
-
-    return cancel_for_work_item(store, wid)
 
 
 def _completed_note(wid: str, cancelled: int, focused: bool, vocab: Vocabulary) -> str:
@@ -521,21 +522,18 @@ def _report_promotion(
     return True, None
 
 
-def _completed(rec: wm.WorkItemRecord, summary: str | None, now: str) -> dict[str, Any]:
+def _completed(rec: wm.WorkItemRecord, summary: str | None, now: str) -> wm.WorkItemRecord:
     """The completed revision of ``rec``: blocker and recheck cleared."""
-    new: dict[str, Any] = dict(rec)
-    new.update(
-        {
-            "state": "completed",
-            "blocked_by": None,
-            "recheck_at": None,
-            "recheck_consumed_at": None,
-            "result_summary": summary,
-            "completed_at": now,
-            "updated_at": now,
-        }
-    )
-    return new
+    return {
+        **rec,
+        "state": "completed",
+        "blocked_by": None,
+        "recheck_at": None,
+        "recheck_consumed_at": None,
+        "result_summary": summary,
+        "completed_at": now,
+        "updated_at": now,
+    }
 
 
 def _result_brief(

@@ -84,11 +84,10 @@ def _trace(
                     + (f" - {_one_line(summary, 120)}" if summary else ""),
                 )
             )
-    for r in store.ledger("briefs").tail(50):
-        if bound(r) and isinstance(r.get("text"), str):
-            entries.append(
-                (str(r.get("at", "")), f"brief ({r.get('kind')}): {_one_line(r['text'], 240)}")
-            )
+    for b in store.ledger("briefs").tail(50):
+        text = b.get("text")
+        if bound(b) and isinstance(text, str):
+            entries.append((b.get("at", ""), f"brief ({b['kind']}): {_one_line(text, 240)}"))
     entries.sort(key=lambda e: e[0])
     return [f"  - {at[11:19] if len(at) >= 19 else at} {line}" for at, line in entries[-limit:]]
 

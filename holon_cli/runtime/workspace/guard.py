@@ -29,7 +29,7 @@ from holon_cli.store.layout import home_root
 
 
 class ForbiddenWorkspace(RejectedError):
-    kind: ErrorKind = "forbidden_workspace"  # type: ignore[assignment]
+    kind: ErrorKind = "forbidden_workspace"
 
 
 def _real(p: Path | str) -> Path:

@@ -57,6 +57,10 @@ class DbosSteps:
     from DBOS; so a one-round turn costs one transaction, as one plain DBOS
     step's record did, and no fsync is added to the turn."""
 
+    # each round's records durable when its fn returns: the flush after it
+    # writes the steps before it (turn/steps.py)
+    durable_rounds = True
+
     def __init__(self, log: Log, run_turn: RunTurn) -> None:
         self.log = log
         self._run_turn = run_turn

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.serve.http.errors import HttpError
+
+if TYPE_CHECKING:
+    from holon_cli.model.config import WebhookConfig
 
 PUBLIC_ORIGINS = {"channel": "http_public_enqueue", "webhook": "http_webhook"}
 PUBLIC_KEYS = {"text", "json", "origin", "kind", "priority", "correlation_id"}
@@ -156,7 +159,7 @@ def trusted_proxies() -> tuple[Any, ...]:
     return parse_trusted(tuple(str(e) for e in entries))
 
 
-def webhook_config(source: str) -> dict[str, Any] | None:
+def webhook_config(source: str) -> WebhookConfig | None:
     """``ingress.webhooks.<source>``; while config.yaml is broken no delivery
     is taken (its secret cannot be known): 503."""
     from holon_cli.errors import ConfigError

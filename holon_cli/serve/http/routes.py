@@ -8,7 +8,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -16,6 +16,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from holon_cli.serve.http.common import PROMPT_CAP, ctx_of, open_public, read_json
 from holon_cli.serve.http.errors import HttpError
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import EventRecord
+    from holon_cli.store.ledger import Trimmed
 
 EVENTS_DEFAULT_LIMIT = 100
 EVENTS_MAX_LIMIT = 1000
@@ -346,7 +350,7 @@ async def events_page(request: Request) -> Response:
 
     damaged: list[Any] = []
 
-    def get() -> tuple[list[dict[str, Any]], Any]:
+    def get() -> tuple[list[EventRecord], Trimmed | None]:
         store = open_public(request.path_params["agent_id"])
         # a damaged line or closed segment is skipped and named (`damaged`):
         # the rest of the history is served, as `holon tail` prints it

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import ToolWarning
 
 CHARS_PER_TOKEN = 4
@@ -33,7 +34,7 @@ def _int_setting(raw: Any, source: str, warnings: list[ToolWarning]) -> int | No
 
 
 def output_budget_tokens(
-    config: dict[str, Any] | None,
+    config: HolonConfig | None,
     requested: int | None = None,
     *,
     warnings: list[ToolWarning] | None = None,

@@ -37,6 +37,7 @@ from holon_cli.serve.http.errors import HttpError
 from holon_cli.serve.http.ui import render, views
 
 if TYPE_CHECKING:
+    from holon_cli.model.event_record import EventRecord
     from holon_cli.runtime.presentation import Activity
     from holon_cli.store.agent_store import AgentStore
 
@@ -104,7 +105,7 @@ def _tasks_panel(store: AgentStore, can: dict[str, bool]) -> str:
     return render.macro(MACROS, "tasks", views.tasks(store), store.agent_id, can)
 
 
-def _rows(events: list[dict[str, Any]], activity: Activity) -> list[bytes]:
+def _rows(events: list[EventRecord], activity: Activity) -> list[bytes]:
     from holon_cli.runtime.presentation import present
 
     out = []

@@ -22,6 +22,8 @@ from holon_cli import clock
 from holon_cli.runtime.presentation import Activity, present, row_text, shown_modes
 
 if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
+    from holon_cli.model.event_record import EventRecord
     from holon_cli.store.agent_store import AgentStore
 
 HISTORY_EVENTS = 500  # as the TUI: how far back the conversation starts
@@ -78,7 +80,7 @@ def conversation(
 # ------------------------------------------------------------ agents
 
 
-def config() -> dict[str, Any]:
+def config() -> HolonConfig:
     from holon_cli.errors import ConfigError
     from holon_cli.store.config import load_config
 
@@ -109,7 +111,7 @@ def spend_today(store: AgentStore) -> dict[str, Any]:
     return got
 
 
-def holds(store: AgentStore, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+def holds(store: AgentStore, cfg: HolonConfig) -> list[dict[str, Any]]:
     """What keeps the agent's queued work from running by itself (``holon
     status`` ``holds[]``: stopped, paused, budget, the no-progress guard)."""
     from holon_cli.runtime.agents.holds import agent_holds
@@ -126,7 +128,7 @@ def _objective(store: AgentStore, wid: Any) -> str | None:
     return str(rec.get("objective") or "") if rec else None
 
 
-def home_row(store: AgentStore, cfg: dict[str, Any]) -> dict[str, Any]:
+def home_row(store: AgentStore, cfg: HolonConfig) -> dict[str, Any]:
     """One agent on the home page."""
     from holon_cli.runtime import queue as q
     from holon_cli.runtime.tasks.control import active_tasks
@@ -155,7 +157,7 @@ def home_row(store: AgentStore, cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _last_text(events: list[dict[str, Any]]) -> str | None:
+def _last_text(events: list[EventRecord]) -> str | None:
     """The newest row the ``verbose`` conversation shows, as one line."""
     for ev in reversed(events):
         presented = present(ev)
@@ -219,7 +221,7 @@ def signatures() -> dict[str, Any]:
     }
 
 
-def cached_row(agent_id: str, sig: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+def cached_row(agent_id: str, sig: Any, cfg: HolonConfig) -> dict[str, Any]:
     """:func:`home_row`, or the same row while ``sig`` holds (see above)."""
     from holon_cli.errors import HolonError
     from holon_cli.store.agent_store import AgentStore
