@@ -431,7 +431,11 @@ def test_a_serve_starting_on_a_sound_index_passes_only_agents_with_work(
         while "c" not in seen and time.monotonic() < end:
             time.sleep(0.05)
         assert "c" in seen
-        assert open_agent("c").read_record()["state"]["status"] != "asleep"
+        # its pass has started (``seen`` is noted before the tick): the tick wakes it
+        end = time.monotonic() + 10
+        while open_agent("c").read_record()["state"]["status"] == "asleep":
+            assert time.monotonic() < end, "the sleeper's pass did not wake it"
+            time.sleep(0.05)
     finally:
         sch2.stop()
         th2.join(10)
