@@ -140,13 +140,10 @@ def _end_fast(code: int) -> None:
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
         return
-    import atexit
+    from holon_cli.cpython_seam import run_exit_hooks
 
-    if getattr(atexit, "_ncallbacks", lambda: 1)():
-        run_hooks = getattr(atexit, "_run_exitfuncs", None)
-        if run_hooks is None:  # not CPython: the normal exit runs them
-            return
-        run_hooks()  # once: it clears them, so a normal exit after this runs none again
+    if not run_exit_hooks():  # not CPython: the normal exit runs them
+        return
     try:
         out.flush()
     except BrokenPipeError:  # the reader went away: as the normal exit does

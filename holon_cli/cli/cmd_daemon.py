@@ -262,7 +262,7 @@ def logs(tail_n: int, follow: bool, as_json: bool) -> None:
       holon daemon logs -f
     """
     from holon_cli.errors import UsageError
-    from holon_cli.serve import daemon as d
+    from holon_cli.serve import daemon_logs as d
 
     if follow and as_json:
         raise UsageError("--follow prints log lines; it cannot be combined with --json")

@@ -99,8 +99,8 @@ def enqueue(**params: Any) -> None:
     stdout when --timeout passes first (the message stays queued), 5 when the
     turn failed on a provider error, 1 when the message was aborted.
     """
-    from holon_cli.cli import hot
+    from holon_cli.cli import fast_bodies
 
-    code = hot.enqueue(**params)  # the fast path calls the same body with the same names
+    code = fast_bodies.enqueue(**params)  # the fast path calls the same body with the same names
     if code:
         raise click.exceptions.Exit(code)

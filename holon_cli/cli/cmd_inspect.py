@@ -30,9 +30,9 @@ def status(agent_id: str | None, as_json: bool) -> None:
 
 def show_status(agent_id: str | None, as_json: bool, command: str = "status") -> None:
     """Render one agent's summary (`holon status` and `holon agent status`)."""
-    from holon_cli.cli import hot
+    from holon_cli.cli import fast_bodies
 
-    hot.status(agent_id, as_json, command)
+    fast_bodies.status(agent_id, as_json, command)
 
 
 def _event_line(e: EventRecord) -> str:

@@ -105,9 +105,9 @@ def run(
       git diff | holon run --model openai/gpt-4.1 -
       holon run --agent main "what is left on the release checklist?"
     """
-    from holon_cli.cli import hot
+    from holon_cli.cli import fast_bodies
 
-    code = hot.run(
+    code = fast_bodies.run(
         text,
         agent_id,
         create_agent,

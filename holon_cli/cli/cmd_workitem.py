@@ -113,9 +113,9 @@ def workitem_list(agent_id: str | None, filter_: str, limit: int | None, as_json
     Example:
       holon workitem list --filter queued --json | jq -r '.data.work_items[].id'
     """
-    from holon_cli.cli import hot
+    from holon_cli.cli import fast_bodies
 
-    hot.workitem_list(agent_id, filter_, limit, as_json)
+    fast_bodies.workitem_list(agent_id, filter_, limit, as_json)
 
 
 @workitem.command("show")

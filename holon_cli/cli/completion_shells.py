@@ -24,6 +24,11 @@ click version):
 - Listing ``holon``'s commands for bash (which shows no descriptions) imports
   none of their modules.
 
+What click does not say publicly (the object under the cursor, the words a
+group could not resolve, whether a parameter has its own completion) comes
+from :mod:`holon_cli.cli.click_seam`, the one module touching click's
+private names.
+
 Invariants: the scripts depend only on the program name (no version, no
 date, no command tree), so the drift test compares them with ``completions/``;
 completing never prints to stderr on purpose, never takes a lock and never
@@ -46,6 +51,8 @@ from click.shell_completion import (
     ZshComplete,
     split_arg_string,
 )
+
+from holon_cli.cli import click_seam
 
 if TYPE_CHECKING:
     Item = CompletionItem[str]
@@ -86,7 +93,7 @@ def _value_prefix(word: str) -> str:
 
 def _free_text(param: click.Parameter) -> bool:
     """A plain string with no values of its own (no ``shell_complete`` callback)."""
-    if getattr(param, "_custom_shell_complete", None) is not None:
+    if click_seam.has_own_completion(param):
         return False
     return isinstance(param.type, click.types.StringParamType | click.types.UnprocessedParamType)
 
@@ -116,25 +123,14 @@ def _commands(ctx: click.Context, group: click.Group, incomplete: str, help_: bo
 def _resolve(
     cli: click.Command, args: list[str], incomplete: str
 ) -> tuple[Any, click.Context, str]:
-    """click's own walk: the context of the complete args, then the command or
-    parameter that completes ``incomplete`` (and the part of it to complete).
-
-    These two helpers are what ``ShellComplete.get_completions`` calls (the
-    same names and signatures from click 8.0 to 8.5); called here so the
+    """click's own walk (what ``ShellComplete.get_completions`` calls), so the
     object under the cursor is known (free text, ``--opt=`` on an option)."""
-    from click import shell_completion as sc
-
-    ctx = sc._resolve_context(cli, {}, PROG, list(args))
-    obj, value = sc._resolve_incomplete(ctx, list(args), incomplete)
-    return obj, ctx, value
+    return click_seam.resolve(cli, PROG, args, incomplete)
 
 
 def _unresolved(ctx: click.Context) -> bool:
     """Words left over after the walk: a command name the group does not know."""
-    left = getattr(ctx, "_protected_args", None)  # click >= 8.2
-    if left is None:
-        left = ctx.protected_args  # click 8.1
-    return bool([*left, *ctx.args])
+    return bool(click_seam.unresolved_words(ctx))
 
 
 class _Holon(ShellComplete):

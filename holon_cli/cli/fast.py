@@ -5,7 +5,7 @@
 ``holon run`` from scripts that call a model once per item; importing click
 alone costs about three bare interpreter start-ups, more than the whole
 work of the first four. So :func:`run_fast` parses these commands' plain
-forms itself and calls the same bodies (:mod:`holon_cli.cli.hot`) as the
+forms itself and calls the same bodies (:mod:`holon_cli.cli.fast_bodies`) as the
 click declarations do.
 
 It never decides anything click would decide differently: whatever it does
@@ -56,7 +56,7 @@ class FastSpec:
         self.options = options
         self.positional = positional
         self.defaults = defaults
-        self.body = body  # attribute of holon_cli.cli.hot: returns None or an exit code
+        self.body = body  # attribute of holon_cli.cli.fast_bodies: returns None or an exit code
         self.required = required
         self.short = short
 
@@ -239,9 +239,9 @@ def run_fast(args: list[str], *, end: Callable[[int], None] | None = None) -> in
     kwargs = parse(spec, words)
     if kwargs is None:
         return None
-    from holon_cli.cli import failures, hot, output
+    from holon_cli.cli import failures, fast_bodies, output
 
-    body: Callable[..., int | None] = getattr(hot, spec.body)
+    body: Callable[..., int | None] = getattr(fast_bodies, spec.body)
     token = output.FAST_META.set(
         {"holon.command": spec.command, "holon.json": bool(kwargs.get("as_json"))}
     )

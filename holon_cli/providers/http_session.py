@@ -23,7 +23,9 @@ Owns:
 - an overall deadline per attempt (:func:`deadline`): every socket read,
   write, connect and TLS handshake of the attempt waits at most until then,
   so a server that drips a byte at a time, or floods ``1xx`` interim answers,
-  cannot hold the attempt past it (httpx2's timeouts are per operation);
+  cannot hold the attempt past it (httpx2's timeouts are per operation); the
+  pools get it through :mod:`holon_cli.providers.httpx2_seam`, the one module
+  touching httpx2's private names;
 - capped reads: a whole body (:func:`read_body`, counted after decompression
   as well as on the wire; httpx2 inflates in bounded pieces) and event-stream
   lines (:func:`iter_lines`: bytes split on CR, LF or CRLF only, never on
@@ -122,10 +124,10 @@ def _build() -> httpx2.Client:
         ) from None
     except (OSError, ValueError, httpx2.InvalidURL) as exc:
         raise SetupError(_setup_message(exc)) from None
-    for transport in [c._transport, *c._mounts.values()]:
-        pool = getattr(transport, "_pool", None)
-        if pool is not None:  # every connection's socket goes through the deadline
-            pool._network_backend = _DeadlineBackend(pool._network_backend)
+    from holon_cli.providers.httpx2_seam import ClientPools
+
+    # every connection's socket, direct or through a proxy, goes through the deadline
+    ClientPools(c).wrap_backends(_DeadlineBackend)
     _trust = trust
     return c
 

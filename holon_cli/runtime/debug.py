@@ -22,7 +22,21 @@ from holon_cli.store.layout import default_agent_id
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
+    from holon_cli.model.envelope import Envelope
     from holon_cli.model.tool import Toolbox
+
+
+def _preview_message(store: AgentStore, text: str) -> Envelope:
+    """The message ``holon debug prompt TEXT`` shows the frame for (never admitted)."""
+    from holon_cli import clock
+    from holon_cli.model.envelope import build_envelope
+
+    return build_envelope(
+        message_id="msg_preview",
+        agent_id=store.agent_id,
+        created_at=clock.now_iso(),
+        body={"type": "text", "text": text},
+    )
 
 
 def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None) -> dict[str, Any]:
@@ -51,17 +65,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
         summary = earlier_conversation(
             store, exclude_messages=set(), exclude_turns=set(), max_chars=recent_chars_for(budget)
         )
-    message = None
-    if text is not None:
-        from holon_cli import clock
-        from holon_cli.model.envelope import build_envelope
-
-        message = build_envelope(
-            message_id="msg_preview",
-            agent_id=store.agent_id,
-            created_at=clock.now_iso(),
-            body={"type": "text", "text": text},
-        )
+    message = _preview_message(store, text) if text is not None else None
     built = build_frame(
         agent_id=store.agent_id,
         agent_home=store.layout.home,

@@ -116,6 +116,14 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.tasks.control import active_tasks
 
     summary["active_tasks"] = active_tasks(store)
+    _add_config_facts(store, summary)
+    return summary
+
+
+def _add_config_facts(store: AgentStore, summary: dict[str, Any]) -> None:
+    """The parts of an agent's summary read through config.yaml: budget,
+    holds, MCP servers, telemetry, sandbox (a config that does not load
+    still gives a summary: ``budget_error`` names it)."""
     from holon_cli.errors import ConfigError
     from holon_cli.runtime import telemetry
     from holon_cli.runtime.agents.holds import agent_holds
@@ -139,7 +147,6 @@ def agent_summary(store: AgentStore) -> dict[str, Any]:
 
     # from the probe's cache only: status never starts bwrap
     summary["sandbox"] = sandbox_status(cfg, store.agent_id)
-    return summary
 
 
 def _execution_profile(state: AgentState) -> dict[str, Any]:

@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli.model.envelope import body_text, origin_label
 from holon_cli.model.execution_policy import ExecutionPolicy, execution_policy
 from holon_cli.model.execution_policy import describe as describe_policy
+from holon_cli.runtime.prompt_skills import active_skill_rows as active_skill_rows
+from holon_cli.runtime.prompt_skills import discover_skills as discover_skills
+from holon_cli.runtime.prompt_skills import skill_activations as skill_activations
 from holon_cli.runtime.workspace import (
     WorkspaceBinding,
     load_instructions,
@@ -31,7 +34,6 @@ from holon_cli.runtime.workspace import (
 
 if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
     from holon_cli.model.envelope import Envelope
-    from holon_cli.model.events import SkillActivatedData
     from holon_cli.model.turn import TranscriptEntry
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
@@ -91,62 +93,6 @@ TURN_MODES = {
 
 
 # ------------------------------------------------------------------ skills
-
-USER_SKILL_ROOTS = (".agents/skills", ".codex/skills", ".claude/skills")
-AGENT_SKILL_ROOTS = ("skills", ".agents/skills", ".codex/skills", ".claude/skills")
-WORKSPACE_SKILL_ROOTS = (".agents/skills", ".codex/skills", ".claude/skills")
-
-
-def _frontmatter(path: Path) -> dict[str, str]:
-    try:
-        head = path.read_text(errors="replace")[:4000]
-    except OSError:
-        return {}
-    meta: dict[str, str] = {}
-    lines = head.splitlines()
-    if lines and lines[0].strip() == "---":
-        for line in lines[1:]:
-            if line.strip() == "---":
-                break
-            k, sep, v = line.partition(":")
-            if sep:
-                meta[k.strip()] = v.strip().strip("'\"")
-    if "description" not in meta:
-        body = [ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "---"))]
-        if body:
-            meta["description"] = body[0][:200]
-    return meta
-
-
-def discover_skills(
-    agent_home: Path, ws: WorkspaceBinding, *, is_default_agent: bool
-) -> list[dict[str, str]]:
-    scopes: list[tuple[str, Path, tuple[str, ...]]] = []
-    if is_default_agent:
-        scopes.append(("user", Path.home(), USER_SKILL_ROOTS))
-    scopes.append(("agent", agent_home, AGENT_SKILL_ROOTS))
-    if ws.workspace_anchor.resolve() != agent_home.resolve():
-        scopes.append(("workspace", ws.workspace_anchor, WORKSPACE_SKILL_ROOTS))
-    out: list[dict[str, str]] = []
-    for scope, base, roots in scopes:
-        for rel in roots:
-            root = base / rel
-            if root.is_dir():
-                for d in sorted(root.iterdir()):
-                    skill_md = d / "SKILL.md"
-                    if skill_md.is_file():
-                        meta = _frontmatter(skill_md)
-                        out.append(
-                            {
-                                "scope": scope,
-                                "name": meta.get("name", d.name),
-                                "description": meta.get("description", ""),
-                                "path": str(skill_md),
-                            }
-                        )
-                break  # first existing root per scope only
-    return out
-
 
 # ------------------------------------------------------------------ messages
 
@@ -416,18 +362,6 @@ def trigger_block(desc: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def active_skill_rows(
-    session: list[dict[str, Any]], turn: Mapping[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The active skills a prompt lists: session-active skills of earlier turns
-    resumed as ``restored`` (runtime spec: Skill Discovery And Activation),
-    then this turn's ``turn_active`` ones."""
-    return [
-        *({**a, "state": "restored"} for a in session if a.get("skill") not in turn),
-        *turn.values(),
-    ]
-
-
 class _Sections:
     """Sections in prompt order, each block's text kept with its metadata.
     ``placement``: ``instructions`` (system), ``before_history`` (the stable
@@ -494,6 +428,31 @@ def _system_blocks(
     return blocks
 
 
+def _turn_blocks(
+    sec: _Sections,
+    message: Envelope | None,
+    memory_delta: str | None,
+    work_queue: str | None,
+    active_skills: list[dict[str, Any]] | None,
+) -> list[str]:
+    """The context blocks of this turn (after the history, before the
+    message): the turn mode, the memory delta, the work queue, the active
+    skills."""
+    after = "after_history"
+    trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
+    mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
+    turn = [sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}", after)]
+    if memory_delta:
+        turn.append(sec.add("turn", "memory delta", memory_delta, "settled turns", after))
+    if work_queue:
+        turn.append(sec.add("turn", "work queue", work_queue, "work items", after))
+    if active_skills:
+        lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
+        text = "# Active skills\n" + "\n".join(lines)
+        turn.append(sec.add("turn", "active skills", text, "skill activation", after))
+    return turn
+
+
 def build_frame(
     *,
     agent_id: str,
@@ -544,7 +503,7 @@ def build_frame(
         guidance=guidance,
         policy=policy,
     )
-    before, after = "before_history", "after_history"
+    before = "before_history"
     # stable across turns (an epoch of the history, or longer): before the history
     stable: list[str] = []
     if inherited:
@@ -562,18 +521,7 @@ def build_frame(
     if recent:
         stable.append(sec.add("agent", "earlier conversation", recent, "transcript", before))
     # this turn's: after the history, before the message
-    trigger_kind = message.get("trigger_kind", "system_tick") if message else "system_tick"
-    mode = TURN_MODES.get(trigger_kind, f"Turn mode: {trigger_kind}.")
-    turn = [sec.add("turn", "turn mode", mode, f"trigger {trigger_kind}", after)]
-    if memory_delta:
-        turn.append(sec.add("turn", "memory delta", memory_delta, "settled turns", after))
-    if work_queue:
-        turn.append(sec.add("turn", "work queue", work_queue, "work items", after))
-    if active_skills:
-        lines = [f"- {a['skill']} ({a['state']}): {a['entrypoint_path']}" for a in active_skills]
-        text = "# Active skills\n" + "\n".join(lines)
-        turn.append(sec.add("turn", "active skills", text, "skill activation", after))
-
+    turn = _turn_blocks(sec, message, memory_delta, work_queue, active_skills)
     tool_sig = json.dumps([[t.name, t.input_schema] for t in tools], sort_keys=True)
     cache_key = "pck_" + _h(agent_id, *system_blocks, tool_sig)
     fingerprint = "ctx_" + _h(
@@ -620,46 +568,6 @@ def with_turn_blocks(built: BuiltPrompt, blocks: list[str]) -> BuiltPrompt:
         cache_breakpoints=f.cache_breakpoints,
     )
     return built._replace(frame=frame)
-
-
-def skill_activations(
-    cmd: str, cwd: Path, skills: list[dict[str, str]]
-) -> list[SkillActivatedData]:
-    """Skills a successful command activated (spec: Skill Discovery And Activation):
-    referencing a skill's SKILL.md is ``read_skill_md``; referencing a file under
-    its ``scripts/`` is ``run_skill_script``."""
-    import os
-    import re
-
-    out: list[SkillActivatedData] = []
-    for sk in skills:
-        entry = Path(sk["path"])
-        root = entry.parent
-        forms = {str(root)}
-        try:
-            forms.add(os.path.relpath(root, cwd))
-        except ValueError:
-            pass
-        for form in sorted(forms, key=len, reverse=True):
-            if form in (".", ""):
-                continue
-            m = re.search(re.escape(form.rstrip("/")) + r"/(SKILL\.md|scripts/[^\s'\";|&)]+)", cmd)
-            if m:
-                rel = m.group(1)
-                reason: Literal["read_skill_md", "run_skill_script"] = (
-                    "read_skill_md" if rel == "SKILL.md" else "run_skill_script"
-                )
-                out.append(
-                    {
-                        "skill": sk["name"],
-                        "scope": sk["scope"],
-                        "load_reason": reason,
-                        "path": str(root / rel),
-                        "entrypoint_path": str(entry),
-                    }
-                )
-                break
-    return out
 
 
 def first_user_item(message: Envelope) -> ConversationItem:

@@ -144,6 +144,7 @@ BAD = {
     "cli_startup": ["--runs", "0"],
     "client_round": ["--requests", "0"],
     "completion": ["--runs", "0"],
+    "dbos_step_write": ["--turns", "0"],
     "exec_overhead": ["--calls", "0"],
     "hardening_probe": ["--parts", "nonsense"],
     "incremental": ["--rounds", "2"],

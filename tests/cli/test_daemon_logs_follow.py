@@ -14,6 +14,7 @@ import pytest
 from child_signals import default_sigint
 
 from holon_cli.serve import daemon as d
+from holon_cli.serve import daemon_logs
 
 
 def _append(path: Path, text: str) -> None:
@@ -28,9 +29,9 @@ def test_follow_yields_appended_lines_and_survives_rotation(tmp_path: Path) -> N
     log = d.log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("old line\n")
-    _res, position = d.logs_with_position(1)
+    _res, position = daemon_logs.logs_with_position(1)
     _append(log, "first\nsecond part")  # a line without its newline is held back
-    follow = d.follow_log(0.01, start=position)
+    follow = daemon_logs.follow_log(0.01, start=position)
     assert next(follow) == "first"
     _append(log, " done\n")
     # rotated at once, before the follower polls again: the old file is
@@ -48,12 +49,12 @@ def test_follow_reads_a_log_rotated_before_it_started_from_the_old_file(
     log = d.log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("boot\n")
-    _res, position = d.logs_with_position(1)
+    _res, position = daemon_logs.logs_with_position(1)
     _append(log, "last words\n")
     log.rename(log.with_name("daemon.log.1"))  # a restart rotated it
     log.write_text("new daemon\n")
     got: list[str] = []
-    for line in d.follow_log(0.01, stop=lambda: len(got) == 2, start=position):
+    for line in daemon_logs.follow_log(0.01, stop=lambda: len(got) == 2, start=position):
         got.append(line)
     assert got == ["last words", "new daemon"]
 
@@ -63,22 +64,22 @@ def test_follow_continues_where_the_tail_stopped(tmp_path: Path) -> None:
     log = d.log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("boot\n")
-    res, position = d.logs_with_position(1)
+    res, position = daemon_logs.logs_with_position(1)
     assert res["lines"] == ["boot"]
     _append(log, "in between\n")
     got: list[str] = []
-    for line in d.follow_log(0.01, stop=lambda: bool(got), start=position):
+    for line in daemon_logs.follow_log(0.01, stop=lambda: bool(got), start=position):
         got.append(line)
     assert got == ["in between"]
 
 
 def test_follow_reads_a_log_created_after_the_tail_from_its_start(tmp_path: Path) -> None:
-    res, position = d.logs_with_position(5)
+    res, position = daemon_logs.logs_with_position(5)
     assert res["lines"] == []
     d.log_path().parent.mkdir(parents=True, exist_ok=True)
     d.log_path().write_text("first\n")
     got: list[str] = []
-    for line in d.follow_log(0.01, stop=lambda: bool(got), start=position):
+    for line in daemon_logs.follow_log(0.01, stop=lambda: bool(got), start=position):
         got.append(line)
     assert got == ["first"]
 

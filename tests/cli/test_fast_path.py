@@ -310,7 +310,7 @@ def test_the_cycle_collector_is_off_only_inside_a_short_fast_command(
 ) -> None:
     import gc
 
-    from holon_cli.cli import hot, run
+    from holon_cli.cli import fast_bodies, run
 
     seen: dict[str, bool] = {}
 
@@ -323,12 +323,12 @@ def test_the_cycle_collector_is_off_only_inside_a_short_fast_command(
 
         return body
 
-    monkeypatch.setattr(hot, "status", spy("status"))
-    monkeypatch.setattr(hot, "run", spy("run"))
+    monkeypatch.setattr(fast_bodies, "status", spy("status"))
+    monkeypatch.setattr(fast_bodies, "run", spy("run"))
     assert run(["status"]) == 0 and run(["run", "hi"]) == 0
     assert seen == {"status": False, "run": False}  # a run gets it back after start-up
     assert gc.isenabled()
-    monkeypatch.setattr(hot, "status", spy("status", fail=True))
+    monkeypatch.setattr(fast_bodies, "status", spy("status", fail=True))
     with pytest.raises(RuntimeError):
         run(["status"])
     assert gc.isenabled()  # back on even when the body raises
@@ -343,10 +343,10 @@ def test_the_console_script_ends_before_the_collector_comes_back(
     runner), the caller gets its collector back as after any command."""
     import gc
 
-    from holon_cli.cli import hot
+    from holon_cli.cli import fast_bodies
 
-    monkeypatch.setattr(hot, "status", lambda **kw: 0)
-    monkeypatch.setattr(hot, "run", lambda **kw: 0)
+    monkeypatch.setattr(fast_bodies, "status", lambda **kw: 0)
+    monkeypatch.setattr(fast_bodies, "run", lambda **kw: 0)
     at_end: list[tuple[int, bool]] = []
 
     def end(code: int) -> None:
@@ -366,7 +366,7 @@ def test_a_long_run_gets_the_collector_back_with_its_start_up_frozen(
     when the run returns, a library caller's process is as it was."""
     import gc
 
-    from holon_cli.cli import hot, run
+    from holon_cli.cli import fast_bodies, run
 
     seen: list[tuple[bool, int]] = []
 
@@ -379,7 +379,7 @@ def test_a_long_run_gets_the_collector_back_with_its_start_up_frozen(
         return 0
 
     monkeypatch.setattr(fast, "COLLECTOR_BACK_AFTER_S", 0.05)
-    monkeypatch.setattr(hot, "run", body)
+    monkeypatch.setattr(fast_bodies, "run", body)
     assert run(["run", "hi"]) == 0
     (off, frozen_before), (back, frozen_after) = seen
     assert not off and frozen_before == 0
@@ -393,11 +393,11 @@ def test_a_short_run_keeps_the_collector_off_and_leaves_no_timer_behind(
     import gc
     import threading
 
-    from holon_cli.cli import hot, run
+    from holon_cli.cli import fast_bodies, run
 
     seen: list[bool] = []
     before = threading.active_count()
-    monkeypatch.setattr(hot, "run", lambda **kw: seen.append(gc.isenabled()) or 0)
+    monkeypatch.setattr(fast_bodies, "run", lambda **kw: seen.append(gc.isenabled()) or 0)
     assert run(["run", "hi"]) == 0
     assert seen == [False]
     time.sleep(0.05)

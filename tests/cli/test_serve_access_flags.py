@@ -17,6 +17,7 @@ from holon_cli.cli.cmd_daemon import _serve_args
 from holon_cli.cli.cmd_serve import resolve_listen
 from holon_cli.errors import RejectedError, UsageError
 from holon_cli.serve import daemon as d
+from holon_cli.serve import daemon_logs
 from tests.inprocess_cli import bind_runner, run
 
 __all__ = ["bind_runner"]
@@ -137,7 +138,7 @@ def test_access_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
 def test_logs_show_startup_and_shutdown_failures_separately(holon_home: Path) -> None:
     d._record_failure("startup", "serve exited with code 4 during startup: port busy")
     d._record_failure("shutdown", "serve (pid 42) ignored SIGTERM for 10 s; killed")
-    res = d.logs()
+    res = daemon_logs.logs()
     assert res["startup_failure"]["summary"].endswith("port busy")
     assert res["shutdown_failure"]["phase"] == "shutdown"
     # status reads the newest one, as before
@@ -151,11 +152,11 @@ def test_logs_show_startup_and_shutdown_failures_separately(holon_home: Path) ->
     assert "phases" not in data["last_failure"]
     # a later successful start clears its own phase only
     d._clear_failure("startup")
-    res = d.logs()
+    res = daemon_logs.logs()
     assert res["startup_failure"] is None and res["shutdown_failure"] is not None
     assert d.status()["last_failure"]["phase"] == "shutdown"
     d._clear_failure("shutdown")
-    assert d.logs()["shutdown_failure"] is None and not d.failure_path().exists()
+    assert daemon_logs.logs()["shutdown_failure"] is None and not d.failure_path().exists()
     assert "startup failure: none" in run("daemon", "logs").stderr
 
 
@@ -163,10 +164,10 @@ def test_a_failure_file_from_before_phases_is_read_by_its_phase(holon_home: Path
     d.run_dir().mkdir(parents=True, exist_ok=True)
     old = {"v": 1, "occurred_at": "2026-01-01T00:00:00Z", "summary": "boom", "phase": "startup"}
     d.failure_path().write_text(json.dumps(old))
-    res = d.logs()
+    res = daemon_logs.logs()
     assert res["startup_failure"]["summary"] == "boom" and res["shutdown_failure"] is None
     d._record_failure("shutdown", "killed")
-    assert d.logs()["startup_failure"]["summary"] == "boom"
+    assert daemon_logs.logs()["startup_failure"]["summary"] == "boom"
 
 
 def test_a_worker_socket_name_too_long_for_af_unix_gets_a_short_one(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def test_hot_commands_take_the_click_free_path_and_stay_light() -> None:
     ):
         mods = loaded_modules(*args)
         assert probe in mods, args  # the probe really ran the command
-        assert "holon_cli.cli.hot" in mods, args
+        assert "holon_cli.cli.fast_bodies" in mods, args
         assert not (mods & NEVER_ON_THE_FAST_PATH), (args, sorted(mods & NEVER_ON_THE_FAST_PATH))
         http = {m for m in mods if m.startswith(("httpx", "httpcore", "holon_cli.providers.http"))}
         assert not http, (args, sorted(http))
@@ -159,7 +159,7 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
     script = tmp_path / "one.yaml"
     script.write_text('steps:\n  - text: "done"\n')
     mods = loaded_modules("run", "--model", f"scripted:{script}", "hi")
-    assert "holon_cli.runtime.run" in mods and "holon_cli.cli.hot" in mods
+    assert "holon_cli.runtime.run" in mods and "holon_cli.cli.fast_bodies" in mods
     tool_modules = {m for m in mods if m.startswith("holon_cli.tools.")}
     assert tool_modules == {"holon_cli.tools.catalog"}, sorted(tool_modules)
     unwanted = {

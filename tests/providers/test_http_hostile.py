@@ -454,14 +454,16 @@ def test_iter_lines_caps_the_whole_stream() -> None:
 
 
 def test_every_pool_of_the_client_is_under_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The deadline is wired into httpx2's pools (its private network backend):
-    the direct one and each env proxy's. A new httpx2 that moved it fails here."""
+    """The deadline is wired into httpx2's pools (its private network backend,
+    reached through providers/httpx2_seam.py): the direct one and each env
+    proxy's. A new httpx2 that moved it fails here."""
+    from holon_cli.providers.httpx2_seam import ClientPools
+
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
     monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")
-    c = http_session.client()
-    pools = [t._pool for t in [c._transport, *c._mounts.values()] if t is not None]
-    assert len(pools) >= 3
-    assert all(isinstance(p._network_backend, http_session._DeadlineBackend) for p in pools)
+    backends = ClientPools(http_session.client()).backends()
+    assert len(backends) >= 3
+    assert all(isinstance(b, http_session._DeadlineBackend) for b in backends)
 
 
 def test_an_endless_event_is_refused_with_memory_bounded_by_the_cap() -> None:

@@ -1,10 +1,12 @@
-"""The bodies of the commands the fast path runs, importable without click.
+"""The bodies of the commands on the click-free fast path, importable
+without click.
 
-``holon enqueue``, ``holon status`` and ``holon workitem list`` are what shell
-scripts, cron lines and watch loops call most; their click declarations
-(:mod:`~holon_cli.cli.cmd_enqueue`, :mod:`~holon_cli.cli.cmd_inspect`,
-:mod:`~holon_cli.cli.cmd_workitem`) forward here, and so does
-:mod:`holon_cli.cli.fast`, so both ways print exactly the same.
+``holon enqueue``, ``holon status``, ``holon workitem list`` and ``holon
+run`` are what shell scripts, cron lines and watch loops call most; their
+click declarations (:mod:`~holon_cli.cli.cmd_enqueue`,
+:mod:`~holon_cli.cli.cmd_inspect`, :mod:`~holon_cli.cli.cmd_workitem`,
+:mod:`~holon_cli.cli.cmd_run`) forward here, and so does the fast path
+(:mod:`holon_cli.cli.fast`), so both ways print exactly the same.
 """
 
 from __future__ import annotations
