@@ -162,6 +162,13 @@ def holon_home(
     for k in _SCRUB:
         monkeypatch.delenv(k, raising=False)
     home = tmp_path.parent / f"{tmp_path.name}-holon-home"
+    if home.exists():
+        # pytest reuses a passing test's tmp_path number (retention "failed"),
+        # so this path may hold an earlier test's home that a process of that
+        # test wrote to after its removal: never start a test on it
+        import shutil
+
+        shutil.rmtree(home)
     monkeypatch.setenv("HOLON_HOME", str(home))
     user_home = tmp_path / "user-home"
     user_home.mkdir()

@@ -92,6 +92,25 @@ COMMANDS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
+def _wait_gone(marker: str, timeout: float = 60.0) -> None:
+    """Until no process has ``marker`` (a task id) in its command line: a
+    task's supervisor outlives `holon task run` and writes the task's files
+    until it exits (a later test must not find them)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        alive = False
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    alive = alive or marker.encode() in f.read()
+            except OSError:
+                continue
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"a process of {marker} still runs after {timeout} s")
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_each_creating_command_makes_a_private_home(
     name: str, tmp_path: Path, holon_home: Path, umask_022: None
@@ -101,6 +120,8 @@ def test_each_creating_command_makes_a_private_home(
         run("enqueue", "hello")  # something to turn (the turn writes its own files)
     res = run(*argv)
     assert res.returncode == 0, (name, res.stdout, res.stderr)
+    if name == "task run":  # its supervisor writes on after the command: let it end
+        _wait_gone(res.stdout.split()[-1])
     assert holon_home.is_dir(), name
     assert open_to_others(holon_home) == [], name
     assert os.umask(0o022) == 0o022  # the command gave this process its umask back
