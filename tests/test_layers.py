@@ -116,10 +116,7 @@ SEAMS: dict[str, tuple[frozenset[str], str]] = {
 PUBLIC_UNDERSCORE = frozenset({"_exit", "_replace", "_asdict", "_fields", "_make", "_thread"})
 # (module, what it touches) -> reason and owner; an entry that no longer
 # matches fails the test.
-KNOWN_PRIVATE: dict[tuple[str, str], str] = {
-    ("holon_cli.serve.loop", "from watchfiles._rust_notify import RustNotify"): "helper "
-    "`perf-serve` replaces it with inotify and watchfiles' public `watch` (serve/watch.py)",
-}
+KNOWN_PRIVATE: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -216,7 +216,7 @@ def home_gc(dry_run: bool, as_json: bool) -> None:
         f"{'dry run: ' if dry_run else ''}{len(report['closed'])} segment(s) "
         f"{'would be closed' if dry_run else 'closed'}, "
         f"{human_bytes(report['freed_bytes'])} {'would be freed' if dry_run else 'freed'}; "
-        f"home uses {human_bytes(report['home_bytes'])}{lim}"
+        f"home uses {human_bytes(report['home_bytes'] or 0)}{lim}"
     )
     if report["over_max_home_bytes"]:
         click.echo(

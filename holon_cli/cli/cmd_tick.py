@@ -107,7 +107,10 @@ def tick(agent_id: str | None, all_agents: bool, verbose: bool, as_json: bool) -
     With --all, agents with nothing to do print nothing (-v lists them); an
     agent that cannot be ticked (e.g. a damaged queue) is reported by name and
     skipped, the others are ticked, and the exit code is the worst outcome
-    over all agents (0, 75, 3, 4, 5, 2, 1: least to most severe).
+    over all agents (0, 75, 3, 4, 5, 2, 1: least to most severe). --all
+    ticks only the agents the home's wake index (run/wake.json) names:
+    something changed for them since their last tick, they have work, or a
+    deadline came; the others keep their last idle reason.
 
     \b
     Example:

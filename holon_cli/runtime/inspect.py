@@ -362,6 +362,10 @@ def home_check() -> dict[str, Any]:
     for name in names:
         check.agent(name)
     check.planes(names)
+    from holon_cli.runtime.wake import findings as wake_findings
+
+    # the wake index (run/wake.json): an entry that would let a pass skip work
+    check._guarded(home.root, partial(wake_findings, home))
     from holon_cli.runtime.home.gc import home_usage, over_limit_note
 
     usage = home_usage(home)

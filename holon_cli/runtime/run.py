@@ -60,6 +60,9 @@ def _remove(store: AgentStore) -> None:
     import shutil
 
     shutil.rmtree(store.layout.home, ignore_errors=True)
+    from holon_cli.store.wake import forget
+
+    forget(store.layout.home)
 
 
 def _preflight(store: AgentStore, model: str | None, *, remove: bool, catalog: Toolbox) -> None:

@@ -14,6 +14,7 @@ from holon_cli import clock
 from holon_cli.runtime import queue as q
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.enqueue import admit
+from holon_cli.runtime.wake import activation_held
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
@@ -94,30 +95,6 @@ def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
         lock.release()
 
 
-def _activation_held(store: AgentStore, signal: dict[str, Any]) -> str | None:
-    """Why the work signal is not queued: the no-progress guard holds this
-    activation, or a budget that already stopped a turn is still spent."""
-    from holon_cli.runtime.budgets import check as budgets
-    from holon_cli.runtime.budgets.guard import GUARD_TURNS, activation_key, holds
-    from holon_cli.runtime.budgets.spend import home_of
-
-    if holds(store.read_record()["state"], activation_key(signal)):
-        return (
-            f"no-progress guard: the last {GUARD_TURNS} turns for this activation made no "
-            "tool call and changed no work item; a message to the agent lifts it"
-        )
-    from holon_cli.store.config import load_config
-
-    cfg = load_config()
-    if not budgets.active(cfg, home_of(store), store):
-        return None
-    hit = budgets.exhausted(store, cfg, signal.get("work_item_id"))
-    if hit is None:
-        return None
-    resets = f"it resets at {hit['resets_at']}" if hit["resets_at"] else "it does not reset"
-    return f"{budgets.reason_text(hit, store.agent_id)}; {resets}"
-
-
 def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:
     """Child handles of a parent brought up to date (a result due after a
     kill, a spawn to finish); a child whose handle ended is archived."""
@@ -182,7 +159,7 @@ def tick_agent(store: AgentStore) -> dict[str, Any]:
     held: str | None = None
     if not asleep and q.pending_count(store) == 0:
         signal = wi.activation_signal(store)
-        held = _activation_held(store, signal) if signal else None
+        held = activation_held(store, signal) if signal else None
         if signal and held is None:
             msg = enqueue_continuation(store, signal)
             if msg:
@@ -214,25 +191,39 @@ def _note_depth(store: AgentStore) -> None:
         telemetry.record_queue_depth(store.agent_id, q.pending_count(store))
 
 
-def tick_all() -> list[dict[str, Any]]:
-    """One pass over every agent. A damaged agent is reported (``ok: false``,
-    its ``error`` and ``exit_code``) and the others are still ticked."""
+def _tick_one(aid: str) -> dict[str, Any]:
+    """``tick_agent`` of one agent of ``tick --all``; a damaged agent is
+    reported (``ok: false``, its ``error`` and ``exit_code``), not raised."""
     from holon_cli.errors import as_holon_error
-    from holon_cli.runtime.agents.lifecycle import agent_ids, open_agent
+    from holon_cli.runtime.agents.lifecycle import open_agent
 
-    out: list[dict[str, Any]] = []
-    for aid in agent_ids():
-        try:
-            out.append(tick_agent(open_agent(aid, create_default=False)))
-        except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
-            err = as_holon_error(exc)
-            out.append(
-                {
-                    "agent_id": aid,
-                    "ok": False,
-                    "error": err.to_dict(),
-                    "exit_code": err.exit_code,
-                    "actions": [],
-                }
-            )
-    return out
+    try:
+        return tick_agent(open_agent(aid, create_default=False))
+    except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
+        err = as_holon_error(exc)
+        return {
+            "agent_id": aid,
+            "ok": False,
+            "error": err.to_dict(),
+            "exit_code": err.exit_code,
+            "actions": [],
+        }
+
+
+def _skipped(aid: str, entry: Any) -> dict[str, Any]:
+    """An agent the wake index let ``tick --all`` skip: what its last tick said."""
+    why = entry.get("why") or "nothing due"
+    if why in ("stopped", "paused"):
+        return {"agent_id": aid, "skipped": why, "actions": []}
+    return {"agent_id": aid, "actions": [], "idle_reason": why}
+
+
+def tick_all() -> list[dict[str, Any]]:
+    """One pass over every agent that may have something due: the home's
+    wake index (``runtime/wake.py``) skips agents nothing changed for since
+    their last tick and whose next deadline has not come. A damaged agent is
+    reported (``ok: false``, its ``error`` and ``exit_code``) and the others
+    are still ticked."""
+    from holon_cli.runtime.wake import tick_all_indexed
+
+    return tick_all_indexed(_tick_one, on_skip=_skipped)

@@ -9,48 +9,47 @@ Invariants:
   error: the agent is retried shortly and on the next change;
 - a pass ends at an aborted turn and the agent's next pass is held back
   (``FAIL_BACKOFF_S`` doubling to ``FAIL_BACKOFF_MAX_S``), never spun;
-- wake-ups come from watchfiles (inbox arrivals, task records, the timers
-  ledger, config, new agent folders, an agent's status leaving ``paused`` or
-  ``stopped``; :func:`watch_dirs`, each folder watched non-recursively),
-  from the earliest deadline of each
-  agent (sleep end, work-item recheck, the waiting plane's timer
-  ``next_deadline``) and from a slow safety sweep over every agent;
+- wake-ups are per agent and event-driven: the watcher (``serve/watch.py``:
+  inotify, blocking, so an idle serve does not wake) sees the wake index's
+  markers (``store/wake.py``: every writer of an agent's state makes its
+  marker, and the marker's close says the write is done), new agent folders
+  and ``config.yaml``; deadlines (sleep end, work-item recheck, timer, budget
+  reset, output ageing: ``runtime/wake.assess``) sit in one heap for the
+  home; start-up and the slow safety sweep take from the wake index only
+  the agents that are marked, have work or are due (all of them when the
+  index is in doubt);
+- a pass claims its agent's marker first and suppresses marking for its
+  own writes to that agent (it assesses the agent when it ends, and that
+  entry goes into the index, batched, before the claim is released);
 - stopping takes no new work; running passes get ``drain_s`` to finish, then
   the process leaves them (the turn journal replays an interrupted turn).
 """
 
 from __future__ import annotations
 
-import importlib
+import heapq
+import os
 import threading
 import time
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
+from holon_cli.runtime.wake import agent_deadline as agent_deadline
+from holon_cli.serve.index_batch import IndexBatch
 from holon_cli.serve.passes import Log, Stats, run_pass_turn
+from holon_cli.store import wake as W
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
+    from holon_cli.serve.watch import Watcher
 
 
-# watchfiles: wait for the first change, then until nothing new arrived for
-# STEP_MS (at most DEBOUNCE_MS). Its default 1.6 s debounce is far too slow
-# for the reaction target (enqueue -> provider request p50 <= 50 ms).
-# watchfiles' Rust loop has no blocking wait: it sleeps STEP_MS, takes the GIL
-# and looks at what inotify collected, so an idle serve wakes 1000/STEP_MS
-# times a second. Measured on a 2-CPU VM, one wake-up costs 40-60 us of CPU
-# whatever it does (a bare ``time.sleep`` loop costs the same), so the step
-# sets the watcher's idle cost: 10 ms ~0.27 s CPU a minute, 15 ms ~0.18 s,
-# 20 ms ~0.13 s. A change is seen 1-2 steps after it lands (the second step
-# confirms the burst is over), 1.5 steps on average: 15 ms -> ~22 ms of the
-# reaction budget, next to the ~18 ms a pass needs before its provider
-# request on a quiet machine (mostly fsyncs).
-DEBOUNCE_MS = 30
-STEP_MS = 15
 BUSY_RETRY_S = 1.0
+# a writer held the agent's marker when its pass claimed it: that write may
+# have landed after the pass read the agent; look again this soon
+CLAIM_RETRY_S = 0.05
 # After an aborted turn (provider down, bad credentials, ...) the agent's next
 # pass waits: 5 s, doubling up to 5 min, back to none after a turn that did
 # not abort. Without it serve spun: the next tick re-activates the agent's
@@ -61,64 +60,14 @@ FAIL_BACKOFF_MAX_S = 300.0
 GC_EVERY_S = 86400.0  # serve applies `retention` once a day (runtime/home/gc.py)
 SWEEP_S = 300.0  # a safety net only: arrivals are watched, deadlines tracked
 # The main loop sleeps until the next deadline; a change, a finished pass or
-# stop() wakes it. The slice only bounds a sleep in case a wake-up is missed
-# (it was 0.5 s when stop() only set a flag: 2 wake-ups a second for nothing).
-WAIT_SLICE_S = 30.0
+# stop() wakes it. The slice only bounds a sleep in case a wake-up is missed.
+WAIT_SLICE_S = 60.0
+# serve's retention pass runs spread out: its thread sleeps so that it uses
+# at most this share of a CPU (0.06 s a minute; a 0.3 s pass takes 5 min)
+GC_DUTY = 0.001
 
 
-def _classify(root: Path, paths: Iterable[str]) -> tuple[set[str], bool]:
-    """Map changed paths to the agents they concern; ``True`` = every agent
-    (config changed). Other files (ledgers, state, workspaces) are ignored:
-    they are written by the passes themselves."""
-    agents_dir = root / "agents"
-    ids: set[str] = set()
-    everyone = False
-    for raw in paths:
-        p = Path(raw)
-        if p == root / "config.yaml":
-            everyone = True
-            continue
-        try:
-            rel = p.relative_to(agents_dir).parts
-        except ValueError:
-            continue
-        if not rel or rel[0].startswith("."):
-            continue
-        if len(rel) == 1:  # a new (or renamed-into-place) agent folder
-            ids.add(rel[0])
-        elif rel[1:4] == (".holon", "inbox", "new"):
-            ids.add(rel[0])
-        elif rel[1:3] == (".holon", "tasks") and (rel[-1] == "task.json" or len(rel) == 4):
-            ids.add(rel[0])  # a task record changed, or a task got its folder
-        elif rel[1:] == (".holon", "ledger", "timers.jsonl"):
-            ids.add(rel[0])  # a timer added or changed: its deadline is news
-    return ids, everyone
-
-
-# per agent, the folders whose changes are news (each watched on its own,
-# not recursively); a task's own folder under tasks/ is watched as well;
-# state/ for agent.json: `holon agent start` must restart processing at once
-_AGENT_DIRS = (
-    (".holon", "inbox", "new"),
-    (".holon", "ledger"),
-    (".holon", "tasks"),
-    (".holon", "state"),
-)
-_STATE_FILE = (".holon", "state", "agent.json")
-
-
-def _state_agent(root: Path, path: str) -> str | None:
-    """The agent whose record (``state/agent.json``) this path is, or None."""
-    try:
-        rel = Path(path).relative_to(root / "agents").parts
-    except ValueError:
-        return None
-    if len(rel) == 4 and rel[1:] == _STATE_FILE and not rel[0].startswith("."):
-        return rel[0]
-    return None
-
-
-def _agent_status(root: Path, agent_id: str) -> str | None:
+def _agent_status(root: Any, agent_id: str) -> str | None:
     from holon_cli.store.fsio import read_snapshot
 
     try:
@@ -130,124 +79,67 @@ def _agent_status(root: Path, agent_id: str) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def watch_dirs(root: Path) -> list[str]:
-    """The folders serve watches, each non-recursively: the home (config.yaml),
-    ``agents/`` (new agents) and per agent its inbox arrivals, its ledger
-    folder (timers.jsonl), its task records folder and each task's folder.
-    Workspaces, notes, state and the rest are not watched: an agent's build
-    in its workspace neither wakes serve nor uses up the inotify watch limit
-    (a recursive watch of the home put one watch on every folder of every
-    workspace). A folder that is missing is stood in for by its nearest
-    existing parent inside the agent, so its creation is seen
-    (:func:`_structural`) and the watch set rebuilt."""
-    import os
-
-    agents = root / "agents"
-    dirs: set[Path] = {root}
-    if agents.is_dir():
-        dirs.add(agents)
-        try:
-            entries = list(os.scandir(agents))
-        except OSError:
-            entries = []
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                continue
-            home = Path(entry.path)
-            for parts in _AGENT_DIRS:
-                d = home.joinpath(*parts)
-                while d != home and not d.is_dir():
-                    d = d.parent
-                dirs.add(d)
-            tasks = home / ".holon" / "tasks"
-            try:
-                dirs.update(
-                    Path(t.path)
-                    for t in os.scandir(tasks)
-                    if not t.name.startswith(".") and t.is_dir(follow_symlinks=False)
-                )
-            except OSError:
-                pass
-    return sorted(str(d) for d in dirs)
-
-
-def _structural(root: Path, path: str) -> str | None:
-    """Whether a change means the watch set must grow: ``agents/`` or an
-    agent appeared, one of an agent's watched folders (or a parent of it)
-    was created, or a task got its folder. Returns the agent concerned
-    (``"*"`` for ``agents/`` itself), or None."""
-    p = Path(path)
-    agents = root / "agents"
-    if p == agents:
-        return "*"
-    try:
-        rel = p.relative_to(agents).parts
-    except ValueError:
-        return None
-    if not rel or rel[0].startswith("."):
-        return None
-    sub = rel[1:]
-    if len(sub) == 3 and sub[:2] == (".holon", "tasks") and not sub[2].startswith("."):
-        return rel[0]
-    return rel[0] if any(sub == parts[: len(sub)] for parts in _AGENT_DIRS) else None
-
-
-def watch_filter(root: Path) -> Callable[[Any, str], bool]:
-    def keep(change: Any, path: str) -> bool:
-        if int(change) == 3:  # deleted: ingest archiving inbox/new, not news
-            return False
-        ids, everyone = _classify(root, [path])
-        if everyone or ids or _state_agent(root, path) is not None:
-            return True
-        return _structural(root, path) is not None
-
-    return keep
-
-
-def agent_deadline(agent_id: str) -> float | None:
-    """The earliest wall-clock time at which a tick could find something for
-    this agent: sleep end, work-item recheck, timer (if the waiting plane
-    offers ``next_deadline``). Read-only."""
-    from holon_cli.runtime import workitems as wi
-    from holon_cli.runtime.agents.lifecycle import open_agent
-
-    store = open_agent(agent_id, create_default=False)
-    state = store.read_record()["state"]
-    cands: list[float] = []
-    until = state.get("sleeping_until")
-    if state.get("status") == "asleep" and until:
-        cands.append(clock.parse_iso(until))
-    for r in wi.load(store).items.values():
-        at = r.get("recheck_at")
-        if (
-            r.get("state") == "open"
-            and r.get("blocked_by")
-            and isinstance(at, str)
-            and not r.get("recheck_consumed_at")
-        ):
-            cands.append(clock.parse_iso(at))
-    from holon_cli.runtime.budgets.check import active, wake_at
-    from holon_cli.runtime.budgets.spend import home_of
-    from holon_cli.store.config import load_config
-
-    cfg = load_config()
-    if active(cfg, home_of(store), store) and (reset := wake_at(store, cfg)) is not None:
-        cands.append(reset)  # a budget that stopped a turn resets: look again then
-    try:  # the waiting plane's timers, once it has landed
-        timers = importlib.import_module("holon_cli.runtime.waiting.timers")
-    except ImportError:
-        pass
-    else:
-        nd = timers.next_deadline(store)
-        if nd:
-            cands.append(clock.parse_iso(nd))
-    return min(cands) if cands else None
-
-
 def _budget_line(hit: Any) -> str:
     from holon_cli.runtime.agents.holds import budget_line
 
     return budget_line(hit)
+
+
+class _Pacer:
+    """Sleeps between units of a background job so that its thread uses at
+    most ``duty`` of a CPU; raises :class:`_Stopped` once serve stops."""
+
+    def __init__(self, duty: float, stopping: threading.Event) -> None:
+        self.duty = duty
+        self.stopping = stopping
+        self.cpu0 = time.thread_time()
+        self.slept = 0.0
+        self.t0 = time.monotonic()
+
+    def __call__(self) -> None:
+        if self.stopping.is_set():
+            raise _Stopped
+        used = time.thread_time() - self.cpu0
+        wall = time.monotonic() - self.t0
+        owed = used / self.duty - wall
+        if owed > 0 and self.stopping.wait(owed):
+            raise _Stopped
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _gc_delay(gc_s: float | None) -> float:
+    """Seconds until serve's first retention pass (``gc_s``: a test's period)."""
+    if gc_s is not None:
+        return gc_s
+    from holon_cli.runtime.home.gc import next_gc_in
+
+    return next_gc_in()
+
+
+def _retention(duty: float, stopping: threading.Event, log: Log) -> None:
+    """Serve's daily retention pass (``holon home gc``), paced (at most
+    ``duty`` of a CPU), so no minute of an idle serve holds all of it."""
+    from holon_cli.errors import HolonError
+    from holon_cli.runtime.home.gc import scheduled_gc
+
+    pace = _Pacer(duty, stopping)
+    try:
+        r = scheduled_gc(pace=pace)
+    except _Stopped:
+        return
+    except (HolonError, OSError) as exc:
+        log(f"retention: gc failed: {getattr(exc, 'message', exc)}")
+        return
+    log(
+        f"retention: {len(r['closed'])} segment(s) closed, {len(r['dropped'])} dropped, "
+        f"{r['freed_bytes']} bytes freed"
+        + (f"; home {r['home_bytes']} bytes" if r["home_bytes"] is not None else "")
+        + (" (over retention.max_home_bytes)" if r["over_max_home_bytes"] else "")
+        + f"; took {time.monotonic() - pace.t0:.1f} s"
+    )
 
 
 class Scheduler:
@@ -274,20 +166,28 @@ class Scheduler:
         self.drain_s = drain_s
         # seconds between retention passes (None: daily, from run/retention.json)
         self.gc_s = gc_s
+        self.gc_duty = GC_DUTY
         self.root = HomeLayout.current().root
         self.stats = Stats()
         self.stopping = threading.Event()
         self.ready = threading.Event()
         self.watching = threading.Event()  # the first watcher is up
         self._watcher: threading.Thread | None = None
+        self._watch: Watcher | None = None
         self._cv = threading.Condition(threading.RLock())  # re-entrant: see stop()
         self._dirty: set[str] = set()
         self._running: set[str] = set()
-        self._due: dict[str, float] = {}  # agent -> monotonic time of its next deadline
+        # agent -> monotonic time of its next deadline (the truth), and the
+        # home's one heap of them (entries that no longer match are skipped)
+        self._due: dict[str, float] = {}
+        self._heap: list[tuple[float, str]] = []
         self.watch_builds = 0  # how often the watcher (re)started: tests and status
         # agent -> (monotonic time before which no pass starts, current backoff)
         self._held: dict[str, tuple[float, float]] = {}
-        self._status: dict[str, str | None] = {}  # agent -> status the watcher last read
+        self._status: dict[str, str | None] = {}  # agent -> status last read (dbos: resumes)
+        # passes' wake index entries not written yet and the claims they release
+        self._index = IndexBatch(self.root)
+        self._gc_running = False
 
     # ------------------------------------------------------------ inputs
     def mark(self, ids: Iterable[str]) -> None:
@@ -296,15 +196,76 @@ class Scheduler:
             self._cv.notify_all()
 
     def mark_all(self) -> None:
+        """Every agent: at start-up with the index in doubt, after a change
+        of ``config.yaml``, when the kernel dropped events. Their passes'
+        entries then make the index whole again."""
         from holon_cli.runtime.agents.lifecycle import agent_ids
 
-        self.mark(agent_ids())
+        ids = agent_ids()
+        with self._cv:
+            self._index.rebuild_with(ids)
+        self.mark(ids)
+
+    def _from_index(self) -> None:
+        """Start-up and the sweep: the agents the wake index says are marked,
+        have work or are due, and every quiet agent's deadline into the heap."""
+        from holon_cli.runtime.agents.lifecycle import agent_ids
+
+        valid = W.Validity.now(self.root)
+        entries = W.load(self.root, valid)
+        if entries is None:
+            with self._cv:
+                rebuilding = self._index.rebuild is not None
+            if not rebuilding:
+                self.mark_all()
+            return
+        marks = W.marked(self.root)
+        now = clock.now()
+        ids = agent_ids()
+        gone = (set(entries) | set(marks)) - set(ids)
+        if gone:  # removed agents: their markers and entries go
+            for aid in gone & set(marks):
+                W.forget(self.root / "agents" / aid)
+            W.merge(self.root, {}, valid, agents=ids)
+        todo = []
+        with self._cv:
+            for aid in ids:
+                raw = entries.get(aid)
+                if aid in marks or not W.quiet(raw, now):
+                    todo.append(aid)
+                elif aid not in self._running and aid not in self._due:
+                    e = W.entry(raw)
+                    if e is not None and e.due is not None:
+                        self._set_due(aid, e.due)
+        self.mark(todo)
+
+    def _news(self, ids: set[str]) -> None:
+        """Agents the watcher saw a change of (their marker was written)."""
+        self.mark(ids)
+
+    def _reconfigured(self) -> None:
+        """``config.yaml`` changed: every agent is looked at (a raised budget,
+        a new model may let held work run)."""
+        self.mark_all()
 
     def stop(self) -> None:
-        """Stop taking work and wake the main loop. Safe from a signal handler:
-        the condition's lock is re-entrant (the handler runs on the main
-        thread, which may hold it) and no thread holds it for long."""
+        """Stop taking work and wake the main loop and the watcher. Safe from a
+        signal handler, which runs on the main thread, maybe while the main
+        loop holds the lock between its look at ``stopping`` and its wait: a
+        notify from there would find no waiter and be lost (the loop would
+        sleep out its slice, up to a minute). So on the main thread the
+        notify comes from a thread of its own: it takes the lock only once
+        the loop gives it up, in its wait, and wakes it."""
         self.stopping.set()
+        w = self._watch
+        if w is not None:
+            w.stop()
+        if threading.current_thread() is threading.main_thread():
+            threading.Thread(target=self._notify, name="holon-stop", daemon=True).start()
+        else:
+            self._notify()
+
+    def _notify(self) -> None:
         with self._cv:
             self._cv.notify_all()
 
@@ -312,11 +273,8 @@ class Scheduler:
         with self._cv:
             return sorted(self._running)
 
-    def _watch(self) -> None:
-        """Watch :func:`watch_dirs` until stopped. When the set must grow (a
-        new agent or task folder), the watcher is rebuilt and then the agents
-        concerned are marked once more: a change that landed while no watcher
-        was up is still seen by that pass."""
+    def _watch_loop(self) -> None:
+        """Watch until stopped (see :meth:`_watch_once`)."""
         try:
             self._watch_until_stopped()
         finally:
@@ -325,56 +283,68 @@ class Scheduler:
             self.watching.set()
 
     def _watch_until_stopped(self) -> None:
-        from watchfiles._rust_notify import RustNotify
-
-        keep = watch_filter(self.root)
-        recheck: set[str] = set()
         failures = 0
         while not self.stopping.is_set():
             try:
-                with RustNotify(watch_dirs(self.root), False, False, 300, False, True) as notify:
-                    self._remember_statuses()
-                    self.watch_builds += 1
-                    self.watching.set()
-                    if "*" in recheck:
-                        self.mark_all()
-                    elif recheck:
-                        self.mark(recheck)
-                    recheck = set()
-                    failures = 0
-                    while not self.stopping.is_set():
-                        raw = notify.watch(DEBOUNCE_MS, STEP_MS, 0, None)
-                        if isinstance(raw, str):  # "signal"/"stop"/"timeout": nothing new
-                            continue
-                        paths = [p for c, p in raw if keep(c, p)]
-                        ids, everyone = _classify(self.root, paths)
-                        ids |= self._resumed(paths)
-                        if everyone:
-                            self.mark_all()
-                        elif ids:
-                            self.mark(ids)
-                        grown = {_structural(self.root, p) for p in paths} - {None}
-                        if grown:
-                            recheck = {a for a in grown if a is not None}
-                            break
+                self._watch_once()
+                failures = 0
             except Exception as exc:  # noqa: BLE001 - the sweep still runs; say why
                 failures += 1
-                if failures > 1:  # once: a folder vanished while listing; retry at once
+                if failures > 1:  # once: a folder vanished while adding; retry at once
                     self.log(f"watcher failed ({type(exc).__name__}: {exc}); restarting in 1 s")
                     self.watching.set()  # start-up goes on: deadlines and the sweep still run
-                    time.sleep(1.0)
+                    self.stopping.wait(1.0)
 
-    def _resumed(self, paths: Iterable[str]) -> set[str]:
+    def _watch_once(self) -> None:
+        """One watcher: the home (``config.yaml``, ``agents/`` appearing),
+        ``agents/`` (a new agent folder) and the wake index's markers. Until
+        stopped, or until a watched folder goes (then it is built again and
+        every agent looked at: anything could have been missed)."""
+        from holon_cli.serve.watch import classify, open_watcher
+
+        root = str(self.root)
+        wake_d = W.wake_dir(root)
+        agents_d = f"{root}/agents"
+        os.makedirs(wake_d, mode=0o700, exist_ok=True)
+        w = open_watcher()
+        self._watch = w
+        try:
+            if self.stopping.is_set():
+                return
+            w.add(root)
+            w.add(wake_d)
+            w.add(agents_d)
+            self.watch_builds += 1
+            if self.watch_builds > 1:
+                self.mark_all()
+            self.watching.set()
+            closes = isinstance(w, _inotify_type())
+            while not self.stopping.is_set():
+                changes = w.wait()
+                if changes is None:
+                    return
+                seen = classify(changes, root, closes=closes)
+                if seen.reconfigured:
+                    self._reconfigured()
+                elif seen.everyone:
+                    self.mark_all()
+                elif seen.ids:
+                    self._news(seen.ids)
+                if seen.again:
+                    return
+        finally:
+            self._watch = None
+            w.close()
+
+    def _resumed(self, ids: Iterable[str]) -> set[str]:
         """Agents whose record changed from a held status (``paused``,
         ``stopped``) to a runnable one: ``holon agent start`` (or a resume
-        control). Their queued messages, pending wake hint and deferred
-        task results were passed over while held; their pass runs now, not
-        at the next sweep. Any other change of the record (a turn's own
-        writes) is no news."""
+        control). The dbos engine enqueues their pass by that cause; any
+        other change of the record (a turn's own writes) is no resume."""
         from holon_cli.model.agent import HELD_STATUSES
 
         out: set[str] = set()
-        for aid in {a for a in (_state_agent(self.root, p) for p in paths) if a}:
+        for aid in ids:
             status = _agent_status(self.root, aid)
             before = self._status.get(aid, "unknown")
             self._status[aid] = status
@@ -394,44 +364,85 @@ class Scheduler:
                 self._status[aid] = _agent_status(self.root, aid)
 
     # ------------------------------------------------------------ passes
+    def _entry(self, aid: str, at: int) -> W.Entry:
+        """The agent's wake index entry as its pass leaves it."""
+        from holon_cli.runtime.wake import entry_of
+        from holon_cli.store.agent_store import AgentStore
+
+        return entry_of(AgentStore(HomeLayout(self.root).agent(aid)), at, acted=False)
+
     def _pass(self, aid: str) -> None:
         retry_at: float | None = None
+        entry: W.Entry | None = None
+        at = time.monotonic_ns()
+        valid = W.Validity.now(self.root)
+        claim = W.claim(self.root, aid)
+        if claim.busy:  # a write was in flight: it may land after our reads
+            retry_at = time.monotonic() + CLAIM_RETRY_S
         try:
-            while not self.stopping.is_set():
-                with self._cv:
-                    self._dirty.discard(aid)
-                turn = run_pass_turn(aid, stats=self.stats, catalog=self.catalog, log=self.log)
-                if turn.busy:
-                    retry_at = time.monotonic() + BUSY_RETRY_S
-                res = turn.result
-                if res is None:
-                    break
-                if not res.ran:
+            with W.holding([self.root / "agents" / aid]):
+                while not self.stopping.is_set():
+                    with self._cv:
+                        self._dirty.discard(aid)
+                    turn = run_pass_turn(aid, stats=self.stats, catalog=self.catalog, log=self.log)
+                    if turn.busy:
+                        retry_at = time.monotonic() + BUSY_RETRY_S
+                    res = turn.result
+                    if res is None:
+                        break
+                    if not res.ran:
+                        if res.budget is not None:
+                            self.log(f"{aid}: held: {_budget_line(res.budget)}")
+                        break
                     if res.budget is not None:
-                        self.log(f"{aid}: held: {_budget_line(res.budget)}")
-                    break
-                if res.budget is not None:
-                    self.log(
-                        f"{aid}: stopped before a provider request: {_budget_line(res.budget)}"
-                    )
-                if res.status == "aborted":
-                    # an operator's abort paused the agent: no failure, no backoff
-                    if turn.failed:
-                        retry_at = self._hold_after_failure(aid)
-                    break
-                with self._cv:
-                    self._held.pop(aid, None)
+                        self.log(
+                            f"{aid}: stopped before a provider request: {_budget_line(res.budget)}"
+                        )
+                    if res.status == "aborted":
+                        # an operator's abort paused the agent: no failure, no backoff
+                        if turn.failed:
+                            retry_at = self._hold_after_failure(aid)
+                        break
+                    with self._cv:
+                        self._held.pop(aid, None)
+            entry = self._entry(aid, at)
         finally:
-            due = self._deadline_mono(aid)
-            if retry_at is not None:
-                due = retry_at if due is None else min(due, retry_at)
+            if entry is None:  # the pass or its assessment failed: look again next time
+                entry = W.Entry(at, None, True, "its last pass failed")
             with self._cv:
                 self._running.discard(aid)
-                if due is None:
-                    self._due.pop(aid, None)
-                else:
-                    self._due[aid] = due
+                self._due.pop(aid, None)
+                if entry.due is not None:
+                    self._set_due(aid, entry.due)
+                if retry_at is not None and retry_at < self._due.get(aid, float("inf")):
+                    self._due[aid] = retry_at
+                    heapq.heappush(self._heap, (retry_at, aid))
+                self._index.add(aid, entry, valid, claim)
                 self._cv.notify_all()
+
+    def _set_due(self, aid: str, at_wall: float) -> None:
+        """(under the lock) the agent's next deadline, from a wall-clock time."""
+        mono = time.monotonic() + max(0.0, at_wall - clock.now())
+        self._due[aid] = mono
+        heapq.heappush(self._heap, (mono, aid))
+
+    def flush(self) -> bool:
+        """Write the batched entries into the wake index and release their
+        claims (``serve/index_batch.py``). Refused (the index in doubt, the
+        home moved on): everything stays for the next flush, which the next
+        pass schedules."""
+        with self._cv:
+            taken = self._index.take()
+        if taken is None:
+            return False
+        try:
+            if self._index.write(taken):
+                return True
+        except Exception as exc:  # noqa: BLE001 - the claims stay: looked at again
+            self.log(f"wake index: not written ({type(exc).__name__}: {exc})")
+        with self._cv:
+            self._index.put_back(taken)
+        return False
 
     def _hold_after_failure(self, aid: str) -> float:
         """Hold the agent's next pass back after a failed turn (recorded by
@@ -444,48 +455,45 @@ class Scheduler:
         self.log(f"{aid}: turn aborted; its next pass waits {backoff:g} s")
         return until
 
-    def _deadline_mono(self, aid: str) -> float | None:
-        try:
-            at = agent_deadline(aid)
-        except Exception:  # noqa: BLE001 - a damaged agent: the sweep reports it
-            return None
-        if at is None:
-            return None
-        return time.monotonic() + max(0.0, at - clock.now())
-
     # ------------------------------------------------------------ main loop
     def start_watching(self, timeout: float = 30.0) -> None:
         """Start the watcher and wait until it is up, so nothing written
         after this returns goes unseen (the start-up pass covers the rest),
         or until it has left because :meth:`stop` came first."""
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, name="holon-watch", daemon=True)
+            self._watcher = threading.Thread(
+                target=self._watch_loop, name="holon-watch", daemon=True
+            )
             self._watcher.start()
         self.watching.wait(timeout)
 
     def run(self) -> None:
-        """Until :meth:`stop`; then drain for up to ``drain_s``. Returns the
-        agents whose passes were still running when the drain ended."""
+        """Until :meth:`stop` (then :meth:`drain`)."""
         self.start_watching()
-        self.mark_all()
+        self._from_index()
         next_sweep = time.monotonic() + self.sweep_s
-        next_gc = time.monotonic() + self._gc_delay()
+        next_gc = time.monotonic() + _gc_delay(self.gc_s)
         self.ready.set()
         with self._cv:
             while not self.stopping.is_set():
                 now = time.monotonic()
                 if now >= next_sweep:
-                    from holon_cli.runtime.agents.lifecycle import agent_ids
-
-                    self._dirty.update(agent_ids())
                     next_sweep = now + self.sweep_s
+                    self._from_index()
                 if now >= next_gc:
-                    threading.Thread(target=self._gc, name="holon-gc", daemon=True).start()
                     next_gc = now + (self.gc_s or GC_EVERY_S)
-                for aid, due in list(self._due.items()):
-                    if due <= now:
-                        self._dirty.add(aid)
+                    if not self._gc_running:
+                        self._gc_running = True
+                        threading.Thread(target=self._gc, name="holon-gc", daemon=True).start()
+                flush_at = self._index.next_flush
+                if flush_at is not None and now >= flush_at:
+                    self.flush()
+                heap = self._heap
+                while heap and heap[0][0] <= now:
+                    due, aid = heapq.heappop(heap)
+                    if self._due.get(aid) == due:
                         del self._due[aid]
+                        self._dirty.add(aid)
                 held = {a: until for a, (until, _b) in self._held.items() if until > now}
                 for aid in sorted(self._dirty - self._running - held.keys()):
                     if len(self._running) >= self.concurrency:
@@ -497,36 +505,36 @@ class Scheduler:
                     ).start()
                 # a held agent with news runs when its hold ends
                 ends = [until for a, until in held.items() if a in self._dirty]
-                wake = min([next_sweep, next_gc, *self._due.values(), *ends])
+                wake = min(
+                    next_sweep,
+                    next_gc,
+                    heap[0][0] if heap else next_sweep,
+                    next_sweep if flush_at is None else flush_at,
+                    *ends,
+                )
                 self._cv.wait(timeout=max(0.0, min(WAIT_SLICE_S, wake - time.monotonic())))
 
-    def _gc_delay(self) -> float:
-        if self.gc_s is not None:
-            return self.gc_s
-        from holon_cli.runtime.home.gc import next_gc_in
-
-        return next_gc_in()
-
     def _gc(self) -> None:
-        """Serve's daily retention pass (``holon home gc``), off the loop."""
-        from holon_cli.errors import HolonError
-        from holon_cli.runtime.home.gc import scheduled_gc
-
+        """Serve's daily retention pass, off the loop (:func:`_retention`)."""
         try:
-            r = scheduled_gc()
-        except (HolonError, OSError) as exc:
-            self.log(f"retention: gc failed: {getattr(exc, 'message', exc)}")
-            return
-        self.log(
-            f"retention: {len(r['closed'])} segment(s) closed, {len(r['dropped'])} dropped, "
-            f"{r['freed_bytes']} bytes freed; home {r['home_bytes']} bytes"
-            + (" (over retention.max_home_bytes)" if r["over_max_home_bytes"] else "")
-        )
+            _retention(self.gc_duty, self.stopping, self.log)
+        finally:
+            with self._cv:
+                self._gc_running = False
 
     def drain(self) -> list[str]:
-        """Wait up to ``drain_s`` for running passes; return those still running."""
+        """Wait up to ``drain_s`` for running passes; write what their passes
+        found into the wake index; return those still running."""
         end = time.monotonic() + self.drain_s
         with self._cv:
             while self._running and time.monotonic() < end:
                 self._cv.wait(timeout=min(0.2, end - time.monotonic()))
-            return sorted(self._running)
+            left = sorted(self._running)
+        self.flush()
+        return left
+
+
+def _inotify_type() -> type:
+    from holon_cli.serve.watch import InotifyWatcher
+
+    return InotifyWatcher

@@ -22,6 +22,7 @@ from holon_cli.store.layout import AgentLayout
 from holon_cli.store.ledger import Ledger
 from holon_cli.store.locks import HeldLock, locked
 from holon_cli.store.records import AGENT_RECORD, ledger_validator
+from holon_cli.store.wake import mark, split_agent_dir, unmark
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
@@ -68,6 +69,11 @@ SEQ_KEYS = {"events": "event_seq"}
 SEGMENTED = ("events", "transcript", "turn_records")
 # segmented ledgers of large records nothing tails: no copy of the closed tail
 NO_TAIL_COPY = ("turn_records",)
+# ledgers that are history only: no tick decides anything from them, so an
+# append makes no wake marker (store/wake.py); every other ledger's does
+WAKE_SILENT = frozenset(
+    ("events", "transcript", "turn_records", "briefs", "context_episodes", "spend")
+)
 # ledgers whose appends are never fsync'd: the turn record (runtime/replay) is
 # how a settled turn went, for `holon replay` and `agent fork`; no message's
 # outcome, no queue or agent state depends on it, and the turn that writes it
@@ -85,6 +91,12 @@ class AgentStore:
         self._ledgers: dict[str, Ledger[Any]] = {}
         self.inbox = Inbox(layout.inbox_dir)
         self._defer_sync = False
+        # the folder whose wake marker this agent's writers hold (None: not
+        # under a home's agents/, nothing to mark)
+        self.wake_dir: str | None = (
+            str(layout.home) if split_agent_dir(layout.home) is not None else None
+        )
+        self.inbox.wake_dir = self.wake_dir
         # what waits for the deferred appends to be durable (after_sync)
         self._after_sync: list[Callable[[], None]] = []
 
@@ -135,6 +147,8 @@ class AgentStore:
                 led.segment_bytes = ledger_mod.SEGMENT_BYTES
             if name in NO_TAIL_COPY:
                 led.tail_copy_bytes = 0
+            if name not in WAKE_SILENT:
+                led.wake_dir = self.wake_dir
             if name in WRITEBACK:
                 led.writeback = True
             self._ledgers[name] = led
@@ -262,6 +276,13 @@ class AgentStore:
         ``agent.json.prev`` (a hard link, no copy) for ``home check --repair``.
         ``sync_dir=False``: the new file is durable, its rename waits for the
         caller's fsync of ``state/`` (:func:`~holon_cli.store.fsio.atomic_write_bytes`)."""
+        wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
+        try:
+            self._write_record(rec, sync_dir=sync_dir)
+        finally:
+            unmark(wake_fd)
+
+    def _write_record(self, rec: AgentRecord, *, sync_dir: bool) -> None:
         path = self.layout.agent_file
         prev = path.with_name(path.name + ".prev")
         tmp = path.with_name(f".{path.name}.prev.{os.getpid()}")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
 from holon_cli.store.locks import pid_alive
+from holon_cli.store.wake import mark, unmark
 
 if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
@@ -35,12 +36,21 @@ class Inbox:
         self.new = root / "new"
         self.cur = root / "cur"
         self.quarantine_dir = root / "quarantine"
+        # the agent folder whose wake marker a delivery holds (store/wake.py)
+        self.wake_dir: str | None = None
 
     def ensure(self) -> None:
         for d in (self.tmp, self.new, self.cur):
             d.mkdir(parents=True, exist_ok=True)
 
     def deliver(self, message_id: str, envelope: Envelope) -> Path:
+        wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
+        try:
+            return self._deliver(message_id, envelope)
+        finally:
+            unmark(wake_fd)
+
+    def _deliver(self, message_id: str, envelope: Envelope) -> Path:
         data = (dumps(envelope) + "\n").encode("utf-8")
         name = f"{message_id}.json"
         tmp = self.tmp / f"{name}.{os.getpid()}"

@@ -82,6 +82,7 @@ from holon_cli.store.ledger_segments import (
 )
 from holon_cli.store.locks import locked
 from holon_cli.store.records import ANY_RECORD, RecordKind, Validator
+from holon_cli.store.wake import mark, unmark
 
 # the record type of a ledger: what its record kind checks each line into
 R = TypeVar("R", bound=Mapping[str, Any])
@@ -155,6 +156,9 @@ class Ledger(Generic[R]):
         self._cached_last: R | None = None
         # byte offset where the last record this handle appended starts
         self.last_append_offset = 0
+        # the agent folder whose wake marker an append holds (store/wake.py):
+        # set by AgentStore for ledgers whose records a tick acts on
+        self.wake_dir: str | None = None
         # (end offset, records, capacity, inode) of the last tail window
         self._tail_cache: tuple[int, list[R], int, int | None] | None = None
         # when set, appends skip their fsync until sync() (a caller batching
@@ -215,6 +219,13 @@ class Ledger(Generic[R]):
     def append(self, record: R | Callable[[R | None], R]) -> R:
         """Durably append one record. ``record`` may be a function of the last record
         (called under the lock), which is how sequence numbers are assigned."""
+        wake_fd = -1 if self.wake_dir is None else mark(self.wake_dir)
+        try:
+            return self._append(record)
+        finally:
+            unmark(wake_fd)
+
+    def _append(self, record: R | Callable[[R | None], R]) -> R:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         closed: Path | None = None
         with locked(self.lock_path, what=f"ledger {self.path.name}"):

@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
@@ -155,9 +156,13 @@ def _last_record(led: L.Ledger[Any], seg: Path) -> dict[str, Any] | None:
     return last
 
 
-def tree_bytes(path: Path) -> int:
+def tree_bytes(path: Path, pace: Callable[[], None] | None = None) -> int:
+    """Bytes of every file under ``path`` (``pace`` is called every 64
+    folders: a caller spreading the walk out sleeps there)."""
     total = 0
-    for dirpath, _dirs, files in os.walk(path):
+    for n, (dirpath, _dirs, files) in enumerate(os.walk(path)):
+        if pace is not None and n % 64 == 63:
+            pace()
         for f in files:
             try:
                 total += os.lstat(os.path.join(dirpath, f)).st_size

@@ -159,6 +159,7 @@ BAD = {
     "slow_disk": ["--fsync-ms", "0"],
     "storage": ["--turns", "1"],
     "telemetry": ["--pairs", "0"],
+    "tick_all": ["--runs", "0"],
     "tui": ["--runs", "0"],
     "turn_cost": ["--rounds", "1"],
     "turn_overhead": ["--turns", "0"],

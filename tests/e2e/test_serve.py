@@ -16,7 +16,6 @@ from serve_helpers import HOLON, scripted_model, start_serve, stop, wait_for, wa
 
 from holon_cli.runtime import queue as q
 from holon_cli.runtime.agents.lifecycle import open_agent
-from holon_cli.serve.loop import _classify
 
 
 def _enqueue(text: str, *extra: str) -> str:
@@ -40,25 +39,6 @@ def model_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("HOLON_MODEL", model)
     subprocess.run([*HOLON, "agent", "create", "main"], check=True, capture_output=True)
     return model
-
-
-def test_classify_maps_paths_to_agents(tmp_path: Path) -> None:
-    root = tmp_path
-    a = root / "agents"
-    ids, everyone = _classify(
-        root,
-        [
-            str(a / "x" / ".holon" / "inbox" / "new" / "m.json"),
-            str(a / "y" / ".holon" / "tasks" / "t1" / "task.json"),
-            str(a / "z"),
-            str(a / "v" / ".holon" / "ledger" / "timers.jsonl"),
-            str(a / "w" / ".holon" / "ledger" / "events.jsonl"),  # written by passes: ignored
-            str(a / ".staging-q"),
-            str(root / "run" / "daemon.log"),
-        ],
-    )
-    assert ids == {"x", "y", "z", "v"} and not everyone
-    assert _classify(root, [str(root / "config.yaml")]) == (set(), True)
 
 
 def test_enqueue_is_completed_and_sigterm_exits_cleanly(tmp_path: Path, model_env: str) -> None:

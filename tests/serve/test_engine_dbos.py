@@ -98,9 +98,9 @@ def test_resume_and_sweep_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     mid = admit("held", agent_id="a3")["id"]
     eng = Recorder()
     monkeypatch.setattr(
-        DbosScheduler.__mro__[1], "_resumed", lambda self, paths: {"a3"}, raising=True
+        DbosScheduler.__mro__[1], "_resumed", lambda self, ids: {"a3"}, raising=True
     )
-    assert eng._resumed(["x"]) == {"a3"}
+    eng._news({"a3"})  # the watcher saw the agent's marker: its record left `paused`
     eng.wake("a3", sweep=7)
     keys = [k for _a, k, _d in eng.calls]
     assert f"msg:{mid}" in keys and "sweep:7" in keys
@@ -108,6 +108,37 @@ def test_resume_and_sweep_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     eng.calls.clear()
     eng.wake("a3")  # the resume was consumed
     assert not any(k.startswith("resume:") for _a, k, _d in eng.calls)
+
+
+def test_a_config_change_passes_held_messages_once_per_change(holon_home: Any) -> None:
+    """A message whose own pass found it held (a spent budget) is not new at
+    the next wake; a change of config.yaml (the budget raised) gives the
+    agent one pass named by the file's identity, like the sweep's, so every
+    worker enqueues the same one; an agent with nothing queued gets none."""
+    create_agent("a6")
+    create_agent("a7")
+    mid = admit("held", agent_id="a6")["id"]
+    eng = Recorder()
+    eng.wake("a6")
+    eng.wake("a7")
+    assert eng.calls == [("a6", f"msg:{mid}", 0.0)]
+    eng.calls.clear()
+    eng.wake("a6")  # its pass ran and found it held: nothing new
+    assert eng.calls == []
+    (holon_home / "config.yaml").write_text("budgets:\n  turns_per_hour: 10\n")
+    eng._reconfigured()
+    eng.wake("a6")
+    eng.wake("a7")
+    [(agent, key, _delay)] = eng.calls
+    assert agent == "a6" and key.startswith("config:")
+    eng.calls.clear()
+    eng.wake("a6")  # consumed
+    assert eng.calls == []
+    (holon_home / "config.yaml").write_text("budgets:\n  turns_per_hour: 20\n")
+    eng._reconfigured()
+    eng.wake("a6")
+    [(_agent, key2, _delay)] = eng.calls
+    assert key2.startswith("config:") and key2 != key
 
 
 def test_database_url_rules(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -115,6 +115,9 @@ def _delete_home(store: AgentStore) -> None:
     except OSError:
         pass
     shutil.rmtree(grave, ignore_errors=True)
+    from holon_cli.store.wake import forget
+
+    forget(home)
 
 
 def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:

@@ -51,7 +51,24 @@ def repair_all() -> list[RepairAction]:
         names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
     except FileNotFoundError:
         return actions
-    return actions + repair_planes(home, names)
+    actions += repair_planes(home, names)
+    return actions + _wake_index(home)
+
+
+def _wake_index(home: HomeLayout) -> list[RepairAction]:
+    """The wake index rebuilt from the agents' files when ``home check``
+    finds it damaged or stale (last: the repairs above change those files)."""
+    from holon_cli.runtime.wake import rebuild
+
+    try:
+        done = rebuild(home)
+    except HolonError as exc:
+        from holon_cli.store.wake import snapshot_path
+
+        return [_act(snapshot_path(home.root), "skipped", f"wake index: {exc.message}")]
+    if done is None:
+        return []
+    return [_act(Path(done["path"]), done["action"], done["detail"])]
 
 
 def repair_planes(home: HomeLayout, names: list[str]) -> list[RepairAction]:

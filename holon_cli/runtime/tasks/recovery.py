@@ -189,14 +189,7 @@ def _claim(d: Path, rec: TaskRecord, me: ProcessIdentity, recovered: list[str]) 
 # ------------------------------------------------------------------ pruning
 
 
-def prune_outputs(
-    store: AgentStore, config: Any = None, *, now: float | None = None, dry_run: bool = False
-) -> dict[str, int]:
-    """Drop kept command outputs older than ``runtime.outputs_max_age_days``
-    (default 7) and, oldest first, beyond ``runtime.outputs_max_bytes`` (default
-    1 GiB) per agent. Finished task directories count and age the same way
-    (their record stays in ``tasks.jsonl``). ``dry_run``: count, remove nothing."""
-    now = time.time() if now is None else now
+def _output_limits(config: Any) -> tuple[float, int]:
     keep = (
         ((config or {}).get("retention") or {}).get("outputs_days")
         if isinstance(config, dict)
@@ -206,6 +199,11 @@ def prune_outputs(
         keep = procs.runtime_setting(config, "outputs_max_age_days", 7)
     max_age = float(keep) * 86400
     max_bytes = int(procs.runtime_setting(config, "outputs_max_bytes", DEFAULT_OUTPUTS_MAX_BYTES))
+    return max_age, max_bytes
+
+
+def _output_items(store: AgentStore) -> list[tuple[float, int, Path]]:
+    """Kept command outputs and finished task directories: (mtime, bytes, path)."""
     items: list[tuple[float, int, Path]] = []
     root = outputs_root(store)
     try:
@@ -231,6 +229,19 @@ def prune_outputs(
                 continue
             items.append((mtime, size, d))
     items.sort()
+    return items
+
+
+def prune_outputs(
+    store: AgentStore, config: Any = None, *, now: float | None = None, dry_run: bool = False
+) -> dict[str, int]:
+    """Drop kept command outputs older than ``runtime.outputs_max_age_days``
+    (default 7) and, oldest first, beyond ``runtime.outputs_max_bytes`` (default
+    1 GiB) per agent. Finished task directories count and age the same way
+    (their record stays in ``tasks.jsonl``). ``dry_run``: count, remove nothing."""
+    now = time.time() if now is None else now
+    max_age, max_bytes = _output_limits(config)
+    items = _output_items(store)
     total = sum(s for _, s, _ in items)
     removed = freed = 0
     for mtime, size, path in items:
@@ -245,6 +256,19 @@ def prune_outputs(
             removed += 1
             freed += size
     return {"removed": removed, "freed_bytes": freed, "kept_bytes": total}
+
+
+def prune_due(store: AgentStore, config: Any = None) -> float | None:
+    """When :func:`prune_outputs` would next remove something (wall clock;
+    now when over the byte limit), or None with nothing kept (the wake
+    index's deadline: ``runtime/wake.py``)."""
+    items = _output_items(store)
+    if not items:
+        return None
+    max_age, max_bytes = _output_limits(config)
+    if sum(s for _, s, _ in items) > max_bytes:
+        return time.time()
+    return items[0][0] + max_age
 
 
 def outputs_usage(store: AgentStore) -> int:

@@ -47,6 +47,7 @@ from holon_cli.serve.dbos import compat
 from holon_cli.serve.dbos.steps import DbosSteps
 from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Scheduler
 from holon_cli.serve.passes import Log, run_pass_turn
+from holon_cli.store import wake as W
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
@@ -271,6 +272,9 @@ class DbosScheduler(Scheduler):
         self._active: dict[str, int] = {}  # agent -> passes of this worker in flight
         self._sent: set[str] = set()  # workflow ids this worker enqueued (each once)
         self._parked: set[str] = set()  # passes dequeued while stopping: left pending
+        self._reconfig: dict[str, str] = {}  # agent -> its pass's key after a config change
+        # pass thread -> (claim time, validity, claim, marking held off)
+        self._claims: dict[int, tuple[int, W.Validity, W.Claim, Any]] = {}
         self._workflow: Any = None
         self._queue: Any = None
         self._hb: Any = None
@@ -364,8 +368,26 @@ class DbosScheduler(Scheduler):
         with self._cv:
             self._active[agent_id] = self._active.get(agent_id, 0) + 1
             self._running.add(agent_id)
+        # as the local pass: claim the agent's wake marker, and this thread's
+        # writes to it make none (its entry goes into the index at the end)
+        at = time.monotonic_ns()
+        valid = W.Validity.now(self.root)
+        claim = W.claim(self.root, agent_id)
+        hold = W.holding([self.root / "agents" / agent_id])
+        hold.__enter__()
+        self._claims[threading.get_ident()] = (at, valid, claim, hold)
 
     def end_pass(self, agent_id: str) -> None:
+        held = self._claims.pop(threading.get_ident(), None)
+        if held is not None:
+            at, valid, claim, hold = held
+            hold.__exit__(None, None, None)
+            try:
+                entry = self._entry(agent_id, at)
+            except Exception:  # noqa: BLE001 - looked at again next time
+                entry = W.Entry(at, None, True, "its last pass failed")
+            with self._cv:
+                self._index.add(agent_id, entry, valid, claim)
         with self._cv:
             n = self._active.get(agent_id, 1) - 1
             if n <= 0:
@@ -403,11 +425,36 @@ class DbosScheduler(Scheduler):
         }
 
     # ------------------------------------------------------------ wakes
-    def _resumed(self, paths: Iterable[str]) -> set[str]:
-        out = super()._resumed(paths)
+    def mark_all(self) -> None:
+        """Every agent woken (start-up, the sweep): its wake decides whether
+        a pass is enqueued. (No index rebuild: passes run only for agents
+        with work here, and the index is ``tick --all``'s and repair's.)"""
+        from holon_cli.runtime.agents.lifecycle import agent_ids
+
+        self.mark(agent_ids())
+
+    def _news(self, ids: set[str]) -> None:
+        """Changed agents: those that left ``paused``/``stopped`` are resumes
+        (a pass of their own: their held messages are not new)."""
+        out = self._resumed(ids)
         with self._cv:
             self._resumes |= out
-        return out
+        self.mark(ids)
+
+    def _reconfigured(self) -> None:
+        """``config.yaml`` changed: an agent with queued messages gets a pass
+        named by the file's identity (every worker names it alike), as the
+        sweep's: messages whose own pass found them held (a budget since
+        raised) run now, not at the next sweep."""
+        from holon_cli.runtime.agents.lifecycle import agent_ids
+
+        ident = W.config_identity(self.root)
+        key = "config:" + ("none" if ident is None else "-".join(str(v) for v in ident))
+        ids = agent_ids()
+        with self._cv:
+            for aid in ids:
+                self._reconfig[aid] = key
+        self.mark(ids)
 
     def wake(self, agent_id: str, *, sweep: int | None = None) -> None:
         """Enqueue the passes this agent's files call for."""
@@ -416,6 +463,7 @@ class DbosScheduler(Scheduler):
         with self._cv:
             resumed = agent_id in self._resumes
             self._resumes.discard(agent_id)
+            reconfig = self._reconfig.pop(agent_id, None)
         pending = pending_message_ids(agent_id)
         fresh = [mid for mid in pending if f"{agent_id}:msg:{mid}" not in self._sent]
         # one pass takes every queued message (it runs turns until none is
@@ -429,6 +477,8 @@ class DbosScheduler(Scheduler):
             self.enqueue_pass(agent_id, f"resume:{_record_mtime_ns(self.root, agent_id)}")
         if sweep is not None and pending:  # held messages whose own pass found them held
             self.enqueue_pass(agent_id, f"sweep:{sweep}")
+        elif reconfig is not None and pending and not fresh:
+            self.enqueue_pass(agent_id, reconfig)
         at = agent_deadline(agent_id)
         if at is not None:
             self.enqueue_pass(agent_id, f"at:{int(at * 1000)}", delay=max(0.0, at - clock.now()))
@@ -522,6 +572,7 @@ class DbosScheduler(Scheduler):
         """Until :meth:`stop`: turn changes and deadlines into enqueued passes;
         heartbeat; recover dead workers."""
         self.start_watching()
+        self._remember_statuses()
         self.mark_all()
         self.ready.set()
         next_beat = 0.0
@@ -544,9 +595,14 @@ class DbosScheduler(Scheduler):
                     self.wake(aid, sweep=sweep)
                 except Exception as exc:  # noqa: BLE001 - one agent must not stop the others
                     self.log(f"{aid}: cannot wake ({type(exc).__name__}: {exc})")
+            flush_at = self._index.next_flush
+            if flush_at is not None and time.monotonic() >= flush_at:
+                self.flush()
             with self._cv:
                 if not self._dirty and not self.stopping.is_set():
-                    self._cv.wait(timeout=max(0.0, next_beat - time.monotonic()))
+                    flush = self._index.next_flush
+                    wake = next_beat if flush is None else min(next_beat, flush)
+                    self._cv.wait(timeout=max(0.0, wake - time.monotonic()))
 
     def drain(self) -> list[str]:
         """Wait up to ``drain_s`` for this worker's running turns; then leave
