@@ -35,16 +35,14 @@ from holon_cli.runtime.replay import docs
 from holon_cli.runtime.replay import records as R
 from holon_cli.runtime.replay.scratch import Scratch
 from holon_cli.runtime.turn.abort import AbortWatch, TurnAborted
-from holon_cli.runtime.turn.hooks import TurnHooks
+from holon_cli.runtime.turn.hooks import Quiet, TurnHooks
 from holon_cli.runtime.turn.loop import TurnRun
 from holon_cli.runtime.turn.spend import TurnSpend
 
 if TYPE_CHECKING:
-    from holon_cli.model.agent import AgentRecord
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
-    from holon_cli.model.turn import TurnSettlement
     from holon_cli.providers.base import ModelResponse, ProviderRequest, ToolCall, ToolSpec
     from holon_cli.store.agent_store import AgentStore
 
@@ -93,8 +91,9 @@ class _Record:
         self.end_at = end.get("at")
 
 
-class Replay:
-    """The observer, the model and the tools of one replayed turn."""
+class Replay(Quiet):
+    """The observer, the model and the tools of one replayed turn (as an
+    observer it compares each request; the rest it hears as ``Quiet`` does)."""
 
     def __init__(self, record: dict[str, Any], scratch: Scratch, catalog: Toolbox) -> None:
         self.rec = _Record(record)
@@ -138,9 +137,6 @@ class Replay:
 
     # ------------------------------------------------- observer (compare)
 
-    def started(self, record: AgentRecord) -> None:
-        return None
-
     def request(self, round_no: int, request: ProviderRequest) -> None:
         self.n += 1
         replayed = docs.request_doc(request, self.memo)
@@ -156,21 +152,6 @@ class Replay:
         if recorded != replayed:
             raise Diverged(self.n, int(step.get("round") or round_no), recorded, replayed)
         self.matched += 1
-
-    def answered(self, response: ModelResponse, model_ref: str) -> None:
-        return None
-
-    def failed(self, error: BaseException) -> None:
-        return None
-
-    def tool(self, call: ToolCall, result: ToolResult) -> None:
-        return None
-
-    def interjected(self, entries: list[QueueEntry]) -> None:
-        return None
-
-    def settled(self, settlement: TurnSettlement) -> None:
-        return None
 
     # ------------------------------------------------- the model (serve)
 
