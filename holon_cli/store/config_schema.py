@@ -176,9 +176,23 @@ def _invalid(err: CheckError) -> _Invalid:
         sep = "" if err.detail.startswith(":") else " "
         return _Invalid(key, f"{key}{sep}{err.detail}", err.hint)
     hint = None
-    if isinstance(value, str) and strip(optional_of(err.expected)[1]) in (int, float):
-        hint = f"write the number without quotes: `{str(err.path[-1])}: {value}`"
+    number = strip(optional_of(err.expected)[1])
+    if isinstance(value, str) and number in (int, float):
+        name = str(err.path[-1])
+        if _numeric(value, number):
+            hint = f"write the number without quotes: `{name}: {value.strip()}`"
+        else:  # "4k", "1,000", "ten": only digits are read
+            example = "32000" if number is int else "0.5"
+            hint = f"write it as a plain number, digits only: `{name}: {example}`"
     return _Invalid(key, f"{key} must be {_type_name(err.expected)}, got {_describe(value)}", hint)
+
+
+def _numeric(text: str, number: Any) -> bool:
+    try:
+        number(text.strip())
+    except ValueError:
+        return False
+    return True
 
 
 def build(cls: type[_T], data: Any) -> _T:

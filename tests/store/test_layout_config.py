@@ -146,6 +146,19 @@ def test_quoted_number_hint_says_what_to_write(holon_home: Path) -> None:
     assert ei.value.hint == "write the number without quotes: `provider_timeout_s: 30`"
 
 
+@pytest.mark.parametrize("text", ["4k", "1,000", "ten", "32 000"])
+def test_a_number_with_letters_is_not_told_to_drop_its_quotes(holon_home: Path, text: str) -> None:
+    """The `4k` hint (issue 42): `context_budget_tokens: 4k` was told to
+    "write the number without quotes: `context_budget_tokens: 4k`"."""
+    lay = _write_config(holon_home, f'runtime:\n  context_budget_tokens: "{text}"\n')
+    with pytest.raises(ConfigError) as ei:
+        cfg.load_config(lay)
+    assert (
+        ei.value.hint == "write it as a plain number, digits only: `context_budget_tokens: 32000`"
+    )
+    assert ei.value.exit_code == 2
+
+
 def test_typed_settings(holon_home: Path) -> None:
     lay = _write_config(
         holon_home,
