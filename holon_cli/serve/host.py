@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -340,7 +341,9 @@ class Host:
                 log_line(f"web console: http://{self.http_addr}/ui/")
             if self.socket_path:
                 log_line(f"listening on unix:{self.socket_path}")
-            threading.Thread(target=warm_up, name="holon-warm-up", daemon=True).start()
+            threading.Thread(
+                target=warm_up, args=(self.scheduler,), name="holon-warm-up", daemon=True
+            ).start()
             self.scheduler.start_watching()
             log_line(
                 f"watching {self.scheduler.root} "
@@ -396,7 +399,7 @@ def _ensure_default_agent() -> None:
         log_line(f"default agent: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
 
-def warm_up() -> None:
+def warm_up(scheduler: Any = None) -> None:
     """Import what the first turn needs (the turn loop, the model transports,
     and for a model behind an HTTP endpoint the httpx2 client with its CA
     store) ahead of it: the first message after serve starts waited ~150 ms
@@ -435,8 +438,15 @@ def warm_up() -> None:
     # compiled templates (~150 ms of CPU; the first page would wait for them)
     try:
         from holon_cli.serve.http.ui.render import warm
+        from holon_cli.serve.http.ui.views import warm_rows
 
         warm()
+        ready, running = getattr(scheduler, "ready", None), getattr(scheduler, "running", None)
+        if ready is not None and running is not None:  # rows read before the start-up
+            end = time.monotonic() + 30.0  # passes would go stale: read them after
+            while time.monotonic() < end and not (ready.is_set() and not running()):
+                time.sleep(0.05)
+        warm_rows()  # the home page's rows, read once (a home up to WARM_ROWS_MAX agents)
     except Exception:  # noqa: BLE001 - the first page imports it (and reports) anyway
         pass
 
