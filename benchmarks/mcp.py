@@ -135,7 +135,10 @@ def write_home(home: Path, servers: dict[str, Any] | None, url: str) -> None:
     import yaml
 
     home.mkdir(parents=True, exist_ok=True)
-    cfg: dict[str, Any] = {}
+    # the servers run unconfined, as Codex's do under
+    # --dangerously-bypass-approvals-and-sandbox (and the fake server's log
+    # under /tmp must be the host's: a sandbox gives commands their own /tmp)
+    cfg: dict[str, Any] = {"execution": {"sandbox": "none"}}
     if servers:
         cfg["mcp_servers"] = servers
     (home / "config.yaml").write_text(yaml.safe_dump(cfg))
