@@ -149,6 +149,31 @@ def test_a_damaged_home_record_is_rebuilt_keeping_a_removed_agents_rounds(
     assert len(sp.all_records(holon_home)) == 3
 
 
+def test_a_home_from_before_the_record_is_a_note_that_repair_fills_in(
+    tmp_path: Path, holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No `budgets/` folder at all (a home an older holon wrote): nothing was
+    lost, so `home check` passes with a note; `--repair` adds the rounds. The
+    record deleted with its mark, the folder left, stays a finding."""
+    import shutil
+
+    monkeypatch.setenv("HOLON_MODEL", script(tmp_path, [text()]))
+    open_agent()
+    assert holon("enqueue", "hi").returncode == 0
+    assert holon("turn").returncode == 0
+    budgets = HomeLayout.current().budgets_dir
+    shutil.rmtree(budgets)
+    res = holon("home", "check", "--json")
+    assert res.returncode == 0, res.stdout
+    notes = json.loads(res.stdout)["data"]["notes"]
+    assert any("never written" in n["message"] for n in notes), notes
+    assert holon("home", "check", "--repair").returncode == 0
+    assert len(home_records()) == 1
+    for f in budgets.glob("spend.*"):
+        f.unlink()
+    assert holon("home", "check").returncode == 1
+
+
 def _kid(name: str, parent: str = "main") -> Any:
     return create_agent(
         name,

@@ -79,6 +79,15 @@ def missing(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[SpendRecord]
     return [r for r in rounds if key(r) not in have]
 
 
+def never_written(home: HomeLayout) -> bool:
+    """A home from before the record (no ``budgets/`` folder at all: the first
+    append makes it, with the file and its mark): its agents' rounds were
+    never in it, so nothing was lost; ``home check`` notes it and
+    ``--repair`` fills it in. A file deleted with its mark, the folder left,
+    is a finding."""
+    return not _present(home) and not home.budgets_dir.exists()
+
+
 def findings(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[Problem]:
     """What the home's record lacks next to the agents' ledgers (its damaged
     lines and cuts are the ledger check's, run on it like on any ledger)."""
