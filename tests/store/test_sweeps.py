@@ -39,16 +39,18 @@ def test_staging_of_a_killed_creation_is_swept_by_the_next_create(holon_home: Pa
     dead = agents / f".creating-ghost-{_dead_pid()}"
     (dead / "memory").mkdir(parents=True)
     (dead / "memory" / "self.md").write_text("half made")
-    live_young = agents / f".creating-busy-{os.getppid()}"  # a creation in progress
-    live_young.mkdir()
     live_old = agents / f".creating-reused-{os.getppid()}"  # pid reused long after
     live_old.mkdir()
-    _age(live_old, 7200)
-    assert sorted(p.name for p in stale_staging(HomeLayout.current())) == sorted(
+    time.sleep(1.2)
+    live_young = agents / f".creating-busy-{os.getppid()}"  # a creation in progress
+    live_young.mkdir()
+    _age(live_young, 7200)  # a copied template's mtime: its age is its ctime's
+    assert sorted(p.name for p in stale_staging(HomeLayout.current())) == [dead.name]
+    assert sorted(p.name for p in stale_staging(HomeLayout.current(), max_age_s=1.0)) == sorted(
         [dead.name, live_old.name]
     )
     create_agent("second")
-    assert not dead.exists() and not live_old.exists()
+    assert not dead.exists()
     assert live_young.exists(), "a creation that may still be running is left alone"
     ids = {a.agent_id for a in list_agents()}
     assert {"first", "second"} <= ids and not any("ghost" in i for i in ids)

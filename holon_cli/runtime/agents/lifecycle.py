@@ -171,7 +171,10 @@ def stale_staging(home: HomeLayout, *, max_age_s: float = STAGING_MAX_AGE_S) -> 
             continue
         pid = e.name.rpartition("-")[2]
         try:
-            age = now - e.stat(follow_symlinks=False).st_mtime
+            # ctime, not mtime: the staging copy carries the template's mtime
+            # (copytree copies it), so a live creation looked hours old and a
+            # concurrent one swept it away mid-copy
+            age = now - e.stat(follow_symlinks=False).st_ctime
         except FileNotFoundError:
             continue
         mine = pid == str(os.getpid())
