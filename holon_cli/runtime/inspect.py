@@ -480,21 +480,8 @@ class _HomeCheck:
         led = home_ledger(self.home)
         if led.path.exists() or led.mark_path.exists():
             self.ledger(led)
-        elif home_spend.never_written(self.home):
-            # a home from before the record: nothing was lost; repair fills it in
-            try:
-                lacks = len(home_spend.missing(self.home, facts))
-            except Exception:  # noqa: BLE001 - the agents' own checks name their damage
-                lacks = 0
-            if lacks:
-                self.notes.append(
-                    {
-                        "path": str(led.path),
-                        "message": f"the home's spend record was never written (a home from "
-                        f"before it): {lacks} provider round(s) of the agents are not in it, so "
-                        "`budgets.home` counts from now on; `holon home check --repair` adds them",
-                    }
-                )
+        elif home_spend.never_written(self.home):  # nothing lost: a note
+            self.notes.extend(home_spend.never_written_note(self.home, facts))
             return
         self._guarded(self.home.root, partial(home_spend.findings, self.home, facts))
 

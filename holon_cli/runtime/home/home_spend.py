@@ -88,6 +88,25 @@ def never_written(home: HomeLayout) -> bool:
     return not _present(home) and not home.budgets_dir.exists()
 
 
+def never_written_note(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[dict[str, Any]]:
+    """``home check``'s note for a home from before the record, when its
+    agents have rounds it lacks."""
+    try:
+        lacks = len(missing(home, facts))
+    except Exception:  # noqa: BLE001 - the agents' own checks name their damage
+        lacks = 0
+    if not lacks:
+        return []
+    return [
+        {
+            "path": str(home.spend_ledger),
+            "message": f"the home's spend record was never written (a home from before it): "
+            f"{lacks} provider round(s) of the agents are not in it, so `budgets.home` counts "
+            "from now on; `holon home check --repair` adds them",
+        }
+    ]
+
+
 def findings(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[Problem]:
     """What the home's record lacks next to the agents' ledgers (its damaged
     lines and cuts are the ledger check's, run on it like on any ledger)."""
