@@ -70,7 +70,6 @@ OVER_CEILING: dict[str, str] = {
     "one per key, splittable by config section",
     "holon_cli/model/typed.py": SPLIT + ": the one record checker (issue 43 item 1, `typed`): "
     "the checker compiler and json_schema can go to two modules",
-    "holon_cli/runtime/home/checks.py": SPLIT + "; helper `typed` edits it now",
     "holon_cli/model/events.py": SPLIT,
     "holon_cli/store/ledger.py": "the Ledger split (writer / reader / segments) waits for the "
     "ledger edits of helpers `typed` and `perf-serve` to land (issue 43 item 3)",

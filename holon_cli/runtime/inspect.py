@@ -14,6 +14,7 @@ from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
 from holon_cli.runtime import queue as q
 from holon_cli.runtime.home import checks as hc
+from holon_cli.runtime.home import plane_checks as pc
 from holon_cli.store.agent_store import LEDGER_MAX_VERSION, SEGMENTED, AgentStore
 from holon_cli.store.fsio import read_snapshot
 from holon_cli.store.layout import LEDGERS, AgentLayout, HomeLayout
@@ -453,25 +454,25 @@ class _HomeCheck:
         """The newer planes' files, deletions included (issue 36): each is
         compared with what the other records say about it."""
         facts = {
-            n: hc.AgentFacts(self.home.agent(n))
+            n: pc.AgentFacts(self.home.agent(n))
             for n in names
             if self.home.agent(n).runtime.is_dir()
         }
-        lineage = hc.lineage_children(facts)
+        lineage = pc.lineage_children(facts)
         for fact in facts.values():
             layout = fact.layout
-            self._guarded(layout, partial(hc.spend_findings, layout, facts, lineage))
-            self._guarded(layout, partial(hc.episode_findings, fact))
-            self._guarded(layout, partial(hc.delegation_findings, fact))
-            self._guarded(layout, partial(hc.handle_findings, fact, facts))
+            self._guarded(layout, partial(pc.spend_findings, layout, facts, lineage))
+            self._guarded(layout, partial(pc.episode_findings, fact))
+            self._guarded(layout, partial(pc.delegation_findings, fact))
+            self._guarded(layout, partial(pc.handle_findings, fact, facts))
             for lname in SEGMENTED:
                 led = fact.store.ledger(lname)
-                self._guarded(layout, partial(hc.segment_gap_findings, led))
-            self._guarded(layout, partial(hc.memory_index_findings, layout))
-        self._guarded(self.home.root, partial(hc.registry_findings, self.home, facts))
+                self._guarded(layout, partial(pc.segment_gap_findings, led))
+            self._guarded(layout, partial(pc.memory_index_findings, layout))
+        self._guarded(self.home.root, partial(pc.registry_findings, self.home, facts))
         self.home_spend(facts)
 
-    def home_spend(self, facts: dict[str, hc.AgentFacts]) -> None:
+    def home_spend(self, facts: dict[str, pc.AgentFacts]) -> None:
         """The home's spend record: a ledger like an agent's (damaged lines,
         a cut or a deletion its mark shows), and every agent's own rounds in it."""
         from holon_cli.runtime.budgets.spend import home_ledger

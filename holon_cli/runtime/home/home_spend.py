@@ -24,7 +24,7 @@ from holon_cli.store.ledger_lines import Problem
 
 if TYPE_CHECKING:
     from holon_cli.model.budget import SpendRecord
-    from holon_cli.runtime.home.checks import AgentFacts
+    from holon_cli.runtime.home.plane_checks import AgentFacts
     from holon_cli.runtime.home.repair import RepairAction
     from holon_cli.store.layout import HomeLayout
     from holon_cli.store.ledger import Ledger

@@ -32,6 +32,7 @@ from typing import Any, cast
 from holon_cli import clock
 from holon_cli.errors import HolonError
 from holon_cli.runtime.home import checks as hc
+from holon_cli.runtime.home import plane_checks as pc
 from holon_cli.runtime.home.repair import RepairAction, _act, _set_aside
 from holon_cli.store.fsio import write_snapshot
 from holon_cli.store.layout import HomeLayout
@@ -72,14 +73,14 @@ def _wake_index(home: HomeLayout) -> list[RepairAction]:
 
 
 def repair_planes(home: HomeLayout, names: list[str]) -> list[RepairAction]:
-    facts = {n: hc.AgentFacts(home.agent(n)) for n in names if home.agent(n).runtime.is_dir()}
-    lineage = hc.lineage_children(facts)
+    facts = {n: pc.AgentFacts(home.agent(n)) for n in names if home.agent(n).runtime.is_dir()}
+    lineage = pc.lineage_children(facts)
     out: list[RepairAction] = []
     for fact in facts.values():
         for step in (_segments, _handles, _delegations, _episodes, _memory_index, _cleanups):
             out += _guarded(fact, step, facts)
     # read again: the segments repaired above hold events again
-    facts = {n: hc.AgentFacts(home.agent(n)) for n in facts}
+    facts = {n: pc.AgentFacts(home.agent(n)) for n in facts}
     for fact in facts.values():
         out += _guarded(fact, lambda f, fs: _spend(f, fs, lineage), facts)
     from holon_cli.runtime.home import home_spend
@@ -95,7 +96,7 @@ def repair_planes(home: HomeLayout, names: list[str]) -> list[RepairAction]:
     return out
 
 
-def _guarded(fact: hc.AgentFacts, step: Any, facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+def _guarded(fact: pc.AgentFacts, step: Any, facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
     try:
         return list(step(fact, facts))
     except HolonError as exc:
@@ -106,12 +107,12 @@ def _guarded(fact: hc.AgentFacts, step: Any, facts: dict[str, hc.AgentFacts]) ->
 
 
 def _spend(
-    fact: hc.AgentFacts, facts: dict[str, hc.AgentFacts], lineage: dict[str, list[str]]
+    fact: pc.AgentFacts, facts: dict[str, pc.AgentFacts], lineage: dict[str, list[str]]
 ) -> list[RepairAction]:
     from holon_cli.runtime.budgets import spend as budgets
     from holon_cli.store.config import load_config
 
-    lost = hc.missing_spend(fact.layout, facts, lineage)
+    lost = pc.missing_spend(fact.layout, facts, lineage)
     if not lost:
         return []
     try:
@@ -165,13 +166,13 @@ def _spend(
 # ------------------------------------------------------ children, delegations
 
 
-def _delegations(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+def _delegations(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
     from holon_cli.runtime.children.supervision import append_delegation
 
-    no_start, no_end = hc.delegation_gaps(fact)
+    no_start, no_end = pc.delegation_gaps(fact)
     if not no_start and not no_end:
         return []
-    handles = hc.child_handles(fact)
+    handles = pc.child_handles(fact)
     for tid in no_start:
         append_delegation(fact.store, cast(Any, handles[tid]), "started")
     for tid in no_end:
@@ -183,12 +184,12 @@ def _delegations(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[
     return [_act(path, "reappended", f"delegation record(s) of {', '.join([*no_start, *no_end])}")]
 
 
-def _handles(fact: hc.AgentFacts, facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+def _handles(fact: pc.AgentFacts, facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
     """Child handles deleted, or damaged with no copy in tasks.jsonl."""
     from holon_cli.runtime.tasks.records import tasks_root
 
     out: list[RepairAction] = []
-    wanted = hc.missing_handles(fact, facts)
+    wanted = pc.missing_handles(fact, facts)
     root = tasks_root(fact.store)
     damaged = {Path(p.path).parent.name for p in hc.task_problems(fact.layout)}
     for tid in sorted(damaged):
@@ -202,11 +203,11 @@ def _handles(fact: hc.AgentFacts, facts: dict[str, hc.AgentFacts]) -> list[Repai
     return out
 
 
-def _delegation_info(fact: hc.AgentFacts, tid: str) -> dict[str, Any]:
+def _delegation_info(fact: pc.AgentFacts, tid: str) -> dict[str, Any]:
     info: dict[str, Any] = {}
     led = fact.store.ledger("delegations")
-    if led.path.exists() and hc._clean(led):
-        for rec in hc._readable(led):
+    if led.path.exists() and pc._clean(led):
+        for rec in pc._readable(led):
             if rec.get("supervision_task_id") == tid:
                 info.update(rec)
                 info[f"{rec.get('event')}_at"] = rec.get("at")
@@ -214,7 +215,7 @@ def _delegation_info(fact: hc.AgentFacts, tid: str) -> dict[str, Any]:
 
 
 def _rebuild_handle(
-    fact: hc.AgentFacts, facts: dict[str, hc.AgentFacts], d: Path, info: dict[str, Any]
+    fact: pc.AgentFacts, facts: dict[str, pc.AgentFacts], d: Path, info: dict[str, Any]
 ) -> list[RepairAction]:
     from holon_cli.model import task as tm
 
@@ -279,13 +280,13 @@ def _rebuild_handle(
 # ---------------------------------------------------------------- episodes
 
 
-def _episodes(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+def _episodes(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
     from holon_cli.runtime.memory.episodes import LEDGER
 
-    if not hc.episode_findings(fact):
+    if not pc.episode_findings(fact):
         return []
     led = fact.store.ledger(LEDGER)
-    have = len(hc._readable(led))
+    have = len(pc._readable(led))
     box: dict[str, int] = {}
 
     def accept(st: Any) -> None:
@@ -309,7 +310,7 @@ def _episodes(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[Rep
 # ---------------------------------------------------------------- segments
 
 
-def _segments(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+def _segments(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
     from holon_cli.store.agent_store import SEGMENTED
 
     out: list[RepairAction] = []
@@ -374,7 +375,7 @@ def _missing_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairActi
 
     out: list[RepairAction] = []
     seg_dir, stem = led.segments_dir, led.path.stem
-    for n in hc.segment_gaps(led):
+    for n in pc.segment_gaps(led):
         path = seg_dir / f"{stem}.{n:08d}.jsonl"
         copy = tail_path(seg_dir, stem, n)
         recs: list[dict[str, Any]] = []
@@ -398,7 +399,7 @@ def _missing_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairActi
                 {"file": str(path) + ".gz", "rebuilt_from": str(copy), "records": len(recs)}
             )
             continue
-        marker = hc.lost_marker(seg_dir, stem, n)
+        marker = pc.lost_marker(seg_dir, stem, n)
         write_snapshot(marker, {"v": 1, "segment": n, "lost_at": clock.now_iso()})
         losses.append({"file": str(path) + ".gz", "lost_segment": n})
         out.append(
@@ -414,7 +415,7 @@ def _missing_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairActi
 # ---------------------------------------------- durable cleanups (worktrees)
 
 
-def _cleanups(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+def _cleanups(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
     """What a killed process left undone: an ended child's worktree cleanup
     and archiving, an isolated worktree made and never bound."""
     from holon_cli.model.task import is_child_task
@@ -437,8 +438,8 @@ def _cleanups(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[Rep
 # ------------------------------------------------------------ memory index
 
 
-def _memory_index(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
-    if not hc.memory_index_findings(fact.layout):
+def _memory_index(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
+    if not pc.memory_index_findings(fact.layout):
         return []
     from holon_cli.runtime.memory.search import index_path, sync
 
@@ -456,12 +457,12 @@ def _memory_index(fact: hc.AgentFacts, _facts: dict[str, hc.AgentFacts]) -> list
 # ---------------------------------------------------------- workspaces.json
 
 
-def _registry(home: HomeLayout, facts: dict[str, hc.AgentFacts]) -> list[RepairAction]:
+def _registry(home: HomeLayout, facts: dict[str, pc.AgentFacts]) -> list[RepairAction]:
     from holon_cli.errors import CorruptStateError
     from holon_cli.model.workspace import REGISTRY_VERSION
     from holon_cli.store.workspace_registry import read_registry
 
-    if not hc.registry_findings(home, facts):
+    if not pc.registry_findings(home, facts):
         return []
     out: list[RepairAction] = []
     path = home.workspace_registry
@@ -473,7 +474,7 @@ def _registry(home: HomeLayout, facts: dict[str, hc.AgentFacts]) -> list[RepairA
             out.append(_act(_set_aside(path), "set_aside", "the damaged registry"))
         have = {r["workspace_id"] for r in rows}
         added = 0
-        for wid, (anchor, at) in sorted(hc.registry_expected(facts).items()):
+        for wid, (anchor, at) in sorted(pc.registry_expected(facts).items()):
             if wid not in have:
                 rows.append(
                     {
