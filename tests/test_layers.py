@@ -68,8 +68,6 @@ OVER_CEILING: dict[str, str] = {
     "holon_cli/model/config.py": SPLIT + ": every config key's TypedDict with its Rule "
     "(bounds, default, example) moved here from config_schema.py by `typed`; declarations, "
     "one per key, splittable by config section",
-    "holon_cli/model/typed.py": SPLIT + ": the one record checker (issue 43 item 1, `typed`): "
-    "the checker compiler and json_schema can go to two modules",
     "holon_cli/model/events.py": SPLIT,
     "holon_cli/store/ledger.py": "the Ledger split (writer / reader / segments) waits for the "
     "ledger edits of helpers `typed` and `perf-serve` to land (issue 43 item 3)",
