@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -56,10 +55,17 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from holon_cli.errors import RejectedError
+from holon_cli.store.memory_schema import (
+    BUSY_TIMEOUT_MS,
+    OUR_OLDER_VERSIONS,
+    schema_problem,
+    set_aside,
+)
+from holon_cli.store.memory_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from holon_cli.store.memory_schema import index_problem as index_problem
+from holon_cli.store.memory_schema import remove_files as remove_files
+from holon_cli.store.memory_text import project, query_terms
 
-SCHEMA_VERSION = 2
-OUR_OLDER_VERSIONS = (1,)  # ours, an earlier layout: removed and rebuilt, not "damaged"
-BUSY_TIMEOUT_MS = 5000
 # the newest documents ranked first; above RECENT_DOCS + RECENT_SLACK
 # documents the window is trimmed back to RECENT_DOCS
 RECENT_DOCS = 10_000
@@ -67,11 +73,6 @@ RECENT_SLACK = 1_000
 TOKENIZE = "unicode61 remove_diacritics 2"
 # connections kept per thread (a serve with many agents searches many indexes)
 OPEN_PER_THREAD = 8
-
-# Han (incl. extensions A and compatibility), kana, Hangul syllables and jamo
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_]+", re.UNICODE)
 
 
 class Doc(NamedTuple):
@@ -94,27 +95,6 @@ class Hit(NamedTuple):
     row: dict[str, Any]
     rank: float  # lower is better
     tier: int  # 0: exact phrase, 1: every term, 2: any term
-
-
-def _bigrams(run: str) -> str:
-    if len(run) == 1:
-        return run
-    return " ".join(run[i : i + 2] for i in range(len(run) - 1))
-
-
-def project(text: str) -> str:
-    """The FTS projection: CJK runs become space-separated bigrams."""
-    return _CJK_RUN.sub(lambda m: " " + _bigrams(m.group(0)) + " ", text)
-
-
-def query_terms(query: str) -> list[str]:
-    """A query's terms as FTS5 phrases: each a quoted string (no operator a
-    caller types reaches FTS5), a CJK run as its bigram phrase."""
-    out: list[str] = []
-    for tok in _TOKEN.findall(query):
-        text = _bigrams(tok) if _CJK_RUN.fullmatch(tok) else tok
-        out.append('"' + text.replace('"', '""') + '"')
-    return out
 
 
 _FTS5: bool | None = None
@@ -698,104 +678,3 @@ def forget(path: Path) -> None:
     idx = kept.pop(str(path), None)
     if idx is not None and _KEPT_PID[0] == os.getpid():
         idx.close()
-
-
-# ------------------------------------------------------------------- schema
-
-# the tables (and columns) of SCHEMA_VERSION; ``fts`` and ``fts_recent`` are FTS5 tables
-SCHEMA: dict[str, frozenset[str]] = {
-    "meta": frozenset({"key", "value"}),
-    "docs": frozenset(
-        {
-            "id",
-            "source_key",
-            "source_ref",
-            "kind",
-            "scope_kind",
-            "workspace_id",
-            "agent_id",
-            "source_path",
-            "title",
-            "body",
-            "updated_at",
-            "metadata",
-            "fingerprint",
-            "gen",
-        }
-    ),
-    "fts": frozenset({"title", "body"}),
-    "fts_recent": frozenset({"title", "body"}),
-}
-FTS_TABLES = ("fts", "fts_recent")
-# what schema 1 had (docs without `gen`, no window)
-SCHEMA_V1: dict[str, frozenset[str]] = {
-    "meta": SCHEMA["meta"],
-    "docs": SCHEMA["docs"] - {"gen"},
-    "fts": SCHEMA["fts"],
-}
-
-
-def schema_problem(con: sqlite3.Connection, version: int = SCHEMA_VERSION) -> str | None:
-    """What is wrong with the schema of an open index (``None``: it is ours,
-    of ``version``)."""
-    tables = SCHEMA if version == SCHEMA_VERSION else SCHEMA_V1
-    rows = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall())
-    for table, cols in tables.items():
-        if table not in rows:
-            return f"it has no `{table}` table"
-        have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
-        if not cols <= have:
-            return f"its `{table}` table lacks {', '.join(sorted(cols - have))}"
-    for table in FTS_TABLES:
-        if table in tables and "fts5" not in str(rows[table] or "").lower():
-            return f"its `{table}` table is not an FTS5 table"
-    return None
-
-
-def index_problem(path: Path) -> str | None:
-    """Why the index at ``path`` cannot serve a search (read-only: ``holon
-    home check``); ``None`` when it is sound, does not exist, or is ours of
-    an earlier version (the next search rebuilds that one)."""
-    if not path.exists():
-        return None
-    try:
-        if path.stat().st_size == 0:
-            return "it is empty (no schema)"
-        uri = f"file:{path}?mode=ro"
-        try:
-            con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError:  # a WAL database without its -shm: read it as is
-            con = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
-        try:
-            version = con.execute("PRAGMA user_version").fetchone()[0]
-            if version in OUR_OLDER_VERSIONS and schema_problem(con, version) is None:
-                return None
-            if version != SCHEMA_VERSION:
-                return f"its schema version is {version}, not {SCHEMA_VERSION}"
-            why = schema_problem(con)
-            if why is None:
-                bad = con.execute("PRAGMA quick_check").fetchone()[0]
-                why = None if bad == "ok" else f"SQLite reports damage ({bad})"
-            return why
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as exc:
-        return f"SQLite cannot read it ({exc})"
-    except OSError as exc:
-        return f"it cannot be read ({exc.strerror or exc})"
-
-
-def set_aside(path: Path) -> None:
-    """Keep what is at ``path`` as ``<name>.damaged-<time>`` (never read again)."""
-    import time
-
-    if path.exists():
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        path.replace(path.with_name(f"{path.name}.damaged-{stamp}"))
-    remove_files(path)
-
-
-def remove_files(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(path) + suffix).unlink(missing_ok=True)

@@ -151,7 +151,7 @@ def snippet_finder(query: str) -> Any:
     found (case-insensitive; a CJK run as written, without its bigrams)."""
     import re
 
-    from holon_cli.store.memory_index import query_terms
+    from holon_cli.store.memory_text import query_terms
 
     terms = [query.strip(), *(t.strip('"').replace(" ", "") for t in query_terms(query))]
     terms = [t.replace('""', '"') for t in dict.fromkeys(terms) if t]
