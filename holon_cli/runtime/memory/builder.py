@@ -10,7 +10,7 @@ leaves an index that answers (with what it holds) and a build the next
 search or builder resumes. Its stderr goes to ``memory.builder.log``
 beside the index (the last run's).
 
-Started by ``runtime.memory.sync.spawn_builder`` as ``python -m
+Started by ``runtime.memory.background.spawn_builder`` as ``python -m
 holon_cli.runtime.memory.builder AGENT_HOME AGENT_ID``.
 """
 
@@ -26,7 +26,8 @@ def build(store: AgentStore) -> int:
     """Hold the builder lock and bring the index up to date; 0 also when
     another builder holds the lock (it does the work)."""
     from holon_cli.errors import BusyError
-    from holon_cli.runtime.memory.sync import builder_lock_path, freshen, index_path
+    from holon_cli.runtime.memory.background import builder_lock_path
+    from holon_cli.runtime.memory.sync import freshen, index_path
     from holon_cli.store.locks import HeldLock
     from holon_cli.store.memory_index import open_index
 

@@ -263,3 +263,44 @@ def workspace_profile_docs(store: AgentStore) -> list[Doc]:
             )
         )
     return out
+
+
+CHANGED = ("changed",)  # equals no stat: the record moved on since it was indexed
+
+
+def plan_part(fingerprint: str, head: str, tail: str) -> Any:
+    """The plan signature a work item's fingerprint holds, as a stat tuple
+    (``None``: no plan file) for the record ``head``/``tail`` describe."""
+    if not (fingerprint.startswith(head) and fingerprint.endswith(tail)):
+        return CHANGED
+    mid = fingerprint[len(head) : len(fingerprint) - len(tail)]
+    if mid == "-":
+        return None
+    try:
+        size, mtime, ctime = (int(x) for x in mid.split(":"))
+    except ValueError:
+        return CHANGED
+    return (size, mtime, ctime)
+
+
+# ---------------------------------------------------- references
+
+
+def ref_key(store: AgentStore) -> bytes:
+    """The agent's secret for source refs: made once, kept with its state
+    (not the disposable index), so refs survive a rebuild."""
+    from holon_cli.store.fsio import create_new_bytes
+
+    path = store.layout.state_dir / "memory_ref.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        create_new_bytes(path, os.urandom(32))  # a concurrent first use: one key wins
+        return path.read_bytes()
+
+
+def source_ref(key: bytes, source_key: str) -> str:
+    import hashlib
+    import hmac
+
+    return "mem_" + hmac.new(key, source_key.encode(), hashlib.sha256).hexdigest()[:24]

@@ -62,6 +62,11 @@ from typing import Any, NamedTuple
 
 from holon_cli.errors import CorruptStateError, HolonError
 from holon_cli.runtime.memory import sources as S
+from holon_cli.runtime.memory.background import builder_lock_path as builder_lock_path
+from holon_cli.runtime.memory.background import builder_running, spawn_builder
+from holon_cli.runtime.memory.background import started_builder as started_builder
+from holon_cli.runtime.memory.sources import ref_key
+from holon_cli.runtime.memory.sources import source_ref as source_ref
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.memory_index import Doc, MemoryIndex
 
@@ -157,99 +162,6 @@ def _head(path: Path) -> str | None:
             return f"{os.fstat(f.fileno()).st_ino}:{f.read(256).hex()}"
     except FileNotFoundError:
         return None
-
-
-# --------------------------------------------------- the background builder
-
-_STARTED: dict[str, Any] = {}  # index path -> the Popen of the builder this process started
-
-
-def builder_lock_path(store: AgentStore) -> Path:
-    return store.layout.runtime / "indexes" / "memory.builder.lock"
-
-
-def builder_log_path(store: AgentStore) -> Path:
-    return store.layout.runtime / "indexes" / "memory.builder.log"
-
-
-def builder_running(store: AgentStore) -> bool:
-    """Whether a builder holds this index's lock (a try, never a wait)."""
-    import fcntl
-
-    try:
-        fd = os.open(builder_lock_path(store), os.O_RDWR)
-    except OSError:
-        return False  # never started here
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases what we took
-    return False
-
-
-def spawn_builder(store: AgentStore) -> None:
-    """Start a builder (``runtime.memory.builder``) for ``store``'s index
-    unless this process already started one that still runs (one that loses
-    the lock exits at once). Its own session (a Ctrl-C of the search does
-    not reach it), ``HOLON_HOME`` as this process sees it, stderr to
-    ``memory.builder.log`` (the last run's)."""
-    import subprocess
-    import sys
-
-    from holon_cli.store.layout import HomeLayout
-
-    key = str(builder_lock_path(store))
-    prev = _STARTED.get(key)
-    if prev is not None and prev.poll() is None:
-        return
-    builder_lock_path(store).parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, HOLON_HOME=str(HomeLayout.current().root))
-    with open(builder_log_path(store), "wb") as log:
-        _STARTED[key] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                f"{__package__}.builder",  # another process: this module imports nothing of it
-                str(store.layout.home),
-                store.agent_id,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            env=env,
-            close_fds=True,
-            start_new_session=True,
-        )
-
-
-def started_builder(store: AgentStore) -> Any:
-    """The builder process this process started for ``store`` (tests wait on it)."""
-    return _STARTED.get(str(builder_lock_path(store)))
-
-
-# ------------------------------------------------------------ references
-
-
-def ref_key(store: AgentStore) -> bytes:
-    """The agent's secret for source refs: made once, kept with its state
-    (not the disposable index), so refs survive a rebuild."""
-    from holon_cli.store.fsio import create_new_bytes
-
-    path = store.layout.state_dir / "memory_ref.key"
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        create_new_bytes(path, os.urandom(32))  # a concurrent first use: one key wins
-        return path.read_bytes()
-
-
-def source_ref(key: bytes, source_key: str) -> str:
-    import hashlib
-    import hmac
-
-    return "mem_" + hmac.new(key, source_key.encode(), hashlib.sha256).hexdigest()[:24]
 
 
 # ---------------------------------------------------------------- the sync
@@ -497,7 +409,7 @@ class Sync:
                 continue
             want = expect.get(key)
             if want is None or want[0] is not have:
-                want = expect[key] = (have, _plan_part(have, head, tail))
+                want = expect[key] = (have, S.plan_part(have, head, tail))
             try:
                 st = stat(rel, dir_fd=fd)
                 now: Any = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -712,24 +624,6 @@ class Sync:
             self.fill_chunk()
             return True
         return False
-
-
-_CHANGED = ("changed",)  # equals no stat: the record moved on since it was indexed
-
-
-def _plan_part(fingerprint: str, head: str, tail: str) -> Any:
-    """The plan signature a work item's fingerprint holds, as a stat tuple
-    (``None``: no plan file) for the record ``head``/``tail`` describe."""
-    if not (fingerprint.startswith(head) and fingerprint.endswith(tail)):
-        return _CHANGED
-    mid = fingerprint[len(head) : len(fingerprint) - len(tail)]
-    if mid == "-":
-        return None
-    try:
-        size, mtime, ctime = (int(x) for x in mid.split(":"))
-    except ValueError:
-        return _CHANGED
-    return (size, mtime, ctime)
 
 
 def _work_items_fd(store: AgentStore) -> int | None:
