@@ -183,6 +183,20 @@ def holon_home(
         shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _clean_default_catalog() -> None:
+    """Each test starts with the process's default tool catalog as built:
+    ``monkeypatch.setattr(default_catalog(), "execute", ...)`` undoes to an
+    instance attribute (the bound method it read), which then hides a later
+    test's patch of ``ToolCatalog.execute`` (CI failed on that order), and an
+    in-process ``serve`` leaves it ``warm``."""
+    catalog = sys.modules.get("holon_cli.tools.catalog")
+    default = getattr(catalog, "_default", None)
+    if default is not None:
+        vars(default).pop("execute", None)
+        default.warm = False
+
+
 @pytest.fixture
 def reap_test_tasks(holon_home: Path) -> Iterator[None]:
     """After the test (and after its own fixtures' ``task_stop``), SIGKILL

@@ -463,8 +463,12 @@ TURNS = textwrap.dedent(
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
     from holon_cli.tools.catalog import default_catalog
-    agent, n = sys.argv[1], int(sys.argv[2])
+    import os, time
+    agent, n, gate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     cat = default_catalog()
+    open(gate + ".ready", "w").close()  # imported: the start-up skew is behind us
+    while not os.path.exists(gate):
+        time.sleep(0.005)
     for i in range(n):
         admit(f"q{i}", agent_id=agent, kind="internal_followup", origin="system:delegation",
               delivery_surface="runtime_system", admission_context="runtime_owned")
@@ -488,11 +492,22 @@ def test_three_children_at_once_cannot_overshoot_their_parent(
     config(holon_home, {"model": model, "agents": {"main": {"budgets": {"tokens_per_day": 950}}}})
     env = {**os.environ, "HOLON_MODEL": model}
     t0 = time.monotonic()
-    procs = []
-    for k in ("k1", "k2", "k3"):
-        procs.append(
-            subprocess.Popen([sys.executable, "-c", TURNS, k, "6"], env=env, stderr=subprocess.PIPE)
+    gates = {k: tmp_path / f"go-{k}" for k in ("k1", "k2", "k3")}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TURNS, k, "6", str(gates[k])], env=env, stderr=subprocess.PIPE
         )
+        for k in gates
+    ]
+    # a loaded machine starts a Python 0.1-1 s late: the children begin once
+    # all three have imported, 0.1 s apart (CI once saw k2 begin after the
+    # other two had spent the budget)
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{g}.ready").exists() for g in gates.values()):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    for g in gates.values():
+        g.touch()
         time.sleep(0.1)
     for p in procs:
         _out, err = p.communicate(timeout=120)
