@@ -11,10 +11,12 @@ reads the open file's last records backwards in chunks; ``read_at`` the
 record at a byte offset; ``has_torn_tail`` and ``complete_size`` what a
 killed writer left. ``records_skipping_damaged`` (read-only views) and
 ``check`` (``holon home check``) read every line, reporting damaged ones as
-``Problem``s instead of raising. Each is a function of the ``Ledger``
-(``store/ledger.py``) it reads, which delegates to it (the cursor and tail
-reads parse the open file's lines through ``Ledger._parse_line``); ``Reader``
-is what they use of it.
+``Problem``s instead of raising. Each is a function of the ledger handle it
+reads, which delegates to it (``LedgerReader`` in ``store/ledger_reader.py``
+for the open file, ``LedgerHistory`` in ``store/ledger_history.py`` for the
+walks over closed segments; the cursor and tail reads parse the open file's
+lines through ``_parse_line``); ``OpenReader`` and ``Reader`` are what they
+use of it.
 """
 
 from __future__ import annotations
@@ -30,14 +32,25 @@ from holon_cli.store.ledger_segments import _int, last_path, open_segment
 from holon_cli.store.records import Validator
 
 R = TypeVar("R", bound=Mapping[str, Any])
+R_co = TypeVar("R_co", bound=Mapping[str, Any], covariant=True)
 
 
-class Reader(Protocol[R]):
-    """What these reads use of a ``Ledger``."""
+class OpenReader(Protocol[R_co]):
+    """What the reads of the open file use of a ledger
+    (``store/ledger_reader.py``)."""
 
     path: Path
     max_version: int
     validate: Validator
+
+    def _parse_line(self, raw: bytes, offset: int) -> R_co: ...
+
+    def _last_open(self) -> R_co | None: ...
+
+
+class Reader(OpenReader[R], Protocol[R]):
+    """What the reads of a ledger's whole history use of it (the closed
+    segments too: ``store/ledger_history.py``)."""
 
     @property
     def segments_dir(self) -> Path: ...
@@ -45,10 +58,6 @@ class Reader(Protocol[R]):
     def closed_segments(self) -> list[Path]: ...
 
     def _closed_records(self, seg: Path) -> list[R]: ...
-
-    def _parse_line(self, raw: bytes, offset: int) -> R: ...
-
-    def _last_open(self) -> R | None: ...
 
 
 def records_after(
@@ -230,7 +239,7 @@ def _lines_skipping_damaged(
         problems.append(Problem(str(path), None, "closed segment holds no record"))
 
 
-def check(led: Reader[Any]) -> list[Problem]:
+def check(led: OpenReader[Any]) -> list[Problem]:
     """Validate every line; a torn tail is reported as a note, not a problem."""
     problems: list[Problem] = []
     try:
@@ -253,7 +262,7 @@ def check(led: Reader[Any]) -> list[Problem]:
     return problems
 
 
-def tail_read(led: Reader[R], n: int) -> tuple[list[R], int]:
+def tail_read(led: OpenReader[R], n: int) -> tuple[list[R], int]:
     """The last ``n`` complete records and the offset just after them."""
     try:
         fd = os.open(led.path, os.O_RDONLY)
@@ -290,7 +299,7 @@ def tail_read(led: Reader[R], n: int) -> tuple[list[R], int]:
     return out, offset
 
 
-def has_torn_tail(led: Reader[Any]) -> bool:
+def has_torn_tail(led: OpenReader[Any]) -> bool:
     try:
         with open(led.path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -308,13 +317,13 @@ def has_torn_tail(led: Reader[Any]) -> bool:
     return last is None or not _last_line_complete(led)
 
 
-def _last_line_complete(led: Reader[Any]) -> bool:
+def _last_line_complete(led: OpenReader[Any]) -> bool:
     with open(led.path, "rb") as f:
         data = f.read()
     return _complete(data[data.rfind(b"\n") + 1 :], led.max_version) is not None
 
 
-def complete_size(led: Reader[Any]) -> int:
+def complete_size(led: OpenReader[Any]) -> int:
     """The file's size without a torn last line (what the last complete
     append left; compare with the mark)."""
     try:
@@ -340,7 +349,7 @@ def complete_size(led: Reader[Any]) -> int:
     return data_size if _complete(frag, led.max_version) is not None else keep
 
 
-def read_at(led: Reader[R], offset: int) -> R | None:
+def read_at(led: OpenReader[R], offset: int) -> R | None:
     """The complete record starting at byte ``offset`` (``None`` if there is
     none: past the end, not the start of a line, torn)."""
     try:
@@ -365,6 +374,6 @@ def read_at(led: Reader[R], offset: int) -> R | None:
         return None
 
 
-def _typed(led: Reader[R], whole: dict[str, Any], offset: int) -> R:
+def _typed(led: OpenReader[R], whole: dict[str, Any], offset: int) -> R:
     rec: R = _checked(led.path, None, offset, whole, led.validate)
     return rec

@@ -23,6 +23,12 @@ from holon_cli.store.fsio import PRIVATE_FILE_MODE, dumps, fsync_dir
 from holon_cli.store.ledger_lines import _checked, _complete, _corrupt, _parse
 from holon_cli.store.records import Validator
 
+# the folder beside a segmented ledger's open file that holds its closed segments
+SEGMENTS_DIR = "segments"
+# a copy of the closed tail capped by its byte budget starts with a header
+# line holding this key (no record of the ledger's kind)
+COPY_HEADER = "tail_copy_capped"
+
 
 def _int(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else -1

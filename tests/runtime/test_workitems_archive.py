@@ -21,6 +21,7 @@ from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.waiting.intents import cancel_for_work_item
 from holon_cli.store import workitem_archive as wa
+from holon_cli.store import workitem_fold as wf
 from holon_cli.store import workitem_index as wix
 from holon_cli.store.agent_store import AgentStore
 
@@ -29,10 +30,10 @@ KEEP = 2  # completed items the head keeps in these tests (of each kind)
 
 @pytest.fixture
 def store(now: list[float], monkeypatch: pytest.MonkeyPatch) -> AgentStore:
-    monkeypatch.setattr(wix, "KEEP_RECENT", KEEP)
+    monkeypatch.setattr(wf, "KEEP_RECENT", KEEP)
     wix._LOADED.clear()
     wa._ARCHIVES.clear()
-    wix._WARNED.clear()
+    wf._WARNED.clear()
     return open_agent()
 
 
@@ -65,7 +66,7 @@ def head(store: AgentStore) -> dict[str, Any]:
 
 def full_fold(store: AgentStore) -> dict[str, Any]:
     """Every item as the ledgers say (no index involved)."""
-    idx = wix._fold_ledgers(
+    idx = wf.fold_ledgers(
         store.ledger(wix.WORK_ITEMS_LEDGER),
         store.ledger(wix.DELIVERY_LEDGER),
         store.ledger(wix.WAITS_LEDGER),
@@ -78,6 +79,7 @@ def no_archive_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*a: Any, **k: Any) -> Any:
         raise AssertionError("the archive was read")
 
+    monkeypatch.setattr(wf, "read_archive", refuse)
     monkeypatch.setattr(wix, "read_archive", refuse)
     wa._ARCHIVES.clear()
     wix._LOADED.clear()
@@ -206,9 +208,9 @@ MIGRATE = textwrap.dedent(
     import os, signal, sys
     from holon_cli.runtime import workitems as wi
     from holon_cli.runtime.agents.lifecycle import open_agent
-    from holon_cli.store import workitem_archive as wa, workitem_index as wix
+    from holon_cli.store import workitem_archive as wa, workitem_fold as wf, workitem_index as wix
 
-    wix.KEEP_RECENT = 2
+    wf.KEEP_RECENT = 2
     where = sys.argv[1]
     real_snapshot, real_archive = wix.write_snapshot, wa.atomic_write_bytes
 
@@ -270,9 +272,7 @@ def test_a_kill_between_an_archive_append_and_its_head_loses_nothing(
     covered = head(store)["archive"]["bytes"]
     completed_items(store, 3, now)
     # the killed process checkpoints at once (its threshold made 0)
-    src = MIGRATE.replace(
-        "wix.KEEP_RECENT = 2", "wix.KEEP_RECENT = 2\nwix.SNAPSHOT_EVERY_BYTES = 0"
-    )
+    src = MIGRATE.replace("wf.KEEP_RECENT = 2", "wf.KEEP_RECENT = 2\nwix.SNAPSHOT_EVERY_BYTES = 0")
     res = subprocess.run([sys.executable, "-c", src, "before_head_append"], env=dict(os.environ))
     assert res.returncode == -signal.SIGKILL
     arch = wix.archive_path(store)
