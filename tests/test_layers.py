@@ -71,9 +71,6 @@ OVER_CEILING: dict[str, str] = {
     "lands (issue 43 item 3)",
     "holon_cli/runtime/workitems/mutations.py": SPLIT + "; helper `typed` edits it now",
     "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
-    "holon_cli/store/memory_index.py": SPLIT + "; grown past the ceiling by helper `memsearch` "
-    "(the recent window, kept connections), merged just before this list",
-    "holon_cli/store/memory_index.py::MemoryIndex": "as its module (helper `memsearch`, merged)",
     "holon_cli/runtime/memory/sync.py": SPLIT + "; new from helper `memsearch` (merged just "
     "before this list)",
     "holon_cli/runtime/memory/sync.py::Sync": "as its module (helper `memsearch`, merged)",
