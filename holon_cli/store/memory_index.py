@@ -52,16 +52,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from holon_cli.errors import RejectedError
+from holon_cli.model.typed_base import JsonObject
 from holon_cli.store import memory_ranking
 from holon_cli.store.memory_ranking import Hit as Hit
 from holon_cli.store.memory_ranking import row_dict
-from holon_cli.store.memory_schema import (
-    BUSY_TIMEOUT_MS,
-    OUR_OLDER_VERSIONS,
-    schema_problem,
-    set_aside,
-)
 from holon_cli.store.memory_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from holon_cli.store.memory_schema import TOKENIZE as TOKENIZE
+from holon_cli.store.memory_schema import connect, schema_problem
 from holon_cli.store.memory_schema import index_problem as index_problem
 from holon_cli.store.memory_schema import remove_files as remove_files
 from holon_cli.store.memory_text import project
@@ -70,7 +67,6 @@ from holon_cli.store.memory_text import project
 # documents the window is trimmed back to RECENT_DOCS
 RECENT_DOCS = 10_000
 RECENT_SLACK = 1_000
-TOKENIZE = "unicode61 remove_diacritics 2"
 # connections kept per thread (a serve with many agents searches many indexes)
 OPEN_PER_THREAD = 8
 
@@ -87,7 +83,7 @@ class Doc(NamedTuple):
     title: str
     body: str
     updated_at: str | None
-    metadata: dict[str, Any]
+    metadata: JsonObject
     fingerprint: str
 
 
@@ -138,77 +134,12 @@ class MemoryIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.con = self._open()
+        _require_fts5()
+        self.con = connect(path)
         self.cache: dict[str, Any] = {}
         self._version = self._data_version()
         self._ident = (_identity(path), _identity(f"{path}-shm"))
         self._inserted = 0
-
-    def _open(self) -> sqlite3.Connection:
-        _require_fts5()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            return self._connect()
-        except sqlite3.DatabaseError:
-            remove_files(self.path)  # unreadable: it is only a cache
-            return self._connect()
-
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(
-            self.path,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-            check_same_thread=False,  # kept per thread by open_index; closed by any
-        )
-        try:
-            con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            con.execute("PRAGMA synchronous=NORMAL")
-            version = con.execute("PRAGMA user_version").fetchone()[0]
-            if version in OUR_OLDER_VERSIONS and schema_problem(con, version) is None:
-                con.close()  # ours, an earlier layout: a cache, rebuilt
-                remove_files(self.path)
-                return self._connect()
-            wrong = version not in (0, SCHEMA_VERSION) or (
-                version == SCHEMA_VERSION and schema_problem(con) is not None
-            )
-            if version == 0 and con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                wrong = True  # tables, but not ours (ours set user_version with them)
-            if wrong:
-                # another schema (a table dropped, another database put here):
-                # the index is a cache; whatever is here is kept aside, not read
-                con.close()
-                set_aside(self.path)
-                return self._connect()
-            if version == 0:
-                con.execute("PRAGMA journal_mode=WAL")  # persistent: set once, at creation
-                self._create(con)
-        except BaseException:
-            con.close()
-            raise
-        return con
-
-    @staticmethod
-    def _create(con: sqlite3.Connection) -> None:
-        con.executescript(
-            f"""
-            BEGIN IMMEDIATE;
-            CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS docs(
-              id INTEGER PRIMARY KEY,
-              source_key TEXT UNIQUE NOT NULL,
-              source_ref TEXT UNIQUE NOT NULL,
-              kind TEXT NOT NULL, scope_kind TEXT NOT NULL, workspace_id TEXT,
-              agent_id TEXT NOT NULL, source_path TEXT, title TEXT NOT NULL,
-              body TEXT NOT NULL, updated_at TEXT, metadata TEXT NOT NULL,
-              fingerprint TEXT NOT NULL, gen INTEGER NOT NULL DEFAULT 0);
-            CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, body, tokenize='{TOKENIZE}');
-            CREATE VIRTUAL TABLE IF NOT EXISTS fts_recent USING fts5(
-              title, body, tokenize='{TOKENIZE}');
-            INSERT OR REPLACE INTO meta(key, value) VALUES ('recent', '{{"floor": 1}}');
-            PRAGMA user_version={SCHEMA_VERSION};
-            COMMIT;
-            """
-        )
 
     def close(self) -> None:
         self.con.close()
@@ -444,7 +375,7 @@ class MemoryIndex:
 
     # ----------------------------------------------------------------- reads
 
-    def _meta(self) -> dict[str, Any]:
+    def _meta(self) -> JsonObject:
         meta = self.cache.get("meta")
         if meta is None:
             meta = {k: json.loads(v) for k, v in self.con.execute("SELECT key, value FROM meta")}
