@@ -16,7 +16,6 @@ from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.enqueue import admit
 from holon_cli.runtime.tick import tick_agent
 from holon_cli.runtime.turn import run_turn
-from holon_cli.store import ledger as L
 from holon_cli.store.inbox import Inbox
 from holon_cli.store.ledger_tail import PREVIEW_KEY
 from holon_cli.tools.catalog import default_catalog
@@ -46,7 +45,9 @@ class Reads:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.bodies: list[int] = []
         self.parsed = 0
-        read, parse = Inbox.read, L._parse
+        from holon_cli.store import ledger_read, ledger_reader, ledger_segments
+
+        read, parse = Inbox.read, ledger_reader._parse
 
         def counted_read(path: Path) -> Any:
             self.bodies.append(path.stat().st_size)
@@ -57,10 +58,8 @@ class Reads:
             return parse(path, raw, *a, **k)
 
         monkeypatch.setattr(Inbox, "read", staticmethod(counted_read))
-        # every module that parses ledger lines: the ledger and its readers
-        from holon_cli.store import ledger_read, ledger_segments
-
-        for mod in (L, ledger_read, ledger_segments):
+        # every module that parses ledger lines: the ledger's readers
+        for mod in (ledger_reader, ledger_read, ledger_segments):
             monkeypatch.setattr(mod, "_parse", counted_parse)
 
 
