@@ -294,7 +294,7 @@ def tail_read(led: OpenReader[R], n: int) -> tuple[list[R], int]:
         offset += len(ln) + 1
     out: list[R] = []
     for ln in lines[-n:]:
-        out.append(led._parse_line(ln, offset))  # ledger.py's parse, as before
+        out.append(led._parse_line(ln, offset))  # ledger_reader.py's parse, as before
         offset += len(ln) + 1
     return out, offset
 

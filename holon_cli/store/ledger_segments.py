@@ -6,8 +6,8 @@ compression of a closed segment (temp file, fsync, rename, mtime kept, the
 plain file removed last), reading one closed segment, and the small files
 beside them: the copy of the closed tail (``<stem>.<N>.tail``), the newest
 closed record (``<stem>.last``) and what retention dropped
-(``<stem>.trimmed``). When a segment is closed, and how readers walk
-history, is ``store/ledger.py``'s.
+(``<stem>.trimmed``). When a segment is closed is ``store/ledger.py``'s,
+how readers walk history ``store/ledger_history.py``'s.
 """
 
 from __future__ import annotations
