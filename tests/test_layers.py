@@ -69,10 +69,6 @@ OVER_CEILING: dict[str, str] = {
     "ledger edits of helpers `typed` and `perf-serve` to land (issue 43 item 3)",
     "holon_cli/store/ledger.py::Ledger": "as its module: split after `typed` and `perf-serve` "
     "land (issue 43 item 3)",
-    "holon_cli/runtime/tasks/supervisor.py": "helper `stoprace` edits runtime/tasks/ now; the "
-    "Supervisor split comes after it lands (issue 43 item 3)",
-    "holon_cli/runtime/tasks/supervisor.py::Supervisor": "as its module: split after `stoprace` "
-    "lands (issue 43 item 3)",
     "holon_cli/runtime/workitems/mutations.py": SPLIT + "; helper `typed` edits it now",
     "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
     "holon_cli/store/workitem_index.py": SPLIT + "; grown past the ceiling by helper "
