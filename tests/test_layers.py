@@ -69,7 +69,6 @@ OVER_CEILING: dict[str, str] = {
     "ledger edits of helpers `typed` and `perf-serve` to land (issue 43 item 3)",
     "holon_cli/store/ledger.py::Ledger": "as its module: split after `typed` and `perf-serve` "
     "land (issue 43 item 3)",
-    "holon_cli/runtime/workitems/mutations.py": SPLIT + "; helper `typed` edits it now",
     "holon_cli/store/workitem_index.py": SPLIT + "; grown past the ceiling by helper "
     "`perf-bench` (the head snapshot and archive), merged just before this list",
     "holon_cli/store/memory_index.py": SPLIT + "; grown past the ceiling by helper `memsearch` "
