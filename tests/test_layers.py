@@ -74,8 +74,6 @@ OVER_CEILING: dict[str, str] = {
     "holon_cli/store/memory_index.py": SPLIT + "; grown past the ceiling by helper `memsearch` "
     "(the recent window, kept connections), merged just before this list",
     "holon_cli/store/memory_index.py::MemoryIndex": "as its module (helper `memsearch`, merged)",
-    "holon_cli/serve/http/uvicorn_seam.py::guarded_protocol_class": "a class factory: the "
-    "guarded protocol class is defined inside it, over uvicorn's (the seam keeps it in one place)",
 }
 
 # The seams onto other libraries' private names: the seam module -> the
