@@ -71,6 +71,13 @@ SENT_MAX = 100_000  # remembered enqueued ids (a message's wake is enqueued once
 _scheduler: DbosScheduler | None = None  # the process's engine (workflows reach it)
 
 
+class _EnqueueOptions(TypedDict, total=False):
+    """What a pass is enqueued with (DBOS's ``SetEnqueueOptions``)."""
+
+    queue_partition_key: str
+    delay_seconds: float
+
+
 class PassResult(TypedDict):
     turns: int
     last_status: str | None
@@ -240,7 +247,7 @@ class DbosScheduler(Scheduler):
         wfid = f"{agent_id}:{key}"
         if wfid in self._sent:  # this worker enqueued it already: no round trip
             return True
-        opts: dict[str, Any] = {"queue_partition_key": agent_id}
+        opts: _EnqueueOptions = {"queue_partition_key": agent_id}
         if delay > 0:
             opts["delay_seconds"] = delay
         try:
