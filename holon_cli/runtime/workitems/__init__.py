@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from holon_cli.runtime.workitems.access import require_work_item
+    from holon_cli.runtime.workitems.completion import complete_work_item
     from holon_cli.runtime.workitems.hints import (
         COMPLETE_TOOL,
         MUTATION_TOOLS,
         is_work_item_mutation,
         round_completion_targets,
     )
-    from holon_cli.runtime.workitems.completion import complete_work_item
     from holon_cli.runtime.workitems.mutations import (
         DEFAULT_RECHECK_AFTER_MS,
         create_work_item,
