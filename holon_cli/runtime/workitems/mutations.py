@@ -398,4 +398,3 @@ def _emit_updated(
     if release_reason is not None:
         released: WorkItemFocusReleasedData = {"reason": release_reason, "source": source}
         store.emit("work_item_focus_released", released, work_item_id=wid, turn_id=turn_id)
-
