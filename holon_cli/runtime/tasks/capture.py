@@ -1,7 +1,8 @@
-"""A supervised command's output on its way to disk: the files it is copied
-to (``output.log``, the combined stream the previews read; ``stdout.log`` /
-``stderr.log`` on pipes), the output cap enforced on the write path, and the
-free-disk breaker (``retention.min_free_bytes``).
+"""A supervised command's output on its way to disk: read from its pipes
+(or terminal) without blocking, copied to its files (``output.log``, the
+combined stream the previews read; ``stdout.log`` / ``stderr.log`` on
+pipes), with the output cap enforced on the write path and the free-disk
+breaker (``retention.min_free_bytes``).
 
 The counters survive a hand-off (:mod:`.handoff`), so the cap counts what
 was written before the exec. Standard library only (the supervisor starts
@@ -10,10 +11,16 @@ with ``python -S``).
 
 from __future__ import annotations
 
+import errno
 import os
+import selectors
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+READ_CHUNK = 65536
+# how long the output left in the pipes is read once the command has ended
+DRAIN_S = 1.0
 # output bytes between two free-disk checks
 DISK_CHECK_BYTES = 256 * 1024
 # what a task's output may grow to when its spec names no cap
@@ -56,6 +63,34 @@ class Capture:
 
     def fds(self) -> tuple[int | None, ...]:
         return (self.out_fd, self.stdout_fd, self.stderr_fd)
+
+    def pump(self, fd: int, dest: int | None) -> bool:
+        """Copy what the command's output ``fd`` holds now to ``dest`` (its
+        stream's file; None on a pty); False once it is closed."""
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EIO:  # pty: every slave end is closed
+                return False
+            raise
+        if not data:
+            return False
+        self.write(data, dest)
+        return True
+
+    def drain(self, sel: selectors.BaseSelector, streams: dict[int, int | None]) -> None:
+        """The command has ended: copy what its outputs (``streams``, those
+        still registered in ``sel``) hold, for at most :data:`DRAIN_S`."""
+        end = time.monotonic() + DRAIN_S
+        live = [fd for fd in streams if fd in sel.get_map()]
+        while live and time.monotonic() < end:
+            for key, _ in sel.select(0.05):
+                fd = int(key.fd)
+                if key.data == "out" and not self.pump(fd, streams[fd]):
+                    sel.unregister(fd)
+            live = [fd for fd in streams if fd in sel.get_map()]
 
     def write(self, data: bytes, stream_fd: int | None) -> None:
         """Copy ``data`` to ``output.log`` and to its stream's file

@@ -14,7 +14,8 @@ import os
 import selectors
 from pathlib import Path
 
-READ_CHUNK = 65536
+from holon_cli.runtime.tasks.capture import READ_CHUNK
+
 INPUT_BUFFER = 1024 * 1024
 
 

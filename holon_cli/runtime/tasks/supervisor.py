@@ -26,8 +26,8 @@ The command gets its own session and process group, the parent-death
 signal (SIGKILL when this supervisor dies) and the per-call marker; when
 its leader exits, whatever it left running is stopped too.
 
-Its parts: the output files, the cap and the free-disk breaker in
-:mod:`.capture`; the input FIFO and its buffer in :mod:`.feed`; starting the
+Its parts: reading the output, its files, the cap and the free-disk breaker
+in :mod:`.capture`; the input FIFO and its buffer in :mod:`.feed`; starting the
 command on a pty or on pipes in :mod:`.spawn`; what a hand-off carries in
 :mod:`.handoff`. This module keeps the record, the loop, the end and the
 hand-off itself.
@@ -35,7 +35,6 @@ hand-off itself.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import selectors
@@ -49,13 +48,12 @@ from typing import TYPE_CHECKING, Any, cast
 from holon_cli.runtime.tasks import handoff as handoff_state
 from holon_cli.runtime.tasks import procs, spawn
 from holon_cli.runtime.tasks.capture import Capture
-from holon_cli.runtime.tasks.feed import READ_CHUNK, InputFeed
+from holon_cli.runtime.tasks.feed import InputFeed
 from holon_cli.runtime.tasks.handoff import Proc
 
 if TYPE_CHECKING:
     from holon_cli.model.task import TaskLaunchSpec, TaskRecord, TaskStatus
 
-DRAIN_S = 1.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 # the fresh interpreter a supervisor execs into (resume / report) or that
@@ -318,7 +316,7 @@ class Supervisor:
                 what = key.data
                 fd = int(key.fd)
                 if what == "out":
-                    if not self._pump(fd, streams[fd]):
+                    if not self.capture.pump(fd, streams[fd]):
                         sel.unregister(fd)
                 elif what == "control":
                     try:
@@ -350,35 +348,11 @@ class Supervisor:
             self.pgid, self.marker, grace_s=grace, reap=proc.poll, since=self.start_ticks
         )
         rc = proc.wait()
-        self._drain(sel, streams)
+        self.capture.drain(sel, streams)
         self.returncode = rc
         for extra in (fifo, pidfd):
             if extra is not None:
                 os.close(extra)
-
-    def _pump(self, fd: int, dest: int | None) -> bool:
-        try:
-            data = os.read(fd, READ_CHUNK)
-        except BlockingIOError:
-            return True
-        except OSError as exc:
-            if exc.errno == errno.EIO:  # pty: every slave end is closed
-                return False
-            raise
-        if not data:
-            return False
-        self.capture.write(data, dest)
-        return True
-
-    def _drain(self, sel: selectors.BaseSelector, streams: dict[int, int | None]) -> None:
-        end = time.monotonic() + DRAIN_S
-        live = [fd for fd in streams if fd in sel.get_map()]
-        while live and time.monotonic() < end:
-            for key, _ in sel.select(0.05):
-                fd = int(key.fd)
-                if key.data == "out" and not self._pump(fd, streams[fd]):
-                    sel.unregister(fd)
-            live = [fd for fd in streams if fd in sel.get_map()]
 
     # -- end ---------------------------------------------------------------
     def status_for(self, rc: int) -> TaskStatus:
