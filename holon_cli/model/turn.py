@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
+from holon_cli.model.records_typed_b import FailureArtifact
+
 if TYPE_CHECKING:
     from holon_cli.model.memory import TurnMemoryDelta
 
@@ -132,7 +134,7 @@ class TurnSettlement(TypedDict):
     closure: ClosureDecision
     final_text: str
     brief: BriefPlan | None
-    failure_artifact: dict[str, Any] | None
+    failure_artifact: FailureArtifact | None
     failure_kind: str | None
     sleep: SleepRequestDict | None
     turn_skills: dict[str, dict[str, Any]]
@@ -182,7 +184,7 @@ class TranscriptEntry(TypedDict):
     provider_attempt_timeline: NotRequired[dict[str, Any] | None]
     stop_reason: NotRequired[str | None]
     model_ref: NotRequired[str | None]
-    failure_artifact: NotRequired[dict[str, Any] | None]
+    failure_artifact: NotRequired[FailureArtifact | None]
     token_usage: NotRequired[dict[str, Any] | None]
     call_id: NotRequired[str]
     tool_name: NotRequired[str]

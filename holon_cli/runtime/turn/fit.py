@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.provider import ToolSpec
+    from holon_cli.model.records_typed_b import FailureArtifact
     from holon_cli.providers.base import PromptFrame
     from holon_cli.runtime.prompt import BuiltPrompt
     from holon_cli.runtime.turn.journal import Journal
@@ -353,11 +354,11 @@ class ContextFit:
         self.sent = (reported, len(self.journal.items), w.cut, self.frame_t, w.clip)
         self.overflow_retried = False
 
-    def fail_budget(self, fixed: int) -> dict[str, Any]:
+    def fail_budget(self, fixed: int) -> FailureArtifact:
         """A budget below the frame's fixed part: the turn fails, naming both.
         Records the failure and returns its artifact."""
         summary = cp.budget_too_small(fixed, self.budget_tokens)
-        artifact: dict[str, Any] = {
+        artifact: FailureArtifact = {
             "summary": summary,
             "category": "config",
             "budget_tokens": self.budget_tokens,

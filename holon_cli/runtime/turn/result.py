@@ -9,6 +9,7 @@ from holon_cli.model.value import Value
 
 if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
+    from holon_cli.model.records_typed_b import FailureArtifact
     from holon_cli.model.turn import (
         ClosureDecision,
         ProviderAttemptRecord,
@@ -65,7 +66,7 @@ class TurnResult(Value):
         model_rounds: int = 0,
         token_usage: dict[str, int] | None = None,
         provider_attempt_timeline: ProviderAttemptTimeline | None = None,
-        failure_artifact: dict[str, Any] | None = None,
+        failure_artifact: FailureArtifact | None = None,
         failure_kind: str | None = None,
         slept: bool = False,
         duration_ms: int = 0,

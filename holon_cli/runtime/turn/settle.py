@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.memory import WorkingMemoryState
+    from holon_cli.model.records_typed_b import FailureArtifact
     from holon_cli.model.tool import SleepRequest
     from holon_cli.model.turn import (
         BriefPlan,
@@ -45,7 +46,7 @@ def decide_settlement(
     focus: str | None,
     final_text: str,
     failed: bool,
-    failure_artifact: dict[str, Any] | None,
+    failure_artifact: FailureArtifact | None,
     failure_kind: str | None,
     sleep_req: SleepRequest | None,
     wrote_completion_brief: bool,
@@ -138,7 +139,7 @@ def _closure_and_brief(
     focus: str | None,
     final_text: str,
     failed: bool,
-    failure_artifact: dict[str, Any] | None,
+    failure_artifact: FailureArtifact | None,
     wrote_completion_brief: bool,
     budget_hit: BudgetHit | None,
     abort_reason: str | None,

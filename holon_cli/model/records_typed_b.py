@@ -1,0 +1,25 @@
+"""Records of the turn and the provider chain that had no type of their own
+(issue 43 item 1): what a failed turn leaves for operators."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class FailureArtifact(TypedDict, total=False):
+    """The spec's ``FailureArtifact``: why a turn failed, for operator surfaces
+    (a failed model call: ``ChainFailure.failure_artifact``; a context budget
+    below the frame's fixed part: ``ContextFit.fail_budget``). Every key is
+    optional to a reader: records of earlier builds are read as written."""
+
+    summary: str
+    category: str
+    provider: str
+    model_ref: str
+    status: int
+    source_chain: list[str]
+    metadata: dict[str, str]
+    # a context budget too small
+    budget_tokens: int
+    fixed_tokens: int
+    hint: str
