@@ -23,3 +23,16 @@ class FailureArtifact(TypedDict, total=False):
     budget_tokens: int
     fixed_tokens: int
     hint: str
+
+
+class TransportDiagnostics(TypedDict, total=False):
+    """Where a provider attempt failed (``ProviderFailure.diagnostics``): the
+    stage, and what of provider, model ref, URL, HTTP status and the chain
+    of sources is known."""
+
+    stage: str
+    provider: str
+    model_ref: str
+    url: str
+    status: int
+    source_chain: list[str]

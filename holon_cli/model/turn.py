@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from holon_cli.model.records_typed_b import FailureArtifact
+from holon_cli.model.records_typed_b import FailureArtifact, TransportDiagnostics
 
 if TYPE_CHECKING:
     from holon_cli.model.memory import TurnMemoryDelta
@@ -76,7 +76,7 @@ class ProviderAttemptRecord(TypedDict):
     advanced_to_fallback: bool
     backoff_ms: NotRequired[int]
     token_usage: NotRequired[dict[str, int]]
-    transport_diagnostics: NotRequired[dict[str, Any]]
+    transport_diagnostics: NotRequired[TransportDiagnostics]
 
 
 class ProviderAttemptTimeline(TypedDict):

@@ -19,7 +19,7 @@ last request carried it (:meth:`ContextFit.keep_turn`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli.providers.base import ConversationItem
 from holon_cli.runtime.memory import compaction as cp
@@ -51,6 +51,14 @@ if TYPE_CHECKING:
     from holon_cli.runtime.turn.recorder import TurnRecorder
 
 UPDATE_TITLE = "# Context update (changed during this turn; it replaces the block above)"
+
+
+class CacheState(TypedDict):
+    """``build_frame``'s cache-record arguments (:meth:`ContextFit.cache_state`)."""
+
+    memory_revision: int
+    compression_epoch: int
+    history_digest: str
 
 
 class ContextFit:
@@ -194,7 +202,7 @@ class ContextFit:
         compactions and shrunk blocks."""
         return self.history.compression_epoch + self.window.epoch + self.shrinks
 
-    def cache_state(self) -> dict[str, Any]:
+    def cache_state(self) -> CacheState:
         """``build_frame``'s cache-record arguments: the window's working
         memory revision, the compression epoch, the history's fingerprint."""
         mem = self.history.memory

@@ -7,7 +7,7 @@ pause)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -188,7 +188,7 @@ def _closure_and_brief(
     }
 
 
-def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
+def _already(store: AgentStore, ledger: str, match: Callable[[Mapping[str, object]], bool]) -> bool:
     return any(match(r) for r in store.ledger(ledger).tail(64))
 
 
