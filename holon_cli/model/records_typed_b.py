@@ -36,3 +36,35 @@ class TransportDiagnostics(TypedDict, total=False):
     url: str
     status: int
     source_chain: list[str]
+
+
+class LastFailure(TypedDict, total=False):
+    """An agent's last failed turn (``state.last_failure``; not an operator's
+    abort): ``holon status`` and ``holon daemon status`` read it."""
+
+    occurred_at: str
+    at: str  # = occurred_at
+    summary: str
+    phase: str
+    detail_hint: str
+    turn_id: str | None
+    category: str | None
+    failure_kind: str | None
+
+
+class Backoff(TypedDict):
+    base_s: float
+    cap_s: float
+    retry_after_cap_s: float
+    jitter: str
+
+
+class RetryPolicy(TypedDict):
+    """The provider chain's retry policy (``holon debug providers``)."""
+
+    max_retries: int
+    max_attempts_per_candidate: int
+    retryable: list[str]
+    fail_fast: list[str]
+    turn_terminal: list[str]
+    backoff: Backoff

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 from holon_cli.model.records_typed_b import FailureArtifact, TransportDiagnostics
 
 if TYPE_CHECKING:
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.memory import TurnMemoryDelta
 
 ClosureOutcome = Literal["completed", "continuable", "failed", "waiting"]
@@ -142,7 +143,7 @@ class TurnSettlement(TypedDict):
     # brief when this turn trips it (absent in settlements of earlier builds)
     no_progress: NotRequired[NoProgressStreak | None]
     notice: NotRequired[BriefPlan | None]
-    budget: NotRequired[dict[str, Any] | None]  # a BudgetHit: the budget that stopped it
+    budget: NotRequired[BudgetHit | None]  # the budget that stopped it
     # why an aborted turn ended, when it was not a provider failure
     # (``operator_aborted``: ``holon agent abort``)
     reason: NotRequired[str]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import HolonError
 from holon_cli.model.value import Value
@@ -103,7 +103,7 @@ class TurnResult(Value):
         self.status = s["status"]
         self.failure_artifact = s.get("failure_artifact")
         self.failure_kind = s.get("failure_kind")
-        self.budget = cast("BudgetHit | None", s.get("budget"))
+        self.budget = s.get("budget")
         self.slept = s.get("sleep") is not None
         self.model_rounds = journal.rounds
         self.token_usage = dict(journal.usage)

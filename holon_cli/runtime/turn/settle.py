@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.memory import WorkingMemoryState
-    from holon_cli.model.records_typed_b import FailureArtifact
+    from holon_cli.model.records_typed_b import FailureArtifact, LastFailure
     from holon_cli.model.tool import SleepRequest
     from holon_cli.model.turn import (
         BriefPlan,
@@ -117,7 +117,7 @@ def decide_settlement(
         "status": "aborted" if failed else "completed",
         "no_progress": streak,
         "notice": guard.notice(prev, streak),
-        "budget": dict(budget_hit) if budget_hit is not None else None,
+        "budget": budget_hit.copy() if budget_hit is not None else None,
         "closure": closure,
         "final_text": final_text,
         "brief": brief,
@@ -389,7 +389,7 @@ def finish_agent_state(
     )
 
 
-def _failure_record(agent_id: str, s: TurnSettlement, at: str) -> dict[str, Any]:
+def _failure_record(agent_id: str, s: TurnSettlement, at: str) -> LastFailure:
     fa = s.get("failure_artifact") or {}
     kind = s.get("failure_kind") or "failed"
     return {
