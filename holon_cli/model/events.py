@@ -462,7 +462,7 @@ class InboxMessageQuarantinedData(TypedDict):
 
 
 class TickCompletedData(TypedDict):
-    actions: list[dict[str, Any]]
+    actions: list[dict[str, object]]
 
 
 class WorkspaceBoundData(TypedDict):
