@@ -13,7 +13,7 @@ are written (zero runtime cost; the JSON is unchanged).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from holon_cli.kinds import ErrorKind
 from holon_cli.model.event_record import EventRecord as EventRecord
@@ -109,9 +109,6 @@ from holon_cli.model.events_planes import (
 )
 from holon_cli.model.records_typed_b import FailureArtifact
 from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
-
-if TYPE_CHECKING:
-    from holon_cli.model.typed_base import JsonObject
 
 EventKind = Literal[
     # agents
@@ -311,7 +308,7 @@ class ProviderRoundCompletedData(TypedDict):
     request_mode: NotRequired[str]
     request_mode_reason: NotRequired[str]
     # server-side context edits the provider applied (counts only)
-    context_edits: NotRequired[list[JsonObject]]
+    context_edits: NotRequired[list[dict[str, Any]]]
 
 
 class AssistantRoundRecordedData(TypedDict):

@@ -37,7 +37,7 @@ from holon_cli.digest import sha256_hex
 from holon_cli.providers.wire import prompt_last
 
 if TYPE_CHECKING:
-    from holon_cli.providers.openai_responses import Body, InputItem
+    from holon_cli.providers.responses_body import Body, InputItem
 
 MAX_SCOPES = 256
 

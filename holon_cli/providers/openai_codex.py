@@ -13,11 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from holon_cli.providers.base import ProviderRequest
-from holon_cli.providers.openai_responses import (
-    Body,
-    OpenAIResponsesTransport,
-    build_body,
-)
+from holon_cli.providers.openai_responses import OpenAIResponsesTransport, build_body
+from holon_cli.providers.responses_body import Body
 from holon_cli.providers.wire import PROMPT_SUPPORT
 
 

@@ -22,7 +22,7 @@ replayable conversation, unless incremental requests are on
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
@@ -38,6 +38,7 @@ from holon_cli.providers.http_common import (
     post_json,
     post_stream,
 )
+from holon_cli.providers.responses_body import Body, InputItem, ToolOut
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     PROMPT_SUPPORT,
@@ -65,52 +66,6 @@ if TYPE_CHECKING:
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 # ------------------------------------------------------------------ lowering
-
-
-class Part(TypedDict, total=False):
-    """A message's content part (``input_text``, ``output_text``)."""
-
-    type: Required[str]
-    text: Required[str]
-    annotations: list[JsonObject]
-
-
-class InputItem(TypedDict, total=False):
-    """An ``input`` item: a message, a ``function_call`` or its output."""
-
-    type: str
-    role: str
-    content: list[Part]
-    call_id: str
-    name: str
-    arguments: str
-    output: str
-
-
-class ToolOut(TypedDict):
-    type: str
-    name: str
-    description: str
-    parameters: JsonObject
-    strict: bool
-
-
-class Body(TypedDict, total=False):
-    """A Responses request body, in the order it is sent (the prompt last:
-    :data:`PROMPT_KEYS`)."""
-
-    model: Required[str]
-    prompt_cache_key: str
-    max_output_tokens: int
-    store: bool
-    stream: bool
-    tool_choice: str
-    reasoning: None
-    include: list[str]
-    tools: list[ToolOut]
-    instructions: str
-    input: list[InputItem]
-    previous_response_id: str
 
 
 def _user(text: str) -> InputItem:

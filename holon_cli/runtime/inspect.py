@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import CorruptStateError, UsageError
 from holon_cli.model.agent import lifecycle_hint
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState, ExecutionProfile
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import EventRecord
+    from holon_cli.model.records_typed_b import HomeOutputs
     from holon_cli.model.turn import TranscriptEntry
 
 
@@ -154,9 +155,8 @@ def _execution_profile(state: AgentState) -> ExecutionProfile:
     """``execution_profile`` (zeros for an agent that never settled a turn)."""
     from holon_cli.model.agent import empty_execution_profile
 
-    out = empty_execution_profile()
-    out.update(state.get("execution_profile") or {})
-    return out
+    saved = state.get("execution_profile")
+    return {**empty_execution_profile(), **saved} if saved else empty_execution_profile()
 
 
 def _mcp_status(store: AgentStore, cfg: HolonConfig) -> dict[str, object]:
@@ -385,15 +385,6 @@ _TORN_TAIL_NOTE = (
 )
 
 
-class _Outputs(TypedDict):
-    """Full outputs of truncated commands: the home's files and bytes, and
-    each agent's (its folder, files and bytes)."""
-
-    files: int
-    bytes: int
-    agents: dict[str, dict[str, object]]
-
-
 class _HomeCheck:
     """The home check's findings as they accumulate: one step per kind of file."""
 
@@ -407,7 +398,7 @@ class _HomeCheck:
             "records": 0,
             "inbox_messages": 0,
         }
-        self.outputs: _Outputs = {"files": 0, "bytes": 0, "agents": {}}
+        self.outputs: HomeOutputs = {"files": 0, "bytes": 0, "agents": {}}
 
     def report(self, *, exists: bool, problems: list[Problem] | None = None) -> dict[str, Any]:
         found = self.problems if problems is None else problems
