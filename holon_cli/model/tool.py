@@ -137,7 +137,7 @@ class Toolbox(Protocol):
 
 def render_error(tool_name: str | None, env: ToolErrorEnvelope) -> str:
     """The shared model-visible error receipt: bounded JSON."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "ok": False,
         "tool_name": tool_name,
         "kind": env["kind"],
