@@ -15,6 +15,7 @@ admit. Runtime-owned origins (``system``, ``task``, ``timer``) need
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from holon_cli import clock
@@ -138,7 +139,7 @@ def admit(
     causation_id: str | None = None,
     delivery_surface: str = "cli_prompt",
     admission_context: str = "local_process",
-    metadata: dict[str, object] | None = None,
+    metadata: Mapping[str, object] | None = None,
     source_refs: dict[str, str] | None = None,
     store: AgentStore | None = None,
     ingest_now: bool = False,
@@ -215,7 +216,7 @@ def _checked_values(
     priority: str,
     delivery_surface: str,
     admission_context: str,
-    metadata: dict[str, object] | None,
+    metadata: Mapping[str, object] | None,
     idempotency_key: str | None,
 ) -> dict[str, object] | None:
     """Check every caller value and the admission policy (raises
@@ -245,7 +246,7 @@ def _checked_values(
         delivery_surface=delivery_surface,
         admission_context=admission_context,
     )
-    return metadata
+    return metadata if metadata is None or isinstance(metadata, dict) else dict(metadata)
 
 
 def _deliver_once(store: AgentStore, key: str, env: Envelope) -> Envelope | None:

@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
 
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.turn import TranscriptEntry
-    from holon_cli.model.typed import JsonObject
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
 
 SYSTEM_POLICY = """\
@@ -301,7 +300,7 @@ class PromptSources(WorkspaceView):
 
     agent_home: str
     execution_policy: ExecutionPolicy
-    instructions: list[JsonObject]
+    instructions: list[dict[str, object]]
     skills: list[dict[str, str]]
 
 

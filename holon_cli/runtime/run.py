@@ -10,7 +10,7 @@ assistant text.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, ParamSpec, TypedDict, TypeVar
 
 from holon_cli import clock
@@ -121,7 +121,7 @@ class RunResult(TypedDict):
     token_usage: dict[str, int]
     provider_attempt_timeline: ProviderAttemptTimeline
     tasks_stopped: list[str]
-    failure_artifact: NotRequired[dict[str, Any] | None]  # the last turn's, as it recorded it
+    failure_artifact: NotRequired[Mapping[str, object] | None]  # the last turn's
     waiting_reason: NotRequired[str]  # a budget stopped the run: which, and why
     budget: NotRequired[BudgetHit]
     budget_reason: NotRequired[str]

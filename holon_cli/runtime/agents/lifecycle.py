@@ -34,7 +34,7 @@ from holon_cli.store.layout import AgentLayout, HomeLayout, default_agent_id, va
 from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     from holon_cli.model.agent import AgentRecord, AgentState, AgentStatus
     from holon_cli.model.events import (
@@ -504,11 +504,11 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
     }
 
 
-def last_runtime_failure() -> Mapping[str, object] | None:
+def last_runtime_failure() -> JsonObject | None:
     """The newest runtime-turn failure persisted on any agent (``state.
     last_failure``, written when a turn ends in a failure): what ``holon
     daemon status`` reports, also after a restart of the daemon."""
-    newest: Mapping[str, object] | None = None
+    newest: JsonObject | None = None
     for aid in agent_ids():
         try:
             snap = read_snapshot(HomeLayout.current().agent(aid).agent_file)

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState, AgentStatus
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.events import MessageSettledWithoutTurnData
-    from holon_cli.model.typed import JsonObject
 
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
@@ -159,12 +158,12 @@ def _transcript_entry(store: AgentStore, env: Mapping[str, Any], turn_id: str | 
     )
 
 
-def settle_queued_controls(store: AgentStore) -> list[JsonObject]:
+def settle_queued_controls(store: AgentStore) -> list[dict[str, object]]:
     """For a paused agent: apply queued control messages in queue order
     (a ``resume`` among them unpauses it). Other messages wait."""
     from holon_cli.runtime import queue as q
 
-    actions: list[JsonObject] = []
+    actions: list[dict[str, object]] = []
     while True:
         with store.lock():
             if store.read_record()["state"]["status"] != "paused":
@@ -189,10 +188,12 @@ def settle_queued_controls(store: AgentStore) -> list[JsonObject]:
             message=env,
         )
         _settle(store, env, None, "control")
-        action: JsonObject = {"action": "control_applied", "message_id": env["id"]}
-        for k, v in control.items():
-            if k != "action" and (v is None or isinstance(v, (str, bool))):
-                action[k] = v
-        action["control"] = control.get("action")
-        actions.append(action)
+        actions.append(
+            {
+                "action": "control_applied",
+                "message_id": env["id"],
+                **{k: v for k, v in control.items() if k != "action"},
+                "control": control.get("action"),
+            }
+        )
     return actions

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import WakeHintConvertedData
-    from holon_cli.model.typed import JsonObject
 
 
 class HintOutcome(TypedDict):
@@ -215,7 +214,7 @@ def submit(store: AgentStore, hint: WakeHint) -> HintOutcome:
     }
 
 
-def flush(store: AgentStore) -> JsonObject | None:
+def flush(store: AgentStore) -> dict[str, object] | None:
     """Convert a pending hint into its one ``system_tick`` when the agent is
     eligible (no turn running, not paused or stopped, no hint tick queued)."""
     if not store.read_record()["state"].get("pending_wake_hint"):

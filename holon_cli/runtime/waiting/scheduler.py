@@ -20,12 +20,11 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState
-    from holon_cli.model.typed import JsonObject
 
 before_turn = continuation.before_turn
 
 
-def _wake_from_sleep(store: AgentStore) -> JsonObject | None:
+def _wake_from_sleep(store: AgentStore) -> dict[str, object] | None:
     woke: list[bool] = []
 
     def mutate(s: AgentState) -> None:
@@ -59,7 +58,7 @@ def _migrate_sleep(store: AgentStore) -> None:
     timers.add_timer(store, after_ms=left_ms, purpose="sleep")
 
 
-def tick_pass(store: AgentStore, now: float | None = None) -> list[JsonObject]:
+def tick_pass(store: AgentStore, now: float | None = None) -> list[dict[str, object]]:
     """The waiting plane's part of one scheduling pass. Returns its actions."""
     status = store.read_record()["state"]["status"]
     if status == "stopped":
@@ -91,9 +90,9 @@ def closure_wait(store: AgentStore, posture: RuntimePosture = "awake") -> Closur
     }
 
 
-def after_turn(store: AgentStore, *, sleep_ms: int | None = None) -> list[JsonObject]:
+def after_turn(store: AgentStore, *, sleep_ms: int | None = None) -> list[dict[str, object]]:
     """Called once a turn has settled (its message and the agent state)."""
-    actions: list[JsonObject] = []
+    actions: list[dict[str, object]] = []
     if sleep_ms:
         timers.cancel_sleep_timers(store)  # the newest Sleep wins: one pending wake at most
         t = timers.add_timer(store, after_ms=int(sleep_ms), purpose="sleep")

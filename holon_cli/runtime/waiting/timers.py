@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TimerCancelledData, TimerCreatedData, TimerFiredData
     from holon_cli.model.timer import TimerLedgerRecord
-    from holon_cli.model.typed import JsonObject
 
 LEDGER: Final = "timers"
 SNAPSHOT_VERSION = 1
@@ -332,14 +331,14 @@ def _due(t: StoredTimer, now: float) -> bool:
     return isinstance(at, str) and clock.parse_iso(at) <= now
 
 
-def fire_due(store: AgentStore, now: float | None = None) -> list[JsonObject]:
+def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, object]]:
     """Fire every due active timer once. Returns one action per timer."""
     now = clock.now() if now is None else now
     now_ms = int(round(now * 1000))
     st = load(store)
     if not any(_due(t, now) for t in st.active()):
         return []  # the common case: no lock taken
-    actions: list[JsonObject] = []
+    actions: list[dict[str, object]] = []
     with _lock(store):
         st = load(store)
         due = [t for t in st.active() if _due(t, now)]
@@ -372,7 +371,7 @@ def fire_due(store: AgentStore, now: float | None = None) -> list[JsonObject]:
             upd["fire_count"] = int(t["fire_count"]) + 1
             upd["last_fired_at"] = at
             _append(store, st, "fired", upd, fired=(message_id, pending, missed))
-            action: JsonObject = {
+            action: dict[str, object] = {
                 "action": "timer_fired" if message_id else "timer_coalesced",
                 "timer_id": t["id"],
                 "fire_count": upd["fire_count"],

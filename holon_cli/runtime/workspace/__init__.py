@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.agent import AgentState
-    from holon_cli.model.typed import JsonObject
     from holon_cli.model.workspace import ProjectionKind
 
 
@@ -150,7 +149,7 @@ class InstructionSource(NamedTuple):
     bytes: int
     sha256: str
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> dict[str, object]:
         return dict(self._asdict())
 
 
