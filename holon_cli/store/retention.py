@@ -46,6 +46,13 @@ class DiskFull(RejectedError):
     kind: ErrorKind = "disk_full"
 
 
+class AgentUsage(TypedDict):
+    """The bytes of one agent's folder, in all and per kind of file."""
+
+    bytes: int
+    by_kind: dict[str, int]
+
+
 class SegmentInfo(TypedDict):
     """One closed segment (``holon home gc`` lists what it dropped)."""
 
@@ -188,7 +195,7 @@ def kind_of(rel: tuple[str, ...]) -> str:
     }.get(sub, "other")
 
 
-def agent_usage(agent_home: Path) -> dict[str, Any]:
+def agent_usage(agent_home: Path) -> AgentUsage:
     """``{bytes, by_kind}`` of one agent's folder (symlinks not followed)."""
     by_kind: dict[str, int] = {}
     total = 0

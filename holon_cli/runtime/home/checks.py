@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.layout import AgentLayout, HomeLayout
 from holon_cli.store.ledger import Problem
 
 if TYPE_CHECKING:
-    pass
+    from holon_cli.store.ledger import Ledger
+
+R = TypeVar("R", bound="Mapping[str, object]")
 
 
 def home_root_problem(home: HomeLayout) -> Problem | None:
@@ -68,7 +71,7 @@ def config_problems(home: HomeLayout) -> list[Problem]:
     return problems
 
 
-def config_notes(home: HomeLayout) -> list[dict[str, Any]]:
+def config_notes(home: HomeLayout) -> list[dict[str, object]]:
     """Webhook secret variables this shell does not set: serve refuses to
     start without them, but serve's environment (a unit's EnvironmentFile,
     the daemon's) is not this shell's, so it is a note, not a problem."""
@@ -94,7 +97,7 @@ def config_notes(home: HomeLayout) -> list[dict[str, Any]]:
     ]
 
 
-def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
+def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, object]]]:
     """The command sandbox on this machine (probing bwrap when the cache has
     no answer): ``auto`` that found no usable bubblewrap is a note (commands
     run unconfined), an explicit ``bwrap`` that cannot run is a problem
@@ -108,7 +111,7 @@ def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, An
     except ConfigError:
         return [], []  # config_problems names it
     problems: list[Problem] = []
-    notes: list[dict[str, Any]] = []
+    notes: list[dict[str, object]] = []
     agents = cfg.get("agents")
     agents = agents if isinstance(agents, dict) else {}
     scopes: list[tuple[str | None, str]] = [(None, "execution")]
@@ -153,7 +156,7 @@ def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, An
     return problems, notes
 
 
-def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
+def permission_notes(home: HomeLayout) -> list[dict[str, object]]:
     """The home holds message content: say so when others can read it."""
     try:
         mode = stat.S_IMODE(home.root.stat().st_mode)
@@ -170,7 +173,7 @@ def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
     return []
 
 
-def staging_notes(home: HomeLayout) -> list[dict[str, Any]]:
+def staging_notes(home: HomeLayout) -> list[dict[str, object]]:
     from holon_cli.runtime.agents.lifecycle import stale_staging
 
     return [
@@ -241,7 +244,7 @@ def outputs_path(layout: AgentLayout) -> Path:
     return layout.runtime / "outputs"
 
 
-def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
+def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[str, object]]]:
     """``event_seq`` must increase along ``events.jsonl`` and stay below its
     high-water mark (``events.seq``). A file whose last number is below the
     mark was cut or replaced (the lost numbers are never reused: the next
@@ -252,7 +255,7 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
     path = layout.ledger_path("events")
     led = Ledger(path, layout.ledger_lock("events"), seq_key="event_seq")
     problems: list[Problem] = []
-    notes: list[dict[str, Any]] = []
+    notes: list[dict[str, object]] = []
     prev = closed_high(led)  # the open file continues its closed segments
     try:
         for line, _, rec in led.scan(0):
@@ -383,8 +386,8 @@ def ledger_mark_findings(led: Any) -> list[Problem]:
 STATE_SNAPSHOTS = ("timers.json", "trigger.json", "work_items.json")
 
 
-def _fold(led: Any, upto: int | None = None) -> list[dict[str, Any]]:
-    out = []
+def _fold(led: Ledger[R], upto: int | None = None) -> list[R]:
+    out: list[R] = []
     for _, end, rec in led.scan(0):
         if upto is not None and end > upto:
             break
@@ -512,7 +515,7 @@ def work_item_index_findings(layout: AgentLayout, items: Any) -> list[Problem]:
     return []
 
 
-def work_item_archive_notes(layout: AgentLayout) -> list[dict[str, Any]]:
+def work_item_archive_notes(layout: AgentLayout) -> list[dict[str, object]]:
     """An archive no index names (a migration or repair killed before its
     index was written), or bytes after what the index covers (a checkpoint
     killed before its index was written): harmless, replaced or cut by the
