@@ -281,11 +281,10 @@ def logs(tail_n: int, follow: bool, as_json: bool) -> None:
     output.echo(f"log: {res['log_path']}", err=True)
     output.echo(f"metadata: {res['daemon_json']}", err=True)
     output.echo(f"last failure: {res['last_failure_path']}", err=True)
-    for label, key in (
-        ("startup failure", "startup_failure"),
-        ("shutdown failure", "shutdown_failure"),
+    for label, lf in (
+        ("startup failure", res["startup_failure"]),
+        ("shutdown failure", res["shutdown_failure"]),
     ):
-        lf = res[key]
         output.echo(
             f"{label}: {lf['occurred_at']} {lf['summary']}" if lf else f"{label}: none", err=True
         )
