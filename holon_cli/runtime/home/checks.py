@@ -21,6 +21,7 @@ from holon_cli.store.layout import AgentLayout, HomeLayout
 from holon_cli.store.ledger import Problem
 
 if TYPE_CHECKING:
+    from holon_cli.model.workitem import WorkItemRecord
     from holon_cli.store.ledger import Ledger
 
 R = TypeVar("R", bound="Mapping[str, object]")
@@ -469,20 +470,20 @@ def work_item_index_findings(layout: AgentLayout, items: Any) -> list[Problem]:
     quiet."""
     from holon_cli.store import workitem_archive as wa
     from holon_cli.store import workitem_index as wix
-    from holon_cli.store.fsio import read_snapshot
+    from holon_cli.store.fsio import read_record
+    from holon_cli.store.records import WORK_ITEMS_SNAPSHOT
 
     state = layout.state_dir
     path, apath = state / "work_items.json", state / wa.ARCHIVE_NAME
-    try:
-        snap = read_snapshot(path, max_version=wix.INDEX_VERSION)
+    try:  # the snapshot's own check (as every read of it) names a damaged one
+        snap = read_record(path, WORK_ITEMS_SNAPSHOT, max_version=wix.INDEX_VERSION)
     except CorruptStateError:
         return []
     if snap is None:
         return []
-    got_arch = snap.get("archive")
-    arch: dict[str, Any] = got_arch if isinstance(got_arch, dict) else {}
+    arch = snap.get("archive") or {}
     generation = arch.get("generation") if snap.get("v") == wix.INDEX_VERSION else None
-    archived: dict[str, Any] = {}
+    archived: dict[str, WorkItemRecord] = {}
     if isinstance(generation, str):
         try:
             got = wa.read_archive(apath, generation, int(arch.get("bytes") or 0))

@@ -242,7 +242,7 @@ def _rebuild_handle(
     summary = str(info.get("summary") or "")
     mode = str(info.get("workspace_mode") or "inherit")
     archived = bool(child.state.get("archived_at"))
-    rec: dict[str, Any] = {
+    rec: dict[str, object] = {
         "v": tm.TASK_RECORD_VERSION,
         "id": d.name,
         "agent_id": fact.layout.agent_id,
