@@ -347,11 +347,10 @@ def _last_error_line() -> str | None:
 
 def stop() -> JsonObject:
     meta = read_meta()
-    if meta is None or not _alive(meta.get("pid")):
+    pid = meta.get("pid") if meta is not None else None
+    if meta is None or not isinstance(pid, int) or not _alive(pid):  # alive: a positive int
         stale = _cleanup_stale(meta)
         return {"was_running": False, "cleaned_stale": stale, "method": None}
-    raw_pid = meta["pid"]
-    pid = raw_pid if isinstance(raw_pid, int) else int(str(raw_pid))
     method = "control_surface"
     try:
         with _client(meta) as c:
