@@ -64,19 +64,7 @@ SPLIT = "not split yet (issue 43 item 3 follow-up, unassigned)"
 # path (a module) or path::Qualified.name (a class or function) -> why it is
 # over its ceiling and who is on it. An entry back under its ceiling fails
 # the test (remove it), so the list only shrinks.
-OVER_CEILING: dict[str, str] = {
-    "holon_cli/runtime/tasks/supervisor.py": "helper `stoprace` edits runtime/tasks/ now; the "
-    "Supervisor split comes after it lands (issue 43 item 3)",
-    "holon_cli/runtime/tasks/supervisor.py::Supervisor": "as its module: split after `stoprace` "
-    "lands (issue 43 item 3)",
-    "holon_cli/runtime/workitems/mutations.py": SPLIT + "; helper `typed` edits it now",
-    "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
-    "holon_cli/runtime/memory/sync.py": SPLIT + "; new from helper `memsearch` (merged just "
-    "before this list)",
-    "holon_cli/runtime/memory/sync.py::Sync": "as its module (helper `memsearch`, merged)",
-    "holon_cli/serve/http/uvicorn_seam.py::guarded_protocol_class": "a class factory: the "
-    "guarded protocol class is defined inside it, over uvicorn's (the seam keeps it in one place)",
-}
+OVER_CEILING: dict[str, str] = {}
 
 # The seams onto other libraries' private names: the seam module -> the
 # packages whose private names it may use (top-level import names; "_" is

@@ -54,10 +54,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from holon_cli.errors import CorruptStateError
-from holon_cli.model.typed_base import JsonObject
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir, fsync_file
 from holon_cli.store.ledger_history import LedgerHistory
 from holon_cli.store.ledger_lines import Problem, _complete
@@ -92,6 +91,9 @@ from holon_cli.store.ledger_segments import (
 from holon_cli.store.locks import locked
 from holon_cli.store.records import ANY_RECORD, RecordKind
 from holon_cli.store.wake import mark, unmark
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 # the record type of a ledger: what its record kind checks each line into
 R = TypeVar("R", bound=Mapping[str, Any])
@@ -196,7 +198,7 @@ class Ledger(LedgerHistory[R]):
                 else:
                     rec = record
                 # the record as the writer built it (a TypedDict is a dict at run time)
-                raw = cast(JsonObject, rec)
+                raw = cast("JsonObject", rec)
                 mark_fd, mark_new = open_mark(self.mark_path)
                 if self.seq_key is not None:
                     self._above_high_water(raw, mark_fd)

@@ -17,13 +17,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from holon_cli.model.typed_base import JsonObject
 from holon_cli.store import ledger_read
 from holon_cli.store.ledger_lines import Problem, _checked, _complete, _corrupt, _parse
 from holon_cli.store.ledger_segments import COPY_HEADER
 from holon_cli.store.records import Validator
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 # the record type of a ledger: what its record kind checks each line into
 R = TypeVar("R", bound=Mapping[str, Any])

@@ -49,10 +49,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli.errors import RejectedError
-from holon_cli.model.typed_base import JsonObject
 from holon_cli.store import memory_ranking
 from holon_cli.store.memory_ranking import Hit as Hit
 from holon_cli.store.memory_ranking import row_dict
@@ -62,6 +61,9 @@ from holon_cli.store.memory_schema import connect, schema_problem
 from holon_cli.store.memory_schema import index_problem as index_problem
 from holon_cli.store.memory_schema import remove_files as remove_files
 from holon_cli.store.memory_text import project
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 # the newest documents ranked first; above RECENT_DOCS + RECENT_SLACK
 # documents the window is trimmed back to RECENT_DOCS
