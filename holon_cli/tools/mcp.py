@@ -20,6 +20,7 @@ an operator request; the model is told the result will arrive as an
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.tool import ToolEffects, ToolResult, render_error
@@ -39,7 +40,7 @@ class McpToolbox:
         self,
         base: Toolbox,
         offered: list[OfferedTool],
-        problems: list[dict[str, Any]],
+        problems: list[dict[str, object]],
         cfg: HolonConfig,
     ) -> None:
         from holon_cli.model.provider import ToolSpec
@@ -107,7 +108,7 @@ def _error(
     return ToolResult(False, render_error(name, env), error=env)
 
 
-def _declined(input_requests: dict[str, Any] | None) -> bool:
+def _declined(input_requests: Mapping[str, object] | None) -> bool:
     """Whether the server asked for something holon never gives (sampling)."""
     return any(
         isinstance(q, dict) and q.get("method") == "sampling/createMessage"
