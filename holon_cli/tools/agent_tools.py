@@ -37,6 +37,8 @@ from holon_cli.store.layout import AGENT_ID_RE, HomeLayout
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolError, field_doc, tool
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from holon_cli.runtime.agents.profiles import ChildProfile
 
 MAX_FOLLOWUPS_PER_TURN = 8
@@ -319,7 +321,7 @@ def _profile(ctx: ToolContext, name: str) -> ChildProfile:
         "Another preset name picks a child profile file."
     ),
 )
-def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> dict[str, object]:
+def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> Mapping[str, object]:
     from holon_cli.runtime.children import spawn as sp
 
     preset = (args.preset or "private_child").strip()
