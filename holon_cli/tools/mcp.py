@@ -29,8 +29,17 @@ if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.provider import ToolCall, ToolSpec
     from holon_cli.model.tool import Toolbox, ToolContext
+    from holon_cli.model.typed import JsonObject
     from holon_cli.runtime.mcp.calls import OfferedTool
+    from holon_cli.runtime.mcp.shapes import ToolProblem
     from holon_cli.store.agent_store import AgentStore
+
+
+def _input_schema(tool: JsonObject) -> JsonObject:
+    """The tool's ``inputSchema`` as offered (an object that takes anything
+    when the server gave none)."""
+    schema = tool.get("inputSchema")
+    return dict(schema) if isinstance(schema, dict) and schema else {"type": "object"}
 
 
 class McpToolbox:
@@ -40,7 +49,7 @@ class McpToolbox:
         self,
         base: Toolbox,
         offered: list[OfferedTool],
-        problems: list[dict[str, object]],
+        problems: list[ToolProblem],
         cfg: HolonConfig,
     ) -> None:
         from holon_cli.model.provider import ToolSpec
@@ -54,7 +63,7 @@ class McpToolbox:
                 t.name,
                 str(t.tool.get("description") or t.tool.get("title") or "")
                 or f"Tool {t.tool.get('name')} of MCP server {t.spec.name}.",
-                dict(t.tool.get("inputSchema") or {"type": "object"}),
+                _input_schema(t.tool),
             )
             for t in offered
         ]
