@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -84,7 +85,7 @@ def decompress(name: str, data: bytes) -> bytes:
     raise ValueError(f"unknown codec {name!r}")
 
 
-def encode_line(turn_id: str, message_id: str, doc: dict[str, Any]) -> TurnRecordLine:
+def encode_line(turn_id: str, message_id: str, doc: Mapping[str, object]) -> TurnRecordLine:
     raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     name, packed = compress(raw)
     return {
@@ -136,7 +137,7 @@ def _keyframe(path: Path) -> tuple[str, frozenset[str]] | None:
     return str(line["turn_id"]), keys
 
 
-def append(store: AgentStore, turn_id: str, message_id: str, doc: dict[str, Any]) -> None:
+def append(store: AgentStore, turn_id: str, message_id: str, doc: Mapping[str, object]) -> None:
     """One record (deferred when the caller batches: a turn's settle). Blobs
     the open file's first record already holds are left out and the record
     names it as its ``base``: a segment's records share one copy of what
@@ -147,7 +148,9 @@ def append(store: AgentStore, turn_id: str, message_id: str, doc: dict[str, Any]
         d = doc
         base = _keyframe(led.path)
         if base is not None and base[0] != turn_id:
-            own = {k: v for k, v in (doc.get("blobs") or {}).items() if k not in base[1]}
+            blobs = doc.get("blobs")
+            mine = blobs.items() if isinstance(blobs, dict) else ()
+            own = {k: v for k, v in mine if k not in base[1]}
             d = {**doc, "base": base[0], "blobs": own}
         return encode_line(turn_id, message_id, d)
 

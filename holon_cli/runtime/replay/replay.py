@@ -65,7 +65,7 @@ class _Record:
     """The record's steps, indexed for serving."""
 
     def __init__(self, record: dict[str, Any]) -> None:
-        self.blobs: dict[str, Any] = record.get("blobs") or {}
+        self.blobs: docs.Blobs = record.get("blobs") or {}
         self.exchanges: list[dict[str, Any]] = []
         self.tools: dict[str, list[dict[str, Any]]] = {}
         self.interjects: dict[int, list[dict[str, Any]]] = {}
@@ -110,7 +110,7 @@ class Replay(Quiet):
                 break
         self.provider = "replay"
         self.memo = docs.Memo()
-        self.unpacked: dict[str, Any] = {}  # blob key -> unpacked value, shared by requests
+        self.unpacked: dict[str, object] = {}  # blob key -> unpacked value, shared by requests
 
     # ------------------------------------------------------------ clock
 
@@ -297,7 +297,9 @@ def _pointed_at(scratch: Scratch, at: str | None) -> Iterator[None]:
             os.environ["HOLON_HOME"] = prev
 
 
-def replay_turn(turn_id: str, *, agent_id: str | None = None, catalog: Toolbox) -> dict[str, Any]:
+def replay_turn(
+    turn_id: str, *, agent_id: str | None = None, catalog: Toolbox
+) -> dict[str, object]:
     """Replay one recorded turn (see the module docstring). Returns ``{turn_id,
     agent_id, match, rounds, recorded_rounds, divergence}``; ``divergence``
     is ``{round, request, path, recorded, replayed, diff}`` or ``None``."""
@@ -308,7 +310,7 @@ def replay_turn(turn_id: str, *, agent_id: str | None = None, catalog: Toolbox) 
     record = R.load(real, turn_id)
     scratch = Scratch(real, record)
     start = record["start"]
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "turn_id": turn_id,
         "agent_id": real.agent_id,
         "match": True,
