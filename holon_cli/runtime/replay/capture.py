@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.digest import sha256_hex
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from holon_cli.model.tool import ToolResult
     from holon_cli.model.turn import TurnSettlement
     from holon_cli.providers.base import ModelResponse, ProviderRequest, ToolCall
+    from holon_cli.runtime.replay.shapes import HistoryPosition
     from holon_cli.runtime.turn.journal import Journal
     from holon_cli.store.agent_store import AgentStore
 
@@ -71,11 +72,6 @@ def ledger_sizes(store: AgentStore) -> dict[str, int]:
     except FileNotFoundError:
         pass
     return out
-
-
-class HistoryPosition(TypedDict):
-    size: int
-    epoch_line: str  # a digest of the epoch's first line
 
 
 def history_position(store: AgentStore) -> HistoryPosition | None:

@@ -184,7 +184,7 @@ def response_from_doc(d: dict[str, Any]) -> ModelResponse:
     return ModelResponse(**fields)
 
 
-def tool_doc(result: ToolResult) -> dict[str, Any]:
+def tool_doc(result: ToolResult) -> JsonObject:
     """A tool result as the turn loop reads it (content, error, warnings and
     the typed effects; the tool's own ``data`` is not read by the loop)."""
     import dataclasses

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from holon_cli.runtime.replay import docs
+
+if TYPE_CHECKING:
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
 
 
 class ExportStep(TypedDict, total=False):
@@ -43,7 +46,7 @@ class ExportScript(TypedDict):
     steps: list[ExportStep]
 
 
-def script(record: dict[str, Any]) -> ExportScript:
+def script(record: TurnRecordDoc) -> ExportScript:
     """The script (a mapping ``yaml.safe_dump`` writes) of a record's model steps."""
     blobs = record.get("blobs") or {}
     steps: list[ExportStep] = []
@@ -100,7 +103,7 @@ def _answer(resp: Mapping[str, object]) -> ExportStep:
     return out
 
 
-def message_text(record: dict[str, Any]) -> str:
+def message_text(record: TurnRecordDoc) -> str:
     from holon_cli.model.envelope import body_text
 
     entry = docs.unpack(record["start"]["entry"], record.get("blobs") or {})
@@ -108,7 +111,7 @@ def message_text(record: dict[str, Any]) -> str:
     return str(body_text(env.get("body") or {}))
 
 
-def write(record: dict[str, Any], path: Path) -> dict[str, object]:
+def write(record: TurnRecordDoc, path: Path) -> dict[str, object]:
     """Write the script to ``path`` (atomically); returns ``{path, steps, message}``."""
     import yaml
 

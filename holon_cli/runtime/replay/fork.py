@@ -47,6 +47,7 @@ from holon_cli.store.layout import AgentLayout, validate_agent_id
 
 if TYPE_CHECKING:
     from holon_cli.model.events import AgentCreatedData
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
 
 # copied and moved to B; the transcript is copied as it is
 COPIED = ("work_items", "delivery_summaries", "briefs", "context_episodes")
@@ -135,7 +136,7 @@ def fork_agent(source_id: str, new_id: str, *, at: str | None = None) -> ForkRes
     return {"agent_id": new_id, "agent_home": str(dest.home), **result}
 
 
-def _build(src: AgentStore, staging: Path, new_id: str, record: dict[str, Any] | None) -> _Forked:
+def _build(src: AgentStore, staging: Path, new_id: str, record: TurnRecordDoc | None) -> _Forked:
     a_home = src.layout.home
     layout = AgentLayout(staging, new_id)
     shutil.copytree(a_home, staging, symlinks=True, ignore=shutil.ignore_patterns(".holon"))
@@ -311,7 +312,7 @@ def _copy_transcript(src: AgentStore, layout: AgentLayout, pos: Mapping[str, int
     return len(data)
 
 
-def _settle_at(store: AgentStore, record: dict[str, Any]) -> None:
+def _settle_at(store: AgentStore, record: TurnRecordDoc) -> None:
     """The recorded turn's settlement applied to B (working memory,
     episodes, totals, skills: :func:`finish_agent_state`), then B made idle."""
     from holon_cli.runtime.turn.journal import Journal

@@ -32,6 +32,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.turn import TurnRecordLine
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
     from holon_cli.store.ledger import Ledger, Trimmed
 
 LEDGER: Final = "turn_records"
@@ -132,7 +133,7 @@ def _keyframe(path: Path) -> tuple[str, frozenset[str]] | None:
         return None
     if doc.get("base"):
         return None
-    keys = frozenset((doc.get("blobs") or {}).keys())
+    keys = frozenset(_blobs(doc))
     _KEYFRAMES[str(path)] = (ino, str(line["turn_id"]), keys)
     return str(line["turn_id"]), keys
 
@@ -222,7 +223,7 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def find_line(store: AgentStore, turn_id: str) -> tuple[dict[str, Any], Path] | None:
+def find_line(store: AgentStore, turn_id: str) -> tuple[dict[str, object], Path] | None:
     """The ledger line of ``turn_id`` (parsed) and the file holding it."""
     led = store.ledger(LEDGER)
     for path in _where(led):
@@ -250,7 +251,7 @@ def _damaged(turn_id: str, path: Path, why: str) -> CorruptStateError:
     )
 
 
-def _decode_doc(line: dict[str, Any], path: Path) -> dict[str, Any]:
+def _decode_doc(line: Mapping[str, object], path: Path) -> dict[str, object]:
     turn_id = str(line.get("turn_id"))
     if line.get("broken"):
         raise CorruptStateError(
@@ -285,9 +286,9 @@ def _decode_doc(line: dict[str, Any], path: Path) -> dict[str, Any]:
     return doc
 
 
-def decode(line: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The record a ledger line holds, its base's blobs merged in. Raises
-    ``record_damaged``."""
+def decode(line: Mapping[str, object], path: Path) -> TurnRecordDoc:
+    """The record a ledger line holds, its base's blobs merged in, checked
+    into its type. Raises ``record_damaged``."""
     doc = _decode_doc(line, path)
     base_id = doc.pop("base", None)
     if base_id:
@@ -305,8 +306,19 @@ def decode(line: dict[str, Any], path: Path) -> dict[str, Any]:
         except CorruptStateError as exc:
             why = f"the record it shares its segment's blobs with ({base_id}) is: {exc.message}"
             raise _damaged(turn_id, path, why) from None
-        doc["blobs"] = {**(base.get("blobs") or {}), **(doc.get("blobs") or {})}
-    return doc
+        doc["blobs"] = {**_blobs(base), **_blobs(doc)}
+    from holon_cli.model.typed import CheckError, check
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
+
+    try:
+        return check(doc, TurnRecordDoc)
+    except CheckError as err:
+        raise _damaged(str(line.get("turn_id")), path, str(err)) from None
+
+
+def _blobs(doc: Mapping[str, object]) -> dict[str, object]:
+    blobs = doc.get("blobs")
+    return blobs if isinstance(blobs, dict) else {}
 
 
 def id_time(turn_id: str) -> float | None:
@@ -336,7 +348,7 @@ def dropped(store: AgentStore, turn_id: str) -> Trimmed | None:
     return info if t <= before else None
 
 
-def load(store: AgentStore, turn_id: str) -> dict[str, Any]:
+def load(store: AgentStore, turn_id: str) -> TurnRecordDoc:
     """The decoded record of ``turn_id`` in ``store``'s agent. Raises
     ``turn_not_found`` (3), ``record_dropped`` (4) or ``record_damaged`` (1)."""
     found = find_line(store, turn_id)

@@ -45,7 +45,7 @@ from holon_cli.store.fsio import write_snapshot
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
-    from holon_cli.runtime.replay.capture import HistoryPosition
+    from holon_cli.runtime.replay.shapes import HistoryPosition, RecordStart, TurnRecordDoc
     from holon_cli.store.ledger import Ledger
 
 # ledgers the replayed turn never reads from the past (see the module docstring)
@@ -55,11 +55,11 @@ HOME_FILES = ("home.json", "config.yaml", "workspaces.json")
 
 
 class Scratch:
-    def __init__(self, real: AgentStore, record: dict[str, Any]) -> None:
+    def __init__(self, real: AgentStore, record: TurnRecordDoc) -> None:
         self.real = real
         self.record = record
-        self.blobs: docs.Blobs = record.get("blobs") or {}
-        self.start: dict[str, Any] = record["start"]
+        self.blobs: Mapping[str, object] = record.get("blobs") or {}
+        self.start: RecordStart = record["start"]
         self.real_root = real.layout.home.parent.parent
         self.rec_root = Path(self.start["home"])
         self.rec_agent_home = Path(self.start["agent_home"])
