@@ -112,8 +112,8 @@ class HolonError(Exception):
             return message, self.hint
         return message, self._hint.on(surface)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "message": self.message}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"kind": self.kind, "message": self.message}
         if self.hint:
             out["hint"] = self.hint
         if self.details:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
 import click
 
 from holon_cli.cli import output
 from holon_cli.cli.cmd_serve import serve_options
 
+if TYPE_CHECKING:
+    from holon_cli.cli.cmd_serve import ServeFlags
+    from holon_cli.model.typed_base import JsonObject
 
-def _serve_args(flags: dict[str, Any]) -> tuple[list[str], str | None]:
+
+def _serve_args(flags: ServeFlags) -> tuple[list[str], str | None]:
     """Validate the serve options here (before launch) and turn them into the
     child's argv plus the effective token (handed to it in its environment,
     never on its command line)."""
@@ -48,7 +52,7 @@ def _daemon_executor_id() -> None:
         os.environ["HOLON_EXECUTOR_ID"] = f"{socket.gethostname()}-daemon-{home}"
 
 
-def _print_status(s: dict[str, Any]) -> None:
+def _print_status(s: JsonObject) -> None:
     rows = [
         ("state", s["state"]),
         ("pid", s["pid"] or "-"),
@@ -70,13 +74,16 @@ def _print_status(s: dict[str, Any]) -> None:
         ]
     if s.get("engine") == "dbos":
         rows.append(("engine", f"dbos, worker {s.get('executor_id') or '-'}"))
-        for w in s.get("workers") or []:
+        workers = s.get("workers")
+        for w in workers if isinstance(workers, list) else []:
+            if not isinstance(w, dict):
+                continue
             state = "alive" if w.get("alive") else "silent"
             rows.append(
                 ("cluster worker", f"{w['executor_id']} (pid {w['pid']} on {w['host']}, {state})")
             )
     lf = s.get("last_failure")
-    if lf:
+    if isinstance(lf, dict) and lf:
         rows.append(
             ("last failure", f"{lf.get('occurred_at')} [{lf.get('phase')}] {lf.get('summary')}")
         )
@@ -115,7 +122,7 @@ def daemon() -> None:
     help="How long to wait for /healthz.",
 )
 @output.json_option
-def start(start_timeout: str, as_json: bool, **flags: Any) -> None:
+def start(start_timeout: str, as_json: bool, **flags: Unpack[ServeFlags]) -> None:
     """Start `holon serve` detached and wait until it answers /healthz.
 
     Already running with the same options: exit 0, no second process.
@@ -178,7 +185,7 @@ def stop(as_json: bool) -> None:
 @serve_options
 @click.option("--start-timeout", default="20s", show_default=True, metavar="DURATION")
 @output.json_option
-def restart(start_timeout: str, as_json: bool, **flags: Any) -> None:
+def restart(start_timeout: str, as_json: bool, **flags: Unpack[ServeFlags]) -> None:
     """Stop (if running), then start with the given options. In-flight turns
     are interrupted and replayed later.
 
@@ -202,7 +209,7 @@ def restart(start_timeout: str, as_json: bool, **flags: Any) -> None:
 @daemon.command("status", context_settings={"help_option_names": ["-h", "--help"]})
 @serve_options
 @output.json_option
-def status(as_json: bool, **flags: Any) -> None:
+def status(as_json: bool, **flags: Unpack[ServeFlags]) -> None:
     """Show the daemon: state (running|stopped|stale|foreground), pid,
     addresses, health, whether its configuration matches these options,
     activity, last failure.
@@ -234,7 +241,7 @@ def status(as_json: bool, **flags: Any) -> None:
         raise click.exceptions.Exit(code)
 
 
-def _status_exit_code(res: dict[str, Any]) -> int:
+def _status_exit_code(res: JsonObject) -> int:
     from holon_cli.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_RUNTIME
 
     if res["state"] == "stopped":
@@ -274,11 +281,10 @@ def logs(tail_n: int, follow: bool, as_json: bool) -> None:
     output.echo(f"log: {res['log_path']}", err=True)
     output.echo(f"metadata: {res['daemon_json']}", err=True)
     output.echo(f"last failure: {res['last_failure_path']}", err=True)
-    for label, key in (
-        ("startup failure", "startup_failure"),
-        ("shutdown failure", "shutdown_failure"),
+    for label, lf in (
+        ("startup failure", res["startup_failure"]),
+        ("shutdown failure", res["shutdown_failure"]),
     ):
-        lf = res[key]
         output.echo(
             f"{label}: {lf['occurred_at']} {lf['summary']}" if lf else f"{label}: none", err=True
         )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -36,7 +37,7 @@ def _context(agent_id: str | None) -> tuple[AgentStore, HolonConfig]:
     return open_agent(agent_id), load_config()
 
 
-def _server_line(r: dict[str, Any]) -> str:
+def _server_line(r: Mapping[str, object]) -> str:
     proto = f", {r['protocol']}" if r.get("protocol") else ""
     tools = f": {r['tools']} tool(s)" if r.get("tools") is not None else ""
     req = " (required)" if r.get("required") else ""
@@ -72,8 +73,8 @@ def mcp_list_cmd(agent_id: str | None, as_json: bool) -> None:
         output.echo(_server_line(r))
 
 
-def _checked(rows: list[dict[str, Any]], as_json: bool, agent_id: str, what: str) -> None:
-    failed = [r["name"] for r in rows if r.get("checked") and r.get("error")]
+def _checked(rows: Sequence[Mapping[str, object]], as_json: bool, agent_id: str, what: str) -> None:
+    failed = [str(r["name"]) for r in rows if r.get("checked") and r.get("error")]
     data = {"agent_id": agent_id, "servers": rows}
     if as_json:
         if failed:
@@ -226,7 +227,7 @@ def mcp_call_cmd(
         else:
             output.emit_json(data)
     else:
-        artifacts: list[dict[str, Any]] = []
+        artifacts: list[dict[str, object]] = []
         text = content_text(store, f"mcp-call-{tool}", result, artifacts)
         click.echo(text, err=is_error)
     if is_error:

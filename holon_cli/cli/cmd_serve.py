@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import click
 
@@ -13,6 +13,22 @@ DEFAULT_LISTEN = "127.0.0.1:7878"
 
 
 ACCESS_MODES = ("local", "token")
+
+
+class ServeFlags(TypedDict, total=False):
+    """The values of :func:`serve_options` as click passes them."""
+
+    access: str | None
+    host: str | None
+    port: int | None
+    listen: str | None
+    socket_path: str | None
+    advertise: str | None
+    token: str | None
+    token_file: str | None
+    concurrency: int
+    engine: str
+    database_url: str | None
 
 
 def serve_options(f: click.decorators.FC) -> click.decorators.FC:
@@ -157,7 +173,7 @@ def resolve_flag_token(token: str | None, token_file: str | None) -> str | None:
     return resolve_token(token_file)
 
 
-def build_options(flags: dict[str, Any]) -> tuple[ServeOptions, str]:
+def build_options(flags: ServeFlags) -> tuple[ServeOptions, str]:
     """The serve options from the command's flags (``holon serve``, ``daemon``),
     validated: a bad value is an error before anything starts; and the
     effective access mode."""
@@ -223,7 +239,7 @@ def _engine(engine: str, database_url: str | None) -> tuple[str | None, str | No
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @serve_options
-def serve(**flags: Any) -> None:
+def serve(**flags: Unpack[ServeFlags]) -> None:
     """Run every agent of the home as a service, in the foreground.
 
     Watches the home (inbox arrivals, task exits, config, new agents) and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -9,21 +10,23 @@ import click
 from holon_cli.cli import output
 
 
-def _print_agent(r: dict[str, Any], *, verbose: bool, quiet_idle: bool) -> None:
+def _print_agent(r: Mapping[str, object], *, verbose: bool, quiet_idle: bool) -> None:
     aid = r["agent_id"]
+    actions = r.get("actions")
     if r.get("ok") is False:
         err = r["error"]
+        assert isinstance(err, Mapping)  # tick's error object
         hint = f" ({err['hint']})" if err.get("hint") else ""
         output.echo(f"{aid}: error: {err['message']}{hint}", err=True)
     elif r.get("skipped"):
         if verbose or not quiet_idle:
             click.echo(f"{aid}: skipped ({r['skipped']})")
-    elif not r["actions"]:
+    elif not actions:
         if verbose or not quiet_idle:
             why = f" ({r['idle_reason']})" if r.get("idle_reason") else ""
             click.echo(f"{aid}: nothing to do{why}")
-    else:
-        for a in r["actions"]:
+    elif isinstance(actions, list):
+        for a in actions:
             output.echo(f"{aid}: {describe_action(a)}")
 
 
@@ -33,15 +36,17 @@ def _plain(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _activated(a: dict[str, Any]) -> str:
-    sig = a.get("work_signal") or {}
+def _activated(a: Mapping[str, object]) -> str:
+    sig = a.get("work_signal")
+    sig = sig if isinstance(sig, Mapping) else {}
     mode = sig.get("reactivation_mode") or sig.get("action") or "work"
     if sig.get("work_item_id"):
         what = f"work item {sig['work_item_id']}"
     else:
+        candidates = sig.get("candidates")
         ids = [
             c.get("work_item_id") or c.get("id")
-            for c in sig.get("candidates") or []
+            for c in (candidates if isinstance(candidates, list) else [])
             if isinstance(c, dict)
         ]
         what = "work items " + ", ".join(map(str, ids)) if ids else "the work queue"
@@ -64,7 +69,7 @@ _TEMPLATES: dict[str, str] = {
 }
 
 
-def describe_action(a: dict[str, Any]) -> str:
+def describe_action(a: Mapping[str, object]) -> str:
     """A tick action as one line of text: no Python reprs; nested values (the
     activation's work signal, task lists) are summarised, never dumped."""
     kind = str(a.get("action"))

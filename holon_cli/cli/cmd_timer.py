@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from holon_cli.cli import output
 from holon_cli.cli.params import complete_open_work_items, complete_timers
+
+if TYPE_CHECKING:
+    from holon_cli.model.timer import TimerRecord
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -27,8 +30,9 @@ def timer() -> None:
     """
 
 
-def _row(t: dict[str, Any]) -> list[Any]:
-    every = f"{t['every_ms'] // 1000}s" if t.get("every_ms") else "-"
+def _row(t: TimerRecord) -> list[Any]:
+    every_ms = t.get("every_ms")
+    every = f"{every_ms // 1000}s" if every_ms else "-"
     return [
         t["id"],
         t["status"],
@@ -125,7 +129,7 @@ def timer_list(agent_id: str | None, include_all: bool, as_json: bool) -> None:
         return
     output.print_table(
         ["id", "status", "next fire", "every", "fires", "message"],
-        [_row(dict(t)) for t in timers],
+        [_row(t) for t in timers],
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping
 
 import click
 
@@ -27,7 +27,7 @@ def trigger() -> None:
     """
 
 
-def _print_descriptor(d: dict[str, Any]) -> None:
+def _print_descriptor(d: Mapping[str, object]) -> None:
     output.print_kv(
         [
             ("external_trigger_id", d["external_trigger_id"]),

@@ -2,53 +2,55 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from holon_cli.cli import output
 from holon_cli.cli.params import MODEL
 
+if TYPE_CHECKING:
+    from holon_cli.runtime.turn.result import TurnResult
 
-def _budget_words(res: dict[str, Any]) -> str:
+
+def _budget_words(res: TurnResult) -> str:
     from holon_cli.runtime.agents.holds import budget_line
 
-    return budget_line(res["budget"], res["agent_id"])
+    assert res.budget is not None  # only asked of a turn a budget held or stopped
+    return budget_line(res.budget, res.agent_id)
 
 
-def _print_turn(res: dict[str, Any]) -> None:
-    if not res["ran"]:
-        if res.get("budget"):
+def _print_turn(res: TurnResult) -> None:
+    if not res.ran:
+        if res.budget:
             click.echo(
-                f"{res['agent_id']}: no turn: {_budget_words(res)}; queued messages wait",
+                f"{res.agent_id}: no turn: {_budget_words(res)}; queued messages wait",
                 err=True,
             )
             return
-        click.echo(f"{res['agent_id']}: nothing queued", err=True)
+        click.echo(f"{res.agent_id}: nothing queued", err=True)
         return
-    closure = (res.get("closure") or {}).get("outcome", "?")
+    closure = res.closure.get("outcome", "?") if res.closure else "?"
     click.echo(
         (
-            f"{res['agent_id']}: turn {res['turn_id']} {res['status']} ({closure}; "
-            f"{res['model_rounds']} round(s), {res['token_usage']['total_tokens']} tokens, "
-            f"{res['duration_ms']} ms)"
+            f"{res.agent_id}: turn {res.turn_id} {res.status} ({closure}; "
+            f"{res.model_rounds} round(s), {res.token_usage['total_tokens']} tokens, "
+            f"{res.duration_ms} ms)"
         ),
         err=True,
     )
-    if res.get("budget"):
+    if res.budget:
         click.echo(
-            f"{res['agent_id']}: stopped before a provider request: {_budget_words(res)}",
+            f"{res.agent_id}: stopped before a provider request: {_budget_words(res)}",
             err=True,
         )
-    if res.get("failure_kind") == "operator_aborted":
-        aid = res["agent_id"]
+    if res.failure_kind == "operator_aborted":
+        aid = res.agent_id
         click.echo(f"{aid}: aborted by the operator; `holon agent start {aid}` resumes", err=True)
-    if res.get("failure_artifact"):
-        output.echo(
-            f"{res['agent_id']}: failure: {res['failure_artifact'].get('summary')}", err=True
-        )
-    if res.get("final_text"):
-        output.echo(res["final_text"])
+    if res.failure_artifact:
+        output.echo(f"{res.agent_id}: failure: {res.failure_artifact.get('summary')}", err=True)
+    if res.final_text:
+        output.echo(res.final_text)
 
 
 def _stop_mcp_servers() -> None:
@@ -71,9 +73,9 @@ def _exit_code(status: str | None, failure_kind: str | None) -> int:
     return EXIT_INTERRUPTED if failure_kind == "operator_aborted" else EXIT_PROVIDER
 
 
-def _held(res: dict[str, Any]) -> bool:
+def _held(res: TurnResult) -> bool:
     """No turn ran because a budget holds the agent while messages are queued."""
-    return not res["ran"] and bool(res.get("budget"))
+    return not res.ran and bool(res.budget)
 
 
 def _turn_all(model: str | None, catalog: Any, as_json: bool) -> None:
@@ -98,7 +100,7 @@ def _turn_all(model: str | None, catalog: Any, as_json: bool) -> None:
                 hint = f" ({err.hint})" if err.hint else ""
                 output.echo(f"{r.agent_id}: error: {err.message}{hint}", err=True)
             else:
-                _print_turn(r.to_dict())
+                _print_turn(r)
     if code:
         raise click.exceptions.Exit(code)
 
@@ -152,14 +154,16 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
         if all_agents:
             _turn_all(model, catalog, as_json)
             return
-        res = run_turn(agent_id, cli_model=model, catalog=catalog).to_dict()
+        turn_res = run_turn(agent_id, cli_model=model, catalog=catalog)
     finally:
         _stop_mcp_servers()
-    code = EXIT_REJECTED if _held(res) else _exit_code(res["status"], res.get("failure_kind"))
-    if as_json and _held(res):
+    res = turn_res.to_dict()
+    held = _held(turn_res)
+    code = EXIT_REJECTED if held else _exit_code(turn_res.status, turn_res.failure_kind)
+    if as_json and held:
         output.emit_json_failure_with_data(
             "budget_exhausted",
-            f"no turn was run: {_budget_words(res)}",
+            f"no turn was run: {_budget_words(turn_res)}",
             "queued messages wait; `holon status` shows the hold; raise the budget in "
             "config.yaml to lift it now",
             res,
@@ -182,6 +186,6 @@ def turn(agent_id: str | None, all_agents: bool, model: str | None, as_json: boo
     elif as_json:
         output.emit_json(res)
     else:
-        _print_turn(res)
+        _print_turn(turn_res)
     if code:
         raise click.exceptions.Exit(code)

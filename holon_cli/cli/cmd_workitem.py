@@ -10,6 +10,7 @@ Operator actions are recorded with ``source: operator`` on their events.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -50,8 +51,9 @@ def _vocab(agent_id: str | None, **flags: str) -> Any:
     return CliVocabulary(agent_id, flags)
 
 
-def _warn(res: dict[str, Any]) -> None:
-    for w in res.get("warnings") or []:
+def _warn(res: Mapping[str, object]) -> None:
+    warnings = res.get("warnings")
+    for w in warnings if isinstance(warnings, list) else []:
         click.echo(f"warning: {w.get('message')}", err=True)
 
 
@@ -71,7 +73,7 @@ def _read_text_arg(value: str, what: str) -> str:
         raise UsageError("stdin is not valid UTF-8 text") from None
 
 
-def _todo_line(t: dict[str, Any]) -> str:
+def _todo_line(t: Mapping[str, object]) -> str:
     mark = {"completed": "[x]", "in_progress": "[>]"}.get(str(t.get("state")), "[ ]")
     return f"  {mark} {t.get('text')}"
 

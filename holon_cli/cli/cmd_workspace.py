@@ -3,6 +3,7 @@ operator side of UseWorkspace/DetachWorkspace)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -50,7 +51,7 @@ def list_cmd(agent_id: str | None, show_all: bool, as_json: bool) -> None:
     )
 
 
-def _state(r: dict[str, Any]) -> str:
+def _state(r: Mapping[str, object]) -> str:
     words = ["attached" if r["attached"] else "detached"]
     if not r["exists"]:
         words.append("missing")

@@ -46,7 +46,7 @@ class FastSpec:
         command: str,
         options: tuple[tuple[tuple[str, ...], str, ValueKind], ...],
         positional: str | None,
-        defaults: dict[str, Any],
+        defaults: dict[str, object],
         body: str,
         *,
         required: bool = False,
@@ -119,10 +119,10 @@ SPECS: dict[tuple[str, ...], FastSpec] = {
 }
 
 
-def parse(spec: FastSpec, words: list[str]) -> dict[str, Any] | None:
+def parse(spec: FastSpec, words: list[str]) -> dict[str, object] | None:
     """The keyword arguments click would pass, or ``None`` to let click decide."""
     by_flag = {flag: (dest, kind) for flags, dest, kind in spec.options for flag in flags}
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     positional: list[str] = []
     i = 0
     while i < len(words):
@@ -159,7 +159,7 @@ def parse(spec: FastSpec, words: list[str]) -> dict[str, Any] | None:
         return None
     if spec.required and not positional:
         return None  # click's "Missing argument" message
-    kwargs: dict[str, Any] = {
+    kwargs: dict[str, object] = {
         dest: False if kind == "flag" else None for _, dest, kind in spec.options
     }
     kwargs.update(spec.defaults)

@@ -12,6 +12,7 @@ click declarations (:mod:`~holon_cli.cli.cmd_enqueue`,
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.cli import output
@@ -338,7 +339,7 @@ def status(agent_id: str | None, as_json: bool, command: str = "status") -> None
     output.print_kv(rows)
 
 
-def _sandbox_line(sb: dict[str, Any] | None) -> str:
+def _sandbox_line(sb: Mapping[str, object] | None) -> str:
     """``bwrap (auto, network on)``; ``none (auto: bubblewrap is not installed ...)``."""
     if not sb:
         return "-"

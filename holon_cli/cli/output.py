@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ _META_COMMAND = "holon.command"
 
 # The fast path has no click context: it runs its command inside one of these
 # (set and reset around the call, so nothing leaks into the next invocation).
-FAST_META: ContextVar[dict[str, Any] | None] = ContextVar("holon_fast_meta", default=None)
+FAST_META: ContextVar[dict[str, object] | None] = ContextVar("holon_fast_meta", default=None)
 
 
 def _click_context() -> click.Context | None:
@@ -38,7 +38,7 @@ def _click_context() -> click.Context | None:
     return None if click_mod is None else click_mod.get_current_context(silent=True)
 
 
-def _meta() -> dict[str, Any]:
+def _meta() -> dict[str, object]:
     fast = FAST_META.get()
     if fast is not None:
         return fast
@@ -105,9 +105,9 @@ def emit_json_error(
     kind: str,
     message: str,
     hint: str | None = None,
-    details: dict[str, Any] | None = None,
+    details: Mapping[str, object] | None = None,
 ) -> None:
-    err: dict[str, Any] = {"kind": kind, "message": message, "hint": hint or ""}
+    err: dict[str, object] = {"kind": kind, "message": message, "hint": hint or ""}
     if details:
         err["details"] = details
     write_line(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 if TYPE_CHECKING:
     from holon_cli.model.continuation import ContinuationRecord
     from holon_cli.model.memory import WorkingMemoryState
+    from holon_cli.model.records_typed_b import LastFailure
     from holon_cli.model.turn import ClosureDecision, NoProgressStreak
     from holon_cli.model.workitem import ContinuationHold
     from holon_cli.model.workspace import ProjectionKind, WorktreeSession
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 _PARTS = {
     "ContinuationRecord": "holon_cli.model.continuation",
     "WorkingMemoryState": "holon_cli.model.memory",
+    "LastFailure": "holon_cli.model.records_typed_b",
     "ClosureDecision": "holon_cli.model.turn",
     "NoProgressStreak": "holon_cli.model.turn",
     "ContinuationHold": "holon_cli.model.workitem",
@@ -144,7 +146,7 @@ class AgentState(TypedDict):
     # the last failed turn (not an operator's abort): occurred_at (= at),
     # turn_id, summary, category, failure_kind, phase, detail_hint;
     # `holon status` and `holon daemon status` read it
-    last_failure: NotRequired[dict[str, Any] | None]
+    last_failure: NotRequired[LastFailure | None]
     # set by the work plane after a context_length_exceeded turn
     work_continuation_hold: NotRequired[ContinuationHold | None]
     # what the runtime did with the last dequeued message (waiting.continuation)

@@ -107,6 +107,7 @@ from holon_cli.model.events_planes import (
 from holon_cli.model.events_planes import (
     WorktreeRetainedData as WorktreeRetainedData,
 )
+from holon_cli.model.records_typed_b import FailureArtifact
 from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
 
 EventKind = Literal[
@@ -333,7 +334,7 @@ class RuntimeErrorData(TypedDict):
     turn_id: NotRequired[str]
     error: str
     failure_kind: str | None
-    failure_artifact: NotRequired[dict[str, Any]]
+    failure_artifact: NotRequired[FailureArtifact]
     provider_attempt_timeline: NotRequired[ProviderAttemptTimeline]
     token_usage: NotRequired[dict[str, int] | None]
     provider_round_ms: NotRequired[float]
@@ -458,7 +459,7 @@ class InboxMessageQuarantinedData(TypedDict):
 
 
 class TickCompletedData(TypedDict):
-    actions: list[dict[str, Any]]
+    actions: list[dict[str, object]]
 
 
 class WorkspaceBoundData(TypedDict):

@@ -11,9 +11,12 @@ and read them without importing any transport.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from holon_cli.model.value import Value
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 # ----------------------------------------------------------------- requests
 
@@ -21,7 +24,7 @@ from holon_cli.model.value import Value
 class ToolSpec(Value):
     """A tool as offered to the model. ``input_schema`` is JSON Schema (object)."""
 
-    def __init__(self, name: str, description: str, input_schema: dict[str, Any]) -> None:
+    def __init__(self, name: str, description: str, input_schema: JsonObject) -> None:
         self.name = name
         self.description = description
         self.input_schema = input_schema
@@ -37,7 +40,7 @@ class ToolCall(Value):
         self,
         id: str,
         name: str,
-        arguments: dict[str, Any],
+        arguments: JsonObject,
         raw_arguments: str | None = None,
         arguments_error: str | None = None,
     ) -> None:
@@ -47,8 +50,8 @@ class ToolCall(Value):
         self.raw_arguments = raw_arguments
         self.arguments_error = arguments_error
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"id": self.id, "name": self.name, "arguments": self.arguments}
+    def to_dict(self) -> ToolCallDict:
+        d: ToolCallDict = {"id": self.id, "name": self.name, "arguments": self.arguments}
         if self.arguments_error:
             d["arguments_error"] = self.arguments_error
             d["raw_arguments"] = self.raw_arguments
@@ -86,7 +89,29 @@ class ConversationItem(Value):
         )
 
 
-def item_to_dict(it: ConversationItem) -> dict[str, Any]:
+class ToolCallDict(TypedDict):
+    """A tool call as records keep it (``ToolCall.to_dict``; the journal and
+    the history always add ``raw_arguments``)."""
+
+    id: str
+    name: str
+    arguments: JsonObject
+    arguments_error: NotRequired[str | None]
+    raw_arguments: NotRequired[str | None]
+
+
+class ConversationItemDict(TypedDict):
+    """A conversation item as the turn journal and the prompt history store it."""
+
+    role: str
+    text: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCallDict]]
+    call_id: NotRequired[str | None]
+    name: NotRequired[str | None]
+    is_error: NotRequired[bool]
+
+
+def item_to_dict(it: ConversationItem) -> ConversationItemDict:
     """A conversation item as the turn journal and the prompt history store it."""
     return {
         "role": it.role,
@@ -98,7 +123,7 @@ def item_to_dict(it: ConversationItem) -> dict[str, Any]:
     }
 
 
-def item_from_dict(d: dict[str, Any]) -> ConversationItem:
+def item_from_dict(d: ConversationItemDict) -> ConversationItem:
     calls = [
         ToolCall(
             c["id"],
@@ -159,7 +184,7 @@ class PromptCache(Value):
         self.working_memory_revision = working_memory_revision
         self.compression_epoch = compression_epoch
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PromptCacheDict:
         return {
             "agent_id": self.agent_id,
             "prompt_cache_key": self.prompt_cache_key,
@@ -167,6 +192,14 @@ class PromptCache(Value):
             "working_memory_revision": self.working_memory_revision,
             "compression_epoch": self.compression_epoch,
         }
+
+
+class PromptCacheDict(TypedDict):
+    agent_id: str
+    prompt_cache_key: str
+    context_fingerprint: str
+    working_memory_revision: int
+    compression_epoch: int
 
 
 class PromptFrame(Value):
@@ -270,6 +303,20 @@ STOP_STOP_SEQUENCE = "stop_sequence"
 STOP_CONTENT_FILTER = "content_filter"
 
 
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class CallBlock(TypedDict):
+    type: Literal["tool_call"]
+    call: ToolCall
+
+
+# one block of the runtime block model (``ModelResponse.blocks``)
+ResponseBlock = TextBlock | CallBlock
+
+
 class ModelResponse(Value):
     """The runtime block model. ``blocks`` keeps order: ``{"type": "text", "text"}``
     and ``{"type": "tool_call", "call": ToolCall}``.
@@ -282,7 +329,7 @@ class ModelResponse(Value):
 
     def __init__(
         self,
-        blocks: list[dict[str, Any]],
+        blocks: list[ResponseBlock],
         stop_reason: str,
         usage: TokenUsage | None = None,
         raw_stop_reason: str | None = None,
@@ -290,7 +337,7 @@ class ModelResponse(Value):
         model: str | None = None,
         request_mode: str | None = None,
         request_mode_reason: str | None = None,
-        context_edits: list[dict[str, Any]] | None = None,
+        context_edits: list[JsonObject] | None = None,
     ) -> None:
         self.blocks = blocks
         self.stop_reason = stop_reason

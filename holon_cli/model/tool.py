@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import ToolErrorEnvelope, ToolWarning
+    from holon_cli.model.memory import CommandRun
     from holon_cli.model.provider import ToolCall, ToolSpec
 
 MAX_ERROR_DETAIL_CHARS = 2000
@@ -67,7 +68,7 @@ class ToolEffects:
     # files the call created, changed, moved or deleted (working memory)
     files_touched: list[str] = field(default_factory=list)
     # commands the call ran to their end: {cmd, exit_status} (working memory)
-    command_runs: list[dict[str, Any]] = field(default_factory=list)
+    command_runs: list[CommandRun] = field(default_factory=list)
     # background tasks the call started
     tasks_started: list[str] = field(default_factory=list)
     # the model asked to rest after this round
@@ -136,7 +137,7 @@ class Toolbox(Protocol):
 
 def render_error(tool_name: str | None, env: ToolErrorEnvelope) -> str:
     """The shared model-visible error receipt: bounded JSON."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "ok": False,
         "tool_name": tool_name,
         "kind": env["kind"],

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
+from holon_cli.model.records_typed_b import FailureArtifact, TransportDiagnostics
+
 if TYPE_CHECKING:
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.memory import TurnMemoryDelta
 
 ClosureOutcome = Literal["completed", "continuable", "failed", "waiting"]
@@ -74,7 +77,7 @@ class ProviderAttemptRecord(TypedDict):
     advanced_to_fallback: bool
     backoff_ms: NotRequired[int]
     token_usage: NotRequired[dict[str, int]]
-    transport_diagnostics: NotRequired[dict[str, Any]]
+    transport_diagnostics: NotRequired[TransportDiagnostics]
 
 
 class ProviderAttemptTimeline(TypedDict):
@@ -132,7 +135,7 @@ class TurnSettlement(TypedDict):
     closure: ClosureDecision
     final_text: str
     brief: BriefPlan | None
-    failure_artifact: dict[str, Any] | None
+    failure_artifact: FailureArtifact | None
     failure_kind: str | None
     sleep: SleepRequestDict | None
     turn_skills: dict[str, dict[str, Any]]
@@ -140,7 +143,7 @@ class TurnSettlement(TypedDict):
     # brief when this turn trips it (absent in settlements of earlier builds)
     no_progress: NotRequired[NoProgressStreak | None]
     notice: NotRequired[BriefPlan | None]
-    budget: NotRequired[dict[str, Any] | None]  # a BudgetHit: the budget that stopped it
+    budget: NotRequired[BudgetHit | None]  # the budget that stopped it
     # why an aborted turn ended, when it was not a provider failure
     # (``operator_aborted``: ``holon agent abort``)
     reason: NotRequired[str]
@@ -182,7 +185,7 @@ class TranscriptEntry(TypedDict):
     provider_attempt_timeline: NotRequired[dict[str, Any] | None]
     stop_reason: NotRequired[str | None]
     model_ref: NotRequired[str | None]
-    failure_artifact: NotRequired[dict[str, Any] | None]
+    failure_artifact: NotRequired[FailureArtifact | None]
     token_usage: NotRequired[dict[str, Any] | None]
     call_id: NotRequired[str]
     tool_name: NotRequired[str]

@@ -311,7 +311,7 @@ def check(value: object, tp: Any, *, coerce: Coerce = "none") -> Any:
     return Checker[Any](tp, coerce=coerce)(value)
 
 
-def json_schema(tp: Any, *, strict: bool = False) -> dict[str, Any]:
+def json_schema(tp: Any, *, strict: bool = False) -> JsonObject:
     """The JSON Schema of a type form. A dataclass is a closed object whose
     required properties are its required fields and whose properties carry
     their ``doc`` metadata as ``description``; a TypedDict is an open one.
@@ -321,14 +321,14 @@ def json_schema(tp: Any, *, strict: bool = False) -> dict[str, Any]:
     return _strictify(src) if strict else src
 
 
-def _schema(tp: Any) -> dict[str, Any]:
+def _schema(tp: Any) -> JsonObject:
     doc = None
     if get_origin(tp) is Annotated:
         doc = next((m.doc for m in get_args(tp)[1:] if isinstance(m, Rule) and m.doc), None)
     _, tp = optional_of(strip(tp))
     tp = strip(tp)
     origin = get_origin(tp)
-    out: dict[str, Any]
+    out: JsonObject
     if tp is str:
         out = {"type": "string"}
     elif tp is bool:
@@ -342,7 +342,8 @@ def _schema(tp: Any) -> dict[str, Any]:
     elif origin is Literal:
         vals = list(get_args(tp))
         kinds = {_SCHEMA_KIND[_kind(v)] for v in vals}
-        out = {"type": kinds.pop() if len(kinds) == 1 else sorted(kinds), "enum": vals}
+        several = list[Json](sorted(kinds))
+        out = {"type": kinds.pop() if len(kinds) == 1 else several, "enum": vals}
     elif origin in (list, tuple, Sequence, typing.Sequence):
         items = [a for a in get_args(tp) if a is not Ellipsis]
         out = {"type": "array", "items": _schema(items[0]) if len(items) == 1 else {}}
@@ -381,12 +382,12 @@ _SCHEMA_KIND = {
 }
 
 
-def _dataclass_schema(tp: Any) -> dict[str, Any]:
+def _dataclass_schema(tp: Any) -> JsonObject:
     import dataclasses
 
     hints = _hints(tp)
-    props: dict[str, Any] = {}
-    required: list[str] = []
+    props: JsonObject = {}
+    required: list[Json] = []
     for f in dataclasses.fields(tp):
         htp = hints[f.name]
         sch = dict(_schema(htp))
@@ -408,22 +409,26 @@ def _dataclass_schema(tp: Any) -> dict[str, Any]:
     }
 
 
-def _strictify(schema: dict[str, Any], nullable: bool = False) -> dict[str, Any]:
+def _strictify(schema: JsonObject, nullable: bool = False) -> JsonObject:
     s = dict(schema)
-    if s.get("type") == "object" and "properties" in s:
-        req = set(s.get("required", []))
-        props = {}
-        for name, sub in s["properties"].items():
-            props[name] = _strictify(sub, nullable=name not in req)
+    given, items, enum = s.get("properties"), s.get("items"), s.get("enum")
+    if s.get("type") == "object" and isinstance(given, dict):
+        required = s.get("required", [])
+        req = set(required) if isinstance(required, list) else set()
+        props: JsonObject = {}
+        for name, sub in given.items():
+            props[name] = (
+                _strictify(sub, nullable=name not in req) if isinstance(sub, dict) else sub
+            )
         s["properties"] = props
-        s["required"] = list(props)
+        s["required"] = list[Json](props)
         s["additionalProperties"] = False
-    elif s.get("type") == "array" and "items" in s:
-        s["items"] = _strictify(s["items"])
+    elif s.get("type") == "array" and isinstance(items, dict):
+        s["items"] = _strictify(items)
     if nullable:
         t = s.get("type")
         if isinstance(t, str):
             s["type"] = [t, "null"]
-        if "enum" in s and None not in s["enum"]:
-            s["enum"] = [*s["enum"], None]
+        if isinstance(enum, list) and None not in enum:
+            s["enum"] = [*enum, None]
     return s

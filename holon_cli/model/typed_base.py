@@ -298,10 +298,10 @@ def _kind(value: Any) -> str:
     return "other"
 
 
-_HINTS: dict[Any, dict[str, Any]] = {}
+_HINTS: dict[object, dict[str, object]] = {}
 
 
-def _hints(tp: Any) -> dict[str, Any]:
+def _hints(tp: Any) -> dict[str, object]:
     """A class's annotations evaluated (``Annotated``, ``Required`` kept), once.
 
     Evaluated here rather than by ``typing.get_type_hints`` (four times the
@@ -319,16 +319,16 @@ def _hints(tp: Any) -> dict[str, Any]:
     return hit
 
 
-def _annotations(tp: Any) -> dict[str, Any]:
+def _annotations(tp: Any) -> dict[str, object]:
     if is_typeddict(tp):
         return dict(tp.__annotations__)  # the bases' keys merged in, in order
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for base in reversed(tp.__mro__):
         out.update(base.__dict__.get("__annotations__", {}))
     return out
 
 
-def _evaluate(ann: Any, module: str) -> Any:
+def _evaluate(ann: object, module: str) -> object:
     if isinstance(ann, typing.ForwardRef):
         module = ann.__forward_module__ or module
         code = ann.__forward_code__
@@ -340,7 +340,7 @@ def _evaluate(ann: Any, module: str) -> Any:
     return eval(code, vars(mod), _Names(mod))  # noqa: S307 - the module's own annotation
 
 
-class _Names(dict[str, Any]):
+class _Names(dict[str, object]):
     """Names an annotation uses that its module has not bound: a name its
     module ``__getattr__`` supplies (imported only for type checking) stands
     as a :class:`Deferred` until a value of that type is checked."""
@@ -349,7 +349,7 @@ class _Names(dict[str, Any]):
         super().__init__()
         self.module = module
 
-    def __missing__(self, name: str) -> Any:
+    def __missing__(self, name: str) -> object:
         lazy = vars(self.module).get("__getattr__")
         if lazy is None or name in vars(self.module) or hasattr(builtins, name):
             raise KeyError(name)  # the module's globals, then the builtins, answer
@@ -387,7 +387,7 @@ class Deferred:
         return self.name
 
 
-def _td_shape(tp: Any) -> tuple[dict[str, Any], frozenset[str]]:
+def _td_shape(tp: Any) -> tuple[dict[str, object], frozenset[str]]:
     """A TypedDict's annotations and its required keys (``Required``/
     ``NotRequired`` read from the annotations themselves: under ``from
     __future__ import annotations`` Python 3.11 misses them)."""
@@ -422,7 +422,7 @@ def rule_of(tp: Any) -> Rule | None:
             return None
 
 
-def typeddict_keys(tp: Any) -> tuple[dict[str, Any], frozenset[str]]:
+def typeddict_keys(tp: Any) -> tuple[dict[str, object], frozenset[str]]:
     """A TypedDict's keys with their annotations (evaluated; ``Annotated``
     and ``Required`` kept), and the required ones."""
     return _td_shape(tp)

@@ -450,7 +450,7 @@ def _typeddict(tp: Any, coerce: Coerce) -> _Fn:
     def check_typeddict(value: Any) -> Any:
         if type(value) is not dict and not isinstance(value, Mapping):
             raise _fail("type", tp, value)
-        out: dict[str, Any] | None = None
+        out: dict[object, object] | None = None
         for name, v in value.items():  # the keys the record has, in its order
             spec = table.get(name)
             if spec is None:
@@ -513,7 +513,7 @@ def _dataclass(tp: Any, coerce: Coerce) -> _Fn:
             err = _fail("unknown", tp, value, keys=[str(k) for k in unknown])
             err._rpath.append(str(unknown[0]))
             raise err
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, object] = {}
         for key, name, fn, required, optional, has_default, low, above, doc in specs:
             if key not in value:
                 if required:

@@ -26,8 +26,9 @@ why the turn ended.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
@@ -65,6 +66,10 @@ from holon_cli.providers.wire import (
     turn_text,
 )
 
+if TYPE_CHECKING:
+    from holon_cli.model.provider import ResponseBlock
+    from holon_cli.model.typed_base import JsonObject
+
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192
@@ -83,27 +88,67 @@ MAX_CACHE_BREAKPOINTS = 4
 CONTEXT_MANAGEMENT_BETA = ANTHROPIC_CONTEXT_MANAGEMENT_BETA
 CONTEXT_EDITS = [{"type": "clear_tool_uses_20250919"}]
 
+
+class Block(TypedDict, total=False):
+    """A content block as sent (``text``, ``tool_use``, ``tool_result``)."""
+
+    type: Required[str]
+    text: str
+    id: str
+    name: str
+    input: JsonObject
+    tool_use_id: str
+    content: str
+    is_error: bool
+    cache_control: dict[str, str]
+
+
+class Message(TypedDict):
+    role: str
+    content: list[Block]
+
+
+class Tool(TypedDict, total=False):
+    name: Required[str]
+    description: Required[str]
+    input_schema: Required[JsonObject]
+    cache_control: dict[str, str]
+
+
+class Body(TypedDict, total=False):
+    """A Messages API request body, in the order it is sent."""
+
+    model: Required[str]
+    max_tokens: Required[int]
+    stream: bool
+    context_management: dict[str, list[dict[str, str]]]
+    tool_choice: dict[str, str]
+    tools: list[Tool]
+    system: list[Block]
+    messages: list[Message]
+
+
 # ------------------------------------------------------------------ lowering
 
 
-def _mark(block: dict[str, Any]) -> None:
+def _mark(block: Block | Tool) -> None:
     block["cache_control"] = dict(_EPHEMERAL)
 
 
-def lower_system(request: ProviderRequest) -> list[dict[str, Any]]:
+def lower_system(request: ProviderRequest) -> list[Block]:
     parts = [request.frame.system_prompt, *request.frame.system_blocks]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": p} for p in parts if p and p.strip()]
+    blocks: list[Block] = [{"type": "text", "text": p} for p in parts if p and p.strip()]
     if blocks and "system" in request.frame.cache_breakpoints:
         _mark(blocks[-1])
     return blocks
 
 
-def _item_content(item: ConversationItem) -> tuple[str, list[dict[str, Any]]]:
+def _item_content(item: ConversationItem) -> tuple[str, list[Block]]:
     """One conversation entry as (role, content blocks)."""
     if item.role == "user":
         return "user", [{"type": "text", "text": item.text}] if item.text.strip() else []
     if item.role == "assistant":
-        content: list[dict[str, Any]] = []
+        content: list[Block] = []
         if item.text.strip():
             content.append({"type": "text", "text": item.text})
         for c in item.tool_calls:
@@ -112,7 +157,7 @@ def _item_content(item: ConversationItem) -> tuple[str, list[dict[str, Any]]]:
             )
         return "assistant", content
     if item.role == "tool":
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id or ""}
+        block: Block = {"type": "tool_result", "tool_use_id": item.call_id or ""}
         if item.text:
             block["content"] = item.text
         if item.is_error:
@@ -121,15 +166,15 @@ def _item_content(item: ConversationItem) -> tuple[str, list[dict[str, Any]]]:
     raise ValueError(f"unknown conversation role {item.role!r}")
 
 
-def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+def lower_messages(request: ProviderRequest) -> list[Message]:
     """The messages in prompt order: the frame's stable context, the history
     (earlier turns as they were sent), this turn's context, this turn's
     conversation; consecutive same-role messages merged. The frame's
     ``history`` anchor marks the last stable block (the history's end, else
     the stable context's); the rolling marker is :func:`add_rolling_marker`'s."""
-    msgs: list[dict[str, Any]] = []
+    msgs: list[Message] = []
 
-    def add(role: str, content: list[dict[str, Any]]) -> None:
+    def add(role: str, content: list[Block]) -> None:
         if not content:
             return
         if msgs and msgs[-1]["role"] == role:
@@ -163,8 +208,8 @@ def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
     return msgs
 
 
-def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
-    tools: list[dict[str, Any]] = [
+def lower_tools(request: ProviderRequest) -> list[Tool]:
+    tools: list[Tool] = [
         {"name": t.name, "description": t.description, "input_schema": tool_schema(t)}
         for t in request.tools
     ]
@@ -173,7 +218,7 @@ def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
     return tools
 
 
-def cache_breakpoints(body: dict[str, Any]) -> list[str]:
+def cache_breakpoints(body: Body) -> list[str]:
     """Where a body's ``cache_control`` markers sit, in prompt order
     (``tools[i]``, ``system[i]``, ``messages[i].content[j]``)."""
     where = [f"tools[{i}]" for i, t in enumerate(body.get("tools") or []) if "cache_control" in t]
@@ -191,7 +236,7 @@ def cache_breakpoints(body: dict[str, Any]) -> list[str]:
     return where
 
 
-def add_rolling_marker(body: dict[str, Any]) -> None:
+def add_rolling_marker(body: Body) -> None:
     """One request-local marker on the newest conversation block (runtime
     spec: Provider Prompt Frame), while the frame's markers leave one of
     the API's :data:`MAX_CACHE_BREAKPOINTS`: the next round's request starts
@@ -202,7 +247,9 @@ def add_rolling_marker(body: dict[str, Any]) -> None:
     newest = msgs[-1]["content"][-1]
     if "cache_control" in newest or len(cache_breakpoints(body)) >= MAX_CACHE_BREAKPOINTS:
         return
-    msgs[-1]["content"][-1] = {**newest, "cache_control": dict(_EPHEMERAL)}
+    marked = newest.copy()
+    marked["cache_control"] = dict(_EPHEMERAL)
+    msgs[-1]["content"][-1] = marked
 
 
 def build_body(
@@ -212,12 +259,12 @@ def build_body(
     stream: bool = False,
     max_output_tokens: int | None = None,
     context_management: bool = False,
-) -> dict[str, Any]:
+) -> Body:
     """The request body: options first, then ``tools``, ``system`` and
     ``messages`` (the order the API caches them: the bytes sent are in that
     order too). Cache markers sit where the frame's ``cache_breakpoints``
     say (its stable blocks), plus the rolling one."""
-    body: dict[str, Any] = {
+    body: Body = {
         "model": model,
         "max_tokens": request.max_output_tokens or max_output_tokens or DEFAULT_MAX_TOKENS,
     }
@@ -245,7 +292,7 @@ def with_beta(current: str | None, beta: str) -> str:
 # ------------------------------------------------------------------- parsing
 
 
-def context_edits(obj: Any) -> list[dict[str, Any]] | None:
+def context_edits(obj: object) -> list[JsonObject] | None:
     """The context edits the API applied (``context_management.applied_edits``):
     type and the counts only, nothing of the cleared content."""
     cm = obj.get("context_management") if isinstance(obj, dict) else None
@@ -275,7 +322,7 @@ def classify_error_object(body: Any, *, stage: str) -> ProviderFailure:
     return ProviderFailure("provider_error", message, stage=stage)
 
 
-def _usage(u: dict[str, Any]) -> TokenUsage:
+def _usage(u: Mapping[str, object]) -> TokenUsage:
     created = as_int(u.get("cache_creation_input_tokens"))
     read = as_int(u.get("cache_read_input_tokens"))
     inp = as_int(u.get("input_tokens")) + created + read
@@ -309,7 +356,7 @@ def parse_message(obj: Any) -> ModelResponse:
             stage="body",
         )
     seed = str(obj.get("id") or "")
-    blocks: list[dict[str, Any]] = []
+    blocks: list[ResponseBlock] = []
     calls = []
     for i, b in enumerate(content):
         if not isinstance(b, dict):
@@ -365,52 +412,60 @@ def parse_message_stream(events: Iterable[SSEEvent]) -> ModelResponse:
     return acc.response()
 
 
+@dataclass
+class _Slot:
+    """One content block of a stream: its start, the text and JSON deltas."""
+
+    start: JsonObject
+    text: list[str]
+    json: list[str] = field(default_factory=list)
+    done: bool = False
+
+
 class _MessageStream:
     """What a message stream has said so far: its content blocks by index,
     usage, ids, the stop reason and context edits."""
 
     def __init__(self) -> None:
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.usage: dict[str, Any] = {}
+        self.blocks: dict[object, _Slot] = {}
+        self.usage: JsonObject = {}
         self.msg_id: str | None = None
         self.model: str | None = None
-        self.raw_stop: Any = None
-        self.edits: list[dict[str, Any]] | None = None
+        self.raw_stop: object = None
+        self.edits: list[JsonObject] | None = None
         self.got_delta = False
         self.stopped = False
 
-    def feed(self, typ: Any, obj: dict[str, Any]) -> bool:
+    def feed(self, typ: object, obj: JsonObject) -> bool:
         """Fold one event in; True at ``message_stop``. Raises on an ``error`` event."""
         if typ == "message_start":
             m = obj.get("message") or {}
-            self.msg_id = m.get("id") if isinstance(m.get("id"), str) else None
-            self.model = m.get("model") if isinstance(m.get("model"), str) else None
-            if isinstance(m.get("usage"), dict):
-                self.usage.update({k: v for k, v in m["usage"].items() if v is not None})
+            if not isinstance(m, dict):
+                return False
+            mid, model = m.get("id"), m.get("model")
+            self.msg_id = mid if isinstance(mid, str) else None
+            self.model = model if isinstance(model, str) else None
+            self._add_usage(m.get("usage"))
         elif typ == "content_block_start":
             idx = obj.get("index", len(self.blocks))
             cb = obj.get("content_block") or {}
             if isinstance(cb, dict):
-                self.blocks[idx] = {
-                    "start": cb,
-                    "text": [cb.get("text") or ""] if cb.get("type") == "text" else [],
-                    "json": [],
-                    "done": False,
-                }
+                text = cb.get("text")
+                first = text if isinstance(text, str) else ""
+                self.blocks[idx] = _Slot(cb, [first] if cb.get("type") == "text" else [])
         elif typ == "content_block_delta":
             self._block_delta(obj)
         elif typ == "content_block_stop":
             idx = obj.get("index")
             slot = self.blocks.get(idx) if isinstance(idx, int) else None
             if slot is not None:
-                slot["done"] = True
+                slot.done = True
         elif typ == "message_delta":
             self.got_delta = True
             d = obj.get("delta") or {}
             if isinstance(d, dict) and d.get("stop_reason") is not None:
                 self.raw_stop = d["stop_reason"]
-            if isinstance(obj.get("usage"), dict):
-                self.usage.update({k: v for k, v in obj["usage"].items() if v is not None})
+            self._add_usage(obj.get("usage"))
             self.edits = context_edits(obj) or self.edits
         elif typ == "message_stop":
             self.stopped = True
@@ -420,29 +475,34 @@ class _MessageStream:
         # ping and unknown events: nothing to keep
         return False
 
-    def _block_delta(self, obj: dict[str, Any]) -> None:
+    def _add_usage(self, usage: object) -> None:
+        if isinstance(usage, dict):
+            self.usage.update({k: v for k, v in usage.items() if v is not None})
+
+    def _block_delta(self, obj: JsonObject) -> None:
         idx = obj.get("index")
         delta = obj.get("delta") or {}
         slot = self.blocks.get(idx) if idx is not None else None
         if slot is None or not isinstance(delta, dict):
             return
-        if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
-            slot["text"].append(delta["text"])
-        elif delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
-            slot["json"].append(delta["partial_json"])
+        text, partial = delta.get("text"), delta.get("partial_json")
+        if delta.get("type") == "text_delta" and isinstance(text, str):
+            slot.text.append(text)
+        elif delta.get("type") == "input_json_delta" and isinstance(partial, str):
+            slot.json.append(partial)
 
     def response(self) -> ModelResponse:
         """The blocks in index order; a tool call cut off by ``max_tokens`` is dropped."""
-        out: list[dict[str, Any]] = []
+        out: list[ResponseBlock] = []
         calls: list[ToolCall] = []
         truncated = self.raw_stop == "max_tokens"
         for idx in sorted(self.blocks, key=lambda k: k if isinstance(k, int) else 1 << 30):
             slot = self.blocks[idx]
-            start = slot["start"]
+            start = slot.start
             if start.get("type") == "text":
-                out.append(text_block("".join(slot["text"])))
+                out.append(text_block("".join(slot.text)))
             elif start.get("type") == "tool_use":
-                if truncated and not slot["done"]:
+                if truncated and not slot.done:
                     continue
                 call = self._tool_call(idx, slot, len(calls))
                 if truncated and call.arguments_error:
@@ -461,15 +521,15 @@ class _MessageStream:
             context_edits=self.edits,
         )
 
-    def _tool_call(self, idx: int, slot: dict[str, Any], n_calls: int) -> ToolCall:
-        start = slot["start"]
+    def _tool_call(self, idx: object, slot: _Slot, n_calls: int) -> ToolCall:
+        start = slot.start
         name = start.get("name")
         if not isinstance(name, str) or not name:
             raise ProviderFailure(
                 "invalid_response", f"tool_use block {idx} has no name", stage="stream"
             )
-        partial = "".join(slot["json"])
-        raw: Any = partial if partial.strip() else (start.get("input") or {})
+        partial = "".join(slot.json)
+        raw: object = partial if partial.strip() else (start.get("input") or {})
         seed = self.msg_id or ""
         return make_tool_call(str(start.get("id") or synth_call_id(seed, n_calls, name)), name, raw)
 
@@ -506,7 +566,7 @@ class AnthropicTransport(HttpTransport):
         base = self.base_url.rstrip("/")
         return join_url(base, "messages") if base.endswith("/v1") else join_url(base, "v1/messages")
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def build_body(self, request: ProviderRequest) -> Body:
         return build_body(
             request,
             self.model,

@@ -11,7 +11,7 @@ Retry, backoff and fallback live in ``providers.chain``, not in transports.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, get_args
+from typing import TYPE_CHECKING, Protocol, get_args
 
 # The neutral values live in ``model/``; re-exported here for code that still
 # imports them from their old place.
@@ -32,6 +32,9 @@ from holon_cli.model.provider import (
     ToolSpec,
 )
 from holon_cli.model.value import Value
+
+if TYPE_CHECKING:
+    from holon_cli.model.records_typed_b import TransportDiagnostics
 
 __all__ = [
     "CONTEXT_OVERFLOW_HINT",
@@ -146,12 +149,16 @@ class ProviderFailure(Exception):
     def retryable(self) -> bool:
         return self.kind in RETRYABLE_KINDS
 
-    def diagnostics(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"stage": self.stage}
-        for k in ("provider", "model_ref", "url", "status"):
-            v = getattr(self, k)
-            if v is not None:
-                d[k] = v
+    def diagnostics(self) -> TransportDiagnostics:
+        d: TransportDiagnostics = {"stage": self.stage}
+        if self.provider is not None:
+            d["provider"] = self.provider
+        if self.model_ref is not None:
+            d["model_ref"] = self.model_ref
+        if self.url is not None:
+            d["url"] = self.url
+        if self.status is not None:
+            d["status"] = self.status
         if self.source_chain:
             d["source_chain"] = self.source_chain
         return d

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from holon_cli import clock as holon_clock
 from holon_cli.errors import ConfigError, HolonError, ProviderError
@@ -40,6 +40,7 @@ from holon_cli.providers.base import (
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
+    from holon_cli.model.records_typed_b import FailureArtifact, RetryPolicy
     from holon_cli.model.turn import (
         AttemptDisposition,
         AttemptOutcome,
@@ -86,7 +87,7 @@ _DEFAULT_HINTS = {
 }
 
 
-def retry_policy() -> dict[str, Any]:
+def retry_policy() -> RetryPolicy:
     """The active retry policy, for ``provider_doctor``-style surfaces."""
     return {
         "max_retries": MAX_RETRIES,
@@ -216,7 +217,7 @@ class ChainFailure(ProviderError):
             return f"model call failed, {outcomes[0].split(', ', 1)[1]}: {head}"
         return f"model call failed: {head}"
 
-    def failure_artifact(self) -> dict[str, Any]:
+    def failure_artifact(self) -> FailureArtifact:
         """The spec's ``FailureArtifact`` for operator surfaces."""
         f = self.failure
         meta: dict[str, str] = {
@@ -233,7 +234,7 @@ class ChainFailure(ProviderError):
             meta["retry_after_s"] = f"{f.retry_after_s:g}"
         if self.hint:
             meta["hint"] = self.hint
-        art: dict[str, Any] = {
+        art: FailureArtifact = {
             "summary": self.message,
             "category": failure_category(f.kind),
         }

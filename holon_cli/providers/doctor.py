@@ -19,6 +19,7 @@ from holon_cli.providers.registry import endpoint
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
+    from holon_cli.model.provider import PromptCapability
 
 Credentials = Literal["present", "missing", "not_needed"]
 
@@ -32,7 +33,18 @@ class CandidateReport(TypedDict):
     supported: bool
     reason: str | None
     # the opt-in wire features this candidate would use (never a header value)
-    wire: dict[str, Any]
+    wire: WireFeatures
+
+
+class WireFeatures(TypedDict, total=False):
+    """The opt-in wire features a candidate would use (never a header value)."""
+
+    prompt_capabilities: list[PromptCapability]
+    incremental: bool
+    store: bool
+    cache_breakpoints: list[str]
+    context_management: bool
+    beta: list[str]
 
 
 def describe_candidate(
@@ -66,7 +78,7 @@ def describe_candidate(
     return _report(ref, ep.kind, ep.base_url, "missing", ep.key_env, missing, wire)
 
 
-def wire_features(kind: str, config: HolonConfig, spec: Mapping[str, Any]) -> dict[str, Any]:
+def wire_features(kind: str, config: HolonConfig, spec: Mapping[str, Any]) -> WireFeatures:
     """What a transport kind adds to its requests under this config: its
     prompt capabilities (runtime spec: ``ProviderPromptCapability``),
     incremental Responses requests (and so stored responses), Anthropic cache
@@ -107,7 +119,7 @@ def _report(
     credentials: Credentials,
     key_env: str | None,
     why: ProviderFailure | str | None,
-    wire: dict[str, Any] | None = None,
+    wire: WireFeatures | None = None,
 ) -> CandidateReport:
     reason: str | None
     if isinstance(why, ProviderFailure):

@@ -25,7 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -452,7 +452,7 @@ def _parse(
 
 
 def post_json(
-    target: HttpTarget, body: dict[str, Any], parse: Callable[[Any], ModelResponse]
+    target: HttpTarget, body: Mapping[str, object], parse: Callable[[Any], ModelResponse]
 ) -> ModelResponse:
     """POST ``body`` as JSON, expect a JSON response, hand it to ``parse``. One attempt."""
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -477,7 +477,7 @@ def _lines(resp: httpx2.Response, target: HttpTarget) -> Iterator[str]:
 
 def post_stream(
     target: HttpTarget,
-    body: dict[str, Any],
+    body: Mapping[str, object],
     on_events: Callable[[Iterable[SSEEvent]], ModelResponse],
     on_json: Callable[[Any], ModelResponse] | None = None,
 ) -> ModelResponse:

@@ -29,11 +29,15 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from holon_cli.digest import sha256_hex
 from holon_cli.providers.wire import prompt_last
+
+if TYPE_CHECKING:
+    from holon_cli.providers.responses_body import Body, InputItem
 
 MAX_SCOPES = 256
 
@@ -58,7 +62,7 @@ class Plan:
     """What to send: ``body`` (the full one, or the delta with
     ``previous_response_id``), and why when it is full."""
 
-    body: dict[str, Any]
+    body: Mapping[str, object]
     mode: RequestMode
     reason: FullReason | None = None
 
@@ -68,11 +72,11 @@ class _Link:
     turn_id: str
     response_id: str
     shape: str
-    items: list[dict[str, Any]]  # the previous full input + its echoed output
+    items: list[InputItem]  # the previous full input + its echoed output
     epoch: int  # the frame's compression epoch when it was sent
 
 
-def shape_of(body: dict[str, Any]) -> str:
+def shape_of(body: Mapping[str, object]) -> str:
     """A digest of everything in a body except its input and continuation."""
     rest = {k: v for k, v in body.items() if k not in ("input", "previous_response_id")}
     return sha256_hex(json.dumps(rest, sort_keys=True, ensure_ascii=False).encode())
@@ -92,9 +96,7 @@ class IncrementalState:
         self._lock = threading.Lock()
         self.max_scopes = max_scopes
 
-    def plan(
-        self, scope: Scope | None, turn_id: str | None, body: dict[str, Any], epoch: int = 0
-    ) -> Plan:
+    def plan(self, scope: Scope | None, turn_id: str | None, body: Body, epoch: int = 0) -> Plan:
         """The request to send for the full ``body`` of this round."""
         if scope is None or not turn_id:
             return Plan(body, "full", "unscoped")
@@ -106,21 +108,23 @@ class IncrementalState:
             return Plan(body, "full", "compacted")
         if link.shape != shape_of(body):
             return Plan(body, "full", "request_changed")
-        items: list[dict[str, Any]] = body.get("input") or []
+        items = body.get("input") or []
         n = len(link.items)
         if items[:n] != link.items:
             return Plan(body, "full", "history_changed")
         if len(items) == n:
             return Plan(body, "full", "nothing_new")
-        delta = {**body, "previous_response_id": link.response_id, "input": items[n:]}
+        delta = body.copy()  # the same keys in the same order, and then the link
+        delta["input"] = items[n:]
+        delta["previous_response_id"] = link.response_id
         return Plan(prompt_last(delta, ("tools", "instructions", "input")), "incremental")
 
     def advance(
         self,
         scope: Scope | None,
         turn_id: str | None,
-        full_body: dict[str, Any],
-        echoed_output: list[dict[str, Any]],
+        full_body: Body,
+        echoed_output: list[InputItem],
         response_id: str | None,
         epoch: int = 0,
     ) -> None:

@@ -17,8 +17,8 @@ a final ``finish_reason``. A stream cut before its finish is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
@@ -56,6 +56,10 @@ from holon_cli.providers.wire import (
     usage_from,
 )
 
+if TYPE_CHECKING:
+    from holon_cli.model.provider import ResponseBlock, TokenUsage
+    from holon_cli.model.typed_base import JsonObject
+
 _FINISH = {
     "stop": STOP_END_TURN,
     "end_turn": STOP_END_TURN,
@@ -70,11 +74,54 @@ _FINISH = {
 # ------------------------------------------------------------------ lowering
 
 
-def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+class Function(TypedDict):
+    name: str
+    arguments: str
+
+
+class CallOut(TypedDict):
+    """A tool call echoed back in an assistant message."""
+
+    id: str
+    type: str
+    function: Function
+
+
+class Message(TypedDict, total=False):
+    role: Required[str]
+    content: str
+    tool_calls: list[CallOut]
+    tool_call_id: str
+
+
+class FunctionSpec(TypedDict):
+    name: str
+    description: str
+    parameters: JsonObject
+
+
+class ToolOut(TypedDict):
+    type: str
+    function: FunctionSpec
+
+
+class Body(TypedDict, total=False):
+    """A Chat Completions request body, in the order it is sent."""
+
+    model: Required[str]
+    max_tokens: int
+    stream: bool
+    stream_options: dict[str, bool]
+    tool_choice: str
+    tools: list[ToolOut]
+    messages: list[Message]
+
+
+def lower_messages(request: ProviderRequest) -> list[Message]:
     """The messages in prompt order: the system message, the frame's stable
     context, the history (earlier turns as they were sent), this turn's
     context, this turn's conversation."""
-    msgs: list[dict[str, Any]] = []
+    msgs: list[Message] = []
     system = system_text(request.frame)
     if system:
         msgs.append({"role": "system", "content": system})
@@ -89,7 +136,7 @@ def lower_messages(request: ProviderRequest) -> list[dict[str, Any]]:
     return msgs
 
 
-def lower_item(item: ConversationItem) -> dict[str, Any]:
+def lower_item(item: ConversationItem) -> Message:
     """One conversation entry as a Chat Completions message."""
     if item.role == "user":
         return {"role": "user", "content": item.text}
@@ -99,7 +146,7 @@ def lower_item(item: ConversationItem) -> dict[str, Any]:
         # Python server and LM Studio reject null, Ollama answers
         # "invalid message content type: <nil>" for null or a missing key,
         # and some vLLM/SGLang front ends need the key present.
-        msg: dict[str, Any] = {"role": "assistant", "content": item.text or ""}
+        msg: Message = {"role": "assistant", "content": item.text or ""}
         if item.tool_calls:
             msg["tool_calls"] = [
                 {
@@ -121,10 +168,10 @@ def build_body(
     *,
     stream: bool = False,
     max_output_tokens: int | None = None,
-) -> dict[str, Any]:
+) -> Body:
     """The request body: options first, then ``tools`` and ``messages`` (the
     bytes sent are in the order a server can reuse them as a prefix)."""
-    body: dict[str, Any] = {"model": model}
+    body: Body = {"model": model}
     limit = request.max_output_tokens or max_output_tokens
     if limit:
         body["max_tokens"] = limit
@@ -151,7 +198,7 @@ def build_body(
 # ------------------------------------------------------------------- parsing
 
 
-def _error_in_body(obj: dict[str, Any]) -> ProviderFailure:
+def _error_in_body(obj: Mapping[str, object]) -> ProviderFailure:
     """Some compatible servers answer 200 with ``{"error": ...}``."""
     code, _type, msg = error_fields(obj)
     message = f"provider error in a 200 response: {msg or 'no message'}" + (
@@ -190,7 +237,7 @@ def _stop(finish: Any, has_calls: bool) -> str:
     return stop
 
 
-def _usage(obj: dict[str, Any]) -> Any:
+def _usage(obj: Mapping[str, object]) -> TokenUsage | None:
     u = obj.get("usage")
     if not isinstance(u, dict):
         return None
@@ -202,14 +249,16 @@ def _usage(obj: dict[str, Any]) -> Any:
     )
 
 
-def _calls_from_message(message: dict[str, Any], seed: str) -> list[ToolCall]:
+def _calls_from_message(message: Mapping[str, object], seed: str) -> list[ToolCall]:
     calls: list[ToolCall] = []
     raw_calls = message.get("tool_calls")
     if isinstance(raw_calls, list):
         for i, tc in enumerate(raw_calls):
             if not isinstance(tc, dict):
                 continue
-            fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
+            fn: Mapping[str, object] = (
+                tc["function"] if isinstance(tc.get("function"), dict) else tc
+            )
             name = fn.get("name")
             if not isinstance(name, str) or not name:
                 raise ProviderFailure(
@@ -255,7 +304,7 @@ def parse_completion(obj: Any) -> ModelResponse:
     if message is None:
         raise ProviderFailure("invalid_response", "choices[0] has no 'message'", stage="body")
     seed = str(obj.get("id") or "")
-    blocks: list[dict[str, Any]] = []
+    blocks: list[ResponseBlock] = []
     text = _content_text(message.get("content"))
     if text:
         blocks.append(text_block(text))
@@ -279,7 +328,7 @@ class _StreamCall:
         self.id: str | None = None
         self.name = ""
         self.args: list[str] = []
-        self.args_obj: dict[str, Any] | None = None
+        self.args_obj: JsonObject | None = None
 
 
 class _ChatStream:
@@ -293,20 +342,22 @@ class _ChatStream:
         self.calls: dict[Any, _StreamCall] = {}
         self.order: list[Any] = []
         self.finish: Any = None
-        self.usage: Any = None
+        self.usage: TokenUsage | None = None
         self.resp_id: str | None = None
         self.model: str | None = None
         self.last_key: Any = None
 
-    def chunk(self, obj: dict[str, Any]) -> None:
+    def chunk(self, obj: Mapping[str, object]) -> None:
         if obj.get("error") and not obj.get("choices"):
             raise _error_in_body(obj)
-        self.resp_id = self.resp_id or (obj.get("id") if isinstance(obj.get("id"), str) else None)
-        self.model = self.model or (obj.get("model") if isinstance(obj.get("model"), str) else None)
+        rid, model = obj.get("id"), obj.get("model")
+        self.resp_id = self.resp_id or (rid if isinstance(rid, str) else None)
+        self.model = self.model or (model if isinstance(model, str) else None)
         u = _usage(obj)
         if u is not None:
             self.usage = u
-        for choice in obj.get("choices") or []:
+        choices = obj.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
             delta = choice.get("delta") or choice.get("message") or {}
@@ -315,11 +366,12 @@ class _ChatStream:
             if choice.get("finish_reason"):
                 self.finish = choice["finish_reason"]
 
-    def _delta(self, delta: dict[str, Any]) -> None:
+    def _delta(self, delta: Mapping[str, object]) -> None:
         piece = _content_text(delta.get("content"))
         if piece:
             self.text.append(piece)
-        for pos, tc in enumerate(delta.get("tool_calls") or []):
+        tool_calls = delta.get("tool_calls")
+        for pos, tc in enumerate(tool_calls if isinstance(tool_calls, list) else ()):
             if isinstance(tc, dict):
                 self._tool_call(tc, pos)
         legacy = delta.get("function_call")
@@ -330,8 +382,9 @@ class _ChatStream:
             if isinstance(legacy.get("arguments"), str):
                 call.args.append(legacy["arguments"])
 
-    def _tool_call(self, tc: dict[str, Any], pos: int) -> None:
-        fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
+    def _tool_call(self, tc: Mapping[str, object], pos: int) -> None:
+        f = tc.get("function")
+        fn: Mapping[str, object] = f if isinstance(f, dict) else {}
         tc_id = tc.get("id") or None
         idx = tc.get("index")
         if isinstance(idx, int):
@@ -396,7 +449,7 @@ def parse_chat_stream(events: Iterable[SSEEvent]) -> ModelResponse:
             stage="stream",
         )
     tool_calls = acc.tool_calls()
-    blocks: list[dict[str, Any]] = []
+    blocks: list[ResponseBlock] = []
     if acc.text:
         blocks.append(text_block("".join(acc.text)))
     blocks.extend(call_block(c) for c in tool_calls)
@@ -422,7 +475,7 @@ class OpenAIChatTransport(HttpTransport):
     endpoint = "chat/completions"
     prompt_capabilities = PROMPT_SUPPORT["openai_chat_completions"].capabilities
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def build_body(self, request: ProviderRequest) -> Body:
         return build_body(
             request, self.model, stream=self.stream, max_output_tokens=self.max_output_tokens
         )

@@ -13,12 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from holon_cli.providers.base import ProviderRequest
-from holon_cli.providers.openai_responses import (
-    PROMPT_KEYS,
-    OpenAIResponsesTransport,
-    build_body,
-)
-from holon_cli.providers.wire import PROMPT_SUPPORT, prompt_last
+from holon_cli.providers.openai_responses import OpenAIResponsesTransport, build_body
+from holon_cli.providers.responses_body import Body
+from holon_cli.providers.wire import PROMPT_SUPPORT
 
 
 class OpenAICodexTransport(OpenAIResponsesTransport):
@@ -32,10 +29,5 @@ class OpenAICodexTransport(OpenAIResponsesTransport):
         kwargs["stream"] = True
         super().__init__(model=model, provider=provider, **kwargs)
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
-        body = build_body(request, self.model)
-        body.pop("max_output_tokens", None)
-        body["stream"] = True
-        body["reasoning"] = None
-        body["include"] = []
-        return prompt_last(body, PROMPT_KEYS)
+    def build_body(self, request: ProviderRequest) -> Body:
+        return build_body(request, self.model, codex=True)

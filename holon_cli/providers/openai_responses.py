@@ -21,8 +21,8 @@ replayable conversation, unless incremental requests are on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
@@ -38,6 +38,7 @@ from holon_cli.providers.http_common import (
     post_json,
     post_stream,
 )
+from holon_cli.providers.responses_body import Body, InputItem, ToolOut
 from holon_cli.providers.sse import JsonEventStream, SSEEvent
 from holon_cli.providers.wire import (
     PROMPT_SUPPORT,
@@ -58,21 +59,25 @@ from holon_cli.providers.wire import (
     usage_from,
 )
 
+if TYPE_CHECKING:
+    from holon_cli.model.provider import ResponseBlock
+    from holon_cli.model.typed_base import JsonObject
+
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 # ------------------------------------------------------------------ lowering
 
 
-def _user(text: str) -> dict[str, Any]:
+def _user(text: str) -> InputItem:
     return {"role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
-def lower_input(request: ProviderRequest) -> list[dict[str, Any]]:
+def lower_input(request: ProviderRequest) -> list[InputItem]:
     """The ``input`` items in prompt order: the frame's stable context, the
     history (earlier turns as they were sent), this turn's context, then this
     turn's conversation. A turn's context and a history turn's context item
     lower alike, so the next turn's input starts with this turn's."""
-    items: list[dict[str, Any]] = []
+    items: list[InputItem] = []
     stable = stable_text(request.frame)
     if stable:
         items.append(_user(stable))
@@ -86,12 +91,12 @@ def lower_input(request: ProviderRequest) -> list[dict[str, Any]]:
     return items
 
 
-def lower_item(item: ConversationItem) -> list[dict[str, Any]]:
+def lower_item(item: ConversationItem) -> list[InputItem]:
     """One conversation entry as Responses input items."""
     if item.role == "user":
         return [_user(item.text)]
     if item.role == "assistant":
-        items: list[dict[str, Any]] = []
+        items: list[InputItem] = []
         if item.text:
             items.append(
                 {
@@ -117,13 +122,13 @@ def lower_item(item: ConversationItem) -> list[dict[str, Any]]:
     raise ValueError(f"unknown conversation role {item.role!r}")
 
 
-def echoed_output(response: ModelResponse) -> list[dict[str, Any]]:
+def echoed_output(response: ModelResponse) -> list[InputItem]:
     """A response's output as the next request's input will echo it (the turn
     journals it as one assistant entry)."""
     return lower_item(ConversationItem("assistant", response.text, response.tool_calls))
 
 
-def lower_tools(request: ProviderRequest) -> list[dict[str, Any]]:
+def lower_tools(request: ProviderRequest) -> list[ToolOut]:
     return [
         {
             "type": "function",
@@ -141,21 +146,31 @@ PROMPT_KEYS = ("tools", "instructions", "input")
 
 
 def build_body(
-    request: ProviderRequest, model: str, *, max_output_tokens: int | None = None
-) -> dict[str, Any]:
+    request: ProviderRequest,
+    model: str,
+    *,
+    max_output_tokens: int | None = None,
+    codex: bool = False,
+) -> Body:
     """The request body: options first, then the prompt (tools, instructions,
-    input: :data:`PROMPT_KEYS`), so the bytes sent are in cache order."""
-    body: dict[str, Any] = {"model": model}
+    input: :data:`PROMPT_KEYS`), so the bytes sent are in cache order.
+    ``codex``: the Codex backend's shape (streamed, no ``max_output_tokens``,
+    which it rejects; ``reasoning: null`` and ``include: []``)."""
+    body: Body = {"model": model}
     if request.frame.prompt_cache_key:
         body["prompt_cache_key"] = request.frame.prompt_cache_key
     limit = request.max_output_tokens or max_output_tokens
-    if limit:
+    if limit and not codex:
         body["max_output_tokens"] = limit
     body["store"] = False
-    body["stream"] = False
+    body["stream"] = codex
     tools = lower_tools(request)
     if tools:
         body["tool_choice"] = "auto"
+    if codex:
+        body["reasoning"] = None
+        body["include"] = []
+    if tools:
         body["tools"] = tools
     instructions = system_text(request.frame)
     if instructions:
@@ -203,8 +218,8 @@ def classify_response_error(error: Any, *, stage: str = "body") -> ProviderFailu
     return ProviderFailure("provider_error", message, stage=stage)
 
 
-def parse_output_items(items: list[Any], seed: str) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+def parse_output_items(items: list[Any], seed: str) -> list[ResponseBlock]:
+    blocks: list[ResponseBlock] = []
     calls = []
     for idx, item in enumerate(items):
         if not isinstance(item, dict):
@@ -239,7 +254,9 @@ def parse_output_items(items: list[Any], seed: str) -> list[dict[str, Any]]:
     return merge_text(blocks)
 
 
-def parse_response_object(obj: Any, *, reconstructed: list[Any] | None = None) -> ModelResponse:
+def parse_response_object(
+    obj: Any, *, reconstructed: list[JsonObject] | None = None
+) -> ModelResponse:
     """Parse a Responses object (the JSON body, or a streamed terminal ``response``)."""
     if not isinstance(obj, dict):
         raise ProviderFailure(
@@ -337,13 +354,13 @@ class _ItemCollector:
     """Keeps streamed output items in output order, for rebuilding ``output``."""
 
     def __init__(self) -> None:
-        self.done: dict[int, dict[str, Any]] = {}
-        self.added: dict[int, dict[str, Any]] = {}
+        self.done: dict[int, JsonObject] = {}
+        self.added: dict[int, JsonObject] = {}
         self.text: dict[str, list[str]] = {}
         self.args: dict[str, list[str]] = {}
         self._next = 0
 
-    def _index(self, obj: dict[str, Any]) -> int:
+    def _index(self, obj: Mapping[str, object]) -> int:
         idx = obj.get("output_index")
         if isinstance(idx, int):
             self._next = max(self._next, idx + 1)
@@ -351,28 +368,30 @@ class _ItemCollector:
         self._next += 1
         return self._next - 1
 
-    def on_added(self, obj: dict[str, Any]) -> None:
+    def on_added(self, obj: Mapping[str, object]) -> None:
         item = obj.get("item")
         if isinstance(item, dict):
             self.added[self._index(obj)] = item
 
-    def on_done(self, obj: dict[str, Any]) -> None:
+    def on_done(self, obj: Mapping[str, object]) -> None:
         item = obj.get("item")
         if isinstance(item, dict):
             self.done[self._index(obj)] = item
 
-    def on_text(self, obj: dict[str, Any]) -> None:
+    def on_text(self, obj: Mapping[str, object]) -> None:
         key = str(obj.get("item_id") or obj.get("output_index"))
-        if isinstance(obj.get("delta"), str):
-            self.text.setdefault(key, []).append(obj["delta"])
+        delta = obj.get("delta")
+        if isinstance(delta, str):
+            self.text.setdefault(key, []).append(delta)
 
-    def on_args(self, obj: dict[str, Any]) -> None:
+    def on_args(self, obj: Mapping[str, object]) -> None:
         key = str(obj.get("item_id") or obj.get("output_index"))
-        if isinstance(obj.get("delta"), str):
-            self.args.setdefault(key, []).append(obj["delta"])
+        delta = obj.get("delta")
+        if isinstance(delta, str):
+            self.args.setdefault(key, []).append(delta)
 
-    def items(self) -> list[dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = dict(self.done)
+    def items(self) -> list[JsonObject]:
+        out: dict[int, JsonObject] = dict(self.done)
         # items that were started but never finished: rebuild from their deltas
         for idx, item in self.added.items():
             if idx in out:
@@ -467,7 +486,7 @@ class OpenAIResponsesTransport(HttpTransport):
         super().__init__(model=model, provider=provider, base_url=base_url, **kwargs)
         self.incremental = incremental and self.incremental_capable
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def build_body(self, request: ProviderRequest) -> Body:
         body = build_body(request, self.model, max_output_tokens=self.max_output_tokens)
         if self.stream:
             body["stream"] = True
@@ -481,14 +500,12 @@ class OpenAIResponsesTransport(HttpTransport):
             return self._send(body)
         return self._complete_incremental(request, body)
 
-    def _send(self, body: dict[str, Any]) -> ModelResponse:
+    def _send(self, body: Mapping[str, object]) -> ModelResponse:
         if self.stream:
             return post_stream(self.target(), body, parse_responses_stream, parse_response_object)
         return post_json(self.target(), body, parse_response_object)
 
-    def _complete_incremental(
-        self, request: ProviderRequest, body: dict[str, Any]
-    ) -> ModelResponse:
+    def _complete_incremental(self, request: ProviderRequest, body: Body) -> ModelResponse:
         from holon_cli.providers import incremental as inc
 
         scope = inc.scope_of(

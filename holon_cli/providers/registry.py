@@ -220,7 +220,7 @@ def resolve_transport(
         api_key = env.get(ep.key_env) or None
         if not api_key:
             raise _missing_key(ep.ref, ep.key_env)
-    kwargs: dict[str, Any] = {
+    kwargs: dict[str, object] = {
         "model": ep.model,
         "provider": ep.provider,
         "base_url": ep.base_url,
@@ -239,7 +239,7 @@ def resolve_transport(
     return _construct(ep.kind, **kwargs)
 
 
-def _wire_options(kind: str, config: HolonConfig) -> dict[str, Any]:
+def _wire_options(kind: str, config: HolonConfig) -> dict[str, bool]:
     """The opt-in wire features of ``runtime`` a transport kind understands."""
     rt = config.get("runtime") or {}
     if kind == "openai_responses":
@@ -336,7 +336,7 @@ def model_state(
     agent_override: str | None,
     env: Mapping[str, str] | None = None,
     config: HolonConfig | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The spec's ``AgentModelState`` (runtime default vs. agent override)."""
     env = os.environ if env is None else env
     if config is None:
@@ -349,7 +349,7 @@ def model_state(
         if not (agent_override or default)
         else model_chain(agent_override, None, env, config)
     )
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "source": "agent_override" if agent_override else "runtime_default",
         "runtime_default_model": default,
         "effective_model": effective,

@@ -57,9 +57,9 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from holon_cli.digest import sha256_hex
 from holon_cli.model.provider import (
@@ -83,6 +83,11 @@ from holon_cli.providers.scripted_script import (
     load_script,
 )
 from holon_cli.providers.scripted_script import FAIL_KEYS as FAIL_KEYS
+
+if TYPE_CHECKING:
+    from holon_cli.model.provider import ResponseBlock
+    from holon_cli.model.typed_base import Json, JsonObject
+    from holon_cli.providers.scripted_script import ScriptFail
 from holon_cli.providers.scripted_script import SCRIPT_KEYS as SCRIPT_KEYS
 from holon_cli.providers.scripted_script import STEP_KEYS as STEP_KEYS
 
@@ -90,7 +95,7 @@ _REF = re.compile(r"\{\{\s*([A-Za-z0-9_.:-]+?)\s*\}\}")
 MAX_REMEMBERED_RESULTS = 200
 
 
-def _remember_results(request: ProviderRequest, known: dict[str, Any]) -> dict[str, Any]:
+def _remember_results(request: ProviderRequest, known: Mapping[str, Json]) -> JsonObject:
     """Tool results (parsed JSON) by call id, newest last, bounded."""
     out = dict(known)
     for item in request.conversation:
@@ -105,7 +110,7 @@ def _remember_results(request: ProviderRequest, known: dict[str, Any]) -> dict[s
     return out
 
 
-def _lookup(results: dict[str, Any], ref: str) -> Any:
+def _lookup(results: Mapping[str, Json], ref: str) -> Json:
     call_id, _, path = ref.partition(".")
     if call_id not in results:
         raise KeyError(f"no tool result with call id {call_id!r}")
@@ -120,13 +125,13 @@ def _lookup(results: dict[str, Any], ref: str) -> Any:
     return value
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: Json) -> str:
     """A referenced value inside text: strings as they are, anything else as JSON
     (``{{ls}}`` shows the tool's JSON result, not a Python repr)."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _substitute(value: Any, results: dict[str, Any]) -> Any:
+def _substitute(value: Json, results: Mapping[str, Json]) -> Json:
     if isinstance(value, str):
         whole = _REF.fullmatch(value.strip())
         if whole:  # a lone reference keeps the referenced value's type
@@ -135,8 +140,12 @@ def _substitute(value: Any, results: dict[str, Any]) -> Any:
     if isinstance(value, list):
         return [_substitute(v, results) for v in value]
     if isinstance(value, dict):
-        return {k: _substitute(v, results) for k, v in value.items()}
+        return _substitute_object(value, results)
     return value
+
+
+def _substitute_object(value: JsonObject, results: Mapping[str, Json]) -> JsonObject:
+    return {k: _substitute(v, results) for k, v in value.items()}
 
 
 def _latest_tool_results(request: ProviderRequest) -> list[str]:
@@ -168,7 +177,7 @@ class ScriptedTransport:
         self.path = Path(os.path.abspath(p))
         self.model_ref = f"scripted:{path}"
         self._sleep = sleep
-        self._memory: dict[str | None, dict[str, Any]] = {}  # cursors by agent, no state_dir
+        self._memory: dict[str | None, JsonObject] = {}  # cursors by agent, no state_dir
 
     def __repr__(self) -> str:
         return f"ScriptedTransport({str(self.path)!r})"
@@ -193,7 +202,7 @@ class ScriptedTransport:
         digest = sha256_hex(str(self.path).encode("utf-8"))[:16]
         return Path(state_dir) / f"scripted-{digest}.json"
 
-    def _read_cursor(self, state_dir: Path | None, agent_id: str | None = None) -> dict[str, Any]:
+    def _read_cursor(self, state_dir: Path | None, agent_id: str | None = None) -> JsonObject:
         if state_dir is None:
             return dict(self._memory.get(agent_id) or {})
         cp = self.cursor_path(state_dir)
@@ -212,7 +221,7 @@ class ScriptedTransport:
         return data if isinstance(data, dict) else {}
 
     def _write_cursor(
-        self, state_dir: Path | None, cursor: dict[str, Any], agent_id: str | None = None
+        self, state_dir: Path | None, cursor: JsonObject, agent_id: str | None = None
     ) -> None:
         if state_dir is None:
             self._memory[agent_id] = dict(cursor)
@@ -262,7 +271,8 @@ class ScriptedTransport:
                 raise self._exhausted(len(steps), request.state_dir, section)
             pos = 0
         step = steps[pos]
-        remembered = _remember_results(request, cursor.get("results") or {})
+        known = cursor.get("results")
+        remembered = _remember_results(request, known if isinstance(known, dict) else {})
         self._write_cursor(
             request.state_dir,
             {
@@ -316,7 +326,7 @@ class ScriptedTransport:
             "the workflow under test did not produce the expected tool output",
         )
 
-    def _scripted_failure(self, step: ScriptStep, spec: dict[str, Any]) -> ProviderFailure:
+    def _scripted_failure(self, step: ScriptStep, spec: ScriptFail) -> ProviderFailure:
         retry_after = spec.get("retry_after_s")
         return ProviderFailure(
             spec["kind"],
@@ -331,7 +341,7 @@ class ScriptedTransport:
     def _response(
         self,
         step: ScriptStep,
-        remembered: dict[str, Any],
+        remembered: JsonObject,
         number: int,
         max_output: int | None = None,
     ) -> ModelResponse:
@@ -340,14 +350,14 @@ class ScriptedTransport:
         a provider does (a budget's cap holds with the scripted model too)."""
         try:
             text = _substitute(step.text, remembered) if step.text else step.text
-            calls = [(c, _substitute(dict(c["arguments"]), remembered)) for c in step.tool_calls]
+            calls = [(c, _substitute_object(c["arguments"], remembered)) for c in step.tool_calls]
         except KeyError as exc:
             raise self._failure(
                 "script_error",
                 f"{self.path}: step {step.number}: unresolved reference {exc.args[0]}",
                 "give the earlier tool call an `id:` and refer to it as {{id.field}}",
             ) from None
-        blocks: list[dict[str, Any]] = []
+        blocks: list[ResponseBlock] = []
         if text:
             blocks.append({"type": "text", "text": _as_text(text)})
         for i, (c, arguments) in enumerate(calls, 1):
@@ -371,7 +381,7 @@ def _clipped(usage: TokenUsage | None, max_output: int | None) -> TokenUsage | N
     return TokenUsage(usage.input_tokens, max_output, usage.input_tokens + max_output)
 
 
-def _cursor_position(cursor: dict[str, Any]) -> tuple[int, int]:
+def _cursor_position(cursor: Mapping[str, Json]) -> tuple[int, int]:
     """(next step index, steps consumed so far); a damaged value counts from 0."""
     pos = cursor.get("next", 0)
     consumed = cursor.get("consumed", 0)

@@ -9,7 +9,7 @@ import fnmatch
 import json
 import math
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict
 
 from holon_cli.model.provider import (
     STOP_CONTENT_FILTER,
@@ -57,6 +57,26 @@ STOP_REASONS = {
 }
 CURSOR_VERSION = 1
 
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
+
+
+class ScriptCall(TypedDict):
+    """A step's tool call, checked: its arguments have a JSON form."""
+
+    name: str
+    arguments: JsonObject
+    id: str | None
+
+
+class ScriptFail(TypedDict):
+    """A step's ``fail``, checked (:data:`FAIL_KEYS`)."""
+
+    kind: str
+    message: NotRequired[str | None]
+    status: NotRequired[int]
+    retry_after_s: NotRequired[float | None]
+
 
 class ScriptStep(Value):
     """One step of a script; ``number`` is 1-based, as shown to people."""
@@ -64,10 +84,10 @@ class ScriptStep(Value):
     def __init__(self, number: int, text: str = "") -> None:
         self.number = number
         self.text = text
-        self.tool_calls: list[dict[str, Any]] = []
+        self.tool_calls: list[ScriptCall] = []
         self.usage: TokenUsage | None = None
         self.stop_reason: str | None = None
-        self.fail: dict[str, Any] | None = None
+        self.fail: ScriptFail | None = None
         self.sleep_ms: float = 0
         self.expect_tool_result_contains: str | None = None
 
@@ -129,7 +149,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _json_object(value: dict[Any, Any]) -> dict[str, Any] | None:
+def _json_object(value: dict[Any, Any]) -> JsonObject | None:
     """``value`` as the JSON object a model would send (string keys, no NaN,
     no dates), or ``None`` when it has no JSON form."""
     try:
@@ -184,7 +204,7 @@ def _step(path: Path, number: int, raw: Any, section: str = "") -> ScriptStep:
     return step
 
 
-def _step_call(path: Path, where: str, i: int, c: Any) -> dict[str, Any]:
+def _step_call(path: Path, where: str, i: int, c: Any) -> ScriptCall:
     """``tool_calls[i]``: a name, JSON-able arguments (a mapping or a JSON string), an id."""
     if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
         raise _err(path, f"{where}: tool_calls[{i}] needs a 'name'")
@@ -236,7 +256,7 @@ def _step_usage(path: Path, where: str, usage: Any) -> TokenUsage:
     )
 
 
-def _step_fail(path: Path, where: str, fail: Any) -> dict[str, Any]:
+def _step_fail(path: Path, where: str, fail: Any) -> ScriptFail:
     """``fail``: a failure kind (or a mapping with ``kind``, ``status``, ``message``, ...)."""
     if isinstance(fail, str):
         fail = {"kind": fail}
@@ -262,7 +282,14 @@ def _step_fail(path: Path, where: str, fail: Any) -> dict[str, Any]:
     ra = fail.get("retry_after_s")
     if ra is not None and (not _is_number(ra) or ra < 0):
         raise _err(path, f"{where}: fail.retry_after_s must be a non-negative number")
-    return dict(fail)
+    out: ScriptFail = {"kind": kind}
+    if "message" in fail:
+        out["message"] = fail["message"]
+    if "status" in fail:
+        out["status"] = fail["status"]
+    if "retry_after_s" in fail:
+        out["retry_after_s"] = ra
+    return out
 
 
 def load_script(path: Path) -> Script:

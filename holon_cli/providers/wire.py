@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from holon_cli.digest import sha256_hex
 from holon_cli.model.provider import (
@@ -21,6 +22,12 @@ from holon_cli.model.provider import (
     ToolCall,
     ToolSpec,
 )
+
+if TYPE_CHECKING:
+    from holon_cli.model.provider import CallBlock, ResponseBlock, TextBlock
+    from holon_cli.model.typed_base import JsonObject
+
+_V = TypeVar("_V")
 
 # the Anthropic beta that turns on server-side context management
 # (here, not in the transport: the doctor names it without loading HTTP code)
@@ -58,7 +65,7 @@ def turn_text(frame: PromptFrame) -> str:
     return join_blocks(frame.turn_context)
 
 
-def prompt_last(body: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def prompt_last(body: Mapping[str, _V], keys: tuple[str, ...]) -> dict[str, _V]:
     """``body`` with ``keys`` moved to its end, in that order (those present).
 
     The wire body is serialized in key order, so this puts the request's
@@ -124,7 +131,7 @@ def prompt_support(kind: str) -> PromptSupport:
 # ------------------------------------------------------------------ tools
 
 
-def tool_schema(spec: ToolSpec) -> dict[str, Any]:
+def tool_schema(spec: ToolSpec) -> JsonObject:
     """The tool's input schema as sent to providers (``Relaxed`` mode).
 
     The tool layer already emits normalized schemas; this only guarantees the
@@ -140,7 +147,7 @@ def tool_schema(spec: ToolSpec) -> dict[str, Any]:
     return schema
 
 
-def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None, str | None]:
+def parse_arguments(raw: object) -> tuple[JsonObject, str | None, str | None]:
     """Decode tool-call arguments: ``(arguments, raw_arguments, arguments_error)``.
 
     Providers send a JSON string (OpenAI), an object (Anthropic, some
@@ -165,7 +172,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None, str | None]:
     return value, raw, None
 
 
-def make_tool_call(call_id: str, name: str, raw_arguments: Any) -> ToolCall:
+def make_tool_call(call_id: str, name: str, raw_arguments: object) -> ToolCall:
     args, raw, err = parse_arguments(raw_arguments)
     return ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw, arguments_error=err)
 
@@ -207,23 +214,24 @@ def dedupe_call_ids(calls: list[ToolCall]) -> None:
 # ----------------------------------------------------------------- blocks
 
 
-def text_block(text: str) -> dict[str, Any]:
+def text_block(text: str) -> TextBlock:
     return {"type": "text", "text": text}
 
 
-def call_block(call: ToolCall) -> dict[str, Any]:
+def call_block(call: ToolCall) -> CallBlock:
     return {"type": "tool_call", "call": call}
 
 
-def merge_text(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_text(blocks: list[ResponseBlock]) -> list[ResponseBlock]:
     """Join adjacent text blocks and drop empty ones; order is kept."""
-    out: list[dict[str, Any]] = []
+    out: list[ResponseBlock] = []
     for b in blocks:
         if b["type"] == "text":
             if not b["text"]:
                 continue
-            if out and out[-1]["type"] == "text":
-                out[-1] = text_block(out[-1]["text"] + b["text"])
+            last = out[-1] if out else None
+            if last is not None and last["type"] == "text":
+                out[-1] = text_block(last["text"] + b["text"])
                 continue
         out.append(b)
     return out

@@ -31,7 +31,7 @@ def write_brief(
     related_message_id: str | None = None,
     related_task_id: str | None = None,
     title: str | None = None,
-    attachments: list[dict[str, Any]] | None = None,
+    attachments: list[dict[str, object]] | None = None,
     turn_id: str | None = None,
     workspace_id: str | None = None,
 ) -> BriefRecord:

@@ -3,6 +3,7 @@ per-turn latency breakdown derived from the event ledger."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.provider import item_to_dict
@@ -134,7 +135,7 @@ def debug_prompt(store: AgentStore, *, catalog: Toolbox, text: str | None = None
     }
 
 
-def _tool_schemas(specs: list[Any], sources: dict[str, str]) -> dict[str, Any]:
+def _tool_schemas(specs: list[Any], sources: dict[str, str]) -> dict[str, object]:
     """Each tool's schema cost in estimated tokens, by source (``builtin`` or
     ``mcp:<server>``): tool schemas are a large, fixed part of every request."""
     import json
@@ -154,8 +155,8 @@ def _tool_schemas(specs: list[Any], sources: dict[str, str]) -> dict[str, Any]:
 
 
 def _mcp_state(
-    store: AgentStore, cfg: HolonConfig, problems: list[dict[str, Any]] | None
-) -> dict[str, Any]:
+    store: AgentStore, cfg: HolonConfig, problems: list[Mapping[str, object]] | None
+) -> dict[str, object]:
     if problems is None:
         return {}
     from holon_cli.runtime.mcp.calls import server_rows

@@ -15,13 +15,15 @@ admit. Runtime-owned origins (``system``, ``task``, ``timer``) need
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, Said, UsageError
 from holon_cli.model.agent import is_supervised_child, lifecycle_hint
 from holon_cli.model.envelope import (
     Envelope,
+    MessageBody,
     Origin,
     build_envelope,
     check_kind,
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 MAX_BODY_BYTES = 1_000_000
 
 
-def check_utf8(text: Any, what: str = "message") -> str:
+def check_utf8(text: object, what: str = "message") -> str:
     """Text that came from argv or stdin (surrogate-escaped bytes) must be UTF-8."""
     if not isinstance(text, str):
         raise UsageError(f"{what} must be text, not {type(text).__name__}")
@@ -57,7 +59,7 @@ def check_utf8(text: Any, what: str = "message") -> str:
     return text
 
 
-def make_body(text: str, *, json_body: bool = False) -> dict[str, Any]:
+def make_body(text: str, *, json_body: bool = False) -> MessageBody:
     check_utf8(text)
     if len(text.encode("utf-8")) > MAX_BODY_BYTES:
         raise UsageError(
@@ -129,7 +131,7 @@ def admit(
     agent_id: str | None = None,
     json_body: bool = False,
     kind: str | None = None,
-    origin: str | Origin | dict[str, Any] | None = None,
+    origin: str | Origin | dict[str, object] | None = None,
     priority: str = "normal",
     work_item_id: str | None = None,
     task_id: str | None = None,
@@ -137,7 +139,7 @@ def admit(
     causation_id: str | None = None,
     delivery_surface: str = "cli_prompt",
     admission_context: str = "local_process",
-    metadata: dict[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     source_refs: dict[str, str] | None = None,
     store: AgentStore | None = None,
     ingest_now: bool = False,
@@ -207,16 +209,16 @@ def admit(
 
 
 def _checked_values(
-    body: Any,
+    body: MessageBody,
     ids: dict[str, str | None],
     kind: str | None,
-    origin: str | Origin | dict[str, Any] | None,
+    origin: str | Origin | dict[str, object] | None,
     priority: str,
     delivery_surface: str,
     admission_context: str,
-    metadata: dict[str, Any] | None,
+    metadata: Mapping[str, object] | None,
     idempotency_key: str | None,
-) -> dict[str, Any] | None:
+) -> dict[str, object] | None:
     """Check every caller value and the admission policy (raises
     :class:`UsageError`); the metadata to store (with the idempotency key)."""
     strings = {"kind": kind, "origin": origin if isinstance(origin, str) else None}
@@ -244,7 +246,7 @@ def _checked_values(
         delivery_surface=delivery_surface,
         admission_context=admission_context,
     )
-    return metadata
+    return metadata if metadata is None or isinstance(metadata, dict) else dict(metadata)
 
 
 def _deliver_once(store: AgentStore, key: str, env: Envelope) -> Envelope | None:

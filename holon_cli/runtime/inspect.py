@@ -23,9 +23,10 @@ from holon_cli.store.locks import pid_alive
 from holon_cli.store.records import ledger_validator
 
 if TYPE_CHECKING:
-    from holon_cli.model.agent import AgentState
+    from holon_cli.model.agent import AgentState, ExecutionProfile
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import EventRecord
+    from holon_cli.model.records_typed_b import HomeOutputs
     from holon_cli.model.turn import TranscriptEntry
 
 
@@ -150,14 +151,15 @@ def _add_config_facts(store: AgentStore, summary: dict[str, Any]) -> None:
     summary["sandbox"] = sandbox_status(cfg, store.agent_id)
 
 
-def _execution_profile(state: AgentState) -> dict[str, Any]:
+def _execution_profile(state: AgentState) -> ExecutionProfile:
     """``execution_profile`` (zeros for an agent that never settled a turn)."""
     from holon_cli.model.agent import empty_execution_profile
 
-    return {**empty_execution_profile(), **(state.get("execution_profile") or {})}
+    saved = state.get("execution_profile")
+    return {**empty_execution_profile(), **saved} if saved else empty_execution_profile()
 
 
-def _mcp_status(store: AgentStore, cfg: HolonConfig) -> dict[str, Any]:
+def _mcp_status(store: AgentStore, cfg: HolonConfig) -> dict[str, object]:
     """The agent's MCP servers as of their last use (a failed one is shown,
     never dropped) and its open operator requests; nothing for an agent
     without servers (and no MCP module is imported for it)."""
@@ -170,14 +172,14 @@ def _mcp_status(store: AgentStore, cfg: HolonConfig) -> dict[str, Any]:
     return {"mcp_servers": server_rows(cfg, store.agent_id), "mcp_requests_open": open_count(store)}
 
 
-def _working_memory(state: AgentState) -> dict[str, Any]:
+def _working_memory(state: AgentState) -> dict[str, object]:
     """The contract's ``working_memory`` (updated only when a turn settles)."""
     from holon_cli.runtime.memory.working import status_view
 
     return status_view(state.get("working_memory"))
 
 
-def _skills(state: AgentState) -> list[dict[str, Any]]:
+def _skills(state: AgentState) -> list[dict[str, object]]:
     """Active skills with their state (``session_active`` once a turn promoted them)."""
     return [
         {
@@ -202,7 +204,7 @@ def _config_error() -> str | None:
     return None
 
 
-def _trigger_status(store: AgentStore) -> dict[str, Any] | None:
+def _trigger_status(store: AgentStore) -> dict[str, object] | None:
     """The default trigger's state without its URL (a capability secret that
     `holon trigger show` prints on request); ``None`` until provisioned. Read
     only: status never provisions it."""
@@ -221,7 +223,7 @@ def _trigger_status(store: AgentStore) -> dict[str, Any] | None:
     }
 
 
-def _execution(store: AgentStore, state: AgentState) -> dict[str, Any]:
+def _execution(store: AgentStore, state: AgentState) -> dict[str, object]:
     """The execution snapshot: the active workspace entry and its worktree
     session (contract "Workspaces": ``workspace``, ``worktree_session``)."""
     from holon_cli.runtime.workspace import workspace_for
@@ -230,7 +232,7 @@ def _execution(store: AgentStore, state: AgentState) -> dict[str, Any]:
     return {"workspace": ws.snapshot(), "worktree_session": ws.worktree_session}
 
 
-def _loaded_agents_md(store: AgentStore, state: AgentState) -> list[dict[str, Any]]:
+def _loaded_agents_md(store: AgentStore, state: AgentState) -> list[dict[str, object]]:
     """Source metadata of the instruction files a turn would load (never content)."""
     from holon_cli.runtime.workspace import load_instructions, workspace_for
 
@@ -318,10 +320,10 @@ def follow_events(
             time.sleep(poll)
 
 
-def history_trimmed(store: AgentStore) -> dict[str, Any]:
+def history_trimmed(store: AgentStore) -> dict[str, dict[str, object]]:
     """``{ledger: {through_seq, before, segments, bytes}}`` of the segmented
     ledgers retention has dropped history from."""
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, object]] = {}
     for name in SEGMENTED:
         info = store.ledger(name).trimmed()
         if info:
@@ -389,14 +391,14 @@ class _HomeCheck:
     def __init__(self, home: HomeLayout) -> None:
         self.home = home
         self.problems: list[Problem] = []
-        self.notes: list[dict[str, Any]] = []
+        self.notes: list[dict[str, object]] = []
         self.checked: dict[str, int] = {
             "agents": 0,
             "ledgers": 0,
             "records": 0,
             "inbox_messages": 0,
         }
-        self.outputs: dict[str, Any] = {"files": 0, "bytes": 0, "agents": {}}
+        self.outputs: HomeOutputs = {"files": 0, "bytes": 0, "agents": {}}
 
     def report(self, *, exists: bool, problems: list[Problem] | None = None) -> dict[str, Any]:
         found = self.problems if problems is None else problems

@@ -305,7 +305,7 @@ def _fixed(visibility: Visibility, category: Category, title: str, text: str) ->
     return present_fixed
 
 
-class _Default(dict[str, Any]):
+class _Default(dict[str, object]):
     """``str.format_map`` over event data then envelope, ``?`` when absent."""
 
     def __init__(self, d: Mapping[str, Any], e: Mapping[str, Any]) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from holon_cli.model.envelope import body_text, origin_label
 from holon_cli.model.execution_policy import ExecutionPolicy, execution_policy
@@ -29,10 +29,13 @@ from holon_cli.runtime.prompt_skills import discover_skills as discover_skills
 from holon_cli.runtime.prompt_skills import skill_activations as skill_activations
 from holon_cli.runtime.workspace import (
     WorkspaceBinding,
+    WorkspaceView,
     load_instructions,
 )
 
 if TYPE_CHECKING:  # provider values load with the turn, not with `holon status`
+    from collections.abc import Sequence
+
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.turn import TranscriptEntry
     from holon_cli.providers.base import ConversationItem, PromptFrame, ToolSpec
@@ -281,12 +284,32 @@ def render_recent(
 # ------------------------------------------------------------------ frame
 
 
+class Section(TypedDict):
+    """One block of the prompt as the ``turn_context_built`` event lists it."""
+
+    scope: str
+    title: str
+    source: str
+    chars: int
+    placement: str  # instructions | before_history | after_history
+
+
+class PromptSources(WorkspaceView):
+    """Where the prompt came from (``holon debug prompt``): the agent home,
+    the workspace, the execution policy, the instruction files, the skills."""
+
+    agent_home: str
+    execution_policy: ExecutionPolicy
+    instructions: list[dict[str, object]]
+    skills: list[dict[str, str]]
+
+
 class BuiltPrompt(NamedTuple):
     frame: PromptFrame
-    sources: dict[str, Any]
+    sources: PromptSources
     # per section, in prompt order: scope, title, source, chars (the
     # ``turn_context_built`` event carries these)
-    sections: list[dict[str, Any]]
+    sections: list[Section]
     # the text of each section, same order (``holon debug prompt``)
     texts: list[str]
 
@@ -368,7 +391,7 @@ class _Sections:
     context blocks) or ``after_history`` (this turn's)."""
 
     def __init__(self) -> None:
-        self.meta: list[dict[str, Any]] = []
+        self.meta: list[Section] = []
         self.texts: list[str] = []
 
     def add(
@@ -433,7 +456,7 @@ def _turn_blocks(
     message: Envelope | None,
     memory_delta: str | None,
     work_queue: str | None,
-    active_skills: list[dict[str, Any]] | None,
+    active_skills: Sequence[Mapping[str, object]] | None,
 ) -> list[str]:
     """The context blocks of this turn (after the history, before the
     message): the turn mode, the memory delta, the work queue, the active
@@ -464,7 +487,7 @@ def build_frame(
     guidance: dict[str, str],
     work_queue: str | None,
     recent: str | None,
-    active_skills: list[dict[str, Any]] | None = None,
+    active_skills: Sequence[Mapping[str, object]] | None = None,
     trigger: Mapping[str, Any] | None = None,
     working_memory: str | None = None,
     memory_delta: str | None = None,
@@ -543,10 +566,10 @@ def build_frame(
         cache=PromptCache(agent_id, cache_key, fingerprint, memory_revision, compression_epoch),
         cache_breakpoints=("tools", "system", "history"),
     )
-    sources = {
+    sources: PromptSources = {
         "agent_home": str(agent_home),
         **ws.to_dict(),
-        "execution_policy": dict(policy),
+        "execution_policy": {**policy},
         "instructions": [s.to_dict() for _, s in instructions],
         "skills": skills,
     }

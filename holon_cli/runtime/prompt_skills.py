@@ -6,9 +6,9 @@ the workspace's ``SKILL.md`` files), the active skills it shows
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from holon_cli.model.events import SkillActivatedData
@@ -72,8 +72,8 @@ def discover_skills(
 
 
 def active_skill_rows(
-    session: list[dict[str, Any]], turn: Mapping[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
+    session: Sequence[Mapping[str, object]], turn: Mapping[str, Mapping[str, object]]
+) -> list[Mapping[str, object]]:
     """The active skills a prompt lists: session-active skills of earlier turns
     resumed as ``restored`` (runtime spec: Skill Discovery And Activation),
     then this turn's ``turn_active`` ones."""

@@ -10,8 +10,8 @@ assistant text.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NotRequired, ParamSpec, TypedDict, TypeVar
 
 from holon_cli import clock
 from holon_cli.errors import InterruptedError_, NotFoundError, UsageError
@@ -24,7 +24,7 @@ from holon_cli.store.agent_store import AgentStore
 if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
     from holon_cli.model.tool import Toolbox
-    from holon_cli.model.turn import ProviderAttemptRecord
+    from holon_cli.model.turn import ProviderAttemptRecord, ProviderAttemptTimeline
     from holon_cli.runtime.outcome import OutcomeReader
 
 P = ParamSpec("P")
@@ -98,7 +98,37 @@ def _stop_unsettled(store: AgentStore) -> list[str]:
     return stop_unsettled(store)
 
 
-def _drive_children(store: AgentStore, kw: dict[str, Any], max_turns: int) -> BudgetHit | None:
+class TurnOptions(TypedDict):
+    """What every turn of a run is run with (``run_turn``'s keywords)."""
+
+    cli_model: str | None
+    catalog: Toolbox
+    sleep: NotRequired[Callable[[float], None]]
+
+
+class RunResult(TypedDict):
+    """``holon run``'s result (spec: run_once)."""
+
+    final_status: str | None
+    final_text: str
+    raw_final_text: str
+    agent_id: str
+    agent_home: str
+    message_id: str
+    turns: int
+    older_turns: int
+    model_rounds: int
+    token_usage: dict[str, int]
+    provider_attempt_timeline: ProviderAttemptTimeline
+    tasks_stopped: list[str]
+    failure_artifact: NotRequired[Mapping[str, object] | None]  # the last turn's
+    waiting_reason: NotRequired[str]  # a budget stopped the run: which, and why
+    budget: NotRequired[BudgetHit]
+    budget_reason: NotRequired[str]
+    agent_kept: NotRequired[bool]
+
+
+def _drive_children(store: AgentStore, kw: TurnOptions, max_turns: int) -> BudgetHit | None:
     """Run the turns of the children ``store`` spawned (nothing else would
     without `holon serve`); a child that rests or waits is left as it is.
     Returns the budget that stopped a child, if one did."""
@@ -175,6 +205,9 @@ def run_once(
     max_tokens: int | None = None,
     max_cost_usd: float | None = None,
 ) -> dict[str, Any]:
+    """Run ``text`` to its end (see the module); the result is a
+    :class:`RunResult` as a plain dict (the command line reads its
+    ``failure_artifact`` freely)."""
     _check_args(max_turns, model, max_tokens, max_cost_usd)
     store, new_agent = _run_agent(agent_id, create)
     temporary = not agent_id
@@ -186,7 +219,7 @@ def run_once(
     _preflight(store, model, remove=temporary, catalog=catalog)
     bound = _bound(store, model, max_tokens, max_cost_usd, temporary=temporary)
     try:
-        return _run_bounded(
+        result = _run_bounded(
             store,
             text,
             temporary=temporary,
@@ -197,6 +230,7 @@ def run_once(
             wait_for_tasks=wait_for_tasks,
             catalog=catalog,
         )
+        return dict(result)
     finally:
         if bound is not None:
             bound.release()
@@ -253,7 +287,7 @@ def _run_bounded(
     keep_agent: bool,
     wait_for_tasks: bool,
     catalog: Toolbox,
-) -> dict[str, Any]:
+) -> RunResult:
     started_at = clock.now_iso()
     from holon_cli.runtime.outcome import OutcomeReader, marks
 
@@ -263,7 +297,7 @@ def _run_bounded(
     older_ids = frozenset() if temporary else frozenset(_queued_ids(store))
     since = marks(store)
     env = admit(text, store=store, delivery_surface="run_once")
-    kw: dict[str, Any] = {"cli_model": model, "catalog": catalog}
+    kw: TurnOptions = {"cli_model": model, "catalog": catalog}
     if sleep is not None:
         kw["sleep"] = sleep
     run = _RunLoop(
@@ -352,7 +386,7 @@ class _RunLoop:
         self,
         store: AgentStore,
         own: OutcomeReader,
-        kw: dict[str, Any],
+        kw: TurnOptions,
         *,
         max_turns: int,
         older: int,
@@ -470,7 +504,7 @@ def _interrupted(store: AgentStore, model: str | None) -> InterruptedError_:
 
 def _run_result(
     store: AgentStore, run: _RunLoop, message_id: str, started_at: str, tasks_stopped: list[str]
-) -> dict[str, Any]:
+) -> RunResult:
     """The run's result (``agent_kept`` is added by the caller)."""
     turns, last = run.turns, run.last
     raw = last.final_text if last else ""
@@ -484,7 +518,7 @@ def _run_result(
     requested = turns[0].provider_attempt_timeline.get("requested_model_ref") if turns else None
     reported = any("aggregated_token_usage" in t.provider_attempt_timeline for t in turns)
     timeline = turn_mod.attempt_timeline(attempts, requested, usage if reported else None)
-    data: dict[str, Any] = {
+    data: RunResult = {
         "final_status": run.final_status,
         "final_text": report if report else raw,
         "raw_final_text": raw,
@@ -504,6 +538,6 @@ def _run_result(
         from holon_cli.runtime.budgets.check import WAITING_REASON, reason_text
 
         data["waiting_reason"] = WAITING_REASON
-        data["budget"] = dict(run.budget)
+        data["budget"] = {**run.budget}
         data["budget_reason"] = reason_text(run.budget, store.agent_id)
     return data

@@ -18,7 +18,8 @@ from holon_cli.runtime.wake import activation_held
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.model.events import TickCompletedData
+    from holon_cli.model.envelope import Envelope
+    from holon_cli.model.events import AgentStateRepairedData, TickCompletedData
 
 
 def _has_pending_tick(st: q.QueueState, reason: str) -> bool:
@@ -39,23 +40,21 @@ def _system_tick(
     *,
     work_item_id: str | None = None,
     priority: str = "normal",
-) -> dict[str, Any]:
-    return dict(
-        admit(
-            text,
-            store=store,
-            kind="system_tick",
-            origin="system:scheduler",
-            priority=priority,
-            work_item_id=work_item_id,
-            delivery_surface="runtime_system",
-            admission_context="runtime_owned",
-            metadata={"tick_reason": reason},
-        )
-    )
+) -> Envelope:
+    return admit(
+        text,
+        store=store,
+        kind="system_tick",
+        origin="system:scheduler",
+        priority=priority,
+        work_item_id=work_item_id,
+        delivery_surface="runtime_system",
+        admission_context="runtime_owned",
+        metadata={"tick_reason": reason},
+    ).copy()
 
 
-def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str, Any] | None:
+def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> Envelope | None:
     """Admit the runtime-owned system tick for a work signal (continue the current
     item, review a triggered blocked item, or pick a queued one), unless the same
     signal is already queued."""
@@ -75,7 +74,7 @@ def enqueue_continuation(store: AgentStore, signal: dict[str, Any]) -> dict[str,
     return _system_tick(store, text, reason, work_item_id=wid)
 
 
-def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
+def _repair_stale_run(store: AgentStore) -> AgentStateRepairedData | None:
     """A run marker left by a killed turn is repaired when no turn holds the
     agent (a busy turn lock means the marker is live: leave it)."""
     state = store.read_record()["state"]
@@ -95,7 +94,7 @@ def _repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
         lock.release()
 
 
-def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:
+def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, object]]:
     """Child handles of a parent brought up to date (a result due after a
     kill, a spawn to finish); a child whose handle ended is archived."""
     from holon_cli.runtime.children import supervision as sv
@@ -113,7 +112,7 @@ def _tick_children(store: AgentStore, identity: Any) -> list[dict[str, Any]]:
 def tick_agent(store: AgentStore) -> dict[str, Any]:
     from holon_cli.runtime.waiting.scheduler import tick_pass
 
-    actions: list[dict[str, Any]] = []
+    actions: list[dict[str, object]] = []
     rec = store.read_record()
     state = rec["state"]
     if state["status"] == "paused":

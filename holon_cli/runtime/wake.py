@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli import clock
 from holon_cli.store import wake as W
@@ -97,7 +97,9 @@ def _tasks_unsettled(store: AgentStore) -> str | None:
     return None
 
 
-def _child_ended(store: AgentStore, identity: dict[str, Any], state: dict[str, Any]) -> bool:
+def _child_ended(
+    store: AgentStore, identity: Mapping[str, object], state: Mapping[str, object]
+) -> bool:
     """A supervised child its own tick would archive (``sweep_child``)."""
     from holon_cli.model.agent import is_supervised_child
 
@@ -175,7 +177,7 @@ def assess(
         names = []
     if any(n.endswith(".intent") for n in names):  # workspace/heal.py
         return True, None, "a worktree is being made or was left half-made"
-    if _child_ended(store, dict(rec.get("identity") or {}), dict(state)):
+    if _child_ended(store, rec.get("identity") or {}, state):
         return True, None, "its supervision handle ended"
     cfg = load_config() if cfg is None else cfg
     if status != "asleep":
@@ -337,7 +339,15 @@ def findings(home: HomeLayout) -> list[Any]:
     return out
 
 
-def rebuild(home: HomeLayout) -> dict[str, Any] | None:
+class Rebuilt(TypedDict):
+    """What ``rebuild`` did to the wake index (a ``home check --repair`` action)."""
+
+    path: str
+    action: str
+    detail: str
+
+
+def rebuild(home: HomeLayout) -> Rebuilt | None:
     """``home check --repair``: the index computed afresh from every agent's
     files (what a full pass would find, without ticking); markers left by
     dead passes are removed. Returns what was done, or None when the index

@@ -20,12 +20,15 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageError
 from holon_cli.store.layout import HomeLayout
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import Json, JsonObject
 
 STREAM_READ_TIMEOUT_S = 40.0  # serve sends a keep-alive comment every 15 s
 
@@ -162,7 +165,7 @@ class ServeClient:
     def get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params=params or None)
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
+    def post(self, path: str, body: Mapping[str, Json]) -> Any:
         return self._send("POST", path, json=body)
 
     def prompt(self, agent_id: str, text: str) -> str:
@@ -177,7 +180,7 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def _sse_step(line: str, data: list[str], name: list[str] | None = None) -> list[dict[str, Any]]:
+def _sse_step(line: str, data: list[str], name: list[str] | None = None) -> list[JsonObject]:
     """One line of an SSE stream: the event it completes, if any. With
     ``name`` (the ``event:`` field is kept there) serve's id-less notice
     ``history_trimmed`` comes out as ``{"kind": "history_trimmed", "data": ...}``."""
@@ -228,7 +231,7 @@ class AsyncServeClient:
     async def get(self, path: str, **params: Any) -> Any:
         return await self._send("GET", path, params=params or None)
 
-    async def post(self, path: str, body: dict[str, Any]) -> Any:
+    async def post(self, path: str, body: Mapping[str, Json]) -> Any:
         return await self._send("POST", path, json=body)
 
     async def prompt(self, agent_id: str, text: str) -> str:
@@ -237,7 +240,7 @@ class AsyncServeClient:
 
     async def events(
         self, agent_id: str, after: int, on_open: Callable[[], None] | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[JsonObject]:
         """Events after ``after`` as they are appended (``Last-Event-ID``: resume
         exactly after it); ``on_open`` runs once the stream is established."""
         timeout = self._httpx.Timeout(5.0, read=STREAM_READ_TIMEOUT_S)

@@ -33,8 +33,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import __version__, clock
 from holon_cli.errors import HolonError, RejectedError
@@ -42,6 +43,9 @@ from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import pid_alive
 from holon_cli.umask import user_umask
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import Json, JsonObject
 
 LOG_ROTATE_BYTES = 5 << 20
 STOP_GRACE_S = 10.0
@@ -85,24 +89,24 @@ def _alive(pid: Any) -> bool:
         return True  # no /proc: trust the signal probe
 
 
-def read_meta() -> dict[str, Any] | None:
+def read_meta() -> JsonObject | None:
     try:
         return read_snapshot(meta_path())
     except HolonError:
         return None
 
 
-def _record_failure(phase: str, summary: str) -> dict[str, Any]:
+def _record_failure(phase: str, summary: str) -> JsonObject:
     """Persist a lifecycle failure: the newest at the top level (what status
     reads) and the newest of each phase under ``phases`` (what logs shows)."""
-    rec = {
+    rec: JsonObject = {
         "v": 1,
         "occurred_at": clock.now_iso(),
         "summary": summary,
         "phase": phase,
         "detail_hint": f"see `holon daemon logs` ({log_path()})",
     }
-    phases = dict(failures_by_phase())
+    phases: JsonObject = dict(failures_by_phase())
     phases[phase] = {k: v for k, v in rec.items() if k != "v"}
     run_dir().mkdir(parents=True, exist_ok=True)
     write_snapshot(failure_path(), {**rec, "phases": phases})
@@ -119,7 +123,7 @@ def _clear_failure(phase: str) -> None:
     write_snapshot(failure_path(), {"v": 1, **newest, "phases": phases})
 
 
-def _client(meta: dict[str, Any], timeout: float = 2.0) -> Any:
+def _client(meta: Mapping[str, Json], timeout: float = 2.0) -> Any:
     """An httpx2 client of the local serve: its unix socket, else its TCP
     address. Never through an env proxy (``trust_env=False``: the daemon is
     on this machine), and no CA store is loaded (plain http only; the bare
@@ -130,7 +134,7 @@ def _client(meta: dict[str, Any], timeout: float = 2.0) -> Any:
 
     no_cas = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     sock = meta.get("socket_path")
-    if sock and os.path.exists(sock):
+    if isinstance(sock, str) and sock and os.path.exists(sock):
         return httpx2.Client(
             transport=httpx2.HTTPTransport(uds=sock, verify=no_cas, trust_env=False),
             base_url="http://localhost",
@@ -150,11 +154,12 @@ def _client(meta: dict[str, Any], timeout: float = 2.0) -> Any:
     )
 
 
-def _get(meta: dict[str, Any], path: str) -> dict[str, Any] | None:
+def _get(meta: Mapping[str, Json], path: str) -> JsonObject | None:
     try:
         with _client(meta) as c:
             r = c.get(path)
-        return r.json() if r.status_code == 200 else None
+        got = r.json() if r.status_code == 200 else None
+        return got if isinstance(got, dict) else None
     except Exception:  # noqa: BLE001 - unreachable means unhealthy
         return None
 
@@ -168,7 +173,7 @@ def _rotate_log() -> None:
         pass
 
 
-def _cleanup_stale(meta: dict[str, Any] | None) -> bool:
+def _cleanup_stale(meta: JsonObject | None) -> bool:
     if meta is None or _alive(meta.get("pid")):
         return False
     meta_path().unlink(missing_ok=True)
@@ -244,7 +249,7 @@ def _check_port_free(listen: str | None) -> None:
         ) from None
 
 
-def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) -> dict[str, Any]:
+def start(serve_args: list[str], token: str | None, *, timeout_s: float = 20.0) -> JsonObject:
     """Launch ``holon serve <serve_args>`` detached and wait for ``/healthz``."""
     fp = fingerprint(serve_args, token)
     meta = read_meta()
@@ -340,12 +345,12 @@ def _last_error_line() -> str | None:
     return None
 
 
-def stop() -> dict[str, Any]:
+def stop() -> JsonObject:
     meta = read_meta()
-    if meta is None or not _alive(meta.get("pid")):
+    pid = meta.get("pid") if meta is not None else None
+    if meta is None or not isinstance(pid, int) or not _alive(pid):  # alive: a positive int
         stale = _cleanup_stale(meta)
         return {"was_running": False, "cleaned_stale": stale, "method": None}
-    pid = int(meta["pid"])
     method = "control_surface"
     try:
         with _client(meta) as c:
@@ -388,11 +393,11 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
     return not _alive(pid)
 
 
-def status(serve_args: list[str] | None = None, token: str | None = None) -> dict[str, Any]:
+def status(serve_args: list[str] | None = None, token: str | None = None) -> JsonObject:
     meta = read_meta()
     home = str(HomeLayout.current().root)
     failure = read_snapshot(failure_path()) if failure_path().exists() else None
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "state": "stopped",
         "pid": None,
         "home_dir": home,
@@ -441,7 +446,7 @@ def status(serve_args: list[str] | None = None, token: str | None = None) -> dic
     return out
 
 
-def _take_runtime(out: dict[str, Any], rt: dict[str, Any]) -> None:
+def _take_runtime(out: JsonObject, rt: JsonObject) -> None:
     """The activity a serve reports (``/control/runtime/status``) into ``out``."""
     for k in (
         "active_agent_count",
@@ -460,7 +465,7 @@ def _take_runtime(out: dict[str, Any], rt: dict[str, Any]) -> None:
     _newest_failure(out, rt.get("last_failure"))
 
 
-def foreground_serve() -> dict[str, Any] | None:
+def foreground_serve() -> JsonObject | None:
     """A serve of this home that answers on one of its sockets (``holon
     serve`` in a terminal, a DBOS worker) without being the recorded
     daemon: its ``/control/runtime/status``, or ``None``. A serve of another
@@ -476,7 +481,7 @@ def foreground_serve() -> dict[str, Any] | None:
     return None
 
 
-def _persisted_turn_failure() -> dict[str, Any] | None:
+def _persisted_turn_failure() -> JsonObject | None:
     from holon_cli.runtime.agents.lifecycle import last_runtime_failure
 
     try:
@@ -488,13 +493,15 @@ def _persisted_turn_failure() -> dict[str, Any] | None:
     return {k: lf.get(k) for k in ("occurred_at", "summary", "phase", "detail_hint")}
 
 
-def _newest_failure(out: dict[str, Any], cand: dict[str, Any] | None) -> None:
+def _newest_failure(out: JsonObject, cand: Json) -> None:
+    if not isinstance(cand, dict) or not cand:
+        return
     cur = out.get("last_failure")
-    if cand and (cur is None or str(cand.get("occurred_at")) > str(cur.get("occurred_at"))):
+    if not isinstance(cur, dict) or str(cand.get("occurred_at")) > str(cur.get("occurred_at")):
         out["last_failure"] = cand
 
 
-def failures_by_phase() -> dict[str, dict[str, Any]]:
+def failures_by_phase() -> dict[str, JsonObject]:
     """The newest persisted failure of each lifecycle phase (``startup``,
     ``shutdown``); a record from before ``phases`` counts for its own phase."""
     try:

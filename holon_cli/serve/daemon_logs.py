@@ -8,10 +8,26 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli.serve.daemon import failure_path, failures_by_phase, log_path, meta_path
 from holon_cli.store.fsio import read_snapshot
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
+
+
+class DaemonLogs(TypedDict):
+    """``holon daemon logs --json``: where the files are, the last failures
+    and the log's last lines."""
+
+    log_path: str
+    daemon_json: str
+    last_failure_path: str
+    last_failure: JsonObject | None
+    startup_failure: JsonObject | None
+    shutdown_failure: JsonObject | None
+    lines: list[str]
 
 
 def follow_log(
@@ -112,11 +128,11 @@ class _LogReader:
         return rest or None
 
 
-def logs(tail: int = 50) -> dict[str, Any]:
+def logs(tail: int = 50) -> DaemonLogs:
     return logs_with_position(tail)[0]
 
 
-def logs_with_position(tail: int = 50) -> tuple[dict[str, Any], tuple[int, int]]:
+def logs_with_position(tail: int = 50) -> tuple[DaemonLogs, tuple[int, int]]:
     """:func:`logs` and where its read of the log stopped (inode, offset), for
     :func:`follow_log` to continue from (no log yet: any file that appears is
     read from its start)."""
@@ -130,7 +146,7 @@ def logs_with_position(tail: int = 50) -> tuple[dict[str, Any], tuple[int, int]]
         lines = text.splitlines()[-tail:] if tail else []
     except FileNotFoundError:
         pass
-    failure = read_snapshot(failure_path()) if failure_path().exists() else None
+    failure: JsonObject | None = read_snapshot(failure_path()) if failure_path().exists() else None
     if isinstance(failure, dict):
         failure = {k: v for k, v in failure.items() if k != "phases"}
     phases = failures_by_phase()
@@ -145,7 +161,7 @@ def logs_with_position(tail: int = 50) -> tuple[dict[str, Any], tuple[int, int]]
     }, position
 
 
-def _summary(rec: dict[str, Any] | None) -> dict[str, Any] | None:
+def _summary(rec: JsonObject | None) -> JsonObject | None:
     if not rec:
         return None
     return {k: rec.get(k) for k in ("occurred_at", "summary", "phase", "detail_hint")}

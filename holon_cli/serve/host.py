@@ -9,15 +9,17 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from holon_cli import clock
 from holon_cli.serve.loop import Scheduler
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
+    from holon_cli.serve.dbos.engine import WorkerRow
 
 
 _last_line: list[Any] = [None, 0]  # the last message and how often it repeated since
@@ -40,6 +42,39 @@ def log_line(msg: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+class EngineStatus(TypedDict):
+    """The engine part of :class:`ServeStatus` (``--engine dbos``: this
+    worker's executor id and the cluster's workers)."""
+
+    engine: str
+    executor_id: NotRequired[str | None]
+    workers: NotRequired[list[WorkerRow]]
+
+
+class ServeStatus(EngineStatus):
+    """``GET /control/runtime/status``: the process and the activity of the home."""
+
+    pid: int
+    version: str
+    started_at: str
+    home_dir: str
+    http_addr: str | None
+    socket_path: str | None
+    concurrency: int
+    draining: bool
+    running_agents: list[str]
+    active_agent_count: int
+    active_task_count: int
+    processing_agent_count: int
+    waiting_agent_count: int
+    activity: str
+    turns: int
+    passes: int
+    busy_skips: int
+    failures: int
+    last_failure: Mapping[str, object] | None
 
 
 @dataclass
@@ -114,7 +149,7 @@ class Host:
         self.scheduler.stop()
 
     # ------------------------------------------------------------ status
-    def runtime_status(self) -> dict[str, Any]:
+    def runtime_status(self) -> ServeStatus:
         """``GET /control/runtime/status``: the process and the activity of the home."""
         import os
 
@@ -142,7 +177,9 @@ class Host:
                 waiting += 1
         activity = "processing" if processing else ("waiting" if waiting else "idle")
         st = self.scheduler.stats
-        failures = [f for f in (st.last_failure, last_runtime_failure()) if f]
+        failures: list[Mapping[str, object]] = [
+            f for f in (st.last_failure, last_runtime_failure()) if f
+        ]
         last_failure = max(failures, key=lambda f: str(f.get("occurred_at", "")), default=None)
         return {
             "pid": os.getpid(),
@@ -167,7 +204,7 @@ class Host:
             **self._engine_status(),
         }
 
-    def _engine_status(self) -> dict[str, Any]:
+    def _engine_status(self) -> EngineStatus:
         """``engine``; under ``--engine dbos`` also this worker's executor id and
         the cluster's workers (from the heartbeat table; [] if unreachable)."""
         if self.opts.engine != "dbos":
@@ -176,7 +213,7 @@ class Host:
 
         assert isinstance(self.scheduler, DbosScheduler)
         try:
-            workers: list[Any] = list(self.scheduler.workers())
+            workers: list[WorkerRow] = list(self.scheduler.workers())
         except Exception:  # noqa: BLE001 - the database is away: say so, still answer
             workers = []
         return {"engine": "dbos", "executor_id": self.scheduler.executor_id, "workers": workers}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from holon_cli import clock
 
@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 Log = Callable[[str], None]
 
 
+class PassFailure(TypedDict):
+    """The last failure of a pass (``GET /control/runtime/status``
+    ``last_failure``; the shape of the daemon's lifecycle failures)."""
+
+    occurred_at: str
+    summary: str
+    phase: str
+    detail_hint: str
+
+
 @dataclass
 class Stats:
     started_at: str = field(default_factory=clock.now_iso)
@@ -31,7 +41,7 @@ class Stats:
     turns: int = 0
     busy_skips: int = 0
     failures: int = 0
-    last_failure: dict[str, Any] | None = None
+    last_failure: PassFailure | None = None
 
 
 @dataclass

@@ -212,7 +212,7 @@ class AgentStore:
     ) -> EventRecord:
         """Append one audit event with the next ``event_seq`` (strictly increasing)."""
         at = clock.now_iso()
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         if message is not None:
             if message.get("v", 1) < 2:  # an envelope read from an old record
                 from holon_cli.model.envelope import upgrade_envelope

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Mapping
 from typing import (
     Any,
     Literal,
@@ -297,14 +298,16 @@ def _check_mcp_server(key: str, server: typing.Mapping[str, object], *, partial:
                 raise _Invalid(f"{key}.{lst}[{i}]", f"{key}.{lst}[{i}] must be a tool name")
 
 
-def _normalize_mcp(data: dict[str, Any]) -> None:
+def _normalize_mcp(data: Mapping[str, object]) -> None:
     """YAML reads an unquoted ``protocol: 2026-07-28`` as a date: take it as
-    the version it names (in place, so the mapping readers get holds text)."""
+    the version it names (in place, so the mapping readers get holds text).
+    A section of the wrong type is left for the check to name."""
     import datetime
 
     groups = [data.get("mcp_servers")]
-    groups += [(a or {}).get("mcp_servers") for a in (data.get("agents") or {}).values()
-               if isinstance(a, dict)]  # fmt: skip
+    agents = data.get("agents")
+    if isinstance(agents, dict):
+        groups += [a.get("mcp_servers") for a in agents.values() if isinstance(a, dict)]
     for servers in groups:
         if not isinstance(servers, dict):
             continue

@@ -19,11 +19,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from holon_cli.store.fsio import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 SUFFIX = ".json"
 
@@ -32,7 +35,7 @@ class HeldRecord:
     """A record this process holds; :meth:`release` (or the process's end)
     drops it."""
 
-    def __init__(self, path: Path, fd: int, data: dict[str, Any]) -> None:
+    def __init__(self, path: Path, fd: int, data: Mapping[str, object]) -> None:
         self.path = path
         self.fd: int | None = fd
         self.data = data
@@ -67,7 +70,7 @@ def private_dir(folder: Path) -> None:
         os.chmod(d, PRIVATE_DIR_MODE)
 
 
-def hold(folder: Path, name: str, data: dict[str, Any]) -> HeldRecord:
+def hold(folder: Path, name: str, data: Mapping[str, object]) -> HeldRecord:
     """Write ``folder/<name>.json`` and hold it (0600, never inherited)."""
     path = folder / f"{name}{SUFFIX}"
     try:
@@ -96,8 +99,8 @@ def live_records(
     *,
     now: float,
     lease_s: float | None,
-    keep_orphan: Callable[[dict[str, Any]], bool] | None = None,
-) -> list[dict[str, Any]]:
+    keep_orphan: Callable[[JsonObject], bool] | None = None,
+) -> list[JsonObject]:
     """The records of ``folder`` whose owner still holds them and whose
     ``at`` is within ``lease_s`` of ``now`` (None: no lease), and those
     ``keep_orphan`` keeps after their owner died; the others are removed."""
@@ -105,7 +108,7 @@ def live_records(
         names = os.listdir(folder)
     except FileNotFoundError:
         return []
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     for name in sorted(names):
         if not name.endswith(SUFFIX):
             continue
@@ -136,7 +139,7 @@ def live_records(
     return out
 
 
-def _read(fd: int) -> dict[str, Any] | None:
+def _read(fd: int) -> JsonObject | None:
     chunks: list[bytes] = []
     while True:
         got = os.read(fd, 65536)

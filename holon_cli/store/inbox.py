@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
 from holon_cli.store.locks import pid_alive
@@ -27,6 +27,7 @@ from holon_cli.store.wake import mark, unmark
 
 if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
+    from holon_cli.model.typed_base import JsonObject
 
 
 class Inbox:
@@ -88,7 +89,7 @@ class Inbox:
             return 0
 
     @staticmethod
-    def read(path: Path) -> dict[str, Any]:
+    def read(path: Path) -> JsonObject:
         with open(path, "rb") as f:
             data = f.read()
         try:

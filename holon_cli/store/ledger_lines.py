@@ -13,10 +13,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.records import Validator
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
+
+
+class ProblemRecord(TypedDict):
+    """A :class:`Problem` as JSON (``holon home check --json`` ``problems[]``)."""
+
+    path: str
+    line: int | None
+    message: str
 
 
 class Problem(NamedTuple):
@@ -24,7 +35,7 @@ class Problem(NamedTuple):
     line: int | None
     message: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ProblemRecord:
         return {"path": self.path, "line": self.line, "message": self.message}
 
 
@@ -40,7 +51,7 @@ def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStat
     )
 
 
-def _complete(raw: bytes, max_version: int) -> dict[str, Any] | None:
+def _complete(raw: bytes, max_version: int) -> JsonObject | None:
     """A final line without its newline that is nevertheless a whole record
     (a JSON object with an integer ``v`` we understand); else ``None``. A torn
     prefix of a record can never parse as a JSON object, so this is safe."""
@@ -101,7 +112,7 @@ def _parse(
 
 
 def _checked(
-    path: Path, line: int | None, offset: int, rec: dict[str, Any], validate: Validator | None
+    path: Path, line: int | None, offset: int, rec: JsonObject, validate: Validator | None
 ) -> Any:
     """A record read whole some other way (a last line without its newline,
     a segment's ``.last``) checked as :func:`_parse` checks a line."""

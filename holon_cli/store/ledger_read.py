@@ -22,12 +22,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.ledger_lines import Problem, _checked, _complete, _corrupt, _parse
 from holon_cli.store.ledger_segments import _int, last_path, open_segment
 from holon_cli.store.records import Validator
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 R = TypeVar("R", bound=Mapping[str, Any])
 
@@ -365,6 +368,6 @@ def read_at(led: Reader[R], offset: int) -> R | None:
         return None
 
 
-def _typed(led: Reader[R], whole: dict[str, Any], offset: int) -> R:
+def _typed(led: Reader[R], whole: JsonObject, offset: int) -> R:
     rec: R = _checked(led.path, None, offset, whole, led.validate)
     return rec

@@ -21,7 +21,10 @@ import json
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 CHUNK_BYTES = 256 * 1024
 PREVIEW_KEY = "_preview_of_bytes"
@@ -103,7 +106,7 @@ def _line(
     return TailLine(raw[:cap] if size > cap else raw, size, start, end < fsize)
 
 
-def preview_record(line: TailLine, max_chars: int) -> dict[str, Any] | None:
+def preview_record(line: TailLine, max_chars: int) -> JsonObject | None:
     """The fields the head of a cut line holds, the one the cut falls in (a
     string) shortened to ``max_chars`` characters; ``None`` when the head is
     not the start of a JSON object. A field after the cut is not there (the
@@ -113,7 +116,7 @@ def preview_record(line: TailLine, max_chars: int) -> dict[str, Any] | None:
     i = _ws(s, 0)
     if not s.startswith("{", i):
         return None
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     i += 1
     while True:
         i = _ws(s, i)

@@ -75,8 +75,8 @@ class InboxEnvelope(TypedDict):
 
     id: Annotated[str, NONEMPTY]
     kind: NotRequired[str | None]
-    body: NotRequired[dict[str, Any] | None]
-    origin: NotRequired[dict[str, Any] | None]
+    body: NotRequired[dict[str, object] | None]
+    origin: NotRequired[dict[str, object] | None]
     priority: NotRequired[Priority | None]
 
 
@@ -230,7 +230,7 @@ TURN_RECORD_LINE: RecordKind[TurnRecordLine] = RecordKind(
     "holon_cli.model.turn:TurnRecordLine", "turn record"
 )
 # a ledger with no record type of its own: any JSON object (``v`` is checked by every reader)
-ANY_RECORD: RecordKind[dict[str, Any]] = RecordKind(dict[str, Any], "record")
+ANY_RECORD: RecordKind[dict[str, object]] = RecordKind(dict[str, object], "record")
 
 LEDGERS: dict[str, RecordKind[Any]] = {
     "context_episodes": EPISODE,

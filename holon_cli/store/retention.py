@@ -22,19 +22,25 @@ Invariants:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from holon_cli.errors import RejectedError
 from holon_cli.kinds import ErrorKind
 from holon_cli.store import ledger as L
 from holon_cli.store.fsio import fsync_dir
 
+if TYPE_CHECKING:
+    from holon_cli.model.config import HolonConfig
+    from holon_cli.model.config_sections import RetentionConfig
+
+DaysKey = Literal["events_days", "transcript_days", "outputs_days"]
+
 DEFAULT_MIN_FREE_BYTES = 1 << 30
 DAY_S = 86400.0
 # retention key of each segmented ledger
-DAYS_KEY = {
+DAYS_KEY: dict[str, DaysKey] = {
     "events": "events_days",
     "transcript": "transcript_days",
     # settled turns' records (runtime/replay) go with the events
@@ -44,6 +50,13 @@ DAYS_KEY = {
 
 class DiskFull(RejectedError):
     kind: ErrorKind = "disk_full"
+
+
+class AgentUsage(TypedDict):
+    """The bytes of one agent's folder, in all and per kind of file."""
+
+    bytes: int
+    by_kind: dict[str, int]
 
 
 class SegmentInfo(TypedDict):
@@ -65,22 +78,22 @@ class Candidate(NamedTuple):
     agent_id: str
 
 
-def section(config: Any) -> dict[str, Any]:
-    cfg = config if isinstance(config, dict) else {}
-    return dict(cfg.get("retention") or {})
+def section(config: HolonConfig | None) -> RetentionConfig:
+    """The config's ``retention`` section (checked when the config loaded)."""
+    return (config or {}).get("retention") or {}
 
 
-def days(config: Any, key: str) -> float | None:
+def days(config: HolonConfig | None, key: DaysKey) -> float | None:
     v = section(config).get(key)
     return None if v is None else float(v)
 
 
-def max_home_bytes(config: Any) -> int | None:
+def max_home_bytes(config: HolonConfig | None) -> int | None:
     v = section(config).get("max_home_bytes")
     return None if v is None else int(v)
 
 
-def min_free_bytes(config: Any) -> int:
+def min_free_bytes(config: HolonConfig | None) -> int:
     v = section(config).get("min_free_bytes")
     return DEFAULT_MIN_FREE_BYTES if v is None else int(v)
 
@@ -146,8 +159,8 @@ def _number(seg: Path, stem: str) -> int:
     return n or 0
 
 
-def _last_record(led: L.Ledger[Any], seg: Path) -> dict[str, Any] | None:
-    last: dict[str, Any] | None = None
+def _last_record(led: L.Ledger[Any], seg: Path) -> Mapping[str, object] | None:
+    last: Mapping[str, object] | None = None
     try:
         for _, rec in L.iter_segment(seg, led.max_version):
             last = rec
@@ -188,7 +201,7 @@ def kind_of(rel: tuple[str, ...]) -> str:
     }.get(sub, "other")
 
 
-def agent_usage(agent_home: Path) -> dict[str, Any]:
+def agent_usage(agent_home: Path) -> AgentUsage:
     """``{bytes, by_kind}`` of one agent's folder (symlinks not followed)."""
     by_kind: dict[str, int] = {}
     total = 0

@@ -51,7 +51,10 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
 
 WAKE_VERSION = 1
 SEP = "~"  # never in an agent id (store/layout.AGENT_ID_RE)
@@ -281,7 +284,7 @@ class Entry(NamedTuple):
     run: bool
     why: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"at": self.at, "due": self.due, "run": self.run, "why": self.why}
 
 
@@ -296,7 +299,7 @@ def _entry(raw: Any) -> Entry | None:
     return Entry(at, None if due is None else float(due), run, why)
 
 
-def read_raw(root: Path | str) -> dict[str, Any] | None:
+def read_raw(root: Path | str) -> JsonObject | None:
     """``wake.json`` as stored; None when missing; raises ValueError when damaged."""
     try:
         data = snapshot_path(root).read_bytes()
@@ -308,7 +311,7 @@ def read_raw(root: Path | str) -> dict[str, Any] | None:
     return obj
 
 
-def load(root: Path | str, valid: Validity) -> dict[str, Any] | None:
+def load(root: Path | str, valid: Validity) -> JsonObject | None:
     """The entries as stored (checked one by one when used: :func:`quiet`,
     :func:`entry`), or None when the snapshot is in doubt (see the module)."""
     try:
@@ -319,8 +322,8 @@ def load(root: Path | str, valid: Validity) -> dict[str, Any] | None:
         return None
     if (obj.get("boot"), obj.get("config"), obj.get("version")) != tuple(valid):
         return None
-    agents: dict[str, Any] = obj["agents"]
-    return agents
+    agents = obj["agents"]
+    return agents if isinstance(agents, dict) else None
 
 
 def entry(raw: Any) -> Entry | None:
@@ -328,8 +331,9 @@ def entry(raw: Any) -> Entry | None:
     return _entry(raw)
 
 
-def quiet(raw: Any, now: float) -> bool:
-    """Whether an unmarked agent with this stored entry can be skipped at ``now``."""
+def quiet(raw: object, now: float) -> TypeGuard[JsonObject]:
+    """Whether an unmarked agent with this stored entry can be skipped at ``now``
+    (only an entry that is a JSON object can be)."""
     if type(raw) is not dict or raw.get("run") is not False:
         return False
     due = raw.get("due")

@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli import clock
 from holon_cli.errors import CorruptStateError
@@ -28,12 +28,15 @@ from holon_cli.model import workitem as wm
 from holon_cli.model.workitem import WaitingIntentRecord, WorkItemRecord
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, atomic_write_bytes, deferred, dumps
 
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
+
 ARCHIVE_VERSION = 1
 ARCHIVE_NAME = "work_items.archive.jsonl"
 _HEADER_MAX = 4096  # the header line is far shorter
 
 
-def report_fields(rec: Mapping[str, Any]) -> dict[str, Any]:
+def report_fields(rec: Mapping[str, Any]) -> dict[str, object]:
     return {k: rec.get(k) for k in ("id", "text", "created_at", "source", "turn_id")}
 
 
@@ -49,7 +52,7 @@ class Archive:
         self.size = size  # bytes read (the header included)
         self.inode = inode
         self.items: dict[str, WorkItemRecord] = {}
-        self.reports: dict[str, dict[str, Any]] = {}
+        self.reports: dict[str, dict[str, object]] = {}
         self.waits: dict[str, WaitingIntentRecord] = {}
 
     def extended(self) -> Archive:
@@ -82,7 +85,7 @@ def _archive_problem(path: Path, line: int | None, why: str) -> CorruptStateErro
     )
 
 
-def _checked(path: Path, lineno: int | None, obj: Any) -> tuple[str, dict[str, Any]]:
+def _checked(path: Path, lineno: int | None, obj: Any) -> tuple[str, JsonObject]:
     """One parsed archive line, checked: its kind and its record."""
     from holon_cli.store.records import (
         ARCHIVED_REPORT,
@@ -166,7 +169,7 @@ def _parse_lines(path: Path, text: str, first: int | None) -> list[tuple[int | N
     return out
 
 
-def _header_of(first: bytes) -> dict[str, Any] | str:
+def _header_of(first: bytes) -> JsonObject | str:
     try:
         obj = json.loads(first)
     except (ValueError, UnicodeDecodeError):
@@ -183,7 +186,7 @@ def _header_of(first: bytes) -> dict[str, Any] | str:
     return obj
 
 
-def read_header(path: Path) -> dict[str, Any] | str | None:
+def read_header(path: Path) -> JsonObject | str | None:
     """The archive's header (``None``: no file), or why it cannot be read."""
     try:
         with open(path, "rb") as f:

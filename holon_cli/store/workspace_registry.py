@@ -8,8 +8,8 @@ Snapshot protocol (``fsio.write_snapshot``) under ``run/locks/workspaces.lock``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import cast
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.model.workspace import REGISTRY_VERSION, RegistryEntry
@@ -18,7 +18,7 @@ from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import locked
 
 
-def _problem(doc: dict[str, Any]) -> str | None:
+def _problem(doc: Mapping[str, object]) -> str | None:
     rows = doc.get("workspaces")
     if not isinstance(rows, list):
         return "`workspaces` must be a list"

@@ -106,6 +106,18 @@ def test_unquoted_protocol_date_is_read_as_the_version(
     assert j(res)["data"]["servers"][0]["protocol"] == "2026-07-28"
 
 
+def test_agents_of_the_wrong_type_is_a_config_error(script_runner: Any, holon_home: Path) -> None:
+    # the MCP date normalisation runs before the config check: a list where
+    # the agents mapping belongs is the check's clear error, not a traceback
+    holon_home.mkdir(parents=True, exist_ok=True)
+    (holon_home / "config.yaml").write_text("agents: [1, 2]\n")
+    res = script_runner.run(["holon", "mcp", "list", "--json"])
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = j(res)["error"]
+    assert err["kind"] == "config_error" and "agents" in err["message"]
+    assert "Traceback" not in res.stderr
+
+
 def test_list_without_servers(script_runner: Any) -> None:
     res = script_runner.run(["holon", "mcp", "list"])
     assert res.returncode == 0 and "no MCP servers configured" in res.stderr

@@ -17,9 +17,9 @@ lost.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -43,6 +43,9 @@ from holon_cli.cli.tui.session import (
 from holon_cli.errors import HolonError
 from holon_cli.runtime.presentation import DisplayMode
 from holon_cli.serve.client import ServeUnavailable
+
+if TYPE_CHECKING:
+    from holon_cli.model.typed_base import Json, JsonObject
 
 RECONNECT_MAX_S = 2.0
 PLACEHOLDER = "Type a prompt and press Enter (/help: commands)"
@@ -84,13 +87,13 @@ class Control(Protocol):
 
     async def get(self, path: str, **params: Any) -> Any: ...
 
-    async def post(self, path: str, body: dict[str, Any]) -> Any: ...
+    async def post(self, path: str, body: Mapping[str, Json]) -> Any: ...
 
     async def prompt(self, agent_id: str, text: str) -> str: ...
 
     def events(
         self, agent_id: str, after: int, on_open: Callable[[], None] | None = None
-    ) -> AsyncIterator[dict[str, Any]]: ...
+    ) -> AsyncIterator[JsonObject]: ...
 
     async def aclose(self) -> None: ...
 
@@ -395,7 +398,7 @@ class ConsoleApp(App[None]):
             self._apply(conv, ev)
         self._opened()
 
-    def _apply(self, conv: Conversation, event: dict[str, Any]) -> None:
+    def _apply(self, conv: Conversation, event: Mapping[str, object]) -> None:
         if conv is not self.conv:
             return  # an event of the agent we just left
         line = conv.feed(event)

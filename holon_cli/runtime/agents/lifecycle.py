@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         AgentCreatedData,
         AgentModelChangedData,
     )
+    from holon_cli.model.typed import JsonObject
     from holon_cli.runtime.agents.templates import SkillSource
 
 HOME_VERSION = 1
@@ -93,7 +94,7 @@ def ensure_home(layout: HomeLayout | None = None) -> HomeLayout:
 def _materialize(
     dest: Path,
     template: Path,
-    provenance: dict[str, Any],
+    provenance: dict[str, str],
     record: AgentRecord,
     skills: list[SkillSource],
 ) -> None:
@@ -223,7 +224,7 @@ def create_agent(
     exist_ok: bool = False,
     unsynced: bool = False,
     supervision_task_id: str | None = None,
-    profile: dict[str, Any] | None = None,
+    profile: JsonObject | None = None,
     finish: Callable[[AgentLayout], None] | None = None,
 ) -> AgentStore:
     """Create an agent home from a template. ``unsynced``: ``holon run``'s
@@ -374,8 +375,8 @@ class AgentListEntry(NamedTuple):
     lineage_parent_agent_id: str | None = None
     archived: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self._asdict())
+    def to_dict(self) -> JsonObject:
+        d: JsonObject = dict(self._asdict())
         if d["problem"] is None:
             del d["problem"]  # the contract's shape for a sound agent
         if self.kind != "child":
@@ -452,24 +453,29 @@ def _lifecycle_target(action: str, prev: AgentStatus) -> AgentStatus:
     return "awake_idle" if prev in ("stopped", "paused") else prev
 
 
-def set_lifecycle(agent_id: str | None, action: str) -> dict[str, Any]:
+def set_lifecycle(agent_id: str | None, action: str) -> JsonObject:
     """``stop``, ``pause`` or ``start`` an agent. Returns ``{agent_id,
     previous, status, changed}``. A pause lets a running turn finish; a paused
     agent still accepts messages, which wait until ``start``."""
     assert action in ("stop", "pause", "start")
     store = open_agent(agent_id)
-    out: dict[str, Any] = {}
+    seen: list[tuple[AgentStatus, AgentStatus]] = []
 
     def mutate(state: AgentState) -> None:
         prev = state["status"]
         new = _lifecycle_target(action, prev)
-        out.update(previous=prev, status=new, changed=new != prev)
+        seen.append((prev, new))
         state["status"] = new
 
     store.update_state(mutate, reason=f"operator_{action}")
-    out["agent_id"] = store.agent_id
-    out["lifecycle_hint"] = lifecycle_hint(out["status"])
-    return out
+    prev, new = seen[-1]
+    return {
+        "previous": prev,
+        "status": new,
+        "changed": new != prev,
+        "agent_id": store.agent_id,
+        "lifecycle_hint": lifecycle_hint(new),
+    }
 
 
 def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any]:
@@ -480,29 +486,29 @@ def set_model_override(agent_id: str | None, model: str | None) -> dict[str, Any
 
         model = normalize_model_ref(model)
     store = open_agent(agent_id)
-    out: dict[str, Any] = {}
+    previous: list[str | None] = []
 
     def mutate(state: AgentState) -> None:
-        out["previous"] = state.get("model_override")
+        previous.append(state.get("model_override"))
         state["model_override"] = model
 
     store.update_state(mutate)
-    model_changed: AgentModelChangedData = {"from": out["previous"], "to": model}
+    model_changed: AgentModelChangedData = {"from": previous[-1], "to": model}
     store.emit("agent_model_changed", model_changed)
     from holon_cli.runtime.agents.models import model_state
 
     return {
         "agent_id": store.agent_id,
-        "previous_override": out["previous"],
+        "previous_override": previous[-1],
         "model": model_state(store.read_record()["state"]),
     }
 
 
-def last_runtime_failure() -> dict[str, Any] | None:
+def last_runtime_failure() -> JsonObject | None:
     """The newest runtime-turn failure persisted on any agent (``state.
     last_failure``, written when a turn ends in a failure): what ``holon
     daemon status`` reports, also after a restart of the daemon."""
-    newest: dict[str, Any] | None = None
+    newest: JsonObject | None = None
     for aid in agent_ids():
         try:
             snap = read_snapshot(HomeLayout.current().agent(aid).agent_file)

@@ -40,13 +40,14 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict
 
 from holon_cli.errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:
     from holon_cli.model.provider import ToolCall, ToolSpec
     from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
+    from holon_cli.model.typed import Json, JsonObject
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 BUILTIN_PRESETS = ("private_child", "public_named")
@@ -72,6 +73,27 @@ class ProfileError(ConfigError):
     file, and the frontmatter key when one is at fault."""
 
 
+class ProfileRow(TypedDict):
+    """A row of ``holon agent profiles``: a valid profile's fields, or a
+    broken one's ``error``; ``shadowed_by``: the file of the same name that
+    is found first."""
+
+    name: str
+    source: str
+    path: str
+    description: NotRequired[str | None]
+    model: NotRequired[str]
+    tools: NotRequired[list[str] | None]
+    budgets: NotRequired[dict[str, float]]
+    workspace_mode: NotRequired[str | None]
+    workspace_root: NotRequired[str | None]
+    context: NotRequired[str | None]
+    instructions_chars: NotRequired[int]
+    valid: NotRequired[bool]
+    error: NotRequired[str | None]
+    shadowed_by: NotRequired[str | None]
+
+
 class ChildProfile(NamedTuple):
     name: str
     source: str  # workspace | home
@@ -85,18 +107,20 @@ class ChildProfile(NamedTuple):
     context: str | None = None
     instructions: str = ""
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """What the child's identity records of its profile (``profile``)."""
+        tools: list[Json] | None = list(self.tools) if self.tools is not None else None
+        budgets: dict[str, Json] = dict(self.budgets)
         return {
             "name": self.name,
             "source": self.source,
             "path": str(self.path),
             "model": self.model,
-            "tools": list(self.tools) if self.tools is not None else None,
-            "budgets": dict(self.budgets),
+            "tools": tools,
+            "budgets": budgets,
         }
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ProfileRow:
         """A row of ``holon agent profiles``."""
         return {
             "name": self.name,
@@ -133,7 +157,7 @@ def dirs(anchor: Path | None) -> list[tuple[str, Path]]:
 
 def _bad(path: Path, what: str, key: str | None = None) -> ProfileError:
     where = f"{path}: key `{key}`" if key else str(path)
-    details: dict[str, Any] = {"path": str(path)}
+    details: dict[str, object] = {"path": str(path)}
     if key:
         details["key"] = key
     return ProfileError(
@@ -143,7 +167,7 @@ def _bad(path: Path, what: str, key: str | None = None) -> ProfileError:
     )
 
 
-def _split(path: Path, text: str) -> tuple[dict[str, Any], str]:
+def _split(path: Path, text: str) -> tuple[dict[object, object], str]:
     """(frontmatter, body). No frontmatter: the whole file is the body."""
     lines = text.split("\n")
     if not lines or lines[0].strip() != "---":
@@ -169,7 +193,7 @@ def _split(path: Path, text: str) -> tuple[dict[str, Any], str]:
     return meta, body
 
 
-def _str(path: Path, meta: Mapping[str, Any], key: str) -> str | None:
+def _str(path: Path, meta: Mapping[object, object], key: str) -> str | None:
     v = meta.get(key)
     if v is None:
         return None
@@ -178,7 +202,9 @@ def _str(path: Path, meta: Mapping[str, Any], key: str) -> str | None:
     return v.strip()
 
 
-def _choice(path: Path, meta: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str | None:
+def _choice(
+    path: Path, meta: Mapping[object, object], key: str, allowed: tuple[str, ...]
+) -> str | None:
     v = _str(path, meta, key)
     if v is not None and v not in allowed:
         raise _bad(path, f"must be one of {', '.join(allowed)}, got {v!r}", key)
@@ -186,7 +212,7 @@ def _choice(path: Path, meta: Mapping[str, Any], key: str, allowed: tuple[str, .
 
 
 def _tools(
-    path: Path, meta: Mapping[str, Any], known: Collection[str] | None
+    path: Path, meta: Mapping[object, object], known: Collection[str] | None
 ) -> tuple[str, ...] | None:
     v = meta.get("tools")
     if v is None:
@@ -210,7 +236,7 @@ def _tools(
     return tuple(dict.fromkeys(names))
 
 
-def _budgets(path: Path, meta: Mapping[str, Any]) -> dict[str, float]:
+def _budgets(path: Path, meta: Mapping[object, object]) -> dict[str, float]:
     from holon_cli.model.budget import BUDGET_NAMES
 
     v = meta.get("budgets")
@@ -233,7 +259,7 @@ def _budgets(path: Path, meta: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _model(path: Path, meta: Mapping[str, Any]) -> str | None:
+def _model(path: Path, meta: Mapping[object, object]) -> str | None:
     v = _str(path, meta, "model")
     if v is None or v == "inherit":
         return None
@@ -328,11 +354,11 @@ def find(
 
 def list_profiles(
     anchor: Path | None, *, known_tools: Collection[str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[ProfileRow]:
     """Every profile file where :func:`find` looks, in lookup order: valid
     ones with their fields, broken ones with ``error``; a profile hidden by
     one of the same name found first has ``shadowed_by``."""
-    rows: list[dict[str, Any]] = []
+    rows: list[ProfileRow] = []
     seen: dict[str, str] = {}
     for source, d in dirs(anchor):
         try:
@@ -342,7 +368,7 @@ def list_profiles(
         for p in files:
             name = p.name[: -len(".md")]
             try:
-                row: dict[str, Any] = parse(p, source, known_tools=known_tools).summary()
+                row = parse(p, source, known_tools=known_tools).summary()
                 row["valid"], row["error"] = True, None
             except ProfileError as exc:
                 row = {"name": name, "source": source, "path": str(p), "valid": False}

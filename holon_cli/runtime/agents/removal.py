@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from holon_cli.errors import NotFoundError, RejectedError
 from holon_cli.runtime import queue as q
@@ -120,7 +120,27 @@ def _delete_home(store: AgentStore) -> None:
     forget(home)
 
 
-def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:
+class Removed(TypedDict):
+    """What ``holon agent rm`` removed."""
+
+    agent_id: str
+    agent_home: str
+    temporary: bool
+    previous_status: str
+    stopped_tasks: list[str]
+    stopped_children: list[str]
+    removed: bool
+
+
+class Pruned(TypedDict):
+    """What ``holon agent prune`` removed (or would) and what it kept, why."""
+
+    removed: list[dict[str, str]]  # {agent_id, agent_home}
+    kept: list[dict[str, str]]  # {agent_id, reason}
+    dry_run: bool
+
+
+def remove_agent(agent_id: str, *, force: bool = False) -> Removed:
     store, rec = _store(agent_id)
     temporary = is_run_agent(agent_id, rec)
     with store.turn_lock():  # BusyError (exit 75) while a turn runs
@@ -167,7 +187,7 @@ def remove_agent(agent_id: str, *, force: bool = False) -> dict[str, Any]:
     }
 
 
-def prune_run_agents(*, dry_run: bool = False) -> dict[str, Any]:
+def prune_run_agents(*, dry_run: bool = False) -> Pruned:
     """Remove every finished temporary run agent; report what was kept and why."""
     from holon_cli.errors import BusyError
 
@@ -176,8 +196,8 @@ def prune_run_agents(*, dry_run: bool = False) -> dict[str, Any]:
         names = sorted(os.listdir(agents_dir))
     except FileNotFoundError:
         names = []
-    removed: list[dict[str, Any]] = []
-    kept: list[dict[str, Any]] = []
+    removed: list[dict[str, str]] = []
+    kept: list[dict[str, str]] = []
     for name in names:
         if name.startswith(".") or not name.startswith("run-"):
             continue

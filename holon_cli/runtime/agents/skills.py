@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError, UsageError
@@ -25,11 +25,30 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 INSTALLED_FILE = "installed_skills.json"
 
 
+class RemovedSkill(TypedDict):
+    """What :func:`remove_skill` removed."""
+
+    agent_id: str
+    name: str
+    path: str
+    removed: bool
+    source: str | None  # where an installed one came from
+
+
+class SkillList(TypedDict):
+    """``holon skills list``: the discovered skills in prompt order (each
+    with ``source``: where an installed one came from), the builtin refs."""
+
+    agent_id: str
+    skills: list[dict[str, str | None]]
+    builtin: list[str]
+
+
 def _installed_path(store: AgentStore) -> Path:
     return store.layout.state_dir / INSTALLED_FILE
 
 
-def _read_installed(store: AgentStore) -> dict[str, Any]:
+def _read_installed(store: AgentStore) -> dict[str, object]:
     """Name → provenance; informational only, so a damaged record reads as empty
     (the skills themselves are the folders, which nothing here touches)."""
     from holon_cli.errors import CorruptStateError
@@ -42,7 +61,7 @@ def _read_installed(store: AgentStore) -> dict[str, Any]:
     return skills if isinstance(skills, dict) else {}
 
 
-def install_skill(store: AgentStore, source: str, *, name: str | None = None) -> dict[str, Any]:
+def install_skill(store: AgentStore, source: str, *, name: str | None = None) -> dict[str, str]:
     """Install ``source`` (a GitHub tree URL, ``builtin:<name>`` or an absolute
     folder holding ``SKILL.md``) as ``<agent_home>/skills/<name>``."""
     from holon_cli.runtime.agents.templates import builtin_skill
@@ -76,8 +95,8 @@ def install_skill(store: AgentStore, source: str, *, name: str | None = None) ->
 
 
 def _install_folder(
-    store: AgentStore, folder: Path, name: str, provenance: dict[str, Any]
-) -> dict[str, Any]:
+    store: AgentStore, folder: Path, name: str, provenance: dict[str, str]
+) -> dict[str, str]:
     if not (folder / "SKILL.md").is_file():
         raise RejectedError(
             f"{provenance['source']} has no SKILL.md at its top",
@@ -123,7 +142,7 @@ def _install_folder(
     return {"agent_id": store.agent_id, "name": name, "path": str(dest / "SKILL.md"), **record}
 
 
-def remove_skill(store: AgentStore, name: str) -> dict[str, Any]:
+def remove_skill(store: AgentStore, name: str) -> RemovedSkill:
     """Remove the agent's skill ``name`` (``<agent_home>/skills/<name>/``):
     renamed aside in one step (a prompt built meanwhile sees it whole or
     not at all), then deleted; its provenance record and its entry among
@@ -173,11 +192,11 @@ def remove_skill(store: AgentStore, name: str) -> dict[str, Any]:
         "name": name,
         "path": str(dest),
         "removed": True,
-        "source": (record or {}).get("source"),
+        "source": record.get("source") if isinstance(record, dict) else None,
     }
 
 
-def list_skills(store: AgentStore) -> dict[str, Any]:
+def list_skills(store: AgentStore) -> SkillList:
     """What the agent's prompt would list (scope order, first root per scope),
     each with where an installed one came from, and the builtin refs."""
     from holon_cli.runtime.agents.templates import builtin_skill_names
@@ -189,7 +208,7 @@ def list_skills(store: AgentStore) -> dict[str, Any]:
     ws = workspace_for(store.layout.home, rec["state"])
     is_default = rec["identity"]["kind"] == "default" or store.agent_id == default_agent_id()
     installed = _read_installed(store)
-    skills: list[dict[str, Any]] = []
+    skills: list[dict[str, str | None]] = []
     for s in discover_skills(store.layout.home, ws, is_default_agent=is_default):
         folder = Path(s["path"]).parent.name
         src = installed.get(folder) if s["scope"] == "agent" else None

@@ -49,7 +49,7 @@ class SeedResult(TypedDict):
 
 class Resolved(NamedTuple):
     path: Path
-    provenance: dict[str, Any]
+    provenance: dict[str, str]
 
 
 def _package_dir() -> Path:
@@ -190,7 +190,7 @@ def _seed_locked(target: Path) -> list[SeedResult]:
 # --------------------------------------------------------------- resolution
 
 
-def _checked_template(path: Path, provenance: dict[str, Any]) -> Resolved:
+def _checked_template(path: Path, provenance: dict[str, str]) -> Resolved:
     from holon_cli.runtime.workspace.guard import check_root
 
     if not path.is_dir():
@@ -251,7 +251,7 @@ def resolve_template(selector: str | None) -> Iterator[Resolved]:
 class SkillSource(NamedTuple):
     ref: str
     path: Path
-    provenance: dict[str, Any]
+    provenance: dict[str, str]
 
 
 def builtin_skill(ref: str) -> Path:

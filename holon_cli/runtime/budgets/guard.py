@@ -17,11 +17,13 @@ settlement carries the streak it leaves, so a replay records it once:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli import clock
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.turn import BriefPlan, NoProgressStreak, TurnProgress
@@ -30,7 +32,7 @@ GUARD_TURNS = 3
 ACTIVATION_MODES = ("continue_active", "review_triggered", "activate_queued")
 
 
-def activation_key(signal: dict[str, Any]) -> str:
+def activation_key(signal: Mapping[str, object]) -> str:
     """The tick reason of a work signal (the key a continuation is queued under)."""
     mode = signal.get("reactivation_mode") or "continue_active"
     return f"{mode}:{signal.get('fingerprint') or signal.get('work_item_id')}"

@@ -15,6 +15,7 @@ ends with the process that set it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from holon_cli import clock
@@ -35,7 +36,7 @@ def set_bound(
     if max_tokens is None and max_cost_usd is None:
         return None
     run_id = clock.new_id("runb")
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "v": 1,
         "run_id": run_id,
         "agent_id": agent_id,
@@ -50,7 +51,7 @@ def set_bound(
     return held_records.hold(home.run_bounds_dir, f"{agent_id}--{run_id}", data)
 
 
-def _orphan_kept(rec: dict[str, Any]) -> bool:
+def _orphan_kept(rec: Mapping[str, object]) -> bool:
     """A killed run's bound lives on while its temporary agent does."""
     import os
 

@@ -327,7 +327,7 @@ def records_of(led: Ledger[SpendRecord], since: float | None = None) -> list[Spe
         n *= 4
 
 
-def all_records(home: Path, since: float | None = None) -> list[dict[str, Any]]:
+def all_records(home: Path, since: float | None = None) -> list[SpendRecord]:
     """Every provider round's spend record in the home, once each (from
     ``since`` on, when given): each agent's ledger holds its own rounds and
     copies of its descendants', so a removed child's rounds are still found
@@ -335,8 +335,8 @@ def all_records(home: Path, since: float | None = None) -> list[dict[str, Any]]:
     lines are skipped (a report, not a check). For ``holon usage``."""
     from holon_cli.store.layout import HomeLayout
 
-    seen: set[tuple[Any, ...]] = set()
-    out: list[dict[str, Any]] = []
+    seen: set[tuple[object, ...]] = set()
+    out: list[SpendRecord] = []
     hl = HomeLayout(home)
     try:
         names = sorted(p.name for p in hl.agents_dir.iterdir() if p.is_dir())

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import UsageError
 
 if TYPE_CHECKING:
+    from holon_cli.model.budget import SpendRecord
     from holon_cli.model.config import HolonConfig
 
 By = Literal["agent", "model", "day"]
@@ -37,6 +38,16 @@ class UsageRow(TypedDict):
     cost_usd: float
 
 
+class UsageReport(TypedDict):
+    """``holon usage``: one row per key (sorted), and the total."""
+
+    by: By
+    rows: list[UsageRow]
+    total: UsageRow
+    agent_id: NotRequired[str | None]  # the report's filters
+    since: NotRequired[str | None]
+
+
 def _row(key: str) -> UsageRow:
     return {
         "key": key,
@@ -48,7 +59,7 @@ def _row(key: str) -> UsageRow:
     }
 
 
-def _key(r: dict[str, Any], by: By) -> str:
+def _key(r: SpendRecord, by: By) -> str:
     if by == "agent":
         return str(r.get("agent_id") or "?")
     if by == "model":
@@ -56,7 +67,7 @@ def _key(r: dict[str, Any], by: By) -> str:
     return clock.iso(float(r.get("ts", 0)))[:10]
 
 
-def _cost(r: dict[str, Any], cfg: HolonConfig) -> float:
+def _cost(r: SpendRecord, cfg: HolonConfig) -> float:
     recorded = float(r.get("cost_usd") or 0)
     if recorded:
         return recorded
@@ -66,7 +77,7 @@ def _cost(r: dict[str, Any], cfg: HolonConfig) -> float:
     return price(cfg, r.get("model_ref"), tin, tout)
 
 
-def _add(row: UsageRow, r: dict[str, Any], cost: float) -> None:
+def _add(row: UsageRow, r: SpendRecord, cost: float) -> None:
     row["requests"] += 1
     row["input_tokens"] += int(r.get("input_tokens", 0))
     row["output_tokens"] += int(r.get("output_tokens", 0))
@@ -74,9 +85,7 @@ def _add(row: UsageRow, r: dict[str, Any], cost: float) -> None:
     row["cost_usd"] += cost
 
 
-def summarize(
-    records: Iterable[dict[str, Any]], cfg: HolonConfig, by: By = "agent"
-) -> dict[str, Any]:
+def summarize(records: Iterable[SpendRecord], cfg: HolonConfig, by: By = "agent") -> UsageReport:
     """``rows`` (sorted by key) and ``total``, each a :class:`UsageRow`."""
     rows: dict[str, UsageRow] = {}
     total = _row("total")
@@ -91,6 +100,13 @@ def summarize(
     return {"by": by, "rows": out, "total": total}
 
 
+def _by(by: str) -> By:
+    for b in BY:
+        if b == by:
+            return b
+    raise UsageError(f"--by must be one of {', '.join(BY)}, not {by!r}")
+
+
 def usage(
     home: Path,
     cfg: HolonConfig,
@@ -100,7 +116,8 @@ def usage(
     by: str = "agent",
 ) -> dict[str, Any]:
     """The usage report of the home (``agent_id``: that agent's own rounds;
-    ``since_s``: the last so many seconds)."""
+    ``since_s``: the last so many seconds): a :class:`UsageReport`, as a
+    plain dict."""
     from holon_cli.runtime.budgets.spend import all_records
 
     if by not in BY:
@@ -113,7 +130,7 @@ def usage(
     records = all_records(home, since)
     if agent_id is not None:
         records = [r for r in records if r.get("agent_id") == agent_id]
-    out = summarize(records, cfg, by)
+    out = summarize(records, cfg, _by(by))
     out["agent_id"] = agent_id
     out["since"] = clock.iso(since) if since is not None else None
-    return out
+    return dict(out)

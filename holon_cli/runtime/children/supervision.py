@@ -410,14 +410,16 @@ def _redeliver(parent: AgentStore, rec: TaskRecord, child: AgentStore) -> SweepA
     return {"action": "child_message_delivered", "task_id": rec["id"], "message_id": mid}
 
 
-def sweep_parent(parent: AgentStore) -> list[SweepAction]:
+def sweep_parent(parent: AgentStore) -> list[dict[str, Any]]:
     """The parent's part of a tick: every child handle brought up to date."""
-    out: list[SweepAction] = []
+    # Any: tick.py extends this list with the workspace plane's actions
+    # (dict[str, str]) and returns it as dict[str, object]s
+    out: list[dict[str, Any]] = []
     for _d, rec in iter_records(parent):
         if not tm.is_child_task(rec) or not rec.get("promoted"):
             continue
         if is_final(rec) and rec.get("result_message_id"):
-            out += [dict(done) for done in finish_ended(parent, rec)]
+            out += finish_ended(parent, rec)
             continue
         try:
             action = _sweep_handle(parent, rec)
@@ -460,7 +462,7 @@ def finish_ended(parent: AgentStore, rec: TaskRecord) -> list[dict[str, str]]:
     return out
 
 
-def sweep_child(child: AgentStore) -> list[SweepAction]:
+def sweep_child(child: AgentStore) -> list[dict[str, Any]]:
     """The child's part of a tick: archive it when its handle is missing or
     final (never while the handle lives)."""
     rec = child.read_record()

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.layout import AgentLayout, HomeLayout
 from holon_cli.store.ledger import Problem
 
 if TYPE_CHECKING:
-    pass
+    from holon_cli.model.workitem import WorkItemRecord
+    from holon_cli.store.ledger import Ledger
+
+R = TypeVar("R", bound="Mapping[str, object]")
 
 
 def home_root_problem(home: HomeLayout) -> Problem | None:
@@ -68,7 +72,7 @@ def config_problems(home: HomeLayout) -> list[Problem]:
     return problems
 
 
-def config_notes(home: HomeLayout) -> list[dict[str, Any]]:
+def config_notes(home: HomeLayout) -> list[dict[str, object]]:
     """Webhook secret variables this shell does not set: serve refuses to
     start without them, but serve's environment (a unit's EnvironmentFile,
     the daemon's) is not this shell's, so it is a note, not a problem."""
@@ -94,7 +98,7 @@ def config_notes(home: HomeLayout) -> list[dict[str, Any]]:
     ]
 
 
-def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
+def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, object]]]:
     """The command sandbox on this machine (probing bwrap when the cache has
     no answer): ``auto`` that found no usable bubblewrap is a note (commands
     run unconfined), an explicit ``bwrap`` that cannot run is a problem
@@ -108,7 +112,7 @@ def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, An
     except ConfigError:
         return [], []  # config_problems names it
     problems: list[Problem] = []
-    notes: list[dict[str, Any]] = []
+    notes: list[dict[str, object]] = []
     agents = cfg.get("agents")
     agents = agents if isinstance(agents, dict) else {}
     scopes: list[tuple[str | None, str]] = [(None, "execution")]
@@ -153,7 +157,7 @@ def sandbox_findings(home: HomeLayout) -> tuple[list[Problem], list[dict[str, An
     return problems, notes
 
 
-def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
+def permission_notes(home: HomeLayout) -> list[dict[str, object]]:
     """The home holds message content: say so when others can read it."""
     try:
         mode = stat.S_IMODE(home.root.stat().st_mode)
@@ -170,7 +174,7 @@ def permission_notes(home: HomeLayout) -> list[dict[str, Any]]:
     return []
 
 
-def staging_notes(home: HomeLayout) -> list[dict[str, Any]]:
+def staging_notes(home: HomeLayout) -> list[dict[str, object]]:
     from holon_cli.runtime.agents.lifecycle import stale_staging
 
     return [
@@ -241,7 +245,7 @@ def outputs_path(layout: AgentLayout) -> Path:
     return layout.runtime / "outputs"
 
 
-def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[str, Any]]]:
+def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[str, object]]]:
     """``event_seq`` must increase along ``events.jsonl`` and stay below its
     high-water mark (``events.seq``). A file whose last number is below the
     mark was cut or replaced (the lost numbers are never reused: the next
@@ -252,7 +256,7 @@ def event_seq_findings(layout: AgentLayout) -> tuple[list[Problem], list[dict[st
     path = layout.ledger_path("events")
     led = Ledger(path, layout.ledger_lock("events"), seq_key="event_seq")
     problems: list[Problem] = []
-    notes: list[dict[str, Any]] = []
+    notes: list[dict[str, object]] = []
     prev = closed_high(led)  # the open file continues its closed segments
     try:
         for line, _, rec in led.scan(0):
@@ -383,8 +387,8 @@ def ledger_mark_findings(led: Any) -> list[Problem]:
 STATE_SNAPSHOTS = ("timers.json", "trigger.json", "work_items.json")
 
 
-def _fold(led: Any, upto: int | None = None) -> list[dict[str, Any]]:
-    out = []
+def _fold(led: Ledger[R], upto: int | None = None) -> list[R]:
+    out: list[R] = []
     for _, end, rec in led.scan(0):
         if upto is not None and end > upto:
             break
@@ -466,20 +470,20 @@ def work_item_index_findings(layout: AgentLayout, items: Any) -> list[Problem]:
     quiet."""
     from holon_cli.store import workitem_archive as wa
     from holon_cli.store import workitem_index as wix
-    from holon_cli.store.fsio import read_snapshot
+    from holon_cli.store.fsio import read_record
+    from holon_cli.store.records import WORK_ITEMS_SNAPSHOT
 
     state = layout.state_dir
     path, apath = state / "work_items.json", state / wa.ARCHIVE_NAME
-    try:
-        snap = read_snapshot(path, max_version=wix.INDEX_VERSION)
+    try:  # the snapshot's own check (as every read of it) names a damaged one
+        snap = read_record(path, WORK_ITEMS_SNAPSHOT, max_version=wix.INDEX_VERSION)
     except CorruptStateError:
         return []
     if snap is None:
         return []
-    got_arch = snap.get("archive")
-    arch: dict[str, Any] = got_arch if isinstance(got_arch, dict) else {}
+    arch = snap.get("archive") or {}
     generation = arch.get("generation") if snap.get("v") == wix.INDEX_VERSION else None
-    archived: dict[str, Any] = {}
+    archived: dict[str, WorkItemRecord] = {}
     if isinstance(generation, str):
         try:
             got = wa.read_archive(apath, generation, int(arch.get("bytes") or 0))
@@ -512,7 +516,7 @@ def work_item_index_findings(layout: AgentLayout, items: Any) -> list[Problem]:
     return []
 
 
-def work_item_archive_notes(layout: AgentLayout) -> list[dict[str, Any]]:
+def work_item_archive_notes(layout: AgentLayout) -> list[dict[str, object]]:
     """An archive no index names (a migration or repair killed before its
     index was written), or bytes after what the index covers (a checkpoint
     killed before its index was written): harmless, replaced or cut by the

@@ -30,7 +30,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from holon_cli.errors import HolonError
 from holon_cli.store import ledger as L
@@ -40,10 +40,27 @@ from holon_cli.store.config import load_config
 from holon_cli.store.layout import HomeLayout
 
 
+class ClosedSegment(TypedDict):
+    """An open segment ``gc`` closed (a dry run: would close, named as it would
+    be, with ``open_path`` and ``bytes``)."""
+
+    agent_id: str
+    ledger: str
+    path: str
+    open_path: NotRequired[str]
+    bytes: NotRequired[int]
+
+
+class HomeUsage(TypedDict):
+    agents: dict[str, R.AgentUsage]
+    home_bytes: int
+    max_home_bytes: int | None
+
+
 class GcReport(TypedDict):
     home: str
     dry_run: bool
-    closed: list[dict[str, Any]]
+    closed: list[ClosedSegment]
     dropped: list[R.SegmentInfo]
     outputs: dict[str, int]
     freed_bytes: int
@@ -137,7 +154,7 @@ def _info(c: R.Candidate, now: float, reason: str) -> R.SegmentInfo:
     }
 
 
-def _would_close(store: AgentStore, name: str) -> dict[str, Any]:
+def _would_close(store: AgentStore, name: str) -> ClosedSegment:
     """``closed``'s entry for an open segment a dry run leaves open: the
     compressed segment ``gc`` would make of it (and the open file)."""
     from holon_cli.store.ledger_segments import next_segment_number, segment_path
@@ -180,7 +197,7 @@ def gc_home(
     home = HomeLayout.current()
     config = load_config(home)
     now = time.time() if now is None else now
-    closed: list[dict[str, Any]] = []
+    closed: list[ClosedSegment] = []
     pool: list[R.Candidate] = []
     names = _agent_names(home)
     if close_after_s is not None:  # serve's pass: agents with nothing to do are left out
@@ -259,7 +276,7 @@ def gc_home(
 def _report(
     home: HomeLayout,
     dry_run: bool,
-    closed: list[dict[str, Any]],
+    closed: list[ClosedSegment],
     dropped: list[R.SegmentInfo],
     outputs: dict[str, int],
     freed: int,
@@ -315,11 +332,11 @@ def _prune_outputs(
     return total
 
 
-def home_usage(home: HomeLayout | None = None) -> dict[str, Any]:
+def home_usage(home: HomeLayout | None = None) -> HomeUsage:
     """``usage``: bytes per agent and per kind of file, the whole home, and
     the ``max_home_bytes`` limit (``home check``)."""
     home = home or HomeLayout.current()
-    agents: dict[str, Any] = {}
+    agents: dict[str, R.AgentUsage] = {}
     try:
         names = sorted(n for n in os.listdir(home.agents_dir) if not n.startswith("."))
     except FileNotFoundError:
@@ -335,9 +352,9 @@ def home_usage(home: HomeLayout | None = None) -> dict[str, Any]:
     return {"agents": agents, "home_bytes": R.tree_bytes(home.root), "max_home_bytes": limit}
 
 
-def over_limit_note(usage: dict[str, Any]) -> dict[str, Any] | None:
+def over_limit_note(usage: HomeUsage) -> dict[str, object] | None:
     """The ``home check`` warning of a home over ``retention.max_home_bytes``."""
-    limit, used = usage.get("max_home_bytes"), int(usage.get("home_bytes") or 0)
+    limit, used = usage["max_home_bytes"], usage["home_bytes"]
     if limit is None or used <= limit:
         return None
     return {

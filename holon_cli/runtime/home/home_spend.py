@@ -88,7 +88,7 @@ def never_written(home: HomeLayout) -> bool:
     return not _present(home) and not home.budgets_dir.exists()
 
 
-def never_written_note(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[dict[str, Any]]:
+def never_written_note(home: HomeLayout, facts: dict[str, AgentFacts]) -> list[dict[str, object]]:
     """``home check``'s note for a home from before the record, when its
     agents have rounds it lacks."""
     try:

@@ -15,15 +15,21 @@ closed tail that names the newest segment.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.layout import AgentLayout, HomeLayout
 from holon_cli.store.ledger import Problem
 
 if TYPE_CHECKING:
+    from holon_cli.model.agent import AgentRecord
     from holon_cli.model.events import EventRecord
+    from holon_cli.model.task import TaskRecord
+    from holon_cli.store.ledger import Ledger
+
+R = TypeVar("R", bound="Mapping[str, object]")
 
 
 def _clean(led: Any) -> bool:
@@ -35,7 +41,7 @@ def _clean(led: Any) -> bool:
         return False
 
 
-def _readable(led: Any) -> list[dict[str, Any]]:
+def _readable(led: Ledger[R]) -> list[R]:
     return [rec for _, _, rec in led.scan(0)] if led.path.exists() else []
 
 
@@ -53,19 +59,19 @@ class AgentFacts:
             self.events = self.store.events.records_skipping_damaged()[0]
         except Exception:  # noqa: BLE001 - a newer format: reported by the ledger check
             self.events = []
-        self.record: dict[str, Any] = {}
+        self.record: AgentRecord | None = None
         try:
-            self.record = dict(self.store.read_record())
+            self.record = self.store.read_record()
         except Exception:  # noqa: BLE001 - reported by the snapshot check
             pass
 
     @property
-    def identity(self) -> dict[str, Any]:
-        return dict(self.record.get("identity") or {})
+    def identity(self) -> Mapping[str, object]:
+        return self.record["identity"] if self.record is not None else {}
 
     @property
-    def state(self) -> dict[str, Any]:
-        return dict(self.record.get("state") or {})
+    def state(self) -> Mapping[str, object]:
+        return self.record["state"] if self.record is not None else {}
 
     def rounds(self) -> dict[str, list[EventRecord]]:
         """The provider requests that were charged, by turn: each round
@@ -176,11 +182,11 @@ def episode_findings(fact: AgentFacts) -> list[Problem]:
     ]
 
 
-def child_handles(fact: AgentFacts) -> dict[str, dict[str, Any]]:
+def child_handles(fact: AgentFacts) -> dict[str, TaskRecord]:
     from holon_cli.model.task import is_child_task
     from holon_cli.runtime.tasks.records import iter_records
 
-    return {rec["id"]: dict(rec) for _, rec in iter_records(fact.store) if is_child_task(rec)}
+    return {rec["id"]: rec.copy() for _, rec in iter_records(fact.store) if is_child_task(rec)}
 
 
 def delegation_gaps(fact: AgentFacts) -> tuple[list[str], list[str]]:
@@ -222,7 +228,7 @@ def delegation_findings(fact: AgentFacts) -> list[Problem]:
     ]
 
 
-def missing_handles(fact: AgentFacts, facts: dict[str, AgentFacts]) -> dict[str, dict[str, Any]]:
+def missing_handles(fact: AgentFacts, facts: dict[str, AgentFacts]) -> dict[str, dict[str, object]]:
     """Supervision records (``tasks/<id>/task.json``) that the delegation
     records or a child's identity name, that are gone before their child
     finished (a finished handle's folder is pruned with the task outputs, its
@@ -230,7 +236,7 @@ def missing_handles(fact: AgentFacts, facts: dict[str, AgentFacts]) -> dict[str,
     from holon_cli.runtime.tasks.records import tasks_root
 
     led = fact.store.ledger("delegations")
-    known: dict[str, dict[str, Any]] = {}
+    known: dict[str, dict[str, object]] = {}
     completed: set[str] = set()
     recs = _readable(led) if _clean(led) else []
     for rec in recs:
@@ -244,9 +250,10 @@ def missing_handles(fact: AgentFacts, facts: dict[str, AgentFacts]) -> dict[str,
         )
     for name, other in facts.items():
         ident = other.identity
-        tid = ident.get("supervision_task_id")
-        if ident.get("lineage_parent_agent_id") == fact.layout.agent_id and isinstance(tid, str):
-            known.setdefault(tid, {}).setdefault("child_agent_id", name)
+        child_tid = ident.get("supervision_task_id")
+        parent = ident.get("lineage_parent_agent_id")
+        if parent == fact.layout.agent_id and isinstance(child_tid, str):
+            known.setdefault(child_tid, {}).setdefault("child_agent_id", name)
     root = tasks_root(fact.store)
     return {
         tid: info

@@ -24,6 +24,7 @@ trigger lock). The result lists what was done, one action per change.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
@@ -34,7 +35,13 @@ from holon_cli.store.fsio import fsync_dir, read_record, read_snapshot, write_sn
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.ledger import Ledger, read_mark, write_mark
 from holon_cli.store.locks import locked
-from holon_cli.store.records import TRIGGER_SNAPSHOT, WORK_ITEMS_SNAPSHOT, RecordKind
+from holon_cli.store.records import (
+    QUEUE_SNAPSHOT,
+    TIMERS_SNAPSHOT,
+    TRIGGER_SNAPSHOT,
+    WORK_ITEMS_SNAPSHOT,
+    RecordKind,
+)
 
 R = TypeVar("R")
 
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord
     from holon_cli.model.events import EventRecord
     from holon_cli.model.task import TaskLedgerRecord
+    from holon_cli.model.typed_base import JsonObject
     from holon_cli.model.workitem import WorkItemLine
 
 
@@ -75,13 +83,15 @@ def repair_home() -> list[RepairAction]:
     return actions
 
 
-def unrepaired(problems: list[dict[str, Any]], done: list[RepairAction]) -> list[RepairAction]:
+def unrepaired(
+    problems: Iterable[Mapping[str, object]], done: list[RepairAction]
+) -> list[RepairAction]:
     """What a repair could not fix (the check after it still finds), one
     ``skipped`` action each, saying why and what to do: the repair never
     answers "nothing to repair" over a finding."""
     named = {a["path"] for a in done if a["action"] == "skipped"}
     return [
-        _act(Path(p["path"]), "skipped", f"not repaired: {p['message']}")
+        _act(Path(str(p["path"])), "skipped", f"not repaired: {p['message']}")
         for p in problems
         if p["path"] not in named
     ]
@@ -119,7 +129,7 @@ def _was_cut(led: Ledger[Any]) -> bool:
     return isinstance(got, dict) and got["size"] > led.complete_size()
 
 
-def _readable(path: Path, max_version: int = 1) -> dict[str, Any] | None | str:
+def _readable(path: Path, max_version: int = 1) -> JsonObject | None | str:
     """The snapshot, ``None`` when missing, or why it cannot be read."""
     try:
         return read_snapshot(path, max_version=max_version)
@@ -252,7 +262,7 @@ def _repair_timers(store: AgentStore) -> list[RepairAction]:
     path = state_file(store, tm.LEDGER)
     out: list[RepairAction] = []
     with tm._lock(store):
-        got = _readable(path, tm.SNAPSHOT_VERSION)
+        got = _readable_as(path, TIMERS_SNAPSHOT, tm.SNAPSHOT_VERSION)
         led = store.ledger(tm.LEDGER)
         folded = {r["timer"]["id"]: r["timer"] for _, _, r in led.scan(0)}
         if isinstance(got, dict):
@@ -344,7 +354,7 @@ def _repair_work_items(store: AgentStore) -> list[RepairAction]:
 
 
 def _work_items_from_events(
-    store: AgentStore, led: Ledger[Any], known: dict[str, Any]
+    store: AgentStore, led: Ledger[Any], known: Mapping[str, Mapping[str, object]]
 ) -> list[RepairAction]:
     """What a cut ledger lost and no snapshot held, from the work items'
     events: items created since (objective, plan status, plan file) and
@@ -352,7 +362,7 @@ def _work_items_from_events(
     from holon_cli.model import workitem as wm
     from holon_cli.store import workitem_index as wi
 
-    items: dict[str, dict[str, Any]] = {k: dict(v) for k, v in known.items()}
+    items: dict[str, dict[str, object]] = {k: dict(v) for k, v in known.items()}
     changed: set[str] = set()
     for ev in store.events.records_skipping_damaged()[0]:
         wid, kind, data = ev.get("work_item_id"), ev.get("kind"), ev.get("data") or {}
@@ -372,7 +382,7 @@ def _work_items_from_events(
                 plan_artifact=wi.describe_file(wi.plan_path(store, wid)),
                 created_at=at,
             )
-            items[wid] = cast(dict[str, Any], new)
+            items[wid] = dict(new)
             changed.add(wid)
             continue
         rec = items.get(wid)
@@ -444,7 +454,7 @@ def _repair_template(store: AgentStore) -> list[RepairAction]:
         )
         data = (created.get("data") if created else None) or {}
         tpl = data.get("template")
-        provenance: dict[str, Any] = tpl if isinstance(tpl, dict) else {}
+        provenance: Mapping[str, object] = tpl if isinstance(tpl, dict) else {}
         skills_dir = store.layout.home / "skills"
         skills = (
             sorted(p.name for p in skills_dir.iterdir() if p.is_dir())
@@ -497,7 +507,7 @@ def _repair_queue(store: AgentStore) -> list[RepairAction]:
 
     path = store.layout.queue_file
     with store.lock():
-        got = _readable(path, q.QUEUE_SNAPSHOT_VERSION)
+        got = _readable_as(path, QUEUE_SNAPSHOT, q.QUEUE_SNAPSHOT_VERSION)
         if got is None:
             return []
         if isinstance(got, dict):

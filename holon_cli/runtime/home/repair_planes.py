@@ -26,8 +26,9 @@ Never deletes; every change is one action in the result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
@@ -37,6 +38,12 @@ from holon_cli.runtime.home.repair import RepairAction, _act, _set_aside
 from holon_cli.store.fsio import write_snapshot
 from holon_cli.store.layout import HomeLayout
 from holon_cli.store.locks import locked
+
+if TYPE_CHECKING:
+    from holon_cli.model.workspace import RegistryEntry
+    from holon_cli.store.ledger import Ledger
+
+R = TypeVar("R", bound="Mapping[str, object]")
 
 
 def repair_all() -> list[RepairAction]:
@@ -174,12 +181,10 @@ def _delegations(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[
         return []
     handles = pc.child_handles(fact)
     for tid in no_start:
-        append_delegation(fact.store, cast(Any, handles[tid]), "started")
+        append_delegation(fact.store, handles[tid], "started")
     for tid in no_end:
         h = handles[tid]
-        append_delegation(
-            fact.store, cast(Any, h), "completed", result_message_id=h.get("result_message_id")
-        )
+        append_delegation(fact.store, h, "completed", result_message_id=h.get("result_message_id"))
     path = fact.store.ledger("delegations").path
     return [_act(path, "reappended", f"delegation record(s) of {', '.join([*no_start, *no_end])}")]
 
@@ -203,8 +208,8 @@ def _handles(fact: pc.AgentFacts, facts: dict[str, pc.AgentFacts]) -> list[Repai
     return out
 
 
-def _delegation_info(fact: pc.AgentFacts, tid: str) -> dict[str, Any]:
-    info: dict[str, Any] = {}
+def _delegation_info(fact: pc.AgentFacts, tid: str) -> dict[str, object]:
+    info: dict[str, object] = {}
     led = fact.store.ledger("delegations")
     if led.path.exists() and pc._clean(led):
         for rec in pc._readable(led):
@@ -215,7 +220,7 @@ def _delegation_info(fact: pc.AgentFacts, tid: str) -> dict[str, Any]:
 
 
 def _rebuild_handle(
-    fact: pc.AgentFacts, facts: dict[str, pc.AgentFacts], d: Path, info: dict[str, Any]
+    fact: pc.AgentFacts, facts: dict[str, pc.AgentFacts], d: Path, info: Mapping[str, object]
 ) -> list[RepairAction]:
     from holon_cli.model import task as tm
 
@@ -237,7 +242,7 @@ def _rebuild_handle(
     summary = str(info.get("summary") or "")
     mode = str(info.get("workspace_mode") or "inherit")
     archived = bool(child.state.get("archived_at"))
-    rec: dict[str, Any] = {
+    rec: dict[str, object] = {
         "v": tm.TASK_RECORD_VERSION,
         "id": d.name,
         "agent_id": fact.layout.agent_id,
@@ -316,7 +321,7 @@ def _segments(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[Rep
     out: list[RepairAction] = []
     for name in SEGMENTED:
         led = fact.store.ledger(name)
-        losses: list[dict[str, Any]] = []
+        losses: list[dict[str, object]] = []
         with locked(led.lock_path, what=f"ledger {led.path.name}"):  # as a close takes it
             out += _damaged_segments(led, losses)
             out += _missing_segments(led, losses)
@@ -325,7 +330,7 @@ def _segments(fact: pc.AgentFacts, _facts: dict[str, pc.AgentFacts]) -> list[Rep
     return out
 
 
-def _damaged_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairAction]:
+def _damaged_segments(led: Any, losses: list[dict[str, object]]) -> list[RepairAction]:
     from holon_cli.store.ledger_segments import compress_segment
 
     problems, _ = hc.segment_findings(led)
@@ -347,13 +352,13 @@ def _damaged_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairActi
     return out
 
 
-def _sound_records(led: Any, path: Path) -> list[dict[str, Any]]:
+def _sound_records(led: Ledger[R], path: Path) -> list[R]:
     """The records of a damaged closed segment that read and validate."""
     from holon_cli.errors import CorruptStateError
     from holon_cli.store.ledger_lines import _parse
     from holon_cli.store.ledger_segments import open_segment
 
-    out: list[dict[str, Any]] = []
+    out: list[R] = []
     try:
         with open_segment(path) as f:
             for line_no, raw in enumerate(f, 1):
@@ -368,7 +373,7 @@ def _sound_records(led: Any, path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _missing_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairAction]:
+def _missing_segments(led: Any, losses: list[dict[str, object]]) -> list[RepairAction]:
     from holon_cli.store.fsio import atomic_write_bytes, dumps
     from holon_cli.store.ledger import iter_segment, tail_path
     from holon_cli.store.ledger_segments import compress_segment
@@ -378,7 +383,7 @@ def _missing_segments(led: Any, losses: list[dict[str, Any]]) -> list[RepairActi
     for n in pc.segment_gaps(led):
         path = seg_dir / f"{stem}.{n:08d}.jsonl"
         copy = tail_path(seg_dir, stem, n)
-        recs: list[dict[str, Any]] = []
+        recs: list[Mapping[str, object]] = []
         if copy.exists():
             try:
                 recs = [r for _, r in iter_segment(copy, led.max_version)]
@@ -468,7 +473,7 @@ def _registry(home: HomeLayout, facts: dict[str, pc.AgentFacts]) -> list[RepairA
     path = home.workspace_registry
     with locked(home.locks_dir / "workspaces.lock", what="the workspace registry"):
         try:
-            rows: list[dict[str, Any]] = [dict(r) for r in read_registry(home)]
+            rows: list[RegistryEntry] = [r.copy() for r in read_registry(home)]
         except CorruptStateError:
             rows = []
             out.append(_act(_set_aside(path), "set_aside", "the damaged registry"))

@@ -7,11 +7,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from holon_cli.store.agent_store import AgentStore
 
-_STARTED: dict[str, Any] = {}  # index path -> the Popen of the builder this process started
+if TYPE_CHECKING:
+    import subprocess
+
+# index path -> the builder this process started
+_STARTED: dict[str, subprocess.Popen[bytes]] = {}
 
 
 def builder_lock_path(store: AgentStore) -> Path:
@@ -73,6 +77,6 @@ def spawn_builder(store: AgentStore) -> None:
         )
 
 
-def started_builder(store: AgentStore) -> Any:
+def started_builder(store: AgentStore) -> subprocess.Popen[bytes] | None:
     """The builder process this process started for ``store`` (tests wait on it)."""
     return _STARTED.get(str(builder_lock_path(store)))

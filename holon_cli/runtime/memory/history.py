@@ -46,11 +46,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict
 
 from holon_cli.runtime.memory import compaction as cp
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.provider import ConversationItem
     from holon_cli.store.agent_store import AgentStore
@@ -77,6 +79,28 @@ def history_path(store: AgentStore) -> Path:
 def previous_path(path: Path) -> Path:
     """The epoch before the current one (kept for `holon replay`)."""
     return path.with_name("prompt_history.prev.jsonl")
+
+
+class EpochLine(TypedDict):
+    """The history file's first line: the window's epoch."""
+
+    v: int
+    op: Literal["epoch"]
+    epoch: int
+    memory: WorkingMemoryState | None
+    summary: str | None
+    through: str | None
+
+
+class TurnLine(TypedDict):
+    """One turn of the window: its conversation items as the journal stores them."""
+
+    v: int
+    op: Literal["turn"]
+    message_id: str
+    turn_id: str
+    compactions: int
+    items: list[Mapping[str, object]]
 
 
 class HistoryTurn(NamedTuple):
@@ -243,7 +267,7 @@ class PromptHistory:
 
     # ------------------------------------------------------------ writing
 
-    def _head(self) -> dict[str, Any]:
+    def _head(self) -> EpochLine:
         return {
             "v": HISTORY_VERSION,
             "op": "epoch",
@@ -254,7 +278,7 @@ class PromptHistory:
         }
 
     @staticmethod
-    def _turn_record(t: HistoryTurn) -> dict[str, Any]:
+    def _turn_record(t: HistoryTurn) -> TurnLine:
         from holon_cli.model.provider import item_to_dict
 
         return {

@@ -16,9 +16,9 @@ something a model can make up; anything not in the index is ``not_found``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from holon_cli.errors import CorruptStateError, NotFoundError, Said, UsageError
 from holon_cli.runtime.memory import sync as _sync
@@ -52,7 +52,15 @@ MAX_CHARS = 50_000
 SNIPPET_CHARS = 240
 
 
-def sync(store: AgentStore, *, rebuild: bool = False) -> dict[str, Any]:
+class Synced(TypedDict):
+    """What :func:`sync` did: rebuilt the index, changed it, and its size."""
+
+    rebuilt: bool
+    changed: int
+    documents: int
+
+
+def sync(store: AgentStore, *, rebuild: bool = False) -> Synced:
     """Bring the index in step with its sources, all of it, here (``holon
     memory rebuild``, ``home check --repair``, the background builder's
     work): a full rebuild when asked, when ``memory.dirty`` is new, or
@@ -115,13 +123,20 @@ def active_workspace_id(store: AgentStore, state: Any = None) -> str:
     return workspace_for(store.layout.home, state).workspace_id
 
 
-def _index_state(idx: MemoryIndex, out: Outcome) -> dict[str, Any]:
+class IndexState(TypedDict):
+    """How far the index is: ``ready``, or ``building`` with what it holds so far."""
+
+    state: str
+    documents: NotRequired[int]
+
+
+def _index_state(idx: MemoryIndex, out: Outcome) -> IndexState:
     if out.state == "ready":
         return {"state": "ready"}
     return {"state": "building", "documents": idx.count()}
 
 
-def _provenance(row: dict[str, Any]) -> dict[str, Any]:
+def _provenance(row: Mapping[str, object]) -> dict[str, object]:
     return {
         "kind": row["kind"],
         "source_ref": row["source_ref"],

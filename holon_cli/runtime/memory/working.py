@@ -319,7 +319,7 @@ def render_delta(wm: WorkingMemoryState) -> str | None:
     return f"# Since your last turn\n{text}" if text else None
 
 
-def status_view(raw: Any) -> dict[str, Any]:
+def status_view(raw: Any) -> dict[str, object]:
     """``holon status --json`` data ``working_memory``."""
     wm = state_of(raw)
     return {

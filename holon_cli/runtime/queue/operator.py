@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from holon_cli.errors import NotFoundError, RejectedError, UsageError
 from holon_cli.model.envelope import (
@@ -40,12 +40,41 @@ if TYPE_CHECKING:
     from holon_cli.model.events import MessageRequeuedData
 
 
-def _summary(
-    mid: str, status: str, head: EnvelopeHead | dict[str, Any], **extra: Any
-) -> dict[str, Any]:
+class MessageRow(TypedDict):
+    """One message as ``holon queue list`` shows it."""
+
+    message_id: str
+    status: str
+    kind: NotRequired[str | None]
+    origin: NotRequired[str]
+    authority_class: NotRequired[str | None]
+    priority: NotRequired[str | None]
+    created_at: NotRequired[str | None]
+    work_item_id: NotRequired[str | None]
+    seq: NotRequired[int]  # unfinished: its place in the queue
+    attempts: NotRequired[int]
+    interrupted: NotRequired[int]
+    admitted_at: NotRequired[str | None]
+    settled_at: NotRequired[str | None]  # settled: when, and why
+    reason: NotRequired[str | None]
+    in_inbox: NotRequired[bool]  # delivered, not ingested yet
+
+
+class _Known(TypedDict):
+    """A message the queue ledger knows, with its last status."""
+
+    head: EnvelopeHead
+    status: str
+    admitted_at: str | None
+    settled_at: NotRequired[str | None]
+    status_at: NotRequired[str | None]
+    reason: NotRequired[str | None]
+
+
+def _summary(mid: str, status: str, head: EnvelopeHead) -> MessageRow:
     from holon_cli.model.envelope import origin_label
 
-    out: dict[str, Any] = {
+    return {
         "message_id": mid,
         "status": status,
         "kind": head.get("kind"),
@@ -55,13 +84,11 @@ def _summary(
         "created_at": head.get("created_at"),
         "work_item_id": head.get("work_item_id"),
     }
-    out.update(extra)
-    return out
 
 
-def _history(store: AgentStore) -> Iterator[tuple[str, dict[str, Any]]]:
+def _history(store: AgentStore) -> Iterator[tuple[str, _Known]]:
     """Every message the ledger knows, with its last status (a full scan)."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, _Known] = {}
     for _, _, rec in store.ledger("queue").scan(0):
         if is_admitted(rec):
             msg = rec["message"]
@@ -69,13 +96,18 @@ def _history(store: AgentStore) -> Iterator[tuple[str, dict[str, Any]]]:
                 head = envelope_head(upgrade_envelope(msg))
             except EnvelopeError:
                 continue
-            item = seen.pop(msg["id"], None) or {}
-            item.update({"head": head, "status": "queued", "admitted_at": rec.get("at")})
+            known = seen.pop(msg["id"], None)
+            item: _Known = {"head": head, "status": "queued", "admitted_at": rec.get("at")}
+            if known is not None:  # admitted again (requeued): keep what the first one had
+                item = {**known, **item}
             seen[msg["id"]] = item
         elif is_status(rec) and rec["message_id"] in seen:
             item = seen[rec["message_id"]]
             item["status"] = rec["status"]
-            item["settled_at" if rec["status"] in FINAL else "status_at"] = rec.get("at")
+            if rec["status"] in FINAL:
+                item["settled_at"] = rec.get("at")
+            else:
+                item["status_at"] = rec.get("at")
             if rec.get("reason"):
                 item["reason"] = rec.get("reason")
     yield from seen.items()
@@ -83,7 +115,7 @@ def _history(store: AgentStore) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def list_messages(
     store: AgentStore, *, status: str = "unfinished", limit: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[MessageRow]:
     """Queue entries for ``holon queue list``. ``unfinished`` (default) is
     queued + dequeued + aborted: everything an operator may want to act on."""
     if status not in LIST_STATUSES:
@@ -93,42 +125,33 @@ def list_messages(
     if limit is not None and limit < 0:
         raise UsageError("--limit must be zero or positive")
     with_final = status in ("aborted", "processed", "unfinished", "all")
-    out: list[dict[str, Any]] = []
+    out: list[MessageRow] = []
     st = load(store)
-    live = {
-        e["message_id"]: _summary(
-            e["message_id"],
-            e["status"],
-            e["head"],
-            seq=e["seq"],
-            attempts=e.get("attempts", 0),
-            interrupted=e.get("interrupted", 0),
-            admitted_at=e.get("admitted_at"),
-        )
-        for e in sorted(st.entries.values(), key=lambda e: e["seq"])
-    }
+    live: dict[str, MessageRow] = {}
+    for e in sorted(st.entries.values(), key=lambda e: e["seq"]):
+        row = _summary(e["message_id"], e["status"], e["head"])
+        row["seq"] = e["seq"]
+        row["attempts"] = e.get("attempts", 0)
+        row["interrupted"] = e.get("interrupted", 0)
+        row["admitted_at"] = e.get("admitted_at")
+        live[e["message_id"]] = row
     if with_final:
         for mid, item in _history(store):
             if mid in live:
                 continue
             if item["status"] in FINAL:
-                out.append(
-                    _summary(
-                        mid,
-                        item["status"],
-                        item["head"],
-                        admitted_at=item.get("admitted_at"),
-                        settled_at=item.get("settled_at"),
-                        reason=item.get("reason"),
-                    )
-                )
+                row = _summary(mid, item["status"], item["head"])
+                row["admitted_at"] = item.get("admitted_at")
+                row["settled_at"] = item.get("settled_at")
+                row["reason"] = item.get("reason")
+                out.append(row)
     out.extend(live.values())
     for p in store.inbox.pending():  # delivered, not ingested yet
         mid = p.name[: -len(".json")]
         if mid not in live and mid not in st.recent_final:
             out.append({"message_id": mid, "status": "queued", "in_inbox": True})
 
-    def keep(item: dict[str, Any]) -> bool:
+    def keep(item: MessageRow) -> bool:
         s = item["status"]
         if status == "all":
             return True

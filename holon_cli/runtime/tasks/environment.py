@@ -124,14 +124,14 @@ def _names(raw: Any) -> list[str]:
     return []
 
 
-def env_section(config: Any, agent_id: str | None = None) -> dict[str, Any]:
+def env_section(config: Any, agent_id: str | None = None) -> dict[str, object]:
     """``execution.env`` with the agent's over it key by key, and the older
     ``runtime.exec_env_passthrough`` folded into ``pass``."""
     if isinstance(config, Mapping):
         from holon_cli.model.execution_policy import execution_section
 
         raw = execution_section(config, agent_id).get("env")
-        sect = dict(raw) if isinstance(raw, Mapping) else {}
+        sect: dict[str, object] = dict(raw) if isinstance(raw, Mapping) else {}
     else:  # the typed config (store/config_schema dataclasses)
         env = _get(_get(config, "execution"), "env")
         sect = {}
@@ -174,7 +174,8 @@ def command_env(
         env = {k: v for k, v in src.items() if not (is_secret_name(k) or is_secret_value(v))}
     else:
         env = {}
-    for name in sect.get("pass") or []:
+    passed = sect.get("pass")  # a list of names (env_section made it one)
+    for name in passed if isinstance(passed, list) else []:
         if name in src:
             env[name] = src[name]
     for k in keys:

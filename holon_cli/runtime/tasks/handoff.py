@@ -16,7 +16,7 @@ import base64
 import json
 import os
 import signal
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from holon_cli.runtime.tasks import procs
 
@@ -90,7 +90,7 @@ class _Child:
 
 def save(sup: Carried) -> None:
     assert sup.proc is not None
-    state: dict[str, Any] = {
+    state: dict[str, object] = {
         "v": 1,
         "pid": sup.proc.pid,
         "pgid": sup.pgid,

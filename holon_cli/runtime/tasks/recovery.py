@@ -293,9 +293,9 @@ def recovery_pass(store: AgentStore) -> dict[str, list[str]]:
         return {"interrupted": [], "reported": [], "reaped_foreground": [], "recovered": []}
 
 
-def tick_tasks(store: AgentStore, config: Any = None) -> list[dict[str, Any]]:
+def tick_tasks(store: AgentStore, config: Any = None) -> list[dict[str, object]]:
     """The task plane's part of a ``tick``: recover lost tasks, prune old outputs."""
-    actions: list[dict[str, Any]] = []
+    actions: list[dict[str, object]] = []
     rec = recovery_pass(store)
     if rec["interrupted"]:
         actions.append({"action": "tasks_interrupted", "task_ids": rec["interrupted"]})

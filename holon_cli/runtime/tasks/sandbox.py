@@ -40,7 +40,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from holon_cli.errors import RejectedError
 from holon_cli.kinds import ErrorKind
@@ -99,8 +99,8 @@ class Policy(NamedTuple):
         from holon_cli.model.execution_policy import CONFINEMENTS
 
         cfg = {"execution": {"sandbox": self.setting, "network": "on" if self.network else "off"}}
-        proj: dict[str, Any] = dict(execution_policy(cfg, None, self.resolved()))
-        return {k: proj[k] for k in CONFINEMENTS}
+        proj: Mapping[str, object] = execution_policy(cfg, None, self.resolved())
+        return {k: str(proj[k]) for k in CONFINEMENTS}
 
     def describe(self) -> str:
         if self.backend == "none":
@@ -203,33 +203,43 @@ def projection(config: Any, agent_id: str | None = None) -> ExecutionPolicy:
     return execution_policy(cfg, agent_id, policy(cfg, agent_id).resolved())
 
 
-def status(config: Any, agent_id: str | None = None) -> dict[str, Any]:
+class SandboxStatus(TypedDict):
+    """The sandbox as ``holon status`` shows it."""
+
+    setting: str
+    network: str  # on | off
+    sandbox: str  # bwrap | none | unknown (not probed yet)
+    reason: str | None
+
+
+def status(config: Any, agent_id: str | None = None) -> SandboxStatus:
     """The sandbox as ``holon status`` shows it, from the probe's cache only
     (``sandbox: unknown`` until something probed: a command, ``holon home
     check``, ``holon debug prompt``)."""
     sect = execution_section(config if isinstance(config, Mapping) else None, agent_id)
     setting = sandbox_setting(sect)
-    out: dict[str, Any] = {
-        "setting": setting,
-        "network": "on" if network_on(sect) else "off",
-    }
+    net = "on" if network_on(sect) else "off"
+
+    def said(sandbox: str, reason: str | None) -> SandboxStatus:
+        return {"setting": setting, "network": net, "sandbox": sandbox, "reason": reason}
+
     if setting == "none":
-        return {**out, "sandbox": "none", "reason": "execution.sandbox is none"}
+        return said("none", "execution.sandbox is none")
     exe = bwrap_path(os.environ)
     if exe is None:
         why = "bubblewrap is not installed (`bwrap` is not on PATH)"
         if setting == "bwrap":
             why += ": commands are refused"
-        return {**out, "sandbox": "none" if setting == "auto" else "bwrap", "reason": why}
+        return said("none" if setting == "auto" else "bwrap", why)
     hit = sandbox_probe.cached(exe, _run_dir())
     if hit is None:
         why = "not probed yet (the first command, `holon home check` or `holon debug prompt` does)"
-        return {**out, "sandbox": "unknown", "reason": why}
+        return said("unknown", why)
     if hit.ok:
-        return {**out, "sandbox": "bwrap", "reason": None}
+        return said("bwrap", None)
     if setting == "bwrap":
-        return {**out, "sandbox": "bwrap", "reason": f"{hit.reason}: commands are refused"}
-    return {**out, "sandbox": "none", "reason": hit.reason}
+        return said("bwrap", f"{hit.reason}: commands are refused")
+    return said("none", hit.reason)
 
 
 def require(pol: Policy) -> None:

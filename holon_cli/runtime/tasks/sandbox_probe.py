@@ -27,7 +27,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 CACHE_NAME = "sandbox-probe.json"
 CACHE_VERSION = 1
@@ -74,7 +74,7 @@ def cache_key(exe: str) -> str | None:
         st = os.stat(real)
     except OSError:
         return None
-    key: dict[str, Any] = {
+    key: dict[str, object] = {
         "v": CACHE_VERSION,
         "bwrap": real,
         "stat": [st.st_ino, st.st_size, st.st_mtime_ns],

@@ -23,7 +23,7 @@ import contextvars
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from holon_cli import clock
@@ -66,7 +66,7 @@ def running_run(store: AgentStore) -> str | None:
     return str(run_id)
 
 
-def request_abort(store: AgentStore, run_id: str | None = None) -> dict[str, Any]:
+def request_abort(store: AgentStore, run_id: str | None = None) -> dict[str, object]:
     """Ask the running turn to abort and pause the agent. ``run_id``: abort
     only if that is the running turn (else RejectedError, exit 4). Nothing
     running and no ``run_id``: ``{"running": False}``, nothing changed."""
@@ -79,7 +79,11 @@ def request_abort(store: AgentStore, run_id: str | None = None) -> dict[str, Any
             kind="stale_run_id",
             details={"run_id": run_id, "current_run_id": current},
         )
-    out: dict[str, Any] = {"agent_id": store.agent_id, "run_id": current, "running": bool(current)}
+    out: dict[str, object] = {
+        "agent_id": store.agent_id,
+        "run_id": current,
+        "running": bool(current),
+    }
     if current is None:
         return out
 
@@ -91,8 +95,9 @@ def request_abort(store: AgentStore, run_id: str | None = None) -> dict[str, Any
     # paused first: the turn, once it sees the request, settles into a held
     # status and no scheduler starts the next message meanwhile
     rec = store.update_state(pause, reason=ABORT_REASON, turn_id=current)
-    out["status"] = rec["state"]["status"]
-    out["lifecycle_hint"] = lifecycle_hint(out["status"])
+    status = rec["state"]["status"]
+    out["status"] = status
+    out["lifecycle_hint"] = lifecycle_hint(status)
     write_snapshot(
         request_path(store),
         {"v": REQUEST_VERSION, "run_id": current, "requested_at": clock.now_iso()},
@@ -102,7 +107,7 @@ def request_abort(store: AgentStore, run_id: str | None = None) -> dict[str, Any
     return out
 
 
-def wait_for_end(store: AgentStore, run_id: str, timeout_s: float) -> dict[str, Any] | None:
+def wait_for_end(store: AgentStore, run_id: str, timeout_s: float) -> dict[str, object] | None:
     """Wait until run ``run_id`` is no longer running; return its
     ``turn_terminal`` event data (None: still running at the timeout, or it
     ended without a terminal record)."""
@@ -113,7 +118,7 @@ def wait_for_end(store: AgentStore, run_id: str, timeout_s: float) -> dict[str, 
         return None
     for ev in reversed(store.events.tail(200)):
         if ev.get("kind") == "turn_terminal" and ev.get("turn_id") == run_id:
-            data: dict[str, Any] = ev.get("data") or {}
+            data = ev.get("data") or {}
             return {"message_id": ev.get("message_id"), **data}
     return None
 
@@ -141,7 +146,7 @@ class AbortWatch:
         if rec is not None and rec.get("run_id") == self.run_id:
             self.path.unlink(missing_ok=True)
 
-    def _read(self) -> dict[str, Any] | None:
+    def _read(self) -> Mapping[str, object] | None:
         try:
             return read_snapshot(self.path)
         except HolonError:
@@ -225,7 +230,7 @@ def stop_call_commands(store: AgentStore, turn_id: str) -> list[str]:
             continue
         if tm.is_terminal(rec.get("status")):
             continue
-        p: dict[str, Any] = dict(rec.get("process") or {})
+        p = rec.get("process") or {}
         procs.stop_tree(
             p.get("pgid"), p.get("marker") or rec["id"], grace_s=0.5, since=p.get("start_time")
         )
@@ -233,7 +238,9 @@ def stop_call_commands(store: AgentStore, turn_id: str) -> list[str]:
     return stopped
 
 
-def abort_agent(agent_id: str, run_id: str | None = None, *, wait_s: float = 0.0) -> dict[str, Any]:
+def abort_agent(
+    agent_id: str, run_id: str | None = None, *, wait_s: float = 0.0
+) -> dict[str, object]:
     """``holon agent abort``: request the abort, then wait up to ``wait_s`` for
     the turn to end and report how it ended (``outcome``: ``aborted``, or
     the status it reached first, or ``still_running``)."""
@@ -241,11 +248,12 @@ def abort_agent(agent_id: str, run_id: str | None = None, *, wait_s: float = 0.0
 
     store = open_agent(agent_id, create_default=False)
     out = request_abort(store, run_id)
-    if not out["running"] or wait_s <= 0:
+    running = out["run_id"]
+    if not out["running"] or not isinstance(running, str) or wait_s <= 0:
         return out
-    terminal = wait_for_end(store, out["run_id"], wait_s)
+    terminal = wait_for_end(store, running, wait_s)
     if terminal is None:
-        out["outcome"] = "still_running" if running_run(store) == out["run_id"] else "unknown"
+        out["outcome"] = "still_running" if running_run(store) == running else "unknown"
     else:
         out["message_id"] = terminal.get("message_id")
         aborted = terminal.get("reason") == ABORT_REASON

@@ -3,7 +3,7 @@ the model): failed, waiting, continuable or completed, plus the posture."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli.runtime import workitems as wi
 from holon_cli.store.agent_store import AgentStore
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def derive_closure(
-    store: AgentStore, *, failed: bool, sleep_req: SleepRequestDict | dict[str, Any] | None
+    store: AgentStore, *, failed: bool, sleep_req: SleepRequestDict | None
 ) -> ClosureDecision:
     """The spec's ClosureDecision for the settled turn."""
     posture: RuntimePosture = "asleep" if sleep_req else "awake"

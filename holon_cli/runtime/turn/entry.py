@@ -29,7 +29,11 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentRecord, AgentState
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import QueueEntry
-    from holon_cli.model.events import RuntimeErrorData, TurnInterruptedData
+    from holon_cli.model.events import (
+        AgentStateRepairedData,
+        RuntimeErrorData,
+        TurnInterruptedData,
+    )
     from holon_cli.model.tool import Toolbox
     from holon_cli.runtime.turn.hooks import Lineage
 
@@ -66,7 +70,7 @@ def _release_run(store: AgentStore, reason: str, failure: str | None = None) -> 
     store.update_state(release, reason=reason)
 
 
-def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
+def repair_stale_run(store: AgentStore) -> AgentStateRepairedData | None:
     """Clear the run marker a killed turn left behind, and finish a settled
     turn whose journal is still there. The caller holds the turn lock, so no
     turn is running and ``awake_running`` is stale.
@@ -96,7 +100,7 @@ def repair_stale_run(store: AgentStore) -> dict[str, Any] | None:
     else:
         _release_run(store, "stale_run_repaired")
     status = store.read_record()["state"]["status"]
-    out = {
+    out: AgentStateRepairedData = {
         "stale_run_id": stale_run_id,
         "from": state["status"],
         "to": status,

@@ -19,7 +19,7 @@ last request carried it (:meth:`ContextFit.keep_turn`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli.providers.base import ConversationItem
 from holon_cli.runtime.memory import compaction as cp
@@ -44,12 +44,21 @@ if TYPE_CHECKING:
     )
     from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.provider import ToolSpec
+    from holon_cli.model.records_typed_b import FailureArtifact
     from holon_cli.providers.base import PromptFrame
     from holon_cli.runtime.prompt import BuiltPrompt
     from holon_cli.runtime.turn.journal import Journal
     from holon_cli.runtime.turn.recorder import TurnRecorder
 
 UPDATE_TITLE = "# Context update (changed during this turn; it replaces the block above)"
+
+
+class CacheState(TypedDict):
+    """``build_frame``'s cache-record arguments (:meth:`ContextFit.cache_state`)."""
+
+    memory_revision: int
+    compression_epoch: int
+    history_digest: str
 
 
 class ContextFit:
@@ -193,7 +202,7 @@ class ContextFit:
         compactions and shrunk blocks."""
         return self.history.compression_epoch + self.window.epoch + self.shrinks
 
-    def cache_state(self) -> dict[str, Any]:
+    def cache_state(self) -> CacheState:
         """``build_frame``'s cache-record arguments: the window's working
         memory revision, the compression epoch, the history's fingerprint."""
         mem = self.history.memory
@@ -353,11 +362,11 @@ class ContextFit:
         self.sent = (reported, len(self.journal.items), w.cut, self.frame_t, w.clip)
         self.overflow_retried = False
 
-    def fail_budget(self, fixed: int) -> dict[str, Any]:
+    def fail_budget(self, fixed: int) -> FailureArtifact:
         """A budget below the frame's fixed part: the turn fails, naming both.
         Records the failure and returns its artifact."""
         summary = cp.budget_too_small(fixed, self.budget_tokens)
-        artifact: dict[str, Any] = {
+        artifact: FailureArtifact = {
             "summary": summary,
             "category": "config",
             "budget_tokens": self.budget_tokens,

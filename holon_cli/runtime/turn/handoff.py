@@ -18,16 +18,29 @@ message its journal knows).
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from holon_cli.store.agent_store import AgentStore
 
 MAX_LISTED = 5
 
 
+class Work(TypedDict):
+    """One piece of work left running: a command task, a child agent (its
+    task and agent) or an external wait."""
+
+    kind: Literal["task", "child", "wait"]
+    summary: str
+    task_id: NotRequired[str]
+    created_at: NotRequired[str]
+    child_agent_id: NotRequired[str | None]
+    waiting_intent_id: NotRequired[str]
+    work_item_id: NotRequired[str | None]
+
+
 def background_work(
     store: AgentStore, message_id: str | None, turn_ids: Collection[str]
-) -> list[dict[str, Any]]:
+) -> list[Work]:
     """Running tasks and children started for ``message_id``, then active
     waits recorded by ``turn_ids``, oldest first."""
     if not message_id:
@@ -35,13 +48,13 @@ def background_work(
     from holon_cli.model import task as tm
     from holon_cli.runtime.tasks.records import iter_records
 
-    out: list[dict[str, Any]] = []
+    out: list[Work] = []
     for _d, rec in iter_records(store):
         if rec.get("parent_message_id") != message_id or not rec.get("promoted"):
             continue
         if tm.is_terminal(rec.get("status")):
             continue
-        item: dict[str, Any] = {
+        item: Work = {
             "kind": "child" if tm.is_child_task(rec) else "task",
             "task_id": rec["id"],
             "summary": str(rec.get("summary") or ""),
@@ -50,7 +63,7 @@ def background_work(
         if tm.is_child_task(rec):
             item["child_agent_id"] = (rec.get("child") or {}).get("child_agent_id")
         out.append(item)
-    out.sort(key=lambda i: (i["created_at"], i["task_id"]))
+    out.sort(key=lambda i: (i.get("created_at", ""), i.get("task_id", "")))
     if turn_ids:
         from holon_cli.runtime.waiting import intents
 
@@ -67,16 +80,16 @@ def background_work(
     return out
 
 
-def _one(item: dict[str, Any]) -> str:
+def _one(item: Work) -> str:
     summary = " ".join(str(item.get("summary") or "").split())[:80]
     if item["kind"] == "child":
-        return f"child agent {item.get('child_agent_id')} ({item['task_id']}: {summary})"
+        return f"child agent {item.get('child_agent_id')} ({item.get('task_id')}: {summary})"
     if item["kind"] == "task":
-        return f"task {item['task_id']} ({summary})"
-    return f"an external wait {item['waiting_intent_id']} ({summary})"
+        return f"task {item.get('task_id')} ({summary})"
+    return f"an external wait {item.get('waiting_intent_id')} ({summary})"
 
 
-def ack_text(final_text: str, work: list[dict[str, Any]]) -> str:
+def ack_text(final_text: str, work: list[Work]) -> str:
     """The acknowledgement: the turn's own words, then what continues."""
     shown = [_one(i) for i in work[:MAX_LISTED]]
     more = f" and {len(work) - MAX_LISTED} more" if len(work) > MAX_LISTED else ""
@@ -90,5 +103,5 @@ def ack_text(final_text: str, work: list[dict[str, Any]]) -> str:
     return f"{final_text.rstrip()}\n\n{line}" if final_text.strip() else line
 
 
-def first_task_id(work: list[dict[str, Any]]) -> str | None:
-    return next((str(i["task_id"]) for i in work if i.get("task_id")), None)
+def first_task_id(work: list[Work]) -> str | None:
+    return next((str(i.get("task_id")) for i in work if i.get("task_id")), None)

@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.model.provider import item_from_dict, item_to_dict
@@ -55,7 +56,35 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import atomic_write_bytes, dumps, fsync_file
 
 if TYPE_CHECKING:
+    from holon_cli.model.memory import CommandRun
     from holon_cli.model.turn import ProviderAttemptRecord, TurnSettlement
+
+
+class ContextRecord(TypedDict):
+    """The turn's context blocks: ``[[title, text]]`` as first sent, and
+    ``{title: text}`` as last shown."""
+
+    blocks: list[list[str]]
+    shown: dict[str, str]
+
+
+class FitRecord(TypedDict, total=False):
+    """The context budget's cuts besides compaction (``ContextFit.note_cuts``)."""
+
+    clip: int | None
+    shrinks: int
+    summary_shown: bool
+    memory_chars: int
+    queue_chars: int
+
+
+class Effects(TypedDict):
+    """What the turn's tool calls did, for working memory at settle."""
+
+    files: list[str]
+    commands: list[CommandRun]
+    completed: bool
+
 
 JOURNAL_VERSION = 1
 
@@ -99,12 +128,12 @@ class Journal:
         self.compaction: dict[str, Any] | None = None
         # the turn's context blocks: [[title, text]] as first sent, and
         # {title: text} as last shown (a change is appended as an item)
-        self.context: dict[str, Any] | None = None
+        self.context: ContextRecord | None = None
         # the context budget's cuts besides compaction (clipped results, shrunk blocks)
-        self.fit: dict[str, Any] | None = None
+        self.fit: FitRecord | None = None
         # what the turn's tool calls did, for working memory at settle
         self.files: list[str] = []
-        self.commands: list[dict[str, Any]] = []
+        self.commands: list[CommandRun] = []
         self.completed_work_item = False
         # each tool call's (name, milliseconds, ok), in order (runtime/turn/stats.py)
         self.latency: list[tuple[str, float, bool]] = []
@@ -218,7 +247,7 @@ class Journal:
             keys = ("cut_round", "epoch", "compacted", "summary")
             self.compaction = {k: rec[k] for k in keys}
         elif op == "fit":
-            self.fit = {k: v for k, v in rec.items() if k not in ("v", "op")}
+            self.fit = _fit_of(rec)
         elif op == "context":
             if rec.get("item") is not None:
                 self.items.append(item_from_dict(rec["item"]))
@@ -261,7 +290,7 @@ class Journal:
         except FileNotFoundError:
             pass
 
-    def _append(self, rec: dict[str, Any]) -> None:
+    def _append(self, rec: Mapping[str, object]) -> None:
         data = (dumps({"v": JOURNAL_VERSION, **rec}) + "\n").encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -294,7 +323,7 @@ class Journal:
         """An item the model sees this turn but a replay does not (reminders)."""
         self.items.append(item)
 
-    def add_usage(self, usage: dict[str, Any] | None) -> None:
+    def add_usage(self, usage: Mapping[str, int] | None) -> None:
         if not usage:
             return
         self.usage_reported = True
@@ -302,7 +331,7 @@ class Journal:
             self.usage[k] += int(usage.get(k, 0))
 
     def record_round(
-        self, usage: dict[str, Any] | None, attempts: list[ProviderAttemptRecord]
+        self, usage: Mapping[str, int] | None, attempts: list[ProviderAttemptRecord]
     ) -> None:
         """A successful provider round: its usage, its attempts, the round count."""
         self.add_usage(usage)
@@ -324,7 +353,7 @@ class Journal:
         )
 
     def record_failure(
-        self, usage: dict[str, Any] | None, attempts: list[ProviderAttemptRecord]
+        self, usage: Mapping[str, int] | None, attempts: list[ProviderAttemptRecord]
     ) -> None:
         self.add_usage(usage)
         self.timeline.extend(attempts)
@@ -349,9 +378,9 @@ class Journal:
         }
         self._append({"op": "compaction", **self.compaction})
 
-    def record_fit(self, state: dict[str, Any]) -> None:
+    def record_fit(self, state: FitRecord) -> None:
         """The context budget's cuts so far (replaces the previous record)."""
-        self.fit = dict(state)
+        self.fit = state.copy()
         self._append({"op": "fit", **state})
 
     def record_context(
@@ -364,31 +393,32 @@ class Journal:
         shown; ``item`` (an update the model sees after the latest round)
         joins the conversation in the same record."""
         self.context = {"blocks": blocks, "shown": shown}
-        rec: dict[str, Any] = {"op": "context", "blocks": blocks, "shown": shown}
+        rec: dict[str, object] = {"op": "context", "blocks": blocks, "shown": shown}
         if item is not None:
             self.items.append(item)
             rec["item"] = item_to_dict(item)
         self._append(rec)
 
-    def _effects(self) -> dict[str, Any]:
+    def _effects(self) -> Effects:
         return {
             "files": self.files,
             "commands": self.commands,
             "completed": self.completed_work_item,
         }
 
-    def _fold_effects(self, rec: dict[str, Any]) -> None:
-        self.files.extend(str(f) for f in rec.get("files") or [])
-        self.commands.extend(c for c in rec.get("commands") or [] if isinstance(c, dict))
+    def _fold_effects(self, rec: Mapping[str, object]) -> None:
+        files, commands = rec.get("files") or [], rec.get("commands") or []
+        if isinstance(files, list):
+            self.files.extend(str(f) for f in files)
+        if isinstance(commands, list):
+            self.commands.extend(_command_of(c) for c in commands if isinstance(c, dict))
         self.completed_work_item = self.completed_work_item or bool(rec.get("completed"))
 
-    def add_effects(
-        self, files: list[str], commands: list[dict[str, Any]], completed: bool
-    ) -> None:
+    def add_effects(self, files: list[str], commands: list[CommandRun], completed: bool) -> None:
         """One tool call's memory effects (durable with its round's batch)."""
         if not (files or commands or completed):
             return
-        rec = {"files": list(files), "commands": list(commands), "completed": completed}
+        rec: Effects = {"files": list(files), "commands": list(commands), "completed": completed}
         self._fold_effects(rec)
         self._append({"op": "effects", **rec})
 
@@ -422,3 +452,29 @@ class Journal:
 
     def recorded_results(self) -> dict[str, ConversationItem]:
         return {it.call_id: it for it in self.items if it.role == "tool" and it.call_id}
+
+
+def _command_of(c: Mapping[str, object]) -> CommandRun:
+    """A journaled command run (its exit status an int or nothing)."""
+    status = c.get("exit_status")
+    if not isinstance(status, int) or isinstance(status, bool):
+        status = None
+    return {"cmd": str(c.get("cmd")), "exit_status": status}
+
+
+def _fit_of(rec: Mapping[str, object]) -> FitRecord:
+    """A journaled ``fit`` record: the keys it has (a replay defaults the rest)."""
+    out: FitRecord = {}
+    clip, shrinks = rec.get("clip"), rec.get("shrinks")
+    memory, queue = rec.get("memory_chars"), rec.get("queue_chars")
+    if "clip" in rec:
+        out["clip"] = clip if isinstance(clip, int) else None
+    if isinstance(shrinks, (int, float)):
+        out["shrinks"] = int(shrinks)
+    if "summary_shown" in rec:
+        out["summary_shown"] = bool(rec["summary_shown"])
+    if isinstance(memory, (int, float)):
+        out["memory_chars"] = int(memory)
+    if isinstance(queue, (int, float)):
+        out["queue_chars"] = int(queue)
+    return out

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         RuntimeErrorData,
         ToolExecutedData,
     )
+    from holon_cli.model.records_typed_b import FailureArtifact
     from holon_cli.model.tool import ToolResult
     from holon_cli.providers.chain import ChainFailure, ChainResult
 
@@ -112,11 +113,11 @@ def record_model_round(
 
 def record_chain_failure(
     rec: TurnRecorder, journal: Journal, failure: ChainFailure, provider_ms: float
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[FailureArtifact, str | None]:
     """A failed chain: its attempts and usage in the journal, the
     ``runtime_error`` event and the ``runtime_failure`` transcript entry.
     Returns the failure artifact and kind, which the settlement carries."""
-    artifact: dict[str, Any] = failure.failure_artifact()
+    artifact = failure.failure_artifact()
     kind: str | None = getattr(failure.last, "kind", None)
     tl = failure.timeline
     usage = failure.usage.to_dict() if failure.usage is not None else None

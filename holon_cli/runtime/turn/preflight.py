@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from holon_cli.kinds import ProviderFailureKind
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.tool import Toolbox
+    from holon_cli.providers.base import Transport
     from holon_cli.store.agent_store import AgentStore
 
 
@@ -32,7 +33,7 @@ def resolve_chain(
     from holon_cli.providers.base import ProviderFailure
     from holon_cli.providers.registry import resolve_transport
 
-    resolved: dict[str, Any] = {}
+    resolved: dict[str, Transport] = {}
     failures: dict[str, ProviderFailure] = {}
     for ref in models:
         try:

@@ -5,14 +5,14 @@ very values)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from holon_cli.runtime.budgets.guard import activation_of
 from holon_cli.runtime.memory import working
 
 if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
-    from holon_cli.model.memory import CommandRun, TurnMemoryDelta, WorkingMemoryState
+    from holon_cli.model.memory import TurnMemoryDelta, WorkingMemoryState
     from holon_cli.model.turn import TurnProgress, TurnSettlement
     from holon_cli.runtime.turn.journal import Journal
     from holon_cli.runtime.workspace import WorkspaceBinding
@@ -71,7 +71,7 @@ def memory_delta(
         focus=store.read_record()["state"].get("current_work_item_id") or focus,
         workspace_id=ws.workspace_id if ws else None,
         files_touched=journal.files,
-        commands=cast("list[CommandRun]", journal.commands),
+        commands=journal.commands,
         completed_work_item=journal.completed_work_item,
         waiting=waiting,
         final_text=s["final_text"],

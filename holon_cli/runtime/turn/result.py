@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.errors import HolonError
 from holon_cli.model.value import Value
 
 if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
+    from holon_cli.model.records_typed_b import FailureArtifact
     from holon_cli.model.turn import (
         ClosureDecision,
         ProviderAttemptRecord,
@@ -65,7 +66,7 @@ class TurnResult(Value):
         model_rounds: int = 0,
         token_usage: dict[str, int] | None = None,
         provider_attempt_timeline: ProviderAttemptTimeline | None = None,
-        failure_artifact: dict[str, Any] | None = None,
+        failure_artifact: FailureArtifact | None = None,
         failure_kind: str | None = None,
         slept: bool = False,
         duration_ms: int = 0,
@@ -102,7 +103,7 @@ class TurnResult(Value):
         self.status = s["status"]
         self.failure_artifact = s.get("failure_artifact")
         self.failure_kind = s.get("failure_kind")
-        self.budget = cast("BudgetHit | None", s.get("budget"))
+        self.budget = s.get("budget")
         self.slept = s.get("sleep") is not None
         self.model_rounds = journal.rounds
         self.token_usage = dict(journal.usage)

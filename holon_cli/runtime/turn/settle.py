@@ -7,7 +7,7 @@ pause)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
     from holon_cli.model.memory import WorkingMemoryState
+    from holon_cli.model.records_typed_b import FailureArtifact, LastFailure
     from holon_cli.model.tool import SleepRequest
     from holon_cli.model.turn import (
         BriefPlan,
@@ -45,7 +46,7 @@ def decide_settlement(
     focus: str | None,
     final_text: str,
     failed: bool,
-    failure_artifact: dict[str, Any] | None,
+    failure_artifact: FailureArtifact | None,
     failure_kind: str | None,
     sleep_req: SleepRequest | None,
     wrote_completion_brief: bool,
@@ -116,7 +117,7 @@ def decide_settlement(
         "status": "aborted" if failed else "completed",
         "no_progress": streak,
         "notice": guard.notice(prev, streak),
-        "budget": dict(budget_hit) if budget_hit is not None else None,
+        "budget": budget_hit.copy() if budget_hit is not None else None,
         "closure": closure,
         "final_text": final_text,
         "brief": brief,
@@ -138,7 +139,7 @@ def _closure_and_brief(
     focus: str | None,
     final_text: str,
     failed: bool,
-    failure_artifact: dict[str, Any] | None,
+    failure_artifact: FailureArtifact | None,
     wrote_completion_brief: bool,
     budget_hit: BudgetHit | None,
     abort_reason: str | None,
@@ -187,7 +188,7 @@ def _closure_and_brief(
     }
 
 
-def _already(store: AgentStore, ledger: str, match: Callable[[dict[str, Any]], bool]) -> bool:
+def _already(store: AgentStore, ledger: str, match: Callable[[Mapping[str, object]], bool]) -> bool:
     return any(match(r) for r in store.ledger(ledger).tail(64))
 
 
@@ -388,7 +389,7 @@ def finish_agent_state(
     )
 
 
-def _failure_record(agent_id: str, s: TurnSettlement, at: str) -> dict[str, Any]:
+def _failure_record(agent_id: str, s: TurnSettlement, at: str) -> LastFailure:
     fa = s.get("failure_artifact") or {}
     kind = s.get("failure_kind") or "failed"
     return {

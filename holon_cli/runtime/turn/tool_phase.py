@@ -27,6 +27,7 @@ from holon_cli.runtime.workspace import workspace_for
 
 if TYPE_CHECKING:
     from holon_cli.model.events import ToolErrorEnvelope
+    from holon_cli.model.memory import CommandRun
     from holon_cli.model.tool import SleepRequest, ToolContext
     from holon_cli.runtime.prompt import BuiltPrompt
     from holon_cli.runtime.turn.state import TurnState
@@ -109,7 +110,7 @@ class ToolPhase:
             self._activate_skills(fx.commands, built.sources["skills"])
         record_tool_result(t.rec, t.journal, call, res, tool_ms, fx.work_item_id or t.focus)
         # after its result: a replay counts the effects of recorded calls only
-        runs = [
+        runs: list[CommandRun] = [
             {"cmd": str(c.get("cmd")), "exit_status": c.get("exit_status")} for c in fx.command_runs
         ]
         t.journal.add_effects(fx.files_touched, runs, bool(fx.completion_brief_id))

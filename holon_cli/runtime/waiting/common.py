@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli.store.agent_store import AgentStore
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope, EnvelopeHead, QueueEntry
 
 
 def field(env: Mapping[str, Any], camel: str, snake: str) -> Any:
@@ -21,9 +24,15 @@ def field(env: Mapping[str, Any], camel: str, snake: str) -> Any:
     return env.get(camel)
 
 
-def source_refs(env: Mapping[str, Any]) -> dict[str, Any]:
+def source_refs(env: Mapping[str, Any]) -> Mapping[str, object]:
     refs = field(env, "sourceRefs", "source_refs")
     return refs if isinstance(refs, dict) else {}
+
+
+def metadata_of(env: Mapping[str, Any]) -> Mapping[str, object]:
+    """An envelope's ``metadata`` object (``{}`` when it has none)."""
+    meta = env.get("metadata")
+    return meta if isinstance(meta, dict) else {}
 
 
 def state_file(store: AgentStore, name: str) -> Path:
@@ -38,21 +47,22 @@ def secrets_dir(store: AgentStore) -> Path:
     return store.layout.runtime / "secrets"
 
 
-def _envelope(store: AgentStore, entry: Any) -> dict[str, Any]:
+def _envelope(store: AgentStore, entry: QueueEntry) -> EnvelopeHead | Envelope:
     """A queued entry's envelope head (kind, origin, refs, metadata); the full
     envelope when the head left its metadata out (too large for the index)."""
     from holon_cli.runtime import queue as q
 
-    head = entry.get("head") or entry.get("envelope") or {}
+    empty: EnvelopeHead = {}
+    head: EnvelopeHead | Envelope = entry.get("head") or entry.get("envelope") or empty
     if "metadata" in head or head.get("kind") not in ("system_tick", "timer_tick"):
-        return cast(dict[str, Any], head)
+        return head
     try:
-        return cast(dict[str, Any], q.load_envelope(store, entry))
+        return q.load_envelope(store, entry)
     except Exception:  # noqa: BLE001 - an unusable copy: the head is all we know
-        return cast(dict[str, Any], head)
+        return head
 
 
-def queued_envelopes(store: AgentStore) -> Iterator[dict[str, Any]]:
+def queued_envelopes(store: AgentStore) -> Iterator[Mapping[str, object]]:
     """Messages still waiting for a turn: queued ledger entries and inbox
     deliveries not yet ingested. Read-only, no lock. The inbox is listed
     *before* the queue is loaded and the queue is reloaded when a listed file
@@ -64,7 +74,7 @@ def queued_envelopes(store: AgentStore) -> Iterator[dict[str, Any]]:
     st = q.load(store)
     seen: set[str] = set()
 
-    def queued(state: q.QueueState) -> Iterator[dict[str, Any]]:
+    def queued(state: q.QueueState) -> Iterator[Mapping[str, object]]:
         for e in state.entries.values():
             if e.get("status") == "queued" and e["message_id"] not in seen:
                 seen.add(e["message_id"])

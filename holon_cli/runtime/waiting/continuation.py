@@ -18,7 +18,7 @@ settles the message itself, with no provider request:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict
 
 from holon_cli import clock
 from holon_cli.model.continuation import ContinuationRecord, control_action, resolve
@@ -33,11 +33,23 @@ if TYPE_CHECKING:
 TRUSTED_CONTROL = ("trusted_operator", "trusted_system")
 
 
+class ControlOutcome(TypedDict):
+    """What a control message did to the agent's lifecycle."""
+
+    action: str | None
+    applied: NotRequired[bool]
+    reason: NotRequired[str]  # why it was not applied
+    trust: NotRequired[str | None]  # the untrusted origin's trust
+    previous: NotRequired[AgentStatus]
+    status: NotRequired[AgentStatus]
+    changed: NotRequired[bool]
+
+
 class Decision(NamedTuple):
     run_model: bool
     continuation: ContinuationRecord
     settled_as: str | None = None  # resolution when settled without a turn
-    control: dict[str, Any] | None = None
+    control: ControlOutcome | None = None
 
 
 def resolve_for(store: AgentStore, env: Mapping[str, Any]) -> ContinuationRecord:
@@ -45,7 +57,7 @@ def resolve_for(store: AgentStore, env: Mapping[str, Any]) -> ContinuationRecord
     return resolve(env, state.get("last_closure"), at=clock.now_iso())
 
 
-def apply_control(store: AgentStore, env: Mapping[str, Any]) -> dict[str, Any]:
+def apply_control(store: AgentStore, env: Mapping[str, Any]) -> ControlOutcome:
     """Apply a control message's lifecycle action. Returns what happened."""
     action = control_action(env)
     trust = field(env, "trust", "trust")
@@ -53,7 +65,7 @@ def apply_control(store: AgentStore, env: Mapping[str, Any]) -> dict[str, Any]:
         return {"applied": False, "reason": "unrecognized_control", "action": None}
     if trust not in TRUSTED_CONTROL:
         return {"applied": False, "reason": "untrusted_origin", "action": action, "trust": trust}
-    out: dict[str, Any] = {"action": action}
+    out: ControlOutcome = {"action": action}
 
     def mutate(state: AgentState) -> None:
         prev = state["status"]
@@ -64,7 +76,10 @@ def apply_control(store: AgentStore, env: Mapping[str, Any]) -> dict[str, Any]:
             new = prev if prev == "stopped" else "paused"
         else:  # resume
             new = "awake_idle" if prev in ("paused", "stopped") else prev
-        out.update(previous=prev, status=new, changed=new != prev, applied=True)
+        out["previous"] = prev
+        out["status"] = new
+        out["changed"] = new != prev
+        out["applied"] = True
         if new != prev:
             state["status"] = new
             state["status_changed_at"] = clock.now_iso()
@@ -106,7 +121,7 @@ def before_turn(
     data: MessageSettledWithoutTurnData = {
         "turn_id": turn_id,
         "resolution": res["resolution"],
-        "control": control,
+        "control": None if control is None else dict(control),
     }
     store.emit(
         "message_settled_without_turn",
@@ -143,12 +158,12 @@ def _transcript_entry(store: AgentStore, env: Mapping[str, Any], turn_id: str | 
     )
 
 
-def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:
+def settle_queued_controls(store: AgentStore) -> list[dict[str, object]]:
     """For a paused agent: apply queued control messages in queue order
     (a ``resume`` among them unpauses it). Other messages wait."""
     from holon_cli.runtime import queue as q
 
-    actions: list[dict[str, Any]] = []
+    actions: list[dict[str, object]] = []
     while True:
         with store.lock():
             if store.read_record()["state"]["status"] != "paused":
@@ -163,7 +178,10 @@ def settle_queued_controls(store: AgentStore) -> list[dict[str, Any]]:
         res = resolve_for(store, env)
         _persist(store, res)
         control = apply_control(store, env)
-        settled: MessageSettledWithoutTurnData = {"resolution": "control", "control": control}
+        settled: MessageSettledWithoutTurnData = {
+            "resolution": "control",
+            "control": dict(control),
+        }
         store.emit(
             "message_settled_without_turn",
             settled,

@@ -25,7 +25,7 @@ as evidence, never as instructions.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
@@ -36,11 +36,18 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.locks import pid_alive
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from holon_cli.model.agent import AgentState
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import WakeHintConvertedData
+
+
+class HintOutcome(TypedDict):
+    """What became of one delivery's hint (:func:`submit`)."""
+
+    disposition: str  # system_tick_admitted | coalesced
+    coalesced_count: int
+    message_id: str | None
+    behind: NotRequired[str]  # coalesced: behind a running turn, or this queued tick
 
 
 def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
@@ -51,26 +58,39 @@ def merge(pending: WakeHint | None, new: WakeHint) -> WakeHint:
         out["coalesced_count"] = 1
         out["first_received_at"] = new.get("received_at") or clock.now_iso()
         return out
-    merged_d: dict[str, Any] = dict(pending)
-    merged_new: Mapping[str, list[str]] = {
-        "waiting_intent_ids": new.get("waiting_intent_ids") or [],
-        "work_item_ids": new.get("work_item_ids") or [],
-    }
-    for k in ("source", "content_type", "body", "correlation_id", "causation_id", "received_at"):
-        if k in new:
-            merged_d[k] = new.get(k)
-    for k in ("external_trigger_id", "target_agent_id", "delivery_mode"):
-        if new.get(k):
-            merged_d[k] = new.get(k)
-    for k in ("waiting_intent_ids", "work_item_ids"):
-        ids: list[str] = list(merged_d.get(k) or [])
-        for i in merged_new.get(k) or []:
-            if i not in ids:
-                ids.append(i)
-        merged_d[k] = ids
-    out = cast(WakeHint, merged_d)
+    out = {**pending}
+    if "source" in new:
+        out["source"] = new.get("source")
+    if "content_type" in new:
+        out["content_type"] = new.get("content_type")
+    if "body" in new:
+        out["body"] = new.get("body")
+    if "correlation_id" in new:
+        out["correlation_id"] = new.get("correlation_id")
+    if "causation_id" in new:
+        out["causation_id"] = new.get("causation_id")
+    if "received_at" in new:
+        out["received_at"] = new["received_at"]
+    if trigger_id := new.get("external_trigger_id"):
+        out["external_trigger_id"] = trigger_id
+    if target := new.get("target_agent_id"):
+        out["target_agent_id"] = target
+    if mode := new.get("delivery_mode"):
+        out["delivery_mode"] = mode
+    out["waiting_intent_ids"] = _union(
+        pending.get("waiting_intent_ids"), new.get("waiting_intent_ids")
+    )
+    out["work_item_ids"] = _union(pending.get("work_item_ids"), new.get("work_item_ids"))
     out["coalesced_count"] = int(pending.get("coalesced_count") or 1) + 1
     return out
+
+
+def _union(old: list[str] | None, new: list[str] | None) -> list[str]:
+    ids = list(old or [])
+    for i in new or []:
+        if i not in ids:
+            ids.append(i)
+    return ids
 
 
 def turn_running(state: AgentState) -> bool:
@@ -126,11 +146,12 @@ def render(hint: WakeHint) -> str:
     )
 
 
-def hint_metadata(hint: WakeHint) -> dict[str, Any]:
+def hint_metadata(hint: WakeHint) -> WakeHint:
     """What the tick's metadata keeps of the hint: everything but the body
     (already rendered, fenced, in the message text; a body up to 256 KiB must
     not bloat the queue index) plus whether it had content."""
-    out: dict[str, Any] = {k: v for k, v in hint.items() if k != "body"}
+    out: WakeHint = {**hint}
+    out.pop("body", None)
     out["contentful"] = is_contentful(hint)
     body = hint.get("body") or {}
     out["body_type"] = body.get("type")
@@ -144,7 +165,10 @@ def _admit(store: AgentStore, hint: WakeHint) -> Envelope:
     refs = {"callback_descriptor_id": str(hint.get("external_trigger_id"))}
     if len(hint.get("waiting_intent_ids") or []) == 1:
         refs["waiting_intent_id"] = (hint.get("waiting_intent_ids") or [""])[0]
-    origin: dict[str, Any] = {"kind": "callback", "descriptor_id": hint.get("external_trigger_id")}
+    origin: dict[str, object] = {
+        "kind": "callback",
+        "descriptor_id": hint.get("external_trigger_id"),
+    }
     if hint.get("source"):
         origin["source"] = hint.get("source")
     env = admit(
@@ -163,7 +187,7 @@ def _admit(store: AgentStore, hint: WakeHint) -> Envelope:
     return env
 
 
-def submit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
+def submit(store: AgentStore, hint: WakeHint) -> HintOutcome:
     """Receive one delivery's hint. Returns ``{disposition, message_id?, coalesced_count}``."""
     with store.lock():
         rec = store.read_record()
@@ -178,7 +202,7 @@ def submit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
                 "disposition": "coalesced",
                 "coalesced_count": merged["coalesced_count"],
                 "message_id": None,
-                "behind": "turn" if busy else queued,
+                "behind": queued if queued and not busy else "turn",
             }
         env = _admit(store, merged)
         state["pending_wake_hint"] = None
@@ -190,7 +214,7 @@ def submit(store: AgentStore, hint: WakeHint) -> dict[str, Any]:
     }
 
 
-def flush(store: AgentStore) -> dict[str, Any] | None:
+def flush(store: AgentStore) -> dict[str, object] | None:
     """Convert a pending hint into its one ``system_tick`` when the agent is
     eligible (no turn running, not paused or stopped, no hint tick queued)."""
     if not store.read_record()["state"].get("pending_wake_hint"):

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from holon_cli import clock
 from holon_cli.model.turn import ClosureDecision, RuntimePosture
@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 before_turn = continuation.before_turn
 
 
-def _wake_from_sleep(store: AgentStore) -> dict[str, Any] | None:
-    out: dict[str, Any] = {}
+def _wake_from_sleep(store: AgentStore) -> dict[str, object] | None:
+    woke: list[bool] = []
 
     def mutate(s: AgentState) -> None:
         if s["status"] == "asleep":
-            out["woke"] = True
+            woke.append(True)
             s.update(
                 {
                     "status": "awake_idle",
@@ -40,7 +40,7 @@ def _wake_from_sleep(store: AgentStore) -> dict[str, Any] | None:
             )
 
     store.update_state(mutate, reason="sleep_expired")
-    if not out:
+    if not woke:
         return None
     return {"action": "woke", "reason": "sleep_expired"}
 
@@ -58,7 +58,7 @@ def _migrate_sleep(store: AgentStore) -> None:
     timers.add_timer(store, after_ms=left_ms, purpose="sleep")
 
 
-def tick_pass(store: AgentStore, now: float | None = None) -> list[dict[str, Any]]:
+def tick_pass(store: AgentStore, now: float | None = None) -> list[dict[str, object]]:
     """The waiting plane's part of one scheduling pass. Returns its actions."""
     status = store.read_record()["state"]["status"]
     if status == "stopped":
@@ -90,9 +90,9 @@ def closure_wait(store: AgentStore, posture: RuntimePosture = "awake") -> Closur
     }
 
 
-def after_turn(store: AgentStore, *, sleep_ms: int | None = None) -> list[dict[str, Any]]:
+def after_turn(store: AgentStore, *, sleep_ms: int | None = None) -> list[dict[str, object]]:
     """Called once a turn has settled (its message and the agent state)."""
-    actions: list[dict[str, Any]] = []
+    actions: list[dict[str, object]] = []
     if sleep_ms:
         timers.cancel_sleep_timers(store)  # the newest Sleep wins: one pending wake at most
         t = timers.add_timer(store, after_ms=int(sleep_ms), purpose="sleep")

@@ -46,7 +46,13 @@ from holon_cli.model.timer import (
     public,
 )
 from holon_cli.runtime.waiting.common import field as env_field
-from holon_cli.runtime.waiting.common import lock_file, queued_envelopes, source_refs, state_file
+from holon_cli.runtime.waiting.common import (
+    lock_file,
+    metadata_of,
+    queued_envelopes,
+    source_refs,
+    state_file,
+)
 from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.fsio import read_snapshot, write_snapshot
 from holon_cli.store.locks import locked
@@ -240,7 +246,9 @@ def get_timer(store: AgentStore, timer_id: str) -> StoredTimer:
 # --------------------------------------------------------------- cancel
 
 
-def cancel_timer(store: AgentStore, timer_id: str, *, reason: str = "operator") -> dict[str, Any]:
+def cancel_timer(
+    store: AgentStore, timer_id: str, *, reason: str = "operator"
+) -> dict[str, object]:
     """Cancel an active timer. Unknown id: NotFoundError (3). Already
     cancelled or fired: nothing changes, ``changed`` is false."""
     with _lock(store):
@@ -278,7 +286,7 @@ def _queued_ticks(store: AgentStore) -> dict[str, str]:
     for env in queued_envelopes(store):
         if env.get("kind") != "timer_tick":
             continue
-        tid = source_refs(env).get("timer_id") or (env.get("metadata") or {}).get("timer_id")
+        tid = source_refs(env).get("timer_id") or metadata_of(env).get("timer_id")
         if isinstance(tid, str):
             out.setdefault(tid, str(env.get("id")))
     return out
@@ -288,29 +296,34 @@ def _admit_tick(store: AgentStore, t: StoredTimer, *, missed: int) -> Envelope:
     from holon_cli.runtime.enqueue import admit
 
     text = t.get("message") or default_message(t["id"], t.get("purpose") or "timer")
-    meta = {
+    meta: dict[str, object] = {
         "timer_id": t["id"],
         "timer_purpose": t.get("purpose") or "timer",
         "fire_seq": int(t["fire_count"]) + 1,
         "missed_fires": missed,
     }
-    kw: dict[str, Any] = {
-        "store": store,
-        "kind": "timer_tick",
-        "origin": f"timer:{t['id']}",
-        "delivery_surface": "timer_scheduler",
-        "admission_context": "runtime_owned",
-        "metadata": meta,
-        "source_refs": {"timer_id": t["id"]},
-    }
+
+    def admit_tick(wid: str | None) -> Envelope:
+        return admit(
+            text,
+            store=store,
+            work_item_id=wid,
+            kind="timer_tick",
+            origin=f"timer:{t['id']}",
+            delivery_surface="timer_scheduler",
+            admission_context="runtime_owned",
+            metadata=meta,
+            source_refs={"timer_id": t["id"]},
+        )
+
     wid = t.get("work_item_id")
     try:
-        return admit(text, work_item_id=wid, **kw)
+        return admit_tick(wid)
     except NotFoundError:
         if not wid:
             raise
         meta["unbound_work_item_id"] = wid  # the item is gone: fire unbound
-        return admit(text, **kw)
+        return admit_tick(None)
 
 
 def _due(t: StoredTimer, now: float) -> bool:
@@ -318,14 +331,14 @@ def _due(t: StoredTimer, now: float) -> bool:
     return isinstance(at, str) and clock.parse_iso(at) <= now
 
 
-def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, Any]]:
+def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, object]]:
     """Fire every due active timer once. Returns one action per timer."""
     now = clock.now() if now is None else now
     now_ms = int(round(now * 1000))
     st = load(store)
     if not any(_due(t, now) for t in st.active()):
         return []  # the common case: no lock taken
-    actions: list[dict[str, Any]] = []
+    actions: list[dict[str, object]] = []
     with _lock(store):
         st = load(store)
         due = [t for t in st.active() if _due(t, now)]
@@ -358,7 +371,7 @@ def fire_due(store: AgentStore, now: float | None = None) -> list[dict[str, Any]
             upd["fire_count"] = int(t["fire_count"]) + 1
             upd["last_fired_at"] = at
             _append(store, st, "fired", upd, fired=(message_id, pending, missed))
-            action: dict[str, Any] = {
+            action: dict[str, object] = {
                 "action": "timer_fired" if message_id else "timer_coalesced",
                 "timer_id": t["id"],
                 "fire_count": upd["fire_count"],
@@ -397,6 +410,6 @@ def timer_of(env: Mapping[str, Any]) -> str | None:
     """The timer id a ``timer_tick`` message came from."""
     if env.get("kind") != "timer_tick":
         return None
-    tid = source_refs(env).get("timer_id") or (env.get("metadata") or {}).get("timer_id")
+    tid = source_refs(env).get("timer_id") or metadata_of(env).get("timer_id")
     origin = env_field(env, "origin", "origin") or {}
     return tid if isinstance(tid, str) else origin.get("timer_id", origin.get("timerId"))

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
         TriggerRotatedData,
     )
     from holon_cli.model.trigger import TriggerLedgerRecord, WakeHint
+    from holon_cli.model.typed import JsonObject
+    from holon_cli.runtime.waiting.hints import HintOutcome
 
 NAME = "trigger"
 LEDGER: Final = "triggers"
@@ -286,7 +288,7 @@ class Delivery(NamedTuple):
     waiting_intent_ids: list[str]
     received_at: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return dict(self._asdict())
 
 
@@ -332,7 +334,7 @@ def find_target(token: str) -> tuple[AgentStore, TriggerRecord]:
     return found
 
 
-def parse_body(body: bytes, content_type: str | None) -> dict[str, Any] | None:
+def parse_body(body: bytes, content_type: str | None) -> JsonObject | None:
     """The delivery body as a message body value (``None`` when empty)."""
     if len(body) > MAX_BODY_BYTES:
         raise UsageError(
@@ -454,7 +456,7 @@ def _emit_delivered(
     store: AgentStore,
     cur: TriggerRecord,
     hint: WakeHint,
-    outcome: dict[str, Any],
+    outcome: HintOutcome,
     *,
     body_bytes: int,
 ) -> None:

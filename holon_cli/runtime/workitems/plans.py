@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from holon_cli.model import workitem as wm
 from holon_cli.model.workitem import PlanDescriptor
@@ -26,6 +26,23 @@ from holon_cli.store.workitem_index import (
 
 if TYPE_CHECKING:
     from holon_cli.model.events import PlanArtifactChangedData, PlanArtifactMissingData
+
+
+class PlanChange(TypedDict):
+    """One plan descriptor :func:`refresh` brought up to date."""
+
+    work_item_id: str
+    change: str  # changed | missing
+    plan_artifact: PlanDescriptor
+
+
+class PlanRefresh(TypedDict):
+    """What :func:`refresh_plan_descriptor` found."""
+
+    work_item_id: str
+    changed: bool
+    exists: bool
+    plan_artifact: PlanDescriptor
 
 
 def _plan_events(
@@ -61,7 +78,7 @@ def _plan_events(
 
 def refresh(
     store: AgentStore, ids: Iterable[str], *, turn_id: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[PlanChange]:
     """Bring the plan descriptors of ``ids`` up to date; one lock for all changes."""
     idx = load(store)
     stale = []
@@ -91,14 +108,14 @@ def refresh(
             changes.append((wid, old, fresh))
         if changes:
             save(store, idx)
-    out = []
+    out: list[PlanChange] = []
     for wid, prev, fresh in changes:
         _plan_events(store, wid, prev, fresh, turn_id)
         out.append(
             {
                 "work_item_id": wid,
                 "change": "changed" if fresh["exists"] else "missing",
-                "plan_artifact": dict(fresh),
+                "plan_artifact": {**fresh},
             }
         )
     return out
@@ -106,7 +123,7 @@ def refresh(
 
 def refresh_plan_descriptor(
     store: AgentStore, work_item_id: str, *, turn_id: str | None = None
-) -> dict[str, Any]:
+) -> PlanRefresh:
     """Re-read one item's plan file. Returns ``{work_item_id, changed, exists,
     plan_artifact}``. A deleted file is reported (``exists: false`` and one
     ``plan_artifact_missing`` event), never recreated."""
@@ -114,7 +131,7 @@ def refresh_plan_descriptor(
     changes = refresh(store, [work_item_id], turn_id=turn_id)
     rec = load(store).get(work_item_id)
     assert rec is not None  # required above; items are never removed
-    desc = dict(rec["plan_artifact"])
+    desc: PlanDescriptor = {**rec["plan_artifact"]}
     return {
         "work_item_id": work_item_id,
         "changed": bool(changes),
@@ -123,7 +140,7 @@ def refresh_plan_descriptor(
     }
 
 
-def refresh_all(store: AgentStore, *, turn_id: str | None = None) -> list[dict[str, Any]]:
+def refresh_all(store: AgentStore, *, turn_id: str | None = None) -> list[PlanChange]:
     """Refresh every open item's plan descriptor (the turn engine calls this at
     turn end). Returns one ``{work_item_id, change, plan_artifact}`` per change."""
     return refresh(store, [r["id"] for r in load(store).open_records()], turn_id=turn_id)

@@ -14,7 +14,7 @@ do about the work queue.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from holon_cli import clock
 from holon_cli.digest import sha256_hex
@@ -43,9 +43,43 @@ if TYPE_CHECKING:
 HOLD_FAILURE_KINDS = frozenset({"context_length_exceeded"})
 
 
+class TurnEndCommit(TypedDict):
+    """What :func:`turn_end_commit` did with the bound item."""
+
+    work_item_id: str | None
+    action: str  # skipped | none | blocked | continuation_held
+    reason: str
+    focus_released: NotRequired[bool]
+    work_item: NotRequired[Mapping[str, object]]  # the item as blocked
+
+
+class Candidate(TypedDict):
+    """A work item as an activation signal lists it."""
+
+    work_item_id: str
+    objective: str
+    readiness: str
+    plan_status: str | None
+    current_todo: Mapping[str, object] | None
+    updated_at: str | None
+    blocked_by: NotRequired[str | None]
+    last_triggered_at: NotRequired[str | None]
+
+
+class RecheckDue(TypedDict):
+    """A blocked item whose recheck time has come (:func:`recheck_due`)."""
+
+    id: str
+    work_item_id: str
+    objective: str
+    blocked_by: str | None
+    recheck_at: str | None
+    text: str
+
+
 def turn_end_commit(
     store: AgentStore, bound_work_item_id: str | None, facts: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> TurnEndCommit:
     """Resolve the bound item's transition at turn end (spec: Turn-End
     Work-Item Transition Commit).
 
@@ -181,9 +215,9 @@ def continuation_hold(
     return hold
 
 
-def _compact(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any]:
+def _compact(idx: WorkItemIndex, rec: WorkItemRecord) -> Candidate:
     waits = idx.waits_for(rec)
-    out: dict[str, Any] = {
+    out: Candidate = {
         "work_item_id": rec["id"],
         "objective": rec["objective"],
         "readiness": wr.readiness(rec, waits),
@@ -310,7 +344,7 @@ def _as_ts(now: float | str | None) -> float:
     return float(now)
 
 
-def recheck_due(store: AgentStore, now: float | str | None = None) -> list[dict[str, Any]]:
+def recheck_due(store: AgentStore, now: float | str | None = None) -> list[RecheckDue]:
     """Blocked open items whose one-shot ``recheck_at`` has passed and not yet
     been consumed. Each is marked ``recheck_consumed_at`` (so it fires once
     per deadline) and returned; the blocker is neither cleared nor
@@ -329,7 +363,7 @@ def recheck_due(store: AgentStore, now: float | str | None = None) -> list[dict[
 
     if not any(due(r) for r in load(store).open_records()):  # due: open items only
         return []
-    out: list[dict[str, Any]] = []
+    out: list[RecheckDue] = []
     with mutation(store) as (idx, _):
         consumed_at = clock.now_iso()
         for rec in sorted(
@@ -367,7 +401,7 @@ def newest_completion_report_since(store: AgentStore, since_iso: str) -> str | N
     """Text of the newest ``DeliverySummaryRecord`` created at or after
     ``since_iso`` (``holon run``'s ``final_text``), else ``None``."""
     since = clock.parse_iso(since_iso)
-    best: dict[str, Any] | None = None
+    best: Mapping[str, object] | None = None
     # a report this recent is in the head (its item completed recently) or
     # among the changes not yet checkpointed: never only in the archive
     idx = load(store)

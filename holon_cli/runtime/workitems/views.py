@@ -7,7 +7,7 @@ derived readiness projection; nothing here changes focus.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from holon_cli.errors import UsageError
 from holon_cli.model import workitem as wm
@@ -21,11 +21,21 @@ from holon_cli.store.agent_store import AgentStore
 from holon_cli.store.workitem_index import WorkItemIndex, load
 
 
-def completion_report(idx: WorkItemIndex, rec: WorkItemRecord) -> dict[str, Any] | None:
+class CompletionReport(TypedDict):
+    """A completed item's report: its result summary, else its newest
+    delivery summary."""
+
+    text: str
+    source: str  # result_summary | delivery_summary
+    delivery_summary_id: NotRequired[str | None]
+    created_at: NotRequired[str | None]
+
+
+def completion_report(idx: WorkItemIndex, rec: WorkItemRecord) -> CompletionReport | None:
     if rec.get("state") != "completed":
         return None
-    if rec.get("result_summary"):
-        return {"text": rec["result_summary"], "source": "result_summary"}
+    if summary := rec.get("result_summary"):
+        return {"text": summary, "source": "result_summary"}
     rep = idx.report_of(str(rec.get("id")))
     if rep:
         return {
@@ -72,7 +82,7 @@ def view(
     return out
 
 
-def wait_brief(w: Mapping[str, Any]) -> dict[str, Any]:
+def wait_brief(w: Mapping[str, object]) -> dict[str, object]:
     return {
         k: w.get(k)
         for k in (

@@ -29,13 +29,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli.digest import sha256_hex
-from holon_cli.model.workspace import AGENT_HOME, WS_ID_PREFIX, looks_like_id
+from holon_cli.model.workspace import (
+    AGENT_HOME,
+    WS_ID_PREFIX,
+    WorkspaceSnapshot,
+    WorktreeSession,
+    looks_like_id,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.agent import AgentState
-    from holon_cli.model.workspace import ProjectionKind, WorkspaceSnapshot, WorktreeSession
+    from holon_cli.model.workspace import ProjectionKind
+
+
+class WorkspaceView(WorkspaceSnapshot):
+    """A binding as the workspace surfaces show it: the snapshot and the
+    worktree session of an isolated one."""
+
+    worktree_session: WorktreeSession | None
 
 
 class WorkspaceBinding(NamedTuple):
@@ -66,7 +79,7 @@ class WorkspaceBinding(NamedTuple):
             "projection_kind": self.projection_kind,
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> WorkspaceView:
         return {**self.snapshot(), "worktree_session": self.worktree_session}
 
 
@@ -136,7 +149,7 @@ class InstructionSource(NamedTuple):
     bytes: int
     sha256: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self._asdict())
 
 

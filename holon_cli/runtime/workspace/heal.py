@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple, NotRequired, TypedDict
 
 from holon_cli.store.layout import HomeLayout
 
@@ -47,15 +47,23 @@ def clear_intent(worktree: Path) -> None:
     intent_path(worktree).unlink(missing_ok=True)
 
 
-def _read(p: Path) -> dict[str, Any] | None:
+class WorktreeIntent(TypedDict):
+    """``<name>.intent``: a worktree being made, and by which process."""
+
+    v: NotRequired[object]
+    pid: NotRequired[object]  # pid_alive decides what it is worth
+    path: str
+    branch: str
+    repo: str
+
+
+def _read(p: Path) -> WorktreeIntent | None:
+    from holon_cli.model.typed import CheckError, check
+
     try:
-        rec = json.loads(p.read_bytes())
-    except (OSError, ValueError):
+        return check(json.loads(p.read_bytes()), WorktreeIntent)
+    except (OSError, ValueError, CheckError):
         return None
-    ok = isinstance(rec, dict) and all(
-        isinstance(rec.get(k), str) for k in ("path", "branch", "repo")
-    )
-    return rec if ok else None
 
 
 def leftovers(home: HomeLayout, agent_id: str) -> list[Leftover]:
@@ -79,12 +87,12 @@ def leftovers(home: HomeLayout, agent_id: str) -> list[Leftover]:
     return out
 
 
-def heal(home: HomeLayout, agent_id: str) -> list[dict[str, Any]]:
+def heal(home: HomeLayout, agent_id: str) -> list[dict[str, str]]:
     """Finish what killed commands left: each leftover removed (no change of
     its own) or kept and named (changes); its intent cleared either way."""
     from holon_cli.runtime.workspace.gitops import git
 
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, str]] = []
     for left in leftovers(home, agent_id):
         if not left.branch or not left.repo.is_dir():
             left.intent.unlink(missing_ok=True)

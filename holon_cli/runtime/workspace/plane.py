@@ -282,14 +282,19 @@ def bind(
     _upgrade_legacy(store)
     if b.workspace_id != AGENT_HOME and register_anchor:
         register(_home(store), b.workspace_anchor)
-    box: dict[str, Any] = {}
+    seen: list[tuple[str, bool]] = []  # (the previous workspace, newly attached)
 
     def write(st: AgentState) -> None:
-        box["previous"] = workspace_for(store.layout.home, st).workspace_id
-        box["attached"] = b.workspace_id not in attached_ids(st)
+        seen.append(
+            (
+                workspace_for(store.layout.home, st).workspace_id,
+                b.workspace_id not in attached_ids(st),
+            )
+        )
         _store_binding(st, b)
 
     store.update_state(write)
+    previous, attached = seen[-1]
     if target.worktree_created and b.worktree_session is not None:
         s = b.worktree_session
         from holon_cli.runtime.workspace.heal import clear_intent
@@ -309,15 +314,15 @@ def bind(
         "execution_root": str(b.execution_root),
         "projection_kind": b.projection_kind,
         "mode": target.mode,
-        "previous_workspace_id": box["previous"],
+        "previous_workspace_id": previous,
         "source": source,
     }
     store.emit("workspace_bound", bound)
     out: dict[str, Any] = {
         **b.to_dict(),
         "mode": target.mode,
-        "previous_workspace_id": box["previous"],
-        "newly_attached": bool(box["attached"]) and b.workspace_id != AGENT_HOME,
+        "previous_workspace_id": previous,
+        "newly_attached": attached and b.workspace_id != AGENT_HOME,
     }
     if target.guidance:
         out["guidance"] = target.guidance

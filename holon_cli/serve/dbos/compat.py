@@ -113,7 +113,7 @@ def write_steps(workflow_id: str, rows: list[Any], owner_xid: str | None, done_m
 
     sys_db = _get_dbos_instance()._sys_db
     schema = sys_db.schema or "public"
-    params: dict[str, Any] = {
+    params: dict[str, object] = {
         "wf": workflow_id,
         "owner": owner_xid,
         "done": done_ms,  # one value across retries

@@ -6,7 +6,7 @@ read routes) and ``public.py`` (public ingress)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +17,14 @@ from holon_cli.model.jsontext import parse_json
 from holon_cli.serve.http.errors import HttpError, too_large
 
 if TYPE_CHECKING:
+    from holon_cli.model.typed_base import JsonObject
     from holon_cli.serve.http.ingress import RateLimiter
 
 PROMPT_CAP = 1 << 20
 CALLBACK_CAP = 256 << 10
 
 OriginKey = tuple[str, str, int]
-RuntimeStatus = Callable[[], dict[str, Any]]
+RuntimeStatus = Callable[[], Mapping[str, object]]
 
 
 @dataclass
@@ -74,7 +75,7 @@ async def read_body(request: Request, cap: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, cap: int, allow_empty: bool = False) -> dict[str, Any]:
+async def read_json(request: Request, cap: int, allow_empty: bool = False) -> JsonObject:
     """A JSON object body, standard JSON only (400 ``invalid_json``);
     ``allow_empty``: no body at all reads as ``{}``."""
     raw = await read_body(request, cap)

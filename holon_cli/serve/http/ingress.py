@@ -17,6 +17,7 @@ from holon_cli.serve.http.errors import HttpError
 
 if TYPE_CHECKING:
     from holon_cli.model.config import WebhookConfig
+    from holon_cli.model.typed_base import JsonObject
 
 PUBLIC_ORIGINS = {"channel": "http_public_enqueue", "webhook": "http_webhook"}
 PUBLIC_KEYS = {"text", "json", "origin", "kind", "priority", "correlation_id"}
@@ -24,7 +25,7 @@ PUBLIC_KEYS = {"text", "json", "origin", "kind", "priority", "correlation_id"}
 
 def public_admit(
     agent_id: str,
-    body: dict[str, Any],
+    body: JsonObject,
     *,
     admit: Callable[..., Any],
     parse_origin: Callable[[str], Any],

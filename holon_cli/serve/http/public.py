@@ -7,7 +7,7 @@ never an operator instruction; nothing is persisted on a refusal."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -22,6 +22,9 @@ from holon_cli.serve.http.common import (
     read_json,
 )
 from holon_cli.serve.http.errors import error_response
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
 
 
 async def public_enqueue(request: Request) -> Response:
@@ -70,10 +73,10 @@ async def webhook(request: Request) -> Response:
         origin["event_type"] = event
     trace = from_headers(headers)  # the sender's trace, continued by the turn
 
-    def go() -> dict[str, Any]:
+    def go() -> webhooks.Receipt:
         store = open_public(request.path_params["agent_id"])
 
-        def admit_one() -> Any:
+        def admit_one() -> Envelope:
             return admit(
                 text,
                 store=store,

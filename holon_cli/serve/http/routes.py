@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from holon_cli.serve.http.errors import HttpError
 
 if TYPE_CHECKING:
     from holon_cli.model.events import EventRecord
+    from holon_cli.model.typed_base import JsonObject
     from holon_cli.store.ledger import Trimmed
 
 EVENTS_DEFAULT_LIMIT = 100
@@ -50,7 +51,7 @@ async def agents_list(_request: Request) -> Response:
 async def agent_status(request: Request) -> Response:
     from holon_cli.runtime.inspect import agent_summary
 
-    def get() -> dict[str, Any]:
+    def get() -> Mapping[str, object]:
         return agent_summary(open_public(request.path_params["agent_id"]))
 
     return JSONResponse(await run_in_threadpool(get))
@@ -60,7 +61,7 @@ async def agent_state(request: Request) -> Response:
     from holon_cli.runtime import workitems as wi
     from holon_cli.runtime.inspect import agent_summary
 
-    def get() -> dict[str, Any]:
+    def get() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         rec = store.read_record()
         return {
@@ -129,7 +130,7 @@ async def control_work_item(request: Request) -> Response:
             400, "invalid_body", "`objective` must be a non-empty string", "say what to do"
         )
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         return wi.create_work_item(store, objective, source="control_plane")
 
@@ -146,7 +147,7 @@ async def control_abort(request: Request) -> Response:
     if run_id is not None and not isinstance(run_id, str):
         raise HttpError(400, "invalid_body", "`run_id` must be a string", "")
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         return request_abort(open_public(request.path_params["agent_id"]), run_id)
 
     return JSONResponse(await run_in_threadpool(go), status_code=202)
@@ -161,7 +162,7 @@ async def agent_mcp(request: Request) -> Response:
 
     include_all = request.query_params.get("all", "") in ("1", "true", "yes")
 
-    def get() -> dict[str, Any]:
+    def get() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         return {
             "servers": server_rows(load_config(), store.agent_id),
@@ -188,7 +189,7 @@ async def control_mcp_answer(request: Request) -> Response:
             400, "invalid_body", "send `content` (the form's fields) or `decline: true`", ""
         )
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         try:
             return answer(
@@ -220,7 +221,7 @@ async def _lifecycle(request: Request, action: str) -> Response:
 
     await read_json(request, PROMPT_CAP, allow_empty=True)  # no field is read: {} or nothing
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])  # 404 / private first
         return set_lifecycle(store.agent_id, action)
 
@@ -233,7 +234,7 @@ async def agent_workspaces(request: Request) -> Response:
 
     include_all = request.query_params.get("all", "") in ("1", "true", "yes")
 
-    def get() -> list[dict[str, Any]]:
+    def get() -> Sequence[Mapping[str, object]]:
         return list_workspaces(
             open_public(request.path_params["agent_id"]), include_all=include_all
         )
@@ -241,15 +242,20 @@ async def agent_workspaces(request: Request) -> Response:
     return JSONResponse({"workspaces": await run_in_threadpool(get)})
 
 
-def _workspace_body(body: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+def _text(body: JsonObject, name: str) -> str | None:
+    """``body[name]``: a non-empty string or absent (``None``); a 400 otherwise."""
+    value = body.get(name)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise HttpError(400, "invalid_body", f"`{name}` must be a non-empty string", "")
+    return value
+
+
+def _workspace_body(body: JsonObject) -> tuple[str | None, str | None, str | None]:
     """``path`` (absolute: serve has no caller's cwd) or ``workspace_id``,
     and ``mode``; a 400 naming the field otherwise."""
     import os
 
-    path, wid, mode = body.get("path"), body.get("workspace_id"), body.get("mode")
-    for name, value in (("path", path), ("workspace_id", wid), ("mode", mode)):
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise HttpError(400, "invalid_body", f"`{name}` must be a non-empty string", "")
+    path, wid, mode = (_text(body, name) for name in ("path", "workspace_id", "mode"))
     if (path is None) == (wid is None):
         raise HttpError(
             400,
@@ -276,7 +282,7 @@ async def control_workspace(request: Request) -> Response:
     body = await read_json(request, PROMPT_CAP)
     path, wid, mode = _workspace_body(body)
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         return use_workspace(store, path=path, workspace_id=wid, mode=mode, source="http_control")
 
@@ -291,7 +297,7 @@ async def control_task_stop(request: Request) -> Response:
 
     await read_json(request, PROMPT_CAP, allow_empty=True)  # no field is read
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         return task_stop(store, request.path_params["task_id"])
 
@@ -305,7 +311,7 @@ async def control_timer_cancel(request: Request) -> Response:
 
     await read_json(request, PROMPT_CAP, allow_empty=True)
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         return cancel_timer(store, request.path_params["timer_id"])
 
@@ -322,7 +328,7 @@ async def control_work_item_pick(request: Request) -> Response:
     if reason is not None and not isinstance(reason, str):
         raise HttpError(400, "invalid_body", "`reason` must be a string", "")
 
-    def go() -> dict[str, Any]:
+    def go() -> Mapping[str, object]:
         store = open_public(request.path_params["agent_id"])
         wid = request.path_params["work_item_id"]
         return pick_work_item(store, wid, reason=reason, source="operator")

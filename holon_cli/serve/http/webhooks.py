@@ -41,10 +41,13 @@ import hmac
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from holon_cli import clock
 from holon_cli.serve.http.errors import HttpError
+
+if TYPE_CHECKING:
+    from holon_cli.model.envelope import Envelope
 
 TOLERANCE_S = 300  # Standard Webhooks: 5 minutes either way
 DEDUPE_TTL_S = 7 * 86400  # senders retry for up to ~3 days; keep a margin
@@ -246,13 +249,21 @@ def _compact(store: Any, now: float) -> None:
     atomic_write_bytes(led.path, "".join(dumps(r) + "\n" for r in live).encode())
 
 
+class Receipt(TypedDict):
+    """What a webhook delivery came to: the message it admitted, or
+    ``duplicate`` and the message of its first delivery (``None``: unknown)."""
+
+    message_id: str | None
+    duplicate: NotRequired[bool]
+
+
 def receive(
     store: Any,
     source: str,
     did: str | None,
-    admit_one: Callable[[], dict[str, Any]],
+    admit_one: Callable[[], Envelope],
     body_key: str | None = None,
-) -> dict[str, Any]:
+) -> Receipt:
     """Admit once per delivery id (and per signed body, given its
     ``body_key``): ``{"message_id"}`` or ``{"duplicate": True, ...}``."""
     if did is None and body_key is None:

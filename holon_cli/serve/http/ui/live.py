@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -58,7 +58,7 @@ RETRY_MS = 2000  # how soon a browser reconnects
 MACROS = "_macros.html"
 
 
-def sse(name: str, data: dict[str, Any], ident: int | None = None) -> bytes:
+def sse(name: str, data: Mapping[str, object], ident: int | None = None) -> bytes:
     """One named event; JSON with ASCII escapes (text that is not valid
     UTF-8 travels as ``\\udcxx``, never breaks the stream)."""
     head = f"id: {ident}\n" if ident is not None else ""
@@ -218,7 +218,7 @@ def _home_rows(ids: list[str], depth: dict[str, int]) -> list[tuple[str, str]]:
 
 def _home_table() -> tuple[str, dict[str, int]]:
     rows = views.home_rows()
-    return render.macro(MACROS, "agents_table", rows), {r["agent_id"]: r["depth"] for r in rows}
+    return render.macro(MACROS, "agents_table", rows), views.row_depths(rows)
 
 
 async def home_live(request: Request) -> Response:

@@ -37,11 +37,15 @@ SEARCH_LIMIT = 20
 SEARCH_PER_AGENT = 10
 LAST_LOOK = 20  # events the home page looks back for an agent's last activity
 
+# an agent folder's signature: the day and config.yaml's stat, then the
+# watched paths' (inode, size, mtime), each None when missing
+Signature = tuple[object, ...]
+
 
 # ------------------------------------------------------------ conversation
 
 
-def row(event: Mapping[str, Any]) -> dict[str, Any] | None:
+def row(event: Mapping[str, Any]) -> dict[str, object] | None:
     """One event as a conversation row, tagged with the display modes that
     show it; ``None`` for what no mode shows (state syncs)."""
     presented = present(event)
@@ -64,10 +68,10 @@ def row(event: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def conversation(
     events: Iterable[Mapping[str, Any]], activity: Activity | None = None
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[dict[str, object]], str]:
     """The rows of ``events`` and the turn-scoped activity line after them."""
     act = activity or Activity()
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     line = act.text
     for ev in events:
         line = act.update(ev, present(ev))
@@ -103,7 +107,7 @@ def next_wake(agent_id: str) -> str | None:
     return clock.iso(at) if at is not None else None
 
 
-def spend_today(store: AgentStore) -> dict[str, Any]:
+def spend_today(store: AgentStore) -> dict[str, object]:
     from holon_cli.runtime.budgets.spend import spent_today
 
     got = spent_today(store)
@@ -111,7 +115,7 @@ def spend_today(store: AgentStore) -> dict[str, Any]:
     return got
 
 
-def holds(store: AgentStore, cfg: HolonConfig) -> list[dict[str, Any]]:
+def holds(store: AgentStore, cfg: HolonConfig) -> list[dict[str, object]]:
     """What keeps the agent's queued work from running by itself (``holon
     status`` ``holds[]``: stopped, paused, budget, the no-progress guard)."""
     from holon_cli.runtime.agents.holds import agent_holds
@@ -128,7 +132,7 @@ def _objective(store: AgentStore, wid: Any) -> str | None:
     return str(rec.get("objective") or "") if rec else None
 
 
-def home_row(store: AgentStore, cfg: HolonConfig) -> dict[str, Any]:
+def home_row(store: AgentStore, cfg: HolonConfig) -> dict[str, object]:
     """One agent on the home page."""
     from holon_cli.runtime import queue as q
     from holon_cli.runtime.tasks.control import active_tasks
@@ -166,14 +170,14 @@ def _last_text(events: list[EventRecord]) -> str | None:
     return None
 
 
-def home_rows() -> list[dict[str, Any]]:
+def home_rows() -> list[dict[str, object]]:
     """Every agent of the home, children right under their parent (a
     damaged agent is listed with its problem: it hides no other)."""
     from holon_cli.runtime.agents.lifecycle import list_agents
 
     cfg = config()
     sigs = signatures()
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, object]] = {}
     for e in list_agents(include_private=True):
         if e.problem is not None:
             rows[e.agent_id] = _damaged(e.agent_id, e.problem)
@@ -212,7 +216,7 @@ def warm_rows() -> int:
 # today); and until the next time it names (a wake, a hold's end) has
 # passed. Only serve's own process keeps it.
 _WATCHED = ("ledger/events.jsonl", "inbox/new", "tasks")
-_ROWS: dict[str, tuple[Any, float, dict[str, Any]]] = {}
+_ROWS: dict[str, tuple[Signature | None, float, dict[str, object]]] = {}
 
 
 def _stat(path: str) -> tuple[int, int, int] | None:
@@ -223,7 +227,7 @@ def _stat(path: str) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def signatures() -> dict[str, Any]:
+def signatures() -> dict[str, Signature]:
     """Each agent folder's signature (plain ``stat`` calls, no parsing):
     what :func:`cached_row` and the home page's live stream compare."""
     from holon_cli.store.layout import HomeLayout
@@ -242,7 +246,7 @@ def signatures() -> dict[str, Any]:
     }
 
 
-def cached_row(agent_id: str, sig: Any, cfg: HolonConfig) -> dict[str, Any]:
+def cached_row(agent_id: str, sig: Signature | None, cfg: HolonConfig) -> dict[str, object]:
     """:func:`home_row`, or the same row while ``sig`` holds (see above)."""
     from holon_cli.errors import HolonError
     from holon_cli.store.agent_store import AgentStore
@@ -257,13 +261,15 @@ def cached_row(agent_id: str, sig: Any, cfg: HolonConfig) -> dict[str, Any]:
     except HolonError as exc:
         _ROWS.pop(agent_id, None)
         return _damaged(agent_id, exc.message)
-    times = [row["next_wake"], *(h.get("until") for h in row["holds"])]
+    held = row["holds"]
+    holds_ = held if isinstance(held, list) else []
+    times = [row["next_wake"], *(h.get("until") for h in holds_ if isinstance(h, Mapping))]
     ends = [clock.parse_iso(t) for t in times if isinstance(t, str)]
     _ROWS[agent_id] = (sig, min([now - now % 86400 + 86400, *ends]), row)
     return row
 
 
-def _damaged(agent_id: str, problem: str) -> dict[str, Any]:
+def _damaged(agent_id: str, problem: str) -> dict[str, object]:
     return {"agent_id": agent_id, "status": "damaged", "problem": problem, "parent": None}
 
 
@@ -276,12 +282,27 @@ def depths() -> dict[str, int]:
         e.agent_id: {"agent_id": e.agent_id, "parent": e.lineage_parent_agent_id}
         for e in list_agents(include_private=True)
     }
-    return {r["agent_id"]: r["depth"] for r in tree(rows)}
+    return dict(_order(rows))
 
 
-def tree(rows: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def row_depths(rows: Iterable[Mapping[str, object]]) -> dict[str, int]:
+    """Each row's ``depth`` by its ``agent_id`` (rows from :func:`tree`)."""
+    out: dict[str, int] = {}
+    for r in rows:
+        aid, depth = r.get("agent_id"), r.get("depth")
+        if isinstance(aid, str) and isinstance(depth, int):
+            out[aid] = depth
+    return out
+
+
+def tree(rows: Mapping[str, Mapping[str, object]]) -> list[dict[str, object]]:
     """``rows`` in tree order, each with its ``depth``: roots sorted by id,
     each followed by its children (a parent that is gone makes a root)."""
+    return [{**rows[aid], "depth": depth} for aid, depth in _order(rows)]
+
+
+def _order(rows: Mapping[str, Mapping[str, object]]) -> list[tuple[str, int]]:
+    """The agent ids of :func:`tree` in its order, each with its depth."""
     children: dict[str, list[str]] = {}
     roots: list[str] = []
     for aid, r in rows.items():
@@ -290,14 +311,14 @@ def tree(rows: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
             children.setdefault(parent, []).append(aid)
         else:
             roots.append(aid)
-    out: list[dict[str, Any]] = []
+    out: list[tuple[str, int]] = []
     seen: set[str] = set()
 
     def walk(aid: str, depth: int) -> None:
         if aid in seen:
             return
         seen.add(aid)
-        out.append({**rows[aid], "depth": depth})
+        out.append((aid, depth))
         for child in sorted(children.get(aid, ())):
             walk(child, depth + 1)
 
@@ -311,7 +332,7 @@ def tree(rows: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
 # ------------------------------------------------------------ one agent
 
 
-def summary(store: AgentStore) -> dict[str, Any]:
+def summary(store: AgentStore) -> dict[str, object]:
     """The agent page's header: ``holon status`` data plus next wake, spend
     today and the current work item's objective."""
     from holon_cli.runtime.inspect import agent_summary
@@ -340,7 +361,7 @@ def _plan(view: Mapping[str, Any]) -> tuple[str | None, bool]:
     return raw[:PLAN_CAP].decode("utf-8", errors="replace"), len(raw) > PLAN_CAP
 
 
-def work_items(store: AgentStore) -> dict[str, Any]:
+def work_items(store: AgentStore) -> dict[str, object]:
     from holon_cli.runtime import workitems as wi
 
     got = wi.list_work_items(store, filter="all", limit=WORK_ITEMS_SHOWN, refresh=False)
@@ -363,7 +384,7 @@ def _task_tail(t: Mapping[str, Any]) -> tuple[str, bool]:
     return str(text)[-TAIL_CHARS:], len(str(text)) > TAIL_CHARS
 
 
-def tasks(store: AgentStore) -> list[dict[str, Any]]:
+def tasks(store: AgentStore) -> list[dict[str, object]]:
     """Command tasks and child handles, running first, then the newest."""
     from holon_cli.model import task as tm
     from holon_cli.runtime.children.handle import list_tasks
@@ -378,7 +399,7 @@ def tasks(store: AgentStore) -> list[dict[str, Any]]:
     return out
 
 
-def timers(store: AgentStore) -> list[dict[str, Any]]:
+def timers(store: AgentStore) -> list[dict[str, object]]:
     from holon_cli.runtime.waiting.timers import list_timers
 
     got = list_timers(store, include_all=True)
@@ -388,13 +409,13 @@ def timers(store: AgentStore) -> list[dict[str, Any]]:
     return (active + done[::-1])[:TIMERS_SHOWN]
 
 
-def workspaces(store: AgentStore) -> list[dict[str, Any]]:
+def workspaces(store: AgentStore) -> list[dict[str, object]]:
     from holon_cli.runtime.workspace.plane import list_workspaces
 
     return list_workspaces(store)
 
 
-def children(store: AgentStore) -> list[dict[str, Any]]:
+def children(store: AgentStore) -> list[dict[str, object]]:
     """The agent's descendants (public and private), as a tree under it."""
     from holon_cli.runtime.agents.lifecycle import list_agents
 
@@ -416,16 +437,16 @@ def children(store: AgentStore) -> list[dict[str, Any]]:
         for e in entries
         if e.agent_id in under
     }
-    out = tree(rows)
-    for r in out:
-        r["depth"] += 1 if r["parent"] == store.agent_id else 0
-    return out
+    return [
+        {**rows[aid], "depth": depth + (1 if rows[aid]["parent"] == store.agent_id else 0)}
+        for aid, depth in _order(rows)
+    ]
 
 
 _FIELD_TYPES = {"string", "boolean", "integer", "number"}
 
 
-def mcp_requests(store: AgentStore) -> list[dict[str, Any]]:
+def mcp_requests(store: AgentStore) -> list[dict[str, object]]:
     """The agent's open MCP operator requests (``holon mcp requests``), each
     with the form its server asks for: ``fields[] {name, title,
     description, type, required, enum}`` (the flat schema MCP allows) and
@@ -465,7 +486,7 @@ def mcp_requests(store: AgentStore) -> list[dict[str, Any]]:
     return out
 
 
-def memory(store: AgentStore, query: str) -> dict[str, Any]:
+def memory(store: AgentStore, query: str) -> dict[str, object]:
     """``holon memory search QUERY --all-workspaces``; a bad query is an error
     shown beside the form, never a failed page."""
     from holon_cli.errors import HolonError
@@ -480,7 +501,12 @@ def memory(store: AgentStore, query: str) -> dict[str, Any]:
     return {"query": query, "results": got["results"], "error": None}
 
 
-def search(query: str) -> dict[str, Any]:
+def _score(result: Mapping[str, object]) -> float:
+    score = result.get("score")
+    return float(score) if isinstance(score, int | float) else 0.0
+
+
+def search(query: str) -> dict[str, object]:
     """Cross-agent search: agents whose id matches, and each public agent's
     memory (briefs, episodes, work items and plans, memory files), best
     first."""
@@ -500,7 +526,7 @@ def search(query: str) -> dict[str, Any]:
         for e in entries
         if q.lower() in e.agent_id.lower()
     ]
-    results: list[dict[str, Any]] = []
+    results: list[dict[str, object]] = []
     errors: list[dict[str, str]] = []
     for e in entries:
         try:
@@ -514,7 +540,7 @@ def search(query: str) -> dict[str, Any]:
             errors.append({"agent_id": e.agent_id, "error": exc.message})
             continue
         results += [{**r, "agent_id": e.agent_id} for r in got["results"]]
-    results.sort(key=lambda r: -float(r.get("score") or 0))
+    results.sort(key=_score, reverse=True)
     return {"query": query, "agents": agents, "results": results[:SEARCH_LIMIT], "errors": errors}
 
 
