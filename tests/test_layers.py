@@ -69,22 +69,11 @@ OVER_CEILING: dict[str, str] = {
     "ledger edits of helpers `typed` and `perf-serve` to land (issue 43 item 3)",
     "holon_cli/store/ledger.py::Ledger": "as its module: split after `typed` and `perf-serve` "
     "land (issue 43 item 3)",
-    "holon_cli/runtime/tasks/supervisor.py": "helper `stoprace` edits runtime/tasks/ now; the "
-    "Supervisor split comes after it lands (issue 43 item 3)",
-    "holon_cli/runtime/tasks/supervisor.py::Supervisor": "as its module: split after `stoprace` "
-    "lands (issue 43 item 3)",
-    "holon_cli/runtime/workitems/mutations.py": SPLIT + "; helper `typed` edits it now",
-    "holon_cli/serve/dbos/engine.py": SPLIT + "; helper `perf-serve` edits it now",
     "holon_cli/store/workitem_index.py": SPLIT + "; grown past the ceiling by helper "
     "`perf-bench` (the head snapshot and archive), merged just before this list",
     "holon_cli/store/memory_index.py": SPLIT + "; grown past the ceiling by helper `memsearch` "
     "(the recent window, kept connections), merged just before this list",
     "holon_cli/store/memory_index.py::MemoryIndex": "as its module (helper `memsearch`, merged)",
-    "holon_cli/runtime/memory/sync.py": SPLIT + "; new from helper `memsearch` (merged just "
-    "before this list)",
-    "holon_cli/runtime/memory/sync.py::Sync": "as its module (helper `memsearch`, merged)",
-    "holon_cli/serve/http/uvicorn_seam.py::guarded_protocol_class": "a class factory: the "
-    "guarded protocol class is defined inside it, over uvicorn's (the seam keeps it in one place)",
 }
 
 # The seams onto other libraries' private names: the seam module -> the

@@ -223,8 +223,9 @@ def _engine(engine: str, database_url: str | None) -> tuple[str | None, str | No
     """(database URL, executor id, default socket name) of the engine:
     ``dbos`` needs a Postgres URL and the extra; ``local`` takes no URL."""
     if engine == "dbos":
-        from holon_cli.serve.dbos.engine import database_url as db_url
-        from holon_cli.serve.dbos.engine import default_executor_id, require_dbos
+        from holon_cli.serve.dbos.database import database_url as db_url
+        from holon_cli.serve.dbos.database import require_dbos
+        from holon_cli.serve.dbos.workers import default_executor_id
 
         url = db_url(database_url)
         require_dbos()

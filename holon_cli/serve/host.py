@@ -19,7 +19,7 @@ from holon_cli.serve.loop import Scheduler
 
 if TYPE_CHECKING:
     from holon_cli.model.tool import Toolbox
-    from holon_cli.serve.dbos.engine import WorkerRow
+    from holon_cli.serve.dbos.workers import WorkerRow
 
 
 _last_line: list[Any] = [None, 0]  # the last message and how often it repeated since
@@ -295,7 +295,8 @@ class Host:
         if self.opts.engine != "dbos":
             return
         from holon_cli.errors import HolonError
-        from holon_cli.serve.dbos.engine import DbosScheduler, shown_url
+        from holon_cli.serve.dbos.database import shown_url
+        from holon_cli.serve.dbos.engine import DbosScheduler
 
         if isinstance(self.scheduler, DbosScheduler):
             self.scheduler.http_addr = self.http_addr
@@ -331,7 +332,7 @@ class Host:
 
             check_ingress_env()  # a bad ingress config or unset secret: refuse to start
         if self.opts.engine == "dbos":
-            from holon_cli.serve.dbos.engine import check_database
+            from holon_cli.serve.dbos.database import check_database
 
             assert self.opts.database_url is not None
             check_database(self.opts.database_url)  # unreachable: one line, nothing listens

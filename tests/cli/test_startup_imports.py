@@ -178,6 +178,7 @@ def test_a_one_round_run_loads_no_click_filelock_tool_module_or_task_control(
         "inspect",
         "holon_cli.model.tool",
         "holon_cli.runtime.workitems.mutations",
+        "holon_cli.runtime.workitems.completion",
     }
     assert not (mods & unwanted), sorted(mods & unwanted)
 
@@ -208,7 +209,7 @@ def test_a_one_round_run_over_http_sends_through_httpx2_and_loads_no_click(
     assert {"holon_cli.providers.http_session", "httpx2", "httpcore2"} <= mods
     # (httpx2 and h11 import dataclasses themselves; ours define none: see above)
     unwanted = {"httpx", "httpcore", "click", "holon_cli.model.tool"}
-    unwanted |= {"holon_cli.runtime.workitems.mutations"}
+    unwanted |= {"holon_cli.runtime.workitems.mutations", "holon_cli.runtime.workitems.completion"}
     assert not (mods & unwanted), sorted(mods & unwanted)
 
 

@@ -21,6 +21,7 @@ import pytest
 from holon_cli.runtime import workitems as wi
 from holon_cli.runtime.agents.lifecycle import open_agent
 from holon_cli.runtime.briefs import write_brief
+from holon_cli.runtime.memory import plans as MP
 from holon_cli.runtime.memory import search as M
 from holon_cli.runtime.memory import sources as S
 from holon_cli.runtime.memory import sync as MS
@@ -317,10 +318,10 @@ def test_with_many_open_items_every_plan_is_checked_within_a_round(
     updated ones and the next slice of a round over the rest: an edit of
     any plan is seen within a round (a few searches, or PLAN_ROUND_S)."""
     ids = _items(store, 12)
-    monkeypatch.setattr(MS, "PLAN_CHECKS", 4)
-    monkeypatch.setattr(MS, "PLAN_HOT", 2)
-    monkeypatch.setattr(MS, "PLAN_SLICE", 2)
-    monkeypatch.setattr(MS, "PLAN_ROUND_S", 3600.0)
+    monkeypatch.setattr(MP, "PLAN_CHECKS", 4)
+    monkeypatch.setattr(MP, "PLAN_HOT", 2)
+    monkeypatch.setattr(MP, "PLAN_SLICE", 2)
+    monkeypatch.setattr(MP, "PLAN_ROUND_S", 3600.0)
     assert found(store, "harbour")
     cold = ids[0]  # the least recently updated: never in the hot two
     plan = store.layout.home / "work-items" / cold / "plan.md"
@@ -332,7 +333,7 @@ def test_with_many_open_items_every_plan_is_checked_within_a_round(
             break
     assert seen_after is not None and seen_after <= 6
     plan.write_text(plan.read_text() + "\nAnd the stork gauge.\n")
-    monkeypatch.setattr(MS, "PLAN_ROUND_S", 0.0)  # a round this old ends now
+    monkeypatch.setattr(MP, "PLAN_ROUND_S", 0.0)  # a round this old ends now
     found(store, "harbour")  # starts a new round
     assert found(store, "stork")
 
@@ -346,36 +347,36 @@ def test_the_plan_round_is_paced_by_time_and_a_first_search_checks_every_plan(
     is seen by a search PLAN_ROUND_S after it, never by a spike that stats
     every plan at once."""
     _items(store, 12)
-    monkeypatch.setattr(MS, "PLAN_CHECKS", 4)
-    monkeypatch.setattr(MS, "PLAN_HOT", 2)
-    monkeypatch.setattr(MS, "PLAN_SLICE", 1)
-    monkeypatch.setattr(MS, "PLAN_ROUND_S", 3600.0)
+    monkeypatch.setattr(MP, "PLAN_CHECKS", 4)
+    monkeypatch.setattr(MP, "PLAN_HOT", 2)
+    monkeypatch.setattr(MP, "PLAN_SLICE", 1)
+    monkeypatch.setattr(MP, "PLAN_ROUND_S", 3600.0)
     sync = MS.Sync(store, MI.open_index(M.index_path(store)))
     assert found(store, "harbour")
-    MS._PLAN_ROUNDS.pop(sync.home, None)  # as in a new process
-    items = sync._open_items(sync._work_sigs())
+    MP._PLAN_ROUNDS.pop(sync.home, None)  # as in a new process
+    items = MP.open_items(store, sync._work_sigs())
     assert len(items) == 12
-    assert len(sync._plans_to_check(items, None)) == 12  # the first: all
-    assert len(sync._plans_to_check(items, None)) == 2 + 1  # hot + PLAN_SLICE
+    assert len(MP.plans_to_check(sync.home, items, None)) == 12  # the first: all
+    assert len(MP.plans_to_check(sync.home, items, None)) == 2 + 1  # hot + PLAN_SLICE
     clock = [1024.0]  # round numbers: the share of 1800 s of 3600 s is 5 of 10, exactly
     monkeypatch.setattr(MS.time, "monotonic", lambda: clock[0])
-    sync._plans_to_check(items, None)
+    MP.plans_to_check(sync.home, items, None)
     clock[0] += 1800.0  # half a round since the previous search: half the rest
-    assert len(sync._plans_to_check(items, None)) == 2 + 5
+    assert len(MP.plans_to_check(sync.home, items, None)) == 2 + 5
     clock[0] += 3600.0 * 3  # a long pause: the whole rest, once
-    assert len(sync._plans_to_check(items, None)) == 12
+    assert len(MP.plans_to_check(sync.home, items, None)) == 12
     other = list(items)  # the open items changed: every plan again
-    assert len(sync._plans_to_check(other, None)) == 12
+    assert len(MP.plans_to_check(sync.home, other, None)) == 12
 
 
 def test_the_current_items_plan_is_checked_every_search(
     store: AgentStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = _items(store, 12)
-    monkeypatch.setattr(MS, "PLAN_CHECKS", 4)
-    monkeypatch.setattr(MS, "PLAN_HOT", 2)
-    monkeypatch.setattr(MS, "PLAN_SLICE", 2)
-    monkeypatch.setattr(MS, "PLAN_ROUND_S", 3600.0)
+    monkeypatch.setattr(MP, "PLAN_CHECKS", 4)
+    monkeypatch.setattr(MP, "PLAN_HOT", 2)
+    monkeypatch.setattr(MP, "PLAN_SLICE", 2)
+    monkeypatch.setattr(MP, "PLAN_ROUND_S", 3600.0)
     wi.pick_work_item(store, ids[0], source="operator")
     assert found(store, "harbour")
     plan = store.layout.home / "work-items" / ids[0] / "plan.md"

@@ -11,8 +11,9 @@ from holon_cli import clock
 from holon_cli.errors import UsageError
 from holon_cli.runtime.agents.lifecycle import create_agent
 from holon_cli.runtime.enqueue import admit
-from holon_cli.serve.dbos import engine as engine_dbos
-from holon_cli.serve.dbos.engine import DbosScheduler, database_url, pending_message_ids
+from holon_cli.serve.dbos import database as dbos_database
+from holon_cli.serve.dbos.database import database_url
+from holon_cli.serve.dbos.engine import DbosScheduler, pending_message_ids
 
 
 class Recorder(DbosScheduler):
@@ -172,7 +173,7 @@ def test_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None
         importlib.util, "find_spec", lambda n, *a: None if n == "dbos" else real(n, *a)
     )
     with pytest.raises(UsageError, match="'dbos' package") as e:
-        engine_dbos.require_dbos()
+        dbos_database.require_dbos()
     assert e.value.hint == "pip install 'holon-cli[dbos]'"
 
 
@@ -204,7 +205,7 @@ def test_a_turn_step_reports_busy_and_failures_without_raising(
 
 
 def test_shown_url_never_holds_the_password() -> None:
-    shown = engine_dbos.shown_url
+    shown = dbos_database.shown_url
     assert shown("postgresql://holon:s3cret@db.example:5433/holon") == (
         "postgresql://holon@db.example:5433/holon"
     )

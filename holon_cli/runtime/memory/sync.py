@@ -20,10 +20,10 @@ nothing when nothing changed:
 - workspace profiles: the attached workspaces (none: nothing read);
 - the plan files of open work items that are indexed: a ``stat`` each
   (relative to an open ``work-items`` folder), compared with the
-  fingerprint the index holds; past :data:`PLAN_CHECKS` open items, the
+  fingerprint the index holds; past ``PLAN_CHECKS`` open items, the
   most recently updated ones and a round over the rest paced so that a
   plan edited by hand is seen by every search that starts
-  :data:`PLAN_ROUND_S` after the edit (``Sync._plans_to_check``).
+  ``PLAN_ROUND_S`` after the edit (:mod:`.plans`).
 
 Bulk work, in chunks of at most :data:`CHUNK_DOCS` documents or
 :data:`CHUNK_S` seconds, one transaction each (progress is recorded with
@@ -54,13 +54,13 @@ A search does the bulk work itself when it is small (at most
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from holon_cli.errors import CorruptStateError, HolonError
+from holon_cli.runtime.memory import plans
 from holon_cli.runtime.memory import sources as S
 from holon_cli.runtime.memory.background import builder_lock_path as builder_lock_path
 from holon_cli.runtime.memory.background import builder_running, spawn_builder
@@ -79,14 +79,6 @@ SWEEP_CHUNK = 2000
 FILL_CHUNK = 2000  # documents copied into the recent window per chunk
 RACY_NS = 2_000_000_000  # a file changed this recently may change again within its tick
 REHASH_S = 10.0  # a process hashes the memory files at least this often when it searches
-# plan files stat'ed before a search: every open item's up to PLAN_CHECKS;
-# beyond, the PLAN_HOT most recently updated items' (and the current one's)
-# and a share (at least PLAN_SLICE) of a round over the others paced to end
-# within PLAN_ROUND_S (see Sync._plans_to_check)
-PLAN_CHECKS = 300
-PLAN_HOT = 100
-PLAN_SLICE = 50
-PLAN_ROUND_S = 5.0
 TAILED_LEDGERS = {"briefs": S.brief_doc, "context_episodes": S.episode_doc}
 WORK_LEDGERS = ("work_items", "delivery_summaries")
 
@@ -323,100 +315,21 @@ class Sync:
             self._workspaces(state)
 
     # -- open work items' plans ---------------------------------------------
-    def _open_items(self, sigs: list[Any]) -> list[tuple[str, str, str, str, str]]:
-        """(id, source key, plan path in ``work-items``, fingerprint before
-        and after the plan signature) of every open item, the most recently
-        updated first; kept while the work ledgers' stats are these."""
-        kept = _OPEN_ITEMS.get(self.home)
-        if kept is not None and kept[0] == sigs:
-            return kept[1]
-        from holon_cli.store import workitem_index
-
-        try:
-            wix = workitem_index.load(self.store)
-        except CorruptStateError:
-            return []  # `holon home check` reports it; search keeps what it has
-        recs = sorted(
-            wix.open_records(),
-            key=lambda r: (str(r.get("updated_at") or ""), r["id"]),
-            reverse=True,
-        )
-        out = []
-        for rec in recs:
-            wid = rec["id"]
-            head, tail = S.work_item_fingerprint_parts(rec, (wix.report_of(wid) or {}).get("id"))
-            out.append((wid, f"work_item:{wid}", f"{wid}/plan.md", head, tail))
-        _OPEN_ITEMS[self.home] = (sigs, out)
-        return out
-
     def _work_sigs(self) -> list[Any]:
         ledgers = _paths(self.store).ledgers
         return [_stat_sig(ledgers[n]) for n in WORK_LEDGERS]
 
-    def _plans_to_check(
-        self, items: list[tuple[str, str, str, str, str]], state: Any
-    ) -> list[tuple[str, str, str, str, str]]:
-        """All of them, up to :data:`PLAN_CHECKS`; beyond, the
-        :data:`PLAN_HOT` most recently updated, the current one and the next
-        share of a round over the rest: the part of the round that the time
-        since this process's previous search is of :data:`PLAN_ROUND_S` (at
-        least :data:`PLAN_SLICE`; all of it at a process's first search and
-        when the open items changed). So every plan is checked by a search
-        that starts :data:`PLAN_ROUND_S` or more after the plan changed,
-        and a search of a busy process stats a few hundred plans, not every
-        one (a whole round at once was a spike every :data:`PLAN_ROUND_S`)."""
-        if len(items) <= PLAN_CHECKS:
-            return items
-        hot, rest = items[:PLAN_HOT], items[PLAN_HOT:]
-        now = time.monotonic()
-        rnd = _PLAN_ROUNDS.get(self.home)
-        if rnd is None or rnd[2] is not items or PLAN_ROUND_S <= 0:
-            share = len(rest)  # a first search, or other items: every plan
-            cursor = 0
-        else:
-            cursor = rnd[0] % len(rest)
-            share = max(PLAN_SLICE, math.ceil(len(rest) * (now - rnd[1]) / PLAN_ROUND_S))
-        share = min(share, len(rest))
-        end = cursor + share
-        out = hot + rest[cursor:end] + rest[: max(0, end - len(rest))]
-        _PLAN_ROUNDS[self.home] = (end % len(rest), now, items)
-        current = (state or {}).get("current_work_item_id")
-        if isinstance(current, str) and not any(i[0] == current for i in out):
-            out += [i for i in rest if i[0] == current]
-        return out
-
     def open_plans(self, state: Any) -> None:
         """Re-index the open items whose plan file changed (those indexed:
-        the rest come with the work pass). One ``stat`` per plan checked
-        (:meth:`_plans_to_check`), the loop kept tight: it runs before every
-        search. None indexed yet (a new index): nothing to check, and the
-        work items are not loaded (the build loads them when it gets there)."""
+        the rest come with the work pass; :func:`.plans.changed_plans`).
+        None indexed yet (a new index): nothing to check, and the work items
+        are not loaded (the build loads them when it gets there)."""
         known = self.idx.fingerprints("work_item:")
         if not known:
             return
-        items = self._open_items(self._work_sigs())
-        if not items:
-            return
-        fd = _work_items_fd(self.store)
-        if fd is None:
-            return
-        expect: dict[str, tuple[str, Any]] = self.idx.cache.setdefault("plan_expect", {})
-        stat = os.stat
-        stale = []
-        for wid, key, rel, head, tail in self._plans_to_check(items, state):
-            have = known.get(key)
-            if have is None:
-                continue
-            want = expect.get(key)
-            if want is None or want[0] is not have:
-                want = expect[key] = (have, S.plan_part(have, head, tail))
-            try:
-                st = stat(rel, dir_fd=fd)
-                now: Any = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            except OSError:
-                now = None
-            if now != want[1]:
-                stale.append(wid)
+        stale = plans.changed_plans(
+            self.store, self.idx, known, self._work_sigs(), _paths(self.store).work_items, state
+        )
         if stale:
             with self.idx.transaction():
                 self._index_items(stale)
@@ -624,36 +537,6 @@ class Sync:
             self.fill_chunk()
             return True
         return False
-
-
-def _work_items_fd(store: AgentStore) -> int | None:
-    """An open ``work-items`` folder of this agent (kept; opened again when
-    the folder was replaced)."""
-    path = _paths(store).work_items
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    kept = _ITEM_DIRS.get(path)
-    if kept is not None:
-        if kept[1] == (st.st_dev, st.st_ino) and kept[2] == os.getpid():
-            return kept[0]
-        if kept[2] == os.getpid():
-            os.close(kept[0])
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return None
-    _ITEM_DIRS[path] = (fd, (st.st_dev, st.st_ino), os.getpid())
-    return fd
-
-
-_ITEM_DIRS: dict[str, tuple[int, tuple[int, int], int]] = {}
-# agent home -> (work ledgers' stats, open items): what the plan check walks
-_OPEN_ITEMS: dict[str, tuple[list[Any], list[tuple[str, str, str, str, str]]]] = {}
-# agent home -> (next position, time of the last search, the open items it
-# walked) of the round over the plans past the hot ones
-_PLAN_ROUNDS: dict[str, tuple[int, float, list[Any]]] = {}
 
 
 def freshen(

@@ -23,8 +23,13 @@ from holon_cli.runtime.tasks import procs
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from holon_cli.runtime.tasks.capture import Capture
+    from holon_cli.runtime.tasks.feed import InputFeed
+
 HANDOFF_FILE = "handoff.json"
-_FDS = ("out_fd", "stdout_fd", "stderr_fd", "master", "stdin_w", "fifo")
+# the inherited descriptors: of the output (Capture), of the input (InputFeed)
+_OUTPUT_FDS = ("out_fd", "stdout_fd", "stderr_fd")
+_INPUT_FDS = ("master", "stdin_w", "fifo")
 
 
 class Proc(Protocol):
@@ -45,18 +50,11 @@ class Carried(Protocol):
     proc: Proc | None
     pgid: int | None
     start_ticks: int | None
-    written: int
-    cap_hit: bool
     stop_reason: str | None
     stop_grace: float
     streams: dict[int, int | None]
-    pending_in: bytearray
-    out_fd: int | None
-    stdout_fd: int | None
-    stderr_fd: int | None
-    master: int | None
-    stdin_w: int | None
-    fifo: int | None
+    capture: Capture
+    feed: InputFeed
 
 
 class _Child:
@@ -95,15 +93,17 @@ def save(sup: Carried) -> None:
         "pid": sup.proc.pid,
         "pgid": sup.pgid,
         "start_ticks": sup.start_ticks,
-        "written": sup.written,
-        "cap_hit": sup.cap_hit,
+        "written": sup.capture.written,
+        "cap_hit": sup.capture.cap_hit,
         "stop_reason": sup.stop_reason,
         "stop_grace": sup.stop_grace,
         "streams": [[fd, dest] for fd, dest in sup.streams.items()],
-        "pending_in": base64.b64encode(bytes(sup.pending_in)).decode("ascii"),
+        "pending_in": base64.b64encode(bytes(sup.feed.pending)).decode("ascii"),
     }
-    for name in _FDS:
-        state[name] = getattr(sup, name)
+    for name in _OUTPUT_FDS:
+        state[name] = getattr(sup.capture, name)
+    for name in _INPUT_FDS:
+        state[name] = getattr(sup.feed, name)
     procs.put_record(sup.dir / HANDOFF_FILE, state, durable=False)
 
 
@@ -113,12 +113,14 @@ def load(sup: Carried) -> None:
     sup.proc = _Child(int(st["pid"]))
     sup.pgid = st["pgid"]
     sup.start_ticks = st["start_ticks"]
-    sup.written = int(st["written"])
-    sup.cap_hit = bool(st["cap_hit"])
+    sup.capture.written = int(st["written"])
+    sup.capture.cap_hit = bool(st["cap_hit"])
     sup.stop_reason = st["stop_reason"]
     sup.stop_grace = float(st["stop_grace"])
     sup.streams = {int(fd): dest for fd, dest in st["streams"]}
-    sup.pending_in = bytearray(base64.b64decode(st["pending_in"]))
-    for name in _FDS:
-        setattr(sup, name, st[name])
+    sup.feed.pending = bytearray(base64.b64decode(st["pending_in"]))
+    for name in _OUTPUT_FDS:
+        setattr(sup.capture, name, st[name])
+    for name in _INPUT_FDS:
+        setattr(sup.feed, name, st[name])
     path.unlink(missing_ok=True)

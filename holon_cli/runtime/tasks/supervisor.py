@@ -25,16 +25,20 @@ How it starts (see :mod:`.forked` for why):
 The command gets its own session and process group, the parent-death
 signal (SIGKILL when this supervisor dies) and the per-call marker; when
 its leader exits, whatever it left running is stopped too.
+
+Its parts: reading the output, its files, the cap and the free-disk breaker
+in :mod:`.capture`; the input FIFO and its buffer in :mod:`.feed`; starting the
+command on a pty or on pipes in :mod:`.spawn`; what a hand-off carries in
+:mod:`.handoff`. This module keeps the record, the loop, the end and the
+hand-off itself.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import selectors
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -42,15 +46,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from holon_cli.runtime.tasks import handoff as handoff_state
-from holon_cli.runtime.tasks import procs
+from holon_cli.runtime.tasks import procs, spawn
+from holon_cli.runtime.tasks.capture import Capture
+from holon_cli.runtime.tasks.feed import InputFeed
 from holon_cli.runtime.tasks.handoff import Proc
 
 if TYPE_CHECKING:
     from holon_cli.model.task import TaskLaunchSpec, TaskRecord, TaskStatus
 
-READ_CHUNK = 65536
-INPUT_BUFFER = 1024 * 1024
-DRAIN_S = 1.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 # the fresh interpreter a supervisor execs into (resume / report) or that
@@ -60,9 +63,6 @@ BOOT = (
     "from holon_cli.runtime.tasks.supervisor import main; sys.exit(main())"
 )
 
-
-# output bytes between two free-disk checks
-DISK_CHECK_BYTES = 256 * 1024
 # the longest wait on the command between two looks (its exit and a stop
 # wake the wait at once: a pidfd, the stop handler's wake pipe)
 WAIT_S = 0.5
@@ -113,26 +113,22 @@ class Supervisor:
         self.forked = forked
         self.control = False
         self.spec: TaskLaunchSpec = json.loads((task_dir / "spec.json").read_text())
-        self.cap = int(self.spec.get("output_cap_bytes") or 64 * 1024 * 1024)
-        self.written = 0
         self.stop_reason: str | None = None
         self.stop_grace = 1.0
-        self.cap_hit = False
-        # the free-disk breaker (retention.min_free_bytes; 0: off)
-        self.floor = int(self.spec.get("min_free_bytes") or 0)
-        self.next_disk_check = 0
-        self.capture_stopped = False
+        # the output files, the cap and the free-disk breaker
+        # (retention.min_free_bytes; 0: off)
+        self.capture = Capture(
+            task_dir,
+            cap=int(self.spec.get("output_cap_bytes") or 0),
+            floor=int(self.spec.get("min_free_bytes") or 0),
+            on_cap=lambda: self.request_stop("output_limit", 1.0),
+        )
+        # the input FIFO and the command's input end (terminal or stdin pipe)
+        self.feed = InputFeed()
         self.proc: Proc | None = None
         self.pgid: int | None = None
         self.marker: str = self.spec["marker"]
-        self.pending_in = bytearray()
         self.start_ticks: int | None = None
-        self.out_fd: int | None = None
-        self.stdout_fd: int | None = None
-        self.stderr_fd: int | None = None
-        self.master: int | None = None
-        self.stdin_w: int | None = None
-        self.fifo: int | None = None
         # command output fd -> the per-stream file it is copied to (None: pty)
         self.streams: dict[int, int | None] = {}
         self.background_killed = False
@@ -165,61 +161,6 @@ class Supervisor:
 
         return cast("TaskRecord", read_snapshot(self.dir / "task.json") or {})
 
-    # -- output ----------------------------------------------------------
-    def _disk_low(self) -> bool:
-        """The free-disk breaker: checked at start and every
-        ``DISK_CHECK_BYTES`` of output; below ``min_free_bytes`` capture stops
-        for good (one note in the output, the command keeps running and its
-        output is drained and dropped)."""
-        if self.capture_stopped:
-            return True
-        if not self.floor or self.written < self.next_disk_check:
-            return False
-        self.next_disk_check = self.written + DISK_CHECK_BYTES
-        try:
-            st = os.statvfs(self.dir)
-        except OSError:
-            return False
-        free = st.f_bavail * st.f_frsize
-        if free >= self.floor:
-            return False
-        self.capture_stopped = True
-        note = (
-            f"\n[holon: output capture stopped: {free} bytes free on disk, below "
-            f"retention.min_free_bytes ({self.floor}); the command keeps running, its further "
-            "output is dropped. Free disk space (`holon home gc`).]\n"
-        ).encode()
-        for fd in (self.out_fd, self.stderr_fd):  # stderr: what the model's preview shows
-            if fd is not None:
-                try:
-                    os.write(fd, note)
-                except OSError:
-                    pass
-        return True
-
-    def _write(self, data: bytes, stream_fd: int | None) -> None:
-        if self._disk_low():
-            return
-        room = self.cap - self.written
-        if room <= 0:
-            self._hit_cap()
-            return
-        if len(data) > room:
-            data = data[:room]
-            self._hit_cap()
-        self.written += len(data)
-        for fd in (self.out_fd, stream_fd):
-            if fd is None:
-                continue
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-
-    def _hit_cap(self) -> None:
-        if not self.cap_hit:
-            self.cap_hit = True
-            self.request_stop("output_limit", 1.0)
-
     def request_stop(self, reason: str, grace: float) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
@@ -238,18 +179,25 @@ class Supervisor:
         argv = list(spec["argv"])
         env = dict(self.env)
         env[procs.MARKER_VAR] = self.marker
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        self.out_fd = os.open(self.dir / "output.log", flags, 0o600)
-        tty = bool(spec.get("tty"))
+        self.capture.open()
         procs.prepare_parent_death_signal()
         if spec.get("accepts_input"):
-            self._open_input_fifo()
-        fds = self._seccomp_fd(argv)
+            self.feed.open_fifo(self.dir)
+        fds = spawn.seccomp_fds(spec, argv)
         try:
-            if tty:
-                self._start_on_pty(argv, env, fds)
+            if spec.get("tty"):
+                self.proc, master = spawn.start_on_pty(spec, argv, env, fds)
+                self.feed.master = master
+                self.streams[master] = None
             else:
-                self._start_on_pipes(argv, env, flags, fds)
+                self.capture.open_streams()
+                proc = spawn.start_on_pipes(spec, argv, env, fds)
+                self.proc = proc
+                if proc.stdin is not None:
+                    self.feed.stdin_w = proc.stdin.fileno()
+                assert proc.stdout is not None and proc.stderr is not None
+                self.streams[proc.stdout.fileno()] = self.capture.stdout_fd
+                self.streams[proc.stderr.fileno()] = self.capture.stderr_fd
         except OSError as exc:
             self._spawn_failed(exc, argv)
             return False
@@ -259,94 +207,6 @@ class Supervisor:
         _phase("spawned")
         self._mark_running()
         return True
-
-    def _seccomp_fd(self, argv: list[str]) -> tuple[int, ...]:
-        """The sandbox's seccomp program on a pipe bwrap reads (its fd number
-        replaces the placeholder argument); none without one."""
-        prog, at = self.spec.get("seccomp"), self.spec.get("seccomp_arg")
-        if not prog or at is None:
-            return ()
-        r, w = os.pipe()
-        try:
-            os.write(w, bytes.fromhex(prog))  # ~120 bytes: far below a pipe's buffer
-        finally:
-            os.close(w)
-        argv[at] = str(r)
-        return (r,)
-
-    def _umask(self) -> int:
-        """The user's umask for the command (-1: leave this process's)."""
-        m = self.spec.get("umask")
-        return m if isinstance(m, int) and 0 <= m <= 0o777 else -1
-
-    def _open_input_fifo(self) -> None:
-        # opened before the record says "running", so input is never refused early
-        path = self.dir / "stdin.fifo"
-        try:
-            os.mkfifo(path, 0o600)
-        except FileExistsError:
-            pass
-        self.fifo = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
-
-    def _start_on_pty(self, argv: list[str], env: dict[str, str], fds: tuple[int, ...]) -> None:
-        import pty
-        import termios
-
-        master, slave = pty.openpty()
-        self.master = master
-
-        def pre_tty() -> None:
-            procs.set_parent_death_signal()
-            import fcntl
-
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=self.spec["cwd"],
-            env=env,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=fds,
-            umask=self._umask(),
-            preexec_fn=pre_tty,
-        )
-        os.close(slave)
-        os.set_blocking(master, False)
-        self.streams[master] = None
-
-    def _start_on_pipes(
-        self, argv: list[str], env: dict[str, str], flags: int, fds: tuple[int, ...]
-    ) -> None:
-        spec = self.spec
-        self.stdout_fd = os.open(self.dir / "stdout.log", flags, 0o600)
-        self.stderr_fd = os.open(self.dir / "stderr.log", flags, 0o600)
-        wrapped = procs.pdeathsig_argv(argv, env)
-        proc = subprocess.Popen(
-            wrapped or argv,
-            cwd=spec["cwd"],
-            env=env,
-            stdin=subprocess.PIPE if spec.get("accepts_input") else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=fds,
-            umask=self._umask(),
-            preexec_fn=None if wrapped else procs.set_parent_death_signal,
-        )
-        self.proc = proc
-        if proc.stdin is not None:
-            self.stdin_w = proc.stdin.fileno()
-            # never block on a child that does not read its input
-            os.set_blocking(self.stdin_w, False)
-        assert proc.stdout is not None and proc.stderr is not None
-        for f, dest in ((proc.stdout, self.stdout_fd), (proc.stderr, self.stderr_fd)):
-            os.set_blocking(f.fileno(), False)
-            self.streams[f.fileno()] = dest
 
     def _spawn_failed(self, exc: OSError, argv: list[str]) -> None:
         err = f"{exc.strerror or exc} ({argv[0]}, cwd {self.spec['cwd']})"
@@ -394,8 +254,7 @@ class Supervisor:
         """A stop came before the command was started: it never is. The
         record says ``cancelled`` (or keeps the end someone else recorded),
         with an empty output, and the task reports like any other."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
-        os.close(os.open(self.dir / "output.log", flags, 0o600))
+        self.capture.open_empty()
         me = procs.process_identity(os.getpid())
 
         def cancelled(r: TaskRecord) -> None:
@@ -421,7 +280,8 @@ class Supervisor:
             sel.register(fd, selectors.EVENT_READ, "out")
         if self.control:
             sel.register(0, selectors.EVENT_READ, "control")
-        fifo = self.fifo
+        feed = self.feed
+        fifo = feed.fifo
         if fifo is not None:
             sel.register(fifo, selectors.EVENT_READ, "input")
         pidfd = None
@@ -441,11 +301,10 @@ class Supervisor:
                 break
             if proc.poll() is not None:
                 break
-            self._flush_input()
-            if fifo is not None:
-                self._throttle_input(sel, fifo)
+            feed.flush()
+            feed.throttle(sel)
             timeout = 0.05 if pidfd is None else WAIT_S
-            if self.pending_in:
+            if feed.pending:
                 timeout = 0.02
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -457,7 +316,7 @@ class Supervisor:
                 what = key.data
                 fd = int(key.fd)
                 if what == "out":
-                    if not self._pump(fd, streams[fd]):
+                    if not self.capture.pump(fd, streams[fd]):
                         sel.unregister(fd)
                 elif what == "control":
                     try:
@@ -471,7 +330,7 @@ class Supervisor:
                         elif self.forked:
                             self.handoff()  # returns only when the exec failed
                 elif what == "input":
-                    self._forward_input(fifo)
+                    feed.forward()
                 elif what == "exit":
                     sel.unregister(fd)
                 elif what == "wake":
@@ -489,69 +348,11 @@ class Supervisor:
             self.pgid, self.marker, grace_s=grace, reap=proc.poll, since=self.start_ticks
         )
         rc = proc.wait()
-        self._drain(sel, streams)
+        self.capture.drain(sel, streams)
         self.returncode = rc
         for extra in (fifo, pidfd):
             if extra is not None:
                 os.close(extra)
-
-    def _pump(self, fd: int, dest: int | None) -> bool:
-        try:
-            data = os.read(fd, READ_CHUNK)
-        except BlockingIOError:
-            return True
-        except OSError as exc:
-            if exc.errno == errno.EIO:  # pty: every slave end is closed
-                return False
-            raise
-        if not data:
-            return False
-        self._write(data, dest)
-        return True
-
-    def _drain(self, sel: selectors.BaseSelector, streams: dict[int, int | None]) -> None:
-        end = time.monotonic() + DRAIN_S
-        live = [fd for fd in streams if fd in sel.get_map()]
-        while live and time.monotonic() < end:
-            for key, _ in sel.select(0.05):
-                fd = int(key.fd)
-                if key.data == "out" and not self._pump(fd, streams[fd]):
-                    sel.unregister(fd)
-            live = [fd for fd in streams if fd in sel.get_map()]
-
-    def _forward_input(self, fifo: int | None) -> None:
-        """Move what TaskInput wrote into the FIFO towards the command's stdin
-        (or terminal) without ever blocking: what the command does not read
-        yet waits in ``pending_in`` (bounded by ``INPUT_BUFFER``)."""
-        if fifo is None:
-            return
-        try:
-            data = os.read(fifo, READ_CHUNK)
-        except BlockingIOError:
-            return
-        if data:
-            self.pending_in += data
-            self._flush_input()
-
-    def _flush_input(self) -> None:
-        target = self.master if self.master is not None else self.stdin_w
-        if not self.pending_in or target is None:
-            return
-        try:
-            n = os.write(target, self.pending_in)
-            del self.pending_in[:n]
-        except BlockingIOError:
-            pass
-        except OSError:  # the command closed its input: nothing more can be delivered
-            self.pending_in.clear()
-
-    def _throttle_input(self, sel: selectors.BaseSelector, fifo: int) -> None:
-        """Stop reading the FIFO while the buffer is full (TaskInput then waits)."""
-        registered = fifo in sel.get_map()
-        if registered and len(self.pending_in) >= INPUT_BUFFER:
-            sel.unregister(fifo)
-        elif not registered and len(self.pending_in) < INPUT_BUFFER:
-            sel.register(fifo, selectors.EVENT_READ, "input")
 
     # -- end ---------------------------------------------------------------
     def status_for(self, rc: int) -> TaskStatus:
@@ -581,20 +382,15 @@ class Supervisor:
             # under the record's lock, so a promotion cannot slip in between:
             # a task's output is durable before its record says it ended (a
             # foreground call's files die with it: no fsync)
-            durable = bool(r.get("promoted"))
-            for fd in (self.out_fd, self.stdout_fd, self.stderr_fd):
-                if fd is not None:
-                    if durable:
-                        os.fsync(fd)
-                    os.close(fd)
+            self.capture.close(durable=bool(r.get("promoted")))
             r["status"] = merge_status(r.get("status"), status)
             r["exit_status"] = rc if rc >= 0 else 128 - rc
             r["signal"] = sig
             r["stop_reason"] = r.get("stop_reason") or self.stop_reason
             r["timed_out"] = self.stop_reason == "timeout"
             r["background_killed"] = bool(self.background_killed) and self.stop_reason is None
-            r["output_bytes"] = self.written
-            r["output_capped"] = self.cap_hit
+            r["output_bytes"] = self.capture.written
+            r["output_capped"] = self.capture.cap_hit
             r["finished_at"] = _now_iso()
 
         rec = self.update(done)
@@ -630,7 +426,7 @@ class Supervisor:
             self.forked = False
 
     def _fds(self) -> list[int]:
-        own = (self.out_fd, self.stdout_fd, self.stderr_fd, self.master, self.stdin_w, self.fifo)
+        own = (*self.capture.fds(), *self.feed.fds())
         return sorted({fd for fd in (*own, *self.streams) if fd is not None})
 
     def handoff(self) -> None:

@@ -7,7 +7,8 @@ Where each part lives
   :mod:`.access`       the mutation lock, focus pointer, lookups with clear errors
   :mod:`.plans`        plan descriptor refresh (``plan_artifact_*`` events)
   :mod:`.views`        ``GetWorkItem``/``ListWorkItems`` views, readiness counts
-  :mod:`.mutations`    create, pick, update, complete (focus changes happen here)
+  :mod:`.mutations`    create, pick, update (focus changes happen here and in
+                       :mod:`.completion`: complete, its report's promotion)
   :mod:`.signals`      tick/turn signals: activation, closure reason, rechecks,
                        the turn-end commit
   :mod:`.projection`   the ``## Work queue`` prompt block
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from holon_cli.runtime.workitems.access import require_work_item
+    from holon_cli.runtime.workitems.completion import complete_work_item
     from holon_cli.runtime.workitems.hints import (
         COMPLETE_TOOL,
         MUTATION_TOOLS,
@@ -44,7 +46,6 @@ if TYPE_CHECKING:
     )
     from holon_cli.runtime.workitems.mutations import (
         DEFAULT_RECHECK_AFTER_MS,
-        complete_work_item,
         create_work_item,
         default_recheck_after_ms,
         pick_work_item,
@@ -89,7 +90,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "require_work_item": "holon_cli.runtime.workitems.access",
     "DEFAULT_RECHECK_AFTER_MS": "holon_cli.runtime.workitems.mutations",
-    "complete_work_item": "holon_cli.runtime.workitems.mutations",
+    "complete_work_item": "holon_cli.runtime.workitems.completion",
     "create_work_item": "holon_cli.runtime.workitems.mutations",
     "default_recheck_after_ms": "holon_cli.runtime.workitems.mutations",
     "pick_work_item": "holon_cli.runtime.workitems.mutations",

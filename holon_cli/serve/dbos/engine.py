@@ -29,22 +29,31 @@ Invariants:
   queue, so the id is the dedup key; a spare pass finds nothing and ends.)
 - workers heartbeat in ``holon_workers``; a live worker that finds a stale
   row locks it (``FOR UPDATE SKIP LOCKED``: one taker), has DBOS recover
-  that executor's pending workflows, and deletes it in the same transaction.
+  that executor's pending workflows, and deletes it in the same transaction
+  (:mod:`.workers`).
+
+The database's URL and its check before start are in :mod:`.database`.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli import clock
-from holon_cli.errors import HolonError, UsageError
+from holon_cli.errors import HolonError
 from holon_cli.serve.dbos import compat
 from holon_cli.serve.dbos.steps import DbosSteps
+from holon_cli.serve.dbos.workers import (
+    HEARTBEAT_S,
+    Registry,
+    WorkerRow,
+    cluster_workers,
+    default_executor_id,
+)
 from holon_cli.serve.loop import BUSY_RETRY_S, FAIL_BACKOFF_MAX_S, FAIL_BACKOFF_S, Scheduler
 from holon_cli.serve.passes import Log, run_pass_turn
 from holon_cli.store import wake as W
@@ -55,8 +64,6 @@ if TYPE_CHECKING:
 
 QUEUE = "holon-agent-passes"
 APP_NAME = "holon"
-HEARTBEAT_S = 1.0
-DEAD_AFTER_S = 5.0  # a worker silent this long is dead: its workflows are recovered
 POLL_S = 0.1  # dequeue latency vs idle cost: 0.05 s ~6.3 s CPU a minute idle, 0.1 s ~4, 1 s ~1.4
 SWEEP_S = 60.0
 SENT_MAX = 100_000  # remembered enqueued ids (a message's wake is enqueued once per worker)
@@ -64,100 +71,16 @@ SENT_MAX = 100_000  # remembered enqueued ids (a message's wake is enqueued once
 _scheduler: DbosScheduler | None = None  # the process's engine (workflows reach it)
 
 
-class WorkerRow(TypedDict):
-    executor_id: str
-    host: str
-    pid: int
-    http_addr: str | None
-    started_at: str
-    heartbeat_at: str
-    alive: bool
+class _EnqueueOptions(TypedDict, total=False):
+    """What a pass is enqueued with (DBOS's ``SetEnqueueOptions``)."""
+
+    queue_partition_key: str
+    delay_seconds: float
 
 
 class PassResult(TypedDict):
     turns: int
     last_status: str | None
-
-
-def database_url(flag: str | None) -> str:
-    """``--database-url`` wins over ``HOLON_DATABASE_URL``; neither is a usage error."""
-    url = (flag or os.environ.get("HOLON_DATABASE_URL") or "").strip()
-    if not url:
-        raise UsageError(
-            "--engine dbos needs a Postgres database: no --database-url and no HOLON_DATABASE_URL",
-            hint="pass --database-url postgresql://USER@HOST:PORT/DB or set HOLON_DATABASE_URL",
-        )
-    if not url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-        raise UsageError(
-            f"--database-url must be a postgresql:// URL, not {url.split(':', 1)[0]!r}",
-            hint="e.g. postgresql://holon@127.0.0.1:5432/holon",
-        )
-    return url
-
-
-def shown_url(url: str) -> str:
-    """The database URL as shown to a person: never its password (nor a
-    ``password=`` query parameter)."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "(the configured database)"
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
-    user = f"{parts.username}@" if parts.username else ""
-    query = "&".join(
-        q for q in parts.query.split("&") if q and not q.lower().startswith("password=")
-    )
-    return f"{parts.scheme}://{user}{host}{port}{parts.path}" + (f"?{query}" if query else "")
-
-
-def check_database(url: str, timeout_s: int = 5) -> None:
-    """Connect once before anything starts: a database this worker cannot
-    reach is one line naming it (never its password), exit 1, before serve
-    listens or DBOS launches."""
-    import psycopg
-
-    try:
-        psycopg.connect(_psycopg_url(url), autocommit=True, connect_timeout=timeout_s).close()
-    except Exception as exc:  # noqa: BLE001 - any failure to connect is this one error
-        why = " ".join(str(exc).split()) or type(exc).__name__
-        from urllib.parse import urlsplit
-
-        try:
-            secret = urlsplit(url).password
-        except ValueError:
-            secret = None
-        if secret:
-            why = why.replace(secret, "***")
-        raise HolonError(
-            f"--engine dbos cannot use the database {shown_url(url)}: {why[:300]}",
-            hint="start Postgres there, or fix --database-url / HOLON_DATABASE_URL; "
-            "nothing was started",
-            kind="database_unavailable",
-        ) from None
-
-
-def require_dbos() -> None:
-    """The extra is installed, or a usage error saying how to get it."""
-    import importlib.util
-
-    for mod in ("dbos", "psycopg"):
-        if importlib.util.find_spec(mod) is None:
-            raise UsageError(
-                f"--engine dbos needs the {mod!r} package, which is not installed",
-                hint="pip install 'holon-cli[dbos]'",
-            )
-
-
-def default_executor_id() -> str:
-    return os.environ.get("HOLON_EXECUTOR_ID") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def _app_version() -> str:
@@ -166,10 +89,6 @@ def _app_version() -> str:
     from holon_cli import __version__
 
     return f"holon-{__version__}"
-
-
-def _psycopg_url(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
 # ---------------------------------------------------------------- workflows
@@ -277,10 +196,8 @@ class DbosScheduler(Scheduler):
         self._claims: dict[int, tuple[int, W.Validity, W.Claim, Any]] = {}
         self._workflow: Any = None
         self._queue: Any = None
-        self._hb: Any = None
-        self._db_down_since: float | None = None
-        self._recover_after = 0.0
-        self.recovered: list[str] = []
+        # this worker's row in holon_workers, and the dead ones it recovers
+        self.registry = Registry(database_url, self.executor_id, lambda m: self.log(m))
 
     # ------------------------------------------------------------ DBOS
     def launch(self) -> None:
@@ -315,7 +232,7 @@ class DbosScheduler(Scheduler):
     def shutdown(self) -> None:
         global _scheduler
         try:
-            self._mark_gone()
+            self.registry.mark_gone()
         finally:
             _dbos().destroy(workflow_completion_timeout_sec=0)
             _scheduler = None
@@ -330,7 +247,7 @@ class DbosScheduler(Scheduler):
         wfid = f"{agent_id}:{key}"
         if wfid in self._sent:  # this worker enqueued it already: no round trip
             return True
-        opts: dict[str, Any] = {"queue_partition_key": agent_id}
+        opts: _EnqueueOptions = {"queue_partition_key": agent_id}
         if delay > 0:
             opts["delay_seconds"] = delay
         try:
@@ -484,84 +401,10 @@ class DbosScheduler(Scheduler):
             self.enqueue_pass(agent_id, f"at:{int(at * 1000)}", delay=max(0.0, at - clock.now()))
 
     # ------------------------------------------------------------ workers
-    def _connect(self) -> Any:
-        import psycopg
-
-        if self._hb is None or self._hb.closed:
-            self._hb = psycopg.connect(
-                _psycopg_url(self.database_url), autocommit=True, connect_timeout=3
-            )
-            self._hb.execute(_WORKERS_DDL)
-        return self._hb
-
     def _heartbeat(self) -> None:
-        """Record this worker as alive; after the database was away, give the
-        others time to come back before anyone counts as dead."""
-        try:
-            self._connect().execute(
-                _UPSERT,
-                (
-                    self.executor_id,
-                    socket.gethostname(),
-                    os.getpid(),
-                    self.http_addr,
-                    self.stats.started_at,
-                ),
-            )
-        except Exception as exc:  # noqa: BLE001 - the database is away: keep trying
-            if self._db_down_since is None:
-                self._db_down_since = time.monotonic()
-                self.log(f"database unreachable ({type(exc).__name__}); retrying")
-            self._drop_conn()
-            return
-        if self._db_down_since is not None:
-            self.log("database reachable again")
-            self._db_down_since = None
-            self._recover_after = time.monotonic() + 2 * DEAD_AFTER_S
+        """Record this worker as alive (:meth:`Registry.beat`)."""
+        if self.registry.beat(self.http_addr, self.stats.started_at):
             self.mark_all()  # wakes enqueued while it was away were lost: enqueue again
-
-    def _drop_conn(self) -> None:
-        if self._hb is not None:
-            try:
-                self._hb.close()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
-        self._hb = None
-
-    def recover_dead(self) -> list[str]:
-        """Have DBOS recover the pending workflows of workers silent for
-        ``DEAD_AFTER_S``, then delete their rows, in one transaction holding
-        the rows (``FOR UPDATE SKIP LOCKED``): one worker handles a dead one,
-        and if it dies half-way the rows come back for another."""
-        if self._db_down_since is not None or time.monotonic() < self._recover_after:
-            return []
-        try:
-            conn = self._connect()
-            with conn.transaction():
-                rows = conn.execute(_DEAD, (self.executor_id, DEAD_AFTER_S)).fetchall()
-                dead = [r[0] for r in rows]
-                if dead:
-                    handles = compat.recover_pending_workflows(dead)
-                    conn.execute(_FORGET, (dead,))
-        except Exception as exc:  # noqa: BLE001 - the next second tries again
-            self.log(f"cannot recover dead workers ({type(exc).__name__}: {exc})")
-            self._drop_conn()
-            return []
-        if dead:
-            self.recovered.extend(dead)
-            self.log(
-                f"recovered {len(handles)} pending pass(es) of dead worker(s) {', '.join(dead)}"
-            )
-        return dead
-
-    def _mark_gone(self) -> None:
-        """On a clean stop: a heartbeat in the past, so a live worker at once
-        recovers whatever this worker leaves pending (usually nothing)."""
-        try:
-            self._connect().execute(_GONE, (self.executor_id,))
-        except Exception:  # noqa: BLE001 - then its heartbeat simply ages
-            pass
-        self._drop_conn()
 
     def workers(self) -> list[WorkerRow]:
         """The cluster's workers (on a connection of its own: the HTTP thread asks)."""
@@ -581,7 +424,7 @@ class DbosScheduler(Scheduler):
             now = time.monotonic()
             if now >= next_beat:
                 self._heartbeat()
-                self.recover_dead()
+                self.registry.recover_dead()
                 next_beat = now + HEARTBEAT_S
             sweep: int | None = None
             if now >= next_sweep:
@@ -611,53 +454,3 @@ class DbosScheduler(Scheduler):
         self.shutdown()
         with self._cv:  # parked passes hold DBOS threads: the process must leave at once
             return sorted(set(left) | self._parked)
-
-
-_WORKERS_DDL = """
-CREATE TABLE IF NOT EXISTS holon_workers (
-    executor_id text PRIMARY KEY,
-    host text NOT NULL,
-    pid integer NOT NULL,
-    http_addr text,
-    started_at text NOT NULL,
-    heartbeat_at timestamptz NOT NULL DEFAULT now()
-)"""
-_UPSERT = """
-INSERT INTO holon_workers (executor_id, host, pid, http_addr, started_at, heartbeat_at)
-VALUES (%s, %s, %s, %s, %s, now())
-ON CONFLICT (executor_id) DO UPDATE SET heartbeat_at = now(), http_addr = EXCLUDED.http_addr"""
-_DEAD = """
-SELECT executor_id FROM holon_workers
-WHERE executor_id <> %s AND heartbeat_at < now() - make_interval(secs => %s)
-FOR UPDATE SKIP LOCKED"""
-_FORGET = "DELETE FROM holon_workers WHERE executor_id = ANY(%s)"
-_GONE = "UPDATE holon_workers SET heartbeat_at = 'epoch' WHERE executor_id = %s"
-_LIST = """
-SELECT executor_id, host, pid, http_addr, started_at, heartbeat_at,
-       heartbeat_at >= now() - make_interval(secs => %s) AS alive
-FROM holon_workers ORDER BY executor_id"""
-
-
-def list_workers(conn: Any) -> list[WorkerRow]:
-    """The cluster's workers as the heartbeat table has them."""
-    conn.execute(_WORKERS_DDL)
-    rows = conn.execute(_LIST, (DEAD_AFTER_S,)).fetchall()
-    return [
-        {
-            "executor_id": r[0],
-            "host": r[1],
-            "pid": r[2],
-            "http_addr": r[3],
-            "started_at": r[4],
-            "heartbeat_at": r[5].isoformat(),
-            "alive": bool(r[6]),
-        }
-        for r in rows
-    ]
-
-
-def cluster_workers(url: str) -> list[WorkerRow]:
-    import psycopg
-
-    with psycopg.connect(_psycopg_url(url), autocommit=True, connect_timeout=3) as conn:
-        return list_workers(conn)

@@ -95,17 +95,89 @@ class ConnectionGate:
         }
 
 
+class _HeadClock:
+    """The guards' clocks, mixed into uvicorn's h11 protocol by
+    :func:`guarded_protocol_class` (which sets the class attributes): the
+    head clock (a request head must arrive within the gate's
+    ``header_timeout``) and the body clock (its body within
+    ``body_timeout``). Reads the protocol's ``conn`` (h11), ``cycle``,
+    ``transport`` and ``loop``."""
+
+    _gate: ConnectionGate
+    _idle: Any  # h11.IDLE and h11.SEND_BODY (h11 is imported with uvicorn)
+    _send_body: Any
+    _lst: Listener | None = None
+    _head_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
+    conn: Any
+    cycle: Any
+    transport: Any
+    loop: Any
+
+    def _waiting_for_head(self) -> bool:
+        cycle = self.cycle
+        return self.conn.their_state is self._idle and (cycle is None or cycle.response_complete)
+
+    def _sync_head(self) -> None:
+        """Start the head clock when the connection waits for a request
+        head, stop it once the head is in (or the connection is done)."""
+        lst = self._lst
+        if lst is None or self.transport is None:
+            return
+        waiting = not self.transport.is_closing() and self._waiting_for_head()
+        if waiting and self._head_timer is None:
+            self._head_timer = self.loop.call_later(self._gate.header_timeout, self._head_timeout)
+            lst.waiting[self] = None
+        elif not waiting and self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+            lst.waiting.pop(self, None)
+        in_body = self.conn.their_state is self._send_body and not self.transport.is_closing()
+        if in_body and self._body_timer is None:
+            self._body_timer = self.loop.call_later(self._gate.body_timeout, self._body_timeout)
+        elif not in_body and self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timeout(self) -> None:
+        self._body_timer = None
+        if self.conn.their_state is self._send_body and not self.transport.is_closing():
+            self._gate.body_timed_out += 1
+            self.transport.abort()
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._lst is not None:
+            self._lst.waiting.pop(self, None)
+        if self._waiting_for_head() and not self.transport.is_closing():
+            self._gate.timed_out += 1
+            self.transport.abort()
+
+    def evict(self) -> None:
+        """Closed to make room for a new connection (the gate has
+        already forgotten it)."""
+        self._lst = None
+        self._cancel_timers()
+        self.transport.abort()
+
+    def _cancel_timers(self) -> None:
+        for name in ("_head_timer", "_body_timer"):
+            timer = getattr(self, name)
+            if timer is not None:
+                timer.cancel()
+                setattr(self, name, None)
+
+
 def guarded_protocol_class(gate: ConnectionGate, keep_alive_s: float) -> type[Any]:
     """uvicorn's h11 protocol under ``gate`` (a class per server: the gate is
-    its class attribute)."""
+    its class attribute), its clocks in :class:`_HeadClock`."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class GuardedProtocol(H11Protocol):
+    class GuardedProtocol(_HeadClock, H11Protocol):
         _gate = gate
-        _lst: Listener | None = None
-        _head_timer: asyncio.TimerHandle | None = None
-        _body_timer: asyncio.TimerHandle | None = None
+        _idle = h11.IDLE
+        _send_body = h11.SEND_BODY
 
         def connection_made(self, transport: Any) -> None:
             lst = self._gate.listener(transport)
@@ -120,63 +192,6 @@ def guarded_protocol_class(gate: ConnectionGate, keep_alive_s: float) -> type[An
                 keep_alive_s, self.timeout_keep_alive_handler
             )
             self._sync_head()
-
-        # -------------------------------------------------- the head clock
-
-        def _waiting_for_head(self) -> bool:
-            cycle = self.cycle
-            return self.conn.their_state is h11.IDLE and (cycle is None or cycle.response_complete)
-
-        def _sync_head(self) -> None:
-            """Start the head clock when the connection waits for a request
-            head, stop it once the head is in (or the connection is done)."""
-            lst = self._lst
-            if lst is None or self.transport is None:
-                return
-            waiting = not self.transport.is_closing() and self._waiting_for_head()
-            if waiting and self._head_timer is None:
-                self._head_timer = self.loop.call_later(
-                    self._gate.header_timeout, self._head_timeout
-                )
-                lst.waiting[self] = None
-            elif not waiting and self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-                lst.waiting.pop(self, None)
-            in_body = self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing()
-            if in_body and self._body_timer is None:
-                self._body_timer = self.loop.call_later(self._gate.body_timeout, self._body_timeout)
-            elif not in_body and self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
-
-        def _body_timeout(self) -> None:
-            self._body_timer = None
-            if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-                self._gate.body_timed_out += 1
-                self.transport.abort()
-
-        def _head_timeout(self) -> None:
-            self._head_timer = None
-            if self._lst is not None:
-                self._lst.waiting.pop(self, None)
-            if self._waiting_for_head() and not self.transport.is_closing():
-                self._gate.timed_out += 1
-                self.transport.abort()
-
-        def evict(self) -> None:
-            """Closed to make room for a new connection (the gate has
-            already forgotten it)."""
-            self._lst = None
-            self._cancel_timers()
-            self.transport.abort()
-
-        def _cancel_timers(self) -> None:
-            for name in ("_head_timer", "_body_timer"):
-                timer = getattr(self, name)
-                if timer is not None:
-                    timer.cancel()
-                    setattr(self, name, None)
 
         # ------------------------------------------- uvicorn's hooks
 
