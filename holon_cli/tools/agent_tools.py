@@ -26,7 +26,7 @@ is ``initial_message``; any other field is refused by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from holon_cli.errors import HolonError, UsageError
 from holon_cli.runtime.enqueue import admit
@@ -37,6 +37,8 @@ from holon_cli.store.layout import AGENT_ID_RE, HomeLayout
 from holon_cli.tools.base import SleepRequest, ToolContext, ToolError, field_doc, tool
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from holon_cli.runtime.agents.profiles import ChildProfile
 
 MAX_FOLLOWUPS_PER_TURN = 8
@@ -77,7 +79,7 @@ class SleepArgs:
         "woken after a short delay."
     ),
 )
-def sleep(ctx: ToolContext, args: SleepArgs) -> dict[str, Any]:
+def sleep(ctx: ToolContext, args: SleepArgs) -> dict[str, object]:
     duration = args.duration_ms
     if duration is not None and duration < 0:
         raise ToolError(
@@ -130,7 +132,7 @@ class EnqueueArgs:
         "after this one ends, in priority order with other queued messages. Returns the message id."
     ),
 )
-def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, Any]:
+def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, object]:
     sent: list[str] = ctx.effects.setdefault("enqueued", [])
     if len(sent) >= MAX_FOLLOWUPS_PER_TURN:
         raise ToolError(
@@ -143,7 +145,7 @@ def enqueue(ctx: ToolContext, args: EnqueueArgs) -> dict[str, Any]:
             recovery_hint="combine the remaining follow-ups into one message",
         )
     message = ctx.message or {}
-    metadata: dict[str, Any] = {"enqueued_by": "Enqueue", "turn_id": ctx.turn_id}
+    metadata: dict[str, object] = {"enqueued_by": "Enqueue", "turn_id": ctx.turn_id}
     try:
         env = admit(
             args.text,
@@ -217,7 +219,7 @@ def _visible_store(ctx: ToolContext, agent_id: str) -> AgentStore:
         "queue counts, current work item and token usage. Omit `agent_id` for yourself."
     ),
 )
-def agent_get(ctx: ToolContext, args: AgentGetArgs) -> dict[str, Any]:
+def agent_get(ctx: ToolContext, args: AgentGetArgs) -> dict[str, object]:
     aid = (args.agent_id or "").strip()
     store: AgentStore = ctx.store if not aid or aid == ctx.agent_id else _visible_store(ctx, aid)
     try:
@@ -319,7 +321,7 @@ def _profile(ctx: ToolContext, name: str) -> ChildProfile:
         "Another preset name picks a child profile file."
     ),
 )
-def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> dict[str, Any]:
+def spawn_agent(ctx: ToolContext, args: SpawnAgentArgs) -> Mapping[str, object]:
     from holon_cli.runtime.children import spawn as sp
 
     preset = (args.preset or "private_child").strip()

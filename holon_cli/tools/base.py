@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
@@ -30,6 +30,7 @@ from holon_cli.model.tool import render_error as render_error
 from holon_cli.model.typed import (
     Checker,
     CheckError,
+    JsonObject,
     dotted,
     json_schema,
     kinds_of,
@@ -51,7 +52,7 @@ class ToolError(Exception):
         kind: ToolErrorKind,
         message: str,
         *,
-        details: dict[str, Any] | None = None,
+        details: Mapping[str, object] | None = None,
         recovery_hint: str | None = None,
         retryable: bool = False,
         field: str | None = None,
@@ -59,7 +60,7 @@ class ToolError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
-        self.details = dict(details or {})
+        self.details: dict[str, object] = dict(details or {})
         if field:
             self.details["field"] = field
         self.recovery_hint = recovery_hint
@@ -75,7 +76,7 @@ class ToolError(Exception):
         }
 
 
-Handler = Callable[[ToolContext, Any], "ToolResult | dict[str, Any] | str"]
+Handler = Callable[[ToolContext, Any], "ToolResult | Mapping[str, object] | str"]
 
 
 @dataclass
@@ -93,12 +94,12 @@ class ToolDef:
 # ------------------------------------------------------------------ schemas
 
 
-def source_schema(args_type: type) -> dict[str, Any]:
+def source_schema(args_type: type) -> JsonObject:
     """The honest source schema of a dataclass: optional fields are not required."""
     return json_schema(args_type)
 
 
-def emit_schema(args_type: type, *, strict: bool = False) -> dict[str, Any]:
+def emit_schema(args_type: type, *, strict: bool = False) -> JsonObject:
     """Provider emission: relaxed (source shape, additionalProperties false) or strict."""
     return json_schema(args_type, strict=strict)
 

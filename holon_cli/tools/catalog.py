@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
@@ -135,9 +135,9 @@ def _module_defs() -> list[ToolDef]:
     return sorted(registry().values(), key=family)
 
 
-def manifest_rows() -> list[dict[str, Any]]:
+def manifest_rows() -> list[dict[str, object]]:
     """What the manifest holds, computed from the tool modules (imports them all)."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for d in _module_defs():
         spec = d.spec()
         rows.append(

@@ -20,6 +20,7 @@ an operator request; the model is told the result will arrive as an
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.model.tool import ToolEffects, ToolResult, render_error
@@ -28,8 +29,17 @@ if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.provider import ToolCall, ToolSpec
     from holon_cli.model.tool import Toolbox, ToolContext
+    from holon_cli.model.typed import JsonObject
     from holon_cli.runtime.mcp.calls import OfferedTool
+    from holon_cli.runtime.mcp.shapes import ToolProblem
     from holon_cli.store.agent_store import AgentStore
+
+
+def _input_schema(tool: JsonObject) -> JsonObject:
+    """The tool's ``inputSchema`` as offered (an object that takes anything
+    when the server gave none)."""
+    schema = tool.get("inputSchema")
+    return dict(schema) if isinstance(schema, dict) and schema else {"type": "object"}
 
 
 class McpToolbox:
@@ -39,7 +49,7 @@ class McpToolbox:
         self,
         base: Toolbox,
         offered: list[OfferedTool],
-        problems: list[dict[str, Any]],
+        problems: list[ToolProblem],
         cfg: HolonConfig,
     ) -> None:
         from holon_cli.model.provider import ToolSpec
@@ -53,7 +63,7 @@ class McpToolbox:
                 t.name,
                 str(t.tool.get("description") or t.tool.get("title") or "")
                 or f"Tool {t.tool.get('name')} of MCP server {t.spec.name}.",
-                dict(t.tool.get("inputSchema") or {"type": "object"}),
+                _input_schema(t.tool),
             )
             for t in offered
         ]
@@ -107,7 +117,7 @@ def _error(
     return ToolResult(False, render_error(name, env), error=env)
 
 
-def _declined(input_requests: dict[str, Any] | None) -> bool:
+def _declined(input_requests: Mapping[str, object] | None) -> bool:
     """Whether the server asked for something holon never gives (sampling)."""
     return any(
         isinstance(q, dict) and q.get("method") == "sampling/createMessage"

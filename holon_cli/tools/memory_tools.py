@@ -10,7 +10,6 @@ original text, never the index's projection.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from holon_cli.errors import HolonError, UsageError
 from holon_cli.runtime.memory import search as M
@@ -50,7 +49,7 @@ class MemorySearchArgs:
         "before, or when resuming work from an earlier day; then MemoryGet the best result."
     ),
 )
-def memory_search(ctx: ToolContext, args: MemorySearchArgs) -> dict[str, Any]:
+def memory_search(ctx: ToolContext, args: MemorySearchArgs) -> dict[str, object]:
     try:
         return M.memory_search(
             ctx.store,
@@ -79,7 +78,7 @@ class MemoryGetArgs:
         "provenance; `truncated` says whether `max_chars` cut it."
     ),
 )
-def memory_get(ctx: ToolContext, args: MemoryGetArgs) -> dict[str, Any]:
+def memory_get(ctx: ToolContext, args: MemoryGetArgs) -> dict[str, object]:
     try:
         return M.memory_get(
             ctx.store,

@@ -16,7 +16,6 @@ ledger itself, so a wait recorded in an earlier turn counts as well.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from holon_cli.errors import HolonError, UsageError
 from holon_cli.tools.base import ToolContext, ToolError, field_doc, tool
@@ -59,7 +58,7 @@ class RecordExternalWaitArgs:
         "record the wait with RecordExternalWait; your trigger URL is a capability secret."
     ),
 )
-def record_external_wait(ctx: ToolContext, args: RecordExternalWaitArgs) -> dict[str, Any]:
+def record_external_wait(ctx: ToolContext, args: RecordExternalWaitArgs) -> dict[str, object]:
     from holon_cli.runtime.waiting import intents, triggers
 
     try:
@@ -109,7 +108,7 @@ class CancelExternalWaitArgs:
         "The trigger URL stays valid; this only removes the wait from the work item."
     ),
 )
-def cancel_external_wait(ctx: ToolContext, args: CancelExternalWaitArgs) -> dict[str, Any]:
+def cancel_external_wait(ctx: ToolContext, args: CancelExternalWaitArgs) -> dict[str, object]:
     from holon_cli.runtime.waiting import intents
 
     try:

@@ -134,7 +134,7 @@ def _todos(items: list[TodoItemArg] | None) -> list[dict[str, str]] | None:
     return None if items is None else [{"text": t.text, "state": t.state} for t in items]
 
 
-def _bind(result: dict[str, Any]) -> dict[str, Any]:
+def _bind(result: dict[str, object]) -> dict[str, object]:
     """Lift the item id to the top so the engine can bind the call's events."""
     item = result.get("work_item")
     if isinstance(item, dict):
@@ -142,14 +142,18 @@ def _bind(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _mutated(ctx: ToolContext, result: dict[str, Any], *, focus_changed: bool) -> dict[str, Any]:
+def _mutated(
+    ctx: ToolContext, result: dict[str, object], *, focus_changed: bool
+) -> dict[str, object]:
     _bind(result)
     ctx.report.work_item_mutated = True
     if focus_changed:
         ctx.report.focus_changed = True
-        ctx.report.current_work_item_id = result.get("current_work_item_id")
-    if result.get("brief_id"):
-        ctx.report.completion_brief_id = result["brief_id"]
+        current = result.get("current_work_item_id")
+        ctx.report.current_work_item_id = current if isinstance(current, str) else None
+    brief_id = result.get("brief_id")
+    if isinstance(brief_id, str) and brief_id:
+        ctx.report.completion_brief_id = brief_id
     return result
 
 
@@ -168,7 +172,7 @@ def _mutated(ctx: ToolContext, result: dict[str, Any], *, focus_changed: bool) -
         "one: update it instead."
     ),
 )
-def create_work_item(ctx: ToolContext, args: CreateWorkItemArgs) -> dict[str, Any]:
+def create_work_item(ctx: ToolContext, args: CreateWorkItemArgs) -> dict[str, object]:
     res = _run(
         rt.create_work_item,
         ctx.store,
@@ -193,7 +197,7 @@ def create_work_item(ctx: ToolContext, args: CreateWorkItemArgs) -> dict[str, An
         "for review; it stays blocked until you clear blocked_by."
     ),
 )
-def pick_work_item(ctx: ToolContext, args: PickWorkItemArgs) -> dict[str, Any]:
+def pick_work_item(ctx: ToolContext, args: PickWorkItemArgs) -> dict[str, object]:
     res = _run(
         rt.pick_work_item,
         ctx.store,
@@ -220,7 +224,7 @@ def pick_work_item(ctx: ToolContext, args: PickWorkItemArgs) -> dict[str, Any]:
         "not re-pick."
     ),
 )
-def update_work_item(ctx: ToolContext, args: UpdateWorkItemArgs) -> dict[str, Any]:
+def update_work_item(ctx: ToolContext, args: UpdateWorkItemArgs) -> dict[str, object]:
     res = _run(
         rt.update_work_item,
         ctx.store,
@@ -249,7 +253,7 @@ def update_work_item(ctx: ToolContext, args: UpdateWorkItemArgs) -> dict[str, An
         "durable report."
     ),
 )
-def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str, Any]:
+def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str, object]:
     targets = round_completion_targets(ctx.round_calls)
     res = _run(
         rt.complete_work_item,
@@ -273,7 +277,7 @@ def complete_work_item(ctx: ToolContext, args: CompleteWorkItemArgs) -> dict[str
         "bounded preview (never the full plan)."
     ),
 )
-def get_work_item(ctx: ToolContext, args: GetWorkItemArgs) -> dict[str, Any]:
+def get_work_item(ctx: ToolContext, args: GetWorkItemArgs) -> dict[str, object]:
     include = True if args.include_todo_list is None else args.include_todo_list
     return _bind(_run(rt.get_work_item, ctx.store, args.work_item_id, include_todo_list=include))
 
@@ -286,7 +290,7 @@ def get_work_item(ctx: ToolContext, args: GetWorkItemArgs) -> dict[str, Any]:
         "and plan preview."
     ),
 )
-def list_work_items(ctx: ToolContext, args: ListWorkItemsArgs) -> dict[str, Any]:
+def list_work_items(ctx: ToolContext, args: ListWorkItemsArgs) -> dict[str, object]:
     return _run(
         rt.list_work_items,
         ctx.store,

@@ -12,7 +12,7 @@ root. Neither tool deletes anything: detaching only forgets an id.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from holon_cli.errors import HolonError, UsageError
 from holon_cli.runtime.workspace import plane
@@ -59,7 +59,7 @@ class UseWorkspaceArgs:
         "branch of your own without touching its checkout."
     ),
 )
-def use_workspace(ctx: ToolContext, args: UseWorkspaceArgs) -> dict[str, Any]:
+def use_workspace(ctx: ToolContext, args: UseWorkspaceArgs) -> dict[str, object]:
     try:
         out = plane.use_workspace(
             ctx.store,
@@ -88,7 +88,7 @@ class DetachWorkspaceArgs:
         "be detached (switch first; AgentHome is the fallback). Nothing on disk is deleted."
     ),
 )
-def detach_workspace(ctx: ToolContext, args: DetachWorkspaceArgs) -> dict[str, Any]:
+def detach_workspace(ctx: ToolContext, args: DetachWorkspaceArgs) -> dict[str, object]:
     try:
         return plane.detach_workspace(ctx.store, args.workspace_id, source="tool")
     except HolonError as err:

@@ -410,6 +410,29 @@ def test_a_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
     assert str(path) in err.value.message
 
 
+def line_start(doc: dict[str, Any]) -> dict[str, Any]:
+    start = doc["start"]
+    assert isinstance(start, dict)
+    return start
+
+
+def test_a_record_that_does_not_fit_its_type_names_the_field(tmp_path: Path) -> None:
+    """A record that decodes but is not a turn record (its ``start`` lost
+    its ``home``): ``record_damaged`` naming the field, never a KeyError."""
+    res = turn(script(tmp_path, ["hi"]))
+    store = open_agent(None)
+    path = store.layout.ledger_path("turn_records")
+    line = json.loads(path.read_text())
+    doc = dict(R.decode(line, path))
+    doc["start"] = {k: v for k, v in line_start(doc).items() if k != "home"}
+    line = R.encode_line(res.turn_id, str(line["message_id"]), doc)
+    path.write_text(json.dumps(line, separators=(",", ":")) + "\n")
+    with pytest.raises(CorruptStateError) as err:
+        replay(res.turn_id)
+    assert err.value.kind == "record_damaged"
+    assert "start.home is required" in err.value.message and str(path) in err.value.message
+
+
 def test_a_failed_capture_still_settles_the_turn_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

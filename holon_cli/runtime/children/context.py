@@ -27,7 +27,8 @@ Fresh versus forked, Fork Context Derivation).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TypedDict
 
 from holon_cli import clock
 from holon_cli.store.fsio import read_snapshot, write_snapshot
@@ -87,9 +88,28 @@ def _memory(parent: AgentStore) -> str | None:
     return working.render(wm, max_chars=MEMORY_CHARS)
 
 
+class ContextSection(TypedDict):
+    title: str
+    chars: int
+
+
+class InheritedContext(TypedDict):
+    """``state/inherited_context.json``: what a child was handed (``text``:
+    the fork's view, ``None`` for a fresh child or a parent with nothing)."""
+
+    v: int
+    mode: str
+    parent_agent_id: str
+    supervision_task_id: str
+    anchor_work_item_id: str | None
+    derived_at: str
+    sections: list[ContextSection]
+    text: str | None
+
+
 def derive_fork(
     parent: AgentStore, handoff: str, work_item_id: str | None
-) -> tuple[str, list[dict[str, Any]]] | None:
+) -> tuple[str, list[ContextSection]] | None:
     """The inherited view (its text and its sections' titles and sizes), or
     ``None`` when the parent has nothing to pass on."""
     from holon_cli.runtime.turn.context import recent_conversation
@@ -115,7 +135,9 @@ def derive_fork(
         parts.append(("Recent conversation", recent.split("\n", 1)[-1]))
     if not parts:
         return None
-    out, sections, used = [], [], 0
+    out: list[str] = []
+    sections: list[ContextSection] = []
+    used = 0
     for title, text in parts:
         block = f"## {title}\n{text.strip()}"
         if used + len(block) + 2 > FORK_CHARS:
@@ -128,7 +150,7 @@ def derive_fork(
     return "\n\n".join(out), sections
 
 
-def render(rec: dict[str, Any]) -> str | None:
+def render(rec: Mapping[str, object]) -> str | None:
     """The prompt's context block for a stored inherited context (fenced)."""
     text = rec.get("text")
     if rec.get("mode") != "fork" or not isinstance(text, str) or not text:
@@ -158,9 +180,9 @@ def record(
     handoff: str,
     work_item_id: str | None,
     supervision_task_id: str,
-) -> dict[str, Any]:
+) -> InheritedContext:
     """What ``state/inherited_context.json`` holds for a new child."""
-    rec: dict[str, Any] = {
+    rec: InheritedContext = {
         "v": VERSION,
         "mode": mode,
         "parent_agent_id": parent.agent_id,
@@ -177,7 +199,7 @@ def record(
     return rec
 
 
-def write(layout: AgentLayout, rec: dict[str, Any]) -> None:
+def write(layout: AgentLayout, rec: InheritedContext) -> None:
     write_snapshot(_path(layout.state_dir), rec)
 
 
@@ -185,7 +207,8 @@ def _path(state_dir: Path) -> Path:
     return state_dir / FILE
 
 
-def read(store: AgentStore) -> dict[str, Any] | None:
+def read(store: AgentStore) -> Mapping[str, object] | None:
+    """The stored record as JSON (its readers take each field with a check)."""
     try:
         rec = read_snapshot(_path(store.layout.state_dir))
     except Exception:  # noqa: BLE001 - a damaged file leaves the block out, never fails a turn
@@ -193,7 +216,7 @@ def read(store: AgentStore) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) else None
 
 
-def block_for(store: AgentStore, identity: dict[str, Any]) -> str | None:
+def block_for(store: AgentStore, identity: Mapping[str, object]) -> str | None:
     """The turn's inherited-context block: a forked child's, else ``None``."""
     if identity.get("kind") != "child":
         return None

@@ -13,7 +13,8 @@ reported first if it was still due.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from holon_cli.model import task as tm
 from holon_cli.model.child import supervision
@@ -23,10 +24,46 @@ from holon_cli.runtime.tasks import plane
 from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
-    from holon_cli.model.child import ActiveChild, ChildTaskSnapshot
-    from holon_cli.model.task import TaskRecord
+    from holon_cli.model.child import (
+        ActiveChild,
+        ChildObservability,
+        ChildSupervision,
+        ChildTaskSnapshot,
+    )
+    from holon_cli.model.task import (
+        RetrievalStatus,
+        TaskFailure,
+        TaskOutputResult,
+        TaskRecord,
+        TaskSnapshot,
+        WorktreeInfo,
+    )
 
 OUTPUT_PREVIEW_CHARS = 8000
+
+
+class ChildOutputView(TypedDict):
+    """``TaskOutput.task`` of a child handle: its result (or progress) as the output."""
+
+    task_id: str
+    kind: str  # child_agent_task
+    status: str
+    summary: str
+    output_preview: str
+    output_truncated: bool
+    output_bytes: int
+    artifacts: list[dict[str, str]]
+    output_artifact: None
+    result_summary: str | None
+    failure_artifact: TaskFailure | None
+    child_supervision: ChildSupervision
+    child_observability: ChildObservability | None
+    worktree: WorktreeInfo | None
+
+
+class ChildOutputResult(TypedDict):
+    retrieval_status: RetrievalStatus
+    task: ChildOutputView
 
 
 def child_snapshot(parent: AgentStore, rec: TaskRecord) -> ChildTaskSnapshot:
@@ -50,32 +87,31 @@ def child_snapshot(parent: AgentStore, rec: TaskRecord) -> ChildTaskSnapshot:
     return snap
 
 
-def task_status(store: AgentStore, task_id: str) -> dict[str, Any]:
+def task_status(store: AgentStore, task_id: str) -> dict[str, TaskSnapshot]:
     rec = plane.read_task(store, task_id)
     if tm.is_child_task(rec):
         return {"task": child_snapshot(store, rec)}
     return {"task": plane.snapshot(rec)}
 
 
-def list_tasks(store: AgentStore, *, include_all: bool = False) -> list[dict[str, Any]]:
+def list_tasks(store: AgentStore, *, include_all: bool = False) -> list[TaskSnapshot]:
     """``TaskList`` / ``holon task list``: child handles with their projection."""
-    out: list[dict[str, Any]] = []
+    out: list[TaskSnapshot] = []
     for _d, rec in plane.iter_records(store):
         if not rec.get("promoted"):
             continue
         if include_all or not sv.is_final(rec):
             snap = child_snapshot(store, rec) if tm.is_child_task(rec) else plane.snapshot(rec)
-            out.append(cast(dict[str, Any], snap))
+            out.append(snap)
     return out
 
 
 def task_output(
     store: AgentStore, task_id: str, *, block: bool = False, timeout_ms: int = 30_000
-) -> dict[str, Any]:
+) -> TaskOutputResult | ChildOutputResult:
     rec = plane.read_task(store, task_id)
     if not tm.is_child_task(rec):
-        out = plane.task_output(store, task_id, block=block, timeout_ms=timeout_ms)
-        return cast(dict[str, Any], out)
+        return plane.task_output(store, task_id, block=block, timeout_ms=timeout_ms)
     end = time.monotonic() + max(0, timeout_ms) / 1000
     while block and not sv.is_final(rec) and time.monotonic() < end:
         time.sleep(0.05)
@@ -87,26 +123,24 @@ def task_output(
     progress = obs["last_progress_brief"] if obs is not None else None
     text = rec.get("result_summary") if terminal else progress
     text = text or ""
-    retrieval = "success" if terminal else ("timeout" if block else "not_ready")
-    return {
-        "retrieval_status": retrieval,
-        "task": {
-            "task_id": rec["id"],
-            "kind": tm.CHILD_TASK_KIND,
-            "status": snap["status"],
-            "summary": snap["summary"],
-            "output_preview": text[:OUTPUT_PREVIEW_CHARS],
-            "output_truncated": len(text) > OUTPUT_PREVIEW_CHARS,
-            "output_bytes": len(text.encode("utf-8")),
-            "artifacts": [],
-            "output_artifact": None,
-            "result_summary": rec.get("result_summary"),
-            "failure_artifact": tm.failure_artifact(rec),
-            "child_supervision": snap["child_supervision"],
-            "child_observability": snap["child_observability"],
-            "worktree": snap["worktree"],
-        },
+    view: ChildOutputView = {
+        "task_id": rec["id"],
+        "kind": tm.CHILD_TASK_KIND,
+        "status": snap["status"],
+        "summary": snap["summary"],
+        "output_preview": text[:OUTPUT_PREVIEW_CHARS],
+        "output_truncated": len(text) > OUTPUT_PREVIEW_CHARS,
+        "output_bytes": len(text.encode("utf-8")),
+        "artifacts": [],
+        "output_artifact": None,
+        "result_summary": rec.get("result_summary"),
+        "failure_artifact": tm.failure_artifact(rec),
+        "child_supervision": snap["child_supervision"],
+        "child_observability": snap["child_observability"],
+        "worktree": snap["worktree"],
     }
+    retrieval: RetrievalStatus = "success" if terminal else ("timeout" if block else "not_ready")
+    return {"retrieval_status": retrieval, "task": view}
 
 
 def task_input(store: AgentStore, task_id: str, data: str) -> dict[str, Any]:
@@ -166,7 +200,7 @@ def active_children(parent: AgentStore) -> list[ActiveChild]:
             continue
         cid = str((rec.get("child") or {}).get("child_agent_id"))
         child = sv.open_child(cid)
-        ident: dict[str, Any] = {}
+        ident: Mapping[str, object] = {}
         status = None
         if child is not None:
             crec = child.read_record()

@@ -12,7 +12,8 @@ nothing of the plane.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from holon_cli.model.tracecontext import TraceContext
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 class ChildLineage:
     """:class:`~holon_cli.runtime.turn.hooks.Lineage` over this plane."""
 
-    def inherited(self, store: AgentStore, identity: dict[str, Any]) -> str | None:
+    def inherited(self, store: AgentStore, identity: Mapping[str, object]) -> str | None:
         if identity.get("kind") != "child":
             return None  # the common case: nothing to read
         from holon_cli.runtime.children.context import block_for

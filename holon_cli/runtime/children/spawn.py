@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, RejectedError, UsageError
@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from holon_cli.model.agent import AgentState
+    from holon_cli.model.child import ChildSupervision
     from holon_cli.model.events import ChildAgentSpawnedData
-    from holon_cli.model.task import ChildTaskDetail, TaskRecord, WorktreeInfo
+    from holon_cli.model.task import ChildTaskDetail, TaskHandle, TaskRecord, WorktreeInfo
     from holon_cli.runtime.agents.profiles import ChildProfile
     from holon_cli.runtime.workspace import WorkspaceBinding
     from holon_cli.runtime.workspace.plane import Target
@@ -182,6 +183,19 @@ def _check_profile_price(parent: AgentStore, profile: ChildProfile) -> None:
         raise err
 
 
+class PrivateChildResult(TypedDict):
+    """What ``SpawnAgent`` returns for a private child."""
+
+    agent_id: str
+    child_agent_id: str
+    supervision_task_id: str
+    task_handle: TaskHandle
+    child_supervision: ChildSupervision
+    context: str
+    profile: NotRequired[str]
+    workspace_root: NotRequired[str]
+
+
 def spawn_private_child(
     parent: AgentStore,
     initial_message: str,
@@ -193,7 +207,7 @@ def spawn_private_child(
     context: str = "fork",
     workspace_root: str | None = None,
     profile: ChildProfile | None = None,
-) -> dict[str, Any]:
+) -> PrivateChildResult:
     """Create a supervised private child; returns the contract's result.
     ``context``: ``fork`` (the parent's relevant context, derived and fenced:
     ``children/context.py``) or ``fresh`` (the handoff only); ``profile``: a
@@ -288,7 +302,7 @@ def _make_child(
     worktree: WorktreeInfo | None,
     explicit: Target | None,
     profile: ChildProfile | None,
-    inherited: dict[str, Any],
+    inherited: child_context.InheritedContext,
 ) -> AgentStore:
     model = parent.read_record()["state"].get("model_override")
     if profile is not None and profile.model is not None:
@@ -338,11 +352,11 @@ def _undo_handle(d: Path, worktree: WorktreeInfo | None) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def private_child_result(parent_id: str, rec: TaskRecord) -> dict[str, Any]:
+def private_child_result(parent_id: str, rec: TaskRecord) -> PrivateChildResult:
     child = rec.get("child") or {}
     cid = str(child.get("child_agent_id"))
     mode = str(child.get("workspace_mode") or "inherit")
-    out: dict[str, Any] = {
+    out: PrivateChildResult = {
         "agent_id": cid,
         "child_agent_id": cid,
         "supervision_task_id": rec["id"],
@@ -350,10 +364,11 @@ def private_child_result(parent_id: str, rec: TaskRecord) -> dict[str, Any]:
         "child_supervision": supervision(parent_id, cid, rec["id"], mode, child.get("worktree")),
         "context": child.get("context") or "fresh",
     }
-    if child.get("profile"):
-        out["profile"] = child["profile"]
-    if child.get("workspace_root"):
-        out["workspace_root"] = child["workspace_root"]
+    profile, root = child.get("profile"), child.get("workspace_root")
+    if profile:
+        out["profile"] = profile
+    if root:
+        out["workspace_root"] = root
     return out
 
 
@@ -363,7 +378,7 @@ def spawn_public_named(
     *,
     initial_message: str | None = None,
     template: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, str]:
     """A public, self-owned agent with lineage only; returns ``{agent_id}``."""
     _refuse_child_caller(creator)
     cstate = creator.read_record()["state"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
@@ -100,7 +100,7 @@ def observe(child: AgentStore) -> ChildObservability:
     state = child.read_record()["state"]
     phase, blocked, waiting = child_phase(
         status=state["status"],
-        closure=cast("dict[str, Any] | None", state.get("last_closure")),
+        closure=state.get("last_closure"),
         pending=_pending(child),
         archived=bool(state.get("archived_at")),
     )
@@ -115,6 +115,11 @@ def observe(child: AgentStore) -> ChildObservability:
         "last_progress_brief": progress,
         "last_result_brief": result,
     }
+
+
+# what a sweep did to one handle: ``action`` and the ids it names (a
+# ``child_agent_id`` read from a damaged handle may be null)
+SweepAction = dict[str, str | None]
 
 
 def handle_dir(parent: AgentStore, task_id: str) -> Path:
@@ -142,7 +147,7 @@ def _admit_result(parent: AgentStore, rec: TaskRecord, parts: tuple[str, int, in
 
     child = rec.get("child") or {}
     text, offset, length = parts
-    meta: dict[str, Any] = {
+    meta: dict[str, object] = {
         "task_id": rec["id"],
         "task_kind": tm.CHILD_TASK_KIND,
         "task_status": rec.get("status"),
@@ -154,24 +159,29 @@ def _admit_result(parent: AgentStore, rec: TaskRecord, parts: tuple[str, int, in
         "output_offset": offset,
         "output_length": length,
     }
-    kw: dict[str, Any] = {
-        "store": parent,
-        "kind": "task_result",
-        "origin": f"task:{rec['id']}",
-        "task_id": rec["id"],
-        "causation_id": rec.get("parent_message_id"),
-        "delivery_surface": "task_rejoin",
-        "admission_context": "runtime_owned",
-        "metadata": meta,
-        "idempotency_key": RESULT_KEY_PREFIX + rec["id"],
-    }
+
+    def go(work_item_id: str | None) -> str:
+        env = admit(
+            text,
+            store=parent,
+            kind="task_result",
+            origin=f"task:{rec['id']}",
+            task_id=rec["id"],
+            causation_id=rec.get("parent_message_id"),
+            delivery_surface="task_rejoin",
+            admission_context="runtime_owned",
+            metadata=meta,
+            idempotency_key=RESULT_KEY_PREFIX + rec["id"],
+            work_item_id=work_item_id,
+        )
+        return env["id"]
+
     try:
-        env = admit(text, work_item_id=child.get("work_item_id"), **kw)
+        return go(child.get("work_item_id"))
     except HolonError as exc:
         if exc.kind not in ("not_found", "work_item_not_found"):
             raise
-        env = admit(text, **kw)  # the work item is gone: the id stays in the metadata
-    return env["id"]
+        return go(None)  # the work item is gone: the id stays in the metadata
 
 
 def report_child(
@@ -336,7 +346,7 @@ def deliver_to_child(
     return str(env["id"])
 
 
-def delegation_meta(parent: AgentStore, rec: TaskRecord, delivery: str) -> dict[str, Any]:
+def delegation_meta(parent: AgentStore, rec: TaskRecord, delivery: str) -> dict[str, str | None]:
     child = rec.get("child") or {}
     return {
         "delivery": delivery,
@@ -347,7 +357,7 @@ def delegation_meta(parent: AgentStore, rec: TaskRecord, delivery: str) -> dict[
     }
 
 
-def _sweep_handle(parent: AgentStore, rec: TaskRecord) -> dict[str, Any] | None:
+def _sweep_handle(parent: AgentStore, rec: TaskRecord) -> SweepAction | None:
     child_id = (rec.get("child") or {}).get("child_agent_id")
     child = open_child(child_id)
     tid = rec["id"]
@@ -386,7 +396,7 @@ def _resume(d: Path) -> None:
     update_task(d, resume)
 
 
-def _redeliver(parent: AgentStore, rec: TaskRecord, child: AgentStore) -> dict[str, Any]:
+def _redeliver(parent: AgentStore, rec: TaskRecord, child: AgentStore) -> SweepAction:
     """A spawn killed before the child's first message: deliver it now."""
     from holon_cli.runtime.tasks.records import update_task
 
@@ -402,6 +412,8 @@ def _redeliver(parent: AgentStore, rec: TaskRecord, child: AgentStore) -> dict[s
 
 def sweep_parent(parent: AgentStore) -> list[dict[str, Any]]:
     """The parent's part of a tick: every child handle brought up to date."""
+    # Any: tick.py extends this list with the workspace plane's actions
+    # (dict[str, str]) and returns it as dict[str, object]s
     out: list[dict[str, Any]] = []
     for _d, rec in iter_records(parent):
         if not tm.is_child_task(rec) or not rec.get("promoted"):
@@ -425,12 +437,12 @@ def cleanup_pending(rec: Mapping[str, Any]) -> bool:
     return is_final(rec) and isinstance(wt, dict) and wt.get("cleanup_status") == "pending"
 
 
-def finish_ended(parent: AgentStore, rec: TaskRecord) -> list[dict[str, Any]]:
+def finish_ended(parent: AgentStore, rec: TaskRecord) -> list[dict[str, str]]:
     """The durable end of a handle whose result is reported: its worktree
     cleaned up and its child archived. Each step is repeated by every pass
     until it is done (a process killed between the result and these steps
     left them undone: ``home audit`` reports it until then)."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, str]] = []
     tid = rec["id"]
     if cleanup_pending(rec):
         cleanup_for(parent, tid)

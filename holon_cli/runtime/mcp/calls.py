@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli.runtime.mcp import records
@@ -19,17 +20,19 @@ from holon_cli.runtime.mcp.config import ServerSpec, servers_for, tool_name
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
+    from holon_cli.model.typed import JsonObject
     from holon_cli.runtime.mcp.sdk import CallOutcome
+    from holon_cli.runtime.mcp.shapes import SentAnswer, ToolProblem
     from holon_cli.store.agent_store import AgentStore
 
 
 class OfferedTool(NamedTuple):
     name: str  # mcp__<server>__<tool>
     spec: ServerSpec
-    tool: dict[str, Any]  # as the server listed it (name, description, inputSchema, ...)
+    tool: JsonObject  # as the server listed it (name, description, inputSchema, ...)
 
 
-def server_rows(cfg: HolonConfig, agent_id: str | None) -> list[dict[str, Any]]:
+def server_rows(cfg: HolonConfig, agent_id: str | None) -> list[dict[str, object]]:
     return [records.row(s) for s in servers_for(cfg, agent_id)]
 
 
@@ -41,14 +44,14 @@ def _host(warm: bool | None = None) -> Any:
 
 def offered_tools(
     store: AgentStore, cfg: HolonConfig, *, start: bool = True, warm: bool = False
-) -> tuple[list[OfferedTool], list[dict[str, Any]]]:
+) -> tuple[list[OfferedTool], list[ToolProblem]]:
     """The agent's MCP tools in a stable order (server name, then the
     server's own order) and the problems met (``{server, error}``), each also
     recorded as the server's state. ``start=False``: cached lists only."""
     from holon_cli.errors import McpUnavailableError
 
     out: list[OfferedTool] = []
-    problems: list[dict[str, Any]] = []
+    problems: list[ToolProblem] = []
     specs = [s for s in servers_for(cfg, store.agent_id) if s.enabled]
     if start:
         import sys
@@ -99,28 +102,40 @@ def call_tool(
     cfg: HolonConfig,
     spec: ServerSpec,
     tool: str,
-    arguments: dict[str, Any],
-    **kw: Any,
+    arguments: Mapping[str, object],
+    *,
+    answers: dict[str, SentAnswer] | None = None,
+    request_state: str | None = None,
+    legacy_answers: list[SentAnswer] | None = None,
 ) -> CallOutcome:
+    """One ``tools/call`` (``answers``, ``request_state``, ``legacy_answers``:
+    a call sent again with the operator's answers, see ``requests.py``)."""
     from holon_cli.runtime.mcp.tracing import request_meta
 
-    meta = request_meta()
-    if meta is not None:
-        kw.setdefault("meta", meta)
-    out: CallOutcome = _host().call(store, cfg, spec, tool, arguments, **kw)
+    out: CallOutcome = _host().call(
+        store,
+        cfg,
+        spec,
+        tool,
+        arguments,
+        meta=request_meta(),
+        answers=answers,
+        request_state=request_state,
+        legacy_answers=legacy_answers,
+    )
     return out
 
 
 def check(
     store: AgentStore, cfg: HolonConfig, names: list[str] | None = None, *, relist: bool = False
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Start each enabled server (named ones: enabled or not) afresh: discover
     or initialize, list. Rows as :func:`server_rows`, with ``error`` set
     for a server that did not answer. ``relist``: write the listing even
     when it did not change (``holon mcp refresh``)."""
     from holon_cli.runtime.mcp.host import McpStartError
 
-    rows = []
+    rows: list[dict[str, object]] = []
     for spec in servers_for(cfg, store.agent_id):
         if names is not None and spec.name not in names:
             continue

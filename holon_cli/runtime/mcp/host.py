@@ -33,11 +33,13 @@ from holon_cli.runtime.mcp import records
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Mapping
 
     from holon_cli.model.config import HolonConfig
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.runtime.mcp.launch import Spawned
     from holon_cli.runtime.mcp.sdk import CallOutcome, Session
+    from holon_cli.runtime.mcp.shapes import LiveServer
     from holon_cli.store.agent_store import AgentStore
 
 MAX_BACKOFF_S = 60.0
@@ -329,7 +331,7 @@ class Host:
         cfg: HolonConfig,
         spec: ServerSpec,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: Mapping[str, object],
         **kw: Any,
     ) -> CallOutcome:
         """One tool call; every failure is an error outcome, never a raise."""
@@ -408,7 +410,7 @@ class Host:
             self._conns.clear()
         self._stop_all(conns)
 
-    def live_servers(self) -> list[dict[str, Any]]:
+    def live_servers(self) -> list[LiveServer]:
         with self._lock:
             return [
                 {"agent_id": k[1], "name": k[2], "live": c.live() is not None}

@@ -28,6 +28,7 @@ from holon_cli import clock
 
 if TYPE_CHECKING:
     from holon_cli.model.mcp import McpServerRecord
+    from holon_cli.model.typed import JsonObject
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.store.layout import HomeLayout
 
@@ -60,7 +61,7 @@ def read(spec: ServerSpec, layout: HomeLayout | None = None) -> McpServerRecord 
     return rec if rec["v"] == VERSION else None
 
 
-def cached_tools(spec: ServerSpec, layout: HomeLayout | None = None) -> list[dict[str, Any]] | None:
+def cached_tools(spec: ServerSpec, layout: HomeLayout | None = None) -> list[JsonObject] | None:
     """The tool list last listed for this server config (``None``: never listed)."""
     rec = read(spec, layout)
     return rec["tools"] if rec else None
@@ -95,9 +96,9 @@ def update(spec: ServerSpec, layout: HomeLayout | None = None, **fields: Any) ->
 def note_listed(
     spec: ServerSpec,
     protocol: str,
-    tools: list[dict[str, Any]],
+    tools: list[JsonObject],
     *,
-    server_info: dict[str, Any] | None = None,
+    server_info: JsonObject | None = None,
     layout: HomeLayout | None = None,
 ) -> McpServerRecord:
     return update(
@@ -129,7 +130,7 @@ def remembered_protocol(spec: ServerSpec, layout: HomeLayout | None = None) -> s
     return rec.get("protocol") if rec else None
 
 
-def row(spec: ServerSpec, layout: HomeLayout | None = None) -> dict[str, Any]:
+def row(spec: ServerSpec, layout: HomeLayout | None = None) -> dict[str, object]:
     """The contract's ``servers[]`` row of ``holon mcp list`` (and ``status``)."""
     rec = read(spec, layout)
     tools = rec["tools"] if rec else None

@@ -31,6 +31,7 @@ Sampling requests are declined: a call that needs one gets an error result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from holon_cli import clock
@@ -38,8 +39,17 @@ from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageErro
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
+    from holon_cli.model.envelope import Envelope
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.runtime.mcp.sdk import CallOutcome
+    from holon_cli.runtime.mcp.shapes import (
+        FormSchema,
+        McpRequest,
+        OperatorAnswer,
+        RequestOpened,
+        RequestRow,
+        SentAnswer,
+    )
     from holon_cli.store.agent_store import AgentStore
 
 LEDGER = "mcp_requests"
@@ -50,31 +60,51 @@ def _ledger(store: AgentStore) -> Any:
     return store.ledger(LEDGER)
 
 
-def _fold(store: AgentStore) -> dict[str, dict[str, Any]]:
+def _fold(store: AgentStore) -> dict[str, McpRequest]:
     """Every request of the agent with its state (``pending``, ``answered``,
-    ``resolved``), oldest first."""
+    ``resolved``), oldest first. An ``opened`` line is checked into its type
+    (one that does not fit is no request)."""
     path = store.layout.ledger_path(LEDGER)
     if not path.exists():
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    from holon_cli.model.typed import CheckError, check
+    from holon_cli.runtime.mcp.shapes import RequestOpened
+
+    out: dict[str, McpRequest] = {}
     for rec in _ledger(store).records():
         rid = rec.get("id")
         if not isinstance(rid, str):
             continue
         op = rec.get("op")
         if op == "opened":
-            out[rid] = {**rec, "state": "pending"}
+            try:
+                opened = check(rec, RequestOpened)
+            except CheckError:
+                continue
+            out[rid] = {
+                **opened,
+                "state": "pending",
+                "answer": None,
+                "answered_at": None,
+                "outcome": None,
+                "result_message_id": None,
+                "next_id": None,
+                "resolved_at": None,
+                "error": None,
+            }
         elif rid in out and op == "answered":
-            out[rid].update(state="answered", answer=rec.get("answer"), answered_at=rec.get("at"))
+            req = out[rid]
+            req["state"] = "answered"
+            req["answer"] = rec.get("answer")
+            req["answered_at"] = rec.get("at")
         elif rid in out and op == "resolved":
-            out[rid].update(
-                state="resolved",
-                outcome=rec.get("outcome"),
-                result_message_id=rec.get("message_id"),
-                next_id=rec.get("next_id"),
-                resolved_at=rec.get("at"),
-                error=rec.get("error"),
-            )
+            req = out[rid]
+            req["state"] = "resolved"
+            req["outcome"] = rec.get("outcome")
+            req["result_message_id"] = rec.get("message_id")
+            req["next_id"] = rec.get("next_id")
+            req["resolved_at"] = rec.get("at")
+            req["error"] = rec.get("error")
     return out
 
 
@@ -83,34 +113,60 @@ def open_count(store: AgentStore) -> int:
     return sum(1 for r in _fold(store).values() if r["state"] != "resolved")
 
 
-def _question(input_requests: dict[str, Any]) -> tuple[str, dict[str, Any] | None, str | None]:
-    """The first elicitation's message, form schema and URL."""
+def _question(
+    input_requests: Mapping[str, Mapping[str, object]],
+) -> tuple[str, FormSchema | None, str | None]:
+    """The first elicitation's message, form schema and URL (a schema that is
+    not a flat form is none)."""
     for req in input_requests.values():
         if req.get("method") == "elicitation/create":
             p = req.get("params") or {}
-            return str(p.get("message") or ""), p.get("requestedSchema"), p.get("url")
+            if not isinstance(p, dict):
+                return "", None, None
+            url = p.get("url")
+            return (
+                str(p.get("message") or ""),
+                _form(p.get("requestedSchema")),
+                (url if isinstance(url, str) else None),
+            )
     return "", None, None
+
+
+def _form(schema: object) -> FormSchema | None:
+    from holon_cli.model.typed import CheckError, check
+    from holon_cli.runtime.mcp.shapes import FormSchema
+
+    if not schema:
+        return None
+    try:
+        return check(schema, FormSchema)
+    except CheckError:
+        return None
+
+
+def _fields(schema: FormSchema | None) -> list[str]:
+    return sorted((schema or {}).get("properties") or {})
 
 
 def open_request(
     store: AgentStore,
     spec: ServerSpec,
     tool: str,
-    arguments: dict[str, Any],
+    arguments: Mapping[str, object],
     outcome: CallOutcome,
     *,
     turn_id: str | None = None,
     call_id: str | None = None,
     message_id: str | None = None,
     previous_id: str | None = None,
-) -> dict[str, Any]:
+) -> RequestOpened:
     """Record a server's request for input and tell the operator (an
     ``action_required`` brief). Returns the ``opened`` record."""
     from holon_cli.runtime.briefs import write_brief
 
     rid = clock.new_id("mcpreq")
     reqs = dict(outcome.input_requests or {})
-    rec: dict[str, Any] = {
+    rec: RequestOpened = {
         "v": VERSION,
         "op": "opened",
         "id": rid,
@@ -130,7 +186,7 @@ def open_request(
     }
     _ledger(store).append(rec)
     question, schema, url = _question(reqs)
-    fields = ", ".join(sorted((schema or {}).get("properties") or {}))
+    fields = ", ".join(_fields(schema))
     lines = [
         f"MCP server {spec.name!r} asks for input before its tool {tool!r} can answer"
         + (f": {question}" if question else "."),
@@ -156,20 +212,20 @@ def open_request(
     return rec
 
 
-def _row(r: dict[str, Any]) -> dict[str, Any]:
+def _row(r: McpRequest) -> RequestRow:
     question, schema, url = _question(r.get("input_requests") or {})
     kinds = sorted({str(q.get("method")) for q in (r.get("input_requests") or {}).values()})
     return {
         "id": r["id"],
-        "agent_id": r.get("agent_id"),
-        "server": r.get("server"),
-        "tool": r.get("tool"),
+        "agent_id": r["agent_id"],
+        "server": r["server"],
+        "tool": r["tool"],
         "state": r["state"],
         "message": question,
         "requested_schema": schema,
         "url": url,
         "requests": kinds,
-        "opened_at": r.get("at"),
+        "opened_at": r["at"],
         "answered_at": r.get("answered_at"),
         "resolved_at": r.get("resolved_at"),
         "outcome": r.get("outcome"),
@@ -179,9 +235,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def list_requests(
-    stores: list[AgentStore], *, include_resolved: bool = False
-) -> list[dict[str, Any]]:
+def list_requests(stores: list[AgentStore], *, include_resolved: bool = False) -> list[RequestRow]:
     """The requests of the given agents (open ones unless ``include_resolved``),
     oldest first."""
     rows = []
@@ -193,7 +247,7 @@ def list_requests(
     return rows
 
 
-def find(stores: list[AgentStore], request_id: str) -> tuple[AgentStore, dict[str, Any]]:
+def find(stores: list[AgentStore], request_id: str) -> tuple[AgentStore, McpRequest]:
     for store in stores:
         got = _fold(store).get(request_id)
         if got is not None:
@@ -205,7 +259,7 @@ def find(stores: list[AgentStore], request_id: str) -> tuple[AgentStore, dict[st
     )
 
 
-def _check_content(content: Any, schema: dict[str, Any] | None) -> None:
+def _check_content(content: object, schema: FormSchema | None) -> None:
     """The form's content against the server's flat schema (types, required
     fields, enums): a bad answer is refused before anything is sent."""
     if not isinstance(content, dict):
@@ -239,15 +293,16 @@ def _check_content(content: Any, schema: dict[str, Any] | None) -> None:
         bad_bool = isinstance(value, bool) and p.get("type") in ("integer", "number")
         if want is not None and (not isinstance(value, want) or bad_bool):
             raise UsageError(f"CONTENT_JSON field {name!r} must be a {p.get('type')}")
-        if "enum" in p and value not in p["enum"]:
+        enum = p.get("enum")
+        if isinstance(enum, list) and value not in enum:
             raise UsageError(
-                f"CONTENT_JSON field {name!r} must be one of {', '.join(map(str, p['enum']))}"
+                f"CONTENT_JSON field {name!r} must be one of {', '.join(map(str, enum))}"
             )
 
 
-def _answers(req: dict[str, Any], answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _answers(req: McpRequest, answer: OperatorAnswer) -> dict[str, SentAnswer]:
     """Per key of the server's requests, what is sent back."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, SentAnswer] = {}
     elicits = [
         k for k, q in req["input_requests"].items() if q.get("method") == "elicitation/create"
     ]
@@ -276,7 +331,7 @@ def answer(
     content: Any = None,
     decline: bool = False,
     cfg: HolonConfig | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Answer a request and re-send its call; returns the request's row with
     ``outcome`` (``result``, ``error`` or ``input_required`` with ``next_id``)."""
     from holon_cli.store.config import load_config
@@ -304,7 +359,7 @@ def answer(
             )
         if req["state"] == "pending":
             if decline:
-                ans: dict[str, Any] = {"action": "decline"}
+                ans: OperatorAnswer = {"action": "decline"}
             else:
                 _, schema, url = _question(req["input_requests"])
                 if url is None:
@@ -328,26 +383,34 @@ def answer(
 
 def decline(
     stores: list[AgentStore], request_id: str, *, cfg: HolonConfig | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Refuse a request (``holon mcp answer ID --decline``): the call is sent
     again with the refusal and the server's answer reaches the agent."""
     return answer(stores, request_id, decline=True, cfg=cfg)
 
 
-def _resend(store: AgentStore, cfg: HolonConfig, req: dict[str, Any]) -> dict[str, Any]:
+def _resend(store: AgentStore, cfg: HolonConfig, req: McpRequest) -> dict[str, object]:
     from holon_cli.runtime.mcp import calls
     from holon_cli.runtime.mcp.config import find as find_server
 
     spec = find_server(cfg, store.agent_id, req["server"])
-    ans = req["answer"]
+    ans = req.get("answer")
+    assert ans is not None, "an answered request carries its answer"
     answers = _answers(req, ans)
-    kw: dict[str, Any] = {}
+    arguments = dict(req.get("arguments") or {})
     if req.get("legacy"):
-        kw["legacy_answers"] = [answers[k] for k in req["input_requests"] if "action" in answers[k]]
+        legacy = [answers[k] for k in req["input_requests"] if "action" in answers[k]]
+        out = calls.call_tool(store, cfg, spec, req["tool"], arguments, legacy_answers=legacy)
     else:
-        kw["answers"] = answers
-        kw["request_state"] = req.get("request_state")
-    out = calls.call_tool(store, cfg, spec, req["tool"], dict(req.get("arguments") or {}), **kw)
+        out = calls.call_tool(
+            store,
+            cfg,
+            spec,
+            req["tool"],
+            arguments,
+            answers=answers,
+            request_state=req.get("request_state"),
+        )
     if out.kind == "error" and out.error_kind in ("mcp_unavailable", "mcp_timeout"):
         raise HolonError(
             f"MCP server {spec.name!r} did not take the answer: {out.error}",
@@ -358,7 +421,7 @@ def _resend(store: AgentStore, cfg: HolonConfig, req: dict[str, Any]) -> dict[st
             kind=out.error_kind,
             details={"request_id": req["id"]},
         )
-    resolved: dict[str, Any] = {
+    resolved: dict[str, object] = {
         "v": VERSION,
         "op": "resolved",
         "id": req["id"],
@@ -385,17 +448,18 @@ def _resend(store: AgentStore, cfg: HolonConfig, req: dict[str, Any]) -> dict[st
             error=out.error,
         )
     _ledger(store).append(resolved)
-    return _row(_fold(store)[req["id"]])
+    return dict(_row(_fold(store)[req["id"]]))
 
 
 def _admit_result(
-    store: AgentStore, cfg: HolonConfig, spec: ServerSpec, req: dict[str, Any], out: CallOutcome
-) -> dict[str, Any]:
+    store: AgentStore, cfg: HolonConfig, spec: ServerSpec, req: McpRequest, out: CallOutcome
+) -> Envelope:
     """The ``mcp_result`` message: the runtime's line, then the result fenced."""
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.mcp.result import CHARS_PER_TOKEN, render
 
-    action = (req.get("answer") or {}).get("action")
+    ans = req.get("answer")
+    action = ans.get("action") if ans else None
     head = (
         f"MCP result of request {req['id']}: tool {req['tool']!r} of server {spec.name!r}, "
         f"sent again after the operator's answer ({action}).\n"
@@ -414,7 +478,7 @@ def _admit_result(
         )
         status = "The tool reported an error.\n" if r.is_error else ""
         body = r.text
-        meta_extra: dict[str, Any] = {"is_error": r.is_error, "artifacts": r.artifacts}
+        meta_extra: dict[str, object] = {"is_error": r.is_error, "artifacts": r.artifacts}
     else:
         status = "The call failed.\n"
         body = f"{out.error_kind}: {out.error}"
@@ -439,4 +503,4 @@ def _admit_result(
             **meta_extra,
         },
     )
-    return dict(env)
+    return env

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -39,7 +40,7 @@ class Rendered(NamedTuple):
     is_error: bool
     truncated: bool
     total_chars: int
-    artifacts: list[dict[str, Any]]
+    artifacts: list[dict[str, object]]
 
 
 def outputs_dir(store: AgentStore) -> Path:
@@ -63,10 +64,11 @@ def _blob(store: AgentStore, stem: str, n: int, mime: str, b64: str) -> tuple[st
 
 
 def content_text(
-    store: AgentStore, stem: str, result: dict[str, Any], artifacts: list[dict[str, Any]]
+    store: AgentStore, stem: str, result: Mapping[str, object], artifacts: list[dict[str, object]]
 ) -> str:
     parts: list[str] = []
-    for n, block in enumerate(result.get("content") or [], 1):
+    content = result.get("content")
+    for n, block in enumerate(content if isinstance(content, list) else [], 1):
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
@@ -112,7 +114,7 @@ def _carried(parts: list[str], structured: Any) -> bool:
 
 def render(
     store: AgentStore,
-    result: dict[str, Any],
+    result: Mapping[str, object],
     *,
     server: str,
     tool: str,
@@ -125,7 +127,7 @@ def render(
     from holon_cli.runtime.prompt import fence
 
     stem = f"mcp-{clock.new_id('out')}"
-    artifacts: list[dict[str, Any]] = []
+    artifacts: list[dict[str, object]] = []
     text = content_text(store, stem, result, artifacts)
     truncated = len(text) > budget
     shown = text

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
@@ -43,8 +43,10 @@ from mcp_types.version import (
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
+    from holon_cli.model.typed import JsonObject
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.runtime.mcp.launch import Spawned
+    from holon_cli.runtime.mcp.shapes import SentAnswer
 
 MODERN = LATEST_MODERN_VERSION  # 2026-07-28
 LEGACY = LATEST_HANDSHAKE_VERSION  # 2025-11-25
@@ -63,12 +65,10 @@ CLOSED = "the server closed the connection"
 
 class CallOutcome(NamedTuple):
     kind: OutcomeKind
-    result: dict[str, Any] | None = (
-        None  # CallToolResult as JSON (content, structuredContent, isError)
-    )
+    result: JsonObject | None = None  # CallToolResult as JSON (content, structuredContent, isError)
     # key -> {"method": ..., "params": {...}}: elicitation/create, sampling/createMessage,
     # roots/list
-    input_requests: dict[str, Any] | None = None
+    input_requests: dict[str, JsonObject] | None = None
     request_state: str | None = None
     legacy: bool = False  # the input requests came as server requests (2025-11-25)
     error_kind: ErrorKind | None = None
@@ -81,8 +81,9 @@ def _client_info() -> types.Implementation:
     return types.Implementation(name="holon", version=__version__)
 
 
-def dump(model: Any) -> dict[str, Any]:
-    out: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+def dump(model: Any) -> JsonObject:
+    """A model of the SDK as the JSON it stands for (``mode="json"``: JSON values only)."""
+    out: JsonObject = model.model_dump(by_alias=True, mode="json", exclude_none=True)
     return out
 
 
@@ -271,8 +272,8 @@ class Session:
         self.spec = spec
         self.session: ClientSession | None = None
         self.protocol: str | None = None
-        self.tools: list[dict[str, Any]] = []
-        self.server_info: dict[str, Any] | None = None
+        self.tools: list[JsonObject] = []
+        self.server_info: JsonObject | None = None
         self.dead = anyio.Event()
         self.exit_status: int | None = None
         # set (from the loop's thread) once the connection's runner is done
@@ -282,14 +283,14 @@ class Session:
         self.death_noted = False
         self.lock = anyio.Lock()
         # the call in flight: legacy elicitation answers to give, requests seen
-        self._answers: list[dict[str, Any]] = []
-        self._seen: dict[str, Any] = {}
+        self._answers: list[SentAnswer] = []
+        self._seen: dict[str, JsonObject] = {}
 
     # the SDK calls these for server-to-client requests (2025-11-25 era)
     async def _elicit(self, context: Any, params: types.ElicitRequestParams) -> Any:
         if self._answers:
             ans = self._answers.pop(0)
-            return types.ElicitResult(action=ans["action"], content=ans.get("content"))
+            return _elicit_result(ans)
         key = f"elicitation-{len(self._seen) + 1}"
         self._seen[key] = {"method": "elicitation/create", "params": dump(params)}
         # the operator answers later: this call's result is set aside and the
@@ -315,9 +316,9 @@ class Session:
         info = self.session.server_info
         self.server_info = dump(info) if info is not None else None
 
-    async def list_tools(self, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    async def list_tools(self, meta: JsonObject | None = None) -> list[JsonObject]:
         assert self.session is not None
-        tools: list[dict[str, Any]] = []
+        tools: list[JsonObject] = []
         cursor: str | None = None
         for _ in range(PAGE_CAP):
             page = await self.session.list_tools(
@@ -332,13 +333,13 @@ class Session:
     async def call(
         self,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: Mapping[str, object],
         *,
         timeout_s: float,
-        meta: dict[str, Any] | None = None,
-        answers: dict[str, dict[str, Any]] | None = None,
+        meta: JsonObject | None = None,
+        answers: dict[str, SentAnswer] | None = None,
         request_state: str | None = None,
-        legacy_answers: list[dict[str, Any]] | None = None,
+        legacy_answers: list[SentAnswer] | None = None,
     ) -> CallOutcome:
         """One ``tools/call``. ``answers``: the operator's answers to a
         2026-07-28 ``input_required`` round (re-sent with ``inputResponses``
@@ -356,10 +357,10 @@ class Session:
     async def _call(
         self,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: Mapping[str, object],
         timeout_s: float,
-        meta: dict[str, Any] | None,
-        answers: dict[str, dict[str, Any]] | None,
+        meta: JsonObject | None,
+        answers: dict[str, SentAnswer] | None,
         request_state: str | None,
     ) -> CallOutcome:
         assert self.session is not None
@@ -369,7 +370,7 @@ class Session:
             assert self.session is not None
             return await self.session.call_tool(
                 tool,
-                arguments,
+                dict(arguments),
                 read_timeout_seconds=timeout_s,
                 input_responses=responses,
                 request_state=request_state,
@@ -414,15 +415,23 @@ def _timeout_text(timeout_s: float) -> str:
     return f"the server did not answer within tool_timeout ({timeout_s:g}s)"
 
 
-def input_responses(answers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _elicit_result(ans: SentAnswer) -> types.ElicitResult:
+    """An operator's answer as the SDK's result (validated: a content the
+    form cannot hold fails here, as the SDK's constructor would)."""
+    return types.ElicitResult.model_validate(
+        {"action": ans.get("action"), "content": ans.get("content")}
+    )
+
+
+def input_responses(answers: dict[str, SentAnswer]) -> types.InputResponses:
     """The ``inputResponses`` of a re-sent call: each answer is an elicitation
     result (``{"action", "content"}``) or a roots list (``{"roots": []}``)."""
-    out: dict[str, Any] = {}
+    out: types.InputResponses = {}
     for key, ans in answers.items():
         if "roots" in ans:
             out[key] = types.ListRootsResult(roots=[])
         else:
-            out[key] = types.ElicitResult(action=ans["action"], content=ans.get("content"))
+            out[key] = _elicit_result(ans)
     return out
 
 
@@ -513,5 +522,5 @@ def stderr_tail(path: Path, limit: int = 400) -> str:
     return " ".join(text.split())[-limit:]
 
 
-def tool_json(tool: dict[str, Any]) -> str:
+def tool_json(tool: JsonObject) -> str:
     return json.dumps(tool, sort_keys=True)

@@ -12,12 +12,15 @@ replaces it (tests).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-META_PROVIDER: Callable[[], dict[str, Any] | None] | None = None
+if TYPE_CHECKING:
+    from holon_cli.model.typed import JsonObject
+
+META_PROVIDER: Callable[[], JsonObject | None] | None = None
 
 
-def request_meta() -> dict[str, Any] | None:
+def request_meta() -> JsonObject | None:
     """The ``_meta`` of the next MCP request (``None``: none)."""
     if META_PROVIDER is not None:
         return META_PROVIDER()

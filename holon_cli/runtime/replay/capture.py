@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from holon_cli.model.tool import ToolResult
     from holon_cli.model.turn import TurnSettlement
     from holon_cli.providers.base import ModelResponse, ProviderRequest, ToolCall
+    from holon_cli.runtime.replay.shapes import HistoryPosition
     from holon_cli.runtime.turn.journal import Journal
     from holon_cli.store.agent_store import AgentStore
 
@@ -73,7 +74,7 @@ def ledger_sizes(store: AgentStore) -> dict[str, int]:
     return out
 
 
-def history_position(store: AgentStore) -> dict[str, Any] | None:
+def history_position(store: AgentStore) -> HistoryPosition | None:
     """Where the prompt history stood (runtime/memory/history.py): its size
     and a digest of its epoch line. Within an epoch the file only grows, so a
     replay cuts today's file to that size while the epoch is the same."""
@@ -144,13 +145,13 @@ class TurnCapture:
 
     # ---------------------------------------------------------- helpers
 
-    def _blobs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _blobs(self) -> docs.Blobs:
+        out: docs.Blobs = {}
         for c in self.journal.captures:
             out.update(c.get("blobs") or {})
         return out
 
-    def _add(self, rec: dict[str, Any], blobs: dict[str, Any] | None = None) -> None:
+    def _add(self, rec: dict[str, object], blobs: docs.Blobs | None = None) -> None:
         if blobs:
             new = {k: v for k, v in blobs.items() if k not in self.known}
             if new:
@@ -167,7 +168,7 @@ class TurnCapture:
             self.broken = f"capturing {what} failed: {type(exc).__name__}: {exc}"
             log.warning("%s: turn %s: %s", self.store.agent_id, self.turn_id, self.broken)
 
-    def _plan(self, wid: str | None, blobs: dict[str, Any], out: dict[str, str]) -> None:
+    def _plan(self, wid: str | None, blobs: docs.Blobs, out: dict[str, str]) -> None:
         """The plan.md of ``wid`` when it changed since last kept."""
         if not wid:
             return
@@ -200,7 +201,7 @@ class TurnCapture:
     def _started(self, record: AgentRecord) -> None:
         if any(c.get("k") == "start" for c in self.journal.captures):
             return  # a resumed turn: the first process's start stands
-        blobs: dict[str, Any] = {}
+        blobs: docs.Blobs = {}
         plans: dict[str, str] = {}
         self.current = record["state"].get("current_work_item_id")
         self._plan(self.current, blobs, plans)
@@ -227,14 +228,14 @@ class TurnCapture:
 
     def _request(self, round_no: int, request: ProviderRequest) -> None:
         self.seq += 1
-        blobs: dict[str, Any] = {}
+        blobs: docs.Blobs = {}
         self.last_request = request
         doc = docs.packed_request(request, self.memo, blobs)
         rec = {"k": "req", "n": self.seq, "round": round_no, "at": clock.now_iso(), "doc": doc}
         self._moved_state(rec, blobs)  # what building the prompt wrote (a trigger provisioned)
         self._add(rec, blobs)
 
-    def _moved_state(self, rec: dict[str, Any], blobs: dict[str, Any]) -> None:
+    def _moved_state(self, rec: dict[str, object], blobs: docs.Blobs) -> None:
         """Ledgers that grew and the agent record, when rewritten, since the
         last capture."""
         grown = self._changed_sizes()
@@ -251,12 +252,12 @@ class TurnCapture:
         self._guard("an answer", self._answered, response, model_ref)
 
     def _answered(self, response: ModelResponse, model_ref: str) -> None:
-        blobs: dict[str, Any] = {}
+        blobs: docs.Blobs = {}
         doc = docs.pack(docs.redact(docs.response_doc(response)), blobs)
         rec = {"k": "resp", "n": self.seq, "model_ref": model_ref, "doc": doc}
         self._add(self._sent(rec), blobs)
 
-    def _sent(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def _sent(self, rec: dict[str, object]) -> dict[str, object]:
         """The output cap the budget gate set on the request as it went out
         (the request is captured as built, before the gate)."""
         cap = getattr(self.last_request, "max_output_tokens", None)
@@ -289,8 +290,8 @@ class TurnCapture:
         self._guard("a tool result", self._tool, call, result)
 
     def _tool(self, call: ToolCall, result: ToolResult) -> None:
-        blobs: dict[str, Any] = {}
-        rec: dict[str, Any] = {
+        blobs: docs.Blobs = {}
+        rec: dict[str, object] = {
             "k": "tool",
             "round": self.journal.rounds,
             "call_id": call.id,
@@ -311,7 +312,7 @@ class TurnCapture:
         self._guard("interjected messages", self._interjected, entries)
 
     def _interjected(self, entries: list[QueueEntry]) -> None:
-        blobs: dict[str, Any] = {}
+        blobs: docs.Blobs = {}
         packed = docs.pack(docs.plain(entries), blobs)
         self._add({"k": "interject", "round": self.journal.rounds, "entries": packed}, blobs)
 
@@ -337,7 +338,7 @@ class TurnCapture:
             aid = self.store.agent_id
             log.warning("%s: turn %s: no record written: %s", aid, self.turn_id, exc)
 
-    def _doc(self, settlement: TurnSettlement) -> dict[str, Any] | None:
+    def _doc(self, settlement: TurnSettlement) -> dict[str, object] | None:
         if self.broken is not None:
             return None
         caps = self.journal.captures
@@ -345,7 +346,7 @@ class TurnCapture:
         if start is None:
             self.broken = "the turn started before turn records were kept"
             return None
-        blobs: dict[str, Any] = {}
+        blobs: docs.Blobs = {}
         for c in caps:
             blobs.update(c.get("blobs") or {})
         steps = [

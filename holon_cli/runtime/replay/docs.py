@@ -29,16 +29,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holon_cli.digest import sha256_hex
+from holon_cli.model.typed_base import Json
 
 if TYPE_CHECKING:
     from holon_cli.model.provider import ModelResponse
     from holon_cli.model.tool import ToolResult
+    from holon_cli.model.typed import JsonObject
     from holon_cli.providers.base import ProviderRequest
+
+# packed values by key (see :func:`pack`): what the record's ``blobs`` holds
+Blobs = dict[str, Json]
 
 BLOB = "$blob"
 MIN_BLOB = 64
@@ -76,10 +81,10 @@ def redact(value: Any) -> Any:
     return map_strings(value, lambda s: TRIGGER_RE.sub(TRIGGER_TOKEN, s) if "/wake/" in s else s)
 
 
-def request_doc(request: ProviderRequest, memo: Memo | None = None) -> dict[str, Any]:
+def request_doc(request: ProviderRequest, memo: Memo | None = None) -> JsonObject:
     """What the model is sent, transport-neutral (see the module docstring)."""
     memo = memo or Memo()
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for k, v in vars(request).items():
         if k in REQUEST_SKIP:
             continue
@@ -87,9 +92,9 @@ def request_doc(request: ProviderRequest, memo: Memo | None = None) -> dict[str,
     return out
 
 
-def packed_request(request: ProviderRequest, memo: Memo, blobs: dict[str, Any]) -> dict[str, Any]:
+def packed_request(request: ProviderRequest, memo: Memo, blobs: Blobs) -> JsonObject:
     """``pack(request_doc(request))``, the lists' elements packed once per turn."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for k, v in vars(request).items():
         if k in REQUEST_SKIP:
             continue
@@ -114,7 +119,7 @@ class Memo:
 
     def __init__(self) -> None:
         self._docs: dict[int, tuple[Any, Any]] = {}
-        self._packed: dict[int, tuple[Any, Any, dict[str, Any]]] = {}
+        self._packed: dict[int, tuple[Any, Any, Blobs]] = {}
         self._used: set[int] = set()
 
     def next_generation(self) -> None:
@@ -132,12 +137,12 @@ class Memo:
         self._docs[key] = (obj, d)
         return d
 
-    def packed(self, obj: Any, blobs: dict[str, Any]) -> Any:
+    def packed(self, obj: Any, blobs: Blobs) -> Any:
         key = id(obj)
         self._used.add(key)
         hit = self._packed.get(key)
         if hit is None or hit[0] is not obj:
-            own: dict[str, Any] = {}
+            own: Blobs = {}
             hit = (obj, pack([self.doc(obj)], own)[0], own)
             self._packed[key] = hit
         blobs.update(hit[2])
@@ -148,7 +153,7 @@ class Memo:
 SHARED = Memo()
 
 
-def response_doc(response: ModelResponse) -> dict[str, Any]:
+def response_doc(response: ModelResponse) -> JsonObject:
     out = plain(response)
     assert isinstance(out, dict)
     return out
@@ -179,7 +184,7 @@ def response_from_doc(d: dict[str, Any]) -> ModelResponse:
     return ModelResponse(**fields)
 
 
-def tool_doc(result: ToolResult) -> dict[str, Any]:
+def tool_doc(result: ToolResult) -> JsonObject:
     """A tool result as the turn loop reads it (content, error, warnings and
     the typed effects; the tool's own ``data`` is not read by the loop)."""
     import dataclasses
@@ -224,7 +229,7 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def pack(value: Any, blobs: dict[str, Any]) -> Any:
+def pack(value: Any, blobs: Blobs) -> Any:
     """``value`` with its long strings and list elements moved into ``blobs``."""
     if isinstance(value, str):
         if len(value) < MIN_BLOB:
@@ -253,7 +258,7 @@ def _is_ref(v: Any) -> bool:
     return isinstance(v, dict) and len(v) == 1 and BLOB in v
 
 
-def unpack(value: Any, blobs: dict[str, Any], cache: dict[str, Any] | None = None) -> Any:
+def unpack(value: Any, blobs: Mapping[str, object], cache: dict[str, object] | None = None) -> Any:
     """The inverse of :func:`pack`. Raises ``KeyError`` for a missing blob.
     With ``cache`` (blob key -> unpacked value, shared: not to be mutated)
     a blob repeated across requests is unpacked once."""
@@ -299,7 +304,7 @@ def path_subs(pairs: Iterable[tuple[str | Path | None, str]]) -> list[tuple[str,
     return sorted(out.items(), key=lambda kv: len(kv[0]), reverse=True)
 
 
-def path_text(doc: dict[str, Any], subs: list[tuple[str, str]]) -> str:
+def path_text(doc: Mapping[str, object], subs: list[tuple[str, str]]) -> str:
     """The document as one JSON text, its paths substituted and its derived
     hashes blanked: equal texts mean equal normalised documents (the quick
     test before :func:`normalise` walks them; timestamps and the trigger
@@ -333,7 +338,7 @@ def normalise(doc: Any, subs: list[tuple[str, str]]) -> Any:
     return out
 
 
-def _blank_derived(frame: dict[str, Any]) -> dict[str, Any]:
+def _blank_derived(frame: Mapping[str, object]) -> dict[str, object]:
     """The frame with its derived hashes blanked, its cache record's too."""
     out = {k: ("<derived>" if k in DERIVED else v) for k, v in frame.items()}
     cache = out.get("cache")

@@ -20,23 +20,43 @@ a ``note``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from holon_cli.runtime.replay import docs
 
+if TYPE_CHECKING:
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
 
-def script(record: dict[str, Any]) -> dict[str, Any]:
+
+class ExportStep(TypedDict, total=False):
+    """One model step of a script (``providers/scripted_script.py`` reads it)."""
+
+    text: str
+    tool_calls: list[dict[str, object]]
+    usage: dict[str, int]
+    stop_reason: str
+    note: str
+    fail: dict[str, object]
+
+
+class ExportScript(TypedDict):
+    description: str
+    steps: list[ExportStep]
+
+
+def script(record: TurnRecordDoc) -> ExportScript:
     """The script (a mapping ``yaml.safe_dump`` writes) of a record's model steps."""
     blobs = record.get("blobs") or {}
-    steps: list[dict[str, Any]] = []
+    steps: list[ExportStep] = []
     for step in record.get("steps") or []:
         k = step.get("k")
         if k == "resp":
             steps.append(_answer(docs.unpack(step["doc"], blobs)))
         elif k == "fail" and step.get("failure"):
             f = step["failure"]
-            fail = {"kind": f.get("kind") or "provider_error"}
+            fail: dict[str, object] = {"kind": f.get("kind") or "provider_error"}
             if f.get("message"):
                 fail["message"] = str(f["message"])
             if isinstance(f.get("status"), int):
@@ -49,14 +69,14 @@ def script(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _answer(resp: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    text = "".join(
-        str(b.get("text") or "") for b in resp.get("blocks") or [] if b.get("type") == "text"
-    )
-    calls = []
-    notes = []
-    for b in resp.get("blocks") or []:
+def _answer(resp: Mapping[str, object]) -> ExportStep:
+    out: ExportStep = {}
+    raw = resp.get("blocks")
+    blocks = [b for b in raw if isinstance(b, dict)] if isinstance(raw, list) else []
+    text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
+    calls: list[dict[str, object]] = []
+    notes: list[str] = []
+    for b in blocks:
         if b.get("type") != "tool_call":
             continue
         c = b.get("call") or {}
@@ -83,7 +103,7 @@ def _answer(resp: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def message_text(record: dict[str, Any]) -> str:
+def message_text(record: TurnRecordDoc) -> str:
     from holon_cli.model.envelope import body_text
 
     entry = docs.unpack(record["start"]["entry"], record.get("blobs") or {})
@@ -91,7 +111,7 @@ def message_text(record: dict[str, Any]) -> str:
     return str(body_text(env.get("body") or {}))
 
 
-def write(record: dict[str, Any], path: Path) -> dict[str, Any]:
+def write(record: TurnRecordDoc, path: Path) -> dict[str, object]:
     """Write the script to ``path`` (atomically); returns ``{path, steps, message}``."""
     import yaml
 

@@ -34,8 +34,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from holon_cli import clock
 from holon_cli.errors import RejectedError
@@ -46,10 +47,11 @@ from holon_cli.store.layout import AgentLayout, validate_agent_id
 
 if TYPE_CHECKING:
     from holon_cli.model.events import AgentCreatedData
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
 
 # copied and moved to B; the transcript is copied as it is
 COPIED = ("work_items", "delivery_summaries", "briefs", "context_episodes")
-RESET_STATE: dict[str, Any] = {
+RESET_STATE: dict[str, str | None] = {
     "status": "awake_idle",
     "sleeping_until": None,
     "current_run_id": None,
@@ -63,7 +65,22 @@ RESET_STATE: dict[str, Any] = {
 }
 
 
-def fork_agent(source_id: str, new_id: str, *, at: str | None = None) -> dict[str, Any]:
+class _Forked(TypedDict):
+    forked_from: str
+    at: str | None
+    copied: dict[str, int]
+    not_copied: list[str]
+    not_rewound: list[str]
+
+
+class ForkResult(_Forked):
+    """``holon agent fork --json``."""
+
+    agent_id: str
+    agent_home: str
+
+
+def fork_agent(source_id: str, new_id: str, *, at: str | None = None) -> ForkResult:
     from holon_cli.runtime.agents.lifecycle import (
         ensure_home,
         open_agent,
@@ -119,9 +136,7 @@ def fork_agent(source_id: str, new_id: str, *, at: str | None = None) -> dict[st
     return {"agent_id": new_id, "agent_home": str(dest.home), **result}
 
 
-def _build(
-    src: AgentStore, staging: Path, new_id: str, record: dict[str, Any] | None
-) -> dict[str, Any]:
+def _build(src: AgentStore, staging: Path, new_id: str, record: TurnRecordDoc | None) -> _Forked:
     a_home = src.layout.home
     layout = AgentLayout(staging, new_id)
     shutil.copytree(a_home, staging, symlinks=True, ignore=shutil.ignore_patterns(".holon"))
@@ -184,7 +199,7 @@ def _build(
     )
     identity.pop("supervisor_agent_id", None)
     identity.pop("supervision_task_id", None)
-    state = cast(dict[str, Any], move(dict(agent["state"])))
+    state: dict[str, object] = move(dict(agent["state"]))
     state.update(RESET_STATE)
     state["status_changed_at"] = identity["created_at"]
     state.pop("worktree_sessions", None)  # a worktree of A's stays A's to resume
@@ -192,7 +207,7 @@ def _build(
     write_snapshot(layout.agent_file, new_rec)
     from holon_cli.model.workspace import AGENT_HOME
 
-    not_rewound = []
+    not_rewound: list[str] = []
     if state.get("workspace_anchor") and state.get("active_workspace_id") != AGENT_HOME:
         not_rewound.append(
             f"the workspace {state['workspace_anchor']}: B is bound to the same one as A, "
@@ -262,7 +277,7 @@ def _own(value: Any, old_id: str, new_id: str) -> None:
             _own(v, old_id, new_id)
 
 
-def _copy_transcript(src: AgentStore, layout: AgentLayout, pos: dict[str, Any] | None) -> int:
+def _copy_transcript(src: AgentStore, layout: AgentLayout, pos: Mapping[str, int] | None) -> int:
     """A's transcript: whole (``pos`` None) or up to a recorded position
     (closed segments before it as they are, then that file's prefix).
     Returns the bytes of the open file copied."""
@@ -297,7 +312,7 @@ def _copy_transcript(src: AgentStore, layout: AgentLayout, pos: dict[str, Any] |
     return len(data)
 
 
-def _settle_at(store: AgentStore, record: dict[str, Any]) -> None:
+def _settle_at(store: AgentStore, record: TurnRecordDoc) -> None:
     """The recorded turn's settlement applied to B (working memory,
     episodes, totals, skills: :func:`finish_agent_state`), then B made idle."""
     from holon_cli.runtime.turn.journal import Journal

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -31,6 +32,7 @@ from holon_cli.store.agent_store import AgentStore
 
 if TYPE_CHECKING:
     from holon_cli.model.turn import TurnRecordLine
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
     from holon_cli.store.ledger import Ledger, Trimmed
 
 LEDGER: Final = "turn_records"
@@ -84,7 +86,7 @@ def decompress(name: str, data: bytes) -> bytes:
     raise ValueError(f"unknown codec {name!r}")
 
 
-def encode_line(turn_id: str, message_id: str, doc: dict[str, Any]) -> TurnRecordLine:
+def encode_line(turn_id: str, message_id: str, doc: Mapping[str, object]) -> TurnRecordLine:
     raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     name, packed = compress(raw)
     return {
@@ -131,12 +133,12 @@ def _keyframe(path: Path) -> tuple[str, frozenset[str]] | None:
         return None
     if doc.get("base"):
         return None
-    keys = frozenset((doc.get("blobs") or {}).keys())
+    keys = frozenset(_blobs(doc))
     _KEYFRAMES[str(path)] = (ino, str(line["turn_id"]), keys)
     return str(line["turn_id"]), keys
 
 
-def append(store: AgentStore, turn_id: str, message_id: str, doc: dict[str, Any]) -> None:
+def append(store: AgentStore, turn_id: str, message_id: str, doc: Mapping[str, object]) -> None:
     """One record (deferred when the caller batches: a turn's settle). Blobs
     the open file's first record already holds are left out and the record
     names it as its ``base``: a segment's records share one copy of what
@@ -147,7 +149,9 @@ def append(store: AgentStore, turn_id: str, message_id: str, doc: dict[str, Any]
         d = doc
         base = _keyframe(led.path)
         if base is not None and base[0] != turn_id:
-            own = {k: v for k, v in (doc.get("blobs") or {}).items() if k not in base[1]}
+            blobs = doc.get("blobs")
+            mine = blobs.items() if isinstance(blobs, dict) else ()
+            own = {k: v for k, v in mine if k not in base[1]}
             d = {**doc, "base": base[0], "blobs": own}
         return encode_line(turn_id, message_id, d)
 
@@ -219,7 +223,7 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def find_line(store: AgentStore, turn_id: str) -> tuple[dict[str, Any], Path] | None:
+def find_line(store: AgentStore, turn_id: str) -> tuple[dict[str, object], Path] | None:
     """The ledger line of ``turn_id`` (parsed) and the file holding it."""
     led = store.ledger(LEDGER)
     for path in _where(led):
@@ -247,7 +251,7 @@ def _damaged(turn_id: str, path: Path, why: str) -> CorruptStateError:
     )
 
 
-def _decode_doc(line: dict[str, Any], path: Path) -> dict[str, Any]:
+def _decode_doc(line: Mapping[str, object], path: Path) -> dict[str, object]:
     turn_id = str(line.get("turn_id"))
     if line.get("broken"):
         raise CorruptStateError(
@@ -282,9 +286,9 @@ def _decode_doc(line: dict[str, Any], path: Path) -> dict[str, Any]:
     return doc
 
 
-def decode(line: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The record a ledger line holds, its base's blobs merged in. Raises
-    ``record_damaged``."""
+def decode(line: Mapping[str, object], path: Path) -> TurnRecordDoc:
+    """The record a ledger line holds, its base's blobs merged in, checked
+    into its type. Raises ``record_damaged``."""
     doc = _decode_doc(line, path)
     base_id = doc.pop("base", None)
     if base_id:
@@ -302,8 +306,19 @@ def decode(line: dict[str, Any], path: Path) -> dict[str, Any]:
         except CorruptStateError as exc:
             why = f"the record it shares its segment's blobs with ({base_id}) is: {exc.message}"
             raise _damaged(turn_id, path, why) from None
-        doc["blobs"] = {**(base.get("blobs") or {}), **(doc.get("blobs") or {})}
-    return doc
+        doc["blobs"] = {**_blobs(base), **_blobs(doc)}
+    from holon_cli.model.typed import CheckError, check
+    from holon_cli.runtime.replay.shapes import TurnRecordDoc
+
+    try:
+        return check(doc, TurnRecordDoc)
+    except CheckError as err:
+        raise _damaged(str(line.get("turn_id")), path, str(err)) from None
+
+
+def _blobs(doc: Mapping[str, object]) -> dict[str, object]:
+    blobs = doc.get("blobs")
+    return blobs if isinstance(blobs, dict) else {}
 
 
 def id_time(turn_id: str) -> float | None:
@@ -333,7 +348,7 @@ def dropped(store: AgentStore, turn_id: str) -> Trimmed | None:
     return info if t <= before else None
 
 
-def load(store: AgentStore, turn_id: str) -> dict[str, Any]:
+def load(store: AgentStore, turn_id: str) -> TurnRecordDoc:
     """The decoded record of ``turn_id`` in ``store``'s agent. Raises
     ``turn_not_found`` (3), ``record_dropped`` (4) or ``record_damaged`` (1)."""
     found = find_line(store, turn_id)

@@ -25,9 +25,9 @@ home is written (the tests hash it); the scratch home is removed after.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from holon_cli import clock
 from holon_cli.errors import HolonError
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from holon_cli.model.envelope import QueueEntry
     from holon_cli.model.tool import Toolbox, ToolContext, ToolResult
     from holon_cli.providers.base import ModelResponse, ProviderRequest, ToolCall, ToolSpec
+    from holon_cli.runtime.replay.shapes import RecordStep, TurnRecordDoc
     from holon_cli.store.agent_store import AgentStore
 
 
@@ -61,14 +62,22 @@ class Diverged(Exception):
         self.replayed = replayed
 
 
+class Exchange(TypedDict):
+    """A recorded request and what answered it (``None``: in flight when
+    the turn was aborted)."""
+
+    req: RecordStep
+    out: RecordStep | None
+
+
 class _Record:
     """The record's steps, indexed for serving."""
 
-    def __init__(self, record: dict[str, Any]) -> None:
-        self.blobs: dict[str, Any] = record.get("blobs") or {}
-        self.exchanges: list[dict[str, Any]] = []
-        self.tools: dict[str, list[dict[str, Any]]] = {}
-        self.interjects: dict[int, list[dict[str, Any]]] = {}
+    def __init__(self, record: TurnRecordDoc) -> None:
+        self.blobs: Mapping[str, object] = record.get("blobs") or {}
+        self.exchanges: list[Exchange] = []
+        self.tools: dict[str, list[RecordStep]] = {}
+        self.interjects: dict[int, list[QueueEntry]] = {}
         self.resent = 0
         for step in record.get("steps") or []:
             k = step.get("k")
@@ -95,7 +104,7 @@ class Replay(Quiet):
     """The observer, the model and the tools of one replayed turn (as an
     observer it compares each request; the rest it hears as ``Quiet`` does)."""
 
-    def __init__(self, record: dict[str, Any], scratch: Scratch, catalog: Toolbox) -> None:
+    def __init__(self, record: TurnRecordDoc, scratch: Scratch, catalog: Toolbox) -> None:
         self.rec = _Record(record)
         self.scratch = scratch
         self.catalog = catalog
@@ -104,13 +113,13 @@ class Replay(Quiet):
         self.subs = scratch.subs(docs.unpack(record["start"]["agent"], self.rec.blobs))
         self.model_ref = "replay:" + str(record.get("turn_id"))
         for ex in self.rec.exchanges:
-            out = ex["out"] or {}
-            if out.get("model_ref"):
+            out = ex["out"]
+            if out is not None and out.get("model_ref"):
                 self.model_ref = str(out["model_ref"])
                 break
         self.provider = "replay"
         self.memo = docs.Memo()
-        self.unpacked: dict[str, Any] = {}  # blob key -> unpacked value, shared by requests
+        self.unpacked: dict[str, object] = {}  # blob key -> unpacked value, shared by requests
 
     # ------------------------------------------------------------ clock
 
@@ -132,7 +141,7 @@ class Replay(Quiet):
                 step["_applied"] = True
                 self.scratch.after_tool(step)
 
-    def exchange(self) -> dict[str, Any]:
+    def exchange(self) -> Exchange:
         return self.rec.exchanges[self.n - 1]
 
     # ------------------------------------------------- observer (compare)
@@ -169,7 +178,8 @@ class Replay(Quiet):
     def complete(self, request: ProviderRequest) -> ModelResponse:
         from holon_cli.providers.base import ProviderFailure
 
-        out = self.exchange()["out"] or {}
+        answer = self.exchange()["out"]
+        out: RecordStep = answer if answer is not None else {"k": ""}
         ahead = self.rec.exchanges[self.n :]
         self._freeze(ahead[0]["req"].get("at") if ahead else self.rec.end_at)
         if out.get("k") == "fail":
@@ -211,9 +221,7 @@ class Replay(Quiet):
         return result
 
     def interjects_at(self, round_no: int) -> list[QueueEntry]:
-        from typing import cast
-
-        return cast("list[QueueEntry]", self.rec.interjects.pop(round_no, []))
+        return self.rec.interjects.pop(round_no, [])
 
 
 class _Spend(TurnSpend):
@@ -297,7 +305,9 @@ def _pointed_at(scratch: Scratch, at: str | None) -> Iterator[None]:
             os.environ["HOLON_HOME"] = prev
 
 
-def replay_turn(turn_id: str, *, agent_id: str | None = None, catalog: Toolbox) -> dict[str, Any]:
+def replay_turn(
+    turn_id: str, *, agent_id: str | None = None, catalog: Toolbox
+) -> dict[str, object]:
     """Replay one recorded turn (see the module docstring). Returns ``{turn_id,
     agent_id, match, rounds, recorded_rounds, divergence}``; ``divergence``
     is ``{round, request, path, recorded, replayed, diff}`` or ``None``."""
@@ -308,7 +318,7 @@ def replay_turn(turn_id: str, *, agent_id: str | None = None, catalog: Toolbox) 
     record = R.load(real, turn_id)
     scratch = Scratch(real, record)
     start = record["start"]
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "turn_id": turn_id,
         "agent_id": real.agent_id,
         "match": True,

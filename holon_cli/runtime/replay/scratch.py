@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from holon_cli.store.fsio import write_snapshot
 from holon_cli.store.layout import HomeLayout
 
 if TYPE_CHECKING:
+    from holon_cli.runtime.replay.shapes import HistoryPosition, RecordStart, TurnRecordDoc
     from holon_cli.store.ledger import Ledger
 
 # ledgers the replayed turn never reads from the past (see the module docstring)
@@ -53,11 +55,11 @@ HOME_FILES = ("home.json", "config.yaml", "workspaces.json")
 
 
 class Scratch:
-    def __init__(self, real: AgentStore, record: dict[str, Any]) -> None:
+    def __init__(self, real: AgentStore, record: TurnRecordDoc) -> None:
         self.real = real
         self.record = record
-        self.blobs: dict[str, Any] = record.get("blobs") or {}
-        self.start: dict[str, Any] = record["start"]
+        self.blobs: Mapping[str, object] = record.get("blobs") or {}
+        self.start: RecordStart = record["start"]
         self.real_root = real.layout.home.parent.parent
         self.rec_root = Path(self.start["home"])
         self.rec_agent_home = Path(self.start["agent_home"])
@@ -91,9 +93,10 @@ class Scratch:
 
         return docs.map_strings(value, fix)
 
-    def subs(self, record_agent: dict[str, Any]) -> list[tuple[str, str]]:
+    def subs(self, record_agent: Mapping[str, object]) -> list[tuple[str, str]]:
         """The path substitutions both sides of a comparison go through."""
-        state = record_agent.get("state") or {}
+        raw = record_agent.get("state")
+        state = raw if isinstance(raw, dict) else {}
         pairs: list[tuple[str | Path | None, str]] = [
             (self.rec_root, docs.HOME_TOKEN),
             (self.real_root, docs.HOME_TOKEN),
@@ -174,7 +177,7 @@ class Scratch:
         self.src_done[name] = size
         self.dst_sizes[name] = dst.stat().st_size
 
-    def _prompt_history(self, pos: dict[str, Any] | None) -> None:
+    def _prompt_history(self, pos: HistoryPosition | None) -> None:
         """The earlier turns the turn's requests carried: the prompt history
         of the epoch the turn saw (today's file, or the one before it) cut to
         its recorded size. Two epochs later it is gone: the replayed turn
@@ -223,7 +226,7 @@ class Scratch:
             shutil.copyfile(secret, d / "trigger_token")
             os.chmod(d / "trigger_token", 0o600)
 
-    def _transcript(self, pos: dict[str, Any]) -> None:
+    def _transcript(self, pos: Mapping[str, int]) -> None:
         """The last :data:`TRANSCRIPT_TAIL` transcript records before the turn."""
         led = self.real.ledger("transcript")
         size = int(pos.get("size") or 0)
@@ -260,19 +263,21 @@ class Scratch:
             d.mkdir(parents=True, exist_ok=True)
             (d / "plan.md").write_text(text, encoding="utf-8", errors="surrogateescape")
 
-    def after_tool(self, step: dict[str, Any]) -> None:
+    def after_tool(self, step: Mapping[str, object]) -> None:
         """Where the live turn's state was after this tool call (or, for a
         request, once its prompt was built)."""
-        for name, size in (step.get("ledgers") or {}).items():
+        raw = step.get("ledgers")
+        ledgers = raw if isinstance(raw, dict) else {}
+        for name, size in ledgers.items():
             if name not in NOT_COPIED:
                 self._cut(name, int(size))
-        if "triggers" in (step.get("ledgers") or {}):
+        if "triggers" in ledgers:
             self._trigger()
-        if step.get("agent") is not None:
-            write_snapshot(
-                self.layout.agent_file, self.moved(docs.unpack(step["agent"], self.blobs))
-            )
-        self.put_plans(step.get("plans") or {})
+        agent = step.get("agent")
+        if agent is not None:
+            write_snapshot(self.layout.agent_file, self.moved(docs.unpack(agent, self.blobs)))
+        plans = step.get("plans")
+        self.put_plans(plans if isinstance(plans, dict) else {})
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

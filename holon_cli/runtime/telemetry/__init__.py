@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
@@ -39,6 +39,14 @@ if TYPE_CHECKING:
     from holon_cli.model.tracecontext import TraceContext
     from holon_cli.runtime.telemetry.sdk import Plane
     from holon_cli.store.agent_store import AgentStore
+
+
+class TelemetryStatus(TypedDict):
+    """``holon status --json``'s ``telemetry``."""
+
+    enabled: bool
+    dropped: int
+
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 EXPORTERS_ON = ("otlp", "console")
@@ -255,7 +263,7 @@ def annotate(attributes: Mapping[str, Any]) -> None:
 # ------------------------------------------------------------------ status
 
 
-def status(config: HolonConfig | None = None) -> dict[str, Any]:
+def status(config: HolonConfig | None = None) -> TelemetryStatus:
     """``holon status --json`` ``telemetry``: whether tracing is on for this
     home and environment, and the spans the home's processes dropped."""
     from holon_cli.store.layout import home_root

@@ -55,6 +55,7 @@ from holon_cli.model.tracecontext import TraceContext, check_trace_context
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import Span
+    from opentelemetry.util.types import AttributeValue
 
     from holon_cli.model.config import HolonConfig
 
@@ -172,7 +173,7 @@ def _export_timeout_s() -> float:
 
 
 def _resource() -> Resource:
-    attrs: dict[str, Any] = {"service.version": __version__}
+    attrs: dict[str, AttributeValue] = {"service.version": __version__}
     given = os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
     if not os.environ.get("OTEL_SERVICE_NAME") and "service.name=" not in given:
         attrs["service.name"] = "holon"

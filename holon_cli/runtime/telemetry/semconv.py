@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 # span names: "<operation> <target>"
@@ -87,9 +87,9 @@ class ContentPolicy(NamedTuple):
     def dumps(self, value: Any) -> str:
         return self.cut(json.dumps(value, ensure_ascii=False, default=str))
 
-    def messages(self, messages: list[dict[str, Any]]) -> str:
+    def messages(self, messages: Sequence[Mapping[str, object]]) -> str:
         """The newest messages whose JSON fits, oldest first."""
-        kept: list[dict[str, Any]] = []
+        kept: list[Mapping[str, object]] = []
         size = 2
         for m in reversed(messages):
             n = len(json.dumps(m, ensure_ascii=False, default=str)) + 1
@@ -117,17 +117,17 @@ def provider_name(provider: str | None, model_ref: str) -> str:
     return model_ref.partition("/")[0] or "_OTHER"
 
 
-def conversation_item(item: Any) -> dict[str, Any]:
+def conversation_item(item: Any) -> dict[str, object]:
     """One conversation entry in the conventions' message shape."""
     role = item.role
     if role == "tool":
-        part: dict[str, Any] = {
+        part: dict[str, object] = {
             "type": "tool_call_response",
             "id": item.call_id,
             "result": item.text,
         }
         return {"role": "tool", "parts": [part]}
-    parts: list[dict[str, Any]] = []
+    parts: list[dict[str, object]] = []
     if item.text:
         parts.append({"type": "text", "content": item.text})
     for call in getattr(item, "tool_calls", None) or []:
@@ -137,8 +137,8 @@ def conversation_item(item: Any) -> dict[str, Any]:
     return {"role": role, "parts": parts}
 
 
-def output_message(response: Any) -> dict[str, Any]:
-    parts: list[dict[str, Any]] = []
+def output_message(response: Any) -> dict[str, object]:
+    parts: list[dict[str, object]] = []
     if response.text:
         parts.append({"type": "text", "content": response.text})
     for call in response.tool_calls:

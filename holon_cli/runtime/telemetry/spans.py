@@ -34,8 +34,10 @@ from holon_cli.runtime.telemetry import semconv as sc
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
+    from opentelemetry.util.types import AttributeValue
 
     from holon_cli.model.envelope import Envelope
+    from holon_cli.model.turn import ProviderAttemptRecord
     from holon_cli.runtime.telemetry.sdk import Plane
     from holon_cli.store.agent_store import AgentStore
 
@@ -188,13 +190,13 @@ class OtelTurn:
             last_ok = response is not None and i == len(attempts) - 1
             self._attempt(att, response if last_ok else None, request)
 
-    def _attempt(self, att: dict[str, Any], response: Any, request: Any) -> None:
+    def _attempt(self, att: ProviderAttemptRecord, response: Any, request: Any) -> None:
         ref = str(att.get("model_ref") or "")
         model = sc.request_model(ref)
         provider = sc.provider_name(att.get("provider"), ref)
         start = _ns(att.get("started_at")) or time.time_ns()
         end = start + int(att.get("duration_ms") or 0) * 1_000_000
-        attrs: dict[str, Any] = {
+        attrs: dict[str, AttributeValue] = {
             sc.OPERATION: sc.CHAT,
             sc.PROVIDER: provider,
             sc.REQUEST_MODEL: model,
@@ -216,7 +218,7 @@ class OtelTurn:
             span.set_attribute(sc.CACHE_READ, int(usage.get("cache_read_input_tokens", 0)))
             span.set_attribute(sc.CACHE_CREATION, int(usage.get("cache_creation_input_tokens", 0)))
         error = att.get("failure_kind") if att.get("outcome") != "succeeded" else None
-        metric_attrs: dict[str, Any] = {
+        metric_attrs: dict[str, AttributeValue] = {
             sc.OPERATION: sc.CHAT,
             sc.PROVIDER: provider,
             sc.REQUEST_MODEL: model,
@@ -279,7 +281,7 @@ class OtelTurn:
 
     def _tool_span(self, call: Any) -> tuple[Span, object]:
         name = str(call.name)
-        attrs: dict[str, Any] = {
+        attrs: dict[str, AttributeValue] = {
             sc.OPERATION: sc.EXECUTE_TOOL,
             sc.TOOL_NAME: name,
             sc.TOOL_CALL_ID: str(call.id),

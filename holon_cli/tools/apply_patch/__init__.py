@@ -31,7 +31,6 @@ handler) and re-exports the engine; ``parse`` holds the model and parsing,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from holon_cli.tools.apply_patch.hunks import (
     _Applied,
@@ -182,12 +181,12 @@ def apply_patch(ctx: ToolContext, args: ApplyPatchArgs) -> ToolResult:
     ops, notes = plan_patch(ctx, files, guard)
     commit(ops, guard)
     summary: dict[str, list[str]] = {"added": [], "modified": [], "deleted": [], "moved": []}
-    entries: list[dict[str, Any]] = []
+    entries: list[dict[str, object]] = []
     lines = [f"Applied patch to {len(ops)} file(s):"]
     for op in ops:
         summary[op.action].append(op.path)
         ctx.report.files_touched.append(op.path)
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "path": op.path,
             "action": op.action,
             "added_lines": op.added,
@@ -213,7 +212,7 @@ def apply_patch(ctx: ToolContext, args: ApplyPatchArgs) -> ToolResult:
         lines.append(f"Note: {note}")
     for w in warnings:
         lines.append(f"Warning: {w['message']}")
-    data: dict[str, Any] = {"files": entries, **summary, "notes": notes}
+    data: dict[str, object] = {"files": entries, **summary, "notes": notes}
     if warnings:
         data["warnings"] = warnings
     return ToolResult(True, "\n".join(lines), data=data, warnings=warnings)

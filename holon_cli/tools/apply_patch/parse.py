@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from holon_cli.tools.base import ToolError
 
@@ -265,10 +265,22 @@ def _drop_blank_separators(hunk: Hunk, blank_tail: int) -> None:
         blank_tail -= 1
 
 
+class _GitBlock(TypedDict):
+    """A ``diff --git`` block's header lines, as read so far."""
+
+    line: int
+    emitted: bool
+    path: NotRequired[str]
+    rename_from: NotRequired[str]
+    rename_to: NotRequired[str]
+    new_file: NotRequired[bool]
+    deleted_file: NotRequired[bool]
+
+
 def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePatch]:
     files: list[FilePatch] = []
     i = 0
-    git: dict[str, Any] | None = None  # the current ``diff --git`` block
+    git: _GitBlock | None = None  # the current ``diff --git`` block
     while i < len(lines):
         line = lines[i]
         if line.startswith("diff --git "):
@@ -301,7 +313,7 @@ def _parse_unified(lines: list[str], warnings: list[ToolWarning]) -> list[FilePa
     return files
 
 
-def _flush_git(git: dict[str, Any] | None, files: list[FilePatch]) -> None:
+def _flush_git(git: _GitBlock | None, files: list[FilePatch]) -> None:
     """A ``diff --git`` block without ---/+++ (pure rename, empty new or
     deleted file) becomes its file patch."""
     if git is None or git["emitted"]:

@@ -240,7 +240,7 @@ def _conflict_error(c: _Conflict, fp: FilePatch, lines: list[str]) -> ToolError:
     lo = max(0, center - NEARBY_RADIUS)
     hi = min(len(lines), center + NEARBY_RADIUS + 1)
     nearby = [{"line": k + 1, "text": _preview(_key(lines[k]))} for k in range(lo, hi)]
-    details: dict[str, Any] = {
+    details: dict[str, object] = {
         "path": fp.path,
         "hunk": index,
         "hunk_count": len(fp.hunks),

@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from holon_cli.model import task as task_model
 from holon_cli.runtime.tasks import plane as tasks
@@ -80,7 +81,7 @@ __all__ = [
 DEFAULT_YIELD_TIME_MS = 10_000
 
 
-def _json(env: dict[str, Any]) -> str:
+def _json(env: Mapping[str, object]) -> str:
     return json.dumps(env, ensure_ascii=False, default=str)
 
 
@@ -167,7 +168,7 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
         dup = tasks.find_duplicate(ctx.store, digest)
         if dup is not None:
             snap = tasks.snapshot(dup)
-            env: dict[str, Any] = {
+            env: dict[str, object] = {
                 "disposition": "already_running",
                 "task_handle": task_model.handle(dup),
                 "command": snap["command"],
@@ -218,14 +219,14 @@ def exec_command(ctx: ToolContext, args: ExecCommandArgs) -> ToolResult:
             return ToolResult(True, _json(env), data=env, warnings=list(p.warnings))
         rec = tasks.read_record_file(launched.dir) or {}
     _check_finished(launched, rec, p)
-    env = _completed_envelope(
+    done = _completed_envelope(
         ctx, launched, rec, p, int((time.monotonic() - start) * 1000), tty=tty
     )
-    ctx.report.command_runs.append({"cmd": args.cmd, "exit_status": env.get("exit_status")})
-    if env.get("exit_status") == 0:
+    ctx.report.command_runs.append({"cmd": args.cmd, "exit_status": done.get("exit_status")})
+    if done.get("exit_status") == 0:
         # only a successful command activates skills (the turn loop reads these)
         ctx.report.commands.append(args.cmd)
-    return ToolResult(True, _json(env), data=env, warnings=list(env["warnings"]))
+    return ToolResult(True, _json(done), data=dict(done), warnings=list(done["warnings"]))
 
 
 # registered after ExecCommand, so the catalog keeps its order

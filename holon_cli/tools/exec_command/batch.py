@@ -5,12 +5,15 @@ timeout is killed with its process tree."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from holon_cli.tools.base import ToolContext, ToolError, ToolResult, field_doc, tool
 from holon_cli.tools.exec_command.budget import output_budget_tokens
-from holon_cli.tools.exec_command.finish import run_foreground
+from holon_cli.tools.exec_command.finish import CompletedEnvelope, run_foreground
 from holon_cli.tools.exec_command.prepare import _ms_setting, _prepare
+
+if TYPE_CHECKING:
+    from holon_cli.model.events import ToolWarning
 
 DEFAULT_EXEC_TIMEOUT_MS = 120_000
 MAX_BATCH_ITEMS = 20
@@ -42,7 +45,7 @@ class ExecCommandBatchArgs:
     )
 
 
-def _render_item(r: dict[str, Any]) -> str:
+def _render_item(r: CompletedEnvelope) -> str:
     if r.get("timed_out"):
         head = (
             f"Timed out after {r['timeout_ms']} ms; the command and its process tree were "
@@ -57,8 +60,7 @@ def _render_item(r: dict[str, Any]) -> str:
     lines = [head + f" cwd: {r['cwd']}"]
     for w in r.get("warnings") or []:
         lines.append(f"Warning: {w['message']}")
-    for name in ("stdout", "stderr"):
-        text = r.get(f"{name}_preview") or ""
+    for name, text in (("stdout", r["stdout_preview"]), ("stderr", r["stderr_preview"])):
         if text:
             lines.append(f"{name}:")
             lines.append(text.rstrip("\n"))
@@ -89,7 +91,8 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
         )
     # the batch as a whole stays within one default budget unless items ask for more
     share = max(250, output_budget_tokens(ctx.config) // n)
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, object]] = []
+    warnings: list[ToolWarning] = []
     blocks: list[str] = []
     for i, item in enumerate(args.commands, 1):
         label = f"[{i}/{n}] $ {item.cmd}"
@@ -118,6 +121,7 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
             else ("succeeded" if r["exit_status"] == 0 else "exited_nonzero")
         )
         items.append({"index": i, "cmd": item.cmd, "status": status, **r})
+        warnings.extend(r.get("warnings", []))
         ctx.report.command_runs.append({"cmd": item.cmd, "exit_status": r["exit_status"]})
         if status == "succeeded":  # only a successful command activates skills
             ctx.report.commands.append(item.cmd)
@@ -126,7 +130,6 @@ def exec_command_batch(ctx: ToolContext, args: ExecCommandBatchArgs) -> ToolResu
         s: sum(1 for it in items if it["status"] == s)
         for s in ("succeeded", "exited_nonzero", "timed_out", "failed")
     }
-    data: dict[str, Any] = {"items": items, "item_count": n, "summary": summary}
+    data: dict[str, object] = {"items": items, "item_count": n, "summary": summary}
     head = f"Batch of {n} command(s): " + ", ".join(f"{v} {k}" for k, v in summary.items() if v)
-    warnings = [w for it in items for w in it.get("warnings", [])]
     return ToolResult(True, head + "\n\n" + "\n\n".join(blocks), data=data, warnings=warnings)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from holon_cli.model import task as task_model
 from holon_cli.runtime.tasks import plane as tasks
@@ -21,8 +21,33 @@ if TYPE_CHECKING:
     from holon_cli.model.task import TaskProcess, TaskRecord
 
 
-def _exit_fields(rec: TaskRecord) -> dict[str, Any]:
-    return {"exit_status": rec.get("exit_status"), "signal": rec.get("signal")}
+class OutputArtifact(TypedDict):
+    """A stream's full output kept under ``.holon/outputs/`` (its preview was cut)."""
+
+    kind: str
+    path: str
+    bytes: int
+
+
+class CompletedEnvelope(TypedDict):
+    """What a call that ran to its end returns (``ExecCommand``, a batch item)."""
+
+    disposition: Literal["completed"]
+    exit_status: int | None
+    signal: str | None
+    stdout_preview: str
+    stderr_preview: str
+    truncated: bool
+    artifacts: list[OutputArtifact]
+    stdout_artifact: int | None
+    stderr_artifact: int | None
+    duration_ms: int
+    cwd: str
+    output_bytes: int
+    output_budget_tokens: int
+    timed_out: NotRequired[bool]
+    timeout_ms: NotRequired[int]
+    warnings: NotRequired[list[ToolWarning]]  # set last: the receipt's key order
 
 
 def _spawn_error(rec: TaskRecord, p: _Prepared) -> ToolError:
@@ -68,7 +93,7 @@ def _completed_envelope(
     duration_ms: int,
     *,
     tty: bool,
-) -> dict[str, Any]:
+) -> CompletedEnvelope:
     """The ``completed`` envelope; output files are kept under ``.holon/outputs/``
     only when a preview was cut, and the call's directory is removed."""
     budget = p.tokens * CHARS_PER_TOKEN
@@ -77,7 +102,7 @@ def _completed_envelope(
     shares = _preview_shares(budget, sizes, tty=tty)
     previews = {n: bound_output(launched.dir / f"{n}.log", max(1, shares[n])) for n in names}
     truncated = any(b.truncated for b in previews.values())
-    artifacts: list[dict[str, Any]] = []
+    artifacts: list[OutputArtifact] = []
     index: dict[str, int] = {}
     if truncated:
         kept = tasks.keep_outputs(ctx.store, launched, names)
@@ -86,9 +111,10 @@ def _completed_envelope(
                 index[n] = len(artifacts)
                 artifacts.append({"kind": n, "path": kept[n], "bytes": sizes[n]})
     tasks.discard_foreground(launched)
-    env: dict[str, Any] = {
+    env: CompletedEnvelope = {
         "disposition": "completed",
-        **_exit_fields(rec),
+        "exit_status": rec.get("exit_status"),
+        "signal": rec.get("signal"),
         "stdout_preview": previews["output" if tty else "stdout"].text,
         "stderr_preview": "" if tty else previews["stderr"].text,
         "truncated": truncated,
@@ -121,7 +147,7 @@ def _preview_shares(budget: int, sizes: dict[str, int], *, tty: bool) -> dict[st
 
 
 def _completed_warnings(
-    p: _Prepared, rec: TaskRecord, kept: list[dict[str, Any]] | None
+    p: _Prepared, rec: TaskRecord, kept: list[OutputArtifact] | None
 ) -> list[ToolWarning]:
     """The preparation's warnings, then: output cut (``kept``: the files the
     full output was saved to), output cap reached, background processes killed."""
@@ -187,7 +213,7 @@ def run_foreground(
     p: _Prepared,
     *,
     timeout_ms: int,
-) -> dict[str, Any]:
+) -> CompletedEnvelope:
     """Run to completion, killing the command tree at ``timeout_ms`` (batch items)."""
     start = time.monotonic()
     launched = start_command(
