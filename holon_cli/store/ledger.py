@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir, fsync_file
 from holon_cli.store.ledger_history import LedgerHistory
-from holon_cli.store.ledger_lines import Problem, _complete
+from holon_cli.store.ledger_lines import Problem, _complete, line_start
 from holon_cli.store.ledger_mark import (
     MARK_WIDTH,
     mark_path_of,
@@ -241,17 +241,7 @@ class Ledger(LedgerHistory[R]):
             return 0
         if os.pread(fd, 1, size - 1) == b"\n":
             return size
-        # Find the end of the last complete line.
-        pos = size
-        keep = 0
-        while pos > 0:
-            start = max(0, pos - 65536)
-            chunk = os.pread(fd, pos - start, start)
-            idx = chunk.rfind(b"\n")
-            if idx >= 0:
-                keep = start + idx + 1
-                break
-            pos = start
+        keep = line_start(fd, size)  # the end of the last complete line
         fragment = os.pread(fd, size - keep, keep)
         if _complete(fragment, self.max_version) is not None:
             # a whole record that only lacks its newline: finish it, keep it

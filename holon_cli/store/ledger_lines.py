@@ -12,6 +12,7 @@ torn tail). ``Problem`` is one damaged line as ``holon home check`` reports it.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
@@ -49,6 +50,19 @@ def _corrupt(path: Path, line: int | None, offset: int, why: str) -> CorruptStat
         ),
         details={"path": str(path), "line": line, "offset": offset, "reason": why},
     )
+
+
+def line_start(fd: int, end: int) -> int:
+    """The offset just after the last newline before ``end`` in ``fd`` (0:
+    none), read backwards in 64 KiB chunks: where the last line begins."""
+    pos = end
+    while pos > 0:
+        start = max(0, pos - 65536)
+        idx = os.pread(fd, pos - start, start).rfind(b"\n")
+        if idx >= 0:
+            return start + idx + 1
+        pos = start
+    return 0
 
 
 def _complete(raw: bytes, max_version: int) -> JsonObject | None:

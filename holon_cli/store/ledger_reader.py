@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from holon_cli.store import ledger_read
-from holon_cli.store.ledger_lines import Problem, _checked, _complete, _corrupt, _parse
+from holon_cli.store.ledger_lines import (
+    Problem,
+    _checked,
+    _complete,
+    _corrupt,
+    _parse,
+    line_start,
+)
 from holon_cli.store.ledger_segments import COPY_HEADER
 from holon_cli.store.records import Validator
 
@@ -174,29 +181,11 @@ class LedgerReader(Generic[R]):
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 # a torn fragment is ignored; a complete record without its
                 # newline is the last record
-                pos = size
-                while pos > 0:
-                    start = max(0, pos - 65536)
-                    chunk = os.pread(fd, pos - start, start)
-                    idx = chunk.rfind(b"\n")
-                    if idx >= 0:
-                        break
-                    pos = start
-                line_start = start + idx + 1 if pos > 0 else 0
-                whole = _complete(os.pread(fd, size - line_start, line_start), self.max_version)
+                last = line_start(fd, size)
+                whole = _complete(os.pread(fd, size - last, last), self.max_version)
                 if whole is not None:
-                    return self._whole(whole, line_start)
-                pos = size
-                while pos > 0:
-                    start = max(0, pos - 65536)
-                    chunk = os.pread(fd, pos - start, start)
-                    idx = chunk.rfind(b"\n")
-                    if idx >= 0:
-                        size = start + idx + 1
-                        break
-                    pos = start
-                else:
-                    size = 0
+                    return self._whole(whole, last)
+                size = last  # the fragment is not a record
             self._cached_size = -1
             return self._last_from_fd(fd, size)
         finally:
