@@ -143,7 +143,7 @@ def _result_text(rec: TaskRecord, status: str, result_summary: str) -> tuple[str
 
 
 def _admit_result(parent: AgentStore, rec: TaskRecord, parts: tuple[str, int, int]) -> str:
-    from holon_cli.runtime.enqueue import admit
+    from holon_cli.runtime.tasks.records import admit_task_result
 
     child = rec.get("child") or {}
     text, offset, length = parts
@@ -161,20 +161,10 @@ def _admit_result(parent: AgentStore, rec: TaskRecord, parts: tuple[str, int, in
     }
 
     def go(work_item_id: str | None) -> str:
-        env = admit(
-            text,
-            store=parent,
-            kind="task_result",
-            origin=f"task:{rec['id']}",
-            task_id=rec["id"],
-            causation_id=rec.get("parent_message_id"),
-            delivery_surface="task_rejoin",
-            admission_context="runtime_owned",
-            metadata=meta,
-            idempotency_key=RESULT_KEY_PREFIX + rec["id"],
-            work_item_id=work_item_id,
+        key = RESULT_KEY_PREFIX + rec["id"]
+        return admit_task_result(
+            parent, rec, text, meta, idempotency_key=key, work_item_id=work_item_id
         )
-        return env["id"]
 
     try:
         return go(child.get("work_item_id"))

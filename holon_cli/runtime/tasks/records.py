@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -183,13 +183,40 @@ def result_parts(d: Path, rec: TaskRecord) -> tuple[str, int, int]:
     return text, len(head), len(output)
 
 
+def admit_task_result(
+    store: AgentStore,
+    rec: TaskRecord,
+    text: str,
+    metadata: Mapping[str, object],
+    *,
+    idempotency_key: str | None = None,
+    work_item_id: str | None = None,
+) -> str:
+    """Admit a task's ``task_result`` message (a command's or a child
+    agent's), as the runtime delivers every one; returns its message id."""
+    from holon_cli.runtime.enqueue import admit
+
+    env = admit(
+        text,
+        store=store,
+        kind="task_result",
+        origin=f"task:{rec['id']}",
+        task_id=rec["id"],
+        causation_id=rec.get("parent_message_id"),
+        delivery_surface="task_rejoin",
+        admission_context="runtime_owned",
+        metadata=metadata,
+        idempotency_key=idempotency_key,
+        work_item_id=work_item_id,
+    )
+    return env["id"]
+
+
 def report_terminal(d: Path, rec: TaskRecord | None = None) -> str | None:
     """Append the terminal record and admit the ONE ``task_result`` message.
 
     Idempotent: a second call finds ``result_message_id`` and does nothing.
     Returns the message id admitted now (None when nothing was admitted)."""
-    from holon_cli.runtime.enqueue import admit
-
     with procs.flocked(d / "lock"):
         cur: TaskRecord = _snapshot(d / "task.json") or {}
         if (
@@ -212,21 +239,10 @@ def report_terminal(d: Path, rec: TaskRecord | None = None) -> str | None:
             "output_offset": out_offset,
             "output_length": out_length,
         }
+        msg_id: str | None = None
         try:
-            env = admit(
-                text,
-                store=store,
-                kind="task_result",
-                origin=f"task:{cur['id']}",
-                task_id=cur["id"],
-                causation_id=cur.get("parent_message_id"),
-                delivery_surface="task_rejoin",
-                admission_context="runtime_owned",
-                metadata=dict(meta),
-            )
-            cur["result_message_id"] = env["id"]
+            msg_id = cur["result_message_id"] = admit_task_result(store, cur, text, meta)
         except HolonError as exc:
-            env = None
             if exc.kind == "agent_stopped":
                 # kept for later: a recovery pass delivers it once the agent is started
                 cur["result_deferred"] = f"{exc.kind}: {exc.message}"
@@ -234,7 +250,7 @@ def report_terminal(d: Path, rec: TaskRecord | None = None) -> str | None:
                 cur["result_undeliverable"] = f"{exc.kind}: {exc.message}"
         cur["updated_at"] = clock.now_iso()
         write_snapshot(d / "task.json", cur)
-        return env["id"] if env else None
+        return msg_id
 
 
 # ------------------------------------------------------- recovery notices
