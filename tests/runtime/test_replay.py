@@ -86,6 +86,35 @@ def test_a_text_turn_is_recorded_and_replays(tmp_path: Path) -> None:
     assert_match(res.turn_id, 1)
 
 
+def test_a_request_is_packed_into_the_record_after_it_went_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packing a request (its whole history) is the record's costliest step:
+    it waits until the call ended, off the path from a message to its
+    provider request (issue 44's serve reaction). The record is the same."""
+    from holon_cli.providers import chain
+    from holon_cli.runtime.replay import docs
+
+    seen: list[str] = []
+    real_call, real_pack = chain.call_with_fallback, docs.packed_request
+
+    def send(*a: Any, **k: Any) -> Any:
+        seen.append("sent")
+        return real_call(*a, **k)
+
+    def pack(*a: Any, **k: Any) -> Any:
+        seen.append("packed")
+        return real_pack(*a, **k)
+
+    monkeypatch.setattr(chain, "call_with_fallback", send)
+    monkeypatch.setattr(docs, "packed_request", pack)
+    res = turn(script(tmp_path, [{"tool_calls": [call("ExecCommand", "e", cmd="true")]}, "ok"]))
+    assert seen == ["sent", "packed", "sent", "packed"]
+    rec = R.load(open_agent(None), res.turn_id)
+    assert [s["k"] for s in rec["steps"]] == ["req", "resp", "tool", "req", "resp"]
+    assert_match(res.turn_id, 2)
+
+
 def test_exec_command_and_apply_patch_turns_replay_without_running_anything(
     tmp_path: Path,
 ) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from holon_cli import clock
 from holon_cli.digest import sha256_hex
@@ -110,6 +110,16 @@ def _stat_key(path: Any) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+class _Pending(NamedTuple):
+    """A request noted as it went out, packed after the call (see
+    :meth:`TurnCapture._request`)."""
+
+    rec: dict[str, object]
+    request: ProviderRequest
+    cap: int | None
+    state: tuple[dict[str, int], AgentRecord | None]
+
+
 class TurnCapture:
     """The live observer: appends captures to the turn journal; writes the
     record at settle."""
@@ -133,6 +143,7 @@ class TurnCapture:
         self.memo = docs.SHARED
         self.memo.next_generation()
         self.last_request: ProviderRequest | None = None
+        self._pending: _Pending | None = None
         blobs = self._blobs()
         for c in journal.captures:  # a resumed turn: what the journal holds
             self.known.update((c.get("blobs") or {}).keys())
@@ -163,6 +174,8 @@ class TurnCapture:
         if self.broken is not None:
             return
         try:
+            if fn != self._request:
+                self._flush()  # a noted request is packed before what follows it
             fn(*args)
         except Exception as exc:  # noqa: BLE001 - the turn must not fail for its record
             self.broken = f"capturing {what} failed: {type(exc).__name__}: {exc}"
@@ -227,26 +240,59 @@ class TurnCapture:
         self._guard("a request", self._request, round_no, request)
 
     def _request(self, round_no: int, request: ProviderRequest) -> None:
+        """Note the request as it is about to go out; it is packed into its
+        capture once the call has ended (:meth:`_flush`, first thing in every
+        later hook), off the path between a message and its provider request
+        (packing the history is the costliest step there). What it holds is
+        read now: the cap the budget gate will set during the call, what
+        building the prompt wrote (ledgers, a rewritten agent record)."""
         self.seq += 1
-        blobs: docs.Blobs = {}
         self.last_request = request
-        doc = docs.packed_request(request, self.memo, blobs)
-        rec = {"k": "req", "n": self.seq, "round": round_no, "at": clock.now_iso(), "doc": doc}
-        self._moved_state(rec, blobs)  # what building the prompt wrote (a trigger provisioned)
-        self._add(rec, blobs)
+        self._pending = _Pending(
+            {"k": "req", "n": self.seq, "round": round_no, "at": clock.now_iso()},
+            request,
+            request.max_output_tokens,
+            self._state_now(),
+        )
 
-    def _moved_state(self, rec: dict[str, object], blobs: docs.Blobs) -> None:
+    def _flush(self) -> None:
+        """The noted request's capture, packed (see :meth:`_request`)."""
+        p, self._pending = self._pending, None
+        if p is None:
+            return
+        blobs: docs.Blobs = {}
+        doc = docs.packed_request(p.request, self.memo, blobs)
+        doc["max_output_tokens"] = p.cap  # as built, before the gate
+        p.rec["doc"] = doc
+        self._put_state(p.rec, p.state, blobs)
+        self._add(p.rec, blobs)
+
+    def _state_now(self) -> tuple[dict[str, int], AgentRecord | None]:
         """Ledgers that grew and the agent record, when rewritten, since the
         last capture."""
         grown = self._changed_sizes()
+        key = _stat_key(self.store.layout.agent_file)
+        if key == self.agent_key:
+            return grown, None
+        self.agent_key = key
+        agent = self.store.read_record()
+        self.current = agent["state"].get("current_work_item_id")
+        return grown, agent
+
+    def _put_state(
+        self,
+        rec: dict[str, object],
+        state: tuple[dict[str, int], AgentRecord | None],
+        blobs: docs.Blobs,
+    ) -> None:
+        grown, agent = state
         if grown:
             rec["ledgers"] = grown
-        key = _stat_key(self.store.layout.agent_file)
-        if key != self.agent_key:
-            self.agent_key = key
-            agent = self.store.read_record()
-            self.current = agent["state"].get("current_work_item_id")
+        if agent is not None:
             rec["agent"] = docs.pack(docs.plain(agent), blobs)
+
+    def _moved_state(self, rec: dict[str, object], blobs: docs.Blobs) -> None:
+        self._put_state(rec, self._state_now(), blobs)
 
     def answered(self, response: ModelResponse, model_ref: str) -> None:
         self._guard("an answer", self._answered, response, model_ref)
@@ -322,6 +368,7 @@ class TurnCapture:
         """The record joins the settle's fsync batch (once per turn: a
         settle replayed after a crash finds it written)."""
         mid = self.journal.message_id
+        self._guard("a request", self._flush)  # one that got no answer (an abort)
         try:
             if R.last_turn_id(self.store) == self.turn_id:
                 return
