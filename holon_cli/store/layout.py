@@ -119,72 +119,135 @@ class HomeLayout(NamedTuple):
         return AgentLayout(self.agents_dir / agent_id, agent_id)
 
 
+class _AgentPaths:
+    """Every path of one agent home, joined once: a tick and a turn ask for
+    them a hundred times, and each ``Path / name`` costs a parse."""
+
+    __slots__ = (
+        "runtime",
+        "state_dir",
+        "ledger_dir",
+        "locks_dir",
+        "inbox_dir",
+        "agent_file",
+        "queue_file",
+        "template_file",
+        "idempotency_dir",
+        "idempotency_lock",
+        "agent_lock",
+        "turn_lock",
+        "work_items_dir",
+        "tasks_dir",
+        "ledgers",
+        "ledger_locks",
+    )
+
+    def __init__(self, home: Path) -> None:
+        rt = self.runtime = home / ".holon"
+        state = self.state_dir = rt / "state"
+        self.ledger_dir = rt / "ledger"
+        locks = self.locks_dir = rt / "locks"
+        self.inbox_dir = rt / "inbox"
+        self.agent_file = state / "agent.json"
+        self.queue_file = state / "queue.json"
+        self.template_file = state / "template.json"
+        self.idempotency_dir = state / "idempotency"
+        self.idempotency_lock = locks / "idempotency.lock"
+        self.agent_lock = locks / "agent.lock"
+        self.turn_lock = locks / "turn.lock"
+        self.work_items_dir = home / "work-items"
+        self.tasks_dir = rt / "tasks"
+        self.ledgers: dict[str, Path] = {}
+        self.ledger_locks: dict[str, Path] = {}
+
+
+_PATHS: dict[Path, _AgentPaths] = {}
+_PATHS_MAX = 4096  # agent homes remembered (a tick over more starts again)
+
+
+def _paths(home: Path) -> _AgentPaths:
+    got = _PATHS.get(home)
+    if got is None:
+        if len(_PATHS) >= _PATHS_MAX:
+            _PATHS.clear()
+        got = _PATHS[home] = _AgentPaths(home)
+    return got
+
+
 class AgentLayout(NamedTuple):
     home: Path
     agent_id: str
 
     @property
     def runtime(self) -> Path:
-        return self.home / ".holon"
+        return _paths(self.home).runtime
 
     @property
     def state_dir(self) -> Path:
-        return self.runtime / "state"
+        return _paths(self.home).state_dir
 
     @property
     def ledger_dir(self) -> Path:
-        return self.runtime / "ledger"
+        return _paths(self.home).ledger_dir
 
     @property
     def locks_dir(self) -> Path:
-        return self.runtime / "locks"
+        return _paths(self.home).locks_dir
 
     @property
     def inbox_dir(self) -> Path:
-        return self.runtime / "inbox"
+        return _paths(self.home).inbox_dir
 
     @property
     def agent_file(self) -> Path:
-        return self.state_dir / "agent.json"
+        return _paths(self.home).agent_file
 
     @property
     def queue_file(self) -> Path:
-        return self.state_dir / "queue.json"
+        return _paths(self.home).queue_file
 
     @property
     def template_file(self) -> Path:
-        return self.state_dir / "template.json"
+        return _paths(self.home).template_file
 
     @property
     def idempotency_dir(self) -> Path:
         """Idempotency keys of ``holon enqueue --idempotency-key`` (one file each)."""
-        return self.state_dir / "idempotency"
+        return _paths(self.home).idempotency_dir
 
     @property
     def idempotency_lock(self) -> Path:
-        return self.locks_dir / "idempotency.lock"
+        return _paths(self.home).idempotency_lock
 
     @property
     def agent_lock(self) -> Path:
-        return self.locks_dir / "agent.lock"
+        return _paths(self.home).agent_lock
 
     @property
     def turn_lock(self) -> Path:
-        return self.locks_dir / "turn.lock"
+        return _paths(self.home).turn_lock
 
     def ledger_path(self, name: str) -> Path:
-        return self.ledger_dir / f"{name}.jsonl"
+        p = _paths(self.home)
+        got = p.ledgers.get(name)
+        if got is None:
+            got = p.ledgers[name] = p.ledger_dir / f"{name}.jsonl"
+        return got
 
     def ledger_lock(self, name: str) -> Path:
-        return self.locks_dir / f"{name}.lock"
+        p = _paths(self.home)
+        got = p.ledger_locks.get(name)
+        if got is None:
+            got = p.ledger_locks[name] = p.locks_dir / f"{name}.lock"
+        return got
 
     @property
     def work_items_dir(self) -> Path:
-        return self.home / "work-items"
+        return _paths(self.home).work_items_dir
 
     @property
     def tasks_dir(self) -> Path:
-        return self.runtime / "tasks"
+        return _paths(self.home).tasks_dir
 
     @property
     def exists(self) -> bool:

@@ -247,3 +247,25 @@ def test_config_loader_property_any_yaml_ends_in_config_error(holon_home: Path) 
         cfg.load_settings()  # a valid mapping always builds
 
     run()
+
+
+def test_an_agent_layouts_paths_are_joined_once_and_equal_the_joins(tmp_path: Path) -> None:
+    """A tick asked for ~90 paths, each a fresh ``Path`` join: they are
+    computed once per agent home (the same object each time) and are the
+    same paths as ever."""
+    from holon_cli.store.layout import AgentLayout
+
+    home = tmp_path / "agents" / "a1"
+    a, b = AgentLayout(home, "a1"), AgentLayout(home, "a1")
+    rt = home / ".holon"
+    assert a.state_dir == rt / "state" and a.state_dir is b.state_dir
+    assert a.agent_file == rt / "state" / "agent.json"
+    assert a.queue_file == rt / "state" / "queue.json"
+    assert a.turn_lock == rt / "locks" / "turn.lock"
+    assert a.work_items_dir == home / "work-items" and a.tasks_dir == rt / "tasks"
+    assert a.ledger_path("events") == rt / "ledger" / "events.jsonl"
+    assert a.ledger_path("events") is b.ledger_path("events")
+    assert a.ledger_lock("events") == rt / "locks" / "events.lock"
+    assert (
+        AgentLayout(tmp_path / "other", "a1").state_dir == tmp_path / "other" / ".holon" / "state"
+    )
