@@ -143,7 +143,7 @@ def _result_text(rec: TaskRecord, status: str, result_summary: str) -> tuple[str
 
 
 def _admit_result(parent: AgentStore, rec: TaskRecord, parts: tuple[str, int, int]) -> str:
-    from holon_cli.runtime.tasks.records import admit_task_result
+    from holon_cli.runtime.tasks.records import admit_task_message
 
     child = rec.get("child") or {}
     text, offset, length = parts
@@ -162,7 +162,7 @@ def _admit_result(parent: AgentStore, rec: TaskRecord, parts: tuple[str, int, in
 
     def go(work_item_id: str | None) -> str:
         key = RESULT_KEY_PREFIX + rec["id"]
-        return admit_task_result(
+        return admit_task_message(
             parent, rec, text, meta, idempotency_key=key, work_item_id=work_item_id
         )
 

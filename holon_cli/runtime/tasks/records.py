@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from holon_cli import clock
 from holon_cli.errors import HolonError, NotFoundError
@@ -183,23 +183,25 @@ def result_parts(d: Path, rec: TaskRecord) -> tuple[str, int, int]:
     return text, len(head), len(output)
 
 
-def admit_task_result(
+def admit_task_message(
     store: AgentStore,
     rec: TaskRecord,
     text: str,
     metadata: Mapping[str, object],
     *,
+    kind: Literal["task_result", "task_status"] = "task_result",
     idempotency_key: str | None = None,
     work_item_id: str | None = None,
 ) -> str:
-    """Admit a task's ``task_result`` message (a command's or a child
-    agent's), as the runtime delivers every one; returns its message id."""
+    """Admit a task's ``task_result`` (a command's or a child agent's) or a
+    recovery's ``task_status``, as the runtime delivers every one; returns
+    its message id."""
     from holon_cli.runtime.enqueue import admit
 
     env = admit(
         text,
         store=store,
-        kind="task_result",
+        kind=kind,
         origin=f"task:{rec['id']}",
         task_id=rec["id"],
         causation_id=rec.get("parent_message_id"),
@@ -241,7 +243,7 @@ def report_terminal(d: Path, rec: TaskRecord | None = None) -> str | None:
         }
         msg_id: str | None = None
         try:
-            msg_id = cur["result_message_id"] = admit_task_result(store, cur, text, meta)
+            msg_id = cur["result_message_id"] = admit_task_message(store, cur, text, meta)
         except HolonError as exc:
             if exc.kind == "agent_stopped":
                 # kept for later: a recovery pass delivers it once the agent is started
@@ -274,8 +276,6 @@ def _notice(d: Path, cur: TaskRecord, recovery: str, key: str, text: str) -> Any
     caller holds the task lock and writes ``cur``). The idempotency key makes
     a kill between the admission and the record's write admit nothing twice.
     Returns the message id, ``None`` (undeliverable: noted) or ``_DEFER``."""
-    from holon_cli.runtime.enqueue import admit
-
     store = _store_for(d, cur)
     note: RecoveryNotice = {
         "key": key,
@@ -284,24 +284,15 @@ def _notice(d: Path, cur: TaskRecord, recovery: str, key: str, text: str) -> Any
         "at": clock.now_iso(),
     }
     try:
-        env = admit(
-            text,
-            store=store,
-            kind="task_status",
-            origin=f"task:{cur['id']}",
-            task_id=cur["id"],
-            causation_id=cur.get("parent_message_id"),
-            delivery_surface="task_rejoin",
-            admission_context="runtime_owned",
-            metadata={
-                "task_id": cur["id"],
-                "task_status": cur.get("status"),
-                "task_kind": cur.get("kind"),
-                "recovery": recovery,
-            },
-            idempotency_key=f"holon:{key}",
+        meta = {
+            "task_id": cur["id"],
+            "task_status": cur.get("status"),
+            "task_kind": cur.get("kind"),
+            "recovery": recovery,
+        }
+        note["message_id"] = admit_task_message(
+            store, cur, text, meta, kind="task_status", idempotency_key=f"holon:{key}"
         )
-        note["message_id"] = env["id"]
     except HolonError as exc:
         if exc.kind == "agent_stopped":
             return _DEFER  # delivered by a pass after the agent is started
