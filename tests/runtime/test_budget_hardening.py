@@ -502,20 +502,30 @@ def test_three_children_at_once_cannot_overshoot_their_parent(
     # a loaded machine starts a Python 0.1-1 s late: the children begin once
     # all three have imported, 0.1 s apart (CI once saw k2 begin after the
     # other two had spent the budget)
-    deadline = time.monotonic() + 60
-    while not all(Path(f"{g}.ready").exists() for g in gates.values()):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
-        time.sleep(0.01)
-    for g in gates.values():
-        g.touch()
-        time.sleep(0.1)
-    for p in procs:
-        _out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err.decode()[-2000:]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(Path(f"{g}.ready").exists() for g in gates.values()):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            time.sleep(0.01)
+        for g in gates.values():
+            g.touch()
+            time.sleep(0.1)
+        for p in procs:
+            _out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-2000:]
+    finally:
+        for p in procs:  # a child still waiting at its gate after a failure
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     recs = open_agent("main").ledger("spend").records()
     spent = sum(r["input_tokens"] + r["output_tokens"] for r in recs)
     assert spent <= 950 and len(recs) == 9, [(r["agent_id"], sp.tokens_of(r)) for r in recs]
-    assert {r["agent_id"] for r in recs} == {"k1", "k2", "k3"}
+    # a request reserves its output cap, which is all the budget leaves, so
+    # the others wait (polling) and a child that goes straight on to its next
+    # turn may take most rounds: the children are not served in turn. One
+    # child makes 6 at most: another one's requests went out beside it
+    assert len({r["agent_id"] for r in recs}) >= 2, [r["agent_id"] for r in recs]
     assert reserve.live_reservations(HomeLayout.current()) == []
     print(f"three children: {len(recs)} requests where 9 fit, {time.monotonic() - t0:.1f}s")
 
