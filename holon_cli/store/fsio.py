@@ -188,10 +188,22 @@ def _create_temp(dfd: int, name: str) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name next to {name}")
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` to ``fd`` (``os.write`` may write fewer)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def append_bytes(path: Path | str, data: bytes, *, truncate: bool = False) -> None:
+    """``data`` appended to ``path`` (made 0600 if missing; ``truncate``:
+    emptied first), not fsync'd: the caller batches its fsyncs."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    fd = os.open(path, flags | (os.O_TRUNC if truncate else 0), 0o600)
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_bytes(
@@ -247,7 +259,7 @@ def atomic_write_bytes(
         fd, tmp_name = _create_temp(dfd, name)
         try:
             try:
-                _write_all(fd, data)
+                write_all(fd, data)
                 os.fchmod(fd, mode)
                 if sync:
                     os.fsync(fd)
@@ -279,7 +291,7 @@ def create_new_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) 
         fd, tmp_name = _create_temp(dfd, path.name)
         try:
             try:
-                _write_all(fd, data)
+                write_all(fd, data)
                 os.fchmod(fd, mode)
                 if not deferred(path):
                     os.fsync(fd)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holon_cli.store.fsio import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from holon_cli.store.fsio import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, write_all
 
 if TYPE_CHECKING:
     from holon_cli.model.typed_base import JsonObject
@@ -80,10 +80,7 @@ def hold(folder: Path, name: str, data: Mapping[str, object]) -> HeldRecord:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        raw = json.dumps(data, separators=(",", ":")).encode()
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, json.dumps(data, separators=(",", ":")).encode())
     except BaseException:
         os.close(fd)
         try:

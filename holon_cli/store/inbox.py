@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir
+from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir, write_all
 from holon_cli.store.locks import pid_alive
 from holon_cli.store.wake import mark, unmark
 
@@ -61,9 +61,7 @@ class Inbox:
             self.ensure()
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             if not deferred(tmp):
                 os.fsync(fd)
         finally:

@@ -310,7 +310,7 @@ class PromptHistory:
     ) -> bool:
         """A settled turn joins the window (once per message). False when it
         was there already."""
-        from holon_cli.store.fsio import dumps
+        from holon_cli.store.fsio import append_bytes, dumps
 
         if not items or not self.writable or self.has(message_id):
             return False
@@ -320,14 +320,7 @@ class PromptHistory:
             self.turns.append(t)
             self._write()
             return True
-        data = (dumps(self._turn_record(t)) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        append_bytes(self.path, (dumps(self._turn_record(t)) + "\n").encode("utf-8"))
         self.turns.append(t)
         return True
 

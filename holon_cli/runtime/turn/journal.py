@@ -44,7 +44,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
@@ -53,7 +52,7 @@ from holon_cli.errors import CorruptStateError
 from holon_cli.model.provider import item_from_dict, item_to_dict
 from holon_cli.providers.base import ConversationItem
 from holon_cli.store.agent_store import AgentStore
-from holon_cli.store.fsio import atomic_write_bytes, dumps, fsync_file
+from holon_cli.store.fsio import append_bytes, atomic_write_bytes, dumps, fsync_file
 
 if TYPE_CHECKING:
     from holon_cli.model.memory import CommandRun
@@ -275,15 +274,7 @@ class Journal:
         line is written leaves a torn line and no ``begin``: no journal."""
         rec = {"v": JOURNAL_VERSION, "op": "begin", "turn_id": self.turn_id}
         rec["message_id"] = self.message_id
-        data = (dumps(rec) + "\n").encode("utf-8")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
-        fd = os.open(self.path, flags, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        append_bytes(self.path, (dumps(rec) + "\n").encode("utf-8"), truncate=True)
         self._dirty = True
         try:
             _legacy_path(self.store).unlink()
@@ -291,14 +282,7 @@ class Journal:
             pass
 
     def _append(self, rec: Mapping[str, object]) -> None:
-        data = (dumps({"v": JOURNAL_VERSION, **rec}) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        append_bytes(self.path, (dumps({"v": JOURNAL_VERSION, **rec}) + "\n").encode("utf-8"))
         self._dirty = True
 
     def sync(self) -> None:
