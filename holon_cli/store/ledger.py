@@ -54,7 +54,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.fsio import PRIVATE_FILE_MODE, deferred, dumps, fsync_dir, fsync_file
@@ -69,7 +69,7 @@ from holon_cli.store.ledger_mark import (
     read_mark,
     write_mark,
 )
-from holon_cli.store.ledger_reader import PREVIEW_RECORD_BYTES, TAIL_CACHE_RECORDS, LedgerReader
+from holon_cli.store.ledger_reader import PREVIEW_RECORD_BYTES, TAIL_CACHE_RECORDS, LedgerReader, R
 from holon_cli.store.ledger_segments import (
     COPY_HEADER,
     SEGMENTS_DIR,
@@ -95,8 +95,6 @@ from holon_cli.store.wake import mark, unmark
 if TYPE_CHECKING:
     from holon_cli.model.typed_base import JsonObject
 
-# the record type of a ledger: what its record kind checks each line into
-R = TypeVar("R", bound=Mapping[str, Any])
 
 # this module's public names, and those of the pieces, importable from here as before
 __all__ = ["COPY_HEADER", "LEDGER_VERSION", "PREVIEW_RECORD_BYTES", "SEGMENTS_DIR", "SEGMENT_BYTES"]

@@ -17,13 +17,12 @@ open file into a segment is the writer's (``Ledger.close_segment``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from holon_cli.store import ledger_read
 from holon_cli.store.ledger_lines import Problem, _complete
-from holon_cli.store.ledger_reader import PREVIEW_RECORD_BYTES, TAIL_CACHE_RECORDS, LedgerReader
+from holon_cli.store.ledger_reader import PREVIEW_RECORD_BYTES, TAIL_CACHE_RECORDS, LedgerReader, R
 from holon_cli.store.ledger_segments import (
     COPY_HEADER,
     SEGMENTS_DIR,
@@ -36,8 +35,6 @@ from holon_cli.store.ledger_segments import (
     tail_path,
 )
 from holon_cli.store.records import Validator
-
-R = TypeVar("R", bound=Mapping[str, Any])
 
 
 class LedgerHistory(LedgerReader[R]):
