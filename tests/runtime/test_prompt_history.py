@@ -78,6 +78,92 @@ def test_a_torn_last_line_is_ignored_and_a_damaged_file_set_aside(store: Any) ->
     assert not path.exists() and path.with_name(path.name + ".damaged").exists()
 
 
+def _ids(h: PromptHistory) -> list[str]:
+    return [t.message_id for t in h.turns]
+
+
+def test_a_second_read_parses_only_what_was_appended_and_hands_out_the_same_turns(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holon_cli.model import provider
+
+    h = PromptHistory.load(store)
+    h.start(None, None)
+    for n in (1, 2, 3):
+        h.append(f"msg_{n}", f"turn_{n}", _turn(n))
+    first = PromptHistory.load(store)
+    parsed: list[object] = []
+    real = provider.item_from_dict
+    monkeypatch.setattr(provider, "item_from_dict", lambda d: parsed.append(d) or real(d))
+    again = PromptHistory.load(store)
+    assert parsed == [] and _ids(again) == _ids(first)
+    # the same objects: the replay capture's memo packs them once, not every turn
+    assert all(a is b for a, b in zip(again.turns, first.turns, strict=True))
+    assert again.turns is not first.turns  # a turn's own list: appending leaves the others'
+    h.append("msg_4", "turn_4", _turn(4, rounds=2))
+    grown = PromptHistory.load(store)
+    assert len(parsed) == len(_turn(4, rounds=2))  # only the new line was parsed
+    assert _ids(grown) == ["msg_1", "msg_2", "msg_3", "msg_4"]
+    assert grown.items() == h.items() and grown.tokens() == h.tokens()
+
+
+def test_a_read_after_the_file_changed_underneath_parses_it_whole(store: Any) -> None:
+    h = PromptHistory.load(store)
+    h.start(None, None)
+    for n in (1, 2):
+        h.append(f"msg_{n}", f"turn_{n}", _turn(n))
+    path = history_path(store)
+    assert _ids(PromptHistory.load(store)) == ["msg_1", "msg_2"]
+    # an edit in place that keeps the length and only grows the file: not
+    # taken for an append (the bytes read before are compared, not the size)
+    raw = path.read_bytes()
+    edited = raw.replace(b"question 1", b"QUESTION 1")
+    assert len(edited) == len(raw)
+    with path.open("r+b") as f:
+        f.write(edited)
+    got = PromptHistory.load(store)
+    assert "QUESTION 1" in got.turns[0].items[1].text
+    # a torn append is ignored, then read once it is whole
+    line = json.dumps(PromptHistory._turn_record(h.turns[1]._replace(message_id="msg_9")))
+    with path.open("ab") as f:
+        f.write(line[:40].encode())
+    assert _ids(PromptHistory.load(store)) == ["msg_1", "msg_2"]
+    with path.open("ab") as f:
+        f.write(line[40:].encode() + b"\n")
+    assert _ids(PromptHistory.load(store)) == ["msg_1", "msg_2", "msg_9"]
+    # a new epoch (a roll writes a new file): read whole, the old turns gone
+    h.roll(keep_tokens=0, memory=None, summary="earlier")
+    rolled = PromptHistory.load(store)
+    assert rolled.epoch == h.epoch and rolled.summary == "earlier" and rolled.turns == []
+    # damage after a good read: set aside as before
+    with path.open("ab") as f:
+        f.write(b'{"v": 1, "op": "nonsense"}\n')
+    assert not PromptHistory.load(store).exists
+    assert path.with_name(path.name + ".damaged").exists()
+
+
+def test_the_read_cache_keeps_a_bounded_number_of_files(
+    holon_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holon_cli.runtime.memory import history
+
+    cache = history._ReadCache(files=2)
+    monkeypatch.setattr(history, "_READ", cache)
+    from holon_cli.runtime.agents.lifecycle import create_agent
+
+    for name in ("a", "b", "c"):
+        s = create_agent(name)
+        h = PromptHistory.load(s)
+        h.start(None, None)
+        h.append("msg_1", "turn_1", _turn(1))
+        assert _ids(PromptHistory.load(s)) == ["msg_1"]
+    assert len(cache._known) == 2 and all("/a/" not in k for k in cache._known)
+    # a file with no whole line yet is not kept (nothing to know of it)
+    path = holon_home / "loose.jsonl"
+    cache.keep(path, b'{"op": "epoch"', 0, [])
+    assert str(path) not in cache._known
+
+
 def test_every_tool_call_keeps_a_result() -> None:
     call = ToolCall("call_x", "ExecCommand", {"cmd": "sleep 100"})
     items = [

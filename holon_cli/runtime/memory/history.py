@@ -39,12 +39,25 @@ Invariants:
   torn last line is ignored); a damaged file is set aside
   (``prompt_history.jsonl.damaged``) and a new epoch starts from the
   transcript; ``holon agent rm`` removes it with the agent home.
+
+Reading: a process keeps the turns it last parsed of each file (a few
+files, :data:`READ_CACHE_FILES`), with the length and a digest of the bytes
+they came from. The next read (``serve``: every turn of the agent) parses
+only the lines after them when the file still begins with exactly those
+bytes, and the whole file otherwise (a new epoch, a file replaced or
+edited). The turns it hands out are the same objects each time (never
+changed in place: a turn is appended or replaced whole), so the replay
+capture's memo (``replay/docs.Memo``) packs the history once, not every
+turn.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict
 
@@ -66,6 +79,10 @@ HISTORY_SHARE = 0.5
 HISTORY_KEEP = 0.25
 # transcript entries a roll looks back over for the earlier conversation
 SUMMARY_SCAN = 400
+# history files whose parsed turns a process keeps (see the module docstring),
+# and the largest file kept
+READ_CACHE_FILES = 16
+READ_CACHE_MAX_BYTES = 8 << 20
 
 _NO_RESULT = (
     "this call got no result: the turn ended while it ran (it may or may not have taken effect)"
@@ -148,6 +165,53 @@ def _no_result(call_id: str, name: str) -> ConversationItem:
     return ConversationItem("tool", text, call_id=call_id, name=name, is_error=True)
 
 
+class _Known(NamedTuple):
+    """What a process parsed of a history file: its first ``length`` bytes
+    (their digest) held ``turns``."""
+
+    length: int
+    digest: bytes
+    turns: tuple[HistoryTurn, ...]
+
+
+class _ReadCache:
+    """The turns last parsed of a few history files (module docstring)."""
+
+    def __init__(self, files: int = READ_CACHE_FILES) -> None:
+        self.files = files
+        self._known: OrderedDict[str, _Known] = OrderedDict()
+        self._lock = threading.Lock()  # serve reads agents' histories on several threads
+
+    def turns_before(self, path: Path, raw: bytes) -> _Known | None:
+        """The turns known of ``path`` when ``raw`` still begins with the
+        bytes they were parsed from."""
+        with self._lock:
+            known = self._known.get(str(path))
+        if known is None or len(raw) < known.length:
+            return None
+        if hashlib.sha256(memoryview(raw)[: known.length]).digest() != known.digest:
+            return None
+        return known
+
+    def keep(self, path: Path, raw: bytes, length: int, turns: list[HistoryTurn]) -> None:
+        key = str(path)
+        with self._lock:
+            self._known.pop(key, None)
+            if not 0 < length <= READ_CACHE_MAX_BYTES or self.files <= 0:
+                return  # nothing whole to know (no newline yet), or too large
+            digest = hashlib.sha256(memoryview(raw)[:length]).digest()
+            self._known[key] = _Known(length, digest, tuple(turns))
+            while len(self._known) > self.files:
+                self._known.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._known.clear()
+
+
+_READ = _ReadCache()
+
+
 class PromptHistory:
     """One agent's conversation window: its epoch and the turns since."""
 
@@ -193,7 +257,7 @@ class PromptHistory:
         except FileNotFoundError:
             return cls(path)
         try:
-            return cls._parse(path, raw)
+            return cls._parse(path, raw, _READ.turns_before(path, raw))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             if repair:
                 try:
@@ -203,11 +267,14 @@ class PromptHistory:
             return cls(path)
 
     @classmethod
-    def _parse(cls, path: Path, raw: bytes) -> PromptHistory:
+    def _parse(cls, path: Path, raw: bytes, known: _Known | None = None) -> PromptHistory:
+        """The history in ``raw``; ``known``: the turns already parsed from
+        its first ``known.length`` bytes (only the lines after them are read)."""
         from holon_cli.model.provider import item_from_dict
 
-        lines = raw.split(b"\n")
-        head = json.loads(lines[0])
+        end = raw.rfind(b"\n") + 1  # the part after the last newline is torn (or empty)
+        first = raw.find(b"\n")
+        head = json.loads(raw if first < 0 else raw[:first])
         if head.get("op") != "epoch" or head.get("v") != HISTORY_VERSION:
             raise ValueError("not a prompt history")
         memory, summary, through = head.get("memory"), head.get("summary"), head.get("through")
@@ -223,8 +290,10 @@ class PromptHistory:
             exists=True,
         )
         h.through = head.get("through")
-        # the part after the last newline is a torn append (or empty): ignore it
-        for line in lines[1:-1]:
+        if known is not None:
+            h.turns.extend(known.turns)
+        start = known.length if known is not None else (first + 1 if first >= 0 else end)
+        for line in raw[start:end].split(b"\n") if end > start else ():
             if not line.strip():
                 continue
             rec = json.loads(line)
@@ -242,6 +311,7 @@ class PromptHistory:
                     cp.items_tokens(items),
                 )
             )
+        _READ.keep(path, raw, end, h.turns)
         return h
 
     def items(self) -> list[ConversationItem]:
