@@ -157,6 +157,27 @@ def test_a_killed_supervisor_is_recovered_as_interrupted_exactly_once(
     assert "interrupted" in msg["body"]["text"]
 
 
+def test_a_supervisor_outliving_its_removed_agent_home_does_not_make_it_again(
+    store: AgentStore, tmp_path: Path
+) -> None:
+    """The home removed under a running task (``rm -rf`` of the agent's
+    folder): the supervisor ends without making the task folder, and so the
+    agent's, again (a shell of it blocked creating the agent anew)."""
+    import shutil
+
+    tid = plane.run_task(store, "sleep 0.3", workdir=tmp_path, config=HOST)["task_id"]
+    rec = plane.read_task(store, tid)
+    sup = rec["supervisor"]["pid"]
+    agent_dir = store.layout.home.parent
+    shutil.rmtree(agent_dir)
+    assert wait_dead(sup)
+    assert not agent_dir.exists()
+    gone = tmp_path / "gone" / "lock"
+    with pytest.raises(FileNotFoundError), procs.flocked(gone):
+        pass
+    assert not gone.parent.exists()
+
+
 @pytest.mark.slow
 def test_recovery_stops_an_escaped_descendant_after_the_whole_tree_was_killed(
     store: AgentStore, tmp_path: Path

@@ -325,8 +325,11 @@ def stop_tree(
 
 @contextmanager
 def flocked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (released by closing; never inherited)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """An exclusive ``flock`` on ``path`` (released by closing; never inherited).
+    Its folder (a task's) must exist: ``FileNotFoundError`` when it is gone
+    (the agent or the home was removed meanwhile), never made again, so a
+    supervisor outliving a removed home does not bring back a shell of it
+    that blocks creating the agent anew."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
