@@ -4,7 +4,9 @@ Everything that touches the SDK's types lives here and runs on the host's
 event loop (:mod:`.host`); what leaves this module is plain JSON values and
 :class:`CallOutcome`. Only public names of the SDK are used: ``ClientSession``
 (``send_discover``, ``initialize``, ``adopt``, ``list_tools``, ``call_tool``
-with ``allow_input_required``), ``MCPError`` and ``mcp_types``. The SDK's own
+with ``allow_input_required``), ``MCPError`` and ``mcp_types``, imported
+without the ``mcp`` and ``mcp.client`` packages' ``__init__``
+(:mod:`.sdk_import`: they re-export the server side too). The SDK's own
 ``Client`` is not used: its ``mode="auto"`` probe waits a fixed 10 s for
 ``server/discover`` and it drives ``input_required`` rounds itself, while
 holon bounds the probe by the server's ``startup_timeout`` and must persist
@@ -30,17 +32,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import anyio
-import mcp_types as types
-from mcp.client.session import ClientSession
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from mcp_types.version import (
+
+from holon_cli.runtime.mcp import sdk_import
+
+sdk_import.light()  # before the SDK's first import: its packages' __init__ are not run
+
+import mcp_types as types  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp.shared.message import SessionMessage  # noqa: E402
+from mcp_types.version import (  # noqa: E402
     HANDSHAKE_PROTOCOL_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
     LATEST_MODERN_VERSION,
     MODERN_PROTOCOL_VERSIONS,
 )
-from pydantic import ValidationError
+from pydantic import ValidationError  # noqa: E402
 
 if TYPE_CHECKING:
     from holon_cli.model.typed import JsonObject
