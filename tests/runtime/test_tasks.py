@@ -139,6 +139,52 @@ def test_stop_kills_the_whole_tree_including_setsid_grandchildren(
     assert again["stop_requested"] is False and "already cancelled" in again["summary_text"]
 
 
+def test_a_scan_for_a_new_tree_reads_no_older_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a command, the scan for what it left reads only pids from its
+    leader's up (pids handed out since it started cannot be lower), unless
+    pids may have wrapped meanwhile: then every process is read."""
+    import subprocess
+
+    marker = "mk-floor-test"
+    leader = subprocess.Popen(
+        ["sh", "-c", "setsid sleep 30 & sleep 30"],
+        start_new_session=True,
+        env={**os.environ, procs.MARKER_VAR: marker},
+    )
+    try:
+        since = procs.proc_start_time(leader.pid)
+        assert procs.pid_floor(leader.pid, since) == leader.pid
+        # no floor when pids may have gone round since the leader started:
+        # too long ago for the machine's pid_max, or a newest pid below it
+        assert procs.pid_floor(leader.pid, since, within_s=1e9) == 0
+        assert procs.pid_floor(10**12, since) == 0
+        assert procs.pid_floor(None, since) == 0 and procs.pid_floor(leader.pid, None) == 0
+        monkeypatch.setattr(procs, "_read_small", lambda _p: b"garbage")
+        assert procs.pid_floor(leader.pid, since) == 0
+        monkeypatch.undo()
+        read: list[int] = []
+        real = procs._stat_fields
+
+        def counted(name: str) -> Any:
+            read.append(int(name))
+            return real(name)
+
+        monkeypatch.setattr(procs, "_stat_fields", counted)
+        end = time.monotonic() + 10
+        found: set[int] = set()
+        while len(found) < 3 and time.monotonic() < end:  # the leader, sleep, the escapee
+            read.clear()
+            found = procs.live_members(leader.pid, marker, since, leader.pid)
+        assert len(found) == 3 and leader.pid in found, found
+        assert read and min(read) >= leader.pid
+        assert procs.live_members(leader.pid, marker, since, 0) == found  # the same, read whole
+    finally:
+        procs.stop_tree(leader.pid, marker, grace_s=0.5, reap=leader.poll, since=since)
+        leader.wait(5)
+
+
 def test_a_killed_supervisor_is_recovered_as_interrupted_exactly_once(
     store: AgentStore, tmp_path: Path
 ) -> None:

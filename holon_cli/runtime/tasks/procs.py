@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 MARKER_VAR = "HOLON_EXEC_MARKER"
 PR_SET_PDEATHSIG = 1
+# the most pids a second this module assumes a machine hands out (a fork
+# storm reaches a few tens of thousands): see pid_floor
+FORKS_PER_S = 100_000
 
 
 def runtime_setting(config: Any, key: str, default: Any = None) -> Any:
@@ -195,10 +198,50 @@ def _stat_fields(pid: str) -> list[bytes] | None:
     return stat[stat.rfind(b")") + 2 :].split()
 
 
-def live_members(pgid: int | None, marker: str | None, since: int | None = None) -> set[int]:
+def _read_small(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def pid_floor(pgid: int | None, since: int | None, *, within_s: float = 0.0) -> int:
+    """The lowest pid a process of the tree led by ``pgid`` (started at
+    ``since``, clock ticks since boot) can have for the next ``within_s``:
+    the leader's own, while pids cannot have wrapped since it started (the
+    newest pid handed out is above it, and too little time has passed for a
+    whole round of ``pid_max`` at :data:`FORKS_PER_S`). Else 0: every pid
+    is read. A scan then skips the machine's older processes, a stat read
+    each, after every command (a desktop runs hundreds)."""
+    if not pgid or since is None:
+        return 0
+    words = [
+        (_read_small(f) or b"").split()
+        for f in ("/proc/loadavg", "/proc/sys/kernel/pid_max", "/proc/uptime")
+    ]
+    try:
+        last, pid_max, up = int(words[0][-1]), int(words[1][0]), float(words[2][0])
+    except (IndexError, ValueError):
+        return 0
+    elapsed = up - since / os.sysconf("SC_CLK_TCK") + within_s
+    if last < pgid or not 0 <= elapsed < pid_max / FORKS_PER_S:
+        return 0
+    return pgid
+
+
+def live_members(
+    pgid: int | None, marker: str | None, since: int | None = None, floor: int = 0
+) -> set[int]:
     """Live (non-zombie) pids in process group ``pgid`` or carrying ``marker``.
     ``since`` (a start time in clock ticks): only processes started at or after
-    it can carry the marker, so older ones are not read (a scan stays cheap)."""
+    it can carry the marker, so older ones are not read (a scan stays cheap).
+    ``floor`` (:func:`pid_floor`): lower pids are not read at all."""
     found: set[int] = set()
     if not os.path.isdir("/proc"):
         if pgid:
@@ -212,7 +255,7 @@ def live_members(pgid: int | None, marker: str | None, since: int | None = None)
     group = str(pgid).encode() if pgid else None
     me = str(os.getpid())
     for name in os.listdir("/proc"):
-        if not name.isdigit() or name == me:
+        if not name.isdigit() or name == me or (floor and int(name) < floor):
             continue
         fields = _stat_fields(name)
         if not fields or fields[0] in (b"Z", b"X"):
@@ -275,7 +318,8 @@ def stop_tree(
     else: the processes inside it are gone, or would be with it). It usually
     dies with bwrap's outer process; not when the stop lands while the
     sandbox is still being set up."""
-    pids = live_members(pgid, marker, since)
+    floor = pid_floor(pgid, since, within_s=grace_s + 1.0)
+    pids = live_members(pgid, marker, since, floor)
     if not pids:
         return False
     _signal_all(pgid, pids, signal.SIGTERM)
@@ -285,7 +329,7 @@ def stop_tree(
     while time.monotonic() < deadline:
         if reap is not None:
             reap()
-        left = live_members(pgid, marker, since)
+        left = live_members(pgid, marker, since, floor)
         if not left:
             # a scan of /proc misses a child forked while it ran by a parent
             # that exited before its own entry was read (a shell's TERM trap:
@@ -306,7 +350,7 @@ def stop_tree(
         time.sleep(0.02)
     empty = 0
     for _ in range(5):
-        left = live_members(pgid, marker, since)
+        left = live_members(pgid, marker, since, floor)
         if not left:
             empty += 1
             if empty == 2:  # as above: two empty scans in a row
