@@ -214,7 +214,7 @@ def test_a_supervisor_outliving_its_removed_agent_home_does_not_make_it_again(
     tid = plane.run_task(store, "sleep 0.3", workdir=tmp_path, config=HOST)["task_id"]
     rec = plane.read_task(store, tid)
     sup = rec["supervisor"]["pid"]
-    agent_dir = store.layout.home.parent
+    agent_dir = store.layout.home  # agents/<id>: its .holon/tasks/ with it
     shutil.rmtree(agent_dir)
     assert wait_dead(sup)
     assert not agent_dir.exists()
