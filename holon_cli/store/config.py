@@ -105,11 +105,12 @@ def _cache_file(layout: HomeLayout) -> Path:
 
 
 def _digest(raw: bytes) -> str:
-    import hashlib
-
+    # the built-in SHA-256 (holon_cli.digest): hashlib loads OpenSSL, ~5 ms of
+    # every command that reads a config.yaml
     from holon_cli import __version__
+    from holon_cli.digest import sha256_hex
 
-    return f"{__version__}:{hashlib.sha256(raw).hexdigest()}"
+    return f"{__version__}:{sha256_hex(raw)}"
 
 
 def _cached(layout: HomeLayout, raw: bytes) -> HolonConfig | None:
