@@ -453,6 +453,11 @@ def test_a_waiting_pass_is_seen_in_postgres(pg: PgCluster, monkeypatch: pytest.M
     eng = engine_dbos.DbosScheduler(
         database_url=pg.url, executor_id="inproc-w", log=logs.append, concurrency=0
     )
+    # a scheduler keeps at least one slot (max(1, concurrency)): with one, the
+    # pass was dequeued and ran whenever DBOS's queue thread listed the queue
+    # within the sleep below (under load, or after an earlier worker in this
+    # process: CI saw SUCCESS); a worker of no slots dequeues nothing
+    eng.concurrency = 0
     eng.launch()
     try:
         assert not eng._pass_waiting("w1")
@@ -463,7 +468,9 @@ def test_a_waiting_pass_is_seen_in_postgres(pg: PgCluster, monkeypatch: pytest.M
         ):
             eng._queue.enqueue(eng._workflow, "w3", 0.0)
         assert eng.enqueue_pass("w2", "at:1", delay=600.0)  # delayed: not waiting to start
-        time.sleep(0.5)  # a few polls: nothing is dequeued without a slot
+        # past the queue thread's next listing (every 1 s) and a few polls: nothing
+        # is dequeued without a slot
+        time.sleep(1.5)
         assert DBOS.get_workflow_status("w1:msg:waiting").status == "ENQUEUED"
         assert DBOS.get_workflow_status("w2:at:1").status == "DELAYED"
         assert eng._pass_waiting("w1")
