@@ -115,6 +115,10 @@ class HomeLayout(NamedTuple):
     def run_bounds_dir(self) -> Path:
         return self.budgets_dir / "runs"
 
+    @property
+    def budget_waiters_dir(self) -> Path:
+        return self.budgets_dir / "waiters"
+
     def agent(self, agent_id: str) -> AgentLayout:
         return AgentLayout(self.agents_dir / agent_id, agent_id)
 

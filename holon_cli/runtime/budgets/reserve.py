@@ -14,6 +14,15 @@ A request refused only because of others' reservations waits (polling,
 up to :data:`WAIT_S`) for them to be released, instead of stopping its turn:
 the budget is not spent, only held.
 
+Waiting is first come, first served (:func:`_ahead`): a request that is not
+let through takes a place in line (a held record in ``budgets/waiters/``,
+its scopes named), and a request is let through only when no request of
+another round that shares one of its scopes has waited longer. Without the
+line, a child going straight on to its next turn reserved again before its
+siblings' next poll and could take most rounds of a parent's budget while
+they waited. A place in line goes with its process like a reservation;
+after :data:`WAIT_S` a request that fits no longer defers.
+
 Crash-safe: a reservation is a record held by its process's ``flock``
 (``store/held_records.py``); when the process dies, however it dies, the
 kernel drops the lock and the next check removes the record. A record older
@@ -90,29 +99,72 @@ def admit(
     pin, pout = sp.prices(cfg, model_ref)
     req = ck.Request(store.agent_id, max(0, int(est_in)), pin, pout, new_turn, work_item_id)
     deadline = time.monotonic() + wait_s
-    while True:
-        with locked(home.budget_lock, what="the budget check", timeout=60.0):
-            now = clock.now()
-            others = [r for r in live_reservations(home, now) if r.get("round_id") != round_id]
-            scopes = ck.scopes(store, cfg, now, reservations=others)
-            if not scopes:
-                return Admission(None, None)
-            d = ck.decide(scopes, req, now, max_output)
-            if not d.hits:
-                out = d.cap or 0
-                data = {
-                    "v": 1,
-                    "at": now,
-                    "round_id": round_id,
-                    "agent_id": store.agent_id,
-                    "lineage": [s.agent_id for s in sp.lineage(store)],
-                    "tokens": req.est_in + out,
-                    "cost_usd": round(req.est_in * pin + out * pout, 9),
-                    "new_turn": new_turn,
-                    "pid": os.getpid(),
-                }
-                rec = held_records.hold(home.reservations_dir, clock.new_id("rsv"), data)
-                return Admission(rec, d.cap)
-        if not d.by_reservations or time.monotonic() >= deadline:
-            raise ck.BudgetStop(d.hits[0])
-        sleep(POLL_S)
+    place: HeldRecord | None = None  # this request's place in line, once it waits
+    try:
+        while True:
+            with locked(home.budget_lock, what="the budget check", timeout=60.0):
+                now = clock.now()
+                others = [r for r in live_reservations(home, now) if r.get("round_id") != round_id]
+                scopes = ck.scopes(store, cfg, now, reservations=others)
+                if not scopes:
+                    return Admission(None, None)
+                d = ck.decide(scopes, req, now, max_output)
+                keys = scope_keys(scopes)
+                waited = time.monotonic() >= deadline
+                if not d.hits and (waited or not _ahead(home, now, place, keys, round_id)):
+                    out = d.cap or 0
+                    data = {
+                        "v": 1,
+                        "at": now,
+                        "round_id": round_id,
+                        "agent_id": store.agent_id,
+                        "lineage": [s.agent_id for s in sp.lineage(store)],
+                        "tokens": req.est_in + out,
+                        "cost_usd": round(req.est_in * pin + out * pout, 9),
+                        "new_turn": new_turn,
+                        "pid": os.getpid(),
+                    }
+                    rec = held_records.hold(home.reservations_dir, clock.new_id("rsv"), data)
+                    return Admission(rec, d.cap)
+                if d.hits and (not d.by_reservations or waited):
+                    raise ck.BudgetStop(d.hits[0])
+                if place is None:
+                    place = _take_place(home, now, store.agent_id, round_id, keys)
+            sleep(POLL_S)
+    finally:
+        if place is not None:
+            place.release()
+
+
+def scope_keys(scopes: list[ck.Scope]) -> list[str]:
+    """The budgets a request is checked against, by name: two requests
+    compete for a budget when their keys meet."""
+    return sorted({f"{s.kind}:{s.run_id if s.kind == 'run' else s.owner}" for s in scopes})
+
+
+def _take_place(
+    home: HomeLayout, now: float, agent_id: str, round_id: str, keys: list[str]
+) -> HeldRecord:
+    # the id orders the line: clock ids sort by the time they were made
+    name = clock.new_id("bwt")
+    data = {"v": 1, "at": now, "id": name, "round_id": round_id, "agent_id": agent_id}
+    return held_records.hold(home.budget_waiters_dir, name, {**data, "scopes": keys})
+
+
+def _ahead(
+    home: HomeLayout, now: float, place: HeldRecord | None, keys: list[str], round_id: str
+) -> bool:
+    """Whether a request of another round that shares a scope with this one
+    has waited longer (its place in line is older than ``place``, or this
+    request has none yet); call under the budget lock."""
+    mine = str(place.data.get("id")) if place is not None else None
+    wanted = set(keys)
+    for w in held_records.live_records(home.budget_waiters_dir, now=now, lease_s=WAIT_S + 60):
+        theirs = w.get("scopes")
+        if w.get("round_id") == round_id or not isinstance(theirs, list):
+            continue
+        if wanted.isdisjoint(str(k) for k in theirs):
+            continue
+        if mine is None or str(w.get("id")) < mine:
+            return True
+    return False

@@ -10,8 +10,9 @@ the damaged file that still read. Only the rounds of agents no longer in the
 home (a finished ``holon run``'s temporary agent) cannot be recovered once
 the home's record lost them, and repair says so.
 
-The reservation and ``holon run`` bound files beside it
-(``budgets/reservations/``, ``budgets/runs/``) are not checked: each lives
+The reservation, waiting-line and ``holon run`` bound files beside it
+(``budgets/reservations/``, ``budgets/waiters/``, ``budgets/runs/``) are
+not checked: each lives
 as long as the process that holds it, and the next reader drops one whose
 holder is gone or whose bytes do not read (``store/held_records.py``).
 """
