@@ -357,6 +357,8 @@ def test_waiting_requests_are_let_through_first_come_first_served(
         else:
             time.sleep(0.02)
 
+    (line,) = home.budget_waiters_dir.glob("*.json")
+    assert json.loads(line.read_text())["scopes"] == ["agent:main"]  # what b waits on
     c = threading.Thread(target=run, args=("c", c_sleep))
     c.start()
     while "b" not in got and time.monotonic() < end:
@@ -400,6 +402,52 @@ def test_only_a_request_sharing_a_budget_is_waited_for(holon_home: Path, now: li
         mine.release()
     finally:
         place.release()
+    assert reserve.live_reservations(home) == []
+
+
+def test_a_request_waiting_on_another_agents_budget_holds_no_one_else_back(
+    holon_home: Path, now: list[float]
+) -> None:
+    """p's second request waits on p's own budget; main shares only the
+    home's budget with it, which p's request does not wait on: main goes."""
+    import threading
+
+    create_agent("p")
+    cfg = {
+        "budgets": {"home": {"tokens_per_day": 100000}},
+        "agents": {"p": {"budgets": {"tokens_per_day": 1000}}},
+    }
+    home = HomeLayout.current()
+    pstore = open_agent("p")
+    first = _req(pstore, cfg, 100, round_id="p1")  # all of p's budget
+    go = threading.Event()
+    second: list[reserve.Admission] = []
+
+    def wait(_s: float) -> None:
+        go.wait(10)
+        first.release()
+
+    t = threading.Thread(
+        target=lambda: second.append(_req(pstore, cfg, 100, round_id="p2", sleep=wait))
+    )
+    t.start()
+    try:
+        end = time.monotonic() + 10
+        while not list(home.budget_waiters_dir.glob("*.json")) and time.monotonic() < end:
+            time.sleep(0.005)
+        (line,) = home.budget_waiters_dir.glob("*.json")
+        assert json.loads(line.read_text())["scopes"] == ["agent:p"]
+
+        def never(_s: float) -> None:
+            raise AssertionError("main waited for p")
+
+        mine = _req(open_agent(), cfg, 100, round_id="m1", sleep=never)
+        assert mine.cap is not None
+        mine.release()
+    finally:
+        go.set()
+        t.join(10)
+    second[0].release()
     assert reserve.live_reservations(home) == []
 
 

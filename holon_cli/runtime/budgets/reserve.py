@@ -15,9 +15,11 @@ up to :data:`WAIT_S`) for them to be released, instead of stopping its turn:
 the budget is not spent, only held.
 
 Waiting is first come, first served (:func:`_ahead`): a request that is not
-let through takes a place in line (a held record in ``budgets/waiters/``,
-its scopes named), and a request is let through only when no request of
-another round that shares one of its scopes has waited longer. Without the
+let through takes a place in line (a held record in ``budgets/waiters/``
+naming the budgets it waits on), and a request is let through only when no
+request of another round has waited longer on a budget it would spend (a
+request that only shares the home's budget with one waiting on its parent's
+does not wait for it). Without the
 line, a child going straight on to its next turn reserved again before its
 siblings' next poll and could take most rounds of a parent's budget while
 they waited. A place in line goes with its process like a reservation;
@@ -44,6 +46,7 @@ from holon_cli.store import held_records
 from holon_cli.store.held_records import HeldRecord
 
 if TYPE_CHECKING:
+    from holon_cli.model.budget import BudgetHit
     from holon_cli.model.config import HolonConfig
     from holon_cli.store.agent_store import AgentStore
     from holon_cli.store.layout import HomeLayout
@@ -109,9 +112,9 @@ def admit(
                 if not scopes:
                     return Admission(None, None)
                 d = ck.decide(scopes, req, now, max_output)
-                keys = scope_keys(scopes)
                 waited = time.monotonic() >= deadline
-                if not d.hits and (waited or not _ahead(home, now, place, keys, round_id)):
+                ahead = set() if waited else _ahead(home, now, place, scope_keys(scopes), round_id)
+                if not d.hits and not ahead:
                     out = d.cap or 0
                     data = {
                         "v": 1,
@@ -128,7 +131,8 @@ def admit(
                     return Admission(rec, d.cap)
                 if d.hits and (not d.by_reservations or waited):
                     raise ck.BudgetStop(d.hits[0])
-                if place is None:
+                if place is None:  # in line for the budgets it waits on
+                    keys = sorted(ahead | {hit_key(h) for h in d.hits})
                     place = _take_place(home, now, store.agent_id, round_id, keys)
             sleep(POLL_S)
     finally:
@@ -142,6 +146,13 @@ def scope_keys(scopes: list[ck.Scope]) -> list[str]:
     return sorted({f"{s.kind}:{s.run_id if s.kind == 'run' else s.owner}" for s in scopes})
 
 
+def hit_key(hit: BudgetHit) -> str:
+    """The name (:func:`scope_keys`) of the budget that refused a request."""
+    kind = hit.get("scope", "agent")
+    owner = hit.get("run_id") if kind == "run" else "home" if kind == "home" else hit["agent_id"]
+    return f"{kind}:{owner}"
+
+
 def _take_place(
     home: HomeLayout, now: float, agent_id: str, round_id: str, keys: list[str]
 ) -> HeldRecord:
@@ -153,18 +164,18 @@ def _take_place(
 
 def _ahead(
     home: HomeLayout, now: float, place: HeldRecord | None, keys: list[str], round_id: str
-) -> bool:
-    """Whether a request of another round that shares a scope with this one
-    has waited longer (its place in line is older than ``place``, or this
-    request has none yet); call under the budget lock."""
+) -> set[str]:
+    """The budgets among ``keys`` (those this request would spend) that a
+    request of another round has waited on longer (its place in line is
+    older than ``place``, or this request has none yet); empty: none is
+    ahead. Call under the budget lock."""
     mine = str(place.data.get("id")) if place is not None else None
     wanted = set(keys)
+    shared: set[str] = set()
     for w in held_records.live_records(home.budget_waiters_dir, now=now, lease_s=WAIT_S + 60):
         theirs = w.get("scopes")
         if w.get("round_id") == round_id or not isinstance(theirs, list):
             continue
-        if wanted.isdisjoint(str(k) for k in theirs):
-            continue
         if mine is None or str(w.get("id")) < mine:
-            return True
-    return False
+            shared |= wanted.intersection(str(k) for k in theirs)
+    return shared
