@@ -19,11 +19,11 @@ let through takes a place in line (a held record in ``budgets/waiters/``
 naming the budgets it waits on), and a request is let through only when no
 request of another round has waited longer on a budget it would spend (a
 request that only shares the home's budget with one waiting on its parent's
-does not wait for it). Without the
-line, a child going straight on to its next turn reserved again before its
-siblings' next poll and could take most rounds of a parent's budget while
-they waited. A place in line goes with its process like a reservation;
-after :data:`WAIT_S` a request that fits no longer defers.
+does not wait for it). Without the line, a child going straight on to its
+next turn reserved again before its siblings' next poll and could take most
+rounds of a parent's budget while they waited. A place in line goes with
+its process like a reservation; after :data:`WAIT_S` a request that fits no
+longer defers.
 
 Crash-safe: a reservation is a record held by its process's ``flock``
 (``store/held_records.py``); when the process dies, however it dies, the
