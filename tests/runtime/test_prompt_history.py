@@ -158,6 +158,17 @@ def test_the_read_cache_keeps_a_bounded_number_of_files(
         h.append("msg_1", "turn_1", _turn(1))
         assert _ids(PromptHistory.load(s)) == ["msg_1"]
     assert len(cache._known) == 2 and all("/a/" not in k for k in cache._known)
+    # and a bound on the bytes they came from, all files together: with room
+    # for two files' bytes, a third read drops the oldest though ten may stay
+    lengths = {k.rsplit("/agents/", 1)[1].split("/")[0]: v.length for k, v in cache._known.items()}
+    cache.files = 10
+    monkeypatch.setattr(history, "READ_CACHE_MAX_BYTES", lengths["b"] + lengths["c"])
+    PromptHistory.load(open_agent("a"))
+    assert sorted(k.rsplit("/agents/", 1)[1].split("/")[0] for k in cache._known) == ["a", "c"]
+    # one file larger than the whole bound is not kept
+    monkeypatch.setattr(history, "READ_CACHE_MAX_BYTES", lengths["b"] - 1)
+    PromptHistory.load(open_agent("b"))
+    assert "b" not in {k.rsplit("/agents/", 1)[1].split("/")[0] for k in cache._known}
     # a file with no whole line yet is not kept (nothing to know of it)
     path = holon_home / "loose.jsonl"
     cache.keep(path, b'{"op": "epoch"', 0, [])

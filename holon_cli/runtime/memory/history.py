@@ -41,14 +41,14 @@ Invariants:
   transcript; ``holon agent rm`` removes it with the agent home.
 
 Reading: a process keeps the turns it last parsed of each file (a few
-files, :data:`READ_CACHE_FILES`), with the length and a digest of the bytes
-they came from. The next read (``serve``: every turn of the agent) parses
-only the lines after them when the file still begins with exactly those
-bytes, and the whole file otherwise (a new epoch, a file replaced or
-edited). The turns it hands out are the same objects each time (never
-changed in place: a turn is appended or replaced whole), so the replay
-capture's memo (``replay/docs.Memo``) packs the history once, not every
-turn.
+files, :data:`READ_CACHE_FILES`, from at most :data:`READ_CACHE_MAX_BYTES`
+all together), with the length and a digest of the bytes they came from.
+The next read (``serve``: every turn of the agent) parses only the lines
+after them when the file still begins with exactly those bytes, and the
+whole file otherwise (a new epoch, a file replaced or edited). The turns
+it hands out are the same objects each time (never changed in place: a turn
+is appended or replaced whole), so the replay capture's memo
+(``replay/docs.Memo``) packs the history once, not every turn.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ HISTORY_KEEP = 0.25
 # transcript entries a roll looks back over for the earlier conversation
 SUMMARY_SCAN = 400
 # history files whose parsed turns a process keeps (see the module docstring),
-# and the largest file kept
+# and the bytes they came from, all files together (a window is bounded by
+# the context budget: ~0.4 MB for 100,000 tokens)
 READ_CACHE_FILES = 16
 READ_CACHE_MAX_BYTES = 8 << 20
 
@@ -206,8 +207,9 @@ class _ReadCache:
             if not 0 < length <= READ_CACHE_MAX_BYTES or self.files <= 0:
                 return  # nothing whole to know (no newline yet), or too large
             self._known[key] = _Known(length, _digest(raw, length), tuple(turns))
-            while len(self._known) > self.files:
-                self._known.popitem(last=False)
+            total = sum(k.length for k in self._known.values())
+            while len(self._known) > self.files or total > READ_CACHE_MAX_BYTES:
+                total -= self._known.popitem(last=False)[1].length
 
     def clear(self) -> None:
         with self._lock:
