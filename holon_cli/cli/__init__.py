@@ -73,9 +73,17 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(run(list(sys.argv[1:] if argv is None else argv)))
 
 
+# click commands that end like the fast path (:func:`_end_fast`): they run the
+# same runtime as ``holon run`` (a turn, a tick), whose every write is closed
+# and synced before it prints; their teardown cost 60-75 ms a turn, ~170 ms
+# once the MCP SDK was loaded (benchmarks/README.md)
+ENDS_FAST = frozenset({"turn", "tick"})
+
+
 def entry() -> None:
     """The ``holon`` console script: :func:`main`, and a process that ran the
-    fast path ends without the interpreter's teardown (see :func:`_end_fast`)."""
+    fast path, a turn or a tick ends without the interpreter's teardown (see
+    :func:`_end_fast`)."""
     args = sys.argv[1:]
     code = run(args, fast_exit=True)
     sys.exit(code)
@@ -110,6 +118,8 @@ def run(args: list[str], *, fast_exit: bool = False) -> int:
             from holon_cli.cli.group import run_click
 
             code = run_click(args)
+            if fast_exit and command_words(args) in ENDS_FAST:
+                _end_fast(code)
     finally:
         umask.leave_private(saved)
     try:

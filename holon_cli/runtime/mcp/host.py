@@ -9,8 +9,9 @@ runs on the loop and the caller waits on its future with a deadline.
 Lifetime:
 - ``holon turn`` / ``holon mcp ...``: a server starts on first use and is
   stopped when the process ends (:meth:`Host.close_all`, run by ``atexit``
-  and by the turn command itself); a SIGKILLed process leaves nothing
-  running (each stdio server runs under :mod:`.watchdog`).
+  and by the turn command itself), and the loop's thread with it; a
+  SIGKILLed process leaves nothing running (each stdio server runs under
+  :mod:`.watchdog`).
 - ``holon serve`` (``keep_warm``): a server stays up between turns; when it
   dies it is started again after a backoff (1 s, 2 s, 4 s ... 60 s, reset by
   a good start) without waiting for the next call; a server whose config
@@ -90,6 +91,7 @@ class Host:
         self._conns: dict[Key, _Conn] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._atexit = False
 
     # ------------------------------------------------------------ the loop
 
@@ -112,7 +114,9 @@ class Host:
         t.start()
         started.wait()
         self._loop, self._thread = loop, t
-        atexit.register(self.close_all)
+        if not self._atexit:
+            atexit.register(self.close_all)
+            self._atexit = True
         return loop
 
     def submit(self, coro: Any, timeout: float) -> Any:
@@ -404,11 +408,30 @@ class Host:
                     pass
 
     def close_all(self) -> None:
-        """Stop every server (each: stdin closed, a grace period, then its group)."""
+        """Stop every server (each: stdin closed, a grace period, then its
+        group), then, unless it keeps servers warm (``serve``), the loop's
+        thread: a later call starts it again, and a process left with one
+        thread ends without the interpreter's teardown (``cli._end_fast``:
+        with the SDK's modules loaded, that teardown took ~150 ms)."""
         with self._lock:
             conns = list(self._conns.values())
             self._conns.clear()
         self._stop_all(conns)
+        if not self.keep_warm:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(5.0)
+            if thread.is_alive():
+                return  # a callback that does not return: the daemon thread ends with us
+        loop.close()
 
     def live_servers(self) -> list[LiveServer]:
         with self._lock:
