@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 if TYPE_CHECKING:
     from holon_cli.model.continuation import ContinuationRecord
+    from holon_cli.model.failure import LastFailure
     from holon_cli.model.memory import WorkingMemoryState
-    from holon_cli.model.records_typed_b import LastFailure
     from holon_cli.model.turn import ClosureDecision, NoProgressStreak
     from holon_cli.model.workitem import ContinuationHold
     from holon_cli.model.workspace import ProjectionKind, WorktreeSession
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 _PARTS = {
     "ContinuationRecord": "holon_cli.model.continuation",
     "WorkingMemoryState": "holon_cli.model.memory",
-    "LastFailure": "holon_cli.model.records_typed_b",
+    "LastFailure": "holon_cli.model.failure",
     "ClosureDecision": "holon_cli.model.turn",
     "NoProgressStreak": "holon_cli.model.turn",
     "ContinuationHold": "holon_cli.model.workitem",

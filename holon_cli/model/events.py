@@ -107,7 +107,7 @@ from holon_cli.model.events_planes import (
 from holon_cli.model.events_planes import (
     WorktreeRetainedData as WorktreeRetainedData,
 )
-from holon_cli.model.records_typed_b import FailureArtifact
+from holon_cli.model.failure import FailureArtifact
 from holon_cli.model.turn import ClosureDecision, ProviderAttemptTimeline
 
 EventKind = Literal[

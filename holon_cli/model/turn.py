@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from holon_cli.model.records_typed_b import FailureArtifact, TransportDiagnostics
+from holon_cli.model.failure import FailureArtifact, TransportDiagnostics
 
 if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit

@@ -34,7 +34,7 @@ from holon_cli.model.provider import (
 from holon_cli.model.value import Value
 
 if TYPE_CHECKING:
-    from holon_cli.model.records_typed_b import TransportDiagnostics
+    from holon_cli.model.failure import TransportDiagnostics
 
 __all__ = [
     "CONTEXT_OVERFLOW_HINT",

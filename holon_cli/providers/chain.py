@@ -40,7 +40,7 @@ from holon_cli.providers.base import (
 
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
-    from holon_cli.model.records_typed_b import FailureArtifact, RetryPolicy
+    from holon_cli.model.failure import FailureArtifact, RetryPolicy
     from holon_cli.model.turn import (
         AttemptDisposition,
         AttemptOutcome,

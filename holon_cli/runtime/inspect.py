@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from holon_cli.model.agent import AgentState, ExecutionProfile
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.events import EventRecord
-    from holon_cli.model.records_typed_b import HomeOutputs
     from holon_cli.model.turn import TranscriptEntry
+    from holon_cli.runtime.home.checks import HomeOutputs
 
 
 def _usage(total_in: int, total_out: int) -> dict[str, int]:

@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from holon_cli.errors import CorruptStateError
 from holon_cli.store.layout import AgentLayout, HomeLayout
@@ -239,6 +239,16 @@ def human_bytes(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"  # pragma: no cover
+
+
+class HomeOutputs(TypedDict):
+    """``holon home check``'s ``outputs``: the full outputs of truncated
+    commands (``outputs_path``), files and bytes in all and by agent (its
+    folder, files, bytes)."""
+
+    files: int
+    bytes: int
+    agents: dict[str, dict[str, object]]
 
 
 def outputs_path(layout: AgentLayout) -> Path:

@@ -42,9 +42,9 @@ if TYPE_CHECKING:
         RuntimeErrorData,
         TurnContextBuiltData,
     )
+    from holon_cli.model.failure import FailureArtifact
     from holon_cli.model.memory import WorkingMemoryState
     from holon_cli.model.provider import ToolSpec
-    from holon_cli.model.records_typed_b import FailureArtifact
     from holon_cli.providers.base import PromptFrame
     from holon_cli.runtime.prompt import BuiltPrompt
     from holon_cli.runtime.turn.journal import Journal

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         RuntimeErrorData,
         ToolExecutedData,
     )
-    from holon_cli.model.records_typed_b import FailureArtifact
+    from holon_cli.model.failure import FailureArtifact
     from holon_cli.model.tool import ToolResult
     from holon_cli.providers.chain import ChainFailure, ChainResult
 

@@ -9,7 +9,7 @@ from holon_cli.model.value import Value
 
 if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
-    from holon_cli.model.records_typed_b import FailureArtifact
+    from holon_cli.model.failure import FailureArtifact
     from holon_cli.model.turn import (
         ClosureDecision,
         ProviderAttemptRecord,

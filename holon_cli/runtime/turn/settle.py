@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from holon_cli.model.budget import BudgetHit
     from holon_cli.model.envelope import Envelope
     from holon_cli.model.events import TurnTerminalData
+    from holon_cli.model.failure import FailureArtifact, LastFailure
     from holon_cli.model.memory import WorkingMemoryState
-    from holon_cli.model.records_typed_b import FailureArtifact, LastFailure
     from holon_cli.model.tool import SleepRequest
     from holon_cli.model.turn import (
         BriefPlan,

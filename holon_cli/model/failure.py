@@ -1,8 +1,8 @@
-"""Records that had no type of their own (issue 43 item 1): what a failed
-turn leaves for operators (the failure artifact, the agent's last failure,
-an attempt's transport diagnostics), the provider chain's retry policy, and
-the home check's outputs. Plain TypedDicts: this module imports nothing, so
-a record that names them is checked without loading more."""
+"""What a failed turn leaves for operators: the failure artifact, the
+agent's last failure, an attempt's transport diagnostics, and the provider
+chain's retry policy that decides which failures are tried again. Plain
+TypedDicts: this module imports nothing, so a record that names them is
+checked without loading more."""
 
 from __future__ import annotations
 
@@ -71,12 +71,3 @@ class RetryPolicy(TypedDict):
     fail_fast: list[str]
     turn_terminal: list[str]
     backoff: Backoff
-
-
-class HomeOutputs(TypedDict):
-    """``holon home check``'s ``outputs``: the full outputs of truncated
-    commands, files and bytes in all and by agent (its folder, files, bytes)."""
-
-    files: int
-    bytes: int
-    agents: dict[str, dict[str, object]]
