@@ -172,14 +172,21 @@ def test_a_scan_for_a_new_tree_reads_no_older_process(
             return real(name)
 
         monkeypatch.setattr(procs, "_stat_fields", counted)
+        # the leader, sleep, the escapee; a process caught mid-exec (sh, then
+        # setsid, then sleep) shows no environment for a moment: look until
+        # the scan with the floor and the whole one agree on all three
         end = time.monotonic() + 10
         found: set[int] = set()
-        while len(found) < 3 and time.monotonic() < end:  # the leader, sleep, the escapee
+        whole: set[int] = set()
+        while (len(found) < 3 or found != whole) and time.monotonic() < end:
             read.clear()
             found = procs.live_members(leader.pid, marker, since, leader.pid)
+            floored_reads = list(read)
+            whole = procs.live_members(leader.pid, marker, since, 0)
         assert len(found) == 3 and leader.pid in found, found
-        assert read and min(read) >= leader.pid
-        assert procs.live_members(leader.pid, marker, since, 0) == found  # the same, read whole
+        assert found == whole  # the same, read whole
+        assert floored_reads and min(floored_reads) >= leader.pid
+        assert min(read) < leader.pid  # the whole scan read older processes too (pid 1 at least)
     finally:
         procs.stop_tree(leader.pid, marker, grace_s=0.5, reap=leader.poll, since=since)
         leader.wait(5)
