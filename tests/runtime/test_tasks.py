@@ -192,6 +192,32 @@ def test_a_scan_for_a_new_tree_reads_no_older_process(
         leader.wait(5)
 
 
+def test_a_first_scan_that_finds_nothing_is_looked_at_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A marked process caught between two execs shows no environment for a
+    moment: a stop whose first scan finds nothing scans once more before it
+    says nothing was left (a foreground command's tree is scanned only then)."""
+    import subprocess
+
+    escapee = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    scans: list[int] = []
+    real = procs.live_members
+
+    def flaky(*a: Any) -> set[int]:
+        scans.append(1)
+        return set() if len(scans) == 1 else real(*a)
+
+    monkeypatch.setattr(procs, "live_members", flaky)
+    try:
+        assert procs.stop_tree(escapee.pid, None, grace_s=2.0, reap=escapee.poll) is True
+        assert escapee.wait(5) is not None and len(scans) >= 2
+    finally:
+        if escapee.poll() is None:
+            escapee.kill()
+            escapee.wait(5)
+
+
 def test_a_killed_supervisor_is_recovered_as_interrupted_exactly_once(
     store: AgentStore, tmp_path: Path
 ) -> None:

@@ -319,7 +319,10 @@ def stop_tree(
     dies with bwrap's outer process; not when the stop lands while the
     sandbox is still being set up."""
     floor = pid_floor(pgid, since, within_s=grace_s + 1.0)
-    pids = live_members(pgid, marker, since, floor)
+    # nothing found is looked for once more: a marked process caught between
+    # two execs (``setsid cmd &``: sh, then setsid, then cmd) shows no
+    # environment for that moment, and a command's tree is scanned only here
+    pids = live_members(pgid, marker, since, floor) or live_members(pgid, marker, since, floor)
     if not pids:
         return False
     _signal_all(pgid, pids, signal.SIGTERM)
