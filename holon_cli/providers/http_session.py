@@ -47,8 +47,12 @@ from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-import httpcore2
-import httpx2
+from holon_cli.providers import httpx2_import
+
+httpx2_import.load()  # before the two imports below: see that seam
+
+import httpcore2  # noqa: E402
+import httpx2  # noqa: E402
 
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
