@@ -192,30 +192,93 @@ def test_a_scan_for_a_new_tree_reads_no_older_process(
         leader.wait(5)
 
 
-def test_a_first_scan_that_finds_nothing_is_looked_at_again(
+def _marked_escapee(marker: str) -> Any:
+    import subprocess
+
+    env = {**os.environ, procs.MARKER_VAR: marker}
+    return subprocess.Popen(["sleep", "30"], start_new_session=True, env=env)
+
+
+def test_a_marked_process_caught_mid_exec_is_looked_at_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A marked process caught between two execs shows no environment for a
-    moment: a stop whose first scan finds nothing scans once more before it
-    says nothing was left (a foreground command's tree is scanned only then)."""
-    import subprocess
+    moment: a stop whose first scan finds nothing, and saw such a process,
+    scans once more before it says nothing was left (a foreground command's
+    tree is scanned only then)."""
+    marker = f"mid-exec-{os.getpid()}"
+    since = procs.process_identity(os.getpid())["start_time"]
+    escapee = _marked_escapee(marker)
+    real = procs._read_proc
+    blanked: list[str] = []
 
-    escapee = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    scans: list[int] = []
-    real = procs.live_members
+    def mid_exec(pid: str, name: str) -> bytes | None:
+        if name == "environ" and int(pid) == escapee.pid and not blanked:
+            blanked.append(pid)
+            return b""
+        return real(pid, name)
 
-    def flaky(*a: Any) -> set[int]:
-        scans.append(1)
-        return set() if len(scans) == 1 else real(*a)
-
-    monkeypatch.setattr(procs, "live_members", flaky)
+    monkeypatch.setattr(procs, "_read_proc", mid_exec)
     try:
-        assert procs.stop_tree(escapee.pid, None, grace_s=2.0, reap=escapee.poll) is True
+        assert procs.stop_tree(None, marker, grace_s=2.0, since=since) is True
+        assert blanked and escapee.wait(5) is not None
+    finally:
+        if escapee.poll() is None:
+            escapee.kill()
+            escapee.wait(5)
+
+
+def test_a_fork_during_the_scan_makes_it_look_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process forked while the scan ran may be past its listing while its
+    parent exits unread (a daemon's double fork): a first scan that finds
+    nothing while the newest pid moved is done once more."""
+    marker = f"forked-during-{os.getpid()}"
+    since = procs.process_identity(os.getpid())["start_time"]
+    escapee = _marked_escapee(marker)
+    scans: list[int] = []
+    real_scan = procs._scan
+
+    def missed(*a: Any) -> tuple[set[int], bool]:
+        scans.append(1)
+        found, sure = real_scan(*a)
+        if len(scans) == 1:
+            return set(), False  # as if the escapee was forked past the listing
+        return found, sure
+
+    monkeypatch.setattr(procs, "_scan", missed)
+    try:
+        assert procs.stop_tree(None, marker, grace_s=2.0, since=since) is True
         assert escapee.wait(5) is not None and len(scans) >= 2
     finally:
         if escapee.poll() is None:
             escapee.kill()
             escapee.wait(5)
+    newest = iter([100, 101])
+    monkeypatch.setattr(procs, "_newest_pid", lambda: next(newest))
+    monkeypatch.setattr(procs, "_scan", real_scan)
+    assert procs._scan(None, marker, since, 0) == (set(), False)
+
+
+def test_a_sure_scan_that_finds_nothing_is_not_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The common end of a command: nothing left, no process created during
+    the scan, every candidate readable. One scan of /proc, not two."""
+    listed: list[int] = []
+    real = os.listdir
+
+    def counted(path: Any) -> list[str]:
+        if path == "/proc":
+            listed.append(1)
+        return real(path)
+
+    monkeypatch.setattr(procs, "_newest_pid", lambda: 4242)
+    monkeypatch.setattr(procs.os, "listdir", counted)
+    since = procs.process_identity(os.getpid())["start_time"]
+    assert procs.stop_tree(None, "nobody-carries-this", grace_s=0.5, since=since) is False
+    assert listed == [1]
+    monkeypatch.setattr(procs, "_newest_pid", lambda: None)  # unreadable: not sure
+    listed.clear()
+    assert procs.stop_tree(None, "nobody-carries-this", grace_s=0.5, since=since) is False
+    assert listed == [1, 1]
 
 
 def test_a_killed_supervisor_is_recovered_as_interrupted_exactly_once(

@@ -242,6 +242,18 @@ def live_members(
     ``since`` (a start time in clock ticks): only processes started at or after
     it can carry the marker, so older ones are not read (a scan stays cheap).
     ``floor`` (:func:`pid_floor`): lower pids are not read at all."""
+    return _scan(pgid, marker, since, floor)[0]
+
+
+def _scan(
+    pgid: int | None, marker: str | None, since: int | None, floor: int
+) -> tuple[set[int], bool]:
+    """:func:`live_members`, and whether the scan is sure to have seen every
+    member: no process was created on the machine while it ran (the newest
+    pid is the same before and after: a fork during a scan can put a child
+    past the listing while its parent exits before being read, as a daemon
+    does), and every candidate for the marker showed its environment (a
+    process caught mid-``exec`` shows none for a moment)."""
     found: set[int] = set()
     if not os.path.isdir("/proc"):
         if pgid:
@@ -250,10 +262,12 @@ def live_members(
                 found.add(pgid)
             except (ProcessLookupError, PermissionError):
                 pass
-        return found
+        return found, True
     needle = f"{MARKER_VAR}={marker}\0".encode() if marker else None
     group = str(pgid).encode() if pgid else None
     me = str(os.getpid())
+    newest = _newest_pid()
+    sure = newest is not None
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == me or (floor and int(name) < floor):
             continue
@@ -264,16 +278,32 @@ def live_members(
             found.add(int(name))
             continue
         if needle is not None:
-            if since is not None:
-                try:
-                    if int(fields[19]) < since:
-                        continue
-                except (IndexError, ValueError):
-                    pass
+            try:
+                if since is not None and int(fields[19]) < since:
+                    continue
+                if int(fields[6]) & _PF_KTHREAD:
+                    continue  # a kernel thread has no environment to carry it
+            except (IndexError, ValueError):
+                pass
             env = _read_proc(name, "environ")
-            if env is not None and needle in env + b"\0":
+            if not env:
+                sure = False  # mid-exec, gone, or not ours to read
+            elif needle in env + b"\0":
                 found.add(int(name))
-    return found
+    return found, sure and _newest_pid() == newest
+
+
+# the flag of a kernel thread in /proc/<pid>/stat's ``flags`` (PF_KTHREAD)
+_PF_KTHREAD = 0x00200000
+
+
+def _newest_pid() -> int | None:
+    """The pid the kernel handed out last (``/proc/loadavg``'s last field)."""
+    words = (_read_small("/proc/loadavg") or b"").split()
+    try:
+        return int(words[-1])
+    except (IndexError, ValueError):
+        return None
 
 
 def _namespace_init(pid: int) -> bool:
@@ -319,10 +349,13 @@ def stop_tree(
     dies with bwrap's outer process; not when the stop lands while the
     sandbox is still being set up."""
     floor = pid_floor(pgid, since, within_s=grace_s + 1.0)
-    # nothing found is looked for once more: a marked process caught between
-    # two execs (``setsid cmd &``: sh, then setsid, then cmd) shows no
-    # environment for that moment, and a command's tree is scanned only here
-    pids = live_members(pgid, marker, since, floor) or live_members(pgid, marker, since, floor)
+    # nothing found is looked for once more unless the scan was sure (see
+    # ``_scan``): a marked process caught between two execs (``setsid cmd
+    # &``: sh, then setsid, then cmd) shows no environment for that moment,
+    # and a command's tree is scanned only here
+    pids, sure = _scan(pgid, marker, since, floor)
+    if not pids and not sure:
+        pids = live_members(pgid, marker, since, floor)
     if not pids:
         return False
     _signal_all(pgid, pids, signal.SIGTERM)
