@@ -74,10 +74,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # click commands that end like the fast path (:func:`_end_fast`): they run the
-# same runtime as ``holon run`` (a turn, a tick), whose every write is closed
-# and synced before it prints; their teardown cost 60-75 ms a turn, ~170 ms
-# once the MCP SDK was loaded (benchmarks/README.md)
-ENDS_FAST = frozenset({"turn", "tick"})
+# same runtime as ``holon run`` (a turn, a tick), or the MCP host a turn
+# uses, whose every write is closed and synced before it prints, and stop
+# their MCP servers before they return; their teardown cost 60-75 ms a turn,
+# ~170 ms once the MCP SDK was loaded (benchmarks/README.md)
+ENDS_FAST = frozenset({"turn", "tick", "mcp call", "mcp check", "mcp refresh", "mcp answer"})
 
 
 def entry() -> None:

@@ -110,7 +110,7 @@ def mcp_check_cmd(server: str | None, agent_id: str | None, as_json: bool) -> No
     Example:
       holon mcp check git || holon mcp list
     """
-    from holon_cli.runtime.mcp.calls import check
+    from holon_cli.runtime.mcp.calls import check, close
     from holon_cli.runtime.mcp.config import find
 
     store, cfg = _context(agent_id)
@@ -118,7 +118,11 @@ def mcp_check_cmd(server: str | None, agent_id: str | None, as_json: bool) -> No
     if server is not None:
         find(cfg, store.agent_id, server)  # unknown: exit 3
         names = [server]
-    _checked(check(store, cfg, names), as_json, store.agent_id, "check")
+    try:
+        rows = check(store, cfg, names)
+    finally:
+        close()  # the servers it started end before it prints
+    _checked(rows, as_json, store.agent_id, "check")
 
 
 @mcp.command("refresh")
@@ -135,7 +139,7 @@ def mcp_refresh_cmd(server: str | None, agent_id: str | None, as_json: bool) -> 
     Example:
       holon mcp refresh time
     """
-    from holon_cli.runtime.mcp.calls import check
+    from holon_cli.runtime.mcp.calls import check, close
     from holon_cli.runtime.mcp.config import find
 
     store, cfg = _context(agent_id)
@@ -143,7 +147,11 @@ def mcp_refresh_cmd(server: str | None, agent_id: str | None, as_json: bool) -> 
     if server is not None:
         find(cfg, store.agent_id, server)
         names = [server]
-    _checked(check(store, cfg, names, relist=True), as_json, store.agent_id, "refresh")
+    try:
+        rows = check(store, cfg, names, relist=True)
+    finally:
+        close()
+    _checked(rows, as_json, store.agent_id, "refresh")
 
 
 def _json_arg(raw: str | None, what: str) -> Any:
@@ -195,8 +203,10 @@ def mcp_call_cmd(
     args = _json_arg(args_json, "ARGS_JSON") or {}
     if not isinstance(args, dict):
         raise UsageError("ARGS_JSON must be a JSON object", hint='e.g. \'{"message": "hi"}\'')
-    out = calls.call_tool(store, cfg, spec, tool, args)
-    calls.close(store.agent_id)
+    try:
+        out = calls.call_tool(store, cfg, spec, tool, args)
+    finally:
+        calls.close()  # all of them: the host's loop thread ends with the last
     if out.kind == "error":
         raise HolonError(
             f"{server}/{tool}: {out.error}",
@@ -310,8 +320,13 @@ def mcp_answer_cmd(request_id: str, content_json: str | None, decline: bool, as_
             "pass the answer as CONTENT_JSON, or --decline",
             hint=f'e.g. holon mcp answer {request_id} \'{{"field": "value"}}\'',
         )
+    from holon_cli.runtime.mcp.calls import close
+
     content = None if decline else _json_arg(content_json, "CONTENT_JSON")
-    row = answer(_stores(None), request_id, content=content, decline=decline)
+    try:
+        row = answer(_stores(None), request_id, content=content, decline=decline)
+    finally:
+        close()
     if as_json:
         output.emit_json(row)
         return

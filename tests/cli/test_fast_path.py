@@ -346,6 +346,78 @@ def test_a_turn_that_called_an_mcp_server_ends_fast(tmp_path: Path) -> None:
     assert proc.stderr.count("atexit hook") == 1 and "teardown" not in proc.stderr
 
 
+def _running_with(word: str) -> list[int]:
+    """Live (non-zombie) processes whose command line holds ``word``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        if word.encode() in cmdline and not stat[stat.rfind(b")") + 2 :].startswith(b"Z"):
+            out.append(int(name))
+    return out
+
+
+def test_the_operators_mcp_commands_end_fast_with_their_servers_stopped(tmp_path: Path) -> None:
+    """``holon mcp call``, ``check`` and ``refresh`` stop the servers they
+    started before they print, so they end like a turn: the ``atexit`` hooks
+    once, no teardown (~170 ms with the SDK loaded), no server left running."""
+    pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[mcp]')")
+    import yaml
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from mcp_helpers import fake
+
+    home = tmp_path / "h"
+    home.mkdir()
+    log = tmp_path / "server-log"  # in the server's command line: how it is found
+    (home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {"mcp_servers": {"fake": fake("--log", str(log))}, "execution": {"sandbox": "none"}}
+        )
+    )
+    env = {**os.environ, "HOLON_HOME": str(home), "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-m", "holon_cli", "agent", "list"], env=env, check=True)
+    for argv, said in (
+        (["mcp", "call", "fake", "echo", '{"text": "hi there"}'], "hi there"),
+        (["mcp", "check"], "fake"),
+        (["mcp", "refresh", "fake"], "fake"),
+    ):
+        log.unlink(missing_ok=True)
+        proc = _entry_with_hooks(argv, env)
+        assert proc.returncode == 0, (argv, proc.stderr)
+        assert said in proc.stdout + proc.stderr, (argv, proc.stdout, proc.stderr)
+        assert proc.stderr.count("atexit hook") == 1 and "teardown" not in proc.stderr, argv
+        assert log.exists() and not _running_with(str(log)), argv  # it ran, and ended
+    # an answer to a server's question sends the call again, then ends fast
+    model = tmp_path / "s.yaml"
+    steps = [
+        {"tool_calls": [{"name": "mcp__fake__color", "arguments": {}, "id": "c1"}]},
+        {"text": "waiting for the operator"},
+    ]
+    model.write_text(yaml.safe_dump({"steps": steps}))
+    holon = [sys.executable, "-m", "holon_cli"]
+    subprocess.run([*holon, "enqueue", "pick a color"], env=env, check=True)
+    subprocess.run([*holon, "turn", "--model", f"scripted:{model}"], env=env, check=True)
+    listed = subprocess.run(
+        [*holon, "mcp", "requests", "--json"], env=env, capture_output=True, check=True
+    )
+    (request,) = json.loads(listed.stdout)["data"]["requests"]
+    log.unlink(missing_ok=True)
+    proc = _entry_with_hooks(["mcp", "answer", request["id"], '{"color": "teal"}'], env)
+    assert proc.returncode == 0 and "result" in proc.stdout, proc.stderr
+    assert proc.stderr.count("atexit hook") == 1 and "teardown" not in proc.stderr
+    assert log.exists() and not _running_with(str(log))
+    after = subprocess.run(
+        [*holon, "mcp", "requests", "--json"], env=env, capture_output=True, check=True
+    )
+    assert json.loads(after.stdout)["data"]["requests"] == []  # the answer was kept
+
+
 def test_library_callers_of_main_get_system_exit_not_a_dead_process(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
