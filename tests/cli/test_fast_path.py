@@ -362,10 +362,9 @@ def _running_with(word: str) -> list[int]:
     return out
 
 
-def test_the_operators_mcp_commands_end_fast_with_their_servers_stopped(tmp_path: Path) -> None:
-    """``holon mcp call``, ``check`` and ``refresh`` stop the servers they
-    started before they print, so they end like a turn: the ``atexit`` hooks
-    once, no teardown (~170 ms with the SDK loaded), no server left running."""
+def _mcp_home(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A home whose one MCP server, the fake, logs to a file named in its
+    command line (how a test finds it running); its env and that file."""
     pytest.importorskip("mcp", reason="needs the MCP SDK (pip install -e '.[mcp]')")
     import yaml
 
@@ -374,14 +373,20 @@ def test_the_operators_mcp_commands_end_fast_with_their_servers_stopped(tmp_path
 
     home = tmp_path / "h"
     home.mkdir()
-    log = tmp_path / "server-log"  # in the server's command line: how it is found
+    log = tmp_path / "server-log"
     (home / "config.yaml").write_text(
         yaml.safe_dump(
             {"mcp_servers": {"fake": fake("--log", str(log))}, "execution": {"sandbox": "none"}}
         )
     )
-    env = {**os.environ, "HOLON_HOME": str(home), "PYTHONPATH": str(REPO)}
-    subprocess.run([sys.executable, "-m", "holon_cli", "agent", "list"], env=env, check=True)
+    return {**os.environ, "HOLON_HOME": str(home), "PYTHONPATH": str(REPO)}, log
+
+
+def test_the_operators_mcp_commands_end_fast_with_their_servers_stopped(tmp_path: Path) -> None:
+    """``holon mcp call``, ``check`` and ``refresh`` stop the servers they
+    started before they print, so they end like a turn: the ``atexit`` hooks
+    once, no teardown (~170 ms with the SDK loaded), no server left running."""
+    env, log = _mcp_home(tmp_path)
     for argv, said in (
         (["mcp", "call", "fake", "echo", '{"text": "hi there"}'], "hi there"),
         (["mcp", "check"], "fake"),
@@ -393,7 +398,15 @@ def test_the_operators_mcp_commands_end_fast_with_their_servers_stopped(tmp_path
         assert said in proc.stdout + proc.stderr, (argv, proc.stdout, proc.stderr)
         assert proc.stderr.count("atexit hook") == 1 and "teardown" not in proc.stderr, argv
         assert log.exists() and not _running_with(str(log)), argv  # it ran, and ended
-    # an answer to a server's question sends the call again, then ends fast
+
+
+@pytest.mark.slow
+def test_an_operators_mcp_answer_ends_fast_with_the_answer_kept(tmp_path: Path) -> None:
+    """``holon mcp answer`` sends the call again (its server started and
+    stopped) and ends like a turn; the answer is kept (the request closed)."""
+    import yaml
+
+    env, log = _mcp_home(tmp_path)
     model = tmp_path / "s.yaml"
     steps = [
         {"tool_calls": [{"name": "mcp__fake__color", "arguments": {}, "id": "c1"}]},
