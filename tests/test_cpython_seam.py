@@ -5,19 +5,7 @@ what the seam relies on. Each check runs in a fresh interpreter (running the
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
-
-def _python(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from fresh_interpreter import run_python as _python
 
 
 def test_the_builtin_sha256_is_cpythons_own_without_openssl() -> None:

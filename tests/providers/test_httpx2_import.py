@@ -4,20 +4,11 @@ a fresh interpreter (the test process has imported both already)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
+from fresh_interpreter import output_of
 
 
 def _run(code: str) -> list[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout.splitlines()
+    return output_of(code).splitlines()
 
 
 def test_the_client_library_loads_without_importlib_metadata() -> None:

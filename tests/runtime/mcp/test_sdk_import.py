@@ -4,24 +4,10 @@ a fresh interpreter (the test process may have imported ``mcp`` already)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
+from fresh_interpreter import output_of as _run
 
 pytest.importorskip("mcp", reason="the MCP SDK (pip install 'holon-cli[mcp]') is not installed")
-
-
-def _run(code: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def test_the_client_loads_without_the_server_side_of_the_sdk() -> None:
