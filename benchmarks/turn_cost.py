@@ -20,7 +20,10 @@ Three parts, each against a loopback OpenAI Responses server in this process
 * ``cpu``: the same turns, one-round and ``--rounds``-round alternated
   (``--turns`` of each): CPU time of the turn's thread and of the whole
   process (the fake server's threads included alike) per turn, and per
-  extra round. A report, no goal.
+  extra round; and the CPU of each forked command supervisor, from its
+  fork to its end (``supervisor.run`` wrapped in this process, so every
+  fork inherits the wrapper), min / median / max over the commands. A
+  report, no goal.
 * ``codex``: whole processes, as a user pays for them: ``holon run`` (a
   temporary agent) with one round and with ``--rounds`` rounds, and ``codex
   exec`` (Codex CLI 0.169.0, ``--codex``) with the same rounds on the same
@@ -168,6 +171,23 @@ def _kind(path: str, home: str) -> str:
     return rel.replace("$HOME/agents/named/.holon/", "")
 
 
+def _time_supervisors(into: Path) -> None:
+    """Each forked supervisor writes its CPU time (ms since its fork: a
+    forked child's counters start at zero) to a file of its own in ``into``."""
+    from holon_cli.runtime.tasks import supervisor
+
+    real = supervisor.run
+
+    def timed(sup: Any) -> int:
+        try:
+            return real(sup)
+        finally:
+            if sup.forked:
+                (into / str(os.getpid())).write_text(str(time.process_time() * 1000))
+
+    supervisor.run = timed
+
+
 def named_agent_turns(url: str, rounds: int, turns: int, parts: set[str]) -> dict[str, Any]:
     """The in-process parts: fsyncs and CPU of a named agent's turns."""
     home = tempfile.mkdtemp(prefix="holon-turn-cost-")
@@ -177,6 +197,8 @@ def named_agent_turns(url: str, rounds: int, turns: int, parts: set[str]) -> dic
         os.environ.pop(k, None)
     Path(home, "config.yaml").write_text("execution:\n  sandbox: none\n")
     log = FsyncLog()
+    supervisors = Path(tempfile.mkdtemp(prefix="holon-turn-cost-sup-"))
+    _time_supervisors(supervisors)
     from holon_cli.runtime.agents.lifecycle import create_agent, open_agent
     from holon_cli.runtime.enqueue import admit
     from holon_cli.runtime.turn import run_turn
@@ -208,6 +230,8 @@ def named_agent_turns(url: str, rounds: int, turns: int, parts: set[str]) -> dic
             out["fsyncs_per_extra_round"] = (len(many) - len(one)) / (rounds - 1)
             out["fsyncs_by_file_one_round"] = dict(Counter(_kind(p, home) for p in one))
         if "cpu" in parts:
+            for f in supervisors.iterdir():
+                f.unlink()  # the warm-up's
             a: list[tuple[float, float]] = []
             b: list[tuple[float, float]] = []
             for i in range(turns):
@@ -224,9 +248,15 @@ def named_agent_turns(url: str, rounds: int, turns: int, parts: set[str]) -> dic
                     (y[1] - x[1]) / (rounds - 1) for x, y in zip(a, b, strict=True)
                 ),
             }
+            spent = [float(f.read_text()) for f in supervisors.iterdir()]
+            if len(spent) < turns * (rounds - 1):
+                print(f"only {len(spent)} supervisors reported their CPU", file=sys.stderr)
+                raise SystemExit(EXIT_BROKEN)
+            out["supervisor_cpu_ms"] = spread(spent)
     finally:
         os.fsync, os.fdatasync = log._fsync, log._fdatasync
         shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(supervisors, ignore_errors=True)
     out["load_end"] = load()
     return out
 
@@ -400,6 +430,11 @@ def main() -> int:
             f"{c['thread_one_round']:.1f} ms on the turn's thread "
             f"({c['process_one_round']:.1f} ms the process); per extra round "
             f"{c['thread_per_extra_round']:.2f} ms ({c['process_per_extra_round']:.2f} ms)"
+        )
+        sup = named["supervisor_cpu_ms"]
+        print(
+            f"forked command supervisor, CPU from its fork to its end ({int(sup['n'])} "
+            f"commands): median {sup['median']:.2f} ms (min {sup['min']:.2f}, max {sup['max']:.2f})"
         )
     if cx is not None:
         print(

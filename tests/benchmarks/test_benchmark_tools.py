@@ -338,6 +338,28 @@ def test_turn_cost_benchmark_counts_a_named_agents_fsyncs() -> None:
     assert not any("turn_records" in f for f in report["fsyncs_by_file_one_round"])
 
 
+@pytest.mark.slow
+def test_turn_cost_benchmark_times_each_forked_supervisor() -> None:
+    """The cpu part reports every forked command supervisor's CPU (one per
+    tool call of the rounds-round turns), from its fork to its end."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "turn_cost.py"), "--parts", "cpu", "--rounds", "3"]
+        + ["--turns", "2", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)["named_agent"]
+    sup = report["supervisor_cpu_ms"]
+    assert sup["n"] == 2 * 2 and 0 < sup["min"] <= sup["median"] <= sup["max"] < 1000, sup
+    assert report["cpu_ms"]["process_per_extra_round"] > 0
+
+
 def test_the_turn_cost_provider_answers_holon_and_codex_by_the_rounds_asked() -> None:
     turn_cost = _load("turn_cost")
     srv = ThreadingHTTPServer(("127.0.0.1", 0), turn_cost.Handler)
