@@ -237,7 +237,7 @@ def test_explicit_root_binds_the_named_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "where",
-    ["home", "inside", "agent_home", "missing", "no_root", "root_without_mode"],
+    ["home", "inside", "agent_home", "containing", "missing", "no_root", "root_without_mode"],
 )
 def test_explicit_root_refusals_leave_nothing_behind(tmp_path: Path, where: str) -> None:
     """Refused for the holon home as every workspace path (control-plane
@@ -251,6 +251,7 @@ def test_explicit_root_refusals_leave_nothing_behind(tmp_path: Path, where: str)
         "home": str(home),
         "inside": str(home / "agents"),
         "agent_home": str(home / "agents" / "main"),
+        "containing": str(home.parent),
         "missing": str(tmp_path / "nope"),
         "no_root": None,
         "root_without_mode": str(tmp_path),
@@ -268,7 +269,7 @@ def test_explicit_root_refusals_leave_nothing_behind(tmp_path: Path, where: str)
     )
     assert out["ok"] is False
     err = json.loads(out["output"])
-    if where in ("home", "inside", "agent_home"):
+    if where in ("home", "inside", "agent_home", "containing"):
         assert err["kind"] in ("rejected", "forbidden_workspace"), err
         assert "holon" in err["message"] or str(home) in err["message"]
     else:
