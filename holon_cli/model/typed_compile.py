@@ -23,6 +23,7 @@ from holon_cli.model.typed_base import (
     CheckError,
     Coerce,
     Deferred,
+    Json,
     Problem,
     Rule,
     _doc_of,
@@ -39,6 +40,9 @@ _Fn = Callable[[Any], Any]
 
 
 _CACHE: dict[tuple[Any, str], _Fn] = {}
+# how the recursive :data:`Json` alias names itself (``list["Json"]``, a plain
+# string: ``list[...]`` keeps it as it is written)
+JSON_SELF = "Json"
 
 
 _KINDS: dict[Any, frozenset[str]] = {}
@@ -55,6 +59,8 @@ def _kinds(tp: Any, coerce: Coerce) -> frozenset[str]:
     a deferred type takes any kind, and decides when it is imported)."""
     if isinstance(tp, Deferred) and tp._tp is None:
         return _ALL
+    if tp == JSON_SELF:
+        tp = Json
     tp = strip(tp)
     origin = get_origin(tp)
     if tp is Any or tp is object:
@@ -114,6 +120,8 @@ def _compile(tp: Any, coerce: Coerce) -> _Fn:
 def _build(tp: Any, coerce: Coerce) -> _Fn:
     if isinstance(tp, Deferred):
         return _deferred(tp, coerce)
+    if tp == JSON_SELF:  # ``list["Json"]`` inside the JSON alias: the alias itself
+        return _compile(Json, coerce)
     origin = get_origin(tp)
     if origin is Annotated:
         inner, *meta = get_args(tp)

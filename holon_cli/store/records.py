@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # the record types load when a record of the kind is first re
     from holon_cli.model.child import DelegationRecord
     from holon_cli.model.envelope import QueueRecord, QueueSnapshot
     from holon_cli.model.event_record import EventRecord
+    from holon_cli.model.mcp import McpRequestLine
     from holon_cli.model.memory import EpisodeRecord
     from holon_cli.model.task import TaskLedgerRecord
     from holon_cli.model.timer import TimerLedgerRecord, TimersSnapshot
@@ -226,6 +227,9 @@ DELEGATION: RecordKind[DelegationRecord] = RecordKind(
     "holon_cli.model.child:DelegationRecord", "delegation record"
 )
 EPISODE: RecordKind[EpisodeRecord] = RecordKind("holon_cli.model.memory:EpisodeRecord", "episode")
+MCP_REQUEST_LINE: RecordKind[McpRequestLine] = RecordKind(
+    "holon_cli.model.mcp:McpRequestLine", "MCP request"
+)
 TURN_RECORD_LINE: RecordKind[TurnRecordLine] = RecordKind(
     "holon_cli.model.turn:TurnRecordLine", "turn record"
 )
@@ -247,6 +251,7 @@ LEDGERS: dict[str, RecordKind[Any]] = {
     "triggers": TRIGGER_LINE,
     "tasks": TASK_LINE,
     "delegations": DELEGATION,
+    "mcp_requests": MCP_REQUEST_LINE,
 }
 
 

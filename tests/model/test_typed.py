@@ -18,6 +18,7 @@ from holon_cli.model.typed import (
     NONEMPTY,
     Checker,
     CheckError,
+    Json,
     Rule,
     check,
     closed,
@@ -216,6 +217,28 @@ def test_recursive_types() -> None:
     with pytest.raises(CheckError) as ei:
         check({"value": 1, "children": [{"value": 2, "children": [{"value": "x"}]}]}, Node)
     assert ei.value.where == "children[0].children[0].value"
+
+
+class WithJson(TypedDict):
+    action: str
+    content: NotRequired[Json]
+
+
+def test_the_recursive_json_alias_checks_any_json_value() -> None:
+    """``Json`` names itself (``list["Json"]``, a plain string): a field of
+    that type takes any JSON value, nested, and refuses what JSON cannot
+    hold (an MCP answer's ``content`` is one)."""
+    value = {"a": [1, 2.5, None, {"b": [True, "x"]}], "c": {}}
+    assert check(value, Json) == value
+    assert check({"action": "accept", "content": value}, WithJson)["content"] == value
+    for bad, where in (
+        ({"a": [1, {"b": object()}]}, "a[1].b"),
+        ({"a": {1: 2}}, "a"),
+        ({"a": [float("nan")]}, "a[0]"),
+    ):
+        with pytest.raises(CheckError) as ei:
+            check({"action": "accept", "content": bad}, WithJson)
+        assert ei.value.where.startswith("content." + where), (bad, ei.value.where)
 
 
 class Closed(TypedDict, total=False):

@@ -40,16 +40,10 @@ from holon_cli.errors import HolonError, NotFoundError, RejectedError, UsageErro
 if TYPE_CHECKING:
     from holon_cli.model.config import HolonConfig
     from holon_cli.model.envelope import Envelope
+    from holon_cli.model.mcp import OperatorAnswer, RequestOpened
     from holon_cli.runtime.mcp.config import ServerSpec
     from holon_cli.runtime.mcp.sdk import CallOutcome
-    from holon_cli.runtime.mcp.shapes import (
-        FormSchema,
-        McpRequest,
-        OperatorAnswer,
-        RequestOpened,
-        RequestRow,
-        SentAnswer,
-    )
+    from holon_cli.runtime.mcp.shapes import FormSchema, McpRequest, RequestRow, SentAnswer
     from holon_cli.store.agent_store import AgentStore
 
 LEDGER = "mcp_requests"
@@ -62,16 +56,18 @@ def _ledger(store: AgentStore) -> Any:
 
 def _fold(store: AgentStore) -> dict[str, McpRequest]:
     """Every request of the agent with its state (``pending``, ``answered``,
-    ``resolved``), oldest first. An ``opened`` line is checked into its type
-    (one that does not fit is no request)."""
+    ``resolved``), oldest first. Each line is checked into its type
+    (``model/mcp.py``); a damaged one is left out here, so one bad line
+    hides no other request, and ``holon home check`` names it."""
     path = store.layout.ledger_path(LEDGER)
     if not path.exists():
         return {}
+    from holon_cli.model.mcp import RequestOpened
     from holon_cli.model.typed import CheckError, check
-    from holon_cli.runtime.mcp.shapes import RequestOpened
 
     out: dict[str, McpRequest] = {}
-    for rec in _ledger(store).records():
+    lines, _damaged = _ledger(store).records_skipping_damaged()
+    for rec in lines:
         rid = rec.get("id")
         if not isinstance(rid, str):
             continue

@@ -1,18 +1,19 @@
-"""The MCP plane's records: operator requests (the ``mcp_requests`` ledger
-and its rows), the answers sent back, a tool's problems and a server's row.
+"""The MCP plane's shapes: operator requests folded from the
+``mcp_requests`` ledger (whose line types are in :mod:`holon_cli.model.mcp`)
+and their rows, the answers sent back, a tool's problems and a server's row.
 
 What a server says (its tool list, a call's result, a request's params) is
 its own JSON (:data:`~holon_cli.model.typed.JsonObject`; in a checked
 record ``Mapping[str, object]``), narrowed where read.
 Pure types (``requests.py`` checks each ``opened`` line it reads into
-:class:`RequestOpened`).
+:class:`~holon_cli.model.mcp.RequestOpened`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, TypedDict
 
+from holon_cli.model.mcp import OperatorAnswer, RequestOpened
 from holon_cli.model.typed import Json
 
 RequestState = Literal["pending", "answered", "resolved"]
@@ -35,14 +36,6 @@ class FormSchema(TypedDict, total=False):
     required: list[str]
 
 
-class OperatorAnswer(TypedDict):
-    """What the operator answered (``holon mcp answer``): ``accept`` with the
-    form's content (``None`` for a URL request), or ``decline``."""
-
-    action: str
-    content: NotRequired[Json]
-
-
 class SentAnswer(TypedDict, total=False):
     """One answer sent back for a server's request key: an elicitation result
     (``action``, ``content``) or a roots list (``roots``)."""
@@ -50,28 +43,6 @@ class SentAnswer(TypedDict, total=False):
     action: str
     content: Json
     roots: list[Json]
-
-
-class RequestOpened(TypedDict):
-    """The ``opened`` line of ``mcp_requests.jsonl``: the call, the server's
-    requests (key -> ``{method, params}``)."""
-
-    v: int
-    op: Literal["opened"]
-    id: str
-    at: str
-    agent_id: str
-    server: str
-    server_key: str
-    tool: str
-    arguments: Mapping[str, object]
-    legacy: bool
-    input_requests: Mapping[str, Mapping[str, object]]
-    request_state: str | None
-    turn_id: str | None
-    call_id: str | None
-    message_id: str | None
-    previous_id: str | None
 
 
 class McpRequest(RequestOpened):

@@ -1,8 +1,10 @@
-"""The ``mcp_requests`` ledger read back: an ``opened`` line is checked
-into its type where the requests are folded."""
+"""The ``mcp_requests`` ledger read back: each line is checked into its
+type where the requests are folded (a damaged one hides no other), and
+``home check`` names a damaged one."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from holon_cli.runtime.agents.lifecycle import open_agent
@@ -45,11 +47,24 @@ def opened(rid: str, **over: object) -> dict[str, object]:
 
 
 def test_an_opened_line_that_does_not_fit_is_no_request(tmp_path: Path) -> None:
+    from holon_cli.runtime.inspect import home_check
+
     store = open_agent(None)
     led = store.ledger(requests.LEDGER)
     led.append(opened("mcpreq_good"))
-    led.append(opened("mcpreq_bad", input_requests=["not", "a", "map"]))
-    led.append(opened("mcpreq_short", server=None))
+    for bad in (
+        opened("mcpreq_bad", input_requests=["not", "a", "map"]),
+        opened("mcpreq_short", server=None),
+    ):
+        with store.layout.ledger_path(requests.LEDGER).open("a") as f:  # damage
+            f.write(json.dumps(bad) + "\n")
+    problems = home_check()["problems"]
+    assert [(p["path"].endswith("ledger/mcp_requests.jsonl"), p["line"]) for p in problems] == [
+        (True, 2),
+        (True, 3),
+    ], problems
+    assert "`input_requests` must be dict" in problems[0]["message"], problems
+    assert "`server` must be str" in problems[1]["message"], problems
     rows = requests.list_requests([store])
     assert [r["id"] for r in rows] == ["mcpreq_good"]
     assert requests.open_count(store) == 1
