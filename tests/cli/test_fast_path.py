@@ -429,6 +429,9 @@ def test_an_operators_mcp_answer_ends_fast_with_the_answer_kept(tmp_path: Path) 
         [*holon, "mcp", "requests", "--json"], env=env, capture_output=True, check=True
     )
     assert json.loads(after.stdout)["data"]["requests"] == []  # the answer was kept
+    # the request's three lines (opened, answered, resolved) fit their types
+    checked = subprocess.run([*holon, "home", "check"], env=env, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_library_callers_of_main_get_system_exit_not_a_dead_process(
