@@ -86,6 +86,7 @@ def test_a_second_read_parses_only_what_was_appended_and_hands_out_the_same_turn
     store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from holon_cli.model import provider
+    from holon_cli.runtime.memory import history
 
     h = PromptHistory.load(store)
     h.start(None, None)
@@ -95,8 +96,12 @@ def test_a_second_read_parses_only_what_was_appended_and_hands_out_the_same_turn
     parsed: list[object] = []
     real = provider.item_from_dict
     monkeypatch.setattr(provider, "item_from_dict", lambda d: parsed.append(d) or real(d))
+    hashed: list[int] = []
+    real_digest = history._digest
+    monkeypatch.setattr(history, "_digest", lambda raw, n: hashed.append(n) or real_digest(raw, n))
     again = PromptHistory.load(store)
     assert parsed == [] and _ids(again) == _ids(first)
+    assert len(hashed) == 1  # the bytes read before are hashed to compare, not again to keep
     # the same objects: the replay capture's memo packs them once, not every turn
     assert all(a is b for a, b in zip(again.turns, first.turns, strict=True))
     assert again.turns is not first.turns  # a turn's own list: appending leaves the others'

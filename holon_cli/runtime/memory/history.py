@@ -200,13 +200,26 @@ class _ReadCache:
             return None
         return known
 
-    def keep(self, path: Path, raw: bytes, length: int, turns: list[HistoryTurn]) -> None:
+    def keep(
+        self,
+        path: Path,
+        raw: bytes,
+        length: int,
+        turns: list[HistoryTurn],
+        known: _Known | None = None,
+    ) -> None:
+        """``turns`` parsed from ``raw[:length]``; ``known``: what the read
+        started from (its digest is reused when nothing was appended since)."""
         key = str(path)
         with self._lock:
             self._known.pop(key, None)
             if not 0 < length <= READ_CACHE_MAX_BYTES or self.files <= 0:
                 return  # nothing whole to know (no newline yet), or too large
-            self._known[key] = _Known(length, _digest(raw, length), tuple(turns))
+            if known is not None and known.length == length:
+                digest = known.digest  # nothing appended since: the same bytes
+            else:
+                digest = _digest(raw, length)
+            self._known[key] = _Known(length, digest, tuple(turns))
             total = sum(k.length for k in self._known.values())
             while len(self._known) > self.files or total > READ_CACHE_MAX_BYTES:
                 total -= self._known.popitem(last=False)[1].length
@@ -318,7 +331,7 @@ class PromptHistory:
                     cp.items_tokens(items),
                 )
             )
-        _READ.keep(path, raw, end, h.turns)
+        _READ.keep(path, raw, end, h.turns, known)
         return h
 
     def items(self) -> list[ConversationItem]:
