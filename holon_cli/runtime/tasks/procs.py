@@ -221,12 +221,12 @@ def pid_floor(pgid: int | None, since: int | None, *, within_s: float = 0.0) -> 
     each, after every command (a desktop runs hundreds)."""
     if not pgid or since is None:
         return 0
-    words = [
-        (_read_small(f) or b"").split()
-        for f in ("/proc/loadavg", "/proc/sys/kernel/pid_max", "/proc/uptime")
-    ]
+    last = _newest_pid()
+    if last is None:
+        return 0
+    words = [(_read_small(f) or b"").split() for f in ("/proc/sys/kernel/pid_max", "/proc/uptime")]
     try:
-        last, pid_max, up = int(words[0][-1]), int(words[1][0]), float(words[2][0])
+        pid_max, up = int(words[0][0]), float(words[1][0])
     except (IndexError, ValueError):
         return 0
     elapsed = up - since / os.sysconf("SC_CLK_TCK") + within_s
