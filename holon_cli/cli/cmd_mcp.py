@@ -95,6 +95,24 @@ def _checked(rows: Sequence[Mapping[str, object]], as_json: bool, agent_id: str,
         raise click.exceptions.Exit(1)
 
 
+def _check_servers(server: str | None, agent_id: str | None, as_json: bool, what: str) -> None:
+    """``check`` or ``refresh`` (which writes the listing even when it did
+    not change) of one server or all: their servers end before it prints."""
+    from holon_cli.runtime.mcp.calls import check, close
+    from holon_cli.runtime.mcp.config import find
+
+    store, cfg = _context(agent_id)
+    names = None
+    if server is not None:
+        find(cfg, store.agent_id, server)  # unknown: exit 3
+        names = [server]
+    try:
+        rows = check(store, cfg, names, relist=what == "refresh")
+    finally:
+        close()
+    _checked(rows, as_json, store.agent_id, what)
+
+
 @mcp.command("check")
 @click.argument("server", required=False)
 @output.agent_option
@@ -110,19 +128,7 @@ def mcp_check_cmd(server: str | None, agent_id: str | None, as_json: bool) -> No
     Example:
       holon mcp check git || holon mcp list
     """
-    from holon_cli.runtime.mcp.calls import check, close
-    from holon_cli.runtime.mcp.config import find
-
-    store, cfg = _context(agent_id)
-    names = None
-    if server is not None:
-        find(cfg, store.agent_id, server)  # unknown: exit 3
-        names = [server]
-    try:
-        rows = check(store, cfg, names)
-    finally:
-        close()  # the servers it started end before it prints
-    _checked(rows, as_json, store.agent_id, "check")
+    _check_servers(server, agent_id, as_json, "check")
 
 
 @mcp.command("refresh")
@@ -139,19 +145,7 @@ def mcp_refresh_cmd(server: str | None, agent_id: str | None, as_json: bool) -> 
     Example:
       holon mcp refresh time
     """
-    from holon_cli.runtime.mcp.calls import check, close
-    from holon_cli.runtime.mcp.config import find
-
-    store, cfg = _context(agent_id)
-    names = None
-    if server is not None:
-        find(cfg, store.agent_id, server)
-        names = [server]
-    try:
-        rows = check(store, cfg, names, relist=True)
-    finally:
-        close()
-    _checked(rows, as_json, store.agent_id, "refresh")
+    _check_servers(server, agent_id, as_json, "refresh")
 
 
 def _json_arg(raw: str | None, what: str) -> Any:
