@@ -4,6 +4,11 @@ a fresh interpreter (the test process has imported both already)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
 from fresh_interpreter import output_of
 
 
@@ -71,3 +76,32 @@ def test_a_loaded_importlib_metadata_is_left_as_it_is() -> None:
         """
     )
     assert got == ["None", "True"]
+
+
+def test_the_version_is_read_only_from_the_one_dist_info_beside_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own ``METADATA``'s ``Version:`` header; none to read (no
+    ``dist-info``, two of them, no header) is no answer, for the real lookup."""
+    from holon_cli.providers import httpx2_import as seam
+
+    pkg = tmp_path / "site" / "fake_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    module = ModuleType("fake_pkg")
+    module.__file__ = str(pkg / "__init__.py")
+    monkeypatch.setitem(sys.modules, "fake_pkg", module)
+    assert seam._dist_info_version("fake_pkg") is None  # no dist-info
+    info = tmp_path / "site" / "fake_pkg-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-pkg\n\nVersion: 9 (body)\n")
+    assert seam._dist_info_version("fake_pkg") is None  # headers end before a Version
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fake-pkg\nVersion: 1.2.3\n\nbody\n"
+    )
+    assert seam._dist_info_version("fake_pkg") == "1.2.3"
+    stale = tmp_path / "site" / "fake_pkg-1.0.dist-info"  # one left behind by an upgrade
+    stale.mkdir()
+    (stale / "METADATA").write_text("Name: fake-pkg\nVersion: 1.0\n")
+    assert seam._dist_info_version("fake_pkg") is None
+    assert seam._dist_info_version("not_loaded_at_all") is None
