@@ -20,10 +20,10 @@ Three parts, each against a loopback OpenAI Responses server in this process
 * ``cpu``: the same turns, one-round and ``--rounds``-round alternated
   (``--turns`` of each): CPU time of the turn's thread and of the whole
   process (the fake server's threads included alike) per turn, and per
-  extra round; and the CPU of each forked command supervisor, from its
-  fork to its end (``supervisor.run`` wrapped in this process, so every
-  fork inherits the wrapper), min / median / max over the commands. A
-  report, no goal.
+  extra round; and the CPU of each call a forked command supervisor
+  serves, from its fork or its previous call's end (``supervisor.run``
+  wrapped in this process, so every fork inherits the wrapper), min /
+  median / max over the calls. A report, no goal.
 * ``codex``: whole processes, as a user pays for them: ``holon run`` (a
   temporary agent) with one round and with ``--rounds`` rounds, and ``codex
   exec`` (Codex CLI 0.169.0, ``--codex``) with the same rounds on the same
@@ -172,18 +172,26 @@ def _kind(path: str, home: str) -> str:
 
 
 def _time_supervisors(into: Path) -> None:
-    """Each forked supervisor writes its CPU time (ms since its fork: a
-    forked child's counters start at zero) to a file of its own in ``into``."""
+    """Each call a forked supervisor serves writes the CPU it cost to a file
+    of its own in ``into``: from the fork (a forked child's counters start at
+    zero) for its first call, from the end of its previous call for the next
+    ones (a supervisor takes its caller's next call while idle)."""
     from holon_cli.runtime.tasks import supervisor
 
     real = supervisor.run
+    last: dict[str, Any] = {"pid": None, "ms": 0.0, "calls": 0}
 
     def timed(sup: Any) -> int:
         try:
             return real(sup)
         finally:
             if sup.forked:
-                (into / str(os.getpid())).write_text(str(time.process_time() * 1000))
+                now = time.process_time() * 1000
+                if last["pid"] != os.getpid():  # a fresh fork (it inherited the parent's dict)
+                    last.update(pid=os.getpid(), ms=0.0, calls=0)
+                last["calls"] += 1
+                (into / f"{os.getpid()}-{last['calls']}").write_text(str(now - last["ms"]))
+                last["ms"] = now
 
     supervisor.run = timed
 
@@ -433,8 +441,9 @@ def main() -> int:
         )
         sup = named["supervisor_cpu_ms"]
         print(
-            f"forked command supervisor, CPU from its fork to its end ({int(sup['n'])} "
-            f"commands): median {sup['median']:.2f} ms (min {sup['min']:.2f}, max {sup['max']:.2f})"
+            f"forked command supervisor, CPU per call (from its fork, or from its "
+            f"previous call's end; {int(sup['n'])} calls): median {sup['median']:.2f} ms "
+            f"(min {sup['min']:.2f}, max {sup['max']:.2f})"
         )
     if cx is not None:
         print(

@@ -197,6 +197,17 @@ def _clean_default_catalog() -> None:
         default.warm = False
 
 
+@pytest.fixture(autouse=True)
+def _no_idle_supervisors() -> Iterator[None]:
+    """A command supervisor forked in one test waits for its caller's next
+    call (``runtime/tasks/forked.py``): it must not serve the next test's,
+    which may have patched what a fresh fork would inherit."""
+    yield
+    forked = sys.modules.get("holon_cli.runtime.tasks.forked")
+    if forked is not None:
+        forked.retire_idle(wait_s=2.0)
+
+
 @pytest.fixture
 def reap_test_tasks(holon_home: Path) -> Iterator[None]:
     """After the test (and after its own fixtures' ``task_stop``), SIGKILL

@@ -80,6 +80,9 @@ def reap_tasks(home: Path, within_s: float = 5.0, exit_grace_s: float = 3.0) -> 
     """SIGKILL whatever the tasks of ``home`` left running; the pids killed.
     The supervisor of a closed record gets ``exit_grace_s`` to finish (it
     reports the result after closing the record, then exits)."""
+    from holon_cli.runtime.tasks import forked
+
+    forked.retire_idle(wait_s=2.0)  # a supervisor waiting for its next call
     killed: list[int] = []
     records = _records(home)
     end = time.monotonic() + exit_grace_s

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,45 @@ def test_a_sure_scan_that_finds_nothing_is_not_repeated(monkeypatch: pytest.Monk
     listed.clear()
     assert procs.stop_tree(None, "nobody-carries-this", grace_s=0.5, since=since) is False
     assert listed == [1, 1]
+
+
+def test_the_first_look_after_a_command_reads_no_older_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stop right after a short command looks with its leader's pid as the
+    floor even when the grace is too long for one (pid_max 32768 gives a
+    floor for 0.33 s at most); the look that follows, and a first look that
+    took longer than its floor holds (FIRST_LOOK_S), use the grace's floor."""
+    import subprocess
+
+    leader = subprocess.Popen(["true"], start_new_session=True)
+    leader.wait()
+    since = int(time.monotonic() * os.sysconf("SC_CLK_TCK"))  # as if it started now
+    uptime = time.monotonic()
+    monkeypatch.setattr(
+        procs,
+        "_read_small",
+        lambda path: {
+            "/proc/sys/kernel/pid_max": b"32768\n",
+            "/proc/uptime": f"{uptime:.2f} 0.00\n".encode(),
+        }.get(path, b""),
+    )
+    monkeypatch.setattr(procs, "_newest_pid", lambda: leader.pid + 5)
+    floors: list[int] = []
+
+    def scan(pgid: Any, marker: Any, since: Any, floor: int) -> tuple[set[int], bool]:
+        floors.append(floor)
+        return set(), True
+
+    monkeypatch.setattr(procs, "_scan", scan)
+    assert procs.stop_tree(leader.pid, "mk-first-look", grace_s=5.0, since=since) is False
+    assert floors == [leader.pid]  # sure and quick: one look, above the leader
+    floors.clear()
+    clock = iter([0.0, procs.FIRST_LOOK_S + 0.01])  # the look outlasted its floor
+    slow = types.SimpleNamespace(monotonic=lambda: next(clock, 1e9), sleep=time.sleep)
+    monkeypatch.setattr(procs, "time", slow)
+    assert procs.stop_tree(leader.pid, "mk-first-look", grace_s=5.0, since=since) is False
+    assert floors == [leader.pid, 0]  # looked again, reading every process
 
 
 def test_a_killed_supervisor_is_recovered_as_interrupted_exactly_once(

@@ -9,10 +9,11 @@ Invariants:
   first record goes to the task ledger;
 - a failure to start the supervisor is recorded on the task (``failed``)
   and raised, never left ``starting``;
-- a foreground call's supervisor is forked from this process
-  (:mod:`.forked`: no interpreter start for a command that ends before its
-  yield); a detached task's supervisor starts with ``python -S`` from this
-  package's parent directory, so it runs exactly this code without
+- a foreground call's supervisor is forked from this process, or is one
+  forked earlier that waits for this process's next call (:mod:`.forked`:
+  no interpreter start for a command that ends before its yield, no fork
+  per command); a detached task's supervisor starts with ``python -S`` from
+  this package's parent directory, so it runs exactly this code without
   site-packages start-up cost.
 """
 
@@ -58,29 +59,39 @@ DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024 * 1024
 @dataclass
 class Launched:
     """A started supervisor. Foreground calls: ``control`` is the caller's end
-    of the socket to the supervisor forked as ``pid``. Detached tasks: ``sup``
-    is its Popen."""
+    of the socket to the supervisor forked as ``pid`` (or handed the call
+    while idle: :mod:`.forked`). Detached tasks: ``sup`` is its Popen."""
 
     task_id: str
     dir: Path
     sup: subprocess.Popen[bytes] | None
     control: socket.socket | None
     pid: int | None = None
-    exited: bool = False
+    # the call has ended: the supervisor exited (b"") or waits for the
+    # next call (forked.DONE); None while it runs
+    ended: bytes | None = None
+    abandoned: bool = False
 
     def close_control(self) -> None:
-        """Let go of the supervisor (promoted, or it has exited)."""
-        if self.control is not None:
-            self.control.close()
-            self.control = None
-            if self.pid is not None:
-                forked.collect(self.pid, exited=self.exited)
+        """Let go of the supervisor (promoted, or its call has ended): one
+        that waits for the next call goes back to this process's pool."""
+        if self.control is None:
+            return
+        ctl, self.control = self.control, None
+        if self.pid is None:
+            ctl.close()
+        elif self.ended == forked.DONE and not self.abandoned:
+            forked.release(self.pid, ctl)
+        else:
+            ctl.close()
+            forked.collect(self.pid, exited=self.ended == b"")
 
     def wait_exit(self, timeout_s: float | None) -> bool:
-        """Wait for the supervisor to exit; False at the timeout."""
+        """Wait for the call to end; False at the timeout."""
         if self.control is not None:
-            self.exited = self.exited or forked.wait_eof(self.control, timeout_s)
-            return self.exited
+            if self.ended is None:
+                self.ended = forked.wait_end(self.control, timeout_s)
+            return self.ended is not None
         if self.sup is not None:
             try:
                 self.sup.wait(timeout=timeout_s)
@@ -91,6 +102,7 @@ class Launched:
     def abandon(self, timeout_s: float = 5.0) -> None:
         """Tell the supervisor its caller is leaving (it stops the command
         unless promoted) and wait up to ``timeout_s`` for it to finish."""
+        self.abandoned = True
         if self.control is not None:
             try:
                 self.control.shutdown(socket.SHUT_WR)

@@ -36,6 +36,9 @@ PR_SET_PDEATHSIG = 1
 # the most pids a second this module assumes a machine hands out (a fork
 # storm reaches a few tens of thousands): see pid_floor
 FORKS_PER_S = 100_000
+# how long the first look of a stop (:func:`stop_tree`) may take for its
+# pid floor to hold (one scan takes about a millisecond)
+FIRST_LOOK_S = 0.05
 
 
 def runtime_setting(config: Any, key: str, default: Any = None) -> Any:
@@ -348,13 +351,19 @@ def stop_tree(
     else: the processes inside it are gone, or would be with it). It usually
     dies with bwrap's outer process; not when the stop lands while the
     sandbox is still being set up."""
+    # the first look's floor holds for that look only (FIRST_LOOK_S): on a
+    # machine with pid_max 32768 a floor good for the whole grace is never
+    # given, and every process on the machine was read after every command
+    look_end = time.monotonic() + FIRST_LOOK_S
+    pids, sure = _scan(pgid, marker, since, pid_floor(pgid, since, within_s=FIRST_LOOK_S))
+    if not pids and sure and time.monotonic() < look_end:
+        return False  # the common end of a command: nothing was left
     floor = pid_floor(pgid, since, within_s=grace_s + 1.0)
     # nothing found is looked for once more unless the scan was sure (see
-    # ``_scan``): a marked process caught between two execs (``setsid cmd
-    # &``: sh, then setsid, then cmd) shows no environment for that moment,
-    # and a command's tree is scanned only here
-    pids, sure = _scan(pgid, marker, since, floor)
-    if not pids and not sure:
+    # ``_scan``) within its floor's time: a marked process caught between
+    # two execs (``setsid cmd &``: sh, then setsid, then cmd) shows no
+    # environment for that moment, and a command's tree is scanned only here
+    if not pids:
         pids = live_members(pgid, marker, since, floor)
     if not pids:
         return False

@@ -1,7 +1,8 @@
-"""The per-command supervisor: a small detached process (own session) that
-runs one command, streams its output to files, enforces the output cap on
+"""The command supervisor: a small detached process (own session) that
+runs a command, streams its output to files, enforces the output cap on
 the write path, records how it ended and, for a promoted task, reports the
-result to the agent exactly once.
+result to the agent exactly once. A forked one then takes its caller's
+next command (:func:`.forked.serve`), one at a time.
 
 How it starts (see :mod:`.forked` for why):
 
@@ -84,6 +85,10 @@ def _phase(name: str) -> None:
 TERMINAL = ("completed", "failed", "cancelled", "interrupted")
 
 
+def _nothing() -> None:
+    pass
+
+
 def stop_recorded(rec: TaskRecord) -> bool:
     """The record asks for the command to end: a stop was requested
     (``stop_requested_at``, written by ``task_stop`` under the task's lock
@@ -133,6 +138,10 @@ class Supervisor:
         self.streams: dict[int, int | None] = {}
         self.background_killed = False
         self.returncode = 0
+        # the caller closed its end of the control socket (promoted or gone)
+        self.caller_left = False
+        # the record as the end wrote it (:meth:`finalize`)
+        self.final: TaskRecord | None = None
         # written to by request_stop so a stop signal wakes the loop's select
         # (PEP 475 retries an interrupted select with its full timeout)
         self._wake_w: int | None = None
@@ -325,6 +334,7 @@ class Supervisor:
                         data = b""
                     if not data:
                         sel.unregister(0)
+                        self.caller_left = True
                         if not self.read().get("promoted"):
                             self.request_stop("owner_gone", 1.0)
                         elif self.forked:
@@ -350,6 +360,7 @@ class Supervisor:
         rc = proc.wait()
         self.capture.drain(sel, streams)
         self.returncode = rc
+        sel.close()
         for extra in (fifo, pidfd):
             if extra is not None:
                 os.close(extra)
@@ -393,8 +404,35 @@ class Supervisor:
             r["output_capped"] = self.capture.cap_hit
             r["finished_at"] = _now_iso()
 
-        rec = self.update(done)
+        rec = self.final = self.update(done)
         self.finish_reporting(rec)
+
+    def ended_plainly(self) -> bool:
+        """The call ran to its end with its caller still there, unpromoted,
+        and nobody asked for a stop: its forked supervisor may take the
+        caller's next call (:func:`.forked.serve`)."""
+        rec = self.final
+        return (
+            rec is not None
+            and self.control
+            and not self.caller_left
+            and self.stop_reason not in ("stop_requested", "owner_gone")
+            and not rec.get("promoted")
+            and not rec.get("stop_requested_at")
+        )
+
+    def release(self) -> None:
+        """Close what the ended call still holds (the command's pipes, its
+        terminal), break the capture's cycle back to this object: a forked
+        supervisor takes its next call without the cycle collector."""
+        for f in (getattr(self.proc, n, None) for n in ("stdin", "stdout", "stderr")):
+            if f is not None:
+                f.close()
+        if self.feed.master is not None:
+            os.close(self.feed.master)
+            self.feed.master = None
+        self.capture.on_cap = _nothing
+        self.proc = None
 
     def finish_reporting(self, rec: TaskRecord) -> None:
         if not rec.get("promoted"):
