@@ -160,9 +160,7 @@ def test_a_supervisor_serves_at_most_max_calls(
 
 
 @pytest.mark.slow
-def test_a_reused_supervisor_promotes_and_reports_once(
-    call: Call, on_host: ToolContext
-) -> None:
+def test_a_reused_supervisor_promotes_and_reports_once(call: Call, on_host: ToolContext) -> None:
     """A call served by a supervisor that served another before it runs
     past its yield: it is handed off (a fresh interpreter, out of the
     pool) and reports its ONE result."""
