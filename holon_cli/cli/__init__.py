@@ -138,7 +138,8 @@ def _end_fast(code: int) -> None:
     hundred modules one by one; measured in benchmarks/cli_startup.py).
 
     Only for the real console script: stdout and stderr are the process's own
-    (an in-process runner swaps them) and no other thread runs. The ``atexit``
+    (an in-process runner swaps them) and no other thread runs but the
+    turn's idle call threads (``runtime/turn/abort.py``). The ``atexit``
     hooks run first, as the interpreter would run them before its teardown
     (logging's handler flush, which every process that imported httpx2 has;
     ``weakref.finalize`` clean-ups). Durable state never depends on teardown:
@@ -149,7 +150,9 @@ def _end_fast(code: int) -> None:
     if out is not sys.__stdout__ or err is not sys.__stderr__ or out is None or err is None:
         return
     threading = sys.modules.get("threading")
-    if threading is not None and threading.active_count() > 1:
+    abort = sys.modules.get("holon_cli.runtime.turn.abort")
+    idle = abort.idle_call_threads() if abort is not None else 0  # waiting for a call
+    if threading is not None and threading.active_count() - idle > 1:
         return
     from holon_cli.cpython_seam import run_exit_hooks
 

@@ -317,6 +317,30 @@ def test_a_turn_and_a_tick_end_fast_too_other_click_commands_do_not(tmp_path: Pa
     assert other.returncode == 0 and "teardown" in other.stderr
 
 
+def test_a_run_with_commands_ends_fast_with_its_call_threads_idle(tmp_path: Path) -> None:
+    """A run's provider and tool calls run on call threads that wait for the
+    next call (``runtime/turn/abort.py``) and its commands' supervisor
+    waits too: neither keeps ``holon run`` from ending without the
+    teardown, and the supervisor is collected, not left behind."""
+    model = tmp_path / "s.yaml"
+    model.write_text(
+        "steps:\n"
+        "  - tool_calls: [{name: ExecCommand, id: one, arguments: {cmd: 'echo $PPID'}}]\n"
+        "  - tool_calls: [{name: ExecCommand, id: two, arguments: {cmd: 'echo $PPID'}}]\n"
+        '  - text: "sup {{one.stdout_preview}} {{two.stdout_preview}} done"\n'
+    )
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "config.yaml").write_text("execution:\n  sandbox: none\n")
+    env = {**os.environ, "HOLON_HOME": str(home), "PYTHONPATH": str(REPO)}
+    proc = _entry_with_hooks(["run", "--model", f"scripted:{model}", "--json", "go"], env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("atexit hook") == 1 and "teardown" not in proc.stderr
+    words = proc.stdout.split("sup ", 1)[1].split()
+    assert words[2].startswith("done") and words[0] == words[1], proc.stdout  # one supervisor
+    assert not Path(f"/proc/{words[0]}").exists(), "the supervisor outlived the run"
+
+
 def test_a_turn_that_called_an_mcp_server_ends_fast(tmp_path: Path) -> None:
     """The MCP host's loop thread ends with the turn's servers, so the turn's
     process is left with one thread and ends without the teardown, which with

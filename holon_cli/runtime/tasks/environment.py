@@ -169,7 +169,7 @@ def command_env(
     mode = inherit_mode(sect)
     keys = key_env_names(config)
     if mode == "core":
-        env = {k: v for k, v in src.items() if is_core_name(k)}
+        env = {k: src[k] for k in src if is_core_name(k)}  # values of core names only
     elif mode == "all":
         env = {k: v for k, v in src.items() if not (is_secret_name(k) or is_secret_value(v))}
     else:

@@ -169,7 +169,9 @@ def launch(
     from holon_cli.runtime.workspace.guard import check_root
 
     exec_root = root or cwd
-    for p in (exec_root, cwd):  # a binding recorded before the workspace check existed
+    # a binding recorded before the workspace check existed (each path once:
+    # the root is most often the working directory)
+    for p in dict.fromkeys((Path(exec_root), Path(cwd))):
         check_root(p, agent_home=store.layout.home, what="an execution root")
     # the trace continues into the command: TRACEPARENT names the current
     # span (the ExecCommand's execute_tool) when tracing is on
@@ -298,6 +300,7 @@ def _task_record(
 ) -> TaskRecord:
     """The new task's record, still ``starting``, owned by this process
     unless it is detached."""
+    me = procs.process_identity(os.getpid())
     return {
         "v": tm.TASK_RECORD_VERSION,
         "id": tid,
@@ -318,9 +321,9 @@ def _task_record(
             "spec": command,
             "trust": "trusted_system",
         },
-        "owner": None if detached else procs.process_identity(os.getpid()),
+        "owner": None if detached else me,
         # who is launching it: a record still "starting" is not lost while it lives
-        "launcher": procs.process_identity(os.getpid()),
+        "launcher": me,
         "supervisor": None,
         "result_message_id": None,
     }

@@ -123,6 +123,62 @@ def wait_for_end(store: AgentStore, run_id: str, timeout_s: float) -> dict[str, 
     return None
 
 
+# an idle call thread waits this long for the next call, then ends
+WORKER_IDLE_S = 30.0
+_idle_workers: list[_Worker] = []
+_idle_lock = threading.Lock()
+
+
+class _Worker:
+    """A thread that runs the turn's calls one after another (starting a
+    thread per provider call and per tool call cost ~0.1 ms of CPU each).
+    One whose call was given up on (an abort) finishes it before it takes
+    another; idle for :data:`WORKER_IDLE_S`, it ends."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._job: Callable[[], None] | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._started = False
+
+    def give(self, job: Callable[[], None]) -> None:
+        self._job = job
+        self._ready.set()
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            if not self._ready.wait(WORKER_IDLE_S):
+                with _idle_lock:
+                    if self in _idle_workers:  # not taken meanwhile: end
+                        _idle_workers.remove(self)
+                        return
+                continue  # taken just now: its call is on the way
+            self._ready.clear()
+            job, self._job = self._job, None
+            if job is not None:
+                job()
+            with _idle_lock:
+                _idle_workers.append(self)
+
+
+def idle_call_threads() -> int:
+    """How many call threads wait for a call (the fast exit ends the
+    process with them: they hold nothing)."""
+    with _idle_lock:
+        return sum(1 for w in _idle_workers if w._started)
+
+
+def _worker(name: str) -> _Worker:
+    """An idle call thread (named ``name`` for this call), or a new one."""
+    with _idle_lock:
+        w = _idle_workers.pop() if _idle_workers else _Worker()
+    w._thread.name = name
+    return w
+
+
 class AbortWatch:
     """The turn's side: runs blocking calls on a worker thread and gives up
     on them when an abort for ``run_id`` is requested."""
@@ -188,7 +244,7 @@ class AbortWatch:
             finally:
                 done.set()
 
-        threading.Thread(target=work, name=f"holon-call-{self.run_id}", daemon=True).start()
+        _worker(f"holon-call-{self.run_id}").give(work)
         try:
             while not done.wait(self.poll_s):
                 if self.requested():
