@@ -151,6 +151,35 @@ def test_an_idle_supervisor_leaves_after_its_idle_time(
     assert supervisor_of(call("ExecCommand", cmd=PARENT)) != sup
 
 
+def test_a_supervisor_past_its_age_takes_no_more_calls(
+    call: Call, on_host: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle supervisor forked longer ago than MAX_AGE_S is let go (it
+    holds a copy of what its caller wrote since) and collected; the call
+    goes to a new one."""
+    first = supervisor_of(call("ExecCommand", cmd=PARENT))
+    monkeypatch.setattr(forked, "MAX_AGE_S", 0.0)
+    second = supervisor_of(call("ExecCommand", cmd=PARENT))
+    assert second != first and gone(first)
+
+
+def test_a_supervisor_gone_idle_is_collected_at_the_next_call(
+    call: Call, on_host: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One that left the pool on its own (its idle time passed) leaves no
+    zombie once this process starts its next command."""
+    monkeypatch.setattr(forked, "IDLE_S", 0.2)
+    sup = supervisor_of(call("ExecCommand", cmd=PARENT))
+    end = time.monotonic() + 5
+    while Path(f"/proc/{sup}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < end
+        time.sleep(0.02)
+    monkeypatch.setattr(forked, "IDLE_S", 60.0)
+    supervisor_of(call("ExecCommand", cmd=PARENT))
+    assert not Path(f"/proc/{sup}").exists()
+    assert all(idle.pid != sup for idle in forked._pool)
+
+
 def test_a_supervisor_serves_at_most_max_calls(
     call: Call, on_host: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:

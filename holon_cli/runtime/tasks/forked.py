@@ -68,7 +68,9 @@ away idle is found by the missing acknowledgement, and the call is forked
 as before. It never serves a call after one whose record asked for a stop
 (a ``task_stop`` signals the supervisor it read from the record: a late
 signal must not reach the next call), nor with a stop signal pending; it
-serves at most :data:`MAX_CALLS`. Everything a call opened is closed
+serves at most :data:`MAX_CALLS`, and none later than :data:`MAX_AGE_S`
+after its fork (it holds a copy of every page its caller wrote since: in
+``holon serve`` that grows with time). Everything a call opened is closed
 before the next (:meth:`.supervisor.Supervisor.release`); the collector
 stays off (see above), so what it leaves is freed by reference counts.
 """
@@ -103,6 +105,10 @@ TAKEN = b"t"
 # answer between two tool rounds takes seconds); how many calls it serves
 IDLE_S = 60.0
 MAX_CALLS = 256
+# how long after its fork a supervisor is handed calls: it holds a copy of
+# every page its caller wrote since (copy-on-write), which in ``holon
+# serve`` grows with the time since the fork
+MAX_AGE_S = 120.0
 # how long the caller waits for an idle supervisor to take a call
 TAKE_S = 2.0
 _CALL_LEN = struct.Struct("!I")
@@ -112,7 +118,7 @@ _CALL_LEN = struct.Struct("!I")
 class _Idle:
     pid: int
     sock: socket.socket
-    since: float
+    born: float  # when it was forked (time.monotonic)
 
 
 # idle supervisors of this process, newest last (threads of ``holon serve``
@@ -120,6 +126,8 @@ class _Idle:
 _pool: list[_Idle] = []
 _pool_lock = threading.Lock()
 _at_exit = False
+# when each supervisor this process forked was forked
+_born: dict[int, float] = {}
 # supervisors forked by this process that were promoted (or abandoned) and
 # may still exit later: reaped without blocking at the next start, so a
 # long-lived caller (``holon serve``) collects no zombies
@@ -127,13 +135,26 @@ _unreaped: set[int] = set()
 
 
 def reap() -> None:
+    """Collect the supervisors that were let go and have exited since, and
+    those that left the pool on their own (idle for :data:`IDLE_S`)."""
+    with _pool_lock:
+        gone = [idle for idle in _pool if _exited(idle.pid)]
+        for idle in gone:
+            _pool.remove(idle)
+    for idle in gone:
+        idle.sock.close()
+        _born.pop(idle.pid, None)
     for pid in list(_unreaped):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
+        if _exited(pid):
             _unreaped.discard(pid)
+
+
+def _exited(pid: int) -> bool:
+    """``pid`` (a child) has exited; it is collected."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True
 
 
 def start(task_dir: Path, env: dict[str, str]) -> tuple[int, socket.socket]:
@@ -186,6 +207,7 @@ def _fork(call: tuple[Path, dict[str, str]], log: int) -> tuple[int, socket.sock
             os._exit(code)
     theirs.close()
     os.close(log)
+    _born[pid] = time.monotonic()
     return pid, ours
 
 
@@ -206,6 +228,10 @@ def _take(task_dir: Path, env: dict[str, str]) -> tuple[int, socket.socket] | No
             if not _pool:
                 return None
             idle = _pool.pop()
+        if time.monotonic() - idle.born > MAX_AGE_S:
+            idle.sock.close()  # it exits on the closed socket
+            collect(idle.pid, exited=False)
+            continue
         try:
             idle.sock.sendall(_CALL_LEN.pack(len(call)) + call)
             if _read_byte(idle.sock, TAKE_S) == TAKEN:
@@ -233,7 +259,7 @@ def release(pid: int, sock: socket.socket) -> None:
     The first one kept registers :func:`_retire_at_exit`."""
     global _at_exit
     with _pool_lock:
-        _pool.append(_Idle(pid, sock, time.monotonic()))
+        _pool.append(_Idle(pid, sock, _born.get(pid, time.monotonic())))
         if not _at_exit:
             atexit.register(_retire_at_exit)
             _at_exit = True
@@ -267,7 +293,8 @@ def retire_idle(wait_s: float = 0.0) -> list[int]:
 
 def collect(pid: int, *, exited: bool) -> None:
     """The caller is done with supervisor ``pid``: reap it now when it has
-    exited, else (promoted) at a later :func:`reap`."""
+    exited, else (promoted, or let go idle) at a later :func:`reap`."""
+    _born.pop(pid, None)
     if exited:
         try:
             os.waitpid(pid, 0)
