@@ -8,3 +8,8 @@ is handed the catalog) -> ``serve`` -> ``cli`` (click + rendering only).
 """
 
 __version__ = "0.1.0"
+
+from holon_cli.cpython_seam import cache_forward_ref_code  # noqa: E402
+
+# before any record type is defined: each TypedDict field compiles its string
+cache_forward_ref_code()
