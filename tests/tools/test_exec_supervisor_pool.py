@@ -4,6 +4,7 @@ from one call into the next, when it lets go. Real processes."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -221,19 +222,30 @@ SCRIPT = textwrap.dedent(
     )
     assert tasks.wait_foreground(launched, 10)["status"] == "completed"
     print(launched.pid, flush=True)
-    if sys.argv[1] == "kill":
+    if sys.argv[1] == "kill-mid":  # the same supervisor's second call runs
+        second = tasks.launch(
+            store, argv=["/bin/bash", "-c", "sleep 30"], cmd="sleep 30", cwd=Path.cwd(),
+            shell=None, login=False, config={"execution": {"sandbox": "none"}},
+        )
+        assert second.pid == launched.pid
+        while (tasks.read_record_file(second.dir) or {}).get("status") != "running":
+            pass
+        print(second.task_id, flush=True)
+    if sys.argv[1] in ("kill", "kill-mid"):
         os.kill(os.getpid(), signal.SIGKILL)  # no exit hooks
     """
 )
 
 
-@pytest.mark.parametrize("how", ["exit", "kill"])
+@pytest.mark.parametrize("how", ["exit", "kill", "kill-mid"])
 def test_an_idle_supervisor_ends_with_its_caller(
     holon_home: Path, tmp_path: Path, how: str
 ) -> None:
     """A caller that exits collects its idle supervisor (its CPU then counts
     as the caller's children's, as it did with one supervisor per call); a
-    caller killed outright leaves it its socket's EOF, and it exits too."""
+    caller killed outright leaves it its socket's EOF, and it exits too;
+    killed while the supervisor runs its second call, that call's command
+    is stopped with it, as a first call's is."""
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, how],
         cwd=tmp_path,
@@ -248,6 +260,18 @@ def test_an_idle_supervisor_ends_with_its_caller(
         assert not Path(f"/proc/{sup}").exists(), "collected before its caller ended"
         return
     assert proc.returncode == -signal.SIGKILL
+    if how == "kill-mid":
+        from task_reaper import leftovers
+
+        tid = proc.stdout.split()[1]
+        rec_path = next(holon_home.glob(f"agents/*/.holon/tasks/{tid}/task.json"))
+        end = time.monotonic() + 10
+        while True:
+            rec = json.loads(rec_path.read_text())
+            if rec["status"] == "interrupted" and not leftovers(rec):
+                break
+            assert time.monotonic() < end, (rec, leftovers(rec))
+            time.sleep(0.05)
     end = time.monotonic() + 5
     while Path(f"/proc/{sup}").exists():  # reparented: init collects it
         state: Any = Path(f"/proc/{sup}/stat").read_text().rsplit(")", 1)[1].split()[0]
