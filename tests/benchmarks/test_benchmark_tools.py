@@ -287,6 +287,7 @@ def test_mcp_benchmark_measures_real_turns_with_a_tool_call() -> None:
     assert "first_call" not in report  # no codex given
 
 
+@pytest.mark.slow
 def test_replay_benchmark_replays_a_recorded_turn_without_network() -> None:
     """`replay.py` records real turns over the loopback provider, then shuts
     it down and refuses every connect before it replays (its replays must

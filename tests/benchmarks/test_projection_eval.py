@@ -42,6 +42,7 @@ def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> ModuleType:
     return _load()
 
 
+@pytest.mark.slow
 def test_one_case_over_the_wire_reports_per_transport_and_no_vacuous_ratio(
     bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -59,6 +60,7 @@ def test_one_case_over_the_wire_reports_per_transport_and_no_vacuous_ratio(
     assert len(out["load"]) == 6 and out["goal"] == 0.95
 
 
+@pytest.mark.slow
 def test_a_missed_goal_exits_1(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     bench.GOAL = 1.01  # no layout keeps more than all of the previous request
     assert bench.main(["--case", "short_reference", "--transport", "chat"]) == 1

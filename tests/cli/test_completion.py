@@ -324,6 +324,7 @@ QUICK = {
 }
 
 
+@pytest.mark.slow
 def test_bash_completes(workdir: Path, live: Live) -> None:
     """The cases of each kind, in one bash: commands, options, choices,
     --opt=value both ways, paths, live ids of every kind, damage."""

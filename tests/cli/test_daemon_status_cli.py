@@ -59,6 +59,7 @@ def test_status_exit_codes_stopped_3_stale_1() -> None:
     assert envelope(res)["ok"] is True and envelope(res)["data"]["state"] == "stale"
 
 
+@pytest.mark.slow
 def test_start_refuses_a_socket_a_foreign_process_answers_on(
     tmp_path: Path, no_daemon_left: None
 ) -> None:

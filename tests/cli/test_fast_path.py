@@ -341,6 +341,7 @@ def test_a_run_with_commands_ends_fast_with_its_call_threads_idle(tmp_path: Path
     assert not Path(f"/proc/{words[0]}").exists(), "the supervisor outlived the run"
 
 
+@pytest.mark.slow
 def test_a_turn_that_called_an_mcp_server_ends_fast(tmp_path: Path) -> None:
     """The MCP host's loop thread ends with the turn's servers, so the turn's
     process is left with one thread and ends without the teardown, which with
@@ -406,6 +407,7 @@ def _mcp_home(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return {**os.environ, "HOLON_HOME": str(home), "PYTHONPATH": str(REPO)}, log
 
 
+@pytest.mark.slow
 def test_the_operators_mcp_commands_end_fast_with_their_servers_stopped(tmp_path: Path) -> None:
     """``holon mcp call``, ``check`` and ``refresh`` stop the servers they
     started before they print, so they end like a turn: the ``atexit`` hooks

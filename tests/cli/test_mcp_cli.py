@@ -135,6 +135,7 @@ def test_unknown_server_is_exit_3(script_runner: Any, holon_home: Path) -> None:
         assert err["kind"] == "not_found" and "zzz" in err["message"] and "a" in err["hint"]
 
 
+@pytest.mark.slow
 def test_check_exit_codes_and_failures_named(
     script_runner: Any, holon_home: Path, tmp_path: Path
 ) -> None:
@@ -159,6 +160,7 @@ def test_check_exit_codes_and_failures_named(
     assert "failed" in text and "missing" in text
 
 
+@pytest.mark.slow
 def test_auto_falls_back_on_an_error_or_a_silent_probe(
     script_runner: Any, holon_home: Path
 ) -> None:
@@ -191,6 +193,7 @@ def test_a_modern_only_server_pinned_legacy_fails_clearly(
     assert "-32022" in j(res)["data"]["servers"][0]["error"]
 
 
+@pytest.mark.slow
 def test_call_results_and_errors(script_runner: Any, holon_home: Path) -> None:
     write_config(holon_home, {"f": fake(tool_timeout="1s")})
     ok = script_runner.run(["holon", "mcp", "call", "f", "echo", '{"text": "hi there"}'])
@@ -224,6 +227,7 @@ def test_http_bearer_token_env_unset_is_named(script_runner: Any, holon_home: Pa
     assert "HOLON_TEST_NO_SUCH_TOKEN" in j(res)["data"]["servers"][0]["error"]
 
 
+@pytest.mark.slow
 def test_refresh_rewrites_the_cached_list(script_runner: Any, holon_home: Path) -> None:
     write_config(holon_home, {"f": fake()})
     assert script_runner.run(["holon", "mcp", "refresh", "f"]).returncode == 0

@@ -100,6 +100,7 @@ def test_daemon_start_beside_a_foreground_serve_names_it(fg: Surface) -> None:
     assert not (fg.path.parent / "daemon.json").exists()
 
 
+@pytest.mark.slow
 def test_a_dbos_worker_socket_is_found(run_dir: Path, tmp_path: Path) -> None:
     for name in ("holon-host-1234.sock", "w-0123456789.sock"):
         worker = serve_on(run_dir / name)

@@ -182,6 +182,7 @@ def test_turn_on_a_paused_agent_is_refused_by_policy(model: str) -> None:
 # ------------------------------------------------------------ enqueue --wait
 
 
+@pytest.mark.slow
 def test_wait_without_a_serve_says_so_within_2s_then_times_out(model: str) -> None:
     t0 = time.monotonic()
     res = run("enqueue", "anyone there?", "--wait", "--timeout", "2s")
@@ -194,6 +195,7 @@ def test_wait_without_a_serve_says_so_within_2s_then_times_out(model: str) -> No
     assert took < 30  # a loaded machine; the notice itself is asserted by the 2 s timeout
 
 
+@pytest.mark.slow
 def test_wait_on_a_paused_agent_names_the_hold(model: str) -> None:
     set_lifecycle("main", "pause")
     res = run("enqueue", "hello", "--wait", "--timeout", "2s", "--json")
@@ -205,6 +207,7 @@ def test_wait_on_a_paused_agent_names_the_hold(model: str) -> None:
     assert "paused" in doc["error"]["message"] and "holon agent start main" in doc["error"]["hint"]
 
 
+@pytest.mark.slow
 def test_wait_on_a_budget_held_agent_names_the_budget_and_its_reset(
     model: str, holon_home: Path, now: list[float]
 ) -> None:
@@ -215,6 +218,7 @@ def test_wait_on_a_budget_held_agent_names_the_budget_and_its_reset(
     assert f"until {MIDNIGHT}" in res.stderr
 
 
+@pytest.mark.slow
 def test_wait_with_a_serve_listening_says_nothing_of_the_kind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -22,6 +22,7 @@ from docgen import facts, ref_errors  # noqa: E402
 GUIDES = REPO / "docs" / "guides"
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     if importlib.util.find_spec("mkdocs") is None:
         pytest.skip("mkdocs is not installed: pip install -e '.[docs]' (the docs extra)")

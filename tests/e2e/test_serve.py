@@ -41,6 +41,7 @@ def model_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return model
 
 
+@pytest.mark.slow
 def test_enqueue_is_completed_and_sigterm_exits_cleanly(tmp_path: Path, model_env: str) -> None:
     first = _enqueue("queued before serve started")
     proc = start_serve(tmp_path)

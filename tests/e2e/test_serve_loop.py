@@ -53,6 +53,7 @@ def _settle(sch: Scheduler) -> None:
         sch._dirty.clear()
 
 
+@pytest.mark.slow
 def test_the_watcher_wakes_the_agent_a_writer_marked_and_ignores_workspaces(
     watcher: Scheduler,
 ) -> None:
@@ -292,6 +293,7 @@ def test_serve_freezes_what_its_warm_up_left_out_of_the_collectors_reach() -> No
     assert out.stdout.split() == ["True", "True"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("model", "base_url", "built"),
     [
@@ -394,6 +396,7 @@ def _idle(sch: Scheduler, passes: int, timeout: float = 20.0) -> None:
     time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_serve_starting_on_a_sound_index_passes_only_agents_with_work(
     holon_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

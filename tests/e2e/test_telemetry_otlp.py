@@ -59,6 +59,7 @@ def _config(home: Path, text: str) -> None:
     (home / "config.yaml").write_text(text)
 
 
+@pytest.mark.slow
 def test_a_turn_process_exports_its_spans_and_metrics_and_its_command_continues_the_trace(
     tmp_path: Path, holon_home: Path
 ) -> None:
@@ -114,6 +115,7 @@ def _closed_port() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("collector", ["gone", "hangs"])
 def test_a_collector_down_neither_fails_nor_holds_the_turn(
     tmp_path: Path, holon_home: Path, collector: str

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from holon_cli.runtime import workitems as wi
@@ -101,6 +102,7 @@ def test_spawning_a_child_acks_then_the_childs_result_names_its_task(tmp_path: P
     assert last["related_task_id"] == h["task_id"]
 
 
+@pytest.mark.slow
 def test_a_promoted_command_acks_with_its_task(tmp_path: Path) -> None:
     call = {"name": "ExecCommand", "arguments": {"cmd": "sleep 1; echo done", "yield_time_ms": 100}}
     model = script(

@@ -297,6 +297,7 @@ def test_a_turn_a_budget_stopped_replays(tmp_path: Path) -> None:
     assert_match(res.turn_id, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seen", ["mid_call", "after_return"])
 def test_a_turn_the_operator_aborted_mid_call_replays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen: str

@@ -250,6 +250,7 @@ def test_next_gc_is_a_day_after_the_last_one_across_restarts() -> None:
     assert RT.next_gc_in(1000.0 + 2 * DAY) == RT.GC_FIRST_DELAY_S
 
 
+@pytest.mark.slow
 def test_serve_applies_retention_on_its_schedule() -> None:
     import threading
 

@@ -504,6 +504,7 @@ def test_prune_outputs_by_age_and_size(store: AgentStore) -> None:
     assert plane.prune_outputs(store, {})["removed"] == 0
 
 
+@pytest.mark.slow
 def test_task_tools(store: AgentStore, tmp_path: Path) -> None:
     from holon_cli.providers.base import ToolCall
     from holon_cli.tools.base import ToolContext, execute

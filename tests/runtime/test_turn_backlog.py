@@ -75,6 +75,7 @@ def _turn(model: str) -> int:
     return peak
 
 
+@pytest.mark.slow
 def test_a_turn_reads_its_own_body_and_previews_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,6 +91,7 @@ def test_a_turn_reads_its_own_body_and_previews_only(
     assert reads.parsed < MB, f"a turn parsed {reads.parsed / MB:.1f} MB of ledger records"
 
 
+@pytest.mark.slow
 def test_peak_memory_is_flat_in_the_backlog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -233,6 +233,7 @@ def test_a_damaged_agent_is_reported_and_looked_at_every_time(
     assert got == {"bad"} and out["bad"]["ok"] is False
 
 
+@pytest.mark.slow
 def test_an_agent_with_kept_outputs_is_due_when_the_oldest_ages_out(
     holon_home: Path, ticked: list[str]
 ) -> None:

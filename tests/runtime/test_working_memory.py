@@ -260,6 +260,7 @@ def test_append_once_writes_an_episode_a_single_time() -> None:
 # --------------------------------------------- the scenario (7 turns)
 
 
+@pytest.mark.slow
 def test_an_operator_fact_survives_twelve_unrelated_turns(
     tmp_path: Path, prompts: list[Any]
 ) -> None:

@@ -159,6 +159,7 @@ def test_trusted_proxies_are_checked_on_load(holon_home: Path) -> None:
 # ------------------------------------------------------------ item 6
 
 
+@pytest.mark.slow
 def test_a_head_not_finished_in_time_is_closed(holon_home: Path) -> None:
     config(holon_home, {"serve": {"header_timeout": "500ms"}})
     with live_server() as (srv, host, port):
@@ -187,6 +188,7 @@ def test_a_head_not_finished_in_time_is_closed(holon_home: Path) -> None:
         assert get(host, port, "/status")[0] == 200
 
 
+@pytest.mark.slow
 def test_the_head_clock_restarts_after_each_response(holon_home: Path) -> None:
     config(holon_home, {"serve": {"header_timeout": "700ms"}})
     with live_server() as (_srv, host, port):
@@ -248,6 +250,7 @@ def test_at_the_cap_new_connections_are_refused_while_open_requests_are_served(
         assert wait_until(lambda: get(host, port, "/healthz")[0] == 200)
 
 
+@pytest.mark.slow
 def test_a_dribbled_body_is_closed_in_time(holon_home: Path) -> None:
     # the body's deadline is 6 x serve.header_timeout from the end of the head
     config(holon_home, {"serve": {"header_timeout": "200ms"}})
@@ -284,6 +287,7 @@ def test_the_unix_socket_is_served_while_tcp_is_full(holon_home: Path, tmp_path:
             b.close()
 
 
+@pytest.mark.slow
 def test_dribblers_make_room_for_a_whole_request(holon_home: Path) -> None:
     config(holon_home, {"serve": {"max_connections": 40, "header_timeout": "30s"}})
     with live_server() as (srv, host, port):

@@ -111,6 +111,7 @@ def _has(route_name: str) -> bool:
 # ------------------------------------------------------------ smoke (not slow)
 
 
+@pytest.mark.slow
 @needs_browser
 def test_pages_load_clean_and_a_cli_enqueue_appears_without_reload(
     browser: Browser, console: Console

@@ -507,6 +507,7 @@ def _events(text: str) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 def test_agent_stream_sends_named_rows_and_panels_the_script_listens_for() -> None:
     _prompt("before the stream " + XSS)
     evs = _events(_stream("/ui/agents/main/live?after=0", 1.0, lambda: _prompt("during")))
@@ -525,6 +526,7 @@ def test_agent_stream_sends_named_rows_and_panels_the_script_listens_for() -> No
     assert names <= listened
 
 
+@pytest.mark.slow
 def test_agent_stream_resumes_after_last_event_id() -> None:
     _prompt("one")
     _prompt("two")
@@ -544,6 +546,7 @@ def test_agent_stream_resumes_after_last_event_id() -> None:
     assert bad.status_code == 400 and bad.json()["error"]["kind"] == "invalid_query"
 
 
+@pytest.mark.slow
 def test_home_stream_sends_a_changed_agents_row() -> None:
     create_agent("dev")
     open_agent("main")

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from holon_cli.runtime.agents.lifecycle import create_agent, list_agents, stale_staging
 from holon_cli.store.inbox import Inbox
 from holon_cli.store.layout import HomeLayout
@@ -33,6 +35,7 @@ def test_pid_alive() -> None:
     assert not pid_alive(_dead_pid()) and not pid_alive(0) and not pid_alive(-5)
 
 
+@pytest.mark.slow
 def test_staging_of_a_killed_creation_is_swept_by_the_next_create(holon_home: Path) -> None:
     create_agent("first")
     agents = HomeLayout.current().agents_dir

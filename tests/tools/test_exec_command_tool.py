@@ -247,6 +247,7 @@ def test_env_budget_applies_to_exec(call: Call, monkeypatch: pytest.MonkeyPatch)
 # ---------------------------------------------------------------- promotion
 
 
+@pytest.mark.slow
 def test_a_long_command_is_promoted_at_the_yield(call: Call, ctx: ToolContext) -> None:
     start = time.monotonic()
     r = call("ExecCommand", cmd="echo started; sleep 30", yield_time_ms=400)

@@ -135,6 +135,7 @@ def assert_all_gone(store: AgentStore, tid: str, within: float = 10.0) -> dict[s
     return dict(rec)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", SANDBOXES)
 @pytest.mark.parametrize("phase", ["start", "spawned", "handoff"])
 def test_a_stop_in_each_phase_ends_the_whole_tree(

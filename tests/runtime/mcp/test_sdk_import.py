@@ -23,6 +23,7 @@ def test_the_client_loads_without_the_server_side_of_the_sdk() -> None:
     assert got.splitlines() == ["[]", "mcp.client.session mcp.shared.exceptions"]
 
 
+@pytest.mark.slow
 def test_the_packages_are_whole_for_whoever_asks_them_later() -> None:
     got = _run(
         """
@@ -46,6 +47,7 @@ def test_the_packages_are_whole_for_whoever_asks_them_later() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_process_that_imported_the_sdk_first_is_left_as_it_is() -> None:
     got = _run(
         """

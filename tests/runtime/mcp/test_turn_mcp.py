@@ -135,6 +135,7 @@ def test_enabled_and_disabled_tools_trim_what_is_offered(
     assert rows["a"]["tools"] == 1 and rows["off"]["state"] == "disabled"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tool", "args", "kind"),
     [("crash", {}, "mcp_unavailable"), ("hang", {}, "mcp_timeout")],
@@ -160,6 +161,7 @@ def test_a_dead_or_silent_server_is_a_tool_error_not_a_failed_turn(
         assert "mcp fake" in script_runner.run(["holon", "status"]).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("late", ["runner", "caller"])
 def test_a_crash_is_recorded_once_in_one_wording(
     script_runner: Any,
@@ -288,6 +290,7 @@ def test_an_optional_server_that_fails_is_shown_not_dropped_silently(
     assert "failed" in lst.stdout and "gone" in lst.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 def test_elicitation_becomes_an_operator_request_answered_later(
     script_runner: Any, holon_home: Path, tmp_path: Path, era: str
@@ -352,6 +355,7 @@ def test_a_declined_request_still_has_one_outcome(
     assert script_runner.run(["holon", "mcp", "answer", rid, "--decline"]).returncode == 4
 
 
+@pytest.mark.slow
 def test_an_answer_the_server_cannot_take_is_kept_for_the_next_try(
     script_runner: Any, holon_home: Path, tmp_path: Path
 ) -> None:
