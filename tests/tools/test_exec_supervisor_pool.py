@@ -208,6 +208,27 @@ def test_a_reused_supervisor_promotes_and_reports_once(call: Call, on_host: Tool
     assert supervisor_of(call("ExecCommand", cmd=PARENT)) != sup  # it left the pool
 
 
+@pytest.mark.slow
+def test_letting_idle_supervisors_go_does_not_wait_for_a_promoted_task(
+    call: Call, on_host: ToolContext
+) -> None:
+    """A process's exit lets its idle supervisors go and waits for them; a
+    promoted task's supervisor, which runs on, is not waited for (a turn
+    that promoted a command ended a second late)."""
+    from test_exec_command_promotion import promoted_id, wait_reported
+
+    store = on_host.store
+    assert store is not None
+    supervisor_of(call("ExecCommand", cmd=PARENT))  # one idle
+    tid = promoted_id(call("ExecCommand", cmd="sleep 2", yield_time_ms=100))
+    idle = supervisor_of(call("ExecCommand", cmd=PARENT))
+    t0 = time.monotonic()
+    assert forked.retire_idle(wait_s=1.5) == [idle]
+    assert time.monotonic() - t0 < 0.5
+    assert gone(idle)
+    wait_reported(store, tid)
+
+
 SCRIPT = textwrap.dedent(
     """
     import os, signal, sys

@@ -283,12 +283,14 @@ def retire_idle(wait_s: float = 0.0) -> list[int]:
     for idle in gone:
         idle.sock.close()
         collect(idle.pid, exited=False)
+    pids = [idle.pid for idle in gone]
+    # only these: a promoted task's supervisor (also let go) runs on
     end = time.monotonic() + wait_s
-    while _unreaped and time.monotonic() < end:
+    while True:
         reap()
-        if _unreaped:
-            time.sleep(0.002)
-    return [idle.pid for idle in gone]
+        if time.monotonic() >= end or not any(pid in _unreaped for pid in pids):
+            return pids
+        time.sleep(0.002)
 
 
 def collect(pid: int, *, exited: bool) -> None:
