@@ -139,14 +139,11 @@ class _Worker:
         self._ready = threading.Event()
         self._job: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._started = False
+        self._thread.start()
 
     def give(self, job: Callable[[], None]) -> None:
         self._job = job
         self._ready.set()
-        if not self._started:
-            self._started = True
-            self._thread.start()
 
     def _loop(self) -> None:
         while True:
@@ -168,7 +165,7 @@ def idle_call_threads() -> int:
     """How many call threads wait for a call (the fast exit ends the
     process with them: they hold nothing)."""
     with _idle_lock:
-        return sum(1 for w in _idle_workers if w._started)
+        return len(_idle_workers)
 
 
 def _worker(name: str) -> _Worker:
