@@ -13,7 +13,6 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,14 +33,21 @@ def supervisor_of(r: ToolResult) -> int:
     return int(r.data["stdout_preview"].splitlines()[0])
 
 
+def proc_state(pid: int) -> str | None:
+    """``pid``'s state letter (``Z``: exited, not collected); None once gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 def gone(pid: int, within: float = 5.0) -> bool:
     """``pid`` (a child of this process) has exited; it is collected."""
     end = time.monotonic() + within
     while time.monotonic() < end:
         forked.reap()
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
+        state = proc_state(pid)
+        if state is None:
             return True
         if state in ("Z", "X"):
             try:
@@ -172,7 +178,7 @@ def test_a_supervisor_gone_idle_is_collected_at_the_next_call(
     monkeypatch.setattr(forked, "IDLE_S", 0.2)
     sup = supervisor_of(call("ExecCommand", cmd=PARENT))
     end = time.monotonic() + 5
-    while Path(f"/proc/{sup}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+    while proc_state(sup) != "Z":
         assert time.monotonic() < end
         time.sleep(0.02)
     monkeypatch.setattr(forked, "IDLE_S", 60.0)
@@ -294,9 +300,6 @@ def test_an_idle_supervisor_ends_with_its_caller(
             assert time.monotonic() < end, (rec, leftovers(rec))
             time.sleep(0.05)
     end = time.monotonic() + 5
-    while Path(f"/proc/{sup}").exists():  # reparented: init collects it
-        state: Any = Path(f"/proc/{sup}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state == "Z":
-            break
+    while proc_state(sup) not in (None, "Z"):  # reparented: init collects it
         assert time.monotonic() < end, "the idle supervisor outlived its killed caller"
         time.sleep(0.02)
