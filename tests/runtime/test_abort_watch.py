@@ -22,19 +22,26 @@ def watch(holon_home: Path) -> abort.AbortWatch:
     return abort.AbortWatch(store, "run_test", poll_s=0.01)
 
 
-def settled(within: float = 2.0) -> None:
-    """Until a worker that just ran a call is idle again."""
+def idle(thread: threading.Thread) -> bool:
+    return any(w._thread is thread for w in abort._idle_workers)
+
+
+def settled(thread: threading.Thread, within: float = 2.0) -> None:
+    """Until ``thread``, which just ran a call, is idle again (other tests
+    of this process may have left idle call threads of their own)."""
     end = time.monotonic() + within
-    while not abort._idle_workers and time.monotonic() < end:
+    while not idle(thread) and time.monotonic() < end:
         time.sleep(0.001)
+    assert idle(thread)
 
 
 def test_calls_run_one_after_another_on_one_thread(watch: abort.AbortWatch) -> None:
     threads = []
     for _ in range(4):
         threads.append(watch.call(threading.current_thread))
-        settled()
-    assert len(set(threads)) == 1 and threads[0] is not threading.current_thread()
+        settled(threads[-1])
+    assert len(set(threads)) == 1
+    assert threads[0] is not threading.current_thread()
     assert threads[0].name == "holon-call-run_test"
 
 
@@ -46,11 +53,12 @@ def test_a_call_given_up_on_keeps_its_thread_until_it_ends(
     the idle ones once its call has returned."""
     release = threading.Event()
     started = threading.Event()
+    ran_on: list[threading.Thread] = []
 
-    def stuck() -> threading.Thread:
+    def stuck() -> None:
+        ran_on.append(threading.current_thread())
         started.set()
         release.wait(10)
-        return threading.current_thread()
 
     def abort_soon() -> None:
         started.wait(5)
@@ -59,23 +67,20 @@ def test_a_call_given_up_on_keeps_its_thread_until_it_ends(
     threading.Thread(target=abort_soon).start()
     with pytest.raises(abort.TurnAborted):
         watch.call(stuck)
-    busy = [t for t in threading.enumerate() if t.name == "holon-call-run_test"]
+    (busy,) = ran_on
     watch.aborted = False
     other = watch.call(threading.current_thread)
-    assert other not in busy  # the stuck call still holds its thread
+    assert other is not busy and not idle(busy)  # the stuck call still holds its thread
     release.set()
-    end = time.monotonic() + 2
-    while len(abort._idle_workers) < 2 and time.monotonic() < end:
-        time.sleep(0.001)
-    assert len(abort._idle_workers) >= 2  # both idle now
+    settled(busy)  # idle again once its call returned
+    settled(other)
 
 
 def test_an_idle_call_thread_ends(watch: abort.AbortWatch, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(abort, "WORKER_IDLE_S", 0.05)
-    abort._idle_workers.clear()  # those of earlier tests wait their own (longer) time
+    monkeypatch.setattr(abort, "WORKER_IDLE_S", 0.05)  # read at each wait
     thread = watch.call(threading.current_thread)
     thread.join(5)
-    assert not thread.is_alive() and not abort._idle_workers
+    assert not thread.is_alive() and not idle(thread)
 
 
 def test_each_call_sees_its_callers_context(watch: abort.AbortWatch) -> None:
@@ -84,7 +89,6 @@ def test_each_call_sees_its_callers_context(watch: abort.AbortWatch) -> None:
     for value in ("first", "second"):
         var.set(value)
         seen.append(watch.call(var.get))
-        settled()
     assert seen == ["first", "second"]
 
 
@@ -94,5 +98,4 @@ def test_an_error_of_the_call_is_raised_on_the_turns_thread(watch: abort.AbortWa
 
     with pytest.raises(ValueError, match="from the call"):
         watch.call(fails)
-    settled()
     assert watch.call(lambda: 7) == 7  # the thread is fine for the next
